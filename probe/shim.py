@@ -1,0 +1,477 @@
+"""Load the installed flashinfer on any machine and stop its calls at the launch boundary.
+
+A probe runs flashinfer's own Python code with small CPU tensors while the
+device queries flashinfer makes answer for a *target* GPU. Every call into
+compiled code goes through a stand-in module: calling one of its functions
+raises `BoundaryReached`, which proves that every Python validator before the
+launch accepted the input. Everything patched is restored on `close()`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import linecache
+import os
+import socket
+import sys
+import time
+import traceback
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable
+
+from .errors import EnvironmentProblem
+from .sm import SM
+
+# Getters that hand back a compiled module: `get_mla_module`,
+# `_get_sparse_mla_decode_dsv4_module`, `get_trtllm_gen_fmha_module`, ...
+# They are the natural boundary: past them lies JIT building, cubin
+# downloads and the launch itself.
+_GETTER_PREFIXES = ("get_", "_get_")
+# Compiled helpers that serve logging, not kernels: calling them proves nothing,
+# so their stand-ins do nothing instead of marking the boundary.
+_SERVICE_GETTERS = frozenset({"get_logging_module"})
+_SERVICE_SPECS = frozenset({"spdlog", "logging"})
+_ARCH_LIST = "7.5 8.0 8.6 8.9 9.0 10.0 10.3 11.0 12.0 12.1"
+
+
+@dataclass(frozen=True)
+class CompiledEntry:
+    """The compiled function a probe call reached: where the launch would happen."""
+
+    module: str  # the getter (or JIT spec) that would have produced the module
+    function: str  # the attribute called on it
+
+    def __str__(self) -> str:
+        return f"{self.module}.{self.function}"
+
+
+class BoundaryReached(BaseException):
+    """Raised by a stand-in compiled function. BaseException, so that flashinfer's
+    own `except Exception` blocks (autotuners, fallbacks) cannot swallow it."""
+
+    def __init__(self, entry: CompiledEntry):
+        super().__init__(str(entry))
+        self.entry = entry
+
+
+class NetworkRefused(BaseException):
+    """A probe call tried to open a network connection (a cubin download, say)."""
+
+
+class _StandInFunction:
+    def __init__(self, module: str, function: str, service: bool):
+        self._module, self._function, self._service = module, function, service
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._service:
+            return None
+        raise BoundaryReached(CompiledEntry(self._module, self._function))
+
+    def __getattr__(self, name: str) -> "_StandInFunction":
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _StandInFunction(self._module, f"{self._function}.{name}", self._service)
+
+
+class _StandInModule:
+    """Takes the place of a loaded compiled module."""
+
+    def __init__(self, origin: str, service: bool = False):
+        self._origin, self._service = origin, service
+
+    def __getattr__(self, name: str) -> _StandInFunction:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _StandInFunction(self._origin, name, self._service)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._service:
+            return None
+        raise BoundaryReached(CompiledEntry(self._origin, "__call__"))
+
+
+class _FakeDeviceProperties:
+    """What `torch.cuda.get_device_properties` returns for the target GPU."""
+
+    def __init__(self, sm: SM):
+        self.name = f"hprobe target {sm}"
+        self.major, self.minor = sm.major, sm.minor
+        # Sizes of a large part of that family; validators read them only to
+        # size workspaces, never to decide head counts.
+        self.multi_processor_count = 148 if sm.major >= 10 else 132
+        self.total_memory = 80 * 2**30
+        self.shared_memory_per_block_optin = 227 * 1024
+        self.shared_memory_per_multiprocessor = 228 * 1024
+        self.max_threads_per_multi_processor = 2048
+        self.L2_cache_size = 50 * 2**20
+        self.warp_size = 32
+        self.is_integrated = False
+        self.is_multi_gpu_board = False
+        self.uuid = "hprobe-fake"
+
+
+@dataclass
+class CallResult:
+    """How one probe call ended."""
+
+    entry: CompiledEntry | None = None  # set when the boundary was reached
+    error_type: str | None = None
+    message: str | None = None
+    location: str | None = None  # file:line (function) where it was raised
+    validator: bool = False  # raised by a `raise`/`assert` in flashinfer's own code
+    reason: str | None = None  # why a non-validator failure says nothing about heads
+
+    @property
+    def reached(self) -> bool:
+        return self.entry is not None
+
+
+@dataclass
+class _Patch:
+    owner: Any
+    name: str
+    old: Any
+    had: bool
+
+
+@dataclass
+class _TargetState:
+    sm: SM
+
+
+def _module_file_prefix(module: ModuleType) -> str:
+    return str(Path(module.__file__).resolve().parent) + os.sep  # type: ignore[arg-type]
+
+
+class FlashinferSession:
+    """Imports flashinfer once and probes it for one or more target SMs.
+
+    Use as a context manager; `target(sm)` switches the faked GPU.
+    """
+
+    def __init__(self, import_sm: SM):
+        self._state = _TargetState(import_sm)
+        self._patches: list[_Patch] = []
+        self._env_saved: dict[str, str | None] = {}
+        self._replacements: dict[int, Any] = {}  # id(original) -> fake
+        self._originals: list[Any] = []  # keeps ids stable while the session lives
+        self._patched_modules: set[str] = set()
+        self._cache_clears: list[Callable[[], None]] = []
+        self.flashinfer: ModuleType | None = None
+        self.torch: ModuleType | None = None
+        self.import_seconds: float | None = None
+        self._fi_prefix = ""
+        self._real_import = builtins.__import__
+        self._open = False
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def __enter__(self) -> "FlashinferSession":
+        self.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def open(self) -> None:
+        try:
+            import torch
+        except Exception as exc:  # noqa: BLE001
+            raise EnvironmentProblem(f"torch is not importable: {type(exc).__name__}: {exc}") from None
+        self.torch = torch
+        self._open = True
+        try:
+            self._install_torch_fakes(torch)
+            # JIT specs are generated (not built) on the way to a getter; they
+            # need a target list, and flashinfer reads it once, at import.
+            self._set_env("FLASHINFER_CUDA_ARCH_LIST", _ARCH_LIST)
+            # Turns on flashinfer's optional host-side checks: more validators run.
+            self._set_env("FLASHINFER_VALIDATE_INPUTS", "1")
+            self._set_env("FLASHINFER_LOGLEVEL", "0")
+            start = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    import flashinfer
+                except Exception as exc:  # noqa: BLE001
+                    raise EnvironmentProblem(
+                        f"flashinfer failed to import: {type(exc).__name__}: {_one_line(exc)}"
+                    ) from None
+            self.import_seconds = time.perf_counter() - start
+            self.flashinfer = flashinfer
+            self._fi_prefix = _module_file_prefix(flashinfer)
+            self._install_flashinfer_fakes()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if not self._open:
+            return
+        self._clear_caches()
+        for patch in reversed(self._patches):
+            if patch.had:
+                setattr(patch.owner, patch.name, patch.old)
+            else:
+                try:
+                    delattr(patch.owner, patch.name)
+                except AttributeError:
+                    pass
+        self._patches.clear()
+        for key, value in self._env_saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self._env_saved.clear()
+        self._open = False
+
+    # -- public --------------------------------------------------------------------
+
+    @property
+    def version(self) -> str:
+        assert self.flashinfer is not None
+        return str(getattr(self.flashinfer, "__version__", "unknown"))
+
+    @property
+    def location(self) -> str:
+        assert self.flashinfer is not None
+        return str(Path(self.flashinfer.__file__).resolve().parent)
+
+    def target(self, sm: SM) -> None:
+        """Make every device query answer for `sm` from now on."""
+        if sm != self._state.sm:
+            self._state.sm = sm
+            self._clear_caches()
+
+    def resolve(self, dotted: str) -> Any | None:
+        """`flashinfer.mla._core.fn` -> the object, or None when this release lacks it."""
+        import importlib
+
+        module_name, _, attr = dotted.rpartition(".")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            return None
+        finally:
+            self._patch_new_modules()
+        return getattr(module, attr, None)
+
+    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> CallResult:
+        """Run one probe call and say how it ended."""
+        self._clear_caches()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fn(*args, **kwargs)
+        except BoundaryReached as hit:
+            return CallResult(entry=hit.entry)
+        except NetworkRefused as refused:
+            return CallResult(
+                error_type="NetworkRefused",
+                message=str(refused),
+                reason="the call tried to reach the network before any launch",
+            )
+        except Exception as exc:  # noqa: BLE001 - every failure is classified below
+            return self._classify(exc)
+        return CallResult(
+            error_type="Returned",
+            message="the call returned without reaching a compiled function",
+            reason="no launch boundary was hit, so the probe cannot see the kernel",
+        )
+
+    # -- classification ------------------------------------------------------------
+
+    def _classify(self, exc: Exception) -> CallResult:
+        frames = traceback.extract_tb(exc.__traceback__)
+        last = frames[-1] if frames else None
+        location = None
+        in_flashinfer = False
+        statement = ""
+        rel = ""
+        if last is not None:
+            path = str(Path(last.filename).resolve())
+            in_flashinfer = path.startswith(self._fi_prefix)
+            rel = path[len(self._fi_prefix) :] if in_flashinfer else path
+            location = f"{'flashinfer/' if in_flashinfer else ''}{rel}:{last.lineno} ({last.name})"
+            statement = _statement_at(last.filename, last.lineno or 0)
+        result = CallResult(error_type=type(exc).__name__, message=_one_line(exc), location=location)
+        environment_errors = (ImportError, AttributeError, NameError, OSError, MemoryError)
+        if isinstance(exc, environment_errors):
+            result.reason = f"{type(exc).__name__} is an environment failure, not a validator's answer"
+        elif in_flashinfer and rel.startswith(("jit" + os.sep, "compilation_context.py")):
+            result.reason = "raised while flashinfer prepared a JIT build, past the validators"
+        elif not in_flashinfer:
+            result.reason = "raised outside flashinfer's code (the probe's inputs or torch on CPU), not by a validator"
+        elif not (statement.startswith("raise") or statement.startswith("assert")):
+            result.reason = "flashinfer failed in ordinary code, not in a raise or assert of a validator"
+        else:
+            result.validator = True
+        return result
+
+    # -- patching ------------------------------------------------------------------
+
+    def _set_attr(self, owner: Any, name: str, value: Any) -> None:
+        had = hasattr(owner, name)
+        self._patches.append(_Patch(owner, name, getattr(owner, name, None), had))
+        setattr(owner, name, value)
+
+    def _set_env(self, key: str, value: str) -> None:
+        self._env_saved.setdefault(key, os.environ.get(key))
+        os.environ[key] = value
+
+    def _install_torch_fakes(self, torch: ModuleType) -> None:
+        state = self._state
+
+        def get_device_properties(device: Any = None) -> _FakeDeviceProperties:
+            return _FakeDeviceProperties(state.sm)
+
+        def get_device_capability(device: Any = None) -> tuple[int, int]:
+            return (state.sm.major, state.sm.minor)
+
+        def get_device_name(device: Any = None) -> str:
+            return f"hprobe target {state.sm}"
+
+        cuda = torch.cuda
+        self._set_attr(cuda, "get_device_properties", get_device_properties)
+        self._set_attr(cuda, "get_device_capability", get_device_capability)
+        self._set_attr(cuda, "get_device_name", get_device_name)
+        self._set_attr(cuda, "current_device", lambda: 0)
+        self._set_attr(cuda, "is_current_stream_capturing", lambda: False)
+        # SM12x gates compare torch.version.cuda with 12.8/12.9; a CPU build has None.
+        cuda_version = torch.version.cuda
+        self._set_attr(torch.version, "cuda", cuda_version if cuda_version else "13.0")
+        # Network access during a probe means a download of kernels or metadata:
+        # refuse it, so such a call is reported instead of hanging or fetching.
+        self._set_attr(socket.socket, "connect", _refuse_network)
+        self._set_attr(socket, "create_connection", _refuse_network)
+        self._set_attr(builtins, "__import__", self._import_hook)
+
+    def _install_flashinfer_fakes(self) -> None:
+        fi = self.flashinfer
+        assert fi is not None
+        state = self._state
+        utils = sys.modules.get("flashinfer.utils")
+        original_cc = getattr(utils, "get_compute_capability", None)
+        if original_cc is not None:
+
+            def get_compute_capability(device: Any = None) -> tuple[int, int]:
+                return (state.sm.major, state.sm.minor)
+
+            self._register(original_cc, get_compute_capability)
+        jit_core = sys.modules.get("flashinfer.jit.core")
+        spec_cls = getattr(jit_core, "JitSpec", None)
+        if spec_cls is not None:
+
+            def build_and_load(spec: Any) -> _StandInModule:
+                name = str(getattr(spec, "name", "jit"))
+                return _StandInModule(f"jit:{name}", service=name in _SERVICE_SPECS)
+
+            def load(spec: Any, *args: Any, **kwargs: Any) -> _StandInModule:
+                return build_and_load(spec)
+
+            self._set_attr(spec_cls, "build_and_load", build_and_load)
+            self._set_attr(spec_cls, "load", load)
+        self._patch_new_modules()
+
+    def _register(self, original: Any, fake: Any) -> None:
+        self._originals.append(original)
+        self._replacements[id(original)] = fake
+
+    def _getter_fake(self, name: str) -> Callable[..., _StandInModule]:
+        service = name in _SERVICE_GETTERS
+
+        def getter(*args: Any, **kwargs: Any) -> _StandInModule:
+            return _StandInModule(name, service=service)
+
+        return getter
+
+    def _patch_new_modules(self) -> None:
+        """Patch modules of flashinfer imported since the last look.
+
+        Names are matched by the function object, not the name, because
+        releases import `get_compute_capability` and getters under other names.
+        """
+        fresh = [
+            (name, mod)
+            for name, mod in list(sys.modules.items())
+            if (name == "flashinfer" or name.startswith("flashinfer."))
+            and name not in self._patched_modules
+            # A module still executing has not defined its getters yet.
+            and not getattr(getattr(mod, "__spec__", None), "_initializing", False)
+        ]
+        if not fresh:
+            return
+        # First pass: find new kernel-module getters defined in these modules.
+        for _, mod in fresh:
+            for attr, value in list(vars(mod).items()):
+                if not attr.startswith(_GETTER_PREFIXES) or "module" not in attr:
+                    continue
+                if not callable(value) or isinstance(value, type) or id(value) in self._replacements:
+                    continue
+                owner = getattr(value, "__module__", "") or ""
+                if owner == "flashinfer" or owner.startswith("flashinfer."):
+                    self._register(value, self._getter_fake(attr))
+        # Second pass: replace every binding of a registered original.
+        for name, mod in fresh:
+            self._patched_modules.add(name)
+            namespace = vars(mod)
+            for attr, value in list(namespace.items()):
+                fake = self._replacements.get(id(value))
+                if fake is not None and fake is not value:
+                    self._set_attr(mod, attr, fake)
+                elif hasattr(value, "cache_clear") and callable(value):
+                    self._cache_clears.append(value.cache_clear)
+        # A module patched earlier may hold a getter registered just now.
+        if len(fresh) != len(self._patched_modules):
+            for name in self._patched_modules:
+                mod = sys.modules.get(name)
+                if mod is None:
+                    continue
+                for attr, value in list(vars(mod).items()):
+                    fake = self._replacements.get(id(value))
+                    if fake is not None and fake is not value:
+                        self._set_attr(mod, attr, fake)
+
+    def _import_hook(self, name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
+        module = self._real_import(name, globals, locals, fromlist, level)
+        if self.flashinfer is not None:
+            self._patch_new_modules()
+        return module
+
+    def _clear_caches(self) -> None:
+        # functools caches in flashinfer remember capability answers and modules.
+        for clear in self._cache_clears:
+            try:
+                clear()
+            except Exception:  # noqa: BLE001 - a cache that cannot clear holds nothing of ours
+                pass
+
+
+def _refuse_network(*args: Any, **kwargs: Any) -> Any:
+    raise NetworkRefused("network access refused during a probe")
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 400 else text[:397] + "..."
+
+
+@functools.lru_cache(maxsize=512)
+def _statement_at(filename: str, lineno: int) -> str:
+    """The statement that raised. A `raise` reports its first line; a multi-line
+    `assert` reports the line of its condition, so look a few lines up for it."""
+    line = linecache.getline(filename, lineno).strip()
+    if line.startswith(("raise", "assert")):
+        return line
+    for back in range(1, 4):
+        above = linecache.getline(filename, lineno - back).strip()
+        if not above or above.endswith(":"):
+            break
+        if above.startswith("assert"):
+            return above
+    return line
