@@ -1,0 +1,188 @@
+"""Compare a padding table with probed support. Nothing here probes or prints."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from .outcome import HeadResult, KernelSMResult, Outcome
+from .tables import Backend, Model, PaddingTable
+
+
+class Verdict(str, Enum):
+    OK = "ok"
+    REDUCIBLE = "reducible"
+    BROKEN = "broken"
+    TABLE_REFUSES = "table-refuses"
+    INCONCLUSIVE = "inconclusive"
+
+    @property
+    def explanation(self) -> str:
+        return _EXPLANATIONS[self]
+
+
+_EXPLANATIONS = {
+    Verdict.OK: "the padded count is accepted and no smaller accepted count is >= n",
+    Verdict.REDUCIBLE: "a smaller accepted count m (n <= m < padded) exists: padding wastes compute",
+    Verdict.BROKEN: "the padded count is refused by the kernel: this configuration fails at runtime",
+    Verdict.TABLE_REFUSES: "the table raises for n, though the kernel accepts a count >= n",
+    Verdict.INCONCLUSIVE: "the probe could not show the kernel's answer for the padded count",
+}
+
+
+@dataclass
+class Finding:
+    """One backend x SM x model x TP verdict, with its evidence."""
+
+    table: str
+    table_path: str
+    model: str
+    tp: int
+    n: int  # per-rank query heads
+    backend: str
+    kernel: str
+    sm: int
+    flashinfer_version: str
+    padded: int | None  # None: the table raises for n
+    verdict: Verdict
+    best: int | None = None  # smallest accepted count >= n
+    waste: float | None = None  # padded / best for reducible
+    evidence: HeadResult | None = None  # the kernel's answer for the padded count
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {
+            "table": self.table,
+            "table_path": self.table_path,
+            "model": self.model,
+            "tp": self.tp,
+            "n": self.n,
+            "backend": self.backend,
+            "kernel": self.kernel,
+            "sm": self.sm,
+            "flashinfer_version": self.flashinfer_version,
+            "padded": self.padded,
+            "verdict": self.verdict.value,
+            "best": self.best,
+            "waste": round(self.waste, 4) if self.waste is not None else None,
+            "evidence": self.evidence.to_dict() if self.evidence else None,
+            "notes": self.notes,
+        }
+
+
+def judge(n: int, padded: int | None, support: KernelSMResult) -> tuple[Verdict, int | None, float | None, HeadResult | None, list[str]]:
+    """The verdict for one per-rank count n padded to `padded` against probed support."""
+    notes: list[str] = []
+    above = sorted(h for h in support.heads if h >= n)
+    accepted_above = [h for h in above if support.heads[h].outcome is Outcome.ACCEPTED]
+    best = accepted_above[0] if accepted_above else None
+    if padded is None:
+        if best is not None:
+            return Verdict.TABLE_REFUSES, best, None, support.heads[best], notes
+        unclear = [h for h in above if support.heads[h].outcome is Outcome.INCONCLUSIVE]
+        if unclear:
+            return Verdict.INCONCLUSIVE, None, None, support.heads[unclear[0]], notes
+        notes.append(f"the table raises for {n}; the kernel accepts no count in {n}..{max(support.heads)} either")
+        return Verdict.OK, None, None, None, notes
+    result = support.heads.get(padded)
+    if result is None:
+        return Verdict.INCONCLUSIVE, best, None, None, [f"{padded} was not probed"]
+    if result.outcome is Outcome.ACCEPTED:
+        smaller = [h for h in accepted_above if h < padded]
+        unclear = [h for h in range(n, padded) if h in support.heads and support.heads[h].outcome is Outcome.INCONCLUSIVE]
+        if unclear:
+            notes.append(f"counts {_short(unclear)} between n and the padded count were inconclusive")
+        if smaller:
+            return Verdict.REDUCIBLE, smaller[0], padded / smaller[0], result, notes
+        return Verdict.OK, padded, None, result, notes
+    if result.outcome in (Outcome.REJECTED, Outcome.UNSUPPORTED_ARCH, Outcome.ABSENT):
+        return Verdict.BROKEN, best, None, result, notes
+    return Verdict.INCONCLUSIVE, best, None, result, notes
+
+
+def check_table(
+    table: PaddingTable,
+    support: dict[tuple[str, int], KernelSMResult],
+    sms: list[int],
+) -> tuple[list[Finding], list[str]]:
+    """Every backend x SM (among `sms`) x model x TP of a table, judged.
+
+    `support` maps (kernel id, SM) to probed results covering 1..max padded.
+    """
+    findings: list[Finding] = []
+    notes: list[str] = []
+    for backend in table.backends:
+        targets = [sm for sm in backend.sms if sm in sms]
+        if not targets:
+            notes.append(
+                f"{table.name}: backend {backend.name} runs on SM{'/'.join(map(str, backend.sms))}, "
+                "none of the SMs checked"
+            )
+            continue
+        for sm in targets:
+            probed = support[(backend.kernel, sm)]
+            for model in table.models:
+                findings.extend(_judge_model(table, backend, sm, probed, model))
+    return findings, notes
+
+
+def _judge_model(table: PaddingTable, backend: Backend, sm: int, probed: KernelSMResult, model: Model) -> list[Finding]:
+    out = []
+    for tp, n in model.per_rank():
+        padded = backend.rule.pad(n)
+        verdict, best, waste, evidence, notes = judge(n, padded, probed)
+        out.append(
+            Finding(
+                table=table.name,
+                table_path=table.path,
+                model=model.name,
+                tp=tp,
+                n=n,
+                backend=backend.name,
+                kernel=backend.kernel,
+                sm=sm,
+                flashinfer_version=probed.flashinfer_version,
+                padded=padded,
+                verdict=verdict,
+                best=best,
+                waste=waste,
+                evidence=evidence,
+                notes=notes + probed.notes,
+            )
+        )
+    return out
+
+
+def exit_code(findings: list[Finding], strict: bool) -> int:
+    verdicts = {f.verdict for f in findings}
+    if Verdict.BROKEN in verdicts:
+        return 1
+    if strict and verdicts & {Verdict.REDUCIBLE, Verdict.TABLE_REFUSES}:
+        return 1
+    if Verdict.INCONCLUSIVE in verdicts or not findings:
+        return 3
+    return 0
+
+
+def _short(values: list[int]) -> str:
+    return compact_set(values)
+
+
+def compact_set(values: list[int] | set[int]) -> str:
+    """{1-4, 8, 16}: runs of three or more collapse to a range."""
+    ordered = sorted(set(values))
+    if not ordered:
+        return "{}"
+    parts = []
+    start = prev = ordered[0]
+    for v in ordered[1:] + [None]:  # type: ignore[list-item]
+        if v is not None and v == prev + 1:
+            prev = v
+            continue
+        if prev - start >= 2:
+            parts.append(f"{start}-{prev}")
+        else:
+            parts.extend(str(x) for x in range(start, prev + 1))
+        if v is not None:
+            start = prev = v
+    return "{" + ", ".join(parts) + "}"

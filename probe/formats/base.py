@@ -1,0 +1,21 @@
+"""The interface every output format implements."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..service import CheckReport, MatrixReport
+
+
+class Formatter(ABC):
+    @abstractmethod
+    def check(self, report: "CheckReport") -> None: ...
+
+    @abstractmethod
+    def matrix(self, report: "MatrixReport", grid: bool = False) -> None: ...
+
+    @abstractmethod
+    def data(self, payload: dict, title: str) -> None:
+        """Plain records (`hprobe env`, `hprobe kernels`)."""

@@ -1,0 +1,184 @@
+"""Terminal output through rich: colour on a terminal, plain text when piped or NO_COLOR."""
+
+from __future__ import annotations
+
+import os
+from itertools import groupby
+from typing import TYPE_CHECKING
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..core import Finding, Verdict, compact_set
+from ..outcome import KernelSMResult, Outcome
+from .base import Formatter
+
+if TYPE_CHECKING:
+    from ..service import CheckReport, MatrixReport
+
+VERDICT_STYLE = {
+    Verdict.OK: "green",
+    Verdict.REDUCIBLE: "yellow",
+    Verdict.BROKEN: "bold red",
+    Verdict.TABLE_REFUSES: "magenta",
+    Verdict.INCONCLUSIVE: "cyan",
+}
+OUTCOME_MARK = {
+    Outcome.ACCEPTED: ("✓", "green"),
+    Outcome.REJECTED: ("·", "dim"),
+    Outcome.UNSUPPORTED_ARCH: ("✗", "red"),
+    Outcome.INCONCLUSIVE: ("?", "cyan"),
+    Outcome.ABSENT: ("–", "dim"),
+}
+
+
+def make_console(stderr: bool = False) -> Console:
+    plain = bool(os.environ.get("NO_COLOR"))
+    return Console(stderr=stderr, no_color=plain, highlight=False)
+
+
+class TextFormatter(Formatter):
+    def __init__(self, console: Console | None = None):
+        self.console = console or make_console()
+
+    # -- check ---------------------------------------------------------------------
+
+    def check(self, report: "CheckReport") -> None:
+        c = self.console
+        fi = report.flashinfer
+        sms = ", ".join(str(sm) for sm in report.targets.sms)
+        c.print(f"[bold]hprobe check[/bold]  flashinfer {fi.version}  ({fi.location})  targets: {sms}")
+        for note in report.notes:
+            c.print(f"[dim]note:[/dim] {note}")
+        for (table, backend), group in groupby(report.findings, key=lambda f: (f.table, f.backend)):
+            rows = list(group)
+            c.print()
+            c.print(f"[bold]{table}[/bold] · {backend} → {rows[0].kernel}")
+            t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+            for col, justify in (("SM", "left"), ("model", "left"), ("TP", "right"), ("n", "right"),
+                                 ("padded", "right"), ("verdict", "left"), ("evidence", "left")):
+                t.add_column(col, justify=justify)  # type: ignore[arg-type]
+            entries: dict[int, set[str]] = {}
+            previous_sm = None
+            for f in rows:
+                if previous_sm is not None and f.sm != previous_sm:
+                    t.add_section()
+                previous_sm = f.sm
+                if f.evidence is not None and f.evidence.entry:
+                    entries.setdefault(f.sm, set()).add(f.evidence.entry)
+                t.add_row(
+                    f"SM{f.sm}",
+                    f.model,
+                    str(f.tp),
+                    str(f.n),
+                    "raises" if f.padded is None else str(f.padded),
+                    Text(f.verdict.value, style=VERDICT_STYLE[f.verdict]),
+                    _evidence(f),
+                )
+            c.print(t)
+            for sm, names in entries.items():
+                c.print(f"  [dim]SM{sm} reaches {', '.join(sorted(names))}[/dim]")
+        c.print()
+        counts = {}
+        for f in report.findings:
+            counts[f.verdict] = counts.get(f.verdict, 0) + 1
+        summary = ", ".join(
+            f"[{VERDICT_STYLE[v]}]{counts[v]} {v.value}[/]" for v in Verdict if v in counts
+        ) or "nothing checked"
+        c.print(f"{summary}  → exit {report.exit_code}{' (--strict)' if report.strict else ''}")
+
+    # -- matrix --------------------------------------------------------------------
+
+    def matrix(self, report: "MatrixReport", grid: bool = False) -> None:
+        c = self.console
+        fi = report.flashinfer
+        c.print(
+            f"[bold]hprobe matrix[/bold]  flashinfer {fi.version}  ({fi.location})  "
+            f"h_q {compact_set(report.heads)}"
+        )
+        if report.targets.note:
+            c.print(f"[dim]note:[/dim] {report.targets.note}")
+        if grid:
+            self._grid(report)
+            return
+        for kernel, group in groupby(report.results, key=lambda r: r.kernel):
+            c.print()
+            c.print(f"[bold]{kernel}[/bold]")
+            for result in group:
+                self._matrix_line(result)
+
+    def _matrix_line(self, r: KernelSMResult) -> None:
+        c = self.console
+        status = r.status
+        head = f"  SM{r.sm:<4}"
+        if status is Outcome.ACCEPTED:
+            entries = sorted({r.heads[h].entry for h in r.accepted() if r.heads[h].entry})
+            c.print(f"{head}[green]accepted {compact_set(r.accepted())}[/green]")
+            for entry in entries:
+                c.print(f"          [dim]reaches {entry}[/dim]")
+            rejected = r.by_outcome(Outcome.REJECTED)
+            if rejected:
+                sample = r.heads[rejected[0]]
+                c.print(f"          [dim]rejected {compact_set(rejected)}: {sample.error_type}: {sample.message}[/dim]")
+            unclear = r.by_outcome(Outcome.INCONCLUSIVE)
+            if unclear:
+                sample = r.heads[unclear[0]]
+                c.print(f"          [cyan]inconclusive {compact_set(unclear)}: {sample.reason}[/cyan]")
+        else:
+            sample = next(iter(r.heads.values()))
+            style = {Outcome.UNSUPPORTED_ARCH: "red", Outcome.ABSENT: "dim"}.get(status, "cyan")
+            detail = sample.message or ""
+            if status is Outcome.INCONCLUSIVE:
+                detail = f"{sample.reason} [{sample.error_type}: {sample.message}]"
+            elif status is Outcome.ABSENT:
+                detail = sample.reason or ""
+            c.print(f"{head}[{style}]{status.value}[/{style}]  {detail}")
+        for note in r.notes:
+            c.print(f"          [dim]note: {note}[/dim]")
+
+    def _grid(self, report: "MatrixReport") -> None:
+        c = self.console
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+        t.add_column("h_q", justify="right")
+        columns = [(r.kernel, r.sm) for r in report.results]
+        by_col = {(r.kernel, r.sm): r for r in report.results}
+        multi = len({k for k, _ in columns}) > 1
+        for kernel, sm in columns:
+            t.add_column(f"{kernel} SM{sm}" if multi else f"SM{sm}", justify="center")
+        for h in report.heads:
+            row = [str(h)]
+            for col in columns:
+                outcome = by_col[col].outcome(h)
+                mark, style = OUTCOME_MARK.get(outcome, (" ", ""))  # type: ignore[arg-type]
+                row.append(Text(mark, style=style))
+            t.add_row(*row)
+        c.print(t)
+        c.print("[dim]✓ accepted  · rejected  ✗ unsupported-arch  ? inconclusive  – absent[/dim]")
+
+    # -- plain records ---------------------------------------------------------------
+
+    def data(self, payload: dict, title: str) -> None:
+        c = self.console
+        c.print(f"[bold]{title}[/bold]")
+        for key, value in payload.items():
+            c.print(f"  {key:<22} {value}")
+
+
+def _evidence(f: Finding) -> str:
+    e = f.evidence
+    parts = []
+    if f.verdict is Verdict.REDUCIBLE:
+        removable = ", removable" if f.best == f.n else ""
+        parts.append(f"{f.best} accepted: {f.waste:.2f}× waste{removable}")
+    elif f.verdict is Verdict.BROKEN and e is not None:
+        parts.append(f"{e.outcome.value}: {e.error_type}: {e.message}")
+        if e.location:
+            parts.append(f"at {e.location}")
+    elif f.verdict is Verdict.TABLE_REFUSES:
+        parts.append(f"table raises, kernel accepts {f.best}")
+    elif f.verdict is Verdict.INCONCLUSIVE and e is not None:
+        parts.append(f"{e.reason} [{e.error_type}: {e.message}]")
+    parts.extend(f.notes[:1])
+    return "; ".join(parts)

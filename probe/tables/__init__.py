@@ -1,0 +1,55 @@
+"""Padding-table sources. Each source turns something the user owns into
+`PaddingTable`s without modifying it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from ..errors import InputError
+from .model import Backend, Model, PaddingRule, PaddingTable, PadMap, PadTo, Where
+from .toml_source import TomlTableSource
+
+__all__ = [
+    "Backend",
+    "Model",
+    "PaddingRule",
+    "PaddingTable",
+    "PadMap",
+    "PadTo",
+    "Where",
+    "TomlTableSource",
+    "load_tables",
+    "shipped_tables_dir",
+    "override_models",
+]
+
+
+def shipped_tables_dir() -> Path:
+    """`matrices/` beside the package (source checkout or editable install)."""
+    return Path(__file__).resolve().parent.parent.parent / "matrices"
+
+
+def load_tables(paths: list[Path] | None) -> list[PaddingTable]:
+    """The given table files, or every shipped table when none is given."""
+    if not paths:
+        directory = shipped_tables_dir()
+        paths = sorted(directory.glob("*.toml"))
+        if not paths:
+            raise InputError(f"no padding tables found in {directory}; pass --table FILE")
+    return [TomlTableSource(Path(p)).load() for p in paths]
+
+
+def override_models(table: PaddingTable, heads: int | None, tp: list[int] | None) -> PaddingTable:
+    """Apply --heads/--tp to every model of a table."""
+    if heads is None and tp is None:
+        return table
+    models = []
+    for model in table.models:
+        new_heads = heads if heads is not None else model.num_q_heads
+        new_tp = tuple(tp) if tp is not None else model.tp
+        for t in new_tp:
+            if new_heads % t:
+                raise InputError(f"model {model.name}: {new_heads} query heads do not divide evenly over tp={t}")
+        models.append(replace(model, num_q_heads=new_heads, tp=new_tp))
+    return replace(table, models=models)
