@@ -77,6 +77,8 @@ def judge(n: int, padded: int | None, support: KernelSMResult) -> tuple[Verdict,
     accepted_above = [h for h in above if support.heads[h].outcome is Outcome.ACCEPTED]
     best = accepted_above[0] if accepted_above else None
     if padded is None:
+        if not above:
+            return Verdict.INCONCLUSIVE, None, None, None, [f"no count >= {n} was probed"]
         if best is not None:
             return Verdict.TABLE_REFUSES, best, None, support.heads[best], notes
         unclear = [h for h in above if support.heads[h].outcome is Outcome.INCONCLUSIVE]

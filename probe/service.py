@@ -26,7 +26,7 @@ class Targets:
 
 def resolve_targets(sm_option: str | None, fallback: list[int], what: str) -> Targets:
     """--sm wins; otherwise the visible GPUs; otherwise every SM `what` covers."""
-    if sm_option:
+    if sm_option is not None:
         return Targets(parse_sm_list(sm_option), "flag")
     gpus = detect_gpus()
     if gpus:

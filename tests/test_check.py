@@ -1,0 +1,111 @@
+"""`hprobe check`: verdicts from the installed flashinfer's validators."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from probe.envinfo import distribution_version
+
+from .conftest import POST_48047, PRE_48047, V4_PRO_TABLE
+
+pytestmark = pytest.mark.skipif(
+    distribution_version("flashinfer-python") != "0.6.14",
+    reason="these expectations are for flashinfer-python 0.6.14 (scripts/setup installs it)",
+)
+
+
+def _by_tp(doc: dict, model: str = "DeepSeek-V4-Pro", sm: int = 100) -> dict[int, dict]:
+    return {f["tp"]: f for f in doc["findings"] if f["model"] == model and f["sm"] == sm}
+
+
+def test_pre_48047_table_is_reducible_at_tp4_8_16(cli_json):
+    code, doc, _ = cli_json("check", "--sm", "100", "--table", str(PRE_48047))
+    assert code == 0
+    assert doc["schema"] == "hprobe.check/1"
+    findings = _by_tp(doc)
+    assert {tp: f["verdict"] for tp, f in findings.items()} == {
+        1: "ok", 2: "ok", 4: "reducible", 8: "reducible", 16: "reducible",
+    }
+    assert [(findings[tp]["padded"], findings[tp]["best"]) for tp in (4, 8, 16)] == [(64, 32), (64, 16), (64, 8)]
+    assert findings[16]["waste"] == 8.0
+    # Evidence: the padded count reached the launch boundary on this release and SM.
+    assert findings[4]["evidence"]["outcome"] == "accepted"
+    assert findings[4]["flashinfer_version"] == "0.6.14"
+    # SM120 backends are not run on SM100: said, not silently dropped.
+    assert any("DeepseekV4FlashInferSM120Attention" in n for n in doc["notes"])
+
+
+def test_strict_turns_reducible_into_exit_1(cli_json):
+    code, doc, _ = cli_json("check", "--sm", "100", "--table", str(PRE_48047), "--strict")
+    assert code == 1
+    assert doc["exit_code"] == 1 and doc["strict"] is True
+
+
+def test_post_48047_table_is_all_ok(cli_json):
+    code, doc, _ = cli_json("check", "--sm", "100", "--table", str(POST_48047))
+    assert code == 0
+    assert {f["verdict"] for f in doc["findings"]} == {"ok"}
+    assert len(_by_tp(doc)) == 5
+
+
+def test_padding_the_kernel_rejects_is_broken(cli_json, write_table):
+    table = write_table(V4_PRO_TABLE.format(rule="pad_to = [24, 128]"))
+    code, doc, _ = cli_json("check", "--sm", "100", "--table", str(table))
+    assert code == 1
+    findings = _by_tp(doc)
+    broken = findings[8]  # 16 heads per rank, padded to 24
+    assert broken["padded"] == 24 and broken["verdict"] == "broken"
+    assert broken["evidence"]["outcome"] == "rejected"
+    assert "got 24" in broken["evidence"]["message"]
+    assert broken["best"] == 16
+    assert findings[1]["verdict"] == "ok"
+
+
+def test_table_that_raises_for_an_accepted_count(cli_json, write_table):
+    # 8 heads per rank at TP16: the map has no entry for 8, so the consumer raises.
+    table = write_table(V4_PRO_TABLE.format(rule='pad_map = { "128" = 128, "64" = 64, "32" = 64, "16" = 64 }'))
+    code, doc, _ = cli_json("check", "--sm", "100", "--table", str(table))
+    findings = _by_tp(doc)
+    assert findings[16]["verdict"] == "table-refuses" and findings[16]["padded"] is None
+    assert findings[16]["best"] == 8
+    assert code == 0
+    assert cli_json("check", "--sm", "100", "--table", str(table), "--strict")[0] == 1
+
+
+def test_text_report_names_verdicts_and_exit(cli):
+    code, out, _ = cli("check", "--sm", "100", "--table", str(PRE_48047))
+    assert code == 0
+    assert "reducible" in out and "8 accepted: 8.00× waste, removable" in out
+    assert out.rstrip().endswith("→ exit 0")
+
+
+def test_default_tables_cover_every_sm_without_gpu(cli_json):
+    code, doc, _ = cli_json("check")
+    assert code == 0
+    assert doc["sm_source"] == "default"
+    assert doc["sms"] == [100, 103, 120, 121]
+    assert any("no GPU visible" in n for n in doc["notes"])
+    tables = {t["name"] for t in doc["tables"]}
+    assert tables == {"vllm-dsv4-flashinfer (before #48047)", "vllm-dsv4-flashinfer (after #48047)"}
+    # SM120 before #48047 padded 8 heads to 16, which 0.6.14 no longer needs.
+    sm120 = [f for f in doc["findings"] if f["sm"] == 120 and f["n"] == 8 and "before" in f["table"]]
+    assert {f["verdict"] for f in sm120} == {"reducible"}
+
+
+def test_tables_are_not_modified(cli, write_table):
+    table = write_table(V4_PRO_TABLE.format(rule="pad_to = [64, 128]"))
+    before = hashlib.sha256(table.read_bytes()).hexdigest()
+    cli("check", "--sm", "100", "--table", str(table))
+    assert hashlib.sha256(table.read_bytes()).hexdigest() == before
+
+
+def test_heads_and_tp_overrides(cli_json):
+    code, doc, _ = cli_json("check", "--sm", "100", "--table", str(POST_48047), "--heads", "96", "--tp", "1,2,4")
+    findings = _by_tp(doc)
+    # Kimi-K3-like: 96 -> 128, 48 -> 64, 24 -> 32; all accepted, none smaller.
+    assert [(findings[tp]["n"], findings[tp]["padded"], findings[tp]["verdict"]) for tp in (1, 2, 4)] == [
+        (96, 128, "ok"), (48, 64, "ok"), (24, 32, "ok"),
+    ]
+    assert code == 0

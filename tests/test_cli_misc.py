@@ -1,0 +1,41 @@
+"""`hprobe env`, `hprobe kernels`, and the installed console script."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from probe.envinfo import distribution_version
+
+
+def test_env_runs_without_gpu(cli_json):
+    code, doc, _ = cli_json("env")
+    assert code == 0
+    assert doc["schema"] == "hprobe.env/1"
+    assert doc["gpus"] == [] and doc["cuda_available"] is False
+    assert doc["flashinfer_python"] == distribution_version("flashinfer-python")
+    assert doc["flashinfer_location"].endswith("flashinfer")
+    assert doc["torch"].startswith("2.")
+
+
+def test_kernels_lists_dsv4(cli_json):
+    code, doc, _ = cli_json("kernels")
+    assert code == 0
+    [dsv4] = [k for k in doc["kernels"] if k["id"] == "dsv4-sparse-mla"]
+    assert dsv4["entry_point"] == "flashinfer.mla._core.trtllm_batch_decode_sparse_mla_dsv4"
+    assert dsv4["sms"] == [100, 103, 120, 121]
+    assert dsv4["installed_flashinfer_has_entry_point"] is True
+
+
+def test_console_script_exit_codes_and_stderr():
+    exe = Path(sys.executable).with_name("hprobe")
+    env = dict(os.environ, NO_COLOR="1")
+    bad = subprocess.run([str(exe), "matrix", "--sm", "999"], capture_output=True, text=True, env=env)
+    assert bad.returncode == 2
+    assert bad.stdout == ""
+    assert bad.stderr.strip().startswith("hprobe: error: --sm '999'")
+    ok = subprocess.run([str(exe), "matrix", "--sm", "100", "--heads", "64"], capture_output=True, text=True, env=env)
+    assert ok.returncode == 0, ok.stderr
+    assert "accepted {64}" in ok.stdout

@@ -1,0 +1,99 @@
+"""The probe never turns "could not tell" into "unsupported", and leaves no trace."""
+
+from __future__ import annotations
+
+import builtins
+import os
+import socket
+
+import pytest
+import torch
+
+from probe.kernels.dsv4_sparse_mla import DSv4SparseMLAProbe
+from probe.matrix import probe_kernel
+from probe.outcome import Outcome
+from probe.shim import FlashinferSession
+from probe.sm import SM
+
+
+class _WrongHeadDimProbe(DSv4SparseMLAProbe):
+    """Inputs no release accepts (head dim 500): every call fails a validator
+    that has nothing to do with h_q."""
+
+    id = "test-wrong-head-dim"
+
+    def prepare(self, entry, sm, heads):
+        call = super().prepare(entry, sm, heads)
+        call.kwargs["query"] = torch.zeros(1, 1, heads, 500, dtype=torch.bfloat16)
+        return call
+
+
+class _MissingEntryProbe(DSv4SparseMLAProbe):
+    id = "test-missing-entry"
+    entry_point = "flashinfer.mla._core.no_such_entry_point"
+
+
+def test_no_boundary_reached_means_inconclusive_not_rejected():
+    with FlashinferSession(SM(10, 0)) as session:
+        [result] = probe_kernel(session, _WrongHeadDimProbe(), [SM(10, 0)], [8, 16, 24, 64])
+    assert {r.outcome for r in result.heads.values()} == {Outcome.INCONCLUSIVE}
+    sample = result.heads[64]
+    assert "no h_q reached the launch boundary" in sample.reason
+    assert "head dim" in sample.message  # the validator's words are still shown
+
+
+def test_missing_entry_point_is_absent():
+    with FlashinferSession(SM(10, 0)) as session:
+        [result] = probe_kernel(session, _MissingEntryProbe(), [SM(10, 0)], [64])
+    assert result.heads[64].outcome is Outcome.ABSENT
+
+
+def test_refusal_in_jit_preparation_is_not_a_validator():
+    """flashinfer's JIT machinery raising is past the validators: inconclusive."""
+    with FlashinferSession(SM(10, 0)) as session:
+        import flashinfer.compilation_context as cc
+
+        result = session.call(lambda: cc.CompilationContext().get_nvcc_flags_list([42]))
+    assert result.error_type == "RuntimeError"
+    assert "compilation_context.py" in result.location
+    assert not result.reached and not result.validator
+    assert "JIT" in result.reason
+
+
+def test_everything_is_restored_after_a_session():
+    before = {
+        "props": torch.cuda.get_device_properties,
+        "cap": torch.cuda.get_device_capability,
+        "cuda": torch.version.cuda,
+        "import": builtins.__import__,
+        "connect": socket.socket.connect,
+        "arch": os.environ.get("FLASHINFER_CUDA_ARCH_LIST"),
+        "validate": os.environ.get("FLASHINFER_VALIDATE_INPUTS"),
+    }
+    with FlashinferSession(SM(12, 0)) as session:
+        assert torch.cuda.get_device_capability() == (12, 0)
+        session.target(SM(10, 3))
+        assert torch.cuda.get_device_capability() == (10, 3)
+        import flashinfer.utils as fu
+
+        assert fu.get_compute_capability(torch.device("cpu")) == (10, 3)
+    after = {
+        "props": torch.cuda.get_device_properties,
+        "cap": torch.cuda.get_device_capability,
+        "cuda": torch.version.cuda,
+        "import": builtins.__import__,
+        "connect": socket.socket.connect,
+        "arch": os.environ.get("FLASHINFER_CUDA_ARCH_LIST"),
+        "validate": os.environ.get("FLASHINFER_VALIDATE_INPUTS"),
+    }
+    assert after == before
+    import flashinfer.utils as fu
+
+    with pytest.raises(ValueError, match="cuda device"):
+        fu.get_compute_capability(torch.device("cpu"))
+
+
+def test_network_is_refused_during_a_probe():
+    with FlashinferSession(SM(10, 0)) as session:
+        result = session.call(lambda: socket.create_connection(("127.0.0.1", 9)))
+    assert not result.reached and result.error_type == "NetworkRefused"

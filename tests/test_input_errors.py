@@ -1,0 +1,88 @@
+"""Bad input: one line on stderr, exit 2, no traceback."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import V4_PRO_TABLE
+
+
+def _one_line_error(code, out, err, *needles):
+    assert code == 2, (code, out, err)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("hprobe: error: ")
+    assert "Traceback" not in err + out
+    for needle in needles:
+        assert needle in lines[0]
+
+
+def test_malformed_toml_names_file_and_line(cli, write_table):
+    path = write_table("[table]\nname = \"x\"\n[model\nname = 1\n")
+    _one_line_error(*cli("check", "--table", str(path), "--sm", "100"), f"{path}:3", "malformed TOML")
+
+
+def test_unknown_kernel_in_table(cli, write_table):
+    path = write_table(V4_PRO_TABLE.format(rule="pad_to = [64, 128]").replace("dsv4-sparse-mla", "no-such-kernel"))
+    _one_line_error(*cli("check", "--table", str(path), "--sm", "100"), "no-such-kernel", f"{path}:11")
+
+
+def test_unknown_kernel_on_matrix(cli):
+    _one_line_error(*cli("matrix", "--kernel", "no-such-kernel"), "unknown kernel 'no-such-kernel'")
+
+
+@pytest.mark.parametrize("command", ["matrix", "check"])
+def test_impossible_sm(cli, command):
+    _one_line_error(*cli(command, "--sm", "999"), "SM999 is no real GPU architecture")
+
+
+@pytest.mark.parametrize("bad", ["sm_9x", "abc", "10.0.1", ""])
+def test_unparseable_sm(cli, bad):
+    code, out, err = cli("matrix", "--sm", bad)
+    _one_line_error(code, out, err, "--sm")
+
+
+def test_zero_heads(cli):
+    _one_line_error(*cli("matrix", "--heads", "0"), "positive")
+    _one_line_error(*cli("check", "--heads", "0", "--sm", "100"), "positive")
+
+
+def test_heads_not_dividing_over_tp_in_table(cli, write_table):
+    path = write_table(V4_PRO_TABLE.format(rule="pad_to = [64, 128]").replace("tp = [1, 2, 4, 8, 16]", "tp = [1, 3]"))
+    _one_line_error(*cli("check", "--table", str(path), "--sm", "100"), f"{path}:9", "tp=3")
+
+
+def test_heads_not_dividing_over_tp_override(cli, write_table):
+    path = write_table(V4_PRO_TABLE.format(rule="pad_to = [64, 128]"))
+    _one_line_error(*cli("check", "--table", str(path), "--sm", "100", "--tp", "1,5"), "tp=5")
+
+
+@pytest.mark.parametrize(
+    "rule, needle",
+    [
+        ("pad_to = [128, 64]", "strictly increasing"),
+        ("pad_to = []", "non-empty"),
+        ('pad_map = { "16" = 8 }', "pads 16 down to 8"),
+        ('pad_map = { "x" = 8 }', "not an integer"),
+        ("", "exactly one of pad_to or pad_map"),
+        ("pad_to = [64]\npad_map = { \"8\" = 64 }", "exactly one"),
+    ],
+)
+def test_bad_rules(cli, write_table, rule, needle):
+    path = write_table(V4_PRO_TABLE.format(rule=rule))
+    _one_line_error(*cli("check", "--table", str(path), "--sm", "100"), needle, str(path))
+
+
+def test_bad_pin(cli, write_table):
+    body = V4_PRO_TABLE.format(rule="pad_to = [64, 128]").replace('source = "tests"', 'source = "tests"\nrequires_flashinfer = "latest"')
+    path = write_table(body)
+    _one_line_error(*cli("check", "--table", str(path), "--sm", "100"), "PEP 440", f"{path}:5")
+
+
+def test_missing_table_file(cli, tmp_path):
+    _one_line_error(*cli("check", "--table", str(tmp_path / "nope.toml")), "no such table file")
+
+
+def test_table_sm_that_is_no_gpu(cli, write_table):
+    path = write_table(V4_PRO_TABLE.format(rule="pad_to = [64, 128]").replace("sm = [100]", "sm = [105]"))
+    _one_line_error(*cli("check", "--table", str(path)), "SM105", f"{path}:")

@@ -1,0 +1,75 @@
+"""`hprobe matrix` on the DSv4 sparse-MLA kernel, against the installed flashinfer."""
+
+from __future__ import annotations
+
+import pytest
+
+from probe.envinfo import distribution_version
+
+pytestmark = pytest.mark.skipif(
+    distribution_version("flashinfer-python") != "0.6.14",
+    reason="these expectations are for flashinfer-python 0.6.14 (scripts/setup installs it)",
+)
+
+
+def _only(doc: dict, sm: int) -> dict:
+    [result] = [r for r in doc["results"] if r["sm"] == sm]
+    return result
+
+
+@pytest.mark.parametrize("sm", ["100", "120"])
+def test_accepted_heads_over_1_to_256(cli_json, sm):
+    code, doc, _ = cli_json("matrix", "--kernel", "dsv4-sparse-mla", "--sm", sm)
+    assert code == 0
+    assert doc["schema"] == "hprobe.matrix/1"
+    assert doc["flashinfer"]["version"] == "0.6.14"
+    assert doc["heads"] == {"min": 1, "max": 256, "count": 256}
+    result = _only(doc, int(sm))
+    assert result["status"] == "accepted"
+    assert result["accepted"] == [8, 16, 32, 64, 128]
+    heads = {h["heads"]: h for h in result["heads"]}
+    assert len(heads) == 256
+    # Every other count is refused by the validator itself, with its own words.
+    assert heads[24]["outcome"] == "rejected"
+    assert heads[24]["error_type"] == "ValueError"
+    assert "got 24" in heads[24]["message"]
+    assert heads[24]["location"].startswith("flashinfer/mla/")
+    assert all(h["outcome"] in ("accepted", "rejected") for h in heads.values())
+
+
+def test_boundary_names_the_compiled_entry(cli_json):
+    _, doc, _ = cli_json("matrix", "--kernel", "dsv4-sparse-mla", "--sm", "100,120", "--heads", "16")
+    sm100, sm120 = _only(doc, 100), _only(doc, 120)
+    assert sm100["heads"][0]["entry"] == "get_trtllm_gen_fmha_module.trtllm_paged_attention_decode_sparse_mla_dsv4"
+    assert sm120["heads"][0]["entry"] == "get_sparse_mla_sm120_module.paged_attention"
+
+
+def test_sm90_is_unsupported_arch_not_rejected(cli_json):
+    code, doc, _ = cli_json("matrix", "--kernel", "dsv4-sparse-mla", "--sm", "90")
+    assert code == 0
+    result = _only(doc, 90)
+    assert result["status"] == "unsupported-arch"
+    assert result["accepted"] == []
+    outcomes = {h["outcome"] for h in result["heads"]}
+    assert outcomes == {"unsupported-arch"}
+    assert "SM90" in result["heads"][0]["message"]
+
+
+def test_sm_spellings_agree(cli_json):
+    docs = [cli_json("matrix", "--sm", spelling, "--heads", "8,24")[1] for spelling in ("sm_100a", "10.0", "SM100")]
+    assert {tuple(_only(d, 100)["accepted"]) for d in docs} == {(8,)}
+
+
+def test_grid_marks(cli):
+    code, out, _ = cli("matrix", "--sm", "90,100", "--heads", "8,24", "--grid")
+    assert code == 0
+    lines = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.strip()[:2].strip().isdigit()}
+    assert lines["8"] == ["✗", "✓"]
+    assert lines["24"] == ["✗", "·"]
+
+
+def test_plain_text_when_not_a_terminal(cli):
+    code, out, _ = cli("matrix", "--sm", "100", "--heads", "1-256")
+    assert code == 0
+    assert "\x1b[" not in out
+    assert "accepted {8, 16, 32, 64, 128}" in out

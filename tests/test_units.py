@@ -1,0 +1,97 @@
+"""Parsing and comparison logic, on data built here."""
+
+from __future__ import annotations
+
+import pytest
+
+from probe.core import Verdict, compact_set, exit_code, judge
+from probe.errors import InputError
+from probe.outcome import HeadResult, KernelSMResult, Outcome
+from probe.service import parse_heads
+from probe.sm import SM, parse_sm, parse_sm_list
+from probe.tables import PadMap, PadTo
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [("100", SM(10, 0)), ("sm100", SM(10, 0)), ("sm_100a", SM(10, 0)), ("SM_90a", SM(9, 0)),
+     ("10.0", SM(10, 0)), ("12.1", SM(12, 1)), ("120f", SM(12, 0)), (" 103 ", SM(10, 3))],
+)
+def test_parse_sm(text, expected):
+    assert parse_sm(text) == expected
+
+
+@pytest.mark.parametrize("text", ["999", "10.9", "sm_1000", "ten", "100b", "-100"])
+def test_parse_sm_rejects(text):
+    with pytest.raises(InputError):
+        parse_sm(text)
+
+
+def test_parse_sm_list_dedupes_in_order():
+    assert parse_sm_list("120,sm_100a,10.0") == [SM(12, 0), SM(10, 0)]
+
+
+def test_parse_heads():
+    assert parse_heads("1-4,8,16") == [1, 2, 3, 4, 8, 16]
+    for bad in ("0", "4-1", "x", "", "1-5000"):
+        with pytest.raises(InputError):
+            parse_heads(bad)
+
+
+def test_compact_set():
+    assert compact_set([8, 16, 32, 64, 128]) == "{8, 16, 32, 64, 128}"
+    assert compact_set(list(range(1, 8)) + [9, 10, 12]) == "{1-7, 9, 10, 12}"
+    assert compact_set([]) == "{}"
+
+
+def test_rules():
+    rule = PadTo((8, 16, 32, 64, 128))
+    assert [rule.pad(n) for n in (1, 8, 9, 24, 128, 129)] == [8, 8, 16, 32, 128, None]
+    pmap = PadMap(((8, 64), (16, 64)))
+    assert (pmap.pad(8), pmap.pad(12)) == (64, None)
+
+
+def _support(outcomes: dict[int, Outcome]) -> KernelSMResult:
+    result = KernelSMResult("k", 100, "0.0")
+    for h, o in outcomes.items():
+        result.heads[h] = HeadResult(h, o, message=None if o is Outcome.ACCEPTED else f"no {h}")
+    return result
+
+
+ACCEPT_64_128 = {h: (Outcome.ACCEPTED if h in (64, 128) else Outcome.REJECTED) for h in range(1, 257)}
+ACCEPT_POW2 = {h: (Outcome.ACCEPTED if h in (8, 16, 32, 64, 128) else Outcome.REJECTED) for h in range(1, 257)}
+
+
+def test_judge_verdicts():
+    old, new = _support(ACCEPT_64_128), _support(ACCEPT_POW2)
+    assert judge(16, 64, new)[:3] == (Verdict.REDUCIBLE, 16, 4.0)
+    assert judge(16, 64, old)[0] is Verdict.OK
+    verdict, best, _, evidence, _ = judge(16, 16, old)
+    assert (verdict, best, evidence.message) == (Verdict.BROKEN, 64, "no 16")
+    assert judge(8, None, new)[:2] == (Verdict.TABLE_REFUSES, 8)
+    assert judge(200, None, new)[0] is Verdict.OK  # nothing >= 200 is accepted either
+    assert judge(4, 8, new)[0] is Verdict.OK
+
+
+def test_judge_never_calls_inconclusive_safe_or_broken():
+    support = _support({h: Outcome.INCONCLUSIVE for h in range(1, 257)})
+    for n, padded in ((16, 64), (16, 16), (300, None)):
+        assert judge(n, padded, support)[0] is Verdict.INCONCLUSIVE
+
+
+def test_unsupported_arch_is_broken():
+    support = _support({h: Outcome.UNSUPPORTED_ARCH for h in range(1, 129)})
+    assert judge(64, 64, support)[0] is Verdict.BROKEN
+
+
+def test_exit_codes():
+    class F:
+        def __init__(self, verdict):
+            self.verdict = verdict
+
+    assert exit_code([F(Verdict.OK)], strict=False) == 0
+    assert exit_code([F(Verdict.REDUCIBLE)], strict=False) == 0
+    assert exit_code([F(Verdict.REDUCIBLE)], strict=True) == 1
+    assert exit_code([F(Verdict.INCONCLUSIVE), F(Verdict.OK)], strict=False) == 3
+    assert exit_code([F(Verdict.INCONCLUSIVE), F(Verdict.BROKEN)], strict=False) == 1
+    assert exit_code([], strict=False) == 3
