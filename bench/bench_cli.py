@@ -1,0 +1,77 @@
+"""Wall time and peak memory of hprobe commands against a bare shimmed `import flashinfer`.
+
+Runs every command in a fresh process, interleaved round by round so that
+machine noise hits all of them alike, and prints medians and ratios measured
+side by side in this one run.
+
+    .venv/bin/python bench/bench_cli.py [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+HPROBE = [PYTHON, "-m", "probe"]
+
+# The least any probe must do: make torch answer device queries, then import.
+BARE_IMPORT = """
+import torch
+class P:
+    major, minor, multi_processor_count, name = 10, 0, 148, "bench"
+    total_memory = 80 * 2**30
+    shared_memory_per_block_optin = 227 * 1024
+torch.cuda.get_device_properties = lambda *a, **k: P()
+torch.cuda.get_device_capability = lambda *a, **k: (10, 0)
+import flashinfer
+"""
+
+COMMANDS = {
+    "bare shimmed import": [PYTHON, "-c", BARE_IMPORT],
+    "hprobe check": HPROBE + ["check"],
+    "hprobe matrix (5 SMs x 1..256)": HPROBE + ["matrix", "--sm", "90,100,103,120,121", "--heads", "1-256"],
+}
+
+
+def run_once(argv: list[str]) -> tuple[float, float]:
+    """(wall seconds, peak RSS MiB) of one child process."""
+    env = dict(os.environ, NO_COLOR="1")
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    code = os.waitstatus_to_exitcode(status)
+    if code not in (0, 1, 3):
+        err = proc.stderr.read().decode() if proc.stderr else ""
+        raise SystemExit(f"{argv} exited {code}: {err}")
+    return wall, usage.ru_maxrss / 1024  # ru_maxrss is KiB on Linux
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in COMMANDS}
+    run_once(COMMANDS["bare shimmed import"])  # warm the OS file cache once
+    for _ in range(args.rounds):
+        for name, argv in COMMANDS.items():
+            samples[name].append(run_once(argv))
+    base_wall = statistics.median(w for w, _ in samples["bare shimmed import"])
+    base_rss = statistics.median(r for _, r in samples["bare shimmed import"])
+    print(f"{args.rounds} rounds, interleaved; medians; python {sys.version.split()[0]}")
+    print(f"{'command':<34} {'wall s':>8} {'ratio':>7} {'peak MiB':>9} {'ratio':>7}")
+    for name, values in samples.items():
+        wall = statistics.median(w for w, _ in values)
+        rss = statistics.median(r for _, r in values)
+        print(f"{name:<34} {wall:>8.2f} {wall / base_wall:>6.2f}x {rss:>9.0f} {rss / base_rss:>6.2f}x")
+
+
+if __name__ == "__main__":
+    main()
