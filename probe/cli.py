@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Callable, List, Optional
+from contextlib import contextmanager
+from typing import Callable, Iterator, List, Optional
 
 import typer
 
@@ -28,6 +29,24 @@ def _formatter(json_output: bool):
     from .formats import JsonFormatter, TextFormatter
 
     return JsonFormatter() if json_output else TextFormatter()
+
+
+@contextmanager
+def _progress(json_output: bool) -> Iterator[Callable[[str], None]]:
+    """A status line on stderr for slow steps; silent with --json or when not a terminal."""
+    if json_output or not sys.stderr.isatty():
+        yield lambda _message: None
+        return
+    from .formats.text import make_console
+
+    console = make_console(stderr=True)
+    with console.status("starting") as status:
+
+        def update(message: str) -> None:
+            status.update(message)
+            console.log(message)
+
+        yield update
 
 
 def _run(job: Callable[[], int]) -> None:
@@ -69,6 +88,9 @@ def check(
     strict: bool = typer.Option(False, "--strict", help="Exit 1 on reducible or table-refuses findings too."),
     heads: Optional[int] = typer.Option(None, "--heads", help="Override every model's total query heads."),
     tp: Optional[str] = typer.Option(None, "--tp", help="Override every model's TP degrees, e.g. 1,2,4,8."),
+    pin: Optional[str] = typer.Option(None, "--pin", help="The consumer's flashinfer requirement, e.g. 'flashinfer-python>=0.6.13': probe the lowest and highest releases it admits."),
+    flashinfer: Optional[str] = typer.Option(None, "--flashinfer", help="Probe these releases instead of the installed one: 0.6.13, a comma list, a wheel file or an unpacked directory. Fetched with your pip, cached, probed in a subprocess."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Ignore cached probe results for fetched releases."),
     json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.check/1 JSON document."),
 ) -> None:
     """Check padding tables against the installed flashinfer's validators."""
@@ -81,7 +103,10 @@ def check(
             raise InputError(f"--heads {heads}: the number of query heads must be positive")
         tp_list = _parse_int_list(tp, "--tp") if tp is not None else None
         tables = [override_models(t, heads, tp_list) for t in load_tables(table)]
-        report = run_check(tables, sm, strict)
+        if flashinfer and pin:
+            raise InputError("--flashinfer and --pin both choose releases; give one")
+        with _progress(json_output) as progress:
+            report = run_check(tables, sm, strict, flashinfer, pin, not no_cache, progress)
         _formatter(json_output).check(report)
         return report.exit_code
 
@@ -95,6 +120,8 @@ def matrix(
     heads: str = typer.Option("1-256", "--heads", help="Head counts to probe: 1-256, 8,16,24, 1-8,16."),
     grid: bool = typer.Option(False, "--grid", help="A table of marks, one row per h_q."),
     json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.matrix/1 JSON document."),
+    flashinfer: Optional[str] = typer.Option(None, "--flashinfer", help="Probe these releases instead of the installed one: 0.6.13, a comma list, a wheel file or an unpacked directory. Fetched with your pip, cached, probed in a subprocess."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Ignore cached probe results for fetched releases."),
 ) -> None:
     """Print the h_q each kernel accepts on each SM with the installed flashinfer."""
 
@@ -104,9 +131,73 @@ def matrix(
 
         ids = [k.strip() for item in (kernel or []) for k in item.split(",") if k.strip()] or sorted(PROBES)
         head_list = parse_heads(heads)
-        report = run_matrix(ids, sm, head_list)
+        with _progress(json_output) as progress:
+            report = run_matrix(ids, sm, head_list, flashinfer, not no_cache, progress)
         _formatter(json_output).matrix(report, grid=grid)
         return 0
+
+    _run(job)
+
+
+@app.command()
+def diff(
+    old: str = typer.Argument(..., help="The release before: 0.6.13, a wheel file or a directory."),
+    new: str = typer.Argument(..., help="The release after."),
+    kernel: Optional[List[str]] = typer.Option(None, "--kernel", "-k", help="Kernel id(s). Default: every probe."),
+    sm: Optional[str] = typer.Option(None, "--sm", help="Target SM(s). Default: every SM the kernels are built for."),
+    heads: str = typer.Option("1-256", "--heads", help="Head counts to compare."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Ignore cached probe results."),
+    json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.diff/1 JSON document."),
+) -> None:
+    """h_q that became accepted or rejected between two releases. Exit 1 when any changed."""
+
+    def job() -> int:
+        from .drift import diff_reports
+        from .kernels import PROBES
+        from .service import parse_heads, run_matrix
+
+        ids = [k.strip() for item in (kernel or []) for k in item.split(",") if k.strip()] or sorted(PROBES)
+        head_list = parse_heads(heads)
+        with _progress(json_output) as progress:
+            report = run_matrix(ids, sm, head_list, f"{old},{new}", not no_cache, progress)
+        result = diff_reports(report)
+        if json_output:
+            _formatter(True).data(result, "diff")
+        else:
+            _formatter(False).diff(result)
+        return result["exit_code"]
+
+    _run(job)
+
+
+@app.command()
+def bisect(
+    kernel: str = typer.Option(..., "--kernel", "-k", help="Kernel id."),
+    sm: str = typer.Option(..., "--sm", help="One target SM."),
+    heads: int = typer.Option(..., "--heads", help="The per-rank head count in question."),
+    range_: Optional[str] = typer.Option(None, "--range", help="LO..HI release range, inclusive, e.g. 0.6.10..0.6.16."),
+    exhaustive: bool = typer.Option(False, "--exhaustive", help="Probe every release in the range, not a binary search."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Ignore cached probe results."),
+    json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.bisect/1 JSON document."),
+) -> None:
+    """The first release whose validators accept --heads (and the last that rejects it)."""
+
+    def job() -> int:
+        from .drift import run_bisect
+        from .sm import parse_sm_list
+
+        sms = parse_sm_list(sm)
+        if len(sms) != 1:
+            raise InputError("--sm: bisect takes one SM")
+        if heads <= 0:
+            raise InputError(f"--heads {heads}: must be positive")
+        with _progress(json_output) as progress:
+            result = run_bisect(kernel, sms[0], heads, range_, exhaustive, not no_cache, progress)
+        if json_output:
+            _formatter(True).data(result, "bisect")
+        else:
+            _formatter(False).bisect(result)
+        return result["exit_code"]
 
     _run(job)
 

@@ -49,6 +49,7 @@ class Finding:
     waste: float | None = None  # padded / best for reducible
     evidence: HeadResult | None = None  # the kernel's answer for the padded count
     notes: list[str] = field(default_factory=list)
+    releases: list[str] = field(default_factory=list)  # every release the verdict holds across
 
     def to_dict(self) -> dict:
         return {
@@ -67,6 +68,7 @@ class Finding:
             "waste": round(self.waste, 4) if self.waste is not None else None,
             "evidence": self.evidence.to_dict() if self.evidence else None,
             "notes": self.notes,
+            "releases": self.releases,
         }
 
 
@@ -102,14 +104,48 @@ def judge(n: int, padded: int | None, support: KernelSMResult) -> tuple[Verdict,
     return Verdict.INCONCLUSIVE, best, None, result, notes
 
 
+def judge_across(n: int, padded: int | None, supports: list[KernelSMResult]):
+    """A verdict that holds for every release in `supports`.
+
+    broken if any release refuses the padded count; reducible only if a smaller
+    count is accepted by all of them, so that advice to remove padding is safe
+    for every release the consumer allows.
+    """
+    per = [(s.flashinfer_version, judge(n, padded, s)) for s in supports]
+    if len(per) == 1:
+        return per[0][1]
+    broken = [(v, j) for v, j in per if j[0] is Verdict.BROKEN]
+    if broken:
+        version, (_, best, _, evidence, notes) = broken[0]
+        names = ", ".join(v for v, _ in broken)
+        return Verdict.BROKEN, best, None, evidence, [f"broken on flashinfer {names}"] + notes
+    unclear = [(v, j) for v, j in per if j[0] is Verdict.INCONCLUSIVE]
+    if unclear:
+        version, (_, best, _, evidence, notes) = unclear[0]
+        return Verdict.INCONCLUSIVE, best, None, evidence, [f"inconclusive on flashinfer {', '.join(v for v, _ in unclear)}"] + notes
+    accepted_by_all = set.intersection(*(set(s.accepted()) for s in supports))
+    evidence = per[-1][1][3]
+    if padded is None:
+        common = sorted(h for h in accepted_by_all if h >= n)
+        if common:
+            return Verdict.TABLE_REFUSES, common[0], None, supports[-1].heads[common[0]], []
+        return Verdict.OK, None, None, None, [f"the table raises for {n}; no count >= {n} is accepted by every release"]
+    smaller = sorted(h for h in accepted_by_all if n <= h < padded)
+    if smaller:
+        return Verdict.REDUCIBLE, smaller[0], padded / smaller[0], evidence, []
+    notes = [f"reducible on flashinfer {v} alone, not on every release" for v, j in per if j[0] is Verdict.REDUCIBLE]
+    return Verdict.OK, padded, None, evidence, notes
+
+
 def check_table(
     table: PaddingTable,
-    support: dict[tuple[str, int], KernelSMResult],
+    supports: list[dict[tuple[str, int], KernelSMResult]],
     sms: list[int],
 ) -> tuple[list[Finding], list[str]]:
-    """Every backend x SM (among `sms`) x model x TP of a table, judged.
+    """Every backend x SM (among `sms`) x model x TP of a table, judged across releases.
 
-    `support` maps (kernel id, SM) to probed results covering 1..max padded.
+    Each element of `supports` maps (kernel id, SM) to one release's results
+    covering 1..max padded.
     """
     findings: list[Finding] = []
     notes: list[str] = []
@@ -122,17 +158,19 @@ def check_table(
             )
             continue
         for sm in targets:
-            probed = support[(backend.kernel, sm)]
+            probed = [support[(backend.kernel, sm)] for support in supports]
             for model in table.models:
                 findings.extend(_judge_model(table, backend, sm, probed, model))
     return findings, notes
 
 
-def _judge_model(table: PaddingTable, backend: Backend, sm: int, probed: KernelSMResult, model: Model) -> list[Finding]:
+def _judge_model(table: PaddingTable, backend: Backend, sm: int, probed: list[KernelSMResult], model: Model) -> list[Finding]:
     out = []
+    versions = [p.flashinfer_version for p in probed]
+    extra_notes = list(dict.fromkeys(n for p in probed for n in p.notes))
     for tp, n in model.per_rank():
         padded = backend.rule.pad(n)
-        verdict, best, waste, evidence, notes = judge(n, padded, probed)
+        verdict, best, waste, evidence, notes = judge_across(n, padded, probed)
         out.append(
             Finding(
                 table=table.name,
@@ -143,13 +181,14 @@ def _judge_model(table: PaddingTable, backend: Backend, sm: int, probed: KernelS
                 backend=backend.name,
                 kernel=backend.kernel,
                 sm=sm,
-                flashinfer_version=probed.flashinfer_version,
+                flashinfer_version=", ".join(versions),
                 padded=padded,
                 verdict=verdict,
                 best=best,
                 waste=waste,
                 evidence=evidence,
-                notes=notes + probed.notes,
+                notes=notes + extra_notes,
+                releases=versions,
             )
         )
     return out

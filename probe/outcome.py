@@ -24,6 +24,11 @@ class HeadResult:
     location: str | None = None  # where it was raised, inside flashinfer
     reason: str | None = None  # for inconclusive: why this says nothing about heads
 
+    @classmethod
+    def from_dict(cls, data: dict) -> "HeadResult":
+        fields = {k: data.get(k) for k in ("entry", "error_type", "message", "location", "reason")}
+        return cls(int(data["heads"]), Outcome(data["outcome"]), **fields)
+
     def to_dict(self) -> dict:
         data = asdict(self)
         data["outcome"] = self.outcome.value
@@ -61,6 +66,15 @@ class KernelSMResult:
         if len(outcomes) == 1:
             return next(iter(outcomes))
         return Outcome.INCONCLUSIVE
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "KernelSMResult":
+        result = cls(data["kernel"], int(data["sm"]), data["flashinfer_version"], data.get("depth", "validators"))
+        result.notes = list(data.get("notes", []))
+        for item in data["heads"]:
+            head = HeadResult.from_dict(item)
+            result.heads[head.heads] = head
+        return result
 
     def to_dict(self) -> dict:
         return {

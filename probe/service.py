@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from . import __version__
 from .core import Finding, check_table, exit_code
+from .envinfo import distribution_version
 from .errors import InputError
 from .kernels import get_probe
 from .matrix import probe_kernel
@@ -76,17 +78,46 @@ class FlashinferInfo:
 
 
 @dataclass
+class ProbedRelease:
+    """One flashinfer (installed, or fetched) and what its validators answered."""
+
+    label: str  # "installed" or what the user named
+    info: FlashinferInfo
+    results: dict[tuple[str, int], KernelSMResult]
+    notes: list[str] = field(default_factory=list)
+
+    def describe(self) -> dict:
+        return {"label": self.label, "version": self.info.version, "location": self.info.location, "notes": self.notes}
+
+
+INSTALLED = "installed"
+Progress = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+@dataclass
 class MatrixReport:
-    flashinfer: FlashinferInfo
+    releases: list[ProbedRelease]
     targets: Targets
     heads: list[int]
-    results: list[KernelSMResult]
+
+    @property
+    def flashinfer(self) -> FlashinferInfo:
+        return self.releases[0].info
+
+    @property
+    def results(self) -> list[KernelSMResult]:
+        return [r for rel in self.releases for r in rel.results.values()]
 
     def to_dict(self) -> dict:
         return {
             "schema": "hprobe.matrix/1",
             "hprobe_version": __version__,
             "flashinfer": {"version": self.flashinfer.version, "location": self.flashinfer.location},
+            "releases": [rel.describe() for rel in self.releases],
             "sm_source": self.targets.source,
             "sms": [sm.number for sm in self.targets.sms],
             "heads": {"min": min(self.heads), "max": max(self.heads), "count": len(self.heads)},
@@ -96,12 +127,16 @@ class MatrixReport:
 
 @dataclass
 class CheckReport:
-    flashinfer: FlashinferInfo
+    releases: list[ProbedRelease]
     targets: Targets
     tables: list[PaddingTable]
     findings: list[Finding]
     strict: bool
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def flashinfer(self) -> FlashinferInfo:
+        return self.releases[0].info if self.releases else _installed_flashinfer_info()
 
     @property
     def exit_code(self) -> int:
@@ -115,6 +150,7 @@ class CheckReport:
             "schema": "hprobe.check/1",
             "hprobe_version": __version__,
             "flashinfer": {"version": self.flashinfer.version, "location": self.flashinfer.location},
+            "releases": [rel.describe() for rel in self.releases],
             "sm_source": self.targets.source,
             "sms": [sm.number for sm in self.targets.sms],
             "strict": self.strict,
@@ -126,28 +162,77 @@ class CheckReport:
         }
 
 
-def _open_session(targets: Targets) -> FlashinferSession:
-    session = FlashinferSession(targets.sms[0])
+def probe_installed(needed: dict[str, list[int]], heads: list[int]) -> ProbedRelease:
+    """Probe the flashinfer importable here, in this process."""
+    first = min(sm for sms in needed.values() for sm in sms)
+    session = FlashinferSession(SM.from_number(first))
     session.open()
-    return session
-
-
-def run_matrix(kernel_ids: list[str], sm_option: str | None, heads: list[int]) -> MatrixReport:
-    probes = [get_probe(k) for k in kernel_ids]
-    fallback = sorted({sm for p in probes for sm in p.default_sms})
-    targets = resolve_targets(sm_option, fallback, "the kernels are built for")
-    session = _open_session(targets)
     try:
-        results: list[KernelSMResult] = []
-        for probe in probes:
-            results.extend(probe_kernel(session, probe, targets.sms, heads))
+        results: dict[tuple[str, int], KernelSMResult] = {}
+        for kernel_id, sms in needed.items():
+            for result in probe_kernel(session, get_probe(kernel_id), [SM.from_number(s) for s in sms], heads):
+                results[(kernel_id, result.sm)] = result
         info = FlashinferInfo(session.version, session.location, session.import_seconds)
     finally:
         session.close()
-    return MatrixReport(info, targets, heads, results)
+    return ProbedRelease(INSTALLED, info, results)
 
 
-def run_check(tables: list[PaddingTable], sm_option: str | None, strict: bool) -> CheckReport:
+def probe_named(item: str, needed: dict[str, list[int]], heads: list[int], use_cache: bool, progress: Progress) -> ProbedRelease:
+    """Probe a release that is not installed: fetched, cached and run in a subprocess."""
+    from .releases import probe_release, resolve
+
+    progress(f"fetching flashinfer {item}")
+    release = resolve(item)
+    progress(f"probing flashinfer {release.version}")
+    sms = sorted({sm for sms in needed.values() for sm in sms})
+    results: dict[tuple[str, int], KernelSMResult] = {}
+    for result in probe_release(release, list(needed), sms, heads, use_cache=use_cache):
+        if result.sm in needed[result.kernel]:
+            results[(result.kernel, result.sm)] = result
+    notes = [f"flashinfer {release.version} requires {u}" for u in release.unmet]
+    return ProbedRelease(item, FlashinferInfo(release.version, str(release.tree), None), results, notes)
+
+
+def gather(labels: list[str], needed: dict[str, list[int]], heads: list[int], use_cache: bool, progress: Progress) -> dict[str, ProbedRelease]:
+    out: dict[str, ProbedRelease] = {}
+    for label in labels:
+        if label in out:
+            continue
+        out[label] = probe_installed(needed, heads) if label == INSTALLED else probe_named(label, needed, heads, use_cache, progress)
+    return out
+
+
+def run_matrix(
+    kernel_ids: list[str],
+    sm_option: str | None,
+    heads: list[int],
+    flashinfer_spec: str | None = None,
+    use_cache: bool = True,
+    progress: Progress = _quiet,
+) -> MatrixReport:
+    from .releases import parse_spec
+
+    probes = [get_probe(k) for k in kernel_ids]
+    fallback = sorted({sm for p in probes for sm in p.default_sms})
+    targets = resolve_targets(sm_option, fallback, "the kernels are built for")
+    labels = parse_spec(flashinfer_spec) if flashinfer_spec else [INSTALLED]
+    needed = {p.id: [sm.number for sm in targets.sms] for p in probes}
+    probed = gather(labels, needed, heads, use_cache, progress)
+    return MatrixReport([probed[label] for label in labels], targets, heads)
+
+
+def run_check(
+    tables: list[PaddingTable],
+    sm_option: str | None,
+    strict: bool,
+    flashinfer_spec: str | None = None,
+    pin: str | None = None,
+    use_cache: bool = True,
+    progress: Progress = _quiet,
+) -> CheckReport:
+    from .releases import parse_spec
+
     for table in tables:
         for backend in table.backends:
             try:
@@ -157,40 +242,77 @@ def run_check(tables: list[PaddingTable], sm_option: str | None, strict: bool) -
     fallback = sorted({sm for t in tables for b in t.backends for sm in b.sms})
     targets = resolve_targets(sm_option, fallback, "the tables name")
     numbers = [sm.number for sm in targets.sms]
-    # Probe each kernel once per SM over 1..max(256, largest padded count).
-    needed: dict[str, set[int]] = {}
+    notes: list[str] = [targets.note] if targets.note else []
+    # Which releases each table is judged on.
+    plan: dict[str, list[str]] = {}
+    for table in tables:
+        if flashinfer_spec:
+            plan[table.path] = parse_spec(flashinfer_spec)
+        elif pin or table.requires_flashinfer:
+            labels, pin_notes = pinned_releases(pin or table.requires_flashinfer or "", progress)
+            plan[table.path] = labels
+            notes.extend(f"{table.name}: {n}" for n in pin_notes)
+        else:
+            plan[table.path] = [INSTALLED]
+    # Probe each kernel once per SM and release over 1..max(256, largest padded count).
+    needed: dict[str, list[int]] = {}
     ceiling = DEFAULT_MAX_HEADS
     for table in tables:
         for backend in table.backends:
-            needed.setdefault(backend.kernel, set()).update(sm for sm in backend.sms if sm in numbers)
+            sms = set(needed.get(backend.kernel, [])) | {sm for sm in backend.sms if sm in numbers}
+            needed[backend.kernel] = sorted(sms)
             ceiling = max(ceiling, backend.rule.largest(), *(m.num_q_heads for m in table.models))
+    needed = {k: v for k, v in needed.items() if v}
     heads = list(range(1, ceiling + 1))
-    support: dict[tuple[str, int], KernelSMResult] = {}
     findings: list[Finding] = []
-    notes: list[str] = [targets.note] if targets.note else []
-    if any(needed.values()):
-        session = _open_session(targets)
-        try:
-            for kernel_id, sms in needed.items():
-                if not sms:
-                    continue
-                probe = get_probe(kernel_id)
-                for result in probe_kernel(session, probe, [SM.from_number(s) for s in sorted(sms)], heads):
-                    support[(kernel_id, result.sm)] = result
-            info = FlashinferInfo(session.version, session.location, session.import_seconds)
-        finally:
-            session.close()
-    else:
-        info = _installed_flashinfer_info()
+    probed: dict[str, ProbedRelease] = {}
+    if needed:
+        all_labels = list(dict.fromkeys(label for labels in plan.values() for label in labels))
+        probed = gather(all_labels, needed, heads, use_cache, progress)
+        for rel in probed.values():
+            notes.extend(rel.notes)
     for table in tables:
-        table_findings, table_notes = check_table(table, support, numbers)
+        supports = [probed[label].results for label in plan[table.path]] if needed else []
+        table_findings, table_notes = check_table(table, supports, numbers) if needed else ([], [])
         findings.extend(table_findings)
         notes.extend(table_notes)
-        if table.requires_flashinfer:
-            notes.extend(_pin_note(table, info.version))
+        if table.requires_flashinfer and not pin and not flashinfer_spec and INSTALLED in probed:
+            notes.extend(_pin_note(table, probed[INSTALLED].info.version))
     if not findings:
         notes.append("nothing was checked: no backend of the tables runs on the SMs selected")
-    return CheckReport(info, targets, tables, findings, strict, notes)
+    return CheckReport(list(probed.values()), targets, tables, findings, strict, notes)
+
+
+def pinned_releases(spec: str, progress: Progress = _quiet) -> tuple[list[str], list[str]]:
+    """The lowest and highest published releases a pin admits, plus the installed
+    release if the pin admits it. Returns (labels, notes)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    from .releases import published_versions
+
+    text = spec.strip()
+    try:
+        specifier = Requirement(text).specifier if text[:1].isalpha() else SpecifierSet(text)
+    except (InvalidRequirement, InvalidSpecifier):
+        raise InputError(f"pin {spec!r}: not a requirement such as 'flashinfer-python>=0.6.13'") from None
+    progress("listing published flashinfer releases")
+    admitted = [v for v in published_versions() if specifier.contains(v)]
+    if not admitted:
+        raise InputError(f"pin {spec!r}: no published flashinfer-python release satisfies it")
+    labels = list(dict.fromkeys([str(admitted[0]), str(admitted[-1])]))
+    notes = [f"pin {spec} admits {len(admitted)} releases; probing the lowest and highest: {', '.join(labels)}"]
+    installed = distribution_version("flashinfer-python")
+    if installed:
+        try:
+            if specifier.contains(Version(installed), prereleases=True):
+                labels.append(INSTALLED)
+            else:
+                notes.append(f"the installed flashinfer {installed} does not satisfy the pin {spec}: this environment does not match the repo's pin")
+        except InvalidVersion:
+            pass
+    return labels, notes
 
 
 def _pin_note(table: PaddingTable, version: str) -> list[str]:
@@ -210,6 +332,6 @@ def _pin_note(table: PaddingTable, version: str) -> list[str]:
 
 
 def _installed_flashinfer_info() -> FlashinferInfo:
-    from .envinfo import distribution_version, flashinfer_origin
+    from .envinfo import flashinfer_origin
 
     return FlashinferInfo(distribution_version("flashinfer-python") or "not installed", flashinfer_origin() or "", None)

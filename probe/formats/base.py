@@ -17,5 +17,11 @@ class Formatter(ABC):
     def matrix(self, report: "MatrixReport", grid: bool = False) -> None: ...
 
     @abstractmethod
+    def diff(self, result: dict) -> None: ...
+
+    @abstractmethod
+    def bisect(self, result: dict) -> None: ...
+
+    @abstractmethod
     def data(self, payload: dict, title: str) -> None:
         """Plain records (`hprobe env`, `hprobe kernels`)."""

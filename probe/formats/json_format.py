@@ -26,5 +26,11 @@ class JsonFormatter(Formatter):
     def matrix(self, report: "MatrixReport", grid: bool = False) -> None:
         self._write(report.to_dict())
 
+    def diff(self, result: dict) -> None:
+        self._write(result)
+
+    def bisect(self, result: dict) -> None:
+        self._write(result)
+
     def data(self, payload: dict, title: str) -> None:
         self._write(payload)

@@ -100,6 +100,12 @@ class TextFormatter(Formatter):
         )
         if report.targets.note:
             c.print(f"[dim]note:[/dim] {report.targets.note}")
+        for rel in report.releases:
+            for note in rel.notes:
+                c.print(f"[dim]note:[/dim] {note}")
+        if len(report.releases) > 1:
+            self._release_columns(report)
+            return
         if grid:
             self._grid(report)
             return
@@ -138,6 +144,21 @@ class TextFormatter(Formatter):
         for note in r.notes:
             c.print(f"          [dim]note: {note}[/dim]")
 
+    def _release_columns(self, report: "MatrixReport") -> None:
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+        t.add_column("kernel")
+        t.add_column("SM")
+        for rel in report.releases:
+            t.add_column(f"flashinfer {rel.info.version}")
+        keys = list(dict.fromkeys(key for rel in report.releases for key in rel.results))
+        for key in keys:
+            row = [key[0], f"SM{key[1]}"]
+            for rel in report.releases:
+                r = rel.results.get(key)
+                row.append(_status_cell(r) if r else Text("–", style="dim"))
+            t.add_row(*row)
+        self.console.print(t)
+
     def _grid(self, report: "MatrixReport") -> None:
         c = self.console
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
@@ -157,6 +178,51 @@ class TextFormatter(Formatter):
         c.print(t)
         c.print("[dim]✓ accepted  · rejected  ✗ unsupported-arch  ? inconclusive  – absent[/dim]")
 
+    # -- diff and bisect ---------------------------------------------------------------
+
+    def diff(self, result: dict) -> None:
+        c = self.console
+        old, new = result["old"], result["new"]
+        c.print(f"[bold]hprobe diff[/bold]  flashinfer {old['version']} → {new['version']}")
+        for ch in result["changes"]:
+            head = f"  {ch['kernel']} SM{ch['sm']}: "
+            parts = []
+            if ch["became_accepted"]:
+                parts.append(f"[green]became accepted {compact_set(ch['became_accepted'])}[/green]")
+            if ch["became_rejected"]:
+                refusal = ch["new_refusal"] or {}
+                parts.append(f"[red]became rejected {compact_set(ch['became_rejected'])}[/red] ({refusal.get('message')})")
+            if ch["unknown"]:
+                parts.append(f"[cyan]inconclusive {compact_set(ch['unknown'])}[/cyan]")
+            if not parts:
+                parts.append(f"[dim]unchanged ({ch['new_status']} {compact_set(ch['new_accepted'])})[/dim]")
+            c.print(head + "; ".join(parts))
+        c.print(f"{'changed' if result['changed'] else 'no change'}  → exit {result['exit_code']}")
+
+    def bisect(self, result: dict) -> None:
+        c = self.console
+        c.print(
+            f"[bold]hprobe bisect[/bold]  {result['kernel']} SM{result['sm']} h_q={result['heads']}  "
+            f"releases {result['range'][0]}..{result['range'][1]} ({result['releases_in_range']}); {result['method']}"
+        )
+        for p in result["probed"]:
+            detail = p["entry"] or p["message"] or ""
+            if p["outcome"] == Outcome.INCONCLUSIVE.value:
+                detail = p["reason"] or detail
+            style = {"accepted": "green", "rejected": "red"}.get(p["outcome"], "cyan")
+            c.print(f"  {p['version']:<14} [{style}]{p['outcome']:<16}[/{style}] [dim]{detail}[/dim]")
+        if result["non_monotonic"]:
+            for item in result["non_monotonic"]:
+                c.print(f"[bold red]non-monotonic:[/bold red] accepted in {item['accepted']}, not in {item['then_not_accepted']}")
+        if result["first_accepting"]:
+            c.print(
+                f"first accepting release: [bold]{result['first_accepting']}[/bold]"
+                + (f"; last rejecting: {result['last_rejecting']}" if result["last_rejecting"] else " (the start of the range)")
+            )
+        else:
+            c.print("no probed release in the range accepts it")
+        c.print(f"→ exit {result['exit_code']}")
+
     # -- plain records ---------------------------------------------------------------
 
     def data(self, payload: dict, title: str) -> None:
@@ -164,6 +230,15 @@ class TextFormatter(Formatter):
         c.print(f"[bold]{title}[/bold]")
         for key, value in payload.items():
             c.print(f"  {key:<22} {value}")
+
+
+def _status_cell(r: KernelSMResult) -> Text:
+    status = r.status
+    if status is Outcome.ACCEPTED:
+        unclear = r.by_outcome(Outcome.INCONCLUSIVE)
+        text = compact_set(r.accepted()) + (f" ?{compact_set(unclear)}" if unclear else "")
+        return Text(text, style="green")
+    return Text(status.value, style={Outcome.UNSUPPORTED_ARCH: "red", Outcome.ABSENT: "dim"}.get(status, "cyan"))
 
 
 def _evidence(f: Finding) -> str:
@@ -174,8 +249,6 @@ def _evidence(f: Finding) -> str:
         parts.append(f"{f.best} accepted: {f.waste:.2f}× waste{removable}")
     elif f.verdict is Verdict.BROKEN and e is not None:
         parts.append(f"{e.outcome.value}: {e.error_type}: {e.message}")
-        if e.location:
-            parts.append(f"at {e.location}")
     elif f.verdict is Verdict.TABLE_REFUSES:
         parts.append(f"table raises, kernel accepts {f.best}")
     elif f.verdict is Verdict.INCONCLUSIVE and e is not None:

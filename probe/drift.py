@@ -1,0 +1,179 @@
+"""Support across releases: `hprobe diff` and `hprobe bisect`."""
+
+from __future__ import annotations
+
+from packaging.version import InvalidVersion, Version
+
+from . import __version__
+from .errors import InputError
+from .kernels import get_probe
+from .outcome import Outcome
+from .service import DEFAULT_MAX_HEADS, MatrixReport, Progress, probe_named
+from .sm import SM
+
+
+def diff_reports(report: MatrixReport) -> dict:
+    """What changed between the two releases of a two-release matrix report."""
+    old, new = report.releases
+    changes = []
+    any_changed = False
+    any_unknown = False
+    for key in sorted(new.results):
+        a, b = old.results.get(key), new.results.get(key)
+        if a is None or b is None:
+            continue
+        unknown = sorted(
+            h for h in b.heads
+            if Outcome.INCONCLUSIVE in (a.outcome(h), b.outcome(h))
+        )
+        became_accepted = sorted(set(b.accepted()) - set(a.accepted()) - set(unknown))
+        became_rejected = sorted(set(a.accepted()) - set(b.accepted()) - set(unknown))
+        any_changed |= bool(became_accepted or became_rejected)
+        any_unknown |= bool(unknown)
+        sample = b.heads[became_rejected[0]] if became_rejected else None
+        changes.append(
+            {
+                "kernel": key[0],
+                "sm": key[1],
+                "old_status": a.status.value,
+                "new_status": b.status.value,
+                "old_accepted": a.accepted(),
+                "new_accepted": b.accepted(),
+                "became_accepted": became_accepted,
+                "became_rejected": became_rejected,
+                "unknown": unknown,
+                "new_refusal": {"error_type": sample.error_type, "message": sample.message} if sample else None,
+            }
+        )
+    code = 1 if any_changed else (3 if any_unknown else 0)
+    return {
+        "schema": "hprobe.diff/1",
+        "hprobe_version": __version__,
+        "old": old.describe(),
+        "new": new.describe(),
+        "changes": changes,
+        "changed": any_changed,
+        "exit_code": code,
+    }
+
+
+def _parse_range(text: str | None) -> tuple[Version | None, Version | None]:
+    if not text:
+        return None, None
+    lo_text, sep, hi_text = text.partition("..")
+    if not sep:
+        raise InputError(f"--range {text!r}: expected LO..HI, e.g. 0.6.10..0.6.16")
+    try:
+        lo = Version(lo_text) if lo_text.strip() else None
+        hi = Version(hi_text) if hi_text.strip() else None
+    except InvalidVersion:
+        raise InputError(f"--range {text!r}: not release numbers") from None
+    if lo and hi and lo > hi:
+        raise InputError(f"--range {text!r}: runs backwards")
+    return lo, hi
+
+
+def run_bisect(
+    kernel_id: str,
+    sm: SM,
+    heads: int,
+    range_text: str | None,
+    exhaustive: bool,
+    use_cache: bool,
+    progress: Progress,
+) -> dict:
+    """Binary search over published releases for the first that accepts `heads`."""
+    from .releases import published_versions
+
+    get_probe(kernel_id)  # unknown kernel -> input error before any download
+    lo, hi = _parse_range(range_text)
+    progress("listing published flashinfer releases")
+    versions = [v for v in published_versions() if (lo is None or v >= lo) and (hi is None or v <= hi)]
+    if not versions:
+        raise InputError(f"--range {range_text}: no published flashinfer-python release in it")
+    # Probe the usual 1..256 sweep (plus N): other counts reaching the boundary are
+    # what lets a refusal of N count as "rejected"; the results share matrix's cache.
+    sweep = sorted(set(range(1, DEFAULT_MAX_HEADS + 1)) | {heads})
+    probed: dict[Version, dict] = {}
+
+    def probe(v: Version) -> str:
+        if v not in probed:
+            progress(f"probing flashinfer {v}")
+            rel = probe_named(str(v), {kernel_id: [sm.number]}, sweep, use_cache, progress)
+            result = rel.results[(kernel_id, sm.number)].heads[heads]
+            probed[v] = {
+                "version": str(v),
+                "outcome": result.outcome.value,
+                "entry": result.entry,
+                "error_type": result.error_type,
+                "message": result.message,
+                "reason": result.reason,
+            }
+            progress(f"flashinfer {v}: {result.outcome.value}")
+        return probed[v]["outcome"]
+
+    def conclusive_near(i: int, lo_i: int, hi_i: int) -> int | None:
+        """The nearest index in (lo_i, hi_i) to i with a conclusive outcome."""
+        for step in range(0, hi_i - lo_i):
+            for j in (i + step, i - step):
+                if lo_i < j < hi_i and probe(versions[j]) != Outcome.INCONCLUSIVE.value:
+                    return j
+        return None
+
+    accepted = Outcome.ACCEPTED.value
+    if exhaustive:
+        for v in versions:
+            probe(v)
+    else:
+        first_state, last_state = probe(versions[0]), probe(versions[-1])
+        if first_state != accepted and last_state == accepted:
+            lo_i, hi_i = 0, len(versions) - 1  # invariant: lo_i not accepted, hi_i accepted
+            while hi_i - lo_i > 1:
+                mid = conclusive_near((lo_i + hi_i) // 2, lo_i, hi_i)
+                if mid is None:
+                    break
+                if probe(versions[mid]) == accepted:
+                    hi_i = mid
+                else:
+                    lo_i = mid
+    order = [probed[v] for v in sorted(probed)]
+    conclusive = [p for p in order if p["outcome"] != Outcome.INCONCLUSIVE.value]
+    # Non-monotonic: accepted in a release, not accepted in a later one.
+    regressions = [
+        (a["version"], b["version"])
+        for i, a in enumerate(conclusive)
+        for b in conclusive[i + 1 :]
+        if a["outcome"] == accepted and b["outcome"] != accepted
+    ]
+    first_accepting = last_rejecting = None
+    for i, p in enumerate(conclusive):
+        if p["outcome"] == accepted and (i == 0 or conclusive[i - 1]["outcome"] != accepted):
+            first_accepting = p["version"]
+            last_rejecting = conclusive[i - 1]["version"] if i > 0 else None
+    adjacent = (
+        first_accepting is not None
+        and last_rejecting is not None
+        and versions.index(Version(first_accepting)) - versions.index(Version(last_rejecting)) == 1
+    )
+    if regressions:
+        code = 1
+    elif first_accepting is None:
+        code = 1 if conclusive else 3
+    else:
+        code = 0 if (adjacent or last_rejecting is None) else 3
+    return {
+        "schema": "hprobe.bisect/1",
+        "hprobe_version": __version__,
+        "kernel": kernel_id,
+        "sm": sm.number,
+        "heads": heads,
+        "range": [str(versions[0]), str(versions[-1])],
+        "releases_in_range": len(versions),
+        "method": "exhaustive" if exhaustive else "binary search (assumes monotonic history; --exhaustive checks it)",
+        "first_accepting": first_accepting,
+        "last_rejecting": last_rejecting,
+        "already_accepted_at_start": bool(conclusive) and conclusive[0]["outcome"] == accepted,
+        "non_monotonic": [{"accepted": a, "then_not_accepted": b} for a, b in regressions],
+        "probed": order,
+        "exit_code": code,
+    }
