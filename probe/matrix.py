@@ -12,6 +12,8 @@ from .sm import SM
 
 # A refusal that names an architecture: "got SM90", "compute capability",
 # "requires SM120a", "Unsupported architecture".
+# Compiled calls that answer a question (format, dispatch policy) rather than launch.
+_POLICY_QUERY = re.compile(r"^(resolve_|query|format_info|metadata|get_|supported_|is_)")
 _ARCH_WORDS = re.compile(r"\bsm[_ ]?\d{2,3}|compute capabilit|architecture|\barch\b", re.IGNORECASE)
 
 
@@ -80,6 +82,12 @@ def _classify(
         # validator's refusal here is about h_q.
         for h, call in raw.items():
             result.heads[h] = _head_result(h, call, rejected_ok=True)
+        queries = sorted({str(c.entry) for c in raw.values() if c.entry and _POLICY_QUERY.match(c.entry.function)})
+        if queries:
+            result.notes.append(
+                f"stopped at a compiled query ({', '.join(queries)}) that this release consults before "
+                "launching; Python checks that depend on its answer did not run"
+            )
         if sm.major not in probe.families():
             result.notes.append(
                 f"{sm} is outside the kernel's SM families ({', '.join(map(str, probe.default_sms))}); "

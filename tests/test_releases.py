@@ -1,0 +1,147 @@
+"""Releases that are not installed, fetched at test time: --flashinfer, --pin, diff, bisect, cache."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import POST_48047, V4_PRO_TABLE
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="session")
+def release_cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("hprobe-cache")
+
+
+@pytest.fixture(autouse=True)
+def _cache_env(monkeypatch, release_cache):
+    monkeypatch.setenv("HPROBE_CACHE_DIR", str(release_cache))
+
+
+def _pip_state() -> str:
+    return subprocess.run([sys.executable, "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True).stdout
+
+
+def _by_tp(doc: dict) -> dict[int, dict]:
+    return {f["tp"]: f for f in doc["findings"] if f["model"] == "DeepSeek-V4-Pro" and f["sm"] == 100}
+
+
+def test_post_48047_table_breaks_on_0_6_13_and_holds_on_0_6_14(cli_json):
+    before = _pip_state()
+    code, doc, _ = cli_json("check", "--sm", "100", "--table", str(POST_48047), "--flashinfer", "0.6.13")
+    assert code == 1
+    findings = _by_tp(doc)
+    for tp in (4, 8, 16):
+        assert findings[tp]["verdict"] == "broken"
+        assert findings[tp]["flashinfer_version"] == "0.6.13"
+        assert "Expected 64 or 128 query heads" in findings[tp]["evidence"]["message"]
+    assert findings[1]["verdict"] == findings[2]["verdict"] == "ok"
+    code, doc, _ = cli_json("check", "--sm", "100", "--table", str(POST_48047), "--flashinfer", "0.6.14")
+    assert code == 0
+    assert {f["verdict"] for f in doc["findings"]} == {"ok"}
+    # Nothing was installed or removed in the user's environment.
+    assert _pip_state() == before
+
+
+@pytest.mark.parametrize("pin, expected_code", [(">=0.6.13", 1), (">=0.6.14", 0)])
+def test_table_pin_is_probed_at_both_ends(cli_json, write_table, pin, expected_code):
+    body = V4_PRO_TABLE.format(rule="pad_to = [8, 16, 32, 64, 128]").replace(
+        'source = "tests"', f'source = "tests"\nrequires_flashinfer = "{pin}"'
+    )
+    code, doc, _ = cli_json("check", "--sm", "100", "--table", str(write_table(body)))
+    findings = _by_tp(doc)
+    probed = {r["version"] for r in doc["releases"]}
+    assert pin.removeprefix(">=") in probed
+    if expected_code == 1:
+        assert findings[8]["verdict"] == "broken"
+        assert any("0.6.13" in n for n in findings[8]["notes"])
+        assert "0.6.13" in findings[8]["releases"]
+    else:
+        assert {f["verdict"] for f in doc["findings"]} == {"ok"}, doc["findings"]
+    assert code == expected_code
+
+
+def test_pin_flag_and_reducible_needs_every_release(cli_json):
+    # Before #48047's table under a >=0.6.13 pin: 64 is the smallest count that
+    # every admitted release accepts, so nothing is reducible.
+    pre = POST_48047.with_name("vllm-dsv4-flashinfer-pre-48047.toml")
+    code, doc, _ = cli_json("check", "--sm", "100", "--table", str(pre), "--pin", "flashinfer-python>=0.6.13")
+    findings = _by_tp(doc)
+    assert findings[8]["verdict"] == "ok"
+    assert any("reducible on flashinfer 0.6.14 alone" in n for n in findings[8]["notes"])
+    assert code == 0
+
+
+def test_diff_0_6_13_to_0_6_14(cli_json, cli):
+    code, doc, _ = cli_json("diff", "0.6.13", "0.6.14", "--kernel", "dsv4-sparse-mla", "--sm", "100")
+    assert code == 1
+    [change] = doc["changes"]
+    assert change["became_accepted"] == [8, 16, 32]
+    assert change["became_rejected"] == []
+    code, out, _ = cli("diff", "0.6.14", "0.6.14", "--kernel", "dsv4-sparse-mla", "--sm", "100")
+    assert code == 0 and "no change" in out
+
+
+def test_bisect_finds_0_6_14(cli_json):
+    code, doc, _ = cli_json(
+        "bisect", "--kernel", "dsv4-sparse-mla", "--sm", "100", "--heads", "16", "--range", "0.6.10..0.6.16"
+    )
+    assert doc["first_accepting"] == "0.6.14"
+    assert doc["last_rejecting"] == "0.6.13"
+    assert doc["non_monotonic"] == []
+    assert code == 0
+    probed = {p["version"]: p["outcome"] for p in doc["probed"]}
+    assert probed["0.6.14"] == "accepted" and probed["0.6.13"] == "rejected"
+
+
+def test_multi_release_matrix_and_warm_cache_imports_nothing(cli_json, release_cache):
+    args = ("matrix", "--kernel", "dsv4-sparse-mla", "--sm", "100", "--flashinfer", "0.6.13,0.6.14")
+    code, cold, _ = cli_json(*args)
+    assert code == 0
+    accepted = {(r["flashinfer_version"], r["sm"]): r["accepted"] for r in cold["results"]}
+    assert accepted == {("0.6.13", 100): [64, 128], ("0.6.14", 100): [8, 16, 32, 64, 128]}
+    # Make every cached tree unimportable: a warm run must not need them.
+    for init in (release_cache / "trees").glob("*/flashinfer/__init__.py"):
+        init.write_text("raise SystemExit('flashinfer was imported')\n")
+    code, warm, _ = cli_json(*args)
+    assert code == 0
+    assert warm["results"] == cold["results"]
+    # A corrupt entry is discarded and recomputed, never trusted: with the trees
+    # unimportable the recomputation is inconclusive, not a copy of the garbage.
+    for entry in (release_cache / "results").glob("*.json"):
+        entry.write_text('{"schema": "hprobe.cache/1", "key": "not-this", "results": []}')
+    code, again, _ = cli_json(*args)
+    assert {r["status"] for r in again["results"]} == {"inconclusive"}
+    shutil.rmtree(release_cache / "trees")  # later tests unpack afresh
+    shutil.rmtree(release_cache / "results")
+
+
+def test_wheel_path_and_directory_specs(cli_json, release_cache, tmp_path):
+    code, doc, _ = cli_json("matrix", "--sm", "100", "--heads", "16,64", "--flashinfer", "0.6.13")
+    [wheel] = (release_cache / "wheels").glob("flashinfer_python-0.6.13-*.whl")
+    code, by_wheel, _ = cli_json("matrix", "--sm", "100", "--heads", "16,64", "--flashinfer", str(wheel))
+    assert by_wheel["results"][0]["accepted"] == [64]
+    tree = tmp_path / "unpacked"
+    shutil.unpack_archive(str(wheel), str(tree), format="zip")
+    code, by_dir, _ = cli_json("matrix", "--sm", "100", "--heads", "16,64", "--flashinfer", str(tree))
+    assert by_dir["results"][0]["accepted"] == [64]
+    assert by_dir["results"][0]["flashinfer_version"] == "0.6.13"
+
+
+def test_unfetchable_release_is_one_line(cli):
+    code, out, err = cli("matrix", "--sm", "100", "--flashinfer", "9.9.9")
+    assert code == 2
+    assert err.strip().startswith("hprobe: error: cannot fetch flashinfer-python==9.9.9")
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_bad_release_spec(cli):
+    code, _, err = cli("matrix", "--flashinfer", "not-a-version")
+    assert code == 2 and "not a release number, wheel file or directory" in err
