@@ -54,9 +54,35 @@ def run_once(argv: list[str]) -> tuple[float, float]:
     return wall, usage.ru_maxrss / 1024  # ru_maxrss is KiB on Linux
 
 
+RELEASES = "0.6.12,0.6.13,0.6.14,0.6.18,0.7.4"
+
+
+def releases_bench(rounds: int) -> None:
+    """Cold (empty result cache, wheels already fetched) vs warm five-release matrix."""
+    import shutil
+    import tempfile
+
+    argv = HPROBE + ["matrix", "--sm", "100,120", "--flashinfer", RELEASES]
+    cache = Path(tempfile.mkdtemp(prefix="hprobe-bench-"))
+    os.environ["HPROBE_CACHE_DIR"] = str(cache)
+    run_once(argv)  # fetch the wheels once; downloads are not what is measured
+    cold, warm = [], []
+    for _ in range(rounds):
+        shutil.rmtree(cache / "results", ignore_errors=True)
+        cold.append(run_once(argv))
+        warm.append(run_once(argv))
+    shutil.rmtree(cache, ignore_errors=True)
+    cold_wall = statistics.median(w for w, _ in cold)
+    warm_wall = statistics.median(w for w, _ in warm)
+    print(f"\nmatrix over 5 releases ({RELEASES}), SM100+SM120, 1..256")
+    print(f"{'cold (probe every release)':<34} {cold_wall:>8.2f}")
+    print(f"{'warm (result cache)':<34} {warm_wall:>8.2f} {warm_wall / cold_wall:>6.2f}x of cold")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--releases", action="store_true", help="also time a five-release matrix, cold and warm")
     args = parser.parse_args()
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in COMMANDS}
     run_once(COMMANDS["bare shimmed import"])  # warm the OS file cache once
@@ -71,6 +97,8 @@ def main() -> None:
         wall = statistics.median(w for w, _ in values)
         rss = statistics.median(r for _, r in values)
         print(f"{name:<34} {wall:>8.2f} {wall / base_wall:>6.2f}x {rss:>9.0f} {rss / base_rss:>6.2f}x")
+    if args.releases:
+        releases_bench(max(1, args.rounds // 2))
 
 
 if __name__ == "__main__":
