@@ -126,13 +126,10 @@ def matrix(
     """Print the h_q each kernel accepts on each SM with the installed flashinfer."""
 
     def job() -> int:
-        from .kernels import PROBES
         from .service import parse_heads, run_matrix
 
-        ids = [k.strip() for item in (kernel or []) for k in item.split(",") if k.strip()] or sorted(PROBES)
-        head_list = parse_heads(heads)
         with _progress(json_output) as progress:
-            report = run_matrix(ids, sm, head_list, flashinfer, not no_cache, progress)
+            report = run_matrix(_kernel_ids(kernel), sm, parse_heads(heads), flashinfer, not no_cache, progress)
         _formatter(json_output).matrix(report, grid=grid)
         return 0
 
@@ -153,18 +150,12 @@ def diff(
 
     def job() -> int:
         from .drift import diff_reports
-        from .kernels import PROBES
         from .service import parse_heads, run_matrix
 
-        ids = [k.strip() for item in (kernel or []) for k in item.split(",") if k.strip()] or sorted(PROBES)
-        head_list = parse_heads(heads)
         with _progress(json_output) as progress:
-            report = run_matrix(ids, sm, head_list, f"{old},{new}", not no_cache, progress)
+            report = run_matrix(_kernel_ids(kernel), sm, parse_heads(heads), f"{old},{new}", not no_cache, progress)
         result = diff_reports(report)
-        if json_output:
-            _formatter(True).data(result, "diff")
-        else:
-            _formatter(False).diff(result)
+        _formatter(json_output).diff(result)
         return result["exit_code"]
 
     _run(job)
@@ -193,10 +184,7 @@ def bisect(
             raise InputError(f"--heads {heads}: must be positive")
         with _progress(json_output) as progress:
             result = run_bisect(kernel, sms[0], heads, range_, exhaustive, not no_cache, progress)
-        if json_output:
-            _formatter(True).data(result, "bisect")
-        else:
-            _formatter(False).bisect(result)
+        _formatter(json_output).bisect(result)
         return result["exit_code"]
 
     _run(job)
@@ -265,6 +253,13 @@ def env(json_output: bool = typer.Option(False, "--json", help="Emit JSON.")) ->
         return 0
 
     _run(job)
+
+
+def _kernel_ids(options: Optional[List[str]]) -> list[str]:
+    """--kernel given repeatedly or as a comma list; every probe when absent."""
+    from .kernels import PROBES
+
+    return [k.strip() for item in (options or []) for k in item.split(",") if k.strip()] or sorted(PROBES)
 
 
 def _parse_int_list(text: str, option: str) -> list[int]:

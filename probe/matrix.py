@@ -102,7 +102,6 @@ def _classify(
         call = raw.get(control)
         if call is not None and call.validator and _ARCH_WORDS.search(call.message or ""):
             for h in heads:
-                c = raw[h]
                 result.heads[h] = HeadResult(
                     h,
                     Outcome.UNSUPPORTED_ARCH,
@@ -138,10 +137,10 @@ def _control_heads(
         ref = SM.from_number(number)
         if ref == sm or ref in raw_by_sm:
             continue
+        # A reference SM's results are not reported, only used as the control.
         raw = _run(session, probe, entry, ref, heads)
-        raw_by_sm_extra = raw  # reference probes are not reported, only used as control
         for h in heads:
-            if raw_by_sm_extra[h].reached:
+            if raw[h].reached:
                 session.target(sm)
                 return h
     session.target(sm)
