@@ -92,3 +92,33 @@ def test_network_is_refused_during_a_probe():
     with FlashinferSession(SM(10, 0)) as session:
         result = session.call(lambda: socket.create_connection(("127.0.0.1", 9)))
     assert not result.reached and result.error_type == "NetworkRefused"
+
+
+def _broken_flashinfer(root):
+    """A directory whose `flashinfer` fails at import, as a release does beside
+    dependencies it was not built for."""
+    package = root / "flashinfer"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("raise ImportError('cannot import name cute from cutlass')\n")
+    return root
+
+
+def test_broken_installed_flashinfer_is_one_line_exit_4(tmp_path):
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(_broken_flashinfer(tmp_path)), NO_COLOR="1")
+    proc = subprocess.run([sys.executable, "-m", "probe", "matrix", "--sm", "100"], capture_output=True, text=True, env=env)
+    assert proc.returncode == 4
+    assert proc.stderr.strip() == (
+        "hprobe: error: flashinfer failed to import: ImportError: cannot import name cute from cutlass"
+    )
+
+
+def test_release_that_fails_to_import_is_inconclusive_not_rejected(cli_json, tmp_path, monkeypatch):
+    monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    tree = _broken_flashinfer(tmp_path / "tree")
+    code, doc, _ = cli_json("check", "--sm", "100", "--flashinfer", str(tree))
+    assert code == 3
+    assert {f["verdict"] for f in doc["findings"]} == {"inconclusive"}
+    assert "cannot import name cute" in doc["findings"][0]["evidence"]["reason"]
