@@ -276,8 +276,6 @@ def run_check(
         table_findings, table_notes = check_table(table, supports, numbers) if needed else ([], [])
         findings.extend(table_findings)
         notes.extend(table_notes)
-        if table.requires_flashinfer and not pin and not flashinfer_spec and INSTALLED in probed:
-            notes.extend(_pin_note(table, probed[INSTALLED].info.version))
     if not findings:
         notes.append("nothing was checked: no backend of the tables runs on the SMs selected")
     return CheckReport(list(probed.values()), targets, tables, findings, strict, notes)
@@ -313,22 +311,6 @@ def pinned_releases(spec: str, progress: Progress = _quiet) -> tuple[list[str], 
         except InvalidVersion:
             pass
     return labels, notes
-
-
-def _pin_note(table: PaddingTable, version: str) -> list[str]:
-    from packaging.specifiers import SpecifierSet
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        admitted = Version(version) in SpecifierSet(table.requires_flashinfer or "", prereleases=True)
-    except InvalidVersion:
-        return []
-    if admitted:
-        return []
-    return [
-        f"{table.name}: the table pins flashinfer {table.requires_flashinfer}, but {version} is installed: "
-        "these verdicts describe the installed release, not the pinned one"
-    ]
 
 
 def _installed_flashinfer_info() -> FlashinferInfo:
