@@ -209,27 +209,7 @@ def kernels(json_output: bool = typer.Option(False, "--json", help="Emit JSON.")
                     "installed_flashinfer_has_entry_point": entry_point_present(probe.entry_point),
                 }
             )
-        if json_output:
-            _formatter(True).data({"schema": "hprobe.kernels/1", "kernels": rows}, "kernels")
-            return 0
-        from rich import box
-        from rich.table import Table
-
-        from .formats.text import make_console
-
-        t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-        for col in ("id", "entry point", "SMs", "installed", "what"):
-            t.add_column(col)
-        for row in rows:
-            present = row["installed_flashinfer_has_entry_point"]
-            t.add_row(
-                row["id"],
-                row["entry_point"],
-                ",".join(map(str, row["sms"])),
-                {True: "yes", False: "absent", None: "no flashinfer"}[present],
-                row["summary"],
-            )
-        make_console().print(t)
+        _formatter(json_output).kernels(rows)
         return 0
 
     _run(job)

@@ -16,18 +16,6 @@ class Verdict(str, Enum):
     TABLE_REFUSES = "table-refuses"
     INCONCLUSIVE = "inconclusive"
 
-    @property
-    def explanation(self) -> str:
-        return _EXPLANATIONS[self]
-
-
-_EXPLANATIONS = {
-    Verdict.OK: "the padded count is accepted and no smaller accepted count is >= n",
-    Verdict.REDUCIBLE: "a smaller accepted count m (n <= m < padded) exists: padding wastes compute",
-    Verdict.BROKEN: "the padded count is refused by the kernel: this configuration fails at runtime",
-    Verdict.TABLE_REFUSES: "the table raises for n, though the kernel accepts a count >= n",
-    Verdict.INCONCLUSIVE: "the probe could not show the kernel's answer for the padded count",
-}
 
 
 @dataclass
@@ -95,7 +83,7 @@ def judge(n: int, padded: int | None, support: KernelSMResult) -> tuple[Verdict,
         smaller = [h for h in accepted_above if h < padded]
         unclear = [h for h in range(n, padded) if h in support.heads and support.heads[h].outcome is Outcome.INCONCLUSIVE]
         if unclear:
-            notes.append(f"counts {_short(unclear)} between n and the padded count were inconclusive")
+            notes.append(f"counts {compact_set(unclear)} between n and the padded count were inconclusive")
         if smaller:
             return Verdict.REDUCIBLE, smaller[0], padded / smaller[0], result, notes
         return Verdict.OK, padded, None, result, notes
@@ -116,12 +104,12 @@ def judge_across(n: int, padded: int | None, supports: list[KernelSMResult]):
         return per[0][1]
     broken = [(v, j) for v, j in per if j[0] is Verdict.BROKEN]
     if broken:
-        version, (_, best, _, evidence, notes) = broken[0]
+        _, (_, best, _, evidence, notes) = broken[0]
         names = ", ".join(v for v, _ in broken)
         return Verdict.BROKEN, best, None, evidence, [f"broken on flashinfer {names}"] + notes
     unclear = [(v, j) for v, j in per if j[0] is Verdict.INCONCLUSIVE]
     if unclear:
-        version, (_, best, _, evidence, notes) = unclear[0]
+        _, (_, best, _, evidence, notes) = unclear[0]
         return Verdict.INCONCLUSIVE, best, None, evidence, [f"inconclusive on flashinfer {', '.join(v for v, _ in unclear)}"] + notes
     accepted_by_all = set.intersection(*(set(s.accepted()) for s in supports))
     evidence = per[-1][1][3]
@@ -203,10 +191,6 @@ def exit_code(findings: list[Finding], strict: bool) -> int:
     if Verdict.INCONCLUSIVE in verdicts or not findings:
         return 3
     return 0
-
-
-def _short(values: list[int]) -> str:
-    return compact_set(values)
 
 
 def compact_set(values: list[int] | set[int]) -> str:

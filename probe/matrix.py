@@ -10,10 +10,10 @@ from .outcome import HeadResult, KernelSMResult, Outcome
 from .shim import CallResult, FlashinferSession
 from .sm import SM
 
-# A refusal that names an architecture: "got SM90", "compute capability",
-# "requires SM120a", "Unsupported architecture".
 # Compiled calls that answer a question (format, dispatch policy) rather than launch.
 _POLICY_QUERY = re.compile(r"^(resolve_|query|format_info|metadata|get_|supported_|is_)")
+# A refusal that names an architecture: "got SM90", "compute capability",
+# "requires SM120a", "Unsupported architecture".
 _ARCH_WORDS = re.compile(r"\bsm[_ ]?\d{2,3}|compute capabilit|architecture|\barch\b", re.IGNORECASE)
 
 

@@ -58,7 +58,7 @@ def parse_spec(spec: str) -> list[str]:
     return parts
 
 
-def resolve(item: str, offline_ok: bool = True) -> Release:
+def resolve(item: str) -> Release:
     """A release number, a wheel file, or an unpacked directory -> a probe-able tree."""
     path = Path(item).expanduser()
     if item.endswith(".whl") or path.is_file():

@@ -74,7 +74,6 @@ def parse_heads(text: str) -> list[int]:
 class FlashinferInfo:
     version: str
     location: str
-    import_seconds: float | None
 
 
 @dataclass
@@ -172,7 +171,7 @@ def probe_installed(needed: dict[str, list[int]], heads: list[int]) -> ProbedRel
         for kernel_id, sms in needed.items():
             for result in probe_kernel(session, get_probe(kernel_id), [SM.from_number(s) for s in sms], heads):
                 results[(kernel_id, result.sm)] = result
-        info = FlashinferInfo(session.version, session.location, session.import_seconds)
+        info = FlashinferInfo(session.version, session.location)
     finally:
         session.close()
     return ProbedRelease(INSTALLED, info, results)
@@ -191,7 +190,7 @@ def probe_named(item: str, needed: dict[str, list[int]], heads: list[int], use_c
         if result.sm in needed[result.kernel]:
             results[(result.kernel, result.sm)] = result
     notes = [f"flashinfer {release.version} requires {u}" for u in release.unmet]
-    return ProbedRelease(item, FlashinferInfo(release.version, str(release.tree), None), results, notes)
+    return ProbedRelease(item, FlashinferInfo(release.version, str(release.tree)), results, notes)
 
 
 def gather(labels: list[str], needed: dict[str, list[int]], heads: list[int], use_cache: bool, progress: Progress) -> dict[str, ProbedRelease]:
@@ -316,4 +315,4 @@ def pinned_releases(spec: str, progress: Progress = _quiet) -> tuple[list[str], 
 def _installed_flashinfer_info() -> FlashinferInfo:
     from .envinfo import flashinfer_origin
 
-    return FlashinferInfo(distribution_version("flashinfer-python") or "not installed", flashinfer_origin() or "", None)
+    return FlashinferInfo(distribution_version("flashinfer-python") or "not installed", flashinfer_origin() or "")

@@ -15,7 +15,6 @@ import linecache
 import os
 import socket
 import sys
-import time
 import traceback
 import warnings
 from dataclasses import dataclass
@@ -163,7 +162,6 @@ class FlashinferSession:
         self._cache_clears: list[Callable[[], None]] = []
         self.flashinfer: ModuleType | None = None
         self.torch: ModuleType | None = None
-        self.import_seconds: float | None = None
         self._fi_prefix = ""
         self._real_import = builtins.__import__
         self._open = False
@@ -192,7 +190,6 @@ class FlashinferSession:
             # Turns on flashinfer's optional host-side checks: more validators run.
             self._set_env("FLASHINFER_VALIDATE_INPUTS", "1")
             self._set_env("FLASHINFER_LOGLEVEL", "0")
-            start = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 try:
@@ -201,7 +198,6 @@ class FlashinferSession:
                     raise EnvironmentProblem(
                         f"flashinfer failed to import: {type(exc).__name__}: {_one_line(exc)}"
                     ) from None
-            self.import_seconds = time.perf_counter() - start
             self.flashinfer = flashinfer
             self._fi_prefix = _module_file_prefix(flashinfer)
             self._install_flashinfer_fakes()
@@ -406,7 +402,8 @@ class FlashinferSession:
         ]
         if not fresh:
             return
-        # First pass: find new kernel-module getters defined in these modules.
+        # Find the kernel-module getters these modules define.
+        known = len(self._replacements)
         for _, mod in fresh:
             for attr, value in list(vars(mod).items()):
                 if not attr.startswith(_GETTER_PREFIXES) or "module" not in attr:
@@ -416,26 +413,18 @@ class FlashinferSession:
                 owner = getattr(value, "__module__", "") or ""
                 if owner == "flashinfer" or owner.startswith("flashinfer."):
                     self._register(value, self._getter_fake(attr))
-        # Second pass: replace every binding of a registered original.
+        # Modules patched before may import a getter registered just now.
+        older = [(n, sys.modules[n]) for n in self._patched_modules if n in sys.modules] if len(self._replacements) > known else []
         for name, mod in fresh:
             self._patched_modules.add(name)
-            namespace = vars(mod)
-            for attr, value in list(namespace.items()):
+            self._cache_clears.extend(
+                v.cache_clear for v in vars(mod).values() if callable(v) and hasattr(v, "cache_clear")
+            )
+        for _, mod in fresh + older:
+            for attr, value in list(vars(mod).items()):
                 fake = self._replacements.get(id(value))
                 if fake is not None and fake is not value:
                     self._set_attr(mod, attr, fake)
-                elif hasattr(value, "cache_clear") and callable(value):
-                    self._cache_clears.append(value.cache_clear)
-        # A module patched earlier may hold a getter registered just now.
-        if len(fresh) != len(self._patched_modules):
-            for name in self._patched_modules:
-                mod = sys.modules.get(name)
-                if mod is None:
-                    continue
-                for attr, value in list(vars(mod).items()):
-                    fake = self._replacements.get(id(value))
-                    if fake is not None and fake is not value:
-                        self._set_attr(mod, attr, fake)
 
     def _import_hook(self, name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
         module = self._real_import(name, globals, locals, fromlist, level)

@@ -23,5 +23,8 @@ class Formatter(ABC):
     def bisect(self, result: dict) -> None: ...
 
     @abstractmethod
+    def kernels(self, rows: list[dict]) -> None: ...
+
+    @abstractmethod
     def data(self, payload: dict, title: str) -> None:
         """Plain records (`hprobe env`, `hprobe kernels`)."""

@@ -32,5 +32,8 @@ class JsonFormatter(Formatter):
     def bisect(self, result: dict) -> None:
         self._write(result)
 
+    def kernels(self, rows: list[dict]) -> None:
+        self._write({"schema": "hprobe.kernels/1", "kernels": rows})
+
     def data(self, payload: dict, title: str) -> None:
         self._write(payload)

@@ -225,6 +225,21 @@ class TextFormatter(Formatter):
 
     # -- plain records ---------------------------------------------------------------
 
+    def kernels(self, rows: list[dict]) -> None:
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+        for col in ("id", "entry point", "SMs", "installed", "what"):
+            t.add_column(col, overflow="fold")
+        for row in rows:
+            present = row["installed_flashinfer_has_entry_point"]
+            t.add_row(
+                row["id"],
+                row["entry_point"],
+                ",".join(map(str, row["sms"])),
+                {True: "yes", False: "absent", None: "no flashinfer"}[present],
+                row["summary"],
+            )
+        self.console.print(t)
+
     def data(self, payload: dict, title: str) -> None:
         c = self.console
         c.print(f"[bold]{title}[/bold]")
