@@ -91,18 +91,27 @@ def check(
     pin: Optional[str] = typer.Option(None, "--pin", help="The consumer's flashinfer requirement, e.g. 'flashinfer-python>=0.6.13': probe the lowest and highest releases it admits."),
     flashinfer: Optional[str] = typer.Option(None, "--flashinfer", help="Probe these releases instead of the installed one: 0.6.13, a comma list, a wheel file or an unpacked directory. Fetched with your pip, cached, probed in a subprocess."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Ignore cached probe results for fetched releases."),
-    json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.check/1 JSON document."),
+    backend: Optional[str] = typer.Option(None, "--backend", help="Axis: flashinfer backend(s), comma list (see `hprobe kernels`)."),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="Axis: bf16 or fp8, comma list."),
+    topk: Optional[str] = typer.Option(None, "--topk", help="Axis: sparse top-k, comma list (trtllm-mla: 0 = dense)."),
+    q_len: Optional[str] = typer.Option(None, "--q-len", help="Axis: query tokens per request (MTP), comma list."),
+    tokens: Optional[str] = typer.Option(None, "--tokens", help="Axis: query tokens per call (sm120-sparse-mla), comma list."),
+    page_size: Optional[str] = typer.Option(None, "--page-size", help="Axis: KV cache page size, comma list."),
+    family: Optional[str] = typer.Option(None, "--family", help="Axis: sm120-sparse-mla model family (dsv4, dsv3.2)."),
+    kv_format: Optional[str] = typer.Option(None, "--kv-format", help="Axis: dsv4-sparse-mla SM12x KV format (fp8, nvfp4)."),
+    json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.check/2 JSON document."),
 ) -> None:
     """Check padding tables against the installed flashinfer's validators."""
 
     def job() -> int:
         from .service import run_check
-        from .tables import load_tables, override_models
+        from .tables import load_tables, override_models, override_options
 
         if heads is not None and heads <= 0:
             raise InputError(f"--heads {heads}: the number of query heads must be positive")
         tp_list = _parse_int_list(tp, "--tp") if tp is not None else None
         tables = [override_models(t, heads, tp_list) for t in load_tables(table)]
+        tables = [override_options(t, _axes(backend=backend, dtype=dtype, topk=topk, q_len=q_len, tokens=tokens, page_size=page_size, family=family, kv_format=kv_format)) for t in tables]
         if flashinfer and pin:
             raise InputError("--flashinfer and --pin both choose releases; give one")
         with _progress(json_output) as progress:
@@ -118,10 +127,19 @@ def matrix(
     kernel: Optional[List[str]] = typer.Option(None, "--kernel", "-k", help="Kernel id(s); repeatable or comma list. Default: every probe."),
     sm: Optional[str] = typer.Option(None, "--sm", help="Target SM(s). Default: the visible GPUs, else every SM the kernels are built for."),
     heads: str = typer.Option("1-256", "--heads", help="Head counts to probe: 1-256, 8,16,24, 1-8,16."),
-    grid: bool = typer.Option(False, "--grid", help="A table of marks, one row per h_q."),
-    json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.matrix/1 JSON document."),
+    grid: bool = typer.Option(False, "--grid", help="A table of marks, one row per h_q, one column per kernel variant and SM."),
+    pivot: Optional[str] = typer.Option(None, "--pivot", help="ROWS,COLS: any two of heads, sm, release, kernel or an axis (topk, backend, ...)."),
+    json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.matrix/2 JSON document."),
     flashinfer: Optional[str] = typer.Option(None, "--flashinfer", help="Probe these releases instead of the installed one: 0.6.13, a comma list, a wheel file or an unpacked directory. Fetched with your pip, cached, probed in a subprocess."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Ignore cached probe results for fetched releases."),
+    backend: Optional[str] = typer.Option(None, "--backend", help="Axis: flashinfer backend(s), comma list (see `hprobe kernels`)."),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="Axis: bf16 or fp8, comma list."),
+    topk: Optional[str] = typer.Option(None, "--topk", help="Axis: sparse top-k, comma list (trtllm-mla: 0 = dense)."),
+    q_len: Optional[str] = typer.Option(None, "--q-len", help="Axis: query tokens per request (MTP), comma list."),
+    tokens: Optional[str] = typer.Option(None, "--tokens", help="Axis: query tokens per call (sm120-sparse-mla), comma list."),
+    page_size: Optional[str] = typer.Option(None, "--page-size", help="Axis: KV cache page size, comma list."),
+    family: Optional[str] = typer.Option(None, "--family", help="Axis: sm120-sparse-mla model family (dsv4, dsv3.2)."),
+    kv_format: Optional[str] = typer.Option(None, "--kv-format", help="Axis: dsv4-sparse-mla SM12x KV format (fp8, nvfp4)."),
 ) -> None:
     """Print the h_q each kernel accepts on each SM with the installed flashinfer."""
 
@@ -129,8 +147,13 @@ def matrix(
         from .service import parse_heads, run_matrix
 
         with _progress(json_output) as progress:
-            report = run_matrix(_kernel_ids(kernel), sm, parse_heads(heads), flashinfer, not no_cache, progress)
-        _formatter(json_output).matrix(report, grid=grid)
+            report = run_matrix(_kernel_ids(kernel), sm, parse_heads(heads), flashinfer, not no_cache, progress, _axes(backend=backend, dtype=dtype, topk=topk, q_len=q_len, tokens=tokens, page_size=page_size, family=family, kv_format=kv_format))
+        dims = _pivot(pivot)
+        if dims is not None:
+            from .service import pivot_cells
+
+            pivot_cells(report, *dims)  # an impossible pivot is an input error before any output
+        _formatter(json_output).matrix(report, grid=grid, pivot=dims)
         return 0
 
     _run(job)
@@ -144,6 +167,14 @@ def diff(
     sm: Optional[str] = typer.Option(None, "--sm", help="Target SM(s). Default: every SM the kernels are built for."),
     heads: str = typer.Option("1-256", "--heads", help="Head counts to compare."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Ignore cached probe results."),
+    backend: Optional[str] = typer.Option(None, "--backend", help="Axis: flashinfer backend(s), comma list (see `hprobe kernels`)."),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="Axis: bf16 or fp8, comma list."),
+    topk: Optional[str] = typer.Option(None, "--topk", help="Axis: sparse top-k, comma list (trtllm-mla: 0 = dense)."),
+    q_len: Optional[str] = typer.Option(None, "--q-len", help="Axis: query tokens per request (MTP), comma list."),
+    tokens: Optional[str] = typer.Option(None, "--tokens", help="Axis: query tokens per call (sm120-sparse-mla), comma list."),
+    page_size: Optional[str] = typer.Option(None, "--page-size", help="Axis: KV cache page size, comma list."),
+    family: Optional[str] = typer.Option(None, "--family", help="Axis: sm120-sparse-mla model family (dsv4, dsv3.2)."),
+    kv_format: Optional[str] = typer.Option(None, "--kv-format", help="Axis: dsv4-sparse-mla SM12x KV format (fp8, nvfp4)."),
     json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.diff/1 JSON document."),
 ) -> None:
     """h_q that became accepted or rejected between two releases. Exit 1 when any changed."""
@@ -153,7 +184,7 @@ def diff(
         from .service import parse_heads, run_matrix
 
         with _progress(json_output) as progress:
-            report = run_matrix(_kernel_ids(kernel), sm, parse_heads(heads), f"{old},{new}", not no_cache, progress)
+            report = run_matrix(_kernel_ids(kernel), sm, parse_heads(heads), f"{old},{new}", not no_cache, progress, _axes(backend=backend, dtype=dtype, topk=topk, q_len=q_len, tokens=tokens, page_size=page_size, family=family, kv_format=kv_format))
         result = diff_reports(report)
         _formatter(json_output).diff(result)
         return result["exit_code"]
@@ -163,7 +194,7 @@ def diff(
 
 @app.command()
 def bisect(
-    kernel: str = typer.Option(..., "--kernel", "-k", help="Kernel id."),
+    kernel: str = typer.Option(..., "--kernel", "-k", help="Kernel id or variant, e.g. trtllm-mla[backend=xqa]."),
     sm: str = typer.Option(..., "--sm", help="One target SM."),
     heads: int = typer.Option(..., "--heads", help="The per-rank head count in question."),
     range_: Optional[str] = typer.Option(None, "--range", help="LO..HI release range, inclusive, e.g. 0.6.10..0.6.16."),
@@ -191,24 +222,38 @@ def bisect(
 
 
 @app.command()
-def kernels(json_output: bool = typer.Option(False, "--json", help="Emit JSON.")) -> None:
-    """List the kernel probes: entry point, SM families, and presence in the installed flashinfer."""
+def kernels(
+    releases: Optional[str] = typer.Option(None, "--releases", help="Also say which of these releases define each entry point: a comma list or LO..HI (fetched, read without importing)."),
+    json_output: bool = typer.Option(False, "--json", help="Emit JSON."),
+) -> None:
+    """List the kernel probes: entry point, SM families, axes, and which releases have the entry point."""
 
     def job() -> int:
         from .kernels import PROBES
-        from .kernels.presence import entry_point_present
+        from .kernels.presence import entry_point_present, releases_with_entry_points
 
+        present_in = None
+        if releases:
+            with _progress(json_output) as progress:
+                present_in = releases_with_entry_points(releases, [p.entry_point for p in PROBES.values()], progress)
         rows = []
         for probe in PROBES.values():
-            rows.append(
-                {
-                    "id": probe.id,
-                    "entry_point": probe.entry_point,
-                    "sms": list(probe.default_sms),
-                    "summary": probe.summary,
-                    "installed_flashinfer_has_entry_point": entry_point_present(probe.entry_point),
-                }
-            )
+            row = {
+                "id": probe.id,
+                "entry_point": probe.entry_point,
+                "sms": list(probe.default_sms),
+                "axes": [
+                    {"name": a.name, "default": a.default, "choices": list(a.choices), "sweep": a.sweep, "help": a.help}
+                    for a in probe.axes
+                ],
+                "summary": probe.summary,
+                "installed_flashinfer_has_entry_point": entry_point_present(probe.entry_point),
+            }
+            if present_in is not None:
+                have = present_in[probe.entry_point]
+                row["releases"] = ", ".join(v for v, ok in have.items() if ok) or "none probed"
+                row["releases_without"] = [v for v, ok in have.items() if not ok]
+            rows.append(row)
         _formatter(json_output).kernels(rows)
         return 0
 
@@ -236,10 +281,28 @@ def env(json_output: bool = typer.Option(False, "--json", help="Emit JSON.")) ->
 
 
 def _kernel_ids(options: Optional[List[str]]) -> list[str]:
-    """--kernel given repeatedly or as a comma list; every probe when absent."""
+    """--kernel given repeatedly or as a comma list (commas inside [...] belong to a
+    variant); every probe when absent."""
+    import re
+
     from .kernels import PROBES
 
-    return [k.strip() for item in (options or []) for k in item.split(",") if k.strip()] or sorted(PROBES)
+    items = [k.strip() for item in (options or []) for k in re.split(r",(?![^\[]*\])", item) if k.strip()]
+    return items or sorted(PROBES)
+
+
+def _axes(**options: Optional[str]) -> dict[str, list[str]]:
+    """Axis options (`--topk 128,512`) as lists of raw values; parsed by each probe."""
+    return {name: [v.strip() for v in text.split(",") if v.strip()] for name, text in options.items() if text}
+
+
+def _pivot(text: Optional[str]) -> Optional[tuple[str, str]]:
+    if text is None:
+        return None
+    parts = [p.strip().replace("-", "_") for p in text.split(",")]
+    if len(parts) != 2 or not all(parts):
+        raise InputError(f"--pivot {text!r}: expected ROWS,COLS such as heads,sm or topk,heads")
+    return parts[0], parts[1]
 
 
 def _parse_int_list(text: str, option: str) -> list[int]:

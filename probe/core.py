@@ -14,6 +14,7 @@ class Verdict(str, Enum):
     REDUCIBLE = "reducible"
     BROKEN = "broken"
     TABLE_REFUSES = "table-refuses"
+    OFF_FAST_PATH = "off-fast-path"  # accepted, but served by a slower kernel than the family's own
     INCONCLUSIVE = "inconclusive"
 
 
@@ -38,6 +39,16 @@ class Finding:
     evidence: HeadResult | None = None  # the kernel's answer for the padded count
     notes: list[str] = field(default_factory=list)
     releases: list[str] = field(default_factory=list)  # every release the verdict holds across
+    depth: str = "validators"  # what an accepted answer rests on (see README "Depth")
+    unchecked: list[str] = field(default_factory=list)  # what compiled code checks beyond that
+
+    @property
+    def label(self) -> str:
+        """The verdict as printed: `ok (validators only)` where compiled code is
+        known to check more than the Python a CPU probe runs."""
+        if self.verdict is Verdict.OK and self.padded is not None and self.unchecked:
+            return "ok (validators only)"
+        return self.verdict.value
 
     def to_dict(self) -> dict:
         return {
@@ -57,6 +68,9 @@ class Finding:
             "evidence": self.evidence.to_dict() if self.evidence else None,
             "notes": self.notes,
             "releases": self.releases,
+            "label": self.label,
+            "depth": self.depth,
+            "unchecked": self.unchecked,
         }
 
 
@@ -79,8 +93,14 @@ def judge(n: int, padded: int | None, support: KernelSMResult) -> tuple[Verdict,
     result = support.heads.get(padded)
     if result is None:
         return Verdict.INCONCLUSIVE, best, None, None, [f"{padded} was not probed"]
+    if result.outcome is Outcome.ACCEPTED and result.slow_path:
+        fast = [h for h in accepted_above if not support.heads[h].slow_path]
+        if fast:
+            notes.append(f"{fast[0]} reaches {support.heads[fast[0]].entry}")
+        return Verdict.OFF_FAST_PATH, (fast[0] if fast else None), None, result, notes + [result.slow_path]
     if result.outcome is Outcome.ACCEPTED:
-        smaller = [h for h in accepted_above if h < padded]
+        # Only counts on the fast path are worth padding to instead.
+        smaller = [h for h in accepted_above if h < padded and not support.heads[h].slow_path]
         unclear = [h for h in range(n, padded) if h in support.heads and support.heads[h].outcome is Outcome.INCONCLUSIVE]
         if unclear:
             notes.append(f"counts {compact_set(unclear)} between n and the padded count were inconclusive")
@@ -111,7 +131,11 @@ def judge_across(n: int, padded: int | None, supports: list[KernelSMResult]):
     if unclear:
         _, (_, best, _, evidence, notes) = unclear[0]
         return Verdict.INCONCLUSIVE, best, None, evidence, [f"inconclusive on flashinfer {', '.join(v for v, _ in unclear)}"] + notes
-    accepted_by_all = set.intersection(*(set(s.accepted()) for s in supports))
+    slow = [(v, j) for v, j in per if j[0] is Verdict.OFF_FAST_PATH]
+    if slow:
+        _, (_, best, _, evidence, notes) = slow[0]
+        return Verdict.OFF_FAST_PATH, best, None, evidence, [f"off the fast path on flashinfer {', '.join(v for v, _ in slow)}"] + notes
+    accepted_by_all = set.intersection(*({h for h in s.accepted() if not s.heads[h].slow_path} for s in supports))
     evidence = per[-1][1][3]
     if padded is None:
         common = sorted(h for h in accepted_by_all if h >= n)
@@ -146,7 +170,7 @@ def check_table(
             )
             continue
         for sm in targets:
-            probed = [support[(backend.kernel, sm)] for support in supports]
+            probed = [support[(backend.variant_key, sm)] for support in supports]
             for model in table.models:
                 findings.extend(_judge_model(table, backend, sm, probed, model))
     return findings, notes
@@ -167,7 +191,7 @@ def _judge_model(table: PaddingTable, backend: Backend, sm: int, probed: list[Ke
                 tp=tp,
                 n=n,
                 backend=backend.name,
-                kernel=backend.kernel,
+                kernel=backend.variant_key,
                 sm=sm,
                 flashinfer_version=", ".join(versions),
                 padded=padded,
@@ -177,6 +201,8 @@ def _judge_model(table: PaddingTable, backend: Backend, sm: int, probed: list[Ke
                 evidence=evidence,
                 notes=notes + extra_notes,
                 releases=versions,
+                depth="dispatch" if all(p.depth == "dispatch" for p in probed) else "validators",
+                unchecked=list(dict.fromkeys(u for p in probed for u in p.unchecked)),
             )
         )
     return out
@@ -186,7 +212,7 @@ def exit_code(findings: list[Finding], strict: bool) -> int:
     verdicts = {f.verdict for f in findings}
     if Verdict.BROKEN in verdicts:
         return 1
-    if strict and verdicts & {Verdict.REDUCIBLE, Verdict.TABLE_REFUSES}:
+    if strict and verdicts & {Verdict.REDUCIBLE, Verdict.TABLE_REFUSES, Verdict.OFF_FAST_PATH}:
         return 1
     if Verdict.INCONCLUSIVE in verdicts or not findings:
         return 3

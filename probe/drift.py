@@ -6,7 +6,7 @@ from packaging.version import InvalidVersion, Version
 
 from . import __version__
 from .errors import InputError
-from .kernels import get_probe
+from .kernels import get_variant
 from .outcome import Outcome
 from .service import DEFAULT_MAX_HEADS, MatrixReport, Progress, probe_named
 from .sm import SM
@@ -85,7 +85,7 @@ def run_bisect(
     """Binary search over published releases for the first that accepts `heads`."""
     from .releases import published_versions
 
-    get_probe(kernel_id)  # unknown kernel -> input error before any download
+    kernel_id = get_variant(kernel_id).key  # unknown kernel -> input error before any download
     lo, hi = _parse_range(range_text)
     progress("listing published flashinfer releases")
     versions = [v for v in published_versions() if (lo is None or v >= lo) and (hi is None or v <= hi)]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-from .kernels.base import KernelProbe
-from .outcome import HeadResult, KernelSMResult, Outcome
+from .kernels.base import KernelProbe, Variant
+from .outcome import Depth, HeadResult, KernelSMResult, Outcome
 from .shim import CallResult, FlashinferSession
 from .sm import SM
 
@@ -19,42 +19,92 @@ _ARCH_WORDS = re.compile(r"\bsm[_ ]?\d{2,3}|compute capabilit|architecture|\barc
 
 def probe_kernel(
     session: FlashinferSession,
-    probe: KernelProbe,
+    variant: Variant | KernelProbe,
     sms: Iterable[SM],
     heads: Iterable[int],
 ) -> list[KernelSMResult]:
-    """Probe `probe` for every SM in `sms` over `heads`."""
+    """Probe one kernel variant for every SM in `sms` over `heads`."""
+    if isinstance(variant, KernelProbe):
+        variant = variant.variant()
+    probe, config = variant.probe, variant.values
     heads = sorted(set(heads))
     version = session.version
     entry = session.resolve(probe.entry_point)
+    absent = f"flashinfer {version} has no {probe.entry_point}" if entry is None else probe.offered(entry, config)
+    session.configure(probe.dispatching_getters, probe.pass_through_calls)
     results = []
     raw_by_sm: dict[SM, dict[int, CallResult]] = {}
     for sm in sms:
-        result = KernelSMResult(probe.id, sm.number, version)
-        if entry is None:
-            for h in heads:
-                result.heads[h] = HeadResult(
-                    h, Outcome.ABSENT, reason=f"flashinfer {version} has no {probe.entry_point}"
-                )
-            results.append(result)
-            continue
-        raw = _run(session, probe, entry, sm, heads)
-        raw_by_sm[sm] = raw
+        result = KernelSMResult(probe.id, sm.number, version, config=dict(config), key=variant.key)
         results.append(result)
+        if absent is not None:
+            for h in heads:
+                result.heads[h] = HeadResult(h, Outcome.ABSENT, reason=absent)
+            continue
+        raw_by_sm[sm] = _run(session, variant, entry, sm, heads)
     for result in results:
         sm = SM.from_number(result.sm)
         if sm not in raw_by_sm:
             continue
-        _classify(session, probe, entry, sm, heads, raw_by_sm, result)
+        _classify(session, variant, entry, sm, heads, raw_by_sm, result)
+        _describe_depth(probe, raw_by_sm[sm], result)
+        _attach_metadata(session, probe, entry, sm, config, heads, result)
+    session.configure()
     return results
 
 
-def _run(session: FlashinferSession, probe: KernelProbe, entry, sm: SM, heads: list[int]) -> dict[int, CallResult]:
+def _describe_depth(probe: KernelProbe, raw: dict[int, CallResult], result: KernelSMResult) -> None:
+    """Say what the accepted answers rest on, and what compiled code still checks."""
+    entries = sorted({str(c.entry) for c in raw.values() if c.reached})
+    if entries and all(probe.dispatch_depth(e) for e in entries):
+        result.depth = Depth.DISPATCH.value
+    result.unchecked = list(dict.fromkeys(filter(None, (probe.compiled_checks(e) for e in entries))))
+    passed = sorted({p for c in raw.values() for p in c.passed})
+    if passed:
+        result.notes.append(
+            f"compiled calls whose result Python only hands on were let through unexecuted: {', '.join(passed)}"
+        )
+
+
+def _attach_metadata(session: FlashinferSession, probe: KernelProbe, entry, sm: SM, config: dict, heads: list[int], result: KernelSMResult) -> None:
+    """Put the release's own claim beside the probed answer; flag disagreement."""
+    try:
+        claim = probe.metadata(session, entry, sm, config, heads)
+    except Exception as exc:  # noqa: BLE001 - metadata is commentary; its failure must not hide the probe
+        result.notes.append(f"capability metadata could not be read: {type(exc).__name__}: {exc}")
+        return
+    if claim is None:
+        return
+    result.metadata = claim.to_dict()
+    accepted = set(result.accepted())
+    if claim.sm_supported is False and accepted:
+        result.notes.append(f"disagreement: {claim.source} says {sm} is not supported, yet the validators accepted h_q {_short(accepted)}")
+    if claim.sm_supported is True and result.status is Outcome.UNSUPPORTED_ARCH:
+        result.notes.append(f"disagreement: {claim.source} says {sm} is supported, yet the validators refuse it")
+    if claim.heads is not None:
+        claimed = set(claim.heads) & set(heads)
+        decided = {h for h, r in result.heads.items() if r.outcome in (Outcome.ACCEPTED, Outcome.REJECTED)}
+        only_claimed = sorted((claimed - accepted) & decided)
+        only_probed = sorted(accepted - claimed)
+        if only_claimed:
+            result.notes.append(f"disagreement: {claim.source} claims h_q {_short(only_claimed)}, which the probe saw refused")
+        if only_probed:
+            result.notes.append(f"{claim.source} does not list h_q {_short(only_probed)}, which the validators accepted")
+
+
+def _short(values) -> str:
+    from .core import compact_set
+
+    return compact_set(values)
+
+
+def _run(session: FlashinferSession, variant: Variant, entry, sm: SM, heads: list[int]) -> dict[int, CallResult]:
     session.target(sm)
+    probe, config = variant.probe, variant.values
     raw: dict[int, CallResult] = {}
     for h in heads:
         try:
-            call = probe.prepare(entry, sm, h)
+            call = probe.prepare(entry, sm, h, config)
         except Exception as exc:  # noqa: BLE001 - a probe that cannot build inputs proves nothing
             raw[h] = CallResult(
                 error_type=type(exc).__name__,
@@ -68,13 +118,14 @@ def _run(session: FlashinferSession, probe: KernelProbe, entry, sm: SM, heads: l
 
 def _classify(
     session: FlashinferSession,
-    probe: KernelProbe,
+    variant: Variant,
     entry,
     sm: SM,
     heads: list[int],
     raw_by_sm: dict[SM, dict[int, CallResult]],
     result: KernelSMResult,
 ) -> None:
+    probe = variant.probe
     raw = raw_by_sm[sm]
     any_reached = any(r.reached for r in raw.values())
     if any_reached:
@@ -82,6 +133,8 @@ def _classify(
         # validator's refusal here is about h_q.
         for h, call in raw.items():
             result.heads[h] = _head_result(h, call, rejected_ok=True)
+            if call.entry is not None:
+                result.heads[h].slow_path = probe.path(str(call.entry), variant.values)
         queries = sorted({str(c.entry) for c in raw.values() if c.entry and _POLICY_QUERY.match(c.entry.function)})
         if queries:
             result.notes.append(
@@ -97,7 +150,7 @@ def _classify(
     # Nothing reached the boundary. It is an architecture refusal only if an
     # input that reaches the boundary on a supported SM is refused here by a
     # validator that names the architecture.
-    control = _control_heads(session, probe, entry, sm, heads, raw_by_sm)
+    control = _control_heads(session, variant, entry, sm, heads, raw_by_sm)
     if control is not None:
         call = raw.get(control)
         if call is not None and call.validator and _ARCH_WORDS.search(call.message or ""):
@@ -121,7 +174,7 @@ def _classify(
 
 def _control_heads(
     session: FlashinferSession,
-    probe: KernelProbe,
+    variant: Variant,
     entry,
     sm: SM,
     heads: list[int],
@@ -133,12 +186,12 @@ def _control_heads(
             for h in heads:
                 if raw[h].reached:
                     return h
-    for number in probe.default_sms:
+    for number in variant.probe.default_sms:
         ref = SM.from_number(number)
         if ref == sm or ref in raw_by_sm:
             continue
         # A reference SM's results are not reported, only used as the control.
-        raw = _run(session, probe, entry, ref, heads)
+        raw = _run(session, variant, entry, ref, heads)
         for h in heads:
             if raw[h].reached:
                 session.target(sm)

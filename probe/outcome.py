@@ -23,10 +23,11 @@ class HeadResult:
     message: str | None = None  # the validator's own message
     location: str | None = None  # where it was raised, inside flashinfer
     reason: str | None = None  # for inconclusive: why this says nothing about heads
+    slow_path: str | None = None  # for accepted: why the kernel reached is off the fast path
 
     @classmethod
     def from_dict(cls, data: dict) -> "HeadResult":
-        fields = {k: data.get(k) for k in ("entry", "error_type", "message", "location", "reason")}
+        fields = {k: data.get(k) for k in ("entry", "error_type", "message", "location", "reason", "slow_path")}
         return cls(int(data["heads"]), Outcome(data["outcome"]), **fields)
 
     def to_dict(self) -> dict:
@@ -35,16 +36,32 @@ class HeadResult:
         return {k: v for k, v in data.items() if v is not None}
 
 
+class Depth(str, Enum):
+    """What an accepted answer rests on; see README "Depth"."""
+
+    VALIDATORS = "validators"  # the Python checks before the first compiled call ran
+    DISPATCH = "dispatch"  # ... and a dispatch table the release consults in Python too
+
+
 @dataclass
 class KernelSMResult:
-    """Every probed h_q of one kernel on one SM, for one flashinfer release."""
+    """Every probed h_q of one kernel variant on one SM, for one flashinfer release."""
 
-    kernel: str
+    kernel: str  # the probe id
     sm: int
     flashinfer_version: str
-    depth: str = "validators"  # what the answer rests on; see README "Depth"
+    depth: str = Depth.VALIDATORS.value
     heads: dict[int, HeadResult] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    config: dict[str, str | int] = field(default_factory=dict)  # the axis values probed
+    key: str = ""  # the variant key, e.g. trtllm-mla[backend=xqa]; the id when all defaults
+    # What compiled code is known to check beyond Python for the entries reached:
+    # an accepted count may still be refused there (a CPU cannot see it).
+    unchecked: list[str] = field(default_factory=list)
+    metadata: dict | None = None  # the release's own capability claim (Metadata.to_dict)
+
+    def __post_init__(self) -> None:
+        self.key = self.key or self.kernel
 
     def outcome(self, heads: int) -> Outcome | None:
         result = self.heads.get(heads)
@@ -71,6 +88,10 @@ class KernelSMResult:
     def from_dict(cls, data: dict) -> "KernelSMResult":
         result = cls(data["kernel"], int(data["sm"]), data["flashinfer_version"], data.get("depth", "validators"))
         result.notes = list(data.get("notes", []))
+        result.config = dict(data.get("config", {}))
+        result.key = data.get("key") or result.kernel
+        result.unchecked = list(data.get("unchecked", []))
+        result.metadata = data.get("metadata")
         for item in data["heads"]:
             head = HeadResult.from_dict(item)
             result.heads[head.heads] = head
@@ -79,9 +100,13 @@ class KernelSMResult:
     def to_dict(self) -> dict:
         return {
             "kernel": self.kernel,
+            "key": self.key,
+            "config": self.config,
             "sm": self.sm,
             "flashinfer_version": self.flashinfer_version,
             "depth": self.depth,
+            "unchecked": self.unchecked,
+            "metadata": self.metadata,
             "status": self.status.value,
             "accepted": self.accepted(),
             "notes": self.notes,

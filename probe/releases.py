@@ -209,14 +209,15 @@ def result_cache_key(release: Release, kernel_id: str, probe_version: int, sms: 
 def probe_release(
     release: Release, kernel_ids: list[str], sms: list[int], heads: list[int], use_cache: bool = True
 ) -> list[KernelSMResult]:
-    """Results for every kernel x SM x h_q on `release`, from the cache or a worker."""
-    from .kernels import get_probe
+    """Results for every kernel variant x SM x h_q on `release`, from the cache or a worker.
+    `kernel_ids` are variant keys (`trtllm-mla[backend=xqa]`)."""
+    from .kernels import get_variant
 
     results: list[KernelSMResult] = []
     missing: list[str] = []
     cached: dict[str, list[KernelSMResult]] = {}
     for kernel_id in kernel_ids:
-        key = result_cache_key(release, kernel_id, get_probe(kernel_id).probe_version, sms, heads)
+        key = result_cache_key(release, kernel_id, get_variant(kernel_id).probe.probe_version, sms, heads)
         hit = _read_cache(key) if (use_cache and key) else None
         if hit is None:
             missing.append(kernel_id)
@@ -225,9 +226,9 @@ def probe_release(
     fresh: dict[str, list[KernelSMResult]] = {}
     if missing:
         for result in _run_worker(release, missing, sms, heads):
-            fresh.setdefault(result.kernel, []).append(result)
+            fresh.setdefault(result.key, []).append(result)
         for kernel_id, kernel_results in fresh.items():
-            key = result_cache_key(release, kernel_id, get_probe(kernel_id).probe_version, sms, heads)
+            key = result_cache_key(release, kernel_id, get_variant(kernel_id).probe.probe_version, sms, heads)
             # Environment failures depend on this machine, not the wheel: never cached.
             if key and not any("worker:" in n for r in kernel_results for n in r.notes):
                 _write_cache(key, kernel_results)
@@ -284,8 +285,11 @@ def _run_worker(release: Release, kernel_ids: list[str], sms: list[int], heads: 
     return [KernelSMResult.from_dict(r) for r in doc["results"]]
 
 
-def _inconclusive(kernel: str, sm: int, version: str, heads: list[int], reason: str) -> KernelSMResult:
-    result = KernelSMResult(kernel, sm, version, notes=[f"worker: {reason}"])
+def _inconclusive(key: str, sm: int, version: str, heads: list[int], reason: str) -> KernelSMResult:
+    from .kernels import get_variant
+
+    variant = get_variant(key)
+    result = KernelSMResult(variant.probe.id, sm, version, notes=[f"worker: {reason}"], config=variant.values, key=variant.key)
     for h in heads:
         result.heads[h] = HeadResult(h, Outcome.INCONCLUSIVE, reason=reason)
     return result

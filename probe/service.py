@@ -9,7 +9,8 @@ from . import __version__
 from .core import Finding, check_table, exit_code
 from .envinfo import distribution_version
 from .errors import InputError
-from .kernels import get_probe
+from .kernels import get_probe, get_variant
+from .kernels.base import Value
 from .matrix import probe_kernel
 from .outcome import KernelSMResult
 from .shim import FlashinferSession
@@ -82,7 +83,7 @@ class ProbedRelease:
 
     label: str  # "installed" or what the user named
     info: FlashinferInfo
-    results: dict[tuple[str, int], KernelSMResult]
+    results: dict[tuple[str, int], KernelSMResult]  # (variant key, SM) -> result
     notes: list[str] = field(default_factory=list)
 
     def describe(self) -> dict:
@@ -102,6 +103,7 @@ class MatrixReport:
     releases: list[ProbedRelease]
     targets: Targets
     heads: list[int]
+    keys: list[str] = field(default_factory=list)  # the variants, in the order asked
 
     @property
     def flashinfer(self) -> FlashinferInfo:
@@ -113,7 +115,7 @@ class MatrixReport:
 
     def to_dict(self) -> dict:
         return {
-            "schema": "hprobe.matrix/1",
+            "schema": "hprobe.matrix/2",
             "hprobe_version": __version__,
             "flashinfer": {"version": self.flashinfer.version, "location": self.flashinfer.location},
             "releases": [rel.describe() for rel in self.releases],
@@ -146,7 +148,7 @@ class CheckReport:
         for f in self.findings:
             counts[f.verdict.value] = counts.get(f.verdict.value, 0) + 1
         return {
-            "schema": "hprobe.check/1",
+            "schema": "hprobe.check/2",
             "hprobe_version": __version__,
             "flashinfer": {"version": self.flashinfer.version, "location": self.flashinfer.location},
             "releases": [rel.describe() for rel in self.releases],
@@ -168,9 +170,9 @@ def probe_installed(needed: dict[str, list[int]], heads: list[int]) -> ProbedRel
     session.open()
     try:
         results: dict[tuple[str, int], KernelSMResult] = {}
-        for kernel_id, sms in needed.items():
-            for result in probe_kernel(session, get_probe(kernel_id), [SM.from_number(s) for s in sms], heads):
-                results[(kernel_id, result.sm)] = result
+        for key, sms in needed.items():
+            for result in probe_kernel(session, get_variant(key), [SM.from_number(s) for s in sms], heads):
+                results[(key, result.sm)] = result
         info = FlashinferInfo(session.version, session.location)
     finally:
         session.close()
@@ -187,8 +189,8 @@ def probe_named(item: str, needed: dict[str, list[int]], heads: list[int], use_c
     sms = sorted({sm for sms in needed.values() for sm in sms})
     results: dict[tuple[str, int], KernelSMResult] = {}
     for result in probe_release(release, list(needed), sms, heads, use_cache=use_cache):
-        if result.sm in needed[result.kernel]:
-            results[(result.kernel, result.sm)] = result
+        if result.key in needed and result.sm in needed[result.key]:
+            results[(result.key, result.sm)] = result
     notes = [f"flashinfer {release.version} requires {u}" for u in release.unmet]
     return ProbedRelease(item, FlashinferInfo(release.version, str(release.tree)), results, notes)
 
@@ -202,6 +204,74 @@ def gather(labels: list[str], needed: dict[str, list[int]], heads: list[int], us
     return out
 
 
+PIVOT_FIXED = ("heads", "sm", "release", "kernel")
+
+
+def pivot_cells(report: MatrixReport, rows: str, cols: str) -> tuple[list, list, dict]:
+    """Row values, column values and cells for `matrix --pivot ROWS,COLS`.
+
+    A dimension is h_q (`heads`), `sm`, `release`, `kernel` (the variant) or an
+    axis. With h_q a dimension a cell is one Outcome; otherwise it is the
+    KernelSMResult whose accepted set the cell shows. Two results landing in one
+    cell is an input error: the other dimensions must be narrowed first.
+    """
+    axes = {name for r in report.results for name in r.config}
+    for dim in (rows, cols):
+        if dim not in PIVOT_FIXED and dim not in axes:
+            raise InputError(f"--pivot {rows},{cols}: {dim!r} is not heads, sm, release, kernel or an axis of the kernels probed ({', '.join(sorted(axes)) or 'none'})")
+    if rows == cols:
+        raise InputError(f"--pivot {rows},{cols}: pick two different dimensions")
+
+    def value(dim: str, rel: ProbedRelease, r: KernelSMResult):
+        return {"sm": f"SM{r.sm}", "release": rel.info.version, "kernel": r.key}.get(dim, r.config.get(dim, "-"))
+
+    row_values: list = []
+    col_values: list = []
+    cells: dict = {}
+    for rel in report.releases:
+        for r in rel.results.values():
+            for h in (r.heads if "heads" in (rows, cols) else [None]):
+                rv = h if rows == "heads" else value(rows, rel, r)
+                cv = h if cols == "heads" else value(cols, rel, r)
+                cell = r.heads[h].outcome if h is not None else r
+                if (rv, cv) in cells:
+                    raise InputError(
+                        f"--pivot {rows},{cols}: several results fall in one cell ({rv}, {cv}); "
+                        "narrow the others with --kernel, --sm or an axis option"
+                    )
+                cells[(rv, cv)] = cell
+                row_values.append(rv)
+                col_values.append(cv)
+    return list(dict.fromkeys(row_values)), list(dict.fromkeys(col_values)), cells
+
+
+def variant_keys(kernel_ids: list[str], axes: dict[str, list[Value]] | None = None) -> list[str]:
+    """Every variant of the named kernels: their sweeps, with `axes` overriding.
+    An axis no named kernel has is an input error, not silently ignored."""
+    axes = {k: v for k, v in (axes or {}).items() if v}
+    pinned = {k: get_variant(k) for k in kernel_ids if "[" in k}  # `trtllm-mla[backend=xqa]`
+    probes = [pinned[k].probe if k in pinned else get_probe(k) for k in kernel_ids]
+    for name in axes:
+        if not any(p.axis(name) for p in probes):
+            owners = sorted(p.id for p in _all_probes() if p.axis(name))
+            hint = f" (kernels with it: {', '.join(owners)})" if owners else ""
+            raise InputError(f"--{name.replace('_', '-')}: none of the kernels probed has this axis{hint}")
+    keys: list[str] = []
+    for item, probe in zip(kernel_ids, probes):
+        mine = {k: v for k, v in axes.items() if probe.axis(k)}
+        if item in pinned:
+            defaults = dict(probe.variant().config)
+            mine.update({k: [v] for k, v in pinned[item].values.items() if v != defaults[k]})
+        keys.extend(v.key for v in probe.variants(mine))
+    return list(dict.fromkeys(keys))
+
+
+def _all_probes():
+    from .kernels import PROBES
+
+    return PROBES.values()
+
+
 def run_matrix(
     kernel_ids: list[str],
     sm_option: str | None,
@@ -209,16 +279,17 @@ def run_matrix(
     flashinfer_spec: str | None = None,
     use_cache: bool = True,
     progress: Progress = _quiet,
+    axes: dict[str, list[Value]] | None = None,
 ) -> MatrixReport:
     from .releases import parse_spec
 
-    probes = [get_probe(k) for k in kernel_ids]
-    fallback = sorted({sm for p in probes for sm in p.default_sms})
+    keys = variant_keys(kernel_ids, axes)
+    fallback = sorted({sm for k in keys for sm in get_variant(k).probe.default_sms})
     targets = resolve_targets(sm_option, fallback, "the kernels are built for")
     labels = parse_spec(flashinfer_spec) if flashinfer_spec else [INSTALLED]
-    needed = {p.id: [sm.number for sm in targets.sms] for p in probes}
+    needed = {key: [sm.number for sm in targets.sms] for key in keys}
     probed = gather(labels, needed, heads, use_cache, progress)
-    return MatrixReport([probed[label] for label in labels], targets, heads)
+    return MatrixReport([probed[label] for label in labels], targets, heads, keys)
 
 
 def run_check(
@@ -232,12 +303,7 @@ def run_check(
 ) -> CheckReport:
     from .releases import parse_spec
 
-    for table in tables:
-        for backend in table.backends:
-            try:
-                get_probe(backend.kernel)
-            except InputError as exc:
-                raise InputError(f"{backend.where}: backend {backend.name}: {exc.message}") from None
+    tables = [_with_variant_keys(t) for t in tables]
     fallback = sorted({sm for t in tables for b in t.backends for sm in b.sms})
     targets = resolve_targets(sm_option, fallback, "the tables name")
     numbers = [sm.number for sm in targets.sms]
@@ -258,8 +324,8 @@ def run_check(
     ceiling = DEFAULT_MAX_HEADS
     for table in tables:
         for backend in table.backends:
-            sms = set(needed.get(backend.kernel, [])) | {sm for sm in backend.sms if sm in numbers}
-            needed[backend.kernel] = sorted(sms)
+            sms = set(needed.get(backend.variant_key, [])) | {sm for sm in backend.sms if sm in numbers}
+            needed[backend.variant_key] = sorted(sms)
             ceiling = max(ceiling, backend.rule.largest(), *(m.num_q_heads for m in table.models))
     needed = {k: v for k, v in needed.items() if v}
     heads = list(range(1, ceiling + 1))
@@ -278,6 +344,21 @@ def run_check(
     if not findings:
         notes.append("nothing was checked: no backend of the tables runs on the SMs selected")
     return CheckReport(list(probed.values()), targets, tables, findings, strict, notes)
+
+
+def _with_variant_keys(table: PaddingTable) -> PaddingTable:
+    """Resolve each backend's kernel and options to a probe variant, or say where
+    the table names something unknown."""
+    from dataclasses import replace
+
+    backends = []
+    for backend in table.backends:
+        try:
+            variant = get_variant(backend.kernel, dict(backend.options))
+        except InputError as exc:
+            raise InputError(f"{backend.where}: backend {backend.name}: {exc.message}") from None
+        backends.append(replace(backend, key=variant.key))
+    return replace(table, backends=backends)
 
 
 def pinned_releases(spec: str, progress: Progress = _quiet) -> tuple[list[str], list[str]]:

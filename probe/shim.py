@@ -15,9 +15,8 @@ import linecache
 import os
 import socket
 import sys
-import traceback
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
@@ -61,31 +60,47 @@ class NetworkRefused(BaseException):
     """A probe call tried to open a network connection (a cubin download, say)."""
 
 
+@dataclass
+class _Policy:
+    """What the current probe lets through the boundary.
+
+    `pass_through`: compiled functions whose result Python only hands on to
+    another compiled call (a plan's schedule, say); they return None and the
+    call goes on to the next boundary. `passed` records the ones that did.
+    """
+
+    pass_through: frozenset[str] = frozenset()
+    passed: list[str] = field(default_factory=list)
+
+
 class _StandInFunction:
-    def __init__(self, module: str, function: str, service: bool):
-        self._module, self._function, self._service = module, function, service
+    def __init__(self, module: str, function: str, service: bool, policy: _Policy):
+        self._module, self._function, self._service, self._policy = module, function, service, policy
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self._service:
+            return None
+        if self._function in self._policy.pass_through:
+            self._policy.passed.append(f"{self._module}.{self._function}")
             return None
         raise BoundaryReached(CompiledEntry(self._module, self._function))
 
     def __getattr__(self, name: str) -> "_StandInFunction":
         if name.startswith("__"):
             raise AttributeError(name)
-        return _StandInFunction(self._module, f"{self._function}.{name}", self._service)
+        return _StandInFunction(self._module, f"{self._function}.{name}", self._service, self._policy)
 
 
 class _StandInModule:
     """Takes the place of a loaded compiled module."""
 
-    def __init__(self, origin: str, service: bool = False):
-        self._origin, self._service = origin, service
+    def __init__(self, origin: str, policy: _Policy, service: bool = False):
+        self._origin, self._service, self._policy = origin, service, policy
 
     def __getattr__(self, name: str) -> _StandInFunction:
         if name.startswith("__"):
             raise AttributeError(name)
-        return _StandInFunction(self._origin, name, self._service)
+        return _StandInFunction(self._origin, name, self._service, self._policy)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self._service:
@@ -123,6 +138,7 @@ class CallResult:
     location: str | None = None  # file:line (function) where it was raised
     validator: bool = False  # raised by a `raise`/`assert` in flashinfer's own code
     reason: str | None = None  # why a non-validator failure says nothing about heads
+    passed: tuple[str, ...] = ()  # compiled calls let through on the way (see _Policy)
 
     @property
     def reached(self) -> bool:
@@ -165,6 +181,12 @@ class FlashinferSession:
         self._fi_prefix = ""
         self._real_import = builtins.__import__
         self._open = False
+        self._policy = _Policy()
+        self._dispatching: frozenset[str] = frozenset()
+        self._getter_originals: dict[str, Callable[..., Any]] = {}
+        self._modules_seen = -1
+        self._cute_patched = False
+        self._initializing = False
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -218,6 +240,7 @@ class FlashinferSession:
                 except AttributeError:
                     pass
         self._patches.clear()
+        self._cute_patched = False
         for key, value in self._env_saved.items():
             if value is None:
                 os.environ.pop(key, None)
@@ -244,6 +267,14 @@ class FlashinferSession:
             self._state.sm = sm
             self._clear_caches()
 
+    def configure(self, dispatching_getters: tuple[str, ...] = (), pass_through: tuple[str, ...] = ()) -> None:
+        """Set what the next calls let through: getters that run for real because
+        they wrap Python dispatch around their module, and compiled functions
+        whose result Python only passes on (see `_Policy`)."""
+        self._dispatching = frozenset(dispatching_getters)
+        self._policy.pass_through = frozenset(pass_through)
+        self._clear_caches()
+
     def resolve(self, dotted: str) -> Any | None:
         """`flashinfer.mla._core.fn` -> the object, or None when this release lacks it."""
         import importlib
@@ -259,13 +290,15 @@ class FlashinferSession:
 
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> CallResult:
         """Run one probe call and say how it ended."""
-        self._clear_caches()
+        # Caches are cleared when the target or the policy changes, not per
+        # call: within one target they memoize by argument, which is harmless.
+        self._policy.passed = []
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 fn(*args, **kwargs)
         except BoundaryReached as hit:
-            return CallResult(entry=hit.entry)
+            return CallResult(entry=hit.entry, passed=tuple(self._policy.passed))
         except NetworkRefused as refused:
             return CallResult(
                 error_type="NetworkRefused",
@@ -283,18 +316,20 @@ class FlashinferSession:
     # -- classification ------------------------------------------------------------
 
     def _classify(self, exc: Exception) -> CallResult:
-        frames = traceback.extract_tb(exc.__traceback__)
-        last = frames[-1] if frames else None
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
         location = None
         in_flashinfer = False
         statement = ""
         rel = ""
-        if last is not None:
-            path = str(Path(last.filename).resolve())
+        if tb is not None:
+            code = tb.tb_frame.f_code
+            path = _resolved(code.co_filename)
             in_flashinfer = path.startswith(self._fi_prefix)
             rel = path[len(self._fi_prefix) :] if in_flashinfer else path
-            location = f"{'flashinfer/' if in_flashinfer else ''}{rel}:{last.lineno} ({last.name})"
-            statement = _statement_at(last.filename, last.lineno or 0)
+            location = f"{'flashinfer/' if in_flashinfer else ''}{rel}:{tb.tb_lineno} ({code.co_name})"
+            statement = _statement_at(code.co_filename, tb.tb_lineno or 0)
         result = CallResult(error_type=type(exc).__name__, message=_one_line(exc), location=location)
         environment_errors = (ImportError, AttributeError, NameError, OSError, MemoryError)
         if isinstance(exc, environment_errors):
@@ -338,6 +373,14 @@ class FlashinferSession:
         self._set_attr(cuda, "get_device_name", get_device_name)
         self._set_attr(cuda, "current_device", lambda: 0)
         self._set_attr(cuda, "is_current_stream_capturing", lambda: False)
+        # Wrappers stage plans in pinned host memory, which needs a CUDA driver.
+        real_empty = torch.empty
+
+        def empty(*args: Any, **kwargs: Any) -> Any:
+            kwargs.pop("pin_memory", None)
+            return real_empty(*args, **kwargs)
+
+        self._set_attr(torch, "empty", empty)
         # SM12x gates compare torch.version.cuda with 12.8/12.9; a CPU build has None.
         cuda_version = torch.version.cuda
         self._set_attr(torch.version, "cuda", cuda_version if cuda_version else "13.0")
@@ -365,7 +408,7 @@ class FlashinferSession:
 
             def build_and_load(spec: Any) -> _StandInModule:
                 name = str(getattr(spec, "name", "jit"))
-                return _StandInModule(f"jit:{name}", service=name in _SERVICE_SPECS)
+                return _StandInModule(f"jit:{name}", self._policy, service=name in _SERVICE_SPECS)
 
             def load(spec: Any, *args: Any, **kwargs: Any) -> _StandInModule:
                 return build_and_load(spec)
@@ -378,11 +421,17 @@ class FlashinferSession:
         self._originals.append(original)
         self._replacements[id(original)] = fake
 
-    def _getter_fake(self, name: str) -> Callable[..., _StandInModule]:
+    def _getter_fake(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         service = name in _SERVICE_GETTERS
+        policy = self._policy
+        self._getter_originals.setdefault(name, original)
 
-        def getter(*args: Any, **kwargs: Any) -> _StandInModule:
-            return _StandInModule(name, service=service)
+        def getter(*args: Any, **kwargs: Any) -> Any:
+            if name in self._dispatching:
+                # Runs flashinfer's own getter: its module comes from a stand-in
+                # JitSpec load, and the Python dispatch it wraps runs for real.
+                return original(*args, **kwargs)
+            return _StandInModule(name, policy, service=service)
 
         return getter
 
@@ -392,14 +441,22 @@ class FlashinferSession:
         Names are matched by the function object, not the name, because
         releases import `get_compute_capability` and getters under other names.
         """
-        fresh = [
-            (name, mod)
-            for name, mod in list(sys.modules.items())
-            if (name == "flashinfer" or name.startswith("flashinfer."))
-            and name not in self._patched_modules
+        # Called on every import statement (flashinfer imports inside functions):
+        # nothing new unless sys.modules grew or a module was still executing.
+        if len(sys.modules) == self._modules_seen and not self._initializing:
+            return
+        self._modules_seen = len(sys.modules)
+        self._patch_cute_compile()
+        fresh = []
+        self._initializing = False
+        for name, mod in list(sys.modules.items()):
+            if not (name == "flashinfer" or name.startswith("flashinfer.")) or name in self._patched_modules:
+                continue
             # A module still executing has not defined its getters yet.
-            and not getattr(getattr(mod, "__spec__", None), "_initializing", False)
-        ]
+            if getattr(getattr(mod, "__spec__", None), "_initializing", False):
+                self._initializing = True
+                continue
+            fresh.append((name, mod))
         if not fresh:
             return
         # Find the kernel-module getters these modules define.
@@ -412,7 +469,7 @@ class FlashinferSession:
                     continue
                 owner = getattr(value, "__module__", "") or ""
                 if owner == "flashinfer" or owner.startswith("flashinfer."):
-                    self._register(value, self._getter_fake(attr))
+                    self._register(value, self._getter_fake(attr, value))
         # Modules patched before may import a getter registered just now.
         older = [(n, sys.modules[n]) for n in self._patched_modules if n in sys.modules] if len(self._replacements) > known else []
         for name, mod in fresh:
@@ -425,6 +482,20 @@ class FlashinferSession:
                 fake = self._replacements.get(id(value))
                 if fake is not None and fake is not value:
                     self._set_attr(mod, attr, fake)
+
+    def _patch_cute_compile(self) -> None:
+        """CuTe DSL kernels are compiled from Python on first use: compiling is the
+        launch boundary for them (and would take minutes on a CPU)."""
+        cute = sys.modules.get("cutlass.cute")
+        if cute is None or self._cute_patched or not hasattr(cute, "compile"):
+            return
+        self._cute_patched = True
+
+        def compile(kernel: Any, *args: Any, **kwargs: Any) -> Any:
+            name = getattr(kernel, "__qualname__", None) or type(kernel).__name__
+            raise BoundaryReached(CompiledEntry("cute.compile", name))
+
+        self._set_attr(cute, "compile", compile)
 
     def _import_hook(self, name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
         module = self._real_import(name, globals, locals, fromlist, level)
@@ -448,6 +519,11 @@ def _refuse_network(*args: Any, **kwargs: Any) -> Any:
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return text if len(text) <= 400 else text[:397] + "..."
+
+
+@functools.lru_cache(maxsize=1024)
+def _resolved(filename: str) -> str:
+    return str(Path(filename).resolve())
 
 
 @functools.lru_cache(maxsize=512)

@@ -28,7 +28,7 @@ def main() -> int:
 
 
 def _probe(tree: Path, request: dict) -> dict:
-    from .kernels import get_probe
+    from .kernels import get_variant
     from .matrix import probe_kernel
     from .shim import FlashinferSession
     from .sm import SM
@@ -39,8 +39,8 @@ def _probe(tree: Path, request: dict) -> dict:
         if not Path(session.location).resolve().is_relative_to(tree):
             return {"error": f"imported flashinfer from {session.location}, not from {tree}"}
         results = []
-        for kernel_id in request["kernels"]:
-            results.extend(r.to_dict() for r in probe_kernel(session, get_probe(kernel_id), sms, heads))
+        for key in request["kernels"]:
+            results.extend(r.to_dict() for r in probe_kernel(session, get_variant(key), sms, heads))
         return {"version": session.version, "location": session.location, "results": results}
 
 

@@ -23,7 +23,7 @@ def _by_tp(doc: dict, model: str = "DeepSeek-V4-Pro", sm: int = 100) -> dict[int
 def test_pre_48047_table_is_reducible_at_tp4_8_16(cli_json):
     code, doc, _ = cli_json("check", "--sm", "100", "--table", str(PRE_48047))
     assert code == 0
-    assert doc["schema"] == "hprobe.check/1"
+    assert doc["schema"] == "hprobe.check/2"
     findings = _by_tp(doc)
     assert {tp: f["verdict"] for tp, f in findings.items()} == {
         1: "ok", 2: "ok", 4: "reducible", 8: "reducible", 16: "reducible",

@@ -22,8 +22,8 @@ class _WrongHeadDimProbe(DSv4SparseMLAProbe):
 
     id = "test-wrong-head-dim"
 
-    def prepare(self, entry, sm, heads):
-        call = super().prepare(entry, sm, heads)
+    def prepare(self, entry, sm, heads, config):
+        call = super().prepare(entry, sm, heads, config)
         call.kwargs["query"] = torch.zeros(1, 1, heads, 500, dtype=torch.bfloat16)
         return call
 

@@ -21,7 +21,7 @@ def _only(doc: dict, sm: int) -> dict:
 def test_accepted_heads_over_1_to_256(cli_json, sm):
     code, doc, _ = cli_json("matrix", "--kernel", "dsv4-sparse-mla", "--sm", sm)
     assert code == 0
-    assert doc["schema"] == "hprobe.matrix/1"
+    assert doc["schema"] == "hprobe.matrix/2"
     assert doc["flashinfer"]["version"] == "0.6.14"
     assert doc["heads"] == {"min": 1, "max": 256, "count": 256}
     result = _only(doc, int(sm))
@@ -56,12 +56,12 @@ def test_sm90_is_unsupported_arch_not_rejected(cli_json):
 
 
 def test_sm_spellings_agree(cli_json):
-    docs = [cli_json("matrix", "--sm", spelling, "--heads", "8,24")[1] for spelling in ("sm_100a", "10.0", "SM100")]
+    docs = [cli_json("matrix", "-k", "dsv4-sparse-mla", "--sm", spelling, "--heads", "8,24")[1] for spelling in ("sm_100a", "10.0", "SM100")]
     assert {tuple(_only(d, 100)["accepted"]) for d in docs} == {(8,)}
 
 
 def test_grid_marks(cli):
-    code, out, _ = cli("matrix", "--sm", "90,100", "--heads", "8,24", "--grid")
+    code, out, _ = cli("matrix", "-k", "dsv4-sparse-mla", "--sm", "90,100", "--heads", "8,24", "--grid")
     assert code == 0
     lines = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.strip()[:2].strip().isdigit()}
     assert lines["8"] == ["✗", "✓"]
@@ -69,7 +69,7 @@ def test_grid_marks(cli):
 
 
 def test_plain_text_when_not_a_terminal(cli):
-    code, out, _ = cli("matrix", "--sm", "100", "--heads", "1-256")
+    code, out, _ = cli("matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "1-256")
     assert code == 0
     assert "\x1b[" not in out
     assert "accepted {8, 16, 32, 64, 128}" in out

@@ -124,13 +124,13 @@ def test_multi_release_matrix_and_warm_cache_imports_nothing(cli_json, release_c
 
 
 def test_wheel_path_and_directory_specs(cli_json, release_cache, tmp_path):
-    code, doc, _ = cli_json("matrix", "--sm", "100", "--heads", "16,64", "--flashinfer", "0.6.13")
+    code, doc, _ = cli_json("matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "16,64", "--flashinfer", "0.6.13")
     [wheel] = (release_cache / "wheels").glob("flashinfer_python-0.6.13-*.whl")
-    code, by_wheel, _ = cli_json("matrix", "--sm", "100", "--heads", "16,64", "--flashinfer", str(wheel))
+    code, by_wheel, _ = cli_json("matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "16,64", "--flashinfer", str(wheel))
     assert by_wheel["results"][0]["accepted"] == [64]
     tree = tmp_path / "unpacked"
     shutil.unpack_archive(str(wheel), str(tree), format="zip")
-    code, by_dir, _ = cli_json("matrix", "--sm", "100", "--heads", "16,64", "--flashinfer", str(tree))
+    code, by_dir, _ = cli_json("matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "16,64", "--flashinfer", str(tree))
     assert by_dir["results"][0]["accepted"] == [64]
     assert by_dir["results"][0]["flashinfer_version"] == "0.6.13"
 

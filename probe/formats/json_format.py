@@ -23,7 +23,7 @@ class JsonFormatter(Formatter):
     def check(self, report: "CheckReport") -> None:
         self._write(report.to_dict())
 
-    def matrix(self, report: "MatrixReport", grid: bool = False) -> None:
+    def matrix(self, report: "MatrixReport", grid: bool = False, pivot: tuple[str, str] | None = None) -> None:
         self._write(report.to_dict())
 
     def diff(self, result: dict) -> None:

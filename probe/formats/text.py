@@ -23,6 +23,7 @@ VERDICT_STYLE = {
     Verdict.REDUCIBLE: "yellow",
     Verdict.BROKEN: "bold red",
     Verdict.TABLE_REFUSES: "magenta",
+    Verdict.OFF_FAST_PATH: "yellow",
     Verdict.INCONCLUSIVE: "cyan",
 }
 OUTCOME_MARK = {
@@ -74,12 +75,14 @@ class TextFormatter(Formatter):
                     str(f.tp),
                     str(f.n),
                     "raises" if f.padded is None else str(f.padded),
-                    Text(f.verdict.value, style=VERDICT_STYLE[f.verdict]),
+                    Text(f.label, style=VERDICT_STYLE[f.verdict]),
                     _evidence(f),
                 )
             c.print(t)
             for sm, names in entries.items():
                 c.print(f"  [dim]SM{sm} reaches {', '.join(sorted(names))}[/dim]")
+            for item in dict.fromkeys(u for f in rows for u in f.unchecked):
+                c.print(f"  [dim]validators only: {item}[/dim]")
         c.print()
         counts = {}
         for f in report.findings:
@@ -91,7 +94,7 @@ class TextFormatter(Formatter):
 
     # -- matrix --------------------------------------------------------------------
 
-    def matrix(self, report: "MatrixReport", grid: bool = False) -> None:
+    def matrix(self, report: "MatrixReport", grid: bool = False, pivot: tuple[str, str] | None = None) -> None:
         c = self.console
         fi = report.flashinfer
         c.print(
@@ -103,13 +106,16 @@ class TextFormatter(Formatter):
         for rel in report.releases:
             for note in rel.notes:
                 c.print(f"[dim]note:[/dim] {note}")
+        if pivot is not None:
+            self._pivot(report, *pivot)
+            return
         if len(report.releases) > 1:
             self._release_columns(report)
             return
         if grid:
             self._grid(report)
             return
-        for kernel, group in groupby(report.results, key=lambda r: r.kernel):
+        for kernel, group in groupby(report.results, key=lambda r: r.key):
             c.print()
             c.print(f"[bold]{kernel}[/bold]")
             for result in group:
@@ -120,10 +126,17 @@ class TextFormatter(Formatter):
         status = r.status
         head = f"  SM{r.sm:<4}"
         if status is Outcome.ACCEPTED:
-            entries = sorted({r.heads[h].entry for h in r.accepted() if r.heads[h].entry})
-            c.print(f"{head}[green]accepted {compact_set(r.accepted())}[/green]")
-            for entry in entries:
-                c.print(f"          [dim]reaches {entry}[/dim]")
+            by_entry: dict[str, list[int]] = {}
+            for h in r.accepted():
+                by_entry.setdefault(r.heads[h].entry or "?", []).append(h)
+            depth = " (validators and dispatch)" if r.depth == "dispatch" else " (validators only)" if r.unchecked else ""
+            c.print(f"{head}[green]accepted {compact_set(r.accepted())}[/green][dim]{depth}[/dim]")
+            for entry, hs in by_entry.items():
+                slow = r.heads[hs[0]].slow_path
+                where = f" for {compact_set(hs)}" if len(by_entry) > 1 else ""
+                c.print(f"          [dim]reaches {entry}{where}[/dim]" + (f" [yellow]{slow}[/yellow]" if slow else ""))
+            for item in r.unchecked:
+                c.print(f"          [dim]not seen on a CPU: {item}[/dim]")
             rejected = r.by_outcome(Outcome.REJECTED)
             if rejected:
                 sample = r.heads[rejected[0]]
@@ -141,8 +154,37 @@ class TextFormatter(Formatter):
             elif status is Outcome.ABSENT:
                 detail = sample.reason or ""
             c.print(f"{head}[{style}]{status.value}[/{style}]  {detail}")
+        if r.metadata:
+            c.print(f"          [dim]metadata: {_metadata_text(r.metadata)}[/dim]")
         for note in r.notes:
-            c.print(f"          [dim]note: {note}[/dim]")
+            style = "yellow" if note.startswith("disagreement") else "dim"
+            c.print(f"          [{style}]note: {note}[/{style}]")
+
+    def _pivot(self, report: "MatrixReport", rows: str, cols: str) -> None:
+        """Two dimensions of the report against each other (h_q, sm, release, or an
+        axis); a cell holds the accepted h_q, or a mark when h_q is a dimension."""
+        from ..service import pivot_cells
+
+        row_values, col_values, cells = pivot_cells(report, rows, cols)
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+        t.add_column(rows, justify="right")
+        for value in col_values:
+            t.add_column(str(value), justify="center", overflow="fold")
+        for rv in row_values:
+            row: list = [str(rv)]
+            for cv in col_values:
+                cell = cells.get((rv, cv))
+                if cell is None:
+                    row.append(Text("", style="dim"))
+                elif isinstance(cell, Outcome):
+                    mark, style = OUTCOME_MARK[cell]
+                    row.append(Text(mark, style=style))
+                else:
+                    row.append(_status_cell(cell))
+            t.add_row(*row)
+        self.console.print(t)
+        if "heads" in (rows, cols):
+            self.console.print("[dim]✓ accepted  · rejected  ✗ unsupported-arch  ? inconclusive  – absent[/dim]")
 
     def _release_columns(self, report: "MatrixReport") -> None:
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
@@ -163,8 +205,8 @@ class TextFormatter(Formatter):
         c = self.console
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
         t.add_column("h_q", justify="right")
-        columns = [(r.kernel, r.sm) for r in report.results]
-        by_col = {(r.kernel, r.sm): r for r in report.results}
+        columns = [(r.key, r.sm) for r in report.results]
+        by_col = {(r.key, r.sm): r for r in report.results}
         multi = len({k for k, _ in columns}) > 1
         for kernel, sm in columns:
             t.add_column(f"{kernel} SM{sm}" if multi else f"SM{sm}", justify="center")
@@ -226,19 +268,22 @@ class TextFormatter(Formatter):
     # -- plain records ---------------------------------------------------------------
 
     def kernels(self, rows: list[dict]) -> None:
-        t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-        for col in ("id", "entry point", "SMs", "installed", "what"):
-            t.add_column(col, overflow="fold")
+        c = self.console
         for row in rows:
-            present = row["installed_flashinfer_has_entry_point"]
-            t.add_row(
-                row["id"],
-                row["entry_point"],
-                ",".join(map(str, row["sms"])),
-                {True: "yes", False: "absent", None: "no flashinfer"}[present],
-                row["summary"],
-            )
-        self.console.print(t)
+            present = {True: "yes", False: "absent", None: "no flashinfer installed"}[row["installed_flashinfer_has_entry_point"]]
+            c.print(f"[bold]{row['id']}[/bold]  {row['entry_point']}")
+            c.print(f"    {row['summary']}")
+            c.print(f"    SMs {', '.join(map(str, row['sms']))} · installed flashinfer: {present}")
+            axes = []
+            for a in row["axes"]:
+                choices = "|".join(map(str, a["choices"]))
+                axes.append(f"{a['name']}={a['default']}" + (f" (swept: {choices})" if a["sweep"] else f" ({choices})" if choices else ""))
+            if axes:
+                c.print(f"    axes: {', '.join(axes)}")
+            if "releases" in row:
+                c.print(f"    releases with it: {row['releases']}")
+                if row["releases_without"]:
+                    c.print(f"    [dim]absent in: {', '.join(row['releases_without'])}[/dim]")
 
     def data(self, payload: dict, title: str) -> None:
         c = self.console
@@ -256,6 +301,15 @@ def _status_cell(r: KernelSMResult) -> Text:
     return Text(status.value, style={Outcome.UNSUPPORTED_ARCH: "red", Outcome.ABSENT: "dim"}.get(status, "cyan"))
 
 
+def _metadata_text(meta: dict) -> str:
+    parts = [meta["source"]]
+    if "sm_supported" in meta:
+        parts.append("SM supported" if meta["sm_supported"] else "SM not supported")
+    if "heads" in meta:
+        parts.append(f"h_q {compact_set(meta['heads'])}")
+    return ": ".join(parts[:1]) + (" " + ", ".join(parts[1:]) if len(parts) > 1 else "")
+
+
 def _evidence(f: Finding) -> str:
     e = f.evidence
     parts = []
@@ -266,6 +320,8 @@ def _evidence(f: Finding) -> str:
         parts.append(f"{e.outcome.value}: {e.error_type}: {e.message}")
     elif f.verdict is Verdict.TABLE_REFUSES:
         parts.append(f"table raises, kernel accepts {f.best}")
+    elif f.verdict is Verdict.OFF_FAST_PATH and e is not None:
+        parts.append(f"accepted, but {e.slow_path}" + (f"; {f.best} is on it" if f.best else ""))
     elif f.verdict is Verdict.INCONCLUSIVE and e is not None:
         parts.append(f"{e.reason} [{e.error_type}: {e.message}]")
     parts.extend(f.notes[:1])

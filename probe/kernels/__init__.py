@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
-from ..errors import InputError
-from .base import KernelProbe
-from .dsv4_sparse_mla import DSv4SparseMLAProbe
+import re
 
-PROBES: dict[str, KernelProbe] = {p.id: p for p in (DSv4SparseMLAProbe(),)}
+from ..errors import InputError
+from .base import KernelProbe, Value, Variant
+from .batch_mla import BatchMLAProbe
+from .dsv4_sparse_mla import DSv4SparseMLAProbe
+from .sm120_sparse_mla import SM120SparseMLAProbe
+from .trtllm_mla import TrtllmMLAProbe
+from .xqa_mla import XqaMLAProbe
+
+PROBES: dict[str, KernelProbe] = {
+    p.id: p
+    for p in (
+        DSv4SparseMLAProbe(),
+        TrtllmMLAProbe(),
+        XqaMLAProbe(),
+        BatchMLAProbe(),
+        SM120SparseMLAProbe(),
+    )
+}
+
+_KEY = re.compile(r"^([A-Za-z0-9_.-]+)(?:\[([^\]]*)\])?$")
 
 
 def get_probe(kernel_id: str) -> KernelProbe:
@@ -15,3 +32,19 @@ def get_probe(kernel_id: str) -> KernelProbe:
     except KeyError:
         known = ", ".join(sorted(PROBES))
         raise InputError(f"unknown kernel {kernel_id!r} (known: {known}; see `hprobe kernels`)") from None
+
+
+def get_variant(key: str, values: dict[str, Value] | None = None) -> Variant:
+    """`trtllm-mla[backend=xqa,dtype=fp8]` (or an id plus `values`) -> a Variant."""
+    m = _KEY.match(key.strip())
+    if not m:
+        raise InputError(f"kernel {key!r}: expected an id such as trtllm-mla or trtllm-mla[backend=xqa]")
+    probe = get_probe(m.group(1))
+    merged: dict[str, Value] = {}
+    for part in filter(None, (m.group(2) or "").split(",")):
+        name, eq, value = part.partition("=")
+        if not eq:
+            raise InputError(f"kernel {key!r}: {part!r} is not axis=value")
+        merged[name.strip()] = value.strip()
+    merged.update(values or {})
+    return probe.variant(merged)

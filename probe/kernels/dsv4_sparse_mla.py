@@ -13,10 +13,14 @@ from functools import cached_property
 from typing import Any, Callable
 
 from ..sm import SM
-from .base import KernelProbe, PreparedCall
+from . import mla_inputs as mi
+from .base import Axis, KernelProbe, PreparedCall, Value
+from .offers import literal_choices, missing_parameter
 
 HEAD_DIM = 512  # DSv4 query and KV head dim
-SM120_PACKED_BYTES = 584  # bytes per token of the SM12x packed FP8 KV pool
+# Bytes per token of the SM12x packed KV pools: FP8 (all releases with the
+# path) and NVFP4 (0.7.x, `kv_cache_format="nvfp4"`).
+SM120_PACKED_BYTES = {"fp8": 584, "nvfp4": 384}
 SWA_TOPK = 128  # the fixed sliding-window entries at the front of every index row
 PAGE_SIZE = 64
 NUM_PAGES = 2
@@ -27,6 +31,31 @@ class DSv4SparseMLAProbe(KernelProbe):
     entry_point = "flashinfer.mla._core.trtllm_batch_decode_sparse_mla_dsv4"
     default_sms = (100, 103, 120, 121)
     summary = "DeepSeek V4 sparse-MLA decode (SM10x TRTLLM-GEN, SM12x packed sparse path)"
+    probe_version = 2
+    axes = (
+        Axis("backend", "auto", ("auto", "trtllm-gen", "cute-dsl", "sparse"), help="flashinfer backend (0.7.x)"),
+        Axis("kv_format", "fp8", ("fp8", "nvfp4"), help="SM12x packed KV cache format (nvfp4: 0.7.x)"),
+    )
+
+    def offered(self, entry: Callable[..., Any], config: dict[str, Value]) -> str | None:
+        if config["backend"] != "auto":
+            if reason := missing_parameter(entry, "backend"):
+                return reason
+            if config["backend"] not in literal_choices(entry, "backend"):
+                return f"this release's backend choices do not include {config['backend']!r}"
+        if config["kv_format"] != "fp8":
+            if reason := missing_parameter(entry, "kv_cache_format"):
+                return reason
+            if config["kv_format"] not in literal_choices(entry, "kv_cache_format"):
+                return f"this release's kv_cache_format choices do not include {config['kv_format']!r}"
+        return None
+
+    def compiled_checks(self, entry: str) -> str | None:
+        if entry.startswith("get_trtllm_gen_fmha_module"):
+            return "trtllm-gen picks a cubin by head count inside compiled code (\"Missing TRTLLM-GEN kernel\")"
+        if "sparse_mla_sm120" in entry:
+            return "the SM12x binding dispatches decode vs paged kernels by (h_q, top-k, tokens) in compiled code"
+        return None
 
     @cached_property
     def _torch(self) -> Any:
@@ -40,7 +69,9 @@ class DSv4SparseMLAProbe(KernelProbe):
         torch = self._torch
         return {
             "kv_bf16": torch.zeros(NUM_PAGES, 1, PAGE_SIZE, HEAD_DIM, dtype=torch.bfloat16),
-            "kv_packed": torch.zeros(NUM_PAGES, PAGE_SIZE, SM120_PACKED_BYTES, dtype=torch.uint8),
+            "kv_packed": {
+                fmt: torch.zeros(NUM_PAGES, PAGE_SIZE, size, dtype=torch.uint8) for fmt, size in SM120_PACKED_BYTES.items()
+            },
             "indices": torch.zeros(1, SWA_TOPK, dtype=torch.int32),
             "lens": torch.full((1,), SWA_TOPK, dtype=torch.int32),
             "seq_lens": torch.full((1,), SWA_TOPK, dtype=torch.int32),
@@ -49,17 +80,18 @@ class DSv4SparseMLAProbe(KernelProbe):
             "workspace": torch.zeros(4 * 2**20, dtype=torch.uint8),
         }
 
-    def prepare(self, entry: Callable[..., Any], sm: SM, heads: int) -> PreparedCall:
+    def prepare(self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value]) -> PreparedCall:
         torch = self._torch
         shared = self._shared
         params = inspect.signature(entry).parameters
         has_sm12x_path = "swa_topk_lens" in params
-        query = torch.zeros(1, 1, heads, HEAD_DIM, dtype=torch.bfloat16)
-        sinks = torch.zeros(heads, dtype=torch.float32)
-        if has_sm12x_path and sm.major == 12:
+        query = mi.zeros((1, 1, heads, HEAD_DIM), "bf16")
+        sinks = mi.zeros((heads,), "fp32")
+        packed = has_sm12x_path and sm.major == 12 and config["backend"] in ("auto", "sparse")
+        if packed:
             kwargs = {
                 "query": query,
-                "swa_kv_cache": shared["kv_packed"],
+                "swa_kv_cache": shared["kv_packed"][str(config["kv_format"])],
                 "workspace_buffer": shared["workspace"],
                 "sparse_indices": shared["indices"],
                 "swa_topk_lens": shared["lens"],
@@ -77,4 +109,8 @@ class DSv4SparseMLAProbe(KernelProbe):
                 "sinks": sinks,
             }
         kwargs = {k: v for k, v in kwargs.items() if k in params}
+        if config["backend"] != "auto":
+            kwargs["backend"] = config["backend"]
+        if config["kv_format"] != "fp8":
+            kwargs["kv_cache_format"] = config["kv_format"]
         return PreparedCall(entry, kwargs)

@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..errors import InputError
-from .model import Backend, Model, PaddingRule, PaddingTable, PadMap, PadTo, Where
+from .model import Backend, Model, PaddingRule, PaddingTable, PadMap, PadMultiple, PadTile, PadTo, Where
 from .toml_source import TomlTableSource
 
 __all__ = [
@@ -16,6 +16,8 @@ __all__ = [
     "PaddingRule",
     "PaddingTable",
     "PadMap",
+    "PadMultiple",
+    "PadTile",
     "PadTo",
     "Where",
     "TomlTableSource",
@@ -53,3 +55,24 @@ def override_models(table: PaddingTable, heads: int | None, tp: list[int] | None
                 raise InputError(f"model {model.name}: {new_heads} query heads do not divide evenly over tp={t}")
         models.append(replace(model, num_q_heads=new_heads, tp=new_tp))
     return replace(table, models=models)
+
+
+def override_options(table: PaddingTable, axes: dict[str, list[str]]) -> PaddingTable:
+    """Apply axis options (`--topk 256`) to every backend whose kernel has that axis."""
+    if not axes:
+        return table
+    from ..kernels import get_probe
+
+    for name, values in axes.items():
+        if len(values) != 1:
+            raise InputError(f"--{name.replace('_', '-')}: check takes one value per axis, got {', '.join(values)}")
+    backends = []
+    for backend in table.backends:
+        try:
+            probe = get_probe(backend.kernel)
+        except InputError as exc:
+            raise InputError(f"{backend.where}: backend {backend.name}: {exc.message}") from None
+        options = dict(backend.options)
+        options.update({k: v[0] for k, v in axes.items() if probe.axis(k)})
+        backends.append(replace(backend, options=tuple(options.items())))
+    return replace(table, backends=backends)

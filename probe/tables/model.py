@@ -57,6 +57,46 @@ class PadMap(PaddingRule):
 
 
 @dataclass(frozen=True)
+class PadMultiple(PaddingRule):
+    """Round n up to a multiple of `multiple`; above `limit` (if any) the consumer raises."""
+
+    multiple: int
+    limit: int | None = None
+
+    def pad(self, n: int) -> int | None:
+        padded = -(-n // self.multiple) * self.multiple
+        return None if self.limit is not None and padded > self.limit else padded
+
+    def describe(self) -> str:
+        return f"pad_multiple {self.multiple}" + (f" up to {self.limit}" if self.limit else "")
+
+    def largest(self) -> int:
+        return self.limit or 0
+
+
+@dataclass(frozen=True)
+class PadTile(PaddingRule):
+    """A tile per range of n: n stays when min(n, tile) divides it, else it rounds
+    up to a multiple of the tile (vLLM's trtllm-gen dense MLA rule). Entries are
+    (largest n, tile); above the last, the consumer raises."""
+
+    tiles: tuple[tuple[int, int], ...]
+
+    def pad(self, n: int) -> int | None:
+        for upto, tile in self.tiles:
+            if n <= upto:
+                return n if n % min(n, tile) == 0 else -(-n // tile) * tile
+        return None
+
+    def describe(self) -> str:
+        return "pad_tile " + ", ".join(f"n<={upto}: {tile}" for upto, tile in self.tiles)
+
+    def largest(self) -> int:
+        upto, tile = self.tiles[-1]
+        return -(-upto // tile) * tile
+
+
+@dataclass(frozen=True)
 class Where:
     """A place in a table file, for messages that point at it."""
 
@@ -86,6 +126,14 @@ class Backend:
     sms: tuple[int, ...]
     rule: PaddingRule
     where: Where
+    # Axis values the kernel is called with (`backend`, `dtype`, `topk`, ...):
+    # the probe variant this backend is judged against.
+    options: tuple[tuple[str, str | int], ...] = ()
+    key: str = ""  # the variant key, filled in once the kernel is known
+
+    @property
+    def variant_key(self) -> str:
+        return self.key or self.kernel
 
 
 @dataclass

@@ -11,7 +11,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from ..errors import InputError
 from ..sm import parse_sm
-from .model import Backend, Model, PaddingRule, PaddingTable, PadMap, PadTo, Where
+from .model import Backend, Model, PaddingRule, PaddingTable, PadMap, PadMultiple, PadTile, PadTo, Where
 
 _TOML_LINE = re.compile(r"\(at line (\d+), column \d+\)")
 
@@ -150,15 +150,38 @@ class _Parser:
         except InputError as exc:
             raise self._fail(self._locate("backend", index, "sm"), f"backend {name}: {exc.message.removeprefix('--sm ')}") from None
         rule = self.rule(raw, index, name)
-        return Backend(name, kernel, parsed, rule, where)
+        options = []
+        for key, value in raw.items():
+            if key in _BACKEND_KEYS:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (str, int)):
+                raise self._fail(self._locate("backend", index, key), f"backend {name}: {key} must be a string or an integer")
+            options.append((key, value))
+        return Backend(name, kernel, parsed, rule, where, tuple(options))
 
     def rule(self, raw: dict[str, Any], index: int, name: str) -> PaddingRule:
-        keys = [k for k in ("pad_to", "pad_map") if k in raw]
+        keys = [k for k in _RULE_KEYS if k in raw]
         if len(keys) != 1:
-            raise self._fail(self._locate("backend", index), f"backend {name}: give exactly one of pad_to or pad_map")
+            raise self._fail(self._locate("backend", index), f"backend {name}: give exactly one of {', '.join(_RULE_KEYS)}")
         key = keys[0]
         where = self._locate("backend", index, key)
         value = raw[key]
+        if key == "pad_multiple":
+            limit = raw.get("max_heads")
+            if not _positive_int(value) or (limit is not None and not _positive_int(limit)):
+                raise self._fail(where, f"backend {name}: pad_multiple (and max_heads) must be positive integers")
+            return PadMultiple(value, limit)
+        if key == "pad_tile":
+            if (
+                not isinstance(value, list)
+                or not value
+                or not all(isinstance(p, list) and len(p) == 2 and all(_positive_int(x) for x in p) for p in value)
+            ):
+                raise self._fail(where, f"backend {name}: pad_tile must be a list of [largest n, tile] pairs such as [[8, 8], [32, 16], [128, 64]]")
+            uptos = [p[0] for p in value]
+            if sorted(set(uptos)) != uptos:
+                raise self._fail(where, f"backend {name}: pad_tile's largest-n values must be strictly increasing")
+            return PadTile(tuple((p[0], p[1]) for p in value))
         if key == "pad_to":
             if not isinstance(value, list) or not value or not all(_positive_int(v) for v in value):
                 raise self._fail(where, f"backend {name}: pad_to must be a non-empty list of positive integers")
@@ -179,6 +202,11 @@ class _Parser:
                 raise self._fail(where, f"backend {name}: pad_map pads {n} down to {v}")
             pairs.append((n, v))
         return PadMap(tuple(sorted(pairs)))
+
+
+_RULE_KEYS = ("pad_to", "pad_map", "pad_multiple", "pad_tile")
+# Keys of a [[backend]] that are not probe axes.
+_BACKEND_KEYS = frozenset({"name", "kernel", "sm", "max_heads", *_RULE_KEYS})
 
 
 def _positive_int(value: Any) -> bool:

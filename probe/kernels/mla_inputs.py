@@ -1,0 +1,84 @@
+"""Synthetic MLA decode inputs shared by the dense-layout probes (DeepSeek V3 shapes).
+
+Only h_q varies between calls of one configuration; the rest is made once per
+configuration and reused, so a sweep over 256 head counts allocates little.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+KV_LORA_RANK = 512
+QK_ROPE_HEAD_DIM = 64
+QK_NOPE_HEAD_DIM = 128
+HEAD_DIM_QK = KV_LORA_RANK + QK_ROPE_HEAD_DIM  # 576
+SM120_V32_PACKED_BYTES = 656  # bytes per token of the SM12x DSv3.2 packed KV pool
+NUM_PAGES = 4
+SEQ_LEN = 128
+# Large enough for every backend's scratch (cute-dsl asks for ~8 MiB, trtllm-gen
+# reserves an 8 MiB counter region); `empty`, so its pages are never touched.
+WORKSPACE_BYTES = 128 * 2**20
+
+DTYPES = ("bf16", "fp8")
+
+
+def torch_dtype(name: str) -> Any:
+    import torch
+
+    return {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn, "fp16": torch.float16, "fp32": torch.float32, "int32": torch.int32}[name]
+
+
+@lru_cache(maxsize=1)
+def workspace() -> Any:
+    import torch
+
+    return torch.empty(WORKSPACE_BYTES, dtype=torch.uint8)
+
+
+@lru_cache(maxsize=32)
+def paged_kv(dtype: str, page_size: int, packed_bytes: int = 0) -> Any:
+    """[pages, 1, page_size, 576] in `dtype`, or a packed uint8 pool of `packed_bytes` per token."""
+    import torch
+
+    if packed_bytes:
+        return torch.zeros(NUM_PAGES, 1, page_size, packed_bytes, dtype=torch.uint8)
+    return torch.zeros(NUM_PAGES, 1, page_size, HEAD_DIM_QK, dtype=torch_dtype(dtype))
+
+
+@lru_cache(maxsize=32)
+def block_tables(q_len: int, topk: int) -> Any:
+    import torch
+
+    if topk:
+        return torch.zeros(1, q_len, topk, dtype=torch.int32)
+    return torch.zeros(1, NUM_PAGES, dtype=torch.int32)
+
+
+@lru_cache(maxsize=8)
+def seq_lens(shape: tuple[int, ...] = (1,), value: int = SEQ_LEN) -> Any:
+    import torch
+
+    return torch.full(shape, value, dtype=torch.int32)
+
+
+def query(heads: int, dtype: str, q_len: int = 1, dim: int = HEAD_DIM_QK) -> Any:
+    """A contiguous zero [1, q_len, heads, dim] tensor: a view of one shared buffer,
+    because filling a fresh tensor per call costs more than the call itself."""
+    return zeros((1, q_len, heads, dim), dtype)
+
+
+@lru_cache(maxsize=64)
+def _zero_buffer(dtype: str, numel: int) -> Any:
+    import torch
+
+    return torch.zeros(numel, dtype=torch_dtype(dtype))
+
+
+def zeros(shape: tuple[int, ...], dtype: str) -> Any:
+    """Contiguous zeros of `shape`, carved from a shared buffer (read-only use)."""
+    numel = 1
+    for n in shape:
+        numel *= n
+    size = 1 << max(numel - 1, 1).bit_length()  # power-of-two buffers, reused across h_q
+    return _zero_buffer(dtype, size)[:numel].view(shape)

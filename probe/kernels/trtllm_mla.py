@@ -1,0 +1,80 @@
+"""MLA decode through `trtllm_batch_decode_with_kv_cache_mla`: dense (DeepSeek V3,
+Kimi K2) and sparse top-k (DeepSeek V3.2), for every backend the release offers.
+
+`backend="auto"` routes by SM (SM10x: trtllm-gen/cute-dsl, SM12x: XQA for dense,
+the packed sparse path for top-k), so each backend is probed on its own as well.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..sm import SM
+from . import mla_inputs as mi
+from .base import Axis, KernelProbe, PreparedCall, Value
+from .offers import literal_choices
+
+TRTLLM_GEN_UNCHECKED = (
+    "trtllm-gen selects a cubin by h_q inside compiled code "
+    '("Missing TRTLLM-GEN kernel", "The numHeadsQ/numHeadsKv is not supported")'
+)
+CUTE_DSL_UNCHECKED = "cute-dsl compiles the kernel for the shape; compile-time limits are not seen on a CPU"
+SPARSE_UNCHECKED = "the SM12x sparse binding dispatches by (h_q, top-k, tokens) in compiled code"
+
+
+def unchecked_for(entry: str) -> str | None:
+    if entry.startswith("get_trtllm_gen_fmha_module"):
+        return TRTLLM_GEN_UNCHECKED
+    if "cute" in entry:
+        return CUTE_DSL_UNCHECKED
+    if "sparse_mla_sm120" in entry:
+        return SPARSE_UNCHECKED
+    return None
+
+
+class TrtllmMLAProbe(KernelProbe):
+    id = "trtllm-mla"
+    entry_point = "flashinfer.mla.trtllm_batch_decode_with_kv_cache_mla"
+    default_sms = (100, 103, 120, 121)
+    summary = "MLA decode, dense or sparse top-k (trtllm-gen, cute-dsl, XQA, SM12x sparse)"
+    axes = (
+        Axis("backend", "auto", ("auto", "trtllm-gen", "cute-dsl", "xqa", "sparse"), sweep=True, help="flashinfer backend"),
+        Axis("dtype", "bf16", mi.DTYPES, help="query and KV cache dtype"),
+        Axis("topk", 0, help="sparse_mla_top_k; 0 = dense MLA"),
+        Axis("q_len", 1, help="query tokens per request (MTP)"),
+        Axis("page_size", 64, help="KV cache page size"),
+    )
+
+    def offered(self, entry: Callable[..., Any], config: dict[str, Value]) -> str | None:
+        backend = config["backend"]
+        if backend != "auto" and backend not in literal_choices(entry, "backend"):
+            return f"this release's trtllm_batch_decode_with_kv_cache_mla has no backend {backend!r}"
+        return None
+
+    def compiled_checks(self, entry: str) -> str | None:
+        return unchecked_for(entry)
+
+    def swept_needlessly(self, config: dict[str, Value]) -> bool:
+        return config["backend"] == "sparse" and int(config["topk"]) == 0
+
+    def prepare(self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value]) -> PreparedCall:
+        backend, dtype = str(config["backend"]), str(config["dtype"])
+        topk, q_len, page = int(config["topk"]), int(config["q_len"]), int(config["page_size"])
+        # The SM12x sparse path reads a packed uint8 pool; every other path a dense one.
+        packed = topk > 0 and sm.major == 12 and backend in ("auto", "sparse")
+        kwargs: dict[str, Any] = {
+            "query": mi.query(heads, dtype, q_len),
+            "kv_cache": mi.paged_kv(dtype, page, mi.SM120_V32_PACKED_BYTES if packed else 0),
+            "workspace_buffer": mi.workspace(),
+            "qk_nope_head_dim": mi.QK_NOPE_HEAD_DIM,
+            "kv_lora_rank": mi.KV_LORA_RANK,
+            "qk_rope_head_dim": mi.QK_ROPE_HEAD_DIM,
+            "block_tables": mi.block_tables(q_len, topk),
+            "seq_lens": mi.seq_lens((1, q_len), topk) if packed else mi.seq_lens(),
+            "max_seq_len": mi.SEQ_LEN,
+        }
+        if topk:
+            kwargs["sparse_mla_top_k"] = topk
+        if backend != "auto":
+            kwargs["backend"] = backend
+        return PreparedCall(entry, kwargs)
