@@ -46,8 +46,9 @@ class Finding:
     def label(self) -> str:
         """The verdict as printed: `ok (validators only)` where compiled code is
         known to check more than the Python a CPU probe runs."""
-        if self.verdict is Verdict.OK and self.padded is not None and self.unchecked:
-            return "ok (validators only)"
+        if self.verdict in (Verdict.OK, Verdict.REDUCIBLE, Verdict.OFF_FAST_PATH) and self.padded is not None and self.unchecked:
+            basis = "validators and dispatch" if self.depth == "dispatch" else "validators only"
+            return f"{self.verdict.value} ({basis})"
         return self.verdict.value
 
     def to_dict(self) -> dict:

@@ -9,7 +9,7 @@ from . import __version__
 from .core import Finding, check_table, exit_code
 from .envinfo import distribution_version
 from .errors import InputError
-from .kernels import get_probe, get_variant
+from .kernels import get_probe, get_variant, named_axes
 from .kernels.base import Value
 from .matrix import probe_kernel
 from .outcome import KernelSMResult
@@ -260,8 +260,9 @@ def variant_keys(kernel_ids: list[str], axes: dict[str, list[Value]] | None = No
     for item, probe in zip(kernel_ids, probes):
         mine = {k: v for k, v in axes.items() if probe.axis(k)}
         if item in pinned:
-            defaults = dict(probe.variant().config)
-            mine.update({k: [v] for k, v in pinned[item].values.items() if v != defaults[k]})
+            # What the brackets name is fixed; the other axes sweep or follow options.
+            named = named_axes(item)
+            mine.update({k: [v] for k, v in pinned[item].values.items() if k in named})
         keys.extend(v.key for v in probe.variants(mine))
     return list(dict.fromkeys(keys))
 

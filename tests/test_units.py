@@ -11,6 +11,8 @@ from probe.service import parse_heads
 from probe.sm import SM, parse_sm, parse_sm_list
 from probe.tables import PadMap, PadTo
 
+from .conftest import V4_PRO_TABLE
+
 
 @pytest.mark.parametrize(
     "text, expected",
@@ -95,3 +97,25 @@ def test_exit_codes():
     assert exit_code([F(Verdict.INCONCLUSIVE), F(Verdict.OK)], strict=False) == 3
     assert exit_code([F(Verdict.INCONCLUSIVE), F(Verdict.BROKEN)], strict=False) == 1
     assert exit_code([], strict=False) == 3
+
+
+def test_pad_multiple_and_pad_tile_rules():
+    from probe.tables import PadMultiple, PadTile
+
+    multiple = PadMultiple(16, 128)
+    assert [multiple.pad(n) for n in (1, 12, 16, 24, 96, 128, 129)] == [16, 16, 16, 32, 96, 128, None]
+    assert PadMultiple(16).pad(300) == 304
+    tile = PadTile(((8, 8), (32, 16), (128, 64)))
+    # n stays when min(n, tile) divides it; otherwise it rounds up to the tile.
+    assert [tile.pad(n) for n in (4, 6, 8, 12, 16, 24, 48, 96, 128, 129)] == [4, 6, 8, 12, 16, 32, 48, 128, 128, None]
+    assert tile.largest() == 128
+
+
+def test_tables_parse_pad_multiple_and_pad_tile(write_table):
+    from probe.tables import PadMultiple, PadTile, load_tables
+
+    base = V4_PRO_TABLE
+    [t] = load_tables([write_table(base.format(rule="pad_multiple = 16\nmax_heads = 128"))])
+    assert t.backends[0].rule == PadMultiple(16, 128)
+    [t] = load_tables([write_table(base.format(rule="pad_tile = [[8, 8], [32, 16], [128, 64]]"), "tile.toml")])
+    assert t.backends[0].rule == PadTile(((8, 8), (32, 16), (128, 64)))

@@ -34,6 +34,13 @@ def get_probe(kernel_id: str) -> KernelProbe:
         raise InputError(f"unknown kernel {kernel_id!r} (known: {known}; see `hprobe kernels`)") from None
 
 
+def named_axes(key: str) -> set[str]:
+    """The axes a key spells out in brackets: `trtllm-mla[backend=auto]` -> {backend}."""
+    m = _KEY.match(key.strip())
+    inner = (m.group(2) or "") if m else ""
+    return {part.partition("=")[0].strip() for part in inner.split(",") if "=" in part}
+
+
 def get_variant(key: str, values: dict[str, Value] | None = None) -> Variant:
     """`trtllm-mla[backend=xqa,dtype=fp8]` (or an id plus `values`) -> a Variant."""
     m = _KEY.match(key.strip())

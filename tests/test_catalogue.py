@@ -1,0 +1,237 @@
+"""The kernel catalogue against real flashinfer 0.6.14 on CPU: trtllm-mla, xqa-mla,
+batch-mla, sm120-sparse-mla, their axes, stated depth and metadata."""
+
+from __future__ import annotations
+
+import pytest
+
+from probe.kernels import PROBES, get_variant
+from probe.kernels.base import Metadata
+from probe.matrix import _attach_metadata
+from probe.outcome import HeadResult, KernelSMResult, Outcome
+from probe.sm import SM
+
+
+def _results(doc: dict) -> dict[tuple[str, int], dict]:
+    return {(r["key"], r["sm"]): r for r in doc["results"]}
+
+
+def _by_outcome(result: dict, outcome: str) -> list[int]:
+    return [h["heads"] for h in result["heads"] if h["outcome"] == outcome]
+
+
+def test_batch_mla_cutlass_accepts_exactly_128_and_fa2_everything(cli_json):
+    code, doc, _ = cli_json("matrix", "-k", "batch-mla", "--backend", "cutlass,fa2", "--sm", "100")
+    assert code == 0
+    results = _results(doc)
+    cutlass = results[("batch-mla[backend=cutlass]", 100)]
+    assert cutlass["accepted"] == [128]
+    refused = {h["heads"]: h for h in cutlass["heads"] if h["outcome"] == "rejected"}
+    assert sorted(refused) == [h for h in range(1, 257) if h != 128]
+    assert refused[64]["message"] == "Expected 128 heads for q_nope_pe, got 64"
+    assert refused[64]["location"].startswith("flashinfer/mla/_core.py:")
+    fa2 = results[("batch-mla[backend=fa2]", 100)]
+    assert fa2["accepted"] == list(range(1, 257))
+    assert fa2["depth"] == "validators"
+    # The compiled plan was let through, not run; the result says so.
+    assert any("get_batch_mla_module.plan" in n for n in fa2["notes"])
+    assert {h["entry"] for h in fa2["heads"]} == {"get_batch_mla_module.run"}
+
+
+def test_xqa_mla_on_sm120_accepts_exactly_128(cli_json):
+    code, doc, _ = cli_json("matrix", "-k", "xqa-mla", "--sm", "120,100")
+    assert code == 0
+    results = _results(doc)
+    sm120 = results[("xqa-mla", 120)]
+    assert sm120["accepted"] == [128]
+    sample = next(h for h in sm120["heads"] if h["heads"] == 64)
+    assert sample["outcome"] == "rejected"
+    assert "only supports 128 query heads" in sample["message"]
+    assert results[("xqa-mla", 100)]["status"] == "unsupported-arch"
+
+
+def test_sm120_sparse_mla_reports_which_kernel_each_count_reaches(cli_json):
+    code, doc, _ = cli_json("matrix", "-k", "sm120-sparse-mla", "--topk", "128", "--sm", "120")
+    assert code == 0
+    [result] = doc["results"]
+    assert result["depth"] == "dispatch"
+    heads = {h["heads"]: h for h in result["heads"]}
+    decode = sorted(h for h, r in heads.items() if r.get("entry", "").endswith("sparse_mla_sm120_decode_dsv4"))
+    paged = sorted(h for h, r in heads.items() if r.get("entry", "").endswith("sparse_mla_sm120_paged_attention"))
+    assert decode == [8, 16, 32, 64, 128]
+    assert paged == [h for h in range(1, 129) if h not in decode]
+    assert all("off the fast path" in heads[h]["slow_path"] for h in paged)
+    assert all("slow_path" not in heads[h] for h in decode)
+    assert _by_outcome(result, "rejected") == list(range(129, 257))
+    assert heads[129]["message"] == "max_num_heads must be in (0, 128], got 129"
+
+
+def test_sm120_sparse_mla_prefill_tokens_take_the_general_kernel_without_a_slow_mark(cli_json):
+    _, doc, _ = cli_json("matrix", "-k", "sm120-sparse-mla", "--tokens", "65", "--sm", "120", "--heads", "8,16,24")
+    [result] = doc["results"]
+    assert {h["entry"] for h in result["heads"]} == {"jit:sparse_mla_sm120.sparse_mla_sm120_paged_attention"}
+    assert not any("slow_path" in h for h in result["heads"])  # prefill has no faster kernel
+
+
+def test_check_says_accepted_but_off_the_fast_path(cli_json, write_table):
+    table = write_table(
+        """
+[table]
+name = "pads-to-24"
+source = "tests"
+[model]
+name = "Kimi-K3"
+num_q_heads = 96
+tp = [4]
+[[backend]]
+name = "sm120 decode"
+kernel = "sm120-sparse-mla"
+sm = [120]
+pad_to = [24, 128]
+"""
+    )
+    code, doc, _ = cli_json("check", "--table", str(table), "--sm", "120")
+    [finding] = doc["findings"]
+    assert (finding["n"], finding["padded"], finding["verdict"]) == (24, 24, "off-fast-path")
+    assert finding["best"] == 32  # the smallest count >= 24 on the decode kernel
+    assert finding["label"] == "off-fast-path (validators and dispatch)"
+    assert code == 0
+    strict, _, _ = cli_json("check", "--table", str(table), "--sm", "120", "--strict")
+    assert strict == 1
+
+
+def test_trtllm_mla_sweeps_the_backends_the_release_offers(cli_json):
+    code, doc, _ = cli_json("matrix", "-k", "trtllm-mla", "--sm", "100", "--heads", "64,96,128,129")
+    assert code == 0
+    results = _results(doc)
+    keys = {k for k, _ in results}
+    assert keys == {"trtllm-mla", "trtllm-mla[backend=trtllm-gen]", "trtllm-mla[backend=cute-dsl]", "trtllm-mla[backend=xqa]"}
+    gen = results[("trtllm-mla[backend=trtllm-gen]", 100)]
+    assert gen["accepted"] == [64, 96, 128, 129]
+    assert any("Missing TRTLLM-GEN kernel" in u for u in gen["unchecked"])  # validators only, said so
+    cute = results[("trtllm-mla[backend=cute-dsl]", 100)]
+    assert cute["accepted"] == [64, 96, 128]
+    refusal = next(h for h in cute["heads"] if h["heads"] == 129)
+    assert refusal["outcome"] == "rejected" and "num_heads=129" in refusal["message"]
+    assert {h["entry"] for h in cute["heads"] if h["outcome"] == "accepted"} == {
+        "cute.compile.BlackwellMultiHeadLatentAttentionForwardFP16"
+    }
+    xqa = results[("trtllm-mla[backend=xqa]", 100)]
+    assert xqa["status"] == "unsupported-arch"
+    assert "SM120a" in xqa["heads"][0]["message"]
+
+
+def test_auto_routes_sm120_dense_decode_to_xqa(cli_json):
+    _, doc, _ = cli_json("matrix", "-k", "trtllm-mla[backend=auto]", "--sm", "120", "--heads", "64,128")
+    [result] = doc["results"]
+    assert result["accepted"] == [128]
+    assert result["heads"][1]["entry"] == "get_xqa_module_mla.xqa_mla"
+
+
+def test_sparse_top_k_axis_reaches_trtllm_gen_on_sm100(cli_json):
+    _, doc, _ = cli_json("matrix", "-k", "trtllm-mla", "--backend", "trtllm-gen", "--topk", "2048", "--sm", "100", "--heads", "16,128")
+    [result] = doc["results"]
+    assert result["key"] == "trtllm-mla[backend=trtllm-gen,topk=2048]"
+    assert result["config"]["topk"] == 2048
+    assert result["accepted"] == [16, 128]
+
+
+def test_pivot_on_two_axes_and_refuse_an_ambiguous_one(cli):
+    code, out, _ = cli("matrix", "-k", "trtllm-mla", "--sm", "100,120", "--heads", "64,128", "--pivot", "backend,sm")
+    assert code == 0
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.split()[:1] in (["xqa"], ["auto"])}
+    assert rows["xqa"] == ["unsupported-arch", "{128}"]
+    assert rows["auto"] == ["{64,", "128}", "{128}"]
+    code, _, err = cli("matrix", "-k", "trtllm-mla", "--sm", "100", "--heads", "64", "--pivot", "heads,sm")
+    assert code == 2 and "several results fall in one cell" in err
+
+
+def test_an_axis_no_selected_kernel_has_is_an_input_error(cli):
+    code, out, err = cli("matrix", "-k", "xqa-mla", "--topk", "256")
+    assert code == 2 and out == ""
+    assert err.strip().splitlines() == [
+        "hprobe: error: --topk: none of the kernels probed has this axis (kernels with it: sm120-sparse-mla, trtllm-mla)"
+    ]
+    code, _, err = cli("matrix", "-k", "batch-mla", "--backend", "no-such")
+    assert code == 2 and "backend 'no-such': expected one of auto, fa2, fa3, cutlass" in err
+
+
+def test_table_options_choose_the_variant_and_bad_ones_point_at_the_line(cli_json, cli, write_table):
+    body = """
+[table]
+name = "cutlass"
+source = "tests"
+[model]
+name = "Kimi-K2"
+num_q_heads = 64
+tp = [1, 8]
+[[backend]]
+name = "cutlass"
+kernel = "batch-mla"
+backend = "cutlass"
+sm = [100]
+pad_to = [128]
+"""
+    code, doc, _ = cli_json("check", "--table", str(write_table(body)), "--sm", "100")
+    assert code == 0
+    assert {(f["n"], f["padded"], f["verdict"], f["kernel"]) for f in doc["findings"]} == {
+        (64, 128, "ok", "batch-mla[backend=cutlass]"),
+        (8, 128, "ok", "batch-mla[backend=cutlass]"),
+    }
+    bad = write_table(body.replace('backend = "cutlass"', 'tile_q = 16'), "bad.toml")
+    code, out, err = cli("check", "--table", str(bad))
+    assert code == 2 and out == ""
+    assert "bad.toml:9:" in err and "has no axis 'tile_q'" in err
+
+
+def test_kernels_lists_axes(cli_json):
+    code, doc, _ = cli_json("kernels")
+    assert code == 0
+    rows = {r["id"]: r for r in doc["kernels"]}
+    assert set(rows) == set(PROBES)
+    backend = next(a for a in rows["trtllm-mla"]["axes"] if a["name"] == "backend")
+    assert backend["sweep"] and "cute-dsl" in backend["choices"]
+    assert all(r["installed_flashinfer_has_entry_point"] for r in rows.values())
+
+
+def test_metadata_disagreement_is_printed_never_used_instead_of_the_probe():
+    """A claim that differs from what the validators did is flagged as a note; the
+    outcomes stay the probe's."""
+    result = KernelSMResult("sm120-sparse-mla", 120, "x")
+    for h in (8, 16, 24):
+        result.heads[h] = HeadResult(h, Outcome.ACCEPTED if h != 24 else Outcome.REJECTED)
+
+    class Claims:
+        def metadata(self, *args):
+            return Metadata("fixture metadata", True, [8, 24])
+
+    _attach_metadata(None, Claims(), None, SM(12, 0), {}, [8, 16, 24], result)
+    assert result.metadata == {"source": "fixture metadata", "sm_supported": True, "heads": [8, 24]}
+    assert any(n.startswith("disagreement: fixture metadata claims h_q {24}") for n in result.notes)
+    assert any("does not list h_q {16}" in n for n in result.notes)
+    assert result.accepted() == [8, 16]
+
+
+def test_capability_decorator_is_shown_beside_the_probe(cli_json):
+    _, doc, _ = cli_json("matrix", "-k", "sm120-sparse-mla", "--sm", "100,120", "--heads", "8")
+    results = _results(doc)
+    assert results[("sm120-sparse-mla", 120)]["metadata"] == {"source": "supported_compute_capability", "sm_supported": True}
+    off = results[("sm120-sparse-mla", 100)]
+    assert off["metadata"]["sm_supported"] is False
+    # 0.6.14 has no Python SM check on this path: the probe reaches the boundary
+    # and the disagreement with the decorator is stated, not hidden.
+    assert off["accepted"] == [8]
+    assert any(n.startswith("disagreement: supported_compute_capability says SM100 is not supported") for n in off["notes"])
+
+
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [
+        ("trtllm-mla", "trtllm-mla"),
+        ("trtllm-mla[backend=auto]", "trtllm-mla"),
+        ("trtllm-mla[dtype=fp8,backend=xqa]", "trtllm-mla[backend=xqa,dtype=fp8]"),
+        ("sm120-sparse-mla[topk=512]", "sm120-sparse-mla[topk=512]"),
+    ],
+)
+def test_variant_keys_are_canonical(key, expected):
+    assert get_variant(key).key == expected
