@@ -36,7 +36,7 @@ import flashinfer
 COMMANDS = {
     "bare shimmed import": [PYTHON, "-c", BARE_IMPORT],
     "hprobe check": HPROBE + ["check"],
-    "hprobe matrix (5 SMs x 1..256)": HPROBE + ["matrix", "--sm", "90,100,103,120,121", "--heads", "1-256"],
+    "hprobe matrix (all probes x 5 SMs x 1..256)": HPROBE + ["matrix", "--sm", "90,100,103,120,121", "--heads", "1-256"],
 }
 
 

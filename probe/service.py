@@ -169,10 +169,18 @@ def probe_installed(needed: dict[str, list[int]], heads: list[int]) -> ProbedRel
     session = FlashinferSession(SM.from_number(first))
     session.open()
     try:
-        results: dict[tuple[str, int], KernelSMResult] = {}
-        for key, sms in needed.items():
-            for result in probe_kernel(session, get_variant(key), [SM.from_number(s) for s in sms], heads):
-                results[(key, result.sm)] = result
+        from .parallel import probe_split
+
+        def job(keys: list[str]) -> list[KernelSMResult]:
+            out: list[KernelSMResult] = []
+            for key in keys:
+                out.extend(probe_kernel(session, get_variant(key), [SM.from_number(s) for s in needed[key]], heads))
+            return out
+
+        probed = probe_split(list(needed), job)
+        by_key = {(r.key, r.sm): r for r in probed}
+        # The order asked for, whichever process probed what.
+        results = {(key, sm): by_key[(key, sm)] for key, sms in needed.items() for sm in sms}
         info = FlashinferInfo(session.version, session.location)
     finally:
         session.close()

@@ -204,6 +204,10 @@ class FlashinferSession:
             raise EnvironmentProblem(f"torch is not importable: {type(exc).__name__}: {exc}") from None
         self.torch = torch
         self._open = True
+        # Probe tensors are tiny; one intra-op thread also keeps a forked
+        # worker (probe.parallel) clear of an OpenMP pool started before fork.
+        self._threads = torch.get_num_threads()
+        torch.set_num_threads(1)
         try:
             self._install_torch_fakes(torch)
             # JIT specs are generated (not built) on the way to a getter; they
@@ -241,6 +245,8 @@ class FlashinferSession:
                     pass
         self._patches.clear()
         self._cute_patched = False
+        if self.torch is not None:
+            self.torch.set_num_threads(self._threads)
         for key, value in self._env_saved.items():
             if value is None:
                 os.environ.pop(key, None)

@@ -122,3 +122,14 @@ def test_release_that_fails_to_import_is_inconclusive_not_rejected(cli_json, tmp
     assert code == 3
     assert {f["verdict"] for f in doc["findings"]} == {"inconclusive"}
     assert "cannot import name cute" in doc["findings"][0]["evidence"]["reason"]
+
+
+def test_probing_in_two_processes_gives_the_same_results(cli_json, monkeypatch):
+    """probe.parallel forks after import; the report must not depend on it."""
+    args = ("matrix", "-k", "trtllm-mla,xqa-mla,sm120-sparse-mla", "--sm", "100,120", "--heads", "1-20,96,128,129")
+    monkeypatch.setenv("HPROBE_WORKERS", "1")
+    _, one, _ = cli_json(*args)
+    monkeypatch.setenv("HPROBE_WORKERS", "2")
+    _, two, _ = cli_json(*args)
+    assert len(one["results"]) == 12
+    assert one["results"] == two["results"]

@@ -145,3 +145,29 @@ def test_unfetchable_release_is_one_line(cli):
 def test_bad_release_spec(cli):
     code, _, err = cli("matrix", "--flashinfer", "not-a-version")
     assert code == 2 and "not a release number, wheel file or directory" in err
+
+
+def test_sm12x_decode_metadata_of_0_7_4_is_shown_beside_the_probe(cli_json):
+    """0.7.x exposes supported_sparse_mla_sm120_configs(): shown next to the
+    probed answer, and agreeing with it for DSv4 decode at top-k 128."""
+    code, doc, _ = cli_json("matrix", "-k", "sm120-sparse-mla", "--sm", "120", "--flashinfer", "0.7.4")
+    assert code == 0
+    [result] = doc["results"]
+    assert result["flashinfer_version"] == "0.7.4"
+    meta = result["metadata"]
+    assert meta["source"] == "supported_sparse_mla_sm120_configs() decode kernels"
+    assert meta["heads"] == result["accepted"] == list(range(1, 129))
+    assert not any(n.startswith("disagreement") for n in result["notes"])
+    # 0.7.4 consults a compiled policy query first; the probe stops there and says so,
+    # claiming neither a fast nor a slow path.
+    assert any("compiled query" in n and "resolve_format" in n for n in result["notes"])
+    assert not any("slow_path" in h for h in result["heads"])
+    assert result["depth"] == "validators"
+
+
+def test_kernels_lists_the_releases_that_have_each_entry_point(cli_json):
+    code, doc, _ = cli_json("kernels", "--releases", "0.6.13,0.6.14")
+    assert code == 0
+    rows = {r["id"]: r for r in doc["kernels"]}
+    assert rows["dsv4-sparse-mla"]["releases"] == "0.6.13, 0.6.14"
+    assert rows["batch-mla"]["releases"] == "0.6.13, 0.6.14"
