@@ -15,6 +15,14 @@ from .errors import EXIT_INPUT, HprobeError, InputError
 
 EXIT_INTERNAL = 5
 
+# Axis options (--backend, --dtype, --topk, --q-len, --tokens, --page-size, ...)
+# are whatever the probes declare, so they are read from the extra arguments.
+AXIS_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
+AXIS_EPILOG = (
+    "Axis options: --backend, --dtype, --topk, --q-len, --tokens, --page-size, --family, --kv-format "
+    "(every axis `hprobe kernels` lists; comma lists on matrix and diff)."
+)
+
 app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -81,8 +89,9 @@ def main(
     """hprobe: a kernel compatibility probe for LLM-serving engineers."""
 
 
-@app.command()
+@app.command(context_settings=AXIS_CONTEXT, epilog=AXIS_EPILOG)
 def check(
+    ctx: typer.Context,
     table: Optional[List[Path]] = typer.Option(None, "--table", "-t", help="Padding table (TOML). Repeatable. Default: the shipped tables in matrices/."),
     sm: Optional[str] = typer.Option(None, "--sm", help="Target SM(s): 100, sm_100a, 10.0, 12.1, or a comma list. Default: the visible GPUs, else every SM the tables name."),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 on reducible or table-refuses findings too."),
@@ -91,14 +100,6 @@ def check(
     pin: Optional[str] = typer.Option(None, "--pin", help="The consumer's flashinfer requirement, e.g. 'flashinfer-python>=0.6.13': probe the lowest and highest releases it admits."),
     flashinfer: Optional[str] = typer.Option(None, "--flashinfer", help="Probe these releases instead of the installed one: 0.6.13, a comma list, a wheel file or an unpacked directory. Fetched with your pip, cached, probed in a subprocess."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Ignore cached probe results for fetched releases."),
-    backend: Optional[str] = typer.Option(None, "--backend", help="Axis: flashinfer backend(s), comma list (see `hprobe kernels`)."),
-    dtype: Optional[str] = typer.Option(None, "--dtype", help="Axis: bf16 or fp8, comma list."),
-    topk: Optional[str] = typer.Option(None, "--topk", help="Axis: sparse top-k, comma list (trtllm-mla: 0 = dense)."),
-    q_len: Optional[str] = typer.Option(None, "--q-len", help="Axis: query tokens per request (MTP), comma list."),
-    tokens: Optional[str] = typer.Option(None, "--tokens", help="Axis: query tokens per call (sm120-sparse-mla), comma list."),
-    page_size: Optional[str] = typer.Option(None, "--page-size", help="Axis: KV cache page size, comma list."),
-    family: Optional[str] = typer.Option(None, "--family", help="Axis: sm120-sparse-mla model family (dsv4, dsv3.2)."),
-    kv_format: Optional[str] = typer.Option(None, "--kv-format", help="Axis: dsv4-sparse-mla SM12x KV format (fp8, nvfp4)."),
     json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.check/2 JSON document."),
 ) -> None:
     """Check padding tables against the installed flashinfer's validators."""
@@ -111,7 +112,7 @@ def check(
             raise InputError(f"--heads {heads}: the number of query heads must be positive")
         tp_list = _parse_int_list(tp, "--tp") if tp is not None else None
         tables = [override_models(t, heads, tp_list) for t in load_tables(table)]
-        tables = [override_options(t, _axes(backend=backend, dtype=dtype, topk=topk, q_len=q_len, tokens=tokens, page_size=page_size, family=family, kv_format=kv_format)) for t in tables]
+        tables = [override_options(t, _axes(ctx.args)) for t in tables]
         if flashinfer and pin:
             raise InputError("--flashinfer and --pin both choose releases; give one")
         with _progress(json_output) as progress:
@@ -122,8 +123,9 @@ def check(
     _run(job)
 
 
-@app.command()
+@app.command(context_settings=AXIS_CONTEXT, epilog=AXIS_EPILOG)
 def matrix(
+    ctx: typer.Context,
     kernel: Optional[List[str]] = typer.Option(None, "--kernel", "-k", help="Kernel id(s); repeatable or comma list. Default: every probe."),
     sm: Optional[str] = typer.Option(None, "--sm", help="Target SM(s). Default: the visible GPUs, else every SM the kernels are built for."),
     heads: str = typer.Option("1-256", "--heads", help="Head counts to probe: 1-256, 8,16,24, 1-8,16."),
@@ -132,14 +134,6 @@ def matrix(
     json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.matrix/2 JSON document."),
     flashinfer: Optional[str] = typer.Option(None, "--flashinfer", help="Probe these releases instead of the installed one: 0.6.13, a comma list, a wheel file or an unpacked directory. Fetched with your pip, cached, probed in a subprocess."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Ignore cached probe results for fetched releases."),
-    backend: Optional[str] = typer.Option(None, "--backend", help="Axis: flashinfer backend(s), comma list (see `hprobe kernels`)."),
-    dtype: Optional[str] = typer.Option(None, "--dtype", help="Axis: bf16 or fp8, comma list."),
-    topk: Optional[str] = typer.Option(None, "--topk", help="Axis: sparse top-k, comma list (trtllm-mla: 0 = dense)."),
-    q_len: Optional[str] = typer.Option(None, "--q-len", help="Axis: query tokens per request (MTP), comma list."),
-    tokens: Optional[str] = typer.Option(None, "--tokens", help="Axis: query tokens per call (sm120-sparse-mla), comma list."),
-    page_size: Optional[str] = typer.Option(None, "--page-size", help="Axis: KV cache page size, comma list."),
-    family: Optional[str] = typer.Option(None, "--family", help="Axis: sm120-sparse-mla model family (dsv4, dsv3.2)."),
-    kv_format: Optional[str] = typer.Option(None, "--kv-format", help="Axis: dsv4-sparse-mla SM12x KV format (fp8, nvfp4)."),
 ) -> None:
     """Print the h_q each kernel accepts on each SM with the installed flashinfer."""
 
@@ -147,7 +141,7 @@ def matrix(
         from .service import parse_heads, run_matrix
 
         with _progress(json_output) as progress:
-            report = run_matrix(_kernel_ids(kernel), sm, parse_heads(heads), flashinfer, not no_cache, progress, _axes(backend=backend, dtype=dtype, topk=topk, q_len=q_len, tokens=tokens, page_size=page_size, family=family, kv_format=kv_format))
+            report = run_matrix(_kernel_ids(kernel), sm, parse_heads(heads), flashinfer, not no_cache, progress, _axes(ctx.args))
         dims = _pivot(pivot)
         if dims is not None:
             from .service import pivot_cells
@@ -159,22 +153,15 @@ def matrix(
     _run(job)
 
 
-@app.command()
+@app.command(context_settings=AXIS_CONTEXT, epilog=AXIS_EPILOG)
 def diff(
+    ctx: typer.Context,
     old: str = typer.Argument(..., help="The release before: 0.6.13, a wheel file or a directory."),
     new: str = typer.Argument(..., help="The release after."),
     kernel: Optional[List[str]] = typer.Option(None, "--kernel", "-k", help="Kernel id(s). Default: every probe."),
     sm: Optional[str] = typer.Option(None, "--sm", help="Target SM(s). Default: every SM the kernels are built for."),
     heads: str = typer.Option("1-256", "--heads", help="Head counts to compare."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Ignore cached probe results."),
-    backend: Optional[str] = typer.Option(None, "--backend", help="Axis: flashinfer backend(s), comma list (see `hprobe kernels`)."),
-    dtype: Optional[str] = typer.Option(None, "--dtype", help="Axis: bf16 or fp8, comma list."),
-    topk: Optional[str] = typer.Option(None, "--topk", help="Axis: sparse top-k, comma list (trtllm-mla: 0 = dense)."),
-    q_len: Optional[str] = typer.Option(None, "--q-len", help="Axis: query tokens per request (MTP), comma list."),
-    tokens: Optional[str] = typer.Option(None, "--tokens", help="Axis: query tokens per call (sm120-sparse-mla), comma list."),
-    page_size: Optional[str] = typer.Option(None, "--page-size", help="Axis: KV cache page size, comma list."),
-    family: Optional[str] = typer.Option(None, "--family", help="Axis: sm120-sparse-mla model family (dsv4, dsv3.2)."),
-    kv_format: Optional[str] = typer.Option(None, "--kv-format", help="Axis: dsv4-sparse-mla SM12x KV format (fp8, nvfp4)."),
     json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.diff/1 JSON document."),
 ) -> None:
     """h_q that became accepted or rejected between two releases. Exit 1 when any changed."""
@@ -184,7 +171,7 @@ def diff(
         from .service import parse_heads, run_matrix
 
         with _progress(json_output) as progress:
-            report = run_matrix(_kernel_ids(kernel), sm, parse_heads(heads), f"{old},{new}", not no_cache, progress, _axes(backend=backend, dtype=dtype, topk=topk, q_len=q_len, tokens=tokens, page_size=page_size, family=family, kv_format=kv_format))
+            report = run_matrix(_kernel_ids(kernel), sm, parse_heads(heads), f"{old},{new}", not no_cache, progress, _axes(ctx.args))
         result = diff_reports(report)
         _formatter(json_output).diff(result)
         return result["exit_code"]
@@ -291,9 +278,29 @@ def _kernel_ids(options: Optional[List[str]]) -> list[str]:
     return items or sorted(PROBES)
 
 
-def _axes(**options: Optional[str]) -> dict[str, list[str]]:
-    """Axis options (`--topk 128,512`) as lists of raw values; parsed by each probe."""
-    return {name: [v.strip() for v in text.split(",") if v.strip()] for name, text in options.items() if text}
+def _axes(args: list[str]) -> dict[str, list[str]]:
+    """Axis options (`--topk 128,512`, `--page-size=64`) as lists of raw values,
+    each parsed later by the probes that have the axis. Any axis a probe declares
+    is an option, so adding a probe needs no change here."""
+    from .kernels import PROBES
+
+    known = {a.name for p in PROBES.values() for a in p.axes}
+    axes: dict[str, list[str]] = {}
+    rest = list(args)
+    while rest:
+        token = rest.pop(0)
+        if not token.startswith("--"):
+            raise InputError(f"unexpected argument {token!r}")
+        flag, eq, value = token.partition("=")
+        name = flag[2:].replace("-", "_")
+        if name not in known:
+            raise InputError(f"no such option: {flag} (axis options: {', '.join('--' + n.replace('_', '-') for n in sorted(known))})")
+        if not eq:
+            if not rest or rest[0].startswith("--"):
+                raise InputError(f"{flag} needs a value")
+            value = rest.pop(0)
+        axes.setdefault(name, []).extend(v.strip() for v in value.split(",") if v.strip())
+    return axes
 
 
 def _pivot(text: Optional[str]) -> Optional[tuple[str, str]]:

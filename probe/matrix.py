@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
+from .core import compact_set
 from .kernels.base import KernelProbe, Variant
 from .outcome import Depth, HeadResult, KernelSMResult, Outcome
 from .shim import CallResult, FlashinferSession
@@ -78,7 +79,7 @@ def _attach_metadata(session: FlashinferSession, probe: KernelProbe, entry, sm: 
     result.metadata = claim.to_dict()
     accepted = set(result.accepted())
     if claim.sm_supported is False and accepted:
-        result.notes.append(f"disagreement: {claim.source} says {sm} is not supported, yet the validators accepted h_q {_short(accepted)}")
+        result.notes.append(f"disagreement: {claim.source} says {sm} is not supported, yet the validators accepted h_q {compact_set(accepted)}")
     if claim.sm_supported is True and result.status is Outcome.UNSUPPORTED_ARCH:
         result.notes.append(f"disagreement: {claim.source} says {sm} is supported, yet the validators refuse it")
     if claim.heads is not None:
@@ -87,15 +88,9 @@ def _attach_metadata(session: FlashinferSession, probe: KernelProbe, entry, sm: 
         only_claimed = sorted((claimed - accepted) & decided)
         only_probed = sorted(accepted - claimed)
         if only_claimed:
-            result.notes.append(f"disagreement: {claim.source} claims h_q {_short(only_claimed)}, which the probe saw refused")
+            result.notes.append(f"disagreement: {claim.source} claims h_q {compact_set(only_claimed)}, which the probe saw refused")
         if only_probed:
-            result.notes.append(f"{claim.source} does not list h_q {_short(only_probed)}, which the validators accepted")
-
-
-def _short(values) -> str:
-    from .core import compact_set
-
-    return compact_set(values)
+            result.notes.append(f"{claim.source} does not list h_q {compact_set(only_probed)}, which the validators accepted")
 
 
 def _run(session: FlashinferSession, variant: Variant, entry, sm: SM, heads: list[int]) -> dict[int, CallResult]:

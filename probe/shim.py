@@ -183,7 +183,6 @@ class FlashinferSession:
         self._open = False
         self._policy = _Policy()
         self._dispatching: frozenset[str] = frozenset()
-        self._getter_originals: dict[str, Callable[..., Any]] = {}
         self._modules_seen = -1
         self._cute_patched = False
         self._initializing = False
@@ -430,7 +429,6 @@ class FlashinferSession:
     def _getter_fake(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         service = name in _SERVICE_GETTERS
         policy = self._policy
-        self._getter_originals.setdefault(name, original)
 
         def getter(*args: Any, **kwargs: Any) -> Any:
             if name in self._dispatching:

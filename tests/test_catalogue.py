@@ -235,3 +235,24 @@ def test_capability_decorator_is_shown_beside_the_probe(cli_json):
 )
 def test_variant_keys_are_canonical(key, expected):
     assert get_variant(key).key == expected
+
+
+def test_text_output_prints_variant_keys_verbatim(cli, write_table):
+    """Variant keys carry brackets; they are text, not markup."""
+    code, out, _ = cli("matrix", "-k", "xqa-mla", "--sm", "120", "--heads", "64,128", "--dtype=fp8", "--page-size", "32")
+    assert code == 0
+    assert "xqa-mla[dtype=fp8,page_size=32]" in [line.strip() for line in out.splitlines()]
+    table = write_table(
+        '[table]\nname = "t"\n[model]\nname = "m"\nnum_q_heads = 128\n'
+        '[[backend]]\nname = "b"\nkernel = "batch-mla"\nbackend = "cutlass"\nsm = [100]\npad_to = [128]\n'
+    )
+    code, out, _ = cli("check", "--table", str(table), "--sm", "100")
+    assert code == 0
+    assert "t · b → batch-mla[backend=cutlass]" in out
+
+
+def test_axis_options_are_read_from_the_probes(cli):
+    code, _, err = cli("matrix", "-k", "xqa-mla", "--bogus", "1")
+    assert code == 2 and err.startswith("hprobe: error: no such option: --bogus (axis options: --backend,")
+    code, _, err = cli("matrix", "-k", "xqa-mla", "--dtype")
+    assert code == 2 and "--dtype needs a value" in err

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -52,11 +53,11 @@ class TextFormatter(Formatter):
         sms = ", ".join(str(sm) for sm in report.targets.sms)
         c.print(f"[bold]hprobe check[/bold]  flashinfer {fi.version}  ({fi.location})  targets: {sms}")
         for note in report.notes:
-            c.print(f"[dim]note:[/dim] {note}")
+            c.print(f"[dim]note:[/dim] {escape(note)}")
         for (table, backend), group in groupby(report.findings, key=lambda f: (f.table, f.backend)):
             rows = list(group)
             c.print()
-            c.print(f"[bold]{table}[/bold] · {backend} → {rows[0].kernel}")
+            c.print(f"[bold]{escape(table)}[/bold] · {escape(backend)} → {escape(rows[0].kernel)}")
             t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
             for col, justify in (("SM", "left"), ("model", "left"), ("TP", "right"), ("n", "right"),
                                  ("padded", "right"), ("verdict", "left"), ("evidence", "left")):
@@ -76,13 +77,13 @@ class TextFormatter(Formatter):
                     str(f.n),
                     "raises" if f.padded is None else str(f.padded),
                     Text(f.label, style=VERDICT_STYLE[f.verdict]),
-                    _evidence(f),
+                    escape(_evidence(f)),
                 )
             c.print(t)
             for sm, names in entries.items():
-                c.print(f"  [dim]SM{sm} reaches {', '.join(sorted(names))}[/dim]")
+                c.print(f"  [dim]SM{sm} reaches {escape(', '.join(sorted(names)))}[/dim]")
             for item in dict.fromkeys(u for f in rows for u in f.unchecked):
-                c.print(f"  [dim]validators only: {item}[/dim]")
+                c.print(f"  [dim]validators only: {escape(item)}[/dim]")
         c.print()
         counts = {}
         for f in report.findings:
@@ -102,10 +103,10 @@ class TextFormatter(Formatter):
             f"h_q {compact_set(report.heads)}"
         )
         if report.targets.note:
-            c.print(f"[dim]note:[/dim] {report.targets.note}")
+            c.print(f"[dim]note:[/dim] {escape(report.targets.note)}")
         for rel in report.releases:
             for note in rel.notes:
-                c.print(f"[dim]note:[/dim] {note}")
+                c.print(f"[dim]note:[/dim] {escape(note)}")
         if pivot is not None:
             self._pivot(report, *pivot)
             return
@@ -117,7 +118,7 @@ class TextFormatter(Formatter):
             return
         for kernel, group in groupby(report.results, key=lambda r: r.key):
             c.print()
-            c.print(f"[bold]{kernel}[/bold]")
+            c.print(f"[bold]{escape(kernel)}[/bold]")
             for result in group:
                 self._matrix_line(result)
 
@@ -134,17 +135,17 @@ class TextFormatter(Formatter):
             for entry, hs in by_entry.items():
                 slow = r.heads[hs[0]].slow_path
                 where = f" for {compact_set(hs)}" if len(by_entry) > 1 else ""
-                c.print(f"          [dim]reaches {entry}{where}[/dim]" + (f" [yellow]{slow}[/yellow]" if slow else ""))
+                c.print(f"          [dim]reaches {escape(entry)}{where}[/dim]" + (f" [yellow]{escape(slow)}[/yellow]" if slow else ""))
             for item in r.unchecked:
-                c.print(f"          [dim]not seen on a CPU: {item}[/dim]")
+                c.print(f"          [dim]not seen on a CPU: {escape(item)}[/dim]")
             rejected = r.by_outcome(Outcome.REJECTED)
             if rejected:
                 sample = r.heads[rejected[0]]
-                c.print(f"          [dim]rejected {compact_set(rejected)}: {sample.error_type}: {sample.message}[/dim]")
+                c.print(f"          [dim]rejected {compact_set(rejected)}: {sample.error_type}: {escape(sample.message or '')}[/dim]")
             unclear = r.by_outcome(Outcome.INCONCLUSIVE)
             if unclear:
                 sample = r.heads[unclear[0]]
-                c.print(f"          [cyan]inconclusive {compact_set(unclear)}: {sample.reason}[/cyan]")
+                c.print(f"          [cyan]inconclusive {compact_set(unclear)}: {escape(sample.reason or '')}[/cyan]")
         else:
             sample = next(iter(r.heads.values()))
             style = {Outcome.UNSUPPORTED_ARCH: "red", Outcome.ABSENT: "dim"}.get(status, "cyan")
@@ -153,12 +154,12 @@ class TextFormatter(Formatter):
                 detail = f"{sample.reason} [{sample.error_type}: {sample.message}]"
             elif status is Outcome.ABSENT:
                 detail = sample.reason or ""
-            c.print(f"{head}[{style}]{status.value}[/{style}]  {detail}")
+            c.print(f"{head}[{style}]{status.value}[/{style}]  {escape(detail)}")
         if r.metadata:
-            c.print(f"          [dim]metadata: {_metadata_text(r.metadata)}[/dim]")
+            c.print(f"          [dim]metadata: {escape(_metadata_text(r.metadata))}[/dim]")
         for note in r.notes:
             style = "yellow" if note.startswith("disagreement") else "dim"
-            c.print(f"          [{style}]note: {note}[/{style}]")
+            c.print(f"          [{style}]note: {escape(note)}[/{style}]")
 
     def _pivot(self, report: "MatrixReport", rows: str, cols: str) -> None:
         """Two dimensions of the report against each other (h_q, sm, release, or an
@@ -169,9 +170,9 @@ class TextFormatter(Formatter):
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
         t.add_column(rows, justify="right")
         for value in col_values:
-            t.add_column(str(value), justify="center", overflow="fold")
+            t.add_column(escape(str(value)), justify="center", overflow="fold")
         for rv in row_values:
-            row: list = [str(rv)]
+            row: list = [escape(str(rv))]
             for cv in col_values:
                 cell = cells.get((rv, cv))
                 if cell is None:
@@ -194,7 +195,7 @@ class TextFormatter(Formatter):
             t.add_column(f"flashinfer {rel.info.version}")
         keys = list(dict.fromkeys(key for rel in report.releases for key in rel.results))
         for key in keys:
-            row = [key[0], f"SM{key[1]}"]
+            row = [escape(key[0]), f"SM{key[1]}"]
             for rel in report.releases:
                 r = rel.results.get(key)
                 row.append(_status_cell(r) if r else Text("–", style="dim"))
@@ -209,7 +210,7 @@ class TextFormatter(Formatter):
         by_col = {(r.key, r.sm): r for r in report.results}
         multi = len({k for k, _ in columns}) > 1
         for kernel, sm in columns:
-            t.add_column(f"{kernel} SM{sm}" if multi else f"SM{sm}", justify="center")
+            t.add_column(escape(f"{kernel} SM{sm}") if multi else f"SM{sm}", justify="center")
         for h in report.heads:
             row = [str(h)]
             for col in columns:
@@ -227,13 +228,13 @@ class TextFormatter(Formatter):
         old, new = result["old"], result["new"]
         c.print(f"[bold]hprobe diff[/bold]  flashinfer {old['version']} → {new['version']}")
         for ch in result["changes"]:
-            head = f"  {ch['kernel']} SM{ch['sm']}: "
+            head = f"  {escape(ch['kernel'])} SM{ch['sm']}: "
             parts = []
             if ch["became_accepted"]:
                 parts.append(f"[green]became accepted {compact_set(ch['became_accepted'])}[/green]")
             if ch["became_rejected"]:
                 refusal = ch["new_refusal"] or {}
-                parts.append(f"[red]became rejected {compact_set(ch['became_rejected'])}[/red] ({refusal.get('message')})")
+                parts.append(f"[red]became rejected {compact_set(ch['became_rejected'])}[/red] ({escape(str(refusal.get('message')))})")
             if ch["unknown"]:
                 parts.append(f"[cyan]inconclusive {compact_set(ch['unknown'])}[/cyan]")
             if not parts:
@@ -244,7 +245,7 @@ class TextFormatter(Formatter):
     def bisect(self, result: dict) -> None:
         c = self.console
         c.print(
-            f"[bold]hprobe bisect[/bold]  {result['kernel']} SM{result['sm']} h_q={result['heads']}  "
+            f"[bold]hprobe bisect[/bold]  {escape(result['kernel'])} SM{result['sm']} h_q={result['heads']}  "
             f"releases {result['range'][0]}..{result['range'][1]} ({result['releases_in_range']}); {result['method']}"
         )
         for p in result["probed"]:
@@ -252,7 +253,7 @@ class TextFormatter(Formatter):
             if p["outcome"] == Outcome.INCONCLUSIVE.value:
                 detail = p["reason"] or detail
             style = {"accepted": "green", "rejected": "red"}.get(p["outcome"], "cyan")
-            c.print(f"  {p['version']:<14} [{style}]{p['outcome']:<16}[/{style}] [dim]{detail}[/dim]")
+            c.print(f"  {p['version']:<14} [{style}]{p['outcome']:<16}[/{style}] [dim]{escape(detail)}[/dim]")
         if result["non_monotonic"]:
             for item in result["non_monotonic"]:
                 c.print(f"[bold red]non-monotonic:[/bold red] accepted in {item['accepted']}, not in {item['then_not_accepted']}")
@@ -271,8 +272,8 @@ class TextFormatter(Formatter):
         c = self.console
         for row in rows:
             present = {True: "yes", False: "absent", None: "no flashinfer installed"}[row["installed_flashinfer_has_entry_point"]]
-            c.print(f"[bold]{row['id']}[/bold]  {row['entry_point']}")
-            c.print(f"    {row['summary']}")
+            c.print(f"[bold]{row['id']}[/bold]  {escape(row['entry_point'])}")
+            c.print(f"    {escape(row['summary'])}")
             c.print(f"    SMs {', '.join(map(str, row['sms']))} · installed flashinfer: {present}")
             axes = []
             for a in row["axes"]:
@@ -289,7 +290,7 @@ class TextFormatter(Formatter):
         c = self.console
         c.print(f"[bold]{title}[/bold]")
         for key, value in payload.items():
-            c.print(f"  {key:<22} {value}")
+            c.print(f"  {key:<22} {escape(str(value))}")
 
 
 def _status_cell(r: KernelSMResult) -> Text:
