@@ -136,9 +136,10 @@ def _classify(
                 f"stopped at a compiled query ({', '.join(queries)}) that this release consults before "
                 "launching; Python checks that depend on its answer did not run"
             )
-        if sm.major not in probe.families():
+        families = probe.families(variant.values)
+        if sm.major not in families:
             result.notes.append(
-                f"{sm} is outside the kernel's SM families ({', '.join(map(str, probe.default_sms))}); "
+                f"{sm} is outside the SM families this kernel is built for (SM{'x, SM'.join(str(f) for f in sorted(families))}x); "
                 "this release has no Python check for it, so only the validators answered"
             )
         return

@@ -126,7 +126,10 @@ class KernelProbe(ABC):
         it is still probed."""
         return False
 
-    def families(self) -> set[int]:
+    def families(self, config: dict[str, Value] | None = None) -> set[int]:
+        """SM majors the kernel (for `config`: the chosen backend) is built for.
+        Used only to say when an acceptance on another SM rests on validators
+        that have no SM check; never to decide an outcome."""
         return {sm // 10 for sm in self.default_sms}
 
     # -- variants ----------------------------------------------------------------------

@@ -66,6 +66,11 @@ class BatchMLAProbe(KernelProbe):
             return f"this release's BatchMLAPagedAttentionWrapper has no backend {backend!r}"
         return None
 
+    def families(self, config: dict[str, Value] | None = None) -> set[int]:
+        # fa3 is a Hopper (SM90) kernel, cutlass the SM100 CUTLASS MLA kernel.
+        by_backend = {"fa3": {9}, "cutlass": {10}}
+        return by_backend.get(str((config or {}).get("backend")), super().families())
+
     def compiled_checks(self, entry: str) -> str | None:
         if entry.endswith(".run"):
             return "the planned schedule (computed by the compiled plan) is not executed on a CPU"

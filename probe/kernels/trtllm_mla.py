@@ -54,6 +54,12 @@ class TrtllmMLAProbe(KernelProbe):
     def compiled_checks(self, entry: str) -> str | None:
         return unchecked_for(entry)
 
+    def families(self, config: dict[str, Value] | None = None) -> set[int]:
+        # trtllm-gen and cute-dsl are Blackwell (SM10x) kernels; XQA MLA and the
+        # packed sparse path are SM12x kernels.
+        by_backend = {"trtllm-gen": {10}, "cute-dsl": {10}, "xqa": {12}, "sparse": {12}}
+        return by_backend.get(str((config or {}).get("backend")), super().families())
+
     def swept_needlessly(self, config: dict[str, Value]) -> bool:
         return config["backend"] == "sparse" and int(config["topk"]) == 0
 
