@@ -97,18 +97,22 @@ def _run(session: FlashinferSession, variant: Variant, entry, sm: SM, heads: lis
     session.target(sm)
     probe, config = variant.probe, variant.values
     raw: dict[int, CallResult] = {}
-    for h in heads:
-        try:
-            call = probe.prepare(entry, sm, h, config)
-        except Exception as exc:  # noqa: BLE001 - a probe that cannot build inputs proves nothing
-            raw[h] = CallResult(
-                error_type=type(exc).__name__,
-                message=str(exc),
-                reason="the probe could not build inputs for this release",
-            )
-            continue
-        raw[h] = session.call(call.fn, **call.kwargs)
+    with session.quiet():
+        for h in heads:
+            raw[h] = _one(session, probe, entry, sm, h, config)
     return raw
+
+
+def _one(session: FlashinferSession, probe: KernelProbe, entry, sm: SM, h: int, config: dict) -> CallResult:
+    try:
+        call = probe.prepare(entry, sm, h, config)
+    except Exception as exc:  # noqa: BLE001 - a probe that cannot build inputs proves nothing
+        return CallResult(
+            error_type=type(exc).__name__,
+            message=str(exc),
+            reason="the probe could not build inputs for this release",
+        )
+    return session.call(call.fn, **call.kwargs)
 
 
 def _classify(

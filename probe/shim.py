@@ -272,6 +272,12 @@ class FlashinferSession:
             self._state.sm = sm
             self._clear_caches()
 
+    @staticmethod
+    def quiet() -> Any:
+        """Silence flashinfer's warnings for a sweep of calls (entering
+        catch_warnings per call costs more than some calls)."""
+        return _Quiet()
+
     def configure(self, dispatching_getters: tuple[str, ...] = (), pass_through: tuple[str, ...] = ()) -> None:
         """Set what the next calls let through: getters that run for real because
         they wrap Python dispatch around their module, and compiled functions
@@ -299,9 +305,7 @@ class FlashinferSession:
         # call: within one target they memoize by argument, which is harmless.
         self._policy.passed = []
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                fn(*args, **kwargs)
+            fn(*args, **kwargs)  # warnings: silenced by the caller, once per sweep (see quiet())
         except BoundaryReached as hit:
             return CallResult(entry=hit.entry, passed=tuple(self._policy.passed))
         except NetworkRefused as refused:
@@ -514,6 +518,13 @@ class FlashinferSession:
                 clear()
             except Exception:  # noqa: BLE001 - a cache that cannot clear holds nothing of ours
                 pass
+
+
+class _Quiet(warnings.catch_warnings):
+    def __enter__(self) -> Any:
+        result = super().__enter__()
+        warnings.simplefilter("ignore")
+        return result
 
 
 def _refuse_network(*args: Any, **kwargs: Any) -> Any:

@@ -9,7 +9,7 @@ inputs follow the loaded signature and the target SM.
 from __future__ import annotations
 
 import inspect
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any, Callable
 
 from ..sm import SM
@@ -24,6 +24,11 @@ SM120_PACKED_BYTES = {"fp8": 584, "nvfp4": 384}
 SWA_TOPK = 128  # the fixed sliding-window entries at the front of every index row
 PAGE_SIZE = 64
 NUM_PAGES = 2
+
+
+@lru_cache(maxsize=8)
+def _parameters(entry: Callable[..., Any]) -> Any:
+    return inspect.signature(entry).parameters
 
 
 class DSv4SparseMLAProbe(KernelProbe):
@@ -83,7 +88,7 @@ class DSv4SparseMLAProbe(KernelProbe):
     def prepare(self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value]) -> PreparedCall:
         torch = self._torch
         shared = self._shared
-        params = inspect.signature(entry).parameters
+        params = _parameters(entry)
         has_sm12x_path = "swa_topk_lens" in params
         query = mi.zeros((1, 1, heads, HEAD_DIM), "bf16")
         sinks = mi.zeros((heads,), "fp32")

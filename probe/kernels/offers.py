@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import typing
 from typing import Any, Callable
@@ -31,6 +32,7 @@ def literal_choices(entry: Callable[..., Any], name: str) -> set[str]:
     return _source_strings(entry)
 
 
+@functools.lru_cache(maxsize=32)
 def _source_strings(entry: Callable[..., Any]) -> set[str]:
     import re
 
