@@ -34,9 +34,20 @@ app = typer.Typer(
 
 
 def _formatter(json_output: bool):
-    from .formats import JsonFormatter, TextFormatter
+    return _formatter_for("json" if json_output else "text")
 
-    return JsonFormatter() if json_output else TextFormatter()
+
+def _formatter_for(fmt: str):
+    from .formats import JsonFormatter, MarkdownFormatter, TextFormatter
+
+    return {"json": JsonFormatter, "markdown": MarkdownFormatter, "text": TextFormatter}[fmt]()
+
+
+def _format(option: str, json_output: bool) -> str:
+    fmt = "json" if json_output else option.strip().lower()
+    if fmt not in ("text", "json", "markdown"):
+        raise InputError(f"--format {option!r}: expected text, json or markdown")
+    return fmt
 
 
 @contextmanager
@@ -93,34 +104,91 @@ def main(
 def check(
     ctx: typer.Context,
     table: Optional[List[Path]] = typer.Option(None, "--table", "-t", help="Padding table (TOML). Repeatable. Default: the shipped tables in matrices/."),
+    repo: Optional[Path] = typer.Option(None, "--repo", help="Read the padding rules from this source tree or installed package (static analysis: nothing is imported or run)."),
+    mapping: Optional[Path] = typer.Option(None, "--mapping", help="With --repo: which padding class feeds which kernel. Default: matrices/mappings/vllm.toml."),
+    pad_fn: Optional[str] = typer.Option(None, "--pad-fn", help="Call your padding function (MODULE:QUALNAME or FILE.py:QUALNAME): imports and runs your code. Needs --kernel, --sm, --heads."),
+    kernel: Optional[str] = typer.Option(None, "--kernel", "-k", help="With --pad-fn: the kernel (or variant) the function feeds."),
     sm: Optional[str] = typer.Option(None, "--sm", help="Target SM(s): 100, sm_100a, 10.0, 12.1, or a comma list. Default: the visible GPUs, else every SM the tables name."),
-    strict: bool = typer.Option(False, "--strict", help="Exit 1 on reducible or table-refuses findings too."),
+    strict: bool = typer.Option(False, "--strict", help="Exit 1 on reducible, table-refuses or off-fast-path findings too."),
     heads: Optional[int] = typer.Option(None, "--heads", help="Override every model's total query heads."),
     tp: Optional[str] = typer.Option(None, "--tp", help="Override every model's TP degrees, e.g. 1,2,4,8."),
     pin: Optional[str] = typer.Option(None, "--pin", help="The consumer's flashinfer requirement, e.g. 'flashinfer-python>=0.6.13': probe the lowest and highest releases it admits."),
     flashinfer: Optional[str] = typer.Option(None, "--flashinfer", help="Probe these releases instead of the installed one: 0.6.13, a comma list, a wheel file or an unpacked directory. Fetched with your pip, cached, probed in a subprocess."),
+    baseline: Optional[Path] = typer.Option(None, "--baseline", help="A recorded `hprobe matrix --json`: also report what changed since (exit 1 on change)."),
+    junit: Optional[Path] = typer.Option(None, "--junit", help="Also write a JUnit XML report here (one test case per backend x SM x per-rank count)."),
+    output_format: str = typer.Option("text", "--format", help="text, json or markdown (for $GITHUB_STEP_SUMMARY)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Ignore cached probe results for fetched releases."),
-    json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.check/2 JSON document."),
+    json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.check/2 JSON document (same as --format json)."),
 ) -> None:
-    """Check padding tables against the installed flashinfer's validators."""
+    """Check padding tables (or the rules in a repo) against flashinfer's own validators."""
 
     def job() -> int:
-        from .service import run_check
+        from .formats.github import emit
+        from .service import run_check, run_repo_check
         from .tables import load_tables, override_models, override_options
 
+        fmt = _format(output_format, json_output)
+        if sum(x is not None and x != [] for x in (table, repo, pad_fn)) > 1:
+            raise InputError("--table, --repo and --pad-fn each choose the padding rules; give one")
         if heads is not None and heads <= 0:
             raise InputError(f"--heads {heads}: the number of query heads must be positive")
-        tp_list = _parse_int_list(tp, "--tp") if tp is not None else None
-        tables = [override_models(t, heads, tp_list) for t in load_tables(table)]
-        tables = [override_options(t, _axes(ctx.args)) for t in tables]
         if flashinfer and pin:
             raise InputError("--flashinfer and --pin both choose releases; give one")
-        with _progress(json_output) as progress:
-            report = run_check(tables, sm, strict, flashinfer, pin, not no_cache, progress)
-        _formatter(json_output).check(report)
+        if kernel and not pad_fn:
+            raise InputError("--kernel on check goes with --pad-fn")
+        tp_list = _parse_int_list(tp, "--tp") if tp is not None else None
+        axes = _axes(ctx.args)
+        repo_tables = None
+        extra_notes: list[str] = []
+        if repo is not None:
+            from .repo.extract import extract, load_mapping
+
+            repo_tables = extract(repo, load_mapping(mapping))
+            tables = [repo_tables.table]
+        elif pad_fn is not None:
+            pad_table, extra_notes = _pad_fn_table(pad_fn, kernel, sm, heads, tp_list)
+            tables = [pad_table]
+        else:
+            tables = load_tables(table)
+        tables = [override_options(override_models(t, heads, tp_list), axes) for t in tables]
+        with _progress(fmt == "json") as progress:
+            if repo_tables is not None:
+                repo_tables.table = tables[0]
+                report = run_repo_check(repo_tables, sm, strict, flashinfer, pin, not no_cache, progress)
+            else:
+                report = run_check(tables, sm, strict, flashinfer, pin, not no_cache, progress)
+            report.notes.extend(extra_notes)
+            if baseline is not None:
+                from .releases import parse_spec
+                from .service import baseline_drift
+
+                label = parse_spec(flashinfer)[-1] if flashinfer else None
+                report.drift = baseline_drift(str(baseline), label, not no_cache, progress)
+        _formatter_for(fmt).check(report)
+        if junit is not None:
+            from .formats.junit import write_junit
+
+            write_junit(report, junit)
+        emit(report, sys.stderr if fmt == "json" else sys.stdout)
         return report.exit_code
 
     _run(job)
+
+
+def _pad_fn_table(spec: str, kernel: Optional[str], sm: Optional[str], heads: Optional[int], tp: Optional[list[int]]):
+    from .kernels import get_variant
+    from .repo.padfn import pad_fn_table
+    from .sm import parse_sm_list
+    from .tables import Model, Where
+
+    if not kernel or not sm or heads is None:
+        raise InputError("--pad-fn needs --kernel (the kernel it feeds), --sm and --heads (the model's total query heads)")
+    variant = get_variant(kernel)
+    tps = tuple(tp or [t for t in (1, 2, 4, 8, 16) if heads % t == 0])
+    model = Model(f"{heads} heads", heads, tps, Where("--heads"))
+    sms = tuple(s.number for s in parse_sm_list(sm))
+    options = tuple((k, v) for k, v in variant.config if v != dict(variant.probe.variant().config)[k])
+    return pad_fn_table(spec, variant.probe.id, sms, [model], options)
 
 
 @app.command(context_settings=AXIS_CONTEXT, epilog=AXIS_EPILOG)
@@ -204,6 +272,40 @@ def bisect(
             result = run_bisect(kernel, sms[0], heads, range_, exhaustive, not no_cache, progress)
         _formatter(json_output).bisect(result)
         return result["exit_code"]
+
+    _run(job)
+
+
+table_app = typer.Typer(no_args_is_help=True, help="Padding tables: extract one from a source tree.")
+app.add_typer(table_app, name="table")
+
+
+@table_app.command("extract")
+def table_extract(
+    repo: Path = typer.Option(..., "--repo", help="Source tree or installed package to read (static analysis: nothing is imported or run)."),
+    mapping: Optional[Path] = typer.Option(None, "--mapping", help="Which padding class feeds which kernel. Default: matrices/mappings/vllm.toml."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the TOML here instead of stdout (an existing file is not overwritten without --force)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite --output."),
+    json_output: bool = typer.Option(False, "--json", help="Emit what was found as JSON instead of TOML."),
+) -> None:
+    """Write the padding table found in a source tree as TOML, to commit and review."""
+
+    def job() -> int:
+        from .repo.extract import extract, load_mapping, table_toml
+
+        found = extract(repo, load_mapping(mapping))
+        if json_output:
+            _formatter(True).data({"schema": "hprobe.extract/1", **found.to_dict()}, "extract")
+            return 0
+        text = table_toml(found)
+        if output is None:
+            sys.stdout.write(text)
+        else:
+            if output.exists() and not force:
+                raise InputError(f"--output {output}: exists; pass --force to overwrite")
+            output.write_text(text, encoding="utf-8")
+            typer.echo(f"wrote {output}: {len(found.table.backends)} backends, {len(found.classes)} padding classes", err=True)
+        return 0
 
     _run(job)
 

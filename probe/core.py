@@ -39,6 +39,8 @@ class Finding:
     evidence: HeadResult | None = None  # the kernel's answer for the padded count
     notes: list[str] = field(default_factory=list)
     releases: list[str] = field(default_factory=list)  # every release the verdict holds across
+    source: str = ""  # file:line of the padding rule (table entry or the consumer's function)
+    rule_unknown: bool = False  # the consumer's rule could not be evaluated: padded is unknown
     depth: str = "validators"  # what an accepted answer rests on (see README "Depth")
     unchecked: list[str] = field(default_factory=list)  # what compiled code checks beyond that
 
@@ -50,6 +52,30 @@ class Finding:
             basis = "validators and dispatch" if self.depth == "dispatch" else "validators only"
             return f"{self.verdict.value} ({basis})"
         return self.verdict.value
+
+    @property
+    def padded_text(self) -> str:
+        if self.rule_unknown:
+            return "?"
+        return "raises" if self.padded is None else str(self.padded)
+
+    def explain(self) -> str:
+        """One line of evidence, the same in every output format."""
+        e = self.evidence
+        parts = []
+        if self.verdict is Verdict.REDUCIBLE and self.waste is not None:
+            removable = ", removable" if self.best == self.n else ""
+            parts.append(f"{self.best} accepted: {self.waste:.2f}× waste{removable}")
+        elif self.verdict is Verdict.BROKEN and e is not None:
+            parts.append(f"{e.outcome.value}: {e.error_type}: {e.message}")
+        elif self.verdict is Verdict.TABLE_REFUSES:
+            parts.append(f"table raises, kernel accepts {self.best}")
+        elif self.verdict is Verdict.OFF_FAST_PATH and e is not None:
+            parts.append(f"accepted, but {e.slow_path}" + (f"; {self.best} is on it" if self.best else ""))
+        elif self.verdict is Verdict.INCONCLUSIVE and e is not None:
+            parts.append(f"{e.reason} [{e.error_type}: {e.message}]")
+        parts.extend(self.notes[:1])
+        return "; ".join(parts)
 
     def to_dict(self) -> dict:
         return {
@@ -70,6 +96,8 @@ class Finding:
             "notes": self.notes,
             "releases": self.releases,
             "label": self.label,
+            "source": self.source,
+            "rule_unknown": self.rule_unknown,
             "depth": self.depth,
             "unchecked": self.unchecked,
         }
@@ -202,6 +230,7 @@ def _judge_model(table: PaddingTable, backend: Backend, sm: int, probed: list[Ke
                 evidence=evidence,
                 notes=notes + extra_notes,
                 releases=versions,
+                source=str(backend.where),
                 depth="dispatch" if all(p.depth == "dispatch" for p in probed) else "validators",
                 unchecked=list(dict.fromkeys(u for p in probed for u in p.unchecked)),
             )

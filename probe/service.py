@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from . import __version__
 from .core import Finding, check_table, exit_code
@@ -16,6 +16,9 @@ from .outcome import KernelSMResult
 from .shim import FlashinferSession
 from .sm import SM, detect_gpus, parse_sm_list
 from .tables import PaddingTable
+
+if TYPE_CHECKING:
+    from .repo.extract import RepoTables
 
 DEFAULT_MAX_HEADS = 256
 
@@ -134,6 +137,7 @@ class CheckReport:
     findings: list[Finding]
     strict: bool
     notes: list[str] = field(default_factory=list)
+    drift: dict | None = None  # `--baseline`: hprobe.diff/1 against a recorded matrix
 
     @property
     def flashinfer(self) -> FlashinferInfo:
@@ -141,7 +145,12 @@ class CheckReport:
 
     @property
     def exit_code(self) -> int:
-        return exit_code(self.findings, self.strict)
+        code = exit_code(self.findings, self.strict)
+        if self.drift is not None and code != 1:
+            drift_code = self.drift["exit_code"]
+            if drift_code == 1 or (drift_code == 3 and code == 0):
+                code = drift_code
+        return code
 
     def to_dict(self) -> dict:
         counts: dict[str, int] = {}
@@ -159,6 +168,7 @@ class CheckReport:
             "summary": counts,
             "tables": [{"name": t.name, "path": t.path, "source": t.source, "requires_flashinfer": t.requires_flashinfer} for t in self.tables],
             "findings": [f.to_dict() for f in self.findings],
+            "drift": self.drift,
             "notes": self.notes,
         }
 
@@ -309,11 +319,12 @@ def run_check(
     pin: str | None = None,
     use_cache: bool = True,
     progress: Progress = _quiet,
+    fallback_sms: list[int] | None = None,
 ) -> CheckReport:
     from .releases import parse_spec
 
     tables = [_with_variant_keys(t) for t in tables]
-    fallback = sorted({sm for t in tables for b in t.backends for sm in b.sms})
+    fallback = sorted({sm for t in tables for b in t.backends for sm in b.sms}) or list(fallback_sms or [])
     targets = resolve_targets(sm_option, fallback, "the tables name")
     numbers = [sm.number for sm in targets.sms]
     notes: list[str] = [targets.note] if targets.note else []
@@ -406,3 +417,102 @@ def _installed_flashinfer_info() -> FlashinferInfo:
     from .envinfo import flashinfer_origin
 
     return FlashinferInfo(distribution_version("flashinfer-python") or "not installed", flashinfer_origin() or "")
+
+
+def run_repo_check(
+    repo: "RepoTables",
+    sm_option: str | None,
+    strict: bool,
+    flashinfer_spec: str | None = None,
+    pin: str | None = None,
+    use_cache: bool = True,
+    progress: Progress = _quiet,
+) -> CheckReport:
+    """`check --repo`: the table read from the consumer's source, judged like any
+    table; classes whose rule could not be evaluated are inconclusive findings,
+    and classes hprobe does not probe are listed with their padding."""
+    from .core import Verdict
+
+    mapped_sms = sorted({sm for c in repo.classes if c.mapping and c.mapping.kernel for sm in c.mapping.sms})
+    report = run_check([repo.table], sm_option, strict, flashinfer_spec, pin, use_cache, progress, fallback_sms=mapped_sms)
+    if repo.pin:
+        report.notes.insert(0, f"flashinfer pin {repo.pin.spec} read from {repo.pin.source}")
+    else:
+        report.notes.insert(0, f"no flashinfer requirement found in {repo.root}'s metadata")
+    report.notes.extend(repo.notes)
+    numbers = [sm.number for sm in report.targets.sms]
+    for item in repo.classes:
+        rule = item.rule.describe() if item.rule else "rule not evaluable"
+        if item.status == "unprobed":
+            report.notes.append(f"{item.cls.qualname} ({item.where}): {rule}; not probed: {item.mapping.unprobed}")
+        elif item.status == "unmapped":
+            report.notes.append(f"{item.cls.qualname} ({item.where}): {rule}; not in the mapping file, so no kernel to judge it against")
+        elif item.status == "not-evaluable":
+            mapping = item.mapping
+            if mapping is None or mapping.kernel is None:
+                report.notes.append(f"{item.cls.qualname}: not evaluable: {item.problem}")
+                continue
+            for sm in [s for s in mapping.sms if s in numbers] or list(mapping.sms):
+                for model in repo.table.models:
+                    for tp, n in model.per_rank():
+                        report.findings.append(
+                            Finding(
+                                table=repo.table.name,
+                                table_path=repo.table.path,
+                                model=model.name,
+                                tp=tp,
+                                n=n,
+                                backend=item.cls.qualname,
+                                kernel=mapping.kernel,
+                                sm=sm,
+                                flashinfer_version="-",
+                                padded=None,
+                                verdict=Verdict.INCONCLUSIVE,
+                                notes=[f"not evaluable: {item.problem}"],
+                                source=f"{item.problem.path}:{item.problem.line}",
+                                rule_unknown=True,
+                            )
+                        )
+    if report.findings:
+        report.notes = [n for n in report.notes if not n.startswith("nothing was checked")]
+    return report
+
+
+def baseline_drift(path: str, flashinfer_spec: str | None, use_cache: bool, progress: Progress = _quiet) -> dict:
+    """`check --baseline FILE`: probe the kernels, SMs and h_q a recorded
+    `hprobe matrix --json` covers, and say what changed since."""
+    import json
+    from pathlib import Path
+
+    from .drift import diff_reports
+
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"--baseline {path}: cannot read ({exc.strerror})") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"--baseline {path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(doc, dict) or doc.get("schema") not in ("hprobe.matrix/1", "hprobe.matrix/2"):
+        raise InputError(f"--baseline {path}: not an hprobe matrix document (record one with `hprobe matrix --json > FILE`)")
+    try:
+        recorded = [KernelSMResult.from_dict(r) for r in doc["results"]]
+        first_version = doc["releases"][0]["version"] if doc.get("releases") else doc["flashinfer"]["version"]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"--baseline {path}: malformed result ({type(exc).__name__}: {exc})") from None
+    recorded = [r for r in recorded if r.flashinfer_version == first_version] or recorded
+    if not recorded:
+        raise InputError(f"--baseline {path}: records no results")
+    needed: dict[str, list[int]] = {}
+    heads: set[int] = set()
+    for r in recorded:
+        key = get_variant(r.key).key  # an unknown kernel is an input error here
+        needed.setdefault(key, [])
+        if r.sm not in needed[key]:
+            needed[key].append(r.sm)
+        heads.update(r.heads)
+    old = ProbedRelease(f"baseline {path}", FlashinferInfo(first_version, str(path)), {(get_variant(r.key).key, r.sm): r for r in recorded})
+    label = flashinfer_spec or INSTALLED
+    new = gather([label], needed, sorted(heads), use_cache, progress)[label]
+    sms = sorted({sm for v in needed.values() for sm in v})
+    report = MatrixReport([old, new], Targets([SM.from_number(s) for s in sms], "baseline"), sorted(heads))
+    return diff_reports(report)

@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ..core import Finding, Verdict, compact_set
+from ..core import Verdict, compact_set
 from ..outcome import KernelSMResult, Outcome
 from .base import Formatter
 
@@ -75,9 +75,9 @@ class TextFormatter(Formatter):
                     f.model,
                     str(f.tp),
                     str(f.n),
-                    "raises" if f.padded is None else str(f.padded),
+                    f.padded_text,
                     Text(f.label, style=VERDICT_STYLE[f.verdict]),
-                    escape(_evidence(f)),
+                    escape(f.explain()),
                 )
             c.print(t)
             for sm, names in entries.items():
@@ -309,21 +309,3 @@ def _metadata_text(meta: dict) -> str:
     if "heads" in meta:
         parts.append(f"h_q {compact_set(meta['heads'])}")
     return ": ".join(parts[:1]) + (" " + ", ".join(parts[1:]) if len(parts) > 1 else "")
-
-
-def _evidence(f: Finding) -> str:
-    e = f.evidence
-    parts = []
-    if f.verdict is Verdict.REDUCIBLE:
-        removable = ", removable" if f.best == f.n else ""
-        parts.append(f"{f.best} accepted: {f.waste:.2f}× waste{removable}")
-    elif f.verdict is Verdict.BROKEN and e is not None:
-        parts.append(f"{e.outcome.value}: {e.error_type}: {e.message}")
-    elif f.verdict is Verdict.TABLE_REFUSES:
-        parts.append(f"table raises, kernel accepts {f.best}")
-    elif f.verdict is Verdict.OFF_FAST_PATH and e is not None:
-        parts.append(f"accepted, but {e.slow_path}" + (f"; {f.best} is on it" if f.best else ""))
-    elif f.verdict is Verdict.INCONCLUSIVE and e is not None:
-        parts.append(f"{e.reason} [{e.error_type}: {e.message}]")
-    parts.extend(f.notes[:1])
-    return "; ".join(parts)

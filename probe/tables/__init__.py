@@ -7,12 +7,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..errors import InputError
-from .model import Backend, Model, PaddingRule, PaddingTable, PadMap, PadMultiple, PadTile, PadTo, Where
+from .model import Backend, Model, NoPadding, PaddingRule, PaddingTable, PadMap, PadMultiple, PadTile, PadTo, Where
 from .toml_source import TomlTableSource
 
 __all__ = [
     "Backend",
     "Model",
+    "NoPadding",
     "PaddingRule",
     "PaddingTable",
     "PadMap",

@@ -57,6 +57,17 @@ class PadMap(PaddingRule):
 
 
 @dataclass(frozen=True)
+class NoPadding(PaddingRule):
+    """n is launched as it is."""
+
+    def pad(self, n: int) -> int | None:
+        return n
+
+    def describe(self) -> str:
+        return "no padding"
+
+
+@dataclass(frozen=True)
 class PadMultiple(PaddingRule):
     """Round n up to a multiple of `multiple`; above `limit` (if any) the consumer raises."""
 

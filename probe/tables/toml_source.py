@@ -11,7 +11,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from ..errors import InputError
 from ..sm import parse_sm
-from .model import Backend, Model, PaddingRule, PaddingTable, PadMap, PadMultiple, PadTile, PadTo, Where
+from .model import Backend, Model, NoPadding, PaddingRule, PaddingTable, PadMap, PadMultiple, PadTile, PadTo, Where
 
 _TOML_LINE = re.compile(r"\(at line (\d+), column \d+\)")
 
@@ -166,6 +166,10 @@ class _Parser:
         key = keys[0]
         where = self._locate("backend", index, key)
         value = raw[key]
+        if key == "no_padding":
+            if value is not True:
+                raise self._fail(where, f"backend {name}: no_padding takes true")
+            return NoPadding()
         if key == "pad_multiple":
             limit = raw.get("max_heads")
             if not _positive_int(value) or (limit is not None and not _positive_int(limit)):
@@ -204,7 +208,7 @@ class _Parser:
         return PadMap(tuple(sorted(pairs)))
 
 
-_RULE_KEYS = ("pad_to", "pad_map", "pad_multiple", "pad_tile")
+_RULE_KEYS = ("pad_to", "pad_map", "pad_multiple", "pad_tile", "no_padding")
 # Keys of a [[backend]] that are not probe axes.
 _BACKEND_KEYS = frozenset({"name", "kernel", "sm", "max_heads", *_RULE_KEYS})
 

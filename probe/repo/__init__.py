@@ -1,0 +1,1 @@
+"""Padding rules read from a consumer's source tree (static analysis, never imported)."""

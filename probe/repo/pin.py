@@ -1,0 +1,82 @@
+"""The consumer's flashinfer requirement, read from its own metadata: a wheel's or an
+installed package's METADATA, pyproject.toml, or requirements files."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+NAMES = {"flashinfer-python", "flashinfer"}
+
+
+@dataclass(frozen=True)
+class RepoPin:
+    spec: str  # a PEP 440 specifier set, e.g. "==0.7.2.post1"
+    source: str  # file (and line) it came from
+
+
+def find_pin(root: Path) -> RepoPin | None:
+    """The first flashinfer requirement found, most authoritative source first:
+    METADATA beside or inside the tree, pyproject.toml, requirements files."""
+    base = root if root.is_dir() else root.parent
+    for finder in (_from_metadata, _from_pyproject, _from_requirements):
+        pin = finder(base)
+        if pin is not None:
+            return pin
+    return None
+
+
+def _flashinfer(text: str) -> Requirement | None:
+    try:
+        req = Requirement(text.strip())
+    except InvalidRequirement:
+        return None
+    return req if canonicalize_name(req.name) in NAMES and str(req.specifier) else None
+
+
+def _from_metadata(base: Path) -> RepoPin | None:
+    # An unpacked wheel holds NAME-VERSION.dist-info beside the package; an
+    # installed package (site-packages/vllm) has it as a sibling.
+    candidates = sorted(base.glob("*.dist-info/METADATA")) + sorted(base.parent.glob(f"{base.name}-*.dist-info/METADATA"))
+    for meta in candidates:
+        for number, line in enumerate(meta.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            if line.startswith("Requires-Dist:"):
+                req = _flashinfer(line.split(":", 1)[1].split(";")[0])
+                if req is not None:
+                    return RepoPin(str(req.specifier), f"{meta}:{number}")
+    return None
+
+
+def _from_pyproject(base: Path) -> RepoPin | None:
+    path = base / "pyproject.toml"
+    if not path.is_file():
+        return None
+    try:
+        project = tomllib.loads(path.read_text(encoding="utf-8")).get("project", {})
+    except (tomllib.TOMLDecodeError, OSError):
+        return None
+    lists = [project.get("dependencies", [])] + list(project.get("optional-dependencies", {}).values())
+    for deps in lists:
+        for dep in deps:
+            req = _flashinfer(str(dep).split(";")[0])
+            if req is not None:
+                return RepoPin(str(req.specifier), str(path))
+    return None
+
+
+def _from_requirements(base: Path) -> RepoPin | None:
+    files = sorted(base.glob("requirements*.txt")) + sorted(base.glob("requirements/*.txt"))
+    for path in files:
+        for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            line = re.sub(r"\s+#.*$", "", line).strip()
+            if not line or line.startswith(("#", "-")):
+                continue
+            req = _flashinfer(line.split(";")[0])
+            if req is not None:
+                return RepoPin(str(req.specifier), f"{path}:{number}")
+    return None

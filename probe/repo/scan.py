@@ -1,0 +1,266 @@
+"""Index a source tree with `ast`: modules, their constants, functions, classes and
+imports. Nothing in the tree is imported or executed."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Directories never worth reading for padding rules.
+_SKIP_DIRS = {".git", "__pycache__", "node_modules", ".venv", "venv", "build", "dist", ".tox", ".mypy_cache"}
+MAX_FILES = 20_000
+
+
+@dataclass
+class ModuleInfo:
+    name: str  # dotted, from the tree root
+    path: str  # as shown to the user
+    tree: ast.Module
+    constants: dict[str, ast.expr] = field(default_factory=dict)
+    functions: dict[str, "FunctionInfo"] = field(default_factory=dict)
+    classes: dict[str, "ClassInfo"] = field(default_factory=dict)
+    imports: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # local name -> (module, attr)
+
+
+@dataclass
+class FunctionInfo:
+    qualname: str
+    node: ast.FunctionDef
+    module: ModuleInfo
+
+    @property
+    def line(self) -> int:
+        return self.node.lineno
+
+    @property
+    def abstract(self) -> bool:
+        decorated = any(ast.unparse(d).endswith("abstractmethod") for d in self.node.decorator_list)
+        body = [s for s in self.node.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        raises_only = len(body) == 1 and isinstance(body[0], ast.Raise) and "NotImplementedError" in ast.unparse(body[0])
+        return decorated or raises_only or not body
+
+
+@dataclass
+class ClassInfo:
+    name: str
+    node: ast.ClassDef
+    module: ModuleInfo
+    bases: list[str]  # as written: "DeepseekV4Attention", "base.Attention"
+    methods: dict[str, FunctionInfo] = field(default_factory=dict)
+    attributes: dict[str, ast.expr] = field(default_factory=dict)
+
+    @property
+    def qualname(self) -> str:
+        return f"{self.module.name}.{self.name}"
+
+
+class RepoIndex:
+    """Python modules under a root, parsed on demand: a file is read with `ast` only
+    when it may hold the method asked about, or defines a name that one of those
+    imports. A large tree (vLLM) is then a text search plus a few parses."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.files: dict[str, Path] = {}  # dotted module name -> file
+        self.modules: dict[str, ModuleInfo] = {}  # parsed so far
+        self.problems: list[str] = []  # files that could not be parsed
+        self._mro_cache: dict[str, list[ClassInfo]] = {}
+        self._texts: dict[str, str | None] = {}
+
+    @classmethod
+    def build(cls, root: Path) -> "RepoIndex":
+        index = cls(root)
+        base = root if root.is_dir() else root.parent
+        for count, path in enumerate(sorted(_python_files(root)), 1):
+            if count > MAX_FILES:
+                index.problems.append(f"stopped after {MAX_FILES} files")
+                break
+            index.files[_module_name(path.relative_to(base))] = path
+        return index
+
+    def modules_mentioning(self, words: set[str]) -> list[ModuleInfo]:
+        """Parsed modules whose source contains any of `words`."""
+        found = []
+        for name in list(self.files):
+            text = self._text(name)
+            if text is not None and any(w in text for w in words):
+                module = self.module(name, text)
+                if module is not None:
+                    found.append(module)
+        return found
+
+    def _text(self, name: str) -> str | None:
+        if name not in self._texts:
+            try:
+                self._texts[name] = self.files[name].read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                self._texts[name] = None
+        return self._texts[name]
+
+    def module(self, name: str, text: str | None = None) -> ModuleInfo | None:
+        if name in self.modules:
+            return self.modules[name]
+        path = self.files.get(name)
+        if path is None:
+            return None
+        base = self.root if self.root.is_dir() else self.root.parent
+        rel = path.relative_to(base)
+        try:
+            tree = ast.parse(text if text is not None else path.read_text(encoding="utf-8", errors="replace"), filename=str(rel))
+        except (SyntaxError, ValueError) as exc:
+            self.problems.append(f"{rel}: not parsed ({type(exc).__name__})")
+            self.files.pop(name, None)
+            return None
+        module = ModuleInfo(name, str(rel), tree)
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        _fill(module, tree, package)
+        self.modules[name] = module
+        return module
+
+    # -- names -------------------------------------------------------------------------
+
+    def lookup(self, module: ModuleInfo, name: str, depth: int = 0):
+        """(kind, value, defining module) for a top-level name, following imports
+        into other modules of the tree; None when it is not the tree's."""
+        if name in module.constants:
+            return "constant", module.constants[name], module
+        if name in module.functions:
+            return "function", module.functions[name], module
+        if name in module.classes:
+            return "class", module.classes[name], module
+        target = module.imports.get(name)
+        if target is None or depth > 8:
+            return None
+        source, attr = target
+        if attr is None:
+            return None
+        other = self._by_suffix(source)
+        if other is None:
+            sub = self._by_suffix(f"{source}.{attr}")
+            return ("module", sub, sub) if sub else None
+        return self.lookup(other, attr, depth + 1)
+
+    def _by_suffix(self, dotted: str) -> ModuleInfo | None:
+        """The module `dotted` names, whether the tree root is the package's parent
+        (`vllm.x.y`) or the package itself (`x.y` under root `vllm/`)."""
+        if dotted in self.files:
+            return self.module(dotted)
+        for name in self.files:
+            if dotted.endswith("." + name) or name.endswith("." + dotted):
+                return self.module(name)
+        return None
+
+    def resolve_class(self, module: ModuleInfo, written: str) -> ClassInfo | None:
+        head, _, rest = written.partition(".")
+        found = self.lookup(module, head)
+        if found is None:
+            return None
+        kind, value, _ = found
+        if kind == "class" and not rest:
+            return value
+        if kind == "module" and rest:
+            return value.classes.get(rest)
+        return None
+
+    def mro(self, cls: ClassInfo) -> list[ClassInfo]:
+        """The class and its bases that live in the tree, depth-first, left to right
+        (enough for single-inheritance padding hierarchies)."""
+        key = cls.qualname
+        if key in self._mro_cache:
+            return self._mro_cache[key]
+        order: list[ClassInfo] = [cls]
+        self._mro_cache[key] = order  # guards against cycles
+        for base in cls.bases:
+            parent = self.resolve_class(cls.module, base)
+            if parent is not None:
+                for klass in self.mro(parent):
+                    if klass not in order:
+                        order.append(klass)
+        return order
+
+    def classes_with(self, method: str) -> list[ClassInfo]:
+        """Every class that defines `method` or inherits it from a class of the
+        tree. Files are parsed only when they mention the method or the name of
+        a class already found (a subclass must name its base)."""
+        found: dict[str, ClassInfo] = {}
+        words = {method}
+        while words:
+            fresh: set[str] = set()
+            for module in self.modules_mentioning(words):
+                for cls in module.classes.values():
+                    if cls.qualname in found:
+                        continue
+                    if any(method in k.methods for k in self.mro(cls)):
+                        found[cls.qualname] = cls
+                        fresh.add(cls.name)
+            words = fresh
+        return list(found.values())
+
+
+def _module_name(rel: Path) -> str:
+    parts = list(rel.with_suffix("").parts)
+    if parts[-1] == "__init__" and len(parts) > 1:
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _fill(module: ModuleInfo, tree: ast.Module, package: str) -> None:
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            module.constants[node.targets[0].id] = node.value
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            module.constants[node.target.id] = node.value
+        elif isinstance(node, ast.FunctionDef):
+            module.functions[node.name] = FunctionInfo(node.name, node, module)
+        elif isinstance(node, ast.ClassDef):
+            module.classes[node.name] = _class_info(node, module)
+        elif isinstance(node, ast.ImportFrom):
+            source = _resolve_relative(package, node.module, node.level)
+            for alias in node.names:
+                if alias.name != "*":
+                    module.imports[alias.asname or alias.name] = (source, alias.name)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                local = alias.asname or alias.name.split(".")[0]
+                module.imports[local] = (alias.name if alias.asname else local, None)
+
+
+def _class_info(node: ast.ClassDef, module: ModuleInfo) -> ClassInfo:
+    info = ClassInfo(node.name, node, module, [ast.unparse(b) for b in node.bases])
+    for item in node.body:
+        if isinstance(item, ast.FunctionDef):
+            info.methods[item.name] = FunctionInfo(f"{node.name}.{item.name}", item, module)
+        elif isinstance(item, ast.Assign) and len(item.targets) == 1 and isinstance(item.targets[0], ast.Name):
+            info.attributes[item.targets[0].id] = item.value
+        elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and item.value is not None:
+            info.attributes[item.target.id] = item.value
+    return info
+
+
+def _resolve_relative(package: str, module: str | None, level: int) -> str:
+    if not level:
+        return module or ""
+    parts = package.split(".") if package else []
+    if level > 1:
+        parts = parts[: len(parts) - (level - 1)]
+    return ".".join(p for p in parts + ([module] if module else []) if p)
+
+
+def _python_files(root: Path):
+    if root.is_file():
+        yield root
+        return
+    stack = [root]
+    while stack:
+        directory = stack.pop()
+        try:
+            entries = list(directory.iterdir())
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_dir() and not entry.is_symlink():
+                if entry.name not in _SKIP_DIRS and not entry.name.endswith(".dist-info"):
+                    stack.append(entry)
+            elif entry.suffix == ".py" and entry.is_file():
+                yield entry
