@@ -1,0 +1,253 @@
+"""Padding rules read from a consumer's source (`--repo`, `table extract`), `--pad-fn`,
+and the CI outputs: JUnit, markdown, GitHub annotations, `--baseline`."""
+
+from __future__ import annotations
+
+import json
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from probe.repo.evaluate import NotEvaluable, Raises, evaluate
+from probe.repo.extract import extract, load_mapping
+from probe.repo.scan import RepoIndex
+
+from .conftest import ROOT, V4_PRO_TABLE
+
+REPOS = ROOT / "tests" / "fixtures" / "repos"
+PRE, POST, EDGE = REPOS / "pre48047", REPOS / "post48047", REPOS / "edge"
+
+
+def _classes(found) -> dict[str, object]:
+    return {c.cls.name: c for c in found.classes}
+
+
+def test_extract_finds_the_padding_classes_and_their_rules():
+    found = extract(PRE, load_mapping())
+    classes = _classes(found)
+    # The abstract base is not a padding class; the rest are, with their own rule.
+    assert set(classes) == {
+        "DeepseekV4FlashMLAAttention",
+        "DeepseekV4FlashInferMLAAttention",
+        "DeepseekV4FlashInferSM120Attention",
+        "DeepseekV4FlashInferSM120DecodeAttention",
+    }
+    assert classes["DeepseekV4FlashInferMLAAttention"].rule.describe() == "pad_to {64, 128}"
+    assert classes["DeepseekV4FlashInferSM120Attention"].rule.describe() == "pad_to {16, 32, 64, 128}"
+    decode = classes["DeepseekV4FlashInferSM120DecodeAttention"]
+    assert decode.rule.describe() == "pad_to {16, 32, 64, 128}"
+    assert decode.status == "mapped" and decode.mapping.kernel == "sm120-sparse-mla"
+    flashmla = classes["DeepseekV4FlashMLAAttention"]
+    assert flashmla.status == "unprobed" and "FlashMLA" in flashmla.mapping.unprobed
+    assert flashmla.rule.describe() == "pad_to {64, 128}"  # listed with its padding, not dropped
+    assert str(classes["DeepseekV4FlashInferMLAAttention"].where).endswith("nvidia/flashinfer_sparse.py:10")
+
+
+def test_helper_constant_and_inherited_method_after_48047():
+    found = extract(POST, load_mapping())
+    classes = _classes(found)
+    sm120 = classes["DeepseekV4FlashInferSM120Attention"]
+    # No method of its own: the rule is the base class's helper over a module constant.
+    assert sm120.rule.describe() == "pad_to {8, 16, 32, 64, 128}"
+    assert str(sm120.where).endswith("flashinfer_sparse.py:21")
+    assert found.pin.spec == ">=0.6.14" and found.pin.source.endswith("post48047/pyproject.toml")
+
+
+def test_a_rule_that_raises_above_128_keeps_the_consumers_message():
+    index = RepoIndex.build(PRE)
+    [cls] = [c for c in index.classes_with("get_padded_num_q_heads") if c.name == "DeepseekV4FlashMLAAttention"]
+    fn = cls.methods["get_padded_num_q_heads"]
+    assert evaluate(index, cls, fn, 24) == 64
+    assert evaluate(index, cls, fn, 129) == Raises(
+        "ValueError", "DeepseekV4 FlashMLA does not support 129 heads (FP8 decode kernel requires h_q in {64, 128})."
+    )
+
+
+def test_a_construct_outside_the_subset_is_not_evaluable_and_exit_3(cli_json):
+    found = extract(EDGE, load_mapping(EDGE / "mapping.toml"))
+    [item] = found.classes
+    assert isinstance(item.problem, NotEvaluable)
+    assert str(item.problem).startswith(f"{EDGE / 'engine' / 'attention.py'}:10: name 'os'")
+    assert found.pin.spec == "==0.6.13" and found.pin.source.endswith("requirements.txt:2")
+    code, doc, _ = cli_json("check", "--repo", str(EDGE), "--mapping", str(EDGE / "mapping.toml"), "--flashinfer", _installed_tree())
+    assert code == 3
+    assert {(f["verdict"], f["padded"], f["rule_unknown"]) for f in doc["findings"]} == {("inconclusive", None, True)}
+    assert all(f["source"].endswith("engine/attention.py:10") for f in doc["findings"])
+
+
+def test_check_repo_judges_the_extracted_rule(cli_json):
+    code, doc, _ = cli_json("check", "--repo", str(PRE), "--sm", "100", "--flashinfer", _installed_tree())
+    assert code == 0
+    by_tp = {(f["model"], f["tp"]): f for f in doc["findings"]}
+    # Before #48047 the SM100 rule pads 32 per rank to 64; 0.6.14 accepts 32.
+    pro_tp4 = by_tp[("DeepSeek-V4-Pro", 4)]
+    assert (pro_tp4["n"], pro_tp4["padded"], pro_tp4["verdict"], pro_tp4["best"]) == (32, 64, "reducible", 32)
+    assert pro_tp4["source"].endswith("nvidia/flashinfer_sparse.py:10")
+    assert any("DeepseekV4FlashMLAAttention" in n and "not probed" in n and "pad_to {64, 128}" in n for n in doc["notes"])
+    strict, _, _ = cli_json("check", "--repo", str(PRE), "--sm", "100", "--flashinfer", _installed_tree(), "--strict")
+    assert strict == 1
+
+
+def test_nothing_in_the_repo_is_imported(cli):
+    """Every fixture module raises at import; reading them must not trigger it."""
+    before = set(sys.modules)
+    code, out, err = cli("table", "extract", "--repo", str(PRE))
+    assert code == 0 and "hprobe imported" not in out + err
+    assert not [m for m in set(sys.modules) - before if "deepseek_v4" in m or m.startswith("vllm")]
+    assert 'pad_to = [16, 32, 64, 128]' in out and 'kernel = "sm120-sparse-mla"' in out
+
+
+def test_extracted_toml_reads_back_as_a_table(cli, tmp_path):
+    out_file = tmp_path / "extracted.toml"
+    code, _, err = cli("table", "extract", "--repo", str(POST), "--output", str(out_file))
+    assert code == 0 and "wrote" in err
+    code, _, err = cli("table", "extract", "--repo", str(POST), "--output", str(out_file))
+    assert code == 2 and "exists" in err  # never overwritten silently
+    from probe.tables import load_tables
+
+    [table] = load_tables([out_file])
+    assert table.requires_flashinfer == ">=0.6.14"
+    assert {b.name.rsplit(".", 1)[-1]: b.rule.describe() for b in table.backends} == {
+        "DeepseekV4FlashInferMLAAttention": "pad_to {8, 16, 32, 64, 128}",
+        "DeepseekV4FlashInferSM120Attention": "pad_to {8, 16, 32, 64, 128}",
+    }
+
+
+def _broken_table(write_table) -> Path:
+    return write_table(V4_PRO_TABLE.format(rule="pad_to = [24, 128]"))
+
+
+def test_junit_report_follows_the_junit_schema(cli, write_table, tmp_path):
+    report = tmp_path / "hprobe.xml"
+    code, _, _ = cli("check", "--table", str(_broken_table(write_table)), "--sm", "100", "--junit", str(report))
+    assert code == 1
+    root = ET.parse(report).getroot()
+    assert root.tag == "testsuites"
+    suites = list(root)
+    assert suites and all(s.tag == "testsuite" for s in suites)
+    cases = [c for s in suites for c in s]
+    for suite in suites:
+        assert suite.get("name") and int(suite.get("tests")) == len(list(suite))
+        assert int(suite.get("failures")) == sum(1 for c in suite for child in c if child.tag == "failure")
+        assert int(suite.get("errors")) == sum(1 for c in suite for child in c if child.tag == "error")
+    assert int(root.get("tests")) == len(cases) == 5
+    for case in cases:
+        assert case.tag == "testcase" and case.get("name") and case.get("classname")
+        for child in case:
+            assert child.tag in ("failure", "error", "skipped", "system-out", "system-err")
+            if child.tag in ("failure", "error"):
+                assert child.get("message") and child.get("type")
+    failed = {c.get("name"): c.find("failure") for c in cases if c.find("failure") is not None}
+    # 128/TP4 = 32 per rank, padded to 128 is fine; TP8/16 pad 16 and 8 to 24: refused.
+    assert set(failed) == {"SM100 DeepSeek-V4-Pro TP8 n=16", "SM100 DeepSeek-V4-Pro TP16 n=8"}
+    assert "Expected 8, 16, 32, 64, or 128 query heads, got 24" in failed["SM100 DeepSeek-V4-Pro TP8 n=16"].get("message")
+
+
+def test_junit_reducible_passes_with_a_message_and_fails_under_strict(cli, write_table, tmp_path):
+    table = write_table(V4_PRO_TABLE.format(rule="pad_to = [64, 128]"))
+    report = tmp_path / "r.xml"
+    for strict, expect_failures in ((False, 0), (True, 3)):
+        args = ["check", "--table", str(table), "--sm", "100", "--junit", str(report)] + (["--strict"] if strict else [])
+        cli(*args)
+        root = ET.parse(report).getroot()
+        assert int(root.get("failures")) == expect_failures
+        messages = [c.find("system-out") for c in root.iter("testcase")]
+        assert sum(m is not None for m in messages) == (0 if strict else 3)
+
+
+def test_markdown_renders_a_table(cli, write_table):
+    code, out, _ = cli("check", "--table", str(_broken_table(write_table)), "--sm", "100", "--format", "markdown")
+    assert code == 1
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("| verdict |"))
+    assert set(lines[header + 1].replace("|", "").replace("-", "").replace(":", "")) <= {""}
+    columns = lines[header].count("|")
+    rows = []
+    for line in lines[header + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append(line)
+    assert rows and all(r.count("|") - r.count("\\|") == columns for r in rows)
+    assert any("❌ broken" in r for r in rows)
+
+
+def test_github_annotations_only_under_github_actions(cli, monkeypatch, tmp_path):
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    args = ("check", "--repo", str(PRE), "--sm", "100", "--flashinfer", _installed_tree(), "--strict")
+    _, out, _ = cli(*args)
+    assert "::" not in out
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    _, out, _ = cli(*args)
+    annotations = [line for line in out.splitlines() if line.startswith("::")]
+    assert annotations
+    first = annotations[0]
+    assert first.startswith("::error file=") and "flashinfer_sparse.py,line=10," in first
+    assert "DeepSeek-V4-Pro TP4 (n=32)" in first
+
+
+def test_baseline_reports_drift(cli_json, tmp_path):
+    code, recorded, _ = cli_json("matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8-32")
+    assert code == 0
+    same = tmp_path / "same.json"
+    same.write_text(json.dumps(recorded))
+    code, doc, _ = cli_json("check", "--table", str(ROOT / "matrices" / "vllm-dsv4-flashinfer-post-48047.toml"), "--sm", "100", "--baseline", str(same))
+    assert code == 0 and doc["drift"]["changed"] is False
+    # A baseline recorded when 8 and 16 were refused (as before 0.6.14).
+    old = json.loads(same.read_text())
+    for head in old["results"][0]["heads"]:
+        if head["heads"] in (8, 16):
+            head.update(outcome="rejected", message="Expected 64 or 128 query heads")
+            head.pop("entry", None)
+    old["results"][0]["accepted"] = [32]
+    changed = tmp_path / "old.json"
+    changed.write_text(json.dumps(old))
+    code, doc, _ = cli_json("check", "--table", str(ROOT / "matrices" / "vllm-dsv4-flashinfer-post-48047.toml"), "--sm", "100", "--baseline", str(changed))
+    assert code == 1
+    [change] = doc["drift"]["changes"]
+    assert change["became_accepted"] == [8, 16] and change["became_rejected"] == []
+
+
+def test_bad_baseline_is_one_line(cli, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema": "something/1"}')
+    code, out, err = cli("check", "--sm", "100", "--baseline", str(bad))
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "not an hprobe matrix document" in err
+
+
+def test_pad_fn_calls_the_users_function(cli_json, cli, tmp_path):
+    rule = tmp_path / "rule.py"
+    rule.write_text(
+        "def pad(n):\n"
+        "    if n > 128:\n"
+        "        raise ValueError(f'{n} heads')\n"
+        "    return 64 if n <= 64 else 128\n"
+    )
+    code, doc, _ = cli_json("check", "--pad-fn", f"{rule}:pad", "--kernel", "dsv4-sparse-mla", "--sm", "100", "--heads", "128")
+    assert code == 0
+    by_n = {f["n"]: f for f in doc["findings"]}
+    assert (by_n[32]["padded"], by_n[32]["verdict"]) == (64, "reducible")
+    assert by_n[8]["source"] == f"{rule}:1"
+    code, _, err = cli("check", "--pad-fn", f"{rule}:nope", "--kernel", "dsv4-sparse-mla", "--sm", "100", "--heads", "128")
+    assert code == 2 and "has no nope" in err
+    code, _, err = cli("check", "--pad-fn", f"{rule}:pad", "--sm", "100", "--heads", "128")
+    assert code == 2 and "needs --kernel" in err
+
+
+def test_repo_input_errors_are_one_line(cli, tmp_path):
+    code, out, err = cli("check", "--repo", str(tmp_path / "missing"))
+    assert code == 2 and out == "" and "no such file or directory" in err
+    code, _, err = cli("check", "--repo", str(PRE), "--table", "x.toml")
+    assert code == 2 and "give one" in err
+    code, _, err = cli("check", "--format", "yaml")
+    assert code == 2 and "--format 'yaml'" in err
+
+
+def _installed_tree() -> str:
+    """The installed flashinfer as an unpacked-directory release (probed in a
+    worker, offline), so a repo's own pin does not send the test to fetch."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("flashinfer")
+    return str(Path(spec.origin).resolve().parent.parent)

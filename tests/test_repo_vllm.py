@@ -1,0 +1,65 @@
+"""The real vLLM source of a release, downloaded in the test and unpacked, never
+imported: `table extract` and `check --repo` against the flashinfer it pins."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+VLLM = "0.33.0"  # has vllm/models/deepseek_v4/ and pins flashinfer-python==0.7.2.post1
+
+
+@pytest.fixture(scope="module")
+def vllm_tree(tmp_path_factory) -> Path:
+    where = tmp_path_factory.mktemp("vllm")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", f"vllm=={VLLM}", "-d", str(where), "--disable-pip-version-check"],
+        check=True,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+    )
+    wheel = next(where.glob("vllm-*.whl"))
+    tree = where / "tree"
+    with zipfile.ZipFile(wheel) as z:
+        for name in z.namelist():
+            if name.endswith(".py") or name.endswith(".dist-info/METADATA"):
+                z.extract(name, tree)
+    wheel.unlink()
+    return tree
+
+
+@pytest.fixture(autouse=True)
+def _cache(monkeypatch, tmp_path_factory):
+    monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "hprobe-cache"))
+
+
+def test_extract_finds_the_dsv4_flashinfer_classes(cli_json, vllm_tree):
+    code, doc, _ = cli_json("table", "extract", "--repo", str(vllm_tree / "vllm"))
+    assert code == 0
+    assert doc["pin"]["spec"] == "==0.7.2.post1" and doc["pin"]["source"].endswith("METADATA:90")
+    classes = {c["module"] + "." + c["class"]: c for c in doc["classes"]}
+    for name in ("DeepseekV4FlashInferMLAAttention", "DeepseekV4FlashInferSM120Attention"):
+        item = classes[f"models.deepseek_v4.nvidia.flashinfer_sparse.{name}"]
+        assert item["status"] == "mapped" and item["kernel"] == "dsv4-sparse-mla"
+        assert item["rule"] == "pad_to {8, 16, 32, 64, 128}"
+    flashmla = classes["models.deepseek_v4.nvidia.flashmla.DeepseekV4FlashMLAAttention"]
+    assert flashmla["status"] == "unprobed" and flashmla["rule"] == "pad_to {64, 128}"
+    assert not any(m.startswith("vllm") for m in sys.modules)  # read, never imported
+
+
+def test_check_repo_judges_vllm_against_the_flashinfer_it_pins(cli_json, vllm_tree):
+    code, doc, _ = cli_json("check", "--repo", str(vllm_tree / "vllm"), "--sm", "100,120")
+    assert [r["version"] for r in doc["releases"]] == ["0.7.2.post1"]
+    dsv4 = [f for f in doc["findings"] if ".deepseek_v4.nvidia.flashinfer_sparse." in f["backend"]]
+    assert dsv4 and {f["flashinfer_version"] for f in dsv4} == {"0.7.2.post1"}
+    by = {(f["backend"].rsplit(".", 1)[-1], f["sm"], f["model"], f["tp"]): f for f in dsv4}
+    f = by[("DeepseekV4FlashInferMLAAttention", 100, "DeepSeek-V4-Pro", 16)]
+    assert (f["n"], f["padded"], f["verdict"]) == (8, 8, "ok")
+    assert f["source"].endswith("deepseek_v4/nvidia/flashinfer_sparse.py:209")
+    assert code == 0 and doc["summary"] == {"ok": len(doc["findings"])}
