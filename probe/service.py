@@ -101,6 +101,18 @@ def _quiet(_: str) -> None:
     pass
 
 
+def _header(schema: str, flashinfer: FlashinferInfo, releases: list[ProbedRelease], targets: Targets) -> dict:
+    """What every report document starts with: what it is, and what it rests on."""
+    return {
+        "schema": schema,
+        "hprobe_version": __version__,
+        "flashinfer": {"version": flashinfer.version, "location": flashinfer.location},
+        "releases": [rel.describe() for rel in releases],
+        "sm_source": targets.source,
+        "sms": [sm.number for sm in targets.sms],
+    }
+
+
 @dataclass
 class MatrixReport:
     releases: list[ProbedRelease]
@@ -118,12 +130,7 @@ class MatrixReport:
 
     def to_dict(self) -> dict:
         return {
-            "schema": "hprobe.matrix/2",
-            "hprobe_version": __version__,
-            "flashinfer": {"version": self.flashinfer.version, "location": self.flashinfer.location},
-            "releases": [rel.describe() for rel in self.releases],
-            "sm_source": self.targets.source,
-            "sms": [sm.number for sm in self.targets.sms],
+            **_header("hprobe.matrix/2", self.flashinfer, self.releases, self.targets),
             "heads": {"min": min(self.heads), "max": max(self.heads), "count": len(self.heads)},
             "results": [r.to_dict() for r in self.results],
         }
@@ -157,12 +164,7 @@ class CheckReport:
         for f in self.findings:
             counts[f.verdict.value] = counts.get(f.verdict.value, 0) + 1
         return {
-            "schema": "hprobe.check/2",
-            "hprobe_version": __version__,
-            "flashinfer": {"version": self.flashinfer.version, "location": self.flashinfer.location},
-            "releases": [rel.describe() for rel in self.releases],
-            "sm_source": self.targets.source,
-            "sms": [sm.number for sm in self.targets.sms],
+            **_header("hprobe.check/2", self.flashinfer, self.releases, self.targets),
             "strict": self.strict,
             "exit_code": self.exit_code,
             "summary": counts,
