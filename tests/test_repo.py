@@ -251,3 +251,16 @@ def _installed_tree() -> str:
 
     spec = importlib.util.find_spec("flashinfer")
     return str(Path(spec.origin).resolve().parent.parent)
+
+
+def test_a_huge_power_is_not_evaluated(tmp_path):
+    (tmp_path / "m.py").write_text(
+        "class A:\n"
+        "    @classmethod\n"
+        "    def get_padded_num_q_heads(cls, n):\n"
+        "        return n + 2 ** 10 ** 8\n"
+    )
+    index = RepoIndex.build(tmp_path)
+    [cls] = index.classes_with("get_padded_num_q_heads")
+    result = evaluate(index, cls, cls.methods["get_padded_num_q_heads"], 8)
+    assert isinstance(result, NotEvaluable) and result.line == 4 and "exponent" in result.what

@@ -279,7 +279,15 @@ class _Interpreter:
             op = _BINOPS.get(type(node.op))
             if op is None:
                 raise _Unsupported(node, f"operator {type(node.op).__name__}")
-            return op(ev(node.left), ev(node.right))
+            left, right = ev(node.left), ev(node.right)
+            # Head counts are small: a huge power or shift is not a padding rule
+            # and must not stall the reader.
+            if isinstance(node.op, (ast.Pow, ast.LShift)) and isinstance(right, int) and right > 64:
+                raise _Unsupported(node, f"exponent or shift of {right}")
+            try:
+                return op(left, right)
+            except (TypeError, ZeroDivisionError) as exc:
+                raise _Unsupported(node, f"`{ast.unparse(node)}` failed: {exc}") from None
         if isinstance(node, ast.UnaryOp):
             value = ev(node.operand)
             if isinstance(node.op, ast.Not):

@@ -147,6 +147,10 @@ def extract(root: Path, mapping: Mapping) -> RepoTables:
         path = os.path.normpath(str(root / function.module.path)) if root.is_dir() else str(root)
         item = PaddingClass(cls, function, path, mapping=mapping.classes.get(cls.qualname) or mapping.classes.get(cls.name))
         _evaluate_rule(index, item)
+        fewer = [(n, v) for n, v in item.outputs.items() if isinstance(v, int) and v < n]
+        if fewer:
+            n, v = fewer[0]
+            notes.append(f"{cls.qualname} ({item.where}) returns {v} for {n} heads: fewer than it has")
         found.append(item)
     found.sort(key=lambda c: (c.cls.module.name, c.cls.name))
     for name in mapping.classes:
