@@ -21,19 +21,21 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
+from .checks import CheckSite, check_site
 from .errors import EnvironmentProblem
 from .sm import SM
 
-# Getters that hand back a compiled module: `get_mla_module`,
-# `_get_sparse_mla_decode_dsv4_module`, `get_trtllm_gen_fmha_module`, ...
-# They are the natural boundary: past them lies JIT building, cubin
-# downloads and the launch itself.
+# Getters (`get_trtllm_gen_fmha_module`, `get_sparse_mla_sm120_module`, ...) run
+# for real: they hold Python dispatch tables and JIT-spec generation with its
+# arch checks. The boundary is where a compiled artefact is loaded: a JitSpec's
+# build/load, a cubin loader, a tvm-ffi module load, a CuTe DSL compile.
 _GETTER_PREFIXES = ("get_", "_get_")
 # Compiled helpers that serve logging, not kernels: calling them proves nothing,
 # so their stand-ins do nothing instead of marking the boundary.
-_SERVICE_GETTERS = frozenset({"get_logging_module"})
 _SERVICE_SPECS = frozenset({"spdlog", "logging"})
-_ARCH_LIST = "7.5 8.0 8.6 8.9 9.0 10.0 10.3 11.0 12.0 12.1"
+# JitSpec methods that load or build a compiled module (across releases; 0.7.x
+# splits JitSpec into subclasses that override them).
+_SPEC_LOADERS = ("build_and_load", "load", "try_load")
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,11 @@ class BoundaryReached(BaseException):
     def __init__(self, entry: CompiledEntry):
         super().__init__(str(entry))
         self.entry = entry
+
+
+class ImportFailure(Exception):
+    """A flashinfer module exists but fails to import here: the environment's
+    problem, never the kernel's answer."""
 
 
 class NetworkRefused(BaseException):
@@ -139,6 +146,8 @@ class CallResult:
     validator: bool = False  # raised by a `raise`/`assert` in flashinfer's own code
     reason: str | None = None  # why a non-validator failure says nothing about heads
     passed: tuple[str, ...] = ()  # compiled calls let through on the way (see _Policy)
+    site: CheckSite | None = None  # the check that refused, for tracing it on other SMs
+    lines_run: frozenset[int] | None = None  # lines of `trace`'s code object that ran (see call())
 
     @property
     def reached(self) -> bool:
@@ -182,9 +191,10 @@ class FlashinferSession:
         self._real_import = builtins.__import__
         self._open = False
         self._policy = _Policy()
-        self._dispatching: frozenset[str] = frozenset()
         self._modules_seen = -1
         self._cute_patched = False
+        self._tvm_patched = False
+        self._spec_patched: set[tuple[type, str]] = set()
         self._initializing = False
 
     # -- lifecycle -----------------------------------------------------------------
@@ -209,9 +219,10 @@ class FlashinferSession:
         torch.set_num_threads(1)
         try:
             self._install_torch_fakes(torch)
-            # JIT specs are generated (not built) on the way to a getter; they
-            # need a target list, and flashinfer reads it once, at import.
-            self._set_env("FLASHINFER_CUDA_ARCH_LIST", _ARCH_LIST)
+            # JIT specs are generated (not built) on the way to the boundary and
+            # check the arch list they compile for: on a real GPU flashinfer
+            # derives it from the device, so it names the target's arch only.
+            self._set_env("FLASHINFER_CUDA_ARCH_LIST", self._state.sm.arch)
             # Turns on flashinfer's optional host-side checks: more validators run.
             self._set_env("FLASHINFER_VALIDATE_INPUTS", "1")
             self._set_env("FLASHINFER_LOGLEVEL", "0")
@@ -244,6 +255,8 @@ class FlashinferSession:
                     pass
         self._patches.clear()
         self._cute_patched = False
+        self._tvm_patched = False
+        self._spec_patched.clear()
         if self.torch is not None:
             self.torch.set_num_threads(self._threads)
         for key, value in self._env_saved.items():
@@ -270,6 +283,7 @@ class FlashinferSession:
         """Make every device query answer for `sm` from now on."""
         if sm != self._state.sm:
             self._state.sm = sm
+            self._os_environ_arch(sm)
             self._clear_caches()
 
     @staticmethod
@@ -278,49 +292,72 @@ class FlashinferSession:
         catch_warnings per call costs more than some calls)."""
         return _Quiet()
 
-    def configure(self, dispatching_getters: tuple[str, ...] = (), pass_through: tuple[str, ...] = ()) -> None:
-        """Set what the next calls let through: getters that run for real because
-        they wrap Python dispatch around their module, and compiled functions
-        whose result Python only passes on (see `_Policy`)."""
-        self._dispatching = frozenset(dispatching_getters)
+    def configure(self, pass_through: tuple[str, ...] = ()) -> None:
+        """Set the compiled functions the next calls let through because Python
+        only passes their result on (see `_Policy`)."""
         self._policy.pass_through = frozenset(pass_through)
         self._clear_caches()
 
     def resolve(self, dotted: str) -> Any | None:
-        """`flashinfer.mla._core.fn` -> the object, or None when this release lacks it."""
+        """`flashinfer.mla._core.fn` -> the object, or None when this release lacks it.
+
+        Only a module that does not exist, or a missing attribute, means "lacks
+        it". A module that exists but fails to import is this environment's
+        problem (a missing optional dependency, say): `ImportFailure`.
+        """
         import importlib
 
         module_name, _, attr = dotted.rpartition(".")
         try:
             module = importlib.import_module(module_name)
-        except ImportError:
-            return None
+        except ModuleNotFoundError as exc:
+            missing = exc.name or ""
+            if module_name == missing or module_name.startswith(missing + "."):
+                return None
+            raise ImportFailure(f"{module_name} failed to import: {type(exc).__name__}: {_one_line(exc)}") from None
+        except Exception as exc:  # noqa: BLE001 - any failure while importing is the environment's
+            raise ImportFailure(f"{module_name} failed to import: {type(exc).__name__}: {_one_line(exc)}") from None
         finally:
             self._patch_new_modules()
         return getattr(module, attr, None)
 
-    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> CallResult:
-        """Run one probe call and say how it ended."""
+    def call(self, fn: Callable[..., Any], *args: Any, trace: tuple[str, str] | None = None, **kwargs: Any) -> CallResult:
+        """Run one probe call and say how it ended.
+
+        `trace` = (code filename, function name): record which lines of that
+        function ran (`CallResult.lines_run`), to see whether a check that
+        refused on one SM was consulted, and passed, on another.
+        """
         # Caches are cleared when the target or the policy changes, not per
         # call: within one target they memoize by argument, which is harmless.
         self._policy.passed = []
+        lines: set[int] = set()
+        if trace is not None:
+            sys.settrace(_line_tracer(trace, lines))
         try:
             fn(*args, **kwargs)  # warnings: silenced by the caller, once per sweep (see quiet())
         except BoundaryReached as hit:
-            return CallResult(entry=hit.entry, passed=tuple(self._policy.passed))
+            result = CallResult(entry=hit.entry, passed=tuple(self._policy.passed))
         except NetworkRefused as refused:
-            return CallResult(
+            result = CallResult(
                 error_type="NetworkRefused",
                 message=str(refused),
                 reason="the call tried to reach the network before any launch",
             )
         except Exception as exc:  # noqa: BLE001 - every failure is classified below
-            return self._classify(exc)
-        return CallResult(
-            error_type="Returned",
-            message="the call returned without reaching a compiled function",
-            reason="no launch boundary was hit, so the probe cannot see the kernel",
-        )
+            result = self._classify(exc)
+        else:
+            result = CallResult(
+                error_type="Returned",
+                message="the call returned without reaching a compiled function",
+                reason="no launch boundary was hit, so the probe cannot see the kernel",
+            )
+        finally:
+            if trace is not None:
+                sys.settrace(None)
+        if trace is not None:
+            result.lines_run = frozenset(lines)
+        return result
 
     # -- classification ------------------------------------------------------------
 
@@ -340,14 +377,23 @@ class FlashinferSession:
             location = f"{'flashinfer/' if in_flashinfer else ''}{rel}:{tb.tb_lineno} ({code.co_name})"
             statement = _statement_at(code.co_filename, tb.tb_lineno or 0)
         result = CallResult(error_type=type(exc).__name__, message=_one_line(exc), location=location)
+        if in_flashinfer:
+            result.site = check_site(exc.__traceback__, self._fi_prefix)
         environment_errors = (ImportError, AttributeError, NameError, OSError, MemoryError)
+        is_check = statement.startswith(("raise", "assert"))
         if isinstance(exc, environment_errors):
             result.reason = f"{type(exc).__name__} is an environment failure, not a validator's answer"
+        elif result.site is not None and result.site.device_check:
+            result.reason = "a check on the tensors' device refused: the probe's tensors live on the CPU, so this says nothing about the kernel"
+        elif in_flashinfer and rel == "compilation_context.py" and is_check:
+            # The arch check of JIT-spec generation: the arch list is the
+            # target's (as the device would give it), so its refusal is real.
+            result.validator = True
         elif in_flashinfer and rel.startswith(("jit" + os.sep, "compilation_context.py")):
             result.reason = "raised while flashinfer prepared a JIT build, past the validators"
         elif not in_flashinfer:
             result.reason = "raised outside flashinfer's code (the probe's inputs or torch on CPU), not by a validator"
-        elif not (statement.startswith("raise") or statement.startswith("assert")):
+        elif not is_check:
             result.reason = "flashinfer failed in ordinary code, not in a raise or assert of a validator"
         else:
             result.validator = True
@@ -397,6 +443,7 @@ class FlashinferSession:
         # refuse it, so such a call is reported instead of hanging or fetching.
         self._set_attr(socket.socket, "connect", _refuse_network)
         self._set_attr(socket, "create_connection", _refuse_network)
+        self._set_attr(socket, "getaddrinfo", _refuse_network)
         self._set_attr(builtins, "__import__", self._import_hook)
 
     def _install_flashinfer_fakes(self) -> None:
@@ -411,43 +458,85 @@ class FlashinferSession:
                 return (state.sm.major, state.sm.minor)
 
             self._register(original_cc, get_compute_capability)
+        # Registers compiled cubins with a loaded library (ctypes): a compiled
+        # artefact, and one that only exists past the boundary.
+        cubin_loader = sys.modules.get("flashinfer.jit.cubin_loader")
+        original_setup = getattr(cubin_loader, "setup_cubin_loader", None)
+        if original_setup is not None:
+            self._register(original_setup, _do_nothing)
+        # Prebuilt cubins and their metadata, fetched while a module is prepared
+        # (trtllm-gen): the first compiled artefact such a getter needs.
+        for loader in ("get_artifact", "download_file"):
+            original = getattr(cubin_loader, loader, None)
+            if original is not None:
+                self._register(original, _artefact_boundary)
+        self._patch_spec_loaders()
+        self._patch_new_modules()
+
+    def _patch_spec_loaders(self) -> None:
+        """Every JitSpec class (0.7.x has subclasses that override the loaders)
+        hands back a stand-in module instead of building or loading one."""
         jit_core = sys.modules.get("flashinfer.jit.core")
         spec_cls = getattr(jit_core, "JitSpec", None)
-        if spec_cls is not None:
+        if spec_cls is None:
+            return
+        policy = self._policy
 
-            def build_and_load(spec: Any) -> _StandInModule:
-                name = str(getattr(spec, "name", "jit"))
-                return _StandInModule(f"jit:{name}", self._policy, service=name in _SERVICE_SPECS)
+        def load(spec: Any, *args: Any, **kwargs: Any) -> _StandInModule:
+            name = str(getattr(spec, "name", "jit"))
+            return _StandInModule(_loader_label(name), policy, service=name in _SERVICE_SPECS)
 
-            def load(spec: Any, *args: Any, **kwargs: Any) -> _StandInModule:
-                return build_and_load(spec)
+        pending, seen = [spec_cls], set()
+        while pending:
+            cls = pending.pop()
+            if cls in seen:
+                continue
+            seen.add(cls)
+            pending.extend(cls.__subclasses__())
+            for method in _SPEC_LOADERS:
+                if method in vars(cls) and (cls, method) not in self._spec_patched:
+                    self._spec_patched.add((cls, method))
+                    self._set_attr(cls, method, load)
+        tvm_ffi = sys.modules.get("tvm_ffi")
+        if tvm_ffi is not None and callable(getattr(tvm_ffi, "load_module", None)) and not self._tvm_patched:
+            self._tvm_patched = True
 
-            self._set_attr(spec_cls, "build_and_load", build_and_load)
-            self._set_attr(spec_cls, "load", load)
-        self._patch_new_modules()
+            def load_module(path: Any, *args: Any, **kwargs: Any) -> _StandInModule:
+                return _StandInModule(f"tvm_ffi.load_module({Path(str(path)).name})", policy)
+
+            self._set_attr(tvm_ffi, "load_module", load_module)
+
+    def _os_environ_arch(self, sm: SM) -> None:
+        """Make the arch list flashinfer compiles for the target's, as on that GPU:
+        the environment for contexts made from now on, and every context made
+        at import (flashinfer reads the list once, into `TARGET_CUDA_ARCHS`)."""
+        self._set_env("FLASHINFER_CUDA_ARCH_LIST", sm.arch)
+        module = sys.modules.get("flashinfer.compilation_context")
+        ctx_cls = getattr(module, "CompilationContext", None)
+        if ctx_cls is None:
+            return
+        fresh = None
+        for name, mod in list(sys.modules.items()):
+            if not (name == "flashinfer" or name.startswith("flashinfer.")):
+                continue
+            for attr, value in list(vars(mod).items()):
+                if isinstance(value, ctx_cls) and hasattr(value, "TARGET_CUDA_ARCHS"):
+                    if fresh is None:
+                        try:
+                            fresh = ctx_cls().TARGET_CUDA_ARCHS
+                        except Exception:  # noqa: BLE001 - e.g. "SM 12.x requires CUDA >= 12.9": the JIT check will say so
+                            fresh = set()
+                    self._set_attr(value, "TARGET_CUDA_ARCHS", fresh)
 
     def _register(self, original: Any, fake: Any) -> None:
         self._originals.append(original)
         self._replacements[id(original)] = fake
 
-    def _getter_fake(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-        service = name in _SERVICE_GETTERS
-        policy = self._policy
-
-        def getter(*args: Any, **kwargs: Any) -> Any:
-            if name in self._dispatching:
-                # Runs flashinfer's own getter: its module comes from a stand-in
-                # JitSpec load, and the Python dispatch it wraps runs for real.
-                return original(*args, **kwargs)
-            return _StandInModule(name, policy, service=service)
-
-        return getter
-
     def _patch_new_modules(self) -> None:
         """Patch modules of flashinfer imported since the last look.
 
         Names are matched by the function object, not the name, because
-        releases import `get_compute_capability` and getters under other names.
+        releases import `get_compute_capability` under other names.
         """
         # Called on every import statement (flashinfer imports inside functions):
         # nothing new unless sys.modules grew or a module was still executing.
@@ -460,36 +549,25 @@ class FlashinferSession:
         for name, mod in list(sys.modules.items()):
             if not (name == "flashinfer" or name.startswith("flashinfer.")) or name in self._patched_modules:
                 continue
-            # A module still executing has not defined its getters yet.
+            # A module still executing has not defined its names yet.
             if getattr(getattr(mod, "__spec__", None), "_initializing", False):
                 self._initializing = True
                 continue
             fresh.append((name, mod))
         if not fresh:
             return
-        # Find the kernel-module getters these modules define.
-        known = len(self._replacements)
-        for _, mod in fresh:
-            for attr, value in list(vars(mod).items()):
-                if not attr.startswith(_GETTER_PREFIXES) or "module" not in attr:
-                    continue
-                if not callable(value) or isinstance(value, type) or id(value) in self._replacements:
-                    continue
-                owner = getattr(value, "__module__", "") or ""
-                if owner == "flashinfer" or owner.startswith("flashinfer."):
-                    self._register(value, self._getter_fake(attr, value))
-        # Modules patched before may import a getter registered just now.
-        older = [(n, sys.modules[n]) for n in self._patched_modules if n in sys.modules] if len(self._replacements) > known else []
+        self._patch_spec_loaders()  # a lazily imported module may define a JitSpec subclass
         for name, mod in fresh:
             self._patched_modules.add(name)
             self._cache_clears.extend(
                 v.cache_clear for v in vars(mod).values() if callable(v) and hasattr(v, "cache_clear")
             )
-        for _, mod in fresh + older:
             for attr, value in list(vars(mod).items()):
                 fake = self._replacements.get(id(value))
                 if fake is not None and fake is not value:
                     self._set_attr(mod, attr, fake)
+        if "flashinfer.compilation_context" in dict(fresh):
+            self._os_environ_arch(self._state.sm)
 
     def _patch_cute_compile(self) -> None:
         """CuTe DSL kernels are compiled from Python on first use: compiling is the
@@ -525,6 +603,49 @@ class _Quiet(warnings.catch_warnings):
         result = super().__enter__()
         warnings.simplefilter("ignore")
         return result
+
+
+def _do_nothing(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+def _artefact_boundary(name: Any = "", *args: Any, **kwargs: Any) -> Any:
+    # Artefact paths start with a content hash: `158f6f…/fmha/trtllm-gen/checksums.txt`.
+    parts = [p for p in str(name).split("/") if p]
+    if parts and len(parts[0]) >= 32 and all(ch in "0123456789abcdef" for ch in parts[0]):
+        parts = parts[1:]
+    where = "/".join(parts[:-1]) or "/".join(parts)
+    raise BoundaryReached(CompiledEntry(_loader_label("cubin"), f"<cubin artefacts {where}>"))
+
+
+def _loader_label(spec_name: str) -> str:
+    """Name a stand-in module after the flashinfer getter that asked for it
+    (`get_trtllm_gen_fmha_module`), else after its JIT spec (`jit:mla`)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name.startswith(_GETTER_PREFIXES) and "module" in code.co_name:
+            return code.co_name
+        frame = frame.f_back  # type: ignore[assignment]
+    return f"jit:{spec_name}"
+
+
+def _line_tracer(target: tuple[str, str], lines: set[int]) -> Callable[..., Any]:
+    """A sys.settrace function that records the lines run in one function only."""
+    filename, function = target
+
+    def local(frame: Any, event: str, arg: Any) -> Any:
+        if event == "line":
+            lines.add(frame.f_lineno)
+        return local
+
+    def global_(frame: Any, event: str, arg: Any) -> Any:
+        code = frame.f_code
+        if code.co_filename == filename and code.co_name == function:
+            return local
+        return None
+
+    return global_
 
 
 def _refuse_network(*args: Any, **kwargs: Any) -> Any:

@@ -27,6 +27,11 @@ class SM:
         return self.major * 10 + self.minor
 
     @property
+    def arch(self) -> str:
+        """As in FLASHINFER_CUDA_ARCH_LIST / TORCH_CUDA_ARCH_LIST: `10.0`."""
+        return f"{self.major}.{self.minor}"
+
+    @property
     def family(self) -> int:
         return self.major
 

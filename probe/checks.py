@@ -1,0 +1,149 @@
+"""Where a refusal's condition lies in flashinfer's source, so a probe can tell
+whether the same check was consulted, and passed, for another target SM.
+
+A refusal is a `raise` or `assert` line. Its *check* is the condition that
+guards it: the assert itself, or the tests of the `if`/`elif` chain whose
+branch holds the raise. A check that ran and let the call through on another
+SM depends on the SM (an architecture check); one that refuses everywhere it
+runs, or only runs on this SM's path, is about the configuration.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import os
+from dataclasses import dataclass
+from types import TracebackType
+
+
+@dataclass(frozen=True)
+class CheckSite:
+    filename: str  # code filename, as the interpreter reports it
+    function: str  # the function that holds the check
+    line: int  # the line that refused (the raise, the assert, or a call to a helper that raises)
+    tests: frozenset[int]  # lines of the guarding condition(s)
+    is_assert: bool
+    # the condition reads a tensor's device (`x.device.type != "cuda"`,
+    # `x.is_cuda`): a probe's CPU tensors fail it on every SM
+    device_check: bool = False
+
+
+def check_site(tb: TracebackType | None, prefix: str) -> CheckSite | None:
+    """The innermost frame under `prefix` (flashinfer's directory) whose failing
+    line sits in a guarded branch or is an assert; None when there is none."""
+    frames = []
+    while tb is not None:
+        frames.append((tb.tb_frame.f_code, tb.tb_lineno or 0))
+        tb = tb.tb_next
+    for code, line in reversed(frames):
+        if not os.path.realpath(code.co_filename).startswith(prefix):
+            continue
+        found = _guard(code.co_filename, code.co_firstlineno, line)
+        if found is not None:
+            tests, is_assert, device = found
+            return CheckSite(code.co_filename, code.co_name, line, tests, is_assert, device)
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _guard(filename: str, first_line: int, line: int) -> tuple[frozenset[int], bool, bool] | None:
+    function = _function_at(filename, first_line)
+    if function is None:
+        return None
+    best: tuple[frozenset[int], bool] | None = None
+    device = False
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assert) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            return frozenset({node.lineno}), True, _reads_device(node.test)
+        if isinstance(node, ast.If) and any(_holds(stmt, line) for stmt in node.body + node.orelse):
+            # The innermost `if` wins: ast.walk is breadth-first, so later hits are deeper.
+            best = (frozenset(_chain_tests(function, node)), False)
+            device = _reads_device(node.test)
+    if best is None:
+        # An unconditional raise after early returns (`if cc == 10: return ...;
+        # raise ...`): the `if`s before it in its block are its check.
+        best = _preceding_guards(function, line)
+    return (best[0], best[1], device) if best else None
+
+
+def _reads_device(test: ast.expr) -> bool:
+    for node in ast.walk(test):
+        if isinstance(node, ast.Attribute):
+            if node.attr == "is_cuda":
+                return True
+            inner = node.value
+            if node.attr == "type" and ((isinstance(inner, ast.Attribute) and inner.attr == "device") or (isinstance(inner, ast.Name) and inner.id == "device")):
+                return True
+    return False
+
+
+def _preceding_guards(function: ast.AST, line: int) -> tuple[frozenset[int], bool] | None:
+    for node in ast.walk(function):
+        for name in ("body", "orelse", "finalbody"):
+            block = getattr(node, name, None)
+            if not isinstance(block, list):
+                continue
+            for index, stmt in enumerate(block):
+                if isinstance(stmt, ast.stmt) and _holds(stmt, line) and not isinstance(stmt, (ast.If, ast.For, ast.While, ast.With, ast.Try)):
+                    tests = {t for prior in block[:index] if isinstance(prior, ast.If) for t in _chain_tests_down(prior)}
+                    if tests:
+                        return frozenset(tests), False
+    return None
+
+
+def _chain_tests_down(node: ast.If) -> set[int]:
+    tests = {node.test.lineno}
+    while len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+        node = node.orelse[0]
+        tests.add(node.test.lineno)
+    return tests
+
+
+def _holds(stmt: ast.stmt, line: int) -> bool:
+    return stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno)
+
+
+def _chain_tests(function: ast.AST, node: ast.If) -> set[int]:
+    """Test lines of `node` and of the `if`s it is an `elif` of."""
+    parents = {id(child): parent for parent in ast.walk(function) for child in ast.iter_child_nodes(parent)}
+    tests = {node.test.lineno}
+    current: ast.AST = node
+    while True:
+        parent = parents.get(id(current))
+        if isinstance(parent, ast.If) and parent.orelse == [current]:
+            tests.add(parent.test.lineno)
+            current = parent
+        else:
+            return tests
+
+
+@functools.lru_cache(maxsize=256)
+def _function_at(filename: str, first_line: int) -> ast.AST | None:
+    tree = _parse(filename)
+    if tree is None:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            if start == first_line or node.lineno == first_line:
+                return node
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def _parse(filename: str) -> ast.Module | None:
+    try:
+        with open(filename, encoding="utf-8") as fh:
+            return ast.parse(fh.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+
+def passed_elsewhere(site: CheckSite, lines_run: frozenset[int], refused_here_too: bool) -> bool:
+    """Whether a traced call on another SM consulted the check and got past it."""
+    if refused_here_too:
+        return False
+    if site.is_assert:
+        return site.line in lines_run or bool(site.tests & lines_run)
+    return bool(site.tests & lines_run) and site.line not in lines_run
