@@ -48,9 +48,13 @@ class Finding:
     def label(self) -> str:
         """The verdict as printed: `ok (validators only)` where compiled code is
         known to check more than the Python a CPU probe runs."""
-        if self.verdict in (Verdict.OK, Verdict.REDUCIBLE, Verdict.OFF_FAST_PATH) and self.padded is not None and self.unchecked:
-            basis = "validators and dispatch" if self.depth == "dispatch" else "validators only"
-            return f"{self.verdict.value} ({basis})"
+        if self.verdict in (Verdict.OK, Verdict.REDUCIBLE, Verdict.OFF_FAST_PATH) and self.padded is not None:
+            if self.depth == "partial":
+                # Never a plain "ok": Python after a compiled policy query did not run.
+                return f"{self.verdict.value} (partial)"
+            if self.unchecked:
+                basis = "validators and dispatch" if self.depth == "dispatch" else "validators only"
+                return f"{self.verdict.value} ({basis})"
         return self.verdict.value
 
     @property
@@ -67,7 +71,7 @@ class Finding:
             removable = ", removable" if self.best == self.n else ""
             parts.append(f"{self.best} accepted: {self.waste:.2f}× waste{removable}")
         elif self.verdict is Verdict.BROKEN and e is not None:
-            parts.append(f"{e.outcome.value}: {e.error_type}: {e.message}")
+            parts.append(f"{e.outcome.value}: {e.error_type}: {e.message}" if e.error_type else f"{e.outcome.value}: {e.reason or ''}")
         elif self.verdict is Verdict.TABLE_REFUSES:
             parts.append(f"table raises, kernel accepts {self.best}")
         elif self.verdict is Verdict.OFF_FAST_PATH and e is not None:
@@ -136,7 +140,7 @@ def judge(n: int, padded: int | None, support: KernelSMResult) -> tuple[Verdict,
         if smaller:
             return Verdict.REDUCIBLE, smaller[0], padded / smaller[0], result, notes
         return Verdict.OK, padded, None, result, notes
-    if result.outcome in (Outcome.REJECTED, Outcome.UNSUPPORTED_ARCH, Outcome.ABSENT):
+    if result.outcome in (Outcome.REJECTED, Outcome.UNSUPPORTED_ARCH, Outcome.UNSUPPORTED_CONFIG, Outcome.ABSENT):
         return Verdict.BROKEN, best, None, result, notes
     return Verdict.INCONCLUSIVE, best, None, result, notes
 
@@ -231,11 +235,18 @@ def _judge_model(table: PaddingTable, backend: Backend, sm: int, probed: list[Ke
                 notes=notes + extra_notes,
                 releases=versions,
                 source=str(backend.where),
-                depth="dispatch" if all(p.depth == "dispatch" for p in probed) else "validators",
+                depth=_weakest_depth(probed),
                 unchecked=list(dict.fromkeys(u for p in probed for u in p.unchecked)),
             )
         )
     return out
+
+
+def _weakest_depth(probed: list[KernelSMResult]) -> str:
+    depths = {p.depth for p in probed}
+    if "partial" in depths:
+        return "partial"
+    return "dispatch" if depths == {"dispatch"} else "validators"
 
 
 def exit_code(findings: list[Finding], strict: bool) -> int:

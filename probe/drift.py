@@ -26,9 +26,14 @@ def diff_reports(report: MatrixReport) -> dict:
             h for h in b.heads
             if Outcome.INCONCLUSIVE in (a.outcome(h), b.outcome(h))
         )
-        became_accepted = sorted(set(b.accepted()) - set(a.accepted()) - set(unknown))
-        became_rejected = sorted(set(a.accepted()) - set(b.accepted()) - set(unknown))
-        any_changed |= bool(became_accepted or became_rejected)
+        # `absent` is its own state: an entry point or option value that a
+        # release lacks did not start rejecting anything.
+        absent = sorted(h for h in b.heads if Outcome.ABSENT in (a.outcome(h), b.outcome(h)) and h not in unknown)
+        became_accepted = sorted(set(b.accepted()) - set(a.accepted()) - set(unknown) - set(absent))
+        became_rejected = sorted(set(a.accepted()) - set(b.accepted()) - set(unknown) - set(absent))
+        appeared = sorted(h for h in absent if a.outcome(h) is Outcome.ABSENT and b.outcome(h) is not Outcome.ABSENT)
+        vanished = sorted(h for h in absent if b.outcome(h) is Outcome.ABSENT and a.outcome(h) is not Outcome.ABSENT)
+        any_changed |= bool(became_accepted or became_rejected or appeared or vanished)
         any_unknown |= bool(unknown)
         sample = b.heads[became_rejected[0]] if became_rejected else None
         changes.append(
@@ -42,7 +47,12 @@ def diff_reports(report: MatrixReport) -> dict:
                 "became_accepted": became_accepted,
                 "became_rejected": became_rejected,
                 "unknown": unknown,
-                "new_refusal": {"error_type": sample.error_type, "message": sample.message} if sample else None,
+                "appeared": appeared,  # absent in the old release, present in the new
+                "vanished": vanished,  # present in the old release, absent in the new
+                "new_refusal": (
+                    {"outcome": sample.outcome.value, "error_type": sample.error_type, "message": sample.message or sample.reason, "location": sample.location}
+                    if sample else None
+                ),
             }
         )
     code = 1 if any_changed else (3 if any_unknown else 0)

@@ -8,14 +8,12 @@ from typing import Iterable
 from .core import compact_set
 from .kernels.base import KernelProbe, Variant
 from .outcome import Depth, HeadResult, KernelSMResult, Outcome
-from .shim import CallResult, FlashinferSession
+from .checks import CheckSite, passed_elsewhere
+from .shim import CallResult, FlashinferSession, ImportFailure
 from .sm import SM
 
 # Compiled calls that answer a question (format, dispatch policy) rather than launch.
 _POLICY_QUERY = re.compile(r"^(resolve_|query|format_info|metadata|get_|supported_|is_)")
-# A refusal that names an architecture: "got SM90", "compute capability",
-# "requires SM120a", "Unsupported architecture".
-_ARCH_WORDS = re.compile(r"\bsm[_ ]?\d{2,3}|compute capabilit|architecture|\barch\b", re.IGNORECASE)
 
 
 def probe_kernel(
@@ -29,29 +27,58 @@ def probe_kernel(
         variant = variant.variant()
     probe, config = variant.probe, variant.values
     heads = sorted(set(heads))
+    sms = list(sms)
     version = session.version
-    entry = session.resolve(probe.entry_point)
+    results = [KernelSMResult(probe.id, sm.number, version, config=dict(config), key=variant.key) for sm in sms]
+    try:
+        entry = session.resolve(probe.entry_point)
+    except ImportFailure as exc:
+        # The module exists but does not import here: the environment, not the kernel.
+        for result in results:
+            for h in heads:
+                result.heads[h] = HeadResult(h, Outcome.INCONCLUSIVE, reason=f"{exc}; an import failure says nothing about the kernel")
+        return results
     absent = f"flashinfer {version} has no {probe.entry_point}" if entry is None else probe.offered(entry, config)
-    session.configure(probe.dispatching_getters, probe.pass_through_calls)
-    results = []
-    raw_by_sm: dict[SM, dict[int, CallResult]] = {}
-    for sm in sms:
-        result = KernelSMResult(probe.id, sm.number, version, config=dict(config), key=variant.key)
-        results.append(result)
-        if absent is not None:
+    if absent is not None:
+        for result in results:
             for h in heads:
                 result.heads[h] = HeadResult(h, Outcome.ABSENT, reason=absent)
-            continue
-        raw_by_sm[sm] = _run(session, variant, entry, sm, heads)
-    for result in results:
-        sm = SM.from_number(result.sm)
-        if sm not in raw_by_sm:
-            continue
-        _classify(session, variant, entry, sm, heads, raw_by_sm, result)
-        _describe_depth(probe, raw_by_sm[sm], result)
-        _attach_metadata(session, probe, entry, sm, config, heads, result)
-    session.configure()
+        return results
+    session.configure(probe.pass_through_calls)
+    try:
+        tries = _run_alternatives(session, variant, entry, sms, heads)
+        probing = _Probing(session, variant, entry, heads, tries)
+        for result in results:
+            sm = SM.from_number(result.sm)
+            probing.classify(sm, result)
+            _describe_depth(probe, tries[sm][0][1], result)
+            _attach_metadata(session, probe, entry, sm, config, heads, result)
+        probing.absent_option(results)
+    finally:
+        session.configure()
     return results
+
+
+Tries = dict[SM, list[tuple[int, dict[int, CallResult]]]]
+
+
+def _run_alternatives(session: FlashinferSession, variant: Variant, entry, sms: list[SM], heads: list[int]) -> Tries:
+    """Raw calls per SM under the probe's input conventions (releases changed
+    some without a signature change: a workspace dtype, the plan layout, the
+    query dtype beside an fp8 KV cache). Per SM: the first convention under
+    which any call reaches the boundary, alone; when none reaches, every
+    convention tried, for classification to weigh."""
+    count = variant.probe.input_alternatives(variant.values)
+    tries: Tries = {}
+    for sm in sms:
+        tries[sm] = []
+        for alternative in range(count):
+            raw = _run(session, variant, entry, sm, heads, alternative)
+            if any(c.reached for c in raw.values()):
+                tries[sm] = [(alternative, raw)]
+                break
+            tries[sm].append((alternative, raw))
+    return tries
 
 
 def _describe_depth(probe: KernelProbe, raw: dict[int, CallResult], result: KernelSMResult) -> None:
@@ -93,111 +120,217 @@ def _attach_metadata(session: FlashinferSession, probe: KernelProbe, entry, sm: 
             result.notes.append(f"{claim.source} does not list h_q {compact_set(only_probed)}, which the validators accepted")
 
 
-def _run(session: FlashinferSession, variant: Variant, entry, sm: SM, heads: list[int]) -> dict[int, CallResult]:
+def _run(session: FlashinferSession, variant: Variant, entry, sm: SM, heads: list[int], alternative: int = 0) -> dict[int, CallResult]:
     session.target(sm)
     probe, config = variant.probe, variant.values
     raw: dict[int, CallResult] = {}
     with session.quiet():
         for h in heads:
-            raw[h] = _one(session, probe, entry, sm, h, config)
+            raw[h] = _one(session, probe, entry, sm, h, config, alternative)
     return raw
 
 
-def _one(session: FlashinferSession, probe: KernelProbe, entry, sm: SM, h: int, config: dict) -> CallResult:
+def _one(session: FlashinferSession, probe: KernelProbe, entry, sm: SM, h: int, config: dict, alternative: int = 0, trace: tuple[str, str] | None = None) -> CallResult:
     try:
-        call = probe.prepare(entry, sm, h, config)
+        call = probe.prepare(entry, sm, h, config, alternative)
     except Exception as exc:  # noqa: BLE001 - a probe that cannot build inputs proves nothing
         return CallResult(
             error_type=type(exc).__name__,
             message=str(exc),
             reason="the probe could not build inputs for this release",
         )
-    return session.call(call.fn, **call.kwargs)
+    return session.call(call.fn, trace=trace, **call.kwargs)
 
 
-def _classify(
-    session: FlashinferSession,
-    variant: Variant,
-    entry,
-    sm: SM,
-    heads: list[int],
-    raw_by_sm: dict[SM, dict[int, CallResult]],
-    result: KernelSMResult,
-) -> None:
-    probe = variant.probe
-    raw = raw_by_sm[sm]
-    any_reached = any(r.reached for r in raw.values())
-    if any_reached:
-        # The same inputs reached the boundary for another h_q on this SM, so a
-        # validator's refusal here is about h_q.
-        for h, call in raw.items():
-            result.heads[h] = _head_result(h, call, rejected_ok=True)
-            if call.entry is not None:
-                result.heads[h].slow_path = probe.path(str(call.entry), variant.values)
-        queries = sorted({str(c.entry) for c in raw.values() if c.entry and _POLICY_QUERY.match(c.entry.function)})
-        if queries:
-            result.notes.append(
-                f"stopped at a compiled query ({', '.join(queries)}) that this release consults before "
-                "launching; Python checks that depend on its answer did not run"
-            )
-        families = probe.families(variant.values)
-        if sm.major not in families:
-            result.notes.append(
-                f"{sm} is outside the SM families this kernel is built for (SM{'x, SM'.join(str(f) for f in sorted(families))}x); "
-                "this release has no Python check for it, so only the validators answered"
-            )
-        return
-    # Nothing reached the boundary. It is an architecture refusal only if an
-    # input that reaches the boundary on a supported SM is refused here by a
-    # validator that names the architecture.
-    control = _control_heads(session, variant, entry, sm, heads, raw_by_sm)
-    if control is not None:
-        call = raw.get(control)
-        if call is not None and call.validator and _ARCH_WORDS.search(call.message or ""):
-            for h in heads:
-                result.heads[h] = HeadResult(
-                    h,
-                    Outcome.UNSUPPORTED_ARCH,
-                    error_type=call.error_type,
-                    message=call.message,
-                    location=call.location,
+def _refusal_groups(raw: dict[int, CallResult], reached_elsewhere: set[int]) -> list[tuple[CallResult, list[int]]]:
+    """When every h_q was refused by a validator: the refusals worth tracing,
+    most h_q first -- those that do not depend on h_q (one check, one message,
+    for several h_q or for the only one probed), then single h_q that reached
+    the boundary on another SM. Empty when some refusal was no validator's."""
+    groups: dict[tuple, list[int]] = {}
+    first: dict[tuple, CallResult] = {}
+    for h, call in raw.items():
+        if not call.validator or call.site is None:
+            return []
+        key = (call.site, call.message)
+        groups.setdefault(key, []).append(h)
+        first.setdefault(key, call)
+    chosen = [(first[k], hs) for k, hs in groups.items() if len(hs) >= 2 or len(raw) == 1]
+    chosen.sort(key=lambda item: -len(item[1]))
+    chosen += [(first[k], hs) for k, hs in groups.items() if len(hs) == 1 and len(raw) > 1 and hs[0] in reached_elsewhere][:4]
+    return chosen
+
+
+# SMs a refusing check is retried on (traced) to see whether it tests the SM.
+_REFERENCE_SMS = (90, 100, 103, 120, 121)
+
+
+class _Probing:
+    """Turns one variant's raw calls into outcomes, SM by SM."""
+
+    def __init__(self, session: FlashinferSession, variant: Variant, entry, heads: list[int], tries: Tries):
+        self.session, self.variant, self.entry, self.heads, self.tries = session, variant, entry, heads, tries
+        self.alternative = 0  # the input convention of the calls being classified
+        self._reference_reached: set[int] | None = None
+        self._everywhere: dict[SM, bool] = {}  # SM -> its uniform refusal refuses on every reference SM too
+
+    def classify(self, sm: SM, result: KernelSMResult) -> None:
+        probe = self.variant.probe
+        self.alternative, raw = self.tries[sm][0]
+        if any(r.reached for r in raw.values()):
+            # The same inputs reached the boundary for another h_q on this SM, so a
+            # validator's refusal here is about h_q.
+            for h, call in raw.items():
+                result.heads[h] = _head_result(h, call, rejected_ok=True)
+                if call.entry is not None:
+                    result.heads[h].slow_path = probe.path(str(call.entry), self.variant.values)
+            queries = sorted({str(c.entry) for c in raw.values() if c.entry and _POLICY_QUERY.match(c.entry.function)})
+            if queries:
+                result.depth = Depth.PARTIAL.value
+                result.notes.append(
+                    f"partial: stopped at a compiled query ({', '.join(queries)}) that this release consults before "
+                    "launching; the Python that acts on its answer did not run"
+                )
+            families = probe.families(self.variant.values)
+            if sm.major not in families:
+                result.notes.append(
+                    f"{sm} is outside the SM families this kernel is built for (SM{'x, SM'.join(str(f) for f in sorted(families))}x); "
+                    "this release has no Python check for it, so only the validators answered"
                 )
             return
-    reason = "no h_q reached the launch boundary on this SM, so no refusal can be attributed to h_q"
-    if control is None:
-        reason += " (and no reference SM accepted any probed h_q either)"
-    for h, call in raw.items():
-        hr = _head_result(h, call, rejected_ok=False)
-        hr.reason = f"{reason}; {call.reason}" if call.reason else reason
-        result.heads[h] = hr
+        # Nothing reached on this SM under any input convention. An architecture
+        # refusal under any convention refuses the SM; a configuration refusal
+        # must hold under every convention (else it may be the input's fault).
+        verdicts = []
+        for alternative, calls in self.tries[sm]:
+            self.alternative = alternative
+            verdicts.append((*self._unreached(sm, calls), calls))
+        arch = next((v for v in verdicts if v[0] is Outcome.UNSUPPORTED_ARCH), None)
+        config = verdicts[0] if all(v[0] is Outcome.UNSUPPORTED_CONFIG for v in verdicts) else None
+        decided = arch or config
+        if decided is not None:
+            outcome, why, raw = decided
+            for h, call in raw.items():
+                result.heads[h] = HeadResult(h, outcome, error_type=call.error_type, message=call.message, location=call.location, reason=why)
+            return
+        reason = next((v[1] for v in verdicts if v[1]), "")
+        if len(verdicts) > 1:
+            reason += f" ({len(verdicts)} input conventions tried)"
+        for h, call in raw.items():
+            hr = _head_result(h, call, rejected_ok=False)
+            hr.reason = f"{reason}; {call.reason}" if call.reason else reason
+            result.heads[h] = hr
+
+    def _unreached(self, sm: SM, raw: dict[int, CallResult]) -> tuple[Outcome | None, str]:
+        """What the refusals of one input convention show, when no h_q reached."""
+        reached_elsewhere = {h for other, tried in self.tries.items() if other != sm for _, calls in tried for h, c in calls.items() if c.reached}
+        if not reached_elsewhere:
+            reached_elsewhere = self._reached_on_reference()
+        kinds = [(self._refusal_kind(sm, refusal, heads[0]), heads) for refusal, heads in _refusal_groups(raw, reached_elsewhere)]
+        # One architecture check is enough to refuse the SM; a configuration
+        # refusal needs a check that does not depend on h_q.
+        arch = next((k for k, _ in kinds if k[0] is Outcome.UNSUPPORTED_ARCH), None)
+        config = next((k for k, heads in kinds if k[0] is Outcome.UNSUPPORTED_CONFIG and (len(heads) >= 2 or len(raw) == 1)), None)
+        if arch or config:
+            return arch or config  # type: ignore[return-value]
+        if kinds:
+            return None, (
+                "every h_q was refused by a check that no probed call was seen to pass (not this configuration on another SM, "
+                "nor another configuration): the probe's inputs may not fit this release"
+            )
+        return None, "no h_q reached the launch boundary on this SM, and the refusals depend on h_q or come from outside a validator"
+
+    def _reached_on_reference(self) -> set[int]:
+        """h_q that reach the boundary on a reference SM not being probed (the
+        kernel's own SMs first); found once per variant, only when needed."""
+        if self._reference_reached is None:
+            self._reference_reached = set()
+            probed = set(self.tries)
+            for number in dict.fromkeys((*self.variant.probe.default_sms, *_REFERENCE_SMS)):
+                ref = SM.from_number(number)
+                if ref in probed:
+                    continue
+                raw = _run(self.session, self.variant, self.entry, ref, self.heads, self.alternative)
+                self._reference_reached = {h for h, c in raw.items() if c.reached}
+                if self._reference_reached:
+                    break
+        return self._reference_reached
+
+    def _traced(self, variant: Variant, sm: SM, h: int, site: CheckSite) -> CallResult:
+        self.session.target(sm)
+        with self.session.quiet():
+            return _one(self.session, variant.probe, self.entry, sm, h, variant.values, self.alternative, (site.filename, site.function))
+
+    def _refusal_kind(self, sm: SM, refusal: CallResult, h: int) -> tuple[Outcome | None, str]:
+        """What a refusing check tests, from where it was seen to pass. The same
+        call, traced on the other SMs: consulted and passed there -> it tests the
+        architecture. Otherwise the same h_q with another configuration (the
+        defaults, or one axis reset), on this SM or another: passed there -> it
+        tests this configuration. Seen to pass nowhere -> None: it may be the
+        probe's own inputs that no release takes."""
+        site = refusal.site
+        assert site is not None
+        everywhere = True
+        try:
+            for number in _REFERENCE_SMS:
+                other = SM.from_number(number)
+                if other == sm:
+                    continue
+                call = self._traced(self.variant, other, h, site)
+                everywhere = everywhere and call.site == site and call.message == refusal.message
+                if passed_elsewhere(site, call.lines_run or frozenset(), refused_here_too=call.site == site):
+                    return Outcome.UNSUPPORTED_ARCH, f"the refusing check passes on {other} for the same call: it tests the architecture"
+            for witness in self._witnesses():
+                for number in (sm.number, *_REFERENCE_SMS):
+                    other = SM.from_number(number)
+                    call = self._traced(witness, other, h, site)
+                    if passed_elsewhere(site, call.lines_run or frozenset(), refused_here_too=call.site == site):
+                        self._everywhere[sm] = everywhere
+                        where = "on every SM" if everywhere else f"on {sm}"
+                        return Outcome.UNSUPPORTED_CONFIG, (
+                            f"every h_q is refused {where} by one check that {witness.key} passes on {other}: "
+                            "this configuration is refused, whatever h_q is"
+                        )
+            return None, ""
+        finally:
+            self.session.target(sm)
+
+    def _witnesses(self) -> list[Variant]:
+        """Other configurations of the same kernel: the defaults, and this one
+        with each non-default axis reset."""
+        probe = self.variant.probe
+        values = self.variant.values
+        out = [probe.variant()]
+        for axis in probe.axes:
+            if values[axis.name] != axis.default:
+                out.append(probe.variant({**values, axis.name: axis.default}))
+        unique = {v.config: v for v in out if v.config != self.variant.config}
+        return list(unique.values())
+
+    def absent_option(self, results: list[KernelSMResult]) -> None:
+        """An option value (a backend, a KV format) that the release refuses by
+        name, identically for every h_q and SM, is one it does not have: absent."""
+        values = [str(v) for k, v in self.variant.config if v != self.variant.probe.axis(k).default]  # type: ignore[union-attr]
+        if not values or not results:
+            return
+        for result in results:
+            sm = SM.from_number(result.sm)
+            if not self._everywhere.get(sm) or result.status is not Outcome.UNSUPPORTED_CONFIG:
+                return
+        messages = {r.heads[self.heads[0]].message or "" for r in results}
+        if len(messages) != 1:
+            return
+        message = messages.pop()
+        if not any(_names(message, value) for value in values):
+            return
+        for result in results:
+            for hr in result.heads.values():
+                hr.outcome = Outcome.ABSENT
+                hr.reason = f"this release refuses the option value itself, for every h_q and SM: {message}"
 
 
-def _control_heads(
-    session: FlashinferSession,
-    variant: Variant,
-    entry,
-    sm: SM,
-    heads: list[int],
-    raw_by_sm: dict[SM, dict[int, CallResult]],
-) -> int | None:
-    """An h_q that reaches the boundary on some SM of the kernel's families."""
-    for other, raw in raw_by_sm.items():
-        if other != sm:
-            for h in heads:
-                if raw[h].reached:
-                    return h
-    for number in variant.probe.default_sms:
-        ref = SM.from_number(number)
-        if ref == sm or ref in raw_by_sm:
-            continue
-        # A reference SM's results are not reported, only used as the control.
-        raw = _run(session, variant, entry, ref, heads)
-        for h in heads:
-            if raw[h].reached:
-                session.target(sm)
-                return h
-    session.target(sm)
-    return None
+def _names(message: str, value: str) -> bool:
+    return re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", message) is not None
 
 
 def _head_result(h: int, call: CallResult, *, rejected_ok: bool) -> HeadResult:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 
@@ -10,6 +11,9 @@ class Outcome(str, Enum):
     ACCEPTED = "accepted"  # reached the launch boundary: every Python validator accepted
     REJECTED = "rejected"  # a validator raised, while other h_q reached the boundary
     UNSUPPORTED_ARCH = "unsupported-arch"  # the kernel refuses this SM whatever h_q is
+    # one check refuses every h_q on this SM, and it tests neither h_q nor the SM:
+    # this configuration (dtype, q_len, an option) is refused whatever h_q is
+    UNSUPPORTED_CONFIG = "unsupported-config"
     INCONCLUSIVE = "inconclusive"  # the probe cannot tell; never read as "unsupported"
     ABSENT = "absent"  # this flashinfer release has no such entry point
 
@@ -41,6 +45,9 @@ class Depth(str, Enum):
 
     VALIDATORS = "validators"  # the Python checks before the first compiled call ran
     DISPATCH = "dispatch"  # ... and a dispatch table the release consults in Python too
+    # stopped at a compiled policy query whose answer Python acts on before the
+    # launch: the checks after it did not run
+    PARTIAL = "partial"
 
 
 @dataclass
@@ -72,6 +79,19 @@ class KernelSMResult:
 
     def by_outcome(self, outcome: Outcome) -> list[int]:
         return sorted(h for h, r in self.heads.items() if r.outcome is outcome)
+
+    def refusal_groups(self, outcome: Outcome = Outcome.REJECTED) -> list[tuple[list[int], HeadResult]]:
+        """h_q refused by the same check, each group with its own evidence:
+        grouped by exception type, location and message (the h_q it names
+        aside), in the order first seen."""
+        groups: dict[tuple, list[int]] = {}
+        first: dict[tuple, HeadResult] = {}
+        for h in self.by_outcome(outcome):
+            hr = self.heads[h]
+            key = (hr.error_type, hr.location, re.sub(rf"(?<!\d){h}(?!\d)", "#", hr.message or ""))
+            groups.setdefault(key, []).append(h)
+            first.setdefault(key, hr)
+        return [(hs, first[k]) for k, hs in groups.items()]
 
     @property
     def status(self) -> Outcome:

@@ -265,13 +265,19 @@ def _write_cache(key: str, results: list[KernelSMResult]) -> None:
 
 def _run_worker(release: Release, kernel_ids: list[str], sms: list[int], heads: list[int]) -> list[KernelSMResult]:
     request = {"tree": str(release.tree), "kernels": kernel_ids, "sms": sms, "heads": heads}
-    proc = subprocess.run(
-        [sys.executable, "-m", "probe.worker"],
-        input=json.dumps(request),
-        capture_output=True,
-        text=True,
-        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
-    )
+    # An isolated interpreter (-I: no current directory, no user site, no
+    # PYTHON* variables) in a directory of its own, importing this very
+    # package by path: a `probe/` in the user's working tree is never run.
+    package_root = str(Path(__file__).resolve().parent.parent)
+    bootstrap = f"import sys; sys.path.insert(0, {package_root!r}); from {__package__}.worker import main; sys.exit(main())"
+    with tempfile.TemporaryDirectory(prefix="hprobe-worker-") as workdir:
+        proc = subprocess.run(
+            [sys.executable, "-I", "-c", bootstrap],
+            input=json.dumps(request),
+            capture_output=True,
+            text=True,
+            cwd=workdir,
+        )
     try:
         doc = json.loads(proc.stdout.strip().splitlines()[-1])
     except (json.JSONDecodeError, IndexError):

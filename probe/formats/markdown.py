@@ -89,13 +89,19 @@ class MarkdownFormatter(Formatter):
     def matrix(self, report: "MatrixReport", grid: bool = False, pivot: tuple[str, str] | None = None) -> None:
         self._w(f"## hprobe matrix — flashinfer {cell(', '.join(r.info.version for r in report.releases))}")
         self._w()
-        self._w("| kernel | SM | release | status | accepted h_q | depth |")
-        self._w("|---|---|---|---|---|---|")
+        self._w("| kernel | SM | release | status | accepted h_q | depth | refused by | notes |")
+        self._w("|---|---|---|---|---|---|---|---|")
         for rel in report.releases:
             for r in rel.results.values():
                 accepted = compact_set(r.accepted()) if r.status is Outcome.ACCEPTED else ""
                 depth = r.depth + (" (compiled checks not seen)" if r.unchecked else "")
-                self._w(f"| `{cell(r.key)}` | SM{r.sm} | {cell(rel.info.version)} | {r.status.value} | {accepted} | {depth} |")
+                refusals = "<br>".join(
+                    f"{compact_set(hs)}: {hr.error_type}: {hr.message}" + (f" ({hr.location})" if hr.location else "")
+                    for outcome in (Outcome.REJECTED, Outcome.UNSUPPORTED_ARCH, Outcome.UNSUPPORTED_CONFIG)
+                    for hs, hr in r.refusal_groups(outcome)[:3]
+                )
+                flagged = "<br>".join(n for n in r.notes if n.startswith(("disagreement", "partial")))
+                self._w(f"| `{cell(r.key)}` | SM{r.sm} | {cell(rel.info.version)} | {r.status.value} | {accepted} | {depth} | {cell(refusals)} | {cell(flagged)} |")
 
     def diff(self, result: dict) -> None:
         self._drift(result)

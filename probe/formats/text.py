@@ -31,6 +31,7 @@ OUTCOME_MARK = {
     Outcome.ACCEPTED: ("✓", "green"),
     Outcome.REJECTED: ("·", "dim"),
     Outcome.UNSUPPORTED_ARCH: ("✗", "red"),
+    Outcome.UNSUPPORTED_CONFIG: ("⊘", "red"),
     Outcome.INCONCLUSIVE: ("?", "cyan"),
     Outcome.ABSENT: ("–", "dim"),
 }
@@ -130,7 +131,7 @@ class TextFormatter(Formatter):
             by_entry: dict[str, list[int]] = {}
             for h in r.accepted():
                 by_entry.setdefault(r.heads[h].entry or "?", []).append(h)
-            depth = " (validators and dispatch)" if r.depth == "dispatch" else " (validators only)" if r.unchecked else ""
+            depth = {"dispatch": " (validators and dispatch)", "partial": " (partial)"}.get(r.depth, " (validators only)" if r.unchecked else "")
             c.print(f"{head}[green]accepted {compact_set(r.accepted())}[/green][dim]{depth}[/dim]")
             for entry, hs in by_entry.items():
                 slow = r.heads[hs[0]].slow_path
@@ -138,23 +139,24 @@ class TextFormatter(Formatter):
                 c.print(f"          [dim]reaches {escape(entry)}{where}[/dim]" + (f" [yellow]{escape(slow)}[/yellow]" if slow else ""))
             for item in r.unchecked:
                 c.print(f"          [dim]not seen on a CPU: {escape(item)}[/dim]")
-            rejected = r.by_outcome(Outcome.REJECTED)
-            if rejected:
-                sample = r.heads[rejected[0]]
-                c.print(f"          [dim]rejected {compact_set(rejected)}: {sample.error_type}: {escape(sample.message or '')}[/dim]")
+            for hs, sample in r.refusal_groups(Outcome.REJECTED):
+                where = f" [{sample.location}]" if sample.location else ""
+                c.print(f"          [dim]rejected {compact_set(hs)}: {sample.error_type}: {escape(sample.message or '')}{escape(where)}[/dim]")
             unclear = r.by_outcome(Outcome.INCONCLUSIVE)
             if unclear:
                 sample = r.heads[unclear[0]]
                 c.print(f"          [cyan]inconclusive {compact_set(unclear)}: {escape(sample.reason or '')}[/cyan]")
         else:
             sample = next(iter(r.heads.values()))
-            style = {Outcome.UNSUPPORTED_ARCH: "red", Outcome.ABSENT: "dim"}.get(status, "cyan")
-            detail = sample.message or ""
+            style = {Outcome.UNSUPPORTED_ARCH: "red", Outcome.UNSUPPORTED_CONFIG: "red", Outcome.ABSENT: "dim"}.get(status, "cyan")
+            detail = " ".join(filter(None, [sample.error_type and f"{sample.error_type}:", sample.message, sample.location and f"[{sample.location}]"]))
             if status is Outcome.INCONCLUSIVE:
-                detail = f"{sample.reason} [{sample.error_type}: {sample.message}]"
+                detail = f"{sample.reason}" + (f" [{sample.error_type}: {sample.message}]" if sample.error_type else "")
             elif status is Outcome.ABSENT:
                 detail = sample.reason or ""
             c.print(f"{head}[{style}]{status.value}[/{style}]  {escape(detail)}")
+            if status in (Outcome.UNSUPPORTED_ARCH, Outcome.UNSUPPORTED_CONFIG) and sample.reason:
+                c.print(f"          [dim]{escape(sample.reason)}[/dim]")
         if r.metadata:
             c.print(f"          [dim]metadata: {escape(_metadata_text(r.metadata))}[/dim]")
         for note in r.notes:
@@ -185,7 +187,7 @@ class TextFormatter(Formatter):
             t.add_row(*row)
         self.console.print(t)
         if "heads" in (rows, cols):
-            self.console.print("[dim]✓ accepted  · rejected  ✗ unsupported-arch  ? inconclusive  – absent[/dim]")
+            self.console.print("[dim]✓ accepted  · rejected  ✗ unsupported-arch  ⊘ unsupported-config  ? inconclusive  – absent[/dim]")
 
     def _release_columns(self, report: "MatrixReport") -> None:
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
@@ -219,7 +221,7 @@ class TextFormatter(Formatter):
                 row.append(Text(mark, style=style))
             t.add_row(*row)
         c.print(t)
-        c.print("[dim]✓ accepted  · rejected  ✗ unsupported-arch  ? inconclusive  – absent[/dim]")
+        c.print("[dim]✓ accepted  · rejected  ✗ unsupported-arch  ⊘ unsupported-config  ? inconclusive  – absent[/dim]")
 
     # -- diff and bisect ---------------------------------------------------------------
 
@@ -234,7 +236,12 @@ class TextFormatter(Formatter):
                 parts.append(f"[green]became accepted {compact_set(ch['became_accepted'])}[/green]")
             if ch["became_rejected"]:
                 refusal = ch["new_refusal"] or {}
-                parts.append(f"[red]became rejected {compact_set(ch['became_rejected'])}[/red] ({escape(str(refusal.get('message')))})")
+                why = " ".join(filter(None, [refusal.get("error_type") and f"{refusal['error_type']}:", refusal.get("message"), refusal.get("location") and f"[{refusal['location']}]"]))
+                parts.append(f"[red]became rejected {compact_set(ch['became_rejected'])}[/red]" + (f" ({escape(why)})" if why else ""))
+            if ch.get("appeared"):
+                parts.append(f"[green]present from here on[/green] (absent in {escape(old['version'])})")
+            if ch.get("vanished"):
+                parts.append(f"[red]absent here[/red] (present in {escape(old['version'])})")
             if ch["unknown"]:
                 parts.append(f"[cyan]inconclusive {compact_set(ch['unknown'])}[/cyan]")
             if not parts:
@@ -299,8 +306,7 @@ def _status_cell(r: KernelSMResult) -> Text:
         unclear = r.by_outcome(Outcome.INCONCLUSIVE)
         text = compact_set(r.accepted()) + (f" ?{compact_set(unclear)}" if unclear else "")
         return Text(text, style="green")
-    return Text(status.value, style={Outcome.UNSUPPORTED_ARCH: "red", Outcome.ABSENT: "dim"}.get(status, "cyan"))
-
+    return Text(status.value, style={Outcome.UNSUPPORTED_ARCH: "red", Outcome.UNSUPPORTED_CONFIG: "red", Outcome.ABSENT: "dim"}.get(status, "cyan"))
 
 def _metadata_text(meta: dict) -> str:
     parts = [meta["source"]]

@@ -79,22 +79,29 @@ class KernelProbe(ABC):
     probe_version: int = 1
     #: the inputs besides h_q that support depends on
     axes: tuple[Axis, ...] = ()
-    #: getters that wrap Python dispatch around their compiled module; they run
-    #: for real (with the module itself a stand-in) so that dispatch is probed too
-    dispatching_getters: tuple[str, ...] = ()
     #: compiled functions whose result Python only passes on to the launch (a
     #: plan's schedule): they return None so the call goes on to the launch
     pass_through_calls: tuple[str, ...] = ()
 
     @abstractmethod
-    def prepare(self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value]) -> PreparedCall:
+    def prepare(self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value], alternative: int = 0) -> PreparedCall:
         """Build the call for `heads` query heads on `sm` with the axis values in
         `config`. `entry` is the loaded release's entry point; adapt to its
-        signature by inspecting it."""
+        signature by inspecting it. `alternative` picks one of the input
+        conventions releases disagree on (see `input_alternatives`)."""
+
+    def input_alternatives(self, config: dict[str, Value]) -> int:
+        """How many input conventions to try, in order, for `config`: releases
+        changed some (a workspace dtype, the query dtype beside an fp8 KV
+        cache) without a signature change. The first under which any call
+        reaches the boundary is the one the release takes."""
+        return 1
 
     def offered(self, entry: Callable[..., Any], config: dict[str, Value]) -> str | None:
-        """Why the loaded release cannot take `config` at all (a backend it does
-        not have), or None. Such a configuration is `absent`, not `rejected`."""
+        """Why the loaded release cannot take `config` at all, from its signature
+        (a parameter it does not have), or None. Such a configuration is
+        `absent`, not `rejected`. Which values an existing parameter takes is
+        never read from text: it is probed."""
         return None
 
     def compiled_checks(self, entry: str) -> str | None:

@@ -15,7 +15,7 @@ from typing import Any, Callable
 from ..sm import SM
 from . import mla_inputs as mi
 from .base import Axis, KernelProbe, PreparedCall, Value
-from .offers import literal_choices, missing_parameter
+from .offers import missing_parameter
 
 HEAD_DIM = 512  # DSv4 query and KV head dim
 # Bytes per token of the SM12x packed KV pools: FP8 (all releases with the
@@ -43,16 +43,12 @@ class DSv4SparseMLAProbe(KernelProbe):
     )
 
     def offered(self, entry: Callable[..., Any], config: dict[str, Value]) -> str | None:
-        if config["backend"] != "auto":
-            if reason := missing_parameter(entry, "backend"):
-                return reason
-            if config["backend"] not in literal_choices(entry, "backend"):
-                return f"this release's backend choices do not include {config['backend']!r}"
-        if config["kv_format"] != "fp8":
-            if reason := missing_parameter(entry, "kv_cache_format"):
-                return reason
-            if config["kv_format"] not in literal_choices(entry, "kv_cache_format"):
-                return f"this release's kv_cache_format choices do not include {config['kv_format']!r}"
+        # Only the signature decides whether the option exists at all; which
+        # values a release takes is probed (see matrix: refused by name = absent).
+        if config["backend"] != "auto" and (reason := missing_parameter(entry, "backend")):
+            return reason
+        if config["kv_format"] != "fp8" and (reason := missing_parameter(entry, "kv_cache_format")):
+            return reason
         return None
 
     def compiled_checks(self, entry: str) -> str | None:
@@ -85,7 +81,7 @@ class DSv4SparseMLAProbe(KernelProbe):
             "workspace": torch.zeros(4 * 2**20, dtype=torch.uint8),
         }
 
-    def prepare(self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value]) -> PreparedCall:
+    def prepare(self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value], alternative: int = 0) -> PreparedCall:
         torch = self._torch
         shared = self._shared
         params = _parameters(entry)

@@ -36,23 +36,29 @@ def workspace() -> Any:
     return torch.empty(WORKSPACE_BYTES, dtype=torch.uint8)
 
 
+def pages_for(page_size: int, seq_len: int = SEQ_LEN) -> int:
+    """Pages one sequence of `seq_len` tokens occupies (0.7.x plans check it)."""
+    return -(-seq_len // page_size)
+
+
 @lru_cache(maxsize=32)
-def paged_kv(dtype: str, page_size: int, packed_bytes: int = 0) -> Any:
-    """[pages, 1, page_size, 576] in `dtype`, or a packed uint8 pool of `packed_bytes` per token."""
+def paged_kv(dtype: str, page_size: int, packed_bytes: int = 0, kv_lora_rank: int = KV_LORA_RANK) -> Any:
+    """[pages, 1, page_size, rank + 64] in `dtype`, or a packed uint8 pool of `packed_bytes` per token."""
     import torch
 
+    pages = max(NUM_PAGES, pages_for(page_size))
     if packed_bytes:
-        return torch.zeros(NUM_PAGES, 1, page_size, packed_bytes, dtype=torch.uint8)
-    return torch.zeros(NUM_PAGES, 1, page_size, HEAD_DIM_QK, dtype=torch_dtype(dtype))
+        return torch.zeros(pages, 1, page_size, packed_bytes, dtype=torch.uint8)
+    return torch.zeros(pages, 1, page_size, kv_lora_rank + QK_ROPE_HEAD_DIM, dtype=torch_dtype(dtype))
 
 
 @lru_cache(maxsize=32)
-def block_tables(q_len: int, topk: int) -> Any:
+def block_tables(q_len: int, topk: int, page_size: int = 64) -> Any:
     import torch
 
     if topk:
         return torch.zeros(1, q_len, topk, dtype=torch.int32)
-    return torch.zeros(1, NUM_PAGES, dtype=torch.int32)
+    return torch.zeros(1, max(NUM_PAGES, pages_for(page_size)), dtype=torch.int32)
 
 
 @lru_cache(maxsize=8)

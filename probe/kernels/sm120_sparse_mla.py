@@ -44,12 +44,6 @@ class SM120SparseMLAProbe(KernelProbe):
     entry_point = "flashinfer.mla._sparse_mla_sm120._SparseMLAPagedAttentionRunner"
     default_sms = (120, 121)
     summary = "SM12x sparse-MLA decode/prefill (DSv4, DSv3.2): which kernel serves each h_q"
-    # Each wraps Python (dispatch, a tuned runner class) around its compiled module.
-    dispatching_getters = (
-        "get_sparse_mla_sm120_module",
-        "_get_sparse_mla_decode_dsv4_module",
-        "_get_sparse_mla_decode_dsv3_module",
-    )
     axes = (
         Axis("family", "dsv4", tuple(FAMILIES), help="model family (query head dim and KV packing)"),
         Axis("topk", 128, help="sparse top-k (index width)"),
@@ -91,7 +85,7 @@ class SM120SparseMLAProbe(KernelProbe):
             decode,
         )
 
-    def prepare(self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value]) -> PreparedCall:
+    def prepare(self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value], alternative: int = 0) -> PreparedCall:
         return PreparedCall(
             _run,
             {

@@ -12,7 +12,6 @@ from typing import Any, Callable
 from ..sm import SM
 from . import mla_inputs as mi
 from .base import Axis, KernelProbe, PreparedCall, Value
-from .offers import literal_choices
 
 TRTLLM_GEN_UNCHECKED = (
     "trtllm-gen selects a cubin by h_q inside compiled code "
@@ -45,12 +44,6 @@ class TrtllmMLAProbe(KernelProbe):
         Axis("page_size", 64, help="KV cache page size"),
     )
 
-    def offered(self, entry: Callable[..., Any], config: dict[str, Value]) -> str | None:
-        backend = config["backend"]
-        if backend != "auto" and backend not in literal_choices(entry, "backend"):
-            return f"this release's trtllm_batch_decode_with_kv_cache_mla has no backend {backend!r}"
-        return None
-
     def compiled_checks(self, entry: str) -> str | None:
         return unchecked_for(entry)
 
@@ -63,7 +56,7 @@ class TrtllmMLAProbe(KernelProbe):
     def swept_needlessly(self, config: dict[str, Value]) -> bool:
         return config["backend"] == "sparse" and int(config["topk"]) == 0
 
-    def prepare(self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value]) -> PreparedCall:
+    def prepare(self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value], alternative: int = 0) -> PreparedCall:
         backend, dtype = str(config["backend"]), str(config["dtype"])
         topk, q_len, page = int(config["topk"]), int(config["q_len"]), int(config["page_size"])
         # The SM12x sparse path reads a packed uint8 pool; every other path a dense one.

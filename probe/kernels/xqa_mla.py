@@ -19,7 +19,7 @@ class XqaMLAProbe(KernelProbe):
         Axis("page_size", 64, help="KV cache page size"),
     )
 
-    def prepare(self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value]) -> PreparedCall:
+    def prepare(self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value], alternative: int = 0) -> PreparedCall:
         dtype, page = str(config["dtype"]), int(config["page_size"])
         return PreparedCall(
             entry,
