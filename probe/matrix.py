@@ -202,7 +202,10 @@ class _Probing:
         # refusal under any convention refuses the SM; a configuration refusal
         # must hold under every convention (else it may be the input's fault).
         verdicts = []
-        for alternative, calls in self.tries[sm]:
+        # A convention this release cannot even take (a keyword its signature
+        # lacks: every call fails outside flashinfer) says nothing; skip it.
+        applicable = [(a, calls) for a, calls in self.tries[sm] if not all(_outside(c) for c in calls.values())]
+        for alternative, calls in applicable or self.tries[sm]:
             self.alternative = alternative
             verdicts.append((*self._unreached(sm, calls), calls))
         arch = next((v for v in verdicts if v[0] is Outcome.UNSUPPORTED_ARCH), None)
@@ -213,12 +216,21 @@ class _Probing:
             for h, call in raw.items():
                 result.heads[h] = HeadResult(h, outcome, error_type=call.error_type, message=call.message, location=call.location, reason=why)
             return
-        reason = next((v[1] for v in verdicts if v[1]), "")
+        # Shown: the convention stopped by this machine (an environment failure,
+        # CPU tensors) if any -- the likeliest reason no convention got through.
+        _, reason, raw = next((v for v in verdicts if any(c.reason and not c.validator for c in v[2].values())), verdicts[0])
         if len(verdicts) > 1:
             reason += f" ({len(verdicts)} input conventions tried)"
+        stopped = next((c for c in raw.values() if c.reason and not c.validator), None)
         for h, call in raw.items():
             hr = _head_result(h, call, rejected_ok=False)
-            hr.reason = f"{reason}; {call.reason}" if call.reason else reason
+            if call.reason:
+                hr.reason = f"{reason}; {call.reason}"
+            elif stopped is not None:
+                # A refusal here cannot be read without the h_q this machine stopped.
+                hr.reason = f"{reason}; other h_q were stopped by this machine: {stopped.reason}"
+            else:
+                hr.reason = reason
             result.heads[h] = hr
 
     def _unreached(self, sm: SM, raw: dict[int, CallResult]) -> tuple[Outcome | None, str]:
@@ -331,6 +343,10 @@ class _Probing:
 
 def _names(message: str, value: str) -> bool:
     return re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", message) is not None
+
+
+def _outside(call: CallResult) -> bool:
+    return not call.reached and not call.validator and not (call.location or "").startswith("flashinfer/")
 
 
 def _head_result(h: int, call: CallResult, *, rejected_ok: bool) -> HeadResult:

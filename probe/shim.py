@@ -13,7 +13,9 @@ import builtins
 import functools
 import linecache
 import os
+import shutil
 import socket
+import tempfile
 import sys
 import warnings
 from dataclasses import dataclass, field
@@ -190,6 +192,7 @@ class FlashinferSession:
         self._fi_prefix = ""
         self._real_import = builtins.__import__
         self._open = False
+        self._workdir = ""
         self._policy = _Policy()
         self._modules_seen = -1
         self._cute_patched = False
@@ -223,6 +226,11 @@ class FlashinferSession:
             # check the arch list they compile for: on a real GPU flashinfer
             # derives it from the device, so it names the target's arch only.
             self._set_env("FLASHINFER_CUDA_ARCH_LIST", self._state.sm.arch)
+            # JIT-spec generation writes generated sources under flashinfer's
+            # workspace: a directory of this session's, never the user's cache.
+            self._workdir = tempfile.mkdtemp(prefix="hprobe-flashinfer-")
+            self._set_env("FLASHINFER_WORKSPACE_BASE", self._workdir)
+            self._set_env("FLASHINFER_CUBIN_DIR", os.path.join(self._workdir, "cubins"))
             # Turns on flashinfer's optional host-side checks: more validators run.
             self._set_env("FLASHINFER_VALIDATE_INPUTS", "1")
             self._set_env("FLASHINFER_LOGLEVEL", "0")
@@ -265,6 +273,9 @@ class FlashinferSession:
             else:
                 os.environ[key] = value
         self._env_saved.clear()
+        if self._workdir:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = ""
         self._open = False
 
     # -- public --------------------------------------------------------------------
@@ -385,9 +396,11 @@ class FlashinferSession:
             result.reason = f"{type(exc).__name__} is an environment failure, not a validator's answer"
         elif result.site is not None and result.site.device_check:
             result.reason = "a check on the tensors' device refused: the probe's tensors live on the CPU, so this says nothing about the kernel"
-        elif in_flashinfer and rel == "compilation_context.py" and is_check:
-            # The arch check of JIT-spec generation: the arch list is the
-            # target's (as the device would give it), so its refusal is real.
+        elif in_flashinfer and rel.startswith(("jit" + os.sep, "compilation_context.py")) and is_check:
+            # A check in JIT-spec generation (the arch list it compiles for is
+            # the target's, as the device would give it; the options it can
+            # generate): Python before compiled code, so a validator. Whether
+            # it tests h_q, the SM or the configuration, tracing tells.
             result.validator = True
         elif in_flashinfer and rel.startswith(("jit" + os.sep, "compilation_context.py")):
             result.reason = "raised while flashinfer prepared a JIT build, past the validators"

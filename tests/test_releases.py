@@ -162,7 +162,8 @@ def test_sm12x_decode_metadata_of_0_7_4_is_shown_beside_the_probe(cli_json):
     # claiming neither a fast nor a slow path.
     assert any("compiled query" in n and "resolve_format" in n for n in result["notes"])
     assert not any("slow_path" in h for h in result["heads"])
-    assert result["depth"] == "validators"
+    # A stop at a policy query is partial depth, never plain validators.
+    assert result["depth"] == "partial"
 
 
 def test_kernels_lists_the_releases_that_have_each_entry_point(cli_json):

@@ -119,3 +119,17 @@ def test_tables_parse_pad_multiple_and_pad_tile(write_table):
     assert t.backends[0].rule == PadMultiple(16, 128)
     [t] = load_tables([write_table(base.format(rule="pad_tile = [[8, 8], [32, 16], [128, 64]]"), "tile.toml")])
     assert t.backends[0].rule == PadTile(((8, 8), (32, 16), (128, 64)))
+
+
+def test_unsupported_config_is_broken_and_partial_is_never_plain_ok():
+    from probe.core import Finding, Verdict, judge
+    from probe.outcome import Depth, HeadResult, KernelSMResult, Outcome
+
+    refused = KernelSMResult("trtllm-mla", 120, "x")
+    for h in (64, 128):
+        refused.heads[h] = HeadResult(h, Outcome.UNSUPPORTED_CONFIG, error_type="ValueError", message="XQA MLA only supports q_len_per_request == 1")
+    verdict, *_ = judge(64, 128, refused)
+    assert verdict is Verdict.BROKEN
+
+    finding = Finding("t", "p", "m", 1, 128, "b", "k", 120, "x", padded=128, verdict=Verdict.OK, depth=Depth.PARTIAL.value)
+    assert finding.label == "ok (partial)"

@@ -29,11 +29,15 @@ def torch_dtype(name: str) -> Any:
     return {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn, "fp16": torch.float16, "fp32": torch.float32, "int32": torch.int32}[name]
 
 
-@lru_cache(maxsize=1)
-def workspace() -> Any:
+# Workspace dtypes releases have asked for (cute-dsl in 0.6.13 asserts int8).
+WORKSPACE_DTYPES = ("uint8", "int8")
+
+
+@lru_cache(maxsize=2)
+def workspace(dtype: str = "uint8") -> Any:
     import torch
 
-    return torch.empty(WORKSPACE_BYTES, dtype=torch.uint8)
+    return torch.empty(WORKSPACE_BYTES, dtype=getattr(torch, dtype))
 
 
 def pages_for(page_size: int, seq_len: int = SEQ_LEN) -> int:

@@ -53,6 +53,9 @@ class TrtllmMLAProbe(KernelProbe):
         by_backend = {"trtllm-gen": {10}, "cute-dsl": {10}, "xqa": {12}, "sparse": {12}}
         return by_backend.get(str((config or {}).get("backend")), super().families())
 
+    def input_alternatives(self, config: dict[str, Value]) -> int:
+        return len(mi.WORKSPACE_DTYPES)
+
     def swept_needlessly(self, config: dict[str, Value]) -> bool:
         return config["backend"] == "sparse" and int(config["topk"]) == 0
 
@@ -64,7 +67,7 @@ class TrtllmMLAProbe(KernelProbe):
         kwargs: dict[str, Any] = {
             "query": mi.query(heads, dtype, q_len),
             "kv_cache": mi.paged_kv(dtype, page, mi.SM120_V32_PACKED_BYTES if packed else 0),
-            "workspace_buffer": mi.workspace(),
+            "workspace_buffer": mi.workspace(mi.WORKSPACE_DTYPES[alternative]),
             "qk_nope_head_dim": mi.QK_NOPE_HEAD_DIM,
             "kv_lora_rank": mi.KV_LORA_RANK,
             "qk_rope_head_dim": mi.QK_ROPE_HEAD_DIM,

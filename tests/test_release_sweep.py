@@ -1,0 +1,135 @@
+"""The release sweep self-check: every declared variant x eight releases x
+SM90/100/103/120/121 x h_q 1..256, against facts read in each release's own
+source (file:line in the comments are that release's).
+
+Wheels are fetched once per machine (hprobe's cache); results are cached by
+wheel hash, probe version and hprobe version, so a warm run imports nothing.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+RELEASES = ("0.6.12", "0.6.13", "0.6.14", "0.6.16", "0.6.18", "0.7.0", "0.7.2.post1", "0.7.4")
+SMS = "90,100,103,120,121"
+DEFINITE = {"accepted", "rejected", "unsupported-arch", "unsupported-config", "absent"}
+# Inconclusive for a reason that lies in this machine, not in the probe's inputs.
+ENVIRONMENT = ("environment failure", "tensors' device", "could not be probed here", "failed to import")
+
+
+@pytest.fixture(scope="module")
+def sweep(request):
+    from typer.testing import CliRunner
+
+    from probe.cli import app
+    import json
+
+    result = CliRunner().invoke(app, ["matrix", "--flashinfer", ",".join(RELEASES), "--sm", SMS, "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    return {(r["flashinfer_version"], r["key"], r["sm"]): r for r in doc["results"]}
+
+
+def _accepted(sweep, release, key, sm):
+    return set(sweep[(release, key, sm)]["accepted"])
+
+
+def test_every_release_and_variant_was_probed(sweep):
+    versions = {v for v, _, _ in sweep}
+    assert versions == set(RELEASES)
+    keys = {k for _, k, _ in sweep}
+    assert {"dsv4-sparse-mla", "trtllm-mla[backend=cute-dsl]", "batch-mla[backend=trtllm-gen]", "sm120-sparse-mla"} <= keys
+
+
+def test_no_variant_is_inconclusive_everywhere_for_want_of_inputs(sweep):
+    """A variant whose entry point exists in a release must get a definite
+    answer on some SM, unless what stops it is this machine (an import that
+    fails beside today's dependencies, a check on the tensors' device)."""
+    by_variant: dict[tuple[str, str], list[dict]] = {}
+    for (version, key, _), result in sweep.items():
+        by_variant.setdefault((version, key), []).append(result)
+    defects = []
+    for (version, key), results in by_variant.items():
+        outcomes = {h["outcome"] for r in results for h in r["heads"]}
+        if outcomes == {"inconclusive"}:
+            reasons = {h.get("reason") or "" for r in results for h in r["heads"]}
+            if not all(any(e in reason for e in ENVIRONMENT) for reason in reasons):
+                defects.append(f"{version} {key}: {sorted(reasons)[0][:200]}")
+    assert not defects, "\n".join(defects)
+
+
+def test_definite_share_per_release(sweep):
+    """Most cells are definite on every release; the rest are named above."""
+    for version in RELEASES:
+        cells = [h["outcome"] for (v, _, _), r in sweep.items() if v == version for h in r["heads"]]
+        share = sum(o in DEFINITE for o in cells) / len(cells)
+        assert share >= 0.9, f"{version}: {share:.1%} definite"
+
+
+def test_thin_forwarder_backends_are_probed_not_absent(sweep):
+    # 0.7.4 mla/_core.py:3884-3892: the implementation behind the forwarder takes
+    # trtllm-gen, cute-dsl and xqa; its own checks decide the head counts.
+    assert _accepted(sweep, "0.7.4", "trtllm-mla[backend=trtllm-gen]", 100) == set(range(1, 65)) | set(range(128, 257))
+    assert _accepted(sweep, "0.7.4", "trtllm-mla[backend=cute-dsl]", 100) == set(range(1, 129))
+    assert _accepted(sweep, "0.7.4", "trtllm-mla[backend=xqa]", 120) == {128}
+    for version in ("0.7.2.post1", "0.7.4"):
+        assert not any(sweep[(version, k, sm)]["status"] == "absent" for k in ("trtllm-mla[backend=trtllm-gen]", "trtllm-mla[backend=cute-dsl]", "trtllm-mla[backend=xqa]") for sm in (100, 120))
+
+
+def test_batch_mla_plans_consistent_pages_and_backends_present(sweep):
+    # 0.7.4 mla/_batch_mla/_planning.py:139 checks kv_indptr pages against
+    # ceil(kv_len / page_size); with consistent inputs auto and fa2 take every h_q.
+    for key in ("batch-mla", "batch-mla[backend=fa2]"):
+        assert _accepted(sweep, "0.7.4", key, 100) == set(range(1, 257))
+    assert _accepted(sweep, "0.7.4", "batch-mla[backend=trtllm-gen]", 100) == set(range(1, 65)) | set(range(128, 257))
+    assert _accepted(sweep, "0.7.4", "batch-mla[backend=cutlass]", 100) == {128}
+    # 0.6.12/0.6.13 name fa2/fa3 only in double-backticked docs; they are there.
+    for version in ("0.6.12", "0.6.13"):
+        assert _accepted(sweep, version, "batch-mla[backend=fa2]", 90) == set(range(1, 257))
+        assert _accepted(sweep, version, "batch-mla[backend=fa3]", 90) == set(range(1, 257))
+        # gen_batch_mla_module: `raise ValueError(f"Unsupported backend: {backend}")`
+        assert sweep[(version, "batch-mla[backend=xqa]", 100)]["status"] == "absent"
+
+
+def test_sm12x_module_refused_by_the_jit_arch_check_elsewhere(sweep):
+    # 0.6.14 jit/mla.py:35-43 asks for supported_major_versions=[12];
+    # compilation_context.py:94-96 raises when the device's arch list has none.
+    for sm in (90, 100, 103):
+        result = sweep[("0.6.14", "sm120-sparse-mla", sm)]
+        assert result["status"] == "unsupported-arch"
+        assert result["heads"][0]["location"].startswith("flashinfer/compilation_context.py")
+    assert _accepted(sweep, "0.6.14", "sm120-sparse-mla", 120) == set(range(1, 129))
+
+
+def test_dsv4_validator_history(sweep):
+    # 0.6.13: "Expected 64 or 128 query heads"; 0.6.14 relaxed it to 8..128 powers of two.
+    assert _accepted(sweep, "0.6.13", "dsv4-sparse-mla", 100) == {64, 128}
+    for version in RELEASES[2:]:
+        assert _accepted(sweep, version, "dsv4-sparse-mla", 100) == {8, 16, 32, 64, 128}
+    # 0.7.x SM12x stops at the compiled policy query resolve_format: partial, said so.
+    result = sweep[("0.7.4", "dsv4-sparse-mla", 120)]
+    assert result["depth"] == "partial"
+    assert any(n.startswith("partial:") for n in result["notes"])
+
+
+def test_cute_dsl_workspace_dtype_of_0_6_13(sweep):
+    # 0.6.13 cute_dsl/attention/monolithic/mla_decode.py:440 asserts an int8 workspace.
+    assert _accepted(sweep, "0.6.13", "trtllm-mla[backend=cute-dsl]", 100) == set(range(1, 129))
+
+
+def test_dispatch_getter_runs_for_real_and_config_refusals(cli_json):
+    # 0.6.18 mla/_sparse_mla_sm120.py:388-395: get_sparse_mla_sm120_module raises
+    # "no decode kernel for this shape" in Python for top-k 2048 off the decode set.
+    _, doc, _ = cli_json("matrix", "-k", "trtllm-mla", "--topk", "2048", "--sm", "120,121", "--flashinfer", "0.6.18")
+    for r in doc["results"]:
+        if r["key"] == "trtllm-mla[topk=2048]":
+            assert set(r["accepted"]) == {8, 16, 32, 64, 128}
+        if r["key"] == "trtllm-mla[backend=xqa,topk=2048]":
+            # "XQA MLA does not support sparse_mla_top_k": a configuration refusal.
+            assert r["status"] == "unsupported-config"
+    _, doc, _ = cli_json("matrix", "-k", "trtllm-mla[backend=xqa]", "--q-len", "2", "--sm", "120", "--flashinfer", "0.7.4")
+    [r] = doc["results"]
+    assert r["status"] == "unsupported-config"
+    assert "q_len" in r["heads"][0]["message"]
