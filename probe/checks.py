@@ -53,13 +53,16 @@ def _guard(filename: str, first_line: int, line: int) -> tuple[frozenset[int], b
         return None
     best: tuple[frozenset[int], bool] | None = None
     device = False
+    innermost: ast.If | None = None
     for node in ast.walk(function):
         if isinstance(node, ast.Assert) and node.lineno <= line <= (node.end_lineno or node.lineno):
             return frozenset({node.lineno}), True, _reads_device(node.test)
         if isinstance(node, ast.If) and any(_holds(stmt, line) for stmt in node.body + node.orelse):
-            # The innermost `if` wins: ast.walk is breadth-first, so later hits are deeper.
-            best = (frozenset(_chain_tests(function, node)), False)
-            device = _reads_device(node.test)
+            # ast.walk is breadth-first, so later hits are deeper: the innermost
+            # `if` wins, except that an `elif` keeps the tests of its chain.
+            elif_of_last = innermost is not None and innermost.orelse == [node]
+            tests = (best[0] if elif_of_last and best else frozenset()) | {node.test.lineno}
+            best, innermost, device = (tests, False), node, _reads_device(node.test)
     if best is None:
         # An unconditional raise after early returns (`if cc == 10: return ...;
         # raise ...`): the `if`s before it in its block are its check.
@@ -86,13 +89,13 @@ def _preceding_guards(function: ast.AST, line: int) -> tuple[frozenset[int], boo
                 continue
             for index, stmt in enumerate(block):
                 if isinstance(stmt, ast.stmt) and _holds(stmt, line) and not isinstance(stmt, (ast.If, ast.For, ast.While, ast.With, ast.Try)):
-                    tests = {t for prior in block[:index] if isinstance(prior, ast.If) for t in _chain_tests_down(prior)}
+                    tests = {t for prior in block[:index] if isinstance(prior, ast.If) for t in _chain_tests(prior)}
                     if tests:
                         return frozenset(tests), False
     return None
 
 
-def _chain_tests_down(node: ast.If) -> set[int]:
+def _chain_tests(node: ast.If) -> set[int]:
     tests = {node.test.lineno}
     while len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
         node = node.orelse[0]
@@ -102,20 +105,6 @@ def _chain_tests_down(node: ast.If) -> set[int]:
 
 def _holds(stmt: ast.stmt, line: int) -> bool:
     return stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno)
-
-
-def _chain_tests(function: ast.AST, node: ast.If) -> set[int]:
-    """Test lines of `node` and of the `if`s it is an `elif` of."""
-    parents = {id(child): parent for parent in ast.walk(function) for child in ast.iter_child_nodes(parent)}
-    tests = {node.test.lineno}
-    current: ast.AST = node
-    while True:
-        parent = parents.get(id(current))
-        if isinstance(parent, ast.If) and parent.orelse == [current]:
-            tests.add(parent.test.lineno)
-            current = parent
-        else:
-            return tests
 
 
 @functools.lru_cache(maxsize=256)
@@ -142,8 +131,7 @@ def _parse(filename: str) -> ast.Module | None:
 
 def passed_elsewhere(site: CheckSite, lines_run: frozenset[int], refused_here_too: bool) -> bool:
     """Whether a traced call on another SM consulted the check and got past it."""
-    if refused_here_too:
+    if refused_here_too or not site.tests & lines_run:
         return False
-    if site.is_assert:
-        return site.line in lines_run or bool(site.tests & lines_run)
-    return bool(site.tests & lines_run) and site.line not in lines_run
+    # An assert is its own check; a guarded raise must not have run.
+    return site.is_assert or site.line not in lines_run

@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
+from .checks import CheckSite, passed_elsewhere
 from .core import compact_set
 from .kernels.base import KernelProbe, Variant
 from .outcome import Depth, HeadResult, KernelSMResult, Outcome
-from .checks import CheckSite, passed_elsewhere
 from .shim import CallResult, FlashinferSession, ImportFailure
 from .sm import SM
 
@@ -218,10 +218,10 @@ class _Probing:
             return
         # Shown: the convention stopped by this machine (an environment failure,
         # CPU tensors) if any -- the likeliest reason no convention got through.
-        _, reason, raw = next((v for v in verdicts if any(c.reason and not c.validator for c in v[2].values())), verdicts[0])
+        _, reason, raw = next((v for v in verdicts if any(map(_stopped_here, v[2].values()))), verdicts[0])
         if len(verdicts) > 1:
             reason += f" ({len(verdicts)} input conventions tried)"
-        stopped = next((c for c in raw.values() if c.reason and not c.validator), None)
+        stopped = next(filter(_stopped_here, raw.values()), None)
         for h, call in raw.items():
             hr = _head_result(h, call, rejected_ok=False)
             if call.reason:
@@ -293,7 +293,7 @@ class _Probing:
                 if passed_elsewhere(site, call.lines_run or frozenset(), refused_here_too=call.site == site):
                     return Outcome.UNSUPPORTED_ARCH, f"the refusing check passes on {other} for the same call: it tests the architecture"
             for witness in self._witnesses():
-                for number in (sm.number, *_REFERENCE_SMS):
+                for number in dict.fromkeys((sm.number, *_REFERENCE_SMS)):
                     other = SM.from_number(number)
                     call = self._traced(witness, other, h, site)
                     if passed_elsewhere(site, call.lines_run or frozenset(), refused_here_too=call.site == site):
@@ -343,6 +343,11 @@ class _Probing:
 
 def _names(message: str, value: str) -> bool:
     return re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", message) is not None
+
+
+def _stopped_here(call: CallResult) -> bool:
+    """Stopped by this machine or the probe, not by a validator: it has a reason."""
+    return bool(call.reason) and not call.validator
 
 
 def _outside(call: CallResult) -> bool:

@@ -15,8 +15,8 @@ import linecache
 import os
 import shutil
 import socket
-import tempfile
 import sys
+import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -198,6 +198,7 @@ class FlashinferSession:
         self._cute_patched = False
         self._tvm_patched = False
         self._spec_patched: set[tuple[type, str]] = set()
+        self._fakes_by_module: dict[str, dict[str, Callable[..., Any]]] = {}
         self._initializing = False
 
     # -- lifecycle -----------------------------------------------------------------
@@ -222,10 +223,7 @@ class FlashinferSession:
         torch.set_num_threads(1)
         try:
             self._install_torch_fakes(torch)
-            # JIT specs are generated (not built) on the way to the boundary and
-            # check the arch list they compile for: on a real GPU flashinfer
-            # derives it from the device, so it names the target's arch only.
-            self._set_env("FLASHINFER_CUDA_ARCH_LIST", self._state.sm.arch)
+            self._target_arch_list(self._state.sm)
             # JIT-spec generation writes generated sources under flashinfer's
             # workspace: a directory of this session's, never the user's cache.
             self._workdir = tempfile.mkdtemp(prefix="hprobe-flashinfer-")
@@ -294,7 +292,7 @@ class FlashinferSession:
         """Make every device query answer for `sm` from now on."""
         if sm != self._state.sm:
             self._state.sm = sm
-            self._os_environ_arch(sm)
+            self._target_arch_list(sm)
             self._clear_caches()
 
     @staticmethod
@@ -321,12 +319,10 @@ class FlashinferSession:
         module_name, _, attr = dotted.rpartition(".")
         try:
             module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            missing = exc.name or ""
-            if module_name == missing or module_name.startswith(missing + "."):
-                return None
-            raise ImportFailure(f"{module_name} failed to import: {type(exc).__name__}: {_one_line(exc)}") from None
         except Exception as exc:  # noqa: BLE001 - any failure while importing is the environment's
+            missing = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
+            if missing and (module_name == missing or module_name.startswith(missing + ".")):
+                return None
             raise ImportFailure(f"{module_name} failed to import: {type(exc).__name__}: {_one_line(exc)}") from None
         finally:
             self._patch_new_modules()
@@ -460,30 +456,26 @@ class FlashinferSession:
         self._set_attr(builtins, "__import__", self._import_hook)
 
     def _install_flashinfer_fakes(self) -> None:
-        fi = self.flashinfer
-        assert fi is not None
         state = self._state
-        utils = sys.modules.get("flashinfer.utils")
-        original_cc = getattr(utils, "get_compute_capability", None)
-        if original_cc is not None:
 
-            def get_compute_capability(device: Any = None) -> tuple[int, int]:
-                return (state.sm.major, state.sm.minor)
+        def get_compute_capability(device: Any = None) -> tuple[int, int]:
+            return (state.sm.major, state.sm.minor)
 
-            self._register(original_cc, get_compute_capability)
-        # Registers compiled cubins with a loaded library (ctypes): a compiled
-        # artefact, and one that only exists past the boundary.
-        cubin_loader = sys.modules.get("flashinfer.jit.cubin_loader")
-        original_setup = getattr(cubin_loader, "setup_cubin_loader", None)
-        if original_setup is not None:
-            self._register(original_setup, _do_nothing)
-        # Prebuilt cubins and their metadata, fetched while a module is prepared
-        # (trtllm-gen): the first compiled artefact such a getter needs.
-        for loader in ("get_artifact", "download_file"):
-            original = getattr(cubin_loader, loader, None)
-            if original is not None:
-                self._register(original, _artefact_boundary)
-        self._patch_spec_loaders()
+        # Functions replaced wherever flashinfer binds them, by module, once the
+        # module is imported (some releases import these lazily):
+        # - the compute capability every Python arch check reads;
+        # - `setup_cubin_loader`, which registers compiled cubins with a loaded
+        #   library (ctypes): a compiled artefact that exists only past the boundary;
+        # - prebuilt cubins and their metadata, fetched while a module is prepared
+        #   (trtllm-gen): the first compiled artefact such a getter needs.
+        self._fakes_by_module = {
+            "flashinfer.utils": {"get_compute_capability": get_compute_capability},
+            "flashinfer.jit.cubin_loader": {
+                "setup_cubin_loader": _do_nothing,
+                "get_artifact": _artefact_boundary,
+                "download_file": _artefact_boundary,
+            },
+        }
         self._patch_new_modules()
 
     def _patch_spec_loaders(self) -> None:
@@ -519,10 +511,11 @@ class FlashinferSession:
 
             self._set_attr(tvm_ffi, "load_module", load_module)
 
-    def _os_environ_arch(self, sm: SM) -> None:
-        """Make the arch list flashinfer compiles for the target's, as on that GPU:
-        the environment for contexts made from now on, and every context made
-        at import (flashinfer reads the list once, into `TARGET_CUDA_ARCHS`)."""
+    def _target_arch_list(self, sm: SM) -> None:
+        """Make the arch list flashinfer compiles for the target's, as on that GPU
+        (JIT-spec generation checks it: `supported_major_versions`): the
+        environment for contexts made from now on, and every context made at
+        import (flashinfer reads the list once, into `TARGET_CUDA_ARCHS`)."""
         self._set_env("FLASHINFER_CUDA_ARCH_LIST", sm.arch)
         module = sys.modules.get("flashinfer.compilation_context")
         ctx_cls = getattr(module, "CompilationContext", None)
@@ -569,6 +562,11 @@ class FlashinferSession:
             fresh.append((name, mod))
         if not fresh:
             return
+        for name, mod in fresh:
+            for attr, fake in self._fakes_by_module.get(name, {}).items():
+                original = getattr(mod, attr, None)
+                if original is not None and id(original) not in self._replacements:
+                    self._register(original, fake)
         self._patch_spec_loaders()  # a lazily imported module may define a JitSpec subclass
         for name, mod in fresh:
             self._patched_modules.add(name)
@@ -580,7 +578,7 @@ class FlashinferSession:
                 if fake is not None and fake is not value:
                     self._set_attr(mod, attr, fake)
         if "flashinfer.compilation_context" in dict(fresh):
-            self._os_environ_arch(self._state.sm)
+            self._target_arch_list(self._state.sm)
 
     def _patch_cute_compile(self) -> None:
         """CuTe DSL kernels are compiled from Python on first use: compiling is the

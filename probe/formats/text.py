@@ -148,7 +148,7 @@ class TextFormatter(Formatter):
                 c.print(f"          [cyan]inconclusive {compact_set(unclear)}: {escape(sample.reason or '')}[/cyan]")
         else:
             sample = next(iter(r.heads.values()))
-            style = {Outcome.UNSUPPORTED_ARCH: "red", Outcome.UNSUPPORTED_CONFIG: "red", Outcome.ABSENT: "dim"}.get(status, "cyan")
+            style = _status_style(status)
             detail = " ".join(filter(None, [sample.error_type and f"{sample.error_type}:", sample.message, sample.location and f"[{sample.location}]"]))
             if status is Outcome.INCONCLUSIVE:
                 detail = f"{sample.reason}" + (f" [{sample.error_type}: {sample.message}]" if sample.error_type else "")
@@ -306,7 +306,13 @@ def _status_cell(r: KernelSMResult) -> Text:
         unclear = r.by_outcome(Outcome.INCONCLUSIVE)
         text = compact_set(r.accepted()) + (f" ?{compact_set(unclear)}" if unclear else "")
         return Text(text, style="green")
-    return Text(status.value, style={Outcome.UNSUPPORTED_ARCH: "red", Outcome.UNSUPPORTED_CONFIG: "red", Outcome.ABSENT: "dim"}.get(status, "cyan"))
+    return Text(status.value, style=_status_style(status))
+
+
+def _status_style(status: Outcome) -> str:
+    """The style of an SM's one-word status: refusals red, absent dim, the rest cyan."""
+    return {Outcome.UNSUPPORTED_ARCH: "red", Outcome.UNSUPPORTED_CONFIG: "red", Outcome.ABSENT: "dim"}.get(status, "cyan")
+
 
 def _metadata_text(meta: dict) -> str:
     parts = [meta["source"]]

@@ -31,13 +31,12 @@ def _plan_and_run(wrapper_cls: Any, backend: str, heads: int, dtype: str, q_dtyp
     wrapper = wrapper_cls(ws, **kwargs)
     kv = mi.paged_kv(dtype, page_size, 0, rank)[:, 0]  # [pages, page_size, rank + 64]
     ckv, kpe = kv[..., :rank], kv[..., rank:]
-    query = mi.zeros((1, heads, rank + mi.QK_ROPE_HEAD_DIM), q_dtype)
-    q_nope, q_pe = query[..., :rank], query[..., rank:]
+    # Split query halves are their own contiguous tensors, as callers pass them.
+    q_nope, q_pe = mi.zeros((1, heads, rank), q_dtype), mi.zeros((1, heads, mi.QK_ROPE_HEAD_DIM), q_dtype)
     pages = mi.pages_for(page_size)
     scales = {"ckv_scale": 1.0, "kpe_scale": 1.0} if dtype == "fp8" else {}
     if layout == "split-legacy" and backend == "cutlass":
-        wrapper.run(mi.zeros((1, heads, rank), q_dtype), mi.zeros((1, heads, mi.QK_ROPE_HEAD_DIM), q_dtype), ckv, kpe,
-                    kv_len=mi.seq_lens(), page_table=torch.zeros(1, pages, dtype=torch.int32))
+        wrapper.run(q_nope, q_pe, ckv, kpe, kv_len=mi.seq_lens(), page_table=torch.zeros(1, pages, dtype=torch.int32))
         return
     plan_args = (
         torch.tensor([0, 1], dtype=torch.int32),
@@ -55,12 +54,15 @@ def _plan_and_run(wrapper_cls: Any, backend: str, heads: int, dtype: str, q_dtyp
     )
     if layout == "split-legacy":
         wrapper.plan(*plan_args)
-        wrapper.run(mi.zeros((1, heads, rank), q_dtype), mi.zeros((1, heads, mi.QK_ROPE_HEAD_DIM), q_dtype), ckv, kpe, **scales)
+        wrapper.run(q_nope, q_pe, ckv, kpe, **scales)
         return
-    packed = layout == "packed"
     wrapper.plan(*plan_args, query_layout=layout, kv_cache_layout=layout)
     extra = {"kv_len": mi.seq_lens(), "page_table": torch.zeros(1, pages, dtype=torch.int32)} if backend == "cutlass" else {}
-    wrapper.run(query=query if packed else (q_nope, q_pe), kv_cache=kv if packed else (ckv, kpe), **scales, **extra)
+    if layout == "packed":
+        query = mi.zeros((1, heads, rank + mi.QK_ROPE_HEAD_DIM), q_dtype)
+        wrapper.run(query=query, kv_cache=kv, **scales, **extra)
+    else:
+        wrapper.run(query=(q_nope, q_pe), kv_cache=(ckv, kpe), **scales, **extra)
 
 
 class BatchMLAProbe(KernelProbe):
