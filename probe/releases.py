@@ -74,6 +74,34 @@ def resolve(item: str) -> Release:
     return _from_wheel(fetch_wheel(item), label=item)
 
 
+# Bounds on the subprocesses hprobe starts, in seconds (README "Releases that are not installed").
+PIP_TIMEOUT = ("HPROBE_PIP_TIMEOUT", 300.0)  # one `pip download` / `pip index`
+WORKER_TIMEOUT = ("HPROBE_WORKER_TIMEOUT", 900.0)  # probing one release
+
+
+def timeout_from_env(setting: tuple[str, float]) -> float:
+    name, default = setting
+    text = os.environ.get(name)
+    if text is None or not text.strip():
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 1e6:
+        raise InputError(f"{name}={text!r}: expected a number of seconds above 0")
+    return value
+
+
+def _pip(cmd: list[str], what: str) -> subprocess.CompletedProcess[str]:
+    """Run pip with the user's configuration, bounded in time; one line on failure."""
+    limit = timeout_from_env(PIP_TIMEOUT)
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=limit)
+    except subprocess.TimeoutExpired:
+        raise InputError(f"{what}: pip did not finish within {limit:g} s (is the package index reachable? {PIP_TIMEOUT[0]} sets the limit)") from None
+
+
 def fetch_wheel(version: str) -> Path:
     """The cached wheel of `version`, downloading it once with the user's pip."""
     wheels = cache_root() / "wheels"
@@ -84,7 +112,7 @@ def fetch_wheel(version: str) -> Path:
     with tempfile.TemporaryDirectory(dir=wheels) as tmp:
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
                "--disable-pip-version-check", "-q", "-d", tmp, f"{DIST}=={version}"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        proc = _pip(cmd, f"cannot fetch {DIST}=={version}")
         got = list(Path(tmp).glob("*.whl"))
         if proc.returncode != 0 or not got:
             lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and "is ignored" not in ln]
@@ -270,14 +298,20 @@ def _run_worker(release: Release, kernel_ids: list[str], sms: list[int], heads: 
     # package by path: a `probe/` in the user's working tree is never run.
     package_root = str(Path(__file__).resolve().parent.parent)
     bootstrap = f"import sys; sys.path.insert(0, {package_root!r}); from {__package__}.worker import main; sys.exit(main())"
+    limit = timeout_from_env(WORKER_TIMEOUT)
     with tempfile.TemporaryDirectory(prefix="hprobe-worker-") as workdir:
-        proc = subprocess.run(
-            [sys.executable, "-I", "-c", bootstrap],
-            input=json.dumps(request),
-            capture_output=True,
-            text=True,
-            cwd=workdir,
-        )
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-I", "-c", bootstrap],
+                input=json.dumps(request),
+                capture_output=True,
+                text=True,
+                cwd=workdir,
+                timeout=limit,
+            )
+        except subprocess.TimeoutExpired:
+            reason = f"flashinfer {release.version} could not be probed here: the probe worker did not finish within {limit:g} s ({WORKER_TIMEOUT[0]} sets the limit)"
+            return [_inconclusive(k, sm, release.version, heads, reason) for k in kernel_ids for sm in sms]
     try:
         doc = json.loads(proc.stdout.strip().splitlines()[-1])
     except (json.JSONDecodeError, IndexError):
@@ -304,7 +338,7 @@ def _inconclusive(key: str, sm: int, version: str, heads: list[int], reason: str
 def published_versions() -> list[Version]:
     """Releases of flashinfer-python the user's pip can see, oldest first."""
     cmd = [sys.executable, "-m", "pip", "index", "versions", DIST, "--disable-pip-version-check"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    proc = _pip(cmd, f"cannot list {DIST} releases")
     m = re.search(r"Available versions:\s*(.+)", proc.stdout)
     if proc.returncode != 0 or not m:
         lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and "is ignored" not in ln and "experimental" not in ln]

@@ -71,7 +71,7 @@ class TrtllmMLAProbe(KernelProbe):
             "qk_nope_head_dim": mi.QK_NOPE_HEAD_DIM,
             "kv_lora_rank": mi.KV_LORA_RANK,
             "qk_rope_head_dim": mi.QK_ROPE_HEAD_DIM,
-            "block_tables": mi.block_tables(q_len, topk),
+            "block_tables": mi.block_tables(q_len, topk, page),
             "seq_lens": mi.seq_lens((1, q_len), topk) if packed else mi.seq_lens(),
             "max_seq_len": mi.SEQ_LEN,
         }

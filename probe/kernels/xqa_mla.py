@@ -30,7 +30,7 @@ class XqaMLAProbe(KernelProbe):
                 "qk_nope_head_dim": mi.QK_NOPE_HEAD_DIM,
                 "kv_lora_rank": mi.KV_LORA_RANK,
                 "qk_rope_head_dim": mi.QK_ROPE_HEAD_DIM,
-                "block_tables": mi.block_tables(1, 0),
+                "block_tables": mi.block_tables(1, 0, page),
                 "seq_lens": mi.seq_lens(),
                 "max_seq_len": mi.SEQ_LEN,
             },
