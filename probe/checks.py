@@ -37,13 +37,18 @@ def check_site(tb: TracebackType | None, prefix: str) -> CheckSite | None:
         frames.append((tb.tb_frame.f_code, tb.tb_lineno or 0))
         tb = tb.tb_next
     for code, line in reversed(frames):
-        if not os.path.realpath(code.co_filename).startswith(prefix):
+        if not _realpath(code.co_filename).startswith(prefix):
             continue
         found = _guard(code.co_filename, code.co_firstlineno, line)
         if found is not None:
             tests, is_assert, device = found
             return CheckSite(code.co_filename, code.co_name, line, tests, is_assert, device)
     return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _realpath(filename: str) -> str:
+    return os.path.realpath(filename)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -199,6 +199,8 @@ class FlashinferSession:
         self._tvm_patched = False
         self._spec_patched: set[tuple[type, str]] = set()
         self._fakes_by_module: dict[str, dict[str, Callable[..., Any]]] = {}
+        self._contexts: list[Any] = []  # flashinfer's CompilationContext instances
+        self._archs_by_sm: dict[SM, Any] = {}  # their TARGET_CUDA_ARCHS as on each target
         self._initializing = False
 
     # -- lifecycle -----------------------------------------------------------------
@@ -263,6 +265,8 @@ class FlashinferSession:
         self._cute_patched = False
         self._tvm_patched = False
         self._spec_patched.clear()
+        self._contexts.clear()
+        self._archs_by_sm.clear()
         if self.torch is not None:
             self.torch.set_num_threads(self._threads)
         for key, value in self._env_saved.items():
@@ -517,22 +521,26 @@ class FlashinferSession:
         environment for contexts made from now on, and every context made at
         import (flashinfer reads the list once, into `TARGET_CUDA_ARCHS`)."""
         self._set_env("FLASHINFER_CUDA_ARCH_LIST", sm.arch)
-        module = sys.modules.get("flashinfer.compilation_context")
-        ctx_cls = getattr(module, "CompilationContext", None)
+        if not self._contexts:
+            return
+        if sm not in self._archs_by_sm:
+            try:
+                self._archs_by_sm[sm] = type(self._contexts[0])().TARGET_CUDA_ARCHS
+            except Exception:  # noqa: BLE001 - e.g. "SM 12.x requires CUDA >= 12.9": the JIT check will say so
+                self._archs_by_sm[sm] = set()
+        for context in self._contexts:
+            self._set_attr(context, "TARGET_CUDA_ARCHS", self._archs_by_sm[sm])
+
+    def _find_contexts(self, modules: list[tuple[str, ModuleType]]) -> None:
+        """Remember the CompilationContext instances newly imported modules hold."""
+        ctx_cls = getattr(sys.modules.get("flashinfer.compilation_context"), "CompilationContext", None)
         if ctx_cls is None:
             return
-        fresh = None
-        for name, mod in list(sys.modules.items()):
-            if not (name == "flashinfer" or name.startswith("flashinfer.")):
-                continue
-            for attr, value in list(vars(mod).items()):
-                if isinstance(value, ctx_cls) and hasattr(value, "TARGET_CUDA_ARCHS"):
-                    if fresh is None:
-                        try:
-                            fresh = ctx_cls().TARGET_CUDA_ARCHS
-                        except Exception:  # noqa: BLE001 - e.g. "SM 12.x requires CUDA >= 12.9": the JIT check will say so
-                            fresh = set()
-                    self._set_attr(value, "TARGET_CUDA_ARCHS", fresh)
+        found = [v for _, mod in modules for v in vars(mod).values() if isinstance(v, ctx_cls) and hasattr(v, "TARGET_CUDA_ARCHS")]
+        new = [c for c in found if not any(c is known for known in self._contexts)]
+        if new:
+            self._contexts.extend(new)
+            self._target_arch_list(self._state.sm)
 
     def _register(self, original: Any, fake: Any) -> None:
         self._originals.append(original)
@@ -577,8 +585,7 @@ class FlashinferSession:
                 fake = self._replacements.get(id(value))
                 if fake is not None and fake is not value:
                     self._set_attr(mod, attr, fake)
-        if "flashinfer.compilation_context" in dict(fresh):
-            self._target_arch_list(self._state.sm)
+        self._find_contexts(fresh)
 
     def _patch_cute_compile(self) -> None:
         """CuTe DSL kernels are compiled from Python on first use: compiling is the
