@@ -8,7 +8,7 @@ from typing import Iterable
 from .checks import CheckSite, passed_elsewhere
 from .core import compact_set
 from .kernels.base import KernelProbe, Variant
-from .outcome import Depth, HeadResult, KernelSMResult, Outcome
+from .outcome import Depth, HeadResult, KernelSMResult, Outcome, without_count
 from .shim import CallResult, FlashinferSession, ImportFailure
 from .sm import SM
 
@@ -144,15 +144,17 @@ def _one(session: FlashinferSession, probe: KernelProbe, entry, sm: SM, h: int, 
 
 def _refusal_groups(raw: dict[int, CallResult], reached_elsewhere: set[int]) -> list[tuple[CallResult, list[int]]]:
     """When every h_q was refused by a validator: the refusals worth tracing,
-    most h_q first -- those that do not depend on h_q (one check, one message,
-    for several h_q or for the only one probed), then single h_q that reached
-    the boundary on another SM. Empty when some refusal was no validator's."""
+    most h_q first -- one check with one message (the h_q it names aside) for
+    several h_q, or for the only one probed -- then single h_q that reached
+    the boundary on another SM. Empty when some refusal was no validator's.
+    Tracing replays the group's first h_q, so a check that tests h_q is never
+    taken for an architecture or configuration check."""
     groups: dict[tuple, list[int]] = {}
     first: dict[tuple, CallResult] = {}
     for h, call in raw.items():
         if not call.validator or call.site is None:
             return []
-        key = (call.site, call.message)
+        key = (call.site, without_count(call.message or "", h))
         groups.setdefault(key, []).append(h)
         first.setdefault(key, call)
     chosen = [(first[k], hs) for k, hs in groups.items() if len(hs) >= 2 or len(raw) == 1]
@@ -200,7 +202,8 @@ class _Probing:
             return
         # Nothing reached on this SM under any input convention. An architecture
         # refusal under any convention refuses the SM; a configuration refusal
-        # must hold under every convention (else it may be the input's fault).
+        # must hold under every convention that fits the release (else it may
+        # be the input's fault).
         verdicts = []
         # A convention this release cannot even take (a keyword its signature
         # lacks: every call fails outside flashinfer) says nothing; skip it.
@@ -209,16 +212,17 @@ class _Probing:
             self.alternative = alternative
             verdicts.append((*self._unreached(sm, calls), calls))
         arch = next((v for v in verdicts if v[0] is Outcome.UNSUPPORTED_ARCH), None)
-        config = verdicts[0] if all(v[0] is Outcome.UNSUPPORTED_CONFIG for v in verdicts) else None
+        configs = [v for v in verdicts if v[0] is Outcome.UNSUPPORTED_CONFIG]
+        config = configs[0] if configs and all(v[0] is Outcome.UNSUPPORTED_CONFIG or v[2] for v in verdicts) else None
         decided = arch or config
         if decided is not None:
-            outcome, why, raw = decided
+            outcome, why, _, raw = decided
             for h, call in raw.items():
                 result.heads[h] = HeadResult(h, outcome, error_type=call.error_type, message=call.message, location=call.location, reason=why)
             return
         # Shown: the convention stopped by this machine (an environment failure,
         # CPU tensors) if any -- the likeliest reason no convention got through.
-        _, reason, raw = next((v for v in verdicts if any(map(_stopped_here, v[2].values()))), verdicts[0])
+        _, reason, _, raw = next((v for v in verdicts if any(map(_stopped_here, v[3].values()))), verdicts[0])
         if len(verdicts) > 1:
             reason += f" ({len(verdicts)} input conventions tried)"
         stopped = next(filter(_stopped_here, raw.values()), None)
@@ -233,8 +237,11 @@ class _Probing:
                 hr.reason = reason
             result.heads[h] = hr
 
-    def _unreached(self, sm: SM, raw: dict[int, CallResult]) -> tuple[Outcome | None, str]:
-        """What the refusals of one input convention show, when no h_q reached."""
+    def _unreached(self, sm: SM, raw: dict[int, CallResult]) -> tuple[Outcome | None, str, bool]:
+        """What the refusals of one input convention show, when no h_q reached:
+        an outcome (or None) with its reason, and whether the convention does
+        not fit this release at all (one check refuses every h_q, and no probed
+        call of any configuration on any SM was seen to pass it)."""
         reached_elsewhere = {h for other, tried in self.tries.items() if other != sm for _, calls in tried for h, c in calls.items() if c.reached}
         if not reached_elsewhere:
             reached_elsewhere = self._reached_on_reference()
@@ -244,13 +251,14 @@ class _Probing:
         arch = next((k for k, _ in kinds if k[0] is Outcome.UNSUPPORTED_ARCH), None)
         config = next((k for k, heads in kinds if k[0] is Outcome.UNSUPPORTED_CONFIG and (len(heads) >= 2 or len(raw) == 1)), None)
         if arch or config:
-            return arch or config  # type: ignore[return-value]
+            return (*(arch or config), False)  # type: ignore[return-value]
         if kinds:
+            unfit = any(heads == sorted(raw) for _, heads in kinds)
             return None, (
                 "every h_q was refused by a check that no probed call was seen to pass (not this configuration on another SM, "
                 "nor another configuration): the probe's inputs may not fit this release"
-            )
-        return None, "no h_q reached the launch boundary on this SM, and the refusals depend on h_q or come from outside a validator"
+            ), unfit
+        return None, "no h_q reached the launch boundary on this SM, and the refusals depend on h_q or come from outside a validator", False
 
     def _reached_on_reference(self) -> set[int]:
         """h_q that reach the boundary on a reference SM not being probed (the

@@ -7,6 +7,12 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 
 
+def without_count(message: str, heads: int) -> str:
+    """A refusal's message with the h_q it names blanked out ("got 65" -> "got #"),
+    so that one check's refusals of many h_q read as one."""
+    return re.sub(rf"(?<!\d){heads}(?!\d)", "#", message)
+
+
 class Outcome(str, Enum):
     ACCEPTED = "accepted"  # reached the launch boundary: every Python validator accepted
     REJECTED = "rejected"  # a validator raised, while other h_q reached the boundary
@@ -88,7 +94,7 @@ class KernelSMResult:
         first: dict[tuple, HeadResult] = {}
         for h in self.by_outcome(outcome):
             hr = self.heads[h]
-            key = (hr.error_type, hr.location, re.sub(rf"(?<!\d){h}(?!\d)", "#", hr.message or ""))
+            key = (hr.error_type, hr.location, without_count(hr.message or "", h))
             groups.setdefault(key, []).append(h)
             first.setdefault(key, hr)
         return [(hs, first[k]) for k, hs in groups.items()]

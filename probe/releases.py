@@ -8,6 +8,7 @@ flashinfer versions.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -227,10 +228,22 @@ def unmet_requirements(metadata: dict[str, list[str]]) -> list[str]:
 # -- probing in a subprocess ---------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=1)
+def code_digest() -> str:
+    """A digest of hprobe's own source: results from other code (another
+    version, a local edit) are never reused."""
+    digest = hashlib.sha256()
+    package = Path(__file__).resolve().parent
+    for path in sorted(package.rglob("*.py")):
+        digest.update(str(path.relative_to(package)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def result_cache_key(release: Release, kernel_id: str, probe_version: int, sms: list[int], heads: list[int]) -> str | None:
     if release.wheel_sha256 is None:
         return None
-    material = json.dumps([release.wheel_sha256, kernel_id, probe_version, __version__, sms, heads])
+    material = json.dumps([release.wheel_sha256, kernel_id, probe_version, __version__, code_digest(), sms, heads])
     return hashlib.sha256(material.encode()).hexdigest()
 
 

@@ -133,3 +133,19 @@ def test_dispatch_getter_runs_for_real_and_config_refusals(cli_json):
     [r] = doc["results"]
     assert r["status"] == "unsupported-config"
     assert "q_len" in r["heads"][0]["message"]
+
+
+def test_smaller_latent_rank(cli_json):
+    _, doc, _ = cli_json(
+        "matrix", "-k", "trtllm-mla", "-k", "trtllm-mla[backend=cute-dsl]", "--kv-lora-rank", "256",
+        "--sm", "100", "--flashinfer", "0.6.14,0.6.16",
+    )
+    results = {(r["flashinfer_version"], r["key"]): r for r in doc["results"]}
+    # 0.6.14 auto takes every h_q at rank 256; from 0.6.16 auto routes the 256
+    # latent to trtllm-gen, which refuses 64 < h_q < 128 in Python (0.6.16 mla/_core.py, "trtllm-gen MLA decode does not support 64 < num_heads_q < 128").
+    assert results[("0.6.14", "trtllm-mla[kv_lora_rank=256]")]["accepted"] == list(range(1, 257))
+    assert results[("0.6.16", "trtllm-mla[kv_lora_rank=256]")]["accepted"] == list(range(1, 65)) + list(range(128, 257))
+    # cute-dsl "cannot implement this configuration" for every h_q at rank 256,
+    # a check it passes at rank 512: a configuration refusal.
+    for version in ("0.6.14", "0.6.16"):
+        assert results[(version, "trtllm-mla[backend=cute-dsl,kv_lora_rank=256]")]["status"] == "unsupported-config"

@@ -76,7 +76,7 @@ class BatchMLAProbe(KernelProbe):
         Axis("backend", "auto", ("auto", "fa2", "fa3", "cutlass", "trtllm-gen", "xqa", "cute-dsl"), sweep=True, help="wrapper backend"),
         Axis("dtype", "bf16", mi.DTYPES, help="KV cache dtype (fp8: the query dtype the release requires beside it)"),
         Axis("page_size", 64, help="KV cache page size"),
-        Axis("kv_lora_rank", mi.KV_LORA_RANK, (512, 256), help="latent width (256: models with the smaller latent)"),
+        Axis("kv_lora_rank", mi.KV_LORA_RANK, mi.KV_LORA_RANKS, help="latent width (256: models with the smaller latent)"),
     )
 
     def families(self, config: dict[str, Value] | None = None) -> set[int]:

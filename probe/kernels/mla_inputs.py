@@ -21,6 +21,8 @@ SEQ_LEN = 128
 WORKSPACE_BYTES = 128 * 2**20
 
 DTYPES = ("bf16", "fp8")
+# Latent widths of MLA models: DeepSeek V3/V4-style 512, and the smaller 256.
+KV_LORA_RANKS = (512, 256)
 
 
 def torch_dtype(name: str) -> Any:

@@ -42,6 +42,7 @@ class TrtllmMLAProbe(KernelProbe):
         Axis("topk", 0, help="sparse_mla_top_k; 0 = dense MLA"),
         Axis("q_len", 1, help="query tokens per request (MTP)"),
         Axis("page_size", 64, help="KV cache page size"),
+        Axis("kv_lora_rank", mi.KV_LORA_RANK, mi.KV_LORA_RANKS, help="latent width (256: models with the smaller latent)"),
     )
 
     def compiled_checks(self, entry: str) -> str | None:
@@ -61,15 +62,15 @@ class TrtllmMLAProbe(KernelProbe):
 
     def prepare(self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value], alternative: int = 0) -> PreparedCall:
         backend, dtype = str(config["backend"]), str(config["dtype"])
-        topk, q_len, page = int(config["topk"]), int(config["q_len"]), int(config["page_size"])
+        topk, q_len, page, rank = int(config["topk"]), int(config["q_len"]), int(config["page_size"]), int(config["kv_lora_rank"])
         # The SM12x sparse path reads a packed uint8 pool; every other path a dense one.
         packed = topk > 0 and sm.major == 12 and backend in ("auto", "sparse")
         kwargs: dict[str, Any] = {
-            "query": mi.query(heads, dtype, q_len),
-            "kv_cache": mi.paged_kv(dtype, page, mi.SM120_V32_PACKED_BYTES if packed else 0),
+            "query": mi.query(heads, dtype, q_len, rank + mi.QK_ROPE_HEAD_DIM),
+            "kv_cache": mi.paged_kv(dtype, page, mi.SM120_V32_PACKED_BYTES if packed else 0, rank),
             "workspace_buffer": mi.workspace(mi.WORKSPACE_DTYPES[alternative]),
             "qk_nope_head_dim": mi.QK_NOPE_HEAD_DIM,
-            "kv_lora_rank": mi.KV_LORA_RANK,
+            "kv_lora_rank": rank,
             "qk_rope_head_dim": mi.QK_ROPE_HEAD_DIM,
             "block_tables": mi.block_tables(q_len, topk, page),
             "seq_lens": mi.seq_lens((1, q_len), topk) if packed else mi.seq_lens(),
