@@ -10,7 +10,8 @@ from enum import Enum
 def without_count(message: str, heads: int) -> str:
     """A refusal's message with the h_q it names blanked out ("got 65" -> "got #"),
     so that one check's refusals of many h_q read as one."""
-    return re.sub(rf"(?<!\d){heads}(?!\d)", "#", message)
+    # A standalone number only: "got 4" but not the 4 of "DSv4" or of "64".
+    return re.sub(rf"(?<!\w){heads}(?!\w)", "#", message)
 
 
 class Outcome(str, Enum):

@@ -149,3 +149,18 @@ def test_smaller_latent_rank(cli_json):
     # a check it passes at rank 512: a configuration refusal.
     for version in ("0.6.14", "0.6.16"):
         assert results[(version, "trtllm-mla[backend=cute-dsl,kv_lora_rank=256]")]["status"] == "unsupported-config"
+
+
+def test_published_claims_are_shown_beside_the_probe_with_disagreements(cli_json):
+    _, doc, _ = cli_json("matrix", "-k", "dsv4-sparse-mla[kv_format=nvfp4]", "-k", "trtllm-mla", "--sm", "100,120", "--flashinfer", "0.7.4")
+    results = {(r["key"], r["sm"]): r for r in doc["results"]}
+    nvfp4 = results[("dsv4-sparse-mla[kv_format=nvfp4]", 120)]
+    # supported_sparse_mla_sm120_configs(kv_cache_format="nvfp4") lists 8, while
+    # 0.7.4 mla/_core.py:1340 raises "NVFP4 sparse MLA does not yet support 8 query heads".
+    assert nvfp4["metadata"]["heads"] == [8, 16, 32, 64, 128]
+    assert nvfp4["accepted"] == [16, 32, 64, 128]
+    assert any(n.startswith("disagreement:") and "{8}" in n for n in nvfp4["notes"])
+    dense = results[("trtllm-mla", 100)]
+    # mla/_core.py:74 supported_mla_layer_dimensions: 128 and 64 heads at rank 512.
+    assert dense["metadata"]["source"] == "supported_mla_layer_dimensions"
+    assert dense["metadata"]["heads"] == [64, 128]

@@ -133,3 +133,11 @@ def test_unsupported_config_is_broken_and_partial_is_never_plain_ok():
 
     finding = Finding("t", "p", "m", 1, 128, "b", "k", 120, "x", padded=128, verdict=Verdict.OK, depth=Depth.PARTIAL.value)
     assert finding.label == "ok (partial)"
+
+
+def test_refusal_messages_group_by_check_not_by_the_count_they_name():
+    from probe.outcome import without_count
+
+    assert without_count("Expected 8, 16, 32, 64, or 128 query heads for SM120 DSv4 sparse MLA, got 4", 4).endswith("DSv4 sparse MLA, got #")
+    assert without_count("unsupported configuration (q_len=1, num_heads=120, page_size=64)", 120) == "unsupported configuration (q_len=1, num_heads=#, page_size=64)"
+    assert without_count("requires SM120", 120) == "requires SM120"

@@ -8,6 +8,9 @@ from typing import Any, Callable
 
 from ..errors import InputError
 from ..sm import SM
+from .offers import Metadata, capability_metadata
+
+__all__ = ["Axis", "KernelProbe", "Metadata", "PreparedCall", "Value", "Variant"]
 
 Value = str | int
 
@@ -123,8 +126,6 @@ class KernelProbe(ABC):
         """What the release's capability metadata claims, if it exposes any:
         by default the entry point's `supported_compute_capability` /
         `backend_requirement` attributes."""
-        from .offers import capability_metadata
-
         return capability_metadata(entry, sm, config.get("backend"))
 
     def swept_needlessly(self, config: dict[str, Value]) -> bool:
@@ -169,24 +170,3 @@ class KernelProbe(ABC):
         if swept:
             combos = [c for c in combos if not self.swept_needlessly(c)]
         return [self.variant(c) for c in combos]
-
-
-@dataclass
-class Metadata:
-    """A release's own claim of support, shown beside the probed answer."""
-
-    source: str  # e.g. "supported_compute_capability", "supported_sparse_mla_sm120_configs()"
-    sm_supported: bool | None = None  # None: the metadata says nothing about SMs
-    heads: list[int] | None = None  # the h_q it claims, where it has a per-h_q claim
-
-    def to_dict(self) -> dict:
-        data: dict[str, Any] = {"source": self.source}
-        if self.sm_supported is not None:
-            data["sm_supported"] = self.sm_supported
-        if self.heads is not None:
-            data["heads"] = self.heads
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "Metadata":
-        return cls(data["source"], data.get("sm_supported"), data.get("heads"))

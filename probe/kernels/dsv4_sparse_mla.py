@@ -14,8 +14,8 @@ from typing import Any, Callable
 
 from ..sm import SM
 from . import mla_inputs as mi
-from .base import Axis, KernelProbe, PreparedCall, Value
-from .offers import missing_parameter
+from .base import Axis, KernelProbe, Metadata, PreparedCall, Value
+from .offers import missing_parameter, sm120_decode_claim
 
 HEAD_DIM = 512  # DSv4 query and KV head dim
 # Bytes per token of the SM12x packed KV pools: FP8 (all releases with the
@@ -50,6 +50,21 @@ class DSv4SparseMLAProbe(KernelProbe):
         if config["kv_format"] != "fp8" and (reason := missing_parameter(entry, "kv_cache_format")):
             return reason
         return None
+
+    def metadata(self, session: Any, entry: Callable[..., Any], sm: SM, config: dict[str, Value], heads: list[int]) -> Metadata | None:
+        """On SM12x, where the release publishes it (0.7.x), the h_q its DSv4
+        decode kernels are claimed for in this KV format, beside the SM claim."""
+        claim = super().metadata(session, entry, sm, config, heads)
+        if sm.major != 12 or config["backend"] not in ("auto", "sparse"):
+            return claim
+        decode = sm120_decode_claim(session, "dsv4", str(config["kv_format"]), heads, SWA_TOPK, 1, PAGE_SIZE)
+        if decode is None:
+            return claim
+        return Metadata(
+            f"supported_sparse_mla_sm120_configs(kv_cache_format={config['kv_format']!r}) dsv4 decode kernels",
+            claim.sm_supported if claim else None,
+            decode,
+        )
 
     def compiled_checks(self, entry: str) -> str | None:
         if entry.startswith("get_trtllm_gen_fmha_module"):

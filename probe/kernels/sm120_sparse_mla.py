@@ -15,6 +15,7 @@ from typing import Any, Callable
 from ..sm import SM
 from . import mla_inputs as mi
 from .base import Axis, KernelProbe, Metadata, PreparedCall, Value
+from .offers import sm120_decode_claim
 
 # family -> (query head dim, packed KV bytes per token)
 FAMILIES = {"dsv4": (512, 584), "dsv3.2": (576, 656)}
@@ -69,16 +70,12 @@ class SM120SparseMLAProbe(KernelProbe):
         decode-kernel envelope it claims for this family, top-k and token count.
         Shown beside the probe, which reports where calls really went."""
         claim = super().metadata(session, entry, sm, config, heads)
-        query = session.resolve("flashinfer.mla.supported_sparse_mla_sm120_configs")
-        if query is None:
+        decode = sm120_decode_claim(
+            session, CONFIG_KEYS[str(config["family"])], "fp8", heads,
+            int(config["topk"]), int(config["tokens"]), int(config["page_size"]),
+        )
+        if decode is None:
             return claim
-        family = query().get(CONFIG_KEYS[str(config["family"])])
-        if family is None:
-            return claim
-        topk, tokens, page = int(config["topk"]), int(config["tokens"]), int(config["page_size"])
-        decode = [
-            h for h in heads if family.supports_decode(num_heads=h, topk=topk, num_tokens=tokens, page_block_size=page)
-        ]
         return Metadata(
             "supported_sparse_mla_sm120_configs() decode kernels",
             claim.sm_supported if claim else None,

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from ..sm import SM
 from . import mla_inputs as mi
-from .base import Axis, KernelProbe, PreparedCall, Value
+from .base import Axis, KernelProbe, Metadata, PreparedCall, Value
 
 TRTLLM_GEN_UNCHECKED = (
     "trtllm-gen selects a cubin by h_q inside compiled code "
@@ -47,6 +47,20 @@ class TrtllmMLAProbe(KernelProbe):
 
     def compiled_checks(self, entry: str) -> str | None:
         return unchecked_for(entry)
+
+    def metadata(self, session: Any, entry: Callable[..., Any], sm: SM, config: dict[str, Value], heads: list[int]) -> Metadata | None:
+        """`supported_mla_layer_dimensions` where the release publishes it: the
+        head counts it lists for this latent width, beside the SM claim."""
+        claim = super().metadata(session, entry, sm, config, heads)
+        # The list describes the dense trtllm-gen (SM10x) MLA layers.
+        if sm.major != 10 or config["backend"] not in ("auto", "trtllm-gen") or int(config["topk"]):
+            return claim
+        layers = session.resolve("flashinfer.mla.supported_mla_layer_dimensions") or session.resolve("flashinfer.mla._core.supported_mla_layer_dimensions")
+        if not isinstance(layers, (list, tuple)):
+            return claim
+        rank = int(config["kv_lora_rank"])
+        listed = sorted({layer.num_heads for layer in layers if getattr(layer.head_dimensions, "kv_lora_rank", None) == rank})
+        return Metadata("supported_mla_layer_dimensions", claim.sm_supported if claim else None, [h for h in heads if h in listed])
 
     def families(self, config: dict[str, Value] | None = None) -> set[int]:
         # trtllm-gen and cute-dsl are Blackwell (SM10x) kernels; XQA MLA and the
