@@ -8,8 +8,8 @@ from typing import Iterable
 from .checks import CheckSite, passed_elsewhere
 from .core import compact_set
 from .kernels.base import KernelProbe, Variant
-from .outcome import Depth, HeadResult, KernelSMResult, Outcome, without_count
-from .shim import CallResult, FlashinferSession, ImportFailure
+from .outcome import Depth, HeadResult, KernelSMResult, Outcome
+from .shim import CallResult, CompiledEntry, FlashinferSession, ImportFailure
 from .sm import SM
 
 # Compiled calls that answer a question (format, dispatch policy) rather than launch.
@@ -74,11 +74,35 @@ def _run_alternatives(session: FlashinferSession, variant: Variant, entry, sms: 
         tries[sm] = []
         for alternative in range(count):
             raw = _run(session, variant, entry, sm, heads, alternative)
+            if sm.major in variant.probe.families(variant.values):
+                raw = _past_device_checks(raw)
             if any(c.reached for c in raw.values()):
                 tries[sm] = [(alternative, raw)]
                 break
             tries[sm].append((alternative, raw))
     return tries
+
+
+# The entry recorded for a call stopped by a check on its tensors' device.
+DEVICE_CHECK = "<check on the tensors' device>"
+
+
+def _past_device_checks(raw: dict[int, CallResult]) -> dict[int, CallResult]:
+    """A CPU probe cannot pass a check that its tensors are on the GPU. Where
+    some h_q stop there while other h_q are refused by validators before it,
+    the h_q-dependent checks evidently ran first: the stopped h_q passed every
+    check up to the device check, which is recorded as where they stopped
+    (partial depth). Where every h_q stops there, nothing is known. Only on an
+    SM of the kernel's own families: elsewhere an architecture check may
+    follow the device check, and an acceptance there would be empty."""
+    stopped = [h for h, c in raw.items() if c.site is not None and c.site.device_check]
+    if not stopped or not any(c.validator for c in raw.values()):
+        return raw
+    out = dict(raw)
+    for h in stopped:
+        call = raw[h]
+        out[h] = CallResult(entry=CompiledEntry(DEVICE_CHECK, call.location or "?"), passed=call.passed)
+    return out
 
 
 def _describe_depth(probe: KernelProbe, raw: dict[int, CallResult], result: KernelSMResult) -> None:
@@ -142,24 +166,28 @@ def _one(session: FlashinferSession, probe: KernelProbe, entry, sm: SM, h: int, 
     return session.call(call.fn, trace=trace, **call.kwargs)
 
 
-def _refusal_groups(raw: dict[int, CallResult], reached_elsewhere: set[int]) -> list[tuple[CallResult, list[int]]]:
+def _refusal_groups(raw: dict[int, CallResult], reached_elsewhere: set[int]) -> list[tuple[CallResult, list[int], bool]]:
     """When every h_q was refused by a validator: the refusals worth tracing,
-    most h_q first -- one check with one message (the h_q it names aside) for
-    several h_q, or for the only one probed -- then single h_q that reached
-    the boundary on another SM. Empty when some refusal was no validator's.
-    Tracing replays the group's first h_q, so a check that tests h_q is never
-    taken for an architecture or configuration check."""
-    groups: dict[tuple, list[int]] = {}
+    as (first call, its h_q, exact). Exact groups share one check and one
+    message word for word, for several h_q (or the only one probed), largest
+    first; then single h_q that reached the boundary on another SM. Last, when
+    one check (one raise or assert) refused every h_q with differing messages
+    (they name the h_q), that whole group (not exact: its check may test h_q as well, so it
+    can only speak for the configuration as a whole, never for the SM). Empty
+    when some refusal was no validator's."""
+    exact: dict[tuple, list[int]] = {}
     first: dict[tuple, CallResult] = {}
     for h, call in raw.items():
         if not call.validator or call.site is None:
             return []
-        key = (call.site, without_count(call.message or "", h))
-        groups.setdefault(key, []).append(h)
+        key = (call.site, call.message)
+        exact.setdefault(key, []).append(h)
         first.setdefault(key, call)
-    chosen = [(first[k], hs) for k, hs in groups.items() if len(hs) >= 2 or len(raw) == 1]
+    chosen = [(first[k], hs, True) for k, hs in exact.items() if len(hs) >= 2 or len(raw) == 1]
     chosen.sort(key=lambda item: -len(item[1]))
-    chosen += [(first[k], hs) for k, hs in groups.items() if len(hs) == 1 and len(raw) > 1 and hs[0] in reached_elsewhere][:4]
+    chosen += [(first[k], hs, True) for k, hs in exact.items() if len(hs) == 1 and len(raw) > 1 and hs[0] in reached_elsewhere][:4]
+    if len({c.site for c in raw.values()}) == 1 and len(exact) > 1:
+        chosen.append((raw[min(raw)], sorted(raw), False))
     return chosen
 
 
@@ -192,6 +220,13 @@ class _Probing:
                 result.notes.append(
                     f"partial: stopped at a compiled query ({', '.join(queries)}) that this release consults before "
                     "launching; the Python that acts on its answer did not run"
+                )
+            device = sorted(h for h, c in raw.items() if c.entry and c.entry.module == DEVICE_CHECK)
+            if device:
+                result.depth = Depth.PARTIAL.value
+                result.notes.append(
+                    f"partial: h_q {compact_set(device)} passed every check up to one on the tensors' device "
+                    f"({raw[device[0]].entry.function}), which a CPU probe cannot pass; the checks after it did not run"  # type: ignore[union-attr]
                 )
             families = probe.families(self.variant.values)
             if sm.major not in families:
@@ -245,15 +280,18 @@ class _Probing:
         reached_elsewhere = {h for other, tried in self.tries.items() if other != sm for _, calls in tried for h, c in calls.items() if c.reached}
         if not reached_elsewhere:
             reached_elsewhere = self._reached_on_reference()
-        kinds = [(self._refusal_kind(sm, refusal, heads[0]), heads) for refusal, heads in _refusal_groups(raw, reached_elsewhere)]
-        # One architecture check is enough to refuse the SM; a configuration
-        # refusal needs a check that does not depend on h_q.
-        arch = next((k for k, _ in kinds if k[0] is Outcome.UNSUPPORTED_ARCH), None)
-        config = next((k for k, heads in kinds if k[0] is Outcome.UNSUPPORTED_CONFIG and (len(heads) >= 2 or len(raw) == 1)), None)
+        kinds = [(self._refusal_kind(sm, refusal, heads[0]), heads, exact) for refusal, heads, exact in _refusal_groups(raw, reached_elsewhere)]
+        # One architecture check, word for word the same for several h_q (or for
+        # one that reaches the boundary elsewhere), is enough to refuse the SM. A
+        # configuration refusal must be one check refusing every probed h_q: a
+        # check that refuses some while others fail elsewhere may test h_q too.
+        everyone = sorted(raw)
+        arch = next((k for k, _, exact in kinds if exact and k[0] is Outcome.UNSUPPORTED_ARCH), None)
+        config = next((k for k, heads, _ in kinds if heads == everyone and k[0] is Outcome.UNSUPPORTED_CONFIG), None)
         if arch or config:
             return (*(arch or config), False)  # type: ignore[return-value]
         if kinds:
-            unfit = any(heads == sorted(raw) for _, heads in kinds)
+            unfit = any(heads == everyone for _, heads, _ in kinds)
             return None, (
                 "every h_q was refused by a check that no probed call was seen to pass (not this configuration on another SM, "
                 "nor another configuration): the probe's inputs may not fit this release"
@@ -317,13 +355,14 @@ class _Probing:
 
     def _witnesses(self) -> list[Variant]:
         """Other configurations of the same kernel: the defaults, and this one
-        with each non-default axis reset."""
+        with each non-default axis set to its default or another of its choices."""
         probe = self.variant.probe
         values = self.variant.values
         out = [probe.variant()]
         for axis in probe.axes:
             if values[axis.name] != axis.default:
-                out.append(probe.variant({**values, axis.name: axis.default}))
+                for other in dict.fromkeys((axis.default, *axis.choices)):
+                    out.append(probe.variant({**values, axis.name: other}))
         unique = {v.config: v for v in out if v.config != self.variant.config}
         return list(unique.values())
 

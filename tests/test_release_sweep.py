@@ -164,3 +164,20 @@ def test_published_claims_are_shown_beside_the_probe_with_disagreements(cli_json
     # mla/_core.py:74 supported_mla_layer_dimensions: 128 and 64 heads at rank 512.
     assert dense["metadata"]["source"] == "supported_mla_layer_dimensions"
     assert dense["metadata"]["heads"] == [64, 128]
+
+
+def test_new_entry_points_and_backends(cli_json, sweep):
+    # trtllm_prefill_with_kv_cache_mla arrives in 0.7.1; SparseMLASm120Wrapper in 0.7.0.
+    assert sweep[("0.7.0", "trtllm-mla-prefill", 100)]["status"] == "absent"
+    assert _accepted(sweep, "0.7.4", "trtllm-mla-prefill[backend=trtllm-gen]", 100) == set(range(1, 65)) | set(range(128, 257))
+    assert sweep[("0.6.18", "sm120-sparse-mla-wrapper", 120)]["status"] == "absent"
+    assert _accepted(sweep, "0.7.0", "sm120-sparse-mla-wrapper", 120) == set(range(1, 129))
+    _, doc, _ = cli_json("matrix", "-k", "dsv4-sparse-mla[backend=cake,kv_format=nvfp4]", "--sm", "120", "--flashinfer", "0.7.0,0.7.4")
+    old, new = doc["results"]
+    # 0.7.0 refuses the value itself: "backend must be one of 'auto', ... got 'cake'".
+    assert old["status"] == "absent"
+    # 0.7.4: the cake head check (mla/_core.py:1328) lets exactly these through; they
+    # then stop at "q must be a contiguous CUDA bfloat16 tensor", so the answer is partial.
+    assert new["accepted"] == [8, 16, 32, 48, 64, 80, 96, 112, 128]
+    assert new["depth"] == "partial"
+    assert any("tensors' device" in n for n in new["notes"])

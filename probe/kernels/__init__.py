@@ -9,7 +9,9 @@ from .base import KernelProbe, Value, Variant
 from .batch_mla import BatchMLAProbe
 from .dsv4_sparse_mla import DSv4SparseMLAProbe
 from .sm120_sparse_mla import SM120SparseMLAProbe
+from .sm120_sparse_mla_wrapper import SM120SparseMLAWrapperProbe
 from .trtllm_mla import TrtllmMLAProbe
+from .trtllm_mla_prefill import TrtllmMLAPrefillProbe
 from .xqa_mla import XqaMLAProbe
 
 PROBES: dict[str, KernelProbe] = {
@@ -20,6 +22,8 @@ PROBES: dict[str, KernelProbe] = {
         XqaMLAProbe(),
         BatchMLAProbe(),
         SM120SparseMLAProbe(),
+        TrtllmMLAPrefillProbe(),
+        SM120SparseMLAWrapperProbe(),
     )
 }
 

@@ -38,7 +38,7 @@ class DSv4SparseMLAProbe(KernelProbe):
     summary = "DeepSeek V4 sparse-MLA decode (SM10x TRTLLM-GEN, SM12x packed sparse path)"
     probe_version = 2
     axes = (
-        Axis("backend", "auto", ("auto", "trtllm-gen", "cute-dsl", "sparse"), help="flashinfer backend (0.7.x)"),
+        Axis("backend", "auto", ("auto", "trtllm-gen", "cute-dsl", "sparse", "cake"), help="flashinfer backend (0.7.x; cake: 0.7.2+)"),
         Axis("kv_format", "fp8", ("fp8", "nvfp4"), help="SM12x packed KV cache format (nvfp4: 0.7.x)"),
     )
 
@@ -103,7 +103,8 @@ class DSv4SparseMLAProbe(KernelProbe):
         has_sm12x_path = "swa_topk_lens" in params
         query = mi.zeros((1, 1, heads, HEAD_DIM), "bf16")
         sinks = mi.zeros((heads,), "fp32")
-        packed = has_sm12x_path and sm.major == 12 and config["backend"] in ("auto", "sparse")
+        # SM12x paths (auto, sparse, and cake from 0.7.2) read the packed pools.
+        packed = has_sm12x_path and sm.major == 12 and config["backend"] in ("auto", "sparse", "cake")
         if packed:
             kwargs = {
                 "query": query,
