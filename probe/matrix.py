@@ -355,14 +355,16 @@ class _Probing:
 
     def _witnesses(self) -> list[Variant]:
         """Other configurations of the same kernel: the defaults, and this one
-        with each non-default axis set to its default or another of its choices."""
+        with each non-default axis set to its default or another of its choices,
+        and any axis set to a value it names as a witness (`Axis.witnesses`)."""
         probe = self.variant.probe
         values = self.variant.values
         out = [probe.variant()]
         for axis in probe.axes:
-            if values[axis.name] != axis.default:
-                for other in dict.fromkeys((axis.default, *axis.choices)):
-                    out.append(probe.variant({**values, axis.name: other}))
+            changed = values[axis.name] != axis.default
+            others = (axis.default, *axis.choices) if changed else ()
+            for other in dict.fromkeys((*others, *axis.witnesses)):
+                out.append(probe.variant({**values, axis.name: other}))
         unique = {v.config: v for v in out if v.config != self.variant.config}
         return list(unique.values())
 

@@ -170,6 +170,9 @@ def test_new_entry_points_and_backends(cli_json, sweep):
     # trtllm_prefill_with_kv_cache_mla arrives in 0.7.1; SparseMLASm120Wrapper in 0.7.0.
     assert sweep[("0.7.0", "trtllm-mla-prefill", 100)]["status"] == "absent"
     assert _accepted(sweep, "0.7.4", "trtllm-mla-prefill[backend=trtllm-gen]", 100) == set(range(1, 65)) | set(range(128, 257))
+    # "XQA MLA only supports q_len_per_request == 1": auto on SM12x picks XQA,
+    # so prefill with 4 query tokens is a configuration refusal there.
+    assert sweep[("0.7.4", "trtllm-mla-prefill", 120)]["status"] == "unsupported-config"
     assert sweep[("0.6.18", "sm120-sparse-mla-wrapper", 120)]["status"] == "absent"
     assert _accepted(sweep, "0.7.0", "sm120-sparse-mla-wrapper", 120) == set(range(1, 129))
     _, doc, _ = cli_json("matrix", "-k", "dsv4-sparse-mla[backend=cake,kv_format=nvfp4]", "--sm", "120", "--flashinfer", "0.7.0,0.7.4")

@@ -32,6 +32,9 @@ class Axis:
     choices: tuple[Value, ...] = ()  # () = any positive integer
     sweep: bool = False  # `matrix` probes every choice unless told otherwise
     help: str = ""
+    # other values worth trying as witnesses when a check refuses every h_q:
+    # a configuration that passes it shows the check is about the configuration
+    witnesses: tuple[Value, ...] = ()
 
     def parse(self, text: Value) -> Value:
         if isinstance(self.default, int):

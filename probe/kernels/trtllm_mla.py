@@ -40,7 +40,7 @@ class TrtllmMLAProbe(KernelProbe):
         Axis("backend", "auto", ("auto", "trtllm-gen", "cute-dsl", "xqa", "sparse"), sweep=True, help="flashinfer backend"),
         Axis("dtype", "bf16", mi.DTYPES, help="query and KV cache dtype"),
         Axis("topk", 0, help="sparse_mla_top_k; 0 = dense MLA"),
-        Axis("q_len", 1, help="query tokens per request (MTP)"),
+        Axis("q_len", 1, help="query tokens per request (MTP)", witnesses=(1,)),
         Axis("page_size", 64, help="KV cache page size"),
         Axis("kv_lora_rank", mi.KV_LORA_RANK, mi.KV_LORA_RANKS, help="latent width (256: models with the smaller latent)"),
     )
