@@ -185,7 +185,7 @@ class FlashinferSession:
         self._env_saved: dict[str, str | None] = {}
         self._replacements: dict[int, Any] = {}  # id(original) -> fake
         self._originals: list[Any] = []  # keeps ids stable while the session lives
-        self._patched_modules: set[str] = set()
+        self._looked_at: set[str] = set()  # module names _patch_new_modules has seen
         self._cache_clears: list[Callable[[], None]] = []
         self.flashinfer: ModuleType | None = None
         self.torch: ModuleType | None = None
@@ -560,13 +560,18 @@ class FlashinferSession:
         self._patch_cute_compile()
         fresh = []
         self._initializing = False
-        for name, mod in list(sys.modules.items()):
-            if not (name == "flashinfer" or name.startswith("flashinfer.")) or name in self._patched_modules:
+        # Only names not looked at before (a set difference, in C): a scan of
+        # every module on each growth of sys.modules cost more than the probes.
+        for name in sys.modules.keys() - self._looked_at:
+            mod = sys.modules.get(name)
+            if not (name == "flashinfer" or name.startswith("flashinfer.")):
+                self._looked_at.add(name)
                 continue
-            # A module still executing has not defined its names yet.
+            # A module still executing has not defined its names yet: look again later.
             if getattr(getattr(mod, "__spec__", None), "_initializing", False):
                 self._initializing = True
                 continue
+            self._looked_at.add(name)
             fresh.append((name, mod))
         if not fresh:
             return
@@ -577,7 +582,6 @@ class FlashinferSession:
                     self._register(original, fake)
         self._patch_spec_loaders()  # a lazily imported module may define a JitSpec subclass
         for name, mod in fresh:
-            self._patched_modules.add(name)
             self._cache_clears.extend(
                 v.cache_clear for v in vars(mod).values() if callable(v) and hasattr(v, "cache_clear")
             )
