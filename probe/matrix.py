@@ -7,7 +7,7 @@ from typing import Iterable
 
 from .checks import CheckSite, passed_elsewhere
 from .core import compact_set
-from .kernels.base import KernelProbe, Variant
+from .kernels.base import KernelProbe, Value, Variant
 from .outcome import Depth, HeadResult, KernelSMResult, Outcome
 from .shim import CallResult, CompiledEntry, FlashinferSession, ImportFailure
 from .sm import SM
@@ -370,24 +370,40 @@ class _Probing:
 
     def absent_option(self, results: list[KernelSMResult]) -> None:
         """An option value (a backend, a KV format) that the release refuses by
-        name, identically for every h_q and SM, is one it does not have: absent."""
-        values = [str(v) for k, v in self.variant.config if v != self.variant.probe.axis(k).default]  # type: ignore[union-attr]
-        if not values or not results:
+        name, identically for every h_q and SM, and still refuses with every
+        other axis at its default, is one it does not have: absent. (A value
+        refused only beside another setting -- fa2 with an fp8 KV cache -- is
+        a configuration refusal, not an absence.)"""
+        probe = self.variant.probe
+        changed = {k: v for k, v in self.variant.config if v != probe.axis(k).default}  # type: ignore[union-attr]
+        if not changed or not results:
             return
         for result in results:
             sm = SM.from_number(result.sm)
             if not self._everywhere.get(sm) or result.status is not Outcome.UNSUPPORTED_CONFIG:
                 return
-        messages = {r.heads[self.heads[0]].message or "" for r in results}
-        if len(messages) != 1:
+        first = results[0].heads[self.heads[0]]
+        if len({r.heads[self.heads[0]].message for r in results}) != 1:
             return
-        message = messages.pop()
-        if not any(_names(message, value) for value in values):
+        message = first.message or ""
+        named = [k for k, v in changed.items() if _names(message, str(v))]
+        if not any(self._refused_alone(k, changed[k], SM.from_number(results[0].sm), first) for k in named):
             return
         for result in results:
             for hr in result.heads.values():
                 hr.outcome = Outcome.ABSENT
                 hr.reason = f"this release refuses the option value itself, for every h_q and SM: {message}"
+
+    def _refused_alone(self, axis: str, value: Value, sm: SM, refusal: HeadResult) -> bool:
+        """Whether `axis=value` with every other axis at its default is refused
+        by the same check, with the same message."""
+        alone = self.variant.probe.variant({axis: value})
+        if alone.config == self.variant.config:
+            return True
+        self.session.target(sm)
+        with self.session.quiet():
+            call = _one(self.session, alone.probe, self.entry, sm, self.heads[0], alone.values, self.alternative)
+        return call.location == refusal.location and call.message == refusal.message
 
 
 def _names(message: str, value: str) -> bool:

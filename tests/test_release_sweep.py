@@ -182,5 +182,27 @@ def test_new_entry_points_and_backends(cli_json, sweep):
     # 0.7.4: the cake head check (mla/_core.py:1328) lets exactly these through; they
     # then stop at "q must be a contiguous CUDA bfloat16 tensor", so the answer is partial.
     assert new["accepted"] == [8, 16, 32, 48, 64, 80, 96, 112, 128]
+    assert new["metadata"]["source"] == "cake_sparse_mla_sm120_dsv4_nvfp4_supported_heads()"
+    assert new["metadata"]["heads"] == new["accepted"]
+    assert not any(n.startswith("disagreement") for n in new["notes"])
     assert new["depth"] == "partial"
     assert any("tensors' device" in n for n in new["notes"])
+
+
+def test_text_groups_rejections_by_their_own_check(cli):
+    # 0.7.4 SM120 NVFP4: 8 passes the generic head check and is refused by its own
+    # (mla/_core.py:1340); text must not print it under the generic message.
+    code, out, _ = cli("matrix", "-k", "dsv4-sparse-mla[kv_format=nvfp4]", "--sm", "120", "--flashinfer", "0.7.4")
+    assert code == 0
+    lines = [ln.strip() for ln in out.splitlines() if ln.strip().startswith("rejected")]
+    assert len(lines) == 2
+    assert lines[1].startswith("rejected {8}: ValueError: NVFP4 sparse MLA does not yet support 8 query heads [flashinfer/mla/_core.py:")
+    assert "None" not in out
+
+
+def test_a_value_refused_only_beside_another_setting_is_not_absent(cli_json):
+    # 0.6.14: "FP8 kv_data_type for MLA is only supported with the fa3 backend on
+    # SM90, got backend='fa2'" names fa2, but fa2 with a bf16 cache is accepted.
+    _, doc, _ = cli_json("matrix", "-k", "batch-mla[backend=fa2,dtype=fp8]", "--sm", "90", "--flashinfer", "0.6.14")
+    [result] = doc["results"]
+    assert result["status"] == "unsupported-config"

@@ -54,3 +54,16 @@ def test_the_worker_never_imports_a_probe_package_from_the_working_directory(tmp
     # The tree has no such entry point: absent, probed by hprobe's own worker.
     [result] = json.loads(proc.stdout)["results"]
     assert result["heads"][0]["outcome"] == "absent"
+
+
+def test_a_module_that_fails_to_import_is_inconclusive_never_absent(tmp_path):
+    """The entry point's module exists but an import inside it fails (a missing
+    optional dependency): the environment, not the kernel."""
+    tree = _tree(tmp_path / "broken", "")
+    (tree / "flashinfer" / "mla").mkdir()
+    (tree / "flashinfer" / "mla" / "__init__.py").write_text("import hprobe_test_missing_dependency\n")
+    proc = _run(["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", str(tree), "--json"], tmp_path)
+    [result] = json.loads(proc.stdout)["results"]
+    head = result["heads"][0]
+    assert head["outcome"] == "inconclusive"
+    assert "failed to import" in head["reason"] and "hprobe_test_missing_dependency" in head["reason"]

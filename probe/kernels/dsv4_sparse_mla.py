@@ -53,8 +53,18 @@ class DSv4SparseMLAProbe(KernelProbe):
 
     def metadata(self, session: Any, entry: Callable[..., Any], sm: SM, config: dict[str, Value], heads: list[int]) -> Metadata | None:
         """On SM12x, where the release publishes it (0.7.x), the h_q its DSv4
-        decode kernels are claimed for in this KV format, beside the SM claim."""
+        decode kernels are claimed for in this KV format (the cake NVFP4 list
+        for backend=cake), beside the SM claim."""
         claim = super().metadata(session, entry, sm, config, heads)
+        if sm.major == 12 and config["backend"] == "cake" and config["kv_format"] == "nvfp4":
+            listed = session.resolve("flashinfer.mla.cake_sparse_mla_sm120_dsv4_nvfp4_supported_heads")
+            if listed is None:
+                return claim
+            return Metadata(
+                "cake_sparse_mla_sm120_dsv4_nvfp4_supported_heads()",
+                claim.sm_supported if claim else None,
+                [h for h in heads if h in set(listed())],
+            )
         if sm.major != 12 or config["backend"] not in ("auto", "sparse"):
             return claim
         decode = sm120_decode_claim(session, "dsv4", str(config["kv_format"]), heads, SWA_TOPK, 1, PAGE_SIZE)
