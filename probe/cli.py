@@ -12,6 +12,8 @@ import typer
 
 from . import __version__
 from .errors import EXIT_INPUT, HprobeError, InputError
+from .fileio import check_output, write_output
+from .tables.model import MAX_HEADS
 
 EXIT_INTERNAL = 5
 
@@ -132,12 +134,17 @@ def check(
             raise InputError("--table, --repo and --pad-fn each choose the padding rules; give one")
         if heads is not None and heads <= 0:
             raise InputError(f"--heads {heads}: the number of query heads must be positive")
-        if flashinfer and pin:
+        if flashinfer is not None and pin is not None:
             raise InputError("--flashinfer and --pin both choose releases; give one")
+        _check_release_options(flashinfer, pin)
+        if heads is not None and heads > MAX_HEADS:
+            raise InputError(f"--heads {heads}: above {MAX_HEADS}, more query heads than any model has")
         if kernel and not pad_fn:
             raise InputError("--kernel on check goes with --pad-fn")
         tp_list = _parse_int_list(tp, "--tp") if tp is not None else None
         axes = _axes(ctx.args)
+        if junit is not None:
+            check_output(junit, "--junit")  # a bad path costs nothing: refused before probing
         repo_tables = None
         extra_notes: list[str] = []
         if repo is not None:
@@ -164,15 +171,30 @@ def check(
 
                 label = parse_spec(flashinfer)[-1] if flashinfer else None
                 report.drift = baseline_drift(str(baseline), label, not no_cache, progress)
-        _formatter_for(fmt).check(report)
         if junit is not None:
-            from .formats.junit import write_junit
+            # Written before the report is printed: a failed write is the exit
+            # code the printed report (and its JSON `exit_code`) then never contradicts.
+            from .formats.junit import junit_text
 
-            write_junit(report, junit)
+            write_output(junit, junit_text(report), "--junit")
+        _formatter_for(fmt).check(report)
         emit(report, sys.stderr if fmt == "json" else sys.stdout)
         return report.exit_code
 
     _run(job)
+
+
+def _check_release_options(flashinfer: Optional[str], pin: Optional[str]) -> None:
+    """An empty or foreign --flashinfer / --pin is an input error before any work,
+    never a silent fall back to the installed release."""
+    from .releases import parse_spec
+
+    if flashinfer is not None:
+        parse_spec(flashinfer)
+    if pin is not None:
+        from .repo.pin import parse_pin
+
+        parse_pin(pin)
 
 
 def _pad_fn_table(spec: str, kernel: Optional[str], sm: Optional[str], heads: Optional[int], tp: Optional[list[int]]):
@@ -208,6 +230,7 @@ def matrix(
     def job() -> int:
         from .service import parse_heads, run_matrix
 
+        _check_release_options(flashinfer, None)
         with _progress(json_output) as progress:
             report = run_matrix(_kernel_ids(kernel), sm, parse_heads(heads), flashinfer, not no_cache, progress, _axes(ctx.args))
         dims = _pivot(pivot)
@@ -238,6 +261,7 @@ def diff(
         from .drift import diff_reports
         from .service import parse_heads, run_matrix
 
+        _check_release_options(flashinfer, None)
         with _progress(json_output) as progress:
             report = run_matrix(_kernel_ids(kernel), sm, parse_heads(heads), f"{old},{new}", not no_cache, progress, _axes(ctx.args))
         result = diff_reports(report)
@@ -266,8 +290,8 @@ def bisect(
         sms = parse_sm_list(sm)
         if len(sms) != 1:
             raise InputError("--sm: bisect takes one SM")
-        if heads <= 0:
-            raise InputError(f"--heads {heads}: must be positive")
+        if not 0 < heads <= MAX_HEADS:
+            raise InputError(f"--heads {heads}: must be a count from 1 to {MAX_HEADS}")
         with _progress(json_output) as progress:
             result = run_bisect(kernel, sms[0], heads, range_, exhaustive, not no_cache, progress)
         _formatter(json_output).bisect(result)
@@ -293,6 +317,8 @@ def table_extract(
     def job() -> int:
         from .repo.extract import extract, load_mapping, table_toml
 
+        if output is not None:
+            check_output(output, "--output", overwrite=force)
         found = extract(repo, load_mapping(mapping))
         if json_output:
             _formatter(True).data({"schema": "hprobe.extract/1", **found.to_dict()}, "extract")
@@ -301,9 +327,7 @@ def table_extract(
         if output is None:
             sys.stdout.write(text)
         else:
-            if output.exists() and not force:
-                raise InputError(f"--output {output}: exists; pass --force to overwrite")
-            output.write_text(text, encoding="utf-8")
+            write_output(output, text, "--output", overwrite=force)
             typer.echo(f"wrote {output}: {len(found.table.backends)} backends, {len(found.classes)} padding classes", err=True)
         return 0
 
@@ -419,8 +443,8 @@ def _parse_int_list(text: str, option: str) -> list[int]:
         values = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise InputError(f"{option} {text!r}: expected a comma list of positive integers") from None
-    if not values or min(values) <= 0:
-        raise InputError(f"{option} {text!r}: expected a comma list of positive integers")
+    if not values or min(values) <= 0 or max(values) > MAX_HEADS:
+        raise InputError(f"{option} {text!r}: expected a comma list of positive integers up to {MAX_HEADS}")
     return values
 
 

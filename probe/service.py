@@ -16,6 +16,7 @@ from .outcome import KernelSMResult
 from .shim import FlashinferSession
 from .sm import SM, detect_gpus, parse_sm_list
 from .tables import PaddingTable
+from .tables.model import MAX_HEADS
 
 if TYPE_CHECKING:
     from .repo.extract import RepoTables
@@ -48,29 +49,28 @@ def resolve_targets(sm_option: str | None, fallback: list[int], what: str) -> Ta
 
 
 def parse_heads(text: str) -> list[int]:
-    """`1-256`, `8,16,24`, `1-8,16`: positive head counts."""
+    """`1-256`, `8,16,24`, `1-8,16`: positive head counts up to MAX_HEADS. Bounds
+    are checked before a range is expanded, so `1-10000000000` costs nothing."""
     values: set[int] = set()
     for part in text.split(","):
         part = part.strip()
         if not part:
             continue
+        lo_text, dash, hi_text = part.partition("-")
         try:
-            if "-" in part:
-                lo_text, hi_text = part.split("-", 1)
-                lo, hi = int(lo_text), int(hi_text)
-                if lo > hi:
-                    raise InputError(f"--heads {text!r}: range {part} runs backwards")
-                values.update(range(lo, hi + 1))
-            else:
-                values.add(int(part))
+            lo = int(lo_text)
+            hi = int(hi_text) if dash else lo
         except ValueError:
             raise InputError(f"--heads {text!r}: expected counts like 1-256 or 8,16,24") from None
+        if lo <= 0:
+            raise InputError(f"--heads {text!r}: head counts must be positive")
+        if lo > hi:
+            raise InputError(f"--heads {text!r}: range {part} runs backwards")
+        if hi > MAX_HEADS:
+            raise InputError(f"--heads {text!r}: head counts above {MAX_HEADS} are not probed")
+        values.update(range(lo, hi + 1))
     if not values:
         raise InputError(f"--heads {text!r}: no head counts given")
-    if min(values) <= 0:
-        raise InputError(f"--heads {text!r}: head counts must be positive")
-    if max(values) > 4096:
-        raise InputError(f"--heads {text!r}: head counts above 4096 are not probed")
     return sorted(values)
 
 
@@ -386,17 +386,12 @@ def _with_variant_keys(table: PaddingTable) -> PaddingTable:
 def pinned_releases(spec: str, progress: Progress = _quiet) -> tuple[list[str], list[str]]:
     """The lowest and highest published releases a pin admits, plus the installed
     release if the pin admits it. Returns (labels, notes)."""
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
     from packaging.version import InvalidVersion, Version
 
     from .releases import published_versions
+    from .repo.pin import parse_pin
 
-    text = spec.strip()
-    try:
-        specifier = Requirement(text).specifier if text[:1].isalpha() else SpecifierSet(text)
-    except (InvalidRequirement, InvalidSpecifier):
-        raise InputError(f"pin {spec!r}: not a requirement such as 'flashinfer-python>=0.6.13'") from None
+    specifier = parse_pin(spec)
     progress("listing published flashinfer releases")
     admitted = [v for v in published_versions() if specifier.contains(v)]
     if not admitted:
@@ -488,10 +483,12 @@ def baseline_drift(path: str, flashinfer_spec: str | None, use_cache: bool, prog
 
     from .drift import diff_reports
 
+    from .fileio import read_text
+
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"--baseline {path}: cannot read ({exc.strerror})") from None
+        doc = json.loads(read_text(Path(path), "baseline (a recorded `hprobe matrix --json`)"))
+    except RecursionError:
+        raise InputError(f"--baseline {path}: nested too deeply to be an hprobe matrix document") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"--baseline {path}: not JSON ({exc.msg} at line {exc.lineno})") from None
     if not isinstance(doc, dict) or doc.get("schema") not in ("hprobe.matrix/1", "hprobe.matrix/2"):

@@ -7,7 +7,6 @@ off-fast-path pass with a message (failure under --strict); ok passes.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core import Verdict
@@ -55,9 +54,7 @@ def junit_xml(report: "CheckReport") -> ET.ElementTree:
     return ET.ElementTree(suites)
 
 
-def write_junit(report: "CheckReport", path: Path) -> None:
+def junit_text(report: "CheckReport") -> str:
     tree = junit_xml(report)
     ET.indent(tree)
-    tmp = path.with_name(path.name + ".tmp")
-    tree.write(tmp, encoding="utf-8", xml_declaration=True)
-    tmp.replace(path)
+    return "<?xml version='1.0' encoding='utf-8'?>\n" + ET.tostring(tree.getroot(), encoding="unicode") + "\n"

@@ -13,14 +13,21 @@ from __future__ import annotations
 
 import ast
 import math
+import re
 import operator
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from .scan import ClassInfo, FunctionInfo, ModuleInfo, RepoIndex
 
-MAX_STEPS = 100_000  # statements and expressions per evaluation: no loop runs away
+# Work bounds. Steps count statements and expressions plus the items every
+# builtin walks, and sizes are checked *before* an operation computes them, so
+# `all(range(10**12))`, `'a' * 10**10` or `x **= 10**9` are refused at once.
+MAX_STEPS = 100_000  # per evaluation: no loop runs away
 MAX_DEPTH = 16  # nested calls
+MAX_ITEMS = 100_000  # length of one range, string, list or tuple
+MAX_INT_BITS = 4096  # size of one integer
+MAX_FORMAT_WIDTH = 1_000  # width or precision in an f-string
 
 
 @dataclass(frozen=True)
@@ -133,6 +140,10 @@ def evaluate(index: RepoIndex, owner: ClassInfo | None, function: FunctionInfo, 
     except _Unsupported as exc:
         module = interp.where or function.module
         return NotEvaluable(module.path, getattr(exc.node, "lineno", function.node.lineno), exc.what)
+    except (RecursionError, MemoryError) as exc:
+        # Constants defined through each other without end, or too deep to follow.
+        module = interp.where or function.module
+        return NotEvaluable(module.path, function.node.lineno, f"evaluation too deep or too large ({type(exc).__name__})")
     if isinstance(value, bool) or not isinstance(value, int):
         return NotEvaluable(function.module.path, function.node.lineno, f"returned {type(value).__name__}, not an int")
     return value
@@ -241,7 +252,7 @@ class _Interpreter:
             op = _BINOPS.get(type(node.op))
             if op is None:
                 raise _Unsupported(node, f"operator {type(node.op).__name__}")
-            frame[node.target.id] = op(self._name(node.target, frame, module, owner), ev(node.value))
+            frame[node.target.id] = self._binop(node, node.op, self._name(node.target, frame, module, owner), ev(node.value))
             return
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
             return  # a docstring
@@ -276,27 +287,18 @@ class _Interpreter:
             items = [ev(e) for e in node.elts]
             return {ast.Tuple: tuple, ast.List: list, ast.Set: set}[type(node)](items)
         if isinstance(node, ast.BinOp):
-            op = _BINOPS.get(type(node.op))
-            if op is None:
-                raise _Unsupported(node, f"operator {type(node.op).__name__}")
-            left, right = ev(node.left), ev(node.right)
-            # Head counts are small: a huge power or shift is not a padding rule
-            # and must not stall the reader.
-            if isinstance(node.op, (ast.Pow, ast.LShift)) and isinstance(right, int) and right > 64:
-                raise _Unsupported(node, f"exponent or shift of {right}")
-            try:
-                return op(left, right)
-            except (TypeError, ZeroDivisionError) as exc:
-                raise _Unsupported(node, f"`{ast.unparse(node)}` failed: {exc}") from None
+            return self._binop(node, node.op, ev(node.left), ev(node.right))
         if isinstance(node, ast.UnaryOp):
             value = ev(node.operand)
             if isinstance(node.op, ast.Not):
                 return not value
-            if isinstance(node.op, ast.USub):
-                return -value
-            if isinstance(node.op, ast.UAdd):
-                return +value
-            raise _Unsupported(node, f"operator {type(node.op).__name__}")
+            unary = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert}.get(type(node.op))
+            if unary is None or isinstance(value, (_Callable, ClassInfo)):
+                raise _Unsupported(node, f"operator {type(node.op).__name__}")
+            try:
+                return unary(value)
+            except TypeError as exc:
+                raise _Raised("TypeError", str(exc)) from None
         if isinstance(node, ast.BoolOp):
             if isinstance(node.op, ast.And):
                 result: Any = True
@@ -315,7 +317,12 @@ class _Interpreter:
             left = ev(node.left)
             for op, right_node in zip(node.ops, node.comparators):
                 right = ev(right_node)
-                if not _COMPARE[type(op)](left, right):
+                self._work(node, left, right)
+                try:
+                    holds = _COMPARE[type(op)](left, right)
+                except (TypeError, ValueError) as exc:
+                    raise _Raised(type(exc).__name__, str(exc)) from None  # `n < "64"` raises in Python too
+                if not holds:
                     return False
                 left = right
             return True
@@ -326,16 +333,27 @@ class _Interpreter:
             for value in node.values:
                 if isinstance(value, ast.FormattedValue):
                     spec = ev(value.format_spec) if value.format_spec is not None else ""
-                    parts.append(format(ev(value.value), spec))
+                    widths = [int(w) for w in re.findall(r"\d+", str(spec))]
+                    if widths and max(widths) > MAX_FORMAT_WIDTH:
+                        raise _Unsupported(value, f"a format width or precision of {max(widths)}")
+                    try:
+                        parts.append(format(ev(value.value), spec))
+                    except (TypeError, ValueError) as exc:
+                        raise _Raised(type(exc).__name__, str(exc)) from None
                 else:
                     parts.append(str(ev(value)))
             return "".join(parts)
         if isinstance(node, ast.Subscript):
             base = ev(node.value)
-            if isinstance(node.slice, ast.Slice):
-                s = node.slice
-                return base[slice(*(ev(x) if x is not None else None for x in (s.lower, s.upper, s.step)))]
-            return base[ev(node.slice)]
+            if isinstance(base, (_Callable, ClassInfo)):
+                raise _Unsupported(node, f"subscript of `{ast.unparse(node.value)}`")
+            try:
+                if isinstance(node.slice, ast.Slice):
+                    s = node.slice
+                    return base[slice(*(ev(x) if x is not None else None for x in (s.lower, s.upper, s.step)))]
+                return base[ev(node.slice)]
+            except (IndexError, KeyError, TypeError, ValueError) as exc:
+                raise _Raised(type(exc).__name__, str(exc)) from None  # `PADS[n]` out of range raises in Python too
         if isinstance(node, ast.Call):
             return self._call_expr(node, frame, module, owner, depth)
         if isinstance(node, ast.Attribute):
@@ -343,6 +361,55 @@ class _Interpreter:
         if isinstance(node, (ast.GeneratorExp, ast.ListComp, ast.SetComp)):
             return self._comprehension(node, frame, module, owner, depth)
         raise _Unsupported(node, f"expression `{ast.unparse(node)[:60]}`")
+
+    # -- work and size bounds ------------------------------------------------------------
+
+    def _binop(self, node: ast.AST, op_node: ast.operator, left: Any, right: Any) -> Any:
+        op = _BINOPS.get(type(op_node))
+        if op is None:
+            raise _Unsupported(node, f"operator {type(op_node).__name__}")
+        ints = isinstance(left, int) and isinstance(right, int)
+        if ints and isinstance(op_node, ast.Pow) and right > 0 and abs(left) > 1 and right * left.bit_length() > MAX_INT_BITS:
+            raise _Unsupported(node, f"a power of about {right * left.bit_length()} bits")
+        if ints and isinstance(op_node, ast.LShift) and right > 0 and left and left.bit_length() + right > MAX_INT_BITS:
+            raise _Unsupported(node, f"a shift to about {left.bit_length() + right} bits")
+        if isinstance(op_node, ast.Mult):
+            for seq, times in ((left, right), (right, left)):
+                if isinstance(seq, (str, list, tuple)) and isinstance(times, int) and len(seq) * max(times, 0) > MAX_ITEMS:
+                    raise _Unsupported(node, f"a repetition to {len(seq) * times} items")
+        if isinstance(op_node, ast.Add) and isinstance(left, (str, list, tuple)) and isinstance(right, (str, list, tuple)):
+            if len(left) + len(right) > MAX_ITEMS:
+                raise _Unsupported(node, f"a concatenation to {len(left) + len(right)} items")
+        self._work(node, left, right)
+        try:
+            result = op(left, right)
+        except (TypeError, ZeroDivisionError, ValueError, OverflowError) as exc:
+            raise _Raised(type(exc).__name__, str(exc)) from None  # what Python would raise for the consumer
+        self._check_size(node, result)
+        return result
+
+    def _check_range(self, node: ast.AST, args: list[Any]) -> None:
+        if all(isinstance(a, int) and not isinstance(a, bool) for a in args) and 1 <= len(args) <= 3:
+            try:
+                length = len(range(*args))
+            except (ValueError, OverflowError):
+                return  # range() itself raises: reported as the consumer's error
+            if length > MAX_ITEMS:
+                raise _Unsupported(node, f"a range of {length} items")
+
+    def _check_size(self, node: ast.AST, value: Any) -> None:
+        if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > MAX_INT_BITS:
+            raise _Unsupported(node, f"an integer of {value.bit_length()} bits")
+        if isinstance(value, (str, list, tuple, set, frozenset, dict, range)) and len(value) > MAX_ITEMS:
+            raise _Unsupported(node, f"a value of {len(value)} items")
+
+    def _work(self, node: ast.AST, *values: Any) -> None:
+        """Count the items an operation walks (`in`, `all`, `sorted`) as steps."""
+        for value in values:
+            if isinstance(value, (str, list, tuple, set, frozenset, dict, range)):
+                self.steps += len(value)
+        if self.steps > MAX_STEPS:
+            raise _Unsupported(node, f"more than {MAX_STEPS} steps")
 
     def _comprehension(self, node: Any, frame: dict, module: ModuleInfo, owner: ClassInfo | None, depth: int) -> Any:
         if len(node.generators) != 1 or not isinstance(node.generators[0].target, ast.Name):
@@ -412,10 +479,18 @@ class _Interpreter:
         if isinstance(func, _Callable):
             return self.call(func, args, kwargs, depth + 1)
         if func in _BUILTINS.values() or func in _MATH.values():
+            values = [*args, *kwargs.values()]
+            if any(isinstance(v, (_Callable, ClassInfo)) for v in values):
+                raise _Unsupported(node, f"{ast.unparse(node.func)}() given a function or class")
+            if func is range:
+                self._check_range(node, args)
+            self._work(node, *values)
             try:
-                return func(*args, **kwargs)
-            except (TypeError, ValueError) as exc:
-                raise _Unsupported(node, f"{ast.unparse(node.func)}() failed: {exc}") from None
+                result = func(*args, **kwargs)
+            except (TypeError, ValueError, ZeroDivisionError, OverflowError) as exc:
+                raise _Raised(type(exc).__name__, str(exc)) from None  # what Python would raise for the consumer
+            self._check_size(node, result)
+            return result
         raise _Unsupported(node, f"call of `{ast.unparse(node.func)}`")
 
 

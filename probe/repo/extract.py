@@ -4,6 +4,7 @@ by a mapping file. Nothing in the tree is imported or executed."""
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..fileio import read_text, regular_file
 from ..sm import parse_sm
 from ..tables.model import Backend, Model, NoPadding, PaddingRule, PaddingTable, PadMap, PadTo, Where
 from .evaluate import NotEvaluable, Raises, evaluate
@@ -97,24 +99,35 @@ class RepoTables:
 
 def load_mapping(path: Path | None = None) -> Mapping:
     path = path or DEFAULT_MAPPING
+    text = read_text(path, "mapping file")
     try:
-        text = path.read_text(encoding="utf-8")
         data = tomllib.loads(text)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read the mapping file ({exc.strerror})") from None
     except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{path}: not valid TOML: {exc}") from None
+        raise InputError(f"{path}: malformed TOML: {exc}") from None
     from ..tables.toml_source import _Parser
 
+    unknown = sorted(set(data) - {"mapping", "model", "class"})
+    if unknown:
+        raise InputError(f"{path}: unknown top-level key {unknown[0]!r} (known: class, mapping, model)")
     # Models are written as in a padding table; its parser checks them.
     raw_models = data.get("model", [])
     raw_models = [raw_models] if isinstance(raw_models, dict) else raw_models
+    if not isinstance(raw_models, list):
+        raise InputError(f"{path}: [[model]] must be a list of tables")
     parser = _Parser(str(path), text)
     models = [parser.model(raw, i) for i, raw in enumerate(raw_models)]
-    method = str(data.get("mapping", {}).get("method", "get_padded_num_q_heads"))
+    header = data.get("mapping", {})
+    if not isinstance(header, dict) or set(header) - {"method"}:
+        raise InputError(f"{path}: [mapping] takes only `method` (the padding method's name)")
+    method = header.get("method", "get_padded_num_q_heads")
+    if not isinstance(method, str) or not method.isidentifier():
+        raise InputError(f"{path}: [mapping] method must be a Python method name")
     classes: dict[str, ClassMapping] = {}
-    for i, raw in enumerate(data.get("class", [])):
-        where = Where(str(path), _line_of(path, "[[class]]", i))
+    raw_classes = data.get("class", [])
+    if not isinstance(raw_classes, list):
+        raise InputError(f"{path}: [[class]] must be a list of tables")
+    for i, raw in enumerate(raw_classes):
+        where = Where(str(path), _line_of(text, "[[class]]", i))
         if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
             raise InputError(f"{where}: [[class]] needs a name")
         name = raw["name"]
@@ -128,8 +141,17 @@ def load_mapping(path: Path | None = None) -> Mapping:
             parsed = tuple(parse_sm(str(s)).number for s in sms)
         except InputError as exc:
             raise InputError(f"{where}: class {name}: {exc.message}") from None
-        options = tuple((k, v) for k, v in raw.items() if k not in ("name", "kernel", "sm", "models"))
-        classes[name] = ClassMapping(name, kernel, parsed, options, None, tuple(raw.get("models", ())), where)
+        options = []
+        for key, value in raw.items():
+            if key in ("name", "kernel", "sm", "models"):
+                continue
+            if isinstance(value, bool) or not isinstance(value, (str, int)):
+                raise InputError(f"{where}: class {name}: unknown key {key!r}, or an axis value that is not a string or integer")
+            options.append((key, value))
+        restrict = raw.get("models", [])
+        if not isinstance(restrict, list) or not all(isinstance(m, str) for m in restrict):
+            raise InputError(f"{where}: class {name}: models must be a list of model names")
+        classes[name] = ClassMapping(name, kernel, parsed, tuple(options), None, tuple(restrict), where)
     return Mapping(str(path), method, models, classes)
 
 
@@ -137,6 +159,8 @@ def extract(root: Path, mapping: Mapping) -> RepoTables:
     """Find the padding classes under `root`, evaluate their rules, build a table."""
     if not root.exists():
         raise InputError(f"--repo {root}: no such file or directory")
+    if not root.is_dir() and not (regular_file(root) and root.suffix == ".py"):
+        raise InputError(f"--repo {root}: neither a directory nor a .py file")
     index = RepoIndex.build(root)
     notes = list(index.problems)
     found: list[PaddingClass] = []
@@ -155,7 +179,8 @@ def extract(root: Path, mapping: Mapping) -> RepoTables:
     found.sort(key=lambda c: (c.cls.module.name, c.cls.name))
     for name in mapping.classes:
         if not any(name in (c.cls.name, c.cls.qualname) for c in found):
-            notes.append(f"the mapping names {name}, which this tree does not define")
+            unparsed = f" ({len(index.problems)} file(s) could not be parsed; see above)" if index.problems else ""
+            notes.append(f"the mapping names {name}, which this tree does not define{unparsed}")
     pin = find_pin(root)
     backends: list[Backend] = []
     for item in found:
@@ -214,16 +239,13 @@ def _rule_of(outputs: dict[int, int | Raises]) -> PaddingRule:
     return PadMap(tuple((n, v) for n, v in sorted(outputs.items()) if isinstance(v, int)))
 
 
-def _line_of(path: Path, header: str, index: int) -> int | None:
+def _line_of(text: str, header: str, index: int) -> int | None:
     seen = -1
-    try:
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if line.strip() == header:
-                seen += 1
-                if seen == index:
-                    return number
-    except OSError:
-        return None
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip() == header:
+            seen += 1
+            if seen == index:
+                return number
     return None
 
 
@@ -232,18 +254,18 @@ def table_toml(tables: RepoTables) -> str:
     t = tables.table
     lines = [
         "# Extracted by `hprobe table extract`: padding rules read from source with ast.",
-        f"# Tree: {tables.root}",
+        f"# Tree: {_comment(tables.root)}",
         "",
         "[table]",
         f"name = {_q(t.name)}",
         f"source = {_q(t.source)}",
     ]
     if t.requires_flashinfer:
-        lines.append(f"requires_flashinfer = {_q(t.requires_flashinfer)}  # from {tables.pin.source if tables.pin else '?'}")
+        lines.append(f"requires_flashinfer = {_q(t.requires_flashinfer)}  # from {_comment(tables.pin.source if tables.pin else '?')}")
     for model in t.models:
         lines += ["", "[[model]]", f"name = {_q(model.name)}", f"num_q_heads = {model.num_q_heads}", f"tp = [{', '.join(map(str, model.tp))}]"]
     for backend in t.backends:
-        lines += ["", f"# {backend.where}", "[[backend]]", f"name = {_q(backend.name)}", f"kernel = {_q(backend.kernel)}", f"sm = [{', '.join(map(str, backend.sms))}]"]
+        lines += ["", f"# {_comment(backend.where)}", "[[backend]]", f"name = {_q(backend.name)}", f"kernel = {_q(backend.kernel)}", f"sm = [{', '.join(map(str, backend.sms))}]"]
         for key, value in backend.options:
             lines.append(f"{key} = {_q(value) if isinstance(value, str) else value}")
         lines.append(_rule_toml(backend.rule))
@@ -257,7 +279,7 @@ def table_toml(tables: RepoTables) -> str:
                 "not-evaluable": f"not evaluable: {c.problem}",
             }[c.status]
             rule = f"; {c.rule.describe()}" if c.rule else ""
-            lines.append(f"#   {c.cls.name} ({c.where}){rule}: {detail}")
+            lines.append(_comment(f"#   {c.cls.name} ({c.where}){rule}: {detail}"))
     return "\n".join(lines) + "\n"
 
 
@@ -271,4 +293,10 @@ def _rule_toml(rule: PaddingRule) -> str:
 
 
 def _q(value: Any) -> str:
-    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    # A JSON string is a valid TOML basic string, control characters escaped.
+    return json.dumps(str(value))
+
+
+def _comment(value: Any) -> str:
+    """Text for a TOML comment: one line, whatever the tree's paths hold."""
+    return " ".join(str(value).split())

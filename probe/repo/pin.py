@@ -9,9 +9,30 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 
+from ..errors import InputError
+from ..fileio import read_text
+
 NAMES = {"flashinfer-python", "flashinfer"}
+
+
+def parse_pin(spec: str) -> SpecifierSet:
+    """`flashinfer-python>=0.6.13` or `>=0.6.13` -> its specifier set. A
+    requirement on another package is an input error, never silently read."""
+    text = spec.strip()
+    if not text:
+        raise InputError("pin '': empty; expected a requirement such as 'flashinfer-python>=0.6.13'")
+    try:
+        if text[:1].isalpha():
+            req = Requirement(text)
+            if canonicalize_name(req.name) not in NAMES:
+                raise InputError(f"pin {spec!r}: names {req.name}, not flashinfer-python")
+            return req.specifier
+        return SpecifierSet(text)
+    except (InvalidRequirement, InvalidSpecifier):
+        raise InputError(f"pin {spec!r}: not a requirement such as 'flashinfer-python>=0.6.13'") from None
 
 
 @dataclass(frozen=True)
@@ -44,7 +65,7 @@ def _from_metadata(base: Path) -> RepoPin | None:
     # installed package (site-packages/vllm) has it as a sibling.
     candidates = sorted(base.glob("*.dist-info/METADATA")) + sorted(base.parent.glob(f"{base.name}-*.dist-info/METADATA"))
     for meta in candidates:
-        for number, line in enumerate(meta.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        for number, line in enumerate(read_text(meta, "package metadata").splitlines(), 1):
             if line.startswith("Requires-Dist:"):
                 req = _flashinfer(line.split(":", 1)[1].split(";")[0])
                 if req is not None:
@@ -54,14 +75,19 @@ def _from_metadata(base: Path) -> RepoPin | None:
 
 def _from_pyproject(base: Path) -> RepoPin | None:
     path = base / "pyproject.toml"
-    if not path.is_file():
+    if not path.exists():
         return None
     try:
-        project = tomllib.loads(path.read_text(encoding="utf-8")).get("project", {})
-    except (tomllib.TOMLDecodeError, OSError):
-        return None
-    lists = [project.get("dependencies", [])] + list(project.get("optional-dependencies", {}).values())
+        project = tomllib.loads(read_text(path, "pyproject.toml")).get("project", {})
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{path}: malformed TOML: {exc}") from None
+    if not isinstance(project, dict):
+        raise InputError(f"{path}: [project] is not a table")
+    optional = project.get("optional-dependencies", {})
+    lists = [project.get("dependencies", [])] + (list(optional.values()) if isinstance(optional, dict) else [])
     for deps in lists:
+        if not isinstance(deps, list):
+            raise InputError(f"{path}: [project] dependencies must be lists of requirement strings")
         for dep in deps:
             req = _flashinfer(str(dep).split(";")[0])
             if req is not None:
@@ -72,7 +98,7 @@ def _from_pyproject(base: Path) -> RepoPin | None:
 def _from_requirements(base: Path) -> RepoPin | None:
     files = sorted(base.glob("requirements*.txt")) + sorted(base.glob("requirements/*.txt"))
     for path in files:
-        for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        for number, line in enumerate(read_text(path, "requirements file").splitlines(), 1):
             line = re.sub(r"\s+#.*$", "", line).strip()
             if not line or line.startswith(("#", "-")):
                 continue

@@ -4,12 +4,18 @@ imports. Nothing in the tree is imported or executed."""
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ..fileio import MAX_SOURCE_BYTES, read_text_or_none
 
 # Directories never worth reading for padding rules.
 _SKIP_DIRS = {".git", "__pycache__", "node_modules", ".venv", "venv", "build", "dist", ".tox", ".mypy_cache"}
 MAX_FILES = 20_000
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+MAX_MRO = 64  # classes in one hierarchy; padding hierarchies are a handful deep
+MAX_NESTING = 100  # AST depth of one file; vLLM's deepest is far below
 
 
 @dataclass
@@ -67,6 +73,7 @@ class RepoIndex:
         self.problems: list[str] = []  # files that could not be parsed
         self._mro_cache: dict[str, list[ClassInfo]] = {}
         self._texts: dict[str, str | None] = {}
+        self._identifiers: dict[str, frozenset[str]] = {}
 
     @classmethod
     def build(cls, root: Path) -> "RepoIndex":
@@ -84,19 +91,32 @@ class RepoIndex:
         found = []
         for name in list(self.files):
             text = self._text(name)
-            if text is not None and any(w in text for w in words):
+            if text is not None and self._mentions(name, text, words):
                 module = self.module(name, text)
                 if module is not None:
                     found.append(module)
         return found
 
+    def _mentions(self, name: str, text: str, words: set[str]) -> bool:
+        # A few words: substring search in C. Many (a long class chain): one
+        # identifier set per file, so the cost stays linear in the tree.
+        if len(words) <= 16:
+            return any(w in text for w in words)
+        if name not in self._identifiers:
+            self._identifiers[name] = frozenset(_IDENTIFIER.findall(text))
+        return not self._identifiers[name].isdisjoint(words)
+
     def _text(self, name: str) -> str | None:
         if name not in self._texts:
-            try:
-                self._texts[name] = self.files[name].read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                self._texts[name] = None
+            text = read_text_or_none(self.files[name])
+            if text is None:
+                self.problems.append(f"{self._shown(self.files[name])}: not read (not a regular file, unreadable, or over {MAX_SOURCE_BYTES >> 20} MiB)")
+            self._texts[name] = text
         return self._texts[name]
+
+    def _shown(self, path: Path) -> Path:
+        base = self.root if self.root.is_dir() else self.root.parent
+        return path.relative_to(base)
 
     def module(self, name: str, text: str | None = None) -> ModuleInfo | None:
         if name in self.modules:
@@ -104,12 +124,22 @@ class RepoIndex:
         path = self.files.get(name)
         if path is None:
             return None
-        base = self.root if self.root.is_dir() else self.root.parent
-        rel = path.relative_to(base)
+        rel = self._shown(path)
+        text = text if text is not None else self._text(name)
+        if text is None:
+            self.files.pop(name, None)
+            return None
+        problem = None
         try:
-            tree = ast.parse(text if text is not None else path.read_text(encoding="utf-8", errors="replace"), filename=str(rel))
-        except (SyntaxError, ValueError) as exc:
-            self.problems.append(f"{rel}: not parsed ({type(exc).__name__})")
+            tree = ast.parse(text, filename=str(rel))
+        except SyntaxError as exc:
+            problem = f"{rel}:{exc.lineno}: not parsed: {exc.msg}"
+        except (ValueError, RecursionError, MemoryError) as exc:
+            problem = f"{rel}: not parsed: {'nested too deeply' if isinstance(exc, RecursionError) else exc}"
+        else:
+            problem = _too_deep(tree, rel)
+        if problem is not None:
+            self.problems.append(problem)
             self.files.pop(name, None)
             return None
         module = ModuleInfo(name, str(rel), tree)
@@ -165,18 +195,24 @@ class RepoIndex:
 
     def mro(self, cls: ClassInfo) -> list[ClassInfo]:
         """The class and its bases that live in the tree, depth-first, left to right
-        (enough for single-inheritance padding hierarchies)."""
+        (enough for single-inheritance padding hierarchies). Iterative, each class
+        visited once and at most MAX_MRO of them: a 3,000-class chain costs a
+        bounded walk, not a hang."""
         key = cls.qualname
         if key in self._mro_cache:
             return self._mro_cache[key]
-        order: list[ClassInfo] = [cls]
-        self._mro_cache[key] = order  # guards against cycles
-        for base in cls.bases:
-            parent = self.resolve_class(cls.module, base)
-            if parent is not None:
-                for klass in self.mro(parent):
-                    if klass not in order:
-                        order.append(klass)
+        order: list[ClassInfo] = []
+        seen: set[str] = set()
+        stack = [cls]
+        while stack and len(order) < MAX_MRO:
+            klass = stack.pop()
+            if klass.qualname in seen:
+                continue
+            seen.add(klass.qualname)
+            order.append(klass)
+            parents = [self.resolve_class(klass.module, base) for base in klass.bases]
+            stack.extend(reversed([p for p in parents if p is not None]))
+        self._mro_cache[key] = order
         return order
 
     def classes_with(self, method: str) -> list[ClassInfo]:
@@ -196,6 +232,18 @@ class RepoIndex:
                         fresh.add(cls.name)
             words = fresh
         return list(found.values())
+
+
+def _too_deep(tree: ast.AST, rel: Path) -> str | None:
+    """Expressions nested deeper than MAX_NESTING are refused at parse time:
+    the evaluator recurses over them, and no padding rule is written so."""
+    stack = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_NESTING:
+            return f"{rel}:{getattr(node, 'lineno', '?')}: not read: nested deeper than {MAX_NESTING} levels"
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return None
 
 
 def _module_name(rel: Path) -> str:

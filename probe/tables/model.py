@@ -6,6 +6,11 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 
+# The largest head count hprobe takes anywhere (tables, --heads, rules): far above
+# any model's, and checked before any set of counts is built.
+MAX_HEADS = 4096
+
+
 class PaddingRule(ABC):
     """Maps a per-rank head count n to the count the consumer launches with."""
 

@@ -10,8 +10,9 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from ..errors import InputError
+from ..fileio import read_text
 from ..sm import parse_sm
-from .model import Backend, Model, NoPadding, PaddingRule, PaddingTable, PadMap, PadMultiple, PadTile, PadTo, Where
+from .model import MAX_HEADS, Backend, Model, NoPadding, PaddingRule, PaddingTable, PadMap, PadMultiple, PadTile, PadTo, Where
 
 _TOML_LINE = re.compile(r"\(at line (\d+), column \d+\)")
 
@@ -24,12 +25,7 @@ class TomlTableSource:
 
     def load(self) -> PaddingTable:
         path = self.path
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise InputError(f"{path}: no such table file") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(f"{path}: cannot read table: {exc}") from None
+        text = read_text(path, "table file")
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
@@ -71,12 +67,20 @@ class _Parser:
     def _fail(self, where: Where, message: str) -> InputError:
         return InputError(f"{where}: {message}")
 
+    def _no_unknown(self, raw: Any, known: frozenset[str], where: Where, block: str) -> None:
+        """A misspelt key (`nmae`, `tpp`) is an error, never a silent default."""
+        if isinstance(raw, dict):
+            unknown = sorted(set(raw) - known)
+            if unknown:
+                raise self._fail(where, f"{block}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
+
     # -- schema -------------------------------------------------------------------
 
     def table(self, data: dict[str, Any]) -> PaddingTable:
         meta = data.get("table", {})
         if not isinstance(meta, dict):
             raise self._fail(Where(self.path), "[table] must be a table")
+        self._no_unknown(meta, _TABLE_KEYS, self._locate("table"), "[table]")
         name = meta.get("name", Path(self.path).stem)
         source = meta.get("source", "")
         if not isinstance(name, str) or not isinstance(source, str):
@@ -113,16 +117,19 @@ class _Parser:
         where = self._locate("model", index)
         if not isinstance(raw, dict):
             raise self._fail(where, "[model] must be a table")
+        self._no_unknown(raw, _MODEL_KEYS, where, "[model]")
         name = raw.get("name")
         if not isinstance(name, str) or not name:
             raise self._fail(where, "model needs a name")
         heads = raw.get("num_q_heads")
         if not _positive_int(heads):
             raise self._fail(self._locate("model", index, "num_q_heads"), f"model {name}: num_q_heads must be a positive integer")
+        if heads > MAX_HEADS:
+            raise self._fail(self._locate("model", index, "num_q_heads"), f"model {name}: num_q_heads {heads} is above {MAX_HEADS}, more than any model has")
         tp = raw.get("tp", [1])
         tp = [tp] if isinstance(tp, int) and not isinstance(tp, bool) else tp
-        if not isinstance(tp, list) or not tp or not all(_positive_int(t) for t in tp):
-            raise self._fail(self._locate("model", index, "tp"), f"model {name}: tp must be a list of positive integers")
+        if not isinstance(tp, list) or not tp or not all(_positive_int(t) and t <= MAX_HEADS for t in tp):
+            raise self._fail(self._locate("model", index, "tp"), f"model {name}: tp must be a list of positive integers up to {MAX_HEADS}")
         for t in tp:
             if heads % t:
                 raise self._fail(
@@ -166,6 +173,10 @@ class _Parser:
         key = keys[0]
         where = self._locate("backend", index, key)
         value = raw[key]
+        if "max_heads" in raw and key != "pad_multiple":
+            raise self._fail(self._locate("backend", index, "max_heads"), f"backend {name}: max_heads goes with pad_multiple only, not {key}")
+        if _largest_int(value) > MAX_HEADS or _largest_int(raw.get("max_heads")) > MAX_HEADS:
+            raise self._fail(where, f"backend {name}: {key} names a count above {MAX_HEADS}, more than any model has")
         if key == "no_padding":
             if value is not True:
                 raise self._fail(where, f"backend {name}: no_padding takes true")
@@ -200,6 +211,8 @@ class _Parser:
                 n = int(k)
             except ValueError:
                 raise self._fail(where, f"backend {name}: pad_map key {k!r} is not an integer") from None
+            if n > MAX_HEADS:
+                raise self._fail(where, f"backend {name}: pad_map key {k} is above {MAX_HEADS}, more than any model has")
             if n <= 0 or not _positive_int(v):
                 raise self._fail(where, f"backend {name}: pad_map entries must be positive integers, got {k} = {v!r}")
             if v < n:
@@ -211,6 +224,23 @@ class _Parser:
 _RULE_KEYS = ("pad_to", "pad_map", "pad_multiple", "pad_tile", "no_padding")
 # Keys of a [[backend]] that are not probe axes.
 _BACKEND_KEYS = frozenset({"name", "kernel", "sm", "max_heads", *_RULE_KEYS})
+
+
+_TABLE_KEYS = frozenset({"name", "source", "requires_flashinfer"})
+_MODEL_KEYS = frozenset({"name", "num_q_heads", "tp"})
+
+
+def _largest_int(value: Any) -> int:
+    """The largest integer anywhere in a TOML value (0 for none)."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return value
+    if isinstance(value, list):
+        return max((_largest_int(v) for v in value), default=0)
+    if isinstance(value, dict):
+        return max((_largest_int(v) for v in value.values()), default=0)
+    return 0
 
 
 def _positive_int(value: Any) -> bool:

@@ -1,0 +1,138 @@
+"""Reading the user's files and writing the outputs they name, safely.
+
+Input files are read only when they are regular files, and only up to a size
+cap: a FIFO would block, a device would never end. Output files are written
+through a temporary file renamed over a regular file, in place into a
+character device (`/dev/null`, `/dev/stdout`), and never over a symlink, a
+FIFO or a directory: those are refused before any work is done.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from .errors import InputError
+
+MAX_INPUT_BYTES = 16 << 20  # tables, mappings, baselines, repo metadata
+MAX_SOURCE_BYTES = 8 << 20  # one Python file of a --repo tree
+
+
+def regular_file(path: Path) -> bool:
+    """True for a regular file (symlinks followed); FIFOs, devices and
+    directories are not, and are never opened."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def read_bytes(path: Path, what: str, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes, or one InputError."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such {what}") from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: cannot read the {what}: {_reason(exc)}") from None
+    if stat.S_ISDIR(mode):
+        raise InputError(f"{path}: is a directory, not a {what}")
+    if not stat.S_ISREG(mode):
+        raise InputError(f"{path}: not a regular file (a FIFO, socket or device), so not read as a {what}")
+    try:
+        # O_NONBLOCK: should the path be swapped for a FIFO after the check,
+        # opening it still returns at once.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as fh:
+            data = fh.read(limit + 1)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the {what}: {_reason(exc)}") from None
+    if len(data) > limit:
+        raise InputError(f"{path}: the {what} is larger than {limit >> 20} MiB; not read")
+    return data
+
+
+def read_text(path: Path, what: str, limit: int = MAX_INPUT_BYTES) -> str:
+    """The UTF-8 text of a regular file of at most `limit` bytes, or one InputError."""
+    data = read_bytes(path, what, limit)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: the {what} is not UTF-8 text (byte {exc.start})") from None
+
+
+def read_text_or_none(path: Path, limit: int = MAX_SOURCE_BYTES) -> str | None:
+    """Text of a file found while walking a tree, or None when it is not a
+    regular file, too large or unreadable (the caller reports it as skipped)."""
+    if not regular_file(path):
+        return None
+    try:
+        data = read_bytes(path, "file", limit)
+    except InputError:
+        return None
+    return data.decode("utf-8", errors="replace")
+
+
+def check_output(path: Path, option: str, overwrite: bool = True) -> None:
+    """Refuse an output path before any work, so a bad one costs nothing."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        info = None
+    except OSError as exc:
+        raise InputError(f"{option} {path}: {_reason(exc)}") from None
+    if info is not None:
+        if stat.S_ISLNK(info.st_mode):
+            raise InputError(f"{option} {path}: is a symlink; hprobe writes only regular files (give the target's path)")
+        if stat.S_ISCHR(info.st_mode):
+            if not os.access(path, os.W_OK):
+                raise InputError(f"{option} {path}: not writable")
+            return
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(f"{option} {path}: not a regular file (a directory, FIFO, socket or block device)")
+        if not overwrite:
+            raise InputError(f"{option} {path}: exists; pass --force to overwrite")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"{option} {path}: the directory {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK) or (info is not None and not os.access(path, os.W_OK)):
+        raise InputError(f"{option} {path}: not writable")
+
+
+def write_output(path: Path, data: str, option: str, overwrite: bool = True) -> None:
+    """Write `data` to the path the user named: atomically for a regular file,
+    in place for a character device; anything else is refused."""
+    check_output(path, option, overwrite)
+    try:
+        if stat.S_ISCHR(os.stat(path).st_mode):
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(data)
+            return
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise InputError(f"{option} {path}: cannot write: {_reason(exc)}") from None
+    fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(data)
+        try:
+            os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))  # keep an existing file's mode
+        except FileNotFoundError:
+            os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise InputError(f"{option} {path}: cannot write: {_reason(exc)}") from None
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _reason(exc: BaseException) -> str:
+    return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
