@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 from contextlib import contextmanager
@@ -70,10 +71,23 @@ def _progress(json_output: bool) -> Iterator[Callable[[str], None]]:
         yield update
 
 
+class _Terminated(BaseException):
+    """SIGTERM, raised where the process is, so every `subprocess.run` and
+    forked helper on the way out is killed rather than orphaned."""
+
+
+def _on_sigterm(_signum: int, _frame: object) -> None:
+    raise _Terminated()
+
+
 def _run(job: Callable[[], int]) -> None:
     """Run a command body: one line on stderr and a documented exit code on failure."""
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         code = job()
+    except _Terminated:
+        typer.echo("hprobe: terminated", err=True)
+        raise typer.Exit(143) from None
     except HprobeError as exc:
         typer.echo(f"hprobe: error: {exc.message}", err=True)
         raise typer.Exit(exc.exit_code) from None
@@ -86,6 +100,8 @@ def _run(job: Callable[[], int]) -> None:
         message = " ".join(str(exc).split())[:300]
         typer.echo(f"hprobe: internal error: {type(exc).__name__}: {message} (set HPROBE_DEBUG=1 for the traceback)", err=True)
         raise typer.Exit(EXIT_INTERNAL) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     raise typer.Exit(code)
 
 
@@ -261,7 +277,6 @@ def diff(
         from .drift import diff_reports
         from .service import parse_heads, run_matrix
 
-        _check_release_options(flashinfer, None)
         with _progress(json_output) as progress:
             report = run_matrix(_kernel_ids(kernel), sm, parse_heads(heads), f"{old},{new}", not no_cache, progress, _axes(ctx.args))
         result = diff_reports(report)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from typing import Callable
 
 from .outcome import KernelSMResult
@@ -39,7 +40,14 @@ def probe_split(keys: list[str], job: Job, workers: int | None = None) -> list[K
             out.write(payload)
         os._exit(0)
     os.close(write_fd)
-    results = job(mine)
+    try:
+        results = job(mine)
+    except BaseException:
+        # Interrupted (Ctrl-C, SIGTERM) or failed: the child must not outlive us.
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(read_fd)
+        raise
     with os.fdopen(read_fd) as stream:
         text = stream.read()
     os.waitpid(pid, 0)

@@ -8,12 +8,14 @@ flashinfer versions.
 
 from __future__ import annotations
 
+import csv
 import functools
 import hashlib
 import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -24,21 +26,13 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from . import __version__
+from . import __version__, cache
 from .errors import InputError
+from .fileio import MAX_INPUT_BYTES, read_text_or_none
 from .outcome import HeadResult, KernelSMResult, Outcome
 
 DIST = "flashinfer-python"
 _WHEEL_PREFIX = "flashinfer_python-"
-
-
-def cache_root() -> Path:
-    override = os.environ.get("HPROBE_CACHE_DIR")
-    if override:
-        return Path(override)
-    from platformdirs import user_cache_dir
-
-    return Path(user_cache_dir("hprobe"))
 
 
 @dataclass
@@ -105,32 +99,68 @@ def _pip(cmd: list[str], what: str) -> subprocess.CompletedProcess[str]:
 
 def fetch_wheel(version: str) -> Path:
     """The cached wheel of `version`, downloading it once with the user's pip."""
-    wheels = cache_root() / "wheels"
+    wheels = cache.directory("wheels")
     cached = _cached_wheel(wheels, version)
     if cached:
         return cached
-    wheels.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=wheels) as tmp:
+    cache.clean_stale(wheels)
+    # A temp dir of this process's own, then an atomic rename: concurrent
+    # fetches of one release publish identical files, whichever lands last.
+    with tempfile.TemporaryDirectory(dir=wheels, prefix=".download-") as tmp:
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
                "--disable-pip-version-check", "-q", "-d", tmp, f"{DIST}=={version}"]
         proc = _pip(cmd, f"cannot fetch {DIST}=={version}")
         got = list(Path(tmp).glob("*.whl"))
         if proc.returncode != 0 or not got:
-            lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and "is ignored" not in ln]
-            why = lines[-1].strip() if lines else f"pip exited {proc.returncode}"
-            raise InputError(f"cannot fetch {DIST}=={version}: {why}")
+            raise InputError(f"cannot fetch {DIST}=={version}: {_pip_reason(proc)}")
         target = wheels / got[0].name
+        # pip checked the index's hash while downloading; record the digest so
+        # later runs can tell a damaged cached wheel from a good one.
+        cache.write_atomically(_digest_file(target), _sha256(got[0]).encode())
         os.replace(got[0], target)
     return target
 
 
+def _pip_reason(proc: subprocess.CompletedProcess[str]) -> str:
+    lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip() and "is ignored" not in ln and "experimental" not in ln]
+    why = lines[-1] if lines else f"pip exited {proc.returncode}"
+    unreachable = ("NewConnectionError", "Connection refused", "Max retries exceeded", "Failed to establish", "ReadTimeoutError", "Name or service not known", "Temporary failure in name resolution")
+    if any(marker in proc.stderr for marker in unreachable):
+        why += " (the package index could not be reached; check the network or pip's index-url)"
+    return why
+
+
+def _digest_file(wheel: Path) -> Path:
+    return wheel.with_name(wheel.name + ".sha256")
+
+
 def _cached_wheel(wheels: Path, version: str) -> Path | None:
-    if not wheels.is_dir():
-        return None
+    """A cached wheel of `version` whose digest matches the one recorded when it
+    was fetched; a damaged one is discarded, so the caller fetches it again."""
     for wheel in wheels.glob(f"{_WHEEL_PREFIX}*.whl"):
-        if _wheel_version(wheel) == Version(version):
+        if _wheel_version(wheel) != Version(version):
+            continue
+        try:
+            recorded = _digest_file(wheel).read_text().strip()
+        except OSError:
+            recorded = None
+        if recorded is None and _zip_intact(wheel):
+            # Fetched before digests were recorded: check it once, then record.
+            cache.write_atomically(_digest_file(wheel), _sha256(wheel).encode())
             return wheel
+        if recorded is not None and _sha256(wheel) == recorded:
+            return wheel
+        cache.discard(wheel)
+        cache.discard(_digest_file(wheel))
     return None
+
+
+def _zip_intact(wheel: Path) -> bool:
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            return zf.testzip() is None
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError):
+        return False
 
 
 def _wheel_version(wheel: Path) -> Version | None:
@@ -148,26 +178,106 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+# Bounds on unpacking a wheel (README "Releases that are not installed"). The
+# largest real release, 0.7.4, is 101 MB unpacking to 682 MiB in 14,705 members.
+MAX_UNPACK_MB = ("HPROBE_MAX_UNPACK_MB", 4096.0)
+MAX_MEMBERS = 100_000
+MAX_RATIO = 100  # unpacked / packed size; flashinfer's wheels are about 7
+
+
 def _from_wheel(wheel: Path, label: str) -> Release:
     sha = _sha256(wheel)
-    tree = cache_root() / "trees" / sha
-    if not (tree / "flashinfer" / "__init__.py").is_file():
-        tree.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=tree.parent, prefix=".unpack-"))
+    trees = cache.directory("trees")
+    tree = trees / sha
+    if not _tree_intact(tree):
+        from filelock import FileLock, Timeout
+
+        # One process unpacks, the others wait for it and find the tree
+        # published. Without the lock (timeout, a filesystem without locks)
+        # unpacking is still safe, only done twice.
+        lock = FileLock(str(trees / f".{sha}.lock"))
         try:
-            with zipfile.ZipFile(wheel) as zf:
-                zf.extractall(tmp)
-        except zipfile.BadZipFile:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise InputError(f"--flashinfer {label}: {wheel} is not a valid wheel") from None
-        if not (tmp / "flashinfer" / "__init__.py").is_file():
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise InputError(f"--flashinfer {label}: {wheel} holds no flashinfer package")
-        shutil.rmtree(tree, ignore_errors=True)
-        os.replace(tmp, tree)
+            lock.acquire(timeout=timeout_from_env(WORKER_TIMEOUT))
+        except (Timeout, OSError):
+            lock = None
+        try:
+            if not _tree_intact(tree):
+                cache.clean_stale(trees)
+                _unpack(wheel, tree, label)
+        finally:
+            if lock is not None:
+                lock.release()
     metadata = _metadata(tree)
     version = metadata.get("Version", ["unknown"])[0]
     return Release(label, version, tree, sha, unmet_requirements(metadata))
+
+
+_COMPLETE = ".hprobe-unpacked"  # written last into a tree before it is published
+
+
+def _tree_intact(tree: Path) -> bool:
+    """Published completely, and every file the wheel's RECORD lists has the
+    size RECORD gives (an emptied or truncated file sends it back to unpacking)."""
+    if not (tree / _COMPLETE).is_file() or not (tree / "flashinfer" / "__init__.py").is_file():
+        if tree.exists():
+            cache.discard(tree)
+        return False
+    records = sorted(tree.glob("flashinfer_python-*.dist-info/RECORD"))
+    try:
+        lines = records[0].read_text(encoding="utf-8").splitlines() if records else []
+        for row in csv.reader(lines):
+            if len(row) == 3 and row[2].isdigit() and (tree / row[0]).stat().st_size != int(row[2]):
+                raise OSError(f"{row[0]} differs from RECORD")
+    except (OSError, csv.Error, UnicodeDecodeError):
+        cache.discard(tree)
+        return False
+    return True
+
+
+def _unpack(wheel: Path, tree: Path, label: str) -> None:
+    limit_mb = timeout_from_env(MAX_UNPACK_MB)
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            members = zf.infolist()
+            _check_members(members, wheel.stat().st_size, limit_mb, label, wheel)
+            tmp = Path(tempfile.mkdtemp(dir=tree.parent, prefix=".unpack-"))
+            try:
+                zf.extractall(tmp)
+                if not (tmp / "flashinfer" / "__init__.py").is_file():
+                    raise InputError(f"--flashinfer {label}: {wheel} holds no flashinfer package")
+                (tmp / _COMPLETE).write_text(wheel.name)
+                try:
+                    os.rename(tmp, tree)
+                except OSError:
+                    # Another process published the same tree first: keep theirs.
+                    if not _tree_intact(tree):
+                        raise
+                    shutil.rmtree(tmp, ignore_errors=True)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+    except (zipfile.BadZipFile, EOFError, zipfile.LargeZipFile, NotImplementedError, ValueError) as exc:
+        raise InputError(f"--flashinfer {label}: {wheel} is not a valid wheel ({type(exc).__name__}: {exc})") from None
+    except OSError as exc:
+        raise InputError(f"--flashinfer {label}: cannot unpack {wheel} into {tree.parent}: {exc.strerror or exc}") from None
+
+
+def _check_members(members: list[zipfile.ZipInfo], packed: int, limit_mb: float, label: str, wheel: Path) -> None:
+    if len(members) > MAX_MEMBERS:
+        raise InputError(f"--flashinfer {label}: {wheel} has {len(members)} members, more than {MAX_MEMBERS}; not unpacked")
+    total = 0
+    for info in members:
+        name = info.filename
+        if name.startswith(("/", "\\")) or ".." in Path(name).parts or ":" in name.split("/")[0]:
+            raise InputError(f"--flashinfer {label}: {wheel} has a member outside the tree ({name!r}); not unpacked")
+        if stat.S_ISLNK(info.external_attr >> 16):
+            raise InputError(f"--flashinfer {label}: {wheel} has a symlink member ({name!r}), which no wheel may hold; not unpacked")
+        total += info.file_size
+    if total > limit_mb * (1 << 20) or total > MAX_RATIO * max(packed, 1):
+        raise InputError(
+            f"--flashinfer {label}: {wheel} would unpack to {total >> 20} MiB from {packed >> 20} MiB; "
+            f"more than {limit_mb:g} MiB or {MAX_RATIO}x ({MAX_UNPACK_MB[0]} sets the size limit)"
+        )
 
 
 def _from_directory(path: Path, label: str) -> Release:
@@ -179,8 +289,9 @@ def _from_directory(path: Path, label: str) -> Release:
     version = "unknown"
     version_file = root / "flashinfer" / "_build_meta.py"
     for candidate in (version_file, root / "flashinfer" / "version.py"):
-        if candidate.is_file():
-            m = re.search(r"""__version__\s*=\s*["']([^"']+)""", candidate.read_text(errors="replace"))
+        text = read_text_or_none(candidate, MAX_INPUT_BYTES)
+        if text is not None:
+            m = re.search(r"""__version__\s*=\s*["']([^"']+)""", text)
             if m:
                 version = m.group(1)
                 break
@@ -195,7 +306,10 @@ def _metadata(tree: Path) -> dict[str, list[str]]:
     if not found:
         return {}
     fields: dict[str, list[str]] = {}
-    for line in found[0].read_text(errors="replace").splitlines():
+    text = read_text_or_none(found[0], MAX_INPUT_BYTES)
+    if text is None:
+        raise InputError(f"{found[0]}: not a regular file of at most {MAX_INPUT_BYTES >> 20} MiB, so not read as package metadata")
+    for line in text.splitlines():
         if not line.strip():
             break  # headers end at the first blank line
         key, _, value = line.partition(":")
@@ -259,7 +373,7 @@ def probe_release(
     cached: dict[str, list[KernelSMResult]] = {}
     for kernel_id in kernel_ids:
         key = result_cache_key(release, kernel_id, get_variant(kernel_id).probe.probe_version, sms, heads)
-        hit = _read_cache(key) if (use_cache and key) else None
+        hit = _read_cache(key, kernel_id, sms, heads) if (use_cache and key) else None
         if hit is None:
             missing.append(kernel_id)
         else:
@@ -272,17 +386,22 @@ def probe_release(
             key = result_cache_key(release, kernel_id, get_variant(kernel_id).probe.probe_version, sms, heads)
             # Environment failures depend on this machine, not the wheel: never cached.
             if key and not any("worker:" in n for r in kernel_results for n in r.notes):
-                _write_cache(key, kernel_results)
+                _write_cache(key, kernel_results)  # a failed write loses only the cache entry, never the answer
     for kernel_id in kernel_ids:
-        results.extend(cached.get(kernel_id) or fresh.get(kernel_id) or [])
+        got = cached.get(kernel_id) or fresh.get(kernel_id) or []
+        results.extend(got)
+        for sm in sorted(set(sms) - {r.sm for r in got}):  # never a silent hole in the answer
+            results.append(_inconclusive(kernel_id, sm, release.version, heads, "the probe worker returned no result for it"))
     return results
 
 
 def _cache_file(key: str) -> Path:
-    return cache_root() / "results" / f"{key}.json"
+    return cache.root() / "results" / f"{key}.json"
 
 
-def _read_cache(key: str) -> list[KernelSMResult] | None:
+def _read_cache(key: str, kernel_id: str, sms: list[int], heads: list[int]) -> list[KernelSMResult] | None:
+    """The cached results, only when they cover every SM and h_q the key
+    stands for; anything less (or corrupt, or foreign) is discarded."""
     path = _cache_file(key)
     if not path.is_file():
         return None
@@ -290,18 +409,21 @@ def _read_cache(key: str) -> list[KernelSMResult] | None:
         doc = json.loads(path.read_text())
         if doc.get("schema") != "hprobe.cache/1" or doc.get("key") != key:
             raise ValueError("foreign cache entry")
-        return [KernelSMResult.from_dict(r) for r in doc["results"]]
+        results = [KernelSMResult.from_dict(r) for r in doc["results"]]
+        covered = sorted(r.sm for r in results) == sorted(sms) and all(
+            r.key == kernel_id and sorted(r.heads) == sorted(heads) for r in results
+        )
+        if not covered:
+            raise ValueError("incomplete cache entry")
+        return results
     except Exception:  # noqa: BLE001 - a corrupt or foreign entry is discarded, never trusted
-        path.unlink(missing_ok=True)
+        cache.discard(path)
         return None
 
 
-def _write_cache(key: str, results: list[KernelSMResult]) -> None:
-    path = _cache_file(key)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"schema": "hprobe.cache/1", "key": key, "results": [r.to_dict() for r in results]}))
-    os.replace(tmp, path)
+def _write_cache(key: str, results: list[KernelSMResult]) -> bool:
+    doc = {"schema": "hprobe.cache/1", "key": key, "results": [r.to_dict() for r in results]}
+    return cache.write_atomically(_cache_file(key), json.dumps(doc).encode())
 
 
 def _run_worker(release: Release, kernel_ids: list[str], sms: list[int], heads: list[int]) -> list[KernelSMResult]:
@@ -354,8 +476,7 @@ def published_versions() -> list[Version]:
     proc = _pip(cmd, f"cannot list {DIST} releases")
     m = re.search(r"Available versions:\s*(.+)", proc.stdout)
     if proc.returncode != 0 or not m:
-        lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and "is ignored" not in ln and "experimental" not in ln]
-        raise InputError(f"cannot list {DIST} releases: {lines[-1].strip() if lines else 'pip index failed'}")
+        raise InputError(f"cannot list {DIST} releases: {_pip_reason(proc)}")
     versions = []
     for text in m.group(1).split(","):
         try:

@@ -212,6 +212,10 @@ def probe_named(item: str, needed: dict[str, list[int]], heads: list[int], use_c
         if result.key in needed and result.sm in needed[result.key]:
             results[(result.key, result.sm)] = result
     notes = [f"flashinfer {release.version} requires {u}" for u in release.unmet]
+    from . import cache
+
+    if cache.note():
+        notes.append(cache.note())
     return ProbedRelease(item, FlashinferInfo(release.version, str(release.tree)), results, notes)
 
 

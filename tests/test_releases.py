@@ -101,24 +101,34 @@ def test_bisect_finds_0_6_14(cli_json):
     assert probed["0.6.14"] == "accepted" and probed["0.6.13"] == "rejected"
 
 
-def test_multi_release_matrix_and_warm_cache_imports_nothing(cli_json, release_cache):
+def test_multi_release_matrix_and_warm_cache_imports_nothing(cli_json, release_cache, monkeypatch):
     args = ("matrix", "--kernel", "dsv4-sparse-mla", "--sm", "100", "--flashinfer", "0.6.13,0.6.14")
     code, cold, _ = cli_json(*args)
     assert code == 0
     accepted = {(r["flashinfer_version"], r["sm"]): r["accepted"] for r in cold["results"]}
     assert accepted == {("0.6.13", 100): [64, 128], ("0.6.14", 100): [8, 16, 32, 64, 128]}
-    # Make every cached tree unimportable: a warm run must not need them.
-    for init in (release_cache / "trees").glob("*/flashinfer/__init__.py"):
-        init.write_text("raise SystemExit('flashinfer was imported')\n")
-    code, warm, _ = cli_json(*args)
+    # A warm run answers from the cache: no worker is started.
+    import probe.releases
+
+    def no_worker(*_args):
+        raise AssertionError("a worker was started on a warm cache")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(probe.releases, "_run_worker", no_worker)
+        code, warm, _ = cli_json(*args)
     assert code == 0
     assert warm["results"] == cold["results"]
-    # A corrupt entry is discarded and recomputed, never trusted: with the trees
-    # unimportable the recomputation is inconclusive, not a copy of the garbage.
+    # Damage heals: a foreign result entry is discarded and a tree file that no
+    # longer matches the wheel's RECORD sends the tree back to unpacking; the
+    # recomputed answer is the cold one, never a copy of the garbage.
     for entry in (release_cache / "results").glob("*.json"):
         entry.write_text('{"schema": "hprobe.cache/1", "key": "not-this", "results": []}')
+    for init in (release_cache / "trees").glob("*/flashinfer/__init__.py"):
+        init.write_text("")
     code, again, _ = cli_json(*args)
-    assert {r["status"] for r in again["results"]} == {"inconclusive"}
+    assert code == 0 and again["results"] == cold["results"]
+    used = [Path(r["location"]) for r in again["releases"]]
+    assert len(used) == 2 and all((tree / "flashinfer" / "__init__.py").stat().st_size > 0 for tree in used)
     shutil.rmtree(release_cache / "trees")  # later tests unpack afresh
     shutil.rmtree(release_cache / "results")
 

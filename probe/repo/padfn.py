@@ -1,68 +1,97 @@
 """`--pad-fn`: call the consumer's own padding function. An explicit opt-in to
-importing and running their code, unlike `--repo`, which only reads it."""
+importing and running their code, unlike `--repo`, which only reads it.
+
+The function runs in a child process (`padfn_child.py`), bounded in time: its
+prints, `sys.exit`, `os._exit` or a hang can never fake a pass or break hprobe's
+output; each ends in one line and exit 2.
+"""
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import inspect
+import json
+import os
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
-from typing import Any, Callable
 
 from ..errors import InputError
-from ..tables.model import Backend, Model, PaddingTable, PadMap, Where
+from ..tables.model import MAX_HEADS, Backend, Model, PaddingTable, PadMap, Where
+
+PAD_FN_TIMEOUT = ("HPROBE_PAD_FN_TIMEOUT", 60.0)  # seconds for every call of the function together
+_CHILD = Path(__file__).with_name("padfn_child.py")
 
 
-def load_pad_fn(spec: str) -> tuple[Callable[[int], Any], Where]:
-    """`pkg.module:Class.method` or `path/to/file.py:function` -> the callable."""
+def call_pad_fn(spec: str, counts: list[int]) -> tuple[Where, dict[int, int | tuple[str, str]]]:
+    """Where the function is defined, and per count what it returned or
+    (error type, message) when it raised."""
+    from ..releases import timeout_from_env
+
     target, sep, qualname = spec.rpartition(":")
     if not sep or not target or not qualname:
         raise InputError(f"--pad-fn {spec!r}: expected MODULE:QUALNAME or FILE.py:QUALNAME")
-    try:
-        if target.endswith(".py"):
-            path = Path(target)
-            if not path.is_file():
-                raise InputError(f"--pad-fn {spec!r}: no such file {target}")
-            module_spec = importlib.util.spec_from_file_location(f"hprobe_pad_fn_{path.stem}", path)
-            assert module_spec is not None and module_spec.loader is not None
-            module = importlib.util.module_from_spec(module_spec)
-            sys.modules[module_spec.name] = module
-            module_spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(target)
-    except InputError:
-        raise
-    except BaseException as exc:  # noqa: BLE001 - their import failing is their error, in one line
-        raise InputError(f"--pad-fn {spec!r}: importing {target} failed: {type(exc).__name__}: {exc}") from None
-    obj: Any = module
-    for part in qualname.split("."):
-        if not hasattr(obj, part):
-            raise InputError(f"--pad-fn {spec!r}: {target} has no {qualname}")
-        obj = getattr(obj, part)
-    if not callable(obj):
-        raise InputError(f"--pad-fn {spec!r}: {qualname} is not callable")
-    try:
-        where = Where(inspect.getsourcefile(obj) or target, inspect.getsourcelines(obj)[1])
-    except (OSError, TypeError):
-        where = Where(target)
-    return obj, where
+    if target.endswith(".py"):
+        if not Path(target).is_file():
+            raise InputError(f"--pad-fn {spec!r}: no such file {target}")
+    limit = timeout_from_env(PAD_FN_TIMEOUT)
+    with tempfile.TemporaryDirectory(prefix="hprobe-pad-fn-") as tmp:
+        out = Path(tmp) / "results.jsonl"
+        request = {"spec": f"{target}:{qualname}", "counts": counts, "out": str(out)}
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-I", "-c", _CHILD.read_text(encoding="utf-8")],
+                input=json.dumps(request),
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=limit,
+            )
+        except subprocess.TimeoutExpired:
+            raise InputError(
+                f"--pad-fn {spec!r}: did not return within {limit:g} s for {len(counts)} head counts ({PAD_FN_TIMEOUT[0]} sets the limit)"
+            ) from None
+        records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines() if line.strip()] if out.exists() else []
+    for item in records:
+        if "error" in item:
+            raise InputError(f"--pad-fn {spec!r}: {item['error']}")
+    if not any("done" in item for item in records):
+        calling = [item["calling"] for item in records if "calling" in item]
+        during = f" while called for {calling[-1]} heads" if calling else " before it was called"
+        tail = " ".join(proc.stderr.split())[-200:]
+        raise InputError(
+            f"--pad-fn {spec!r}: the process ended{during} (exit code {proc.returncode}); "
+            f"a padding function must return a count or raise{': ' + tail if tail else ''}"
+        )
+    where = next(item["where"] for item in records if "where" in item)
+    outputs: dict[int, int | tuple[str, str]] = {}
+    for item in records:
+        if "n" not in item:
+            continue
+        n = item["n"]
+        if "raises" in item:
+            outputs[n] = (item["raises"][0], item["raises"][1])
+            continue
+        value = item["value"]
+        if not isinstance(value, int) or value < n:
+            raise InputError(f"--pad-fn {spec!r}: returned {value if isinstance(value, str) else repr(value)} for {n}, not a count >= {n}")
+        if value > MAX_HEADS:
+            raise InputError(f"--pad-fn {spec!r}: returned {value} for {n}, above {MAX_HEADS}")
+        outputs[n] = value
+    return Where(where[0], where[1]), outputs
 
 
 def pad_fn_table(spec: str, kernel: str, sms: tuple[int, ...], models: list[Model], options: tuple = ()) -> tuple[PaddingTable, list[str]]:
     """A table whose rule is what the function returns for each per-rank count;
     a count it raises for is one the consumer refuses."""
-    fn, where = load_pad_fn(spec)
+    counts = sorted({n for m in models for _, n in m.per_rank()})
+    where, outputs = call_pad_fn(spec, counts)
     pairs: list[tuple[int, int]] = []
     notes: list[str] = []
-    for n in sorted({n for m in models for _, n in m.per_rank()}):
-        try:
-            value = fn(n)
-        except Exception as exc:  # noqa: BLE001 - the consumer raises for n
-            notes.append(f"{spec} raises for {n}: {type(exc).__name__}: {exc}")
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < n:
-            raise InputError(f"--pad-fn {spec!r}: returned {value!r} for {n}, not a count >= {n}")
-        pairs.append((n, value))
+    for n in counts:
+        value = outputs[n]
+        if isinstance(value, tuple):
+            notes.append(f"{spec} raises for {n}: {value[0]}: {value[1]}")
+        else:
+            pairs.append((n, value))
     backend = Backend(spec, kernel, sms, PadMap(tuple(pairs)), where, options)
-    return PaddingTable(f"--pad-fn {spec}", f"called {spec}", str(where.path), None, models, [backend]), notes
+    return PaddingTable(f"--pad-fn {spec}", f"called {spec}", os.fspath(where.path), None, models, [backend]), notes

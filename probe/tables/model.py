@@ -58,7 +58,7 @@ class PadMap(PaddingRule):
         return "pad_map " + "{" + ", ".join(f"{k}->{v}" for k, v in self.mapping) + "}"
 
     def largest(self) -> int:
-        return max(v for _, v in self.mapping)
+        return max((v for _, v in self.mapping), default=0)  # empty: the consumer refuses every count
 
 
 @dataclass(frozen=True)
