@@ -161,6 +161,11 @@ def check(
         axes = _axes(ctx.args)
         if junit is not None:
             check_output(junit, "--junit")  # a bad path costs nothing: refused before probing
+        recorded = None
+        if baseline is not None:
+            from .service import load_baseline
+
+            recorded = load_baseline(str(baseline))
         repo_tables = None
         extra_notes: list[str] = []
         if repo is not None:
@@ -181,12 +186,12 @@ def check(
             else:
                 report = run_check(tables, sm, strict, flashinfer, pin, not no_cache, progress)
             report.notes.extend(extra_notes)
-            if baseline is not None:
+            if recorded is not None:
                 from .releases import parse_spec
                 from .service import baseline_drift
 
                 label = parse_spec(flashinfer)[-1] if flashinfer else None
-                report.drift = baseline_drift(str(baseline), label, not no_cache, progress)
+                report.drift = baseline_drift(recorded, label, not no_cache, progress)
         if junit is not None:
             # Written before the report is printed: a failed write is the exit
             # code the printed report (and its JSON `exit_code`) then never contradicts.

@@ -27,6 +27,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from . import __version__, cache
+from .bounded import Timeout, run_bounded
 from .errors import InputError
 from .fileio import MAX_INPUT_BYTES, read_text_or_none
 from .outcome import HeadResult, KernelSMResult, Outcome
@@ -92,8 +93,8 @@ def _pip(cmd: list[str], what: str) -> subprocess.CompletedProcess[str]:
     """Run pip with the user's configuration, bounded in time; one line on failure."""
     limit = timeout_from_env(PIP_TIMEOUT)
     try:
-        return subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=limit)
-    except subprocess.TimeoutExpired:
+        return run_bounded(cmd, limit)
+    except Timeout:
         raise InputError(f"{what}: pip did not finish within {limit:g} s (is the package index reachable? {PIP_TIMEOUT[0]} sets the limit)") from None
 
 
@@ -246,6 +247,7 @@ def _unpack(wheel: Path, tree: Path, label: str) -> None:
                 if not (tmp / "flashinfer" / "__init__.py").is_file():
                     raise InputError(f"--flashinfer {label}: {wheel} holds no flashinfer package")
                 (tmp / _COMPLETE).write_text(wheel.name)
+                os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp's 0700 would hide a shared cache from other users
                 try:
                     os.rename(tmp, tree)
                 except OSError:
@@ -260,6 +262,12 @@ def _unpack(wheel: Path, tree: Path, label: str) -> None:
         raise InputError(f"--flashinfer {label}: {wheel} is not a valid wheel ({type(exc).__name__}: {exc})") from None
     except OSError as exc:
         raise InputError(f"--flashinfer {label}: cannot unpack {wheel} into {tree.parent}: {exc.strerror or exc}") from None
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _check_members(members: list[zipfile.ZipInfo], packed: int, limit_mb: float, label: str, wheel: Path) -> None:
@@ -433,18 +441,17 @@ def _run_worker(release: Release, kernel_ids: list[str], sms: list[int], heads: 
     # package by path: a `probe/` in the user's working tree is never run.
     package_root = str(Path(__file__).resolve().parent.parent)
     bootstrap = f"import sys; sys.path.insert(0, {package_root!r}); from {__package__}.worker import main; sys.exit(main())"
+    # Compiled bytecode goes to hprobe's cache, never beside a tree the user
+    # named (`--flashinfer DIR`); the worker's temp files go to its own
+    # directory, removed with it however the worker ends.
+    pycache = str(cache.root() / "pycache")
+    bootstrap = f"import sys; sys.pycache_prefix = {pycache!r}; " + bootstrap
     limit = timeout_from_env(WORKER_TIMEOUT)
     with tempfile.TemporaryDirectory(prefix="hprobe-worker-") as workdir:
+        env = dict(os.environ, TMPDIR=workdir)
         try:
-            proc = subprocess.run(
-                [sys.executable, "-I", "-c", bootstrap],
-                input=json.dumps(request),
-                capture_output=True,
-                text=True,
-                cwd=workdir,
-                timeout=limit,
-            )
-        except subprocess.TimeoutExpired:
+            proc = run_bounded([sys.executable, "-I", "-c", bootstrap], limit, json.dumps(request), cwd=workdir, env=env)
+        except Timeout:
             reason = f"flashinfer {release.version} could not be probed here: the probe worker did not finish within {limit:g} s ({WORKER_TIMEOUT[0]} sets the limit)"
             return [_inconclusive(k, sm, release.version, heads, reason) for k in kernel_ids for sm in sms]
     try:

@@ -479,13 +479,18 @@ def run_repo_check(
     return report
 
 
-def baseline_drift(path: str, flashinfer_spec: str | None, use_cache: bool, progress: Progress = _quiet) -> dict:
-    """`check --baseline FILE`: probe the kernels, SMs and h_q a recorded
-    `hprobe matrix --json` covers, and say what changed since."""
+@dataclass
+class Baseline:
+    """A recorded `hprobe matrix --json`, read and checked before any probing."""
+
+    release: ProbedRelease
+    needed: dict[str, list[int]]
+    heads: list[int]
+
+
+def load_baseline(path: str) -> Baseline:
     import json
     from pathlib import Path
-
-    from .drift import diff_reports
 
     from .fileio import read_text
 
@@ -500,7 +505,7 @@ def baseline_drift(path: str, flashinfer_spec: str | None, use_cache: bool, prog
     try:
         recorded = [KernelSMResult.from_dict(r) for r in doc["results"]]
         first_version = doc["releases"][0]["version"] if doc.get("releases") else doc["flashinfer"]["version"]
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise InputError(f"--baseline {path}: malformed result ({type(exc).__name__}: {exc})") from None
     recorded = [r for r in recorded if r.flashinfer_version == first_version] or recorded
     if not recorded:
@@ -513,9 +518,20 @@ def baseline_drift(path: str, flashinfer_spec: str | None, use_cache: bool, prog
         if r.sm not in needed[key]:
             needed[key].append(r.sm)
         heads.update(r.heads)
+    if any(not isinstance(h, int) or not 0 < h <= MAX_HEADS for h in heads):
+        raise InputError(f"--baseline {path}: records head counts outside 1..{MAX_HEADS}")
+    parse_sm_list(",".join(str(sm) for sms in needed.values() for sm in sms))  # an impossible SM is an input error
     old = ProbedRelease(f"baseline {path}", FlashinferInfo(first_version, str(path)), {(get_variant(r.key).key, r.sm): r for r in recorded})
+    return Baseline(old, needed, sorted(heads))
+
+
+def baseline_drift(baseline: Baseline, flashinfer_spec: str | None, use_cache: bool, progress: Progress = _quiet) -> dict:
+    """`check --baseline FILE`: probe the kernels, SMs and h_q a recorded
+    `hprobe matrix --json` covers, and say what changed since."""
+    from .drift import diff_reports
+
     label = flashinfer_spec or INSTALLED
-    new = gather([label], needed, sorted(heads), use_cache, progress)[label]
-    sms = sorted({sm for v in needed.values() for sm in v})
-    report = MatrixReport([old, new], Targets([SM.from_number(s) for s in sms], "baseline"), sorted(heads))
+    new = gather([label], baseline.needed, baseline.heads, use_cache, progress)[label]
+    sms = sorted({sm for v in baseline.needed.values() for sm in v})
+    report = MatrixReport([baseline.release, new], Targets([SM.from_number(s) for s in sms], "baseline"), baseline.heads)
     return diff_reports(report)

@@ -231,6 +231,10 @@ class FlashinferSession:
             self._workdir = tempfile.mkdtemp(prefix="hprobe-flashinfer-")
             self._set_env("FLASHINFER_WORKSPACE_BASE", self._workdir)
             self._set_env("FLASHINFER_CUBIN_DIR", os.path.join(self._workdir, "cubins"))
+            # cutlass-dsl (imported by flashinfer) keeps an IR cache under TMPDIR
+            # or CUTE_DSL_CACHE_DIR: in the session's directory too, removed at close.
+            self._set_env("CUTE_DSL_CACHE_DIR", os.path.join(self._workdir, "cute-dsl"))
+            self._set_env("TMPDIR", self._workdir)
             # Turns on flashinfer's optional host-side checks: more validators run.
             self._set_env("FLASHINFER_VALIDATE_INPUTS", "1")
             self._set_env("FLASHINFER_LOGLEVEL", "0")

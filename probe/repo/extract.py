@@ -102,6 +102,8 @@ def load_mapping(path: Path | None = None) -> Mapping:
     text = read_text(path, "mapping file")
     try:
         data = tomllib.loads(text)
+    except RecursionError:
+        raise InputError(f"{path}: malformed TOML: nested too deeply") from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"{path}: malformed TOML: {exc}") from None
     from ..tables.toml_source import _Parser
@@ -162,7 +164,7 @@ def extract(root: Path, mapping: Mapping) -> RepoTables:
     if not root.is_dir() and not (regular_file(root) and root.suffix == ".py"):
         raise InputError(f"--repo {root}: neither a directory nor a .py file")
     index = RepoIndex.build(root)
-    notes = list(index.problems)
+    notes: list[str] = []
     found: list[PaddingClass] = []
     for cls in index.classes_with(mapping.method):
         function = _resolve_method(index, cls, mapping.method)
@@ -177,6 +179,7 @@ def extract(root: Path, mapping: Mapping) -> RepoTables:
             notes.append(f"{cls.qualname} ({item.where}) returns {v} for {n} heads: fewer than it has")
         found.append(item)
     found.sort(key=lambda c: (c.cls.module.name, c.cls.name))
+    notes[:0] = index.problems  # files are parsed on demand: known only now
     for name in mapping.classes:
         if not any(name in (c.cls.name, c.cls.qualname) for c in found):
             unparsed = f" ({len(index.problems)} file(s) could not be parsed; see above)" if index.problems else ""

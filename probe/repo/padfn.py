@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from ..bounded import Timeout, run_bounded
 from ..errors import InputError
 from ..tables.model import MAX_HEADS, Backend, Model, PaddingTable, PadMap, Where
 
@@ -37,16 +37,12 @@ def call_pad_fn(spec: str, counts: list[int]) -> tuple[Where, dict[int, int | tu
     with tempfile.TemporaryDirectory(prefix="hprobe-pad-fn-") as tmp:
         out = Path(tmp) / "results.jsonl"
         request = {"spec": f"{target}:{qualname}", "counts": counts, "out": str(out)}
+        # -B: no bytecode written beside the user's module; TMPDIR: whatever
+        # their code leaves in temp goes with this directory.
+        env = dict(os.environ, TMPDIR=tmp)
         try:
-            proc = subprocess.run(
-                [sys.executable, "-I", "-c", _CHILD.read_text(encoding="utf-8")],
-                input=json.dumps(request),
-                capture_output=True,
-                text=True,
-                errors="replace",
-                timeout=limit,
-            )
-        except subprocess.TimeoutExpired:
+            proc = run_bounded([sys.executable, "-I", "-B", "-c", _CHILD.read_text(encoding="utf-8")], limit, json.dumps(request), env=env)
+        except Timeout:
             raise InputError(
                 f"--pad-fn {spec!r}: did not return within {limit:g} s for {len(counts)} head counts ({PAD_FN_TIMEOUT[0]} sets the limit)"
             ) from None

@@ -79,6 +79,8 @@ def _from_pyproject(base: Path) -> RepoPin | None:
         return None
     try:
         project = tomllib.loads(read_text(path, "pyproject.toml")).get("project", {})
+    except RecursionError:
+        raise InputError(f"{path}: malformed TOML: nested too deeply") from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"{path}: malformed TOML: {exc}") from None
     if not isinstance(project, dict):

@@ -28,6 +28,8 @@ class TomlTableSource:
         text = read_text(path, "table file")
         try:
             data = tomllib.loads(text)
+        except RecursionError:
+            raise InputError(f"{path}: malformed TOML: nested too deeply") from None
         except tomllib.TOMLDecodeError as exc:
             message = str(exc)
             line = _TOML_LINE.search(message)

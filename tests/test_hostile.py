@@ -1,0 +1,513 @@
+"""hprobe under hostile input, faults and concurrency, run as a user would: the
+installed `hprobe` in a subprocess, in a scratch directory of its own.
+
+Every case asserts its exit code and, for errors, one stderr line naming the
+problem; and for every case: no traceback, no hang beyond its bound, no file
+written outside the cache and the outputs it names (the scratch directory and
+TMPDIR are compared before and after), and no code from a --repo tree run (each
+hostile tree's modules would create a marker file if executed).
+
+Wheels, trees, tables and repos are made here. Network faults use servers on
+127.0.0.1. The concurrency case fetches one real release.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+HPROBE = Path(sys.executable).with_name("hprobe")
+RAN = "RAN"  # marker a hostile repo's code would create if it were executed
+PLANT = f"open(__import__('os').path.join(__import__('os').environ['HPROBE_TEST_ARENA'], {RAN!r}), 'w').close()\n"
+
+TABLE = """
+[table]
+name = "t"
+
+[model]
+name = "M"
+num_q_heads = 128
+tp = [1, 2, 4, 8, 16]
+
+[[backend]]
+name = "B"
+kernel = "dsv4-sparse-mla"
+sm = [100]
+{rule}
+"""
+MAPPING = """
+[[model]]
+name = "M"
+num_q_heads = 128
+tp = [1, 2, 4, 8, 16]
+
+[[class]]
+name = "Rule"
+kernel = "dsv4-sparse-mla"
+sm = [100]
+"""
+
+
+@dataclass
+class Case:
+    id: str
+    args: list[str]  # "{A}" stands for the scratch directory
+    code: int
+    needle: str  # in the one stderr line for an error; in stdout otherwise
+    setup: Callable[[Path], None] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    bound_s: float = 30.0  # a generous ceiling: a hang is what it catches
+    outputs: tuple[str, ...] = ()  # paths (relative to the scratch dir) the case may write
+    after: Callable[[Path], None] | None = None  # further checks once it ran
+
+
+def _write(rel: str, text: str | bytes) -> Callable[[Path], None]:
+    def setup(arena: Path) -> None:
+        path = arena / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(text if isinstance(text, bytes) else text.encode())
+
+    return setup
+
+
+def _all(*steps: Callable[[Path], None]) -> Callable[[Path], None]:
+    def setup(arena: Path) -> None:
+        for step in steps:
+            step(arena)
+
+    return setup
+
+
+def _fifo(rel: str) -> Callable[[Path], None]:
+    def setup(arena: Path) -> None:
+        (arena / rel).parent.mkdir(parents=True, exist_ok=True)
+        os.mkfifo(arena / rel)
+
+    return setup
+
+
+def _symlink(rel: str, target: str) -> Callable[[Path], None]:
+    def setup(arena: Path) -> None:
+        (arena / rel).symlink_to(arena / target)
+
+    return setup
+
+
+def _rule(body: str, extra: str = "") -> Callable[[Path], None]:
+    """A repo whose padding rule has `body`; every module of it plants the marker."""
+    source = PLANT + extra + "class Rule:\n    @classmethod\n    def get_padded_num_q_heads(cls, n):\n" + "".join(f"        {line}\n" for line in body.splitlines())
+    return _all(_write("repo/rules.py", source), _write("repo/__init__.py", PLANT))
+
+
+def _wheel(rel: str, members: dict[str, bytes], symlink: str | None = None) -> Callable[[Path], None]:
+    def setup(arena: Path) -> None:
+        path = arena / rel
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+            for name, data in members.items():
+                zf.writestr(name, data)
+            if symlink:
+                info = zipfile.ZipInfo(symlink)
+                info.external_attr = (stat.S_IFLNK | 0o777) << 16
+                zf.writestr(info, "/etc/passwd")
+
+    return setup
+
+
+def _bomb(arena: Path) -> None:
+    with zipfile.ZipFile(arena / "bomb.whl", "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("flashinfer/__init__.py", "")
+        with zf.open("flashinfer/zeros.bin", "w", force_zip64=True) as fh:
+            block = bytes(1 << 20)
+            for _ in range(160):
+                fh.write(block)
+
+
+def _deep_expression(terms: int) -> Callable[[Path], None]:
+    return _rule("return " + " + ".join(["n"] * terms))  # one BinOp level per term
+
+
+def _deep_parentheses(arena: Path) -> None:
+    _rule("return " + "(" * 2000 + "n" + ")" * 2000)(arena)  # beyond Python's own parser
+
+
+def _class_chain(arena: Path) -> None:
+    lines = [PLANT, "class C0:\n    @classmethod\n    def get_padded_num_q_heads(cls, n):\n        return n\n"]
+    lines += [f"class C{i}(C{i - 1}):\n    pass\n" for i in range(1, 3000)]
+    _write("repo/chain.py", "".join(lines))(arena)
+
+
+NO_RULE = _all(_write("repo/__init__.py", PLANT), _write("repo/rules.py", PLANT + "X = 1\n"))
+
+CASES: list[Case] = [
+    # -- padding tables -------------------------------------------------------------
+    Case("table-dev-zero", ["check", "--table", "/dev/zero"], 2, "not a regular file"),
+    Case("table-fifo", ["check", "--table", "{A}/t.toml"], 2, "not a regular file", _fifo("t.toml")),
+    Case("table-directory", ["check", "--table", "{A}"], 2, "is a directory"),
+    Case("table-missing", ["check", "--table", "{A}/nope.toml"], 2, "no such table file"),
+    Case("table-too-large", ["check", "--table", "{A}/t.toml"], 2, "larger than 16 MiB", _write("t.toml", "# x\n" * (5 << 20))),
+    Case("table-not-utf8", ["check", "--table", "{A}/t.toml"], 2, "not UTF-8", _write("t.toml", b"name = '\xff\xfe'\n")),
+    Case("table-nul-byte", ["check", "--table", "{A}/t.toml"], 2, "malformed TOML", _write("t.toml", b"[table]\nname = \"a\x00\"\n")),
+    Case("table-deep-arrays", ["check", "--table", "{A}/t.toml"], 2, "t.toml", _write("t.toml", "x = " + "[" * 5000 + "]" * 5000 + "\n")),
+    Case("table-typo-name", ["check", "--table", "{A}/t.toml"], 2, "unknown key 'nmae'", _write("t.toml", TABLE.format(rule="pad_to = [64, 128]").replace('name = "M"', 'nmae = "M"\nname = "M"'))),
+    Case("table-typo-tp", ["check", "--table", "{A}/t.toml"], 2, "unknown key 'tpp'", _write("t.toml", TABLE.format(rule="pad_to = [64, 128]").replace("tp = [", "tpp = ["))),
+    Case("table-unknown-top", ["check", "--table", "{A}/t.toml"], 2, "unknown top-level key", _write("t.toml", "extra = 1\n" + TABLE.format(rule="no_padding = true"))),
+    Case("table-max-heads-beside-pad-to", ["check", "--table", "{A}/t.toml"], 2, "max_heads goes with pad_multiple", _write("t.toml", TABLE.format(rule="pad_to = [64, 128]\nmax_heads = 128"))),
+    Case("table-huge-heads", ["check", "--table", "{A}/t.toml"], 2, "above 4096", _write("t.toml", TABLE.format(rule="no_padding = true").replace("num_q_heads = 128", "num_q_heads = 4611686018427387904").replace("tp = [1, 2, 4, 8, 16]", "tp = [1]"))),
+    Case("table-huge-pad-to", ["check", "--table", "{A}/t.toml"], 2, "above 4096", _write("t.toml", TABLE.format(rule="pad_to = [8, 1000000000000]"))),
+    Case("table-huge-pad-map-key", ["check", "--table", "{A}/t.toml"], 2, "above 4096", _write("t.toml", TABLE.format(rule='pad_map = { "99999999999" = 100000000000 }'))),
+    Case("table-tp-zero", ["check", "--table", "{A}/t.toml"], 2, "tp must be", _write("t.toml", TABLE.format(rule="no_padding = true").replace("tp = [1, 2, 4, 8, 16]", "tp = [0]"))),
+    Case("table-unknown-axis", ["check", "--table", "{A}/t.toml"], 2, "no axis 'flavour'", _write("t.toml", TABLE.format(rule='no_padding = true\nflavour = "x"'))),
+    # -- command-line values -----------------------------------------------------------
+    Case("heads-huge-check", ["check", "--heads", "300000000"], 2, "above 4096"),
+    Case("heads-zero-check", ["check", "--heads", "0"], 2, "must be positive"),
+    Case("heads-huge-range-matrix", ["matrix", "--heads", "1-10000000000"], 2, "above 4096"),
+    Case("heads-backwards-matrix", ["matrix", "--heads", "9-1"], 2, "runs backwards"),
+    Case("heads-garbage-matrix", ["matrix", "--heads", "a-b"], 2, "expected counts"),
+    Case("heads-huge-bisect", ["bisect", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "1000000000"], 2, "from 1 to 4096"),
+    Case("tp-zero", ["check", "--tp", "0"], 2, "--tp"),
+    Case("tp-huge", ["check", "--tp", "100000000000"], 2, "up to 4096"),
+    Case("flashinfer-empty", ["check", "--flashinfer", ""], 2, "--flashinfer: empty"),
+    Case("flashinfer-empty-matrix", ["matrix", "--flashinfer", " , "], 2, "--flashinfer: empty"),
+    Case("flashinfer-garbage", ["check", "--flashinfer", "not-a-release"], 2, "not a release number"),
+    Case("pin-empty", ["check", "--pin", ""], 2, "empty"),
+    Case("pin-other-package", ["check", "--pin", "torch>=2"], 2, "names torch, not flashinfer-python"),
+    Case("pin-garbage", ["check", "--pin", "flashinfer-python>>=(("], 2, "not a requirement"),
+    Case("pin-and-flashinfer", ["check", "--pin", ">=0.6", "--flashinfer", "0.6.14"], 2, "give one"),
+    Case("sm-no-gpu", ["matrix", "--sm", "999"], 2, "999"),
+    Case("format-unknown", ["check", "--format", "yaml"], 2, "--format 'yaml'"),
+    Case("kernel-unknown", ["matrix", "-k", "nope"], 2, "nope"),
+    Case("axis-unknown", ["matrix", "--flavour", "x"], 2, "no such option: --flavour"),
+    Case("worker-timeout-bad", ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/fi"], 2, "HPROBE_WORKER_TIMEOUT", _write("fi/flashinfer/__init__.py", ""), {"HPROBE_WORKER_TIMEOUT": "-1"}),
+    Case("pad-fn-timeout-bad", ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"], 2, "HPROBE_PAD_FN_TIMEOUT", _write("r.py", "def pad(n):\n    return n\n"), {"HPROBE_PAD_FN_TIMEOUT": "0"}),
+    Case("unpack-limit-bad", ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/w.whl"], 2, "HPROBE_MAX_UNPACK_MB", _wheel("w.whl", {"flashinfer/__init__.py": b""}), {"HPROBE_MAX_UNPACK_MB": "lots"}),
+    # -- output paths ------------------------------------------------------------------
+    Case("junit-missing-dir", ["check", "--table", "{A}/t.toml", "--junit", "{A}/no/such/dir/r.xml"], 2, "does not exist", _write("t.toml", TABLE.format(rule="no_padding = true"))),
+    Case("junit-directory", ["check", "--table", "{A}/t.toml", "--junit", "{A}"], 2, "not a regular file", _write("t.toml", TABLE.format(rule="no_padding = true"))),
+    Case("junit-symlink", ["check", "--table", "{A}/t.toml", "--junit", "{A}/link.xml"], 2, "is a symlink", _all(_write("t.toml", TABLE.format(rule="no_padding = true")), _write("target.xml", "keep"), _symlink("link.xml", "target.xml"))),
+    Case("junit-fifo", ["check", "--table", "{A}/t.toml", "--junit", "{A}/r.xml"], 2, "not a regular file", _all(_write("t.toml", TABLE.format(rule="no_padding = true")), _fifo("r.xml"))),
+    Case("junit-dev-null", ["check", "--table", "{A}/t.toml", "--junit", "/dev/null"], 0, "5 ok", _write("t.toml", TABLE.format(rule="pad_to = [8, 16, 32, 64, 128]")), bound_s=120, after=lambda a: _dev_null_intact(a)),
+    Case("junit-written", ["check", "--table", "{A}/t.toml", "--junit", "{A}/r.xml"], 0, "5 ok", _write("t.toml", TABLE.format(rule="pad_to = [8, 16, 32, 64, 128]")), bound_s=120, outputs=("r.xml",), after=lambda a: _junit_parses(a)),
+    Case("extract-output-missing-dir", ["table", "extract", "--repo", "{A}/repo", "-o", "{A}/missing/x.toml"], 2, "does not exist", _rule("return n")),
+    Case("extract-output-exists", ["table", "extract", "--repo", "{A}/repo", "-o", "{A}/x.toml"], 2, "pass --force", _all(_rule("return n"), _write("x.toml", "mine"))),
+    Case("extract-output-symlink", ["table", "extract", "--repo", "{A}/repo", "-o", "{A}/x.toml", "--force"], 2, "is a symlink", _all(_rule("return n"), _write("mine.toml", "mine"), _symlink("x.toml", "mine.toml"))),
+    Case("extract-output-written", ["table", "extract", "--repo", "{A}/repo", "-o", "{A}/x.toml"], 0, "", _rule("return n"), outputs=("x.toml",)),
+    # -- baselines ---------------------------------------------------------------------
+    Case("baseline-not-utf8", ["check", "--table", "{A}/t.toml", "--baseline", "{A}/b.json"], 2, "not UTF-8", _all(_write("t.toml", TABLE.format(rule="no_padding = true")), _write("b.json", b"\xff\xfe{}"))),
+    Case("baseline-dev-zero", ["check", "--table", "{A}/t.toml", "--baseline", "/dev/zero"], 2, "not a regular file", _write("t.toml", TABLE.format(rule="no_padding = true"))),
+    Case("baseline-deep-json", ["check", "--table", "{A}/t.toml", "--baseline", "{A}/b.json"], 2, "--baseline", _all(_write("t.toml", TABLE.format(rule="no_padding = true")), _write("b.json", "[" * 200000 + "]" * 200000))),
+    # -- hostile --repo trees (never imported: the marker must not appear) --------------
+    Case("repo-dev-zero", ["check", "--repo", "/dev/zero"], 2, "neither a directory nor a .py file"),
+    Case("repo-fifo-requirements", ["check", "--repo", "{A}/repo"], 2, "requirements.txt: not a regular file", _all(_rule("return n"), _fifo("repo/requirements.txt"))),
+    Case("repo-fifo-metadata", ["check", "--repo", "{A}/repo"], 2, "METADATA: not a regular file", _all(_rule("return n"), _fifo("repo/x-1.0.dist-info/METADATA"))),
+    Case("repo-malformed-pyproject", ["check", "--repo", "{A}/repo"], 2, "pyproject.toml: malformed TOML", _all(_rule("return n"), _write("repo/pyproject.toml", "[project\n"))),
+    Case("repo-pyproject-wrong-types", ["check", "--repo", "{A}/repo"], 2, "pyproject.toml", _all(_rule("return n"), _write("repo/pyproject.toml", "[project]\ndependencies = 'flashinfer'\n"))),
+    Case("repo-mapping-malformed", ["check", "--repo", "{A}/repo", "--mapping", "{A}/m.toml"], 2, "m.toml: malformed TOML", _all(_rule("return n"), _write("m.toml", "[[class]\n"))),
+    Case("repo-mapping-unknown-key", ["check", "--repo", "{A}/repo", "--mapping", "{A}/m.toml"], 2, "unknown top-level key 'clas'", _all(_rule("return n"), _write("m.toml", "[[clas]]\nname = 'x'\n"))),
+    Case("repo-mapping-bad-value", ["check", "--repo", "{A}/repo", "--mapping", "{A}/m.toml"], 2, "class Rule", _all(_rule("return n"), _write("m.toml", MAPPING + "backend = { a = 1 }\n"))),
+    Case("repo-mapping-fifo", ["check", "--repo", "{A}/repo", "--mapping", "{A}/m.toml"], 2, "not a regular file", _all(_rule("return n"), _fifo("m.toml"))),
+    Case("repo-syntax-error", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, "rules.py:2: not parsed", _write("repo/rules.py", PLANT + "class Rule(:\n    def get_padded_num_q_heads(cls, n): return n\n")),
+    Case("repo-nul-byte", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, "rules.py: not parsed", _write("repo/rules.py", (PLANT + "class Rule:\n    def get_padded_num_q_heads(cls, n): return n\x00\n").encode())),
+    Case("repo-no-rule", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, '"classes": []', NO_RULE),
+    Case("repo-deep-expression", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, "nested deeper than 500", _deep_expression(1500)),
+    Case("repo-deeper-than-ast", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, "rules.py: not parsed: nested too deeply", _deep_expression(5000)),
+    Case("repo-deep-parentheses", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, "rules.py:5: not parsed: too many nested parentheses", _deep_parentheses),
+    Case("repo-pow-assign", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, "a power of about", _rule("x = n\nx **= 10**9\nreturn x")),
+    Case("repo-all-range", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, "a range of", _rule("return n if all(range(1, 10**12)) else 0")),
+    Case("repo-min-range", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, "a range of", _rule("return n + min(range(10**12))")),
+    Case("repo-list-range", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, "a range of", _rule("return n + len(list(range(10**12)))")),
+    Case("repo-format-width", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, "format width", _rule('return len(f"{n:>2000000000}")')),
+    Case("repo-repeat-in", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, "a repetition to", _rule("return n if 'x' in 'a' * 10**9 else n")),
+    Case("repo-repeat-memory", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, "a repetition to", _rule("s = 'a' * 10**10\nreturn n")),
+    Case("repo-shift-assign", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, "a shift to about", _rule("x = 1\nx <<= 10**11\nreturn n")),
+    Case("repo-huge-fstring-int", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, "a power of about", _rule('return len(f"{10**4300}") + n')),
+    Case("repo-self-constant", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, "too deep", _rule("return A", extra="A = A\n")),
+    Case("repo-class-chain", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, '"class": "C0"', _class_chain, bound_s=60),
+    Case("repo-rule-raises-index", ["check", "--repo", "{A}/repo", "--mapping", "{A}/m.toml", "--json"], 0, "table-refuses", _all(_rule("return (8, 16, 32, 64, 128)[n]"), _write("m.toml", MAPPING)), bound_s=120),
+    Case("repo-rule-raises-type", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, '"classes"', _rule('return 64 if n < "64" else n')),
+    Case("repo-probe-package-in-cwd", ["check", "--repo", "{A}", "--mapping", "{A}/m.toml", "--flashinfer", "{A}/fi", "--sm", "100"], 3, "", _all(_rule("return n"), _write("m.toml", MAPPING), _write("probe/__init__.py", PLANT), _write("probe/worker.py", PLANT), _write("hprobe/__init__.py", PLANT), _write("sitecustomize.py", PLANT), _write("fi/flashinfer/__init__.py", "raise ImportError('not a real release')\n")), bound_s=120),
+    # -- --pad-fn (an explicit opt-in to running the user's code, contained) ------------
+    Case("pad-fn-sys-exit-0", ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"], 2, "the process ended while called for 8 heads (exit code 0)", _write("r.py", "import sys\ndef pad(n):\n    sys.exit(0)\n")),
+    Case("pad-fn-os-exit-0", ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"], 2, "exit code 0", _write("r.py", "import os\ndef pad(n):\n    os._exit(0)\n")),
+    Case("pad-fn-sys-exit-msg", ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"], 2, "exit code 1", _write("r.py", "import sys\ndef pad(n):\n    sys.exit('msg')\n")),
+    Case("pad-fn-exits-on-import", ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"], 2, "importing", _write("r.py", "import sys\nsys.exit(0)\n")),
+    Case("pad-fn-hangs", ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"], 2, "did not return within 3 s", _write("r.py", "def pad(n):\n    while True:\n        pass\n"), {"HPROBE_PAD_FN_TIMEOUT": "3"}),
+    Case("pad-fn-wrong-signature", ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"], 2, "cannot be called with one head count", _write("r.py", "def pad(a, b):\n    return a\n")),
+    Case("pad-fn-returns-text", ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"], 2, "returned 'x' for 8", _write("r.py", "def pad(n):\n    return 'x'\n")),
+    Case("pad-fn-returns-fewer", ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"], 2, "returned 7 for 8", _write("r.py", "def pad(n):\n    return n - 1\n")),
+    Case("pad-fn-returns-huge", ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"], 2, "above 4096", _write("r.py", "def pad(n):\n    return 10**9\n")),
+    Case("pad-fn-no-such-file", ["check", "--pad-fn", "{A}/none.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"], 2, "no such file"),
+    Case("pad-fn-no-such-module", ["check", "--pad-fn", "hprobe_no_such_module:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"], 2, "ModuleNotFoundError"),
+    Case("pad-fn-bad-spec", ["check", "--pad-fn", "nocolon", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"], 2, "expected MODULE:QUALNAME"),
+    Case("pad-fn-raises-always", ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128", "--json"], 0, "table-refuses", _write("r.py", "def pad(n):\n    raise ValueError('no')\n"), bound_s=120),
+    Case("pad-fn-prints-json-intact", ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128", "--json"], 0, '"schema": "hprobe.check/2"', _write("r.py", "def pad(n):\n    print('noise', n)\n    return 128\n"), bound_s=120),
+    # -- wheels and trees (made here) --------------------------------------------------
+    Case("wheel-not-a-zip", ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/w.whl"], 2, "not a valid wheel", _write("w.whl", b"not a zip at all")),
+    Case("wheel-truncated", ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/w.whl"], 2, "not a valid wheel", lambda a: (_wheel("w.whl", {"flashinfer/__init__.py": b"x = 1\n" * 1000})(a), (a / "w.whl").write_bytes((a / "w.whl").read_bytes()[: (a / "w.whl").stat().st_size // 2]))),
+    Case("wheel-traversal", ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/w.whl"], 2, "outside the tree", _wheel("w.whl", {"flashinfer/__init__.py": b"", "../../escaped.py": b"x"})),
+    Case("wheel-absolute", ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/w.whl"], 2, "outside the tree", _wheel("w.whl", {"flashinfer/__init__.py": b"", "/tmp/hprobe-escaped.py": b"x"})),
+    Case("wheel-symlink", ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/w.whl"], 2, "symlink member", _wheel("w.whl", {"flashinfer/__init__.py": b""}, symlink="flashinfer/link")),
+    Case("wheel-bomb", ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/bomb.whl"], 2, "would unpack to 160 MiB", _bomb),
+    Case("wheel-no-flashinfer", ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/w.whl"], 2, "holds no flashinfer package", _wheel("w.whl", {"other/__init__.py": b""})),
+    Case("wheel-hanging-import", ["check", "--table", "{A}/t.toml", "--flashinfer", "{A}/w.whl"], 3, "did not finish within 3 s", _all(_write("t.toml", TABLE.format(rule="no_padding = true")), _wheel("w.whl", {"flashinfer/__init__.py": b"import time\ntime.sleep(600)\n"})), {"HPROBE_WORKER_TIMEOUT": "3"}, bound_s=60),
+    Case("wheel-exits-on-import", ["check", "--table", "{A}/t.toml", "--flashinfer", "{A}/w.whl"], 3, "could not be probed here", _all(_write("t.toml", TABLE.format(rule="no_padding = true")), _wheel("w.whl", {"flashinfer/__init__.py": b"import os\nos._exit(0)\n"}))),
+    Case("directory-is-a-fifo-package", ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/fi"], 2, "no flashinfer package", _fifo("fi/flashinfer/__init__.py")),
+    # -- the cache -------------------------------------------------------------------------
+    Case("cache-dir-is-a-file", ["check", "--table", "{A}/t.toml", "--flashinfer", "{A}/w.whl"], 2, "HPROBE_CACHE_DIR", _all(_write("t.toml", TABLE.format(rule="no_padding = true")), _wheel("w.whl", {"flashinfer/__init__.py": b""}), _write("cachefile", "x")), {"HPROBE_CACHE_DIR": "{A}/cachefile"}),
+    Case("cache-dir-empty-setting", ["check", "--table", "{A}/t.toml", "--flashinfer", "{A}/w.whl"], 2, "HPROBE_CACHE_DIR is set but empty", _all(_write("t.toml", TABLE.format(rule="no_padding = true")), _wheel("w.whl", {"flashinfer/__init__.py": b""})), {"HPROBE_CACHE_DIR": ""}),
+    Case("cache-unwritable", ["check", "--table", "{A}/t.toml", "--flashinfer", "{A}/w.whl"], 1, "cannot be written", _all(_write("t.toml", TABLE.format(rule="no_padding = true")), _wheel("w.whl", {"flashinfer/__init__.py": b""})), {"HPROBE_CACHE_DIR": "/proc/hprobe-cache"}, bound_s=60),
+]
+
+
+def _snapshot(*roots: Path) -> dict[str, tuple]:
+    seen = {}
+    for root in roots:
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = [d for d in dirnames if not (Path(dirpath) == root and d in ("cache", "tmp"))]
+            for name in dirnames + filenames:
+                path = Path(dirpath) / name
+                info = path.lstat()
+                seen[str(path)] = (stat.S_IFMT(info.st_mode), info.st_size, info.st_mtime_ns)
+    return seen
+
+
+def run_hprobe(args: list[str], arena: Path, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    full = dict(os.environ, NO_COLOR="1", COLUMNS="200", HPROBE_TEST_ARENA=str(arena), TMPDIR=str(arena / "tmp"))
+    full.setdefault("HPROBE_CACHE_DIR", str(arena / "cache"))
+    full.update({k: v.replace("{A}", str(arena)) for k, v in (env or {}).items()})
+    full["HPROBE_CACHE_DIR"] = full["HPROBE_CACHE_DIR"].replace("{A}", str(arena))
+    return subprocess.run(
+        [str(HPROBE), *[a.replace("{A}", str(arena)) for a in args]],
+        cwd=arena, env=full, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=timeout,
+    )
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_hostile_input(case: Case, tmp_path: Path):
+    arena = tmp_path / "arena"
+    (arena / "tmp").mkdir(parents=True)
+    if case.setup:
+        case.setup(arena)
+    before = _snapshot(arena)
+    start = time.monotonic()
+    try:
+        proc = run_hprobe(case.args, arena, case.env, timeout=case.bound_s)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"hung: no answer within {case.bound_s:g} s")
+    elapsed = time.monotonic() - start
+    both = proc.stdout + proc.stderr
+    assert "Traceback" not in both, both[-2000:]
+    assert proc.returncode == case.code, (proc.returncode, both[-2000:])
+    if case.code == 2:
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("hprobe: error: "), proc.stderr
+        assert case.needle in lines[0], lines[0]
+        assert proc.stdout == "", "an input error prints no report"
+    else:
+        assert "internal error" not in both, both
+        assert case.needle in proc.stdout + proc.stderr, both[-2000:]
+    if "--json" in case.args and proc.stdout.strip().startswith("{"):
+        doc = json.loads(proc.stdout)
+        if "exit_code" in doc:
+            assert doc["exit_code"] == proc.returncode
+    assert not (arena / RAN).exists(), "code from the repo or working directory ran"
+    after = _snapshot(arena)
+    allowed = {str(arena / o) for o in case.outputs}
+    changed = {p for p in set(before) | set(after) if before.get(p) != after.get(p)} - allowed
+    assert not changed, f"wrote outside the cache and its outputs: {sorted(changed)}"
+    assert not list((arena / "tmp").iterdir()), "temp files left behind"
+    assert elapsed < case.bound_s
+    if case.after:
+        case.after(arena)
+
+
+def _dev_null_intact(_arena: Path) -> None:
+    # As root (common in CI containers) a rename over /dev/null would replace the device.
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def _junit_parses(arena: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    root = ET.parse(arena / "r.xml").getroot()
+    assert root.get("tests") == "5" and root.get("failures") == "0"
+
+
+# -- network faults: a refused and a trickling package index on 127.0.0.1 -------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_an_unreachable_index_is_named(tmp_path):
+    (tmp_path / "tmp").mkdir()
+    env = {"PIP_INDEX_URL": f"http://127.0.0.1:{_free_port()}/simple", "PIP_RETRIES": "1", "PIP_TIMEOUT": "2", "PIP_NO_CACHE_DIR": "1", "PIP_FIND_LINKS": ""}
+    proc = run_hprobe(["check", "--flashinfer", "0.6.99", "--sm", "100"], tmp_path, env, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("hprobe: error: cannot fetch flashinfer-python==0.6.99") and "could not be reached" in line
+
+
+def test_a_trickling_index_is_cut_off_at_the_pip_timeout(tmp_path):
+    (tmp_path / "tmp").mkdir()
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    port = server.getsockname()[1]
+    stop = threading.Event()
+
+    def trickle() -> None:
+        server.settimeout(0.5)
+        clients = []
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 1000000\r\n\r\n")
+                clients.append(conn)
+            except socket.timeout:
+                pass
+            for conn in clients:
+                try:
+                    conn.sendall(b" ")
+                except OSError:
+                    pass
+        for conn in clients:
+            conn.close()
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    try:
+        env = {"PIP_INDEX_URL": f"http://127.0.0.1:{port}/simple", "PIP_NO_CACHE_DIR": "1", "HPROBE_PIP_TIMEOUT": "4", "PIP_FIND_LINKS": ""}
+        start = time.monotonic()
+        proc = run_hprobe(["check", "--flashinfer", "0.6.99", "--sm", "100"], tmp_path, env, timeout=60)
+        elapsed = time.monotonic() - start
+    finally:
+        stop.set()
+        thread.join()
+        server.close()
+    assert proc.returncode == 2
+    [line] = proc.stderr.strip().splitlines()
+    assert "pip did not finish within 4 s" in line and "reachable" in line
+    assert elapsed < 30
+
+
+# -- cache damage and concurrency --------------------------------------------------------------
+
+
+def _fake_release(arena: Path) -> Path:
+    """A wheel whose flashinfer has no kernels: every probe is `absent`, fast."""
+    init = b"__version__ = '0.0.1'\n"
+    record = f"flashinfer/__init__.py,,{len(init)}\nflashinfer_python-0.0.1.dist-info/RECORD,,\n"
+    _wheel("fake.whl", {
+        "flashinfer/__init__.py": init,
+        "flashinfer_python-0.0.1.dist-info/METADATA": b"Metadata-Version: 2.1\nName: flashinfer-python\nVersion: 0.0.1\n",
+        "flashinfer_python-0.0.1.dist-info/RECORD": record.encode(),
+    })(arena)
+    return arena / "fake.whl"
+
+
+def test_damaged_cache_entries_heal(tmp_path):
+    arena = tmp_path
+    (arena / "tmp").mkdir()
+    _fake_release(arena)
+    _write("t.toml", TABLE.format(rule="no_padding = true"))(arena)
+    args = ["check", "--table", "{A}/t.toml", "--flashinfer", "{A}/fake.whl", "--json"]
+    first = run_hprobe(args, arena)
+    assert first.returncode == 1 and json.loads(first.stdout)["findings"][0]["verdict"] == "broken"  # absent kernel
+    # A result entry that claims nothing, an emptied file in the tree, a stale unpack dir.
+    [entry] = (arena / "cache" / "results").glob("*.json")
+    doc = json.loads(entry.read_text())
+    entry.write_text(json.dumps({**doc, "results": []}))
+    [init] = (arena / "cache" / "trees").glob("*/flashinfer/__init__.py")
+    init.write_text("")
+    stale = arena / "cache" / "trees" / ".unpack-killed"
+    stale.mkdir()
+    os.utime(stale, (time.time() - 7200, time.time() - 7200))
+    again = run_hprobe(args, arena)
+    assert again.returncode == 1 and "Traceback" not in again.stderr, again.stderr
+    assert json.loads(again.stdout)["findings"] == json.loads(first.stdout)["findings"]
+    assert init.read_bytes() == b"__version__ = '0.0.1'\n"  # unpacked again
+    assert not stale.exists()
+    assert not list((arena / "tmp").iterdir()), "temp files left behind"
+
+
+@pytest.mark.slow
+def test_four_concurrent_runs_on_one_wheel_and_an_empty_cache(tmp_path):
+    (tmp_path / "tmp").mkdir()
+    wheels = tmp_path / "wheel"
+    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", str(wheels), "flashinfer-python==0.6.14"], check=True, timeout=300)
+    [wheel] = wheels.glob("*.whl")
+    args = ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--flashinfer", str(wheel), "--json"]
+    env = dict(os.environ, NO_COLOR="1", HPROBE_CACHE_DIR=str(tmp_path / "cache"), TMPDIR=str(tmp_path / "tmp"))
+    procs = [subprocess.Popen([str(HPROBE), *args], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0, 0], [o[1] for o in outs]
+    assert len({o[0] for o in outs}) == 1
+    accepted = {r["sm"]: r["accepted"] for r in json.loads(outs[0][0])["results"]}
+    assert accepted == {100: [8, 16, 32, 64, 128]}
+    trees = tmp_path / "cache" / "trees"
+    assert [p.name for p in trees.iterdir() if not p.name.endswith(".lock")] == [_sha256(wheel)]
+    assert not [p for p in (tmp_path / "cache" / "results").iterdir() if p.suffix != ".json"]
+    assert not list((tmp_path / "tmp").iterdir())
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_sigterm_leaves_no_worker_behind(tmp_path):
+    """SIGTERM (a CI job cancelled) ends hprobe with 143 and takes the release
+    worker, hanging in a flashinfer import, with it."""
+    import signal
+
+    (tmp_path / "tmp").mkdir()
+    pid_file = tmp_path / "worker.pid"
+    init = f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)\n"
+    _write("fi/flashinfer/__init__.py", init)(tmp_path)
+    env = dict(os.environ, NO_COLOR="1", HPROBE_CACHE_DIR=str(tmp_path / "cache"), TMPDIR=str(tmp_path / "tmp"))
+    proc = subprocess.Popen([str(HPROBE), "matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", str(tmp_path / "fi")],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline and proc.poll() is None, "the worker never started"
+        time.sleep(0.1)
+    worker = int(pid_file.read_text())
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143 and err.strip() == "hprobe: terminated"
+    with pytest.raises(ProcessLookupError):
+        os.kill(worker, 0)
+    assert not list((tmp_path / "tmp").iterdir())
+
+
+@pytest.mark.slow
+def test_a_damaged_cached_wheel_is_fetched_again(tmp_path):
+    """A truncated wheel in the cache (a killed download, a full disk) no longer
+    blocks that release: its digest differs from the one recorded, so it is
+    discarded and fetched again."""
+    (tmp_path / "tmp").mkdir()
+    first = run_hprobe(["kernels", "--releases", "0.6.14", "--json"], tmp_path, timeout=300)
+    assert first.returncode == 0, first.stderr
+    [wheel] = (tmp_path / "cache" / "wheels").glob("*.whl")
+    good = wheel.read_bytes()
+    wheel.write_bytes(good[: len(good) // 3])
+    again = run_hprobe(["kernels", "--releases", "0.6.14", "--json"], tmp_path, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout) == json.loads(first.stdout)
+    assert wheel.read_bytes() == good
