@@ -28,25 +28,13 @@ from typing import Callable
 
 import pytest
 
+from .conftest import V4_PRO_TABLE
+
 HPROBE = Path(sys.executable).with_name("hprobe")
 RAN = "RAN"  # marker a hostile repo's code would create if it were executed
 PLANT = f"open(__import__('os').path.join(__import__('os').environ['HPROBE_TEST_ARENA'], {RAN!r}), 'w').close()\n"
 
-TABLE = """
-[table]
-name = "t"
-
-[model]
-name = "M"
-num_q_heads = 128
-tp = [1, 2, 4, 8, 16]
-
-[[backend]]
-name = "B"
-kernel = "dsv4-sparse-mla"
-sm = [100]
-{rule}
-"""
+TABLE = V4_PRO_TABLE  # DeepSeek-V4-Pro, TP 1..16, one dsv4-sparse-mla backend on SM100
 MAPPING = """
 [[model]]
 name = "M"
@@ -160,7 +148,7 @@ CASES: list[Case] = [
     Case("table-not-utf8", ["check", "--table", "{A}/t.toml"], 2, "not UTF-8", _write("t.toml", b"name = '\xff\xfe'\n")),
     Case("table-nul-byte", ["check", "--table", "{A}/t.toml"], 2, "malformed TOML", _write("t.toml", b"[table]\nname = \"a\x00\"\n")),
     Case("table-deep-arrays", ["check", "--table", "{A}/t.toml"], 2, "t.toml", _write("t.toml", "x = " + "[" * 5000 + "]" * 5000 + "\n")),
-    Case("table-typo-name", ["check", "--table", "{A}/t.toml"], 2, "unknown key 'nmae'", _write("t.toml", TABLE.format(rule="pad_to = [64, 128]").replace('name = "M"', 'nmae = "M"\nname = "M"'))),
+    Case("table-typo-name", ["check", "--table", "{A}/t.toml"], 2, "unknown key 'nmae'", _write("t.toml", TABLE.format(rule="pad_to = [64, 128]").replace('name = "DeepSeek-V4-Pro"', 'nmae = "x"\nname = "DeepSeek-V4-Pro"'))),
     Case("table-typo-tp", ["check", "--table", "{A}/t.toml"], 2, "unknown key 'tpp'", _write("t.toml", TABLE.format(rule="pad_to = [64, 128]").replace("tp = [", "tpp = ["))),
     Case("table-unknown-top", ["check", "--table", "{A}/t.toml"], 2, "unknown top-level key", _write("t.toml", "extra = 1\n" + TABLE.format(rule="no_padding = true"))),
     Case("table-max-heads-beside-pad-to", ["check", "--table", "{A}/t.toml"], 2, "max_heads goes with pad_multiple", _write("t.toml", TABLE.format(rule="pad_to = [64, 128]\nmax_heads = 128"))),
