@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from probe.cli import app
+from hprobe.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
 MATRICES = ROOT / "matrices"

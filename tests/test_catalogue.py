@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from probe.kernels import PROBES, get_variant
-from probe.kernels.base import Metadata
-from probe.matrix import _attach_metadata
-from probe.outcome import HeadResult, KernelSMResult, Outcome
-from probe.sm import SM
+from hprobe.kernels import PROBES, get_variant
+from hprobe.kernels.base import Metadata
+from hprobe.matrix import _attach_metadata
+from hprobe.outcome import HeadResult, KernelSMResult, Outcome
+from hprobe.sm import SM
 
 
 def _results(doc: dict) -> dict[tuple[str, int], dict]:

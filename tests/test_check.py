@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 
 import pytest
 
-from probe.envinfo import distribution_version
+from hprobe.envinfo import distribution_version
 
 from .conftest import POST_48047, PRE_48047, V4_PRO_TABLE
 
@@ -123,3 +125,27 @@ def test_heads_and_tp_overrides(cli_json):
         (96, 128, "ok"), (48, 64, "ok"), (24, 32, "ok"),
     ]
     assert code == 0
+
+
+def test_a_warm_check_imports_neither_torch_nor_flashinfer(tmp_path, write_table):
+    """Results for the installed release are cached under its RECORD digest:
+    a second run (a pre-commit hook) answers the same without importing."""
+    import subprocess
+    import sys
+
+    table = write_table(V4_PRO_TABLE.format(rule="pad_to = [64, 128]"))
+    env = dict(os.environ, NO_COLOR="1", HPROBE_CACHE_DIR=str(tmp_path / "cache"))
+    argv = [sys.executable, "-X", "importtime", "-m", "hprobe", "check", "--table", str(table), "--sm", "100", "--json"]
+    cold = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    warm = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    assert cold.returncode == warm.returncode == 0, cold.stderr[-500:]
+    assert json.loads(warm.stdout) == json.loads(cold.stdout)
+
+    def imported(proc):
+        return {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+
+    assert {"torch", "flashinfer"} <= imported(cold)
+    assert not {"torch", "flashinfer"} & imported(warm)
+    # --no-cache asks flashinfer again.
+    fresh = subprocess.run(argv + ["--no-cache"], env=env, capture_output=True, text=True, timeout=600)
+    assert "flashinfer" in imported(fresh) and json.loads(fresh.stdout) == json.loads(cold.stdout)

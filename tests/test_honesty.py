@@ -9,11 +9,11 @@ import socket
 import pytest
 import torch
 
-from probe.kernels.dsv4_sparse_mla import DSv4SparseMLAProbe
-from probe.matrix import probe_kernel
-from probe.outcome import Outcome
-from probe.shim import FlashinferSession
-from probe.sm import SM
+from hprobe.kernels.dsv4_sparse_mla import DSv4SparseMLAProbe
+from hprobe.matrix import probe_kernel
+from hprobe.outcome import Outcome
+from hprobe.shim import FlashinferSession
+from hprobe.sm import SM
 
 
 class _WrongHeadDimProbe(DSv4SparseMLAProbe):
@@ -118,7 +118,7 @@ def test_broken_installed_flashinfer_is_one_line_exit_4(tmp_path):
     import sys
 
     env = dict(os.environ, PYTHONPATH=str(_broken_flashinfer(tmp_path)), NO_COLOR="1")
-    proc = subprocess.run([sys.executable, "-m", "probe", "matrix", "--sm", "100"], capture_output=True, text=True, env=env)
+    proc = subprocess.run([sys.executable, "-m", "hprobe", "matrix", "--sm", "100"], capture_output=True, text=True, env=env)
     assert proc.returncode == 4
     assert proc.stderr.strip() == (
         "hprobe: error: flashinfer failed to import: ImportError: cannot import name cute from cutlass"
@@ -135,7 +135,7 @@ def test_release_that_fails_to_import_is_inconclusive_not_rejected(cli_json, tmp
 
 
 def test_probing_in_two_processes_gives_the_same_results(cli_json, monkeypatch):
-    """probe.parallel forks after import; the report must not depend on it."""
+    """hprobe.parallel forks after import; the report must not depend on it."""
     args = ("matrix", "-k", "trtllm-mla,xqa-mla,sm120-sparse-mla", "--sm", "100,120", "--heads", "1-20,96,128,129")
     monkeypatch.setenv("HPROBE_WORKERS", "1")
     _, one, _ = cli_json(*args)

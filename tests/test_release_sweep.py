@@ -21,10 +21,11 @@ ENVIRONMENT = ("environment failure", "tensors' device", "could not be probed he
 
 @pytest.fixture(scope="module")
 def sweep(request):
+    import json
+
     from typer.testing import CliRunner
 
-    from probe.cli import app
-    import json
+    from hprobe.cli import app
 
     result = CliRunner().invoke(app, ["matrix", "--flashinfer", ",".join(RELEASES), "--sm", SMS, "--json"], catch_exceptions=False)
     assert result.exit_code == 0, result.stderr

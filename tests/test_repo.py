@@ -8,11 +8,9 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import pytest
-
-from probe.repo.evaluate import NotEvaluable, Raises, evaluate
-from probe.repo.extract import extract, load_mapping
-from probe.repo.scan import RepoIndex
+from hprobe.repo.evaluate import NotEvaluable, Raises, evaluate
+from hprobe.repo.extract import extract, load_mapping
+from hprobe.repo.scan import RepoIndex
 
 from .conftest import ROOT, V4_PRO_TABLE
 
@@ -105,7 +103,7 @@ def test_extracted_toml_reads_back_as_a_table(cli, tmp_path):
     assert code == 0 and "wrote" in err
     code, _, err = cli("table", "extract", "--repo", str(POST), "--output", str(out_file))
     assert code == 2 and "exists" in err  # never overwritten silently
-    from probe.tables import load_tables
+    from hprobe.tables import load_tables
 
     [table] = load_tables([out_file])
     assert table.requires_flashinfer == ">=0.6.14"
@@ -176,18 +174,23 @@ def test_markdown_renders_a_table(cli, write_table):
 def test_github_annotations_only_under_github_actions(cli, monkeypatch, tmp_path):
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
     args = ("check", "--repo", str(PRE), "--sm", "100", "--flashinfer", _installed_tree(), "--strict")
-    _, out, _ = cli(*args)
-    assert "::" not in out
+    _, out, err = cli(*args)
+    assert "::" not in out + err
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
-    _, out, _ = cli(*args)
-    annotations = [line for line in out.splitlines() if line.startswith("::")]
+    _, markdown, err = cli(*args, "--format", "markdown")
+    assert "::" not in markdown  # the step summary holds markdown only
+    annotations = [line for line in err.splitlines() if line.startswith("::")]
     assert annotations
     first = annotations[0]
     assert first.startswith("::error file=") and "flashinfer_sparse.py,line=10," in first
     assert "DeepSeek-V4-Pro TP4 (n=32)" in first
+    # Each row keeps its own evidence: TP4 pads 32 to 64 (2x), TP16 pads 8 to 64 (8x).
+    by_row = {part.split(":")[0].split(", ")[0].strip(): part for part in first.split("::", 2)[2].split("; ")}
+    assert "2.00× waste" in by_row["DeepSeek-V4-Pro TP4 (n=32)"]
+    assert "8.00× waste" in by_row["DeepSeek-V4-Pro TP16 (n=8)"]
 
 
-def test_baseline_reports_drift(cli_json, tmp_path):
+def test_baseline_reports_drift(cli_json, cli, tmp_path):
     code, recorded, _ = cli_json("matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8-32")
     assert code == 0
     same = tmp_path / "same.json"
@@ -207,6 +210,10 @@ def test_baseline_reports_drift(cli_json, tmp_path):
     assert code == 1
     [change] = doc["drift"]["changes"]
     assert change["became_accepted"] == [8, 16] and change["became_rejected"] == []
+    # Text output says what changed, not only the exit code.
+    code, out, _ = cli("check", "--table", str(ROOT / "matrices" / "vllm-dsv4-flashinfer-post-48047.toml"), "--sm", "100", "--baseline", str(changed))
+    assert code == 1
+    assert "drift against the baseline" in out and "dsv4-sparse-mla SM100: became accepted {8, 16}" in out
 
 
 def test_bad_baseline_is_one_line(cli, tmp_path):

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from probe.core import Verdict, compact_set, exit_code, judge
-from probe.errors import InputError
-from probe.outcome import HeadResult, KernelSMResult, Outcome
-from probe.service import parse_heads
-from probe.sm import SM, parse_sm, parse_sm_list
-from probe.tables import PadMap, PadTo
+from hprobe.core import Verdict, compact_set, exit_code, judge
+from hprobe.errors import InputError
+from hprobe.outcome import HeadResult, KernelSMResult, Outcome
+from hprobe.service import parse_heads
+from hprobe.sm import SM, parse_sm, parse_sm_list
+from hprobe.tables import PadMap, PadTo
 
 from .conftest import V4_PRO_TABLE
 
@@ -100,7 +100,7 @@ def test_exit_codes():
 
 
 def test_pad_multiple_and_pad_tile_rules():
-    from probe.tables import PadMultiple, PadTile
+    from hprobe.tables import PadMultiple, PadTile
 
     multiple = PadMultiple(16, 128)
     assert [multiple.pad(n) for n in (1, 12, 16, 24, 96, 128, 129)] == [16, 16, 16, 32, 96, 128, None]
@@ -112,7 +112,7 @@ def test_pad_multiple_and_pad_tile_rules():
 
 
 def test_tables_parse_pad_multiple_and_pad_tile(write_table):
-    from probe.tables import PadMultiple, PadTile, load_tables
+    from hprobe.tables import PadMultiple, PadTile, load_tables
 
     base = V4_PRO_TABLE
     [t] = load_tables([write_table(base.format(rule="pad_multiple = 16\nmax_heads = 128"))])
@@ -122,8 +122,8 @@ def test_tables_parse_pad_multiple_and_pad_tile(write_table):
 
 
 def test_unsupported_config_is_broken_and_partial_is_never_plain_ok():
-    from probe.core import Finding, Verdict, judge
-    from probe.outcome import Depth, HeadResult, KernelSMResult, Outcome
+    from hprobe.core import Finding, Verdict, judge
+    from hprobe.outcome import Depth, HeadResult, KernelSMResult, Outcome
 
     refused = KernelSMResult("trtllm-mla", 120, "x")
     for h in (64, 128):
@@ -136,7 +136,7 @@ def test_unsupported_config_is_broken_and_partial_is_never_plain_ok():
 
 
 def test_refusal_messages_group_by_check_not_by_the_count_they_name():
-    from probe.outcome import without_count
+    from hprobe.outcome import without_count
 
     assert without_count("Expected 8, 16, 32, 64, or 128 query heads for SM120 DSv4 sparse MLA, got 4", 4).endswith("DSv4 sparse MLA, got #")
     assert without_count("unsupported configuration (q_len=1, num_heads=120, page_size=64)", 120) == "unsupported configuration (q_len=1, num_heads=#, page_size=64)"

@@ -1,0 +1,483 @@
+"""The `hprobe` command line: parse options, call the service, pick a format."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterator, List, Optional
+
+import typer
+
+from . import __version__
+from .errors import HprobeError, InputError
+from .fileio import check_output, write_output
+from .tables.model import MAX_HEADS
+
+if TYPE_CHECKING:
+    from .kernels.base import Value
+
+EXIT_INTERNAL = 5
+
+# Axis options (--backend, --dtype, --topk, --q-len, --tokens, --page-size, ...)
+# are whatever the probes declare, so they are read from the extra arguments.
+AXIS_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
+AXIS_EPILOG = (
+    "Axis options: --backend, --dtype, --topk, --q-len, --tokens, --page-size, --family, --kv-format "
+    "(every axis `hprobe kernels` lists; comma lists on matrix and diff)."
+)
+
+app = typer.Typer(
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    no_args_is_help=True,
+    help="Which query-head counts FlashInfer's MLA kernels accept, from their own validators, "
+    "and whether a padding table pads too much, too little, or just right.",
+)
+
+
+def _formatter(json_output: bool):
+    return _formatter_for("json" if json_output else "text")
+
+
+def _formatter_for(fmt: str):
+    from .formats import JsonFormatter, MarkdownFormatter, TextFormatter
+
+    return {"json": JsonFormatter, "markdown": MarkdownFormatter, "text": TextFormatter}[fmt]()
+
+
+def _format(option: str, json_output: bool) -> str:
+    fmt = "json" if json_output else option.strip().lower()
+    if fmt not in ("text", "json", "markdown"):
+        raise InputError(f"--format {option!r}: expected text, json or markdown")
+    return fmt
+
+
+@contextmanager
+def _progress(json_output: bool) -> Iterator[Callable[[str], None]]:
+    """A status line on stderr for slow steps; silent with --json or when not a terminal."""
+    if json_output or not sys.stderr.isatty():
+        yield lambda _message: None
+        return
+    from .formats.text import make_console
+
+    console = make_console(stderr=True)
+    with console.status("starting") as status:
+
+        def update(message: str) -> None:
+            status.update(message)
+            console.log(message)
+
+        yield update
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised where the process is, so every `subprocess.run` and
+    forked helper on the way out is killed rather than orphaned."""
+
+
+def _on_sigterm(_signum: int, _frame: object) -> None:
+    raise _Terminated()
+
+
+def _run(job: Callable[[], int]) -> None:
+    """Run a command body: one line on stderr and a documented exit code on failure."""
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        code = job()
+    except _Terminated:
+        typer.echo("hprobe: terminated", err=True)
+        raise typer.Exit(143) from None
+    except HprobeError as exc:
+        typer.echo(f"hprobe: error: {exc.message}", err=True)
+        raise typer.Exit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        typer.echo("hprobe: interrupted", err=True)
+        raise typer.Exit(130) from None
+    except Exception as exc:  # noqa: BLE001 - a bug of ours still gets one line, not a traceback
+        if os.environ.get("HPROBE_DEBUG"):
+            raise
+        message = " ".join(str(exc).split())[:300]
+        typer.echo(f"hprobe: internal error: {type(exc).__name__}: {message} (set HPROBE_DEBUG=1 for the traceback)", err=True)
+        raise typer.Exit(EXIT_INTERNAL) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    raise typer.Exit(code)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"hprobe {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def main(
+    version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True, help="Print the version and exit."),
+) -> None:
+    """hprobe: a kernel compatibility probe for LLM-serving engineers."""
+
+
+@app.command(context_settings=AXIS_CONTEXT, epilog=AXIS_EPILOG)
+def check(
+    ctx: typer.Context,
+    table: Optional[List[Path]] = typer.Option(None, "--table", "-t", help="Padding table (TOML). Repeatable. Default: the shipped tables in matrices/."),
+    repo: Optional[Path] = typer.Option(None, "--repo", help="Read the padding rules from this source tree or installed package (static analysis: nothing is imported or run)."),
+    mapping: Optional[Path] = typer.Option(None, "--mapping", help="With --repo: which padding class feeds which kernel. Default: matrices/mappings/vllm.toml."),
+    exclude: Optional[List[str]] = typer.Option(None, "--exclude", help="With --repo: also skip paths matching this glob (repeatable). Tests, fixtures, venvs, site-packages and build outputs inside the tree are always skipped."),
+    pad_fn: Optional[str] = typer.Option(None, "--pad-fn", help="Call your padding function (MODULE:QUALNAME or FILE.py:QUALNAME): imports and runs your code. Needs --kernel, --sm, --heads."),
+    kernel: Optional[str] = typer.Option(None, "--kernel", "-k", help="With --pad-fn: the kernel (or variant) the function feeds."),
+    sm: Optional[str] = typer.Option(None, "--sm", help="Target SM(s): 100, sm_100a, 10.0, 12.1, or a comma list. Default: the visible GPUs, else every SM the tables name."),
+    strict: bool = typer.Option(False, "--strict", help="Exit 1 on reducible, table-refuses or off-fast-path findings too."),
+    heads: Optional[int] = typer.Option(None, "--heads", help="Override every model's total query heads."),
+    tp: Optional[str] = typer.Option(None, "--tp", help="Override every model's TP degrees, e.g. 1,2,4,8."),
+    pin: Optional[str] = typer.Option(None, "--pin", help="The consumer's flashinfer requirement, e.g. 'flashinfer-python>=0.6.13': probe the lowest and highest releases it admits."),
+    flashinfer: Optional[str] = typer.Option(None, "--flashinfer", help="Probe these releases instead of the installed one: 0.6.13, a comma list, a wheel file or an unpacked directory. Fetched with your pip, cached, probed in a subprocess."),
+    baseline: Optional[Path] = typer.Option(None, "--baseline", help="A recorded `hprobe matrix --json`: also report what changed since (exit 1 on change)."),
+    junit: Optional[Path] = typer.Option(None, "--junit", help="Also write a JUnit XML report here (one test case per backend x SM x per-rank count)."),
+    output_format: str = typer.Option("text", "--format", help="text, json or markdown (for $GITHUB_STEP_SUMMARY)."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Ignore cached probe results for fetched releases."),
+    json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.check/2 JSON document (same as --format json)."),
+) -> None:
+    """Check padding tables (or the rules in a repo) against flashinfer's own validators."""
+
+    def job() -> int:
+        from .formats.github import emit
+        from .service import run_check, run_repo_check
+        from .tables import load_tables, override_models, override_options
+
+        fmt = _format(output_format, json_output)
+        if sum(x is not None and x != [] for x in (table, repo, pad_fn)) > 1:
+            raise InputError("--table, --repo and --pad-fn each choose the padding rules; give one")
+        if heads is not None and heads <= 0:
+            raise InputError(f"--heads {heads}: the number of query heads must be positive")
+        if flashinfer is not None and pin is not None:
+            raise InputError("--flashinfer and --pin both choose releases; give one")
+        _check_release_options(flashinfer, pin)
+        if heads is not None and heads > MAX_HEADS:
+            raise InputError(f"--heads {heads}: above {MAX_HEADS}, more query heads than any model has")
+        if exclude and repo is None:
+            raise InputError("--exclude goes with --repo")
+        if kernel and not pad_fn:
+            raise InputError("--kernel on check goes with --pad-fn")
+        tp_list = _parse_int_list(tp, "--tp") if tp is not None else None
+        axes = _axes(ctx.args)
+        if junit is not None:
+            check_output(junit, "--junit")  # a bad path costs nothing: refused before probing
+        recorded = None
+        if baseline is not None:
+            from .service import load_baseline
+
+            recorded = load_baseline(str(baseline))
+        repo_tables = None
+        extra_notes: list[str] = []
+        if repo is not None:
+            from .repo.extract import extract, load_mapping
+
+            repo_tables = extract(repo, load_mapping(mapping), tuple(exclude or ()))
+            tables = [repo_tables.table]
+        elif pad_fn is not None:
+            pad_table, extra_notes = _pad_fn_table(pad_fn, kernel, sm, heads, tp_list)
+            tables = [pad_table]
+        else:
+            tables = load_tables(table)
+        tables = [override_options(override_models(t, heads, tp_list), axes) for t in tables]
+        with _progress(fmt == "json") as progress:
+            if repo_tables is not None:
+                repo_tables.table = tables[0]
+                report = run_repo_check(repo_tables, sm, strict, flashinfer, pin, not no_cache, progress)
+            else:
+                report = run_check(tables, sm, strict, flashinfer, pin, not no_cache, progress)
+            report.notes.extend(extra_notes)
+            if recorded is not None:
+                from .releases import parse_spec
+                from .service import baseline_drift
+
+                label = parse_spec(flashinfer)[-1] if flashinfer else None
+                report.drift = baseline_drift(recorded, label, not no_cache, progress)
+        if junit is not None:
+            # Written before the report is printed: a failed write is the exit
+            # code the printed report (and its JSON `exit_code`) then never contradicts.
+            from .formats.junit import junit_text
+
+            write_output(junit, junit_text(report), "--junit")
+        _formatter_for(fmt).check(report)
+        emit(report, sys.stderr)
+        return report.exit_code
+
+    _run(job)
+
+
+def _check_release_options(flashinfer: Optional[str], pin: Optional[str]) -> None:
+    """An empty or foreign --flashinfer / --pin is an input error before any work,
+    never a silent fall back to the installed release."""
+    from .releases import parse_spec
+
+    if flashinfer is not None:
+        parse_spec(flashinfer)
+    if pin is not None:
+        from .repo.pin import parse_pin
+
+        parse_pin(pin)
+
+
+def _pad_fn_table(spec: str, kernel: Optional[str], sm: Optional[str], heads: Optional[int], tp: Optional[list[int]]):
+    from .kernels import get_variant
+    from .repo.padfn import pad_fn_table
+    from .sm import parse_sm_list
+    from .tables import Model, Where
+
+    if not kernel or not sm or heads is None:
+        raise InputError("--pad-fn needs --kernel (the kernel it feeds), --sm and --heads (the model's total query heads)")
+    variant = get_variant(kernel)
+    tps = tuple(tp or [t for t in (1, 2, 4, 8, 16) if heads % t == 0])
+    model = Model(f"{heads} heads", heads, tps, Where("--heads"))
+    sms = tuple(s.number for s in parse_sm_list(sm))
+    options = tuple((k, v) for k, v in variant.config if v != dict(variant.probe.variant().config)[k])
+    return pad_fn_table(spec, variant.probe.id, sms, [model], options)
+
+
+@app.command(context_settings=AXIS_CONTEXT, epilog=AXIS_EPILOG)
+def matrix(
+    ctx: typer.Context,
+    kernel: Optional[List[str]] = typer.Option(None, "--kernel", "-k", help="Kernel id(s); repeatable or comma list. Default: every probe."),
+    sm: Optional[str] = typer.Option(None, "--sm", help="Target SM(s). Default: the visible GPUs, else every SM the kernels are built for."),
+    heads: str = typer.Option("1-256", "--heads", help="Head counts to probe: 1-256, 8,16,24, 1-8,16."),
+    grid: bool = typer.Option(False, "--grid", help="A table of marks, one row per h_q, one column per kernel variant and SM."),
+    pivot: Optional[str] = typer.Option(None, "--pivot", help="ROWS,COLS: any two of heads, sm, release, kernel or an axis (topk, backend, ...)."),
+    json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.matrix/2 JSON document."),
+    flashinfer: Optional[str] = typer.Option(None, "--flashinfer", help="Probe these releases instead of the installed one: 0.6.13, a comma list, a wheel file or an unpacked directory. Fetched with your pip, cached, probed in a subprocess."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Ignore cached probe results for fetched releases."),
+) -> None:
+    """Print the h_q each kernel accepts on each SM with the installed flashinfer."""
+
+    def job() -> int:
+        from .service import parse_heads, run_matrix
+
+        _check_release_options(flashinfer, None)
+        with _progress(json_output) as progress:
+            report = run_matrix(_kernel_ids(kernel), sm, parse_heads(heads), flashinfer, not no_cache, progress, _axes(ctx.args))
+        dims = _pivot(pivot)
+        if dims is not None:
+            from .service import pivot_cells
+
+            pivot_cells(report, *dims)  # an impossible pivot is an input error before any output
+        _formatter(json_output).matrix(report, grid=grid, pivot=dims)
+        return 0
+
+    _run(job)
+
+
+@app.command(context_settings=AXIS_CONTEXT, epilog=AXIS_EPILOG)
+def diff(
+    ctx: typer.Context,
+    old: str = typer.Argument(..., help="The release before: 0.6.13, a wheel file or a directory."),
+    new: str = typer.Argument(..., help="The release after."),
+    kernel: Optional[List[str]] = typer.Option(None, "--kernel", "-k", help="Kernel id(s). Default: every probe."),
+    sm: Optional[str] = typer.Option(None, "--sm", help="Target SM(s). Default: every SM the kernels are built for."),
+    heads: str = typer.Option("1-256", "--heads", help="Head counts to compare."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Ignore cached probe results."),
+    json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.diff/1 JSON document."),
+) -> None:
+    """h_q that became accepted or rejected between two releases. Exit 1 when any changed."""
+
+    def job() -> int:
+        from .drift import diff_reports
+        from .service import parse_heads, run_matrix
+
+        with _progress(json_output) as progress:
+            report = run_matrix(_kernel_ids(kernel), sm, parse_heads(heads), f"{old},{new}", not no_cache, progress, _axes(ctx.args))
+        result = diff_reports(report)
+        _formatter(json_output).diff(result)
+        return result["exit_code"]
+
+    _run(job)
+
+
+@app.command()
+def bisect(
+    kernel: str = typer.Option(..., "--kernel", "-k", help="Kernel id or variant, e.g. trtllm-mla[backend=xqa]."),
+    sm: str = typer.Option(..., "--sm", help="One target SM."),
+    heads: int = typer.Option(..., "--heads", help="The per-rank head count in question."),
+    range_: Optional[str] = typer.Option(None, "--range", help="LO..HI release range, inclusive, e.g. 0.6.10..0.6.16."),
+    exhaustive: bool = typer.Option(False, "--exhaustive", help="Probe every release in the range, not a binary search."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Ignore cached probe results."),
+    json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.bisect/1 JSON document."),
+) -> None:
+    """The first release whose validators accept --heads (and the last that rejects it)."""
+
+    def job() -> int:
+        from .drift import run_bisect
+        from .sm import parse_sm_list
+
+        sms = parse_sm_list(sm)
+        if len(sms) != 1:
+            raise InputError("--sm: bisect takes one SM")
+        if not 0 < heads <= MAX_HEADS:
+            raise InputError(f"--heads {heads}: must be a count from 1 to {MAX_HEADS}")
+        with _progress(json_output) as progress:
+            result = run_bisect(kernel, sms[0], heads, range_, exhaustive, not no_cache, progress)
+        _formatter(json_output).bisect(result)
+        return result["exit_code"]
+
+    _run(job)
+
+
+table_app = typer.Typer(no_args_is_help=True, help="Padding tables: extract one from a source tree.")
+app.add_typer(table_app, name="table")
+
+
+@table_app.command("extract")
+def table_extract(
+    repo: Path = typer.Option(..., "--repo", help="Source tree or installed package to read (static analysis: nothing is imported or run)."),
+    mapping: Optional[Path] = typer.Option(None, "--mapping", help="Which padding class feeds which kernel. Default: matrices/mappings/vllm.toml."),
+    exclude: Optional[List[str]] = typer.Option(None, "--exclude", help="Also skip paths matching this glob (repeatable). Tests, fixtures, venvs, site-packages and build outputs inside the tree are always skipped."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the TOML here instead of stdout (an existing file is not overwritten without --force)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite --output."),
+    json_output: bool = typer.Option(False, "--json", help="Emit what was found as JSON instead of TOML."),
+) -> None:
+    """Write the padding table found in a source tree as TOML, to commit and review."""
+
+    def job() -> int:
+        from .repo.extract import extract, load_mapping, table_toml
+
+        if output is not None:
+            check_output(output, "--output", overwrite=force)
+        found = extract(repo, load_mapping(mapping), tuple(exclude or ()))
+        if json_output:
+            _formatter(True).data({"schema": "hprobe.extract/1", **found.to_dict()}, "extract")
+            return 0
+        text = table_toml(found)
+        if output is None:
+            sys.stdout.write(text)
+        else:
+            write_output(output, text, "--output", overwrite=force)
+            typer.echo(f"wrote {output}: {len(found.table.backends)} backends, {len(found.classes)} padding classes", err=True)
+        return 0
+
+    _run(job)
+
+
+@app.command()
+def kernels(
+    releases: Optional[str] = typer.Option(None, "--releases", help="Also say which of these releases define each entry point: a comma list or LO..HI (fetched, read without importing)."),
+    json_output: bool = typer.Option(False, "--json", help="Emit JSON."),
+) -> None:
+    """List the kernel probes: entry point, SM families, axes, and which releases have the entry point."""
+
+    def job() -> int:
+        from .kernels import PROBES
+        from .kernels.presence import entry_point_present, releases_with_entry_points
+
+        present_in = None
+        if releases:
+            with _progress(json_output) as progress:
+                present_in = releases_with_entry_points(releases, [p.entry_point for p in PROBES.values()], progress)
+        rows = []
+        for probe in PROBES.values():
+            row: dict[str, object] = {
+                "id": probe.id,
+                "entry_point": probe.entry_point,
+                "sms": list(probe.default_sms),
+                "axes": [
+                    {"name": a.name, "default": a.default, "choices": list(a.choices), "sweep": a.sweep, "help": a.help}
+                    for a in probe.axes
+                ],
+                "summary": probe.summary,
+                "installed_flashinfer_has_entry_point": entry_point_present(probe.entry_point),
+            }
+            if present_in is not None:
+                have = present_in[probe.entry_point]
+                row["releases"] = ", ".join(v for v, ok in have.items() if ok) or "none probed"
+                row["releases_without"] = [v for v, ok in have.items() if not ok]
+            rows.append(row)
+        _formatter(json_output).kernels(rows)
+        return 0
+
+    _run(job)
+
+
+@app.command()
+def env(json_output: bool = typer.Option(False, "--json", help="Emit JSON.")) -> None:
+    """GPUs and their SM, CUDA as torch sees it, torch and flashinfer versions. Needs no GPU."""
+
+    def job() -> int:
+        from .envinfo import collect
+
+        info = collect()
+        if json_output:
+            _formatter(True).data({"schema": "hprobe.env/1", **info}, "env")
+            return 0
+        gpus = info.pop("gpus")
+        shown = dict(info)
+        shown["gpus"] = ", ".join(f"{g['index']}: {g['name']} (SM{g['sm']})" for g in gpus) or "none visible"
+        _formatter(False).data({k: ("-" if v is None else v) for k, v in shown.items()}, "hprobe env")
+        return 0
+
+    _run(job)
+
+
+def _kernel_ids(options: Optional[List[str]]) -> list[str]:
+    """--kernel given repeatedly or as a comma list (commas inside [...] belong to a
+    variant); every probe when absent."""
+    import re
+
+    from .kernels import PROBES
+
+    items = [k.strip() for item in (options or []) for k in re.split(r",(?![^\[]*\])", item) if k.strip()]
+    return items or sorted(PROBES)
+
+
+def _axes(args: list[str]) -> dict[str, list[Value]]:
+    """Axis options (`--topk 128,512`, `--page-size=64`) as lists of raw values,
+    each parsed later by the probes that have the axis. Any axis a probe declares
+    is an option, so adding a probe needs no change here."""
+    from .kernels import PROBES
+
+    known = {a.name for p in PROBES.values() for a in p.axes}
+    axes: dict[str, list[Value]] = {}
+    rest = list(args)
+    while rest:
+        token = rest.pop(0)
+        if not token.startswith("--"):
+            raise InputError(f"unexpected argument {token!r}")
+        flag, eq, value = token.partition("=")
+        name = flag[2:].replace("-", "_")
+        if name not in known:
+            raise InputError(f"no such option: {flag} (axis options: {', '.join('--' + n.replace('_', '-') for n in sorted(known))})")
+        if not eq:
+            if not rest or rest[0].startswith("--"):
+                raise InputError(f"{flag} needs a value")
+            value = rest.pop(0)
+        axes.setdefault(name, []).extend(v.strip() for v in value.split(",") if v.strip())
+    return axes
+
+
+def _pivot(text: Optional[str]) -> Optional[tuple[str, str]]:
+    if text is None:
+        return None
+    parts = [p.strip().replace("-", "_") for p in text.split(",")]
+    if len(parts) != 2 or not all(parts):
+        raise InputError(f"--pivot {text!r}: expected ROWS,COLS such as heads,sm or topk,heads")
+    return parts[0], parts[1]
+
+
+def _parse_int_list(text: str, option: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise InputError(f"{option} {text!r}: expected a comma list of positive integers") from None
+    if not values or min(values) <= 0 or max(values) > MAX_HEADS:
+        raise InputError(f"{option} {text!r}: expected a comma list of positive integers up to {MAX_HEADS}")
+    return values
+
+
+def run() -> None:  # console-script entry point
+    app(prog_name="hprobe")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    run()

@@ -1,0 +1,30 @@
+"""The interface every output format implements."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..service import CheckReport, MatrixReport
+
+
+class Formatter(ABC):
+    @abstractmethod
+    def check(self, report: CheckReport) -> None: ...
+
+    @abstractmethod
+    def matrix(self, report: MatrixReport, grid: bool = False, pivot: tuple[str, str] | None = None) -> None: ...
+
+    @abstractmethod
+    def diff(self, result: dict) -> None: ...
+
+    @abstractmethod
+    def bisect(self, result: dict) -> None: ...
+
+    @abstractmethod
+    def kernels(self, rows: list[dict]) -> None: ...
+
+    @abstractmethod
+    def data(self, payload: dict, title: str) -> None:
+        """Plain records (`hprobe env`, `hprobe kernels`)."""

@@ -1,0 +1,39 @@
+"""Versioned JSON: `hprobe.check/1`, `hprobe.matrix/1` (see README)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING, TextIO
+
+from .base import Formatter
+
+if TYPE_CHECKING:
+    from ..service import CheckReport, MatrixReport
+
+
+class JsonFormatter(Formatter):
+    def __init__(self, stream: TextIO | None = None):
+        self.stream = stream or sys.stdout
+
+    def _write(self, payload: dict) -> None:
+        json.dump(payload, self.stream, indent=2)
+        self.stream.write("\n")
+
+    def check(self, report: CheckReport) -> None:
+        self._write(report.to_dict())
+
+    def matrix(self, report: MatrixReport, grid: bool = False, pivot: tuple[str, str] | None = None) -> None:
+        self._write(report.to_dict())
+
+    def diff(self, result: dict) -> None:
+        self._write(result)
+
+    def bisect(self, result: dict) -> None:
+        self._write(result)
+
+    def kernels(self, rows: list[dict]) -> None:
+        self._write({"schema": "hprobe.kernels/1", "kernels": rows})
+
+    def data(self, payload: dict, title: str) -> None:
+        self._write(payload)

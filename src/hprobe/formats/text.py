@@ -1,0 +1,357 @@
+"""Terminal output through rich: colour on a terminal, plain text when piped or NO_COLOR."""
+
+from __future__ import annotations
+
+import os
+import sys
+from itertools import groupby
+from typing import TYPE_CHECKING
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from ..core import Verdict, compact_set
+from ..outcome import KernelSMResult, Outcome
+from .base import Formatter
+
+if TYPE_CHECKING:
+    from ..service import CheckReport, MatrixReport
+
+VERDICT_STYLE = {
+    Verdict.OK: "green",
+    Verdict.REDUCIBLE: "yellow",
+    Verdict.BROKEN: "bold red",
+    Verdict.TABLE_REFUSES: "magenta",
+    Verdict.OFF_FAST_PATH: "yellow",
+    Verdict.INCONCLUSIVE: "cyan",
+}
+OUTCOME_MARK = {
+    Outcome.ACCEPTED: ("✓", "green"),
+    Outcome.REJECTED: ("·", "dim"),
+    Outcome.UNSUPPORTED_ARCH: ("✗", "red"),
+    Outcome.UNSUPPORTED_CONFIG: ("⊘", "red"),
+    Outcome.INCONCLUSIVE: ("?", "cyan"),
+    Outcome.ABSENT: ("–", "dim"),
+}
+
+
+# Width for output that is not a terminal (CI logs, pipes): wide enough that no
+# name is cut to `…` and no message is split; COLUMNS still wins when set.
+UNBOUNDED_WIDTH = 4000
+
+
+def make_console(stderr: bool = False) -> Console:
+    plain = bool(os.environ.get("NO_COLOR"))
+    stream = sys.stderr if stderr else sys.stdout
+    width = None
+    if not os.environ.get("COLUMNS", "").strip().isdigit() and not _isatty(stream):
+        width = UNBOUNDED_WIDTH
+    return Console(stderr=stderr, no_color=plain, highlight=False, width=width)
+
+
+def _isatty(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class TextFormatter(Formatter):
+    def __init__(self, console: Console | None = None):
+        self.console = console or make_console()
+
+    # -- check ---------------------------------------------------------------------
+
+    def check(self, report: CheckReport) -> None:
+        c = self.console
+        fi = report.flashinfer
+        sms = ", ".join(str(sm) for sm in report.targets.sms)
+        c.print(f"[bold]hprobe check[/bold]  flashinfer {fi.version}  ({fi.location})  targets: {sms}")
+        for note in report.notes:
+            c.print(f"[dim]note:[/dim] {escape(note)}")
+        for (table, backend), group in groupby(report.findings, key=lambda f: (f.table, f.backend)):
+            rows = list(group)
+            c.print()
+            c.print(f"[bold]{escape(table)}[/bold] · {escape(backend)} → {escape(rows[0].kernel)}")
+            t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+            for col, justify in (("SM", "left"), ("model", "left"), ("TP", "right"), ("n", "right"),
+                                 ("padded", "right"), ("verdict", "left"), ("evidence", "left")):
+                t.add_column(col, justify=justify)  # type: ignore[arg-type]
+            entries: dict[int, set[str]] = {}
+            previous_sm = None
+            for f in rows:
+                if previous_sm is not None and f.sm != previous_sm:
+                    t.add_section()
+                previous_sm = f.sm
+                if f.evidence is not None and f.evidence.entry:
+                    entries.setdefault(f.sm, set()).add(f.evidence.entry)
+                t.add_row(
+                    f"SM{f.sm}",
+                    f.model,
+                    str(f.tp),
+                    str(f.n),
+                    f.padded_text,
+                    Text(f.label, style=VERDICT_STYLE[f.verdict]),
+                    escape(f.explain()),
+                )
+            c.print(t)
+            for sm, names in entries.items():
+                c.print(f"  [dim]SM{sm} reaches {escape(', '.join(sorted(names)))}[/dim]")
+            for item in dict.fromkeys(u for f in rows for u in f.unchecked):
+                c.print(f"  [dim]validators only: {escape(item)}[/dim]")
+        c.print()
+        if report.drift:
+            drift = report.drift
+            c.print(f"[bold]drift against the baseline[/bold]  flashinfer {drift['old']['version']} → {drift['new']['version']}")
+            lines = self._changes(drift, changed_only=True)
+            for line in lines or ["  [dim]no accepted set changed[/dim]"]:
+                c.print(line)
+            c.print()
+        counts: dict[Verdict, int] = {}
+        for f in report.findings:
+            counts[f.verdict] = counts.get(f.verdict, 0) + 1
+        summary = ", ".join(
+            f"[{VERDICT_STYLE[v]}]{counts[v]} {v.value}[/]" for v in Verdict if v in counts
+        ) or "nothing checked"
+        c.print(f"{summary}  → exit {report.exit_code}{' (--strict)' if report.strict else ''}")
+
+    # -- matrix --------------------------------------------------------------------
+
+    def matrix(self, report: MatrixReport, grid: bool = False, pivot: tuple[str, str] | None = None) -> None:
+        c = self.console
+        fi = report.flashinfer
+        c.print(
+            f"[bold]hprobe matrix[/bold]  flashinfer {fi.version}  ({fi.location})  "
+            f"h_q {compact_set(report.heads)}"
+        )
+        if report.targets.note:
+            c.print(f"[dim]note:[/dim] {escape(report.targets.note)}")
+        for rel in report.releases:
+            for note in rel.notes:
+                c.print(f"[dim]note:[/dim] {escape(note)}")
+        if pivot is not None:
+            self._pivot(report, *pivot)
+            return
+        if len(report.releases) > 1:
+            self._release_columns(report)
+            return
+        if grid:
+            self._grid(report)
+            return
+        for kernel, group in groupby(report.results, key=lambda r: r.key):
+            c.print()
+            c.print(f"[bold]{escape(kernel)}[/bold]")
+            for result in group:
+                self._matrix_line(result)
+
+    def _matrix_line(self, r: KernelSMResult) -> None:
+        c = self.console
+        status = r.status
+        head = f"  SM{r.sm:<4}"
+        if status is Outcome.ACCEPTED:
+            by_entry: dict[str, list[int]] = {}
+            for h in r.accepted():
+                by_entry.setdefault(r.heads[h].entry or "?", []).append(h)
+            depth = {"dispatch": " (validators and dispatch)", "partial": " (partial)"}.get(r.depth, " (validators only)" if r.unchecked else "")
+            c.print(f"{head}[green]accepted {compact_set(r.accepted())}[/green][dim]{depth}[/dim]")
+            for entry, hs in by_entry.items():
+                slow = r.heads[hs[0]].slow_path
+                where = f" for {compact_set(hs)}" if len(by_entry) > 1 else ""
+                c.print(f"          [dim]reaches {escape(entry)}{where}[/dim]" + (f" [yellow]{escape(slow)}[/yellow]" if slow else ""))
+            for item in r.unchecked:
+                c.print(f"          [dim]not seen on a CPU: {escape(item)}[/dim]")
+            for hs, sample in r.refusal_groups(Outcome.REJECTED):
+                where = f" [{sample.location}]" if sample.location else ""
+                c.print(f"          [dim]rejected {compact_set(hs)}: {sample.error_type}: {escape(sample.message or '')}{escape(where)}[/dim]")
+            unclear = r.by_outcome(Outcome.INCONCLUSIVE)
+            if unclear:
+                sample = r.heads[unclear[0]]
+                c.print(f"          [cyan]inconclusive {compact_set(unclear)}: {escape(sample.reason or '')}[/cyan]")
+        else:
+            sample = next(iter(r.heads.values()))
+            style = _status_style(status)
+            detail = " ".join(filter(None, [sample.error_type and f"{sample.error_type}:", sample.message, sample.location and f"[{sample.location}]"]))
+            if status is Outcome.INCONCLUSIVE:
+                detail = f"{sample.reason}" + (f" [{sample.error_type}: {sample.message}]" if sample.error_type else "")
+            elif status is Outcome.ABSENT:
+                detail = sample.reason or ""
+            c.print(f"{head}[{style}]{status.value}[/{style}]  {escape(detail)}")
+            if status in (Outcome.UNSUPPORTED_ARCH, Outcome.UNSUPPORTED_CONFIG) and sample.reason:
+                c.print(f"          [dim]{escape(sample.reason)}[/dim]")
+        if r.metadata:
+            c.print(f"          [dim]metadata: {escape(_metadata_text(r.metadata))}[/dim]")
+        for note in r.notes:
+            style = "yellow" if note.startswith("disagreement") else "dim"
+            c.print(f"          [{style}]note: {escape(note)}[/{style}]")
+
+    def _pivot(self, report: MatrixReport, rows: str, cols: str) -> None:
+        """Two dimensions of the report against each other (h_q, sm, release, or an
+        axis); a cell holds the accepted h_q, or a mark when h_q is a dimension."""
+        from ..service import pivot_cells
+
+        row_values, col_values, cells = pivot_cells(report, rows, cols)
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+        t.add_column(rows, justify="right")
+        for value in col_values:
+            t.add_column(escape(str(value)), justify="center", overflow="fold")
+        for rv in row_values:
+            row: list = [escape(str(rv))]
+            for cv in col_values:
+                cell = cells.get((rv, cv))
+                if cell is None:
+                    row.append(Text("", style="dim"))
+                elif isinstance(cell, Outcome):
+                    mark, style = OUTCOME_MARK[cell]
+                    row.append(Text(mark, style=style))
+                else:
+                    row.append(_status_cell(cell))
+            t.add_row(*row)
+        self.console.print(t)
+        if "heads" in (rows, cols):
+            self.console.print("[dim]✓ accepted  · rejected  ✗ unsupported-arch  ⊘ unsupported-config  ? inconclusive  – absent[/dim]")
+
+    def _release_columns(self, report: MatrixReport) -> None:
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+        t.add_column("kernel")
+        t.add_column("SM")
+        for rel in report.releases:
+            t.add_column(f"flashinfer {rel.info.version}")
+        keys = list(dict.fromkeys(key for rel in report.releases for key in rel.results))
+        for key in keys:
+            row: list[str | Text] = [escape(key[0]), f"SM{key[1]}"]
+            for rel in report.releases:
+                r = rel.results.get(key)
+                row.append(_status_cell(r) if r else Text("–", style="dim"))
+            t.add_row(*row)
+        self.console.print(t)
+
+    def _grid(self, report: MatrixReport) -> None:
+        c = self.console
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+        t.add_column("h_q", justify="right")
+        columns = [(r.key, r.sm) for r in report.results]
+        by_col = {(r.key, r.sm): r for r in report.results}
+        multi = len({k for k, _ in columns}) > 1
+        for kernel, sm in columns:
+            t.add_column(escape(f"{kernel} SM{sm}") if multi else f"SM{sm}", justify="center")
+        for h in report.heads:
+            row: list[str | Text] = [str(h)]
+            for col in columns:
+                outcome = by_col[col].outcome(h)
+                mark, style = OUTCOME_MARK.get(outcome, (" ", ""))  # type: ignore[arg-type]
+                row.append(Text(mark, style=style))
+            t.add_row(*row)
+        c.print(t)
+        c.print("[dim]✓ accepted  · rejected  ✗ unsupported-arch  ⊘ unsupported-config  ? inconclusive  – absent[/dim]")
+
+    # -- diff and bisect ---------------------------------------------------------------
+
+    def diff(self, result: dict) -> None:
+        c = self.console
+        old, new = result["old"], result["new"]
+        c.print(f"[bold]hprobe diff[/bold]  flashinfer {old['version']} → {new['version']}")
+        for line in self._changes(result):
+            c.print(line)
+        c.print(f"{'changed' if result['changed'] else 'no change'}  → exit {result['exit_code']}")
+
+    def _changes(self, result: dict, changed_only: bool = False) -> list[str]:
+        """One line per kernel x SM of a diff (`diff`, `check --baseline`)."""
+        old = result["old"]
+        lines = []
+        for ch in result["changes"]:
+            head = f"  {escape(ch['kernel'])} SM{ch['sm']}: "
+            parts = []
+            if ch["became_accepted"]:
+                parts.append(f"[green]became accepted {compact_set(ch['became_accepted'])}[/green]")
+            if ch["became_rejected"]:
+                refusal = ch["new_refusal"] or {}
+                why = " ".join(filter(None, [refusal.get("error_type") and f"{refusal['error_type']}:", refusal.get("message"), refusal.get("location") and f"[{refusal['location']}]"]))
+                parts.append(f"[red]became rejected {compact_set(ch['became_rejected'])}[/red]" + (f" ({escape(why)})" if why else ""))
+            if ch.get("appeared"):
+                parts.append(f"[green]present from here on[/green] (absent in {escape(old['version'])})")
+            if ch.get("vanished"):
+                parts.append(f"[red]absent here[/red] (present in {escape(old['version'])})")
+            if ch["unknown"]:
+                parts.append(f"[cyan]inconclusive {compact_set(ch['unknown'])}[/cyan]")
+            if not parts:
+                if changed_only:
+                    continue
+                parts.append(f"[dim]unchanged ({ch['new_status']} {compact_set(ch['new_accepted'])})[/dim]")
+            lines.append(head + "; ".join(parts))
+        return lines
+
+    def bisect(self, result: dict) -> None:
+        c = self.console
+        c.print(
+            f"[bold]hprobe bisect[/bold]  {escape(result['kernel'])} SM{result['sm']} h_q={result['heads']}  "
+            f"releases {result['range'][0]}..{result['range'][1]} ({result['releases_in_range']}); {result['method']}"
+        )
+        for p in result["probed"]:
+            detail = p["entry"] or p["message"] or ""
+            if p["outcome"] == Outcome.INCONCLUSIVE.value:
+                detail = p["reason"] or detail
+            style = {"accepted": "green", "rejected": "red"}.get(p["outcome"], "cyan")
+            c.print(f"  {p['version']:<14} [{style}]{p['outcome']:<16}[/{style}] [dim]{escape(detail)}[/dim]")
+        if result["non_monotonic"]:
+            for item in result["non_monotonic"]:
+                c.print(f"[bold red]non-monotonic:[/bold red] accepted in {item['accepted']}, not in {item['then_not_accepted']}")
+        if result["first_accepting"]:
+            c.print(
+                f"first accepting release: [bold]{result['first_accepting']}[/bold]"
+                + (f"; last rejecting: {result['last_rejecting']}" if result["last_rejecting"] else " (the start of the range)")
+            )
+        else:
+            c.print("no probed release in the range accepts it")
+        c.print(f"→ exit {result['exit_code']}")
+
+    # -- plain records ---------------------------------------------------------------
+
+    def kernels(self, rows: list[dict]) -> None:
+        c = self.console
+        for row in rows:
+            present = {True: "yes", False: "absent", None: "no flashinfer installed"}[row["installed_flashinfer_has_entry_point"]]
+            c.print(f"[bold]{row['id']}[/bold]  {escape(row['entry_point'])}")
+            c.print(f"    {escape(row['summary'])}")
+            c.print(f"    SMs {', '.join(map(str, row['sms']))} · installed flashinfer: {present}")
+            axes = []
+            for a in row["axes"]:
+                choices = "|".join(map(str, a["choices"]))
+                axes.append(f"{a['name']}={a['default']}" + (f" (swept: {choices})" if a["sweep"] else f" ({choices})" if choices else ""))
+            if axes:
+                c.print(f"    axes: {', '.join(axes)}")
+            if "releases" in row:
+                c.print(f"    releases with it: {row['releases']}")
+                if row["releases_without"]:
+                    c.print(f"    [dim]absent in: {', '.join(row['releases_without'])}[/dim]")
+
+    def data(self, payload: dict, title: str) -> None:
+        c = self.console
+        c.print(f"[bold]{title}[/bold]")
+        for key, value in payload.items():
+            c.print(f"  {key:<22} {escape(str(value))}")
+
+
+def _status_cell(r: KernelSMResult) -> Text:
+    status = r.status
+    if status is Outcome.ACCEPTED:
+        unclear = r.by_outcome(Outcome.INCONCLUSIVE)
+        text = compact_set(r.accepted()) + (f" ?{compact_set(unclear)}" if unclear else "")
+        return Text(text, style="green")
+    return Text(status.value, style=_status_style(status))
+
+
+def _status_style(status: Outcome) -> str:
+    """The style of an SM's one-word status: refusals red, absent dim, the rest cyan."""
+    return {Outcome.UNSUPPORTED_ARCH: "red", Outcome.UNSUPPORTED_CONFIG: "red", Outcome.ABSENT: "dim"}.get(status, "cyan")
+
+
+def _metadata_text(meta: dict) -> str:
+    parts = [meta["source"]]
+    if "sm_supported" in meta:
+        parts.append("SM supported" if meta["sm_supported"] else "SM not supported")
+    if "heads" in meta:
+        parts.append(f"h_q {compact_set(meta['heads'])}")
+    return ": ".join(parts[:1]) + (" " + ", ".join(parts[1:]) if len(parts) > 1 else "")

@@ -1,0 +1,114 @@
+"""MLA attention through `BatchMLAPagedAttentionWrapper` (`plan` then `run`), per backend.
+
+fa2/fa3 plan a schedule in compiled code and hand it, unread by Python, to the
+compiled run: the plan call is let through so that `run`'s validators answer
+too. From 0.7.1 the wrapper also plans the packed backends (trtllm-gen, xqa,
+cute-dsl) and takes packed query/KV tensors; releases differ in which layout
+and which plan form a backend takes, so the probe tries the conventions in
+turn (see `input_alternatives`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..sm import SM
+from . import mla_inputs as mi
+from .base import Axis, KernelProbe, PreparedCall, Value
+
+# Input conventions, tried in order: how the plan and run calls are spelled.
+#   split-legacy: the 0.6.x form -- split q_nope/q_pe and ckv/kpe; cutlass runs without a plan
+#   packed:       one [tokens, heads, rank+64] query and one KV cache, planned as packed (0.7.x)
+#   split:        split tensors, planned (cutlass in 0.7.x)
+_LAYOUTS = ("split-legacy", "packed", "split")
+
+
+def _plan_and_run(wrapper_cls: Any, backend: str, heads: int, dtype: str, q_dtype: str, page_size: int, rank: int, layout: str) -> None:
+    import torch
+
+    ws = mi.workspace()
+    kwargs = {} if backend == "auto" else {"backend": backend}
+    wrapper = wrapper_cls(ws, **kwargs)
+    kv = mi.paged_kv(dtype, page_size, 0, rank)[:, 0]  # [pages, page_size, rank + 64]
+    ckv, kpe = kv[..., :rank], kv[..., rank:]
+    # Split query halves are their own contiguous tensors, as callers pass them.
+    q_nope, q_pe = mi.zeros((1, heads, rank), q_dtype), mi.zeros((1, heads, mi.QK_ROPE_HEAD_DIM), q_dtype)
+    pages = mi.pages_for(page_size)
+    scales = {"ckv_scale": 1.0, "kpe_scale": 1.0} if dtype == "fp8" else {}
+    if layout == "split-legacy" and backend == "cutlass":
+        wrapper.run(q_nope, q_pe, ckv, kpe, kv_len=mi.seq_lens(), page_table=torch.zeros(1, pages, dtype=torch.int32))
+        return
+    plan_args = (
+        torch.tensor([0, 1], dtype=torch.int32),
+        torch.tensor([0, pages], dtype=torch.int32),
+        torch.arange(pages, dtype=torch.int32),
+        mi.seq_lens(),
+        heads,
+        rank,
+        mi.QK_ROPE_HEAD_DIM,
+        page_size,
+        False,
+        1.0 / ((rank + mi.QK_ROPE_HEAD_DIM) ** 0.5),
+        mi.torch_dtype(q_dtype),
+        mi.torch_dtype(dtype),
+    )
+    if layout == "split-legacy":
+        wrapper.plan(*plan_args)
+        wrapper.run(q_nope, q_pe, ckv, kpe, **scales)
+        return
+    wrapper.plan(*plan_args, query_layout=layout, kv_cache_layout=layout)
+    extra = {"kv_len": mi.seq_lens(), "page_table": torch.zeros(1, pages, dtype=torch.int32)} if backend == "cutlass" else {}
+    if layout == "packed":
+        query = mi.zeros((1, heads, rank + mi.QK_ROPE_HEAD_DIM), q_dtype)
+        wrapper.run(query=query, kv_cache=kv, **scales, **extra)
+    else:
+        wrapper.run(query=(q_nope, q_pe), kv_cache=(ckv, kpe), **scales, **extra)
+
+
+class BatchMLAProbe(KernelProbe):
+    id = "batch-mla"
+    entry_point = "flashinfer.mla.BatchMLAPagedAttentionWrapper"
+    default_sms = (90, 100, 103, 120, 121)
+    summary = "MLA attention via BatchMLAPagedAttentionWrapper plan/run (fa2, fa3, cutlass; trtllm-gen, xqa, cute-dsl from 0.7.1)"
+    probe_version = 3
+    pass_through_calls = ("plan",)
+    axes = (
+        Axis("backend", "auto", ("auto", "fa2", "fa3", "cutlass", "trtllm-gen", "xqa", "cute-dsl"), sweep=True, help="wrapper backend"),
+        Axis("dtype", "bf16", mi.DTYPES, help="KV cache dtype (fp8: the query dtype the release requires beside it)"),
+        Axis("page_size", 64, help="KV cache page size"),
+        Axis("kv_lora_rank", mi.KV_LORA_RANK, mi.KV_LORA_RANKS, help="latent width (256: models with the smaller latent)"),
+    )
+
+    def families(self, config: dict[str, Value] | None = None) -> set[int]:
+        # fa3 is a Hopper (SM90) kernel, cutlass and trtllm-gen SM100 kernels, XQA an SM12x one.
+        by_backend = {"fa3": {9}, "cutlass": {10}, "trtllm-gen": {10}, "xqa": {12}}
+        return by_backend.get(str((config or {}).get("backend")), super().families())
+
+    def compiled_checks(self, entry: str) -> str | None:
+        if entry.endswith(".run"):
+            return "the planned schedule (computed by the compiled plan) is not executed on a CPU"
+        if "trtllm_gen" in entry:
+            return "trtllm-gen selects a cubin by h_q inside compiled code"
+        return None
+
+    def input_alternatives(self, config: dict[str, Value]) -> int:
+        # fp8 KV: the query is bf16 in some releases and fp8 in others.
+        return len(_LAYOUTS) * (2 if config["dtype"] == "fp8" else 1)
+
+    def prepare(self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value], alternative: int = 0) -> PreparedCall:
+        dtype = str(config["dtype"])
+        q_dtype = "bf16" if dtype == "fp8" and alternative < len(_LAYOUTS) else dtype
+        return PreparedCall(
+            _plan_and_run,
+            {
+                "wrapper_cls": entry,
+                "backend": str(config["backend"]),
+                "heads": heads,
+                "dtype": dtype,
+                "q_dtype": q_dtype,
+                "page_size": int(config["page_size"]),
+                "rank": int(config["kv_lora_rank"]),
+                "layout": _LAYOUTS[alternative % len(_LAYOUTS)],
+            },
+        )

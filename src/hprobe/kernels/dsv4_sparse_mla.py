@@ -1,0 +1,143 @@
+"""DeepSeek V4 sparse-MLA decode: `trtllm_batch_decode_sparse_mla_dsv4`.
+
+Up to 0.6.13 the entry point has one path (TRTLLM-GEN, no SM dispatch in
+Python). From 0.6.14 it dispatches SM10x to TRTLLM-GEN and SM12x to a packed
+sparse backend with its own arguments (`swa_topk_lens`, uint8 KV pools). The
+inputs follow the loaded signature and the target SM.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from functools import cached_property, lru_cache
+from typing import Any
+
+from ..sm import SM
+from . import mla_inputs as mi
+from .base import Axis, KernelProbe, Metadata, PreparedCall, Value
+from .offers import missing_parameter, sm120_decode_claim
+
+HEAD_DIM = 512  # DSv4 query and KV head dim
+# Bytes per token of the SM12x packed KV pools: FP8 (all releases with the
+# path) and NVFP4 (0.7.x, `kv_cache_format="nvfp4"`).
+SM120_PACKED_BYTES = {"fp8": 584, "nvfp4": 384}
+SWA_TOPK = 128  # the fixed sliding-window entries at the front of every index row
+PAGE_SIZE = 64
+NUM_PAGES = 2
+
+
+@lru_cache(maxsize=8)
+def _parameters(entry: Callable[..., Any]) -> Any:
+    return inspect.signature(entry).parameters
+
+
+class DSv4SparseMLAProbe(KernelProbe):
+    id = "dsv4-sparse-mla"
+    entry_point = "flashinfer.mla._core.trtllm_batch_decode_sparse_mla_dsv4"
+    default_sms = (100, 103, 120, 121)
+    summary = "DeepSeek V4 sparse-MLA decode (SM10x TRTLLM-GEN, SM12x packed sparse path)"
+    probe_version = 2
+    axes = (
+        Axis("backend", "auto", ("auto", "trtllm-gen", "cute-dsl", "sparse", "cake"), help="flashinfer backend (0.7.x; cake: 0.7.2+)"),
+        Axis("kv_format", "fp8", ("fp8", "nvfp4"), help="SM12x packed KV cache format (nvfp4: 0.7.x)"),
+    )
+
+    def offered(self, entry: Callable[..., Any], config: dict[str, Value]) -> str | None:
+        # Only the signature decides whether the option exists at all; which
+        # values a release takes is probed (see matrix: refused by name = absent).
+        if config["backend"] != "auto" and (reason := missing_parameter(entry, "backend")):
+            return reason
+        if config["kv_format"] != "fp8" and (reason := missing_parameter(entry, "kv_cache_format")):
+            return reason
+        return None
+
+    def metadata(self, session: Any, entry: Callable[..., Any], sm: SM, config: dict[str, Value], heads: list[int]) -> Metadata | None:
+        """On SM12x, where the release publishes it (0.7.x), the h_q its DSv4
+        decode kernels are claimed for in this KV format (the cake NVFP4 list
+        for backend=cake), beside the SM claim."""
+        claim = super().metadata(session, entry, sm, config, heads)
+        if sm.major == 12 and config["backend"] == "cake" and config["kv_format"] == "nvfp4":
+            listed = session.resolve("flashinfer.mla.cake_sparse_mla_sm120_dsv4_nvfp4_supported_heads")
+            if listed is None:
+                return claim
+            return Metadata(
+                "cake_sparse_mla_sm120_dsv4_nvfp4_supported_heads()",
+                claim.sm_supported if claim else None,
+                [h for h in heads if h in set(listed())],
+            )
+        if sm.major != 12 or config["backend"] not in ("auto", "sparse"):
+            return claim
+        decode = sm120_decode_claim(session, "dsv4", str(config["kv_format"]), heads, SWA_TOPK, 1, PAGE_SIZE)
+        if decode is None:
+            return claim
+        return Metadata(
+            f"supported_sparse_mla_sm120_configs(kv_cache_format={config['kv_format']!r}) dsv4 decode kernels",
+            claim.sm_supported if claim else None,
+            decode,
+        )
+
+    def compiled_checks(self, entry: str) -> str | None:
+        if entry.startswith("get_trtllm_gen_fmha_module"):
+            return "trtllm-gen picks a cubin by head count inside compiled code (\"Missing TRTLLM-GEN kernel\")"
+        if "sparse_mla_sm120" in entry:
+            return "the SM12x binding dispatches decode vs paged kernels by (h_q, top-k, tokens) in compiled code"
+        return None
+
+    @cached_property
+    def _torch(self) -> Any:
+        import torch
+
+        return torch
+
+    @cached_property
+    def _shared(self) -> dict[str, Any]:
+        """Tensors that do not depend on h_q, made once."""
+        torch = self._torch
+        return {
+            "kv_bf16": torch.zeros(NUM_PAGES, 1, PAGE_SIZE, HEAD_DIM, dtype=torch.bfloat16),
+            "kv_packed": {
+                fmt: torch.zeros(NUM_PAGES, PAGE_SIZE, size, dtype=torch.uint8) for fmt, size in SM120_PACKED_BYTES.items()
+            },
+            "indices": torch.zeros(1, SWA_TOPK, dtype=torch.int32),
+            "lens": torch.full((1,), SWA_TOPK, dtype=torch.int32),
+            "seq_lens": torch.full((1,), SWA_TOPK, dtype=torch.int32),
+            # Large enough for the split-K scratch of 256 heads, so the path
+            # that carves scratch out of the workspace is the one exercised.
+            "workspace": torch.zeros(4 * 2**20, dtype=torch.uint8),
+        }
+
+    def prepare(self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value], alternative: int = 0) -> PreparedCall:
+        shared = self._shared
+        params = _parameters(entry)
+        has_sm12x_path = "swa_topk_lens" in params
+        query = mi.zeros((1, 1, heads, HEAD_DIM), "bf16")
+        sinks = mi.zeros((heads,), "fp32")
+        # SM12x paths (auto, sparse, and cake from 0.7.2) read the packed pools.
+        packed = has_sm12x_path and sm.major == 12 and config["backend"] in ("auto", "sparse", "cake")
+        if packed:
+            kwargs = {
+                "query": query,
+                "swa_kv_cache": shared["kv_packed"][str(config["kv_format"])],
+                "workspace_buffer": shared["workspace"],
+                "sparse_indices": shared["indices"],
+                "swa_topk_lens": shared["lens"],
+                "sinks": sinks,
+            }
+        else:
+            kwargs = {
+                "query": query,
+                "swa_kv_cache": shared["kv_bf16"],
+                "workspace_buffer": shared["workspace"],
+                "sparse_indices": shared["indices"],
+                "compressed_kv_cache": shared["kv_bf16"],
+                "sparse_topk_lens": shared["lens"],
+                "seq_lens": shared["seq_lens"],
+                "sinks": sinks,
+            }
+        kwargs = {k: v for k, v in kwargs.items() if k in params}
+        if config["backend"] != "auto":
+            kwargs["backend"] = config["backend"]
+        if config["kv_format"] != "fp8":
+            kwargs["kv_cache_format"] = config["kv_format"]
+        return PreparedCall(entry, kwargs)

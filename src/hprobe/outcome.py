@@ -1,0 +1,141 @@
+"""What a probe found for one (kernel, SM, h_q), with the evidence behind it."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+
+
+def without_count(message: str, heads: int) -> str:
+    """A refusal's message with the h_q it names blanked out ("got 65" -> "got #"),
+    so that one check's refusals of many h_q read as one."""
+    # A standalone number only: "got 4" but not the 4 of "DSv4" or of "64".
+    return re.sub(rf"(?<!\w){heads}(?!\w)", "#", message)
+
+
+class Outcome(str, Enum):
+    ACCEPTED = "accepted"  # reached the launch boundary: every Python validator accepted
+    REJECTED = "rejected"  # a validator raised, while other h_q reached the boundary
+    UNSUPPORTED_ARCH = "unsupported-arch"  # the kernel refuses this SM whatever h_q is
+    # one check refuses every h_q on this SM, and it tests neither h_q nor the SM:
+    # this configuration (dtype, q_len, an option) is refused whatever h_q is
+    UNSUPPORTED_CONFIG = "unsupported-config"
+    INCONCLUSIVE = "inconclusive"  # the probe cannot tell; never read as "unsupported"
+    ABSENT = "absent"  # this flashinfer release has no such entry point
+
+
+@dataclass
+class HeadResult:
+    heads: int
+    outcome: Outcome
+    entry: str | None = None  # compiled module.function reached, for accepted
+    error_type: str | None = None
+    message: str | None = None  # the validator's own message
+    location: str | None = None  # where it was raised, inside flashinfer
+    reason: str | None = None  # for inconclusive: why this says nothing about heads
+    slow_path: str | None = None  # for accepted: why the kernel reached is off the fast path
+
+    @classmethod
+    def from_dict(cls, data: dict) -> HeadResult:
+        fields = {k: data.get(k) for k in ("entry", "error_type", "message", "location", "reason", "slow_path")}
+        return cls(int(data["heads"]), Outcome(data["outcome"]), **fields)
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["outcome"] = self.outcome.value
+        return {k: v for k, v in data.items() if v is not None}
+
+
+class Depth(str, Enum):
+    """What an accepted answer rests on; see README "Depth"."""
+
+    VALIDATORS = "validators"  # the Python checks before the first compiled call ran
+    DISPATCH = "dispatch"  # ... and a dispatch table the release consults in Python too
+    # stopped at a compiled policy query whose answer Python acts on before the
+    # launch: the checks after it did not run
+    PARTIAL = "partial"
+
+
+@dataclass
+class KernelSMResult:
+    """Every probed h_q of one kernel variant on one SM, for one flashinfer release."""
+
+    kernel: str  # the probe id
+    sm: int
+    flashinfer_version: str
+    depth: str = Depth.VALIDATORS.value
+    heads: dict[int, HeadResult] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    config: dict[str, str | int] = field(default_factory=dict)  # the axis values probed
+    key: str = ""  # the variant key, e.g. trtllm-mla[backend=xqa]; the id when all defaults
+    # What compiled code is known to check beyond Python for the entries reached:
+    # an accepted count may still be refused there (a CPU cannot see it).
+    unchecked: list[str] = field(default_factory=list)
+    metadata: dict | None = None  # the release's own capability claim (Metadata.to_dict)
+
+    def __post_init__(self) -> None:
+        self.key = self.key or self.kernel
+
+    def outcome(self, heads: int) -> Outcome | None:
+        result = self.heads.get(heads)
+        return result.outcome if result else None
+
+    def accepted(self) -> list[int]:
+        return sorted(h for h, r in self.heads.items() if r.outcome is Outcome.ACCEPTED)
+
+    def by_outcome(self, outcome: Outcome) -> list[int]:
+        return sorted(h for h, r in self.heads.items() if r.outcome is outcome)
+
+    def refusal_groups(self, outcome: Outcome = Outcome.REJECTED) -> list[tuple[list[int], HeadResult]]:
+        """h_q refused by the same check, each group with its own evidence:
+        grouped by exception type, location and message (the h_q it names
+        aside), in the order first seen."""
+        groups: dict[tuple, list[int]] = {}
+        first: dict[tuple, HeadResult] = {}
+        for h in self.by_outcome(outcome):
+            hr = self.heads[h]
+            key = (hr.error_type, hr.location, without_count(hr.message or "", h))
+            groups.setdefault(key, []).append(h)
+            first.setdefault(key, hr)
+        return [(hs, first[k]) for k, hs in groups.items()]
+
+    @property
+    def status(self) -> Outcome:
+        """One word for the whole SM: the outcome shared by all h_q, or accepted
+        when any h_q reached the boundary."""
+        outcomes = {r.outcome for r in self.heads.values()}
+        if Outcome.ACCEPTED in outcomes:
+            return Outcome.ACCEPTED
+        if len(outcomes) == 1:
+            return next(iter(outcomes))
+        return Outcome.INCONCLUSIVE
+
+    @classmethod
+    def from_dict(cls, data: dict) -> KernelSMResult:
+        result = cls(data["kernel"], int(data["sm"]), data["flashinfer_version"], data.get("depth", "validators"))
+        result.notes = list(data.get("notes", []))
+        result.config = dict(data.get("config", {}))
+        result.key = data.get("key") or result.kernel
+        result.unchecked = list(data.get("unchecked", []))
+        result.metadata = data.get("metadata")
+        for item in data["heads"]:
+            head = HeadResult.from_dict(item)
+            result.heads[head.heads] = head
+        return result
+
+    def to_dict(self) -> dict:
+        return {
+            "kernel": self.kernel,
+            "key": self.key,
+            "config": self.config,
+            "sm": self.sm,
+            "flashinfer_version": self.flashinfer_version,
+            "depth": self.depth,
+            "unchecked": self.unchecked,
+            "metadata": self.metadata,
+            "status": self.status.value,
+            "accepted": self.accepted(),
+            "notes": self.notes,
+            "heads": [self.heads[h].to_dict() for h in sorted(self.heads)],
+        }

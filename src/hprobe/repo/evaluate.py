@@ -1,0 +1,513 @@
+"""Evaluate a padding function for one head count by reading its AST, never running it.
+
+A small, safe subset of Python is interpreted: literals, tuples/lists/sets,
+names bound to constants in the same module (or imported from another module
+of the repo), `if`/`for`/`return`/`raise`/`assert`, assignments, comparisons,
+`break`/`continue`, arithmetic, `min`/`max`/`len`/`range`/`int`/`abs`/`sorted`/`any`/`all`,
+f-strings, and calls to other functions of the repo that stay in the subset
+(`cls.helper(n)` resolves through the class hierarchy). Anything else is
+`NotEvaluable` with its file and line: reported, never guessed.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .scan import ClassInfo, FunctionInfo, ModuleInfo, RepoIndex
+
+# Work bounds. Steps count statements and expressions plus the items every
+# builtin walks, and sizes are checked *before* an operation computes them, so
+# `all(range(10**12))`, `'a' * 10**10` or `x **= 10**9` are refused at once.
+MAX_STEPS = 100_000  # per evaluation: no loop runs away
+MAX_DEPTH = 16  # nested calls
+MAX_ITEMS = 100_000  # length of one range, string, list or tuple
+MAX_INT_BITS = 4096  # size of one integer
+MAX_FORMAT_WIDTH = 1_000  # width or precision in an f-string
+
+
+@dataclass(frozen=True)
+class Raises:
+    """The consumer's function raises for this count."""
+
+    error_type: str
+    message: str
+
+
+@dataclass(frozen=True)
+class NotEvaluable:
+    """A construct outside the subset, and where it is."""
+
+    path: str
+    line: int
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.what}"
+
+
+class _Unsupported(Exception):
+    def __init__(self, node: ast.AST, what: str):
+        super().__init__(what)
+        self.node, self.what = node, what
+
+
+class _Raised(Exception):
+    def __init__(self, error_type: str, message: str):
+        super().__init__(message)
+        self.error_type, self.message = error_type, message
+
+
+class _Break(Exception):
+    pass
+
+
+class _Continue(Exception):
+    pass
+
+
+class _Return(Exception):
+    def __init__(self, value: Any):
+        self.value = value
+
+
+@dataclass
+class _Callable:
+    """A repo function the interpreter may enter."""
+
+    function: FunctionInfo
+    owner: ClassInfo | None = None
+
+
+_BINOPS: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+    ast.Div: operator.truediv,
+    ast.LShift: operator.lshift,
+    ast.RShift: operator.rshift,
+    ast.BitAnd: operator.and_,
+    ast.BitOr: operator.or_,
+}
+_COMPARE: dict[type, Callable[[Any, Any], bool]] = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+    ast.Is: operator.is_,
+    ast.IsNot: operator.is_not,
+}
+_BUILTINS: dict[str, Callable[..., Any]] = {
+    "min": min,
+    "max": max,
+    "len": len,
+    "range": range,
+    "int": int,
+    "abs": abs,
+    "sorted": sorted,
+    "any": any,
+    "all": all,
+    "tuple": tuple,
+    "list": list,
+    "set": set,
+    "frozenset": frozenset,
+    "bool": bool,
+    "str": str,
+}
+_MATH = {"ceil": math.ceil, "floor": math.floor, "log2": math.log2, "gcd": math.gcd}
+_EXCEPTIONS = {"ValueError", "RuntimeError", "NotImplementedError", "AssertionError", "TypeError", "KeyError"}
+
+
+def evaluate(index: RepoIndex, owner: ClassInfo | None, function: FunctionInfo, n: int) -> int | Raises | NotEvaluable:
+    """The padded count `function` returns for `n` heads, what it raises, or why
+    it cannot be evaluated statically."""
+    interp = _Interpreter(index)
+    try:
+        value = interp.call(_Callable(function, owner), [n], {}, depth=0)
+    except _Raised as exc:
+        return Raises(exc.error_type, exc.message)
+    except _Unsupported as exc:
+        module = interp.where or function.module
+        return NotEvaluable(module.path, getattr(exc.node, "lineno", function.node.lineno), exc.what)
+    except (RecursionError, MemoryError) as exc:
+        # Constants defined through each other without end, or too deep to follow.
+        module = interp.where or function.module
+        return NotEvaluable(module.path, function.node.lineno, f"evaluation too deep or too large ({type(exc).__name__})")
+    if isinstance(value, bool) or not isinstance(value, int):
+        return NotEvaluable(function.module.path, function.node.lineno, f"returned {type(value).__name__}, not an int")
+    return value
+
+
+class _Interpreter:
+    def __init__(self, index: RepoIndex):
+        self.index = index
+        self.steps = 0
+        self.where: ModuleInfo | None = None  # module of the code being interpreted
+
+    def _tick(self, node: ast.AST) -> None:
+        self.steps += 1
+        if self.steps > MAX_STEPS:
+            raise _Unsupported(node, f"more than {MAX_STEPS} steps")
+
+    # -- calls -------------------------------------------------------------------------
+
+    def call(self, target: _Callable, args: list[Any], kwargs: dict[str, Any], depth: int) -> Any:
+        fn = target.function
+        if depth > MAX_DEPTH:
+            raise _Unsupported(fn.node, f"calls nested deeper than {MAX_DEPTH}")
+        node = fn.node
+        for deco in node.decorator_list:
+            name = _dotted(deco)
+            if name not in ("classmethod", "staticmethod", "functools.cache", "cache", "lru_cache", "functools.lru_cache", "override", "typing.override"):
+                raise _Unsupported(deco, f"decorator @{name or ast.unparse(deco)}")
+        a = node.args
+        if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs:
+            raise _Unsupported(node, "a signature with *args, **kwargs or keyword-only parameters")
+        params = [p.arg for p in a.args]
+        is_method = target.owner is not None and not any(_dotted(d) == "staticmethod" for d in node.decorator_list)
+        if is_method:
+            params = params[1:]  # cls / self
+        defaults = a.defaults
+        frame: dict[str, Any] = {}
+        for i, name in enumerate(params):
+            if i < len(args):
+                frame[name] = args[i]
+            elif name in kwargs:
+                frame[name] = kwargs.pop(name)
+            else:
+                d = len(params) - len(defaults)
+                if i >= d:
+                    frame[name] = self.expr(defaults[i - d], {}, fn.module, target.owner, depth)
+                else:
+                    raise _Unsupported(node, f"{fn.qualname}() called without {name!r}")
+        if kwargs:
+            raise _Unsupported(node, f"{fn.qualname}() got unknown keyword {next(iter(kwargs))!r}")
+        previous = self.where
+        self.where = fn.module
+        try:
+            self.block(node.body, frame, fn.module, target.owner, depth)
+        except _Return as ret:
+            return ret.value
+        finally:
+            self.where = previous
+        return None
+
+    # -- statements --------------------------------------------------------------------
+
+    def block(self, body: list[ast.stmt], frame: dict, module: ModuleInfo, owner: ClassInfo | None, depth: int) -> None:
+        for stmt in body:
+            self.stmt(stmt, frame, module, owner, depth)
+
+    def stmt(self, node: ast.stmt, frame: dict, module: ModuleInfo, owner: ClassInfo | None, depth: int) -> None:
+        self._tick(node)
+        ev = lambda e: self.expr(e, frame, module, owner, depth)  # noqa: E731
+        if isinstance(node, ast.Return):
+            raise _Return(ev(node.value) if node.value is not None else None)
+        if isinstance(node, ast.If):
+            self.block(node.body if ev(node.test) else node.orelse, frame, module, owner, depth)
+            return
+        if isinstance(node, ast.For):
+            if not isinstance(node.target, ast.Name) or node.orelse:
+                raise _Unsupported(node, "a for loop other than `for name in ...:`")
+            for item in ev(node.iter):
+                frame[node.target.id] = item
+                try:
+                    self.block(node.body, frame, module, owner, depth)
+                except _Break:
+                    break
+                except _Continue:
+                    continue
+            return
+        if isinstance(node, ast.Break):
+            raise _Break()
+        if isinstance(node, ast.Continue):
+            raise _Continue()
+        if isinstance(node, ast.Raise):
+            self._raise(node, frame, module, owner, depth)
+        if isinstance(node, ast.Assert):
+            if not ev(node.test):
+                message = str(ev(node.msg)) if node.msg is not None else ast.unparse(node.test)
+                raise _Raised("AssertionError", message)
+            return
+        if isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
+            value = ev(node.value)
+            for t in node.targets:
+                assert isinstance(t, ast.Name)
+                frame[t.id] = value
+            return
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            frame[node.target.id] = ev(node.value)
+            return
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            op = _BINOPS.get(type(node.op))
+            if op is None:
+                raise _Unsupported(node, f"operator {type(node.op).__name__}")
+            frame[node.target.id] = self._binop(node, node.op, self._name(node.target, frame, module, owner), ev(node.value))
+            return
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            return  # a docstring
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            ev(node.value)  # a call for its raise, e.g. cls._check(n)
+            return
+        if isinstance(node, ast.Pass):
+            return
+        raise _Unsupported(node, f"statement `{_first_line(node)}`")
+
+    def _raise(self, node: ast.Raise, frame: dict, module: ModuleInfo, owner: ClassInfo | None, depth: int) -> None:
+        exc = node.exc
+        if isinstance(exc, ast.Call) and isinstance(exc.func, ast.Name) and exc.func.id in _EXCEPTIONS:
+            message = " ".join(str(self.expr(a, frame, module, owner, depth)) for a in exc.args)
+            raise _Raised(exc.func.id, message)
+        if isinstance(exc, ast.Name) and exc.id in _EXCEPTIONS:
+            raise _Raised(exc.id, "")
+        raise _Unsupported(node, f"raise of `{ast.unparse(exc) if exc else 're-raise'}`")
+
+    # -- expressions -------------------------------------------------------------------
+
+    def expr(self, node: ast.expr, frame: dict, module: ModuleInfo, owner: ClassInfo | None, depth: int) -> Any:
+        self._tick(node)
+        ev = lambda e: self.expr(e, frame, module, owner, depth)  # noqa: E731
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.Name):
+            return self._name(node, frame, module, owner)
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            if any(isinstance(e, ast.Starred) for e in node.elts):
+                raise _Unsupported(node, "a starred element")
+            items = [ev(e) for e in node.elts]
+            return {ast.Tuple: tuple, ast.List: list, ast.Set: set}[type(node)](items)
+        if isinstance(node, ast.BinOp):
+            return self._binop(node, node.op, ev(node.left), ev(node.right))
+        if isinstance(node, ast.UnaryOp):
+            value = ev(node.operand)
+            if isinstance(node.op, ast.Not):
+                return not value
+            unaries: dict[type, Callable[[Any], Any]] = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert}
+            unary = unaries.get(type(node.op))
+            if unary is None or isinstance(value, (_Callable, ClassInfo)):
+                raise _Unsupported(node, f"operator {type(node.op).__name__}")
+            try:
+                return unary(value)
+            except TypeError as exc:
+                raise _Raised("TypeError", str(exc)) from None
+        if isinstance(node, ast.BoolOp):
+            if isinstance(node.op, ast.And):
+                result: Any = True
+                for v in node.values:
+                    result = ev(v)
+                    if not result:
+                        return result
+                return result
+            result = False
+            for v in node.values:
+                result = ev(v)
+                if result:
+                    return result
+            return result
+        if isinstance(node, ast.Compare):
+            left = ev(node.left)
+            for op, right_node in zip(node.ops, node.comparators, strict=True):
+                right = ev(right_node)
+                self._work(node, left, right)
+                try:
+                    holds = _COMPARE[type(op)](left, right)
+                except (TypeError, ValueError) as exc:
+                    raise _Raised(type(exc).__name__, str(exc)) from None  # `n < "64"` raises in Python too
+                if not holds:
+                    return False
+                left = right
+            return True
+        if isinstance(node, ast.IfExp):
+            return ev(node.body) if ev(node.test) else ev(node.orelse)
+        if isinstance(node, ast.JoinedStr):
+            parts = []
+            for value in node.values:
+                if isinstance(value, ast.FormattedValue):
+                    spec = ev(value.format_spec) if value.format_spec is not None else ""
+                    widths = [int(w) for w in re.findall(r"\d+", str(spec))]
+                    if widths and max(widths) > MAX_FORMAT_WIDTH:
+                        raise _Unsupported(value, f"a format width or precision of {max(widths)}")
+                    try:
+                        parts.append(format(ev(value.value), spec))
+                    except (TypeError, ValueError) as exc:
+                        raise _Raised(type(exc).__name__, str(exc)) from None
+                else:
+                    parts.append(str(ev(value)))
+            return "".join(parts)
+        if isinstance(node, ast.Subscript):
+            base = ev(node.value)
+            if isinstance(base, (_Callable, ClassInfo)):
+                raise _Unsupported(node, f"subscript of `{ast.unparse(node.value)}`")
+            try:
+                if isinstance(node.slice, ast.Slice):
+                    s = node.slice
+                    return base[slice(*(ev(x) if x is not None else None for x in (s.lower, s.upper, s.step)))]
+                return base[ev(node.slice)]
+            except (IndexError, KeyError, TypeError, ValueError) as exc:
+                raise _Raised(type(exc).__name__, str(exc)) from None  # `PADS[n]` out of range raises in Python too
+        if isinstance(node, ast.Call):
+            return self._call_expr(node, frame, module, owner, depth)
+        if isinstance(node, ast.Attribute):
+            return self._attribute(node, frame, module, owner)
+        if isinstance(node, (ast.GeneratorExp, ast.ListComp, ast.SetComp)):
+            return self._comprehension(node, frame, module, owner, depth)
+        raise _Unsupported(node, f"expression `{ast.unparse(node)[:60]}`")
+
+    # -- work and size bounds ------------------------------------------------------------
+
+    def _binop(self, node: ast.AST, op_node: ast.operator, left: Any, right: Any) -> Any:
+        op = _BINOPS.get(type(op_node))
+        if op is None:
+            raise _Unsupported(node, f"operator {type(op_node).__name__}")
+        ints = isinstance(left, int) and isinstance(right, int)
+        if ints and isinstance(op_node, ast.Pow) and right > 0 and abs(left) > 1 and right * left.bit_length() > MAX_INT_BITS:
+            raise _Unsupported(node, f"a power of about {right * left.bit_length()} bits")
+        if ints and isinstance(op_node, ast.LShift) and right > 0 and left and left.bit_length() + right > MAX_INT_BITS:
+            raise _Unsupported(node, f"a shift to about {left.bit_length() + right} bits")
+        if isinstance(op_node, ast.Mult):
+            for seq, times in ((left, right), (right, left)):
+                if isinstance(seq, (str, list, tuple)) and isinstance(times, int) and len(seq) * max(times, 0) > MAX_ITEMS:
+                    raise _Unsupported(node, f"a repetition to {len(seq) * times} items")
+        if isinstance(op_node, ast.Add) and isinstance(left, (str, list, tuple)) and isinstance(right, (str, list, tuple)):
+            if len(left) + len(right) > MAX_ITEMS:
+                raise _Unsupported(node, f"a concatenation to {len(left) + len(right)} items")
+        self._work(node, left, right)
+        try:
+            result = op(left, right)
+        except (TypeError, ZeroDivisionError, ValueError, OverflowError) as exc:
+            raise _Raised(type(exc).__name__, str(exc)) from None  # what Python would raise for the consumer
+        self._check_size(node, result)
+        return result
+
+    def _check_range(self, node: ast.AST, args: list[Any]) -> None:
+        if all(isinstance(a, int) and not isinstance(a, bool) for a in args) and 1 <= len(args) <= 3:
+            try:
+                length = len(range(*args))
+            except (ValueError, OverflowError):
+                return  # range() itself raises: reported as the consumer's error
+            if length > MAX_ITEMS:
+                raise _Unsupported(node, f"a range of {length} items")
+
+    def _check_size(self, node: ast.AST, value: Any) -> None:
+        if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > MAX_INT_BITS:
+            raise _Unsupported(node, f"an integer of {value.bit_length()} bits")
+        if isinstance(value, (str, list, tuple, set, frozenset, dict, range)) and len(value) > MAX_ITEMS:
+            raise _Unsupported(node, f"a value of {len(value)} items")
+
+    def _work(self, node: ast.AST, *values: Any) -> None:
+        """Count the items an operation walks (`in`, `all`, `sorted`) as steps."""
+        for value in values:
+            if isinstance(value, (str, list, tuple, set, frozenset, dict, range)):
+                self.steps += len(value)
+        if self.steps > MAX_STEPS:
+            raise _Unsupported(node, f"more than {MAX_STEPS} steps")
+
+    def _comprehension(self, node: Any, frame: dict, module: ModuleInfo, owner: ClassInfo | None, depth: int) -> Any:
+        if len(node.generators) != 1 or not isinstance(node.generators[0].target, ast.Name):
+            raise _Unsupported(node, "a comprehension with several or unpacking `for` clauses")
+        gen = node.generators[0]
+        items = []
+        for item in self.expr(gen.iter, frame, module, owner, depth):
+            inner = dict(frame)
+            inner[gen.target.id] = item
+            if all(self.expr(cond, inner, module, owner, depth) for cond in gen.ifs):
+                items.append(self.expr(node.elt, inner, module, owner, depth))
+        return set(items) if isinstance(node, ast.SetComp) else items
+
+    def _name(self, node: ast.Name, frame: dict, module: ModuleInfo, owner: ClassInfo | None) -> Any:
+        if node.id in frame:
+            return frame[node.id]
+        if node.id in ("True", "False", "None"):
+            return {"True": True, "False": False, "None": None}[node.id]
+        found = self.index.lookup(module, node.id)
+        if found is not None:
+            kind, value, where = found
+            if kind == "constant":
+                previous = self.where
+                self.where = where
+                try:
+                    return self.expr(value, {}, where, None, 0)
+                finally:
+                    self.where = previous
+            if kind == "function":
+                return _Callable(value)
+            if kind == "class":
+                return value
+        if node.id in _BUILTINS:
+            return _BUILTINS[node.id]
+        raise _Unsupported(node, f"name {node.id!r} is not a constant or function of the repo")
+
+    def _attribute(self, node: ast.Attribute, frame: dict, module: ModuleInfo, owner: ClassInfo | None) -> Any:
+        base = node.value
+        if isinstance(base, ast.Name) and base.id in ("cls", "self") and owner is not None and base.id not in frame:
+            return self._member(owner, node.attr, node)
+        if isinstance(base, ast.Name) and base.id == "math" and node.attr in _MATH:
+            return _MATH[node.attr]
+        value = self.expr(base, frame, module, owner, 0)
+        if isinstance(value, ClassInfo):
+            return self._member(value, node.attr, node)
+        raise _Unsupported(node, f"attribute `{ast.unparse(node)}`")
+
+    def _member(self, cls: ClassInfo, name: str, node: ast.AST) -> Any:
+        for klass in self.index.mro(cls):
+            if name in klass.methods:
+                return _Callable(klass.methods[name], cls)
+            if name in klass.attributes:
+                previous = self.where
+                self.where = klass.module
+                try:
+                    return self.expr(klass.attributes[name], {}, klass.module, klass, 0)
+                finally:
+                    self.where = previous
+        raise _Unsupported(node, f"{cls.name}.{name} is not defined in the repo")
+
+    def _call_expr(self, node: ast.Call, frame: dict, module: ModuleInfo, owner: ClassInfo | None, depth: int) -> Any:
+        func = self.expr(node.func, frame, module, owner, depth)
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            raise _Unsupported(node, "a call with *args or **kwargs")
+        args = [self.expr(a, frame, module, owner, depth) for a in node.args]
+        kwargs = {str(k.arg): self.expr(k.value, frame, module, owner, depth) for k in node.keywords}
+        if isinstance(func, _Callable):
+            return self.call(func, args, kwargs, depth + 1)
+        if func in _BUILTINS.values() or func in _MATH.values():
+            values = [*args, *kwargs.values()]
+            if any(isinstance(v, (_Callable, ClassInfo)) for v in values):
+                raise _Unsupported(node, f"{ast.unparse(node.func)}() given a function or class")
+            if func is range:
+                self._check_range(node, args)
+            self._work(node, *values)
+            try:
+                result = func(*args, **kwargs)
+            except (TypeError, ValueError, ZeroDivisionError, OverflowError) as exc:
+                raise _Raised(type(exc).__name__, str(exc)) from None  # what Python would raise for the consumer
+            self._check_size(node, result)
+            return result
+        raise _Unsupported(node, f"call of `{ast.unparse(node.func)}`")
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        inner = _dotted(node.value)
+        return f"{inner}.{node.attr}" if inner else ""
+    if isinstance(node, ast.Call):
+        return _dotted(node.func)
+    return ""
+
+
+def _first_line(node: ast.AST) -> str:
+    text = ast.unparse(node).splitlines()[0]
+    return text if len(text) <= 60 else text[:57] + "..."

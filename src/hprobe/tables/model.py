@@ -1,0 +1,162 @@
+"""A padding table: the consumer's rule that rounds per-rank h_q up before a kernel call."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+# The largest head count hprobe takes anywhere (tables, --heads, rules): far above
+# any model's, and checked before any set of counts is built.
+MAX_HEADS = 4096
+
+
+class PaddingRule(ABC):
+    """Maps a per-rank head count n to the count the consumer launches with."""
+
+    @abstractmethod
+    def pad(self, n: int) -> int | None:
+        """The padded count, or None where the consumer raises for n."""
+
+    @abstractmethod
+    def describe(self) -> str: ...
+
+    def largest(self) -> int:
+        """The largest count this rule can produce (bounds what a probe must cover)."""
+        return 0
+
+
+@dataclass(frozen=True)
+class PadTo(PaddingRule):
+    """Round n up to the first listed value >= n; above the last, the consumer raises."""
+
+    values: tuple[int, ...]
+
+    def pad(self, n: int) -> int | None:
+        for value in self.values:
+            if value >= n:
+                return value
+        return None
+
+    def describe(self) -> str:
+        return "pad_to " + "{" + ", ".join(map(str, self.values)) + "}"
+
+    def largest(self) -> int:
+        return max(self.values)
+
+
+@dataclass(frozen=True)
+class PadMap(PaddingRule):
+    """An explicit n -> padded map; n not listed: the consumer raises."""
+
+    mapping: tuple[tuple[int, int], ...]
+
+    def pad(self, n: int) -> int | None:
+        return dict(self.mapping).get(n)
+
+    def describe(self) -> str:
+        return "pad_map " + "{" + ", ".join(f"{k}->{v}" for k, v in self.mapping) + "}"
+
+    def largest(self) -> int:
+        return max((v for _, v in self.mapping), default=0)  # empty: the consumer refuses every count
+
+
+@dataclass(frozen=True)
+class NoPadding(PaddingRule):
+    """n is launched as it is."""
+
+    def pad(self, n: int) -> int | None:
+        return n
+
+    def describe(self) -> str:
+        return "no padding"
+
+
+@dataclass(frozen=True)
+class PadMultiple(PaddingRule):
+    """Round n up to a multiple of `multiple`; above `limit` (if any) the consumer raises."""
+
+    multiple: int
+    limit: int | None = None
+
+    def pad(self, n: int) -> int | None:
+        padded = -(-n // self.multiple) * self.multiple
+        return None if self.limit is not None and padded > self.limit else padded
+
+    def describe(self) -> str:
+        return f"pad_multiple {self.multiple}" + (f" up to {self.limit}" if self.limit else "")
+
+    def largest(self) -> int:
+        return self.limit or 0
+
+
+@dataclass(frozen=True)
+class PadTile(PaddingRule):
+    """A tile per range of n: n stays when min(n, tile) divides it, else it rounds
+    up to a multiple of the tile (vLLM's trtllm-gen dense MLA rule). Entries are
+    (largest n, tile); above the last, the consumer raises."""
+
+    tiles: tuple[tuple[int, int], ...]
+
+    def pad(self, n: int) -> int | None:
+        for upto, tile in self.tiles:
+            if n <= upto:
+                return n if n % min(n, tile) == 0 else -(-n // tile) * tile
+        return None
+
+    def describe(self) -> str:
+        return "pad_tile " + ", ".join(f"n<={upto}: {tile}" for upto, tile in self.tiles)
+
+    def largest(self) -> int:
+        upto, tile = self.tiles[-1]
+        return -(-upto // tile) * tile
+
+
+@dataclass(frozen=True)
+class Where:
+    """A place in a table file, for messages that point at it."""
+
+    path: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}" if self.line else self.path
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    num_q_heads: int
+    tp: tuple[int, ...]
+    where: Where
+
+    def per_rank(self) -> list[tuple[int, int]]:
+        """(tp, heads per rank) for every TP degree. Validated at load time."""
+        return [(tp, self.num_q_heads // tp) for tp in self.tp]
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    kernel: str
+    sms: tuple[int, ...]
+    rule: PaddingRule
+    where: Where
+    # Axis values the kernel is called with (`backend`, `dtype`, `topk`, ...):
+    # the probe variant this backend is judged against.
+    options: tuple[tuple[str, str | int], ...] = ()
+    key: str = ""  # the variant key, filled in once the kernel is known
+
+    @property
+    def variant_key(self) -> str:
+        return self.key or self.kernel
+
+
+@dataclass
+class PaddingTable:
+    name: str
+    source: str
+    path: str
+    requires_flashinfer: str | None
+    models: list[Model]
+    backends: list[Backend]
+    notes: list[str] = field(default_factory=list)
