@@ -7,9 +7,9 @@ import pytest
 from hprobe.core import Verdict, compact_set, exit_code, judge
 from hprobe.errors import InputError
 from hprobe.outcome import HeadResult, KernelSMResult, Outcome
-from hprobe.service import parse_heads
 from hprobe.sm import SM, parse_sm, parse_sm_list
 from hprobe.tables import PadMap, PadTo
+from hprobe.targets import parse_heads
 
 from .conftest import V4_PRO_TABLE
 

@@ -1,4 +1,8 @@
-"""The `hprobe` command line: parse options, call the service, pick a format."""
+"""The `hprobe` command line: parse options, call the service, pick a format.
+
+The commands import the rest of hprobe inside their bodies on purpose: `hprobe
+--help`, `--version` and an input error answer in a fraction of a second,
+without loading the probing machinery they do not need."""
 
 from __future__ import annotations
 
@@ -169,7 +173,7 @@ def check(
             check_output(junit, "--junit")  # a bad path costs nothing: refused before probing
         recorded = None
         if baseline is not None:
-            from .service import load_baseline
+            from .drift import load_baseline
 
             recorded = load_baseline(str(baseline))
         repo_tables = None
@@ -193,8 +197,8 @@ def check(
                 report = run_check(tables, sm, strict, flashinfer, pin, not no_cache, progress)
             report.notes.extend(extra_notes)
             if recorded is not None:
+                from .drift import baseline_drift
                 from .releases import parse_spec
-                from .service import baseline_drift
 
                 label = parse_spec(flashinfer)[-1] if flashinfer else None
                 report.drift = baseline_drift(recorded, label, not no_cache, progress)
@@ -255,14 +259,15 @@ def matrix(
     """Print the h_q each kernel accepts on each SM with the installed flashinfer."""
 
     def job() -> int:
-        from .service import parse_heads, run_matrix
+        from .service import run_matrix
+        from .targets import parse_heads
 
         _check_release_options(flashinfer, None)
         with _progress(json_output) as progress:
             report = run_matrix(_kernel_ids(kernel), sm, parse_heads(heads), flashinfer, not no_cache, progress, _axes(ctx.args))
         dims = _pivot(pivot)
         if dims is not None:
-            from .service import pivot_cells
+            from .reports import pivot_cells
 
             pivot_cells(report, *dims)  # an impossible pivot is an input error before any output
         _formatter(json_output).matrix(report, grid=grid, pivot=dims)
@@ -286,7 +291,8 @@ def diff(
 
     def job() -> int:
         from .drift import diff_reports
-        from .service import parse_heads, run_matrix
+        from .service import run_matrix
+        from .targets import parse_heads
 
         with _progress(json_output) as progress:
             report = run_matrix(_kernel_ids(kernel), sm, parse_heads(heads), f"{old},{new}", not no_cache, progress, _axes(ctx.args))

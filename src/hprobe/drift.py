@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
+
 from packaging.version import InvalidVersion, Version
 
 from . import __version__
 from .errors import InputError
+from .fileio import read_text
 from .kernels import get_variant
-from .outcome import Outcome
-from .service import DEFAULT_MAX_HEADS, MatrixReport, Progress, probe_named
-from .sm import SM
+from .outcome import KernelSMResult, Outcome
+from .probing import gather, probe_named
+from .releases import published_versions
+from .reports import INSTALLED, FlashinferInfo, MatrixReport, ProbedRelease, Progress, quiet
+from .sm import SM, parse_sm_list
+from .tables.model import MAX_HEADS
+from .targets import DEFAULT_MAX_HEADS, Targets
 
 
 def diff_reports(report: MatrixReport) -> dict:
@@ -93,8 +101,6 @@ def run_bisect(
     progress: Progress,
 ) -> dict:
     """Binary search over published releases for the first that accepts `heads`."""
-    from .releases import published_versions
-
     kernel_id = get_variant(kernel_id).key  # unknown kernel -> input error before any download
     lo, hi = _parse_range(range_text)
     progress("listing published flashinfer releases")
@@ -187,3 +193,56 @@ def run_bisect(
         "probed": order,
         "exit_code": code,
     }
+
+
+@dataclass
+class Baseline:
+    """A recorded `hprobe matrix --json`, read and checked before any probing."""
+
+    release: ProbedRelease
+    needed: dict[str, list[int]]
+    heads: list[int]
+
+
+def load_baseline(path: str) -> Baseline:
+    from pathlib import Path
+
+    try:
+        doc = json.loads(read_text(Path(path), "baseline (a recorded `hprobe matrix --json`)"))
+    except RecursionError:
+        raise InputError(f"--baseline {path}: nested too deeply to be an hprobe matrix document") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"--baseline {path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(doc, dict) or doc.get("schema") not in ("hprobe.matrix/1", "hprobe.matrix/2"):
+        raise InputError(f"--baseline {path}: not an hprobe matrix document (record one with `hprobe matrix --json > FILE`)")
+    try:
+        recorded = [KernelSMResult.from_dict(r) for r in doc["results"]]
+        first_version = doc["releases"][0]["version"] if doc.get("releases") else doc["flashinfer"]["version"]
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise InputError(f"--baseline {path}: malformed result ({type(exc).__name__}: {exc})") from None
+    recorded = [r for r in recorded if r.flashinfer_version == first_version] or recorded
+    if not recorded:
+        raise InputError(f"--baseline {path}: records no results")
+    needed: dict[str, list[int]] = {}
+    heads: set[int] = set()
+    for r in recorded:
+        key = get_variant(r.key).key  # an unknown kernel is an input error here
+        needed.setdefault(key, [])
+        if r.sm not in needed[key]:
+            needed[key].append(r.sm)
+        heads.update(r.heads)
+    if any(not isinstance(h, int) or not 0 < h <= MAX_HEADS for h in heads):
+        raise InputError(f"--baseline {path}: records head counts outside 1..{MAX_HEADS}")
+    parse_sm_list(",".join(str(sm) for sms in needed.values() for sm in sms))  # an impossible SM is an input error
+    old = ProbedRelease(f"baseline {path}", FlashinferInfo(first_version, str(path)), {(get_variant(r.key).key, r.sm): r for r in recorded})
+    return Baseline(old, needed, sorted(heads))
+
+
+def baseline_drift(baseline: Baseline, flashinfer_spec: str | None, use_cache: bool, progress: Progress = quiet) -> dict:
+    """`check --baseline FILE`: probe the kernels, SMs and h_q a recorded
+    `hprobe matrix --json` covers, and say what changed since."""
+    label = flashinfer_spec or INSTALLED
+    new = gather([label], baseline.needed, baseline.heads, use_cache, progress)[label]
+    sms = sorted({sm for v in baseline.needed.values() for sm in v})
+    report = MatrixReport([baseline.release, new], Targets([SM.from_number(s) for s in sms], "baseline"), baseline.heads)
+    return diff_reports(report)

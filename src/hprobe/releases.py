@@ -11,6 +11,8 @@ from __future__ import annotations
 import csv
 import functools
 import hashlib
+import importlib.metadata as md
+import importlib.util
 import json
 import os
 import re
@@ -20,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,9 +31,13 @@ from packaging.version import InvalidVersion, Version
 
 from . import __version__, cache
 from .bounded import Timeout, run_bounded
+from .envinfo import distribution_version
 from .errors import InputError
 from .fileio import MAX_INPUT_BYTES, read_text_or_none
+from .kernels import get_variant
 from .outcome import HeadResult, KernelSMResult, Outcome
+from .repo.pin import parse_pin
+from .reports import INSTALLED
 
 DIST = "flashinfer-python"
 _WHEEL_PREFIX = "flashinfer_python-"
@@ -327,8 +334,6 @@ def _metadata(tree: Path) -> dict[str, list[str]]:
 
 def unmet_requirements(metadata: dict[str, list[str]]) -> list[str]:
     """Requires-Dist entries this environment does not satisfy, each with a fix."""
-    import importlib.metadata as md
-
     unmet = []
     for raw in metadata.get("Requires-Dist", []):
         try:
@@ -380,9 +385,6 @@ def installed_identity() -> str | None:
     known without importing: no RECORD (a source checkout on sys.path, an
     editable install), files whose sizes no longer match it, or a `flashinfer`
     on sys.path that is not the installed distribution's."""
-    import importlib.metadata as md
-    import importlib.util
-
     try:
         dist = md.distribution(DIST)
         record = dist.read_text("RECORD")
@@ -428,8 +430,6 @@ def probe_release(
 ) -> list[KernelSMResult]:
     """Results for every kernel variant x SM x h_q on `release`, from the cache or a worker.
     `kernel_ids` are variant keys (`trtllm-mla[backend=xqa]`)."""
-    from .kernels import get_variant
-
     results: list[KernelSMResult] = []
     missing: list[str] = []
     cached: dict[str, list[KernelSMResult]] = {}
@@ -522,8 +522,6 @@ def _run_worker(release: Release, kernel_ids: list[str], sms: list[int], heads: 
 
 
 def _inconclusive(key: str, sm: int, version: str, heads: list[int], reason: str) -> KernelSMResult:
-    from .kernels import get_variant
-
     variant = get_variant(key)
     result = KernelSMResult(variant.probe.id, sm, version, notes=[f"worker: {reason}"], config=variant.values, key=variant.key)
     for h in heads:
@@ -545,3 +543,30 @@ def published_versions() -> list[Version]:
         except InvalidVersion:
             continue
     return sorted(versions)
+
+
+def pinned_releases(spec: str, progress: Callable[[str], None] = lambda _message: None) -> tuple[list[str], list[str]]:
+    """The lowest and highest published releases a pin admits, plus the installed
+    release if the pin admits it. Returns (labels, notes)."""
+    specifier = parse_pin(spec)
+    progress("listing published flashinfer releases")
+    admitted = [v for v in published_versions() if specifier.contains(v)]
+    if not admitted:
+        raise InputError(f"pin {spec!r}: no published flashinfer-python release satisfies it")
+    labels = list(dict.fromkeys([str(admitted[0]), str(admitted[-1])]))
+    if len(admitted) == 1:
+        notes = [f"pin {spec} admits one release: {labels[0]}"]
+    else:
+        notes = [f"pin {spec} admits {len(admitted)} releases; probing the lowest and highest: {', '.join(labels)}"]
+    installed = distribution_version("flashinfer-python")
+    if installed:
+        try:
+            if specifier.contains(Version(installed), prereleases=True):
+                # The installed release is probed here, in this process: when the
+                # pin's ends include it, it is not fetched and probed a second time.
+                labels = [label for label in labels if Version(label) != Version(installed)] + [INSTALLED]
+            else:
+                notes.append(f"the installed flashinfer {installed} does not satisfy the pin {spec}: this environment does not match the repo's pin")
+        except InvalidVersion:
+            pass
+    return labels, notes

@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..service import CheckReport, MatrixReport
+    from ..reports import CheckReport, MatrixReport
 
 
 class Formatter(ABC):

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, TextIO
 from ..core import Verdict
 
 if TYPE_CHECKING:
-    from ..service import CheckReport
+    from ..reports import CheckReport
 
 _LEVEL = {
     Verdict.BROKEN: "error",

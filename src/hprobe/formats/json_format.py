@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, TextIO
 from .base import Formatter
 
 if TYPE_CHECKING:
-    from ..service import CheckReport, MatrixReport
+    from ..reports import CheckReport, MatrixReport
 
 
 class JsonFormatter(Formatter):

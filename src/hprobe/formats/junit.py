@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ..core import Verdict
 
 if TYPE_CHECKING:
-    from ..service import CheckReport
+    from ..reports import CheckReport
 
 _SOFT = {Verdict.REDUCIBLE, Verdict.TABLE_REFUSES, Verdict.OFF_FAST_PATH}
 

@@ -10,7 +10,7 @@ from ..outcome import Outcome
 from .base import Formatter
 
 if TYPE_CHECKING:
-    from ..service import CheckReport, MatrixReport
+    from ..reports import CheckReport, MatrixReport
 
 VERDICT_MARK = {
     Verdict.OK: "✅",

@@ -15,10 +15,11 @@ from rich.text import Text
 
 from ..core import Verdict, compact_set
 from ..outcome import KernelSMResult, Outcome
+from ..reports import pivot_cells
 from .base import Formatter
 
 if TYPE_CHECKING:
-    from ..service import CheckReport, MatrixReport
+    from ..reports import CheckReport, MatrixReport
 
 VERDICT_STYLE = {
     Verdict.OK: "green",
@@ -190,8 +191,6 @@ class TextFormatter(Formatter):
     def _pivot(self, report: MatrixReport, rows: str, cols: str) -> None:
         """Two dimensions of the report against each other (h_q, sm, release, or an
         axis); a cell holds the accepted h_q, or a mark when h_q is a dimension."""
-        from ..service import pivot_cells
-
         row_values, col_values, cells = pivot_cells(report, rows, cols)
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
         t.add_column(rows, justify="right")

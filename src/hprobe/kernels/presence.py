@@ -6,6 +6,8 @@ import ast
 from pathlib import Path
 
 from ..envinfo import flashinfer_origin
+from ..errors import InputError
+from ..releases import published_versions, resolve
 
 
 def entry_point_present(dotted: str, root: str | None = None) -> bool | None:
@@ -61,9 +63,6 @@ def releases_with_entry_points(spec: str, entry_points: list[str], progress=lamb
     """For each entry point, which releases in `spec` (comma list or LO..HI over
     published releases) define it. Wheels are fetched and unpacked, never imported."""
     from packaging.version import InvalidVersion, Version
-
-    from ..errors import InputError
-    from ..releases import published_versions, resolve
 
     if ".." in spec:
         lo_text, _, hi_text = spec.partition("..")

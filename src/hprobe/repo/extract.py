@@ -14,7 +14,9 @@ from typing import Any
 from ..errors import InputError, NothingToCheck
 from ..fileio import read_text, regular_file
 from ..sm import parse_sm
+from ..tables import shipped_data
 from ..tables.model import Backend, Model, NoPadding, PaddingRule, PaddingTable, PadMap, PadTo, Where
+from ..tables.toml_source import _Parser
 from .evaluate import NotEvaluable, Raises, evaluate
 from .pin import RepoPin, find_pin
 from .scan import DEFAULT_EXCLUDES, ClassInfo, FunctionInfo, RepoIndex
@@ -99,8 +101,6 @@ class RepoTables:
 
 def load_mapping(path: Path | None = None) -> Mapping:
     if path is None:
-        from ..tables import shipped_data
-
         path = shipped_data(*DEFAULT_MAPPING)
     text = read_text(path, "mapping file")
     try:
@@ -109,8 +109,6 @@ def load_mapping(path: Path | None = None) -> Mapping:
         raise InputError(f"{path}: malformed TOML: nested too deeply") from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"{path}: malformed TOML: {exc}") from None
-    from ..tables.toml_source import _Parser
-
     unknown = sorted(set(data) - {"mapping", "model", "class"})
     if unknown:
         raise InputError(f"{path}: unknown top-level key {unknown[0]!r} (known: class, mapping, model)")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..bounded import Timeout, run_bounded
 from ..errors import InputError
+from ..releases import timeout_from_env
 from ..tables.model import MAX_HEADS, Backend, Model, PaddingTable, PadMap, Where
 
 PAD_FN_TIMEOUT = ("HPROBE_PAD_FN_TIMEOUT", 60.0)  # seconds for every call of the function together
@@ -25,8 +26,6 @@ _CHILD = Path(__file__).with_name("padfn_child.py")
 def call_pad_fn(spec: str, counts: list[int]) -> tuple[Where, dict[int, int | tuple[str, str]]]:
     """Where the function is defined, and per count what it returned or
     (error type, message) when it raised."""
-    from ..releases import timeout_from_env
-
     target, sep, qualname = spec.rpartition(":")
     if not sep or not target or not qualname:
         raise InputError(f"--pad-fn {spec!r}: expected MODULE:QUALNAME or FILE.py:QUALNAME")

@@ -1,0 +1,88 @@
+"""Probing releases: the installed flashinfer in this process (its answers
+cached under its RECORD digest), others fetched and probed in a worker."""
+
+from __future__ import annotations
+
+from . import cache
+from .kernels import get_variant
+from .matrix import probe_kernel
+from .outcome import KernelSMResult, Outcome
+from .parallel import probe_split
+from .releases import cache_installed, cached_installed, installed_identity, probe_release, resolve
+from .reports import INSTALLED, FlashinferInfo, ProbedRelease, Progress, installed_flashinfer_info
+from .shim import FlashinferSession
+from .sm import SM
+
+
+def probe_installed(needed: dict[str, list[int]], heads: list[int], use_cache: bool = True) -> ProbedRelease:
+    """Probe the flashinfer importable here, in this process; answers for an
+    installed distribution pip can vouch for are cached like fetched ones, so
+    a warm run (a pre-commit hook) imports neither flashinfer nor torch."""
+    identity = installed_identity() if use_cache else None
+    cached: dict[tuple[str, int], KernelSMResult] = {}
+    missing = dict(needed)
+    if identity is not None:
+        for key, sms in needed.items():
+            hit = cached_installed(identity, key, get_variant(key).probe.probe_version, sms, heads)
+            if hit is not None:
+                cached.update({(key, r.sm): r for r in hit})
+                del missing[key]
+    if not missing:
+        info = installed_flashinfer_info()
+        return ProbedRelease(INSTALLED, info, {(key, sm): cached[(key, sm)] for key, sms in needed.items() for sm in sms})
+    fresh = _probe_in_process(missing, heads)
+    if identity is not None:
+        for key, sms in missing.items():
+            results = [fresh.results[(key, sm)] for sm in sms]
+            # An inconclusive answer may be this run's accident: asked again next time.
+            if not any(h.outcome is Outcome.INCONCLUSIVE for r in results for h in r.heads.values()):
+                cache_installed(identity, key, get_variant(key).probe.probe_version, sms, heads, results)
+    merged = {**cached, **fresh.results}
+    return ProbedRelease(INSTALLED, fresh.info, {(key, sm): merged[(key, sm)] for key, sms in needed.items() for sm in sms})
+
+
+def _probe_in_process(needed: dict[str, list[int]], heads: list[int]) -> ProbedRelease:
+    first = min(sm for sms in needed.values() for sm in sms)
+    session = FlashinferSession(SM.from_number(first))
+    session.open()
+    try:
+        def job(keys: list[str]) -> list[KernelSMResult]:
+            out: list[KernelSMResult] = []
+            for key in keys:
+                out.extend(probe_kernel(session, get_variant(key), [SM.from_number(s) for s in needed[key]], heads))
+            return out
+
+        probed = probe_split(list(needed), job)
+        by_key = {(r.key, r.sm): r for r in probed}
+        # The order asked for, whichever process probed what.
+        results = {(key, sm): by_key[(key, sm)] for key, sms in needed.items() for sm in sms}
+        info = FlashinferInfo(session.version, session.location)
+    finally:
+        session.close()
+    return ProbedRelease(INSTALLED, info, results)
+
+
+def probe_named(item: str, needed: dict[str, list[int]], heads: list[int], use_cache: bool, progress: Progress) -> ProbedRelease:
+    """Probe a release that is not installed: fetched, cached and run in a subprocess."""
+    progress(f"fetching flashinfer {item}")
+    release = resolve(item)
+    progress(f"probing flashinfer {release.version}")
+    sms = sorted({sm for sms in needed.values() for sm in sms})
+    results: dict[tuple[str, int], KernelSMResult] = {}
+    for result in probe_release(release, list(needed), sms, heads, use_cache=use_cache):
+        if result.key in needed and result.sm in needed[result.key]:
+            results[(result.key, result.sm)] = result
+    notes = [f"flashinfer {release.version} requires {u}" for u in release.unmet]
+    cache_note = cache.note()
+    if cache_note:
+        notes.append(cache_note)
+    return ProbedRelease(item, FlashinferInfo(release.version, str(release.tree)), results, notes)
+
+
+def gather(labels: list[str], needed: dict[str, list[int]], heads: list[int], use_cache: bool, progress: Progress) -> dict[str, ProbedRelease]:
+    out: dict[str, ProbedRelease] = {}
+    for label in labels:
+        if label in out:
+            continue
+        out[label] = probe_installed(needed, heads, use_cache) if label == INSTALLED else probe_named(label, needed, heads, use_cache, progress)
+    return out

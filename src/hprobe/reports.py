@@ -1,0 +1,163 @@
+"""What a command found, as data every output format renders: the releases
+probed and their results, and the reports of `matrix` and `check`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from . import __version__
+from .core import Finding, exit_code
+from .envinfo import distribution_version, flashinfer_origin
+from .errors import InputError
+from .outcome import KernelSMResult
+from .tables import PaddingTable
+from .targets import Targets
+
+
+@dataclass
+class FlashinferInfo:
+    version: str
+    location: str
+
+
+@dataclass
+class ProbedRelease:
+    """One flashinfer (installed, or fetched) and what its validators answered."""
+
+    label: str  # "installed" or what the user named
+    info: FlashinferInfo
+    results: dict[tuple[str, int], KernelSMResult]  # (variant key, SM) -> result
+    notes: list[str] = field(default_factory=list)
+
+    def describe(self) -> dict:
+        return {"label": self.label, "version": self.info.version, "location": self.info.location, "notes": self.notes}
+
+
+INSTALLED = "installed"
+
+
+Progress = Callable[[str], None]
+
+
+def quiet(_: str) -> None:
+    pass
+
+
+def installed_flashinfer_info() -> FlashinferInfo:
+    return FlashinferInfo(distribution_version("flashinfer-python") or "not installed", flashinfer_origin() or "")
+
+
+def _header(schema: str, flashinfer: FlashinferInfo, releases: list[ProbedRelease], targets: Targets) -> dict:
+    """What every report document starts with: what it is, and what it rests on."""
+    return {
+        "schema": schema,
+        "hprobe_version": __version__,
+        "flashinfer": {"version": flashinfer.version, "location": flashinfer.location},
+        "releases": [rel.describe() for rel in releases],
+        "sm_source": targets.source,
+        "sms": [sm.number for sm in targets.sms],
+    }
+
+
+@dataclass
+class MatrixReport:
+    releases: list[ProbedRelease]
+    targets: Targets
+    heads: list[int]
+    keys: list[str] = field(default_factory=list)  # the variants, in the order asked
+
+    @property
+    def flashinfer(self) -> FlashinferInfo:
+        return self.releases[0].info
+
+    @property
+    def results(self) -> list[KernelSMResult]:
+        return [r for rel in self.releases for r in rel.results.values()]
+
+    def to_dict(self) -> dict:
+        return {
+            **_header("hprobe.matrix/2", self.flashinfer, self.releases, self.targets),
+            "heads": {"min": min(self.heads), "max": max(self.heads), "count": len(self.heads)},
+            "results": [r.to_dict() for r in self.results],
+        }
+
+
+@dataclass
+class CheckReport:
+    releases: list[ProbedRelease]
+    targets: Targets
+    tables: list[PaddingTable]
+    findings: list[Finding]
+    strict: bool
+    notes: list[str] = field(default_factory=list)
+    drift: dict | None = None  # `--baseline`: hprobe.diff/1 against a recorded matrix
+
+    @property
+    def flashinfer(self) -> FlashinferInfo:
+        return self.releases[0].info if self.releases else installed_flashinfer_info()
+
+    @property
+    def exit_code(self) -> int:
+        code = exit_code(self.findings, self.strict)
+        if self.drift is not None and code != 1:
+            drift_code = self.drift["exit_code"]
+            if drift_code == 1 or (drift_code == 3 and code == 0):
+                code = drift_code
+        return code
+
+    def to_dict(self) -> dict:
+        counts: dict[str, int] = {}
+        for f in self.findings:
+            counts[f.verdict.value] = counts.get(f.verdict.value, 0) + 1
+        return {
+            **_header("hprobe.check/2", self.flashinfer, self.releases, self.targets),
+            "strict": self.strict,
+            "exit_code": self.exit_code,
+            "summary": counts,
+            "tables": [{"name": t.name, "path": t.path, "source": t.source, "requires_flashinfer": t.requires_flashinfer} for t in self.tables],
+            "findings": [f.to_dict() for f in self.findings],
+            "drift": self.drift,
+            "notes": self.notes,
+        }
+
+
+PIVOT_FIXED = ("heads", "sm", "release", "kernel")
+
+
+def pivot_cells(report: MatrixReport, rows: str, cols: str) -> tuple[list, list, dict]:
+    """Row values, column values and cells for `matrix --pivot ROWS,COLS`.
+
+    A dimension is h_q (`heads`), `sm`, `release`, `kernel` (the variant) or an
+    axis. With h_q a dimension a cell is one Outcome; otherwise it is the
+    KernelSMResult whose accepted set the cell shows. Two results landing in one
+    cell is an input error: the other dimensions must be narrowed first.
+    """
+    axes = {name for r in report.results for name in r.config}
+    for dim in (rows, cols):
+        if dim not in PIVOT_FIXED and dim not in axes:
+            raise InputError(f"--pivot {rows},{cols}: {dim!r} is not heads, sm, release, kernel or an axis of the kernels probed ({', '.join(sorted(axes)) or 'none'})")
+    if rows == cols:
+        raise InputError(f"--pivot {rows},{cols}: pick two different dimensions")
+
+    def value(dim: str, rel: ProbedRelease, r: KernelSMResult):
+        return {"sm": f"SM{r.sm}", "release": rel.info.version, "kernel": r.key}.get(dim, r.config.get(dim, "-"))
+
+    row_values: list = []
+    col_values: list = []
+    cells: dict = {}
+    for rel in report.releases:
+        for r in rel.results.values():
+            for h in (r.heads if "heads" in (rows, cols) else [None]):
+                rv = h if rows == "heads" else value(rows, rel, r)
+                cv = h if cols == "heads" else value(cols, rel, r)
+                cell = r.heads[h].outcome if h is not None else r
+                if (rv, cv) in cells:
+                    raise InputError(
+                        f"--pivot {rows},{cols}: several results fall in one cell ({rv}, {cv}); "
+                        "narrow the others with --kernel, --sm or an axis option"
+                    )
+                cells[(rv, cv)] = cell
+                row_values.append(rv)
+                col_values.append(cv)
+    return list(dict.fromkeys(row_values)), list(dict.fromkeys(col_values)), cells
