@@ -141,3 +141,16 @@ def test_refusal_messages_group_by_check_not_by_the_count_they_name():
     assert without_count("Expected 8, 16, 32, 64, or 128 query heads for SM120 DSv4 sparse MLA, got 4", 4).endswith("DSv4 sparse MLA, got #")
     assert without_count("unsupported configuration (q_len=1, num_heads=120, page_size=64)", 120) == "unsupported configuration (q_len=1, num_heads=#, page_size=64)"
     assert without_count("requires SM120", 120) == "requires SM120"
+
+
+def test_every_verdict_explains_itself_in_every_output():
+    """A verdict carries its mark, style, CI level and gate: a new member without
+    them fails here, not in some format at run time."""
+    for v in Verdict:
+        assert v.explanation and v.mark and v.style
+        assert v.ci_level(strict=True) in ("error", "warning", "notice", None)
+    assert Verdict.BROKEN.fails(strict=False) and Verdict.BROKEN.ci_level(False) == "error"
+    assert not Verdict.REDUCIBLE.fails(strict=False) and Verdict.REDUCIBLE.fails(strict=True)
+    assert Verdict.REDUCIBLE.ci_level(False) == "notice" and Verdict.REDUCIBLE.ci_level(True) == "error"
+    assert Verdict.INCONCLUSIVE.undecided and not Verdict.INCONCLUSIVE.fails(strict=True)
+    assert Verdict.OK.ci_level(True) is None and not Verdict.OK.fails(strict=True)

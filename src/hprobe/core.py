@@ -10,12 +10,71 @@ from .tables import Backend, Model, PaddingTable
 
 
 class Verdict(str, Enum):
+    """What a padding table does for one count. Each member carries everything an
+    output needs to show it (its explanation, mark, style, CI level, whether it
+    fails the gate), so adding a verdict touches this class and nothing else."""
+
     OK = "ok"
     REDUCIBLE = "reducible"
     BROKEN = "broken"
     TABLE_REFUSES = "table-refuses"
     OFF_FAST_PATH = "off-fast-path"  # accepted, but served by a slower kernel than the family's own
     INCONCLUSIVE = "inconclusive"
+
+    @property
+    def _traits(self) -> _Traits:
+        return _TRAITS[self]
+
+    @property
+    def explanation(self) -> str:
+        return self._traits.explanation
+
+    @property
+    def mark(self) -> str:
+        """For markdown and the step summary."""
+        return self._traits.mark
+
+    @property
+    def style(self) -> str:
+        """For the terminal (rich)."""
+        return self._traits.style
+
+    @property
+    def soft(self) -> bool:
+        """Passes the gate unless --strict."""
+        return self._traits.gate == "soft"
+
+    def fails(self, strict: bool) -> bool:
+        """Fails the CI gate (exit 1, a JUnit failure, an ::error annotation)."""
+        return self._traits.gate == "fail" or (strict and self.soft)
+
+    @property
+    def undecided(self) -> bool:
+        """Neither pass nor fail: exit 3 when nothing fails, a JUnit error."""
+        return self._traits.gate == "undecided"
+
+    def ci_level(self, strict: bool) -> str | None:
+        """The GitHub annotation level, or None for no annotation."""
+        return "error" if self.fails(strict) else self._traits.ci_level
+
+
+@dataclass(frozen=True)
+class _Traits:
+    explanation: str
+    mark: str
+    style: str
+    gate: str  # "pass", "soft" (fails under --strict), "fail" or "undecided"
+    ci_level: str | None
+
+
+_TRAITS = {
+    Verdict.OK: _Traits("the kernel accepts the padded count, and no smaller count serves", "✅", "green", "pass", None),
+    Verdict.REDUCIBLE: _Traits("the kernel accepts a smaller count: the padding wastes compute", "🟡", "yellow", "soft", "notice"),
+    Verdict.BROKEN: _Traits("the kernel refuses the padded count: a crash in production", "❌", "bold red", "fail", "error"),
+    Verdict.TABLE_REFUSES: _Traits("the table raises for a count the kernel accepts", "🟣", "magenta", "soft", "notice"),
+    Verdict.OFF_FAST_PATH: _Traits("accepted, but served by a slower kernel than the family's own", "🟡", "yellow", "soft", "notice"),
+    Verdict.INCONCLUSIVE: _Traits("the kernel's answer could not be shown here", "❔", "cyan", "undecided", "warning"),
+}
 
 
 
@@ -251,11 +310,9 @@ def _weakest_depth(probed: list[KernelSMResult]) -> str:
 
 def exit_code(findings: list[Finding], strict: bool) -> int:
     verdicts = {f.verdict for f in findings}
-    if Verdict.BROKEN in verdicts:
+    if any(v.fails(strict) for v in verdicts):
         return 1
-    if strict and verdicts & {Verdict.REDUCIBLE, Verdict.TABLE_REFUSES, Verdict.OFF_FAST_PATH}:
-        return 1
-    if Verdict.INCONCLUSIVE in verdicts or not findings:
+    if any(v.undecided for v in verdicts) or not findings:
         return 3
     return 0
 

@@ -10,18 +10,9 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, TextIO
 
-from ..core import Verdict
-
 if TYPE_CHECKING:
     from ..reports import CheckReport
 
-_LEVEL = {
-    Verdict.BROKEN: "error",
-    Verdict.INCONCLUSIVE: "warning",
-    Verdict.REDUCIBLE: "notice",
-    Verdict.TABLE_REFUSES: "notice",
-    Verdict.OFF_FAST_PATH: "notice",
-}
 
 
 def in_github_actions() -> bool:
@@ -41,11 +32,9 @@ def annotation_lines(report: CheckReport) -> list[str]:
     padding function is one line of code)."""
     grouped: dict[tuple, list] = {}
     for f in report.findings:
-        level = _LEVEL.get(f.verdict)
+        level = f.verdict.ci_level(report.strict)
         if level is None:
             continue
-        if report.strict and f.verdict in (Verdict.REDUCIBLE, Verdict.TABLE_REFUSES, Verdict.OFF_FAST_PATH):
-            level = "error"
         grouped.setdefault((level, f.source, f.backend, f.sm, f.label), []).append(f)
     lines = []
     for (level, source, backend, sm, label), findings in grouped.items():

@@ -9,12 +9,9 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
-from ..core import Verdict
-
 if TYPE_CHECKING:
     from ..reports import CheckReport
 
-_SOFT = {Verdict.REDUCIBLE, Verdict.TABLE_REFUSES, Verdict.OFF_FAST_PATH}
 
 
 def junit_xml(report: CheckReport) -> ET.ElementTree:
@@ -35,13 +32,13 @@ def junit_xml(report: CheckReport) -> ET.ElementTree:
             )
             message = f"{f.label}: padded {f.padded_text}; {f.explain()}".strip("; ")
             detail = f"flashinfer {f.flashinfer_version}; kernel {f.kernel}; rule at {f.source}"
-            if f.verdict is Verdict.BROKEN or (report.strict and f.verdict in _SOFT):
+            if f.verdict.fails(report.strict):
                 failures += 1
                 ET.SubElement(case, "failure", message=message, type=f.verdict.value).text = detail
-            elif f.verdict is Verdict.INCONCLUSIVE:
+            elif f.verdict.undecided:
                 errors += 1
                 ET.SubElement(case, "error", message=message, type=f.verdict.value).text = detail
-            elif f.verdict in _SOFT:
+            elif f.verdict.soft:
                 ET.SubElement(case, "system-out").text = message
         suite.set("tests", str(len(findings)))
         suite.set("failures", str(failures))

@@ -12,14 +12,6 @@ from .base import Formatter
 if TYPE_CHECKING:
     from ..reports import CheckReport, MatrixReport
 
-VERDICT_MARK = {
-    Verdict.OK: "✅",
-    Verdict.REDUCIBLE: "🟡",
-    Verdict.BROKEN: "❌",
-    Verdict.TABLE_REFUSES: "🟣",
-    Verdict.OFF_FAST_PATH: "🟡",
-    Verdict.INCONCLUSIVE: "❔",
-}
 
 
 def cell(text: object) -> str:
@@ -38,7 +30,7 @@ class MarkdownFormatter(Formatter):
         counts: dict[Verdict, int] = {}
         for f in report.findings:
             counts[f.verdict] = counts.get(f.verdict, 0) + 1
-        summary = ", ".join(f"{VERDICT_MARK[v]} {counts[v]} {v.value}" for v in Verdict if v in counts) or "nothing checked"
+        summary = ", ".join(f"{v.mark} {counts[v]} {v.value}" for v in Verdict if v in counts) or "nothing checked"
         releases = ", ".join(r.info.version for r in report.releases) or report.flashinfer.version
         self._w(f"## hprobe check — flashinfer {cell(releases)}")
         self._w()
@@ -51,7 +43,7 @@ class MarkdownFormatter(Formatter):
             for f in problems:
                 padded = f.padded_text
                 self._w(
-                    f"| {VERDICT_MARK[f.verdict]} {cell(f.label)} | {cell(f.table)} · `{cell(f.backend)}` → `{cell(f.kernel)}` "
+                    f"| {f.verdict.mark} {cell(f.label)} | {cell(f.table)} · `{cell(f.backend)}` → `{cell(f.kernel)}` "
                     f"| SM{f.sm} | {cell(f.model)} | {f.tp} | {f.n} | {padded} | {cell(f.explain())} | `{cell(f.source)}` |"
                 )
             self._w()

@@ -21,14 +21,6 @@ from .base import Formatter
 if TYPE_CHECKING:
     from ..reports import CheckReport, MatrixReport
 
-VERDICT_STYLE = {
-    Verdict.OK: "green",
-    Verdict.REDUCIBLE: "yellow",
-    Verdict.BROKEN: "bold red",
-    Verdict.TABLE_REFUSES: "magenta",
-    Verdict.OFF_FAST_PATH: "yellow",
-    Verdict.INCONCLUSIVE: "cyan",
-}
 OUTCOME_MARK = {
     Outcome.ACCEPTED: ("✓", "green"),
     Outcome.REJECTED: ("·", "dim"),
@@ -95,7 +87,7 @@ class TextFormatter(Formatter):
                     str(f.tp),
                     str(f.n),
                     f.padded_text,
-                    Text(f.label, style=VERDICT_STYLE[f.verdict]),
+                    Text(f.label, style=f.verdict.style),
                     escape(f.explain()),
                 )
             c.print(t)
@@ -115,7 +107,7 @@ class TextFormatter(Formatter):
         for f in report.findings:
             counts[f.verdict] = counts.get(f.verdict, 0) + 1
         summary = ", ".join(
-            f"[{VERDICT_STYLE[v]}]{counts[v]} {v.value}[/]" for v in Verdict if v in counts
+            f"[{v.style}]{counts[v]} {v.value}[/]" for v in Verdict if v in counts
         ) or "nothing checked"
         c.print(f"{summary}  → exit {report.exit_code}{' (--strict)' if report.strict else ''}")
 
