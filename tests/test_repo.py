@@ -271,3 +271,34 @@ def test_a_huge_power_is_not_evaluated(tmp_path):
     [cls] = index.classes_with("get_padded_num_q_heads")
     result = evaluate(index, cls, cls.methods["get_padded_num_q_heads"], 8)
     assert isinstance(result, NotEvaluable) and result.line == 4 and "power" in result.what
+
+
+def test_an_extracted_table_reads_back_as_the_same_table(tmp_path):
+    """The TOML writer is the reader's inverse: what `table extract` writes,
+    `check --table` reads to the same models, backends, rules, axis values and pin."""
+    from hprobe.repo.extract import table_toml
+    from hprobe.tables import TomlTableSource
+
+    for root in (PRE, POST):
+        found = extract(root, load_mapping())
+        path = tmp_path / f"{root.name}.toml"
+        path.write_text(table_toml(found))
+        back = TomlTableSource(path).collect()
+        written = found.table
+        assert (back.name, back.source, back.requires_flashinfer) == (written.name, written.source, written.requires_flashinfer)
+        assert [(m.name, m.num_q_heads, m.tp) for m in back.models] == [(m.name, m.num_q_heads, m.tp) for m in written.models]
+        assert [(b.name, b.kernel, b.sms, b.rule, b.options) for b in back.backends] == [(b.name, b.kernel, b.sms, b.rule, b.options) for b in written.backends]
+        assert written.backends
+
+
+def test_the_writer_leaves_out_padding_down(tmp_path):
+    from hprobe.tables import Backend, Model, PaddingTable, PadMap, TomlTableSource, Where
+    from hprobe.tables.toml_writer import table_toml
+
+    table = PaddingTable("t", "s", "p", None, [Model("M", 64, (1, 2), Where("p"))],
+                         [Backend("B", "dsv4-sparse-mla", (100,), PadMap(((32, 64), (64, 32))), Where("p"))])
+    text = table_toml(table)
+    assert "# not written: pads 64 down to 32" in text
+    path = tmp_path / "t.toml"
+    path.write_text(text)
+    assert TomlTableSource(path).collect().backends[0].rule == PadMap(((32, 64),))

@@ -22,6 +22,7 @@ from .tables.model import MAX_HEADS
 
 if TYPE_CHECKING:
     from .kernels.base import Value
+    from .tables.interface import RuleSource
 
 EXIT_INTERNAL = 5
 
@@ -151,7 +152,7 @@ def check(
     def job() -> int:
         from .formats.github import emit
         from .service import run_check, run_repo_check
-        from .tables import load_tables, override_models, override_options
+        from .tables import override_models, override_options, table_sources
 
         fmt = _format(output_format, json_output)
         if sum(x is not None and x != [] for x in (table, repo, pad_fn)) > 1:
@@ -176,18 +177,20 @@ def check(
             from .drift import load_baseline
 
             recorded = load_baseline(str(baseline))
-        repo_tables = None
-        extra_notes: list[str] = []
+        # The rule source: a repo read with ast, the user's own function, or tables.
+        repo_source = None
+        sources: list[RuleSource]
         if repo is not None:
-            from .repo.extract import extract, load_mapping
+            from .repo.extract import RepoRuleSource, load_mapping
 
-            repo_tables = extract(repo, load_mapping(mapping), tuple(exclude or ()))
-            tables = [repo_tables.table]
+            repo_source = RepoRuleSource(repo, load_mapping(mapping), tuple(exclude or ()))
+            sources = [repo_source]
         elif pad_fn is not None:
-            pad_table, extra_notes = _pad_fn_table(pad_fn, kernel, sm, heads, tp_list)
-            tables = [pad_table]
+            sources = [_pad_fn_source(pad_fn, kernel, sm, heads, tp_list)]
         else:
-            tables = load_tables(table)
+            sources = list(table_sources(table))
+        tables = [source.collect() for source in sources]
+        repo_tables = repo_source.found if repo_source is not None else None
         tables = [override_options(override_models(t, heads, tp_list), axes) for t in tables]
         with _progress(fmt == "json") as progress:
             if repo_tables is not None:
@@ -195,7 +198,6 @@ def check(
                 report = run_repo_check(repo_tables, sm, strict, flashinfer, pin, not no_cache, progress)
             else:
                 report = run_check(tables, sm, strict, flashinfer, pin, not no_cache, progress)
-            report.notes.extend(extra_notes)
             if recorded is not None:
                 from .drift import baseline_drift
                 from .releases import parse_spec
@@ -228,9 +230,9 @@ def _check_release_options(flashinfer: Optional[str], pin: Optional[str]) -> Non
         parse_pin(pin)
 
 
-def _pad_fn_table(spec: str, kernel: Optional[str], sm: Optional[str], heads: Optional[int], tp: Optional[list[int]]):
+def _pad_fn_source(spec: str, kernel: Optional[str], sm: Optional[str], heads: Optional[int], tp: Optional[list[int]]) -> RuleSource:
     from .kernels import get_variant
-    from .repo.padfn import pad_fn_table
+    from .repo.padfn import PadFnRuleSource
     from .sm import parse_sm_list
     from .tables import Model, Where
 
@@ -241,7 +243,7 @@ def _pad_fn_table(spec: str, kernel: Optional[str], sm: Optional[str], heads: Op
     model = Model(f"{heads} heads", heads, tps, Where("--heads"))
     sms = tuple(s.number for s in parse_sm_list(sm))
     options = tuple((k, v) for k, v in variant.config if v != dict(variant.probe.variant().config)[k])
-    return pad_fn_table(spec, variant.probe.id, sms, [model], options)
+    return PadFnRuleSource(spec, variant.probe.id, sms, [model], options)
 
 
 @app.command(context_settings=AXIS_CONTEXT, epilog=AXIS_EPILOG)

@@ -81,6 +81,7 @@ def run_check(
     targets = resolve_targets(sm_option, fallback, "the tables name")
     numbers = [sm.number for sm in targets.sms]
     notes: list[str] = [targets.note] if targets.note else []
+    notes.extend(note for table in tables for note in table.notes)  # what the rule source said
     # Which releases each table is judged on.
     plan: dict[str, list[str]] = {}
     for table in tables:

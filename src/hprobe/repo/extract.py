@@ -4,19 +4,19 @@ by a mapping file. Nothing in the tree is imported or executed."""
 
 from __future__ import annotations
 
-import json
 import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ..errors import InputError, NothingToCheck
 from ..fileio import read_text, regular_file
 from ..sm import parse_sm
 from ..tables import shipped_data
+from ..tables.interface import RuleSource
 from ..tables.model import Backend, Model, NoPadding, PaddingRule, PaddingTable, PadMap, PadTo, Where
 from ..tables.toml_source import _Parser
+from ..tables.toml_writer import table_toml as write_table_toml
 from .evaluate import NotEvaluable, Raises, evaluate
 from .pin import RepoPin, find_pin
 from .scan import DEFAULT_EXCLUDES, ClassInfo, FunctionInfo, RepoIndex
@@ -257,28 +257,17 @@ def _line_of(text: str, header: str, index: int) -> int | None:
 
 
 def table_toml(tables: RepoTables) -> str:
-    """The extracted table as TOML that `hprobe check --table` reads back."""
+    """The extracted table as TOML that `hprobe check --table` reads back to the
+    same table, with each backend's source line and the classes not probed as
+    comments."""
     t = tables.table
-    lines = [
-        "# Extracted by `hprobe table extract`: padding rules read from source with ast.",
-        f"# Tree: {_comment(tables.root)}",
-        "",
-        "[table]",
-        f"name = {_q(t.name)}",
-        f"source = {_q(t.source)}",
-    ]
-    if t.requires_flashinfer:
-        lines.append(f"requires_flashinfer = {_q(t.requires_flashinfer)}  # from {_comment(tables.pin.source if tables.pin else '?')}")
-    for model in t.models:
-        lines += ["", "[[model]]", f"name = {_q(model.name)}", f"num_q_heads = {model.num_q_heads}", f"tp = [{', '.join(map(str, model.tp))}]"]
-    for backend in t.backends:
-        lines += ["", f"# {_comment(backend.where)}", "[[backend]]", f"name = {_q(backend.name)}", f"kernel = {_q(backend.kernel)}", f"sm = [{', '.join(map(str, backend.sms))}]"]
-        for key, value in backend.options:
-            lines.append(f"{key} = {_q(value) if isinstance(value, str) else value}")
-        lines.append(_rule_toml(backend.rule))
+    header = ["Extracted by `hprobe table extract`: padding rules read from source with ast.", f"Tree: {tables.root}"]
+    if t.requires_flashinfer and tables.pin:
+        header.append(f"requires_flashinfer read from {tables.pin.source}")
+    footer = []
     others = [c for c in tables.classes if c.status != "mapped"]
     if others:
-        lines += ["", "# Not probed:"]
+        footer.append("Not probed:")
         for c in others:
             detail = {
                 "unprobed": f"{c.mapping.unprobed if c.mapping else ''}",
@@ -286,24 +275,21 @@ def table_toml(tables: RepoTables) -> str:
                 "not-evaluable": f"not evaluable: {c.problem}",
             }[c.status]
             rule = f"; {c.rule.describe()}" if c.rule else ""
-            lines.append(_comment(f"#   {c.cls.name} ({c.where}){rule}: {detail}"))
-    return "\n".join(lines) + "\n"
+            footer.append(f"  {c.cls.name} ({c.where}){rule}: {detail}")
+    return write_table_toml(t, header, {b.name: str(b.where) for b in t.backends}, footer)
 
 
-def _rule_toml(rule: PaddingRule) -> str:
-    if isinstance(rule, NoPadding):
-        return "no_padding = true"
-    if isinstance(rule, PadTo):
-        return f"pad_to = [{', '.join(map(str, rule.values))}]"
-    assert isinstance(rule, PadMap)
-    return "pad_map = { " + ", ".join(f'"{n}" = {v}' for n, v in rule.mapping) + " }"
+class RepoRuleSource(RuleSource):
+    """The padding classes of a source tree, read with `ast` and mapped to kernels;
+    `found` keeps the full record (classes, pin, what was not probed)."""
+
+    def __init__(self, root: Path, mapping: Mapping, excludes: tuple[str, ...] = ()):
+        self.root, self.mapping, self.excludes = root, mapping, excludes
+        self.found: RepoTables | None = None
+
+    def collect(self) -> PaddingTable:
+        self.found = extract(self.root, self.mapping, self.excludes)
+        return self.found.table
 
 
-def _q(value: Any) -> str:
-    # A JSON string is a valid TOML basic string, control characters escaped.
-    return json.dumps(str(value))
 
-
-def _comment(value: Any) -> str:
-    """Text for a TOML comment: one line, whatever the tree's paths hold."""
-    return " ".join(str(value).split())

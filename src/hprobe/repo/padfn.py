@@ -17,6 +17,7 @@ from pathlib import Path
 from ..bounded import Timeout, run_bounded
 from ..errors import InputError
 from ..releases import timeout_from_env
+from ..tables.interface import RuleSource
 from ..tables.model import MAX_HEADS, Backend, Model, PaddingTable, PadMap, Where
 
 PAD_FN_TIMEOUT = ("HPROBE_PAD_FN_TIMEOUT", 60.0)  # seconds for every call of the function together
@@ -75,18 +76,24 @@ def call_pad_fn(spec: str, counts: list[int]) -> tuple[Where, dict[int, int | tu
     return Where(where[0], where[1]), outputs
 
 
-def pad_fn_table(spec: str, kernel: str, sms: tuple[int, ...], models: list[Model], options: tuple = ()) -> tuple[PaddingTable, list[str]]:
+class PadFnRuleSource(RuleSource):
     """A table whose rule is what the function returns for each per-rank count;
-    a count it raises for is one the consumer refuses."""
-    counts = sorted({n for m in models for _, n in m.per_rank()})
-    where, outputs = call_pad_fn(spec, counts)
-    pairs: list[tuple[int, int]] = []
-    notes: list[str] = []
-    for n in counts:
-        value = outputs[n]
-        if isinstance(value, tuple):
-            notes.append(f"{spec} raises for {n}: {value[0]}: {value[1]}")
-        else:
-            pairs.append((n, value))
-    backend = Backend(spec, kernel, sms, PadMap(tuple(pairs)), where, options)
-    return PaddingTable(f"--pad-fn {spec}", f"called {spec}", os.fspath(where.path), None, models, [backend]), notes
+    a count it raises for is one the consumer refuses (said in a note)."""
+
+    def __init__(self, spec: str, kernel: str, sms: tuple[int, ...], models: list[Model], options: tuple = ()):
+        self.spec, self.kernel, self.sms, self.models, self.options = spec, kernel, sms, models, options
+
+    def collect(self) -> PaddingTable:
+        spec = self.spec
+        counts = sorted({n for m in self.models for _, n in m.per_rank()})
+        where, outputs = call_pad_fn(spec, counts)
+        pairs: list[tuple[int, int]] = []
+        notes: list[str] = []
+        for n in counts:
+            value = outputs[n]
+            if isinstance(value, tuple):
+                notes.append(f"{spec} raises for {n}: {value[0]}: {value[1]}")
+            else:
+                pairs.append((n, value))
+        backend = Backend(spec, self.kernel, self.sms, PadMap(tuple(pairs)), where, self.options)
+        return PaddingTable(f"--pad-fn {spec}", f"called {spec}", os.fspath(where.path), None, self.models, [backend], notes)

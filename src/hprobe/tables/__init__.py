@@ -27,6 +27,7 @@ __all__ = [
     "Where",
     "TomlTableSource",
     "load_tables",
+    "table_sources",
     "shipped_tables_dir",
     "override_models",
 ]
@@ -45,14 +46,18 @@ def shipped_tables_dir() -> Path:
     return shipped_data()
 
 
-def load_tables(paths: list[Path] | None) -> list[PaddingTable]:
+def table_sources(paths: list[Path] | None) -> list[TomlTableSource]:
     """The given table files, or every shipped table when none is given."""
     if not paths:
         directory = shipped_tables_dir()
         paths = sorted(directory.glob("*.toml"))
         if not paths:
             raise InputError(f"no padding tables found in {directory}; pass --table FILE")
-    return [TomlTableSource(Path(p)).load() for p in paths]
+    return [TomlTableSource(Path(p)) for p in paths]
+
+
+def load_tables(paths: list[Path] | None) -> list[PaddingTable]:
+    return [source.collect() for source in table_sources(paths)]
 
 
 def override_models(table: PaddingTable, heads: int | None, tp: list[int] | None) -> PaddingTable:

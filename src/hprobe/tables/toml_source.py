@@ -12,18 +12,19 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from ..errors import InputError
 from ..fileio import read_text
 from ..sm import parse_sm
+from .interface import RuleSource
 from .model import MAX_HEADS, Backend, Model, NoPadding, PaddingRule, PaddingTable, PadMap, PadMultiple, PadTile, PadTo, Where
 
 _TOML_LINE = re.compile(r"\(at line (\d+), column \d+\)")
 
 
-class TomlTableSource:
+class TomlTableSource(RuleSource):
     """Reads one TOML padding table. Nothing in the file is executed."""
 
     def __init__(self, path: Path):
         self.path = path
 
-    def load(self) -> PaddingTable:
+    def collect(self) -> PaddingTable:
         path = self.path
         text = read_text(path, "table file")
         try:
