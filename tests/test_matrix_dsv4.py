@@ -71,6 +71,15 @@ def test_grid_marks(cli):
     assert lines["24"] == ["✗", "·"]
 
 
+def test_grid_of_several_kernels_is_one_narrow_grid_each(cli):
+    code, out, _ = cli("matrix", "-k", "dsv4-sparse-mla,xqa-mla", "--sm", "90,100,120", "--heads", "8", "--grid")
+    assert code == 0
+    titles = [line.strip() for line in out.splitlines() if line.strip() in ("dsv4-sparse-mla", "xqa-mla")]
+    assert titles == ["dsv4-sparse-mla", "xqa-mla"]
+    headers = [line.split() for line in out.splitlines() if line.split()[:1] == ["h_q"]]
+    assert headers == [["h_q", "SM90", "SM100", "SM120"]] * 2
+
+
 def test_plain_text_when_not_a_terminal(cli):
     code, out, _ = cli("matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "1-256")
     assert code == 0

@@ -220,22 +220,28 @@ class TextFormatter(Formatter):
         self.console.print(t)
 
     def _grid(self, report: MatrixReport) -> None:
+        """One grid per variant (and release): h_q down, SMs across. Narrow at any
+        number of variants, where one wide grid of every variant x SM was not."""
         c = self.console
-        t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-        t.add_column("h_q", justify="right")
-        columns = [(r.key, r.sm) for r in report.results]
-        by_col = {(r.key, r.sm): r for r in report.results}
-        multi = len({k for k, _ in columns}) > 1
-        for kernel, sm in columns:
-            t.add_column(escape(f"{kernel} SM{sm}") if multi else f"SM{sm}", justify="center")
-        for h in report.heads:
-            row: list[str | Text] = [str(h)]
-            for col in columns:
-                outcome = by_col[col].outcome(h)
-                mark, style = OUTCOME_MARK.get(outcome, (" ", ""))  # type: ignore[arg-type]
-                row.append(Text(mark, style=style))
-            t.add_row(*row)
-        c.print(t)
+        groups: dict[tuple[str, str], list[KernelSMResult]] = {}
+        for rel in report.releases:
+            for r in rel.results.values():
+                groups.setdefault((rel.info.version, r.key), []).append(r)
+        several_releases = len(report.releases) > 1
+        for (version, key), results in groups.items():
+            if len(groups) > 1:
+                c.print(f"[bold]{escape(key)}[/bold]" + (f"  flashinfer {escape(version)}" if several_releases else ""))
+            t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+            t.add_column("h_q", justify="right")
+            for r in results:
+                t.add_column(f"SM{r.sm}", justify="center")
+            for h in report.heads:
+                row: list[str | Text] = [str(h)]
+                for r in results:
+                    mark, style = OUTCOME_MARK.get(r.outcome(h), (" ", ""))  # type: ignore[arg-type]
+                    row.append(Text(mark, style=style))
+                t.add_row(*row)
+            c.print(t)
         c.print("[dim]✓ accepted  · rejected  ✗ unsupported-arch  ⊘ unsupported-config  ? inconclusive  – absent[/dim]")
 
     # -- diff and bisect ---------------------------------------------------------------
