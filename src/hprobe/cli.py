@@ -49,15 +49,17 @@ def _formatter(json_output: bool):
 
 
 def _formatter_for(fmt: str):
-    from .formats import JsonFormatter, MarkdownFormatter, TextFormatter
+    from .formats import FORMATS
 
-    return {"json": JsonFormatter, "markdown": MarkdownFormatter, "text": TextFormatter}[fmt]()
+    return FORMATS[fmt]()
 
 
 def _format(option: str, json_output: bool) -> str:
+    from .formats import FORMATS
+
     fmt = "json" if json_output else option.strip().lower()
-    if fmt not in ("text", "json", "markdown"):
-        raise InputError(f"--format {option!r}: expected text, json or markdown")
+    if fmt not in FORMATS:
+        raise InputError(f"--format {option!r}: expected {', '.join(FORMATS)}")
     return fmt
 
 

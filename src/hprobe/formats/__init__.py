@@ -7,4 +7,11 @@ from .json_format import JsonFormatter
 from .markdown import MarkdownFormatter
 from .text import TextFormatter
 
-__all__ = ["Formatter", "JsonFormatter", "MarkdownFormatter", "TextFormatter"]
+# The formats `--format` offers, by name: adding a format is its module and one line here.
+FORMATS: dict[str, type[Formatter]] = {
+    "text": TextFormatter,
+    "json": JsonFormatter,
+    "markdown": MarkdownFormatter,
+}
+
+__all__ = ["FORMATS", "Formatter", "JsonFormatter", "MarkdownFormatter", "TextFormatter"]
