@@ -79,7 +79,7 @@ def test_table_that_raises_for_an_accepted_count(cli_json, write_table):
 def test_text_report_names_verdicts_and_exit(cli):
     code, out, _ = cli("check", "--sm", "100", "--table", str(PRE_48047))
     assert code == 0
-    assert "reducible" in out and "8 accepted: 8.00× waste, removable" in out
+    assert "reducible" in out and "8 accepted: 8.00× waste, removable on flashinfer 0.6.14" in out
     assert out.rstrip().endswith("→ exit 0")
 
 
@@ -149,3 +149,17 @@ def test_a_warm_check_imports_neither_torch_nor_flashinfer(tmp_path, write_table
     # --no-cache asks flashinfer again.
     fresh = subprocess.run(argv + ["--no-cache"], env=env, capture_output=True, text=True, timeout=600)
     assert "flashinfer" in imported(fresh) and json.loads(fresh.stdout) == json.loads(cold.stdout)
+
+
+def test_check_opens_with_one_line_of_advice_per_backend(cli, cli_json):
+    code, doc, _ = cli_json("check", "--table", str(PRE_48047), "--sm", "100,103")
+    assert code == 0
+    [table] = doc["advice"]
+    assert table["pin"] is None and table["scope"] == "on flashinfer 0.6.14 only: no pin"
+    mla = next(b for b in table["backends"] if b["backend"] == "DeepseekV4FlashInferMLAAttention")
+    assert mla["sms"] == [100, 103] and mla["counts"] == {"ok": 3, "reducible": 7}
+    assert mla["action"] == "pad to {8, 16, 32, 64, 128} instead of {64, 128}: saves 2–8× on TP2/4/8/16"
+    code, out, _ = cli("check", "--table", str(PRE_48047), "--sm", "100,103")
+    summary = out.split("\nsummary\n", 1)[1].split("\n\n", 1)[0]
+    assert "DeepseekV4FlashInferMLAAttention SM100/SM103: 3 ok, 7 reducible → pad to {8, 16, 32, 64, 128} instead of {64, 128}" in summary
+    assert "no pin: add requires_flashinfer" in summary

@@ -127,7 +127,8 @@ class Finding:
         e = self.evidence
         parts = []
         if self.verdict is Verdict.REDUCIBLE and self.waste is not None:
-            removable = ", removable" if self.best == self.n else ""
+            # Removable on the releases probed: said with them, never as a general truth.
+            removable = f", removable on flashinfer {', '.join(self.releases or [self.flashinfer_version])}" if self.best == self.n else ""
             parts.append(f"{self.best} accepted: {self.waste:.2f}× waste{removable}")
         elif self.verdict is Verdict.BROKEN and e is not None:
             parts.append(f"{e.outcome.value}: {e.error_type}: {e.message}" if e.error_type else f"{e.outcome.value}: {e.reason or ''}")

@@ -6,6 +6,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, TextIO
 
+from ..advice import summarize
 from .base import Formatter
 
 if TYPE_CHECKING:
@@ -21,7 +22,9 @@ class JsonFormatter(Formatter):
         self.stream.write("\n")
 
     def check(self, report: CheckReport) -> None:
-        self._write(report.to_dict())
+        doc = report.to_dict()
+        doc["advice"] = [t.to_dict() for t in summarize(report)]
+        self._write(doc)
 
     def matrix(self, report: MatrixReport, grid: bool = False, pivot: tuple[str, str] | None = None) -> None:
         self._write(report.to_dict())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, TextIO
 
+from ..advice import summarize
 from ..core import Verdict, compact_set
 from ..outcome import Outcome
 from .base import Formatter
@@ -35,6 +36,13 @@ class MarkdownFormatter(Formatter):
         self._w(f"## hprobe check — flashinfer {cell(releases)}")
         self._w()
         self._w(f"**{summary}** → exit {report.exit_code}{' (`--strict`)' if report.strict else ''}; SMs {', '.join(str(s) for s in report.targets.sms)}")
+        self._w()
+        for table in summarize(report):
+            self._w(f"- **{cell(table.table)}** ({cell(table.scope)})")
+            for a in table.backends:
+                tally = ", ".join(f"{Verdict(v).mark} {n} {v}" for v, n in a.counts.items())
+                sms = "/".join(f"SM{sm}" for sm in a.sms)
+                self._w(f"  - `{cell(a.backend)}` {sms}: {tally} — {cell(a.action)}")
         self._w()
         problems = [f for f in report.findings if f.verdict is not Verdict.OK]
         if problems:

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from ..advice import summarize
 from ..core import Verdict, compact_set
 from ..outcome import KernelSMResult, Outcome
 from ..reports import pivot_cells
@@ -65,6 +66,18 @@ class TextFormatter(Formatter):
         c.print(f"[bold]hprobe check[/bold]  flashinfer {fi.version}  ({fi.location})  targets: {sms}")
         for note in report.notes:
             c.print(f"[dim]note:[/dim] {escape(note)}")
+        advice = summarize(report)
+        if advice:
+            c.print()
+            c.print("[bold]summary[/bold]")
+            for table in advice:
+                c.print(f"  [bold]{escape(table.table)}[/bold]  [dim]{escape(table.scope)}[/dim]")
+                for a in table.backends:
+                    tally = ", ".join(f"[{Verdict(v).style}]{n} {v}[/]" for v, n in a.counts.items())
+                    sms = "/".join(f"SM{sm}" for sm in a.sms)
+                    c.print(f"    {escape(a.backend)} {sms}: {tally} → {escape(a.action)}")
+            if any(not table.pin for table in advice):
+                c.print("  [dim]no pin: add requires_flashinfer (or --pin) for advice that holds across the releases you allow[/dim]")
         for (table, backend), group in groupby(report.findings, key=lambda f: (f.table, f.backend)):
             rows = list(group)
             c.print()

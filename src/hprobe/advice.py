@@ -1,0 +1,104 @@
+"""One line of advice per table x backend x SM, from the findings alone: what the
+padding does on the releases probed and, in plain words, what to change.
+
+Advice never reaches beyond what was probed: a table that names no pin is
+advised for the releases probed only, and says so."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import groupby
+from typing import TYPE_CHECKING
+
+from .core import Finding, Verdict, compact_set
+
+if TYPE_CHECKING:
+    from .reports import CheckReport
+
+
+@dataclass(frozen=True)
+class Advice:
+    """What one backend of a table does on some SMs (those alike are merged)."""
+
+    table: str
+    backend: str
+    kernel: str
+    sms: tuple[int, ...]
+    counts: dict[str, int]  # verdict -> findings, per SM
+    action: str
+
+    def to_dict(self) -> dict:
+        return {"table": self.table, "backend": self.backend, "kernel": self.kernel, "sms": list(self.sms), "counts": self.counts, "action": self.action}
+
+
+@dataclass(frozen=True)
+class TableAdvice:
+    table: str
+    releases: tuple[str, ...]  # the releases the advice rests on
+    pin: str | None  # the table's requires_flashinfer (or --pin)
+    backends: tuple[Advice, ...]
+
+    @property
+    def scope(self) -> str:
+        """For which releases the advice holds, in words."""
+        on = f"flashinfer {', '.join(self.releases)}" if self.releases else "no release"
+        if self.pin:
+            return f"on {on}, the ends of pin {self.pin}"
+        return f"on {on} only: no pin"
+
+    def to_dict(self) -> dict:
+        return {"table": self.table, "releases": list(self.releases), "pin": self.pin, "scope": self.scope, "backends": [b.to_dict() for b in self.backends]}
+
+
+def summarize(report: CheckReport) -> list[TableAdvice]:
+    pins = {t.name: t.requires_flashinfer for t in report.tables}
+    out = []
+    for table, rows_iter in groupby(report.findings, key=lambda f: f.table):
+        rows = list(rows_iter)
+        merged: dict[tuple, list[int]] = {}
+        kernels: dict[str, str] = {}
+        for (backend, sm), group_iter in groupby(rows, key=lambda f: (f.backend, f.sm)):
+            group = list(group_iter)
+            counts: dict[str, int] = {}
+            for f in group:
+                counts[f.verdict.value] = counts.get(f.verdict.value, 0) + 1
+            kernels[backend] = group[0].kernel
+            merged.setdefault((backend, tuple(counts.items()), _action(group)), []).append(sm)
+        backends = tuple(Advice(table, b, kernels[b], tuple(sms), dict(c), action) for (b, c, action), sms in merged.items())
+        releases = tuple(sorted({r for f in rows for r in (f.releases or [f.flashinfer_version]) if r != "-"}))
+        out.append(TableAdvice(table, releases, pins.get(table), backends))
+    return out
+
+
+def _tps(rows: list[Finding]) -> str:
+    return "TP" + "/".join(str(tp) for tp in sorted({f.tp for f in rows}))
+
+
+def _action(rows: list[Finding]) -> str:
+    by = {v: [f for f in rows if f.verdict is v] for v in Verdict}
+    if by[Verdict.BROKEN]:
+        broken = by[Verdict.BROKEN]
+        padded = compact_set({f.padded for f in broken if f.padded is not None})
+        return f"broken for {_tps(broken)}: the kernel refuses {padded}; pad to counts it accepts before shipping this"
+    if by[Verdict.REDUCIBLE]:
+        reducible = by[Verdict.REDUCIBLE]
+        now = {f.padded for f in rows if f.padded is not None}
+        after = {f.best for f in reducible if f.best is not None} | {f.padded for f in rows if f.verdict is not Verdict.REDUCIBLE and f.padded is not None}
+        wastes = [f.waste for f in reducible if f.waste]
+        low, high = min(wastes or [1.0]), max(wastes or [1.0])
+        saving = f"{low:.3g}–{high:.3g}×" if f"{low:.3g}" != f"{high:.3g}" else f"{high:.3g}×"
+        if after != now:
+            change = f"pad to {compact_set(after)} instead of {compact_set(now)}"
+        else:  # the same counts, used for other n
+            change = "; ".join(f"pad {f.n} to {f.best}, not {f.padded}" for f in sorted(reducible, key=lambda f: f.n) if f.best is not None)
+        return f"{change}: saves {saving} on {_tps(reducible)}"
+    if by[Verdict.TABLE_REFUSES]:
+        refused = by[Verdict.TABLE_REFUSES]
+        return f"the table raises for n={compact_set({f.n for f in refused})}, which the kernel accepts ({_tps(refused)})"
+    if by[Verdict.OFF_FAST_PATH]:
+        slow = by[Verdict.OFF_FAST_PATH]
+        return f"runs, but on a slower kernel for n={compact_set({f.n for f in slow})} ({_tps(slow)})"
+    if by[Verdict.INCONCLUSIVE]:
+        unknown = by[Verdict.INCONCLUSIVE]
+        return f"inconclusive for n={compact_set({f.n for f in unknown})}: {unknown[0].explain() or 'see the details'}"
+    return "ok: every count runs as padded"
