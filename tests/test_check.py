@@ -163,3 +163,19 @@ def test_check_opens_with_one_line_of_advice_per_backend(cli, cli_json):
     summary = out.split("\nsummary\n", 1)[1].split("\n\n", 1)[0]
     assert "DeepseekV4FlashInferMLAAttention SM100/SM103: 3 ok, 7 reducible → pad to {8, 16, 32, 64, 128} instead of {64, 128}" in summary
     assert "no pin: add requires_flashinfer" in summary
+
+
+def test_suggest_writes_the_rule_the_kernels_call_for(cli, cli_json, tmp_path):
+    code, doc, _ = cli_json("suggest", "--table", str(PRE_48047), "--sm", "100,120")
+    assert code == 0 and doc["schema"] == "hprobe.suggest/1"
+    by_backend = {s["backend"]: s for s in doc["suggestions"]}
+    sm100 = by_backend["DeepseekV4FlashInferMLAAttention"]
+    assert (sm100["current"], sm100["suggested"]) == ("pad_to {64, 128}", "pad_to {8, 16, 32, 64, 128}")
+    change = next(c for c in sm100["changes"] if c["model"] == "DeepSeek-V4-Pro" and c["tp"] == 16)
+    assert (change["current"], change["suggested"], change["saving"]) == (64, 8, 8.0)
+    # The rewritten table reads back, and check finds nothing left to reduce or fix.
+    out = tmp_path / "suggested.toml"
+    code, _, err = cli("suggest", "--table", str(PRE_48047), "--sm", "100,120", "-o", str(out))
+    assert code == 0 and out.is_file(), err
+    code, checked, _ = cli_json("check", "--table", str(out), "--sm", "100,120")
+    assert code == 0 and {f["verdict"] for f in checked["findings"]} == {"ok"}

@@ -181,3 +181,18 @@ def test_kernels_lists_the_releases_that_have_each_entry_point(cli_json):
     rows = {r["id"]: r for r in doc["kernels"]}
     assert rows["dsv4-sparse-mla"]["releases"] == "0.6.13, 0.6.14"
     assert rows["batch-mla"]["releases"] == "0.6.13, 0.6.14"
+
+
+def test_suggest_is_safe_on_every_release_probed(cli_json):
+    """After #48047 the SM100 rule pads to {8, 16, 32, 64, 128}; on 0.6.13 that
+    crashes for 8/16/32, so across 0.6.13 and 0.6.14 the suggestion is the old
+    padding; on 0.6.14 alone, the rule stays."""
+    code, doc, _ = cli_json("suggest", "--table", str(POST_48047), "--sm", "100", "--flashinfer", "0.6.13,0.6.14")
+    assert code == 0
+    [sm100] = [s for s in doc["suggestions"] if s["backend"] == "DeepseekV4FlashInferMLAAttention"]
+    assert sm100["releases"] == ["0.6.13", "0.6.14"]
+    assert (sm100["current"], sm100["suggested"]) == ("pad_to {8, 16, 32, 64, 128}", "pad_to {64, 128}")
+    assert "fixes" in sm100["advice"]
+    code, doc, _ = cli_json("suggest", "--table", str(POST_48047), "--sm", "100", "--flashinfer", "0.6.14")
+    [sm100] = [s for s in doc["suggestions"] if s["backend"] == "DeepseekV4FlashInferMLAAttention"]
+    assert sm100["suggested"] == "pad_to {8, 16, 32, 64, 128}" and "keep" in sm100["advice"]

@@ -153,25 +153,10 @@ def check(
 
     def job() -> int:
         from .formats.github import emit
-        from .service import run_check, run_repo_check
-        from .tables import override_models, override_options, table_sources
 
         fmt = _format(output_format, json_output)
-        if sum(x is not None and x != [] for x in (table, repo, pad_fn)) > 1:
-            raise InputError("--table, --repo and --pad-fn each choose the padding rules; give one")
-        if heads is not None and heads <= 0:
-            raise InputError(f"--heads {heads}: the number of query heads must be positive")
-        if flashinfer is not None and pin is not None:
-            raise InputError("--flashinfer and --pin both choose releases; give one")
-        _check_release_options(flashinfer, pin)
-        if heads is not None and heads > MAX_HEADS:
-            raise InputError(f"--heads {heads}: above {MAX_HEADS}, more query heads than any model has")
-        if exclude and repo is None:
-            raise InputError("--exclude goes with --repo")
-        if kernel and not pad_fn:
-            raise InputError("--kernel on check goes with --pad-fn")
-        tp_list = _parse_int_list(tp, "--tp") if tp is not None else None
-        axes = _axes(ctx.args)
+        rules = _RuleOptions(table, repo, mapping, exclude, pad_fn, kernel, sm, heads, tp, pin, flashinfer, ctx.args)
+        rules.validate("check")
         if junit is not None:
             check_output(junit, "--junit")  # a bad path costs nothing: refused before probing
         recorded = None
@@ -179,27 +164,9 @@ def check(
             from .drift import load_baseline
 
             recorded = load_baseline(str(baseline))
-        # The rule source: a repo read with ast, the user's own function, or tables.
-        repo_source = None
-        sources: list[RuleSource]
-        if repo is not None:
-            from .repo.extract import RepoRuleSource, load_mapping
-
-            repo_source = RepoRuleSource(repo, load_mapping(mapping), tuple(exclude or ()))
-            sources = [repo_source]
-        elif pad_fn is not None:
-            sources = [_pad_fn_source(pad_fn, kernel, sm, heads, tp_list)]
-        else:
-            sources = list(table_sources(table))
-        tables = [source.collect() for source in sources]
-        repo_tables = repo_source.found if repo_source is not None else None
-        tables = [override_options(override_models(t, heads, tp_list), axes) for t in tables]
+        tables, repo_tables = rules.collect()
         with _progress(fmt == "json") as progress:
-            if repo_tables is not None:
-                repo_tables.table = tables[0]
-                report = run_repo_check(repo_tables, sm, strict, flashinfer, pin, not no_cache, progress)
-            else:
-                report = run_check(tables, sm, strict, flashinfer, pin, not no_cache, progress)
+            report = rules.run(tables, repo_tables, strict, not no_cache, progress)
             if recorded is not None:
                 from .drift import baseline_drift
                 from .releases import parse_spec
@@ -219,6 +186,63 @@ def check(
     _run(job)
 
 
+class _RuleOptions:
+    """The options `check` and `suggest` share: where the rules come from (tables,
+    a repo, a function), which models and SMs, and which releases."""
+
+    def __init__(self, table, repo, mapping, exclude, pad_fn, kernel, sm, heads, tp, pin, flashinfer, extra_args):
+        self.table, self.repo, self.mapping, self.exclude = table, repo, mapping, exclude
+        self.pad_fn, self.kernel, self.sm, self.heads, self.tp = pad_fn, kernel, sm, heads, tp
+        self.pin, self.flashinfer, self.extra_args = pin, flashinfer, extra_args
+
+    def validate(self, command: str) -> None:
+        if sum(x is not None and x != [] for x in (self.table, self.repo, self.pad_fn)) > 1:
+            raise InputError("--table, --repo and --pad-fn each choose the padding rules; give one")
+        if self.heads is not None and self.heads <= 0:
+            raise InputError(f"--heads {self.heads}: the number of query heads must be positive")
+        if self.flashinfer is not None and self.pin is not None:
+            raise InputError("--flashinfer and --pin both choose releases; give one")
+        _check_release_options(self.flashinfer, self.pin)
+        if self.heads is not None and self.heads > MAX_HEADS:
+            raise InputError(f"--heads {self.heads}: above {MAX_HEADS}, more query heads than any model has")
+        if self.exclude and self.repo is None:
+            raise InputError("--exclude goes with --repo")
+        if self.kernel and not self.pad_fn:
+            raise InputError(f"--kernel on {command} goes with --pad-fn")
+        self.tp_list = _parse_int_list(self.tp, "--tp") if self.tp is not None else None
+        self.axes = _axes(self.extra_args)
+
+    def collect(self):
+        """(tables, the repo's record or None). The rule source: a repo read with
+        ast, the user's own function, or tables."""
+        from .tables import override_models, override_options, table_sources
+
+        repo_source = None
+        sources: list[RuleSource]
+        if self.repo is not None:
+            from .repo.extract import RepoRuleSource, load_mapping
+
+            repo_source = RepoRuleSource(self.repo, load_mapping(self.mapping), tuple(self.exclude or ()))
+            sources = [repo_source]
+        elif self.pad_fn is not None:
+            sources = [_pad_fn_source(self.pad_fn, self.kernel, self.sm, self.heads, self.tp_list)]
+        else:
+            sources = list(table_sources(self.table))
+        tables = [source.collect() for source in sources]
+        tables = [override_options(override_models(t, self.heads, self.tp_list), self.axes) for t in tables]
+        repo_tables = repo_source.found if repo_source is not None else None
+        if repo_tables is not None:
+            repo_tables.table = tables[0]
+        return tables, repo_tables
+
+    def run(self, tables, repo_tables, strict: bool, use_cache: bool, progress):
+        from .service import run_check, run_repo_check
+
+        if repo_tables is not None:
+            return run_repo_check(repo_tables, self.sm, strict, self.flashinfer, self.pin, use_cache, progress)
+        return run_check(tables, self.sm, strict, self.flashinfer, self.pin, use_cache, progress)
+
+
 def _check_release_options(flashinfer: Optional[str], pin: Optional[str]) -> None:
     """An empty or foreign --flashinfer / --pin is an input error before any work,
     never a silent fall back to the installed release."""
@@ -230,6 +254,56 @@ def _check_release_options(flashinfer: Optional[str], pin: Optional[str]) -> Non
         from .repo.pin import parse_pin
 
         parse_pin(pin)
+
+
+@app.command(context_settings=AXIS_CONTEXT, epilog=AXIS_EPILOG)
+def suggest(
+    ctx: typer.Context,
+    table: Optional[List[Path]] = typer.Option(None, "--table", "-t", help="Padding table (TOML). Repeatable. Default: the shipped tables in matrices/."),
+    repo: Optional[Path] = typer.Option(None, "--repo", help="Read the padding rules from this source tree (static analysis: nothing is imported or run)."),
+    mapping: Optional[Path] = typer.Option(None, "--mapping", help="With --repo: which padding class feeds which kernel."),
+    exclude: Optional[List[str]] = typer.Option(None, "--exclude", help="With --repo: also skip paths matching this glob (repeatable)."),
+    pad_fn: Optional[str] = typer.Option(None, "--pad-fn", help="Call your padding function (MODULE:QUALNAME or FILE.py:QUALNAME): imports and runs your code."),
+    kernel: Optional[str] = typer.Option(None, "--kernel", "-k", help="With --pad-fn: the kernel (or variant) the function feeds."),
+    sm: Optional[str] = typer.Option(None, "--sm", help="Target SM(s). Default: the visible GPUs, else every SM the tables name."),
+    heads: Optional[int] = typer.Option(None, "--heads", help="Override every model's total query heads."),
+    tp: Optional[str] = typer.Option(None, "--tp", help="Override every model's TP degrees, e.g. 1,2,4,8."),
+    pin: Optional[str] = typer.Option(None, "--pin", help="The consumer's flashinfer requirement: the rule must be safe on the lowest and highest releases it admits."),
+    flashinfer: Optional[str] = typer.Option(None, "--flashinfer", help="Probe these releases instead of the installed one."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the table(s) with the suggested rules here as TOML (readable by `check --table`)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite --output."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Ignore cached probe results."),
+    output_format: str = typer.Option("text", "--format", help="text, json or markdown."),
+    json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.suggest/1 JSON document."),
+) -> None:
+    """The padding rule the kernels call for: per backend, the smallest count every release probed accepts."""
+
+    def job() -> int:
+        from .suggest import rewritten
+        from .suggest import suggest as make_suggestions
+
+        fmt = _format(output_format, json_output)
+        rules = _RuleOptions(table, repo, mapping, exclude, pad_fn, kernel, sm, heads, tp, pin, flashinfer, ctx.args)
+        rules.validate("suggest")
+        if output is not None:
+            check_output(output, "--output", overwrite=force)
+        tables, repo_tables = rules.collect()
+        if output is not None and len(tables) != 1:
+            raise InputError("--output writes one table: name one with --table (or use --repo)")
+        with _progress(fmt == "json") as progress:
+            report = rules.run(tables, repo_tables, False, not no_cache, progress)
+        suggestions = make_suggestions(report, tables)
+        if output is not None:
+            from .tables.toml_writer import table_toml
+
+            [new_table] = rewritten(tables, suggestions)
+            header = [f"Suggested by `hprobe suggest` from {new_table.path}: each rule is the smallest count every release probed accepts."]
+            write_output(output, table_toml(new_table, header), "--output", overwrite=force)
+        _formatter_for(fmt).suggest(report, suggestions)
+        undecided = any(s.inconclusive or s.unsafe for s in suggestions) or not suggestions
+        return 3 if undecided else 0
+
+    _run(job)
 
 
 def _pad_fn_source(spec: str, kernel: Optional[str], sm: Optional[str], heads: Optional[int], tp: Optional[list[int]]) -> RuleSource:

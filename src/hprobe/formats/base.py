@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..reports import CheckReport, MatrixReport
+    from ..suggest import BackendSuggestion
 
 
 class Formatter(ABC):
@@ -21,6 +22,9 @@ class Formatter(ABC):
 
     @abstractmethod
     def bisect(self, result: dict) -> None: ...
+
+    @abstractmethod
+    def suggest(self, report: CheckReport, suggestions: list[BackendSuggestion]) -> None: ...
 
     @abstractmethod
     def kernels(self, rows: list[dict]) -> None: ...

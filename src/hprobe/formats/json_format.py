@@ -11,6 +11,7 @@ from .base import Formatter
 
 if TYPE_CHECKING:
     from ..reports import CheckReport, MatrixReport
+    from ..suggest import BackendSuggestion
 
 
 class JsonFormatter(Formatter):
@@ -28,6 +29,17 @@ class JsonFormatter(Formatter):
 
     def matrix(self, report: MatrixReport, grid: bool = False, pivot: tuple[str, str] | None = None) -> None:
         self._write(report.to_dict())
+
+    def suggest(self, report: CheckReport, suggestions: list[BackendSuggestion]) -> None:
+        doc = report.to_dict()
+        self._write({
+            "schema": "hprobe.suggest/1",
+            "hprobe_version": doc["hprobe_version"],
+            "releases": doc["releases"],
+            "sms": doc["sms"],
+            "suggestions": [s.to_dict() for s in suggestions],
+            "notes": report.notes,
+        })
 
     def diff(self, result: dict) -> None:
         self._write(result)

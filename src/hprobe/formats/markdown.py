@@ -12,6 +12,7 @@ from .base import Formatter
 
 if TYPE_CHECKING:
     from ..reports import CheckReport, MatrixReport
+    from ..suggest import BackendSuggestion
 
 
 
@@ -102,6 +103,14 @@ class MarkdownFormatter(Formatter):
                 )
                 flagged = "<br>".join(n for n in r.notes if n.startswith(("disagreement", "partial")))
                 self._w(f"| `{cell(r.key)}` | SM{r.sm} | {cell(rel.info.version)} | {r.status.value} | {accepted} | {depth} | {cell(refusals)} | {cell(flagged)} |")
+
+    def suggest(self, report: CheckReport, suggestions: list[BackendSuggestion]) -> None:
+        releases = ", ".join(r.info.version for r in report.releases) or report.flashinfer.version
+        self._w(f"## hprobe suggest — flashinfer {cell(releases)}")
+        self._w()
+        for s in suggestions:
+            self._w(f"- **{cell(s.table)}** · `{cell(s.backend.name)}` ({cell(str(s.backend.where))}): {cell(s.words())}")
+        self._w()
 
     def diff(self, result: dict) -> None:
         self._drift(result)

@@ -21,6 +21,7 @@ from .base import Formatter
 
 if TYPE_CHECKING:
     from ..reports import CheckReport, MatrixReport
+    from ..suggest import BackendSuggestion
 
 OUTCOME_MARK = {
     Outcome.ACCEPTED: ("✓", "green"),
@@ -256,6 +257,26 @@ class TextFormatter(Formatter):
                 t.add_row(*row)
             c.print(t)
         c.print("[dim]✓ accepted  · rejected  ✗ unsupported-arch  ⊘ unsupported-config  ? inconclusive  – absent[/dim]")
+
+    # -- suggest -------------------------------------------------------------------------
+
+    def suggest(self, report: CheckReport, suggestions: list[BackendSuggestion]) -> None:
+        c = self.console
+        releases = ", ".join(r.info.version for r in report.releases) or report.flashinfer.version
+        c.print(f"[bold]hprobe suggest[/bold]  flashinfer {escape(releases)}")
+        for note in report.notes:
+            c.print(f"[dim]note:[/dim] {escape(note)}")
+        for s in suggestions:
+            c.print()
+            c.print(f"[bold]{escape(s.table)}[/bold] · {escape(s.backend.name)} → {escape(s.backend.variant_key)}  [dim]{escape(str(s.backend.where))}[/dim]")
+            c.print(f"  {escape(s.words())}")
+            for ch in s.changes:
+                if ch.current == ch.suggested:
+                    continue
+                now = "raises" if ch.current is None else str(ch.current)
+                then = "no safe count" if ch.suggested is None else str(ch.suggested)
+                gain = f" ({ch.saving:.3g}× less compute)" if ch.saving else ""
+                c.print(f"    {escape(ch.model)} TP{ch.tp} n={ch.n}: {now} → {then}{gain}")
 
     # -- diff and bisect ---------------------------------------------------------------
 
