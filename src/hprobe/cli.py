@@ -11,7 +11,7 @@ import signal
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, List, Optional
+from typing import TYPE_CHECKING, Annotated, Callable, Iterator, List, Optional
 
 import typer
 
@@ -33,6 +33,21 @@ AXIS_EPILOG = (
     "Axis options: --backend, --dtype, --topk, --q-len, --tokens, --page-size, --family, --kv-format "
     "(every axis `hprobe kernels` lists; comma lists on matrix and diff)."
 )
+
+# Options `check` and `suggest` share, declared once.
+TableOpt = Annotated[Optional[List[Path]], typer.Option("--table", "-t", help="Padding table (TOML). Repeatable. Default: the shipped tables in matrices/.")]
+RepoOpt = Annotated[Optional[Path], typer.Option("--repo", help="Read the padding rules from this source tree or installed package (static analysis: nothing is imported or run).")]
+MappingOpt = Annotated[Optional[Path], typer.Option("--mapping", help="With --repo: which padding class feeds which kernel. Default: matrices/mappings/vllm.toml.")]
+ExcludeOpt = Annotated[Optional[List[str]], typer.Option("--exclude", help="With --repo: also skip paths matching this glob (repeatable). Tests, fixtures, venvs, site-packages and build outputs inside the tree are always skipped.")]
+PadFnOpt = Annotated[Optional[str], typer.Option("--pad-fn", help="Call your padding function (MODULE:QUALNAME or FILE.py:QUALNAME): imports and runs your code. Needs --kernel, --sm, --heads.")]
+PadFnKernelOpt = Annotated[Optional[str], typer.Option("--kernel", "-k", help="With --pad-fn: the kernel (or variant) the function feeds.")]
+TablesSmOpt = Annotated[Optional[str], typer.Option("--sm", help="Target SM(s): 100, sm_100a, 10.0, 12.1, or a comma list. Default: the visible GPUs, else every SM the tables name.")]
+ModelHeadsOpt = Annotated[Optional[int], typer.Option("--heads", help="Override every model's total query heads.")]
+TpOpt = Annotated[Optional[str], typer.Option("--tp", help="Override every model's TP degrees, e.g. 1,2,4,8.")]
+PinOpt = Annotated[Optional[str], typer.Option("--pin", help="The consumer's flashinfer requirement, e.g. 'flashinfer-python>=0.6.13': probe the lowest and highest releases it admits.")]
+FlashinferOpt = Annotated[Optional[str], typer.Option("--flashinfer", help="Probe these releases instead of the installed one: 0.6.13, a comma list, a wheel file or an unpacked directory. Fetched with your pip, cached, probed in a subprocess.")]
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Ignore cached probe results.")]
+
 
 app = typer.Typer(
     add_completion=False,
@@ -131,22 +146,22 @@ def main(
 @app.command(context_settings=AXIS_CONTEXT, epilog=AXIS_EPILOG)
 def check(
     ctx: typer.Context,
-    table: Optional[List[Path]] = typer.Option(None, "--table", "-t", help="Padding table (TOML). Repeatable. Default: the shipped tables in matrices/."),
-    repo: Optional[Path] = typer.Option(None, "--repo", help="Read the padding rules from this source tree or installed package (static analysis: nothing is imported or run)."),
-    mapping: Optional[Path] = typer.Option(None, "--mapping", help="With --repo: which padding class feeds which kernel. Default: matrices/mappings/vllm.toml."),
-    exclude: Optional[List[str]] = typer.Option(None, "--exclude", help="With --repo: also skip paths matching this glob (repeatable). Tests, fixtures, venvs, site-packages and build outputs inside the tree are always skipped."),
-    pad_fn: Optional[str] = typer.Option(None, "--pad-fn", help="Call your padding function (MODULE:QUALNAME or FILE.py:QUALNAME): imports and runs your code. Needs --kernel, --sm, --heads."),
-    kernel: Optional[str] = typer.Option(None, "--kernel", "-k", help="With --pad-fn: the kernel (or variant) the function feeds."),
-    sm: Optional[str] = typer.Option(None, "--sm", help="Target SM(s): 100, sm_100a, 10.0, 12.1, or a comma list. Default: the visible GPUs, else every SM the tables name."),
+    table: TableOpt = None,
+    repo: RepoOpt = None,
+    mapping: MappingOpt = None,
+    exclude: ExcludeOpt = None,
+    pad_fn: PadFnOpt = None,
+    kernel: PadFnKernelOpt = None,
+    sm: TablesSmOpt = None,
     strict: bool = typer.Option(False, "--strict", help="Exit 1 on reducible, table-refuses or off-fast-path findings too."),
-    heads: Optional[int] = typer.Option(None, "--heads", help="Override every model's total query heads."),
-    tp: Optional[str] = typer.Option(None, "--tp", help="Override every model's TP degrees, e.g. 1,2,4,8."),
-    pin: Optional[str] = typer.Option(None, "--pin", help="The consumer's flashinfer requirement, e.g. 'flashinfer-python>=0.6.13': probe the lowest and highest releases it admits."),
-    flashinfer: Optional[str] = typer.Option(None, "--flashinfer", help="Probe these releases instead of the installed one: 0.6.13, a comma list, a wheel file or an unpacked directory. Fetched with your pip, cached, probed in a subprocess."),
+    heads: ModelHeadsOpt = None,
+    tp: TpOpt = None,
+    pin: PinOpt = None,
+    flashinfer: FlashinferOpt = None,
     baseline: Optional[Path] = typer.Option(None, "--baseline", help="A recorded `hprobe matrix --json`: also report what changed since (exit 1 on change)."),
     junit: Optional[Path] = typer.Option(None, "--junit", help="Also write a JUnit XML report here (one test case per backend x SM x per-rank count)."),
     output_format: str = typer.Option("text", "--format", help="text, json or markdown (for $GITHUB_STEP_SUMMARY)."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Ignore cached probe results for fetched releases."),
+    no_cache: NoCacheOpt = False,
     json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.check/2 JSON document (same as --format json)."),
 ) -> None:
     """Check padding tables (or the rules in a repo) against flashinfer's own validators."""
@@ -259,20 +274,20 @@ def _check_release_options(flashinfer: Optional[str], pin: Optional[str]) -> Non
 @app.command(context_settings=AXIS_CONTEXT, epilog=AXIS_EPILOG)
 def suggest(
     ctx: typer.Context,
-    table: Optional[List[Path]] = typer.Option(None, "--table", "-t", help="Padding table (TOML). Repeatable. Default: the shipped tables in matrices/."),
-    repo: Optional[Path] = typer.Option(None, "--repo", help="Read the padding rules from this source tree (static analysis: nothing is imported or run)."),
-    mapping: Optional[Path] = typer.Option(None, "--mapping", help="With --repo: which padding class feeds which kernel."),
-    exclude: Optional[List[str]] = typer.Option(None, "--exclude", help="With --repo: also skip paths matching this glob (repeatable)."),
-    pad_fn: Optional[str] = typer.Option(None, "--pad-fn", help="Call your padding function (MODULE:QUALNAME or FILE.py:QUALNAME): imports and runs your code."),
-    kernel: Optional[str] = typer.Option(None, "--kernel", "-k", help="With --pad-fn: the kernel (or variant) the function feeds."),
-    sm: Optional[str] = typer.Option(None, "--sm", help="Target SM(s). Default: the visible GPUs, else every SM the tables name."),
-    heads: Optional[int] = typer.Option(None, "--heads", help="Override every model's total query heads."),
-    tp: Optional[str] = typer.Option(None, "--tp", help="Override every model's TP degrees, e.g. 1,2,4,8."),
-    pin: Optional[str] = typer.Option(None, "--pin", help="The consumer's flashinfer requirement: the rule must be safe on the lowest and highest releases it admits."),
-    flashinfer: Optional[str] = typer.Option(None, "--flashinfer", help="Probe these releases instead of the installed one."),
+    table: TableOpt = None,
+    repo: RepoOpt = None,
+    mapping: MappingOpt = None,
+    exclude: ExcludeOpt = None,
+    pad_fn: PadFnOpt = None,
+    kernel: PadFnKernelOpt = None,
+    sm: TablesSmOpt = None,
+    heads: ModelHeadsOpt = None,
+    tp: TpOpt = None,
+    pin: PinOpt = None,
+    flashinfer: FlashinferOpt = None,
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the table(s) with the suggested rules here as TOML (readable by `check --table`)."),
     force: bool = typer.Option(False, "--force", help="Overwrite --output."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Ignore cached probe results."),
+    no_cache: NoCacheOpt = False,
     output_format: str = typer.Option("text", "--format", help="text, json or markdown."),
     json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.suggest/1 JSON document."),
 ) -> None:

@@ -5,7 +5,6 @@ by a mapping file. Nothing in the tree is imported or executed."""
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from ..sm import parse_sm
 from ..tables import shipped_data
 from ..tables.interface import RuleSource
 from ..tables.model import Backend, Model, NoPadding, PaddingRule, PaddingTable, PadMap, PadTo, Where
-from ..tables.toml_source import _Parser
+from ..tables.toml_source import _Parser, parse_toml
 from ..tables.toml_writer import table_toml as write_table_toml
 from .evaluate import NotEvaluable, Raises, evaluate
 from .pin import RepoPin, find_pin
@@ -103,12 +102,7 @@ def load_mapping(path: Path | None = None) -> Mapping:
     if path is None:
         path = shipped_data(*DEFAULT_MAPPING)
     text = read_text(path, "mapping file")
-    try:
-        data = tomllib.loads(text)
-    except RecursionError:
-        raise InputError(f"{path}: malformed TOML: nested too deeply") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{path}: malformed TOML: {exc}") from None
+    data = parse_toml(text, path)
     unknown = sorted(set(data) - {"mapping", "model", "class"})
     if unknown:
         raise InputError(f"{path}: unknown top-level key {unknown[0]!r} (known: class, mapping, model)")

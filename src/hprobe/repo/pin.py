@@ -4,7 +4,6 @@ installed package's METADATA, pyproject.toml, or requirements files."""
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from packaging.utils import canonicalize_name
 
 from ..errors import InputError
 from ..fileio import read_text
+from ..tables.toml_source import parse_toml
 
 NAMES = {"flashinfer-python", "flashinfer"}
 
@@ -77,12 +77,7 @@ def _from_pyproject(base: Path) -> RepoPin | None:
     path = base / "pyproject.toml"
     if not path.exists():
         return None
-    try:
-        project = tomllib.loads(read_text(path, "pyproject.toml")).get("project", {})
-    except RecursionError:
-        raise InputError(f"{path}: malformed TOML: nested too deeply") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{path}: malformed TOML: {exc}") from None
+    project = parse_toml(read_text(path, "pyproject.toml"), path).get("project", {})
     if not isinstance(project, dict):
         raise InputError(f"{path}: [project] is not a table")
     optional = project.get("optional-dependencies", {})

@@ -25,19 +25,22 @@ class TomlTableSource(RuleSource):
         self.path = path
 
     def collect(self) -> PaddingTable:
-        path = self.path
-        text = read_text(path, "table file")
-        try:
-            data = tomllib.loads(text)
-        except RecursionError:
-            raise InputError(f"{path}: malformed TOML: nested too deeply") from None
-        except tomllib.TOMLDecodeError as exc:
-            message = str(exc)
-            line = _TOML_LINE.search(message)
-            message = _TOML_LINE.sub("", message).strip()
-            where = f"{path}:{line.group(1)}" if line else str(path)
-            raise InputError(f"{where}: malformed TOML: {message}") from None
-        return _Parser(str(path), text).table(data)
+        text = read_text(self.path, "table file")
+        return _Parser(str(self.path), text).table(parse_toml(text, self.path))
+
+
+def parse_toml(text: str, path: Path) -> dict[str, Any]:
+    """TOML the user wrote, or one InputError naming the file and line."""
+    try:
+        return tomllib.loads(text)
+    except RecursionError:
+        raise InputError(f"{path}: malformed TOML: nested too deeply") from None
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        line = _TOML_LINE.search(message)
+        message = _TOML_LINE.sub("", message).strip()
+        where = f"{path}:{line.group(1)}" if line else str(path)
+        raise InputError(f"{where}: malformed TOML: {message}") from None
 
 
 class _Parser:
