@@ -391,7 +391,7 @@ def diff(
             report = run_matrix(_kernel_ids(kernel), sm, parse_heads(heads), f"{old},{new}", not no_cache, progress, _axes(ctx.args))
         result = diff_reports(report)
         _formatter(json_output).diff(result)
-        return result["exit_code"]
+        return result.exit_code
 
     _run(job)
 
@@ -420,7 +420,7 @@ def bisect(
         with _progress(json_output) as progress:
             result = run_bisect(kernel, sms[0], heads, range_, exhaustive, not no_cache, progress)
         _formatter(json_output).bisect(result)
-        return result["exit_code"]
+        return result.exit_code
 
     _run(job)
 

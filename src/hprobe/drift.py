@@ -7,25 +7,22 @@ from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
-from . import __version__
 from .errors import InputError
 from .fileio import read_text
 from .kernels import get_variant
 from .outcome import KernelSMResult, Outcome
 from .probing import gather, probe_named
 from .releases import published_versions
-from .reports import INSTALLED, FlashinferInfo, MatrixReport, ProbedRelease, Progress, quiet
+from .reports import INSTALLED, BisectReport, BisectStep, DiffReport, FlashinferInfo, KernelChange, MatrixReport, ProbedRelease, Progress, quiet
 from .sm import SM, parse_sm_list
 from .tables.model import MAX_HEADS
 from .targets import DEFAULT_MAX_HEADS, Targets
 
 
-def diff_reports(report: MatrixReport) -> dict:
+def diff_reports(report: MatrixReport) -> DiffReport:
     """What changed between the two releases of a two-release matrix report."""
     old, new = report.releases
     changes = []
-    any_changed = False
-    any_unknown = False
     for key in sorted(new.results):
         a, b = old.results.get(key), new.results.get(key)
         if a is None or b is None:
@@ -39,40 +36,27 @@ def diff_reports(report: MatrixReport) -> dict:
         absent = sorted(h for h in b.heads if Outcome.ABSENT in (a.outcome(h), b.outcome(h)) and h not in unknown)
         became_accepted = sorted(set(b.accepted()) - set(a.accepted()) - set(unknown) - set(absent))
         became_rejected = sorted(set(a.accepted()) - set(b.accepted()) - set(unknown) - set(absent))
-        appeared = sorted(h for h in absent if a.outcome(h) is Outcome.ABSENT and b.outcome(h) is not Outcome.ABSENT)
-        vanished = sorted(h for h in absent if b.outcome(h) is Outcome.ABSENT and a.outcome(h) is not Outcome.ABSENT)
-        any_changed |= bool(became_accepted or became_rejected or appeared or vanished)
-        any_unknown |= bool(unknown)
         sample = b.heads[became_rejected[0]] if became_rejected else None
         changes.append(
-            {
-                "kernel": key[0],
-                "sm": key[1],
-                "old_status": a.status.value,
-                "new_status": b.status.value,
-                "old_accepted": a.accepted(),
-                "new_accepted": b.accepted(),
-                "became_accepted": became_accepted,
-                "became_rejected": became_rejected,
-                "unknown": unknown,
-                "appeared": appeared,  # absent in the old release, present in the new
-                "vanished": vanished,  # present in the old release, absent in the new
-                "new_refusal": (
+            KernelChange(
+                kernel=key[0],
+                sm=key[1],
+                old_status=a.status.value,
+                new_status=b.status.value,
+                old_accepted=tuple(a.accepted()),
+                new_accepted=tuple(b.accepted()),
+                became_accepted=tuple(became_accepted),
+                became_rejected=tuple(became_rejected),
+                unknown=tuple(unknown),
+                appeared=tuple(h for h in absent if a.outcome(h) is Outcome.ABSENT and b.outcome(h) is not Outcome.ABSENT),
+                vanished=tuple(h for h in absent if b.outcome(h) is Outcome.ABSENT and a.outcome(h) is not Outcome.ABSENT),
+                new_refusal=(
                     {"outcome": sample.outcome.value, "error_type": sample.error_type, "message": sample.message or sample.reason, "location": sample.location}
                     if sample else None
                 ),
-            }
+            )
         )
-    code = 1 if any_changed else (3 if any_unknown else 0)
-    return {
-        "schema": "hprobe.diff/1",
-        "hprobe_version": __version__,
-        "old": old.describe(),
-        "new": new.describe(),
-        "changes": changes,
-        "changed": any_changed,
-        "exit_code": code,
-    }
+    return DiffReport(old.describe(), new.describe(), tuple(changes))
 
 
 def _parse_range(text: str | None) -> tuple[Version | None, Version | None]:
@@ -99,7 +83,7 @@ def run_bisect(
     exhaustive: bool,
     use_cache: bool,
     progress: Progress,
-) -> dict:
+) -> BisectReport:
     """Binary search over published releases for the first that accepts `heads`."""
     kernel_id = get_variant(kernel_id).key  # unknown kernel -> input error before any download
     lo, hi = _parse_range(range_text)
@@ -110,23 +94,16 @@ def run_bisect(
     # Probe the usual 1..256 sweep (plus N): other counts reaching the boundary are
     # what lets a refusal of N count as "rejected"; the results share matrix's cache.
     sweep = sorted(set(range(1, DEFAULT_MAX_HEADS + 1)) | {heads})
-    probed: dict[Version, dict] = {}
+    probed: dict[Version, BisectStep] = {}
 
     def probe(v: Version) -> str:
         if v not in probed:
             progress(f"probing flashinfer {v}")
             rel = probe_named(str(v), {kernel_id: [sm.number]}, sweep, use_cache, progress)
             result = rel.results[(kernel_id, sm.number)].heads[heads]
-            probed[v] = {
-                "version": str(v),
-                "outcome": result.outcome.value,
-                "entry": result.entry,
-                "error_type": result.error_type,
-                "message": result.message,
-                "reason": result.reason,
-            }
+            probed[v] = BisectStep(str(v), result.outcome.value, result.entry, result.error_type, result.message, result.reason)
             progress(f"flashinfer {v}: {result.outcome.value}")
-        return probed[v]["outcome"]
+        return probed[v].outcome
 
     def conclusive_near(i: int, lo_i: int, hi_i: int) -> int | None:
         """The nearest index in (lo_i, hi_i) to i with a conclusive outcome."""
@@ -153,19 +130,19 @@ def run_bisect(
                 else:
                     lo_i = mid
     order = [probed[v] for v in sorted(probed)]
-    conclusive = [p for p in order if p["outcome"] != Outcome.INCONCLUSIVE.value]
+    conclusive = [p for p in order if p.outcome != Outcome.INCONCLUSIVE.value]
     # Non-monotonic: accepted in a release, not accepted in a later one.
     regressions = [
-        (a["version"], b["version"])
+        (a.version, b.version)
         for i, a in enumerate(conclusive)
         for b in conclusive[i + 1 :]
-        if a["outcome"] == accepted and b["outcome"] != accepted
+        if a.outcome == accepted and b.outcome != accepted
     ]
     first_accepting = last_rejecting = None
     for i, p in enumerate(conclusive):
-        if p["outcome"] == accepted and (i == 0 or conclusive[i - 1]["outcome"] != accepted):
-            first_accepting = p["version"]
-            last_rejecting = conclusive[i - 1]["version"] if i > 0 else None
+        if p.outcome == accepted and (i == 0 or conclusive[i - 1].outcome != accepted):
+            first_accepting = p.version
+            last_rejecting = conclusive[i - 1].version if i > 0 else None
     adjacent = (
         first_accepting is not None
         and last_rejecting is not None
@@ -177,22 +154,20 @@ def run_bisect(
         code = 1 if conclusive else 3
     else:
         code = 0 if (adjacent or last_rejecting is None) else 3
-    return {
-        "schema": "hprobe.bisect/1",
-        "hprobe_version": __version__,
-        "kernel": kernel_id,
-        "sm": sm.number,
-        "heads": heads,
-        "range": [str(versions[0]), str(versions[-1])],
-        "releases_in_range": len(versions),
-        "method": "exhaustive" if exhaustive else "binary search (assumes monotonic history; --exhaustive checks it)",
-        "first_accepting": first_accepting,
-        "last_rejecting": last_rejecting,
-        "already_accepted_at_start": bool(conclusive) and conclusive[0]["outcome"] == accepted,
-        "non_monotonic": [{"accepted": a, "then_not_accepted": b} for a, b in regressions],
-        "probed": order,
-        "exit_code": code,
-    }
+    return BisectReport(
+        kernel=kernel_id,
+        sm=sm.number,
+        heads=heads,
+        range=(str(versions[0]), str(versions[-1])),
+        releases_in_range=len(versions),
+        method="exhaustive" if exhaustive else "binary search (assumes monotonic history; --exhaustive checks it)",
+        first_accepting=first_accepting,
+        last_rejecting=last_rejecting,
+        already_accepted_at_start=bool(conclusive) and conclusive[0].outcome == accepted,
+        non_monotonic=tuple(regressions),
+        probed=tuple(order),
+        exit_code=code,
+    )
 
 
 @dataclass
@@ -238,7 +213,7 @@ def load_baseline(path: str) -> Baseline:
     return Baseline(old, needed, sorted(heads))
 
 
-def baseline_drift(baseline: Baseline, flashinfer_spec: str | None, use_cache: bool, progress: Progress = quiet) -> dict:
+def baseline_drift(baseline: Baseline, flashinfer_spec: str | None, use_cache: bool, progress: Progress = quiet) -> DiffReport:
     """`check --baseline FILE`: probe the kernels, SMs and h_q a recorded
     `hprobe matrix --json` covers, and say what changed since."""
     label = flashinfer_spec or INSTALLED

@@ -91,7 +91,7 @@ class CheckReport:
     findings: list[Finding]
     strict: bool
     notes: list[str] = field(default_factory=list)
-    drift: dict | None = None  # `--baseline`: hprobe.diff/1 against a recorded matrix
+    drift: DiffReport | None = None  # `--baseline`: what changed since a recorded matrix
 
     @property
     def flashinfer(self) -> FlashinferInfo:
@@ -101,7 +101,7 @@ class CheckReport:
     def exit_code(self) -> int:
         code = exit_code(self.findings, self.strict)
         if self.drift is not None and code != 1:
-            drift_code = self.drift["exit_code"]
+            drift_code = self.drift.exit_code
             if drift_code == 1 or (drift_code == 3 and code == 0):
                 code = drift_code
         return code
@@ -117,7 +117,7 @@ class CheckReport:
             "summary": counts,
             "tables": [{"name": t.name, "path": t.path, "source": t.source, "requires_flashinfer": t.requires_flashinfer} for t in self.tables],
             "findings": [f.to_dict() for f in self.findings],
-            "drift": self.drift,
+            "drift": self.drift.to_dict() if self.drift else None,
             "notes": self.notes,
         }
 
@@ -161,3 +161,115 @@ def pivot_cells(report: MatrixReport, rows: str, cols: str) -> tuple[list, list,
                 row_values.append(rv)
                 col_values.append(cv)
     return list(dict.fromkeys(row_values)), list(dict.fromkeys(col_values)), cells
+
+
+@dataclass(frozen=True)
+class KernelChange:
+    """One variant x SM between two releases (`diff`, `check --baseline`)."""
+
+    kernel: str
+    sm: int
+    old_status: str
+    new_status: str
+    old_accepted: tuple[int, ...]
+    new_accepted: tuple[int, ...]
+    became_accepted: tuple[int, ...]
+    became_rejected: tuple[int, ...]
+    unknown: tuple[int, ...]
+    appeared: tuple[int, ...]  # absent in the old release, present in the new
+    vanished: tuple[int, ...]  # present in the old release, absent in the new
+    new_refusal: dict | None  # how the new release refuses the first count it stopped accepting
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.became_accepted or self.became_rejected or self.appeared or self.vanished)
+
+    def to_dict(self) -> dict:
+        return {
+            "kernel": self.kernel,
+            "sm": self.sm,
+            "old_status": self.old_status,
+            "new_status": self.new_status,
+            "old_accepted": list(self.old_accepted),
+            "new_accepted": list(self.new_accepted),
+            "became_accepted": list(self.became_accepted),
+            "became_rejected": list(self.became_rejected),
+            "unknown": list(self.unknown),
+            "appeared": list(self.appeared),
+            "vanished": list(self.vanished),
+            "new_refusal": self.new_refusal,
+        }
+
+
+@dataclass(frozen=True)
+class DiffReport:
+    old: dict  # ProbedRelease.describe() of each side
+    new: dict
+    changes: tuple[KernelChange, ...]
+
+    @property
+    def changed(self) -> bool:
+        return any(c.changed for c in self.changes)
+
+    @property
+    def exit_code(self) -> int:
+        """1 when an accepted set changed (a drift gate), 3 when nothing changed but some h_q were inconclusive."""
+        return 1 if self.changed else (3 if any(c.unknown for c in self.changes) else 0)
+
+    def to_dict(self) -> dict:
+        return {
+            "schema": "hprobe.diff/1",
+            "hprobe_version": __version__,
+            "old": self.old,
+            "new": self.new,
+            "changes": [c.to_dict() for c in self.changes],
+            "changed": self.changed,
+            "exit_code": self.exit_code,
+        }
+
+
+@dataclass(frozen=True)
+class BisectStep:
+    version: str
+    outcome: str
+    entry: str | None
+    error_type: str | None
+    message: str | None
+    reason: str | None
+
+    def to_dict(self) -> dict:
+        return {"version": self.version, "outcome": self.outcome, "entry": self.entry, "error_type": self.error_type, "message": self.message, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class BisectReport:
+    kernel: str
+    sm: int
+    heads: int
+    range: tuple[str, str]
+    releases_in_range: int
+    method: str
+    first_accepting: str | None
+    last_rejecting: str | None
+    already_accepted_at_start: bool
+    non_monotonic: tuple[tuple[str, str], ...]  # (accepted in, then not accepted in)
+    probed: tuple[BisectStep, ...]
+    exit_code: int
+
+    def to_dict(self) -> dict:
+        return {
+            "schema": "hprobe.bisect/1",
+            "hprobe_version": __version__,
+            "kernel": self.kernel,
+            "sm": self.sm,
+            "heads": self.heads,
+            "range": list(self.range),
+            "releases_in_range": self.releases_in_range,
+            "method": self.method,
+            "first_accepting": self.first_accepting,
+            "last_rejecting": self.last_rejecting,
+            "already_accepted_at_start": self.already_accepted_at_start,
+            "non_monotonic": [{"accepted": a, "then_not_accepted": b} for a, b in self.non_monotonic],
+            "probed": [p.to_dict() for p in self.probed],
+            "exit_code": self.exit_code,
+        }

@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..reports import CheckReport, MatrixReport
+    from ..reports import BisectReport, CheckReport, DiffReport, MatrixReport
     from ..suggest import BackendSuggestion
 
 
@@ -18,10 +18,10 @@ class Formatter(ABC):
     def matrix(self, report: MatrixReport, grid: bool = False, pivot: tuple[str, str] | None = None) -> None: ...
 
     @abstractmethod
-    def diff(self, result: dict) -> None: ...
+    def diff(self, result: DiffReport) -> None: ...
 
     @abstractmethod
-    def bisect(self, result: dict) -> None: ...
+    def bisect(self, result: BisectReport) -> None: ...
 
     @abstractmethod
     def suggest(self, report: CheckReport, suggestions: list[BackendSuggestion]) -> None: ...

@@ -10,7 +10,7 @@ from ..advice import summarize
 from .base import Formatter
 
 if TYPE_CHECKING:
-    from ..reports import CheckReport, MatrixReport
+    from ..reports import BisectReport, CheckReport, DiffReport, MatrixReport
     from ..suggest import BackendSuggestion
 
 
@@ -41,11 +41,11 @@ class JsonFormatter(Formatter):
             "notes": report.notes,
         })
 
-    def diff(self, result: dict) -> None:
-        self._write(result)
+    def diff(self, result: DiffReport) -> None:
+        self._write(result.to_dict())
 
-    def bisect(self, result: dict) -> None:
-        self._write(result)
+    def bisect(self, result: BisectReport) -> None:
+        self._write(result.to_dict())
 
     def kernels(self, rows: list[dict]) -> None:
         self._write({"schema": "hprobe.kernels/1", "kernels": rows})

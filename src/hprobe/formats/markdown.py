@@ -11,7 +11,7 @@ from ..outcome import Outcome
 from .base import Formatter
 
 if TYPE_CHECKING:
-    from ..reports import CheckReport, MatrixReport
+    from ..reports import BisectReport, CheckReport, DiffReport, MatrixReport
     from ..suggest import BackendSuggestion
 
 
@@ -73,9 +73,9 @@ class MarkdownFormatter(Formatter):
         for note in report.notes:
             self._w(f"- {cell(note)}")
 
-    def _drift(self, drift: dict) -> None:
-        changed = [c for c in drift["changes"] if c["became_accepted"] or c["became_rejected"]]
-        self._w(f"### Drift against the baseline ({cell(drift['old']['version'])} → {cell(drift['new']['version'])})")
+    def _drift(self, drift: DiffReport) -> None:
+        changed = [c for c in drift.changes if c.became_accepted or c.became_rejected]
+        self._w(f"### Drift against the baseline ({cell(drift.old['version'])} → {cell(drift.new['version'])})")
         self._w()
         if not changed:
             self._w("No accepted set changed.")
@@ -84,7 +84,7 @@ class MarkdownFormatter(Formatter):
         self._w("| kernel | SM | became accepted | became rejected |")
         self._w("|---|---|---|---|")
         for c in changed:
-            self._w(f"| `{cell(c['kernel'])}` | SM{c['sm']} | {compact_set(c['became_accepted'])} | {compact_set(c['became_rejected'])} |")
+            self._w(f"| `{cell(c.kernel)}` | SM{c.sm} | {compact_set(list(c.became_accepted))} | {compact_set(list(c.became_rejected))} |")
         self._w()
 
     def matrix(self, report: MatrixReport, grid: bool = False, pivot: tuple[str, str] | None = None) -> None:
@@ -112,19 +112,19 @@ class MarkdownFormatter(Formatter):
             self._w(f"- **{cell(s.table)}** · `{cell(s.backend.name)}` ({cell(str(s.backend.where))}): {cell(s.words())}")
         self._w()
 
-    def diff(self, result: dict) -> None:
+    def diff(self, result: DiffReport) -> None:
         self._drift(result)
-        self._w(f"exit {result['exit_code']}")
+        self._w(f"exit {result.exit_code}")
 
-    def bisect(self, result: dict) -> None:
-        self._w(f"## hprobe bisect — `{cell(result['kernel'])}` SM{result['sm']} h_q={result['heads']}")
+    def bisect(self, result: BisectReport) -> None:
+        self._w(f"## hprobe bisect — `{cell(result.kernel)}` SM{result.sm} h_q={result.heads}")
         self._w()
         self._w("| release | outcome |")
         self._w("|---|---|")
-        for p in result["probed"]:
-            self._w(f"| {cell(p['version'])} | {p['outcome']} |")
+        for p in result.probed:
+            self._w(f"| {cell(p.version)} | {p.outcome} |")
         self._w()
-        self._w(f"first accepting: **{result['first_accepting'] or 'none'}**")
+        self._w(f"first accepting: **{result.first_accepting or 'none'}**")
 
     def kernels(self, rows: list[dict]) -> None:
         self._w("| id | entry point | SMs | axes |")

@@ -20,7 +20,7 @@ from ..reports import pivot_cells
 from .base import Formatter
 
 if TYPE_CHECKING:
-    from ..reports import CheckReport, MatrixReport
+    from ..reports import BisectReport, CheckReport, DiffReport, MatrixReport
     from ..suggest import BackendSuggestion
 
 OUTCOME_MARK = {
@@ -112,7 +112,7 @@ class TextFormatter(Formatter):
         c.print()
         if report.drift:
             drift = report.drift
-            c.print(f"[bold]drift against the baseline[/bold]  flashinfer {drift['old']['version']} → {drift['new']['version']}")
+            c.print(f"[bold]drift against the baseline[/bold]  flashinfer {drift.old['version']} → {drift.new['version']}")
             lines = self._changes(drift, changed_only=True)
             for line in lines or ["  [dim]no accepted set changed[/dim]"]:
                 c.print(line)
@@ -280,63 +280,62 @@ class TextFormatter(Formatter):
 
     # -- diff and bisect ---------------------------------------------------------------
 
-    def diff(self, result: dict) -> None:
+    def diff(self, result: DiffReport) -> None:
         c = self.console
-        old, new = result["old"], result["new"]
+        old, new = result.old, result.new
         c.print(f"[bold]hprobe diff[/bold]  flashinfer {old['version']} → {new['version']}")
         for line in self._changes(result):
             c.print(line)
-        c.print(f"{'changed' if result['changed'] else 'no change'}  → exit {result['exit_code']}")
+        c.print(f"{'changed' if result.changed else 'no change'}  → exit {result.exit_code}")
 
-    def _changes(self, result: dict, changed_only: bool = False) -> list[str]:
+    def _changes(self, result: DiffReport, changed_only: bool = False) -> list[str]:
         """One line per kernel x SM of a diff (`diff`, `check --baseline`)."""
-        old = result["old"]
+        old = result.old
         lines = []
-        for ch in result["changes"]:
-            head = f"  {escape(ch['kernel'])} SM{ch['sm']}: "
+        for ch in result.changes:
+            head = f"  {escape(ch.kernel)} SM{ch.sm}: "
             parts = []
-            if ch["became_accepted"]:
-                parts.append(f"[green]became accepted {compact_set(ch['became_accepted'])}[/green]")
-            if ch["became_rejected"]:
-                refusal = ch["new_refusal"] or {}
+            if ch.became_accepted:
+                parts.append(f"[green]became accepted {compact_set(list(ch.became_accepted))}[/green]")
+            if ch.became_rejected:
+                refusal = ch.new_refusal or {}
                 why = " ".join(filter(None, [refusal.get("error_type") and f"{refusal['error_type']}:", refusal.get("message"), refusal.get("location") and f"[{refusal['location']}]"]))
-                parts.append(f"[red]became rejected {compact_set(ch['became_rejected'])}[/red]" + (f" ({escape(why)})" if why else ""))
-            if ch.get("appeared"):
+                parts.append(f"[red]became rejected {compact_set(list(ch.became_rejected))}[/red]" + (f" ({escape(why)})" if why else ""))
+            if ch.appeared:
                 parts.append(f"[green]present from here on[/green] (absent in {escape(old['version'])})")
-            if ch.get("vanished"):
+            if ch.vanished:
                 parts.append(f"[red]absent here[/red] (present in {escape(old['version'])})")
-            if ch["unknown"]:
-                parts.append(f"[cyan]inconclusive {compact_set(ch['unknown'])}[/cyan]")
+            if ch.unknown:
+                parts.append(f"[cyan]inconclusive {compact_set(list(ch.unknown))}[/cyan]")
             if not parts:
                 if changed_only:
                     continue
-                parts.append(f"[dim]unchanged ({ch['new_status']} {compact_set(ch['new_accepted'])})[/dim]")
+                parts.append(f"[dim]unchanged ({ch.new_status} {compact_set(list(ch.new_accepted))})[/dim]")
             lines.append(head + "; ".join(parts))
         return lines
 
-    def bisect(self, result: dict) -> None:
+    def bisect(self, result: BisectReport) -> None:
         c = self.console
         c.print(
-            f"[bold]hprobe bisect[/bold]  {escape(result['kernel'])} SM{result['sm']} h_q={result['heads']}  "
-            f"releases {result['range'][0]}..{result['range'][1]} ({result['releases_in_range']}); {result['method']}"
+            f"[bold]hprobe bisect[/bold]  {escape(result.kernel)} SM{result.sm} h_q={result.heads}  "
+            f"releases {result.range[0]}..{result.range[1]} ({result.releases_in_range}); {result.method}"
         )
-        for p in result["probed"]:
-            detail = p["entry"] or p["message"] or ""
-            if p["outcome"] == Outcome.INCONCLUSIVE.value:
-                detail = p["reason"] or detail
-            style = {"accepted": "green", "rejected": "red"}.get(p["outcome"], "cyan")
-            c.print(f"  {p['version']:<14} [{style}]{p['outcome']:<16}[/{style}] [dim]{escape(detail)}[/dim]")
-        if result["non_monotonic"]:
-            for item in result["non_monotonic"]:
-                c.print(f"[bold red]non-monotonic:[/bold red] accepted in {item['accepted']}, not in {item['then_not_accepted']}")
-        if result["first_accepting"]:
+        for p in result.probed:
+            detail = p.entry or p.message or ""
+            if p.outcome == Outcome.INCONCLUSIVE.value:
+                detail = p.reason or detail
+            style = {"accepted": "green", "rejected": "red"}.get(p.outcome, "cyan")
+            c.print(f"  {p.version:<14} [{style}]{p.outcome:<16}[/{style}] [dim]{escape(detail)}[/dim]")
+        for accepted_in, then_not in result.non_monotonic:
+            c.print(f"[bold red]non-monotonic:[/bold red] accepted in {accepted_in}, not in {then_not}")
+        if result.first_accepting:
             c.print(
-                f"first accepting release: [bold]{result['first_accepting']}[/bold]"
-                + (f"; last rejecting: {result['last_rejecting']}" if result["last_rejecting"] else " (the start of the range)")
+                f"first accepting release: [bold]{result.first_accepting}[/bold]"
+                + (f"; last rejecting: {result.last_rejecting}" if result.last_rejecting else " (the start of the range)")
             )
         else:
             c.print("no probed release in the range accepts it")
-        c.print(f"→ exit {result['exit_code']}")
+        c.print(f"→ exit {result.exit_code}")
 
     # -- plain records ---------------------------------------------------------------
 
