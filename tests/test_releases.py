@@ -193,6 +193,9 @@ def test_suggest_is_safe_on_every_release_probed(cli_json):
     assert sm100["releases"] == ["0.6.13", "0.6.14"]
     assert (sm100["current"], sm100["suggested"]) == ("pad_to {8, 16, 32, 64, 128}", "pad_to {64, 128}")
     assert "fixes" in sm100["advice"]
+    # The crash PR #48047 would have shipped ahead of the 0.6.14 bump, named.
+    assert sm100["refused_now"] == {"0.6.13": [4, 8, 16, 32]}
+    assert "the current rule crashes on flashinfer 0.6.13 for n={4, 8, 16, 32}" in sm100["advice"]
     code, doc, _ = cli_json("suggest", "--table", str(POST_48047), "--sm", "100", "--flashinfer", "0.6.14")
     [sm100] = [s for s in doc["suggestions"] if s["backend"] == "DeepseekV4FlashInferMLAAttention"]
     assert sm100["suggested"] == "pad_to {8, 16, 32, 64, 128}" and "keep" in sm100["advice"]

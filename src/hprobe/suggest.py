@@ -47,6 +47,7 @@ class BackendSuggestion:
     changes: list[CountChange] = field(default_factory=list)
     unsafe: dict[int, list[int]] = field(default_factory=dict)  # n -> SMs with no safe count
     inconclusive: list[str] = field(default_factory=list)  # why some answers are unknown
+    refused_now: dict[str, list[int]] = field(default_factory=dict)  # release -> counts whose current padding it refuses
 
     @property
     def changed(self) -> bool:
@@ -66,7 +67,11 @@ class BackendSuggestion:
         gain = f"; saves up to {max(savings):.3g}×" if savings else ""
         fixes = [c for c in self.changes if c.current is not None and c.suggested is not None and c.suggested > c.current]
         fix = f"; fixes {len(fixes)} refused count(s)" if fixes else ""
-        return f"{sms}: {current} → {self.suggested.describe()}{gain}{fix}"
+        refused = "".join(
+            f"; the current rule crashes on flashinfer {version} for n={compact_set(ns)} (keep the suggested padding, or require a release that accepts them)"
+            for version, ns in self.refused_now.items()
+        )
+        return f"{sms}: {current} → {self.suggested.describe()}{gain}{fix}{refused}"
 
     def to_dict(self) -> dict:
         return {
@@ -81,6 +86,7 @@ class BackendSuggestion:
             "changes": [c.to_dict() for c in self.changes],
             "unsafe": {str(n): sms for n, sms in self.unsafe.items()},
             "inconclusive": self.inconclusive,
+            "refused_now": {version: sorted(ns) for version, ns in self.refused_now.items()},
             "advice": self.words(),
         }
 
@@ -125,6 +131,14 @@ def _suggest_backend(table: PaddingTable, backend: Backend, sms: tuple[int, ...]
     for model in table.models:
         for tp, n in model.per_rank():
             suggestion.changes.append(CountChange(model.name, tp, n, backend.rule.pad(n), chosen.get(n)))
+    # Which release refuses the current padding (the pin admits it): the case a
+    # padding removal ahead of a flashinfer bump would have crashed on.
+    for per_release in results.values():
+        for r in per_release:
+            refused = sorted({n for n in counts if (p := backend.rule.pad(n)) is not None and p in r.heads and r.outcome(p) is not Outcome.ACCEPTED and r.outcome(p) is not Outcome.INCONCLUSIVE})
+            if refused:
+                merged = suggestion.refused_now.setdefault(r.flashinfer_version, [])
+                merged.extend(n for n in refused if n not in merged)
     if chosen and not suggestion.inconclusive:
         suggestion.suggested = _rule_for(chosen)
     return suggestion
