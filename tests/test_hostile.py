@@ -196,6 +196,9 @@ CASES: list[Case] = [
     Case("extract-output-missing-dir", ["table", "extract", "--repo", "{A}/repo", "-o", "{A}/missing/x.toml"], 2, "does not exist", _rule("return n")),
     Case("extract-output-exists", ["table", "extract", "--repo", "{A}/repo", "-o", "{A}/x.toml"], 2, "pass --force", _all(_rule("return n"), _write("x.toml", "mine"))),
     Case("extract-output-symlink", ["table", "extract", "--repo", "{A}/repo", "-o", "{A}/x.toml", "--force"], 2, "is a symlink", _all(_rule("return n"), _write("mine.toml", "mine"), _symlink("x.toml", "mine.toml"))),
+    Case("suggest-output-missing-dir", ["suggest", "--table", "{A}/t.toml", "-o", "{A}/missing/x.toml"], 2, "does not exist", _write("t.toml", TABLE.format(rule="no_padding = true"))),
+    Case("suggest-output-exists", ["suggest", "--table", "{A}/t.toml", "-o", "{A}/t.toml"], 2, "pass --force", _write("t.toml", TABLE.format(rule="no_padding = true"))),
+    Case("suggest-output-needs-one-table", ["suggest", "-o", "{A}/x.toml"], 2, "--output writes one table"),
     Case("extract-output-written", ["table", "extract", "--repo", "{A}/repo", "-o", "{A}/x.toml"], 0, "", _rule("return n"), outputs=("x.toml",)),
     # -- baselines ---------------------------------------------------------------------
     Case("baseline-not-utf8", ["check", "--table", "{A}/t.toml", "--baseline", "{A}/b.json"], 2, "not UTF-8", _all(_write("t.toml", TABLE.format(rule="no_padding = true")), _write("b.json", b"\xff\xfe{}"))),

@@ -302,3 +302,17 @@ def test_the_writer_leaves_out_padding_down(tmp_path):
     path = tmp_path / "t.toml"
     path.write_text(text)
     assert TomlTableSource(path).collect().backends[0].rule == PadMap(((32, 64),))
+
+
+def test_suggest_over_a_repo_rewrites_its_rules_as_a_table(cli, cli_json, tmp_path):
+    args = ("--repo", str(PRE), "--sm", "100", "--flashinfer", _installed_tree())
+    code, doc, _ = cli_json("suggest", *args)
+    assert code == 0
+    [mla] = [s for s in doc["suggestions"] if s["backend"].endswith("DeepseekV4FlashInferMLAAttention")]
+    assert (mla["current"], mla["suggested"]) == ("pad_to {64, 128}", "pad_to {8, 16, 32, 64, 128}")
+    assert mla["source"].endswith("nvidia/flashinfer_sparse.py:10")
+    out = tmp_path / "suggested.toml"
+    code, _, err = cli("suggest", *args, "-o", str(out))
+    assert code == 0, err
+    code, checked, _ = cli_json("check", "--table", str(out), "--sm", "100", "--flashinfer", _installed_tree())
+    assert code == 0 and {f["verdict"] for f in checked["findings"]} == {"ok"}

@@ -22,7 +22,10 @@ from .tables.model import MAX_HEADS
 
 if TYPE_CHECKING:
     from .kernels.base import Value
+    from .repo.extract import RepoTables
+    from .reports import CheckReport
     from .tables.interface import RuleSource
+    from .tables.model import PaddingTable
 
 EXIT_INTERNAL = 5
 
@@ -205,7 +208,21 @@ class _RuleOptions:
     """The options `check` and `suggest` share: where the rules come from (tables,
     a repo, a function), which models and SMs, and which releases."""
 
-    def __init__(self, table, repo, mapping, exclude, pad_fn, kernel, sm, heads, tp, pin, flashinfer, extra_args):
+    def __init__(
+        self,
+        table: Optional[List[Path]],
+        repo: Optional[Path],
+        mapping: Optional[Path],
+        exclude: Optional[List[str]],
+        pad_fn: Optional[str],
+        kernel: Optional[str],
+        sm: Optional[str],
+        heads: Optional[int],
+        tp: Optional[str],
+        pin: Optional[str],
+        flashinfer: Optional[str],
+        extra_args: list[str],
+    ) -> None:
         self.table, self.repo, self.mapping, self.exclude = table, repo, mapping, exclude
         self.pad_fn, self.kernel, self.sm, self.heads, self.tp = pad_fn, kernel, sm, heads, tp
         self.pin, self.flashinfer, self.extra_args = pin, flashinfer, extra_args
@@ -227,7 +244,7 @@ class _RuleOptions:
         self.tp_list = _parse_int_list(self.tp, "--tp") if self.tp is not None else None
         self.axes = _axes(self.extra_args)
 
-    def collect(self):
+    def collect(self) -> tuple[list[PaddingTable], RepoTables | None]:
         """(tables, the repo's record or None). The rule source: a repo read with
         ast, the user's own function, or tables."""
         from .tables import override_models, override_options, table_sources
@@ -250,7 +267,7 @@ class _RuleOptions:
             repo_tables.table = tables[0]
         return tables, repo_tables
 
-    def run(self, tables, repo_tables, strict: bool, use_cache: bool, progress):
+    def run(self, tables: list[PaddingTable], repo_tables: RepoTables | None, strict: bool, use_cache: bool, progress: Callable[[str], None]) -> CheckReport:
         from .service import run_check, run_repo_check
 
         if repo_tables is not None:
