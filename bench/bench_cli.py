@@ -80,10 +80,33 @@ def releases_bench(rounds: int) -> None:
     print(f"{'warm (result cache)':<34} {warm_wall:>8.2f} {warm_wall / cold_wall:>6.2f}x of cold")
 
 
+REPORT_RELEASES = "0.6.13,0.6.14,0.6.15,0.6.16,0.6.17,0.6.18,0.7.0,0.7.1,0.7.2,0.7.4"
+
+
+def report_bench(rounds: int) -> None:
+    """A ten-release `report` against the same ten-release `matrix`, both warm."""
+    import tempfile
+
+    common = ["-k", "dsv4-sparse-mla,trtllm-mla", "--sm", "100,120"]
+    matrix = HPROBE + ["matrix", *common, "--flashinfer", REPORT_RELEASES]
+    site = tempfile.mkdtemp(prefix="hprobe-bench-site-")
+    report = HPROBE + ["report", *common, "--releases", REPORT_RELEASES, "-o", site, "--force"]
+    run_once(report)  # fetch and probe once: warm from here on
+    times: dict[str, list[float]] = {"matrix": [], "report": []}
+    for _ in range(rounds):
+        times["matrix"].append(run_once(matrix)[0])
+        times["report"].append(run_once(report)[0])
+    m, r = statistics.median(times["matrix"]), statistics.median(times["report"])
+    print(f"\nten releases ({REPORT_RELEASES}), dsv4-sparse-mla + trtllm-mla, SM100+SM120, warm")
+    print(f"{'matrix':<34} {m:>8.2f}")
+    print(f"{'report (index.html, md, json)':<34} {r:>8.2f} {r / m:>6.2f}x of matrix")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--releases", action="store_true", help="also time a five-release matrix, cold and warm")
+    parser.add_argument("--report", action="store_true", help="also time a ten-release report against the same matrix, warm")
     args = parser.parse_args()
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in COMMANDS}
     import tempfile
@@ -105,6 +128,8 @@ def main() -> None:
         print(f"{name:<56} {wall:>8.2f} {wall / base_wall:>6.2f}x {rss:>9.0f} {rss / base_rss:>6.2f}x")
     if args.releases:
         releases_bench(max(1, args.rounds // 2))
+    if args.report:
+        report_bench(args.rounds)
 
 
 if __name__ == "__main__":

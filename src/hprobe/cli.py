@@ -6,6 +6,7 @@ without loading the probing machinery they do not need."""
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import sys
@@ -438,6 +439,52 @@ def bisect(
             result = run_bisect(kernel, sms[0], heads, range_, exhaustive, not no_cache, progress)
         _formatter(json_output).bisect(result)
         return result.exit_code
+
+    _run(job)
+
+
+@app.command(context_settings=AXIS_CONTEXT, epilog=AXIS_EPILOG)
+def report(
+    ctx: typer.Context,
+    releases: str = typer.Option(..., "--releases", help="LO..HI (every published release in it, inclusive) or a comma list of releases, wheels or directories."),
+    kernel: Optional[List[str]] = typer.Option(None, "--kernel", "-k", help="Kernel id(s); repeatable or comma list. Default: every probe."),
+    sm: Optional[str] = typer.Option(None, "--sm", help="Target SM(s). Default: every SM the kernels are built for."),
+    heads: str = typer.Option("1-256", "--heads", help="Head counts: 1-256, 8,16,24."),
+    output: Path = typer.Option(..., "--output", "-o", help="Directory to write index.html, matrix.md and matrix.json into."),
+    force: bool = typer.Option(False, "--force", help="Overwrite those files if they exist."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Ignore cached probe results."),
+) -> None:
+    """A static page of the support matrix across releases: one heatmap per kernel variant and SM."""
+
+    def job() -> int:
+        from .drift import release_labels
+        from .formats.html_site import render_site
+        from .formats.json_format import JsonFormatter
+        from .formats.markdown import MarkdownFormatter
+        from .service import run_matrix
+        from .targets import parse_heads
+
+        if output.exists() and not output.is_dir():
+            raise InputError(f"--output {output}: not a directory")
+        files = {name: output / name for name in ("index.html", "matrix.md", "matrix.json")}
+        if output.is_dir():
+            for path in files.values():
+                check_output(path, "--output", overwrite=force)
+        elif not output.parent.is_dir():
+            raise InputError(f"--output {output}: the directory {output.parent} does not exist")
+        wanted = parse_heads(heads)
+        with _progress(False) as progress:
+            labels = release_labels(releases, progress)
+            matrix_report = run_matrix(_kernel_ids(kernel), sm, wanted, ",".join(labels), not no_cache, progress, _axes(ctx.args))
+        output.mkdir(exist_ok=True)
+        markdown, document = io.StringIO(), io.StringIO()
+        MarkdownFormatter(markdown).matrix(matrix_report)
+        JsonFormatter(document).matrix(matrix_report)
+        write_output(files["index.html"], render_site(matrix_report), "--output", overwrite=True)
+        write_output(files["matrix.md"], markdown.getvalue(), "--output", overwrite=True)
+        write_output(files["matrix.json"], document.getvalue(), "--output", overwrite=True)
+        typer.echo(f"wrote {output}/index.html, matrix.md, matrix.json: {len(matrix_report.releases)} releases, {len(matrix_report.keys)} variants", err=True)
+        return 0
 
     _run(job)
 

@@ -12,7 +12,7 @@ from .fileio import read_text
 from .kernels import get_variant
 from .outcome import KernelSMResult, Outcome
 from .probing import gather, probe_named
-from .releases import published_versions
+from .releases import parse_spec, published_versions
 from .reports import INSTALLED, BisectReport, BisectStep, DiffReport, FlashinferInfo, KernelChange, MatrixReport, ProbedRelease, Progress, quiet
 from .sm import SM, parse_sm_list
 from .tables.model import MAX_HEADS
@@ -59,19 +59,19 @@ def diff_reports(report: MatrixReport) -> DiffReport:
     return DiffReport(old.describe(), new.describe(), tuple(changes))
 
 
-def _parse_range(text: str | None) -> tuple[Version | None, Version | None]:
+def _parse_range(text: str | None, option: str = "--range") -> tuple[Version | None, Version | None]:
     if not text:
         return None, None
     lo_text, sep, hi_text = text.partition("..")
     if not sep:
-        raise InputError(f"--range {text!r}: expected LO..HI, e.g. 0.6.10..0.6.16")
+        raise InputError(f"{option} {text!r}: expected LO..HI, e.g. 0.6.10..0.6.16")
     try:
         lo = Version(lo_text) if lo_text.strip() else None
         hi = Version(hi_text) if hi_text.strip() else None
     except InvalidVersion:
-        raise InputError(f"--range {text!r}: not release numbers") from None
+        raise InputError(f"{option} {text!r}: not release numbers") from None
     if lo and hi and lo > hi:
-        raise InputError(f"--range {text!r}: runs backwards")
+        raise InputError(f"{option} {text!r}: runs backwards")
     return lo, hi
 
 
@@ -221,3 +221,16 @@ def baseline_drift(baseline: Baseline, flashinfer_spec: str | None, use_cache: b
     sms = sorted({sm for v in baseline.needed.values() for sm in v})
     report = MatrixReport([baseline.release, new], Targets([SM.from_number(s) for s in sms], "baseline"), baseline.heads)
     return diff_reports(report)
+
+
+def release_labels(spec: str, progress: Progress = quiet) -> list[str]:
+    """`LO..HI`: every published release in the range, oldest first; otherwise a
+    comma list of releases, wheels or directories as given."""
+    if ".." not in spec:
+        return parse_spec(spec)
+    lo, hi = _parse_range(spec, "--releases")
+    progress("listing published flashinfer releases")
+    versions = [str(v) for v in published_versions() if (lo is None or v >= lo) and (hi is None or v <= hi)]
+    if not versions:
+        raise InputError(f"--releases {spec}: no published flashinfer-python release in it")
+    return versions

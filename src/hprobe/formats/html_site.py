@@ -1,0 +1,159 @@
+"""`hprobe report`: the support matrix across releases as a static page.
+
+One section per kernel variant; per SM an SVG heatmap, h_q across and releases
+down, each cell coloured *and* marked by its outcome, with the evidence in its
+tooltip (`<title>`). Below each heatmap the same evidence as a table, so the
+page reads with JavaScript off (it uses none) and without colour. Rows where
+the accepted set changed from the release above are marked with the change.
+Self-contained: no network, no external CSS or JS."""
+
+from __future__ import annotations
+
+from html import escape
+from typing import TYPE_CHECKING
+
+from .. import __version__
+from ..core import compact_set
+from ..outcome import KernelSMResult, Outcome
+
+if TYPE_CHECKING:
+    from ..reports import MatrixReport
+
+# Colour and a mark per outcome: the legend never relies on colour alone.
+STYLE = {
+    Outcome.ACCEPTED: ("#2e9d4f", "✓"),
+    Outcome.REJECTED: ("#d9d9d9", "·"),
+    Outcome.UNSUPPORTED_ARCH: ("#8c8c8c", "✗"),
+    Outcome.UNSUPPORTED_CONFIG: ("#b07aa1", "⊘"),
+    Outcome.ABSENT: ("#ffffff", "–"),
+    Outcome.INCONCLUSIVE: ("#f2b134", "?"),
+}
+CELL_W, CELL_H, LEFT, TOP = 4, 16, 110, 22
+
+
+def render_site(report: MatrixReport) -> str:
+    releases = [rel.info.version for rel in report.releases]
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>hprobe support matrix — flashinfer {escape(releases[0])}…{escape(releases[-1])}</title>",
+        f"<style>{_CSS}</style></head><body>",
+        "<h1>Query-head counts FlashInfer's kernels accept</h1>",
+        f"<p>flashinfer {escape(', '.join(releases))}; h_q {escape(compact_set(report.heads))}; "
+        f"answers from each release's own validators, probed by hprobe {escape(__version__)} "
+        "(the GPU faked, every Python check run, the call stopped where compiled code begins).</p>",
+        _legend(),
+    ]
+    for key in report.keys or sorted({r.key for r in report.results}):
+        parts.append(f'<section id="{escape(key)}"><h2>{escape(key)}</h2>')
+        for sm in [s.number for s in report.targets.sms]:
+            rows = [(rel.info.version, rel.results.get((key, sm))) for rel in report.releases]
+            parts.append(f"<h3>SM{sm}</h3>")
+            parts.append(_heatmap(key, sm, rows, report.heads))
+            parts.append(_evidence(rows))
+        parts.append("</section>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def _legend() -> str:
+    items = "".join(
+        f'<li><span class="swatch" style="background:{colour}">{escape(mark)}</span> {escape(outcome.value)}</li>'
+        for outcome, (colour, mark) in STYLE.items()
+    )
+    return f'<ul class="legend" id="legend" aria-label="legend">{items}</ul>'
+
+
+def _heatmap(key: str, sm: int, rows: list[tuple[str, KernelSMResult | None]], heads: list[int]) -> str:
+    width = LEFT + CELL_W * len(heads) + 260
+    height = TOP + CELL_H * len(rows) + 6
+    out = [
+        f'<svg class="heatmap" role="img" aria-label="{escape(key)} SM{sm}: h_q across, releases down" '
+        f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">'
+    ]
+    for i, h in enumerate(heads):
+        if h == 1 or h % 32 == 0:
+            out.append(f'<text x="{LEFT + i * CELL_W}" y="{TOP - 6}" class="axis">{h}</text>')
+    previous: KernelSMResult | None = None
+    for row, (version, result) in enumerate(rows):
+        y = TOP + row * CELL_H
+        out.append(f'<text x="4" y="{y + CELL_H - 4}" class="release">{escape(version)}</text>')
+        for i, h in enumerate(heads):
+            outcome = result.outcome(h) if result is not None else Outcome.ABSENT
+            colour, mark = STYLE.get(outcome or Outcome.INCONCLUSIVE, STYLE[Outcome.INCONCLUSIVE])
+            tip = _tooltip(version, h, result)
+            out.append(
+                f'<rect x="{LEFT + i * CELL_W}" y="{y}" width="{CELL_W}" height="{CELL_H - 2}" fill="{colour}" '
+                f'data-heads="{h}" data-outcome="{escape(outcome.value if outcome else "?")}"><title>{escape(tip)}</title></rect>'
+            )
+        change = _change(previous, result)
+        if change:
+            out.append(f'<text x="{LEFT + CELL_W * len(heads) + 8}" y="{y + CELL_H - 4}" class="change">Δ {escape(change)}</text>')
+        previous = result
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _tooltip(version: str, h: int, result: KernelSMResult | None) -> str:
+    if result is None or h not in result.heads:
+        return f"flashinfer {version}, h_q {h}: not probed"
+    hr = result.heads[h]
+    text = f"flashinfer {version}, h_q {h}: {hr.outcome.value}"
+    if hr.outcome is Outcome.ACCEPTED and hr.entry:
+        text += f" — reached {hr.entry}"
+    elif hr.error_type or hr.message:
+        text += " — " + _why(hr).split(": ", 1)[-1]
+    elif hr.reason:
+        text += f" — {hr.reason}"
+    return text
+
+
+def _why(hr) -> str:
+    text = hr.outcome.value
+    if hr.error_type or hr.message:
+        text += f": {hr.error_type or ''}: {hr.message or ''}".replace(": : ", ": ")
+    elif hr.reason:
+        text += f": {hr.reason}"
+    return text + (f" ({hr.location})" if hr.location else "")
+
+
+def _change(previous: KernelSMResult | None, result: KernelSMResult | None) -> str:
+    if previous is None or result is None:
+        return ""
+    before, after = set(previous.accepted()), set(result.accepted())
+    parts = []
+    if after - before:
+        parts.append(f"+{compact_set(after - before)}")
+    if before - after:
+        parts.append(f"−{compact_set(before - after)}")
+    return " ".join(parts)
+
+
+def _evidence(rows: list[tuple[str, KernelSMResult | None]]) -> str:
+    lines = ['<table class="evidence"><thead><tr><th>release</th><th>accepted h_q</th><th>refused by</th></tr></thead><tbody>']
+    for version, result in rows:
+        if result is None:
+            lines.append(f"<tr><td>{escape(version)}</td><td>–</td><td>not probed</td></tr>")
+            continue
+        refusals = "<br>".join(
+            escape(f"{compact_set(hs)}: {_why(hr)}")
+            for outcome in (Outcome.REJECTED, Outcome.UNSUPPORTED_ARCH, Outcome.UNSUPPORTED_CONFIG, Outcome.ABSENT, Outcome.INCONCLUSIVE)
+            for hs, hr in result.refusal_groups(outcome)[:4]
+        )
+        lines.append(f"<tr><td>{escape(version)}</td><td>{escape(compact_set(result.accepted()))}</td><td>{refusals}</td></tr>")
+    lines.append("</tbody></table>")
+    return "".join(lines)
+
+
+_CSS = """
+body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #222; }
+h2 { margin-top: 2em; border-bottom: 1px solid #ccc; }
+.legend { list-style: none; padding: 0; display: flex; gap: 1.2em; flex-wrap: wrap; }
+.swatch { display: inline-block; width: 1.4em; text-align: center; border: 1px solid #999; }
+.heatmap { display: block; margin: .5em 0; }
+.heatmap .axis, .heatmap .release, .heatmap .change { font: 11px monospace; fill: #333; }
+.heatmap .change { fill: #a0522d; }
+.evidence { border-collapse: collapse; font-size: 12px; margin-bottom: 1em; }
+.evidence td, .evidence th { border: 1px solid #ddd; padding: 2px 6px; text-align: left; vertical-align: top; }
+"""

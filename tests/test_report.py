@@ -1,0 +1,114 @@
+"""`hprobe report`: the support matrix across releases as a static page, checked
+as HTML and rendered in headless Chromium (the distribution's package, which
+scripts/test installs where it can)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import struct
+import subprocess
+import zlib
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from .conftest import ROOT
+
+pytestmark = pytest.mark.slow
+ARTIFACTS = ROOT / "test-artifacts"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    from typer.testing import CliRunner
+
+    from hprobe.cli import app
+
+    out = tmp_path_factory.mktemp("site") / "out"
+    result = CliRunner().invoke(app, ["report", "--releases", "0.6.13..0.6.14", "-k", "dsv4-sparse-mla", "--sm", "100,120", "-o", str(out)])
+    assert result.exit_code == 0, result.stderr
+    return out
+
+
+class _Balanced(HTMLParser):
+    """Well-formedness of the parts that matter: every element opened is closed."""
+
+    VOID = {"meta", "br", "link", "img", "input", "hr"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[str] = []
+        self.doctype = False
+
+    def handle_decl(self, decl: str) -> None:
+        self.doctype |= decl.lower() == "doctype html"
+
+    def handle_starttag(self, tag, attrs):
+        if tag not in self.VOID:
+            self.stack.append(tag)
+
+    def handle_startendtag(self, tag, attrs):
+        pass
+
+    def handle_endtag(self, tag):
+        assert self.stack and self.stack[-1] == tag, (tag, self.stack[-3:])
+        self.stack.pop()
+
+
+def test_the_pages_are_written_with_one_heatmap_row_per_release(site):
+    html = (site / "index.html").read_text()
+    parser = _Balanced()
+    parser.feed(html)
+    assert parser.doctype and parser.stack == []
+    svgs = re.findall(r"<svg class=\"heatmap\".*?</svg>", html, re.S)
+    assert len(svgs) == 2  # SM100 and SM120
+    for svg in svgs:
+        assert re.findall(r'class="release">([^<]+)<', svg) == ["0.6.13", "0.6.14"]
+        assert len(re.findall(r"<rect ", svg)) == 2 * 256
+    sm100 = svgs[0]
+    cell = re.search(r'<rect [^>]*data-heads="8"[^>]*><title>flashinfer 0\.6\.13, h_q 8: ([^<]+)</title>', sm100)
+    assert cell and "Expected 64 or 128 query heads" in cell.group(1)
+    assert "Δ +{8, 16, 32}" in sm100  # where the boundary moved
+    assert 'id="legend"' in html
+    doc = json.loads((site / "matrix.json").read_text())
+    assert doc["schema"] == "hprobe.matrix/2" and [r["version"] for r in doc["releases"]] == ["0.6.13", "0.6.14"]
+    assert "dsv4-sparse-mla" in (site / "matrix.md").read_text()
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(_chromium() is None, reason="no chromium here (scripts/test installs it from the distribution's packages when run as root)")
+def test_the_page_renders_in_headless_chromium(site):
+    shot = site / "shot.png"
+    base = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1400,1000"]
+    proc = subprocess.run([*base, f"--screenshot={shot}", (site / "index.html").as_uri()], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and shot.is_file(), proc.stderr[-500:]
+    width, height, pixels = _png_pixels(shot.read_bytes())
+    assert (width, height) == (1400, 1000)
+    assert len(set(pixels[i : i + 3] for i in range(0, len(pixels), 3 * 97))) > 8, "blank screenshot"
+    dom = subprocess.run([*base, "--dump-dom", (site / "index.html").as_uri()], capture_output=True, text=True, timeout=120).stdout
+    assert 'id="legend"' in dom and "unsupported-arch" in dom
+    ARTIFACTS.mkdir(exist_ok=True)
+    shutil.copy(shot, ARTIFACTS / "report.png")
+
+
+def _png_pixels(data: bytes) -> tuple[int, int, bytes]:
+    """Width, height and raw RGB(A) rows (filter bytes kept) of a PNG: enough to
+    tell a rendered page from a blank one without an imaging library."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, width, height, idat = 8, 0, 0, b""
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind = data[pos + 4 : pos + 8]
+        body = data[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            width, height = struct.unpack(">II", body[:8])
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    return width, height, zlib.decompress(idat)
