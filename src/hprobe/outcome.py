@@ -24,6 +24,21 @@ class Outcome(str, Enum):
     INCONCLUSIVE = "inconclusive"  # the probe cannot tell; never read as "unsupported"
     ABSENT = "absent"  # this flashinfer release has no such entry point
 
+    @property
+    def mark(self) -> str:
+        """One character every visual format shows for this outcome (besides any colour)."""
+        return _MARKS[self]
+
+
+_MARKS = {
+    Outcome.ACCEPTED: "✓",
+    Outcome.REJECTED: "·",
+    Outcome.UNSUPPORTED_ARCH: "✗",
+    Outcome.UNSUPPORTED_CONFIG: "⊘",
+    Outcome.INCONCLUSIVE: "?",
+    Outcome.ABSENT: "–",
+}
+
 
 @dataclass
 class HeadResult:

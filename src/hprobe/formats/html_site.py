@@ -19,14 +19,14 @@ from ..outcome import KernelSMResult, Outcome
 if TYPE_CHECKING:
     from ..reports import MatrixReport
 
-# Colour and a mark per outcome: the legend never relies on colour alone.
-STYLE = {
-    Outcome.ACCEPTED: ("#2e9d4f", "✓"),
-    Outcome.REJECTED: ("#d9d9d9", "·"),
-    Outcome.UNSUPPORTED_ARCH: ("#8c8c8c", "✗"),
-    Outcome.UNSUPPORTED_CONFIG: ("#b07aa1", "⊘"),
-    Outcome.ABSENT: ("#ffffff", "–"),
-    Outcome.INCONCLUSIVE: ("#f2b134", "?"),
+# A colour per outcome, shown with the outcome's mark: the legend never relies on colour alone.
+COLOUR = {
+    Outcome.ACCEPTED: "#2e9d4f",
+    Outcome.REJECTED: "#d9d9d9",
+    Outcome.UNSUPPORTED_ARCH: "#8c8c8c",
+    Outcome.UNSUPPORTED_CONFIG: "#b07aa1",
+    Outcome.ABSENT: "#ffffff",
+    Outcome.INCONCLUSIVE: "#f2b134",
 }
 CELL_W, CELL_H, LEFT, TOP = 4, 16, 110, 22
 
@@ -59,8 +59,8 @@ def render_site(report: MatrixReport) -> str:
 
 def _legend() -> str:
     items = "".join(
-        f'<li><span class="swatch" style="background:{colour}">{escape(mark)}</span> {escape(outcome.value)}</li>'
-        for outcome, (colour, mark) in STYLE.items()
+        f'<li><span class="swatch" style="background:{colour}">{escape(outcome.mark)}</span> {escape(outcome.value)}</li>'
+        for outcome, colour in COLOUR.items()
     )
     return f'<ul class="legend" id="legend" aria-label="legend">{items}</ul>'
 
@@ -81,7 +81,7 @@ def _heatmap(key: str, sm: int, rows: list[tuple[str, KernelSMResult | None]], h
         out.append(f'<text x="4" y="{y + CELL_H - 4}" class="release">{escape(version)}</text>')
         for i, h in enumerate(heads):
             outcome = result.outcome(h) if result is not None else Outcome.ABSENT
-            colour, mark = STYLE.get(outcome or Outcome.INCONCLUSIVE, STYLE[Outcome.INCONCLUSIVE])
+            colour = COLOUR.get(outcome or Outcome.INCONCLUSIVE, COLOUR[Outcome.INCONCLUSIVE])
             tip = _tooltip(version, h, result)
             out.append(
                 f'<rect x="{LEFT + i * CELL_W}" y="{y}" width="{CELL_W}" height="{CELL_H - 2}" fill="{colour}" '

@@ -23,13 +23,13 @@ if TYPE_CHECKING:
     from ..reports import BisectReport, CheckReport, DiffReport, MatrixReport
     from ..suggest import BackendSuggestion
 
-OUTCOME_MARK = {
-    Outcome.ACCEPTED: ("✓", "green"),
-    Outcome.REJECTED: ("·", "dim"),
-    Outcome.UNSUPPORTED_ARCH: ("✗", "red"),
-    Outcome.UNSUPPORTED_CONFIG: ("⊘", "red"),
-    Outcome.INCONCLUSIVE: ("?", "cyan"),
-    Outcome.ABSENT: ("–", "dim"),
+OUTCOME_STYLE = {
+    Outcome.ACCEPTED: "green",
+    Outcome.REJECTED: "dim",
+    Outcome.UNSUPPORTED_ARCH: "red",
+    Outcome.UNSUPPORTED_CONFIG: "red",
+    Outcome.INCONCLUSIVE: "cyan",
+    Outcome.ABSENT: "dim",
 }
 
 
@@ -209,7 +209,7 @@ class TextFormatter(Formatter):
                 if cell is None:
                     row.append(Text("", style="dim"))
                 elif isinstance(cell, Outcome):
-                    mark, style = OUTCOME_MARK[cell]
+                    mark, style = cell.mark, OUTCOME_STYLE[cell]
                     row.append(Text(mark, style=style))
                 else:
                     row.append(_status_cell(cell))
@@ -252,7 +252,8 @@ class TextFormatter(Formatter):
             for h in report.heads:
                 row: list[str | Text] = [str(h)]
                 for r in results:
-                    mark, style = OUTCOME_MARK.get(r.outcome(h), (" ", ""))  # type: ignore[arg-type]
+                    outcome = r.outcome(h)
+                    mark, style = (outcome.mark, OUTCOME_STYLE[outcome]) if outcome is not None else (" ", "")
                     row.append(Text(mark, style=style))
                 t.add_row(*row)
             c.print(t)
