@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT
+from .conftest import POST_48047, ROOT
 
 pytestmark = pytest.mark.slow
 ARTIFACTS = ROOT / "test-artifacts"
@@ -28,7 +28,8 @@ def site(tmp_path_factory) -> Path:
     from hprobe.cli import app
 
     out = tmp_path_factory.mktemp("site") / "out"
-    result = CliRunner().invoke(app, ["report", "--releases", "0.6.13..0.6.14", "-k", "dsv4-sparse-mla", "--sm", "100,120", "-o", str(out)])
+    args = ["report", "--releases", "0.6.13..0.6.14", "-k", "dsv4-sparse-mla", "--sm", "100,120", "--table", str(POST_48047), "-o", str(out)]
+    result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.stderr
     return out
 
@@ -76,6 +77,22 @@ def test_the_pages_are_written_with_one_heatmap_row_per_release(site):
     doc = json.loads((site / "matrix.json").read_text())
     assert doc["schema"] == "hprobe.matrix/2" and [r["version"] for r in doc["releases"]] == ["0.6.13", "0.6.14"]
     assert "dsv4-sparse-mla" in (site / "matrix.md").read_text()
+
+
+def test_a_table_is_judged_release_by_release(site):
+    """After #48047 on SM100: broken on 0.6.13 for n = 32/16/8 (TP4/8/16 of
+    DeepSeek-V4-Pro), ok on 0.6.14 -- the crash the PR would have shipped."""
+    html = (site / "index.html").read_text()
+    table = re.search(r'<table class="verdicts"><caption>DeepseekV4FlashInferMLAAttention[^<]*SM100.*?</table>', html, re.S)
+    assert table, "no verdict table for the SM100 backend"
+    rows = dict(re.findall(r"<tr[^>]*><th>([0-9.]+)</th>(.*?)</tr>", table.group(0), re.S))
+    cells = {v: re.findall(r'<td class="v-([a-z-]+)"', row) for v, row in rows.items()}
+    header = re.findall(r"<th>(DeepSeek-V4-Pro TP\d+)<br>", table.group(0))
+    pro = {name: i for i, name in enumerate(header)}
+    for tp in ("TP4", "TP8", "TP16"):
+        assert cells["0.6.13"][pro[f"DeepSeek-V4-Pro {tp}"]] == "broken"
+        assert cells["0.6.14"][pro[f"DeepSeek-V4-Pro {tp}"]] == "ok"
+    assert cells["0.6.13"][pro["DeepSeek-V4-Pro TP1"]] == "ok"
 
 
 def _chromium() -> str | None:

@@ -451,10 +451,14 @@ def report(
     sm: Optional[str] = typer.Option(None, "--sm", help="Target SM(s). Default: every SM the kernels are built for."),
     heads: str = typer.Option("1-256", "--heads", help="Head counts: 1-256, 8,16,24."),
     output: Path = typer.Option(..., "--output", "-o", help="Directory to write index.html, matrix.md and matrix.json into."),
+    table: TableOpt = None,
+    repo: RepoOpt = None,
+    mapping: MappingOpt = None,
     force: bool = typer.Option(False, "--force", help="Overwrite those files if they exist."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Ignore cached probe results."),
 ) -> None:
-    """A static page of the support matrix across releases: one heatmap per kernel variant and SM."""
+    """A static page of the support matrix across releases: one heatmap per kernel variant and SM,
+    and with --table or --repo each padding table's verdicts release by release."""
 
     def job() -> int:
         from .drift import release_labels
@@ -473,14 +477,23 @@ def report(
         elif not output.parent.is_dir():
             raise InputError(f"--output {output}: the directory {output.parent} does not exist")
         wanted = parse_heads(heads)
+        rules = None
+        if table or repo is not None:  # read and checked before anything is probed
+            rules = _RuleOptions(table, repo, mapping, None, None, None, sm, None, None, None, None, [])
+            rules.validate("report")
+            rule_tables, repo_tables = rules.collect()
+        tables = None
         with _progress(False) as progress:
             labels = release_labels(releases, progress)
             matrix_report = run_matrix(_kernel_ids(kernel), sm, wanted, ",".join(labels), not no_cache, progress, _axes(ctx.args))
+            if rules is not None:
+                rules.flashinfer = ",".join(labels)
+                tables = rules.run(rule_tables, repo_tables, False, not no_cache, progress)
         output.mkdir(exist_ok=True)
         markdown, document = io.StringIO(), io.StringIO()
         MarkdownFormatter(markdown).matrix(matrix_report)
         JsonFormatter(document).matrix(matrix_report)
-        write_output(files["index.html"], render_site(matrix_report), "--output", overwrite=True)
+        write_output(files["index.html"], render_site(matrix_report, tables), "--output", overwrite=True)
         write_output(files["matrix.md"], markdown.getvalue(), "--output", overwrite=True)
         write_output(files["matrix.json"], document.getvalue(), "--output", overwrite=True)
         typer.echo(f"wrote {output}/index.html, matrix.md, matrix.json: {len(matrix_report.releases)} releases, {len(matrix_report.keys)} variants", err=True)

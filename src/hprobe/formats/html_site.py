@@ -12,12 +12,15 @@ from __future__ import annotations
 from html import escape
 from typing import TYPE_CHECKING
 
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
 from .. import __version__
-from ..core import compact_set
+from ..core import compact_set, judge
 from ..outcome import KernelSMResult, Outcome
 
 if TYPE_CHECKING:
-    from ..reports import MatrixReport
+    from ..reports import CheckReport, MatrixReport
 
 # A colour per outcome, shown with the outcome's mark: the legend never relies on colour alone.
 COLOUR = {
@@ -31,7 +34,7 @@ COLOUR = {
 CELL_W, CELL_H, LEFT, TOP = 4, 16, 110, 22
 
 
-def render_site(report: MatrixReport) -> str:
+def render_site(report: MatrixReport, tables: CheckReport | None = None) -> str:
     releases = [rel.info.version for rel in report.releases]
     parts = [
         "<!DOCTYPE html>",
@@ -45,6 +48,8 @@ def render_site(report: MatrixReport) -> str:
         "(the GPU faked, every Python check run, the call stopped where compiled code begins).</p>",
         _legend(),
     ]
+    if tables is not None:
+        parts.append(_table_sections(tables))
     for key in report.keys or sorted({r.key for r in report.results}):
         parts.append(f'<section id="{escape(key)}"><h2>{escape(key)}</h2>')
         for sm in [s.number for s in report.targets.sms]:
@@ -55,6 +60,47 @@ def render_site(report: MatrixReport) -> str:
         parts.append("</section>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
+
+
+def _table_sections(check: CheckReport) -> str:
+    """Per table x backend x SM: the verdict of each model x TP on each release,
+    the releases the table's pin admits shaded."""
+    out = ["<h2>Padding tables</h2>"]
+    versions = [rel.info.version for rel in check.releases]
+    for table in check.tables:
+        pin = SpecifierSet(table.requires_flashinfer) if table.requires_flashinfer else None
+        scope = f"pin {table.requires_flashinfer}: the releases it admits are shaded" if pin else "no pin"
+        out.append(f"<h3>{escape(table.name)}</h3><p>{escape(scope)}</p>")
+        for backend in table.backends:
+            for sm in [s.number for s in check.targets.sms if s.number in backend.sms]:
+                cases = [(m.name, tp, n, backend.rule.pad(n)) for m in table.models for tp, n in m.per_rank()]
+                head = "".join(f"<th>{escape(model)} TP{tp}<br>{n} → {'raises' if p is None else p}</th>" for model, tp, n, p in cases)
+                rows = []
+                for version, rel in zip(versions, check.releases, strict=True):
+                    result = rel.results.get((backend.variant_key, sm))
+                    admitted = pin is not None and _admits(pin, version)
+                    cells = []
+                    for _model, _tp, n, padded in cases:
+                        if result is None:
+                            cells.append("<td>–</td>")
+                            continue
+                        verdict, best, waste, evidence, notes = judge(n, padded, result)
+                        tip = f"{verdict.value}" + (f"; {best} accepted" if best else "") + (f"; {evidence.error_type}: {evidence.message}" if evidence is not None and evidence.error_type else "")
+                        cells.append(f'<td class="v-{escape(verdict.value)}" title="{escape(tip)}">{escape(verdict.value)}</td>')
+                    shade = ' class="in-pin"' if admitted else ""
+                    rows.append(f"<tr{shade}><th>{escape(version)}</th>{''.join(cells)}</tr>")
+                out.append(
+                    f'<table class="verdicts"><caption>{escape(backend.name)} → {escape(backend.variant_key)} · SM{sm} · {escape(backend.rule.describe())}</caption>'
+                    f"<thead><tr><th>release</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+                )
+    return "\n".join(out)
+
+
+def _admits(pin: SpecifierSet, version: str) -> bool:
+    try:
+        return pin.contains(Version(version), prereleases=True)
+    except InvalidVersion:
+        return False
 
 
 def _legend() -> str:
@@ -154,6 +200,11 @@ h2 { margin-top: 2em; border-bottom: 1px solid #ccc; }
 .heatmap { display: block; margin: .5em 0; }
 .heatmap .axis, .heatmap .release, .heatmap .change { font: 11px monospace; fill: #333; }
 .heatmap .change { fill: #a0522d; }
-.evidence { border-collapse: collapse; font-size: 12px; margin-bottom: 1em; }
+.evidence, .verdicts { border-collapse: collapse; font-size: 12px; margin-bottom: 1em; }
+.verdicts td, .verdicts th { border: 1px solid #ddd; padding: 2px 6px; }
+.verdicts caption { text-align: left; font-weight: bold; padding: 4px 0; }
+.verdicts tr.in-pin th:first-child { background: #e8f0fe; }
+.v-ok { background: #e3f4e8; } .v-reducible, .v-off-fast-path { background: #fff4d6; }
+.v-broken { background: #f9d6d5; } .v-table-refuses { background: #efe0f5; } .v-inconclusive { background: #fde9c8; }
 .evidence td, .evidence th { border: 1px solid #ddd; padding: 2px 6px; text-align: left; vertical-align: top; }
 """
