@@ -9,7 +9,7 @@ from .checks import CheckSite, passed_elsewhere
 from .core import compact_set
 from .kernels.base import KernelProbe, Value, Variant
 from .outcome import Depth, HeadResult, KernelSMResult, Outcome
-from .shim import CallResult, CompiledEntry, FlashinferSession, ImportFailure
+from .shim import CallResult, FlashinferSession, ImportFailure
 from .sm import SM
 
 # Compiled calls that answer a question (format, dispatch policy) rather than launch.
@@ -83,25 +83,24 @@ def _run_alternatives(session: FlashinferSession, variant: Variant, entry, sms: 
     return tries
 
 
-# The entry recorded for a call stopped by a check on its tensors' device.
-DEVICE_CHECK = "<check on the tensors' device>"
-
-
 def _past_device_checks(raw: dict[int, CallResult]) -> dict[int, CallResult]:
     """A CPU probe cannot pass a check that its tensors are on the GPU. Where
     some h_q stop there while other h_q are refused by validators before it,
-    the h_q-dependent checks evidently ran first: the stopped h_q passed every
-    check up to the device check, which is recorded as where they stopped
-    (partial depth). Where every h_q stops there, nothing is known. Only on an
-    SM of the kernel's own families: elsewhere an architecture check may
-    follow the device check, and an acceptance there would be empty."""
+    the stopped h_q passed the checks that refused the others; what follows the
+    device check did not run, so they stay inconclusive (an environment
+    failure), with that said in their reason. Only on an SM of the kernel's own
+    families: elsewhere an architecture check may follow the device check."""
     stopped = [h for h, c in raw.items() if c.site is not None and c.site.device_check]
     if not stopped or not any(c.validator for c in raw.values()):
         return raw
     out = dict(raw)
     for h in stopped:
         call = raw[h]
-        out[h] = CallResult(entry=CompiledEntry(DEVICE_CHECK, call.location or "?"), passed=call.passed)
+        reason = (
+            f"passed the checks that refused other h_q, then stopped at a check on the tensors' device "
+            f"({call.location or '?'}), which a CPU probe cannot pass: the checks after it did not run"
+        )
+        out[h] = CallResult(error_type=call.error_type, message=call.message, location=call.location, reason=reason, passed=call.passed, site=call.site)
     return out
 
 
@@ -220,13 +219,6 @@ class _Probing:
                 result.notes.append(
                     f"partial: stopped at a compiled query ({', '.join(queries)}) that this release consults before "
                     "launching; the Python that acts on its answer did not run"
-                )
-            device = sorted(h for h, c in raw.items() if c.entry and c.entry.module == DEVICE_CHECK)
-            if device:
-                result.depth = Depth.PARTIAL.value
-                result.notes.append(
-                    f"partial: h_q {compact_set(device)} passed every check up to one on the tensors' device "
-                    f"({raw[device[0]].entry.function}), which a CPU probe cannot pass; the checks after it did not run"  # type: ignore[union-attr]
                 )
             families = probe.families(self.variant.values)
             if sm.major not in families:
