@@ -10,6 +10,25 @@ import signal
 import subprocess
 from pathlib import Path
 
+from .errors import InputError
+
+
+def setting_from_env(setting: tuple[str, float], unit: str = "seconds") -> float:
+    """A bound's value: its environment variable when set, else its default.
+    `setting` is (variable, default); anything but a positive number is one
+    input error naming the variable."""
+    name, default = setting
+    text = os.environ.get(name)
+    if text is None or not text.strip():
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 1e6:
+        raise InputError(f"{name}={text!r}: expected a number of {unit} above 0")
+    return value
+
 
 class Timeout(Exception):
     """The command did not finish within its limit; its group was killed."""

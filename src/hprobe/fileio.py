@@ -121,14 +121,15 @@ def write_output(path: Path, data: str, option: str, overwrite: bool = True) -> 
         try:
             os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))  # keep an existing file's mode
         except FileNotFoundError:
-            os.chmod(tmp, 0o666 & ~_umask())
+            os.chmod(tmp, 0o666 & ~current_umask())
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
         raise InputError(f"{option} {path}: cannot write: {_reason(exc)}") from None
 
 
-def _umask() -> int:
+def current_umask() -> int:
+    """The process umask (read by setting it, so set it straight back)."""
     mask = os.umask(0)
     os.umask(mask)
     return mask

@@ -30,10 +30,10 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from . import __version__, cache
-from .bounded import Timeout, run_bounded
+from .bounded import Timeout, run_bounded, setting_from_env
 from .envinfo import distribution_version
 from .errors import InputError
-from .fileio import MAX_INPUT_BYTES, read_text_or_none
+from .fileio import MAX_INPUT_BYTES, current_umask, read_text_or_none
 from .kernels import get_variant
 from .outcome import HeadResult, KernelSMResult, Outcome
 from .repo.pin import parse_pin
@@ -82,23 +82,9 @@ PIP_TIMEOUT = ("HPROBE_PIP_TIMEOUT", 300.0)  # one `pip download` / `pip index`
 WORKER_TIMEOUT = ("HPROBE_WORKER_TIMEOUT", 900.0)  # probing one release
 
 
-def timeout_from_env(setting: tuple[str, float]) -> float:
-    name, default = setting
-    text = os.environ.get(name)
-    if text is None or not text.strip():
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value < 1e6:
-        raise InputError(f"{name}={text!r}: expected a number of seconds above 0")
-    return value
-
-
 def _pip(cmd: list[str], what: str) -> subprocess.CompletedProcess[str]:
     """Run pip with the user's configuration, bounded in time; one line on failure."""
-    limit = timeout_from_env(PIP_TIMEOUT)
+    limit = setting_from_env(PIP_TIMEOUT)
     try:
         return run_bounded(cmd, limit)
     except Timeout:
@@ -179,8 +165,16 @@ def _wheel_version(wheel: Path) -> Version | None:
 
 
 def _sha256(path: Path) -> str:
+    """The file's digest, computed once per state of the file: the cached-wheel
+    check and the tree lookup both ask for it, and a wheel is 100 MB."""
+    info = path.stat()
+    return _sha256_of(str(path), info.st_size, info.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _sha256_of(path: str, _size: int, _mtime_ns: int) -> str:
     digest = hashlib.sha256()
-    with path.open("rb") as fh:
+    with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
@@ -205,7 +199,7 @@ def _from_wheel(wheel: Path, label: str) -> Release:
         # unpacking is still safe, only done twice.
         lock: FileLock | None = FileLock(str(trees / f".{sha}.lock"))
         try:
-            lock.acquire(timeout=timeout_from_env(WORKER_TIMEOUT))  # type: ignore[union-attr]
+            lock.acquire(timeout=setting_from_env(WORKER_TIMEOUT))  # type: ignore[union-attr]
         except (Timeout, OSError):
             lock = None
         try:
@@ -243,7 +237,7 @@ def _tree_intact(tree: Path) -> bool:
 
 
 def _unpack(wheel: Path, tree: Path, label: str) -> None:
-    limit_mb = timeout_from_env(MAX_UNPACK_MB)
+    limit_mb = setting_from_env(MAX_UNPACK_MB, "MiB")
     try:
         with zipfile.ZipFile(wheel) as zf:
             members = zf.infolist()
@@ -254,7 +248,7 @@ def _unpack(wheel: Path, tree: Path, label: str) -> None:
                 if not (tmp / "flashinfer" / "__init__.py").is_file():
                     raise InputError(f"--flashinfer {label}: {wheel} holds no flashinfer package")
                 (tmp / _COMPLETE).write_text(wheel.name)
-                os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp's 0700 would hide a shared cache from other users
+                os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp's 0700 would hide a shared cache from other users
                 try:
                     os.rename(tmp, tree)
                 except OSError:
@@ -269,12 +263,6 @@ def _unpack(wheel: Path, tree: Path, label: str) -> None:
         raise InputError(f"--flashinfer {label}: {wheel} is not a valid wheel ({type(exc).__name__}: {exc})") from None
     except OSError as exc:
         raise InputError(f"--flashinfer {label}: cannot unpack {wheel} into {tree.parent}: {exc.strerror or exc}") from None
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _check_members(members: list[zipfile.ZipInfo], packed: int, limit_mb: float, label: str, wheel: Path) -> None:
@@ -500,7 +488,7 @@ def _run_worker(release: Release, kernel_ids: list[str], sms: list[int], heads: 
     # directory, removed with it however the worker ends.
     pycache = str(cache.root() / "pycache")
     bootstrap = f"import sys; sys.pycache_prefix = {pycache!r}; " + bootstrap
-    limit = timeout_from_env(WORKER_TIMEOUT)
+    limit = setting_from_env(WORKER_TIMEOUT)
     with tempfile.TemporaryDirectory(prefix="hprobe-worker-") as workdir:
         env = dict(os.environ, TMPDIR=workdir)
         try:

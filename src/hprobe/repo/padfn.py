@@ -14,9 +14,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..bounded import Timeout, run_bounded
+from ..bounded import Timeout, run_bounded, setting_from_env
 from ..errors import InputError
-from ..releases import timeout_from_env
 from ..tables.interface import RuleSource
 from ..tables.model import MAX_HEADS, Backend, Model, PaddingTable, PadMap, Where
 
@@ -33,7 +32,7 @@ def call_pad_fn(spec: str, counts: list[int]) -> tuple[Where, dict[int, int | tu
     if target.endswith(".py"):
         if not Path(target).is_file():
             raise InputError(f"--pad-fn {spec!r}: no such file {target}")
-    limit = timeout_from_env(PAD_FN_TIMEOUT)
+    limit = setting_from_env(PAD_FN_TIMEOUT)
     with tempfile.TemporaryDirectory(prefix="hprobe-pad-fn-") as tmp:
         out = Path(tmp) / "results.jsonl"
         request = {"spec": f"{target}:{qualname}", "counts": counts, "out": str(out)}

@@ -28,7 +28,6 @@ __all__ = [
     "TomlTableSource",
     "load_tables",
     "table_sources",
-    "shipped_tables_dir",
     "override_models",
 ]
 
@@ -42,14 +41,10 @@ def shipped_data(*parts: str) -> Path:
     return Path(str(files("hprobe.matrices").joinpath(*parts)))
 
 
-def shipped_tables_dir() -> Path:
-    return shipped_data()
-
-
 def table_sources(paths: list[Path] | None) -> list[TomlTableSource]:
     """The given table files, or every shipped table when none is given."""
     if not paths:
-        directory = shipped_tables_dir()
+        directory = shipped_data()
         paths = sorted(directory.glob("*.toml"))
         if not paths:
             raise InputError(f"no padding tables found in {directory}; pass --table FILE")
