@@ -249,7 +249,7 @@ def test_text_output_prints_variant_keys_verbatim(cli, write_table):
         '[table]\nname = "t"\n[model]\nname = "m"\nnum_q_heads = 128\n'
         '[[backend]]\nname = "b"\nkernel = "batch-mla"\nbackend = "cutlass"\nsm = [100]\npad_to = [128]\n'
     )
-    code, out, _ = cli("check", "--table", str(table), "--sm", "100")
+    code, out, _ = cli("check", "--table", str(table), "--sm", "100", "--details")
     assert code == 0
     assert "t · b → batch-mla[backend=cutlass]" in out
 

@@ -165,6 +165,7 @@ def check(
     baseline: Optional[Path] = typer.Option(None, "--baseline", help="A recorded `hprobe matrix --json`: also report what changed since (exit 1 on change)."),
     junit: Optional[Path] = typer.Option(None, "--junit", help="Also write a JUnit XML report here (one test case per backend x SM x per-rank count)."),
     output_format: str = typer.Option("text", "--format", help="text, json or markdown (for $GITHUB_STEP_SUMMARY)."),
+    details: bool = typer.Option(False, "--details", help="Text: show every row after the summary, not only those that are not ok."),
     no_cache: NoCacheOpt = False,
     json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.check/2 JSON document (same as --format json)."),
 ) -> None:
@@ -198,7 +199,9 @@ def check(
             from .formats.junit import junit_text
 
             write_output(junit, junit_text(report), "--junit")
-        _formatter_for(fmt).check(report)
+        formatter = _formatter_for(fmt)
+        formatter.details = details or fmt != "text"
+        formatter.check(report)
         emit(report, sys.stderr)
         return report.exit_code
 
@@ -304,7 +307,8 @@ def suggest(
     pin: PinOpt = None,
     flashinfer: FlashinferOpt = None,
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the table(s) with the suggested rules here as TOML (readable by `check --table`)."),
-    force: bool = typer.Option(False, "--force", help="Overwrite --output."),
+    diff_file: Optional[Path] = typer.Option(None, "--diff", help="With --repo: write the suggested rules and pin as a unified diff of the tree's own source here (apply with `git apply` in the --repo directory)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite --output / --diff."),
     no_cache: NoCacheOpt = False,
     output_format: str = typer.Option("text", "--format", help="text, json or markdown."),
     json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.suggest/1 JSON document."),
@@ -320,19 +324,40 @@ def suggest(
         rules.validate("suggest")
         if output is not None:
             check_output(output, "--output", overwrite=force)
+        if diff_file is not None:
+            if repo is None:
+                raise InputError("--diff rewrites a source tree: it goes with --repo (use -o for a table)")
+            check_output(diff_file, "--diff", overwrite=force)
         tables, repo_tables = rules.collect()
         if output is not None and len(tables) != 1:
             raise InputError("--output writes one table: name one with --table (or use --repo)")
         with _progress(fmt == "json") as progress:
             report = rules.run(tables, repo_tables, False, not no_cache, progress)
-        suggestions = make_suggestions(report, tables)
+            suggestions = make_suggestions(report, tables)
+            if flashinfer is None:
+                # --flashinfer names the releases outright: nothing to search.
+                from .service import search_pins
+
+                search_pins(report, suggestions, pin, not no_cache, progress)
         if output is not None:
             from .tables.toml_writer import table_toml
 
             [new_table] = rewritten(tables, suggestions)
             header = [f"Suggested by `hprobe suggest` from {new_table.path}: each rule is the smallest count every release probed accepts."]
             write_output(output, table_toml(new_table, header), "--output", overwrite=force)
-        _formatter_for(fmt).suggest(report, suggestions)
+        patch = None
+        if diff_file is not None and repo_tables is not None:
+            from .repo.patch import build_patch
+            from .suggest import adopted, new_requirement
+
+            chosen = {s.backend.name: rule for s in suggestions if (rule := adopted(s)[0]) is not None}
+            current = pin or repo_tables.table.requires_flashinfer
+            patch = build_patch(repo_tables, chosen, lambda names: new_requirement(current, [s for s in suggestions if s.backend.name in names]))
+            if patch.diff:
+                write_output(diff_file, patch.diff, "--diff", overwrite=force)
+            else:
+                patch.not_rewritten.append(f"--diff {diff_file}: nothing to rewrite, not written")
+        _formatter_for(fmt).suggest(report, suggestions, patch)
         undecided = any(s.inconclusive or s.unsafe for s in suggestions) or not suggestions
         return 3 if undecided else 0
 

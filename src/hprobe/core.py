@@ -102,6 +102,7 @@ class Finding:
     rule_unknown: bool = False  # the consumer's rule could not be evaluated: padded is unknown
     depth: str = "validators"  # what an accepted answer rests on (see README "Depth")
     unchecked: list[str] = field(default_factory=list)  # what compiled code checks beyond that
+    pin: str | None = None  # the pin whose releases `releases` are (None: the releases probed, no pin)
 
     @property
     def label(self) -> str:
@@ -128,7 +129,15 @@ class Finding:
         parts = []
         if self.verdict is Verdict.REDUCIBLE and self.waste is not None:
             # Removable on the releases probed: said with them, never as a general truth.
-            removable = f", removable on flashinfer {', '.join(self.releases or [self.flashinfer_version])}" if self.best == self.n else ""
+            # "Removable" only under a pin, whose ends were probed; without one,
+            # what the releases probed accept, and no more.
+            on = ", ".join(self.releases or [self.flashinfer_version])
+            if self.best != self.n:
+                removable = ""
+            elif self.pin:
+                removable = f", removable under pin {self.pin} (accepted on {on})"
+            else:
+                removable = f", accepted unpadded on flashinfer {on} only (no pin)"
             parts.append(f"{self.best} accepted: {self.waste:.2f}× waste{removable}")
         elif self.verdict is Verdict.BROKEN and e is not None:
             parts.append(f"{e.outcome.value}: {e.error_type}: {e.message}" if e.error_type else f"{e.outcome.value}: {e.reason or ''}")
@@ -159,6 +168,7 @@ class Finding:
             "evidence": self.evidence.to_dict() if self.evidence else None,
             "notes": self.notes,
             "releases": self.releases,
+            "pin": self.pin,
             "label": self.label,
             "source": self.source,
             "rule_unknown": self.rule_unknown,

@@ -9,6 +9,7 @@ from packaging.version import InvalidVersion, Version
 
 from .errors import InputError
 from .fileio import read_text
+from .history import first_true
 from .kernels import get_variant
 from .outcome import KernelSMResult, Outcome
 from .probing import gather, probe_named
@@ -95,65 +96,28 @@ def run_bisect(
     # what lets a refusal of N count as "rejected"; the results share matrix's cache.
     sweep = sorted(set(range(1, DEFAULT_MAX_HEADS + 1)) | {heads})
     probed: dict[Version, BisectStep] = {}
-
-    def probe(v: Version) -> str:
-        if v not in probed:
-            progress(f"probing flashinfer {v}")
-            rel = probe_named(str(v), {kernel_id: [sm.number]}, sweep, use_cache, progress)
-            result = rel.results[(kernel_id, sm.number)].heads[heads]
-            probed[v] = BisectStep(str(v), result.outcome.value, result.entry, result.error_type, result.message, result.reason)
-            progress(f"flashinfer {v}: {result.outcome.value}")
-        return probed[v].outcome
-
-    def conclusive_near(i: int, lo_i: int, hi_i: int) -> int | None:
-        """The nearest index in (lo_i, hi_i) to i with a conclusive outcome."""
-        for step in range(0, hi_i - lo_i):
-            for j in (i + step, i - step):
-                if lo_i < j < hi_i and probe(versions[j]) != Outcome.INCONCLUSIVE.value:
-                    return j
-        return None
-
     accepted = Outcome.ACCEPTED.value
-    if exhaustive:
-        for v in versions:
-            probe(v)
-    else:
-        first_state, last_state = probe(versions[0]), probe(versions[-1])
-        if first_state != accepted and last_state == accepted:
-            lo_i, hi_i = 0, len(versions) - 1  # invariant: lo_i not accepted, hi_i accepted
-            while hi_i - lo_i > 1:
-                mid = conclusive_near((lo_i + hi_i) // 2, lo_i, hi_i)
-                if mid is None:
-                    break
-                if probe(versions[mid]) == accepted:
-                    hi_i = mid
-                else:
-                    lo_i = mid
+
+    def state(v: Version) -> bool | None:
+        progress(f"probing flashinfer {v}")
+        rel = probe_named(str(v), {kernel_id: [sm.number]}, sweep, use_cache, progress)
+        result = rel.results[(kernel_id, sm.number)].heads[heads]
+        probed[v] = BisectStep(str(v), result.outcome.value, result.entry, result.error_type, result.message, result.reason)
+        progress(f"flashinfer {v}: {result.outcome.value}")
+        return None if result.outcome is Outcome.INCONCLUSIVE else result.outcome.value == accepted
+
+    found = first_true(versions, state, exhaustive)
     order = [probed[v] for v in sorted(probed)]
     conclusive = [p for p in order if p.outcome != Outcome.INCONCLUSIVE.value]
-    # Non-monotonic: accepted in a release, not accepted in a later one.
-    regressions = [
-        (a.version, b.version)
-        for i, a in enumerate(conclusive)
-        for b in conclusive[i + 1 :]
-        if a.outcome == accepted and b.outcome != accepted
-    ]
-    first_accepting = last_rejecting = None
-    for i, p in enumerate(conclusive):
-        if p.outcome == accepted and (i == 0 or conclusive[i - 1].outcome != accepted):
-            first_accepting = p.version
-            last_rejecting = conclusive[i - 1].version if i > 0 else None
-    adjacent = (
-        first_accepting is not None
-        and last_rejecting is not None
-        and versions.index(Version(first_accepting)) - versions.index(Version(last_rejecting)) == 1
-    )
+    first_accepting = str(found.first) if found.first is not None else None
+    last_rejecting = str(found.last_false) if found.last_false is not None else None
+    regressions = [(str(a), str(b)) for a, b in found.regressions]
     if regressions:
         code = 1
     elif first_accepting is None:
         code = 1 if conclusive else 3
     else:
-        code = 0 if (adjacent or last_rejecting is None) else 3
+        code = 0 if (found.adjacent or last_rejecting is None) else 3
     return BisectReport(
         kernel=kernel_id,
         sm=sm.number,

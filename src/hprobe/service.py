@@ -12,6 +12,7 @@ from .core import Finding, Verdict, check_table
 from .errors import InputError
 from .kernels import PROBES, get_probe, get_variant, named_axes
 from .kernels.base import Value
+from .outcome import Outcome
 from .probing import gather
 from .releases import parse_spec, pinned_releases
 from .reports import INSTALLED, CheckReport, MatrixReport, ProbedRelease, Progress, quiet
@@ -19,7 +20,10 @@ from .tables import PaddingTable
 from .targets import DEFAULT_MAX_HEADS, resolve_targets
 
 if TYPE_CHECKING:
+    from packaging.version import Version
+
     from .repo.extract import RepoTables
+    from .suggest import BackendSuggestion
 
 
 def variant_keys(kernel_ids: list[str], axes: dict[str, list[Value]] | None = None) -> list[str]:
@@ -113,6 +117,9 @@ def run_check(
     for table in tables:
         supports = [probed[label].results for label in plan[table.path]] if needed else []
         table_findings, table_notes = check_table(table, supports, numbers) if needed else ([], [])
+        if not flashinfer_spec:
+            for f in table_findings:
+                f.pin = pin or table.requires_flashinfer
         findings.extend(table_findings)
         notes.extend(table_notes)
     if not findings:
@@ -190,3 +197,74 @@ def run_repo_check(
     if report.findings:
         report.notes = [n for n in report.notes if not n.startswith("nothing was checked")]
     return report
+
+
+def search_pins(report: CheckReport, suggestions: list[BackendSuggestion], pin: str | None, use_cache: bool = True, progress: Progress = quiet) -> None:
+    """Fill each suggestion's pin advice: per count of its suggested rule (and
+    per count unpadded), the first published release from which every SM of
+    the backend accepts it on the fast path. A release is probed once for all
+    counts and backends; releases the check probed are not probed again."""
+    from packaging.specifiers import SpecifierSet
+
+    from .pin_advice import advise
+    from .probing import probe_named
+    from .releases import published_versions
+    from .repo.pin import parse_pin
+
+    pins = {t.name: pin or t.requires_flashinfer for t in report.tables}
+    todo = [s for s in suggestions if s.suggested is not None and not s.inconclusive]
+    if not todo:
+        return
+    progress("listing published flashinfer releases")
+    published = [v for v in published_versions() if not v.is_prerelease]
+    # Probe each release for every kernel the suggestions name, on the SMs and
+    # counts the check probed: the same cache keys, so a warm run probes nothing.
+    needed: dict[str, list[int]] = {}
+    heads: list[int] = []
+    for rel in report.releases:
+        for (key, sm), result in rel.results.items():
+            needed[key] = sorted(set(needed.get(key, [])) | {sm})
+            heads = heads or sorted(result.heads)
+    known: dict[str, ProbedRelease] = {rel.info.version: rel for rel in report.releases}
+
+    unreachable: dict[str, str] = {}
+
+    def release(v: Version) -> ProbedRelease | None:
+        """None: the release cannot be fetched or unpacked here, so it answers
+        nothing (the search steps around it, as around any inconclusive one)."""
+        if str(v) not in known and str(v) not in unreachable:
+            try:
+                known[str(v)] = probe_named(str(v), needed, heads, use_cache, progress)
+            except InputError as exc:
+                unreachable[str(v)] = exc.message
+        return known.get(str(v))
+
+    for s in todo:
+        key = s.backend.variant_key
+
+        def safe_at(v: Version, sms: tuple[int, ...], count: int, key: str = key) -> bool | None:
+            states: list[bool | None] = []
+            probed = release(v)
+            for sm in sms:
+                result = probed.results.get((key, sm)) if probed is not None else None
+                hr = result.heads.get(count) if result is not None else None
+                if hr is None or hr.outcome is Outcome.INCONCLUSIVE:
+                    states.append(None)
+                else:
+                    states.append(hr.outcome is Outcome.ACCEPTED and not hr.slow_path)
+            if False in states:
+                return False
+            return None if None in states else True
+
+        current = pins.get(s.table)
+        floor = None
+        if current:
+            specifier = SpecifierSet(str(parse_pin(current)))
+            admitted = [v for v in published if specifier.contains(v)]
+            floor = admitted[0] if admitted else None
+        versions = [v for v in published if floor is None or v >= floor]
+        if not versions:
+            s.pin_note = "no published release to search"
+            continue
+        s.pins = advise(s.sms, s.rule_counts(), s.per_rank(), versions, str(parse_pin(current)) if current else None, safe_at)
+    report.notes.extend(f"pin search: flashinfer {v} answered nothing: {why}" for v, why in unreachable.items())

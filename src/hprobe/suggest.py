@@ -1,21 +1,26 @@
 """`hprobe suggest`: the padding rule the kernels' own answers call for.
 
 For every backend of a table and every per-rank count n its models produce, the
-safe count is the smallest count >= n that every release probed accepts on the
-fast path, on every SM the backend runs on. The suggested rule is written in
-the table's vocabulary (`no_padding`, `pad_to`, `pad_map`); a count no release
-set can serve is reported, never papered over."""
+suggested count is the smallest count >= n that the newest release probed
+accepts on the fast path, on every SM the backend runs on; the pin it needs is
+then searched over published releases (pin_advice.py). Beside it, the rule
+that is safe on every release the current pin admits (its probed ends). Rules
+are written in the table's vocabulary (`no_padding`, `pad_to`, `pad_map`); a
+count no release can serve is reported, never papered over."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from packaging.version import InvalidVersion, Version
+
 from .core import compact_set
 from .outcome import KernelSMResult, Outcome
 from .tables.model import Backend, NoPadding, PaddingRule, PaddingTable, PadMap, PadTo
 
 if TYPE_CHECKING:
+    from .pin_advice import PinAdvice
     from .reports import CheckReport
 
 
@@ -43,11 +48,15 @@ class BackendSuggestion:
     backend: Backend
     sms: tuple[int, ...]
     releases: tuple[str, ...]
-    suggested: PaddingRule | None
+    suggested: PaddingRule | None  # the smallest counts the newest release probed accepts
+    keep_pin: PaddingRule | None = None  # the smallest counts every release probed accepts
+    newest: str | None = None  # the release `suggested` rests on
     changes: list[CountChange] = field(default_factory=list)
     unsafe: dict[int, list[int]] = field(default_factory=dict)  # n -> SMs with no safe count
     inconclusive: list[str] = field(default_factory=list)  # why some answers are unknown
     refused_now: dict[str, list[int]] = field(default_factory=dict)  # release -> counts whose current padding it refuses
+    pins: PinAdvice | None = None  # the pin `suggested` needs (None: not searched)
+    pin_note: str | None = None  # why the pin was not searched
 
     @property
     def changed(self) -> bool:
@@ -71,7 +80,17 @@ class BackendSuggestion:
             f"; the current rule crashes on flashinfer {version} for n={compact_set(ns)} (keep the suggested padding, or require a release that accepts them)"
             for version, ns in self.refused_now.items()
         )
-        return f"{sms}: {current} → {self.suggested.describe()}{gain}{fix}{refused}"
+        keep = ""
+        if self.keep_pin is not None and self.keep_pin != self.suggested:
+            keep = f"; on every release probed (the current pin's ends) only {self.keep_pin.describe()} is safe"
+        return f"{sms}: {current} → {self.suggested.describe()} (on flashinfer {self.newest}){gain}{fix}{refused}{keep}"
+
+    def rule_counts(self) -> set[int]:
+        """The counts the suggested rule pads to, for the models' per-rank counts."""
+        return {c.suggested for c in self.changes if c.suggested is not None}
+
+    def per_rank(self) -> set[int]:
+        return {c.n for c in self.changes}
 
     def to_dict(self) -> dict:
         return {
@@ -83,10 +102,14 @@ class BackendSuggestion:
             "releases": list(self.releases),
             "current": self.backend.rule.describe(),
             "suggested": self.suggested.describe() if self.suggested else None,
+            "suggested_on": self.newest,
+            "safe_on_every_release_probed": self.keep_pin.describe() if self.keep_pin else None,
             "changes": [c.to_dict() for c in self.changes],
             "unsafe": {str(n): sms for n, sms in self.unsafe.items()},
             "inconclusive": self.inconclusive,
             "refused_now": {version: sorted(ns) for version, ns in self.refused_now.items()},
+            "pin": self.pins.to_dict() if self.pins else None,
+            "pin_not_searched": self.pin_note,
             "advice": self.words(),
         }
 
@@ -113,21 +136,19 @@ def _results(report: CheckReport, key: str, sm: int, versions: tuple[str, ...]) 
 def _suggest_backend(table: PaddingTable, backend: Backend, sms: tuple[int, ...], versions: tuple[str, ...], results: dict[int, list[KernelSMResult]]) -> BackendSuggestion:
     suggestion = BackendSuggestion(table.name, backend, sms, versions, None)
     counts = sorted({n for m in table.models for _, n in m.per_rank()})
-    safe: dict[int, set[int]] = {}
+    safe_everywhere: dict[int, set[int]] = {}
+    safe_newest: dict[int, set[int]] = {}
     for sm, per_release in results.items():
         unknown = [r for r in per_release if any(h >= min(counts) and r.outcome(h) is Outcome.INCONCLUSIVE for h in r.heads)]
         if unknown:
             suggestion.inconclusive.append(f"SM{sm} on flashinfer {unknown[0].flashinfer_version}")
-        safe[sm] = set.intersection(*({h for h in r.accepted() if not r.heads[h].slow_path} for r in per_release)) if per_release else set()
-    chosen: dict[int, int] = {}
-    for n in counts:
-        per_sm = {sm: min((h for h in accepted if h >= n), default=None) for sm, accepted in safe.items()}
-        missing = [sm for sm, v in per_sm.items() if v is None]
-        if missing:
-            suggestion.unsafe[n] = missing
-            continue
-        # One rule serves every SM of the backend: the largest of their safe counts.
-        chosen[n] = max(v for v in per_sm.values() if v is not None)
+        sets = [_fast(r) for r in per_release]
+        safe_everywhere[sm] = set.intersection(*sets) if sets else set()
+        newest = max(per_release, key=lambda r: _version(r.flashinfer_version), default=None)
+        safe_newest[sm] = _fast(newest) if newest is not None else set()
+        suggestion.newest = newest.flashinfer_version if newest is not None else None
+    chosen = _choose(counts, safe_newest, suggestion.unsafe)
+    kept = _choose(counts, safe_everywhere, {})
     for model in table.models:
         for tp, n in model.per_rank():
             suggestion.changes.append(CountChange(model.name, tp, n, backend.rule.pad(n), chosen.get(n)))
@@ -139,9 +160,35 @@ def _suggest_backend(table: PaddingTable, backend: Backend, sms: tuple[int, ...]
             if refused:
                 merged = suggestion.refused_now.setdefault(r.flashinfer_version, [])
                 merged.extend(n for n in refused if n not in merged)
-    if chosen and not suggestion.inconclusive:
-        suggestion.suggested = _rule_for(chosen)
+    if not suggestion.inconclusive:
+        suggestion.suggested = _rule_for(chosen) if chosen else None
+        suggestion.keep_pin = _rule_for(kept) if len(kept) == len(counts) else None
     return suggestion
+
+
+def _fast(result: KernelSMResult) -> set[int]:
+    return {h for h in result.accepted() if not result.heads[h].slow_path}
+
+
+def _version(text: str) -> Version:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return Version("0")
+
+
+def _choose(counts: list[int], safe: dict[int, set[int]], unsafe: dict[int, list[int]]) -> dict[int, int]:
+    """n -> the count to pad it to: the smallest count >= n safe on every SM (one
+    rule serves every SM of a backend, so the largest of their smallest)."""
+    chosen: dict[int, int] = {}
+    for n in counts:
+        per_sm = {sm: min((h for h in accepted if h >= n), default=None) for sm, accepted in safe.items()}
+        missing = [sm for sm, v in per_sm.items() if v is None]
+        if missing:
+            unsafe[n] = missing
+            continue
+        chosen[n] = max(v for v in per_sm.values() if v is not None)
+    return chosen
 
 
 def _rule_for(chosen: dict[int, int]) -> PaddingRule:
@@ -154,10 +201,44 @@ def _rule_for(chosen: dict[int, int]) -> PaddingRule:
     return PadMap(tuple(sorted(chosen.items())))
 
 
+def adopted(s: BackendSuggestion) -> tuple[PaddingRule | None, Version | None]:
+    """(rule, pin floor it needs) to write for one backend: the suggested rule
+    when the pin search says from which release it is safe; else the rule safe
+    on every release probed, which needs no new pin; else nothing."""
+    if s.pins is not None and s.pins.needs is not None and s.suggested is not None:
+        return s.suggested, s.pins.needs
+    if s.pins is None and s.keep_pin is not None:
+        return s.keep_pin, None
+    return None, None
+
+
+def new_requirement(current: str | None, suggestions: list[BackendSuggestion]) -> str | None:
+    """The table's pin raised to what its adopted rules need (None: unchanged,
+    or a pin that cannot be raised mechanically)."""
+    from .pin_advice import raised_pin
+    from .repo.pin import parse_pin
+
+    needs = [v for s in suggestions if (v := adopted(s)[1]) is not None]
+    if not needs:
+        return None
+    floor = max(needs)
+    spec = str(parse_pin(current)) if current else None
+    if spec is not None and not any(v < floor and parse_pin(spec).contains(v) for v in _admitted(suggestions)):
+        return None  # the pin already excludes every release below the floor
+    return raised_pin(spec, floor)
+
+
+def _admitted(suggestions: list[BackendSuggestion]) -> list[Version]:
+    return [Version(v) for s in suggestions if s.pins for v in s.pins.admitted_below]
+
+
 def rewritten(tables: list[PaddingTable], suggestions: list[BackendSuggestion]) -> list[PaddingTable]:
-    """The tables with each backend's rule replaced by its suggestion (where there is one)."""
-    by_backend = {(s.table, s.backend.name): s.suggested for s in suggestions if s.suggested is not None}
-    return [
-        replace(t, backends=[replace(b, rule=by_backend.get((t.name, b.name), b.rule)) for b in t.backends])
-        for t in tables
-    ]
+    """The tables with each backend's rule replaced by the one adopted for it,
+    and the pin raised to what those rules need."""
+    out = []
+    for t in tables:
+        mine = [s for s in suggestions if s.table == t.name]
+        rules = {s.backend.name: rule for s in mine if (rule := adopted(s)[0]) is not None}
+        pin = new_requirement(t.requires_flashinfer, mine)
+        out.append(replace(t, backends=[replace(b, rule=rules.get(b.name, b.rule)) for b in t.backends], requires_flashinfer=pin or t.requires_flashinfer))
+    return out

@@ -6,11 +6,16 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ..repo.patch import Patch
     from ..reports import BisectReport, CheckReport, DiffReport, MatrixReport
     from ..suggest import BackendSuggestion
 
 
 class Formatter(ABC):
+    # Every row of `check`, or only those that are not ok (the summary covers
+    # the rest). Formats meant for machines or summaries keep every row.
+    details: bool = True
+
     @abstractmethod
     def check(self, report: CheckReport) -> None: ...
 
@@ -24,7 +29,7 @@ class Formatter(ABC):
     def bisect(self, result: BisectReport) -> None: ...
 
     @abstractmethod
-    def suggest(self, report: CheckReport, suggestions: list[BackendSuggestion]) -> None: ...
+    def suggest(self, report: CheckReport, suggestions: list[BackendSuggestion], patch: Patch | None = None) -> None: ...
 
     @abstractmethod
     def kernels(self, rows: list[dict]) -> None: ...

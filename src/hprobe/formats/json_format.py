@@ -10,6 +10,7 @@ from ..advice import summarize
 from .base import Formatter
 
 if TYPE_CHECKING:
+    from ..repo.patch import Patch
     from ..reports import BisectReport, CheckReport, DiffReport, MatrixReport
     from ..suggest import BackendSuggestion
 
@@ -30,7 +31,7 @@ class JsonFormatter(Formatter):
     def matrix(self, report: MatrixReport, grid: bool = False, pivot: tuple[str, str] | None = None) -> None:
         self._write(report.to_dict())
 
-    def suggest(self, report: CheckReport, suggestions: list[BackendSuggestion]) -> None:
+    def suggest(self, report: CheckReport, suggestions: list[BackendSuggestion], patch: Patch | None = None) -> None:
         doc = report.to_dict()
         self._write({
             "schema": "hprobe.suggest/1",
@@ -38,6 +39,7 @@ class JsonFormatter(Formatter):
             "releases": doc["releases"],
             "sms": doc["sms"],
             "suggestions": [s.to_dict() for s in suggestions],
+            "patch": patch.to_dict() if patch is not None else None,
             "notes": report.notes,
         })
 

@@ -11,6 +11,7 @@ from ..outcome import Outcome
 from .base import Formatter
 
 if TYPE_CHECKING:
+    from ..repo.patch import Patch
     from ..reports import BisectReport, CheckReport, DiffReport, MatrixReport
     from ..suggest import BackendSuggestion
 
@@ -104,12 +105,16 @@ class MarkdownFormatter(Formatter):
                 flagged = "<br>".join(n for n in r.notes if n.startswith(("disagreement", "partial")))
                 self._w(f"| `{cell(r.key)}` | SM{r.sm} | {cell(rel.info.version)} | {r.status.value} | {accepted} | {depth} | {cell(refusals)} | {cell(flagged)} |")
 
-    def suggest(self, report: CheckReport, suggestions: list[BackendSuggestion]) -> None:
+    def suggest(self, report: CheckReport, suggestions: list[BackendSuggestion], patch: Patch | None = None) -> None:
         releases = ", ".join(r.info.version for r in report.releases) or report.flashinfer.version
         self._w(f"## hprobe suggest — flashinfer {cell(releases)}")
         self._w()
         for s in suggestions:
             self._w(f"- **{cell(s.table)}** · `{cell(s.backend.name)}` ({cell(str(s.backend.where))}): {cell(s.words())}")
+            for line in s.pins.words() if s.pins else []:
+                self._w(f"  - pin: {cell(line)}")
+        for line in (patch.changed + patch.not_rewritten) if patch else []:
+            self._w(f"- patch: {cell(line)}")
         self._w()
 
     def diff(self, result: DiffReport) -> None:

@@ -20,6 +20,7 @@ from ..reports import pivot_cells
 from .base import Formatter
 
 if TYPE_CHECKING:
+    from ..repo.patch import Patch
     from ..reports import BisectReport, CheckReport, DiffReport, MatrixReport
     from ..suggest import BackendSuggestion
 
@@ -79,8 +80,15 @@ class TextFormatter(Formatter):
                     c.print(f"    {escape(a.backend)} {sms}: {tally} → {escape(a.action)}")
             if any(not table.pin for table in advice):
                 c.print("  [dim]no pin: add requires_flashinfer (or --pin) for advice that holds across the releases you allow[/dim]")
+        hidden = 0
         for (table, backend), group in groupby(report.findings, key=lambda f: (f.table, f.backend)):
             rows = list(group)
+            if not self.details:
+                # The summary said it; the rows worth reading are those that are not ok.
+                hidden += sum(f.verdict is Verdict.OK for f in rows)
+                rows = [f for f in rows if f.verdict is not Verdict.OK]
+                if not rows:
+                    continue
             c.print()
             c.print(f"[bold]{escape(table)}[/bold] · {escape(backend)} → {escape(rows[0].kernel)}")
             t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
@@ -110,6 +118,8 @@ class TextFormatter(Formatter):
             for item in dict.fromkeys(u for f in rows for u in f.unchecked):
                 c.print(f"  [dim]validators only: {escape(item)}[/dim]")
         c.print()
+        if hidden:
+            c.print(f"[dim]{hidden} ok rows not shown; --details shows every row[/dim]")
         if report.drift:
             drift = report.drift
             c.print(f"[bold]drift against the baseline[/bold]  flashinfer {drift.old['version']} → {drift.new['version']}")
@@ -261,7 +271,7 @@ class TextFormatter(Formatter):
 
     # -- suggest -------------------------------------------------------------------------
 
-    def suggest(self, report: CheckReport, suggestions: list[BackendSuggestion]) -> None:
+    def suggest(self, report: CheckReport, suggestions: list[BackendSuggestion], patch: Patch | None = None) -> None:
         c = self.console
         releases = ", ".join(r.info.version for r in report.releases) or report.flashinfer.version
         c.print(f"[bold]hprobe suggest[/bold]  flashinfer {escape(releases)}")
@@ -278,6 +288,17 @@ class TextFormatter(Formatter):
                 then = "no safe count" if ch.suggested is None else str(ch.suggested)
                 gain = f" ({ch.saving:.3g}× less compute)" if ch.saving else ""
                 c.print(f"    {escape(ch.model)} TP{ch.tp} n={ch.n}: {now} → {then}{gain}")
+            if s.pins is not None:
+                for line in s.pins.words():
+                    c.print(f"  [bold]pin[/bold] {escape(line)}")
+            elif s.pin_note:
+                c.print(f"  [dim]pin: {escape(s.pin_note)}[/dim]")
+        if patch is not None:
+            c.print()
+            for line in patch.changed:
+                c.print(f"[bold]patch[/bold] {escape(line)}")
+            for line in patch.not_rewritten:
+                c.print(f"[yellow]not rewritten[/yellow] {escape(line)}")
 
     # -- diff and bisect ---------------------------------------------------------------
 

@@ -76,6 +76,7 @@ class RepoTables:
     classes: list[PaddingClass]
     pin: RepoPin | None
     notes: list[str]
+    index: RepoIndex | None = None  # the parsed tree, for `suggest --diff`
 
     def to_dict(self) -> dict:
         return {
@@ -197,7 +198,7 @@ def extract(root: Path, mapping: Mapping, excludes: tuple[str, ...] = ()) -> Rep
         models=list(mapping.models),
         backends=backends,
     )
-    return RepoTables(str(root), table, found, pin, notes)
+    return RepoTables(str(root), table, found, pin, notes, index)
 
 
 def _resolve_method(index: RepoIndex, cls: ClassInfo, method: str) -> FunctionInfo | None:

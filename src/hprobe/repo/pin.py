@@ -3,6 +3,7 @@ installed package's METADATA, pyproject.toml, or requirements files."""
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,7 +46,7 @@ def find_pin(root: Path) -> RepoPin | None:
     """The first flashinfer requirement found, most authoritative source first:
     METADATA beside or inside the tree, pyproject.toml, requirements files."""
     base = root if root.is_dir() else root.parent
-    for finder in (_from_metadata, _from_pyproject, _from_requirements):
+    for finder in (_from_metadata, _from_pyproject, _from_requirements, _from_setup_py):
         pin = finder(base)
         if pin is not None:
             return pin
@@ -102,4 +103,24 @@ def _from_requirements(base: Path) -> RepoPin | None:
             req = _flashinfer(line.split(";")[0])
             if req is not None:
                 return RepoPin(str(req.specifier), f"{path}:{number}")
+    return None
+
+
+def _from_setup_py(base: Path) -> RepoPin | None:
+    """`install_requires=[...]` written as a literal list of strings in setup.py,
+    read with ast (never run)."""
+    path = base / "setup.py"
+    if not path.is_file():
+        return None
+    try:
+        tree = ast.parse(read_text(path, "setup.py"))
+    except (SyntaxError, ValueError):
+        return None  # not a requirement source hprobe can read; others were tried first
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg == "install_requires" and isinstance(node.value, (ast.List, ast.Tuple)):
+            for item in node.value.elts:
+                if isinstance(item, ast.Constant) and isinstance(item.value, str):
+                    req = _flashinfer(item.value.split(";")[0])
+                    if req is not None:
+                        return RepoPin(str(req.specifier), f"{path}:{item.lineno}")
     return None
