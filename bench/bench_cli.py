@@ -4,7 +4,7 @@ Runs every command in a fresh process, interleaved round by round so that
 machine noise hits all of them alike, and prints medians and ratios measured
 side by side in this one run.
 
-    .venv/bin/python bench/bench_cli.py [--rounds 5]
+    .venv/bin/python bench/bench_cli.py [--rounds 5] [--releases] [--report] [--suggest]
 """
 
 from __future__ import annotations
@@ -102,11 +102,32 @@ def report_bench(rounds: int) -> None:
     print(f"{'report (index.html, md, json)':<34} {r:>8.2f} {r / m:>6.2f}x of matrix")
 
 
+def suggest_bench(rounds: int) -> None:
+    """`suggest` against `check` on the same repo and pin, both warm: suggest
+    adds the pin search over published releases (cached answers) and the patch."""
+    import tempfile
+
+    common = ["--repo", str(ROOT / "tests" / "fixtures" / "repos" / "pre48047_helper"), "--sm", "100,103"]
+    check = HPROBE + ["check", *common]
+    patch = Path(tempfile.mkdtemp(prefix="hprobe-bench-diff-")) / "fix.diff"
+    suggest = HPROBE + ["suggest", *common, "--diff", str(patch), "--force"]
+    run_once(suggest)  # fetch and probe once: warm from here on
+    times: dict[str, list[float]] = {"check": [], "suggest": []}
+    for _ in range(rounds):
+        times["check"].append(run_once(check)[0])
+        times["suggest"].append(run_once(suggest)[0])
+    c, s = statistics.median(times["check"]), statistics.median(times["suggest"])
+    print("\npre-#48047 fixture (pin >=0.6.13), SM100+SM103, warm")
+    print(f"{'check --repo':<34} {c:>8.2f}")
+    print(f"{'suggest --repo --diff':<34} {s:>8.2f} {s / c:>6.2f}x of check")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--releases", action="store_true", help="also time a five-release matrix, cold and warm")
     parser.add_argument("--report", action="store_true", help="also time a ten-release report against the same matrix, warm")
+    parser.add_argument("--suggest", action="store_true", help="also time suggest (pin search, patch) against check on one repo, warm")
     args = parser.parse_args()
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in COMMANDS}
     import tempfile
@@ -130,6 +151,8 @@ def main() -> None:
         releases_bench(max(1, args.rounds // 2))
     if args.report:
         report_bench(args.rounds)
+    if args.suggest:
+        suggest_bench(args.rounds)
 
 
 if __name__ == "__main__":

@@ -518,7 +518,14 @@ def _inconclusive(key: str, sm: int, version: str, heads: list[int], reason: str
 
 
 def published_versions() -> list[Version]:
-    """Releases of flashinfer-python the user's pip can see, oldest first."""
+    """Releases of flashinfer-python the user's pip can see, oldest first. Asked
+    of the index once per process: `suggest` needs the list for the pin's ends
+    and again for its pin search (keyed by pip's settings, which choose the index)."""
+    return list(_published_versions(tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("PIP_")))))
+
+
+@functools.lru_cache(maxsize=4)
+def _published_versions(_pip_settings: tuple[tuple[str, str], ...]) -> tuple[Version, ...]:
     cmd = [sys.executable, "-m", "pip", "index", "versions", DIST, "--disable-pip-version-check"]
     proc = _pip(cmd, f"cannot list {DIST} releases")
     m = re.search(r"Available versions:\s*(.+)", proc.stdout)
@@ -530,7 +537,7 @@ def published_versions() -> list[Version]:
             versions.append(Version(text.strip()))
         except InvalidVersion:
             continue
-    return sorted(versions)
+    return tuple(sorted(versions))
 
 
 def pinned_releases(spec: str, progress: Callable[[str], None] = lambda _message: None) -> tuple[list[str], list[str]]:

@@ -70,19 +70,19 @@ class BackendSuggestion:
         current = self.backend.rule.describe()
         if self.suggested is None:
             return f"{sms}: keep {current}; no count is safe for n={compact_set(list(self.unsafe))}"
-        if not self.changed:
-            return f"{sms}: keep {current}: it is what the kernels call for"
-        savings = [c.saving for c in self.changes if c.saving]
-        gain = f"; saves up to {max(savings):.3g}×" if savings else ""
-        fixes = [c for c in self.changes if c.current is not None and c.suggested is not None and c.suggested > c.current]
-        fix = f"; fixes {len(fixes)} refused count(s)" if fixes else ""
         refused = "".join(
-            f"; the current rule crashes on flashinfer {version} for n={compact_set(ns)} (keep the suggested padding, or require a release that accepts them)"
+            f"; the current rule crashes on flashinfer {version} for n={compact_set(ns)} (require a release that accepts them, or pad as below)"
             for version, ns in self.refused_now.items()
         )
         keep = ""
         if self.keep_pin is not None and self.keep_pin != self.suggested:
             keep = f"; on every release probed (the current pin's ends) only {self.keep_pin.describe()} is safe"
+        if not self.changed:
+            return f"{sms}: keep {current}: it is what flashinfer {self.newest} calls for{refused}{keep}"
+        savings = [c.saving for c in self.changes if c.saving]
+        gain = f"; saves up to {max(savings):.3g}×" if savings else ""
+        fixes = [c for c in self.changes if c.current is not None and c.suggested is not None and c.suggested > c.current]
+        fix = f"; fixes {len(fixes)} refused count(s)" if fixes else ""
         return f"{sms}: {current} → {self.suggested.describe()} (on flashinfer {self.newest}){gain}{fix}{refused}{keep}"
 
     def rule_counts(self) -> set[int]:

@@ -1,0 +1,185 @@
+"""`hprobe suggest`: the rule the kernels call for, the pin it needs (searched over
+published releases), the patch to the consumer's own source; and `check`'s
+summary-first output. Real flashinfer releases, fetched and probed."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from hprobe.history import first_true
+from hprobe.pin_advice import raised_pin
+from hprobe.repo.extract import extract, load_mapping
+from hprobe.repo.patch import build_patch
+from hprobe.tables.model import PadTo
+
+from .conftest import ROOT
+
+REPOS = ROOT / "tests" / "fixtures" / "repos"
+HELPER, PRE, POST = REPOS / "pre48047_helper", REPOS / "pre48047", REPOS / "post48047"
+MLA = "vllm.models.deepseek_v4.nvidia.flashinfer_sparse.DeepseekV4FlashInferMLAAttention"
+SM120 = "vllm.models.deepseek_v4.nvidia.flashinfer_sparse.DeepseekV4FlashInferSM120Attention"
+
+
+# -- pure parts -------------------------------------------------------------------------
+
+
+def test_first_true_finds_the_boundary_and_reports_what_it_saw():
+    versions = list(range(20))
+    calls = []
+
+    def state(v):
+        calls.append(v)
+        return v >= 13
+
+    found = first_true(versions, state)
+    assert (found.first, found.last_false, found.adjacent) == (13, 12, True)
+    assert len(calls) <= 7 and len(set(calls)) == len(calls)  # log2(20)+2, each once
+    # A regression among the releases seen is returned, not hidden.
+    history = {v: (None if v == 9 else v in (5, 6, 7, 19)) for v in versions}
+    flaky = first_true(versions, history.__getitem__, exhaustive=True)
+    assert (5, 8) in flaky.regressions and (flaky.first, flaky.last_false) == (19, 18)
+    # Inconclusive releases are stepped around; the boundary is then not exact.
+    gap = first_true(versions, lambda v: None if v == 12 else v >= 13)
+    assert gap.first == 13 and not gap.adjacent and gap.last_false == 11
+
+
+def test_raised_pin_keeps_upper_bounds_and_refuses_what_it_cannot_raise():
+    assert raised_pin(">=0.6.13", Version("0.6.14")) == ">=0.6.14"
+    assert raised_pin(">=0.6.13,<0.8", Version("0.6.14")) == ">=0.6.14,<0.8"
+    assert raised_pin(None, Version("0.6.14")) == ">=0.6.14"
+    assert raised_pin("~=0.6.13", Version("0.6.14")) is None
+    assert raised_pin(">=0.6.0,<0.6.14", Version("0.6.14")) is None  # no safe release left in it
+
+
+def test_patch_rewrites_a_threshold_and_refuses_a_shared_constant(tmp_path):
+    found = extract(PRE, load_mapping())
+    patch = build_patch(found, {MLA: PadTo((8, 16, 32, 64, 128))}, lambda _names: None)
+    assert "-        return 64 if num_heads <= 64 else 128" in patch.diff
+    assert "+        return min(h for h in (8, 16, 32, 64, 128) if h >= num_heads)" in patch.diff
+    # The rewritten rule reads back as the rule asked for.
+    tree = tmp_path / "tree"
+    shutil.copytree(PRE, tree)
+    subprocess.run(["git", "apply", "-"], cwd=tree, input=patch.diff, text=True, check=True)
+    again = {c.cls.qualname: c for c in extract(tree, load_mapping()).classes}
+    assert again[MLA].rule == PadTo((8, 16, 32, 64, 128))
+    # POST shares one constant between the SM100 and SM120 classes: rewriting it
+    # for one class only would change the other's padding unjudged.
+    shared = build_patch(extract(POST, load_mapping()), {MLA: PadTo((16, 32, 64, 128))}, lambda _names: None)
+    assert shared.diff == "" and "is shared with" in shared.not_rewritten[0] and SM120 in shared.not_rewritten[0]
+
+
+def test_diff_needs_a_repo(cli, tmp_path):
+    code, _, err = cli("suggest", "--table", str(ROOT / "matrices" / "vllm-dsv4-flashinfer-pre-48047.toml"), "--diff", str(tmp_path / "x.diff"))
+    assert code == 2 and err.count("hprobe: error:") == 1 and "--repo" in err
+    assert not (tmp_path / "x.diff").exists()
+
+
+def test_check_opens_with_a_summary_that_fits_a_screen(cli):
+    code, out, _ = cli("check")
+    lines = out.splitlines()
+    # Everything before the first detail section (a "table · backend" heading).
+    first_detail = next(i for i, line in enumerate(lines) if " · " in line and "→" in line and not line.startswith(" "))
+    summary = lines[:first_detail]
+    assert sum(max(1, -(-len(line) // 120)) for line in summary) <= 40  # as wrapped at 120 columns
+    assert any(line.startswith("  vllm-dsv4-flashinfer (before #48047)") for line in summary)
+    # One advice line per backend: "pad to ... instead of ...".
+    assert any("pad to {8, 16, 32, 64, 128} instead of {64, 128}" in line for line in summary)
+    assert "ok rows not shown; --details shows every row" in out and code == 0
+    _, full, _ = cli("check", "--details")
+    assert len(full.splitlines()) > len(lines) + 100
+
+
+# -- against published releases --------------------------------------------------------
+
+@pytest.mark.slow
+def test_suggest_repo_before_48047_raises_the_pin_and_patches_both(cli_json, tmp_path):
+    """The PR #48047 question: the helper pads to (64, 128), the pin is >=0.6.13."""
+    diff = tmp_path / "fix.diff"
+    code, doc, err = cli_json("suggest", "--repo", str(HELPER), "--sm", "100,103", "--diff", str(diff))
+    assert code == 0, err
+    [mla] = [s for s in doc["suggestions"] if s["backend"] == MLA]
+    assert mla["sms"] == [100, 103]
+    assert (mla["current"], mla["suggested"]) == ("pad_to {64, 128}", "pad_to {8, 16, 32, 64, 128}")
+    assert mla["safe_on_every_release_probed"] == "pad_to {64, 128}"  # 0.6.13, the pin's floor, refuses the rest
+    pin = mla["pin"]
+    assert pin["needs"] == "0.6.14" and pin["pin_admits_unsafe"][0] == "0.6.13" and pin["new_pin"] == ">=0.6.14"
+    eight = next(p for p in pin["rule_counts"] if p["count"] == 8)
+    assert eight["since"] == "0.6.14" and eight["last_refusing"] == "0.6.13" and eight["exact"]
+    assert any("your pin '>=0.6.13' admits 0.6.13, which refuses {8, 16, 32}" in line for line in pin["advice"])
+    # The patch: the constant and the pin, which `git apply --check` accepts.
+    text = diff.read_text()
+    assert "-_SPARSE_MLA_SUPPORTED_Q_HEADS = (64, 128)" in text and "+_SPARSE_MLA_SUPPORTED_Q_HEADS = (8, 16, 32, 64, 128)" in text
+    assert '+dependencies = ["torch", "flashinfer-python>=0.6.14"]' in text
+    tree = tmp_path / "tree"
+    shutil.copytree(HELPER, tree)
+    subprocess.run(["git", "apply", "--check", str(diff)], cwd=tree, check=True)
+    subprocess.run(["git", "apply", str(diff)], cwd=tree, check=True)
+    code, checked, _ = cli_json("check", "--repo", str(tree), "--sm", "100,103")
+    verdicts = {f["verdict"] for f in checked["findings"]}
+    assert code == 0 and verdicts == {"ok"}, verdicts
+    assert {r["version"] for r in checked["releases"]} >= {"0.6.14", "0.7.4"}
+
+
+@pytest.mark.slow
+def test_suggest_repo_after_48047_with_an_old_pin_offers_both_ways(cli_json, tmp_path):
+    tree = tmp_path / "post"
+    shutil.copytree(POST, tree)
+    (tree / "pyproject.toml").write_text('[project]\nname = "f"\nversion = "0"\ndependencies = ["flashinfer-python>=0.6.13"]\n')
+    code, doc, _ = cli_json("suggest", "--repo", str(tree), "--sm", "100")
+    [mla] = [s for s in doc["suggestions"] if s["backend"] == MLA]
+    # The rule crashes on 0.6.13 for these per-rank counts ...
+    assert set(mla["refused_now"]["0.6.13"]) == {4, 8, 16, 32}
+    # ... so: either the pin >=0.6.14 (the rule stays), or the old padding.
+    assert mla["suggested"] == mla["current"] == "pad_to {8, 16, 32, 64, 128}"
+    assert mla["pin"]["new_pin"] == ">=0.6.14"
+    assert mla["safe_on_every_release_probed"] == "pad_to {64, 128}"
+    assert "crashes on flashinfer 0.6.13 for n={4, 8, 16, 32}" in mla["advice"]
+    assert code == 0
+
+
+@pytest.fixture(scope="module")
+def vllm_026(tmp_path_factory) -> Path:
+    """vLLM 0.26.0's own source (pins flashinfer-python==0.6.14; DSv4 pads `64 if n <= 64 else 128`)."""
+    where = tmp_path_factory.mktemp("vllm026")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "vllm==0.26.0", "-d", str(where), "--disable-pip-version-check"],
+        check=True,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        timeout=600,
+    )
+    wheel = next(where.glob("vllm-*.whl"))
+    tree = where / "tree"
+    with zipfile.ZipFile(wheel) as z:
+        for name in z.namelist():
+            if name.endswith(".py") or name.endswith(".dist-info/METADATA"):
+                z.extract(name, tree)
+    wheel.unlink()
+    return tree
+
+
+@pytest.mark.slow
+def test_suggest_on_vllm_026_proposes_the_smaller_counts_with_the_saving(cli_json, vllm_026):
+    code, doc, err = cli_json("suggest", "--repo", str(vllm_026 / "vllm"), "--sm", "100,103,120")
+    assert [r["version"] for r in doc["releases"]] == ["0.6.14"]
+    by = {s["backend"].rsplit(".", 1)[-1]: s for s in doc["suggestions"]}
+    mla = by["DeepseekV4FlashInferMLAAttention"]
+    assert mla["source"].endswith("deepseek_v4/nvidia/flashinfer_sparse.py:166")
+    assert (mla["current"], mla["suggested"]) == ("pad_to {64, 128}", "pad_to {8, 16, 32, 64, 128}")
+    saving = {(c["model"], c["tp"]): c["saving"] for c in mla["changes"]}
+    assert saving[("DeepSeek-V4-Pro", 4)] == 2.0 and saving[("DeepSeek-V4-Pro", 8)] == 4.0 and saving[("DeepSeek-V4-Pro", 16)] == 8.0
+    assert saving[("DeepSeek-V4-Pro", 1)] is None  # 128 stays 128
+    # The pin ==0.6.14 already admits only a release that accepts the smaller counts.
+    assert mla["pin"]["current_pin"] == "==0.6.14" and mla["pin"]["pin_admits_unsafe"] == [] and mla["pin"]["new_pin"] is None
+    assert mla["pin"]["needs"] == "0.6.14"
+    sm120 = by["DeepseekV4FlashInferSM120Attention"]
+    assert sm120["sms"] == [120] and sm120["suggested"] == "pad_to {8, 16, 32, 64, 128}"
+    assert not any(m.startswith("vllm") for m in sys.modules)  # read, never imported
+    assert code == 0, err
