@@ -41,7 +41,8 @@ AXIS_EPILOG = (
 # Options `check` and `suggest` share, declared once.
 TableOpt = Annotated[Optional[List[Path]], typer.Option("--table", "-t", help="Padding table (TOML). Repeatable. Default: the shipped tables in matrices/.")]
 RepoOpt = Annotated[Optional[Path], typer.Option("--repo", help="Read the padding rules from this source tree or installed package (static analysis: nothing is imported or run).")]
-MappingOpt = Annotated[Optional[Path], typer.Option("--mapping", help="With --repo: which padding class feeds which kernel. Default: matrices/mappings/vllm.toml.")]
+MappingOpt = Annotated[Optional[Path], typer.Option("--mapping", help="With --repo: which padding class feeds which kernel. Default: the shipped mapping of the engine the tree is (vLLM or SGLang), else each in turn.")]
+SetOpt = Annotated[Optional[List[str]], typer.Option("--set", help="With --repo: NAME=VALUE, a setting the consumer's rule reads (SGLang's envs), instead of its declared default (repeatable).")]
 ExcludeOpt = Annotated[Optional[List[str]], typer.Option("--exclude", help="With --repo: also skip paths matching this glob (repeatable). Tests, fixtures, venvs, site-packages and build outputs inside the tree are always skipped.")]
 PadFnOpt = Annotated[Optional[str], typer.Option("--pad-fn", help="Call your padding function (MODULE:QUALNAME or FILE.py:QUALNAME): imports and runs your code. Needs --kernel, --sm, --heads.")]
 PadFnKernelOpt = Annotated[Optional[str], typer.Option("--kernel", "-k", help="With --pad-fn: the kernel (or variant) the function feeds.")]
@@ -154,6 +155,7 @@ def check(
     repo: RepoOpt = None,
     mapping: MappingOpt = None,
     exclude: ExcludeOpt = None,
+    settings: SetOpt = None,
     pad_fn: PadFnOpt = None,
     kernel: PadFnKernelOpt = None,
     sm: TablesSmOpt = None,
@@ -175,7 +177,7 @@ def check(
         from .formats.github import emit
 
         fmt = _format(output_format, json_output)
-        rules = _RuleOptions(table, repo, mapping, exclude, pad_fn, kernel, sm, heads, tp, pin, flashinfer, ctx.args)
+        rules = _RuleOptions(table, repo, mapping, exclude, pad_fn, kernel, sm, heads, tp, pin, flashinfer, ctx.args, settings)
         rules.validate("check")
         if junit is not None:
             check_output(junit, "--junit")  # a bad path costs nothing: refused before probing
@@ -226,8 +228,10 @@ class _RuleOptions:
         pin: Optional[str],
         flashinfer: Optional[str],
         extra_args: list[str],
+        settings: Optional[List[str]] = None,
     ) -> None:
         self.table, self.repo, self.mapping, self.exclude = table, repo, mapping, exclude
+        self.settings = settings
         self.pad_fn, self.kernel, self.sm, self.heads, self.tp = pad_fn, kernel, sm, heads, tp
         self.pin, self.flashinfer, self.extra_args = pin, flashinfer, extra_args
 
@@ -243,6 +247,9 @@ class _RuleOptions:
             raise InputError(f"--heads {self.heads}: above {MAX_HEADS}, more query heads than any model has")
         if self.exclude and self.repo is None:
             raise InputError("--exclude goes with --repo")
+        if self.settings and self.repo is None:
+            raise InputError("--set goes with --repo")
+        self.overrides = _settings(self.settings)
         if self.kernel and not self.pad_fn:
             raise InputError(f"--kernel on {command} goes with --pad-fn")
         self.tp_list = _parse_int_list(self.tp, "--tp") if self.tp is not None else None
@@ -258,7 +265,8 @@ class _RuleOptions:
         if self.repo is not None:
             from .repo.extract import RepoRuleSource, load_mapping
 
-            repo_source = RepoRuleSource(self.repo, load_mapping(self.mapping), tuple(self.exclude or ()))
+            chosen = load_mapping(self.mapping) if self.mapping is not None else None
+            repo_source = RepoRuleSource(self.repo, chosen, tuple(self.exclude or ()), self.overrides)
             sources = [repo_source]
         elif self.pad_fn is not None:
             sources = [_pad_fn_source(self.pad_fn, self.kernel, self.sm, self.heads, self.tp_list)]
@@ -277,6 +285,29 @@ class _RuleOptions:
         if repo_tables is not None:
             return run_repo_check(repo_tables, self.sm, strict, self.flashinfer, self.pin, use_cache, progress)
         return run_check(tables, self.sm, strict, self.flashinfer, self.pin, use_cache, progress)
+
+
+def _single_release(spec: Optional[str]) -> str:
+    """The release a pin names when it names exactly one (`==0.7.2`), else the
+    installed one."""
+    from packaging.specifiers import SpecifierSet
+
+    from .reports import INSTALLED
+
+    clauses = list(SpecifierSet(spec)) if spec else []
+    if len(clauses) == 1 and clauses[0].operator == "==" and "*" not in clauses[0].version:
+        return clauses[0].version
+    return INSTALLED
+
+
+def _settings(items: Optional[List[str]]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip().isidentifier():
+            raise InputError(f"--set {item!r}: expected NAME=VALUE")
+        out[name.strip()] = value
+    return out
 
 
 def _check_release_options(flashinfer: Optional[str], pin: Optional[str]) -> None:
@@ -299,6 +330,7 @@ def suggest(
     repo: RepoOpt = None,
     mapping: MappingOpt = None,
     exclude: ExcludeOpt = None,
+    settings: SetOpt = None,
     pad_fn: PadFnOpt = None,
     kernel: PadFnKernelOpt = None,
     sm: TablesSmOpt = None,
@@ -320,7 +352,7 @@ def suggest(
         from .suggest import suggest as make_suggestions
 
         fmt = _format(output_format, json_output)
-        rules = _RuleOptions(table, repo, mapping, exclude, pad_fn, kernel, sm, heads, tp, pin, flashinfer, ctx.args)
+        rules = _RuleOptions(table, repo, mapping, exclude, pad_fn, kernel, sm, heads, tp, pin, flashinfer, ctx.args, settings)
         rules.validate("suggest")
         if output is not None:
             check_output(output, "--output", overwrite=force)
@@ -534,8 +566,10 @@ app.add_typer(table_app, name="table")
 @table_app.command("extract")
 def table_extract(
     repo: Path = typer.Option(..., "--repo", help="Source tree or installed package to read (static analysis: nothing is imported or run)."),
-    mapping: Optional[Path] = typer.Option(None, "--mapping", help="Which padding class feeds which kernel. Default: matrices/mappings/vllm.toml."),
+    mapping: MappingOpt = None,
     exclude: Optional[List[str]] = typer.Option(None, "--exclude", help="Also skip paths matching this glob (repeatable). Tests, fixtures, venvs, site-packages and build outputs inside the tree are always skipped."),
+    settings: SetOpt = None,
+    flashinfer: Optional[str] = typer.Option(None, "--flashinfer", help="For rules that read flashinfer's own tables (SGLang): the release to evaluate them against. Default: the repo's pin when it names one release, else the installed flashinfer."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the TOML here instead of stdout (an existing file is not overwritten without --force)."),
     force: bool = typer.Option(False, "--force", help="Overwrite --output."),
     json_output: bool = typer.Option(False, "--json", help="Emit what was found as JSON instead of TOML."),
@@ -543,11 +577,20 @@ def table_extract(
     """Write the padding table found in a source tree as TOML, to commit and review."""
 
     def job() -> int:
-        from .repo.extract import extract, load_mapping, table_toml
+        from .repo.extract import extract_any, load_mapping, table_toml
 
         if output is not None:
             check_output(output, "--output", overwrite=force)
-        found = extract(repo, load_mapping(mapping), tuple(exclude or ()))
+        if flashinfer is not None:
+            _check_release_options(flashinfer, None)
+        chosen = load_mapping(mapping) if mapping is not None else None
+        found = extract_any(repo, chosen, tuple(exclude or ()), None, _settings(settings))
+        if found.per_release:
+            from .probing import release_reader
+            from .releases import parse_spec
+
+            label = parse_spec(flashinfer)[-1] if flashinfer else _single_release(found.pin.spec if found.pin else None)
+            found = found.against(release_reader(label), label)
         if json_output:
             _formatter(True).data({"schema": "hprobe.extract/1", **found.to_dict()}, "extract")
             return 0

@@ -275,7 +275,8 @@ def check_table(
         for sm in targets:
             probed = [support[(backend.variant_key, sm)] for support in supports]
             for model in table.models:
-                findings.extend(_judge_model(table, backend, sm, probed, model))
+                if not backend.models or model.name in backend.models:
+                    findings.extend(_judge_model(table, backend, sm, probed, model))
     return findings, notes
 
 
@@ -304,7 +305,7 @@ def _judge_model(table: PaddingTable, backend: Backend, sm: int, probed: list[Ke
                 evidence=evidence,
                 notes=notes + extra_notes,
                 releases=versions,
-                source=str(backend.where),
+                source=backend.source_for(model.name, n),
                 depth=_weakest_depth(probed),
                 unchecked=list(dict.fromkeys(u for p in probed for u in p.unchecked)),
             )

@@ -8,7 +8,7 @@ from .kernels import get_variant
 from .matrix import probe_kernel
 from .outcome import KernelSMResult, Outcome
 from .parallel import probe_split
-from .releases import cache_installed, cached_installed, installed_identity, probe_release, resolve
+from .releases import Release, cache_installed, cached_installed, installed_identity, installed_release, probe_release, read_in_worker, resolve
 from .reports import INSTALLED, FlashinferInfo, ProbedRelease, Progress, installed_flashinfer_info
 from .shim import FlashinferSession
 from .sm import SM
@@ -86,3 +86,30 @@ def gather(labels: list[str], needed: dict[str, list[int]], heads: list[int], us
             continue
         out[label] = probe_installed(needed, heads, use_cache) if label == INSTALLED else probe_named(label, needed, heads, use_cache, progress)
     return out
+
+
+class ReleaseReader:
+    """A flashinfer release as a consumer's rule reads it (repo/evaluate.py's
+    FlashinferSource): its package indexed with ast, and names imported in a
+    worker on a faked SM where the source does not spell them out. Worker
+    answers are kept per module, names and SM for the reader's lifetime."""
+
+    def __init__(self, release: Release):
+        from .repo.scan import RepoIndex
+
+        self.release = release
+        self.version = release.version
+        package = release.tree / "flashinfer"
+        self.index = RepoIndex.build(package, excludes=("tests", "test")) if package.is_dir() else None
+        self._answers: dict[tuple[str, tuple[str, ...], int | None], dict] = {}
+
+    def import_names(self, module: str, names: list[str], sm: int | None) -> dict:
+        key = (module, tuple(names), sm)
+        if key not in self._answers:
+            self._answers[key] = read_in_worker(self.release, module, names, sm or 100)
+        return self._answers[key]
+
+
+def release_reader(label: str) -> ReleaseReader:
+    """The reader for a release label (`installed` or a version, wheel, dir)."""
+    return ReleaseReader(installed_release() if label == INSTALLED else resolve(label))

@@ -478,6 +478,39 @@ def _write_cache(key: str, results: list[KernelSMResult]) -> bool:
 
 def _run_worker(release: Release, kernel_ids: list[str], sms: list[int], heads: list[int]) -> list[KernelSMResult]:
     request = {"tree": str(release.tree), "kernels": kernel_ids, "sms": sms, "heads": heads}
+    proc = _worker(request)
+    if isinstance(proc, str):
+        reason = f"flashinfer {release.version} could not be probed here: {proc}"
+        return [_inconclusive(k, sm, release.version, heads, reason) for k in kernel_ids for sm in sms]
+    doc = proc
+    if "error" in doc:
+        reason = f"flashinfer {release.version} could not be probed here: {doc['error']}"
+        if release.unmet:
+            reason += "; unmet requirements: " + "; ".join(release.unmet)
+        return [_inconclusive(k, sm, release.version, heads, reason) for k in kernel_ids for sm in sms]
+    return [KernelSMResult.from_dict(r) for r in doc["results"]]
+
+
+def installed_release() -> Release:
+    """The flashinfer importable here, as a tree a worker can import from (found
+    without importing it)."""
+    spec = importlib.util.find_spec("flashinfer")
+    if spec is None or not spec.submodule_search_locations:
+        raise InputError("flashinfer is not installed here: name a release with --flashinfer")
+    package = Path(list(spec.submodule_search_locations)[0])
+    return Release(INSTALLED, distribution_version("flashinfer-python") or "installed", package.parent, None)
+
+
+def read_in_worker(release: Release, module: str, names: list[str], sm: int) -> dict:
+    """Names of a flashinfer module, imported in a worker from the release's tree
+    on a faked `sm` (see worker._read): {"values": {...}}, {"import_error": ...}
+    or {"error": ...}."""
+    doc = _worker({"tree": str(release.tree), "read": {"module": module, "names": names}, "sm": sm})
+    return {"error": doc} if isinstance(doc, str) else doc
+
+
+def _worker(request: dict) -> dict | str:
+    """Run the worker on one request: its JSON answer, or why there is none."""
     # An isolated interpreter (-I: no current directory, no user site, no
     # PYTHON* variables) in a directory of its own, importing this very
     # package by path: a `probe/` in the user's working tree is never run.
@@ -494,19 +527,12 @@ def _run_worker(release: Release, kernel_ids: list[str], sms: list[int], heads: 
         try:
             proc = run_bounded([sys.executable, "-I", "-c", bootstrap], limit, json.dumps(request), cwd=workdir, env=env)
         except Timeout:
-            reason = f"flashinfer {release.version} could not be probed here: the probe worker did not finish within {limit:g} s ({WORKER_TIMEOUT[0]} sets the limit)"
-            return [_inconclusive(k, sm, release.version, heads, reason) for k in kernel_ids for sm in sms]
+            return f"the probe worker did not finish within {limit:g} s ({WORKER_TIMEOUT[0]} sets the limit)"
     try:
-        doc = json.loads(proc.stdout.strip().splitlines()[-1])
+        return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
     except (json.JSONDecodeError, IndexError):
         tail = " ".join(proc.stderr.split())[-300:]
-        doc = {"error": f"probe worker exited {proc.returncode}: {tail}"}
-    if "error" in doc:
-        reason = f"flashinfer {release.version} could not be probed here: {doc['error']}"
-        if release.unmet:
-            reason += "; unmet requirements: " + "; ".join(release.unmet)
-        return [_inconclusive(k, sm, release.version, heads, reason) for k in kernel_ids for sm in sms]
-    return [KernelSMResult.from_dict(r) for r in doc["results"]]
+        return {"error": f"probe worker exited {proc.returncode}: {tail}"}
 
 
 def _inconclusive(key: str, sm: int, version: str, heads: list[int], reason: str) -> KernelSMResult:

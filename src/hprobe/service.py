@@ -6,6 +6,7 @@ output."""
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import product
 from typing import TYPE_CHECKING
 
 from .core import Finding, Verdict, check_table
@@ -87,16 +88,10 @@ def run_check(
     notes: list[str] = [targets.note] if targets.note else []
     notes.extend(note for table in tables for note in table.notes)  # what the rule source said
     # Which releases each table is judged on.
-    plan: dict[str, list[str]] = {}
+    plan: dict[tuple[str, str], list[str]] = {}
     for table in tables:
-        if flashinfer_spec:
-            plan[table.path] = parse_spec(flashinfer_spec)
-        elif pin or table.requires_flashinfer:
-            labels, pin_notes = pinned_releases(pin or table.requires_flashinfer or "", progress)
-            plan[table.path] = labels
-            notes.extend(f"{table.name}: {n}" for n in pin_notes)
-        else:
-            plan[table.path] = [INSTALLED]
+        plan[table.name, table.path], pin_notes = releases_for(table, flashinfer_spec, pin, progress)
+        notes.extend(f"{table.name}: {n}" for n in pin_notes)
     # Probe each kernel once per SM and release over 1..max(256, largest padded count).
     needed: dict[str, list[int]] = {}
     ceiling = DEFAULT_MAX_HEADS
@@ -115,7 +110,7 @@ def run_check(
         for rel in probed.values():
             notes.extend(rel.notes)
     for table in tables:
-        supports = [probed[label].results for label in plan[table.path]] if needed else []
+        supports = [probed[label].results for label in plan[table.name, table.path]] if needed else []
         table_findings, table_notes = check_table(table, supports, numbers) if needed else ([], [])
         if not flashinfer_spec:
             for f in table_findings:
@@ -125,6 +120,19 @@ def run_check(
     if not findings:
         notes.append("nothing was checked: no backend of the tables runs on the SMs selected")
     return CheckReport(list(probed.values()), targets, tables, findings, strict, notes)
+
+
+def releases_for(table: PaddingTable, flashinfer_spec: str | None, pin: str | None, progress: Progress = quiet) -> tuple[list[str], list[str]]:
+    """(release labels a table is judged on, notes): its own when its rules were
+    evaluated against one release, else --flashinfer, else the pin's ends, else
+    the installed release."""
+    if table.releases:
+        return list(table.releases), []
+    if flashinfer_spec:
+        return parse_spec(flashinfer_spec), []
+    if pin or table.requires_flashinfer:
+        return pinned_releases(pin or table.requires_flashinfer or "", progress)
+    return [INSTALLED], []
 
 
 def _with_variant_keys(table: PaddingTable) -> PaddingTable:
@@ -152,8 +160,22 @@ def run_repo_check(
     """`check --repo`: the table read from the consumer's source, judged like any
     table; classes whose rule could not be evaluated are inconclusive findings,
     and classes hprobe does not probe are listed with their padding."""
-    mapped_sms = sorted({sm for c in repo.classes if c.mapping and c.mapping.kernel for sm in c.mapping.sms})
-    report = run_check([repo.table], sm_option, strict, flashinfer_spec, pin, use_cache, progress, fallback_sms=mapped_sms)
+    mapped_sms = sorted({sm for c in repo.classes for e in c.entries if e.kernel for sm in e.sms})
+    tables = [repo.table]
+    if repo.per_release:
+        # The rules read flashinfer's own tables (SGLang reads its SM12x decode
+        # dispatch): evaluated once per release judged, each table judged on
+        # its release only.
+        from .probing import release_reader
+
+        labels, _ = releases_for(repo.table, flashinfer_spec, pin, progress)
+        readers = []
+        for label in labels:
+            progress(f"evaluating the repo's rules against flashinfer {label}")
+            readers.append(repo.against(release_reader(label), label))
+        tables = [r.table for r in readers]
+        repo = readers[-1]  # classes, notes and not-evaluable rules as the newest release reads them
+    report = run_check(tables, sm_option, strict, flashinfer_spec, pin, use_cache, progress, fallback_sms=mapped_sms)
     if repo.pin:
         report.notes.insert(0, f"flashinfer pin {repo.pin.spec} read from {repo.pin.source}")
     else:
@@ -161,39 +183,40 @@ def run_repo_check(
     report.notes.extend(repo.notes)
     numbers = [sm.number for sm in report.targets.sms]
     for item in repo.classes:
-        rule = item.rule.describe() if item.rule else "rule not evaluable"
+        rule = item.rule.describe() if item.rule else "; ".join(b.describe() for b in item.bound) or "rule not evaluated"
         if item.status == "unprobed":
             assert item.mapping is not None
             report.notes.append(f"{item.cls.qualname} ({item.where}): {rule}; not probed: {item.mapping.unprobed}")
         elif item.status == "unmapped":
             report.notes.append(f"{item.cls.qualname} ({item.where}): {rule}; not in the mapping file, so no kernel to judge it against")
         elif item.status == "not-evaluable":
-            mapping, problem = item.mapping, item.problem
+            problem = item.problem
             assert problem is not None  # the branch is for not-evaluable rules
-            if mapping is None or mapping.kernel is None:
+            probed = [e for e in item.entries if e.kernel is not None]
+            if not probed:
                 report.notes.append(f"{item.cls.qualname}: not evaluable: {problem}")
                 continue
-            for sm in [s for s in mapping.sms if s in numbers] or list(mapping.sms):
-                for model in repo.table.models:
-                    for tp, n in model.per_rank():
-                        report.findings.append(
-                            Finding(
-                                table=repo.table.name,
-                                table_path=repo.table.path,
-                                model=model.name,
-                                tp=tp,
-                                n=n,
-                                backend=item.cls.qualname,
-                                kernel=mapping.kernel,
-                                sm=sm,
-                                flashinfer_version="-",
-                                padded=None,
-                                verdict=Verdict.INCONCLUSIVE,
-                                notes=[f"not evaluable: {item.problem}"],
-                                source=f"{problem.path}:{problem.line}",
-                                rule_unknown=True,
-                            )
+            cells = [(entry, sm) for entry in probed for sm in ([s for s in entry.sms if s in numbers] or list(entry.sms))]
+            for (entry, sm), model in product(cells, repo.table.models):
+                for tp, n in model.per_rank():
+                    report.findings.append(
+                        Finding(
+                            table=repo.table.name,
+                            table_path=repo.table.path,
+                            model=model.name,
+                            tp=tp,
+                            n=n,
+                            backend=f"{item.cls.qualname}{entry.label}",
+                            kernel=entry.kernel or "",
+                            sm=sm,
+                            flashinfer_version="-",
+                            padded=None,
+                            verdict=Verdict.INCONCLUSIVE,
+                            notes=[f"not evaluable: {item.problem}"],
+                            source=f"{problem.path}:{problem.line}",
+                            rule_unknown=True,
                         )
+                    )
     if report.findings:
         report.notes = [n for n in report.notes if not n.startswith("nothing was checked")]
     return report

@@ -115,6 +115,13 @@ class TextFormatter(Formatter):
             c.print(t)
             for sm, names in entries.items():
                 c.print(f"  [dim]SM{sm} reaches {escape(', '.join(sorted(names)))}[/dim]")
+            if any("[" in f.source for f in rows):
+                # A rule evaluated per SM, phase and setting: which branch padded which count.
+                by_branch: dict[str, list[int]] = {}
+                for f in rows:
+                    by_branch.setdefault(f.source, []).append(f.n)
+                for source, ns in by_branch.items():
+                    c.print(f"  [dim]n={escape(compact_set(ns))} padded by {escape(source)}[/dim]")
             for item in dict.fromkeys(u for f in rows for u in f.unchecked):
                 c.print(f"  [dim]validators only: {escape(item)}[/dim]")
         c.print()

@@ -5,8 +5,17 @@ names bound to constants in the same module (or imported from another module
 of the repo), `if`/`for`/`return`/`raise`/`assert`, assignments, comparisons,
 `break`/`continue`, arithmetic, `min`/`max`/`len`/`range`/`int`/`abs`/`sorted`/`any`/`all`,
 f-strings, and calls to other functions of the repo that stay in the subset
-(`cls.helper(n)` resolves through the class hierarchy). Anything else is
-`NotEvaluable` with its file and line: reported, never guessed.
+(`cls.helper(n)` resolves through the class hierarchy), `try`/`except`,
+tuple unpacking, and imports inside functions. Anything else is `NotEvaluable`
+with its file and line: reported, never guessed.
+
+A rule may read more than its head-count argument (SGLang's does): a `Binding`
+supplies instance attributes (`self.n_local_heads`), extra arguments
+(`num_tokens`), platform predicates by their source text
+(`get_platform().is_sm120`), settings from the consumer's own registry
+(`envs.NAME.get()`), and the flashinfer release being judged, whose modules
+are read with `ast` too: an import of a name the release lacks raises
+ImportError, as it would in the consumer's process.
 """
 
 from __future__ import annotations
@@ -16,10 +25,10 @@ import math
 import operator
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
-from .scan import ClassInfo, FunctionInfo, ModuleInfo, RepoIndex
+from .scan import ClassInfo, FunctionInfo, ModuleInfo, RepoIndex, resolve_relative
 
 # Work bounds. Steps count statements and expressions plus the items every
 # builtin walks, and sizes are checked *before* an operation computes them, so
@@ -55,6 +64,7 @@ class _Unsupported(Exception):
     def __init__(self, node: ast.AST, what: str):
         super().__init__(what)
         self.node, self.what = node, what
+        self.module: ModuleInfo | None = None  # where `node` is: set as it leaves the function holding it
 
 
 class _Raised(Exception):
@@ -127,34 +137,121 @@ _BUILTINS: dict[str, Callable[..., Any]] = {
     "str": str,
 }
 _MATH = {"ceil": math.ceil, "floor": math.floor, "log2": math.log2, "gcd": math.gcd}
-_EXCEPTIONS = {"ValueError", "RuntimeError", "NotImplementedError", "AssertionError", "TypeError", "KeyError"}
+_EXCEPTIONS = {"ValueError", "RuntimeError", "NotImplementedError", "AssertionError", "TypeError", "KeyError", "ImportError", "AttributeError"}
+# What an `except` clause naming these catches, among the errors the subset raises.
+_CATCHES = {"Exception": None, "BaseException": None, "ImportError": {"ImportError", "ModuleNotFoundError"}, "LookupError": {"KeyError", "IndexError"}}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The consumer's settings registry (`envs.NAME.get()`): each NAME's value is
+    the default its registry declares (`NAME = EnvStr("flashinfer")`) unless
+    overridden (`--set NAME=VALUE`)."""
+
+    object_name: str  # the registry instance as the rule names it: "envs"
+    accessor: str  # the method that reads a value: "get"
+    values: dict[str, Any] = field(default_factory=dict)  # NAME -> value (defaults, then overrides)
+    problems: dict[str, str] = field(default_factory=dict)  # NAME -> why its default is unknown
+
+
+class FlashinferSource(Protocol):
+    """The flashinfer release a rule is evaluated against: its tree indexed for
+    static reads, and a worker that imports names the tree does not spell out."""
+
+    version: str
+    index: RepoIndex | None
+
+    def import_names(self, module: str, names: list[str], sm: int | None) -> dict: ...
+
+
+class Iterated:
+    """A flashinfer object that a worker could only iterate (0.7.x's dispatch
+    envelope): iteration is what it was seen to give; asking it anything else
+    (`in`, `len`) is not evaluable, since the object may answer differently."""
+
+    def __init__(self, items: list[Any], type_name: str):
+        self.items, self.type_name = items, type_name
+
+    def __iter__(self):
+        return iter(self.items)
+
+    def __contains__(self, item: object) -> bool:
+        raise _OpaqueUse(f"`in` on flashinfer's {self.type_name}, seen only by iterating it")
+
+    def __len__(self) -> int:
+        raise _OpaqueUse(f"len() of flashinfer's {self.type_name}, seen only by iterating it")
+
+
+class _OpaqueUse(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Binding:
+    """What a rule reads besides its head-count argument."""
+
+    head_arg: bool = True  # n is the first positional argument (vLLM); else an instance attribute
+    instance: dict[str, Any] = field(default_factory=dict)  # self.<name> -> value
+    args: dict[str, Any] = field(default_factory=dict)  # extra parameters by name
+    platform: dict[str, bool] = field(default_factory=dict)  # expression source text -> value on the SM judged
+    settings: Settings | None = None
+    flashinfer: FlashinferSource | None = None  # the release judged; None: not given
+    sm: int | None = None  # the SM the rule is evaluated for (a worker fakes it)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    value: int | Raises | NotEvaluable
+    returned_at: int | None = None  # line of the rule's own `return` that gave the value
+    reads_flashinfer: bool = False  # the rule imported from flashinfer: it depends on the release
+    settings_read: tuple[tuple[str, Any], ...] = ()  # settings the rule read, with their values
+    platform_read: tuple[tuple[str, bool], ...] = ()  # platform predicates it tested
 
 
 def evaluate(index: RepoIndex, owner: ClassInfo | None, function: FunctionInfo, n: int) -> int | Raises | NotEvaluable:
     """The padded count `function` returns for `n` heads, what it raises, or why
     it cannot be evaluated statically."""
-    interp = _Interpreter(index)
+    return evaluate_bound(index, owner, function, n, Binding()).value
+
+
+def evaluate_bound(index: RepoIndex, owner: ClassInfo | None, function: FunctionInfo, n: int, binding: Binding) -> Evaluation:
+    """As `evaluate`, with what the rule reads besides `n`, and which branch
+    (the line of its `return`) gave the answer."""
+    interp = _Interpreter(index, binding)
+    args = [n] if binding.head_arg else []
+    value: int | Raises | NotEvaluable
     try:
-        value = interp.call(_Callable(function, owner), [n], {}, depth=0)
+        result = interp.call(_Callable(function, owner), args, dict(binding.args), depth=0)
     except _Raised as exc:
-        return Raises(exc.error_type, exc.message)
+        value = Raises(exc.error_type, exc.message)
     except _Unsupported as exc:
-        module = interp.where or function.module
-        return NotEvaluable(module.path, getattr(exc.node, "lineno", function.node.lineno), exc.what)
+        module = exc.module or interp.where or function.module
+        value = NotEvaluable(module.path, getattr(exc.node, "lineno", function.node.lineno), exc.what)
     except (RecursionError, MemoryError) as exc:
         # Constants defined through each other without end, or too deep to follow.
         module = interp.where or function.module
-        return NotEvaluable(module.path, function.node.lineno, f"evaluation too deep or too large ({type(exc).__name__})")
-    if isinstance(value, bool) or not isinstance(value, int):
-        return NotEvaluable(function.module.path, function.node.lineno, f"returned {type(value).__name__}, not an int")
-    return value
+        value = NotEvaluable(module.path, function.node.lineno, f"evaluation too deep or too large ({type(exc).__name__})")
+    except _OpaqueUse as exc:
+        module = interp.where or function.module
+        value = NotEvaluable(module.path, function.node.lineno, str(exc))
+    else:
+        if isinstance(result, bool) or not isinstance(result, int):
+            value = NotEvaluable(function.module.path, function.node.lineno, f"returned {type(result).__name__}, not an int")
+        else:
+            value = result
+    return Evaluation(value, interp.returned_at, interp.reads_flashinfer, tuple(interp.settings_read.items()), tuple(interp.platform_read.items()))
 
 
 class _Interpreter:
-    def __init__(self, index: RepoIndex):
+    def __init__(self, index: RepoIndex, binding: Binding | None = None):
         self.index = index
+        self.binding = binding or Binding()
         self.steps = 0
         self.where: ModuleInfo | None = None  # module of the code being interpreted
+        self.returned_at: int | None = None
+        self.reads_flashinfer = False
+        self.settings_read: dict[str, Any] = {}
+        self.platform_read: dict[str, bool] = {}
 
     def _tick(self, node: ast.AST) -> None:
         self.steps += 1
@@ -200,6 +297,9 @@ class _Interpreter:
             self.block(node.body, frame, fn.module, target.owner, depth)
         except _Return as ret:
             return ret.value
+        except _Unsupported as exc:
+            exc.module = exc.module or self.where
+            raise
         finally:
             self.where = previous
         return None
@@ -214,7 +314,10 @@ class _Interpreter:
         self._tick(node)
         ev = lambda e: self.expr(e, frame, module, owner, depth)  # noqa: E731
         if isinstance(node, ast.Return):
-            raise _Return(ev(node.value) if node.value is not None else None)
+            value = ev(node.value) if node.value is not None else None
+            if depth == 0:
+                self.returned_at = node.lineno
+            raise _Return(value)
         if isinstance(node, ast.If):
             self.block(node.body if ev(node.test) else node.orelse, frame, module, owner, depth)
             return
@@ -241,6 +344,15 @@ class _Interpreter:
                 message = str(ev(node.msg)) if node.msg is not None else ast.unparse(node.test)
                 raise _Raised("AssertionError", message)
             return
+        if isinstance(node, ast.Try):
+            self._try(node, frame, module, owner, depth)
+            return
+        if isinstance(node, ast.ImportFrom):
+            self._import_from(node, frame, module)
+            return
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple):
+            self._unpack(node.targets[0], ev(node.value), frame, node)
+            return
         if isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
             value = ev(node.value)
             for t in node.targets:
@@ -264,6 +376,121 @@ class _Interpreter:
         if isinstance(node, ast.Pass):
             return
         raise _Unsupported(node, f"statement `{_first_line(node)}`")
+
+    def _try(self, node: ast.Try, frame: dict, module: ModuleInfo, owner: ClassInfo | None, depth: int) -> None:
+        try:
+            try:
+                self.block(node.body, frame, module, owner, depth)
+            except _Raised as exc:
+                for handler in node.handlers:
+                    if self._catches(handler, exc.error_type):
+                        if handler.name:
+                            frame[handler.name] = exc.message
+                        self.block(handler.body, frame, module, owner, depth)
+                        break
+                else:
+                    raise
+            else:
+                self.block(node.orelse, frame, module, owner, depth)
+        finally:
+            if node.finalbody:
+                self.block(node.finalbody, frame, module, owner, depth)
+
+    @staticmethod
+    def _catches(handler: ast.ExceptHandler, error_type: str) -> bool:
+        if handler.type is None:
+            return True
+        names = [e for e in (handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type])]
+        for name_node in names:
+            name = _dotted(name_node)
+            if name == error_type:
+                return True
+            if name in _CATCHES:
+                caught = _CATCHES[name]
+                if caught is None or error_type in caught:
+                    return True
+        return False
+
+    def _unpack(self, target: ast.Tuple, value: Any, frame: dict, node: ast.AST) -> None:
+        if not all(isinstance(t, ast.Name) for t in target.elts):
+            raise _Unsupported(node, "unpacking into something other than names")
+        try:
+            items = list(value)
+        except TypeError as exc:
+            raise _Raised("TypeError", str(exc)) from None
+        if len(items) != len(target.elts):
+            raise _Raised("ValueError", f"expected {len(target.elts)} values to unpack, got {len(items)}")
+        for t, item in zip(target.elts, items, strict=True):
+            assert isinstance(t, ast.Name)
+            frame[t.id] = item
+
+    def _import_from(self, node: ast.ImportFrom, frame: dict, module: ModuleInfo) -> None:
+        """`from X import a` inside a function: X of the repo binds its functions,
+        classes and constants; X of flashinfer reads the judged release's tree."""
+        if node.level == 0 and (node.module or "").split(".")[0] == "flashinfer":
+            self._import_flashinfer(node, frame)
+            return
+        package = module.name if module.path.endswith("__init__.py") else module.name.rpartition(".")[0]
+        source = resolve_relative(package, node.module, node.level)
+        other = self.index._by_suffix(source)
+        if other is None:
+            raise _Unsupported(node, f"imports from {source or '.'}, which is not in the repo")
+        for alias in node.names:
+            found_name = self.index.lookup(other, alias.name)
+            if found_name is None:
+                raise _Unsupported(node, f"{alias.name} is not a constant, function or class of {source}")
+            kind, value, where = found_name
+            local = alias.asname or alias.name
+            if kind == "function":
+                frame[local] = _Callable(value)
+            elif kind == "class":
+                frame[local] = value
+            elif kind == "constant":
+                previous = self.where
+                self.where = where
+                try:
+                    frame[local] = self.expr(value, {}, where, None, 0)
+                finally:
+                    self.where = previous
+            else:
+                raise _Unsupported(node, f"imports the module {alias.name}")
+
+    def _import_flashinfer(self, node: ast.ImportFrom, frame: dict) -> None:
+        """Names from the release judged: a literal its source spells out is read
+        with ast; anything else is imported in a worker on the SM judged."""
+        self.reads_flashinfer = True
+        source, dotted = self.binding.flashinfer, node.module or ""
+        if source is None:
+            raise _Unsupported(node, f"reads flashinfer ({dotted}): evaluated per release, with --flashinfer or the repo's pin")
+        values: dict[str, Any] = {}
+        found = source.index._by_suffix(dotted) if source.index is not None else None
+        if found is not None:
+            reader = _Interpreter(source.index) if source.index is not None else self
+            for alias in node.names:
+                hit = source.index.lookup(found, alias.name) if source.index is not None else None
+                if hit is not None and hit[0] == "constant":
+                    try:
+                        values[alias.name] = reader.expr(hit[1], {}, hit[2], None, 0)
+                    except (_Unsupported, _Raised):
+                        pass  # not a literal: the worker imports it
+        rest = [a.name for a in node.names if a.name not in values]
+        if rest:
+            doc = source.import_names(dotted, rest, self.binding.sm)
+            if "error" in doc:
+                raise _Unsupported(node, f"flashinfer {source.version}: {dotted} could not be read here: {doc['error']}")
+            if "import_error" in doc:
+                missing = doc.get("missing") or ""
+                if not (missing and (dotted == missing or dotted.startswith(missing + "."))):
+                    # Another module failed to import: this environment, not the release.
+                    raise _Unsupported(node, f"flashinfer {source.version}: importing {dotted} failed here ({doc['import_error']}), for a reason of this environment")
+                raise _Raised("ImportError", doc["import_error"])
+            for name in rest:
+                item = doc["values"][name]
+                if item.get("missing"):
+                    raise _Raised("ImportError", f"cannot import name {name!r} from {dotted!r} (flashinfer {source.version})")
+                values[name] = _from_data(item, node)
+        for alias in node.names:
+            frame[alias.asname or alias.name] = values[alias.name]
 
     def _raise(self, node: ast.Raise, frame: dict, module: ModuleInfo, owner: ClassInfo | None, depth: int) -> None:
         exc = node.exc
@@ -357,7 +584,15 @@ class _Interpreter:
                 return base[ev(node.slice)]
             except (IndexError, KeyError, TypeError, ValueError) as exc:
                 raise _Raised(type(exc).__name__, str(exc)) from None  # `PADS[n]` out of range raises in Python too
+        if isinstance(node, (ast.Call, ast.Attribute)) and self.binding.platform:
+            text = ast.unparse(node)
+            if text in self.binding.platform:
+                self.platform_read[text] = self.binding.platform[text]
+                return self.binding.platform[text]
         if isinstance(node, ast.Call):
+            setting = self._setting(node)
+            if setting is not None:
+                return setting[1]
             return self._call_expr(node, frame, module, owner, depth)
         if isinstance(node, ast.Attribute):
             return self._attribute(node, frame, module, owner)
@@ -415,13 +650,17 @@ class _Interpreter:
             raise _Unsupported(node, f"more than {MAX_STEPS} steps")
 
     def _comprehension(self, node: Any, frame: dict, module: ModuleInfo, owner: ClassInfo | None, depth: int) -> Any:
-        if len(node.generators) != 1 or not isinstance(node.generators[0].target, ast.Name):
-            raise _Unsupported(node, "a comprehension with several or unpacking `for` clauses")
+        target = node.generators[0].target if len(node.generators) == 1 else None
+        if not isinstance(target, (ast.Name, ast.Tuple)):
+            raise _Unsupported(node, "a comprehension with several `for` clauses")
         gen = node.generators[0]
         items = []
         for item in self.expr(gen.iter, frame, module, owner, depth):
             inner = dict(frame)
-            inner[gen.target.id] = item
+            if isinstance(target, ast.Tuple):
+                self._unpack(target, item, inner, node)
+            else:
+                inner[target.id] = item
             if all(self.expr(cond, inner, module, owner, depth) for cond in gen.ifs):
                 items.append(self.expr(node.elt, inner, module, owner, depth))
         return set(items) if isinstance(node, ast.SetComp) else items
@@ -449,8 +688,26 @@ class _Interpreter:
             return _BUILTINS[node.id]
         raise _Unsupported(node, f"name {node.id!r} is not a constant or function of the repo")
 
+    def _setting(self, node: ast.Call) -> tuple[str, Any] | None:
+        """`envs.NAME.get()`: (NAME, its value), or None when `node` is not a read of the registry."""
+        settings = self.binding.settings
+        func = node.func
+        if settings is None or node.args or node.keywords or not isinstance(func, ast.Attribute) or func.attr != settings.accessor:
+            return None
+        holder = func.value
+        if not (isinstance(holder, ast.Attribute) and isinstance(holder.value, ast.Name) and holder.value.id == settings.object_name):
+            return None
+        name = holder.attr
+        if name not in settings.values:
+            why = settings.problems.get(name, "not declared in the settings registry")
+            raise _Unsupported(node, f"setting {name}: {why}")
+        self.settings_read[name] = settings.values[name]
+        return name, settings.values[name]
+
     def _attribute(self, node: ast.Attribute, frame: dict, module: ModuleInfo, owner: ClassInfo | None) -> Any:
         base = node.value
+        if isinstance(base, ast.Name) and base.id == "self" and node.attr in self.binding.instance and "self" not in frame:
+            return self.binding.instance[node.attr]
         if isinstance(base, ast.Name) and base.id in ("cls", "self") and owner is not None and base.id not in frame:
             return self._member(owner, node.attr, node)
         if isinstance(base, ast.Name) and base.id == "math" and node.attr in _MATH:
@@ -495,6 +752,20 @@ class _Interpreter:
             self._check_size(node, result)
             return result
         raise _Unsupported(node, f"call of `{ast.unparse(node.func)}`")
+
+
+def _from_data(item: dict, node: ast.AST) -> Any:
+    """A worker's tagged value back to Python (see worker._data)."""
+    if "value" in item:
+        return item["value"]
+    for kind, build in (("tuple", tuple), ("list", list), ("frozenset", frozenset)):
+        if kind in item:
+            return build(_from_data(x, node) for x in item[kind])
+    if "dict" in item:
+        return {_from_data(k, node): _from_data(v, node) for k, v in item["dict"]}
+    if "iterable" in item:
+        return Iterated([_from_data(x, node) for x in item["iterable"]], item.get("type", "object"))
+    raise _Unsupported(node, f"reads a flashinfer {item.get('opaque', 'object')}, which is not data")
 
 
 def _dotted(node: ast.AST) -> str:

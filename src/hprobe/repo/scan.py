@@ -270,7 +270,7 @@ def _fill(module: ModuleInfo, tree: ast.Module, package: str) -> None:
         elif isinstance(node, ast.ClassDef):
             module.classes[node.name] = _class_info(node, module)
         elif isinstance(node, ast.ImportFrom):
-            source = _resolve_relative(package, node.module, node.level)
+            source = resolve_relative(package, node.module, node.level)
             for alias in node.names:
                 if alias.name != "*":
                     module.imports[alias.asname or alias.name] = (source, alias.name)
@@ -292,7 +292,7 @@ def _class_info(node: ast.ClassDef, module: ModuleInfo) -> ClassInfo:
     return info
 
 
-def _resolve_relative(package: str, module: str | None, level: int) -> str:
+def resolve_relative(package: str, module: str | None, level: int) -> str:
     if not level:
         return module or ""
     parts = package.split(".") if package else []

@@ -145,10 +145,17 @@ class Backend:
     # the probe variant this backend is judged against.
     options: tuple[tuple[str, str | int], ...] = ()
     key: str = ""  # the variant key, filled in once the kernel is known
+    models: tuple[str, ...] = ()  # judged for these models only; () = every model of the table
+    # (model, n) -> which branch of the consumer's rule gave the padded count
+    # (file:line and the SM, phase and settings it was evaluated under)
+    branches: tuple[tuple[tuple[str, int], str], ...] = ()
 
     @property
     def variant_key(self) -> str:
         return self.key or self.kernel
+
+    def source_for(self, model: str, n: int) -> str:
+        return dict(self.branches).get((model, n), str(self.where))
 
 
 @dataclass
@@ -160,3 +167,6 @@ class PaddingTable:
     models: list[Model]
     backends: list[Backend]
     notes: list[str] = field(default_factory=list)
+    # Judged on exactly these releases (a rule evaluated against one release's
+    # own tables); () = the releases --flashinfer, --pin or the pin name.
+    releases: tuple[str, ...] = ()

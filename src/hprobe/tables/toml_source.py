@@ -170,7 +170,10 @@ class _Parser:
             if isinstance(value, bool) or not isinstance(value, (str, int)):
                 raise self._fail(self._locate("backend", index, key), f"backend {name}: {key} must be a string or an integer")
             options.append((key, value))
-        return Backend(name, kernel, parsed, rule, where, tuple(options))
+        models = raw.get("models", [])
+        if not isinstance(models, list) or not all(isinstance(m, str) for m in models):
+            raise self._fail(self._locate("backend", index, "models"), f"backend {name}: models must be a list of model names")
+        return Backend(name, kernel, parsed, rule, where, tuple(options), models=tuple(models))
 
     def rule(self, raw: dict[str, Any], index: int, name: str) -> PaddingRule:
         keys = [k for k in _RULE_KEYS if k in raw]
@@ -229,7 +232,7 @@ class _Parser:
 
 _RULE_KEYS = ("pad_to", "pad_map", "pad_multiple", "pad_tile", "no_padding")
 # Keys of a [[backend]] that are not probe axes.
-_BACKEND_KEYS = frozenset({"name", "kernel", "sm", "max_heads", *_RULE_KEYS})
+_BACKEND_KEYS = frozenset({"name", "kernel", "sm", "max_heads", "models", *_RULE_KEYS})
 
 
 _TABLE_KEYS = frozenset({"name", "source", "requires_flashinfer"})

@@ -40,6 +40,8 @@ def _backend(backend: Backend) -> list[str]:
     lines = ["[[backend]]", f"name = {quote(backend.name)}", f"kernel = {quote(backend.kernel)}", f"sm = [{', '.join(map(str, backend.sms))}]"]
     for key, value in backend.options:
         lines.append(f"{key} = {quote(value) if isinstance(value, str) else value}")
+    if backend.models:
+        lines.append(f"models = [{', '.join(quote(m) for m in backend.models)}]")
     return lines + _rule(backend.rule)
 
 
