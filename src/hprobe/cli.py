@@ -365,7 +365,9 @@ def suggest(
             raise InputError("--output writes one table: name one with --table (or use --repo)")
         with _progress(fmt == "json") as progress:
             report = rules.run(tables, repo_tables, False, not no_cache, progress)
-            suggestions = make_suggestions(report, tables)
+            # The tables judged: a repo whose rules read flashinfer's own tables
+            # gives one per release.
+            suggestions = make_suggestions(report, report.tables)
             if flashinfer is None:
                 # --flashinfer names the releases outright: nothing to search.
                 from .service import search_pins
@@ -374,7 +376,10 @@ def suggest(
         if output is not None:
             from .tables.toml_writer import table_toml
 
-            [new_table] = rewritten(tables, suggestions)
+            judged = rewritten(report.tables, suggestions)
+            if len(judged) != 1:
+                raise InputError(f"--output writes one table; these rules were judged as {len(judged)} (one per release): name one release with --flashinfer")
+            [new_table] = judged
             header = [f"Suggested by `hprobe suggest` from {new_table.path}: each rule is the smallest count every release probed accepts."]
             write_output(output, table_toml(new_table, header), "--output", overwrite=force)
         patch = None

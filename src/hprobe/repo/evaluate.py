@@ -252,6 +252,7 @@ class _Interpreter:
         self.reads_flashinfer = False
         self.settings_read: dict[str, Any] = {}
         self.platform_read: dict[str, bool] = {}
+        self.calls: list[FunctionInfo] = []  # the functions being interpreted, innermost last
 
     def _tick(self, node: ast.AST) -> None:
         self.steps += 1
@@ -293,6 +294,7 @@ class _Interpreter:
             raise _Unsupported(node, f"{fn.qualname}() got unknown keyword {next(iter(kwargs))!r}")
         previous = self.where
         self.where = fn.module
+        self.calls.append(fn)
         try:
             self.block(node.body, frame, fn.module, target.owner, depth)
         except _Return as ret:
@@ -302,6 +304,7 @@ class _Interpreter:
             raise
         finally:
             self.where = previous
+            self.calls.pop()
         return None
 
     # -- statements --------------------------------------------------------------------
@@ -706,6 +709,8 @@ class _Interpreter:
 
     def _attribute(self, node: ast.Attribute, frame: dict, module: ModuleInfo, owner: ClassInfo | None) -> Any:
         base = node.value
+        if isinstance(base, ast.Call) and _dotted(base.func) == "super" and not base.args and owner is not None and self.calls:
+            return self._super_member(owner, node.attr, node)
         if isinstance(base, ast.Name) and base.id == "self" and node.attr in self.binding.instance and "self" not in frame:
             return self.binding.instance[node.attr]
         if isinstance(base, ast.Name) and base.id in ("cls", "self") and owner is not None and base.id not in frame:
@@ -716,6 +721,20 @@ class _Interpreter:
         if isinstance(value, ClassInfo):
             return self._member(value, node.attr, node)
         raise _Unsupported(node, f"attribute `{ast.unparse(node)}`")
+
+    def _super_member(self, owner: ClassInfo, name: str, node: ast.AST) -> Any:
+        """`super().name` inside a method: the next definition after the class
+        that holds the method being interpreted, in the instance's MRO."""
+        current = self.calls[-1]
+        order = self.index.mro(owner)
+        holder = current.qualname.rpartition(".")[0]
+        at = next((i for i, k in enumerate(order) if k.name == holder and k.module is current.module), None)
+        if at is None:
+            raise _Unsupported(node, f"super() outside a method of {owner.name}'s hierarchy")
+        for klass in order[at + 1 :]:
+            if name in klass.methods:
+                return _Callable(klass.methods[name], owner)
+        raise _Unsupported(node, f"super().{name} is not defined in the repo")
 
     def _member(self, cls: ClassInfo, name: str, node: ast.AST) -> Any:
         for klass in self.index.mro(cls):

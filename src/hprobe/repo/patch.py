@@ -66,7 +66,12 @@ def build_patch(repo: RepoTables, adopted: dict[str, PaddingRule], pin_for: Call
     edits: dict[Site, str] = {}
     settled: set[str] = set()
     for qualname, rule in adopted.items():
-        item = next(c for c in repo.classes if c.cls.qualname == qualname)
+        item = next((c for c in repo.classes if c.cls.qualname == qualname), None)
+        if item is None or item.bound:
+            # A rule evaluated per SM, phase and setting (SGLang's): its branches
+            # are code, not one constant to rewrite.
+            patch.not_rewritten.append(f"{qualname}: a rule that branches on the SM, phase or settings; change it by hand to {rule.describe()}")
+            continue
         if item.rule == rule:
             settled.add(qualname)
             continue

@@ -1,0 +1,196 @@
+"""Rules that read more than their head-count argument, as SGLang's does: a fixture
+engine exercising each construct, judged against the installed flashinfer; then
+the real SGLang 0.5.23 source, downloaded in the test and never imported,
+judged against the flashinfer it pins (0.7.2) and against 0.6.13."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from .conftest import ROOT
+
+ENGINE = ROOT / "tests" / "fixtures" / "repos" / "sglang_like"
+MAPPING = ENGINE / "mapping.toml"
+SGLANG = "0.5.23"  # pins flashinfer_python==0.7.2
+
+
+def _extract(cli_json, *extra: str) -> dict:
+    code, doc, err = cli_json("table", "extract", "--repo", str(ENGINE), "--mapping", str(MAPPING), *extra)
+    assert code == 0, err
+    return {c["class"]: c for c in doc["classes"]}
+
+
+def _rules(item: dict) -> dict[tuple[str, str], dict[int, int]]:
+    """(first SM, phase) -> {n: padded}, from a class's bound rules."""
+    out = {}
+    for b in item["bound"]:
+        pairs = b["rule"].removeprefix("pad_map {").removesuffix("}").split(", ")
+        out[f"SM{b['sms'][0]}", b["phase"]] = {int(k): int(v) for k, v in (p.split("->") for p in pairs)}
+    return out
+
+
+# -- the fixture engine, against the installed flashinfer (0.6.14) ----------------------
+
+
+def test_instance_attributes_platform_setting_and_flashinfer_table(cli_json):
+    classes = _extract(cli_json)
+    decode = classes["DecodeLayer"]
+    assert decode["status"] == "mapped" and decode["reads_flashinfer"]
+    rules = _rules(decode)
+    # SM100: not SM12x, so the setting's floor: 64 for every n <= 64; TP1 keeps n.
+    assert rules["SM100", "decode"] == {64: 64, 32: 64, 16: 64, 8: 64, 4: 64}
+    # SM120 decode: n where 0.6.14's own _DECODE_DSV4_DISPATCH lists it (8..64), else the floor.
+    assert rules["SM120", "decode"] == {64: 64, 32: 32, 16: 16, 8: 8, 4: 64}
+    # SM120 prefill (128 tokens > 64): n, whatever the table says.
+    assert rules["SM120", "prefill"] == {64: 64, 32: 32, 16: 16, 8: 8, 4: 4}
+    # Each count names the branch that padded it, with the conditions it held under.
+    sm120 = next(b for b in decode["bound"] if b["sms"] == [120] and b["phase"] == "decode")
+    branch = {(x["model"], x["n"]): x["branch"] for x in sm120["branches"]}
+    assert branch["DeepSeek-V4-Flash", 8].endswith("engine/attention.py:22 [SM120, decode, ENGINE_DECODE_BACKEND=flashinfer, ENGINE_PAD_FLOOR=64]")
+    assert branch["DeepSeek-V4-Flash", 4].endswith("engine/attention.py:24 [SM120, decode, ENGINE_DECODE_BACKEND=flashinfer, ENGINE_PAD_FLOOR=64]")
+    assert branch["DeepSeek-V4-Flash", 64].endswith("engine/attention.py:14 [SM120, decode, ENGINE_DECODE_BACKEND=flashinfer, ENGINE_PAD_FLOOR=64]")
+    # Outside the subset: said with its file and line, never guessed.
+    shape = classes["ShapeLayer"]
+    assert shape["status"] == "not-evaluable" and shape["not_evaluable"].endswith("engine/attention.py:42: ShapeLayer.weight is not defined in the repo")
+    dynamic = classes["DynamicLayer"]
+    assert "ENGINE_DYNAMIC: its default is computed at run time (_default_dynamic)" in dynamic["not_evaluable"]
+    assert not any(m == "engine" or m.startswith("engine.") for m in sys.modules)  # read, never imported
+
+
+def test_set_overrides_the_declared_default(cli_json):
+    triton = _rules(_extract(cli_json, "--set", "ENGINE_DECODE_BACKEND=triton")["DecodeLayer"])
+    assert triton["SM120", "decode"] == {64: 64, 32: 64, 16: 64, 8: 64, 4: 64}  # the flashinfer branch is not taken
+    floor = _rules(_extract(cli_json, "--set", "ENGINE_PAD_FLOOR=128")["DecodeLayer"])
+    assert floor["SM100", "decode"] == {64: 64, 32: 128, 16: 128, 8: 128, 4: 128}  # TP1 keeps n
+    # A runtime default given with --set: the rule evaluates, through super().
+    on = _extract(cli_json, "--set", "ENGINE_DYNAMIC=1")["DynamicLayer"]
+    off = _extract(cli_json, "--set", "ENGINE_DYNAMIC=off")["DynamicLayer"]
+    assert _rules(on)["SM100", None] == {64: 64, 32: 32, 16: 16, 8: 8, 4: 4}
+    assert _rules(off)["SM100", None] == {64: 64, 32: 64, 16: 64, 8: 64, 4: 64}
+
+
+@pytest.mark.parametrize(
+    ("setting", "needle"),
+    [
+        ("NO_SUCH=1", "--set NO_SUCH: not a setting of engine.environ.Envs"),
+        ("ENGINE_PAD_FLOOR=abc", "--set ENGINE_PAD_FLOOR=abc: not a value of its type (EnvInt)"),
+        ("ENGINE_DYNAMIC=maybe", "--set ENGINE_DYNAMIC=maybe: not a value of its type (EnvBool)"),
+        ("=1", "--set '=1': expected NAME=VALUE"),
+    ],
+)
+def test_bad_set_is_one_line(cli, setting, needle):
+    code, out, err = cli("table", "extract", "--repo", str(ENGINE), "--mapping", str(MAPPING), "--set", setting)
+    assert code == 2 and out == "" and err.strip().splitlines() == [f"hprobe: error: {needle}"]
+
+
+def test_set_needs_a_repo_whose_rules_read_settings(cli):
+    code, _, err = cli("check", "--set", "A=1")
+    assert code == 2 and "--set goes with --repo" in err
+    code, _, err = cli("check", "--repo", str(ROOT / "tests" / "fixtures" / "repos" / "pre48047"), "--set", "A=1")
+    assert code == 2 and err.count("hprobe: error:") == 1 and "read no settings" in err
+
+
+def test_check_judges_each_branch_against_the_kernel(cli_json):
+    code, doc, _ = cli_json("check", "--repo", str(ENGINE), "--mapping", str(MAPPING), "--sm", "100,120")
+    assert [r["version"] for r in doc["releases"]] == ["0.6.14"]
+    by = {(f["backend"], f["sm"], f["tp"]): f for f in doc["findings"] if f["model"] == "DeepSeek-V4-Flash"}
+    sm100 = by["engine.attention.DecodeLayer [decode] (SM100)", 100, 8]
+    assert (sm100["n"], sm100["padded"], sm100["verdict"], sm100["best"]) == (8, 64, "reducible", 8)
+    sm120 = by["engine.attention.DecodeLayer [decode] (SM120)", 120, 8]
+    assert (sm120["n"], sm120["padded"], sm120["verdict"]) == (8, 8, "ok")
+    assert sm120["source"].endswith("attention.py:22 [SM120, decode, ENGINE_DECODE_BACKEND=flashinfer, ENGINE_PAD_FLOOR=64]")
+    # The class outside the subset is inconclusive where it would run, with its file:line.
+    shape = [f for f in doc["findings"] if f["backend"].startswith("engine.attention.ShapeLayer")]
+    assert shape and {f["verdict"] for f in shape} == {"inconclusive"} and shape[0]["source"].endswith("attention.py:42")
+    assert code == 3  # inconclusive rows: undecided, never a silent pass
+
+
+# -- SGLang's own source ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sglang_tree(tmp_path_factory) -> Path:
+    where = tmp_path_factory.mktemp("sglang")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", f"sglang=={SGLANG}", "-d", str(where), "--disable-pip-version-check"],
+        check=True,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        timeout=600,
+    )
+    wheel = next(where.glob("sglang-*.whl"))
+    tree = where / "tree"
+    with zipfile.ZipFile(wheel) as z:
+        for name in z.namelist():
+            if name.endswith(".py") or name.endswith(".dist-info/METADATA"):
+                z.extract(name, tree)
+    wheel.unlink()
+    return tree
+
+
+MQA = "srt.models.deepseek_v4.MQALayer"
+
+
+@pytest.mark.slow
+def test_sglang_extract_finds_the_rule_and_its_subclasses(cli_json, sglang_tree):
+    code, doc, err = cli_json("table", "extract", "--repo", str(sglang_tree / "sglang"))
+    assert code == 0, err
+    assert doc["pin"]["spec"] == "==0.7.2"
+    classes = {c["module"] + "." + c["class"]: c for c in doc["classes"]}
+    assert classes["srt.models.deepseek_v4.MqaAttentionBase"]["status"] == "unprobed"
+    assert classes[MQA]["status"] == "mapped" and classes[MQA]["defined_at"].endswith("srt/models/deepseek_v4.py:1215")
+    assert classes["srt.models.deepseek_v4_dspark.DSparkAttention"]["status"] == "mapped"
+    # Evaluated against the pinned 0.7.2, whose dispatch is an object: read by importing it in a worker.
+    rules = _rules(classes[MQA])
+    assert rules["SM100", "decode"] == {128: 128, 64: 64, 32: 64, 16: 64, 8: 64, 4: 64}
+    assert rules["SM120", "decode"] == {128: 128, 64: 64, 32: 32, 16: 16, 8: 8, 4: 64}
+    assert rules["SM120", "prefill"] == {128: 128, 64: 64, 32: 32, 16: 16, 8: 8, 4: 4}
+    assert not any(m == "sglang" or m.startswith("sglang.") for m in sys.modules)  # read, never imported
+
+
+@pytest.mark.slow
+def test_sglang_check_against_its_pin(cli_json, sglang_tree):
+    code, doc, err = cli_json("check", "--repo", str(sglang_tree / "sglang"), "--sm", "100,120")
+    assert [r["version"] for r in doc["releases"]] == ["0.7.2"], err
+    mqa = {(f["backend"].split(" (")[0], f["sm"], f["model"], f["tp"]): f for f in doc["findings"] if f["backend"].startswith(MQA)}
+    # SM100, TP >= 2: padded to 64, where 0.7.2 accepts the per-rank count itself.
+    for model, tp, n in (("DeepSeek-V4-Pro", 4, 32), ("DeepSeek-V4-Pro", 8, 16), ("DeepSeek-V4-Flash", 2, 32), ("DeepSeek-V4-Flash", 8, 8)):
+        f = mqa[f"{MQA} [decode]", 100, model, tp]
+        assert (f["n"], f["padded"], f["verdict"], f["best"]) == (n, 64, "reducible", n), f
+        assert f["waste"] == 64 / n and f["source"].endswith("deepseek_v4.py:1235 [SM100/SM103, decode]")
+    assert mqa[f"{MQA} [decode]", 100, "DeepSeek-V4-Pro", 2]["verdict"] == "ok"  # 64 -> 64
+    # SM120 decode, default setting: n where 0.7.2's dispatch covers it.
+    f = mqa[f"{MQA} [decode]", 120, "DeepSeek-V4-Pro", 8]
+    assert (f["n"], f["padded"]) == (16, 16) and "deepseek_v4.py:1232 [SM120/SM121, decode, SGLANG_SM120_FLASHMLA_BACKEND=flashinfer]" in f["source"]
+    # SM120 prefill: n.
+    f = mqa[f"{MQA} [prefill]", 120, "DeepSeek-V4-Flash", 16]
+    assert (f["n"], f["padded"]) == (4, 4) and f["source"].endswith("deepseek_v4.py:1222 [SM120/SM121, prefill]")
+    assert code in (0, 1, 3)
+
+
+@pytest.mark.slow
+def test_sglang_against_0613_evaluates_the_fallback(cli_json, sglang_tree):
+    """0.6.13 has no SM120 decode table: SGLang fails closed and pads to 64."""
+    _, doc, _ = cli_json("check", "--repo", str(sglang_tree / "sglang"), "--sm", "120", "--flashinfer", "0.6.13")
+    assert [r["version"] for r in doc["releases"]] == ["0.6.13"]
+    decode = {(f["model"], f["tp"]): f for f in doc["findings"] if f["backend"].startswith(f"{MQA} [decode]")}
+    f = decode["DeepSeek-V4-Pro", 4]
+    assert (f["n"], f["padded"]) == (32, 64) and "deepseek_v4.py:1235 [SM120/SM121, decode" in f["source"]
+    assert decode["DeepSeek-V4-Pro", 1]["padded"] == 128  # TP1: n
+
+
+@pytest.mark.slow
+def test_suggest_on_sglang(cli_json, sglang_tree):
+    code, doc, err = cli_json("suggest", "--repo", str(sglang_tree / "sglang"), "--sm", "100")
+    by = {s["backend"].split(" (")[0]: s for s in doc["suggestions"]}
+    mqa = by[f"{MQA} [decode]"]
+    assert mqa["suggested"] == "pad_to {8, 16, 32, 64, 128}" and mqa["suggested_on"] == "0.7.2"
+    saving = {(c["model"], c["tp"]): c["saving"] for c in mqa["changes"]}
+    assert saving["DeepSeek-V4-Pro", 8] == 4.0 and saving["DeepSeek-V4-Flash", 8] == 8.0
+    assert mqa["pin"]["pin_admits_unsafe"] == [] and mqa["pin"]["current_pin"] == "==0.7.2"
+    assert code == 0, err
