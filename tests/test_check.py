@@ -96,16 +96,19 @@ def test_default_tables_cover_every_sm_without_gpu(cli_json):
         "vllm-dsv4-flashinfer (before #48047)",
         "vllm-dsv4-flashinfer (after #48047)",
         "vllm-dsv4-flashinfer-sm120-decode",
-        "sglang-dsv4-sm120-decode",
+        "sglang (_kernel_num_heads) on flashinfer 0.7.2",
         "vllm-flashinfer-cutlass-mla",
         "vllm-flashinfer-mla-dense",
     }
     # SM120 before #48047 padded 8 heads to 16, which 0.6.14 no longer needs.
     sm120 = [f for f in doc["findings"] if f["sm"] == 120 and f["n"] == 8 and "before" in f["table"]]
     assert {f["verdict"] for f in sm120} == {"reducible"}
-    # SGLang pads 4 heads (V4-Flash TP16) to 64 on SM120 where 8 reaches the decode kernel.
-    sglang = [f for f in doc["findings"] if f["table"] == "sglang-dsv4-sm120-decode" and f["n"] == 4]
-    assert {(f["padded"], f["verdict"], f["best"]) for f in sglang} == {(64, "reducible", 8)}
+    # SGLang 0.5.23's table, extracted from its source against the 0.7.2 it pins
+    # (and judged there): decode pads 4 heads (V4-Flash TP16) to 64 on SM100,
+    # where 0.7.2's validators accept 8.
+    assert "0.7.2" in {r["version"] for r in doc["releases"]}
+    sglang = [f for f in doc["findings"] if f["table"].startswith("sglang") and f["n"] == 4 and f["sm"] == 100]
+    assert sglang and {(f["padded"], f["verdict"], f["best"]) for f in sglang} == {(64, "reducible", 8)}
     # Kimi K3 at TP4 (24 per rank) on trtllm-gen: the tile rule pads to 32, the
     # validators accept 24, and the verdict says it rests on validators only.
     k3 = [f for f in doc["findings"] if f["table"] == "vllm-flashinfer-mla-dense" and f["model"] == "Kimi-K3" and f["tp"] == 4]

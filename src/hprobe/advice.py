@@ -37,11 +37,14 @@ class TableAdvice:
     releases: tuple[str, ...]  # the releases the advice rests on
     pin: str | None  # the table's requires_flashinfer (or --pin)
     backends: tuple[Advice, ...]
+    own_release: bool = False  # the rules were evaluated against the release they are judged on
 
     @property
     def scope(self) -> str:
         """For which releases the advice holds, in words."""
         on = f"flashinfer {', '.join(self.releases)}" if self.releases else "no release"
+        if self.own_release:
+            return f"on {on}: the rules read its own tables"
         if self.pin:
             return f"on {on}, the ends of pin {self.pin}"
         return f"on {on} only: no pin"
@@ -52,6 +55,7 @@ class TableAdvice:
 
 def summarize(report: CheckReport) -> list[TableAdvice]:
     pins = {t.name: t.requires_flashinfer for t in report.tables}
+    own = {t.name for t in report.tables if t.releases}
     out = []
     for table, rows_iter in groupby(report.findings, key=lambda f: f.table):
         rows = list(rows_iter)
@@ -66,7 +70,7 @@ def summarize(report: CheckReport) -> list[TableAdvice]:
             merged.setdefault((backend, tuple(counts.items()), _action(group)), []).append(sm)
         backends = tuple(Advice(table, b, kernels[b], tuple(sms), dict(c), action) for (b, c, action), sms in merged.items())
         releases = tuple(sorted({r for f in rows for r in (f.releases or [f.flashinfer_version]) if r != "-"}))
-        out.append(TableAdvice(table, releases, pins.get(table), backends))
+        out.append(TableAdvice(table, releases, pins.get(table), backends, table in own))
     return out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from itertools import groupby
 from typing import TYPE_CHECKING
@@ -55,6 +56,24 @@ def _isatty(stream) -> bool:
         return False
 
 
+_UNMET = re.compile(r"^flashinfer (\S+) requires (.+?) \(not installed; .*\)$")
+
+
+def _merged_notes(notes: list[str]) -> list[str]:
+    """Notes for the summary view: a release's unmet requirements on one line."""
+    out: list[str] = []
+    unmet: dict[str, list[str]] = {}
+    for note in notes:
+        m = _UNMET.match(note)
+        if m:
+            if m.group(1) not in unmet:
+                out.append(f"\0{m.group(1)}")
+            unmet.setdefault(m.group(1), []).append(m.group(2))
+        else:
+            out.append(note)
+    return [f"flashinfer {n[1:]} requires {', '.join(unmet[n[1:]])}, not installed here (--details for how to install)" if n.startswith("\0") else n for n in out]
+
+
 class TextFormatter(Formatter):
     def __init__(self, console: Console | None = None):
         self.console = console or make_console()
@@ -65,8 +84,10 @@ class TextFormatter(Formatter):
         c = self.console
         fi = report.flashinfer
         sms = ", ".join(str(sm) for sm in report.targets.sms)
-        c.print(f"[bold]hprobe check[/bold]  flashinfer {fi.version}  ({fi.location})  targets: {sms}")
-        for note in report.notes:
+        versions = ", ".join(dict.fromkeys(r.info.version for r in report.releases)) or fi.version
+        where = "  " + ", ".join(f"{r.info.version}: {r.info.location}" for r in report.releases) if self.details else ""
+        c.print(f"[bold]hprobe check[/bold]  flashinfer {escape(versions)}  targets: {sms}{escape(where)}")
+        for note in report.notes if self.details else _merged_notes(report.notes):
             c.print(f"[dim]note:[/dim] {escape(note)}")
         advice = summarize(report)
         if advice:
@@ -77,7 +98,8 @@ class TextFormatter(Formatter):
                 for a in table.backends:
                     tally = ", ".join(f"[{Verdict(v).style}]{n} {v}[/]" for v, n in a.counts.items())
                     sms = "/".join(f"SM{sm}" for sm in a.sms)
-                    c.print(f"    {escape(a.backend)} {sms}: {tally} → {escape(a.action)}")
+                    label = a.backend if f"({sms})" in a.backend else f"{a.backend} {sms}"  # SMs said once
+                    c.print(f"    {escape(label)}: {tally} → {escape(a.action)}")
             if any(not table.pin for table in advice):
                 c.print("  [dim]no pin: add requires_flashinfer (or --pin) for advice that holds across the releases you allow[/dim]")
         hidden = 0

@@ -304,7 +304,7 @@ def extract(root: Path, mapping: Mapping, excludes: tuple[str, ...] = (), flashi
         backends.extend(_backends(item))
     table = PaddingTable(
         name=f"{root.name or root} ({mapping.method})",
-        source=f"{root} read with ast; mapping {mapping.path}",
+        source=f"{root} read with ast; mapping {_mapping_label(mapping)}",
         path=str(root),
         requires_flashinfer=pin.spec if pin else None,
         models=list(mapping.models),
@@ -313,6 +313,12 @@ def extract(root: Path, mapping: Mapping, excludes: tuple[str, ...] = (), flashi
     if any(c.reads_flashinfer for c in found) and flashinfer is None:
         notes.append("some rules read flashinfer's own tables: they are evaluated against each release judged")
     return RepoTables(str(root), table, found, pin, notes, index, mapping, tuple(excludes), dict(overrides or {}), flashinfer.version if flashinfer else None)
+
+
+def _mapping_label(mapping: Mapping) -> str:
+    """A shipped mapping by its name (the same on every machine), another by its path."""
+    shipped = Path(str(shipped_data("mappings", "vllm.toml"))).parent
+    return f"hprobe's mappings/{Path(mapping.path).name}" if Path(mapping.path).parent == shipped else mapping.path
 
 
 def _read_summary(index: RepoIndex) -> str:
