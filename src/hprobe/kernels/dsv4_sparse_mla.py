@@ -37,7 +37,7 @@ class DSv4SparseMLAProbe(KernelProbe):
     entry_point = "flashinfer.mla._core.trtllm_batch_decode_sparse_mla_dsv4"
     default_sms = (100, 103, 120, 121)
     summary = "DeepSeek V4 sparse-MLA decode (SM10x TRTLLM-GEN, SM12x packed sparse path)"
-    probe_version = 2
+    probe_version = 3
     axes = (
         Axis("backend", "auto", ("auto", "trtllm-gen", "cute-dsl", "sparse", "cake"), help="flashinfer backend (0.7.x; cake: 0.7.2+)"),
         Axis("kv_format", "fp8", ("fp8", "nvfp4"), help="SM12x packed KV cache format (nvfp4: 0.7.x)"),
@@ -107,6 +107,28 @@ class DSv4SparseMLAProbe(KernelProbe):
             "workspace": torch.zeros(4 * 2**20, dtype=torch.uint8),
         }
 
+    def _hca(self, heads: int) -> dict[str, Any]:
+        """backend="cute-dsl" from 0.7.x decodes through HCA: explicit metadata in
+        place of sparse_indices and seq_lens (0.7.4 mla/_core.py:2296-2309), an
+        FP8 E4M3 query with caches of the same dtype (cute_dsl/attention/
+        wrappers/batch_hca.py:438, 489). One request, one window of 128 rows,
+        one compressed page."""
+        torch = self._torch
+        fp8 = torch.float8_e4m3fn
+        shared = self._shared
+        return {
+            "query": torch.zeros(1, 1, heads, HEAD_DIM, dtype=fp8),
+            "swa_kv_cache": torch.zeros(NUM_PAGES, 1, PAGE_SIZE, HEAD_DIM, dtype=fp8),
+            "compressed_kv_cache": torch.zeros(NUM_PAGES, 1, PAGE_SIZE, HEAD_DIM, dtype=fp8),
+            "workspace_buffer": shared["workspace"],
+            "sparse_topk_lens": shared["lens"],
+            "swa_topk_lens": shared["lens"],
+            "hca_swa_indices": torch.zeros(1, SWA_TOPK, dtype=torch.int32),
+            "hca_compressed_block_tables": torch.zeros(1, 1, dtype=torch.int32),
+            "hca_seq_lens": shared["seq_lens"],
+            "sinks": mi.zeros((heads,), "fp32"),
+        }
+
     def prepare(self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value], alternative: int = 0) -> PreparedCall:
         shared = self._shared
         params = _parameters(entry)
@@ -135,6 +157,8 @@ class DSv4SparseMLAProbe(KernelProbe):
                 "seq_lens": shared["seq_lens"],
                 "sinks": sinks,
             }
+        if config["backend"] == "cute-dsl" and "hca_swa_indices" in params:
+            kwargs = self._hca(heads)
         kwargs = {k: v for k, v in kwargs.items() if k in params}
         if config["backend"] != "auto":
             kwargs["backend"] = config["backend"]
