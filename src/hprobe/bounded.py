@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 from pathlib import Path
 
 from .errors import InputError
@@ -30,6 +31,30 @@ def setting_from_env(setting: tuple[str, float], unit: str = "seconds") -> float
     return value
 
 
+# Groups started and not yet reaped, from any thread: a thread waiting on a
+# worker never sees the main thread's Ctrl-C or SIGTERM, so the main thread
+# kills them all (kill_running) before it leaves.
+_RUNNING: set[subprocess.Popen] = set()
+_LOCK = threading.Lock()
+_STOPPING = threading.Event()  # set while the main thread unwinds: nothing new starts
+
+
+def kill_running() -> None:
+    """Kill every group running now, and start none until `resume()`."""
+    _STOPPING.set()
+    with _LOCK:
+        running = list(_RUNNING)
+    for proc in running:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def resume() -> None:
+    _STOPPING.clear()
+
+
 class Timeout(Exception):
     """The command did not finish within its limit; its group was killed."""
 
@@ -41,6 +66,8 @@ def run_bounded(
     cwd: str | Path | None = None,
     env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
+    if _STOPPING.is_set():
+        raise Timeout()  # hprobe is stopping: a thread must not start another process
     proc = subprocess.Popen(
         cmd,
         stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
@@ -52,6 +79,8 @@ def run_bounded(
         env=env,
         start_new_session=True,
     )
+    with _LOCK:
+        _RUNNING.add(proc)
     try:
         out, err = proc.communicate(input_text, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -60,6 +89,9 @@ def run_bounded(
     except BaseException:
         _kill_group(proc)
         raise
+    finally:
+        with _LOCK:
+            _RUNNING.discard(proc)
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 

@@ -3,7 +3,10 @@ cached under its RECORD digest), others fetched and probed in a worker."""
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
+
 from . import cache
+from .bounded import kill_running, resume
 from .kernels import get_variant
 from .matrix import probe_kernel
 from .outcome import KernelSMResult, Outcome
@@ -14,7 +17,7 @@ from .shim import FlashinferSession
 from .sm import SM
 
 
-def probe_installed(needed: dict[str, list[int]], heads: list[int], use_cache: bool = True) -> ProbedRelease:
+def probe_installed(needed: dict[str, list[int]], heads: list[int], use_cache: bool = True, workers: int | None = None) -> ProbedRelease:
     """Probe the flashinfer importable here, in this process; answers for an
     installed distribution pip can vouch for are cached like fetched ones, so
     a warm run (a pre-commit hook) imports neither flashinfer nor torch."""
@@ -30,7 +33,7 @@ def probe_installed(needed: dict[str, list[int]], heads: list[int], use_cache: b
     if not missing:
         info = installed_flashinfer_info()
         return ProbedRelease(INSTALLED, info, {(key, sm): cached[(key, sm)] for key, sms in needed.items() for sm in sms})
-    fresh = _probe_in_process(missing, heads)
+    fresh = _probe_in_process(missing, heads, workers)
     if identity is not None:
         for key, sms in missing.items():
             results = [fresh.results[(key, sm)] for sm in sms]
@@ -41,7 +44,7 @@ def probe_installed(needed: dict[str, list[int]], heads: list[int], use_cache: b
     return ProbedRelease(INSTALLED, fresh.info, {(key, sm): merged[(key, sm)] for key, sms in needed.items() for sm in sms})
 
 
-def _probe_in_process(needed: dict[str, list[int]], heads: list[int]) -> ProbedRelease:
+def _probe_in_process(needed: dict[str, list[int]], heads: list[int], workers: int | None = None) -> ProbedRelease:
     first = min(sm for sms in needed.values() for sm in sms)
     session = FlashinferSession(SM.from_number(first))
     session.open()
@@ -52,7 +55,7 @@ def _probe_in_process(needed: dict[str, list[int]], heads: list[int]) -> ProbedR
                 out.extend(probe_kernel(session, get_variant(key), [SM.from_number(s) for s in needed[key]], heads))
             return out
 
-        probed = probe_split(list(needed), job)
+        probed = probe_split(list(needed), job, workers)
         by_key = {(r.key, r.sm): r for r in probed}
         # The order asked for, whichever process probed what.
         results = {(key, sm): by_key[(key, sm)] for key, sms in needed.items() for sm in sms}
@@ -80,12 +83,35 @@ def probe_named(item: str, needed: dict[str, list[int]], heads: list[int], use_c
 
 
 def gather(labels: list[str], needed: dict[str, list[int]], heads: list[int], use_cache: bool, progress: Progress) -> dict[str, ProbedRelease]:
+    """Every release probed, in the order given. Releases that are not installed
+    are fetched and probed by worker processes while this one probes the
+    installed release: a check of the installed release beside a pinned one
+    costs about the longer of the two, not their sum."""
+    order = list(dict.fromkeys(labels))
+    named = [label for label in order if label != INSTALLED]
+    if not named:
+        return {INSTALLED: probe_installed(needed, heads, use_cache)} if order else {}
     out: dict[str, ProbedRelease] = {}
-    for label in labels:
-        if label in out:
-            continue
-        out[label] = probe_installed(needed, heads, use_cache) if label == INSTALLED else probe_named(label, needed, heads, use_cache, progress)
-    return out
+    futures: dict[str, Future[ProbedRelease]] = {}
+    pool = ThreadPoolExecutor(max_workers=min(len(named), 4), thread_name_prefix="hprobe-release")
+    try:
+        futures = {label: pool.submit(probe_named, label, needed, heads, use_cache, progress) for label in named}
+        if INSTALLED in order:
+            # Forking beside these threads is safe: they only wait on a pipe
+            # and hold no lock the forked child could need.
+            out[INSTALLED] = probe_installed(needed, heads, use_cache)
+        for label in named:
+            out[label] = futures[label].result()  # the first failure in the order given is the one raised
+    except BaseException:
+        # Ctrl-C, SIGTERM or a failure here: the threads' workers die with us.
+        for future in futures.values():
+            future.cancel()
+        kill_running()
+        raise
+    finally:
+        pool.shutdown(wait=True)
+        resume()
+    return {label: out[label] for label in order}
 
 
 class ReleaseReader:
