@@ -9,7 +9,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from hprobe.repo.evaluate import NotEvaluable, Raises, evaluate
-from hprobe.repo.extract import extract, load_mapping
+from hprobe.repo.extract import extract
+from hprobe.repo.mapping import load_mapping
 from hprobe.repo.scan import RepoIndex
 
 from .conftest import ROOT, V4_PRO_TABLE

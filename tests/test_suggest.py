@@ -15,7 +15,8 @@ from packaging.version import Version
 
 from hprobe.history import first_true
 from hprobe.pin_advice import raised_pin
-from hprobe.repo.extract import extract, load_mapping
+from hprobe.repo.extract import extract
+from hprobe.repo.mapping import load_mapping
 from hprobe.repo.patch import build_patch
 from hprobe.tables.model import PadTo
 

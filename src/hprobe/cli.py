@@ -263,7 +263,8 @@ class _RuleOptions:
         repo_source = None
         sources: list[RuleSource]
         if self.repo is not None:
-            from .repo.extract import RepoRuleSource, load_mapping
+            from .repo.extract import RepoRuleSource
+            from .repo.mapping import load_mapping
 
             chosen = load_mapping(self.mapping) if self.mapping is not None else None
             repo_source = RepoRuleSource(self.repo, chosen, tuple(self.exclude or ()), self.overrides)
@@ -582,7 +583,8 @@ def table_extract(
     """Write the padding table found in a source tree as TOML, to commit and review."""
 
     def job() -> int:
-        from .repo.extract import extract_any, load_mapping, table_toml
+        from .repo.extract import extract_any, table_toml
+        from .repo.mapping import load_mapping
 
         if output is not None:
             check_output(output, "--output", overwrite=force)

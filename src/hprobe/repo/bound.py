@@ -8,25 +8,30 @@ from __future__ import annotations
 
 import ast
 import os
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import InputError
 from ..tables.model import Model, PadMap
 from .evaluate import Binding, Evaluation, FlashinferSource, NotEvaluable, Raises, Settings, evaluate_bound
-from .scan import RepoIndex
-
-if TYPE_CHECKING:
-    from .extract import ClassMapping, Mapping, PaddingClass
+from .mapping import ClassMapping, Mapping, SettingsSpec
+from .scan import ClassInfo, FunctionInfo, RepoIndex
 
 
 @dataclass(frozen=True)
-class SettingsSpec:
-    """Where a consumer's settings registry lives, as its mapping declares it."""
+class RuleSite:
+    """A class's padding method as found in the tree, and how its file is shown."""
 
-    module: str  # dotted, e.g. sglang.srt.environ
-    object: str  # the registry instance the code reads: envs
-    accessor: str  # the method that returns a value: get
+    cls: ClassInfo
+    function: FunctionInfo  # where the rule is written (maybe in a base class)
+    path: str  # the function's file as the user named the tree
+
+
+@dataclass
+class BoundResult:
+    rules: list[BoundRule] = field(default_factory=list)
+    problem: NotEvaluable | None = None  # the first evaluation outside the subset
+    reads_flashinfer: bool = False  # the rule reads the judged release's own tables
 
 
 @dataclass(frozen=True)
@@ -107,9 +112,10 @@ def _parse_setting(name: str, kind: str, text: str) -> Any:
     return text
 
 
-def evaluate_entries(index: RepoIndex, item: PaddingClass, mapping: Mapping, settings: Settings | None, flashinfer: FlashinferSource | None) -> None:
-    """Fill item.bound (or item.problem): every entry x SM x model x TP."""
-    for entry in item.entries:
+def evaluate_entries(index: RepoIndex, site: RuleSite, entries: list[ClassMapping], mapping: Mapping, settings: Settings | None, flashinfer: FlashinferSource | None) -> BoundResult:
+    """Every entry x SM x model x TP of one class's rule."""
+    result = BoundResult()
+    for entry in entries:
         if entry.kernel is None:
             continue
         models = [m for m in mapping.models if not entry.models or m.name in entry.models]
@@ -120,12 +126,10 @@ def evaluate_entries(index: RepoIndex, item: PaddingClass, mapping: Mapping, set
             read: dict[str, Any] = {}
             for model in models:
                 for tp, n in model.per_rank():
-                    ev = _evaluate(index, item, mapping, entry, sm, model, tp, n, settings, flashinfer)
-                    item.reads_flashinfer |= ev.reads_flashinfer
+                    ev = _evaluate(index, site, mapping, entry, sm, model, tp, n, settings, flashinfer)
+                    result.reads_flashinfer |= ev.reads_flashinfer
                     if isinstance(ev.value, NotEvaluable):
-                        item.problem = ev.value
-                        item.bound.clear()
-                        return
+                        return BoundResult([], ev.value, result.reads_flashinfer)
                     outputs[model.name, n] = ev.value
                     lines[model.name, n] = ev.returned_at
                     read.update(ev.settings_read)
@@ -137,10 +141,11 @@ def evaluate_entries(index: RepoIndex, item: PaddingClass, mapping: Mapping, set
             groups.setdefault(repr((sorted(outputs.items(), key=str), sorted(lines.items()), settings_text)), []).append(sm)
         for sms in groups.values():
             outputs, lines, settings_text = per_sm[sms[0]]
-            item.bound.extend(_rules(item, entry, tuple(sms), models, outputs, lines, settings_text))
+            result.rules.extend(_rules(site, entry, tuple(sms), models, outputs, lines, settings_text))
+    return result
 
 
-def _evaluate(index: RepoIndex, item: PaddingClass, mapping: Mapping, entry: ClassMapping, sm: int, model: Model, tp: int, n: int, settings: Settings | None, flashinfer: FlashinferSource | None) -> Evaluation:
+def _evaluate(index: RepoIndex, site: RuleSite, mapping: Mapping, entry: ClassMapping, sm: int, model: Model, tp: int, n: int, settings: Settings | None, flashinfer: FlashinferSource | None) -> Evaluation:
     values = {"n": n, "total": model.num_q_heads, "tp": tp}
     instance = {attr: values[kind] for attr, kind in mapping.instance.items()}
     args: dict[str, Any] = dict(entry.args)
@@ -150,17 +155,17 @@ def _evaluate(index: RepoIndex, item: PaddingClass, mapping: Mapping, entry: Cla
             args[param] = options[axis]
     platform = {expr: sm in sms for expr, sms in mapping.platform}
     binding = Binding(head_arg=False, instance=instance, args=args, platform=platform, settings=settings, flashinfer=flashinfer, sm=sm)
-    return evaluate_bound(index, item.cls, item.function, n, binding)
+    return evaluate_bound(index, site.cls, site.function, n, binding)
 
 
-def _rules(item: PaddingClass, entry: ClassMapping, sms: tuple[int, ...], models: list[Model], outputs: dict[tuple[str, int], int | Raises], lines: dict[tuple[str, int], int | None], settings_text: str) -> list[BoundRule]:
+def _rules(site: RuleSite, entry: ClassMapping, sms: tuple[int, ...], models: list[Model], outputs: dict[tuple[str, int], int | Raises], lines: dict[tuple[str, int], int | None], settings_text: str) -> list[BoundRule]:
     where = "/".join(f"SM{sm}" for sm in sms)
     conditions = ", ".join(x for x in (where, entry.phase, settings_text) if x)
-    path = item.function.module.path
+    path = site.function.module.path
 
     def branch(key: tuple[str, int]) -> str:
         line = lines.get(key)
-        return f"{shown_path(item, path)}:{line} [{conditions}]" if line else f"{shown_path(item, path)} [{conditions}]"
+        return f"{shown_path(site, path)}:{line} [{conditions}]" if line else f"{shown_path(site, path)} [{conditions}]"
 
     merged: dict[int, int] = {}
     consistent = True
@@ -178,8 +183,8 @@ def _rules(item: PaddingClass, entry: ClassMapping, sms: tuple[int, ...], models
     return out
 
 
-def shown_path(item: PaddingClass, rel: str) -> str:
+def shown_path(site: RuleSite, rel: str) -> str:
     """`rel` (relative to the tree root) as the user named the tree."""
-    own = item.function.module.path
-    root = item.path[: -len(own)] if item.path.endswith(own) else ""
+    own = site.function.module.path
+    root = site.path[: -len(own)] if site.path.endswith(own) else ""
     return os.path.normpath(root + rel) if root else rel

@@ -4,62 +4,23 @@ by a mapping file. Nothing in the tree is imported or executed."""
 
 from __future__ import annotations
 
-import ast
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError, NothingToCheck
-from ..fileio import read_text, regular_file
-from ..sm import parse_sm
+from ..fileio import regular_file
 from ..tables import shipped_data
 from ..tables.interface import RuleSource
-from ..tables.model import Backend, Model, NoPadding, PaddingRule, PaddingTable, PadMap, PadTo, Where
-from ..tables.toml_source import _Parser, parse_toml
+from ..tables.model import Backend, NoPadding, PaddingRule, PaddingTable, PadMap, PadTo, Where
 from ..tables.toml_writer import table_toml as write_table_toml
-from .bound import BoundRule, SettingsSpec, evaluate_entries, load_settings, shown_path
+from .bound import BoundRule, RuleSite, evaluate_entries, load_settings, shown_path
 from .evaluate import FlashinferSource, NotEvaluable, Raises, evaluate
+from .mapping import ClassMapping, Mapping, shipped_mappings
 from .pin import RepoPin, find_pin
 from .scan import DEFAULT_EXCLUDES, ClassInfo, FunctionInfo, RepoIndex
 
-# In a subfolder of the shipped data: `matrices/*.toml` are padding tables, this is not one.
-DEFAULT_MAPPING = ("mappings", "vllm.toml")
 PROBE_RANGE = range(1, 257)  # counts a rule is evaluated over to recover its shape
-
-
-@dataclass
-class ClassMapping:
-    name: str
-    kernel: str | None  # None: hprobe cannot probe the kernel behind it
-    sms: tuple[int, ...] = ()
-    options: tuple[tuple[str, str | int], ...] = ()
-    unprobed: str | None = None  # why not (FlashMLA, AITER, vLLM's own CUTLASS op)
-    models: tuple[str, ...] = ()  # restrict to these models; () = every model
-    where: Where | None = None
-    phase: str | None = None  # "decode" / "prefill": one class judged once per phase
-    args: tuple[tuple[str, str | int], ...] = ()  # values of the rule's extra parameters
-
-    @property
-    def label(self) -> str:
-        return f" [{self.phase}]" if self.phase else ""
-
-
-@dataclass
-class Mapping:
-    path: str
-    method: str
-    models: list[Model]
-    classes: dict[str, list[ClassMapping]]  # class name -> its entries (one per kernel, SMs and phase)
-    package: str | None = None  # the engine package the mapping reads ("vllm", "sglang")
-    # A rule whose head count is an instance attribute, not an argument:
-    instance: dict[str, str] = field(default_factory=dict)  # self.<attr> -> "n", "total" or "tp"
-    parameters: dict[str, str] = field(default_factory=dict)  # extra parameter -> the axis giving its value
-    platform: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)  # predicate source -> SMs where true
-    settings: SettingsSpec | None = None
-
-    @property
-    def bound(self) -> bool:
-        return bool(self.instance)
 
 
 @dataclass
@@ -79,6 +40,10 @@ class PaddingClass:
     @property
     def mapping(self) -> ClassMapping | None:
         return self.entries[0] if self.entries else None
+
+    @property
+    def site(self) -> RuleSite:
+        return RuleSite(self.cls, self.function, self.path)
 
     @property
     def where(self) -> Where:
@@ -144,120 +109,6 @@ class RepoTables:
         }
 
 
-MAPPING_KEYS = ("class", "instance", "mapping", "model", "parameters", "platform", "settings")
-
-
-def load_mapping(path: Path | None = None) -> Mapping:
-    if path is None:
-        path = shipped_data(*DEFAULT_MAPPING)
-    text = read_text(path, "mapping file")
-    data = parse_toml(text, path)
-    unknown = sorted(set(data) - set(MAPPING_KEYS))
-    if unknown:
-        raise InputError(f"{path}: unknown top-level key {unknown[0]!r} (known: {', '.join(MAPPING_KEYS)})")
-    # Models are written as in a padding table; its parser checks them.
-    raw_models = data.get("model", [])
-    raw_models = [raw_models] if isinstance(raw_models, dict) else raw_models
-    if not isinstance(raw_models, list):
-        raise InputError(f"{path}: [[model]] must be a list of tables")
-    parser = _Parser(str(path), text)
-    models = [parser.model(raw, i) for i, raw in enumerate(raw_models)]
-    header = data.get("mapping", {})
-    if not isinstance(header, dict) or set(header) - {"method", "package"}:
-        raise InputError(f"{path}: [mapping] takes `method` (the padding method's name) and `package` (the engine's package)")
-    method = header.get("method", "get_padded_num_q_heads")
-    if not isinstance(method, str) or not method.isidentifier():
-        raise InputError(f"{path}: [mapping] method must be a Python method name")
-    package = header.get("package")
-    if package is not None and (not isinstance(package, str) or not package.isidentifier()):
-        raise InputError(f"{path}: [mapping] package must be a Python package name")
-    instance = _string_table(data, "instance", path, allowed=BINDABLE)
-    parameters = _string_table(data, "parameters", path)
-    platform = _platforms(data.get("platform", []), path, text)
-    settings = _settings_spec(data.get("settings"), path)
-    classes: dict[str, list[ClassMapping]] = {}
-    raw_classes = data.get("class", [])
-    if not isinstance(raw_classes, list):
-        raise InputError(f"{path}: [[class]] must be a list of tables")
-    for i, raw in enumerate(raw_classes):
-        where = Where(str(path), _line_of(text, "[[class]]", i))
-        if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
-            raise InputError(f"{where}: [[class]] needs a name")
-        classes.setdefault(raw["name"], []).append(_class_entry(raw, where, set(parameters)))
-    return Mapping(str(path), method, models, classes, package, instance, parameters, platform, settings)
-
-
-BINDABLE = ("n", "total", "tp")  # what an instance attribute can be bound to
-
-
-def _string_table(data: dict, key: str, path: Path, allowed: tuple[str, ...] | None = None) -> dict[str, str]:
-    raw = data.get(key, {})
-    if not isinstance(raw, dict) or not all(isinstance(k, str) and k.isidentifier() and isinstance(v, str) for k, v in raw.items()):
-        raise InputError(f"{path}: [{key}] maps names to strings")
-    for name, value in raw.items():
-        if allowed is not None and value not in allowed:
-            raise InputError(f"{path}: [{key}] {name} = {value!r}: expected one of {', '.join(allowed)}")
-    return dict(raw)
-
-
-def _platforms(raw: object, path: Path, text: str) -> list[tuple[str, tuple[int, ...]]]:
-    if not isinstance(raw, list):
-        raise InputError(f"{path}: [[platform]] must be a list of tables")
-    out = []
-    for i, item in enumerate(raw):
-        where = Where(str(path), _line_of(text, "[[platform]]", i))
-        if not isinstance(item, dict) or set(item) != {"expr", "sm"} or not isinstance(item["expr"], str) or not isinstance(item["sm"], list):
-            raise InputError(f"{where}: [[platform]] takes expr (the predicate as the source writes it) and sm (where it is true)")
-        try:
-            expr = ast.unparse(ast.parse(item["expr"], mode="eval").body)  # normalised as the evaluator sees it
-            sms = tuple(parse_sm(str(x)).number for x in item["sm"])
-        except SyntaxError:
-            raise InputError(f"{where}: [[platform]] expr {item['expr']!r} is not a Python expression") from None
-        except InputError as exc:
-            raise InputError(f"{where}: [[platform]] {exc.message}") from None
-        out.append((expr, sms))
-    return out
-
-
-def _settings_spec(raw: object, path: Path) -> SettingsSpec | None:
-    if raw is None:
-        return None
-    keys = {"module", "object", "accessor"}
-    if not isinstance(raw, dict) or set(raw) != keys or not all(isinstance(v, str) and v for v in raw.values()):
-        raise InputError(f"{path}: [settings] takes module (the registry's module), object (its instance, e.g. envs) and accessor (e.g. get)")
-    return SettingsSpec(raw["module"], raw["object"], raw["accessor"])
-
-
-def _class_entry(raw: dict, where: Where, parameters: set[str]) -> ClassMapping:
-    name = raw["name"]
-    if "unprobed" in raw:
-        return ClassMapping(name, None, unprobed=str(raw["unprobed"]), where=where)
-    kernel, sms = raw.get("kernel"), raw.get("sm")
-    if not isinstance(kernel, str) or not isinstance(sms, list) or not sms:
-        raise InputError(f"{where}: class {name}: needs kernel and sm (or unprobed = \"why\")")
-    try:
-        parsed = tuple(parse_sm(str(s)).number for s in sms)
-    except InputError as exc:
-        raise InputError(f"{where}: class {name}: {exc.message}") from None
-    phase = raw.get("phase")
-    if phase is not None and not isinstance(phase, str):
-        raise InputError(f"{where}: class {name}: phase must be a string (decode, prefill)")
-    args = raw.get("args", {})
-    if not isinstance(args, dict) or not all(k in parameters and isinstance(v, (str, int)) and not isinstance(v, bool) for k, v in args.items()):
-        raise InputError(f"{where}: class {name}: args gives values to the parameters [parameters] declares, as strings or integers")
-    options = []
-    for key, value in raw.items():
-        if key in ("name", "kernel", "sm", "models", "phase", "args"):
-            continue
-        if isinstance(value, bool) or not isinstance(value, (str, int)):
-            raise InputError(f"{where}: class {name}: unknown key {key!r}, or an axis value that is not a string or integer")
-        options.append((key, value))
-    restrict = raw.get("models", [])
-    if not isinstance(restrict, list) or not all(isinstance(m, str) for m in restrict):
-        raise InputError(f"{where}: class {name}: models must be a list of model names")
-    return ClassMapping(name, kernel, parsed, tuple(options), None, tuple(restrict), where, phase, tuple(args.items()))
-
-
 def extract(root: Path, mapping: Mapping, excludes: tuple[str, ...] = (), flashinfer: FlashinferSource | None = None, overrides: dict[str, str] | None = None) -> RepoTables:
     """Find the padding classes under `root`, evaluate their rules, build a table.
     `flashinfer`: the release judged, for rules that read its tables;
@@ -280,9 +131,10 @@ def extract(root: Path, mapping: Mapping, excludes: tuple[str, ...] = (), flashi
         entries = mapping.classes.get(cls.qualname) or mapping.classes.get(cls.name) or []
         item = PaddingClass(cls, function, path, entries=list(entries))
         if mapping.bound:
-            evaluate_entries(index, item, mapping, settings, flashinfer)
-            if item.problem is not None:
-                item.problem = NotEvaluable(shown_path(item, item.problem.path), item.problem.line, item.problem.what)
+            result = evaluate_entries(index, item.site, item.entries, mapping, settings, flashinfer)
+            item.bound, item.reads_flashinfer = result.rules, result.reads_flashinfer
+            if result.problem is not None:
+                item.problem = NotEvaluable(shown_path(item.site, result.problem.path), result.problem.line, result.problem.what)
         else:
             _evaluate_rule(index, item)
         fewer = [(n, v) for n, v in item.outputs.items() if isinstance(v, int) and v < n]
@@ -356,7 +208,7 @@ def _evaluate_rule(index: RepoIndex, item: PaddingClass) -> None:
         result = evaluate(index, item.cls, item.function, n)
         if isinstance(result, NotEvaluable):
             # Shown as the tree's path, like the rule's own location.
-            item.problem = NotEvaluable(shown_path(item, result.path), result.line, result.what)
+            item.problem = NotEvaluable(shown_path(item.site, result.path), result.line, result.what)
             item.outputs.clear()
             return
         item.outputs[n] = result
@@ -374,16 +226,6 @@ def _rule_of(outputs: dict[int, int | Raises]) -> PaddingRule:
         if all(candidate.pad(n) == (v if isinstance(v, int) else None) for n, v in outputs.items()):
             return candidate
     return PadMap(tuple((n, v) for n, v in sorted(outputs.items()) if isinstance(v, int)))
-
-
-def _line_of(text: str, header: str, index: int) -> int | None:
-    seen = -1
-    for number, line in enumerate(text.splitlines(), start=1):
-        if line.strip() == header:
-            seen += 1
-            if seen == index:
-                return number
-    return None
 
 
 def table_toml(tables: RepoTables) -> str:
@@ -411,13 +253,6 @@ def table_toml(tables: RepoTables) -> str:
     # A rule evaluated per binding names each branch it took; others, their line.
     comments = {b.name: "; ".join(dict.fromkeys(why for _, why in b.branches)) or str(b.where) for b in t.backends}
     return write_table_toml(t, header, comments, footer)
-
-
-SHIPPED_MAPPINGS = ("vllm.toml", "sglang.toml")
-
-
-def shipped_mappings() -> list[Mapping]:
-    return [load_mapping(shipped_data("mappings", name)) for name in SHIPPED_MAPPINGS]
 
 
 def _mentions_package(root: Path, package: str) -> bool:
