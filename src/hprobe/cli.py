@@ -368,7 +368,7 @@ def suggest(
             report = rules.run(tables, repo_tables, False, not no_cache, progress)
             # The tables judged: a repo whose rules read flashinfer's own tables
             # gives one per release.
-            suggestions = make_suggestions(report, report.tables)
+            suggestions = make_suggestions(report, report.tables, newest_only=flashinfer is None)
             if flashinfer is None:
                 # --flashinfer names the releases outright: nothing to search.
                 from .service import search_pins

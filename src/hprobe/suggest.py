@@ -114,7 +114,10 @@ class BackendSuggestion:
         }
 
 
-def suggest(report: CheckReport, tables: list[PaddingTable]) -> list[BackendSuggestion]:
+def suggest(report: CheckReport, tables: list[PaddingTable], newest_only: bool = True) -> list[BackendSuggestion]:
+    """`newest_only`: suggest what the newest release probed accepts (a pin
+    search then says what it needs); else what every release probed accepts
+    (the releases were named outright: nothing to search, nothing to raise)."""
     out = []
     for table in tables:
         for backend in table.backends:
@@ -124,7 +127,7 @@ def suggest(report: CheckReport, tables: list[PaddingTable]) -> list[BackendSugg
             sms = tuple(dict.fromkeys(f.sm for f in rows))
             versions = tuple(dict.fromkeys(v for f in rows for v in f.releases))
             results = {sm: _results(report, backend.variant_key, sm, versions) for sm in sms}
-            out.append(_suggest_backend(table, backend, sms, versions, results))
+            out.append(_suggest_backend(table, backend, sms, versions, results, newest_only))
     return out
 
 
@@ -133,7 +136,7 @@ def _results(report: CheckReport, key: str, sm: int, versions: tuple[str, ...]) 
     return [r for r in found if r.flashinfer_version in versions] or found
 
 
-def _suggest_backend(table: PaddingTable, backend: Backend, sms: tuple[int, ...], versions: tuple[str, ...], results: dict[int, list[KernelSMResult]]) -> BackendSuggestion:
+def _suggest_backend(table: PaddingTable, backend: Backend, sms: tuple[int, ...], versions: tuple[str, ...], results: dict[int, list[KernelSMResult]], newest_only: bool) -> BackendSuggestion:
     suggestion = BackendSuggestion(table.name, backend, sms, versions, None)
     counts = sorted({n for m in table.models for _, n in m.per_rank()})
     safe_everywhere: dict[int, set[int]] = {}
@@ -147,8 +150,10 @@ def _suggest_backend(table: PaddingTable, backend: Backend, sms: tuple[int, ...]
         newest = max(per_release, key=lambda r: _version(r.flashinfer_version), default=None)
         safe_newest[sm] = _fast(newest) if newest is not None else set()
         suggestion.newest = newest.flashinfer_version if newest is not None else None
-    chosen = _choose(counts, safe_newest, suggestion.unsafe)
+    chosen = _choose(counts, safe_newest if newest_only else safe_everywhere, suggestion.unsafe)
     kept = _choose(counts, safe_everywhere, {})
+    if not newest_only:
+        suggestion.newest = ", ".join(versions)
     for model in table.models:
         for tp, n in model.per_rank():
             suggestion.changes.append(CountChange(model.name, tp, n, backend.rule.pad(n), chosen.get(n)))
