@@ -291,14 +291,10 @@ class _RuleOptions:
 def _single_release(spec: Optional[str]) -> str:
     """The release a pin names when it names exactly one (`==0.7.2`), else the
     installed one."""
-    from packaging.specifiers import SpecifierSet
-
+    from .releases import exact_release
     from .reports import INSTALLED
 
-    clauses = list(SpecifierSet(spec)) if spec else []
-    if len(clauses) == 1 and clauses[0].operator == "==" and "*" not in clauses[0].version:
-        return clauses[0].version
-    return INSTALLED
+    return exact_release(spec) or INSTALLED
 
 
 def _settings(items: Optional[List[str]]) -> dict[str, str]:

@@ -568,15 +568,23 @@ def _published_versions(_pip_settings: tuple[tuple[str, str], ...]) -> tuple[Ver
     return tuple(sorted(versions))
 
 
+def exact_release(spec: str | None) -> str | None:
+    """The one release a pin names (`==0.7.2`), or None."""
+    clauses = list(parse_pin(spec)) if spec else []
+    if len(clauses) == 1 and clauses[0].operator in ("==", "===") and "*" not in clauses[0].version:
+        return clauses[0].version
+    return None
+
+
 def pinned_releases(spec: str, progress: Callable[[str], None] = lambda _message: None) -> tuple[list[str], list[str]]:
     """The lowest and highest published releases a pin admits, plus the installed
     release if the pin admits it. Returns (labels, notes)."""
     specifier = parse_pin(spec)
-    clauses = list(specifier)
-    if len(clauses) == 1 and clauses[0].operator in ("==", "===") and "*" not in clauses[0].version:
+    exact = exact_release(spec)
+    if exact is not None:
         # An exact pin names its one release: nothing to list (a release that
         # does not exist is said when it is fetched).
-        admitted = [Version(clauses[0].version)]
+        admitted = [Version(exact)]
     else:
         progress("listing published flashinfer releases")
         admitted = [v for v in published_versions() if specifier.contains(v)]
