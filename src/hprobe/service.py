@@ -161,7 +161,7 @@ def run_repo_check(
     table; classes whose rule could not be evaluated are inconclusive findings,
     and classes hprobe does not probe are listed with their padding."""
     mapped_sms = sorted({sm for c in repo.classes for e in c.entries if e.kernel for sm in e.sms})
-    tables = [repo.table]
+    readings = [repo]  # the tree as read: once, or once per release its rules read
     if repo.per_release:
         # The rules read flashinfer's own tables (SGLang reads its SM12x decode
         # dispatch): evaluated once per release judged, each table judged on
@@ -169,13 +169,12 @@ def run_repo_check(
         from .probing import release_reader
 
         labels, _ = releases_for(repo.table, flashinfer_spec, pin, progress)
-        readers = []
+        readings = []
         for label in labels:
             progress(f"evaluating the repo's rules against flashinfer {label}")
-            readers.append(repo.against(release_reader(label), label))
-        tables = [r.table for r in readers]
-        repo = readers[-1]  # classes, notes and not-evaluable rules as the newest release reads them
-    report = run_check(tables, sm_option, strict, flashinfer_spec, pin, use_cache, progress, fallback_sms=mapped_sms)
+            readings.append(repo.against(release_reader(label), label))
+        repo = readings[-1]  # classes and notes as the newest release reads them
+    report = run_check([r.table for r in readings], sm_option, strict, flashinfer_spec, pin, use_cache, progress, fallback_sms=mapped_sms)
     if repo.pin:
         report.notes.insert(0, f"flashinfer pin {repo.pin.spec} read from {repo.pin.source}")
     else:
@@ -189,37 +188,47 @@ def run_repo_check(
             report.notes.append(f"{item.cls.qualname} ({item.where}): {rule}; not probed: {item.mapping.unprobed}")
         elif item.status == "unmapped":
             report.notes.append(f"{item.cls.qualname} ({item.where}): {rule}; not in the mapping file, so no kernel to judge it against")
-        elif item.status == "not-evaluable":
-            problem = item.problem
-            assert problem is not None  # the branch is for not-evaluable rules
-            probed = [e for e in item.entries if e.kernel is not None]
-            if not probed:
-                report.notes.append(f"{item.cls.qualname}: not evaluable: {problem}")
-                continue
-            cells = [(entry, sm) for entry in probed for sm in ([s for s in entry.sms if s in numbers] or list(entry.sms))]
-            for (entry, sm), model in product(cells, repo.table.models):
-                for tp, n in model.per_rank():
-                    report.findings.append(
-                        Finding(
-                            table=repo.table.name,
-                            table_path=repo.table.path,
-                            model=model.name,
-                            tp=tp,
-                            n=n,
-                            backend=f"{item.cls.qualname}{entry.label}",
-                            kernel=entry.kernel or "",
-                            sm=sm,
-                            flashinfer_version="-",
-                            padded=None,
-                            verdict=Verdict.INCONCLUSIVE,
-                            notes=[f"not evaluable: {item.problem}"],
-                            source=f"{problem.path}:{problem.line}",
-                            rule_unknown=True,
-                        )
-                    )
+        elif item.status == "not-evaluable" and not any(e.kernel for e in item.entries):
+            report.notes.append(f"{item.cls.qualname}: not evaluable: {item.problem}")
+    # A rule not evaluable on a release is inconclusive there: each reading's own.
+    for reading in readings:
+        report.findings.extend(_unevaluated(reading, numbers))
     if report.findings:
         report.notes = [n for n in report.notes if not n.startswith("nothing was checked")]
     return report
+
+
+def _unevaluated(repo: RepoTables, numbers: list[int]) -> list[Finding]:
+    """Inconclusive findings, where each entry would run, for the classes whose
+    rule could not be evaluated in this reading of the tree."""
+    out = []
+    for item in repo.classes:
+        problem = item.problem
+        probed = [e for e in item.entries if e.kernel is not None]
+        if item.status != "not-evaluable" or problem is None or not probed:
+            continue
+        cells = [(entry, sm) for entry in probed for sm in ([s for s in entry.sms if s in numbers] or list(entry.sms))]
+        for (entry, sm), model in product(cells, repo.table.models):
+            for tp, n in model.per_rank():
+                out.append(
+                    Finding(
+                        table=repo.table.name,
+                        table_path=repo.table.path,
+                        model=model.name,
+                        tp=tp,
+                        n=n,
+                        backend=f"{item.cls.qualname}{entry.label}",
+                        kernel=entry.kernel or "",
+                        sm=sm,
+                        flashinfer_version="-",
+                        padded=None,
+                        verdict=Verdict.INCONCLUSIVE,
+                        notes=[f"not evaluable: {problem}"],
+                        source=f"{problem.path}:{problem.line}",
+                        rule_unknown=True,
+                    )
+                )
+    return out
 
 
 def search_pins(report: CheckReport, suggestions: list[BackendSuggestion], pin: str | None, use_cache: bool = True, progress: Progress = quiet) -> None:
