@@ -115,6 +115,27 @@ def test_dsv4_validator_history(sweep):
     assert any(n.startswith("partial:") for n in result["notes"])
 
 
+def test_fp8_kv_scales_only_where_run_takes_them(cli_json):
+    # 0.6.13 mla/_core.py:872-919: run() takes no ckv_scale/kpe_scale; an fp8 KV
+    # cache with a bf16 query is accepted for every h_q on SM90 by fa2 and fa3.
+    _, doc, _ = cli_json("matrix", "-k", "batch-mla", "--dtype", "fp8", "--backend", "fa2,fa3", "--sm", "90", "--flashinfer", "0.6.13")
+    by = {r["key"]: r for r in doc["results"]}
+    for key in ("batch-mla[backend=fa2,dtype=fp8]", "batch-mla[backend=fa3,dtype=fp8]"):
+        assert set(by[key]["accepted"]) == set(range(1, 257)), by[key]["heads"][0]
+
+
+def test_dsv4_cute_dsl_gets_hca_inputs(cli_json):
+    # 0.7.4 mla/_core.py:2296-2309: cute-dsl takes explicit HCA metadata, no
+    # sparse_indices or seq_lens; batch_hca.py:438 wants an FP8 query. With those
+    # the call passes every input check and stops at batch_hca.py:441, the
+    # query's device: inconclusive for this machine, not an input misfit.
+    _, doc, _ = cli_json("matrix", "-k", "dsv4-sparse-mla", "--backend", "cute-dsl", "--sm", "100", "--heads", "8,64", "--flashinfer", "0.7.4")
+    [result] = doc["results"]
+    for head in result["heads"]:
+        assert head["outcome"] == "inconclusive" and head["message"] == "query must be on a CUDA device"
+        assert "tensors' device" in head["reason"] and "inputs may not fit" not in head["reason"]
+
+
 def test_cute_dsl_workspace_dtype_of_0_6_13(sweep):
     # 0.6.13 cute_dsl/attention/monolithic/mla_decode.py:440 asserts an int8 workspace.
     assert _accepted(sweep, "0.6.13", "trtllm-mla[backend=cute-dsl]", 100) == set(range(1, 129))

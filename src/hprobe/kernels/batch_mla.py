@@ -10,6 +10,7 @@ turn (see `input_alternatives`).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -35,7 +36,10 @@ def _plan_and_run(wrapper_cls: Any, backend: str, heads: int, dtype: str, q_dtyp
     # Split query halves are their own contiguous tensors, as callers pass them.
     q_nope, q_pe = mi.zeros((1, heads, rank), q_dtype), mi.zeros((1, heads, mi.QK_ROPE_HEAD_DIM), q_dtype)
     pages = mi.pages_for(page_size)
-    scales = {"ckv_scale": 1.0, "kpe_scale": 1.0} if dtype == "fp8" else {}
+    # fp8 KV scales where run() takes them (0.7.x); 0.6.13's run() has none and
+    # would fail on the keyword, not on heads.
+    takes = inspect.signature(wrapper.run).parameters
+    scales = {k: 1.0 for k in ("ckv_scale", "kpe_scale") if k in takes} if dtype == "fp8" else {}
     if layout == "split-legacy" and backend == "cutlass":
         wrapper.run(q_nope, q_pe, ckv, kpe, kv_len=mi.seq_lens(), page_table=torch.zeros(1, pages, dtype=torch.int32))
         return
@@ -71,7 +75,7 @@ class BatchMLAProbe(KernelProbe):
     entry_point = "flashinfer.mla.BatchMLAPagedAttentionWrapper"
     default_sms = (90, 100, 103, 120, 121)
     summary = "MLA attention via BatchMLAPagedAttentionWrapper plan/run (fa2, fa3, cutlass; trtllm-gen, xqa, cute-dsl from 0.7.1)"
-    probe_version = 3
+    probe_version = 4
     pass_through_calls = ("plan",)
     axes = (
         Axis("backend", "auto", ("auto", "fa2", "fa3", "cutlass", "trtllm-gen", "xqa", "cute-dsl"), sweep=True, help="wrapper backend"),
