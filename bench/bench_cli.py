@@ -88,23 +88,32 @@ def releases_bench(rounds: int) -> None:
 REPORT_RELEASES = "0.6.13,0.6.14,0.6.15,0.6.16,0.6.17,0.6.18,0.7.0,0.7.1,0.7.2,0.7.4"
 
 
+def side_by_side(rounds: int, title: str, base: tuple[str, list[str]], other: tuple[str, list[str]]) -> None:
+    """Two commands, warm (`other` runs once first to fill the caches), timed in
+    alternation; the median of `other` as a ratio of `base`'s."""
+    run_once(other[1])
+    times: dict[str, list[float]] = {base[0]: [], other[0]: []}
+    for _ in range(rounds):
+        for name, argv in (base, other):
+            times[name].append(run_once(argv)[0])
+    b, o = statistics.median(times[base[0]]), statistics.median(times[other[0]])
+    print(f"\n{title}")
+    print(f"{base[0]:<34} {b:>8.2f}")
+    print(f"{other[0]:<34} {o:>8.2f} {o / b:>6.2f}x of {base[0].split()[0]}")
+
+
 def report_bench(rounds: int) -> None:
     """A ten-release `report` against the same ten-release `matrix`, both warm."""
     import tempfile
 
     common = ["-k", "dsv4-sparse-mla,trtllm-mla", "--sm", "100,120"]
-    matrix = HPROBE + ["matrix", *common, "--flashinfer", REPORT_RELEASES]
     site = tempfile.mkdtemp(prefix="hprobe-bench-site-")
-    report = HPROBE + ["report", *common, "--releases", REPORT_RELEASES, "-o", site, "--force"]
-    run_once(report)  # fetch and probe once: warm from here on
-    times: dict[str, list[float]] = {"matrix": [], "report": []}
-    for _ in range(rounds):
-        times["matrix"].append(run_once(matrix)[0])
-        times["report"].append(run_once(report)[0])
-    m, r = statistics.median(times["matrix"]), statistics.median(times["report"])
-    print(f"\nten releases ({REPORT_RELEASES}), dsv4-sparse-mla + trtllm-mla, SM100+SM120, warm")
-    print(f"{'matrix':<34} {m:>8.2f}")
-    print(f"{'report (index.html, md, json)':<34} {r:>8.2f} {r / m:>6.2f}x of matrix")
+    side_by_side(
+        rounds,
+        f"ten releases ({REPORT_RELEASES}), dsv4-sparse-mla + trtllm-mla, SM100+SM120, warm",
+        ("matrix", HPROBE + ["matrix", *common, "--flashinfer", REPORT_RELEASES]),
+        ("report (index.html, md, json)", HPROBE + ["report", *common, "--releases", REPORT_RELEASES, "-o", site, "--force"]),
+    )
 
 
 def suggest_bench(rounds: int) -> None:
@@ -113,18 +122,13 @@ def suggest_bench(rounds: int) -> None:
     import tempfile
 
     common = ["--repo", str(ROOT / "tests" / "fixtures" / "repos" / "pre48047_helper"), "--sm", "100,103"]
-    check = HPROBE + ["check", *common]
     patch = Path(tempfile.mkdtemp(prefix="hprobe-bench-diff-")) / "fix.diff"
-    suggest = HPROBE + ["suggest", *common, "--diff", str(patch), "--force"]
-    run_once(suggest)  # fetch and probe once: warm from here on
-    times: dict[str, list[float]] = {"check": [], "suggest": []}
-    for _ in range(rounds):
-        times["check"].append(run_once(check)[0])
-        times["suggest"].append(run_once(suggest)[0])
-    c, s = statistics.median(times["check"]), statistics.median(times["suggest"])
-    print("\npre-#48047 fixture (pin >=0.6.13), SM100+SM103, warm")
-    print(f"{'check --repo':<34} {c:>8.2f}")
-    print(f"{'suggest --repo --diff':<34} {s:>8.2f} {s / c:>6.2f}x of check")
+    side_by_side(
+        rounds,
+        "pre-#48047 fixture (pin >=0.6.13), SM100+SM103, warm",
+        ("check --repo", HPROBE + ["check", *common]),
+        ("suggest --repo --diff", HPROBE + ["suggest", *common, "--diff", str(patch), "--force"]),
+    )
 
 
 def main() -> None:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,27 @@ ROOT = Path(__file__).resolve().parent.parent
 MATRICES = ROOT / "matrices"
 PRE_48047 = MATRICES / "vllm-dsv4-flashinfer-pre-48047.toml"
 POST_48047 = MATRICES / "vllm-dsv4-flashinfer-post-48047.toml"
+
+
+def engine_source(where: Path, distribution: str, version: str) -> Path:
+    """A serving engine's own source, as its wheel ships it: downloaded with pip
+    (bounded in time), only `.py` files and METADATA unpacked, never imported.
+    Returns the directory holding the package and its `.dist-info`."""
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", f"{distribution}=={version}", "-d", str(where), "--disable-pip-version-check"],
+        check=True,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        timeout=600,
+    )
+    wheel = next(where.glob(f"{distribution}-*.whl"))
+    tree = where / "tree"
+    with zipfile.ZipFile(wheel) as z:
+        for name in z.namelist():
+            if name.endswith(".py") or name.endswith(".dist-info/METADATA"):
+                z.extract(name, tree)
+    wheel.unlink()
+    return tree
 
 
 @pytest.fixture

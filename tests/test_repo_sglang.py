@@ -5,14 +5,12 @@ judged against the flashinfer it pins (0.7.2) and against 0.6.13."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT
+from .conftest import ROOT, engine_source
 
 ENGINE = ROOT / "tests" / "fixtures" / "repos" / "sglang_like"
 MAPPING = ENGINE / "mapping.toml"
@@ -115,22 +113,7 @@ def test_check_judges_each_branch_against_the_kernel(cli_json):
 
 @pytest.fixture(scope="module")
 def sglang_tree(tmp_path_factory) -> Path:
-    where = tmp_path_factory.mktemp("sglang")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", f"sglang=={SGLANG}", "-d", str(where), "--disable-pip-version-check"],
-        check=True,
-        capture_output=True,
-        stdin=subprocess.DEVNULL,
-        timeout=600,
-    )
-    wheel = next(where.glob("sglang-*.whl"))
-    tree = where / "tree"
-    with zipfile.ZipFile(wheel) as z:
-        for name in z.namelist():
-            if name.endswith(".py") or name.endswith(".dist-info/METADATA"):
-                z.extract(name, tree)
-    wheel.unlink()
-    return tree
+    return engine_source(tmp_path_factory.mktemp("sglang"), "sglang", SGLANG)
 
 
 MQA = "srt.models.deepseek_v4.MQALayer"

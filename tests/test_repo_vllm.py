@@ -3,12 +3,12 @@ imported: `table extract` and `check --repo` against the flashinfer it pins."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
+
+from .conftest import engine_source
 
 pytestmark = pytest.mark.slow
 
@@ -17,21 +17,7 @@ VLLM = "0.33.0"  # has vllm/models/deepseek_v4/ and pins flashinfer-python==0.7.
 
 @pytest.fixture(scope="module")
 def vllm_tree(tmp_path_factory) -> Path:
-    where = tmp_path_factory.mktemp("vllm")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", f"vllm=={VLLM}", "-d", str(where), "--disable-pip-version-check"],
-        check=True,
-        capture_output=True,
-        stdin=subprocess.DEVNULL,
-    )
-    wheel = next(where.glob("vllm-*.whl"))
-    tree = where / "tree"
-    with zipfile.ZipFile(wheel) as z:
-        for name in z.namelist():
-            if name.endswith(".py") or name.endswith(".dist-info/METADATA"):
-                z.extract(name, tree)
-    wheel.unlink()
-    return tree
+    return engine_source(tmp_path_factory.mktemp("vllm"), "vllm", VLLM)
 
 
 @pytest.fixture(autouse=True)

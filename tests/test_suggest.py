@@ -7,7 +7,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ from hprobe.repo.mapping import load_mapping
 from hprobe.repo.patch import build_patch
 from hprobe.tables.model import PadTo
 
-from .conftest import ROOT
+from .conftest import ROOT, engine_source
 
 REPOS = ROOT / "tests" / "fixtures" / "repos"
 HELPER, PRE, POST = REPOS / "pre48047_helper", REPOS / "pre48047", REPOS / "post48047"
@@ -148,22 +147,7 @@ def test_suggest_repo_after_48047_with_an_old_pin_offers_both_ways(cli_json, tmp
 @pytest.fixture(scope="module")
 def vllm_026(tmp_path_factory) -> Path:
     """vLLM 0.26.0's own source (pins flashinfer-python==0.6.14; DSv4 pads `64 if n <= 64 else 128`)."""
-    where = tmp_path_factory.mktemp("vllm026")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "vllm==0.26.0", "-d", str(where), "--disable-pip-version-check"],
-        check=True,
-        capture_output=True,
-        stdin=subprocess.DEVNULL,
-        timeout=600,
-    )
-    wheel = next(where.glob("vllm-*.whl"))
-    tree = where / "tree"
-    with zipfile.ZipFile(wheel) as z:
-        for name in z.namelist():
-            if name.endswith(".py") or name.endswith(".dist-info/METADATA"):
-                z.extract(name, tree)
-    wheel.unlink()
-    return tree
+    return engine_source(tmp_path_factory.mktemp("vllm026"), "vllm", "0.26.0")
 
 
 @pytest.mark.slow

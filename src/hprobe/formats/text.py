@@ -60,18 +60,19 @@ _UNMET = re.compile(r"^flashinfer (\S+) requires (.+?) \(not installed; .*\)$")
 
 
 def _merged_notes(notes: list[str]) -> list[str]:
-    """Notes for the summary view: a release's unmet requirements on one line."""
-    out: list[str] = []
+    """Notes for the summary view: a release's unmet requirements on one line,
+    where its first one stood (--details shows each with how to install it)."""
     unmet: dict[str, list[str]] = {}
+    slots: list[tuple[str | None, str]] = []  # (release whose requirements go here, or None: the note itself)
     for note in notes:
         m = _UNMET.match(note)
-        if m:
-            if m.group(1) not in unmet:
-                out.append(f"\0{m.group(1)}")
-            unmet.setdefault(m.group(1), []).append(m.group(2))
-        else:
-            out.append(note)
-    return [f"flashinfer {n[1:]} requires {', '.join(unmet[n[1:]])}, not installed here (--details for how to install)" if n.startswith("\0") else n for n in out]
+        if m is None:
+            slots.append((None, note))
+            continue
+        if m.group(1) not in unmet:
+            slots.append((m.group(1), ""))
+        unmet.setdefault(m.group(1), []).append(m.group(2))
+    return [note if version is None else f"flashinfer {version} requires {', '.join(unmet[version])}, not installed here (--details for how to install)" for version, note in slots]
 
 
 class TextFormatter(Formatter):

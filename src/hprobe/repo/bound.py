@@ -67,7 +67,7 @@ def load_settings(index: RepoIndex, spec: SettingsSpec | None, overrides: dict[s
         if overrides:
             raise InputError(f"--set {next(iter(overrides))}: the mapping declares no settings registry")
         return None
-    module = index._by_suffix(spec.module)
+    module = index.by_suffix(spec.module)
     values: dict[str, Any] = {}
     problems: dict[str, str] = {}
     kinds: dict[str, str] = {}

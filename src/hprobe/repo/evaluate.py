@@ -435,7 +435,7 @@ class _Interpreter:
             return
         package = module.name if module.path.endswith("__init__.py") else module.name.rpartition(".")[0]
         source = resolve_relative(package, node.module, node.level)
-        other = self.index._by_suffix(source)
+        other = self.index.by_suffix(source)
         if other is None:
             raise _Unsupported(node, f"imports from {source or '.'}, which is not in the repo")
         for alias in node.names:
@@ -465,17 +465,7 @@ class _Interpreter:
         source, dotted = self.binding.flashinfer, node.module or ""
         if source is None:
             raise _Unsupported(node, f"reads flashinfer ({dotted}): evaluated per release, with --flashinfer or the repo's pin")
-        values: dict[str, Any] = {}
-        found = source.index._by_suffix(dotted) if source.index is not None else None
-        if found is not None:
-            reader = _Interpreter(source.index) if source.index is not None else self
-            for alias in node.names:
-                hit = source.index.lookup(found, alias.name) if source.index is not None else None
-                if hit is not None and hit[0] == "constant":
-                    try:
-                        values[alias.name] = reader.expr(hit[1], {}, hit[2], None, 0)
-                    except (_Unsupported, _Raised):
-                        pass  # not a literal: the worker imports it
+        values = _literals(source.index, dotted, [a.name for a in node.names]) if source.index is not None else {}
         rest = [a.name for a in node.names if a.name not in values]
         if rest:
             doc = source.import_names(dotted, rest, self.binding.sm)
@@ -771,6 +761,24 @@ class _Interpreter:
             self._check_size(node, result)
             return result
         raise _Unsupported(node, f"call of `{ast.unparse(node.func)}`")
+
+
+def _literals(index: RepoIndex, dotted: str, names: list[str]) -> dict[str, Any]:
+    """The names of module `dotted` that its source spells out as constants the
+    subset evaluates; the others are left to the worker."""
+    module = index.by_suffix(dotted)
+    if module is None:
+        return {}
+    reader = _Interpreter(index)
+    out: dict[str, Any] = {}
+    for name in names:
+        hit = index.lookup(module, name)
+        if hit is not None and hit[0] == "constant":
+            try:
+                out[name] = reader.expr(hit[1], {}, hit[2], None, 0)
+            except (_Unsupported, _Raised):
+                pass  # not a literal: the worker imports it
+    return out
 
 
 def _from_data(item: dict, node: ast.AST) -> Any:

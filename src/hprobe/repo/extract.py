@@ -143,7 +143,7 @@ def extract(root: Path, mapping: Mapping, excludes: tuple[str, ...] = (), flashi
             notes.append(f"{cls.qualname} ({item.where}) returns {v} for {n} heads: fewer than it has")
         found.append(item)
     if not found:
-        raise NothingToCheck(f"--repo {root}: no class defines or inherits `{mapping.method}` ({_read_summary(index)})")
+        raise _NoRule(root, mapping, _read_summary(index))
     found.sort(key=lambda c: (c.cls.module.name, c.cls.name))
     notes[:0] = index.problems  # files are parsed on demand: known only now
     for name in mapping.classes:
@@ -171,6 +171,14 @@ def _mapping_label(mapping: Mapping) -> str:
     """A shipped mapping by its name (the same on every machine), another by its path."""
     shipped = Path(str(shipped_data("mappings", "vllm.toml"))).parent
     return f"hprobe's mappings/{Path(mapping.path).name}" if Path(mapping.path).parent == shipped else mapping.path
+
+
+class _NoRule(NothingToCheck):
+    """No class of the tree has the mapping's method; `read` says what was read."""
+
+    def __init__(self, root: Path, mapping: Mapping, read: str):
+        super().__init__(f"--repo {root}: no class defines or inherits `{mapping.method}` ({read})")
+        self.read = read
 
 
 def _read_summary(index: RepoIndex) -> str:
@@ -275,20 +283,20 @@ def extract_any(root: Path, mapping: Mapping | None, excludes: tuple[str, ...] =
     candidates = shipped_mappings()
     detected = [m for m in candidates if m.package and _mentions_package(root, m.package)]
     tried = detected if len(detected) == 1 else candidates
-    last = ""
+    read = ""
     for m in tried:
         try:
             found = extract(root, m, excludes, flashinfer, overrides if m.bound else None)
-        except NothingToCheck as exc:
+        except _NoRule as exc:
             # What was read (the same tree each time; files are parsed only when
             # they name the method, so keep the fullest account).
-            last = max(last, exc.message.split("` (", 1)[-1].rstrip(")"), key=len)
+            read = max(read, exc.read, key=len)
             continue
         if overrides and not m.bound:
             raise InputError(f"--set {next(iter(overrides))}: the rules of this tree ({Path(m.path).name}) read no settings")
         return found
     methods = ", ".join(f"`{m.method}` ({Path(m.path).name})" for m in tried)
-    raise NothingToCheck(f"--repo {root}: no class defines or inherits {methods} ({last}); give --mapping for another engine")
+    raise NothingToCheck(f"--repo {root}: no class defines or inherits {methods} ({read}); give --mapping for another engine")
 
 
 class RepoRuleSource(RuleSource):

@@ -171,13 +171,13 @@ class RepoIndex:
         source, attr = target
         if attr is None:
             return None
-        other = self._by_suffix(source)
+        other = self.by_suffix(source)
         if other is None:
-            sub = self._by_suffix(f"{source}.{attr}")
+            sub = self.by_suffix(f"{source}.{attr}")
             return ("module", sub, sub) if sub else None
         return self.lookup(other, attr, depth + 1)
 
-    def _by_suffix(self, dotted: str) -> ModuleInfo | None:
+    def by_suffix(self, dotted: str) -> ModuleInfo | None:
         """The module `dotted` names, whether the tree root is the package's parent
         (`vllm.x.y`) or the package itself (`x.y` under root `vllm/`)."""
         if dotted in self.files:
