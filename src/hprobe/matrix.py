@@ -202,6 +202,7 @@ class _Probing:
         self.alternative = 0  # the input convention of the calls being classified
         self._reference_reached: set[int] | None = None
         self._everywhere: dict[SM, bool] = {}  # SM -> its uniform refusal refuses on every reference SM too
+        self._witnessed: dict[CheckSite, str] = {}  # a configuration check -> which configuration passes it, where
 
     def classify(self, sm: SM, result: KernelSMResult) -> None:
         probe = self.variant.probe
@@ -248,6 +249,8 @@ class _Probing:
             for h, call in raw.items():
                 result.heads[h] = HeadResult(h, outcome, error_type=call.error_type, message=call.message, location=call.location, reason=why)
             return
+        if self._refused_before_device_check(sm, result):
+            return
         # Shown: the convention stopped by this machine (an environment failure,
         # CPU tensors) if any -- the likeliest reason no convention got through.
         _, reason, _, raw = next((v for v in verdicts if any(map(_stopped_here, v[3].values()))), verdicts[0])
@@ -264,6 +267,29 @@ class _Probing:
             else:
                 hr.reason = reason
             result.heads[h] = hr
+
+    def _refused_before_device_check(self, sm: SM, result: KernelSMResult) -> bool:
+        """No h_q reached, but some stopped at a check on the tensors' device
+        (which a CPU probe cannot pass) after passing, on this SM with the same
+        inputs, each check that refused the other h_q (0.7.4 xqa: only h_q 128
+        gets past the head check, then stops at the workspace's device). Those
+        refusals are about h_q: rejected. The stopped h_q stay inconclusive.
+        The first input convention where this holds is used."""
+        for alternative, calls in self.tries[sm]:
+            stopped = sorted(h for h, c in calls.items() if c.site is not None and c.site.device_check)
+            refused = {h: c for h, c in calls.items() if h not in stopped}
+            if not stopped or not refused or not all(c.validator and c.site is not None for c in refused.values()):
+                continue
+            self.alternative = alternative
+            sites = {c.site for c in refused.values() if c.site is not None}
+            if not all(self._passes(sm, stopped[0], site) for site in sites):
+                continue
+            for h, call in calls.items():
+                result.heads[h] = _head_result(h, call, rejected_ok=True)
+                if h in stopped:
+                    result.heads[h].reason = call.reason or "stopped at a check on the tensors' device, which a CPU probe cannot pass"
+            return True
+        return False
 
     def _unreached(self, sm: SM, raw: dict[int, CallResult]) -> tuple[Outcome | None, str, bool]:
         """What the refusals of one input convention show, when no h_q reached:
@@ -284,6 +310,9 @@ class _Probing:
         picked = arch or config
         if picked is not None:
             return (*picked, False)
+        staged = self._staged_config(sm, raw)
+        if staged is not None:
+            return (*staged, False)
         if kinds:
             unfit = any(heads == everyone for _, heads, _ in kinds)
             return None, (
@@ -291,6 +320,42 @@ class _Probing:
                 "nor another configuration): the probe's inputs may not fit this release"
             ), unfit
         return None, "no h_q reached the launch boundary on this SM, and the refusals depend on h_q or come from outside a validator", False
+
+    def _staged_config(self, sm: SM, raw: dict[int, CallResult]) -> tuple[Outcome, str] | None:
+        """Every h_q refused in stages: the h_q one check lets through are refused
+        by a later check that tests the configuration (a witness passes it),
+        while that first check refuses the rest (cutlass in 0.7.4: only h_q 128
+        passes the head check, and then fp8 KV is refused by a dtype check).
+        Whatever h_q is, this configuration is refused. Each earlier check must
+        be seen to pass, on this SM, for an h_q the configuration check refused:
+        the inputs fit it, and what it refuses is h_q."""
+        by_site: dict[CheckSite, list[int]] = {}
+        for h, call in raw.items():
+            if not call.validator or call.site is None:
+                return None
+            by_site.setdefault(call.site, []).append(h)
+        if len(by_site) < 2:
+            return None
+        late = [site for site, heads in by_site.items() if self._refusal_kind(sm, raw[heads[0]], heads[0])[0] is Outcome.UNSUPPORTED_CONFIG]
+        if not late:
+            return None
+        # Not one check refusing every h_q: never an option value the release lacks.
+        self._everywhere[sm] = False
+        passers = [by_site[site][0] for site in late]
+        early = [site for site in by_site if site not in late]
+        for site in early:
+            if not any(self._passes(sm, h, site) for h in passers):
+                return None
+        first = " and ".join(raw[by_site[site][0]].location or "?" for site in early)
+        then = "; ".join(f"h_q {compact_set(by_site[site])} at {raw[by_site[site][0]].location or '?'}, which {self._witnessed[site]}" for site in late)
+        return Outcome.UNSUPPORTED_CONFIG, (
+            f"every h_q is refused on {sm}: the h_q that get past {first} are refused after it by a check on the configuration "
+            f"({then}): this configuration is refused, whatever h_q is"
+        )
+
+    def _passes(self, sm: SM, h: int, site: CheckSite) -> bool:
+        call = self._traced(self.variant, sm, h, site)
+        return passed_elsewhere(site, call.lines_run or frozenset(), refused_here_too=call.site == site)
 
     def _reached_on_reference(self) -> set[int]:
         """h_q that reach the boundary on a reference SM not being probed (the
@@ -338,6 +403,7 @@ class _Probing:
                     call = self._traced(witness, other, h, site)
                     if passed_elsewhere(site, call.lines_run or frozenset(), refused_here_too=call.site == site):
                         self._everywhere[sm] = everywhere
+                        self._witnessed[site] = f"{witness.key} passes on {other}"
                         where = "on every SM" if everywhere else f"on {sm}"
                         return Outcome.UNSUPPORTED_CONFIG, (
                             f"every h_q is refused {where} by one check that {witness.key} passes on {other}: "

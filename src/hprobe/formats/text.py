@@ -217,6 +217,17 @@ class TextFormatter(Formatter):
             if unclear:
                 sample = r.heads[unclear[0]]
                 c.print(f"          [cyan]inconclusive {compact_set(unclear)}: {escape(sample.reason or '')}[/cyan]")
+        elif status is Outcome.INCONCLUSIVE and r.by_outcome(Outcome.REJECTED):
+            # Some h_q were refused by checks the others passed; the others stopped
+            # at what this machine cannot pass.
+            unclear = r.by_outcome(Outcome.INCONCLUSIVE)
+            sample = r.heads[unclear[0]]
+            said = sample.reason or sample.message or ""
+            where = f" [{sample.location}]" if sample.location and sample.location not in said else ""
+            c.print(f"{head}[cyan]inconclusive {compact_set(unclear)}[/cyan]  {escape(said + where)}")
+            for hs, refused in r.refusal_groups(Outcome.REJECTED):
+                where = f" [{refused.location}]" if refused.location else ""
+                c.print(f"          [dim]rejected {compact_set(hs)}: {refused.error_type}: {escape(refused.message or '')}{escape(where)}[/dim]")
         else:
             sample = next(iter(r.heads.values()))
             style = _status_style(status)
