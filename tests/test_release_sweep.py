@@ -230,3 +230,49 @@ def test_a_value_refused_only_beside_another_setting_is_not_absent(cli_json):
     _, doc, _ = cli_json("matrix", "-k", "batch-mla[backend=fa2,dtype=fp8]", "--sm", "90", "--flashinfer", "0.6.14")
     [result] = doc["results"]
     assert result["status"] == "unsupported-config"
+
+
+def test_a_refusal_in_stages_is_a_configuration_refusal(cli_json):
+    # 0.7.4 cutlass_backend.py: the head check (:584 run_planless, :155 plan
+    # contract) lets only h_q 128 through; 128 with an fp8 KV cache is then
+    # refused by a dtype check (:597/:602 run_planless, :164 plan contract) that
+    # the bf16 cache passes. fp8 KV is refused on SM100 whatever h_q is.
+    _, doc, _ = cli_json("matrix", "-k", "batch-mla", "--backend", "cutlass", "--dtype", "fp8,bf16", "--sm", "100", "--flashinfer", "0.7.4")
+    by = {r["key"]: r for r in doc["results"]}
+    fp8 = by["batch-mla[backend=cutlass,dtype=fp8]"]
+    assert fp8["status"] == "unsupported-config"
+    heads = {h["heads"]: h for h in fp8["heads"]}
+    assert heads[1]["message"] == "Expected 128 heads for cutlass backend, got 1."
+    assert "kv_data_type" in heads[128]["message"] and "cutlass_backend.py" in heads[128]["location"]
+    assert "batch-mla[backend=cutlass] passes on SM100" in heads[1]["reason"]
+    assert by["batch-mla[backend=cutlass]"]["accepted"] == [128]
+
+
+def test_dsv4_fp8_path(cli_json):
+    # SM10x takes a BF16 or FP8 E4M3 query with KV pools of the same dtype
+    # (0.6.14 mla/_core.py:344; 0.7.4 mla/_core.py:1005, 1075): FP8 has the bf16
+    # head sets. SM12x takes only a BF16 query (0.6.14 mla/_core.py:1046, 0.7.4
+    # :1305); 0.6.13 has no SM12x path and checks neither.
+    _, doc, _ = cli_json("matrix", "-k", "dsv4-sparse-mla", "--dtype", "fp8", "--sm", "100,120", "--flashinfer", "0.6.13,0.6.14,0.7.4")
+    by = {(r["flashinfer_version"], r["sm"]): r for r in doc["results"]}
+    assert by[("0.6.13", 100)]["accepted"] == [64, 128]
+    for version in ("0.6.14", "0.7.4"):
+        assert by[(version, 100)]["accepted"] == [8, 16, 32, 64, 128]
+        sm120 = by[(version, 120)]
+        assert sm120["status"] == "unsupported-config"
+        assert sm120["heads"][0]["message"].startswith("SM120 DSv4 sparse MLA only supports BF16 query")
+
+
+def test_refusals_before_a_device_check_are_rejections(cli_json, cli):
+    # 0.7.4 xqa_backend.py:120 refuses every h_q but 128 in the plan contract;
+    # 128 passes it and stops at xqa_backend.py:65-66, the workspace's device,
+    # which a CPU probe cannot pass. The others are refused whatever follows.
+    _, doc, _ = cli_json("matrix", "-k", "batch-mla", "--backend", "xqa", "--sm", "100,120", "--flashinfer", "0.7.4")
+    for result in doc["results"]:
+        heads = {h["heads"]: h for h in result["heads"]}
+        assert heads[128]["outcome"] == "inconclusive" and "device" in heads[128]["reason"]
+        refused = {h for h, r in heads.items() if r["outcome"] == "rejected"}
+        assert refused == set(range(1, 257)) - {128}
+        assert heads[16]["message"] == "XQA MLA only supports 128 query heads, got 16."
+    code, out, _ = cli("matrix", "-k", "batch-mla", "--backend", "xqa", "--sm", "120", "--flashinfer", "0.7.4")
+    assert code == 0 and "inconclusive {128}" in out and "rejected {1-127, 129-256}" in out and "None" not in out
