@@ -37,10 +37,12 @@ class DSv4SparseMLAProbe(KernelProbe):
     entry_point = "flashinfer.mla._core.trtllm_batch_decode_sparse_mla_dsv4"
     default_sms = (100, 103, 120, 121)
     summary = "DeepSeek V4 sparse-MLA decode (SM10x TRTLLM-GEN, SM12x packed sparse path)"
-    probe_version = 3
+    probe_version = 4
     axes = (
         Axis("backend", "auto", ("auto", "trtllm-gen", "cute-dsl", "sparse", "cake"), help="flashinfer backend (0.7.x; cake: 0.7.2+)"),
         Axis("kv_format", "fp8", ("fp8", "nvfp4"), help="SM12x packed KV cache format (nvfp4: 0.7.x)"),
+        # SM10x: the query and both KV pools share one dtype (0.7.4 mla/_core.py:1005, 1075).
+        Axis("dtype", "bf16", mi.DTYPES, help="query dtype, and the SM10x KV pools' (fp8: FP8 E4M3 throughout)"),
     )
 
     def offered(self, entry: Callable[..., Any], config: dict[str, Value]) -> str | None:
@@ -95,7 +97,7 @@ class DSv4SparseMLAProbe(KernelProbe):
         """Tensors that do not depend on h_q, made once."""
         torch = self._torch
         return {
-            "kv_bf16": torch.zeros(NUM_PAGES, 1, PAGE_SIZE, HEAD_DIM, dtype=torch.bfloat16),
+            "kv": {name: torch.zeros(NUM_PAGES, 1, PAGE_SIZE, HEAD_DIM, dtype=mi.torch_dtype(name)) for name in mi.DTYPES},
             "kv_packed": {
                 fmt: torch.zeros(NUM_PAGES, PAGE_SIZE, size, dtype=torch.uint8) for fmt, size in SM120_PACKED_BYTES.items()
             },
@@ -118,8 +120,8 @@ class DSv4SparseMLAProbe(KernelProbe):
         shared = self._shared
         return {
             "query": torch.zeros(1, 1, heads, HEAD_DIM, dtype=fp8),
-            "swa_kv_cache": torch.zeros(NUM_PAGES, 1, PAGE_SIZE, HEAD_DIM, dtype=fp8),
-            "compressed_kv_cache": torch.zeros(NUM_PAGES, 1, PAGE_SIZE, HEAD_DIM, dtype=fp8),
+            "swa_kv_cache": shared["kv"]["fp8"],
+            "compressed_kv_cache": shared["kv"]["fp8"],
             "workspace_buffer": shared["workspace"],
             "sparse_topk_lens": shared["lens"],
             "swa_topk_lens": shared["lens"],
@@ -133,7 +135,8 @@ class DSv4SparseMLAProbe(KernelProbe):
         shared = self._shared
         params = _parameters(entry)
         has_sm12x_path = "swa_topk_lens" in params
-        query = mi.zeros((1, 1, heads, HEAD_DIM), "bf16")
+        dtype = str(config["dtype"])
+        query = mi.zeros((1, 1, heads, HEAD_DIM), dtype)
         sinks = mi.zeros((heads,), "fp32")
         # SM12x paths (auto, sparse, and cake from 0.7.2) read the packed pools.
         packed = has_sm12x_path and sm.major == 12 and config["backend"] in ("auto", "sparse", "cake")
@@ -149,10 +152,10 @@ class DSv4SparseMLAProbe(KernelProbe):
         else:
             kwargs = {
                 "query": query,
-                "swa_kv_cache": shared["kv_bf16"],
+                "swa_kv_cache": shared["kv"][dtype],
                 "workspace_buffer": shared["workspace"],
                 "sparse_indices": shared["indices"],
-                "compressed_kv_cache": shared["kv_bf16"],
+                "compressed_kv_cache": shared["kv"][dtype],
                 "sparse_topk_lens": shared["lens"],
                 "seq_lens": shared["seq_lens"],
                 "sinks": sinks,
