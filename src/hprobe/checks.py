@@ -34,11 +34,13 @@ def check_site(tb: TracebackType | None, prefix: str) -> CheckSite | None:
     line sits in a guarded branch or is an assert; None when there is none."""
     frames = []
     while tb is not None:
-        frames.append((tb.tb_frame.f_code, tb.tb_lineno or 0))
+        frames.append(tb)
         tb = tb.tb_next
-    for code, line in reversed(frames):
+    for frame in reversed(frames):
+        code = frame.tb_frame.f_code
         if not _realpath(code.co_filename).startswith(prefix):
             continue
+        line = frame.tb_lineno or 0  # computed from the line table: only where needed
         found = _guard(code.co_filename, code.co_firstlineno, line)
         if found is not None:
             tests, is_assert, device = found

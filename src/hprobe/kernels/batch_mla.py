@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 from ..sm import SM
@@ -25,28 +26,52 @@ from .base import Axis, KernelProbe, PreparedCall, Value
 _LAYOUTS = ("split-legacy", "packed", "split")
 
 
-def _plan_and_run(wrapper_cls: Any, backend: str, heads: int, dtype: str, q_dtype: str, page_size: int, rank: int, layout: str) -> None:
+@lru_cache(maxsize=8)
+def _run_parameters(wrapper_cls: Any) -> Any:
+    """The parameters `run` takes: read once per release, not once per call."""
+    return inspect.signature(wrapper_cls.run).parameters
+
+
+# Inputs that do not depend on h_q are made once: a sweep makes ~10,000 calls.
+@lru_cache(maxsize=16)
+def _kv_views(dtype: str, page_size: int, rank: int) -> tuple[Any, Any, Any]:
+    """The paged KV cache [pages, page_size, rank + 64] and its ckv/kpe halves."""
+    kv = mi.paged_kv(dtype, page_size, 0, rank)[:, 0]
+    return kv, kv[..., :rank], kv[..., rank:]
+
+
+@lru_cache(maxsize=8)
+def _plan_indices(pages: int) -> tuple[Any, Any, Any]:
+    """qo_indptr, kv_indptr and kv_indices of one request over `pages` pages."""
     import torch
 
+    return torch.tensor([0, 1], dtype=torch.int32), torch.tensor([0, pages], dtype=torch.int32), torch.arange(pages, dtype=torch.int32)
+
+
+@lru_cache(maxsize=8)
+def _page_table(pages: int) -> Any:
+    import torch
+
+    return torch.zeros(1, pages, dtype=torch.int32)
+
+
+def _plan_and_run(wrapper_cls: Any, backend: str, heads: int, dtype: str, q_dtype: str, page_size: int, rank: int, layout: str) -> None:
     ws = mi.workspace()
     kwargs = {} if backend == "auto" else {"backend": backend}
     wrapper = wrapper_cls(ws, **kwargs)
-    kv = mi.paged_kv(dtype, page_size, 0, rank)[:, 0]  # [pages, page_size, rank + 64]
-    ckv, kpe = kv[..., :rank], kv[..., rank:]
+    kv, ckv, kpe = _kv_views(dtype, page_size, rank)
     # Split query halves are their own contiguous tensors, as callers pass them.
     q_nope, q_pe = mi.zeros((1, heads, rank), q_dtype), mi.zeros((1, heads, mi.QK_ROPE_HEAD_DIM), q_dtype)
     pages = mi.pages_for(page_size)
     # fp8 KV scales where run() takes them (0.7.x); 0.6.13's run() has none and
     # would fail on the keyword, not on heads.
-    takes = inspect.signature(wrapper.run).parameters
+    takes = _run_parameters(wrapper_cls)
     scales = {k: 1.0 for k in ("ckv_scale", "kpe_scale") if k in takes} if dtype == "fp8" else {}
     if layout == "split-legacy" and backend == "cutlass":
-        wrapper.run(q_nope, q_pe, ckv, kpe, kv_len=mi.seq_lens(), page_table=torch.zeros(1, pages, dtype=torch.int32))
+        wrapper.run(q_nope, q_pe, ckv, kpe, kv_len=mi.seq_lens(), page_table=_page_table(pages))
         return
     plan_args = (
-        torch.tensor([0, 1], dtype=torch.int32),
-        torch.tensor([0, pages], dtype=torch.int32),
-        torch.arange(pages, dtype=torch.int32),
+        *_plan_indices(pages),
         mi.seq_lens(),
         heads,
         rank,
@@ -62,7 +87,7 @@ def _plan_and_run(wrapper_cls: Any, backend: str, heads: int, dtype: str, q_dtyp
         wrapper.run(q_nope, q_pe, ckv, kpe, **scales)
         return
     wrapper.plan(*plan_args, query_layout=layout, kv_cache_layout=layout)
-    extra = {"kv_len": mi.seq_lens(), "page_table": torch.zeros(1, pages, dtype=torch.int32)} if backend == "cutlass" else {}
+    extra = {"kv_len": mi.seq_lens(), "page_table": _page_table(pages)} if backend == "cutlass" else {}
     if layout == "packed":
         query = mi.zeros((1, heads, rank + mi.QK_ROPE_HEAD_DIM), q_dtype)
         wrapper.run(query=query, kv_cache=kv, **scales, **extra)
