@@ -3,8 +3,9 @@
 Importing flashinfer is most of a probe's cost and is paid once; the calls that
 follow are independent per variant. A forked child inherits the open session
 (and its fakes), probes half of the variants and hands its results back
-pickled (the same code on both ends of a fork; JSON costs ~0.1 s more); a child that fails leaves its half to the parent, so forking can only
-save time, never lose results.
+pickled (the same code runs on both ends of a fork). A child that fails
+leaves its half to the parent, so forking can only save time, never lose
+results.
 """
 
 from __future__ import annotations
