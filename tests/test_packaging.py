@@ -31,7 +31,11 @@ def installed(tmp_path_factory) -> Path:
     flashinfer, typer, ...) come from the development venv through a .pth
     line, not a second multi-GB install; hprobe itself only from the wheel."""
     base = tmp_path_factory.mktemp("packaging")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(base / "dist"), str(ROOT)], check=True, timeout=300)
+    # Built from a copy without build outputs: setuptools reuses an in-tree
+    # build/ and would ship files since deleted from the checkout.
+    source = base / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", "test-artifacts"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(base / "dist"), str(source)], check=True, timeout=300)
     [wheel] = (base / "dist").glob("hprobe-*.whl")
     subprocess.run([sys.executable, "-m", "venv", str(base / "venv")], check=True, timeout=300)
     py = base / "venv" / "bin" / "python"
