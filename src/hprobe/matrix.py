@@ -68,7 +68,7 @@ def _run_alternatives(session: FlashinferSession, variant: Variant, entry, sms: 
     query dtype beside an fp8 KV cache). Per SM: the first convention under
     which any call reaches the boundary, alone; when none reaches, every
     convention tried, for classification to weigh."""
-    count = variant.probe.input_alternatives(variant.values)
+    count = variant.probe.input_alternatives(entry, variant.values)
     tries: Tries = {}
     for sm in sms:
         tries[sm] = []

@@ -98,11 +98,12 @@ class KernelProbe(ABC):
         signature by inspecting it. `alternative` picks one of the input
         conventions releases disagree on (see `input_alternatives`)."""
 
-    def input_alternatives(self, config: dict[str, Value]) -> int:
-        """How many input conventions to try, in order, for `config`: releases
-        changed some (a workspace dtype, the query dtype beside an fp8 KV
-        cache) without a signature change. The first under which any call
-        reaches the boundary is the one the release takes."""
+    def input_alternatives(self, entry: Callable[..., Any], config: dict[str, Value]) -> int:
+        """How many input conventions to try, in order, for `config` with the
+        loaded release's `entry`: releases changed some (a workspace dtype, the
+        query dtype beside an fp8 KV cache) without a signature change. The
+        first under which any call reaches the boundary is the one the release
+        takes. A convention the entry's signature cannot take is not counted."""
         return 1
 
     def offered(self, entry: Callable[..., Any], config: dict[str, Value]) -> str | None:

@@ -32,6 +32,17 @@ def _run_parameters(wrapper_cls: Any) -> Any:
     return inspect.signature(wrapper_cls.run).parameters
 
 
+@lru_cache(maxsize=16)
+def _conventions(wrapper_cls: Any, dtype: str) -> tuple[tuple[str, str], ...]:
+    """(layout, query dtype) pairs to try. The packed and split layouts are
+    spelled with plan(query_layout=...) (0.7.x): a plan() without it takes the
+    0.6.x form only, and trying the others would fail on the keyword. Beside
+    an fp8 KV cache the query is bf16 in some releases and fp8 in others."""
+    layouts = _LAYOUTS if "query_layout" in inspect.signature(wrapper_cls.plan).parameters else _LAYOUTS[:1]
+    q_dtypes = ("bf16", "fp8") if dtype == "fp8" else (dtype,)
+    return tuple((layout, q) for q in q_dtypes for layout in layouts)
+
+
 # Inputs that do not depend on h_q are made once: a sweep makes ~10,000 calls.
 @lru_cache(maxsize=16)
 def _kv_views(dtype: str, page_size: int, rank: int) -> tuple[Any, Any, Any]:
@@ -121,13 +132,14 @@ class BatchMLAProbe(KernelProbe):
             return "trtllm-gen selects a cubin by h_q inside compiled code"
         return None
 
-    def input_alternatives(self, config: dict[str, Value]) -> int:
-        # fp8 KV: the query is bf16 in some releases and fp8 in others.
-        return len(_LAYOUTS) * (2 if config["dtype"] == "fp8" else 1)
+    def input_alternatives(self, entry: Callable[..., Any], config: dict[str, Value]) -> int:
+        return len(_conventions(entry, str(config["dtype"])))
 
     def prepare(self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value], alternative: int = 0) -> PreparedCall:
         dtype = str(config["dtype"])
-        q_dtype = "bf16" if dtype == "fp8" and alternative < len(_LAYOUTS) else dtype
+        # A witness of another dtype is traced under the index of this one's convention.
+        conventions = _conventions(entry, dtype)
+        layout, q_dtype = conventions[alternative % len(conventions)]
         return PreparedCall(
             _plan_and_run,
             {
@@ -138,6 +150,6 @@ class BatchMLAProbe(KernelProbe):
                 "q_dtype": q_dtype,
                 "page_size": int(config["page_size"]),
                 "rank": int(config["kv_lora_rank"]),
-                "layout": _LAYOUTS[alternative % len(_LAYOUTS)],
+                "layout": layout,
             },
         )

@@ -69,7 +69,7 @@ class TrtllmMLAProbe(KernelProbe):
         by_backend = {"trtllm-gen": {10}, "cute-dsl": {10}, "xqa": {12}, "sparse": {12}}
         return by_backend.get(str((config or {}).get("backend")), super().families())
 
-    def input_alternatives(self, config: dict[str, Value]) -> int:
+    def input_alternatives(self, entry: Callable[..., Any], config: dict[str, Value]) -> int:
         return len(mi.WORKSPACE_DTYPES)
 
     def swept_needlessly(self, config: dict[str, Value]) -> bool:
