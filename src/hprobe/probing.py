@@ -75,11 +75,11 @@ def probe_named(item: str, needed: dict[str, list[int]], heads: list[int], use_c
     for result in probe_release(release, list(needed), sms, heads, use_cache=use_cache):
         if result.key in needed and result.sm in needed[result.key]:
             results[(result.key, result.sm)] = result
-    notes = [f"flashinfer {release.version} requires {u}" for u in release.unmet]
+    notes = [u.note(release.version) for u in release.unmet]
     cache_note = cache.note()
     if cache_note:
         notes.append(cache_note)
-    return ProbedRelease(item, FlashinferInfo(release.version, str(release.tree)), results, notes)
+    return ProbedRelease(item, FlashinferInfo(release.version, str(release.tree)), results, notes, release.unmet)
 
 
 def gather(labels: list[str], needed: dict[str, list[int]], heads: list[int], use_cache: bool, progress: Progress) -> dict[str, ProbedRelease]:

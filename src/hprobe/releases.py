@@ -37,7 +37,7 @@ from .fileio import MAX_INPUT_BYTES, current_umask, read_text_or_none
 from .kernels import get_variant
 from .outcome import HeadResult, KernelSMResult, Outcome
 from .repo.pin import parse_pin
-from .reports import INSTALLED
+from .reports import INSTALLED, Unmet
 
 DIST = "flashinfer-python"
 _WHEEL_PREFIX = "flashinfer_python-"
@@ -51,7 +51,7 @@ class Release:
     version: str
     tree: Path  # directory that holds the `flashinfer` package
     wheel_sha256: str | None  # identity for the result cache; None for a directory
-    unmet: list[str] = field(default_factory=list)  # Requires-Dist not met here
+    unmet: list[Unmet] = field(default_factory=list)  # Requires-Dist not met here
 
 
 def parse_spec(spec: str) -> list[str]:
@@ -322,8 +322,8 @@ def _metadata(tree: Path) -> dict[str, list[str]]:
     return fields
 
 
-def unmet_requirements(metadata: dict[str, list[str]]) -> list[str]:
-    """Requires-Dist entries this environment does not satisfy, each with a fix."""
+def unmet_requirements(metadata: dict[str, list[str]]) -> list[Unmet]:
+    """Requires-Dist entries this environment does not satisfy."""
     unmet = []
     for raw in metadata.get("Requires-Dist", []):
         try:
@@ -335,10 +335,10 @@ def unmet_requirements(metadata: dict[str, list[str]]) -> list[str]:
         try:
             have = md.version(req.name)
         except md.PackageNotFoundError:
-            unmet.append(f"{req} (not installed; try `pip install '{req}'` in a separate venv)")
+            unmet.append(Unmet(str(req), req.name))
             continue
         if req.specifier and not req.specifier.contains(have, prereleases=True):
-            unmet.append(f"{req} (installed {req.name} {have}; try a separate venv with `pip install '{req}'`)")
+            unmet.append(Unmet(str(req), req.name, have))
     return unmet
 
 
@@ -488,7 +488,7 @@ def _run_worker(release: Release, kernel_ids: list[str], sms: list[int], heads: 
     if "error" in doc:
         reason = f"flashinfer {release.version} could not be probed here: {doc['error']}"
         if release.unmet:
-            reason += "; unmet requirements: " + "; ".join(release.unmet)
+            reason += "; unmet requirements: " + "; ".join(map(str, release.unmet))
         return [_inconclusive(k, sm, release.version, heads, reason) for k in kernel_ids for sm in sms]
     return [KernelSMResult.from_dict(r) for r in doc["results"]]
 

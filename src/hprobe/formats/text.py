@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import sys
 from itertools import groupby
 from typing import TYPE_CHECKING
@@ -56,22 +55,21 @@ def _isatty(stream) -> bool:
         return False
 
 
-_UNMET = re.compile(r"^flashinfer (\S+) requires (.+?) \(not installed; .*\)$")
-
-
-def _merged_notes(notes: list[str]) -> list[str]:
-    """Notes for the summary view: a release's unmet requirements on one line,
-    where its first one stood (--details shows each with how to install it)."""
+def _merged_notes(report: CheckReport) -> list[str]:
+    """Notes for the summary view: a release's requirements that are not
+    installed on one line, where its first one stood (--details shows each with
+    how to install it)."""
+    missing = {u.note(r.info.version): (r.info.version, u.requirement) for r in report.releases for u in r.unmet if u.installed is None}
     unmet: dict[str, list[str]] = {}
     slots: list[tuple[str | None, str]] = []  # (release whose requirements go here, or None: the note itself)
-    for note in notes:
-        m = _UNMET.match(note)
-        if m is None:
+    for note in report.notes:
+        if note not in missing:
             slots.append((None, note))
             continue
-        if m.group(1) not in unmet:
-            slots.append((m.group(1), ""))
-        unmet.setdefault(m.group(1), []).append(m.group(2))
+        version, requirement = missing[note]
+        if version not in unmet:
+            slots.append((version, ""))
+        unmet.setdefault(version, []).append(requirement)
     return [note if version is None else f"flashinfer {version} requires {', '.join(unmet[version])}, not installed here (--details for how to install)" for version, note in slots]
 
 
@@ -88,7 +86,7 @@ class TextFormatter(Formatter):
         versions = ", ".join(dict.fromkeys(r.info.version for r in report.releases)) or fi.version
         where = "  " + ", ".join(f"{r.info.version}: {r.info.location}" for r in report.releases) if self.details else ""
         c.print(f"[bold]hprobe check[/bold]  flashinfer {escape(versions)}  targets: {sms}{escape(where)}")
-        for note in report.notes if self.details else _merged_notes(report.notes):
+        for note in report.notes if self.details else _merged_notes(report):
             c.print(f"[dim]note:[/dim] {escape(note)}")
         advice = summarize(report)
         if advice:
