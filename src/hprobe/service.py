@@ -236,8 +236,6 @@ def search_pins(report: CheckReport, suggestions: list[BackendSuggestion], pin: 
     per count unpadded), the first published release from which every SM of
     the backend accepts it on the fast path. A release is probed once for all
     counts and backends; releases the check probed are not probed again."""
-    from packaging.specifiers import SpecifierSet
-
     from .pin_advice import advise
     from .probing import probe_named
     from .releases import published_versions
@@ -289,14 +287,12 @@ def search_pins(report: CheckReport, suggestions: list[BackendSuggestion], pin: 
             return None if None in states else True
 
         current = pins.get(s.table)
-        floor = None
-        if current:
-            specifier = SpecifierSet(str(parse_pin(current)))
-            admitted = [v for v in published if specifier.contains(v)]
-            floor = admitted[0] if admitted else None
+        specifier = parse_pin(current) if current else None
+        admitted = [v for v in published if specifier is None or specifier.contains(v)]
+        floor = admitted[0] if admitted else None
         versions = [v for v in published if floor is None or v >= floor]
         if not versions:
             s.pin_note = "no published release to search"
             continue
-        s.pins = advise(s.sms, s.rule_counts(), s.per_rank(), versions, str(parse_pin(current)) if current else None, safe_at)
+        s.pins = advise(s.sms, s.rule_counts(), s.per_rank(), versions, str(specifier) if specifier is not None else None, safe_at)
     report.notes.extend(f"pin search: flashinfer {v} answered nothing: {why}" for v, why in unreachable.items())

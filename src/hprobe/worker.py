@@ -10,6 +10,7 @@ import io
 import json
 import sys
 from contextlib import redirect_stdout
+from itertools import islice
 from pathlib import Path
 
 
@@ -83,7 +84,8 @@ def _data(value: object, depth: int = 0) -> dict:
     if isinstance(value, dict):
         return {"dict": [[_data(k, depth + 1), _data(v, depth + 1)] for k, v in list(value.items())[:10_000]]}
     if hasattr(type(value), "__iter__"):
-        return {"iterable": [_data(v, depth + 1) for v in list(iter(value))[:10_000]], "type": type(value).__name__}  # type: ignore[call-overload]
+        # islice: an endless iterator must not hang the worker until its timeout
+        return {"iterable": [_data(v, depth + 1) for v in islice(iter(value), 10_000)], "type": type(value).__name__}  # type: ignore[call-overload]
     return {"opaque": type(value).__name__}
 
 
