@@ -227,10 +227,10 @@ def new_requirement(current: str | None, suggestions: list[BackendSuggestion]) -
     if not needs:
         return None
     floor = max(needs)
-    spec = str(parse_pin(current)) if current else None
-    if spec is not None and not any(v < floor and parse_pin(spec).contains(v) for v in _admitted(suggestions)):
+    specifier = parse_pin(current) if current else None
+    if specifier is not None and not any(v < floor and specifier.contains(v) for v in _admitted(suggestions)):
         return None  # the pin already excludes every release below the floor
-    return raised_pin(spec, floor)
+    return raised_pin(str(specifier) if specifier is not None else None, floor)
 
 
 def _admitted(suggestions: list[BackendSuggestion]) -> list[Version]:

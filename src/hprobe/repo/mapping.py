@@ -92,14 +92,14 @@ def load_mapping(path: Path | None = None) -> Mapping:
         raise InputError(f"{path}: [mapping] package must be a Python package name")
     instance = _string_table(data, "instance", path, allowed=BINDABLE)
     parameters = _string_table(data, "parameters", path)
-    platform = _platforms(data.get("platform", []), path, text)
+    platform = _platforms(data.get("platform", []), path, parser)
     settings = _settings_spec(data.get("settings"), path)
     classes: dict[str, list[ClassMapping]] = {}
     raw_classes = data.get("class", [])
     if not isinstance(raw_classes, list):
         raise InputError(f"{path}: [[class]] must be a list of tables")
     for i, raw in enumerate(raw_classes):
-        where = Where(str(path), _line_of(text, "[[class]]", i))
+        where = parser.locate("class", i)
         if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
             raise InputError(f"{where}: [[class]] needs a name")
         classes.setdefault(raw["name"], []).append(_class_entry(raw, where, set(parameters)))
@@ -119,12 +119,12 @@ def _string_table(data: dict, key: str, path: Path, allowed: tuple[str, ...] | N
     return dict(raw)
 
 
-def _platforms(raw: object, path: Path, text: str) -> list[tuple[str, tuple[int, ...]]]:
+def _platforms(raw: object, path: Path, parser: _Parser) -> list[tuple[str, tuple[int, ...]]]:
     if not isinstance(raw, list):
         raise InputError(f"{path}: [[platform]] must be a list of tables")
     out = []
     for i, item in enumerate(raw):
-        where = Where(str(path), _line_of(text, "[[platform]]", i))
+        where = parser.locate("platform", i)
         if not isinstance(item, dict) or set(item) != {"expr", "sm"} or not isinstance(item["expr"], str) or not isinstance(item["sm"], list):
             raise InputError(f"{where}: [[platform]] takes expr (the predicate as the source writes it) and sm (where it is true)")
         try:
@@ -175,16 +175,6 @@ def _class_entry(raw: dict, where: Where, parameters: set[str]) -> ClassMapping:
     if not isinstance(restrict, list) or not all(isinstance(m, str) for m in restrict):
         raise InputError(f"{where}: class {name}: models must be a list of model names")
     return ClassMapping(name, kernel, parsed, tuple(options), None, tuple(restrict), where, phase, tuple(args.items()))
-
-
-def _line_of(text: str, header: str, index: int) -> int | None:
-    seen = -1
-    for number, line in enumerate(text.splitlines(), start=1):
-        if line.strip() == header:
-            seen += 1
-            if seen == index:
-                return number
-    return None
 
 
 SHIPPED_MAPPINGS = ("vllm.toml", "sglang.toml")

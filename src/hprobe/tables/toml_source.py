@@ -50,7 +50,7 @@ class _Parser:
 
     # -- locating keys, so errors can name a line ---------------------------------
 
-    def _locate(self, header: str, index: int = 0, key: str | None = None) -> Where:
+    def locate(self, header: str, index: int = 0, key: str | None = None) -> Where:
         """Line of `key` inside the index-th `[header]`/`[[header]]` block."""
         seen = -1
         start = None
@@ -86,20 +86,20 @@ class _Parser:
         meta = data.get("table", {})
         if not isinstance(meta, dict):
             raise self._fail(Where(self.path), "[table] must be a table")
-        self._no_unknown(meta, _TABLE_KEYS, self._locate("table"), "[table]")
+        self._no_unknown(meta, _TABLE_KEYS, self.locate("table"), "[table]")
         name = meta.get("name", Path(self.path).stem)
         source = meta.get("source", "")
         if not isinstance(name, str) or not isinstance(source, str):
-            raise self._fail(self._locate("table"), "[table] name and source must be strings")
+            raise self._fail(self.locate("table"), "[table] name and source must be strings")
         pin = meta.get("requires_flashinfer")
         if pin is not None:
             if not isinstance(pin, str):
-                raise self._fail(self._locate("table", 0, "requires_flashinfer"), "requires_flashinfer must be a string")
+                raise self._fail(self.locate("table", 0, "requires_flashinfer"), "requires_flashinfer must be a string")
             try:
                 SpecifierSet(pin)
             except InvalidSpecifier:
                 raise self._fail(
-                    self._locate("table", 0, "requires_flashinfer"),
+                    self.locate("table", 0, "requires_flashinfer"),
                     f"requires_flashinfer {pin!r} is not a PEP 440 version specifier (e.g. '>=0.6.14')",
                 ) from None
         unknown = set(data) - {"table", "model", "backend"}
@@ -120,7 +120,7 @@ class _Parser:
         return PaddingTable(name, source, self.path, pin, models, backends)
 
     def model(self, raw: Any, index: int) -> Model:
-        where = self._locate("model", index)
+        where = self.locate("model", index)
         if not isinstance(raw, dict):
             raise self._fail(where, "[model] must be a table")
         self._no_unknown(raw, _MODEL_KEYS, where, "[model]")
@@ -129,23 +129,23 @@ class _Parser:
             raise self._fail(where, "model needs a name")
         heads = raw.get("num_q_heads")
         if not isinstance(heads, int) or not _positive_int(heads):
-            raise self._fail(self._locate("model", index, "num_q_heads"), f"model {name}: num_q_heads must be a positive integer")
+            raise self._fail(self.locate("model", index, "num_q_heads"), f"model {name}: num_q_heads must be a positive integer")
         if heads > MAX_HEADS:
-            raise self._fail(self._locate("model", index, "num_q_heads"), f"model {name}: num_q_heads {heads} is above {MAX_HEADS}, more than any model has")
+            raise self._fail(self.locate("model", index, "num_q_heads"), f"model {name}: num_q_heads {heads} is above {MAX_HEADS}, more than any model has")
         tp = raw.get("tp", [1])
         tp = [tp] if isinstance(tp, int) and not isinstance(tp, bool) else tp
         if not isinstance(tp, list) or not tp or not all(_positive_int(t) and t <= MAX_HEADS for t in tp):
-            raise self._fail(self._locate("model", index, "tp"), f"model {name}: tp must be a list of positive integers up to {MAX_HEADS}")
+            raise self._fail(self.locate("model", index, "tp"), f"model {name}: tp must be a list of positive integers up to {MAX_HEADS}")
         for t in tp:
             if heads % t:
                 raise self._fail(
-                    self._locate("model", index, "tp"),
+                    self.locate("model", index, "tp"),
                     f"model {name}: {heads} query heads do not divide evenly over tp={t}",
                 )
         return Model(name, heads, tuple(tp), where)
 
     def backend(self, raw: Any, index: int) -> Backend:
-        where = self._locate("backend", index)
+        where = self.locate("backend", index)
         if not isinstance(raw, dict):
             raise self._fail(where, "[[backend]] must be a table")
         name = raw.get("name")
@@ -157,33 +157,33 @@ class _Parser:
         sms = raw.get("sm")
         sms = [sms] if isinstance(sms, (int, str)) and not isinstance(sms, bool) else sms
         if not isinstance(sms, list) or not sms:
-            raise self._fail(self._locate("backend", index, "sm"), f"backend {name}: sm must be a list such as [100, 103]")
+            raise self._fail(self.locate("backend", index, "sm"), f"backend {name}: sm must be a list such as [100, 103]")
         try:
             parsed = tuple(dict.fromkeys(parse_sm(str(s)).number for s in sms))
         except InputError as exc:
-            raise self._fail(self._locate("backend", index, "sm"), f"backend {name}: {exc.message.removeprefix('--sm ')}") from None
+            raise self._fail(self.locate("backend", index, "sm"), f"backend {name}: {exc.message.removeprefix('--sm ')}") from None
         rule = self.rule(raw, index, name)
         options = []
         for key, value in raw.items():
             if key in _BACKEND_KEYS:
                 continue
             if isinstance(value, bool) or not isinstance(value, (str, int)):
-                raise self._fail(self._locate("backend", index, key), f"backend {name}: {key} must be a string or an integer")
+                raise self._fail(self.locate("backend", index, key), f"backend {name}: {key} must be a string or an integer")
             options.append((key, value))
         models = raw.get("models", [])
         if not isinstance(models, list) or not all(isinstance(m, str) for m in models):
-            raise self._fail(self._locate("backend", index, "models"), f"backend {name}: models must be a list of model names")
+            raise self._fail(self.locate("backend", index, "models"), f"backend {name}: models must be a list of model names")
         return Backend(name, kernel, parsed, rule, where, tuple(options), models=tuple(models))
 
     def rule(self, raw: dict[str, Any], index: int, name: str) -> PaddingRule:
         keys = [k for k in _RULE_KEYS if k in raw]
         if len(keys) != 1:
-            raise self._fail(self._locate("backend", index), f"backend {name}: give exactly one of {', '.join(_RULE_KEYS)}")
+            raise self._fail(self.locate("backend", index), f"backend {name}: give exactly one of {', '.join(_RULE_KEYS)}")
         key = keys[0]
-        where = self._locate("backend", index, key)
+        where = self.locate("backend", index, key)
         value = raw[key]
         if "max_heads" in raw and key != "pad_multiple":
-            raise self._fail(self._locate("backend", index, "max_heads"), f"backend {name}: max_heads goes with pad_multiple only, not {key}")
+            raise self._fail(self.locate("backend", index, "max_heads"), f"backend {name}: max_heads goes with pad_multiple only, not {key}")
         if _largest_int(value) > MAX_HEADS or _largest_int(raw.get("max_heads")) > MAX_HEADS:
             raise self._fail(where, f"backend {name}: {key} names a count above {MAX_HEADS}, more than any model has")
         if key == "no_padding":
