@@ -241,8 +241,7 @@ def _pin_chunk(repo: RepoTables, root: Path, new_pin: str, patch: Patch) -> str:
     if repo.pin is None:
         patch.not_rewritten.append(f"no flashinfer requirement in the tree's pyproject.toml, requirements*.txt or setup.py: add 'flashinfer-python{new_pin}' by hand")
         return ""
-    source = repo.pin.source.rsplit(":", 1)[0] if re.search(r":\d+$", repo.pin.source) else repo.pin.source
-    path = Path(source)
+    path = repo.pin.path
     if path.name == "METADATA" or not path.is_relative_to(root):
         patch.not_rewritten.append(f"the pin {repo.pin.spec} comes from {repo.pin.source}, not the tree's own requirement files: change it to {new_pin} where it is declared")
         return ""

@@ -39,7 +39,12 @@ def parse_pin(spec: str) -> SpecifierSet:
 @dataclass(frozen=True)
 class RepoPin:
     spec: str  # a PEP 440 specifier set, e.g. "==0.7.2.post1"
-    source: str  # file (and line) it came from
+    path: Path  # the file it came from
+    line: int | None = None  # its line there, where the file has lines to name
+
+    @property
+    def source(self) -> str:
+        return f"{self.path}:{self.line}" if self.line is not None else str(self.path)
 
 
 def find_pin(root: Path) -> RepoPin | None:
@@ -70,7 +75,7 @@ def _from_metadata(base: Path) -> RepoPin | None:
             if line.startswith("Requires-Dist:"):
                 req = _flashinfer(line.split(":", 1)[1].split(";")[0])
                 if req is not None:
-                    return RepoPin(str(req.specifier), f"{meta}:{number}")
+                    return RepoPin(str(req.specifier), meta, number)
     return None
 
 
@@ -89,7 +94,7 @@ def _from_pyproject(base: Path) -> RepoPin | None:
         for dep in deps:
             req = _flashinfer(str(dep).split(";")[0])
             if req is not None:
-                return RepoPin(str(req.specifier), str(path))
+                return RepoPin(str(req.specifier), path)
     return None
 
 
@@ -102,7 +107,7 @@ def _from_requirements(base: Path) -> RepoPin | None:
                 continue
             req = _flashinfer(line.split(";")[0])
             if req is not None:
-                return RepoPin(str(req.specifier), f"{path}:{number}")
+                return RepoPin(str(req.specifier), path, number)
     return None
 
 
@@ -122,5 +127,5 @@ def _from_setup_py(base: Path) -> RepoPin | None:
                 if isinstance(item, ast.Constant) and isinstance(item.value, str):
                     req = _flashinfer(item.value.split(";")[0])
                     if req is not None:
-                        return RepoPin(str(req.specifier), f"{path}:{item.lineno}")
+                        return RepoPin(str(req.specifier), path, item.lineno)
     return None
