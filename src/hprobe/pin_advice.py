@@ -16,6 +16,7 @@ from packaging.version import Version
 
 from .core import compact_set
 from .history import FirstTrue, first_true
+from .sm import sm_names
 
 # (version, SMs, count) -> True (safe on every SM), False (refused on one), None (unknown)
 SafeAt = Callable[[Version, tuple[int, ...], int], "bool | None"]
@@ -92,7 +93,7 @@ class PinAdvice:
         return raised_pin(self.current_pin, needs)
 
     def words(self) -> list[str]:
-        sms = "/".join(f"SM{sm}" for sm in self.sms)
+        sms = sm_names(self.sms)
         lines = []
         needs = self.needs
         if needs is None:

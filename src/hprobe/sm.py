@@ -60,6 +60,11 @@ def parse_sm(text: str) -> SM:
     return sm
 
 
+def sm_names(numbers: tuple[int, ...] | list[int]) -> str:
+    """SMs as the outputs write a group of them: SM100/SM103."""
+    return "/".join(f"SM{sm}" for sm in numbers)
+
+
 def parse_sm_list(text: str) -> list[SM]:
     """Parse a comma list of SMs, dropping duplicates and keeping order."""
     parts = [p for p in text.split(",") if p.strip()]

@@ -17,6 +17,7 @@ from packaging.version import InvalidVersion, Version
 
 from .core import compact_set
 from .outcome import KernelSMResult, Outcome
+from .sm import sm_names
 from .tables.model import Backend, NoPadding, PaddingRule, PaddingTable, PadMap, PadTo
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ class BackendSuggestion:
 
     def words(self) -> str:
         """The advice in one line."""
-        sms = "/".join(f"SM{sm}" for sm in self.sms)
+        sms = sm_names(self.sms)
         if self.inconclusive:
             return f"{sms}: no suggestion, some answers are inconclusive ({self.inconclusive[0]})"
         current = self.backend.rule.describe()

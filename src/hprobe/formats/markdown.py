@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, TextIO
 from ..advice import summarize
 from ..core import Verdict, compact_set
 from ..outcome import Outcome
+from ..sm import sm_names
 from .base import Formatter
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ class MarkdownFormatter(Formatter):
             self._w(f"- **{cell(table.table)}** ({cell(table.scope)})")
             for a in table.backends:
                 tally = ", ".join(f"{Verdict(v).mark} {n} {v}" for v, n in a.counts.items())
-                sms = "/".join(f"SM{sm}" for sm in a.sms)
+                sms = sm_names(a.sms)
                 self._w(f"  - `{cell(a.backend)}` {sms}: {tally} — {cell(a.action)}")
         self._w()
         problems = [f for f in report.findings if f.verdict is not Verdict.OK]

@@ -17,6 +17,7 @@ from ..advice import summarize
 from ..core import Verdict, compact_set
 from ..outcome import KernelSMResult, Outcome
 from ..reports import pivot_cells
+from ..sm import sm_names
 from .base import Formatter
 
 if TYPE_CHECKING:
@@ -96,7 +97,7 @@ class TextFormatter(Formatter):
                 c.print(f"  [bold]{escape(table.table)}[/bold]  [dim]{escape(table.scope)}[/dim]")
                 for a in table.backends:
                     tally = ", ".join(f"[{Verdict(v).style}]{n} {v}[/]" for v, n in a.counts.items())
-                    sms = "/".join(f"SM{sm}" for sm in a.sms)
+                    sms = sm_names(a.sms)
                     label = a.backend if f"({sms})" in a.backend else f"{a.backend} {sms}"  # SMs said once
                     c.print(f"    {escape(label)}: {tally} → {escape(a.action)}")
             if any(not table.pin for table in advice):

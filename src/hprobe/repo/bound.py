@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InputError
+from ..sm import sm_names
 from ..tables.model import Model, PadMap
 from .evaluate import Binding, Evaluation, FlashinferSource, NotEvaluable, Raises, Settings, evaluate_bound
 from .mapping import ClassMapping, Mapping, SettingsSpec
@@ -159,7 +160,7 @@ def _evaluate(index: RepoIndex, site: RuleSite, mapping: Mapping, entry: ClassMa
 
 
 def _rules(site: RuleSite, entry: ClassMapping, sms: tuple[int, ...], models: list[Model], outputs: dict[tuple[str, int], int | Raises], lines: dict[tuple[str, int], int | None], settings_text: str) -> list[BoundRule]:
-    where = "/".join(f"SM{sm}" for sm in sms)
+    where = sm_names(sms)
     conditions = ", ".join(x for x in (where, entry.phase, settings_text) if x)
     path = site.function.module.path
 

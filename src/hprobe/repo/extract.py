@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..errors import InputError, NothingToCheck
 from ..fileio import regular_file
+from ..sm import sm_names
 from ..tables import shipped_data
 from ..tables.interface import RuleSource
 from ..tables.model import Backend, NoPadding, PaddingRule, PaddingTable, PadMap, PadTo, Where
@@ -169,7 +170,7 @@ def extract(root: Path, mapping: Mapping, excludes: tuple[str, ...] = (), flashi
 
 def _mapping_label(mapping: Mapping) -> str:
     """A shipped mapping by its name (the same on every machine), another by its path."""
-    shipped = Path(str(shipped_data("mappings", "vllm.toml"))).parent
+    shipped = shipped_data("mappings")
     return f"hprobe's mappings/{Path(mapping.path).name}" if Path(mapping.path).parent == shipped else mapping.path
 
 
@@ -194,9 +195,9 @@ def _backends(item: PaddingClass) -> list[Backend]:
         for name, b in zip(names, item.bound, strict=True):
             assert b.entry.kernel is not None  # bound rules exist for probed entries only
             if names.count(name) > 1:  # the entry split by SM or model: say which
-                name = f"{name} ({b.conditions.split(',')[0]}{' ' + '/'.join(b.models) if b.models else ''})"
-            options = tuple(kv for kv in b.entry.options)
-            out.append(Backend(name, b.entry.kernel, b.sms, b.rule, item.where, options, models=b.models, branches=b.branches))
+                sms = sm_names(b.sms)
+                name = f"{name} ({sms}{' ' + '/'.join(b.models) if b.models else ''})"
+            out.append(Backend(name, b.entry.kernel, b.sms, b.rule, item.where, b.entry.options, models=b.models, branches=b.branches))
         return out
     if m is None or m.kernel is None or item.rule is None:
         return []
