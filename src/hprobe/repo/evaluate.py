@@ -403,8 +403,7 @@ class _Interpreter:
     def _catches(handler: ast.ExceptHandler, error_type: str) -> bool:
         if handler.type is None:
             return True
-        names = [e for e in (handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type])]
-        for name_node in names:
+        for name_node in handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]:
             name = _dotted(name_node)
             if name == error_type:
                 return True
@@ -442,21 +441,9 @@ class _Interpreter:
             found_name = self.index.lookup(other, alias.name)
             if found_name is None:
                 raise _Unsupported(node, f"{alias.name} is not a constant, function or class of {source}")
-            kind, value, where = found_name
-            local = alias.asname or alias.name
-            if kind == "function":
-                frame[local] = _Callable(value)
-            elif kind == "class":
-                frame[local] = value
-            elif kind == "constant":
-                previous = self.where
-                self.where = where
-                try:
-                    frame[local] = self.expr(value, {}, where, None, 0)
-                finally:
-                    self.where = previous
-            else:
+            if found_name[0] == "module":
                 raise _Unsupported(node, f"imports the module {alias.name}")
+            frame[alias.asname or alias.name] = self._value_of(found_name)
 
     def _import_flashinfer(self, node: ast.ImportFrom, frame: dict) -> None:
         """Names from the release judged: a literal its source spells out is read
@@ -664,22 +651,26 @@ class _Interpreter:
         if node.id in ("True", "False", "None"):
             return {"True": True, "False": False, "None": None}[node.id]
         found = self.index.lookup(module, node.id)
-        if found is not None:
-            kind, value, where = found
-            if kind == "constant":
-                previous = self.where
-                self.where = where
-                try:
-                    return self.expr(value, {}, where, None, 0)
-                finally:
-                    self.where = previous
-            if kind == "function":
-                return _Callable(value)
-            if kind == "class":
-                return value
+        if found is not None and found[0] != "module":
+            return self._value_of(found)
         if node.id in _BUILTINS:
             return _BUILTINS[node.id]
         raise _Unsupported(node, f"name {node.id!r} is not a constant or function of the repo")
+
+    def _value_of(self, found: tuple[str, Any, ModuleInfo]) -> Any:
+        """What a name the index found stands for: a constant evaluated where it
+        is defined, a function to call, or a class."""
+        kind, value, where = found
+        if kind == "constant":
+            previous = self.where
+            self.where = where
+            try:
+                return self.expr(value, {}, where, None, 0)
+            finally:
+                self.where = previous
+        if kind == "function":
+            return _Callable(value)
+        return value
 
     def _setting(self, node: ast.Call) -> tuple[str, Any] | None:
         """`envs.NAME.get()`: (NAME, its value), or None when `node` is not a read of the registry."""
