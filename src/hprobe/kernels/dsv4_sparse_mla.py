@@ -102,6 +102,7 @@ class DSv4SparseMLAProbe(KernelProbe):
                 fmt: torch.zeros(NUM_PAGES, PAGE_SIZE, size, dtype=torch.uint8) for fmt, size in SM120_PACKED_BYTES.items()
             },
             "indices": torch.zeros(1, SWA_TOPK, dtype=torch.int32),
+            "block_table": torch.zeros(1, 1, dtype=torch.int32),  # one compressed page (HCA)
             "lens": torch.full((1,), SWA_TOPK, dtype=torch.int32),
             "seq_lens": torch.full((1,), SWA_TOPK, dtype=torch.int32),
             # Large enough for the split-K scratch of 256 heads, so the path
@@ -115,18 +116,16 @@ class DSv4SparseMLAProbe(KernelProbe):
         FP8 E4M3 query with caches of the same dtype (cute_dsl/attention/
         wrappers/batch_hca.py:438, 489). One request, one window of 128 rows,
         one compressed page."""
-        torch = self._torch
-        fp8 = torch.float8_e4m3fn
         shared = self._shared
         return {
-            "query": torch.zeros(1, 1, heads, HEAD_DIM, dtype=fp8),
+            "query": mi.zeros((1, 1, heads, HEAD_DIM), "fp8"),
             "swa_kv_cache": shared["kv"]["fp8"],
             "compressed_kv_cache": shared["kv"]["fp8"],
             "workspace_buffer": shared["workspace"],
             "sparse_topk_lens": shared["lens"],
             "swa_topk_lens": shared["lens"],
-            "hca_swa_indices": torch.zeros(1, SWA_TOPK, dtype=torch.int32),
-            "hca_compressed_block_tables": torch.zeros(1, 1, dtype=torch.int32),
+            "hca_swa_indices": shared["indices"],
+            "hca_compressed_block_tables": shared["block_table"],
             "hca_seq_lens": shared["seq_lens"],
             "sinks": mi.zeros((heads,), "fp32"),
         }
