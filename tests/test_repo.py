@@ -51,7 +51,7 @@ def test_helper_constant_and_inherited_method_after_48047():
     # No method of its own: the rule is the base class's helper over a module constant.
     assert sm120.rule.describe() == "pad_to {8, 16, 32, 64, 128}"
     assert str(sm120.where).endswith("flashinfer_sparse.py:21")
-    assert found.pin.spec == ">=0.6.14" and found.pin.source.endswith("post48047/pyproject.toml")
+    assert found.pin.spec == ">=0.6.14" and found.pin.source.endswith("post48047/pyproject.toml:4")
 
 
 def test_a_rule_that_raises_above_128_keeps_the_consumers_message():

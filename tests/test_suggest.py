@@ -16,7 +16,7 @@ from hprobe.history import first_true
 from hprobe.pin_advice import raised_pin
 from hprobe.repo.extract import extract
 from hprobe.repo.mapping import load_mapping
-from hprobe.repo.patch import build_patch
+from hprobe.repo.patch import Adoption, build_patch
 from hprobe.tables.model import PadTo
 
 from .conftest import ROOT, engine_source
@@ -55,24 +55,25 @@ def test_raised_pin_keeps_upper_bounds_and_refuses_what_it_cannot_raise():
     assert raised_pin(">=0.6.13,<0.8", Version("0.6.14")) == ">=0.6.14,<0.8"
     assert raised_pin(None, Version("0.6.14")) == ">=0.6.14"
     assert raised_pin("~=0.6.13", Version("0.6.14")) is None
+    assert raised_pin("==0.6.13", Version("0.6.14")) == "==0.6.14"  # an exact pin stays exact
     assert raised_pin(">=0.6.0,<0.6.14", Version("0.6.14")) is None  # no safe release left in it
 
 
 def test_patch_rewrites_a_threshold_and_refuses_a_shared_constant(tmp_path):
     found = extract(PRE, load_mapping())
-    patch = build_patch(found, {MLA: PadTo((8, 16, 32, 64, 128))}, lambda _names: None)
-    assert "-        return 64 if num_heads <= 64 else 128" in patch.diff
-    assert "+        return min(h for h in (8, 16, 32, 64, 128) if h >= num_heads)" in patch.diff
+    patch = build_patch(found, {MLA: Adoption(PadTo((8, 16, 32, 64, 128)))}, [])
+    assert "-        return 64 if num_heads <= 64 else 128" in patch.text
+    assert "+        return min(h for h in (8, 16, 32, 64, 128) if h >= num_heads)" in patch.text
     # The rewritten rule reads back as the rule asked for.
     tree = tmp_path / "tree"
     shutil.copytree(PRE, tree)
-    subprocess.run(["git", "apply", "-"], cwd=tree, input=patch.diff, text=True, check=True)
+    subprocess.run(["git", "apply", "-"], cwd=tree, input=patch.diff, check=True)
     again = {c.cls.qualname: c for c in extract(tree, load_mapping()).classes}
     assert again[MLA].rule == PadTo((8, 16, 32, 64, 128))
     # POST shares one constant between the SM100 and SM120 classes: rewriting it
     # for one class only would change the other's padding unjudged.
-    shared = build_patch(extract(POST, load_mapping()), {MLA: PadTo((16, 32, 64, 128))}, lambda _names: None)
-    assert shared.diff == "" and "is shared with" in shared.not_rewritten[0] and SM120 in shared.not_rewritten[0]
+    shared = build_patch(extract(POST, load_mapping()), {MLA: Adoption(PadTo((16, 32, 64, 128)))}, [])
+    assert shared.diff == b"" and "is shared with" in shared.not_rewritten[0] and SM120 in shared.not_rewritten[0]
 
 
 def test_diff_needs_a_repo(cli, tmp_path):

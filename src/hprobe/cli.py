@@ -338,6 +338,7 @@ def suggest(
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the table(s) with the suggested rules here as TOML (readable by `check --table`)."),
     diff_file: Optional[Path] = typer.Option(None, "--diff", help="With --repo: write the suggested rules and pin as a unified diff of the tree's own source here (apply with `git apply` in the --repo directory)."),
     force: bool = typer.Option(False, "--force", help="Overwrite --output / --diff."),
+    since: Optional[str] = typer.Option(None, "--since", help="Start the search for the first safe release here (default: the first release whose source defines the kernel's entry point)."),
     no_cache: NoCacheOpt = False,
     output_format: str = typer.Option("text", "--format", help="text, json or markdown."),
     json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.suggest/1 JSON document."),
@@ -365,11 +366,13 @@ def suggest(
             # The tables judged: a repo whose rules read flashinfer's own tables
             # gives one per release.
             suggestions = make_suggestions(report, report.tables, newest_only=flashinfer is None)
-            if flashinfer is None:
-                # --flashinfer names the releases outright: nothing to search.
+            published = []
+            if flashinfer is None or output is not None or diff_file is not None:
+                # --flashinfer names the releases to judge on; what is written
+                # (-o, --diff) is still checked against every release a pin admits.
                 from .service import search_pins
 
-                search_pins(report, suggestions, pin, not no_cache, progress)
+                published = search_pins(report, suggestions, pin, not no_cache, progress, since)
         if output is not None:
             from .tables.toml_writer import table_toml
 
@@ -381,12 +384,13 @@ def suggest(
             write_output(output, table_toml(new_table, header), "--output", overwrite=force)
         patch = None
         if diff_file is not None and repo_tables is not None:
-            from .repo.patch import build_patch
-            from .suggest import adopted, new_requirement
+            from .repo.patch import Adoption, build_patch
+            from .suggest import adopted
 
-            chosen = {s.backend.name: rule for s in suggestions if (rule := adopted(s)[0]) is not None}
-            current = pin or repo_tables.table.requires_flashinfer
-            patch = build_patch(repo_tables, chosen, lambda names: new_requirement(current, [s for s in suggestions if s.backend.name in names]))
+            # Checked against the tree's own requirements, whatever --pin or
+            # --flashinfer the rules were judged under.
+            chosen = {s.backend.name: Adoption(rule, needs) for s in suggestions if (rule := (a := adopted(s))[0]) is not None and (needs := a[1]) is not None}
+            patch = build_patch(repo_tables, chosen, published)
             if patch.diff:
                 write_output(diff_file, patch.diff, "--diff", overwrite=force)
             else:

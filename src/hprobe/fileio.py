@@ -101,14 +101,15 @@ def check_output(path: Path, option: str, overwrite: bool = True) -> None:
         raise InputError(f"{option} {path}: not writable")
 
 
-def write_output(path: Path, data: str, option: str, overwrite: bool = True) -> None:
+def write_output(path: Path, data: str | bytes, option: str, overwrite: bool = True) -> None:
     """Write `data` to the path the user named: atomically for a regular file,
     in place for a character device; anything else is refused."""
     check_output(path, option, overwrite)
+    payload = data.encode("utf-8") if isinstance(data, str) else data  # bytes: written exactly (a patch)
     try:
         if stat.S_ISCHR(os.stat(path).st_mode):
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(data)
+            with open(path, "wb") as fh:
+                fh.write(payload)
             return
     except FileNotFoundError:
         pass
@@ -116,8 +117,8 @@ def write_output(path: Path, data: str, option: str, overwrite: bool = True) -> 
         raise InputError(f"{option} {path}: cannot write: {_reason(exc)}") from None
     fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(data)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
         try:
             os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))  # keep an existing file's mode
         except FileNotFoundError:

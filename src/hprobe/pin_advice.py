@@ -64,6 +64,8 @@ class PinAdvice:
     rule_counts: dict[int, CountPin] = field(default_factory=dict)  # the suggested rule's counts
     no_padding: dict[int, CountPin] = field(default_factory=dict)  # the per-rank counts themselves
     admitted_below: list[str] = field(default_factory=list)  # releases the pin admits below `needs`
+    admitted: list[str] = field(default_factory=list)  # published releases the pin admits
+    explicit_start: bool = False  # the search started at --since, not where the entry point first exists
 
     @staticmethod
     def _needs(pins: dict[int, CountPin]) -> Version | None:
@@ -100,7 +102,13 @@ class PinAdvice:
             never = [p.count for p in self.rule_counts.values() if p.since is None]
             lines.append(f"{sms}: the suggested rule's counts {compact_set(never)} are accepted by no release in {self.searched[0]}..{self.searched[1]}")
         else:
-            lines.append(f"{sms}: the suggested rule needs flashinfer >= {needs}")
+            start = "--since" if self.explicit_start else "where the entry point first exists"
+            exact = self.rule_counts and all(p.found.adjacent or p.found.last_false is None for p in self.rule_counts.values())
+            first = "first safe release" if exact else "first release seen safe; releases just below it were inconclusive"
+            lines.append(f"{sms}: the suggested rule is safe from flashinfer {needs} ({first}; searched {self.searched[0]}..{self.searched[1]}, from {start})")
+            if self.current_pin is not None and not self.admitted_below and self.admitted:
+                span = self.admitted[0] if len(self.admitted) == 1 else f"{self.admitted[0]}–{self.admitted[-1]}"
+                lines.append(f"{sms}: safe on every release your pin {self.current_pin!r} admits ({span})")
             if self.admitted_below:
                 refused = sorted(p.count for p in self.rule_counts.values() if p.since is not None and p.since > Version(self.admitted_below[0]))
                 new = self.new_pin()
@@ -112,7 +120,7 @@ class PinAdvice:
                 lines.append(f"{sms}: no pin: add requires_flashinfer '>={needs}' so that no older release is installed beside this rule")
         no_pad = self.no_padding_needs
         if no_pad is not None:
-            lines.append(f"{sms}: no padding at all needs flashinfer >= {no_pad}")
+            lines.append(f"{sms}: no padding at all is safe from flashinfer {no_pad}")
         else:
             never = [p.count for p in self.no_padding.values() if p.since is None]
             if never:
@@ -128,6 +136,7 @@ class PinAdvice:
             "needs": str(self.needs) if self.needs else None,
             "new_pin": self.new_pin(),
             "pin_admits_unsafe": self.admitted_below,
+            "pin_admits": self.admitted,
             "no_padding_needs": str(self.no_padding_needs) if self.no_padding_needs else None,
             "rule_counts": [p.to_dict() for p in self.rule_counts.values()],
             "no_padding": [p.to_dict() for p in self.no_padding.values()],
@@ -164,12 +173,18 @@ def advise(
 
 
 def raised_pin(current: str | None, needs: Version) -> str | None:
-    """`current` with every lower bound replaced by `>=needs`; None where a clause
-    cannot be raised mechanically (`~=`, `===`, a wildcard or exact `==`)."""
+    """`current` with every lower bound replaced by `>=needs`, and an exact pin
+    moved to exactly `needs` (an exact pin stays exact); None where a clause
+    cannot be raised mechanically (`~=`, `===`, a wildcard)."""
     if current is None:
         return f">={needs}"
+    clauses = list(SpecifierSet(current))
+    exact = [c for c in clauses if c.operator == "==" and not c.version.endswith(".*")]
+    if exact:
+        others = [c for c in clauses if c not in exact]
+        return f"=={needs}" if all(c.contains(needs, prereleases=True) for c in others) and not others else None
     kept: list[str] = []
-    for clause in SpecifierSet(current):
+    for clause in clauses:
         op, version = clause.operator, clause.version
         if op in (">=", ">"):
             continue

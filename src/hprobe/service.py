@@ -231,11 +231,17 @@ def _unevaluated(repo: RepoTables, numbers: list[int]) -> list[Finding]:
     return out
 
 
-def search_pins(report: CheckReport, suggestions: list[BackendSuggestion], pin: str | None, use_cache: bool = True, progress: Progress = quiet) -> None:
+def search_pins(report: CheckReport, suggestions: list[BackendSuggestion], pin: str | None, use_cache: bool = True, progress: Progress = quiet, since: str | None = None) -> list[Version]:
     """Fill each suggestion's pin advice: per count of its suggested rule (and
     per count unpadded), the first published release from which every SM of
-    the backend accepts it on the fast path. A release is probed once for all
-    counts and backends; releases the check probed are not probed again."""
+    the backend accepts it on the fast path. The search starts where the
+    kernel's entry point first exists (or at `since`), never at the pin's
+    floor, so "safe from X" is the first safe release, not the first one
+    looked at. A release is probed once for all counts and backends; releases
+    the check probed are not probed again. Returns the published releases."""
+    from packaging.version import InvalidVersion
+    from packaging.version import Version as V
+
     from .pin_advice import advise
     from .probing import probe_named
     from .releases import published_versions
@@ -244,9 +250,15 @@ def search_pins(report: CheckReport, suggestions: list[BackendSuggestion], pin: 
     pins = {t.name: pin or t.requires_flashinfer for t in report.tables}
     todo = [s for s in suggestions if s.suggested is not None and not s.inconclusive]
     if not todo:
-        return
+        return []
     progress("listing published flashinfer releases")
     published = [v for v in published_versions() if not v.is_prerelease]
+    start: V | None = None
+    if since is not None:
+        try:
+            start = V(since)
+        except InvalidVersion:
+            raise InputError(f"--since {since!r}: not a release number") from None
     # Probe each release for every kernel the suggestions name, on the SMs and
     # counts the check probed: the same cache keys, so a warm run probes nothing.
     needed: dict[str, list[int]] = {}
@@ -288,11 +300,39 @@ def search_pins(report: CheckReport, suggestions: list[BackendSuggestion], pin: 
 
         current = pins.get(s.table)
         specifier = parse_pin(current) if current else None
-        admitted = [v for v in published if specifier is None or specifier.contains(v)]
-        floor = admitted[0] if admitted else None
-        versions = [v for v in published if floor is None or v >= floor]
+        first = start or entry_since(get_variant(key).probe.entry_point, published, progress)
+        versions = [v for v in published if first is None or v >= first]
         if not versions:
             s.pin_note = "no published release to search"
             continue
         s.pins = advise(s.sms, s.rule_counts(), s.per_rank(), versions, str(specifier) if specifier is not None else None, safe_at)
+        s.pins.admitted = [str(v) for v in published if specifier is None or specifier.contains(v)]
+        s.pins.explicit_start = start is not None
     report.notes.extend(f"pin search: flashinfer {v} answered nothing: {why}" for v, why in unreachable.items())
+    return published
+
+
+_ENTRY_SINCE: dict[str, Version | None] = {}
+
+
+def entry_since(entry: str, published: list[Version], progress: Progress = quiet) -> Version | None:
+    """The first published release whose source defines `entry` (None: none
+    does, or none could be read): where a search for "safe since" starts.
+    Found by a binary search over wheels read with `ast`, never imported; it
+    only bounds the search, and every release searched is then probed."""
+    from .history import first_true
+    from .kernels.presence import entry_point_present
+    from .releases import resolve
+
+    if entry not in _ENTRY_SINCE:
+
+        def present(v: Version) -> bool | None:
+            progress(f"reading flashinfer {v} for {entry.rsplit('.', 1)[-1]}")
+            try:
+                release = resolve(str(v))
+            except InputError:
+                return None
+            return entry_point_present(entry, str(release.tree / "flashinfer"))
+
+        _ENTRY_SINCE[entry] = first_true(published, present).first
+    return _ENTRY_SINCE[entry]

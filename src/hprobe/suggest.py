@@ -208,13 +208,12 @@ def _rule_for(chosen: dict[int, int]) -> PaddingRule:
 
 
 def adopted(s: BackendSuggestion) -> tuple[PaddingRule | None, Version | None]:
-    """(rule, pin floor it needs) to write for one backend: the suggested rule
-    when the pin search says from which release it is safe; else the rule safe
-    on every release probed, which needs no new pin; else nothing."""
+    """(rule, the first release it is safe from) to write for one backend: the
+    suggested rule when the pin search says from which release it is safe;
+    else nothing. A rule is never adopted without its floor: the patch then
+    checks the tree's own requirements against it."""
     if s.pins is not None and s.pins.needs is not None and s.suggested is not None:
         return s.suggested, s.pins.needs
-    if s.pins is None and s.keep_pin is not None:
-        return s.keep_pin, None
     return None, None
 
 
@@ -240,11 +239,15 @@ def _admitted(suggestions: list[BackendSuggestion]) -> list[Version]:
 
 def rewritten(tables: list[PaddingTable], suggestions: list[BackendSuggestion]) -> list[PaddingTable]:
     """The tables with each backend's rule replaced by the one adopted for it,
-    and the pin raised to what those rules need."""
+    and the pin raised to what those rules need. A rule whose pin cannot be
+    raised is not adopted: the table keeps its rule."""
     out = []
     for t in tables:
         mine = [s for s in suggestions if s.table == t.name]
-        rules = {s.backend.name: rule for s in mine if (rule := adopted(s)[0]) is not None}
         pin = new_requirement(t.requires_flashinfer, mine)
+        blocked = pin is None and any(s.pins and s.pins.admitted_below for s in mine if adopted(s)[0] is not None)
+        kept = [s for s in mine if not (blocked and s.pins and s.pins.admitted_below)]
+        rules = {s.backend.name: rule for s in kept if (rule := adopted(s)[0]) is not None}
+        pin = new_requirement(t.requires_flashinfer, kept)
         out.append(replace(t, backends=[replace(b, rule=rules.get(b.name, b.rule)) for b in t.backends], requires_flashinfer=pin or t.requires_flashinfer))
     return out

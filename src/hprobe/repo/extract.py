@@ -224,6 +224,18 @@ def _evaluate_rule(index: RepoIndex, item: PaddingClass) -> None:
     item.rule = _rule_of(item.outputs)
 
 
+def evaluate_class(index: RepoIndex, item: PaddingClass, method: str) -> PaddingRule | NotEvaluable:
+    """The rule of `item`'s class as `index` reads it now (a patched tree checked
+    before the patch is written)."""
+    cls = next((c for c in index.classes_with(method) if c.qualname == item.cls.qualname), None)
+    function = _resolve_method(index, cls, method) if cls is not None else None
+    if cls is None or function is None:
+        return NotEvaluable(item.path, item.function.line, f"{item.cls.qualname} no longer defines {method}")
+    fresh = PaddingClass(cls, function, item.path)
+    _evaluate_rule(index, fresh)
+    return fresh.problem or fresh.rule or NotEvaluable(item.path, function.line, "no rule")
+
+
 def _rule_of(outputs: dict[int, int | Raises]) -> PaddingRule:
     """The simplest rule that reproduces every evaluated output: pad_to when the
     function rounds up to a fixed set, else an explicit pad_map."""

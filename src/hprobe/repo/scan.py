@@ -9,7 +9,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..fileio import MAX_SOURCE_BYTES, read_text_or_none
+from ..errors import InputError
+from ..fileio import MAX_SOURCE_BYTES, regular_file
+from .source import PythonSource
 
 # Directories never worth reading for padding rules.
 _SKIP_DIRS = {".git", "__pycache__", "node_modules", ".mypy_cache"}
@@ -114,11 +116,31 @@ class RepoIndex:
 
     def _text(self, name: str) -> str | None:
         if name not in self._texts:
-            text = read_text_or_none(self.files[name])
-            if text is None:
-                self.problems.append(f"{self._shown(self.files[name])}: not read (not a regular file, unreadable, or over {MAX_SOURCE_BYTES >> 20} MiB)")
+            path = self.files[name]
+            text = None
+            if not regular_file(path):
+                self.problems.append(f"{self._shown(path)}: not read (not a regular file)")
+            else:
+                try:
+                    # As Python reads it (BOM, PEP 263 coding line), so `ast`
+                    # positions name the same characters a patch edits.
+                    text = PythonSource.read(path, str(self._shown(path))).text
+                except InputError as exc:
+                    self.problems.append(f"{self._shown(path)}: not read ({exc.message}; at most {MAX_SOURCE_BYTES >> 20} MiB of Python source)")
             self._texts[name] = text
         return self._texts[name]
+
+    def with_texts(self, texts: dict[str, str]) -> RepoIndex:
+        """A fresh index of the same files in which the modules named read as
+        `texts` (dotted name -> source): a patch checked before it is written."""
+        again = RepoIndex(self.root)
+        again.files = dict(self.files)
+        again._texts = dict(texts)
+        return again
+
+    def module_name_of(self, rel: str) -> str | None:
+        """The dotted name of a file given as shown to the user."""
+        return next((n for n, p in self.files.items() if str(self._shown(p)) == rel), None)
 
     def _shown(self, path: Path) -> Path:
         base = self.root if self.root.is_dir() else self.root.parent
