@@ -163,10 +163,10 @@ def test_check_opens_with_one_line_of_advice_per_backend(cli, cli_json):
     assert table["pin"] is None and table["scope"] == "on flashinfer 0.6.14 only: no pin"
     mla = next(b for b in table["backends"] if b["backend"] == "DeepseekV4FlashInferMLAAttention")
     assert mla["sms"] == [100, 103] and mla["counts"] == {"ok": 3, "reducible": 7}
-    assert mla["action"] == "pad to {8, 16, 32, 64, 128} instead of {64, 128}: saves 2–8× on TP2/4/8/16"
+    assert mla["action"] == "for n={4, 8, 16, 32}, pad to {8, 16, 32} instead of {64}: saves 2–8× on TP2/4/8/16"
     code, out, _ = cli("check", "--table", str(PRE_48047), "--sm", "100,103")
     summary = out.split("\nsummary\n", 1)[1].split("\n\n", 1)[0]
-    assert "DeepseekV4FlashInferMLAAttention SM100/SM103: 3 ok, 7 reducible → pad to {8, 16, 32, 64, 128} instead of {64, 128}" in summary
+    assert "DeepseekV4FlashInferMLAAttention SM100/SM103: 3 ok, 7 reducible → for n={4, 8, 16, 32}, pad to {8, 16, 32} instead of {64}" in summary
     assert "no pin: add requires_flashinfer" in summary
 
 

@@ -90,8 +90,8 @@ def test_check_opens_with_a_summary_that_fits_a_screen(cli):
     summary = lines[:first_detail]
     assert sum(max(1, -(-len(line) // 120)) for line in summary) <= 40  # as wrapped at 120 columns
     assert any(line.startswith("  vllm-dsv4-flashinfer (before #48047)") for line in summary)
-    # One advice line per backend: "pad to ... instead of ...".
-    assert any("pad to {8, 16, 32, 64, 128} instead of {64, 128}" in line for line in summary)
+    # One advice line per backend: "for n=..., pad to ... instead of ...".
+    assert any("for n={4, 8, 16, 32}, pad to {8, 16, 32} instead of {64}" in line for line in summary)
     assert "ok rows not shown; --details shows every row" in out and code == 0
     _, full, _ = cli("check", "--details")
     assert len(full.splitlines()) > len(lines) + 100

@@ -70,7 +70,10 @@ def summarize(report: CheckReport) -> list[TableAdvice]:
             merged.setdefault((backend, tuple(counts.items()), _action(group)), []).append(sm)
         backends = tuple(Advice(table, b, kernels[b], tuple(sms), dict(c), action) for (b, c, action), sms in merged.items())
         releases = tuple(sorted({r for f in rows for r in (f.releases or [f.flashinfer_version]) if r != "-"}))
-        out.append(TableAdvice(table, releases, pins.get(table), backends, table in own))
+        # The pin the releases were chosen by (--pin, else the table's own), so the
+        # scope never names a pin whose releases were not the ones probed.
+        pin = next((f.pin for f in rows if f.pin), None) or pins.get(table)
+        out.append(TableAdvice(table, releases, pin, backends, table in own))
     return out
 
 
@@ -79,6 +82,17 @@ def _tps(rows: list[Finding]) -> str:
 
 
 def _action(rows: list[Finding]) -> str:
+    action = _verdict_action(rows)
+    reach = rows[0].reach
+    if reach is not None and not reach.default_reaches:
+        # The rule also feeds the engine's default, which hprobe does not probe:
+        # the advice is about FlashInfer's path alone and cannot be applied as is.
+        shared = f"the default ({reach.otherwise}) shares this rule, so a change for FlashInfer needs a branch on {reach.flag} == {reach.value}"
+        return f"under {reach.flag} {reach.value} only: {action}; {shared}" if not action.startswith("ok") else f"under {reach.flag} {reach.value} only: {action}"
+    return action
+
+
+def _verdict_action(rows: list[Finding]) -> str:
     by = {v: [f for f in rows if f.verdict is v] for v in Verdict}
     if by[Verdict.BROKEN]:
         broken = by[Verdict.BROKEN]
@@ -86,16 +100,15 @@ def _action(rows: list[Finding]) -> str:
         return f"broken for {_tps(broken)}: the kernel refuses {padded}; pad to counts it accepts before shipping this"
     if by[Verdict.REDUCIBLE]:
         reducible = by[Verdict.REDUCIBLE]
-        now = {f.padded for f in rows if f.padded is not None}
-        after = {f.best for f in reducible if f.best is not None} | {f.padded for f in rows if f.verdict is not Verdict.REDUCIBLE and f.padded is not None}
+        # Only the counts that change are named: "instead of" a set that also
+        # holds counts other rows keep would misstate what n pads to today.
+        ns = compact_set({f.n for f in reducible})
+        now = compact_set({f.padded for f in reducible if f.padded is not None})
+        after = compact_set({f.best for f in reducible if f.best is not None})
         wastes = [f.waste for f in reducible if f.waste]
         low, high = min(wastes or [1.0]), max(wastes or [1.0])
         saving = f"{low:.3g}–{high:.3g}×" if f"{low:.3g}" != f"{high:.3g}" else f"{high:.3g}×"
-        if after != now:
-            change = f"pad to {compact_set(after)} instead of {compact_set(now)}"
-        else:  # the same counts, used for other n
-            change = "; ".join(f"pad {f.n} to {f.best}, not {f.padded}" for f in sorted(reducible, key=lambda f: f.n) if f.best is not None)
-        return f"{change}: saves {saving} on {_tps(reducible)}"
+        return f"for n={ns}, pad to {after} instead of {now}: saves {saving} on {_tps(reducible)}"
     if by[Verdict.TABLE_REFUSES]:
         refused = by[Verdict.TABLE_REFUSES]
         return f"the table raises for n={compact_set({f.n for f in refused})}, which the kernel accepts ({_tps(refused)})"

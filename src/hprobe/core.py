@@ -7,6 +7,7 @@ from enum import Enum
 
 from .outcome import HeadResult, KernelSMResult, Outcome
 from .tables import Backend, Model, PaddingTable
+from .tables.model import Reach
 
 
 class Verdict(str, Enum):
@@ -103,6 +104,7 @@ class Finding:
     depth: str = "validators"  # what an accepted answer rests on (see README "Depth")
     unchecked: list[str] = field(default_factory=list)  # what compiled code checks beyond that
     pin: str | None = None  # the pin whose releases `releases` are (None: the releases probed, no pin)
+    reach: Reach | None = None  # the engine setting under which the rule reaches FlashInfer
 
     @property
     def label(self) -> str:
@@ -174,6 +176,7 @@ class Finding:
             "rule_unknown": self.rule_unknown,
             "depth": self.depth,
             "unchecked": self.unchecked,
+            "reach": self.reach.to_dict() if self.reach else None,
         }
 
 
@@ -308,6 +311,7 @@ def _judge_model(table: PaddingTable, backend: Backend, sm: int, probed: list[Ke
                 source=backend.source_for(model.name, n),
                 depth=_weakest_depth(probed),
                 unchecked=list(dict.fromkeys(u for p in probed for u in p.unchecked)),
+                reach=backend.reach,
             )
         )
     return out

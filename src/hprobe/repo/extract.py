@@ -13,9 +13,10 @@ from ..fileio import regular_file
 from ..sm import sm_names
 from ..tables import shipped_data
 from ..tables.interface import RuleSource
-from ..tables.model import Backend, NoPadding, PaddingRule, PaddingTable, PadMap, PadTo, Where
+from ..tables.model import Backend, NoPadding, PaddingRule, PaddingTable, PadMap, PadTo, Reach, Where
 from ..tables.toml_writer import table_toml as write_table_toml
 from .bound import BoundRule, RuleSite, evaluate_entries, load_settings, shown_path
+from .engine import read_reach
 from .evaluate import FlashinferSource, NotEvaluable, Raises, evaluate
 from .mapping import ClassMapping, Mapping, shipped_mappings
 from .pin import RepoPin, find_pin
@@ -152,9 +153,10 @@ def extract(root: Path, mapping: Mapping, excludes: tuple[str, ...] = (), flashi
             unparsed = f" ({len(index.problems)} file(s) could not be parsed; see above)" if index.problems else ""
             notes.append(f"the mapping names {name}, which this tree does not define{unparsed}")
     pin = find_pin(root)
+    reaches = {name: read_reach(index, setting) for name, setting in mapping.engine_settings.items()}
     backends: list[Backend] = []
     for item in found:
-        backends.extend(_backends(item))
+        backends.extend(_backends(item, reaches))
     table = PaddingTable(
         name=f"{root.name or root} ({mapping.method})",
         source=f"{root} read with ast; mapping {_mapping_label(mapping)}",
@@ -187,7 +189,7 @@ def _read_summary(index: RepoIndex) -> str:
     return f"{len(index.files)} Python files read{unparsed}"
 
 
-def _backends(item: PaddingClass) -> list[Backend]:
+def _backends(item: PaddingClass, reaches: dict[str, Reach]) -> list[Backend]:
     m = item.mapping
     if item.bound:
         names = [f"{item.cls.qualname}{b.entry.label}" for b in item.bound]
@@ -197,11 +199,13 @@ def _backends(item: PaddingClass) -> list[Backend]:
             if names.count(name) > 1:  # the entry split by SM or model: say which
                 sms = sm_names(b.sms)
                 name = f"{name} ({sms}{' ' + '/'.join(b.models) if b.models else ''})"
-            out.append(Backend(name, b.entry.kernel, b.sms, b.rule, item.where, b.entry.options, models=b.models, branches=b.branches))
+            reach = reaches.get(b.entry.reaches_when) if b.entry.reaches_when else None
+            out.append(Backend(name, b.entry.kernel, b.sms, b.rule, item.where, b.entry.options, models=b.models, branches=b.branches, reach=reach))
         return out
     if m is None or m.kernel is None or item.rule is None:
         return []
-    return [Backend(item.cls.qualname, m.kernel, m.sms, item.rule, item.where, m.options)]
+    reach = reaches.get(m.reaches_when) if m.reaches_when else None
+    return [Backend(item.cls.qualname, m.kernel, m.sms, item.rule, item.where, m.options, reach=reach)]
 
 
 def _resolve_method(index: RepoIndex, cls: ClassInfo, method: str) -> FunctionInfo | None:

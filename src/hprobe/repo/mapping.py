@@ -28,6 +28,16 @@ class SettingsSpec:
     accessor: str  # the method that returns a value: get
 
 
+@dataclass(frozen=True)
+class EngineSetting:
+    name: str  # the option's field name in the engine (dsv4_attn_backend)
+    flag: str  # as users pass it (--dsv4-attn-backend)
+    value: str  # under which the count reaches FlashInfer (trtllm)
+    declared_in: str  # dotted module declaring the field and its default
+    otherwise: str  # what the rule serves under any other value
+    resolved_by: str | None = None  # dotted function resolving the default (auto)
+
+
 @dataclass
 class ClassMapping:
     name: str
@@ -39,6 +49,7 @@ class ClassMapping:
     where: Where | None = None
     phase: str | None = None  # "decode" / "prefill": one class judged once per phase
     args: tuple[tuple[str, str | int], ...] = ()  # values of the rule's extra parameters
+    reaches_when: str | None = None  # the [[engine_setting]] under which the count reaches FlashInfer
 
     @property
     def label(self) -> str:
@@ -57,13 +68,14 @@ class Mapping:
     parameters: dict[str, str] = field(default_factory=dict)  # extra parameter -> the axis giving its value
     platform: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)  # predicate source -> SMs where true
     settings: SettingsSpec | None = None
+    engine_settings: dict[str, EngineSetting] = field(default_factory=dict)
 
     @property
     def bound(self) -> bool:
         return bool(self.instance)
 
 
-MAPPING_KEYS = ("class", "instance", "mapping", "model", "parameters", "platform", "settings")
+MAPPING_KEYS = ("class", "engine_setting", "instance", "mapping", "model", "parameters", "platform", "settings")
 
 
 def load_mapping(path: Path | None = None) -> Mapping:
@@ -94,6 +106,7 @@ def load_mapping(path: Path | None = None) -> Mapping:
     parameters = _string_table(data, "parameters", path)
     platform = _platforms(data.get("platform", []), path, parser)
     settings = _settings_spec(data.get("settings"), path)
+    engine_settings = _engine_settings(data.get("engine_setting", []), path, parser)
     classes: dict[str, list[ClassMapping]] = {}
     raw_classes = data.get("class", [])
     if not isinstance(raw_classes, list):
@@ -102,8 +115,24 @@ def load_mapping(path: Path | None = None) -> Mapping:
         where = parser.locate("class", i)
         if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
             raise InputError(f"{where}: [[class]] needs a name")
-        classes.setdefault(raw["name"], []).append(_class_entry(raw, where, set(parameters)))
-    return Mapping(str(path), method, models, classes, package, instance, parameters, platform, settings)
+        entry = _class_entry(raw, where, set(parameters))
+        if entry.reaches_when is not None and entry.reaches_when not in engine_settings:
+            raise InputError(f"{where}: class {entry.name}: reaches_flashinfer_when = {entry.reaches_when!r} names no [[engine_setting]]")
+        classes.setdefault(raw["name"], []).append(entry)
+    return Mapping(str(path), method, models, classes, package, instance, parameters, platform, settings, engine_settings)
+
+
+def _engine_settings(raw: object, path: Path, parser: _Parser) -> dict[str, EngineSetting]:
+    if not isinstance(raw, list):
+        raise InputError(f"{path}: [[engine_setting]] must be a list of tables")
+    out = {}
+    required, optional = {"name", "flag", "value", "declared_in", "otherwise"}, {"resolved_by"}
+    for i, item in enumerate(raw):
+        where = parser.locate("engine_setting", i)
+        if not isinstance(item, dict) or not required <= set(item) or set(item) - required - optional or not all(isinstance(v, str) and v for v in item.values()):
+            raise InputError(f"{where}: [[engine_setting]] takes name, flag, value, declared_in, otherwise (strings) and optionally resolved_by")
+        out[item["name"]] = EngineSetting(item["name"], item["flag"], item["value"], item["declared_in"], item["otherwise"], item.get("resolved_by"))
+    return out
 
 
 BINDABLE = ("n", "total", "tp")  # what an instance attribute can be bound to
@@ -164,9 +193,12 @@ def _class_entry(raw: dict, where: Where, parameters: set[str]) -> ClassMapping:
     args = raw.get("args", {})
     if not isinstance(args, dict) or not all(k in parameters and isinstance(v, (str, int)) and not isinstance(v, bool) for k, v in args.items()):
         raise InputError(f"{where}: class {name}: args gives values to the parameters [parameters] declares, as strings or integers")
+    reaches_when = raw.get("reaches_flashinfer_when")
+    if reaches_when is not None and not isinstance(reaches_when, str):
+        raise InputError(f"{where}: class {name}: reaches_flashinfer_when names an [[engine_setting]]")
     options = []
     for key, value in raw.items():
-        if key in ("name", "kernel", "sm", "models", "phase", "args"):
+        if key in ("name", "kernel", "sm", "models", "phase", "args", "reaches_flashinfer_when"):
             continue
         if isinstance(value, bool) or not isinstance(value, (str, int)):
             raise InputError(f"{where}: class {name}: unknown key {key!r}, or an axis value that is not a string or integer")
@@ -174,7 +206,7 @@ def _class_entry(raw: dict, where: Where, parameters: set[str]) -> ClassMapping:
     restrict = raw.get("models", [])
     if not isinstance(restrict, list) or not all(isinstance(m, str) for m in restrict):
         raise InputError(f"{where}: class {name}: models must be a list of model names")
-    return ClassMapping(name, kernel, parsed, tuple(options), None, tuple(restrict), where, phase, tuple(args.items()))
+    return ClassMapping(name, kernel, parsed, tuple(options), None, tuple(restrict), where, phase, tuple(args.items()), reaches_when)
 
 
 SHIPPED_MAPPINGS = ("vllm.toml", "sglang.toml")

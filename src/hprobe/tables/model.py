@@ -149,6 +149,7 @@ class Backend:
     # (model, n) -> which branch of the consumer's rule gave the padded count
     # (file:line and the SM, phase and settings it was evaluated under)
     branches: tuple[tuple[tuple[str, int], str], ...] = ()
+    reach: Reach | None = None  # None: the rule feeds FlashInfer whenever it runs
 
     @property
     def variant_key(self) -> str:
@@ -156,6 +157,33 @@ class Backend:
 
     def source_for(self, model: str, n: int) -> str:
         return dict(self.branches).get((model, n), str(self.where))
+
+
+@dataclass(frozen=True)
+class Reach:
+    """Under which engine setting a rule's count reaches FlashInfer, and what the
+    engine does by default: a verdict holds for the FlashInfer path only, and
+    a rule the default path shares is not FlashInfer's alone to change."""
+
+    flag: str  # the engine's option, e.g. --dsv4-attn-backend
+    value: str  # the value under which the count reaches FlashInfer, e.g. trtllm
+    default: str  # the default, as the engine's source gives it, in words
+    default_reaches: bool | None  # True: by default FlashInfer runs; False: only when asked; None: unknown
+    otherwise: str  # what the rule serves under every other value (not probed)
+    source: str = ""  # file:line the default was read from
+
+    def words(self) -> str:
+        if self.default_reaches:
+            return f"reaches FlashInfer by default ({self.flag} default {self.default})"
+        where = f" ({self.source})" if self.source else ""
+        default = "unknown" if self.default_reaches is None else self.default
+        return (
+            f"reaches FlashInfer only under {self.flag} {self.value}; the engine's default is {default}{where}, "
+            f"where this rule serves {self.otherwise} (not probed): the verdict covers the FlashInfer path only"
+        )
+
+    def to_dict(self) -> dict:
+        return {"flag": self.flag, "value": self.value, "default": self.default, "default_reaches": self.default_reaches, "otherwise": self.otherwise, "source": self.source, "words": self.words()}
 
 
 @dataclass
