@@ -391,6 +391,7 @@ def suggest(
             # --flashinfer the rules were judged under.
             chosen = {s.backend.name: Adoption(rule, needs) for s in suggestions if (rule := (a := adopted(s))[0]) is not None and (needs := a[1]) is not None}
             patch = build_patch(repo_tables, chosen, published)
+            patch.not_rewritten.extend(f"{s.backend.name}: not rewritten: {s.shared}" for s in suggestions if s.shared and s.changed)
             if patch.diff:
                 write_output(diff_file, patch.diff, "--diff", overwrite=force)
             else:

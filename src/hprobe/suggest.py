@@ -63,8 +63,26 @@ class BackendSuggestion:
     def changed(self) -> bool:
         return any(c.current != c.suggested for c in self.changes)
 
+    @property
+    def shared(self) -> str | None:
+        """Why the rule is not FlashInfer's alone to change (None: it is)."""
+        reach = self.backend.reach
+        if reach is None or reach.default_reaches:
+            return None
+        return (
+            f"the rule also serves {reach.otherwise}, the engine's default ({reach.default}); "
+            f"a change for FlashInfer alone needs a branch on {reach.flag} == {reach.value}"
+        )
+
     def words(self) -> str:
         """The advice in one line."""
+        text = self._words()
+        reach = self.backend.reach
+        if reach is not None and not reach.default_reaches:
+            return f"{text} [under {reach.flag} {reach.value} only: {self.shared}]"
+        return text
+
+    def _words(self) -> str:
         sms = sm_names(self.sms)
         if self.inconclusive:
             return f"{sms}: no suggestion, some answers are inconclusive ({self.inconclusive[0]})"
@@ -111,6 +129,7 @@ class BackendSuggestion:
             "refused_now": {version: sorted(ns) for version, ns in self.refused_now.items()},
             "pin": self.pins.to_dict() if self.pins else None,
             "pin_not_searched": self.pin_note,
+            "reach": self.backend.reach.to_dict() if self.backend.reach else None,
             "advice": self.words(),
         }
 
@@ -210,8 +229,11 @@ def _rule_for(chosen: dict[int, int]) -> PaddingRule:
 def adopted(s: BackendSuggestion) -> tuple[PaddingRule | None, Version | None]:
     """(rule, the first release it is safe from) to write for one backend: the
     suggested rule when the pin search says from which release it is safe;
-    else nothing. A rule is never adopted without its floor: the patch then
-    checks the tree's own requirements against it."""
+    else nothing. A rule is never adopted without its floor (the patch then
+    checks the tree's own requirements against it), nor where the engine's
+    default path, which hprobe does not probe, shares it."""
+    if s.shared is not None:
+        return None, None
     if s.pins is not None and s.pins.needs is not None and s.suggested is not None:
         return s.suggested, s.pins.needs
     return None, None

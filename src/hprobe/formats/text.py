@@ -87,8 +87,6 @@ class TextFormatter(Formatter):
         versions = ", ".join(dict.fromkeys(r.info.version for r in report.releases)) or fi.version
         where = "  " + ", ".join(f"{r.info.version}: {r.info.location}" for r in report.releases) if self.details else ""
         c.print(f"[bold]hprobe check[/bold]  flashinfer {escape(versions)}  targets: {sms}{escape(where)}")
-        for note in report.notes if self.details else _merged_notes(report):
-            c.print(f"[dim]note:[/dim] {escape(note)}")
         advice = summarize(report)
         if advice:
             c.print()
@@ -102,6 +100,12 @@ class TextFormatter(Formatter):
                     c.print(f"    {escape(label)}: {tally} → {escape(a.action)}")
             if any(not table.pin for table in advice):
                 c.print("  [dim]no pin: add requires_flashinfer (or --pin) for advice that holds across the releases you allow[/dim]")
+        # The answer first; what it rests on after it.
+        notes = report.notes if self.details else _merged_notes(report)
+        if notes:
+            c.print()
+        for note in notes:
+            c.print(f"[dim]note:[/dim] {escape(note)}")
         hidden = 0
         for (table, backend), group in groupby(report.findings, key=lambda f: (f.table, f.backend)):
             rows = list(group)
@@ -135,6 +139,8 @@ class TextFormatter(Formatter):
                     escape(f.explain()),
                 )
             c.print(t)
+            if rows[0].reach is not None:
+                c.print(f"  [yellow]{escape(rows[0].reach.words())}[/yellow]")
             for sm, names in entries.items():
                 c.print(f"  [dim]SM{sm} reaches {escape(', '.join(sorted(names)))}[/dim]")
             if any("[" in f.source for f in rows):
@@ -315,8 +321,6 @@ class TextFormatter(Formatter):
         c = self.console
         releases = ", ".join(r.info.version for r in report.releases) or report.flashinfer.version
         c.print(f"[bold]hprobe suggest[/bold]  flashinfer {escape(releases)}")
-        for note in report.notes:
-            c.print(f"[dim]note:[/dim] {escape(note)}")
         for s in suggestions:
             c.print()
             c.print(f"[bold]{escape(s.table)}[/bold] · {escape(s.backend.name)} → {escape(s.backend.variant_key)}  [dim]{escape(str(s.backend.where))}[/dim]")
@@ -339,6 +343,11 @@ class TextFormatter(Formatter):
                 c.print(f"[bold]patch[/bold] {escape(line)}")
             for line in patch.not_rewritten:
                 c.print(f"[yellow]not rewritten[/yellow] {escape(line)}")
+        # The answer first; what it rests on after it.
+        if report.notes:
+            c.print()
+        for note in report.notes:
+            c.print(f"[dim]note:[/dim] {escape(note)}")
 
     # -- diff and bisect ---------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from ..errors import InputError
 from ..fileio import read_text
 from ..sm import parse_sm
 from .interface import RuleSource
-from .model import MAX_HEADS, Backend, Model, NoPadding, PaddingRule, PaddingTable, PadMap, PadMultiple, PadTile, PadTo, Where
+from .model import MAX_HEADS, Backend, Model, NoPadding, PaddingRule, PaddingTable, PadMap, PadMultiple, PadTile, PadTo, Reach, Where
 
 _TOML_LINE = re.compile(r"\(at line (\d+), column \d+\)")
 
@@ -173,7 +173,24 @@ class _Parser:
         models = raw.get("models", [])
         if not isinstance(models, list) or not all(isinstance(m, str) for m in models):
             raise self._fail(self.locate("backend", index, "models"), f"backend {name}: models must be a list of model names")
-        return Backend(name, kernel, parsed, rule, where, tuple(options), models=tuple(models))
+        return Backend(name, kernel, parsed, rule, where, tuple(options), models=tuple(models), reach=self.reach(raw, index, name))
+
+    def reach(self, raw: dict[str, Any], index: int, name: str) -> Reach | None:
+        """`reach = { flag, value, default, default_reaches, otherwise, source }`:
+        the engine setting under which this rule reaches FlashInfer."""
+        value = raw.get("reach")
+        if value is None:
+            return None
+        texts = ("flag", "value", "default", "otherwise")
+        if (
+            not isinstance(value, dict)
+            or not set(texts) <= set(value) <= {*texts, "default_reaches", "source"}
+            or not all(isinstance(value[k], str) for k in texts)
+            or not isinstance(value.get("source", ""), str)
+            or not isinstance(value.get("default_reaches", False), bool)
+        ):
+            raise self._fail(self.locate("backend", index, "reach"), f"backend {name}: reach takes flag, value, default, otherwise (strings), default_reaches (true/false) and source")
+        return Reach(value["flag"], value["value"], value["default"], value.get("default_reaches"), value["otherwise"], value.get("source", ""))
 
     def rule(self, raw: dict[str, Any], index: int, name: str) -> PaddingRule:
         keys = [k for k in _RULE_KEYS if k in raw]
@@ -232,7 +249,7 @@ class _Parser:
 
 _RULE_KEYS = ("pad_to", "pad_map", "pad_multiple", "pad_tile", "no_padding")
 # Keys of a [[backend]] that are not probe axes.
-_BACKEND_KEYS = frozenset({"name", "kernel", "sm", "max_heads", "models", *_RULE_KEYS})
+_BACKEND_KEYS = frozenset({"name", "kernel", "sm", "max_heads", "models", "reach", *_RULE_KEYS})
 
 
 _TABLE_KEYS = frozenset({"name", "source", "requires_flashinfer"})

@@ -42,6 +42,12 @@ def _backend(backend: Backend) -> list[str]:
         lines.append(f"{key} = {quote(value) if isinstance(value, str) else value}")
     if backend.models:
         lines.append(f"models = [{', '.join(quote(m) for m in backend.models)}]")
+    if backend.reach is not None:
+        r = backend.reach
+        known = "" if r.default_reaches is None else f", default_reaches = {'true' if r.default_reaches else 'false'}"
+        lines.append(
+            f"reach = {{ flag = {quote(r.flag)}, value = {quote(r.value)}, default = {quote(r.default)}{known}, otherwise = {quote(r.otherwise)}, source = {quote(r.source)} }}"
+        )
     return lines + _rule(backend.rule)
 
 
