@@ -11,6 +11,7 @@ of them, whichever the machine picks at run time."""
 from __future__ import annotations
 
 import ast
+
 from ..tables.model import Reach
 from .mapping import EngineSetting
 from .scan import ModuleInfo, RepoIndex

@@ -1,0 +1,122 @@
+"""Advice on real engine source, downloaded here (never imported): every patch
+`suggest --diff` writes leaves a tree `check --repo` finds free of `broken`; the
+first safe release is searched, not the pin's floor; a rule the engine's
+default backend shares is named as such and never rewritten."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import engine_source
+
+pytestmark = pytest.mark.slow
+
+CUDA_TXT = """# Common dependencies
+-r common.txt
+
+# Dependencies for NVIDIA GPUs
+torch==2.13.0
+# FlashInfer moves with the Dockerfile (flashinfer-python>=0.6.0 was the old floor)
+flashinfer-python==0.6.13
+flashinfer-cubin==0.6.13
+"""
+FLASHINFER_MLA = "DeepseekV4FlashInferMLAAttention"
+
+
+@pytest.fixture(scope="module")
+def vllm_025_checkout(tmp_path_factory) -> Path:
+    """vLLM 0.25.0's own source laid out as a checkout: the package, and its
+    CUDA pins in requirements/cuda.txt as the wheel's METADATA records them
+    (flashinfer-python==0.6.13, flashinfer-cubin==0.6.13)."""
+    where = tmp_path_factory.mktemp("vllm025")
+    tree = engine_source(where, "vllm", "0.25.0")
+    meta = next(tree.glob("vllm-*.dist-info/METADATA")).read_text()
+    assert "Requires-Dist: flashinfer-python==0.6.13" in meta
+    checkout = where / "checkout"
+    shutil.copytree(tree / "vllm", checkout / "vllm")
+    (checkout / "requirements").mkdir()
+    (checkout / "requirements" / "cuda.txt").write_text(CUDA_TXT)
+    (checkout / "requirements" / "common.txt").write_text("numpy\n")
+    subprocess.run(["git", "init", "-q"], cwd=checkout, check=True)
+    return checkout
+
+
+@pytest.mark.parametrize(
+    ("judged_under", "reduces"),
+    [
+        # On its own pin (==0.6.13) the rule is already what that release calls for.
+        (["--sm", "100"], False),
+        (["--sm", "100", "--pin", ">=0.6.14"], True),
+        (["--sm", "100,120", "--flashinfer", "0.7.4"], True),
+    ],
+    ids=["own pin", "--pin above the tree's", "--flashinfer newer than the tree's"],
+)
+def test_every_patch_on_vllm_025_leaves_no_broken_finding(cli_json, vllm_025_checkout, tmp_path, judged_under, reduces):
+    diff = tmp_path / "p.diff"
+    code, doc, err = cli_json("suggest", "--repo", str(vllm_025_checkout), *judged_under, "--diff", str(diff))
+    assert code == 0, err
+    patch = doc["patch"]
+    tree = tmp_path / "tree"
+    shutil.copytree(vllm_025_checkout, tree)
+    if diff.exists():
+        subprocess.run(["git", "apply", "--check", str(diff)], cwd=tree, check=True)
+        subprocess.run(["git", "apply", str(diff)], cwd=tree, check=True)
+    text = (tree / "requirements" / "cuda.txt").read_text()
+    removed_padding = any("→ pad_to {8, 16, 32, 64, 128}" in line for line in patch["changed"])
+    if removed_padding:
+        # The padding went, so the real requirement line moved with it; comments did not.
+        assert text == CUDA_TXT.replace("python==0.6.13", "python==0.6.14").replace("cubin==0.6.13", "cubin==0.6.14")
+    else:
+        assert text == CUDA_TXT
+    code, checked, err = cli_json("check", "--repo", str(tree), "--sm", judged_under[1])
+    verdicts = {f["verdict"] for f in checked["findings"]}
+    assert "broken" not in verdicts and code == 0, (verdicts, err)
+    assert removed_padding is reduces, patch
+    assert not any(m.startswith("vllm") for m in sys.modules)
+
+
+def test_vllm_033_first_safe_release_is_searched_not_the_pin_floor(cli_json, tmp_path):
+    tree = engine_source(tmp_path, "vllm", "0.33.0")
+    code, doc, err = cli_json("suggest", "--repo", str(tree / "vllm"), "--sm", "100")
+    mla = next(s for s in doc["suggestions"] if s["backend"].endswith(FLASHINFER_MLA))
+    assert mla["suggested"] == "pad_to {8, 16, 32, 64, 128}"
+    assert mla["pin"]["current_pin"] == "==0.7.2.post1" and mla["pin"]["needs"] == "0.6.14", mla["pin"]
+    assert any("safe from flashinfer 0.6.14 (first safe release" in line for line in mla["pin"]["advice"])
+    assert any("safe on every release your pin '==0.7.2.post1' admits (0.7.2.post1)" in line for line in mla["pin"]["advice"])
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("version", ["0.5.21", "0.5.23"])
+def test_sglang_fallback_is_flashmla_by_default_and_never_rewritten(cli_json, cli, tmp_path, version):
+    tree = engine_source(tmp_path, "sglang", version) / "sglang"
+    diff = tmp_path / "s.diff"
+    code, doc, err = cli_json("suggest", "--repo", str(tree), "--sm", "100", "--diff", str(diff))
+    assert code == 0, err
+    decode = [s for s in doc["suggestions"] if s["kernel"] == "dsv4-sparse-mla"]
+    assert decode
+    for s in decode:
+        # The first safe release of the rule FlashInfer's path calls for, searched.
+        assert s["suggested"] == "pad_to {8, 16, 32, 64, 128}" and s["pin"]["needs"] == "0.6.14", s["pin"]
+        reach = s["reach"]
+        assert reach["flag"] == "--dsv4-attn-backend" and reach["value"] == "trtllm" and reach["default_reaches"] is False
+        assert "FlashMLA" in reach["otherwise"] and "under --dsv4-attn-backend trtllm only" in s["advice"]
+    # SGLang 0.5.23 resolves `auto` in _default_dsv4_attention_backend: its
+    # returns are read from the tree; 0.5.21 has only the declared default.
+    if version == "0.5.23":
+        assert "flashmla_mega or flashmla" in decode[0]["reach"]["default"] and decode[0]["reach"]["source"].endswith("deepseek_v4_hook.py:45")
+    else:
+        assert decode[0]["reach"]["default"] == "'auto'"
+    # No patch rewrites the shared fallback; each says why and which branch it would need.
+    assert not diff.exists() and doc["patch"]["changed"] == []
+    shared = [line for line in doc["patch"]["not_rewritten"] if "needs a branch on --dsv4-attn-backend == trtllm" in line]
+    assert len(shared) == len(decode)
+    # The check's findings say it too, in JSON and in text.
+    _, checked, _ = cli_json("check", "--repo", str(tree), "--sm", "100")
+    assert all(f["reach"] and f["reach"]["default_reaches"] is False for f in checked["findings"] if f["kernel"] == "dsv4-sparse-mla")
+    _, out, _ = cli("check", "--repo", str(tree), "--sm", "100")
+    assert "reaches FlashInfer only under --dsv4-attn-backend trtllm" in out

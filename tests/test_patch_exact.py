@@ -1,0 +1,181 @@
+"""`suggest --diff` edits exactly the span it read, and never a padding rule
+without the requirement that makes it safe. Each case is a tree made here, a
+patch built from it, applied with `git apply`, and the applied file compared
+byte for byte with the original plus the one expected change."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from hprobe.repo.extract import extract
+from hprobe.repo.mapping import load_mapping
+from hprobe.repo.patch import Adoption, build_patch, git_quoted
+from hprobe.repo.pin import find_pins
+from hprobe.tables.model import PadTo
+
+MAPPING = """
+[[model]]
+name = "V4-Pro"
+num_q_heads = 128
+tp = [1, 4, 16]
+
+[[class]]
+name = "Attn"
+kernel = "dsv4-sparse-mla"
+sm = [100]
+"""
+NEW = PadTo((8, 16, 32, 64, 128))
+PUBLISHED = [Version(v) for v in ("0.6.12", "0.6.13", "0.6.14", "0.7.4")]
+CONSTANT = "HEADS = (64, 128)"
+
+# (case, file text in lines joined by the case's own ending, encoding)
+CONSTANT_CASES = {
+    "form feed above": "\x0c\nPAGE = (1, 2)\n" + CONSTANT + "\n",
+    "U+2028 in a comment": "# a\u2028b\nPAGE = (1, 2)\n" + CONSTANT + "\n",
+    "U+0085 in a string": "X = 'a\u0085b'\nPAGE = (1, 2)\n" + CONSTANT + "\n",
+    "\\x1c-\\x1e in a string": "X = 'a\x1c\x1d\x1eb'\nPAGE = (1, 2)\n" + CONSTANT + "\n",
+    "CR-only": "PAGE = (1, 2)\r" + CONSTANT + "\r",
+    "CRLF": "PAGE = (1, 2)\r\n" + CONSTANT + "\r\n",
+    "tabs": "if True:\n\tPAGE = (1, 2)\n" + CONSTANT + "\n",
+    "non-ASCII before the constant": "NOTE = 'größe'; " + CONSTANT + "  # déjà\n",
+    "no newline at the end": "PAGE = (1, 2)\n" + CONSTANT,
+}
+RULE = """
+class Attn:
+    @classmethod
+    def get_padded_num_q_heads(cls, num_heads):
+        return min(h for h in HEADS if h >= num_heads)
+"""
+
+
+def _tree(tmp_path: Path, module: bytes, name: str = "attention.py", pin: str | None = 'dependencies = ["flashinfer-python>=0.6.14"]') -> Path:
+    root = tmp_path / "tree"
+    (root / "engine").mkdir(parents=True)
+    (root / "engine" / name).write_bytes(module)
+    if pin is not None:
+        (root / "pyproject.toml").write_text(f'[project]\nname = "e"\nversion = "0"\n{pin}\n')
+    (tmp_path / "mapping.toml").write_text(MAPPING)
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    return root
+
+
+def _apply(root: Path, diff: bytes) -> None:
+    subprocess.run(["git", "apply", "--check", "-"], cwd=root, input=diff, check=True)
+    subprocess.run(["git", "apply", "-"], cwd=root, input=diff, check=True)
+
+
+def _patch(tmp_path: Path, root: Path, needs: str | None = None):
+    found = extract(root, load_mapping(tmp_path / "mapping.toml"))
+    [item] = [c for c in found.classes if c.cls.name == "Attn"]
+    return build_patch(found, {item.cls.qualname: Adoption(NEW, Version(needs) if needs else None)}, PUBLISHED)
+
+
+@pytest.mark.parametrize("case", list(CONSTANT_CASES))
+def test_a_constant_is_rewritten_in_place_whatever_the_file_holds(tmp_path, case):
+    text = CONSTANT_CASES[case] + RULE.replace("\n", "\r" if case == "CR-only" else "\r\n" if case == "CRLF" else "\n")
+    original = text.encode("utf-8")
+    root = _tree(tmp_path, original)
+    patch = _patch(tmp_path, root)
+    assert patch.changed and not patch.not_rewritten, patch.not_rewritten
+    backup = tmp_path / "before"
+    shutil.copytree(root, backup)
+    _apply(root, patch.diff)
+    after = (root / "engine" / "attention.py").read_bytes()
+    # Exactly the one span changed: every other byte (line endings included) kept.
+    assert after == original.replace(b"(64, 128)", b"(8, 16, 32, 64, 128)"), after
+    assert b"PAGE = (1, 2)" not in original or b"PAGE = (1, 2)" in after
+
+
+def test_a_threshold_with_a_non_ascii_parameter_name_is_rewritten_and_still_compiles(tmp_path):
+    text = "# é\nclass Attn:\n    @classmethod\n    def get_padded_num_q_heads(cls, köpfe):\n        x = 'ü'; return 64 if köpfe <= 64 else 128\n"
+    root = _tree(tmp_path, text.encode("utf-8"))
+    _apply(root, _patch(tmp_path, root).diff)
+    after = (root / "engine" / "attention.py").read_text(encoding="utf-8")
+    assert after == text.replace("64 if köpfe <= 64 else 128", "min(h for h in (8, 16, 32, 64, 128) if h >= köpfe)")
+    compile(after, "attention.py", "exec")
+
+
+def test_a_bom_and_a_latin1_coding_line_are_honoured(tmp_path):
+    bom = b"\xef\xbb\xbf" + (CONSTANT + RULE).encode("utf-8")
+    root = _tree(tmp_path / "bom", bom)
+    _apply(root, _patch(tmp_path / "bom", root).diff)
+    assert (root / "engine" / "attention.py").read_bytes() == bom.replace(b"(64, 128)", b"(8, 16, 32, 64, 128)")
+    latin = ("# -*- coding: latin-1 -*-\nNAME = 'Größe'  # ünd\n" + CONSTANT + RULE).encode("latin-1")
+    root = _tree(tmp_path / "latin", latin)
+    _apply(root, _patch(tmp_path / "latin", root).diff)
+    assert (root / "engine" / "attention.py").read_bytes() == latin.replace(b"(64, 128)", b"(8, 16, 32, 64, 128)")
+
+
+def test_a_file_name_git_would_quote_is_quoted_in_the_headers(tmp_path):
+    assert git_quoted('a/we"ird\nname é.py') == '"a/we\\"ird\\nname \\303\\251.py"'
+    root = _tree(tmp_path, (CONSTANT + RULE).encode(), name="at\ntention é.py")
+    patch = _patch(tmp_path, root)
+    assert b'--- "a/engine/at\\ntention \\303\\251.py"' in patch.diff
+    _apply(root, patch.diff)
+    assert b"(8, 16, 32, 64, 128)" in (root / "engine" / "at\ntention é.py").read_bytes()
+
+
+# -- the pin moves with the padding, or the padding stays ------------------------------------
+
+
+def _with_requirements(tmp_path: Path, files: dict[str, str], pin: str | None = None) -> Path:
+    root = _tree(tmp_path, (CONSTANT + RULE).encode(), pin=pin)
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def test_the_requirement_read_is_the_one_raised_not_a_comment_above_it(tmp_path):
+    cuda = "# flashinfer-python>=0.6.0 was the floor once\n-r common.txt\ntorch==2.13.0\nflashinfer-python==0.6.13  # keep in step\nflashinfer-cubin==0.6.13\n"
+    root = _with_requirements(tmp_path, {"requirements/cuda.txt": cuda, "requirements/common.txt": "numpy\n"})
+    patch = _patch(tmp_path, root, needs="0.6.14")
+    _apply(root, patch.diff)
+    assert (root / "requirements/cuda.txt").read_text() == cuda.replace("flashinfer-python==0.6.13 ", "flashinfer-python==0.6.14 ").replace("cubin==0.6.13", "cubin==0.6.14")
+    assert b"(8, 16, 32, 64, 128)" in (root / "engine" / "attention.py").read_bytes()
+    assert [p.spec for p in find_pins(root)] == ["==0.6.14"]
+
+
+def test_dependencies_are_read_before_optional_dependencies_whatever_the_order(tmp_path):
+    pin = '[project.optional-dependencies]\ndev = ["flashinfer-python>=0.5"]\n[project.dependencies]'
+    root = _tree(tmp_path, (CONSTANT + RULE).encode(), pin=None)
+    (root / "pyproject.toml").write_text(
+        '[project]\nname = "e"\nversion = "0"\noptional-dependencies = { dev = ["flashinfer-python>=0.5"] }\n'
+        "dependencies = [\n  'flashinfer-python[cu13] >= 0.6.13 ; sys_platform == \"linux\"',  # flashinfer\n]\n"
+    )
+    del pin
+    patch = _patch(tmp_path, root, needs="0.6.14")
+    _apply(root, patch.diff)
+    text = (root / "pyproject.toml").read_text()
+    # Both requirements admitted 0.6.13: both raised, markers, extras and comments kept.
+    assert "'flashinfer-python[cu13]>=0.6.14 ; sys_platform == \"linux\"',  # flashinfer" in text
+    assert 'dev = ["flashinfer-python>=0.6.14"]' in text
+    assert all(p.spec == ">=0.6.14" for p in find_pins(root))
+
+
+@pytest.mark.parametrize(
+    ("files", "pin", "why"),
+    [
+        ({"requirements.txt": "flashinfer-python==0.6.13 --hash=sha256:00\n"}, None, "options (--hash)"),
+        ({}, None, "declares no flashinfer requirement"),
+        ({}, 'dependencies = ["flashinfer-python~=0.6.13"]', "cannot be raised mechanically"),
+        ({"e-0.dist-info/METADATA": "Metadata-Version: 2.1\nName: e\nRequires-Dist: flashinfer-python==0.6.13\n"}, None, "metadata"),
+    ],
+    ids=["hashes", "no requirement", "compatible release", "installed metadata"],
+)
+def test_padding_is_left_alone_when_the_requirement_cannot_move(tmp_path, files, pin, why):
+    root = _with_requirements(tmp_path, files, pin)
+    patch = _patch(tmp_path, root, needs="0.6.14")
+    assert patch.diff == b"" and not patch.changed
+    assert len(patch.not_rewritten) == 1 and why in patch.not_rewritten[0] and "0.6.14" in patch.not_rewritten[0], patch.not_rewritten
+
+
+def test_a_rule_safe_on_every_release_the_pin_admits_needs_no_pin_change(tmp_path):
+    root = _with_requirements(tmp_path, {}, 'dependencies = ["flashinfer-python>=0.6.14,<0.8"]')
+    patch = _patch(tmp_path, root, needs="0.6.14")
+    assert patch.changed == ["engine/attention.py:1: HEADS (constant) → pad_to {8, 16, 32, 64, 128}"]
