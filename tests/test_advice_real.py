@@ -120,3 +120,16 @@ def test_sglang_fallback_is_flashmla_by_default_and_never_rewritten(cli_json, cl
     assert all(f["reach"] and f["reach"]["default_reaches"] is False for f in checked["findings"] if f["kernel"] == "dsv4-sparse-mla")
     _, out, _ = cli("check", "--repo", str(tree), "--sm", "100")
     assert "reaches FlashInfer only under --dsv4-attn-backend trtllm" in out
+
+
+def test_sm120_on_0613_says_it_reaches_sm10x_code(cli_json):
+    """0.6.13's DSv4 entry has no SM12x route: SM120 reaches trtllm-gen's SM10x
+    cubins, and an `ok` there says so, in its label and its evidence."""
+    from .conftest import PRE_48047
+
+    code, doc, err = cli_json("check", "--table", str(PRE_48047), "--flashinfer", "0.6.13", "--sm", "120")
+    oks = [f for f in doc["findings"] if f["verdict"] == "ok"]
+    assert oks and code == 1, err
+    for f in oks:
+        assert f["padded"] in (64, 128) and f["label"] == "ok (validators only)"
+        assert any("built for SM10x" in u and "not expected to hold on the GPU" in u for u in f["unchecked"]), f["unchecked"]

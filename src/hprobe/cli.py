@@ -267,7 +267,11 @@ class _RuleOptions:
             from .repo.mapping import load_mapping
 
             chosen = load_mapping(self.mapping) if self.mapping is not None else None
-            repo_source = RepoRuleSource(self.repo, chosen, tuple(self.exclude or ()), self.overrides)
+            from .tables import overridden_models
+
+            heads, tp_list = self.heads, self.tp_list
+            models = (lambda found: overridden_models(found, heads, tp_list)) if heads is not None or tp_list is not None else None
+            repo_source = RepoRuleSource(self.repo, chosen, tuple(self.exclude or ()), self.overrides, models)
             sources = [repo_source]
         elif self.pad_fn is not None:
             sources = [_pad_fn_source(self.pad_fn, self.kernel, self.sm, self.heads, self.tp_list)]

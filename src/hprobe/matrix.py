@@ -110,6 +110,12 @@ def _describe_depth(probe: KernelProbe, raw: dict[int, CallResult], result: Kern
     if entries and all(probe.dispatch_depth(e) for e in entries):
         result.depth = Depth.DISPATCH.value
     result.unchecked = list(dict.fromkeys(filter(None, (probe.compiled_checks(e) for e in entries))))
+    major = result.sm // 10
+    foreign = [e for e in entries if (built := probe.built_for(e)) is not None and major not in built]
+    if foreign:
+        families = ", ".join(f"SM{f}x" for f in sorted(probe.built_for(foreign[0]) or ()))
+        # The caveat a reader needs before trusting an `ok` on this SM.
+        result.unchecked.append(f"SM{result.sm} reaches {', '.join(foreign)}, built for {families}: this release has no SM{result.sm} route, so an acceptance here is not expected to hold on the GPU")
     passed = sorted({p for c in raw.values() for p in c.passed})
     if passed:
         result.notes.append(

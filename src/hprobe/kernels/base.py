@@ -140,6 +140,12 @@ class KernelProbe(ABC):
         it is still probed."""
         return False
 
+    def built_for(self, entry: str) -> set[int] | None:
+        """SM majors the compiled code at `entry` is built for, where that code
+        names them (trtllm-gen's cubins: SM10x), else None. Used only to say
+        that an SM reached code of another family; never to decide an outcome."""
+        return None
+
     def families(self, config: dict[str, Value] | None = None) -> set[int]:
         """SM majors the kernel (for `config`: the chosen backend) is built for.
         Used only to say when an acceptance on another SM rests on validators

@@ -79,6 +79,10 @@ class DSv4SparseMLAProbe(KernelProbe):
             decode,
         )
 
+    def built_for(self, entry: str) -> set[int] | None:
+        # trtllm-gen's FMHA cubins are the SM10x (Blackwell datacenter) kernels.
+        return {10} if entry.startswith("get_trtllm_gen_fmha_module") else None
+
     def compiled_checks(self, entry: str) -> str | None:
         if entry.startswith("get_trtllm_gen_fmha_module"):
             return "trtllm-gen picks a cubin by head count inside compiled code (\"Missing TRTLLM-GEN kernel\")"

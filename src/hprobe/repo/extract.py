@@ -5,7 +5,8 @@ by a mapping file. Nothing in the tree is imported or executed."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import InputError, NothingToCheck
@@ -13,7 +14,7 @@ from ..fileio import regular_file
 from ..sm import sm_names
 from ..tables import shipped_data
 from ..tables.interface import RuleSource
-from ..tables.model import Backend, NoPadding, PaddingRule, PaddingTable, PadMap, PadTo, Reach, Where
+from ..tables.model import Backend, Model, NoPadding, PaddingRule, PaddingTable, PadMap, PadTo, Reach, Where
 from ..tables.toml_writer import table_toml as write_table_toml
 from .bound import BoundRule, RuleSite, evaluate_entries, load_settings, shown_path
 from .engine import read_reach
@@ -291,13 +292,22 @@ def _mentions_package(root: Path, package: str) -> bool:
     )
 
 
-def extract_any(root: Path, mapping: Mapping | None, excludes: tuple[str, ...] = (), flashinfer: FlashinferSource | None = None, overrides: dict[str, str] | None = None) -> RepoTables:
+def extract_any(
+    root: Path,
+    mapping: Mapping | None,
+    excludes: tuple[str, ...] = (),
+    flashinfer: FlashinferSource | None = None,
+    overrides: dict[str, str] | None = None,
+    models: Callable[[list[Model]], list[Model]] | None = None,
+) -> RepoTables:
     """`extract` with the mapping given, else the shipped mapping of the engine
     the tree is (vLLM or SGLang, by package name), else each shipped mapping in
-    turn. Nothing found: one line naming the methods and mappings tried."""
+    turn. Nothing found: one line naming the methods and mappings tried.
+    `models`: --heads/--tp applied to the mapping's models before any rule is
+    evaluated (a rule bound per model is evaluated for the counts asked about)."""
     if mapping is not None:
-        return extract(root, mapping, excludes, flashinfer, overrides)
-    candidates = shipped_mappings()
+        return extract(root, replace(mapping, models=models(mapping.models)) if models else mapping, excludes, flashinfer, overrides)
+    candidates = [replace(m, models=models(m.models)) if models else m for m in shipped_mappings()]
     detected = [m for m in candidates if m.package and _mentions_package(root, m.package)]
     tried = detected if len(detected) == 1 else candidates
     read = ""
@@ -320,12 +330,20 @@ class RepoRuleSource(RuleSource):
     """The padding classes of a source tree, read with `ast` and mapped to kernels;
     `found` keeps the full record (classes, pin, what was not probed)."""
 
-    def __init__(self, root: Path, mapping: Mapping | None, excludes: tuple[str, ...] = (), overrides: dict[str, str] | None = None):
+    def __init__(
+        self,
+        root: Path,
+        mapping: Mapping | None,
+        excludes: tuple[str, ...] = (),
+        overrides: dict[str, str] | None = None,
+        models: Callable[[list[Model]], list[Model]] | None = None,
+    ):
         self.root, self.mapping, self.excludes, self.overrides = root, mapping, excludes, overrides or {}
+        self.models = models
         self.found: RepoTables | None = None
 
     def collect(self) -> PaddingTable:
-        self.found = extract_any(self.root, self.mapping, self.excludes, None, self.overrides)
+        self.found = extract_any(self.root, self.mapping, self.excludes, None, self.overrides, self.models)
         return self.found.table
 
 

@@ -21,6 +21,7 @@ __all__ = [
     "PaddingRule",
     "PaddingTable",
     "PadMap",
+    "overridden_models",
     "PadMultiple",
     "PadTile",
     "PadTo",
@@ -56,18 +57,38 @@ def load_tables(paths: list[Path] | None) -> list[PaddingTable]:
 
 
 def override_models(table: PaddingTable, heads: int | None, tp: list[int] | None) -> PaddingTable:
-    """Apply --heads/--tp to every model of a table."""
+    """Apply --heads/--tp to every model of a table. --heads replaces the models
+    with one named by its count (a model's name must not outlive its head
+    count); a pad_map that does not say what a new per-rank count pads to is an
+    input error, never read as the table refusing it."""
     if heads is None and tp is None:
         return table
-    models = []
-    for model in table.models:
-        new_heads = heads if heads is not None else model.num_q_heads
-        new_tp = tuple(tp) if tp is not None else model.tp
-        for t in new_tp:
-            if new_heads % t:
-                raise InputError(f"model {model.name}: {new_heads} query heads do not divide evenly over tp={t}")
-        models.append(replace(model, num_q_heads=new_heads, tp=new_tp))
-    return replace(table, models=models)
+    models = overridden_models(table.models, heads, tp)
+    counts = sorted({n for m in models for _, n in m.per_rank()})
+    backends = []
+    for backend in table.backends:
+        if isinstance(backend.rule, PadMap):
+            missing = [n for n in counts if n not in dict(backend.rule.mapping)]
+            if missing:
+                raise InputError(
+                    f"--heads/--tp: backend {backend.name}'s pad_map ({backend.where}) does not say what n={', '.join(map(str, missing))} pads to; "
+                    "re-extract it for these heads (`hprobe table extract --repo PATH`) or check the repo itself (--repo)"
+                )
+        backends.append(replace(backend, models=()) if heads is not None else backend)
+    return replace(table, models=models, backends=backends)
+
+
+def overridden_models(models: list[Model], heads: int | None, tp: list[int] | None) -> list[Model]:
+    if heads is not None:
+        tps = tuple(tp) if tp is not None else tuple(t for t in (1, 2, 4, 8, 16) if heads % t == 0)
+        models = [Model(f"{heads} heads", heads, tps, Where("--heads"))]
+    elif tp is not None:
+        models = [replace(m, tp=tuple(tp)) for m in models]
+    for model in models:
+        for t in model.tp:
+            if model.num_q_heads % t:
+                raise InputError(f"model {model.name}: {model.num_q_heads} query heads do not divide evenly over tp={t}")
+    return list(models)
 
 
 def override_options(table: PaddingTable, axes: dict[str, list[Value]]) -> PaddingTable:
