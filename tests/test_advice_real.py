@@ -120,6 +120,11 @@ def test_sglang_fallback_is_flashmla_by_default_and_never_rewritten(cli_json, cl
     assert all(f["reach"] and f["reach"]["default_reaches"] is False for f in checked["findings"] if f["kernel"] == "dsv4-sparse-mla")
     _, out, _ = cli("check", "--repo", str(tree), "--sm", "100")
     assert "reaches FlashInfer only under --dsv4-attn-backend trtllm" in out
+    # --heads re-evaluates the rule for those heads, under a model named by its count.
+    _, kimi, _ = cli_json("check", "--repo", str(tree), "--sm", "100", "--heads", "96")
+    rows = [f for f in kimi["findings"] if f["kernel"] == "dsv4-sparse-mla"]
+    assert {f["model"] for f in rows} == {"96 heads"} and {f["n"] for f in rows} == {96, 48, 24, 12, 6}
+    assert not any(f["verdict"] == "table-refuses" for f in rows)
 
 
 def test_sm120_on_0613_says_it_reaches_sm10x_code(cli_json):

@@ -179,3 +179,14 @@ def test_a_rule_safe_on_every_release_the_pin_admits_needs_no_pin_change(tmp_pat
     root = _with_requirements(tmp_path, {}, 'dependencies = ["flashinfer-python>=0.6.14,<0.8"]')
     patch = _patch(tmp_path, root, needs="0.6.14")
     assert patch.changed == ["engine/attention.py:1: HEADS (constant) → pad_to {8, 16, 32, 64, 128}"]
+
+
+def test_heads_on_a_table_whose_pad_map_does_not_cover_them_is_one_input_error(cli):
+    """The shipped SGLang table is a pad_map over DeepSeek's per-rank counts: it
+    cannot say what Kimi K3's 96/48/24/12/6 pad to, so --heads 96 is refused
+    with one line, never read as the table refusing those counts."""
+    from .conftest import MATRICES
+
+    code, out, err = cli("check", "--table", str(MATRICES / "sglang-0.5.23-dsv4.toml"), "--sm", "100", "--heads", "96")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "does not say what n=6, 12, 24, 48, 96 pads to" in err and "table-refuses" not in err

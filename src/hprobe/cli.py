@@ -393,7 +393,11 @@ def suggest(
 
             # Checked against the tree's own requirements, whatever --pin or
             # --flashinfer the rules were judged under.
-            chosen = {s.backend.name: Adoption(rule, needs) for s in suggestions if (rule := (a := adopted(s))[0]) is not None and (needs := a[1]) is not None}
+            chosen: dict[str, Adoption] = {}
+            for s in suggestions:
+                rule, needs = adopted(s)
+                if rule is not None:
+                    chosen[s.backend.name] = Adoption(rule, needs)
             patch = build_patch(repo_tables, chosen, published)
             patch.not_rewritten.extend(f"{s.backend.name}: not rewritten: {s.shared}" for s in suggestions if s.shared and s.changed)
             if patch.diff:
