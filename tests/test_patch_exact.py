@@ -190,3 +190,10 @@ def test_heads_on_a_table_whose_pad_map_does_not_cover_them_is_one_input_error(c
     code, out, err = cli("check", "--table", str(MATRICES / "sglang-0.5.23-dsv4.toml"), "--sm", "100", "--heads", "96")
     assert code == 2 and out == "" and err.count("\n") == 1
     assert "does not say what n=6, 12, 24, 48, 96 pads to" in err and "table-refuses" not in err
+
+
+def test_several_requirements_in_one_file_are_each_raised_in_place(tmp_path):
+    text = 'flashinfer-python>=0.6.9; platform_machine == "x86_64"\nflashinfer-python>=0.6.9; platform_machine == "aarch64"  # arm\n'
+    root = _with_requirements(tmp_path, {"requirements.txt": text})
+    _apply(root, _patch(tmp_path, root, needs="0.6.14").diff)
+    assert (root / "requirements.txt").read_text() == text.replace(">=0.6.9", ">=0.6.14")

@@ -84,12 +84,14 @@ def _tps(rows: list[Finding]) -> str:
 def _action(rows: list[Finding]) -> str:
     action = _verdict_action(rows)
     reach = rows[0].reach
-    if reach is not None and not reach.default_reaches:
-        # The rule also feeds the engine's default, which hprobe does not probe:
-        # the advice is about FlashInfer's path alone and cannot be applied as is.
-        shared = f"the default ({reach.otherwise}) shares this rule, so a change for FlashInfer needs a branch on {reach.flag} == {reach.value}"
-        return f"under {reach.flag} {reach.value} only: {action}; {shared}" if not action.startswith("ok") else f"under {reach.flag} {reach.value} only: {action}"
-    return action
+    if reach is None or reach.default_reaches:
+        return action
+    # The rule also feeds the engine's default, which hprobe does not probe:
+    # the advice is about FlashInfer's path alone and cannot be applied as is.
+    scoped = f"under {reach.flag} {reach.value} only: {action}"
+    if all(f.verdict is Verdict.OK for f in rows):
+        return scoped
+    return f"{scoped}; the default ({reach.otherwise}) shares this rule, so a change for FlashInfer needs a branch on {reach.flag} == {reach.value}"
 
 
 def _verdict_action(rows: list[Finding]) -> str:

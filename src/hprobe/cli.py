@@ -22,6 +22,8 @@ from .fileio import check_output, write_output
 from .tables.model import MAX_HEADS
 
 if TYPE_CHECKING:
+    from packaging.version import Version
+
     from .kernels.base import Value
     from .repo.extract import RepoTables
     from .reports import CheckReport
@@ -278,7 +280,8 @@ class _RuleOptions:
         else:
             sources = list(table_sources(self.table))
         tables = [source.collect() for source in sources]
-        tables = [override_options(override_models(t, self.heads, self.tp_list), self.axes) for t in tables]
+        # A repo's rules were evaluated for the overridden models already.
+        tables = [override_options(override_models(t, self.heads, self.tp_list, repo_source is not None), self.axes) for t in tables]
         repo_tables = repo_source.found if repo_source is not None else None
         if repo_tables is not None:
             repo_tables.table = tables[0]
@@ -299,6 +302,15 @@ def _single_release(spec: Optional[str]) -> str:
     from .reports import INSTALLED
 
     return exact_release(spec) or INSTALLED
+
+
+def _release_number(text: str, option: str) -> Version:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(text)
+    except InvalidVersion:
+        raise InputError(f"{option} {text!r}: not a release number") from None
 
 
 def _settings(items: Optional[List[str]]) -> dict[str, str]:
@@ -356,6 +368,7 @@ def suggest(
         fmt = _format(output_format, json_output)
         rules = _RuleOptions(table, repo, mapping, exclude, pad_fn, kernel, sm, heads, tp, pin, flashinfer, ctx.args, settings)
         rules.validate("suggest")
+        start = _release_number(since, "--since") if since is not None else None  # refused before any probing
         if output is not None:
             check_output(output, "--output", overwrite=force)
         if diff_file is not None:
@@ -376,7 +389,7 @@ def suggest(
                 # (-o, --diff) is still checked against every release a pin admits.
                 from .service import search_pins
 
-                published = search_pins(report, suggestions, pin, not no_cache, progress, since)
+                published = search_pins(report, suggestions, pin, not no_cache, progress, start)
         if output is not None:
             from .tables.toml_writer import table_toml
 

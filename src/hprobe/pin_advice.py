@@ -152,10 +152,12 @@ def advise(
     versions: list[Version],
     current_pin: str | None,
     safe_at: SafeAt,
+    admitted: list[str] | None = None,
+    explicit_start: bool = False,
 ) -> PinAdvice:
     """Search `versions` (published, oldest first) per count. The state of one
     release is probed once and shared by every count (safe_at caches)."""
-    advice = PinAdvice(sms, (str(versions[0]), str(versions[-1])), current_pin)
+    advice = PinAdvice(sms, (str(versions[0]), str(versions[-1])), current_pin, admitted=admitted or [], explicit_start=explicit_start)
     for count in sorted(rule_counts | per_rank):
         def state(v: Version, c: int = count) -> bool | None:
             return safe_at(v, sms, c)

@@ -231,17 +231,14 @@ def _unevaluated(repo: RepoTables, numbers: list[int]) -> list[Finding]:
     return out
 
 
-def search_pins(report: CheckReport, suggestions: list[BackendSuggestion], pin: str | None, use_cache: bool = True, progress: Progress = quiet, since: str | None = None) -> list[Version]:
+def search_pins(report: CheckReport, suggestions: list[BackendSuggestion], pin: str | None, use_cache: bool = True, progress: Progress = quiet, start: Version | None = None) -> list[Version]:
     """Fill each suggestion's pin advice: per count of its suggested rule (and
     per count unpadded), the first published release from which every SM of
     the backend accepts it on the fast path. The search starts where the
-    kernel's entry point first exists (or at `since`), never at the pin's
+    kernel's entry point first exists (or at `start`, --since), never at the pin's
     floor, so "safe from X" is the first safe release, not the first one
     looked at. A release is probed once for all counts and backends; releases
     the check probed are not probed again. Returns the published releases."""
-    from packaging.version import InvalidVersion
-    from packaging.version import Version as V
-
     from .pin_advice import advise
     from .probing import probe_named
     from .releases import published_versions
@@ -253,12 +250,6 @@ def search_pins(report: CheckReport, suggestions: list[BackendSuggestion], pin: 
         return []
     progress("listing published flashinfer releases")
     published = [v for v in published_versions() if not v.is_prerelease]
-    start: V | None = None
-    if since is not None:
-        try:
-            start = V(since)
-        except InvalidVersion:
-            raise InputError(f"--since {since!r}: not a release number") from None
     # Probe each release for every kernel the suggestions name, on the SMs and
     # counts the check probed: the same cache keys, so a warm run probes nothing.
     needed: dict[str, list[int]] = {}
@@ -305,9 +296,8 @@ def search_pins(report: CheckReport, suggestions: list[BackendSuggestion], pin: 
         if not versions:
             s.pin_note = "no published release to search"
             continue
-        s.pins = advise(s.sms, s.rule_counts(), s.per_rank(), versions, str(specifier) if specifier is not None else None, safe_at)
-        s.pins.admitted = [str(v) for v in published if specifier is None or specifier.contains(v)]
-        s.pins.explicit_start = start is not None
+        admitted = [str(v) for v in published if specifier is None or specifier.contains(v)]
+        s.pins = advise(s.sms, s.rule_counts(), s.per_rank(), versions, str(specifier) if specifier is not None else None, safe_at, admitted, start is not None)
     report.notes.extend(f"pin search: flashinfer {v} answered nothing: {why}" for v, why in unreachable.items())
     return published
 

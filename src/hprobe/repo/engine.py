@@ -14,7 +14,7 @@ import ast
 
 from ..tables.model import Reach
 from .mapping import EngineSetting
-from .scan import ModuleInfo, RepoIndex
+from .scan import RepoIndex
 
 
 def read_reach(index: RepoIndex, setting: EngineSetting) -> Reach:
@@ -30,17 +30,13 @@ def read_reach(index: RepoIndex, setting: EngineSetting) -> Reach:
         return Reach(setting.flag, setting.value, default, reaches, setting.otherwise, where)
     if declared is not None:
         value, where = declared
-        return Reach(setting.flag, setting.value, repr(value) if value is not None else "None", value == setting.value, setting.otherwise, where)
+        return Reach(setting.flag, setting.value, repr(value), value == setting.value, setting.otherwise, where)
     return Reach(setting.flag, setting.value, "not found in the tree", None, setting.otherwise, "")
-
-
-def _module(index: RepoIndex, dotted: str) -> ModuleInfo | None:
-    return index.by_suffix(dotted)
 
 
 def _declared_default(index: RepoIndex, setting: EngineSetting) -> tuple[object, str] | None:
     """`name: T = default` (a dataclass-style field) anywhere in the module."""
-    module = _module(index, setting.declared_in)
+    module = index.by_suffix(setting.declared_in)
     if module is None:
         return None
     for node in ast.walk(module.tree):
@@ -53,7 +49,7 @@ def _declared_default(index: RepoIndex, setting: EngineSetting) -> tuple[object,
 def _returned_strings(index: RepoIndex, dotted: str) -> tuple[list[str], str] | None:
     """The string constants a function returns, and where it is defined."""
     module_name, _, function = dotted.rpartition(".")
-    module = _module(index, module_name)
+    module = index.by_suffix(module_name)
     if module is None or function not in module.functions:
         return None
     info = module.functions[function]

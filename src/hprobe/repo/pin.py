@@ -71,7 +71,7 @@ class RepoPin:
     line: int | None = None  # its line there
     kind: str = "requirements"  # metadata, pyproject, requirements or setup.py
     written: str = ""  # the requirement as the file writes it (without comment or options)
-    locator: tuple = ()  # where exactly: see _locate_* per kind
+    locator: tuple = ()  # requirements: (begin, end, has options); pyproject: the key path; setup.py: its ast span
 
     @property
     def source(self) -> str:
@@ -268,8 +268,8 @@ def with_specifier(written: str, new_spec: str) -> str:
     if spec_text.strip().startswith("("):
         raise NotRewritable(f"{written!r}: a parenthesised specifier")
     prefix = written[: head.end()].rstrip()
-    gap = " " if tail and not spec_text.endswith(" ") else spec_text[len(spec_text.rstrip()) :]
-    new = f"{prefix}{new_spec}{gap}{tail}" if tail else f"{prefix}{new_spec}"
+    gap = spec_text[len(spec_text.rstrip()) :]  # the space before a marker, as written
+    new = f"{prefix}{new_spec}{gap}{tail}"
     again = Requirement(new)
     if (again.name, again.extras, str(again.marker), again.specifier) != (old.name, old.extras, str(old.marker), SpecifierSet(new_spec)):
         raise NotRewritable(f"{written!r}: rewriting it changed more than its version")
@@ -282,14 +282,20 @@ def rewrite(pin: RepoPin, text: str, new_spec: str) -> str:
         raise NotRewritable(f"{pin.source}: installed or built metadata, not the tree's own requirement")
     new_written = with_specifier(pin.written, new_spec)
     if pin.kind == "requirements":
-        begin, end, extra = pin.locator
+        # Located again in `text`: an earlier rewrite on another line of the
+        # same file may have moved it (a line's number never changes).
+        here = next((p for p in _requirement_lines(pin.path, text, NAMES | COMPANIONS) if p.line == pin.line and p.written == pin.written), None)
+        if here is None:
+            raise NotRewritable(f"{pin.source}: the file changed since it was read")
+        begin, end, extra = here.locator
         if extra:
             raise NotRewritable(f"{pin.source}: the requirement carries options (--hash) or continues on the next line")
-        if text[begin:end] != pin.written:
-            raise NotRewritable(f"{pin.source}: the file changed since it was read")
         return text[:begin] + new_written + text[end:]
     if pin.kind == "pyproject":
-        new = _pyproject_with(text, pin.locator, new_written)
+        try:
+            new = _pyproject_with(text, pin.locator, new_written)
+        except Exception as exc:  # tomlkit's own errors on a file tomllib read: not rewritten, said why
+            raise NotRewritable(f"{pin.source}: not rewritable with a round-trip TOML parser ({type(exc).__name__})") from None
         changed = [i for i, (a, b) in enumerate(zip(text.split("\n"), new.split("\n"), strict=False)) if a != b]
         if len(text.split("\n")) != len(new.split("\n")) or len(changed) != 1:
             raise NotRewritable(f"{pin.source}: rewriting the requirement would change more than its line")

@@ -56,19 +56,22 @@ def load_tables(paths: list[Path] | None) -> list[PaddingTable]:
     return [source.collect() for source in table_sources(paths)]
 
 
-def override_models(table: PaddingTable, heads: int | None, tp: list[int] | None) -> PaddingTable:
+def override_models(table: PaddingTable, heads: int | None, tp: list[int] | None, maps_cover_every_count: bool = False) -> PaddingTable:
     """Apply --heads/--tp to every model of a table. --heads replaces the models
     with one named by its count (a model's name must not outlive its head
-    count); a pad_map that does not say what a new per-rank count pads to is an
-    input error, never read as the table refusing it."""
+    count). A pad_map written for the table's own models says nothing about a
+    per-rank count none of them produces: such a count is an input error, never
+    read as the table refusing it (`maps_cover_every_count`: the maps were
+    evaluated over every count, as a repo's are, so a missing count does raise)."""
     if heads is None and tp is None:
         return table
     models = overridden_models(table.models, heads, tp)
     counts = sorted({n for m in models for _, n in m.per_rank()})
+    own = {n for m in table.models for _, n in m.per_rank()}
     backends = []
     for backend in table.backends:
-        if isinstance(backend.rule, PadMap):
-            missing = [n for n in counts if n not in dict(backend.rule.mapping)]
+        if isinstance(backend.rule, PadMap) and not maps_cover_every_count:
+            missing = [n for n in counts if n not in dict(backend.rule.mapping) and n not in own]
             if missing:
                 raise InputError(
                     f"--heads/--tp: backend {backend.name}'s pad_map ({backend.where}) does not say what n={', '.join(map(str, missing))} pads to; "
