@@ -138,3 +138,18 @@ def test_sm120_on_0613_says_it_reaches_sm10x_code(cli_json):
     for f in oks:
         assert f["padded"] in (64, 128) and f["label"] == "ok (validators only)"
         assert any("built for SM10x" in u and "not expected to hold on the GPU" in u for u in f["unchecked"]), f["unchecked"]
+
+
+def test_a_rule_kept_as_it_is_is_not_asked_to_be_changed_by_hand(cli_json, tmp_path):
+    """The prefill branch already pads every count to itself: suggest says
+    keep it, and the patch does not then ask for a change by hand."""
+    from .conftest import ROOT
+
+    like = ROOT / "tests" / "fixtures" / "repos" / "sglang_like"
+    code, doc, err = cli_json("suggest", "--repo", str(like), "--mapping", str(like / "mapping.toml"), "--diff", str(tmp_path / "d.diff"))
+    [prefill] = [s for s in doc["suggestions"] if "[prefill]" in s["backend"]]
+    assert prefill["advice"].startswith("SM120: keep ")
+    assert all(c["current"] == c["suggested"] for c in prefill["changes"])
+    assert not any("[prefill]" in line for line in doc["patch"]["not_rewritten"]), doc["patch"]["not_rewritten"]
+    assert any("[decode]" in line and "change it by hand" in line for line in doc["patch"]["not_rewritten"])
+    assert code == 0, err

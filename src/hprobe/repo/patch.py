@@ -63,6 +63,7 @@ class Adoption:
 
     rule: PaddingRule
     needs: Version | None = None
+    changes: bool = True  # False: the rule pads every count as the current one does (only its pin may move)
 
 
 @dataclass
@@ -137,9 +138,10 @@ def _source_edits(repo: RepoTables, index: RepoIndex, adopted: dict[str, Adoptio
         if item is None or item.bound:
             # A rule evaluated per SM, phase and setting (SGLang's): its branches
             # are code, not one constant to rewrite.
-            patch.not_rewritten.append(f"{qualname}: a rule that branches on the SM, phase or settings; change it by hand to {rule.describe()}")
+            if adoption.changes:
+                patch.not_rewritten.append(f"{qualname}: a rule that branches on the SM, phase or settings; change it by hand to {rule.describe()}")
             continue
-        if item.rule == rule:
+        if item.rule == rule or not adoption.changes:
             settled.add(qualname)
             continue
         site = _pick(sites.get(qualname, []), item.rule, rule)
