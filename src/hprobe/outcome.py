@@ -99,6 +99,17 @@ class KernelSMResult:
     def accepted(self) -> list[int]:
         return sorted(h for h, r in self.heads.items() if r.outcome is Outcome.ACCEPTED)
 
+    def caveats(self) -> list[str]:
+        """What an accepted answer here does not rest on, in words: shown
+        wherever its cells are (list, grid, pivot, release columns, page), so a
+        mark never outlives its qualification."""
+        if not self.accepted():
+            return []
+        out = [f"validators only: {item}" for item in self.unchecked]
+        if self.depth == Depth.PARTIAL.value:
+            out.insert(0, "partial: a compiled query answered before the launch; the Python acting on its answer did not run")
+        return out
+
     def by_outcome(self, outcome: Outcome) -> list[int]:
         return sorted(h for h, r in self.heads.items() if r.outcome is outcome)
 

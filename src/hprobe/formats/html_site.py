@@ -177,17 +177,18 @@ def _change(previous: KernelSMResult | None, result: KernelSMResult | None) -> s
 
 
 def _evidence(rows: list[tuple[str, KernelSMResult | None]]) -> str:
-    lines = ['<table class="evidence"><thead><tr><th>release</th><th>accepted h_q</th><th>refused by</th></tr></thead><tbody>']
+    lines = ['<table class="evidence"><thead><tr><th>release</th><th>accepted h_q</th><th>refused by</th><th>caveats</th></tr></thead><tbody>']
     for version, result in rows:
         if result is None:
-            lines.append(f"<tr><td>{escape(version)}</td><td>–</td><td>not probed</td></tr>")
+            lines.append(f"<tr><td>{escape(version)}</td><td>–</td><td>not probed</td><td></td></tr>")
             continue
         refusals = "<br>".join(
             escape(f"{compact_set(hs)}: {_why(hr)}")
             for outcome in (Outcome.REJECTED, Outcome.UNSUPPORTED_ARCH, Outcome.UNSUPPORTED_CONFIG, Outcome.ABSENT, Outcome.INCONCLUSIVE)
             for hs, hr in result.refusal_groups(outcome)[:4]
         )
-        lines.append(f"<tr><td>{escape(version)}</td><td>{escape(compact_set(result.accepted()))}</td><td>{refusals}</td></tr>")
+        caveats = "<br>".join(escape(item) for item in result.caveats())
+        lines.append(f"<tr><td>{escape(version)}</td><td>{escape(compact_set(result.accepted()))}</td><td>{refusals}</td><td>{caveats}</td></tr>")
     lines.append("</tbody></table>")
     return "".join(lines)
 

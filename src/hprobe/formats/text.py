@@ -273,6 +273,22 @@ class TextFormatter(Formatter):
         self.console.print(t)
         if "heads" in (rows, cols):
             self.console.print("[dim]✓ accepted  · rejected  ✗ unsupported-arch  ⊘ unsupported-config  ? inconclusive  – absent[/dim]")
+        self._caveats(report)
+
+    def _caveats(self, report: MatrixReport) -> None:
+        """The qualifications of accepted cells, once per variant x SM x release:
+        a grid or pivot shows marks, and the marks must not lose them."""
+        several = len(report.releases) > 1
+        lines = [
+            f"  {escape(r.key)} SM{r.sm}{f' on {escape(rel.info.version)}' if several else ''}: {escape(item)}"
+            for rel in report.releases
+            for r in rel.results.values()
+            for item in r.caveats()
+        ]
+        if lines:
+            self.console.print("[yellow]caveats on accepted cells[/yellow]")
+            for line in dict.fromkeys(lines):
+                self.console.print(f"[dim]{line}[/dim]")
 
     def _release_columns(self, report: MatrixReport) -> None:
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
@@ -288,6 +304,7 @@ class TextFormatter(Formatter):
                 row.append(_status_cell(r) if r else Text("–", style="dim"))
             t.add_row(*row)
         self.console.print(t)
+        self._caveats(report)
 
     def _grid(self, report: MatrixReport) -> None:
         """One grid per variant (and release): h_q down, SMs across. Narrow at any
@@ -314,6 +331,7 @@ class TextFormatter(Formatter):
                 t.add_row(*row)
             c.print(t)
         c.print("[dim]✓ accepted  · rejected  ✗ unsupported-arch  ⊘ unsupported-config  ? inconclusive  – absent[/dim]")
+        self._caveats(report)
 
     # -- suggest -------------------------------------------------------------------------
 
