@@ -124,7 +124,9 @@ def test_tables_are_not_modified(cli, write_table):
 
 def test_heads_and_tp_overrides(cli_json):
     code, doc, _ = cli_json("check", "--sm", "100", "--table", str(POST_48047), "--heads", "96", "--tp", "1,2,4")
-    findings = _by_tp(doc)
+    # One model, named by its count: a DeepSeek name would not hold 96 heads.
+    assert {f["model"] for f in doc["findings"]} == {"96 heads"}
+    findings = _by_tp(doc, model="96 heads")
     # Kimi-K3-like: 96 -> 128, 48 -> 64, 24 -> 32; all accepted, none smaller.
     assert [(findings[tp]["n"], findings[tp]["padded"], findings[tp]["verdict"]) for tp in (1, 2, 4)] == [
         (96, 128, "ok"), (48, 64, "ok"), (24, 32, "ok"),
