@@ -91,7 +91,7 @@ def _action(rows: list[Finding]) -> str:
     scoped = f"under {reach.flag} {reach.value} only: {action}"
     if all(f.verdict is Verdict.OK for f in rows):
         return scoped
-    return f"{scoped}; the default ({reach.otherwise}) shares this rule, so a change for FlashInfer needs a branch on {reach.flag} == {reach.value}"
+    return f"{scoped} — the default backend ({reach.otherwise}) shares this rule: change it behind a {reach.flag} branch"
 
 
 def _verdict_action(rows: list[Finding]) -> str:

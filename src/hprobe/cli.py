@@ -280,8 +280,9 @@ class _RuleOptions:
         else:
             sources = list(table_sources(self.table))
         tables = [source.collect() for source in sources]
-        # A repo's rules were evaluated for the overridden models already.
-        tables = [override_options(override_models(t, self.heads, self.tp_list, repo_source is not None), self.axes) for t in tables]
+        # A repo's rules and a --pad-fn were evaluated for the overridden models already.
+        evaluated = repo_source is not None or self.pad_fn is not None
+        tables = [override_options(override_models(t, self.heads, self.tp_list, evaluated), self.axes) for t in tables]
         repo_tables = repo_source.found if repo_source is not None else None
         if repo_tables is not None:
             repo_tables.table = tables[0]
