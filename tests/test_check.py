@@ -186,3 +186,18 @@ def test_suggest_writes_the_rule_the_kernels_call_for(cli, cli_json, tmp_path):
     assert code == 0 and out.is_file(), err
     code, checked, _ = cli_json("check", "--table", str(out), "--sm", "100,120")
     assert code == 0 and {f["verdict"] for f in checked["findings"]} == {"ok"}
+
+
+def test_the_answer_comes_before_the_notes(cli):
+    code, out, _ = cli("check")
+    lines = out.splitlines()
+    first_note = next(i for i, line in enumerate(lines) if line.startswith("note:"))
+    assert lines.index("summary") < first_note and code == 0
+
+
+def test_the_scope_names_the_pin_the_releases_came_from(cli_json, write_table):
+    """--pin chose the releases: the scope names it, not the table's own pin."""
+    table = write_table(V4_PRO_TABLE.replace('source = "tests"', 'source = "tests"\nrequires_flashinfer = "==0.6.13"').format(rule="pad_to = [64, 128]"))
+    code, doc, err = cli_json("check", "--sm", "100", "--table", str(table), "--pin", "==0.6.14")
+    [advice] = doc["advice"]
+    assert advice["scope"] == "on flashinfer 0.6.14, the ends of pin ==0.6.14", err
