@@ -5,7 +5,6 @@ the reader accepts: it is left out and said in a comment, never written."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -68,11 +67,30 @@ def _rule(rule: PaddingRule) -> list[str]:
 
 
 def quote(value: Any) -> str:
-    # A JSON string is a valid TOML basic string, control characters escaped.
-    return json.dumps(str(value))
+    """A TOML basic string that reads back equal: `"` and `\\` escaped, the
+    characters TOML forbids raw (U+0000-U+001F, U+007F) as `\\uXXXX`, every
+    other character (beyond the Basic Multilingual Plane too) as itself. A
+    lone surrogate (a file name's undecodable byte) has no TOML spelling: it is
+    written as U+FFFD."""
+    out = []
+    for ch in str(value):
+        code = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\u{code:04X}")
+        elif 0xD800 <= code <= 0xDFFF:
+            out.append("\ufffd")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
 
 
 def comment(value: Any) -> str:
-    """A `#` line: one line, whatever the text holds."""
+    """A `#` line: one line, whatever the text holds (controls TOML forbids in a
+    comment shown as `\\xNN`, lone surrogates as U+FFFD)."""
     text = " ".join(str(value).split())
+    text = "".join(
+        f"\\x{ord(ch):02x}" if ord(ch) < 0x20 or ord(ch) == 0x7F else "\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in text
+    )
     return text if text.startswith("#") else f"# {text}" if text else "#"
