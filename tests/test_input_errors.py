@@ -86,3 +86,14 @@ def test_missing_table_file(cli, tmp_path):
 def test_table_sm_that_is_no_gpu(cli, write_table):
     path = write_table(V4_PRO_TABLE.format(rule="pad_to = [64, 128]").replace("sm = [100]", "sm = [105]"))
     _one_line_error(*cli("check", "--table", str(path)), "SM105", f"{path}:")
+
+
+@pytest.mark.parametrize("pin", ["flashinfer-python===foo", "===0.6.14", ">=0.6.x"])
+def test_a_pin_that_names_no_release_is_one_input_error(cli, pin):
+    code, out, err = cli("check", "--pin", pin)
+    assert code == 2 and out == "" and err.count("\n") == 1 and err.startswith("hprobe: error: pin ")
+
+
+def test_since_that_names_no_release_is_refused_before_any_work(cli):
+    code, _, err = cli("suggest", "--since", "soon")
+    assert code == 2 and err == "hprobe: error: --since 'soon': not a release number\n"

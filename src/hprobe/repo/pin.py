@@ -45,7 +45,9 @@ def parse_pin(spec: str) -> SpecifierSet:
         for clause in specifier:
             # `===foo` parses as a specifier but names no release: an input
             # error here, not an exception later when versions are compared.
-            if clause.operator == "===" or not _comparable(clause.version):
+            if clause.operator == "===":
+                raise InputError(f"pin {spec!r}: arbitrary equality (===) compares strings, not releases; use ==")
+            if not _comparable(clause.version):
                 raise InputError(f"pin {spec!r}: {clause} does not name a release number")
         return specifier
     except (InvalidRequirement, InvalidSpecifier):
