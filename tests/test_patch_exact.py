@@ -197,3 +197,11 @@ def test_several_requirements_in_one_file_are_each_raised_in_place(tmp_path):
     root = _with_requirements(tmp_path, {"requirements.txt": text})
     _apply(root, _patch(tmp_path, root, needs="0.6.14").diff)
     assert (root / "requirements.txt").read_text() == text.replace(">=0.6.9", ">=0.6.14")
+
+
+def test_a_requirement_included_with_r_or_c_is_read_and_raised(tmp_path):
+    root = _with_requirements(tmp_path, {"requirements.txt": "-r deps/gpu.txt\n-c constraints.txt\n", "deps/gpu.txt": "flashinfer-python>=0.6.9\n", "constraints.txt": "flashinfer-python<0.8\n"})
+    assert {(p.path.name, p.spec) for p in find_pins(root)} == {("gpu.txt", ">=0.6.9"), ("constraints.txt", "<0.8")}
+    _apply(root, _patch(tmp_path, root, needs="0.6.14").diff)
+    assert (root / "deps/gpu.txt").read_text() == "flashinfer-python>=0.6.14\n"
+    assert (root / "constraints.txt").read_text() == "flashinfer-python>=0.6.14,<0.8\n"  # it admitted 0.6.13 too

@@ -193,11 +193,26 @@ def _pyproject_with(text: str, locator: tuple, new: str) -> str:
 _COMMENT = re.compile(r"(^|\s)#")
 
 
+_INCLUDE = re.compile(r"^\s*(?:-r|-c|--requirement|--constraint)(?:\s+|=)(\S+)")
+MAX_REQUIREMENT_FILES = 64
+
+
 def _from_requirements(base: Path) -> list[RepoPin]:
-    files = sorted(base.glob("requirements*.txt")) + sorted(base.glob("requirements/*.txt"))
+    """requirements*.txt and requirements/*.txt, and the files their `-r`/`-c`
+    lines include from inside the tree (a constraint pins as much as a
+    requirement does)."""
+    todo = sorted(base.glob("requirements*.txt")) + sorted(base.glob("requirements/*.txt"))
+    seen: set[Path] = set()
     out = []
-    for path in files:
-        out.extend(_requirement_lines(path, read_text(path, "requirements file"), NAMES))
+    while todo and len(seen) < MAX_REQUIREMENT_FILES:
+        path = todo.pop(0)
+        resolved = path.resolve()
+        if resolved in seen or not resolved.is_relative_to(base.resolve()) or not path.is_file():
+            continue
+        seen.add(resolved)
+        text = read_text(path, "requirements file")
+        out.extend(_requirement_lines(path, text, NAMES))
+        todo.extend(path.parent / m.group(1) for line in text.split("\n") if (m := _INCLUDE.match(line)))
     return out
 
 
