@@ -207,7 +207,9 @@ def _from_requirements(base: Path) -> list[RepoPin]:
     while todo and len(seen) < MAX_REQUIREMENT_FILES:
         path = todo.pop(0)
         resolved = path.resolve()
-        if resolved in seen or not resolved.is_relative_to(base.resolve()) or not path.is_file():
+        # An include that names no file is the consumer's to mend, not a pin;
+        # anything else that is not a regular file is refused by read_text.
+        if resolved in seen or not resolved.is_relative_to(base.resolve()) or not path.exists():
             continue
         seen.add(resolved)
         text = read_text(path, "requirements file")
