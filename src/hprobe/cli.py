@@ -104,37 +104,68 @@ def _progress(json_output: bool) -> Iterator[Callable[[str], None]]:
 
 
 class _Terminated(BaseException):
-    """SIGTERM, raised where the process is, so every `subprocess.run` and
-    forked helper on the way out is killed rather than orphaned."""
+    """A signal that ends hprobe (TERM, HUP, QUIT), raised where the process
+    is, so every `subprocess.run` and forked helper on the way out is killed
+    rather than orphaned."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
 
 
-def _on_sigterm(_signum: int, _frame: object) -> None:
-    raise _Terminated()
+def _on_signal(signum: int, _frame: object) -> None:
+    raise _Terminated(signum)
+
+
+# The signals that end hprobe besides Ctrl-C (SIGINT, KeyboardInterrupt).
+_ENDING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGQUIT") if hasattr(signal, name))
 
 
 def _run(job: Callable[[], int]) -> None:
-    """Run a command body: one line on stderr and a documented exit code on failure."""
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    """Run a command body: one line on stderr and a documented exit code on
+    failure. Every failure the user or the machine causes is an input error
+    (exit 2) named in one line; only a bug of hprobe's is exit 5."""
+    from .formats.escape import visible
+
+    previous = {signum: signal.signal(signum, _on_signal) for signum in _ENDING_SIGNALS}
     try:
         code = job()
-    except _Terminated:
-        typer.echo("hprobe: terminated", err=True)
-        raise typer.Exit(143) from None
+    except _Terminated as exc:
+        _kill_children()
+        _say(f"hprobe: {signal.Signals(exc.signum).name[3:].lower()}: stopped")
+        raise typer.Exit(128 + exc.signum) from None
     except HprobeError as exc:
-        typer.echo(f"hprobe: error: {exc.message}", err=True)
+        _say(f"hprobe: error: {visible(exc.message)}")
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt:
-        typer.echo("hprobe: interrupted", err=True)
+        _kill_children()
+        _say("hprobe: interrupted")
         raise typer.Exit(130) from None
+    except BrokenPipeError:
+        raise typer.Exit(_broken_pipe()) from None
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        _say(f"hprobe: error: {visible(where)}{visible(_errno_words(exc))}")
+        raise typer.Exit(EXIT_INPUT_ERROR) from None
+    except MemoryError:
+        _say("hprobe: error: out of memory (an input asks for more than this machine has; see Bounds in the README)")
+        raise typer.Exit(EXIT_INPUT_ERROR) from None
     except Exception as exc:  # noqa: BLE001 - a bug of ours still gets one line, not a traceback
         if os.environ.get("HPROBE_DEBUG"):
             raise
         message = " ".join(str(exc).split())[:300]
-        typer.echo(f"hprobe: internal error: {type(exc).__name__}: {message} (set HPROBE_DEBUG=1 for the traceback)", err=True)
+        _say(f"hprobe: internal error: {type(exc).__name__}: {visible(message)} (set HPROBE_DEBUG=1 for the traceback)")
         raise typer.Exit(EXIT_INTERNAL) from None
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     raise typer.Exit(code)
+
+
+def _kill_children() -> None:
+    from .bounded import kill_running
+
+    kill_running()
 
 
 def _version_callback(value: bool) -> None:
@@ -749,8 +780,79 @@ def _parse_int_list(text: str, option: str) -> list[int]:
     return values
 
 
-def run() -> None:  # console-script entry point
-    app(prog_name="hprobe")
+def run() -> None:  # console-script entry point, and `python -m hprobe`
+    """Set the process up (guarded streams, no probing of the working
+    directory's packages), then run one command: a usage error is one line and
+    exit 2 like every other input error, and a closed stdout ends quietly."""
+    import click
+
+    from .formats import escape, guard
+
+    # `python -m` puts the working directory first on sys.path, where a
+    # `flashinfer/` (or `torch/`) of the tree being checked would shadow the
+    # release hprobe means to probe; the console script never had it there.
+    cwd = os.getcwd()
+    sys.path[:] = [p for p in sys.path if p not in ("", ".", cwd)]
+    guard.install()
+    code: object = 0
+    try:
+        code = app(prog_name="hprobe", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        exc.show()
+        code = exc.exit_code
+    except click.UsageError as exc:
+        _say(f"hprobe: error: {escape.visible(exc.format_message())}")
+        code = EXIT_INPUT_ERROR
+    except click.exceptions.Abort:
+        _say("hprobe: interrupted")
+        code = 130
+    except BrokenPipeError:
+        code = _broken_pipe()
+    except OSError as exc:  # stdout or stderr itself failed (/dev/full): nowhere left to say much
+        _say(f"hprobe: error: cannot write the output: {_errno_words(exc)}")
+        code = EXIT_INPUT_ERROR
+    if not isinstance(code, int):
+        code = 0
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = _broken_pipe()
+    except OSError as exc:
+        _say(f"hprobe: error: cannot write the output: {_errno_words(exc)}")
+        code = code or EXIT_INPUT_ERROR
+    sys.exit(code)
+
+
+EXIT_INPUT_ERROR = 2
+# A reader that went away (`hprobe matrix | head`): no message, and the status
+# a shell gives a process SIGPIPE ended, as other command-line tools end.
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
+
+
+def _broken_pipe() -> int:
+    # Further writes (the interpreter's own flush at exit) go nowhere.
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.__stdout__.fileno() if sys.__stdout__ else 1)
+    except (OSError, ValueError):
+        pass
+    return EXIT_BROKEN_PIPE
+
+
+def _say(line: str) -> None:
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except OSError:
+        pass
+
+
+def _errno_words(exc: OSError) -> str:
+    import errno
+
+    name = errno.errorcode.get(exc.errno or 0, "")
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return f"{reason} ({name})" if name else reason
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -10,6 +10,9 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, TextIO
 
+from .escape import gha_data, gha_property
+from .guard import write_command
+
 if TYPE_CHECKING:
     from ..reports import CheckReport
 
@@ -19,12 +22,8 @@ def in_github_actions() -> bool:
     return os.environ.get("GITHUB_ACTIONS") == "true"
 
 
-def _escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _escape_property(text: str) -> str:
-    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+_escape_data = gha_data
+_escape_property = gha_property
 
 
 def annotation_lines(report: CheckReport) -> list[str]:
@@ -56,4 +55,4 @@ def annotation_lines(report: CheckReport) -> list[str]:
 def emit(report: CheckReport, stream: TextIO) -> None:
     if in_github_actions():
         for line in annotation_lines(report):
-            stream.write(line + "\n")
+            write_command(stream, line)

@@ -9,7 +9,6 @@ Self-contained: no network, no external CSS or JS."""
 
 from __future__ import annotations
 
-from html import escape
 from typing import TYPE_CHECKING
 
 from packaging.specifiers import SpecifierSet
@@ -18,6 +17,7 @@ from packaging.version import InvalidVersion, Version
 from .. import __version__
 from ..core import compact_set, judge
 from ..outcome import KernelSMResult, Outcome
+from .escape import html as escape
 
 if TYPE_CHECKING:
     from ..reports import CheckReport, MatrixReport

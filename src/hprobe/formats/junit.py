@@ -9,6 +9,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
+from .escape import xml
+
 if TYPE_CHECKING:
     from ..reports import CheckReport
 
@@ -48,6 +50,12 @@ def junit_xml(report: CheckReport) -> ET.ElementTree:
     suites.set("tests", str(total))
     suites.set("failures", str(sum(int(s.get("failures", 0)) for s in suites)))
     suites.set("errors", str(sum(int(s.get("errors", 0)) for s in suites)))
+    # Every text and attribute, in one pass over the finished tree: a field
+    # added above cannot skip it.
+    for element in suites.iter():
+        element.attrib = {key: xml(value) for key, value in element.attrib.items()}
+        if element.text:
+            element.text = xml(element.text)
     return ET.ElementTree(suites)
 
 

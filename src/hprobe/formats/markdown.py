@@ -10,6 +10,7 @@ from ..core import Verdict, compact_set
 from ..outcome import Outcome
 from ..sm import sm_names
 from .base import Formatter
+from .escape import md_code, md_text
 
 if TYPE_CHECKING:
     from ..repo.patch import Patch
@@ -18,10 +19,7 @@ if TYPE_CHECKING:
 
 
 
-def cell(text: object) -> str:
-    """Text safe inside a Markdown table cell."""
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
-
+cell = md_text  # prose and table cells alike
 
 class MarkdownFormatter(Formatter):
     def __init__(self, stream: TextIO | None = None):
@@ -45,7 +43,7 @@ class MarkdownFormatter(Formatter):
             for a in table.backends:
                 tally = ", ".join(f"{Verdict(v).mark} {n} {v}" for v, n in a.counts.items())
                 sms = sm_names(a.sms)
-                self._w(f"  - `{cell(a.backend)}` {sms}: {tally} — {cell(a.action)}")
+                self._w(f"  - {md_code(a.backend)} {sms}: {tally} — {cell(a.action)}")
         self._w()
         problems = [f for f in report.findings if f.verdict is not Verdict.OK]
         if problems:
@@ -54,8 +52,8 @@ class MarkdownFormatter(Formatter):
             for f in problems:
                 padded = f.padded_text
                 self._w(
-                    f"| {f.verdict.mark} {cell(f.label)} | {cell(f.table)} · `{cell(f.backend)}` → `{cell(f.kernel)}` "
-                    f"| SM{f.sm} | {cell(f.model)} | {f.tp} | {f.n} | {padded} | {cell(f.explain())} | `{cell(f.source)}` |"
+                    f"| {f.verdict.mark} {cell(f.label)} | {cell(f.table)} · {md_code(f.backend)} → {md_code(f.kernel)} "
+                    f"| SM{f.sm} | {cell(f.model)} | {f.tp} | {f.n} | {padded} | {cell(f.explain())} | {md_code(f.source)} |"
                 )
             self._w()
         ok = [f for f in report.findings if f.verdict is Verdict.OK]
@@ -66,7 +64,7 @@ class MarkdownFormatter(Formatter):
             self._w("|---|---|---|---|---:|---:|---:|")
             for f in ok:
                 padded = f.padded_text
-                self._w(f"| {cell(f.label)} | {cell(f.table)} · `{cell(f.backend)}` | SM{f.sm} | {cell(f.model)} | {f.tp} | {f.n} | {padded} |")
+                self._w(f"| {cell(f.label)} | {cell(f.table)} · {md_code(f.backend)} | SM{f.sm} | {cell(f.model)} | {f.tp} | {f.n} | {padded} |")
             self._w()
             self._w("</details>")
             self._w()
@@ -86,7 +84,7 @@ class MarkdownFormatter(Formatter):
         self._w("| kernel | SM | became accepted | became rejected |")
         self._w("|---|---|---|---|")
         for c in changed:
-            self._w(f"| `{cell(c.kernel)}` | SM{c.sm} | {compact_set(list(c.became_accepted))} | {compact_set(list(c.became_rejected))} |")
+            self._w(f"| {md_code(c.kernel)} | SM{c.sm} | {compact_set(list(c.became_accepted))} | {compact_set(list(c.became_rejected))} |")
         self._w()
 
     def matrix(self, report: MatrixReport, grid: bool = False, pivot: tuple[str, str] | None = None) -> None:
@@ -99,19 +97,19 @@ class MarkdownFormatter(Formatter):
                 accepted = compact_set(r.accepted()) if r.status is Outcome.ACCEPTED else ""
                 depth = r.depth + (" (compiled checks not seen)" if r.unchecked else "")
                 refusals = "<br>".join(
-                    f"{compact_set(hs)}: {hr.error_type}: {hr.message}" + (f" ({hr.location})" if hr.location else "")
+                    cell(f"{compact_set(hs)}: {hr.error_type}: {hr.message}" + (f" ({hr.location})" if hr.location else ""))
                     for outcome in (Outcome.REJECTED, Outcome.UNSUPPORTED_ARCH, Outcome.UNSUPPORTED_CONFIG)
                     for hs, hr in r.refusal_groups(outcome)[:3]
                 )
-                flagged = "<br>".join(n for n in r.notes if n.startswith(("disagreement", "partial")))
-                self._w(f"| `{cell(r.key)}` | SM{r.sm} | {cell(rel.info.version)} | {r.status.value} | {accepted} | {depth} | {cell(refusals)} | {cell(flagged)} |")
+                flagged = "<br>".join(cell(n) for n in r.notes if n.startswith(("disagreement", "partial")))
+                self._w(f"| {md_code(r.key)} | SM{r.sm} | {cell(rel.info.version)} | {r.status.value} | {accepted} | {depth} | {refusals} | {flagged} |")
 
     def suggest(self, report: CheckReport, suggestions: list[BackendSuggestion], patch: Patch | None = None) -> None:
         releases = ", ".join(r.info.version for r in report.releases) or report.flashinfer.version
         self._w(f"## hprobe suggest — flashinfer {cell(releases)}")
         self._w()
         for s in suggestions:
-            self._w(f"- **{cell(s.table)}** · `{cell(s.backend.name)}` ({cell(str(s.backend.where))}): {cell(s.words())}")
+            self._w(f"- **{cell(s.table)}** · {md_code(s.backend.name)} ({cell(str(s.backend.where))}): {cell(s.words())}")
             for line in s.pins.words() if s.pins else []:
                 self._w(f"  - pin: {cell(line)}")
         for line in (patch.changed + patch.not_rewritten) if patch else []:
@@ -123,21 +121,21 @@ class MarkdownFormatter(Formatter):
         self._w(f"exit {result.exit_code}")
 
     def bisect(self, result: BisectReport) -> None:
-        self._w(f"## hprobe bisect — `{cell(result.kernel)}` SM{result.sm} h_q={result.heads}")
+        self._w(f"## hprobe bisect — {md_code(result.kernel)} SM{result.sm} h_q={result.heads}")
         self._w()
         self._w("| release | outcome |")
         self._w("|---|---|")
         for p in result.probed:
-            self._w(f"| {cell(p.version)} | {p.outcome} |")
+            self._w(f"| {cell(p.version)} | {cell(p.outcome)} |")
         self._w()
-        self._w(f"first accepting: **{result.first_accepting or 'none'}**")
+        self._w(f"first accepting: **{cell(result.first_accepting or 'none')}**")
 
     def kernels(self, rows: list[dict]) -> None:
         self._w("| id | entry point | SMs | axes |")
         self._w("|---|---|---|---|")
         for row in rows:
             axes = ", ".join(f"{a['name']}={a['default']}" for a in row["axes"])
-            self._w(f"| `{row['id']}` | `{cell(row['entry_point'])}` | {', '.join(map(str, row['sms']))} | {cell(axes)} |")
+            self._w(f"| {md_code(row['id'])} | {md_code(row['entry_point'])} | {', '.join(map(str, row['sms']))} | {cell(axes)} |")
 
     def data(self, payload: dict, title: str) -> None:
         self._w(f"## {title}")

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -19,6 +18,8 @@ from ..outcome import KernelSMResult, Outcome
 from ..reports import pivot_cells
 from ..sm import sm_names
 from .base import Formatter
+from .escape import text as escape
+from .escape import visible
 
 if TYPE_CHECKING:
     from ..repo.patch import Patch
@@ -131,11 +132,11 @@ class TextFormatter(Formatter):
                     entries.setdefault(f.sm, set()).add(f.evidence.entry)
                 t.add_row(
                     f"SM{f.sm}",
-                    f.model,
+                    escape(f.model),
                     str(f.tp),
                     str(f.n),
-                    f.padded_text,
-                    Text(f.label, style=f.verdict.style),
+                    escape(f.padded_text),
+                    Text(visible(f.label), style=f.verdict.style),
                     escape(f.explain()),
                 )
             c.print(t)
@@ -157,7 +158,7 @@ class TextFormatter(Formatter):
             c.print(f"[dim]{hidden} ok rows not shown; --details shows every row[/dim]")
         if report.drift:
             drift = report.drift
-            c.print(f"[bold]drift against the baseline[/bold]  flashinfer {drift.old['version']} → {drift.new['version']}")
+            c.print(f"[bold]drift against the baseline[/bold]  flashinfer {escape(drift.old['version'])} → {escape(drift.new['version'])}")
             lines = self._changes(drift, changed_only=True)
             for line in lines or ["  [dim]no accepted set changed[/dim]"]:
                 c.print(line)
@@ -176,7 +177,7 @@ class TextFormatter(Formatter):
         c = self.console
         fi = report.flashinfer
         c.print(
-            f"[bold]hprobe matrix[/bold]  flashinfer {fi.version}  ({fi.location})  "
+            f"[bold]hprobe matrix[/bold]  flashinfer {escape(fi.version)}  ({escape(fi.location)})  "
             f"h_q {compact_set(report.heads)}"
         )
         if report.targets.note:
@@ -217,7 +218,7 @@ class TextFormatter(Formatter):
                 c.print(f"          [dim]not seen on a CPU: {escape(item)}[/dim]")
             for hs, sample in r.refusal_groups(Outcome.REJECTED):
                 where = f" [{sample.location}]" if sample.location else ""
-                c.print(f"          [dim]rejected {compact_set(hs)}: {sample.error_type}: {escape(sample.message or '')}{escape(where)}[/dim]")
+                c.print(f"          [dim]rejected {compact_set(hs)}: {escape(sample.error_type)}: {escape(sample.message or '')}{escape(where)}[/dim]")
             unclear = r.by_outcome(Outcome.INCONCLUSIVE)
             if unclear:
                 sample = r.heads[unclear[0]]
@@ -232,7 +233,7 @@ class TextFormatter(Formatter):
             c.print(f"{head}[cyan]inconclusive {compact_set(unclear)}[/cyan]  {escape(said + where)}")
             for hs, refused in r.refusal_groups(Outcome.REJECTED):
                 where = f" [{refused.location}]" if refused.location else ""
-                c.print(f"          [dim]rejected {compact_set(hs)}: {refused.error_type}: {escape(refused.message or '')}{escape(where)}[/dim]")
+                c.print(f"          [dim]rejected {compact_set(hs)}: {escape(refused.error_type)}: {escape(refused.message or '')}{escape(where)}[/dim]")
         else:
             sample = next(iter(r.heads.values()))
             style = _status_style(status)
@@ -295,7 +296,7 @@ class TextFormatter(Formatter):
         t.add_column("kernel")
         t.add_column("SM")
         for rel in report.releases:
-            t.add_column(f"flashinfer {rel.info.version}")
+            t.add_column(f"flashinfer {escape(rel.info.version)}")
         keys = list(dict.fromkeys(key for rel in report.releases for key in rel.results))
         for key in keys:
             row: list[str | Text] = [escape(key[0]), f"SM{key[1]}"]
@@ -349,7 +350,7 @@ class TextFormatter(Formatter):
                 now = "raises" if ch.current is None else str(ch.current)
                 then = "no safe count" if ch.suggested is None else str(ch.suggested)
                 gain = f" ({ch.saving:.3g}× less compute)" if ch.saving else ""
-                c.print(f"    {escape(ch.model)} TP{ch.tp} n={ch.n}: {now} → {then}{gain}")
+                c.print(f"    {escape(ch.model)} TP{ch.tp} n={ch.n}: {escape(now)} → {escape(then)}{gain}")
             if s.pins is not None:
                 for line in s.pins.words():
                     c.print(f"  [bold]pin[/bold] {escape(line)}")
@@ -372,7 +373,7 @@ class TextFormatter(Formatter):
     def diff(self, result: DiffReport) -> None:
         c = self.console
         old, new = result.old, result.new
-        c.print(f"[bold]hprobe diff[/bold]  flashinfer {old['version']} → {new['version']}")
+        c.print(f"[bold]hprobe diff[/bold]  flashinfer {escape(old['version'])} → {escape(new['version'])}")
         for line in self._changes(result):
             c.print(line)
         c.print(f"{'changed' if result.changed else 'no change'}  → exit {result.exit_code}")
@@ -407,20 +408,20 @@ class TextFormatter(Formatter):
         c = self.console
         c.print(
             f"[bold]hprobe bisect[/bold]  {escape(result.kernel)} SM{result.sm} h_q={result.heads}  "
-            f"releases {result.range[0]}..{result.range[1]} ({result.releases_in_range}); {result.method}"
+            f"releases {escape(result.range[0])}..{escape(result.range[1])} ({escape(result.releases_in_range)}); {escape(result.method)}"
         )
         for p in result.probed:
             detail = p.entry or p.message or ""
             if p.outcome == Outcome.INCONCLUSIVE.value:
                 detail = p.reason or detail
             style = {"accepted": "green", "rejected": "red"}.get(p.outcome, "cyan")
-            c.print(f"  {p.version:<14} [{style}]{p.outcome:<16}[/{style}] [dim]{escape(detail)}[/dim]")
+            c.print(f"  {escape(p.version):<14} [{style}]{escape(p.outcome):<16}[/{style}] [dim]{escape(detail)}[/dim]")
         for accepted_in, then_not in result.non_monotonic:
-            c.print(f"[bold red]non-monotonic:[/bold red] accepted in {accepted_in}, not in {then_not}")
+            c.print(f"[bold red]non-monotonic:[/bold red] accepted in {escape(accepted_in)}, not in {escape(then_not)}")
         if result.first_accepting:
             c.print(
-                f"first accepting release: [bold]{result.first_accepting}[/bold]"
-                + (f"; last rejecting: {result.last_rejecting}" if result.last_rejecting else " (the start of the range)")
+                f"first accepting release: [bold]{escape(result.first_accepting)}[/bold]"
+                + (f"; last rejecting: {escape(result.last_rejecting)}" if result.last_rejecting else " (the start of the range)")
             )
         else:
             c.print("no probed release in the range accepts it")
@@ -432,7 +433,7 @@ class TextFormatter(Formatter):
         c = self.console
         for row in rows:
             present = {True: "yes", False: "absent", None: "no flashinfer installed"}[row["installed_flashinfer_has_entry_point"]]
-            c.print(f"[bold]{row['id']}[/bold]  {escape(row['entry_point'])}")
+            c.print(f"[bold]{escape(row['id'])}[/bold]  {escape(row['entry_point'])}")
             c.print(f"    {escape(row['summary'])}")
             c.print(f"    SMs {', '.join(map(str, row['sms']))} · installed flashinfer: {present}")
             axes = []
@@ -440,17 +441,17 @@ class TextFormatter(Formatter):
                 choices = "|".join(map(str, a["choices"]))
                 axes.append(f"{a['name']}={a['default']}" + (f" (swept: {choices})" if a["sweep"] else f" ({choices})" if choices else ""))
             if axes:
-                c.print(f"    axes: {', '.join(axes)}")
+                c.print(f"    axes: {escape(', '.join(axes))}")
             if "releases" in row:
-                c.print(f"    releases with it: {row['releases']}")
+                c.print(f"    releases with it: {escape(row['releases'])}")
                 if row["releases_without"]:
-                    c.print(f"    [dim]absent in: {', '.join(row['releases_without'])}[/dim]")
+                    c.print(f"    [dim]absent in: {escape(', '.join(row['releases_without']))}[/dim]")
 
     def data(self, payload: dict, title: str) -> None:
         c = self.console
-        c.print(f"[bold]{title}[/bold]")
+        c.print(f"[bold]{escape(title)}[/bold]")
         for key, value in payload.items():
-            c.print(f"  {key:<22} {escape(str(value))}")
+            c.print(f"  {escape(key):<22} {escape(str(value))}")
 
 
 def _status_cell(r: KernelSMResult) -> Text:

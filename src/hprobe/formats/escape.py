@@ -1,0 +1,90 @@
+"""One escaping rule per output format, for every string hprobe did not write
+itself: model, table and backend names, file names from a --repo tree, setting
+values, mapping texts, validator messages, paths in error lines.
+
+Each function takes such a string and returns text that the named format shows
+as that string, and nothing else: no markup, no control sequence, no workflow
+command, no element. Formats call these and nothing else on foreign text, so
+a field added later is escaped by calling the one function of its format.
+"""
+
+from __future__ import annotations
+
+import html as _html
+import re
+
+from rich.markup import escape as _rich_escape
+
+# Characters a terminal, a log viewer or a parser would act on rather than show:
+# C0 and C1 controls and DEL, line and paragraph separators, and the bidi
+# controls that reorder what is shown. Tab is shown as a tab.
+_INVISIBLE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff\ufffe\uffff\ud800-\udfff]")
+
+
+def _visible_one(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def visible(text: object) -> str:
+    """Controls, separators, bidi overrides and lone surrogates as `\\x1b`,
+    `\\u2028`: shown, never sent."""
+    return _INVISIBLE.sub(_visible_one, str(text))
+
+
+def text(value: object) -> str:
+    """For the terminal (Rich markup): shown as written, never read as markup."""
+    return _rich_escape(visible(value))
+
+
+def gha_data(value: object) -> str:
+    """A workflow command's message, escaped the way the Actions runner
+    unescapes it; controls shown, as the log viewer would act on them."""
+    return visible(value).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def gha_property(value: object) -> str:
+    """A workflow command's property value (file, title)."""
+    return gha_data(value).replace(":", "%3A").replace(",", "%2C")
+
+
+# What XML 1.0 allows (Char production), besides the tab, newline and return
+# that attribute normalisation would turn into spaces.
+_XML_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml(value: object) -> str:
+    """For XML text and attributes (ElementTree escapes &, <, > and quotes):
+    characters XML 1.0 forbids (and C1 controls it discourages) replaced by
+    their visible escape, so the file parses and the reader sees they were
+    there."""
+    return _XML_FORBIDDEN.sub(_visible_one, str(value))
+
+
+def html(value: object) -> str:
+    """For HTML text and attribute values."""
+    return _html.escape(visible(value), quote=True)
+
+
+def md_code(value: object) -> str:
+    """A Markdown code span that shows `value` whatever backticks it holds,
+    safe inside a table cell (pipes escaped, as GFM splits cells first)."""
+    body = visible(value).replace("|", "\\|")
+    runs = [len(r) for r in re.findall("`+", body)]
+    fence = "`" * (max(runs, default=0) + 1)
+    pad = " " if body.startswith("`") or body.endswith("`") or not body.strip(" ") else ""
+    return f"{fence}{pad}{body}{pad}{fence}"
+
+
+# Inline Markdown that would change what is shown: code, emphasis,
+# strikethrough, links, table cells. Text goes after hprobe's own line prefix
+# (`- `, `| `), never at a line's start, and newlines are shown as escapes, so
+# headings, lists and quotes cannot open.
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+
+
+def md_text(value: object) -> str:
+    """Markdown prose or a table cell: shown literally, no emphasis, link,
+    heading, list or HTML; pipes escaped for tables."""
+    body = _MD_SPECIAL.sub(r"\\\1", visible(value))
+    return body.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
