@@ -40,10 +40,18 @@ AXIS_EPILOG = (
     "(every axis `hprobe kernels` lists; comma lists on matrix and diff)."
 )
 
+def _path_value(text: str) -> Path:
+    """A path option's value: an empty one is an input error (Path('') would
+    silently mean the current directory)."""
+    if not text.strip():
+        raise typer.BadParameter("empty path")
+    return Path(text)
+
+
 # Options `check` and `suggest` share, declared once.
-TableOpt = Annotated[Optional[List[Path]], typer.Option("--table", "-t", help="Padding table (TOML). Repeatable. Default: the shipped tables in matrices/.")]
-RepoOpt = Annotated[Optional[Path], typer.Option("--repo", help="Read the padding rules from this source tree or installed package (static analysis: nothing is imported or run).")]
-MappingOpt = Annotated[Optional[Path], typer.Option("--mapping", help="With --repo: which padding class feeds which kernel. Default: the shipped mapping of the engine the tree is (vLLM or SGLang), else each in turn.")]
+TableOpt = Annotated[Optional[List[Path]], typer.Option("--table", "-t", parser=_path_value, help="Padding table (TOML). Repeatable. Default: the shipped tables in matrices/.")]
+RepoOpt = Annotated[Optional[Path], typer.Option("--repo", parser=_path_value, help="Read the padding rules from this source tree or installed package (static analysis: nothing is imported or run).")]
+MappingOpt = Annotated[Optional[Path], typer.Option("--mapping", parser=_path_value, help="With --repo: which padding class feeds which kernel. Default: the shipped mapping of the engine the tree is (vLLM or SGLang), else each in turn.")]
 SetOpt = Annotated[Optional[List[str]], typer.Option("--set", help="With --repo: NAME=VALUE, a setting the consumer's rule reads (SGLang's envs), instead of its declared default (repeatable).")]
 ExcludeOpt = Annotated[Optional[List[str]], typer.Option("--exclude", help="With --repo: also skip paths matching this glob (repeatable). Tests, fixtures, venvs, site-packages and build outputs inside the tree are always skipped.")]
 PadFnOpt = Annotated[Optional[str], typer.Option("--pad-fn", help="Call your padding function (MODULE:QUALNAME or FILE.py:QUALNAME): imports and runs your code. Needs --kernel, --sm, --heads.")]
@@ -197,8 +205,8 @@ def check(
     tp: TpOpt = None,
     pin: PinOpt = None,
     flashinfer: FlashinferOpt = None,
-    baseline: Optional[Path] = typer.Option(None, "--baseline", help="A recorded `hprobe matrix --json`: also report what changed since (exit 1 on change)."),
-    junit: Optional[Path] = typer.Option(None, "--junit", help="Also write a JUnit XML report here (one test case per backend x SM x per-rank count)."),
+    baseline: Optional[Path] = typer.Option(None, "--baseline", parser=_path_value, help="A recorded `hprobe matrix --json`: also report what changed since (exit 1 on change)."),
+    junit: Optional[Path] = typer.Option(None, "--junit", parser=_path_value, help="Also write a JUnit XML report here (one test case per backend x SM x per-rank count)."),
     output_format: str = typer.Option("text", "--format", help="text, json or markdown (for $GITHUB_STEP_SUMMARY)."),
     details: bool = typer.Option(False, "--details", help="Text: show every row after the summary, not only those that are not ok."),
     no_cache: NoCacheOpt = False,
@@ -383,8 +391,8 @@ def suggest(
     tp: TpOpt = None,
     pin: PinOpt = None,
     flashinfer: FlashinferOpt = None,
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the table(s) with the suggested rules here as TOML (readable by `check --table`)."),
-    diff_file: Optional[Path] = typer.Option(None, "--diff", help="With --repo: write the suggested rules and pin as a unified diff of the tree's own source here (apply with `git apply` in the --repo directory)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", parser=_path_value, help="Write the table(s) with the suggested rules here as TOML (readable by `check --table`)."),
+    diff_file: Optional[Path] = typer.Option(None, "--diff", parser=_path_value, help="With --repo: write the suggested rules and pin as a unified diff of the tree's own source here (apply with `git apply` in the --repo directory)."),
     force: bool = typer.Option(False, "--force", help="Overwrite --output / --diff."),
     since: Optional[str] = typer.Option(None, "--since", help="Start the search for the first safe release here (default: the first release whose source defines the kernel's entry point)."),
     no_cache: NoCacheOpt = False,
@@ -567,7 +575,7 @@ def report(
     kernel: Optional[List[str]] = typer.Option(None, "--kernel", "-k", help="Kernel id(s); repeatable or comma list. Default: every probe."),
     sm: Optional[str] = typer.Option(None, "--sm", help="Target SM(s). Default: every SM the kernels are built for."),
     heads: str = typer.Option("1-256", "--heads", help="Head counts: 1-256, 8,16,24."),
-    output: Path = typer.Option(..., "--output", "-o", help="Directory to write index.html, matrix.md and matrix.json into."),
+    output: Path = typer.Option(..., "--output", "-o", parser=_path_value, help="Directory to write index.html, matrix.md and matrix.json into."),
     table: TableOpt = None,
     repo: RepoOpt = None,
     mapping: MappingOpt = None,
@@ -625,12 +633,12 @@ app.add_typer(table_app, name="table")
 
 @table_app.command("extract")
 def table_extract(
-    repo: Path = typer.Option(..., "--repo", help="Source tree or installed package to read (static analysis: nothing is imported or run)."),
+    repo: Path = typer.Option(..., "--repo", parser=_path_value, help="Source tree or installed package to read (static analysis: nothing is imported or run)."),
     mapping: MappingOpt = None,
     exclude: Optional[List[str]] = typer.Option(None, "--exclude", help="Also skip paths matching this glob (repeatable). Tests, fixtures, venvs, site-packages and build outputs inside the tree are always skipped."),
     settings: SetOpt = None,
     flashinfer: Optional[str] = typer.Option(None, "--flashinfer", help="For rules that read flashinfer's own tables (SGLang): the release to evaluate them against. Default: the repo's pin when it names one release, else the installed flashinfer."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the TOML here instead of stdout (an existing file is not overwritten without --force)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", parser=_path_value, help="Write the TOML here instead of stdout (an existing file is not overwritten without --force)."),
     force: bool = typer.Option(False, "--force", help="Overwrite --output."),
     json_output: bool = typer.Option(False, "--json", help="Emit what was found as JSON instead of TOML."),
 ) -> None:
@@ -784,7 +792,10 @@ def run() -> None:  # console-script entry point, and `python -m hprobe`
     """Set the process up (guarded streams, no probing of the working
     directory's packages), then run one command: a usage error is one line and
     exit 2 like every other input error, and a closed stdout ends quietly."""
-    import click
+    try:  # typer vendors click from 0.2x on; its exceptions are not click's
+        from typer._click import exceptions as click_exceptions
+    except ImportError:  # pragma: no cover - an older typer over click
+        from click import exceptions as click_exceptions  # type: ignore[no-redef]
 
     from .formats import escape, guard
 
@@ -797,15 +808,18 @@ def run() -> None:  # console-script entry point, and `python -m hprobe`
     code: object = 0
     try:
         code = app(prog_name="hprobe", standalone_mode=False)
-    except click.exceptions.NoArgsIsHelpError as exc:
+    except click_exceptions.NoArgsIsHelpError as exc:
         exc.show()
         code = exc.exit_code
-    except click.UsageError as exc:
+    except click_exceptions.UsageError as exc:
         _say(f"hprobe: error: {escape.visible(exc.format_message())}")
         code = EXIT_INPUT_ERROR
-    except click.exceptions.Abort:
+    except typer.Abort:
         _say("hprobe: interrupted")
         code = 130
+    except click_exceptions.ClickException as exc:
+        _say(f"hprobe: error: {escape.visible(exc.format_message())}")
+        code = exc.exit_code
     except BrokenPipeError:
         code = _broken_pipe()
     except OSError as exc:  # stdout or stderr itself failed (/dev/full): nowhere left to say much

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 import tempfile
 from pathlib import Path
 
@@ -77,6 +78,8 @@ def read_text_or_none(path: Path, limit: int = MAX_SOURCE_BYTES) -> str | None:
 
 def check_output(path: Path, option: str, overwrite: bool = True) -> None:
     """Refuse an output path before any work, so a bad one costs nothing."""
+    if _own_stream(path) is not None:
+        return  # stdout or stderr, by any name: written in place, after what is printed there
     try:
         info = os.lstat(path)
     except FileNotFoundError:
@@ -84,6 +87,9 @@ def check_output(path: Path, option: str, overwrite: bool = True) -> None:
     except OSError as exc:
         raise InputError(f"{option} {path}: {_reason(exc)}") from None
     if info is not None:
+        if stat.S_ISLNK(info.st_mode) and _character_device(path):
+            # /dev/stdout, /dev/stderr, /dev/fd/N: links to a terminal or pipe, written in place.
+            info = os.stat(path)
         if stat.S_ISLNK(info.st_mode):
             raise InputError(f"{option} {path}: is a symlink; hprobe writes only regular files (give the target's path)")
         if stat.S_ISCHR(info.st_mode):
@@ -106,6 +112,15 @@ def write_output(path: Path, data: str | bytes, option: str, overwrite: bool = T
     in place for a character device; anything else is refused."""
     check_output(path, option, overwrite)
     payload = data.encode("utf-8") if isinstance(data, str) else data  # bytes: written exactly (a patch)
+    own = _own_stream(path)
+    if own is not None:
+        try:
+            _write_to_stream(own, data)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise InputError(f"{option} {path}: cannot write: {_reason(exc)}") from None
+        return
     try:
         if stat.S_ISCHR(os.stat(path).st_mode):
             with open(path, "wb") as fh:
@@ -127,6 +142,45 @@ def write_output(path: Path, data: str | bytes, option: str, overwrite: bool = T
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
         raise InputError(f"{option} {path}: cannot write: {_reason(exc)}") from None
+
+
+def _character_device(path: Path) -> bool:
+    try:
+        return stat.S_ISCHR(os.stat(path).st_mode) or _own_stream(path) is not None
+    except OSError:
+        return False
+
+
+def _own_stream(path: Path) -> int | None:
+    """1 or 2 when `path` is this process's stdout or stderr (/dev/stdout,
+    /dev/fd/2, the terminal itself), whatever it is: a terminal, a pipe, a
+    file the shell redirected to."""
+    try:
+        target = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    for fd in (1, 2):
+        try:
+            if os.path.samestat(target, os.fstat(fd)):
+                return fd
+        except OSError:
+            continue
+    return None
+
+
+def _write_to_stream(fd: int, data: str | bytes) -> None:
+    """Written after what hprobe already printed there, never truncating it;
+    text through the stream itself, so its guard against workflow commands
+    holds for it too (a patch is bytes, written exactly)."""
+    stream = sys.stdout if fd == 1 else sys.stderr
+    if isinstance(data, str):
+        stream.write(data)
+        stream.flush()
+        return
+    stream.flush()
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def current_umask() -> int:

@@ -44,9 +44,17 @@ UNBOUNDED_WIDTH = 4000
 def make_console(stderr: bool = False) -> Console:
     plain = bool(os.environ.get("NO_COLOR"))
     stream = sys.stderr if stderr else sys.stdout
-    width = None
-    if not os.environ.get("COLUMNS", "").strip().isdigit() and not _isatty(stream):
+    columns = os.environ.get("COLUMNS", "").strip()
+    width = int(columns) if columns.isdigit() and 0 < int(columns) <= UNBOUNDED_WIDTH else None
+    if width is None:
+        # COLUMNS unset or unusable (0, huge, not a number): the terminal's own
+        # width, or unbounded for a pipe. Rich would read COLUMNS=0 as no room.
         width = UNBOUNDED_WIDTH
+        if _isatty(stream):
+            try:
+                width = os.get_terminal_size(stream.fileno()).columns or 80
+            except (OSError, ValueError, AttributeError):
+                width = 80
     return Console(stderr=stderr, no_color=plain, highlight=False, width=width)
 
 

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..tables.model import MAX_HEADS
 from .scan import ClassInfo, FunctionInfo, ModuleInfo, RepoIndex, resolve_relative
 
 # Work bounds. Steps count statements and expressions plus the items every
@@ -237,6 +238,9 @@ def evaluate_bound(index: RepoIndex, owner: ClassInfo | None, function: Function
     else:
         if isinstance(result, bool) or not isinstance(result, int):
             value = NotEvaluable(function.module.path, function.node.lineno, f"returned {type(result).__name__}, not an int")
+        elif result > MAX_HEADS:
+            # A bound on what a rule may ask to launch, applied before any set of counts is built from it.
+            value = NotEvaluable(function.module.path, interp.returned_at or function.node.lineno, f"returns {result} for {n} heads, above {MAX_HEADS}")
         else:
             value = result
     return Evaluation(value, interp.returned_at, interp.reads_flashinfer, tuple(interp.settings_read.items()), tuple(interp.platform_read.items()))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,8 @@ _SKIP_DIRS = {".git", "__pycache__", "node_modules", ".mypy_cache"}
 # vendored environments and build outputs hold classes that are not the
 # consumer's serving code. `--exclude` adds patterns.
 DEFAULT_EXCLUDES = ("tests", "test", "fixtures", ".venv", "venv", "site-packages", "build", "dist", ".tox")
-MAX_FILES = 20_000
+MAX_FILES = 20_000  # Python files of one --repo tree (vLLM has about 3,000)
+MAX_ENTRIES = 1_000_000  # files and directories walked to find them
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MAX_MRO = 64  # classes in one hierarchy; padding hierarchies are a handful deep
 MAX_NESTING = 500  # AST depth of one file (each elif is a level); real code stays far below
@@ -87,10 +89,7 @@ class RepoIndex:
     def build(cls, root: Path, excludes: tuple[str, ...] = DEFAULT_EXCLUDES) -> RepoIndex:
         index = cls(root)
         base = root if root.is_dir() else root.parent
-        for count, path in enumerate(sorted(_python_files(root, excludes)), 1):
-            if count > MAX_FILES:
-                index.problems.append(f"stopped after {MAX_FILES} files")
-                break
+        for path in sorted(_python_files(root, excludes)):
             index.files[_module_name(path.relative_to(base))] = path
         return index
 
@@ -324,22 +323,39 @@ def resolve_relative(package: str, module: str | None, level: int) -> str:
 
 
 def _python_files(root: Path, excludes: tuple[str, ...]):
+    """The tree's Python files, walked without following symlinks. A
+    directory that cannot be listed (permissions, /proc) is skipped; a tree
+    larger than the bounds is one input error, said before anything is parsed."""
     if root.is_file():
         yield root
         return
+    found = seen = 0
     stack = [root]
     while stack:
         directory = stack.pop()
         try:
-            entries = list(directory.iterdir())
+            with os.scandir(directory) as listing:
+                entries = list(listing)
         except OSError:
             continue
+        seen += len(entries)
+        if seen > MAX_ENTRIES:
+            raise InputError(f"--repo {root}: more than {MAX_ENTRIES:,} files and directories to walk; point --repo at the engine's source tree, or --exclude what is not")
         for entry in entries:
-            if entry.is_dir() and not entry.is_symlink():
-                if entry.name not in _SKIP_DIRS and not entry.name.endswith(".dist-info") and not _excluded(entry.relative_to(root), excludes):
-                    stack.append(entry)
-            elif entry.suffix == ".py" and entry.is_file() and not _excluded(entry.relative_to(root), excludes):
-                yield entry
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+                is_file = not is_dir and entry.name.endswith(".py") and entry.is_file()
+            except OSError:
+                continue
+            rel = Path(entry.path).relative_to(root)
+            if is_dir:
+                if entry.name not in _SKIP_DIRS and not entry.name.endswith(".dist-info") and not _excluded(rel, excludes):
+                    stack.append(Path(entry.path))
+            elif is_file and not _excluded(rel, excludes):
+                found += 1
+                if found > MAX_FILES:
+                    raise InputError(f"--repo {root}: more than {MAX_FILES:,} Python files; point --repo at the engine's source tree, or --exclude what is not")
+                yield Path(entry.path)
 
 
 def _excluded(rel: Path, patterns: tuple[str, ...]) -> bool:
