@@ -11,15 +11,21 @@ works in a temporary directory of its own, says so once, and answers as usual.
 from __future__ import annotations
 
 import atexit
+import errno
 import functools
 import os
 import shutil
 import tempfile
+import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from .errors import InputError
+
+T = TypeVar("T")
 
 STALE_AFTER_S = 3600.0  # temp dirs of a killed run older than this are removed
 
@@ -35,6 +41,15 @@ def configured_root() -> Path:
     return Path(user_cache_dir("hprobe"))
 
 
+# Why a cache write fails that no run can fix: full, read-only, not permitted.
+# Anything else (a damaged entry, a file where a directory should be) is not
+# a reason to abandon the cache.
+UNWRITABLE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
+
+_fallback: list[tuple[Path, str]] = []  # the temporary cache this run moved to, and why
+_lock = threading.Lock()
+
+
 @functools.cache
 def _usable(root: Path) -> tuple[Path, str | None]:
     """(directory to use, note) for a configured root."""
@@ -43,23 +58,47 @@ def _usable(root: Path) -> tuple[Path, str | None]:
     try:
         root.mkdir(parents=True, exist_ok=True)
         probe = root / f".write-test-{uuid.uuid4().hex}"
-        probe.write_bytes(b"")
-        probe.unlink()
+        try:
+            probe.write_bytes(bytes(4096))  # an empty file fits even on a full disk
+        finally:
+            probe.unlink(missing_ok=True)
         return root, None
     except OSError as exc:
-        fallback = Path(tempfile.mkdtemp(prefix="hprobe-cache-"))
-        atexit.register(shutil.rmtree, fallback, True)
-        reason = exc.strerror or type(exc).__name__
-        return fallback, f"the cache {root} cannot be written ({reason}): this run fetched and probed without it"
+        return _fall_back(root, exc), None
+
+
+def _fall_back(configured: Path, exc: OSError) -> Path:
+    """Move this run to a temporary cache of its own, once; say so in `note()`."""
+    with _lock:
+        if not _fallback:
+            path = Path(tempfile.mkdtemp(prefix="hprobe-cache-"))
+            atexit.register(shutil.rmtree, path, True)
+            reason = exc.strerror or type(exc).__name__
+            _fallback.append((path, f"the cache {configured} cannot be written ({reason}): this run fetched and probed without it"))
+        return _fallback[0][0]
 
 
 def root() -> Path:
-    return _usable(configured_root())[0]
+    usable = _usable(configured_root())[0]
+    return _fallback[0][0] if _fallback else usable
 
 
 def note() -> str | None:
     """One line when this run could not use the configured cache."""
-    return _usable(configured_root())[1]
+    return _fallback[0][1] if _fallback else None
+
+
+def with_fallback(action: Callable[[], T]) -> T:
+    """`action`, and once more in the temporary cache should the configured
+    one turn out unwritable part way (a disk that fills while a wheel is
+    fetched or unpacked)."""
+    try:
+        return action()
+    except OSError as exc:
+        if exc.errno not in UNWRITABLE or _fallback:
+            raise
+        _fall_back(configured_root(), exc)
+        return action()
 
 
 def directory(name: str) -> Path:
@@ -67,6 +106,9 @@ def directory(name: str) -> Path:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
+        if exc.errno in UNWRITABLE and not _fallback:
+            _fall_back(configured_root(), exc)
+            return directory(name)
         raise InputError(f"cache directory {path}: cannot be created ({exc.strerror or type(exc).__name__})") from None
     return path
 

@@ -18,7 +18,7 @@ import typer
 
 from . import __version__
 from .errors import HprobeError, InputError
-from .fileio import check_output, write_output
+from .fileio import SiteWriter, check_output, write_output
 from .tables.model import MAX_HEADS
 
 if TYPE_CHECKING:
@@ -507,7 +507,7 @@ def matrix(
 
             pivot_cells(report, *dims)  # an impossible pivot is an input error before any output
         _formatter(json_output).matrix(report, grid=grid, pivot=dims)
-        return 0
+        return report.exit_code
 
     _run(job)
 
@@ -586,21 +586,21 @@ def report(
     and with --table or --repo each padding table's verdicts release by release."""
 
     def job() -> int:
+        site = SiteWriter(output, ("index.html", "matrix.md", "matrix.json"), "--output", force)
+        try:
+            return _report(site)
+        finally:
+            site.discard()
+
+    def _report(site: SiteWriter) -> int:
         from .drift import release_labels
+        from .formats.escape import visible
         from .formats.html_site import render_site
         from .formats.json_format import JsonFormatter
         from .formats.markdown import MarkdownFormatter
         from .service import run_matrix
         from .targets import parse_heads
 
-        if output.exists() and not output.is_dir():
-            raise InputError(f"--output {output}: not a directory")
-        files = {name: output / name for name in ("index.html", "matrix.md", "matrix.json")}
-        if output.is_dir():
-            for path in files.values():
-                check_output(path, "--output", overwrite=force)
-        elif not output.parent.is_dir():
-            raise InputError(f"--output {output}: the directory {output.parent} does not exist")
         wanted = parse_heads(heads)
         rules = None
         if table or repo is not None:  # read and checked before anything is probed
@@ -614,14 +614,11 @@ def report(
             if rules is not None:
                 rules.flashinfer = ",".join(labels)
                 tables = rules.run(rule_tables, repo_tables, False, not no_cache, progress)
-        output.mkdir(exist_ok=True)
         markdown, document = io.StringIO(), io.StringIO()
         MarkdownFormatter(markdown).matrix(matrix_report)
         JsonFormatter(document).matrix(matrix_report)
-        write_output(files["index.html"], render_site(matrix_report, tables), "--output", overwrite=True)
-        write_output(files["matrix.md"], markdown.getvalue(), "--output", overwrite=True)
-        write_output(files["matrix.json"], document.getvalue(), "--output", overwrite=True)
-        typer.echo(f"wrote {output}/index.html, matrix.md, matrix.json: {len(matrix_report.releases)} releases, {len(matrix_report.keys)} variants", err=True)
+        site.commit({"index.html": render_site(matrix_report, tables), "matrix.md": markdown.getvalue(), "matrix.json": document.getvalue()})
+        _say(f"wrote {visible(str(output))}/index.html, matrix.md, matrix.json: {len(matrix_report.releases)} releases, {len(matrix_report.keys)} variants")
         return 0
 
     _run(job)

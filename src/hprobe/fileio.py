@@ -10,6 +10,7 @@ FIFO or a directory: those are refused before any work is done.
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import sys
 import tempfile
@@ -192,3 +193,81 @@ def current_umask() -> int:
 
 def _reason(exc: BaseException) -> str:
     return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+
+
+class SiteWriter:
+    """A directory of files written all or nothing (`hprobe report -o`).
+
+    Everything that can be refused is refused when this is made, before any
+    probing: a symlink, a file where the directory should be, files that exist
+    without --force, a parent that does not exist or cannot be written (a
+    scratch directory is made beside the target to prove it). `commit` writes
+    every file to a temporary name first and puts them in place only once all
+    are written: a new site by renaming its scratch directory into place, an
+    existing one file by file, each by an atomic rename. A failure leaves the
+    previous site as it was, and no scratch files behind."""
+
+    def __init__(self, target: Path, names: tuple[str, ...], option: str, overwrite: bool):
+        self.target, self.names, self.option = target, names, option
+        self.scratch: Path | None = None
+        try:
+            info = os.lstat(target)
+        except FileNotFoundError:
+            info = None
+        except OSError as exc:
+            raise InputError(f"{option} {target}: {_reason(exc)}") from None
+        if info is not None and stat.S_ISLNK(info.st_mode):
+            raise InputError(f"{option} {target}: is a symlink; give the directory's own path")
+        if info is not None and not stat.S_ISDIR(info.st_mode):
+            raise InputError(f"{option} {target}: not a directory")
+        if info is None:
+            parent = target.parent if str(target.parent) else Path(".")
+            if not parent.is_dir():
+                raise InputError(f"{option} {target}: the directory {parent} does not exist")
+            try:
+                self.scratch = Path(tempfile.mkdtemp(dir=parent, prefix=f".{target.name}."))
+            except OSError as exc:
+                raise InputError(f"{option} {target}: cannot create it: {_reason(exc)}") from None
+        else:
+            for name in names:
+                check_output(target / name, option, overwrite)
+            try:  # proven writable now, not after the probing
+                fd, probe = tempfile.mkstemp(dir=target, prefix=".hprobe-", suffix=".tmp")
+                os.close(fd)
+                os.unlink(probe)
+            except OSError as exc:
+                raise InputError(f"{option} {target}: cannot write in it: {_reason(exc)}") from None
+
+    def commit(self, files: dict[str, str]) -> None:
+        assert set(files) == set(self.names)
+        if self.scratch is not None:
+            try:
+                for name, text in files.items():
+                    path = self.scratch / name
+                    path.write_bytes(text.encode("utf-8"))
+                    os.chmod(path, 0o666 & ~current_umask())
+                os.chmod(self.scratch, 0o777 & ~current_umask())
+                os.rename(self.scratch, self.target)  # fails, rather than merge, if it appeared meanwhile
+            except OSError as exc:
+                raise InputError(f"{self.option} {self.target}: cannot write: {_reason(exc)}") from None
+            self.scratch = None
+            return
+        written: list[tuple[str, Path]] = []
+        try:
+            for name, text in files.items():
+                fd, tmp = tempfile.mkstemp(dir=self.target, prefix=f".{name}.", suffix=".tmp")
+                written.append((tmp, self.target / name))
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(text.encode("utf-8"))
+                os.chmod(tmp, 0o666 & ~current_umask())
+        except OSError as exc:
+            for tmp, _ in written:
+                Path(tmp).unlink(missing_ok=True)
+            raise InputError(f"{self.option} {self.target}: cannot write: {_reason(exc)}; the site there is unchanged") from None
+        for tmp, path in written:
+            os.replace(tmp, path)
+
+    def discard(self) -> None:
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None

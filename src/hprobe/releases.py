@@ -9,6 +9,7 @@ flashinfer versions.
 from __future__ import annotations
 
 import csv
+import errno
 import functools
 import hashlib
 import importlib.metadata as md
@@ -67,14 +68,14 @@ def resolve(item: str) -> Release:
     if item.endswith(".whl") or path.is_file():
         if not path.is_file():
             raise InputError(f"--flashinfer {item}: no such wheel file")
-        return _from_wheel(path, label=item)
+        return cache.with_fallback(lambda: _from_wheel(path, label=item))
     if path.is_dir():
         return _from_directory(path, label=item)
     try:
         Version(item)
     except InvalidVersion:
         raise InputError(f"--flashinfer {item!r}: not a release number, wheel file or directory") from None
-    return _from_wheel(fetch_wheel(item), label=item)
+    return cache.with_fallback(lambda: _from_wheel(fetch_wheel(item), label=item))
 
 
 # Bounds on the subprocesses hprobe starts, in seconds (README "Releases that are not installed").
@@ -105,6 +106,8 @@ def fetch_wheel(version: str) -> Path:
                "--disable-pip-version-check", "-q", "-d", tmp, f"{DIST}=={version}"]
         proc = _pip(cmd, f"cannot fetch {DIST}=={version}")
         got = list(Path(tmp).glob("*.whl"))
+        if proc.returncode != 0 and ("[Errno 28]" in proc.stderr or "No space left" in proc.stderr):
+            raise OSError(errno.ENOSPC, f"no space left in {wheels}")  # the cache's disk, not the index
         if proc.returncode != 0 or not got:
             raise InputError(f"cannot fetch {DIST}=={version}: {_pip_reason(proc)}")
         target = wheels / got[0].name
@@ -264,6 +267,8 @@ def _unpack(wheel: Path, tree: Path, label: str) -> None:
     except (zipfile.BadZipFile, EOFError, zipfile.LargeZipFile, NotImplementedError, ValueError) as exc:
         raise InputError(f"--flashinfer {label}: {wheel} is not a valid wheel ({type(exc).__name__}: {exc})") from None
     except OSError as exc:
+        if exc.errno in cache.UNWRITABLE:
+            raise  # the cache's own failure: the caller moves to a temporary one
         raise InputError(f"--flashinfer {label}: cannot unpack {wheel} into {tree.parent}: {exc.strerror or exc}") from None
 
 

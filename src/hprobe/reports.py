@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from . import __version__
 from .core import Finding, exit_code
 from .envinfo import distribution_version, flashinfer_origin
-from .errors import InputError
-from .outcome import KernelSMResult
+from .errors import EXIT_INCONCLUSIVE, InputError
+from .outcome import KernelSMResult, Outcome
 from .tables import PaddingTable
 from .targets import Targets
 
@@ -93,11 +93,19 @@ class MatrixReport:
     def results(self) -> list[KernelSMResult]:
         return [r for rel in self.releases for r in rel.results.values()]
 
+    @property
+    def exit_code(self) -> int:
+        """3 when nothing was answered (every cell inconclusive): a gate reading
+        the exit code must not take an empty matrix for a full one."""
+        answered = any(h.outcome is not Outcome.INCONCLUSIVE for r in self.results for h in r.heads.values())
+        return 0 if answered else EXIT_INCONCLUSIVE
+
     def to_dict(self) -> dict:
         return {
             **_header("hprobe.matrix/2", self.flashinfer, self.releases, self.targets),
             "heads": {"min": min(self.heads), "max": max(self.heads), "count": len(self.heads)},
             "results": [r.to_dict() for r in self.results],
+            "exit_code": self.exit_code,
         }
 
 
