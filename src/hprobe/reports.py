@@ -118,10 +118,17 @@ class CheckReport:
     strict: bool
     notes: list[str] = field(default_factory=list)
     drift: DiffReport | None = None  # `--baseline`: what changed since a recorded matrix
+    planned: list[str] = field(default_factory=list)  # the releases asked for (labels), probed or not
 
     @property
     def flashinfer(self) -> FlashinferInfo:
-        return self.releases[0].info if self.releases else installed_flashinfer_info()
+        if self.releases:
+            return self.releases[0].info
+        named = [label for label in self.planned if label != INSTALLED]
+        if named:
+            # Nothing was probed: name the releases asked for, not the one installed here.
+            return FlashinferInfo(", ".join(named), "not probed")
+        return installed_flashinfer_info()
 
     @property
     def exit_code(self) -> int:

@@ -122,7 +122,8 @@ def run_check(
         notes.extend(table_notes)
     if not findings:
         notes.append("nothing was checked: no backend of the tables runs on the SMs selected")
-    return CheckReport(list(probed.values()), targets, tables, findings, strict, notes)
+    planned = list(dict.fromkeys(label for labels in plan.values() for label in labels))
+    return CheckReport(list(probed.values()), targets, tables, findings, strict, notes, planned=planned)
 
 
 def releases_for(table: PaddingTable, flashinfer_spec: str | None, pin: str | None, progress: Progress = quiet) -> tuple[list[str], list[str]]:

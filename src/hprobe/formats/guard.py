@@ -23,8 +23,9 @@ _V1_COMMAND = "##["
 
 
 class CommandGuard(io.TextIOBase):
-    def __init__(self, raw: TextIO):
+    def __init__(self, raw: TextIO, name: str = "the output"):
         self.raw = raw
+        self.name = name
         self._line = ""  # what was written of the current line while it may still open a command
         self._open = True  # the current line may still turn into `::...`
 
@@ -71,7 +72,13 @@ class CommandGuard(io.TextIOBase):
                 else:
                     self._open = False
             out.append(piece.replace(_V1_COMMAND, "#\\#["))
-        self.raw.write("".join(out))
+        try:
+            self.raw.write("".join(out))
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            exc.filename = exc.filename or self.name  # the one line says which stream failed
+            raise
         return len(s)
 
     def flush(self) -> None:
@@ -79,6 +86,11 @@ class CommandGuard(io.TextIOBase):
             self.raw.flush()
         except ValueError:  # closed at interpreter exit
             pass
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            exc.filename = exc.filename or self.name
+            raise
 
     def command_line(self, line: str) -> None:
         """One workflow command of hprobe's own (an annotation), on a line of its own."""
@@ -98,7 +110,7 @@ def install() -> None:
             stream.reconfigure(errors="backslashreplace")
         except (AttributeError, ValueError, io.UnsupportedOperation):
             pass
-        setattr(sys, name, CommandGuard(stream))
+        setattr(sys, name, CommandGuard(stream, name))
 
 
 def write_command(stream: TextIO, line: str) -> None:

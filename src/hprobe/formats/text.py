@@ -55,7 +55,14 @@ def make_console(stderr: bool = False) -> Console:
                 width = os.get_terminal_size(stream.fileno()).columns or 80
             except (OSError, ValueError, AttributeError):
                 width = 80
-    return Console(stderr=stderr, no_color=plain, highlight=False, width=width)
+    return _Console(stderr=stderr, no_color=plain, highlight=False, width=width)
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        # Rich would exit 1 here, which a CI gate reads as "broken"; the CLI
+        # ends a closed pipe quietly with the status other tools give it.
+        raise BrokenPipeError()
 
 
 def _isatty(stream) -> bool:

@@ -7,6 +7,7 @@ being judged. Each padded count keeps the branch that produced it."""
 from __future__ import annotations
 
 import ast
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,6 +98,9 @@ def load_settings(index: RepoIndex, spec: SettingsSpec | None, overrides: dict[s
     return Settings(spec.object, spec.accessor, values, problems)
 
 
+MAX_SETTING_BITS = 4096  # as for every integer a rule computes (README, Bounds)
+
+
 def _parse_setting(name: str, kind: str, text: str) -> Any:
     try:
         if "Bool" in kind:
@@ -105,9 +109,15 @@ def _parse_setting(name: str, kind: str, text: str) -> Any:
                 raise ValueError(text)
             return lowered in ("1", "true", "yes", "on")
         if "Int" in kind:
-            return int(text)
+            value = int(text)
+            if value.bit_length() > MAX_SETTING_BITS:
+                raise InputError(f"--set {name}: an integer of {value.bit_length()} bits, more than {MAX_SETTING_BITS}")
+            return value
         if "Float" in kind:
-            return float(text)
+            number = float(text)
+            if not math.isfinite(number):
+                raise ValueError(text)
+            return number
     except ValueError:
         raise InputError(f"--set {name}={text}: not a value of its type ({kind})") from None
     return text
