@@ -15,15 +15,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import stat
 import subprocess
 import sys
 import threading
 import time
+import unicodedata
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -140,6 +143,28 @@ def _class_chain(arena: Path) -> None:
     lines = [PLANT, "class C0:\n    @classmethod\n    def get_padded_num_q_heads(cls, n):\n        return n\n"]
     lines += [f"class C{i}(C{i - 1}):\n    pass\n" for i in range(1, 3000)]
     _write("repo/chain.py", "".join(lines))(arena)
+
+
+def _many_files(arena: Path) -> None:
+    base = arena / "big" / "pkg"
+    base.mkdir(parents=True)
+    for i in range(20_001):
+        (base / f"m{i}.py").write_bytes(b"")
+
+
+def _settings_repo(arena: Path) -> None:
+    """A rule that pads to an integer setting, beside a float one."""
+    environ = "class EnvInt:\n    def __init__(self, default):\n        self.default = default\n\nclass EnvFloat(EnvInt):\n    pass\n\nclass Envs:\n    PAD = EnvInt(64)\n    SCALE = EnvFloat(1.0)\n\nenvs = Envs()\n"
+    rules = "from .environ import envs\n\nclass Rule:\n    def get_padded_num_q_heads(self):\n        return max(self.n_local, envs.PAD.get())\n"
+    _write("srepo/__init__.py", PLANT)(arena)
+    _write("srepo/environ.py", PLANT + environ)(arena)
+    _write("srepo/rules.py", PLANT + rules)(arena)
+    _write("sm.toml", '[mapping]\nmethod = "get_padded_num_q_heads"\n\n[instance]\nn_local = "n"\n\n[settings]\nmodule = "environ"\nobject = "envs"\naccessor = "get"\n' + MAPPING)(arena)
+
+
+def _renamed_fake_release(arena: Path) -> None:
+    """The 0.0.1 fake release under a 0.6.14 wheel's file name."""
+    _fake_release(arena).rename(arena / "flashinfer_python-0.6.14-py3-none-any.whl")
 
 
 NO_RULE = _all(_write("repo/__init__.py", PLANT), _write("repo/rules.py", PLANT + "X = 1\n"))
@@ -265,6 +290,26 @@ CASES: list[Case] = [
     Case("cache-dir-is-a-file", ["check", "--table", "{A}/t.toml", "--flashinfer", "{A}/w.whl"], 2, "HPROBE_CACHE_DIR", _all(_write("t.toml", TABLE.format(rule="no_padding = true")), _wheel("w.whl", {"flashinfer/__init__.py": b""}), _write("cachefile", "x")), {"HPROBE_CACHE_DIR": "{A}/cachefile"}),
     Case("cache-dir-empty-setting", ["check", "--table", "{A}/t.toml", "--flashinfer", "{A}/w.whl"], 2, "HPROBE_CACHE_DIR is set but empty", _all(_write("t.toml", TABLE.format(rule="no_padding = true")), _wheel("w.whl", {"flashinfer/__init__.py": b""})), {"HPROBE_CACHE_DIR": ""}),
     Case("cache-unwritable", ["check", "--table", "{A}/t.toml", "--flashinfer", "{A}/w.whl"], 1, "cannot be written", _all(_write("t.toml", TABLE.format(rule="no_padding = true")), _wheel("w.whl", {"flashinfer/__init__.py": b""})), {"HPROBE_CACHE_DIR": "/proc/hprobe-cache"}, bound_s=60),
+    # -- round three: failures the user or the machine causes, each one line ----------------
+    Case("repo-too-many-files", ["check", "--repo", "{A}/big"], 2, "more than 20,000 Python files", _many_files, bound_s=120),
+    Case("repo-proc", ["check", "--repo", "/proc"], 3, "0 Python files read"),
+    Case("table-through-a-file", ["check", "--table", "{A}/f/t.toml"], 2, "Not a directory", _write("f", "x")),
+    Case("table-symlink-loop", ["check", "--table", "{A}/loop"], 2, "Too many levels of symbolic links", _symlink("loop", "loop")),
+    Case("output-empty-report", ["report", "--releases", "0.6.14", "-o", ""], 2, "empty path"),
+    Case("output-empty-junit", ["check", "--junit", ""], 2, "empty path"),
+    Case("output-empty-repo", ["check", "--repo", ""], 2, "empty path"),
+    Case("report-dangling-symlink", ["report", "--releases", "0.6.14", "-o", "{A}/site"], 2, "is a symlink", _symlink("site", "nowhere"), bound_s=15),
+    Case("report-under-proc", ["report", "--releases", "0.6.14", "-o", "/proc/hprobe-site"], 2, "cannot create it", bound_s=15),
+    Case("report-existing-files", ["report", "--releases", "0.6.14", "-o", "{A}/site"], 2, "pass --force", _write("site/matrix.md", "mine"), bound_s=15),
+    Case("rule-result-above-bound", ["check", "--repo", "{A}/repo", "--mapping", "{A}/m.toml"], 3, "returns 100000000 for 8 heads, above 4096", _all(_rule("return 10**8 if n == 8 else max(n, 64)"), _write("m.toml", MAPPING)), bound_s=120),
+    Case("set-integer-too-large", ["check", "--repo", "{A}/srepo", "--mapping", "{A}/sm.toml", "--set", "PAD=" + "9" * 4000], 2, "more than 4096", lambda a: _settings_repo(a)),
+    Case("set-makes-rule-ask-100000", ["check", "--repo", "{A}/srepo", "--mapping", "{A}/sm.toml", "--set", "PAD=100000"], 3, "returns 100000 for", lambda a: _settings_repo(a), bound_s=120),
+    Case("set-float-not-finite", ["check", "--repo", "{A}/srepo", "--mapping", "{A}/sm.toml", "--set", "SCALE=1e999"], 2, "not a value of its type", lambda a: _settings_repo(a)),
+    Case("wheel-name-and-metadata-differ", ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/flashinfer_python-0.6.14-py3-none-any.whl"], 2, "file name says 0.6.14 but its METADATA says 0.0.1", lambda a: _renamed_fake_release(a)),
+    Case("matrix-all-inconclusive", ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/fi"], 3, "inconclusive", _write("fi/flashinfer/__init__.py", "raise ImportError('not a real release')\n"), bound_s=120),
+    Case("columns-zero", ["check", "--table", "{A}/t.toml"], 0, "5 ok", _write("t.toml", TABLE.format(rule="pad_to = [8, 16, 32, 64, 128]")), {"COLUMNS": "0"}, bound_s=120),
+    Case("ascii-stdout", ["check", "--table", "{A}/t.toml", "--details"], 0, "\\u2192", lambda a: _hostile_table(a), {"PYTHONIOENCODING": "ascii", "LC_ALL": "C"}, bound_s=120),
+
 ]
 
 
@@ -469,9 +514,16 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_sigterm_leaves_no_worker_behind(tmp_path):
-    """SIGTERM (a CI job cancelled) ends hprobe with 143 and takes the release
-    worker, hanging in a flashinfer import, with it."""
+@pytest.mark.parametrize("signame, code, said", [
+    ("SIGTERM", 143, "hprobe: terminated"),
+    ("SIGHUP", 129, "hprobe: stopped by SIGHUP"),
+    ("SIGQUIT", 131, "hprobe: stopped by SIGQUIT"),
+    ("SIGINT", 130, "hprobe: interrupted"),
+])
+def test_every_ending_signal_leaves_no_worker_behind(tmp_path, signame, code, said):
+    """A CI job cancelled (TERM), a terminal closed (HUP), Ctrl-\\ (QUIT) or Ctrl-C
+    ends hprobe with 128+signal and takes the release worker, hanging in a
+    flashinfer import, with it."""
     import signal
 
     (tmp_path / "tmp").mkdir()
@@ -486,9 +538,9 @@ def test_sigterm_leaves_no_worker_behind(tmp_path):
         assert time.monotonic() < deadline and proc.poll() is None, "the worker never started"
         time.sleep(0.1)
     worker = int(pid_file.read_text())
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(getattr(signal, signame))
     _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 143 and err.strip() == "hprobe: terminated"
+    assert proc.returncode == code and err.strip() == said, (proc.returncode, err)
     with pytest.raises(ProcessLookupError):
         os.kill(worker, 0)
     assert not list((tmp_path / "tmp").iterdir())
@@ -509,3 +561,315 @@ def test_a_damaged_cached_wheel_is_fetched_again(tmp_path):
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout) == json.loads(first.stdout)
     assert wheel.read_bytes() == good
+
+
+# == Round three: every output format against a corpus of hostile strings ====================
+#
+# Each class below is a property of a format or a writer, checked across every
+# field a consumer controls (table, model, backend and source names in a table;
+# a --repo directory, a mapping's model, a setting's declared default; paths and
+# values in error lines), so a field or a format added later cannot skip it.
+
+HOSTILE = (
+    "\n::error::injected%0A::warning::pct\r\n  ::stop-commands::tok\r::notice::cr ##[error]v1 "
+    "[/] [bold red]mk[/] [link=https://e.x]l[/link] \x1b[31mred\x1b]8;;http://e.x\x07 "
+    "\x00\x07\x0b\x0c\x7f\x85\x9b\u2028\u202e\ufffe `tick`` a|b <script>alert(1)</script> &amp; *em* _u_ ~~s~~ \U0001F600 end\\"
+)
+VISIBLE = "\\x1b[31mred"  # how the text formats show the corpus's ESC sequence
+# What hprobe's own annotations look like; any other line a runner would read as a command is an injection.
+OWN_ANNOTATION = re.compile(r"::(error|warning|notice) file=[^,\r\n]*(,line=\d+)?,title=hprobe%3A [^,:\r\n]*::[^\r\n]*")
+
+
+def _toml_string(text: str) -> str:
+    """A TOML basic string for any text (escapes written independently of hprobe's own writer)."""
+    out = []
+    for ch in text:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") or ch in "\ufffe\uffff":
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def _hostile_table(arena: Path) -> None:
+    q = _toml_string
+    body = (
+        f"[table]\nname = {q('T' + HOSTILE)}\nsource = {q('S' + HOSTILE)}\n\n"
+        f"[model]\nname = {q('M' + HOSTILE)}\nnum_q_heads = 128\ntp = [1, 2, 4, 8, 16]\n\n"
+        f"[[backend]]\nname = {q('B' + HOSTILE)}\nkernel = \"dsv4-sparse-mla\"\nsm = [100]\npad_to = [64, 128]\n"
+    )
+    _write("t.toml", body)(arena)
+
+
+HOSTILE_DIR = "r\n::error::dir ##[error]d"
+
+
+def _hostile_repo(arena: Path) -> None:
+    """A tree whose directory name, mapping model and setting default are the corpus."""
+    root = arena / HOSTILE_DIR
+    environ = PLANT + "class EnvStr:\n    def __init__(self, default):\n        self.default = default\n\n" + f"class Envs:\n    MODE = EnvStr({HOSTILE!r})\n\nenvs = Envs()\n"
+    rules = PLANT + "from .environ import envs\n\nclass Rule:\n    def get_padded_num_q_heads(self):\n        if envs.MODE.get() == 'unpadded':\n            return self.n_local\n        return max(self.n_local, 64)\n"
+    _write(f"{HOSTILE_DIR}/__init__.py", PLANT)(arena)
+    _write(f"{HOSTILE_DIR}/environ.py", environ)(arena)
+    _write(f"{HOSTILE_DIR}/rules.py", rules)(arena)
+    mapping = (
+        '[mapping]\nmethod = "get_padded_num_q_heads"\n\n[instance]\nn_local = "n"\n\n'
+        '[settings]\nmodule = "environ"\nobject = "envs"\naccessor = "get"\n\n'
+        f"[[model]]\nname = {_toml_string('M' + HOSTILE)}\nnum_q_heads = 128\ntp = [1, 2, 4, 8, 16]\n\n"
+        '[[class]]\nname = "Rule"\nkernel = "dsv4-sparse-mla"\nsm = [100]\n'
+    )
+    _write("m.toml", mapping)(arena)
+    assert root.is_dir()
+
+
+def _runner_commands(text: str, annotations_allowed: bool) -> list[str]:
+    """Lines a GitHub runner would execute as workflow commands (v2 after leading
+    white space, v1 `##[` anywhere), less hprobe's own annotations when allowed."""
+    found = []
+    for line in re.split(r"\r\n|\n|\r", text):
+        body = line.lstrip()
+        if body.startswith("::") and not (annotations_allowed and OWN_ANNOTATION.fullmatch(line)):
+            found.append(line)
+        elif "##[" in line:
+            found.append(line)
+    return found
+
+
+def _shown_as_text(output: str) -> None:
+    """Text output: no control character but newline (NO_COLOR, a pipe: Rich sends
+    no styling), the corpus shown, markup shown rather than read."""
+    bad = [hex(ord(c)) for c in output if (unicodedata.category(c) == "Cc" and c not in "\n") or c in "\u2028\u2029\u202e"]
+    assert not bad, bad[:10]
+    assert VISIBLE in output and "[bold red]mk[/]" in output and "[link=https://e.x]l[/link]" in output
+
+
+def _rendered_markdown(text: str) -> str:
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(text)
+
+
+class _Cells(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[int] = []
+        self.tags: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        if tag == "tr":
+            self.rows.append(0)
+        elif tag in ("td", "th") and self.rows:
+            self.rows[-1] += 1
+
+
+def _markdown_holds(text: str, holds_corpus: bool = True) -> None:
+    html_out = _rendered_markdown(text)
+    parser = _Cells()
+    parser.feed(html_out)
+    # Only hprobe's own markup: bold, code, its tables, lists and <details>.
+    assert set(parser.tags) <= {"h2", "h3", "p", "strong", "code", "ul", "li", "table", "thead", "tbody", "tr", "th", "td", "details", "summary"}, set(parser.tags)
+    widths = set(parser.rows)
+    assert len(widths) <= 2, f"table rows of differing widths: {widths}"  # the findings table and the ok table
+    assert "<script" not in html_out and ("alert(1)" in html_out) == holds_corpus
+
+
+class TestEveryFormatEscapesEveryField:
+    """One run per format over a table whose every name is the corpus."""
+
+    @pytest.mark.parametrize("fmt", ["text", "markdown", "json"])
+    def test_check_output(self, tmp_path, fmt):
+        arena = tmp_path
+        (arena / "tmp").mkdir()
+        _hostile_table(arena)
+        proc = run_hprobe(["check", "--table", "{A}/t.toml", "--format", fmt, "--details"], arena)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr[-2000:]
+        assert not _runner_commands(proc.stdout + proc.stderr, annotations_allowed=False)
+        if fmt == "text":
+            _shown_as_text(proc.stdout)
+        elif fmt == "markdown":
+            _markdown_holds(proc.stdout)
+        else:
+            doc = json.loads(proc.stdout)
+            assert {f["model"] for f in doc["findings"]} == {"M" + HOSTILE}  # data formats keep the string exactly
+
+    def test_github_annotations_and_junit(self, tmp_path):
+        arena = tmp_path
+        (arena / "tmp").mkdir()
+        _hostile_table(arena)
+        proc = run_hprobe(["check", "--table", "{A}/t.toml", "--junit", "{A}/r.xml"], arena, env={"GITHUB_ACTIONS": "true"})
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        annotations = [line for line in proc.stderr.splitlines() if line.startswith("::")]
+        assert annotations and all(OWN_ANNOTATION.fullmatch(line) for line in annotations), annotations
+        assert not _runner_commands(proc.stdout + proc.stderr, annotations_allowed=True)
+        import xml.etree.ElementTree as ET
+
+        root = ET.parse(arena / "r.xml").getroot()  # XML 1.0 whatever the names hold
+        names = [case.get("name") or "" for case in root.iter("testcase")]
+        assert len(names) == 5 and all(VISIBLE in name for name in names)
+
+    def test_report_page(self, tmp_path):
+        arena = tmp_path
+        (arena / "tmp").mkdir()
+        _hostile_table(arena)
+        proc = run_hprobe(["report", "--releases", "0.6.14", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "1-16", "--table", "{A}/t.toml", "-o", "{A}/site"], arena,
+                          env={"HPROBE_CACHE_DIR": str(_user_cache())}, timeout=900)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        page = (arena / "site" / "index.html").read_text()
+        parser = _Cells()
+        parser.feed(page)
+        assert "script" not in parser.tags and "<script" not in page and "&lt;script&gt;" in page
+        assert "[bold red]mk[/]" in page and "\x1b" not in page and "\x00" not in page
+        _markdown_holds((arena / "site" / "matrix.md").read_text(), holds_corpus=False)  # the matrix names no table
+
+    def test_toml_written_reads_back_equal(self, tmp_path):
+        """suggest -o writes the table hprobe reads back with every name equal."""
+        arena = tmp_path
+        (arena / "tmp").mkdir()
+        _hostile_table(arena)
+        proc = run_hprobe(["suggest", "--table", "{A}/t.toml", "-o", "{A}/out.toml"], arena)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        import tomllib
+
+        original = tomllib.loads((arena / "t.toml").read_text())
+        written = tomllib.loads((arena / "out.toml").read_text())
+        assert written["model"][0]["name"] == original["model"]["name"] == "M" + HOSTILE
+        assert [b["name"] for b in written["backend"]] == [original["backend"][0]["name"]]
+        again = run_hprobe(["check", "--table", "{A}/out.toml", "--format", "json"], arena)
+        assert again.returncode == 0 and {f["backend"] for f in json.loads(again.stdout)["findings"]} == {"B" + HOSTILE}
+
+    @pytest.mark.parametrize("fmt", ["text", "markdown"])
+    def test_repo_names_settings_and_mapping_texts(self, tmp_path, fmt):
+        arena = tmp_path
+        (arena / "tmp").mkdir()
+        _hostile_repo(arena)
+        proc = run_hprobe(["check", "--repo", "{A}/" + HOSTILE_DIR, "--mapping", "{A}/m.toml", "--format", fmt, "--details"], arena, env={"GITHUB_ACTIONS": "true"})
+        assert proc.returncode in (0, 3) and "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr[-2000:]
+        assert not _runner_commands(proc.stdout + proc.stderr, annotations_allowed=True)
+        assert "\\x0a::error::dir" in proc.stdout + proc.stderr  # the directory, shown
+        assert "MODE=\\x0a::error::injected" in proc.stdout  # the setting's declared default, shown as the branch taken
+        if fmt == "markdown":
+            _markdown_holds(proc.stdout)
+        assert not (arena / RAN).exists()
+        extract = run_hprobe(["table", "extract", "--repo", "{A}/" + HOSTILE_DIR, "--mapping", "{A}/m.toml", "-o", "{A}/x.toml"], arena)
+        assert extract.returncode == 0, extract.stderr
+        import tomllib
+
+        assert tomllib.loads((arena / "x.toml").read_text())["model"][0]["name"] == "M" + HOSTILE
+
+
+def _user_cache() -> Path:
+    """The shared cache, where the report tests' releases are already unpacked."""
+    from platformdirs import user_cache_dir
+
+    return Path(os.environ.get("HPROBE_CACHE_DIR") or user_cache_dir("hprobe"))
+
+
+class TestErrorLinesEscapeWhatTheyQuote:
+    """An error line quoting a path or a value from the user is still one line,
+    and no runner command."""
+
+    @pytest.mark.parametrize("args", [
+        ["check", "--table", "{A}/x\n::error::path.toml"],
+        ["check", "--tp", "\n::error::value"],
+        ["check", "--repo", "{A}/repo", "--set", "no-equals\n::error::set"],
+        ["matrix", "-k", "\n::error::kernel"],
+        ["check", "--pin", "flashinfer-python==\n::error::pin"],
+        ["check", "--flashinfer", "\n::error::release"],
+    ], ids=["path", "int-value", "set-value", "kernel", "pin", "release"])
+    def test_one_line_no_command(self, tmp_path, args):
+        (tmp_path / "tmp").mkdir()
+        _rule("return n")(tmp_path)
+        proc = run_hprobe(args, tmp_path)
+        assert proc.returncode == 2 and proc.stdout == ""
+        [line] = proc.stderr.splitlines()
+        assert line.startswith("hprobe: error: ") and "::error::" in line  # quoted, within the one line
+        assert not _runner_commands(proc.stderr, annotations_allowed=False)
+
+
+class TestStreamsAndWriters:
+    """What hprobe writes to: a full stdout, a closed pipe, stdout by name, a
+    site on a disk that fills, a cache on a full disk."""
+
+    def _env(self, arena: Path, **extra: str) -> dict[str, str]:
+        return dict(os.environ, NO_COLOR="1", HPROBE_CACHE_DIR=str(arena / "cache"), TMPDIR=str(arena / "tmp"), HPROBE_TEST_ARENA=str(arena)) | extra
+
+    def test_a_full_stdout_is_one_line(self, tmp_path):
+        (tmp_path / "tmp").mkdir()
+        with open("/dev/full", "w") as full:
+            proc = subprocess.run([str(HPROBE), "kernels"], cwd=tmp_path, env=self._env(tmp_path), stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.splitlines() == ["hprobe: error: stdout: No space left on device (ENOSPC)"]
+
+    def test_a_closed_pipe_ends_quietly(self, tmp_path):
+        (tmp_path / "tmp").mkdir()
+        for args in (["kernels"], ["kernels", "--json"]):
+            read_end, write_end = os.pipe()
+            os.close(read_end)  # the reader is gone before the first byte (`| head` that already ended)
+            try:
+                proc = subprocess.run([str(HPROBE), *args], cwd=tmp_path, env=self._env(tmp_path), stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120)
+            finally:
+                os.close(write_end)
+            assert proc.returncode == 141 and proc.stderr == "", (args, proc.returncode, proc.stderr)
+
+    def test_stdout_by_name_is_written_in_place(self, tmp_path):
+        (tmp_path / "tmp").mkdir()
+        _write("t.toml", TABLE.format(rule="pad_to = [8, 16, 32, 64, 128]"))(tmp_path)
+        with open(tmp_path / "out.txt", "w") as out:
+            proc = subprocess.run([str(HPROBE), "check", "--table", str(tmp_path / "t.toml"), "--junit", "/dev/stdout"], cwd=tmp_path, env=self._env(tmp_path), stdout=out, stderr=subprocess.PIPE, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        written = (tmp_path / "out.txt").read_text()
+        assert "hprobe check" in written and "<testsuites" in written  # the report kept, the XML after it
+
+    def test_python_m_does_not_probe_the_working_directory(self, tmp_path):
+        (tmp_path / "tmp").mkdir()
+        _write("flashinfer/__init__.py", PLANT + "raise ImportError('the tree being checked, not a release')\n")(tmp_path)
+        proc = subprocess.run([sys.executable, "-m", "hprobe", "matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--json"], cwd=tmp_path, env=self._env(tmp_path), capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["results"][0]["accepted"] == [8]
+        assert not (tmp_path / RAN).exists()
+
+    def test_a_site_that_cannot_be_written_whole_is_left_as_it_was(self, tmp_path, small_disk):
+        """The disk fills while the new site is written: the old one stays,
+        every file of it, and no temporary file is left."""
+        (tmp_path / "tmp").mkdir()
+        site = small_disk / "site"
+        site.mkdir()
+        old = {name: f"old {name}" for name in ("index.html", "matrix.md", "matrix.json")}
+        for name, text in old.items():
+            (site / name).write_text(text)
+        args = ["report", "--releases", "0.6.14", "-k", "dsv4-sparse-mla", "--sm", "100", "-o", str(site), "--force"]
+        proc = subprocess.run([str(HPROBE), *args], cwd=tmp_path, env=self._env(tmp_path, HPROBE_CACHE_DIR=str(_user_cache())), capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 2, proc.stderr
+        [line] = proc.stderr.splitlines()
+        assert "No space left on device" in line and "unchanged" in line
+        assert {p.name: p.read_text() for p in site.iterdir()} == old
+
+    def test_a_full_cache_disk_falls_back_to_a_temporary_cache(self, tmp_path, small_disk):
+        (tmp_path / "tmp").mkdir()
+        _write("t.toml", TABLE.format(rule="no_padding = true"))(tmp_path)
+        wheel = tmp_path / "big.whl"
+        with zipfile.ZipFile(wheel, "w", zipfile.ZIP_STORED) as zf:
+            zf.writestr("flashinfer/__init__.py", "raise ImportError('not a real release')\n")
+            zf.writestr("flashinfer/data.bin", os.urandom(200_000))  # more than the disk holds
+        proc = subprocess.run([str(HPROBE), "check", "--table", str(tmp_path / "t.toml"), "--flashinfer", str(wheel)], cwd=tmp_path,
+                              env=self._env(tmp_path, HPROBE_CACHE_DIR=str(small_disk / "cache")), capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 3, proc.stderr  # the fake release cannot be probed: inconclusive, not an error
+        assert "cannot be written (No space left on device): this run fetched and probed without it" in proc.stdout
+        assert not list((tmp_path / "tmp").iterdir()), "the temporary cache is removed at exit"
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 16 KiB tmpfs: room for a few small files, not for a site or a release."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(mount)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"a full disk needs a tmpfs mount, refused here: {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)

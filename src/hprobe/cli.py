@@ -133,14 +133,14 @@ def _run(job: Callable[[], int]) -> None:
     """Run a command body: one line on stderr and a documented exit code on
     failure. Every failure the user or the machine causes is an input error
     (exit 2) named in one line; only a bug of hprobe's is exit 5."""
-    from .formats.escape import visible
+    from .escaping import visible
 
     previous = {signum: signal.signal(signum, _on_signal) for signum in _ENDING_SIGNALS}
     try:
         code = job()
     except _Terminated as exc:
         _kill_children()
-        _say(f"hprobe: {signal.Signals(exc.signum).name[3:].lower()}: stopped")
+        _say("hprobe: terminated" if exc.signum == signal.SIGTERM else f"hprobe: stopped by {signal.Signals(exc.signum).name}")
         raise typer.Exit(128 + exc.signum) from None
     except HprobeError as exc:
         _say(f"hprobe: error: {visible(exc.message)}")
@@ -594,7 +594,7 @@ def report(
 
     def _report(site: SiteWriter) -> int:
         from .drift import release_labels
-        from .formats.escape import visible
+        from .escaping import visible
         from .formats.html_site import render_site
         from .formats.json_format import JsonFormatter
         from .formats.markdown import MarkdownFormatter
@@ -794,7 +794,8 @@ def run() -> None:  # console-script entry point, and `python -m hprobe`
     except ImportError:  # pragma: no cover - an older typer over click
         from click import exceptions as click_exceptions  # type: ignore[no-redef]
 
-    from .formats import escape, guard
+    from . import escaping as escape
+    from .formats import guard
 
     # `python -m` puts the working directory first on sys.path, where a
     # `flashinfer/` (or `torch/`) of the tree being checked would shadow the

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, TextIO
 
-from .escape import gha_data, gha_property
+from ..escaping import gha_data, gha_property
 from .guard import write_command
 
 if TYPE_CHECKING:

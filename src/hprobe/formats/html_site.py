@@ -16,8 +16,8 @@ from packaging.version import InvalidVersion, Version
 
 from .. import __version__
 from ..core import compact_set, judge
+from ..escaping import html as escape
 from ..outcome import KernelSMResult, Outcome
-from .escape import html as escape
 
 if TYPE_CHECKING:
     from ..reports import CheckReport, MatrixReport

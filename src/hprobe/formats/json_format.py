@@ -7,6 +7,7 @@ import sys
 from typing import TYPE_CHECKING, TextIO
 
 from ..advice import summarize
+from ..escaping import json_text
 from .base import Formatter
 
 if TYPE_CHECKING:
@@ -20,8 +21,7 @@ class JsonFormatter(Formatter):
         self.stream = stream or sys.stdout
 
     def _write(self, payload: dict) -> None:
-        json.dump(payload, self.stream, indent=2)
-        self.stream.write("\n")
+        self.stream.write(json_text(json.dumps(payload, indent=2)) + "\n")
 
     def check(self, report: CheckReport) -> None:
         doc = report.to_dict()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
-from .escape import xml
+from ..escaping import xml
 
 if TYPE_CHECKING:
     from ..reports import CheckReport

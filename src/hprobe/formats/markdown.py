@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, TextIO
 
 from ..advice import summarize
 from ..core import Verdict, compact_set
+from ..escaping import md_code, md_text
 from ..outcome import Outcome
 from ..sm import sm_names
 from .base import Formatter
-from .escape import md_code, md_text
 
 if TYPE_CHECKING:
     from ..repo.patch import Patch

@@ -14,12 +14,12 @@ from rich.text import Text
 
 from ..advice import summarize
 from ..core import Verdict, compact_set
+from ..escaping import text as escape
+from ..escaping import visible
 from ..outcome import KernelSMResult, Outcome
 from ..reports import pivot_cells
 from ..sm import sm_names
 from .base import Formatter
-from .escape import text as escape
-from .escape import visible
 
 if TYPE_CHECKING:
     from ..repo.patch import Patch
@@ -147,12 +147,12 @@ class TextFormatter(Formatter):
                     entries.setdefault(f.sm, set()).add(f.evidence.entry)
                 t.add_row(
                     f"SM{f.sm}",
-                    escape(f.model),
+                    Text(visible(f.model)),
                     str(f.tp),
                     str(f.n),
-                    escape(f.padded_text),
+                    Text(visible(f.padded_text)),
                     Text(visible(f.label), style=f.verdict.style),
-                    escape(f.explain()),
+                    Text(visible(f.explain())),
                 )
             c.print(t)
             if rows[0].reach is not None:
@@ -273,9 +273,9 @@ class TextFormatter(Formatter):
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
         t.add_column(rows, justify="right")
         for value in col_values:
-            t.add_column(escape(str(value)), justify="center", overflow="fold")
+            t.add_column(Text(visible(value)), justify="center", overflow="fold")
         for rv in row_values:
-            row: list = [escape(str(rv))]
+            row: list = [Text(visible(rv))]
             for cv in col_values:
                 cell = cells.get((rv, cv))
                 if cell is None:
@@ -314,7 +314,7 @@ class TextFormatter(Formatter):
             t.add_column(f"flashinfer {escape(rel.info.version)}")
         keys = list(dict.fromkeys(key for rel in report.releases for key in rel.results))
         for key in keys:
-            row: list[str | Text] = [escape(key[0]), f"SM{key[1]}"]
+            row: list[str | Text] = [Text(visible(key[0])), f"SM{key[1]}"]
             for rel in report.releases:
                 r = rel.results.get(key)
                 row.append(_status_cell(r) if r else Text("–", style="dim"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..escaping import toml_escapes, visible
 from .model import Backend, NoPadding, PaddingRule, PaddingTable, PadMap, PadMultiple, PadTile, PadTo
 
 
@@ -67,30 +68,17 @@ def _rule(rule: PaddingRule) -> list[str]:
 
 
 def quote(value: Any) -> str:
-    """A TOML basic string that reads back equal: `"` and `\\` escaped, the
-    characters TOML forbids raw (U+0000-U+001F, U+007F) as `\\uXXXX`, every
-    other character (beyond the Basic Multilingual Plane too) as itself. A
-    lone surrogate (a file name's undecodable byte) has no TOML spelling: it is
+    """A TOML basic string that reads back equal: `"` and `\\` escaped; the
+    characters TOML forbids raw and those a terminal would act on (controls,
+    separators, bidi overrides) as `\\uXXXX`, as is the `#` of `##[`; every
+    other character (beyond the Basic Multilingual Plane too) as itself. A lone
+    surrogate (a file name's undecodable byte) has no TOML spelling: it is
     written as U+FFFD."""
-    out = []
-    for ch in str(value):
-        code = ord(ch)
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif code < 0x20 or code == 0x7F:
-            out.append(f"\\u{code:04X}")
-        elif 0xD800 <= code <= 0xDFFF:
-            out.append("\ufffd")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
+    return '"' + toml_escapes(str(value).replace("\\", "\\\\").replace('"', '\\"')) + '"'
 
 
 def comment(value: Any) -> str:
-    """A `#` line: one line, whatever the text holds (controls TOML forbids in a
-    comment shown as `\\xNN`, lone surrogates as U+FFFD)."""
-    text = " ".join(str(value).split())
-    text = "".join(
-        f"\\x{ord(ch):02x}" if ord(ch) < 0x20 or ord(ch) == 0x7F else "\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in text
-    )
+    """A `#` line: one line, whatever the text holds (what a terminal would act
+    on, and lone surrogates, shown as `\\xNN` or `\\uXXXX`)."""
+    text = visible(" ".join(str(value).split()))
     return text if text.startswith("#") else f"# {text}" if text else "#"

@@ -26,10 +26,33 @@ def _visible_one(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
+# The runner's older command form, `##[command]`, is read anywhere in a line.
+V1_COMMAND = "##["
+
+
 def visible(text: object) -> str:
     """Controls, separators, bidi overrides and lone surrogates as `\\x1b`,
-    `\\u2028`: shown, never sent."""
-    return _INVISIBLE.sub(_visible_one, str(text))
+    `\\u2028`: shown, never sent; and `##[` as `#\\x23[`, which no runner reads
+    as a command."""
+    return _INVISIBLE.sub(_visible_one, str(text)).replace(V1_COMMAND, "#\\x23[")
+
+
+def toml_escapes(text: str) -> str:
+    """For a TOML basic string's body: what `visible` shows, as the `\\uXXXX`
+    escapes TOML reads back to the same characters; a lone surrogate, which
+    TOML cannot hold, as U+FFFD."""
+    def one(match: re.Match[str]) -> str:
+        code = ord(match.group())
+        return "\ufffd" if 0xD800 <= code <= 0xDFFF else f"\\u{code:04X}"
+
+    return _INVISIBLE.sub(one, text).replace(V1_COMMAND, "#\\u0023[")
+
+
+def json_text(document: str) -> str:
+    """A JSON document (ASCII, as json.dumps writes it) that no runner reads a
+    command in: `##[` can only occur inside strings, and is spelt with an escape
+    that reads back the same."""
+    return document.replace(V1_COMMAND, "#\\u0023[")
 
 
 def text(value: object) -> str:
@@ -58,7 +81,7 @@ def xml(value: object) -> str:
     characters XML 1.0 forbids (and C1 controls it discourages) replaced by
     their visible escape, so the file parses and the reader sees they were
     there."""
-    return _XML_FORBIDDEN.sub(_visible_one, str(value))
+    return _XML_FORBIDDEN.sub(_visible_one, str(value)).replace(V1_COMMAND, "#\\x23[")
 
 
 def html(value: object) -> str:
