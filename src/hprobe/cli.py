@@ -795,7 +795,7 @@ def run() -> None:  # console-script entry point, and `python -m hprobe`
         from click import exceptions as click_exceptions  # type: ignore[no-redef]
 
     from . import escaping as escape
-    from .formats import guard
+    from . import streams as guard
 
     # `python -m` puts the working directory first on sys.path, where a
     # `flashinfer/` (or `torch/`) of the tree being checked would shadow the

@@ -13,8 +13,6 @@ from __future__ import annotations
 import html as _html
 import re
 
-from rich.markup import escape as _rich_escape
-
 # Characters a terminal, a log viewer or a parser would act on rather than show:
 # C0 and C1 controls and DEL, line and paragraph separators, and the bidi
 # controls that reorder what is shown. Tab is shown as a tab.
@@ -28,6 +26,12 @@ def _visible_one(match: re.Match[str]) -> str:
 
 # The runner's older command form, `##[command]`, is read anywhere in a line.
 V1_COMMAND = "##["
+
+
+def opens_command(text: str) -> bool:
+    """Whether any line of `text` is one a runner would execute (`::` after
+    leading white space, `##[` anywhere)."""
+    return any(line.lstrip().startswith("::") or V1_COMMAND in line for line in re.split(r"\r\n|\n|\r", text))
 
 
 def visible(text: object) -> str:
@@ -57,7 +61,9 @@ def json_text(document: str) -> str:
 
 def text(value: object) -> str:
     """For the terminal (Rich markup): shown as written, never read as markup."""
-    return _rich_escape(visible(value))
+    from rich.markup import escape as rich_escape  # here: `hprobe --help` does not load Rich
+
+    return rich_escape(visible(value))
 
 
 def gha_data(value: object) -> str:

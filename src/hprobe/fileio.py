@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 from .errors import InputError
+from .escaping import opens_command
 
 MAX_INPUT_BYTES = 16 << 20  # tables, mappings, baselines, repo metadata
 MAX_SOURCE_BYTES = 8 << 20  # one Python file of a --repo tree
@@ -178,6 +179,10 @@ def _write_to_stream(fd: int, data: str | bytes) -> None:
         stream.write(data)
         stream.flush()
         return
+    if opens_command(data.decode("utf-8", errors="replace")):
+        # Bytes are written exactly or not at all: a patch whose own lines would
+        # act on a CI log goes to a file instead.
+        raise InputError(f"{'stdout' if fd == 1 else 'stderr'}: the patch holds a line a CI runner would read as a workflow command (`::` or `##[`); write it to a file")
     stream.flush()
     view = memoryview(data)
     while view:

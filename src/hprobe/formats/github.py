@@ -11,7 +11,7 @@ import os
 from typing import TYPE_CHECKING, TextIO
 
 from ..escaping import gha_data, gha_property
-from .guard import write_command
+from ..streams import write_command
 
 if TYPE_CHECKING:
     from ..reports import CheckReport

@@ -18,8 +18,9 @@ import re
 import sys
 from typing import TextIO
 
+from .escaping import V1_COMMAND as _V1_COMMAND
+
 _LINE_BREAK = re.compile(r"(\r\n|\n|\r)")
-_V1_COMMAND = "##["
 
 
 class CommandGuard(io.TextIOBase):
