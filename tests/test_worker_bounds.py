@@ -29,7 +29,7 @@ def test_a_hanging_release_is_inconclusive_after_the_worker_timeout(tmp_path):
     start = time.monotonic()
     proc = _run(["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", str(tree), "--json"], tmp_path, HPROBE_WORKER_TIMEOUT="3")
     assert time.monotonic() - start < 60
-    assert proc.returncode == 0, proc.stderr  # matrix reports; only check gates
+    assert proc.returncode == 3, proc.stderr  # a matrix with no answer at all is inconclusive, not a pass
     [result] = json.loads(proc.stdout)["results"]
     assert result["heads"][0]["outcome"] == "inconclusive"
     assert "did not finish within 3 s" in result["heads"][0]["reason"]
