@@ -39,3 +39,21 @@ def test_console_script_exit_codes_and_stderr():
     ok = subprocess.run([str(exe), "matrix", "--sm", "100", "--heads", "64"], capture_output=True, text=True, env=env)
     assert ok.returncode == 0, ok.stderr
     assert "accepted {64}" in ok.stdout
+
+
+def test_dash_h_is_help_on_every_command():
+    hprobe = Path(sys.executable).with_name("hprobe")
+    for args in ([], ["check"], ["matrix"], ["table", "extract"]):
+        short = subprocess.run([str(hprobe), *args, "-h"], capture_output=True, text=True, timeout=60)
+        long = subprocess.run([str(hprobe), *args, "--help"], capture_output=True, text=True, timeout=60)
+        assert short.returncode == 0 and short.stdout == long.stdout and short.stdout.startswith("Usage: hprobe"), (args, short.stderr)
+
+
+def test_shell_completion_completes_commands_and_options():
+    hprobe = Path(sys.executable).with_name("hprobe")
+    script = subprocess.run([str(hprobe), "--show-completion", "bash"], capture_output=True, text=True, timeout=60, env=dict(os.environ, SHELL="/bin/bash"))
+    assert script.returncode == 0 and "_hprobe_completion" in script.stdout
+    for words, cword, expected in (("hprobe ch", "1", "check"), ("hprobe check --ta", "2", "--table")):
+        env = dict(os.environ, COMP_WORDS=words, COMP_CWORD=cword, _HPROBE_COMPLETE="complete_bash")
+        done = subprocess.run([str(hprobe)], capture_output=True, text=True, timeout=60, env=env)
+        assert done.returncode == 0 and done.stdout.split() == [expected], (words, done.stdout, done.stderr)

@@ -4,6 +4,7 @@ scripts/test installs where it can)."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
@@ -14,6 +15,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+
+from hprobe.escaping import visible
 
 from .conftest import POST_48047, ROOT
 
@@ -68,15 +71,50 @@ def test_the_pages_are_written_with_one_heatmap_row_per_release(site):
     assert len(svgs) == 2  # SM100 and SM120
     for svg in svgs:
         assert re.findall(r'class="release">([^<]+)<', svg) == ["0.6.13", "0.6.14"]
-        assert len(re.findall(r"<rect ", svg)) == 2 * 256
+        assert len(re.findall(r"<rect ", svg)) < 2 * 256 // 10  # runs of like answers, not a rect per cell
     sm100 = svgs[0]
-    cell = re.search(r'<rect [^>]*data-heads="8"[^>]*><title>flashinfer 0\.6\.13, h_q 8: ([^<]+)</title>', sm100)
-    assert cell and "Expected 64 or 128 query heads" in cell.group(1)
+    cells = _cells(sm100)
+    outcome, title = cells["0.6.13"][8]
+    assert outcome == "rejected" and title.startswith("flashinfer 0.6.13, h_q ") and "Expected 64 or 128 query heads" in title
     assert "Δ +{8, 16, 32}" in sm100  # where the boundary moved
     assert 'id="legend"' in html
     doc = json.loads((site / "matrix.json").read_text())
     assert doc["schema"] == "hprobe.matrix/2" and [r["version"] for r in doc["releases"]] == ["0.6.13", "0.6.14"]
     assert "dsv4-sparse-mla" in (site / "matrix.md").read_text()
+
+
+def _cells(svg: str) -> dict[str, dict[int, tuple[str, str]]]:
+    """Per release, per h_q: the outcome and tooltip of the shape that covers it."""
+    versions = re.findall(r'<text x="4" y="(\d+)" class="release">([^<]+)<', svg)
+    by_y = {int(y) - (16 - 4): version for y, version in versions}  # the row's top, as the rects give it
+    cells: dict[str, dict[int, tuple[str, str]]] = {v: {} for _, v in versions}
+    for y, span, outcome, title in re.findall(r'<rect x="\d+" y="(\d+)"[^>]*data-heads="([\d-]+)" data-outcome="([^"]+)"><title>([^<]*)</title>', svg):
+        low, _, high = span.partition("-")
+        for h in range(int(low), int(high or low) + 1):
+            row = cells[by_y[int(y)]]
+            assert h not in row, f"h_q {h} drawn twice"
+            row[h] = (outcome, html.unescape(title))
+    return cells
+
+
+def test_every_cell_keeps_its_outcome_and_evidence(site):
+    """The page draws runs, not cells, yet each h_q's outcome and the words of
+    its answer are there: the run's tooltip with `#` read as that h_q."""
+    page = (site / "index.html").read_text()
+    doc = json.loads((site / "matrix.json").read_text())
+    svgs = re.findall(r"<svg class=\"heatmap\".*?</svg>", page, re.S)
+    for svg, sm in zip(svgs, (100, 120), strict=True):
+        cells = _cells(svg)
+        for result in (r for r in doc["results"] if r["sm"] == sm):
+            row = cells[result["flashinfer_version"]]
+            assert sorted(row) == list(range(1, 257))
+            for head in result["heads"]:
+                h = head["heads"]
+                outcome, title = row[h]
+                assert outcome == head["outcome"]
+                said = title.split(": ", 1)[1]
+                words = visible(head.get("entry") or head.get("message") or head.get("reason") or "")
+                assert words and words in said.replace("#", str(h)), (h, words, said)
 
 
 def test_a_table_is_judged_release_by_release(site):

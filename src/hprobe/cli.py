@@ -65,7 +65,9 @@ NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Ignore cached prob
 
 
 app = typer.Typer(
-    add_completion=False,
+    # `--install-completion` / `--show-completion` for bash, zsh, fish and PowerShell, as typer offers them.
+    add_completion=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     no_args_is_help=True,

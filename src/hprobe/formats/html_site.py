@@ -17,7 +17,7 @@ from packaging.version import InvalidVersion, Version
 from .. import __version__
 from ..core import compact_set, judge
 from ..escaping import html as escape
-from ..outcome import KernelSMResult, Outcome
+from ..outcome import KernelSMResult, Outcome, without_count
 
 if TYPE_CHECKING:
     from ..reports import CheckReport, MatrixReport
@@ -112,6 +112,10 @@ def _legend() -> str:
 
 
 def _heatmap(key: str, sm: int, rows: list[tuple[str, KernelSMResult | None]], heads: list[int]) -> str:
+    """One rect per run of neighbouring h_q that share an outcome and a reason:
+    a row of 256 cells is a handful of shapes. The run's tooltip says what each
+    of its h_q got, the h_q a message names written `#` (`got #`), so every
+    cell's answer is still there, in a page a tenth the size."""
     width = LEFT + CELL_W * len(heads) + 260
     height = TOP + CELL_H * len(rows) + 6
     out = [
@@ -125,13 +129,13 @@ def _heatmap(key: str, sm: int, rows: list[tuple[str, KernelSMResult | None]], h
     for row, (version, result) in enumerate(rows):
         y = TOP + row * CELL_H
         out.append(f'<text x="4" y="{y + CELL_H - 4}" class="release">{escape(version)}</text>')
-        for i, h in enumerate(heads):
-            outcome = result.outcome(h) if result is not None else Outcome.ABSENT
+        for start, run, outcome, said in _runs(heads, result):
             colour = COLOUR.get(outcome or Outcome.INCONCLUSIVE, COLOUR[Outcome.INCONCLUSIVE])
-            tip = _tooltip(version, h, result)
+            span = f"{run[0]}" if len(run) == 1 else f"{run[0]}-{run[-1]}"
+            tip = f"flashinfer {version}, h_q {span if len(run) == 1 else f'{run[0]}–{run[-1]}'}: {said}"
             out.append(
-                f'<rect x="{LEFT + i * CELL_W}" y="{y}" width="{CELL_W}" height="{CELL_H - 2}" fill="{colour}" '
-                f'data-heads="{h}" data-outcome="{escape(outcome.value if outcome else "?")}"><title>{escape(tip)}</title></rect>'
+                f'<rect x="{LEFT + start * CELL_W}" y="{y}" width="{CELL_W * len(run)}" height="{CELL_H - 2}" fill="{colour}" '
+                f'data-heads="{span}" data-outcome="{escape(outcome.value if outcome else "?")}"><title>{escape(tip)}</title></rect>'
             )
         change = _change(previous, result)
         if change:
@@ -141,11 +145,28 @@ def _heatmap(key: str, sm: int, rows: list[tuple[str, KernelSMResult | None]], h
     return "".join(out)
 
 
-def _tooltip(version: str, h: int, result: KernelSMResult | None) -> str:
+def _runs(heads: list[int], result: KernelSMResult | None) -> list[tuple[int, list[int], Outcome | None, str]]:
+    """(index of the first h_q, the h_q, their outcome, what each got) for each
+    run of consecutive h_q answered alike; one h_q's answer is its own words."""
+    runs: list[tuple[int, list[int], Outcome | None, str]] = []
+    for i, h in enumerate(heads):
+        outcome = result.outcome(h) if result is not None else Outcome.ABSENT
+        said = _answer(h, result)
+        template = without_count(said, h)
+        if runs and i == runs[-1][0] + len(runs[-1][1]) and runs[-1][1][-1] + 1 == h and runs[-1][2] == outcome and without_count(runs[-1][3], runs[-1][1][0]) == template:
+            start, hs, _, first_said = runs[-1]
+            runs[-1] = (start, [*hs, h], outcome, first_said)
+        else:
+            runs.append((i, [h], outcome, said))
+    # A run of several h_q says its answer once, with `#` for the h_q it names.
+    return [(start, hs, outcome, said if len(hs) == 1 else without_count(said, hs[0])) for start, hs, outcome, said in runs]
+
+
+def _answer(h: int, result: KernelSMResult | None) -> str:
     if result is None or h not in result.heads:
-        return f"flashinfer {version}, h_q {h}: not probed"
+        return "not probed"
     hr = result.heads[h]
-    text = f"flashinfer {version}, h_q {h}: {hr.outcome.value}"
+    text = hr.outcome.value
     if hr.outcome is Outcome.ACCEPTED and hr.entry:
         text += f" — reached {hr.entry}"
     elif hr.error_type or hr.message:
