@@ -4,7 +4,7 @@ Runs every command in a fresh process, interleaved round by round so that
 machine noise hits all of them alike, and prints medians and ratios measured
 side by side in this one run.
 
-    .venv/bin/python bench/bench_cli.py [--rounds 5] [--releases] [--report] [--suggest]
+    .venv/bin/python bench/bench_cli.py [--rounds 5] [--releases] [--report] [--suggest] [--page-sizes]
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+USER_CACHE = os.environ.get("HPROBE_CACHE_DIR")  # before main() gives the timed runs a cache of their own
 PYTHON = sys.executable
 HPROBE = [PYTHON, "-m", "hprobe"]
 
@@ -114,6 +115,28 @@ def report_bench(rounds: int) -> None:
         ("matrix", HPROBE + ["matrix", *common, "--flashinfer", REPORT_RELEASES]),
         ("report (index.html, md, json)", HPROBE + ["report", *common, "--releases", REPORT_RELEASES, "-o", site, "--force"]),
     )
+    print(f"{'site written':<34} {site_sizes(site)}")
+
+
+def site_sizes(site: str) -> str:
+    return ", ".join(f"{name} {os.path.getsize(os.path.join(site, name)) / 1024:.0f} KB" for name in ("index.html", "matrix.md", "matrix.json"))
+
+
+def page_sizes() -> None:
+    """The report's weight at the two sizes people pass around: one kernel x 2
+    SMs over every release from 0.5.0, and every default variant x 5 SMs."""
+    import tempfile
+
+    print("\nreport page sizes (0.5.0..0.7.4)")
+    for label, args in (
+        ("dsv4-sparse-mla x SM100,SM120", ["-k", "dsv4-sparse-mla", "--sm", "100,120"]),
+        ("every default variant x 5 SMs", ["--sm", "90,100,103,120,121"]),
+    ):
+        site = tempfile.mkdtemp(prefix="hprobe-bench-page-")
+        # The user's own cache: sizes do not depend on it, and nineteen releases probed cold take long.
+        env = {k: v for k, v in os.environ.items() if k != "HPROBE_CACHE_DIR"} | ({"HPROBE_CACHE_DIR": USER_CACHE} if USER_CACHE else {})
+        subprocess.run(HPROBE + ["report", "--releases", "0.5.0..0.7.4", *args, "-o", site, "--force"], check=True, stdout=subprocess.DEVNULL, env=env)
+        print(f"{label:<34} {site_sizes(site)}")
 
 
 def suggest_bench(rounds: int) -> None:
@@ -137,6 +160,7 @@ def main() -> None:
     parser.add_argument("--releases", action="store_true", help="also time a five-release matrix, cold and warm")
     parser.add_argument("--report", action="store_true", help="also time a ten-release report against the same matrix, warm")
     parser.add_argument("--suggest", action="store_true", help="also time suggest (pin search, patch) against check on one repo, warm")
+    parser.add_argument("--page-sizes", action="store_true", help="also write the report for every release from 0.5.0 (one kernel x 2 SMs; every variant x 5 SMs) and print its size")
     args = parser.parse_args()
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in COMMANDS}
     import tempfile
@@ -162,6 +186,8 @@ def main() -> None:
         report_bench(args.rounds)
     if args.suggest:
         suggest_bench(args.rounds)
+    if args.page_sizes:
+        page_sizes()
 
 
 if __name__ == "__main__":

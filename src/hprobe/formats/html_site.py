@@ -198,18 +198,27 @@ def _change(previous: KernelSMResult | None, result: KernelSMResult | None) -> s
 
 
 def _evidence(rows: list[tuple[str, KernelSMResult | None]]) -> str:
-    lines = ['<table class="evidence"><thead><tr><th>release</th><th>accepted h_q</th><th>refused by</th><th>caveats</th></tr></thead><tbody>']
+    """The evidence table: one row per run of consecutive releases that say
+    the same (accepted set, refusals, caveats), named by its first and last."""
+    runs: list[tuple[list[str], tuple[str, str, str]]] = []
     for version, result in rows:
         if result is None:
-            lines.append(f"<tr><td>{escape(version)}</td><td>–</td><td>not probed</td><td></td></tr>")
-            continue
-        refusals = "<br>".join(
-            escape(f"{compact_set(hs)}: {_why(hr)}")
-            for outcome in (Outcome.REJECTED, Outcome.UNSUPPORTED_ARCH, Outcome.UNSUPPORTED_CONFIG, Outcome.ABSENT, Outcome.INCONCLUSIVE)
-            for hs, hr in result.refusal_groups(outcome)[:4]
-        )
-        caveats = "<br>".join(escape(item) for item in result.caveats())
-        lines.append(f"<tr><td>{escape(version)}</td><td>{escape(compact_set(result.accepted()))}</td><td>{refusals}</td><td>{caveats}</td></tr>")
+            said = ("–", "not probed", "")
+        else:
+            refusals = "<br>".join(
+                escape(f"{compact_set(hs)}: {_why(hr)}")
+                for outcome in (Outcome.REJECTED, Outcome.UNSUPPORTED_ARCH, Outcome.UNSUPPORTED_CONFIG, Outcome.ABSENT, Outcome.INCONCLUSIVE)
+                for hs, hr in result.refusal_groups(outcome)[:4]
+            )
+            said = (escape(compact_set(result.accepted())), refusals, "<br>".join(escape(item) for item in result.caveats()))
+        if runs and runs[-1][1] == said:
+            runs[-1][0].append(version)
+        else:
+            runs.append(([version], said))
+    lines = ['<table class="evidence"><thead><tr><th>release</th><th>accepted h_q</th><th>refused by</th><th>caveats</th></tr></thead><tbody>']
+    for versions, (accepted, refusals, caveats) in runs:
+        named = escape(versions[0]) if len(versions) == 1 else f"{escape(versions[0])} – {escape(versions[-1])} ({len(versions)})"
+        lines.append(f"<tr><td>{named}</td><td>{accepted}</td><td>{refusals}</td><td>{caveats}</td></tr>")
     lines.append("</tbody></table>")
     return "".join(lines)
 
