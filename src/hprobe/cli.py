@@ -160,7 +160,7 @@ def _run(job: Callable[[], int]) -> None:
     except MemoryError:
         _say("hprobe: error: out of memory (an input asks for more than this machine has; see Bounds in the README)")
         raise typer.Exit(EXIT_INPUT_ERROR) from None
-    except Exception as exc:  # noqa: BLE001 - a bug of ours still gets one line, not a traceback
+    except Exception as exc:  # a bug of ours still gets one line, not a traceback
         if os.environ.get("HPROBE_DEBUG"):
             raise
         message = " ".join(str(exc).split())[:300]

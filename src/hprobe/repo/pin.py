@@ -164,7 +164,7 @@ def _pyproject_line(text: str, locator: tuple) -> int | None:
     that one item replaced, and the first line that differs."""
     try:
         marked = _pyproject_with(text, locator, "hprobe-locates-this-line")
-    except Exception:  # tomlkit's own errors: the line is then not named, the pin still read
+    except Exception:  # noqa: BLE001  # tomlkit's own errors: the line is then not named, the pin still read
         return None
     for number, (a, b) in enumerate(zip(text.split("\n"), marked.split("\n"), strict=False), 1):
         if a != b:
@@ -313,7 +313,7 @@ def rewrite(pin: RepoPin, text: str, new_spec: str) -> str:
     if pin.kind == "pyproject":
         try:
             new = _pyproject_with(text, pin.locator, new_written)
-        except Exception as exc:  # tomlkit's own errors on a file tomllib read: not rewritten, said why
+        except Exception as exc:  # noqa: BLE001  # tomlkit's own errors on a file tomllib read: not rewritten, said why
             raise NotRewritable(f"{pin.source}: not rewritable with a round-trip TOML parser ({type(exc).__name__})") from None
         changed = [i for i, (a, b) in enumerate(zip(text.split("\n"), new.split("\n"), strict=False)) if a != b]
         if len(text.split("\n")) != len(new.split("\n")) or len(changed) != 1:
