@@ -136,10 +136,18 @@ def test_release_that_fails_to_import_is_inconclusive_not_rejected(cli_json, tmp
 
 def test_probing_in_two_processes_gives_the_same_results(cli_json, monkeypatch):
     """hprobe.parallel forks after import; the report must not depend on it."""
-    args = ("matrix", "-k", "trtllm-mla,xqa-mla,sm120-sparse-mla", "--sm", "100,120", "--heads", "1-20,96,128,129")
+    # --no-cache: the second run must probe again, not read what the first one cached.
+    args = ("matrix", "-k", "trtllm-mla,xqa-mla,sm120-sparse-mla", "--sm", "100,120", "--heads", "1-20,96,128,129", "--no-cache")
+    from hprobe import probing
+
+    calls = []
+    real = probing.probe_split
+    monkeypatch.setattr(probing, "probe_split", lambda *a, **k: calls.append(1) or real(*a, **k))
     monkeypatch.setenv("HPROBE_WORKERS", "1")
     _, one, _ = cli_json(*args)
+    probed_once = len(calls)
     monkeypatch.setenv("HPROBE_WORKERS", "2")
     _, two, _ = cli_json(*args)
+    assert probed_once and len(calls) == 2 * probed_once, "the second run did not probe"
     assert len(one["results"]) == 12
     assert one["results"] == two["results"]
