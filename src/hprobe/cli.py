@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Callable, Iterator, List, Optional
 import typer
 
 from . import __version__
-from .errors import HprobeError, InputError
+from .errors import EXIT_INPUT, HprobeError, InputError
 from .fileio import SiteWriter, check_output, write_output
 from .tables.model import MAX_HEADS
 
@@ -156,10 +156,10 @@ def _run(job: Callable[[], int]) -> None:
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
         _say(f"hprobe: error: {visible(where)}{visible(_errno_words(exc))}")
-        raise typer.Exit(EXIT_INPUT_ERROR) from None
+        raise typer.Exit(EXIT_INPUT) from None
     except MemoryError:
         _say("hprobe: error: out of memory (an input asks for more than this machine has; see Bounds in the README)")
-        raise typer.Exit(EXIT_INPUT_ERROR) from None
+        raise typer.Exit(EXIT_INPUT) from None
     except Exception as exc:  # a bug of ours still gets one line, not a traceback
         if os.environ.get("HPROBE_DEBUG"):
             raise
@@ -802,8 +802,10 @@ def run() -> None:  # console-script entry point, and `python -m hprobe`
     # `python -m` puts the working directory first on sys.path, where a
     # `flashinfer/` (or `torch/`) of the tree being checked would shadow the
     # release hprobe means to probe; the console script never had it there.
-    cwd = os.getcwd()
-    sys.path[:] = [p for p in sys.path if p not in ("", ".", cwd)]
+    # Only that first entry goes: the same directory later on the path (a
+    # site-packages one runs from) stays.
+    if sys.path and sys.path[0] in ("", ".", os.getcwd()):
+        del sys.path[0]
     guard.install()
     code: object = 0
     try:
@@ -813,7 +815,7 @@ def run() -> None:  # console-script entry point, and `python -m hprobe`
         code = exc.exit_code
     except click_exceptions.UsageError as exc:
         _say(f"hprobe: error: {escape.visible(exc.format_message())}")
-        code = EXIT_INPUT_ERROR
+        code = EXIT_INPUT
     except typer.Abort:
         _say("hprobe: interrupted")
         code = 130
@@ -824,7 +826,7 @@ def run() -> None:  # console-script entry point, and `python -m hprobe`
         code = _broken_pipe()
     except OSError as exc:  # stdout or stderr itself failed (/dev/full): nowhere left to say much
         _say(f"hprobe: error: cannot write the output: {_errno_words(exc)}")
-        code = EXIT_INPUT_ERROR
+        code = EXIT_INPUT
     if not isinstance(code, int):
         code = 0
     try:
@@ -833,11 +835,10 @@ def run() -> None:  # console-script entry point, and `python -m hprobe`
         code = _broken_pipe()
     except OSError as exc:
         _say(f"hprobe: error: cannot write the output: {_errno_words(exc)}")
-        code = code or EXIT_INPUT_ERROR
+        code = code or EXIT_INPUT
     sys.exit(code)
 
 
-EXIT_INPUT_ERROR = 2
 # A reader that went away (`hprobe matrix | head`): no message, and the status
 # a shell gives a process SIGPIPE ended, as other command-line tools end.
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
