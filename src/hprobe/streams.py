@@ -4,7 +4,7 @@ mean as a workflow command can be one.
 GitHub's runner executes any output line that starts, after leading white
 space, with `::` (`::error::`, `::stop-commands::`, `::add-mask::`), and the
 older `##[command]` form anywhere in a line. Every string from outside hprobe
-is escaped by its format (`escape.py`); this wrapper is the one place that
+is escaped by its format (`escaping.py`); this wrapper is the one place that
 holds the rule for whatever reaches the streams anyway: a click usage message
 quoting an argument, a warning, a field a format forgot. Such a line gets a
 backslash before its first colon, and `##[` becomes `#\\#[`. hprobe's own
