@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from .checks import CheckSite, passed_elsewhere
 from .core import compact_set
 from .kernels.base import KernelProbe, Value, Variant
-from .outcome import Depth, HeadResult, KernelSMResult, Outcome
+from .outcome import Cause, Depth, HeadResult, KernelSMResult, Outcome
 from .shim import CallResult, FlashinferSession, ImportFailure
 from .sm import SM
 
@@ -36,7 +36,7 @@ def probe_kernel(
         # The module exists but does not import here: the environment, not the kernel.
         for result in results:
             for h in heads:
-                result.heads[h] = HeadResult(h, Outcome.INCONCLUSIVE, reason=f"{exc}; an import failure says nothing about the kernel")
+                result.heads[h] = HeadResult(h, Outcome.INCONCLUSIVE, reason=f"{exc}; an import failure says nothing about the kernel", cause=Cause.ENVIRONMENT.value)
         return results
     absent = f"flashinfer {version} has no {probe.entry_point}" if entry is None else probe.offered(entry, config)
     if absent is not None:
@@ -270,6 +270,7 @@ class _Probing:
             elif stopped is not None:
                 # A refusal here cannot be read without the h_q this machine stopped.
                 hr.reason = f"{reason}; other h_q were stopped by this machine: {stopped.reason}"
+                hr.cause = stopped.cause
             else:
                 hr.reason = reason
             result.heads[h] = hr
@@ -294,6 +295,7 @@ class _Probing:
                 result.heads[h] = _head_result(h, call, rejected_ok=True)
                 if h in stopped:
                     result.heads[h].reason = call.reason or "stopped at a check on the tensors' device, which a CPU probe cannot pass"
+                    result.heads[h].cause = Cause.DEVICE.value
             return True
         return False
 
@@ -496,4 +498,5 @@ def _head_result(h: int, call: CallResult, *, rejected_ok: bool) -> HeadResult:
         message=call.message,
         location=call.location,
         reason=None if outcome is Outcome.REJECTED else call.reason,
+        cause=None if outcome is Outcome.REJECTED else call.cause,
     )

@@ -40,6 +40,16 @@ _MARKS = {
 }
 
 
+class Cause(str, Enum):
+    """Why an inconclusive answer says nothing about heads, as a type rather
+    than words: what a test may excuse (this machine) differs from what it
+    must not (a probe whose inputs no longer fit a release)."""
+
+    ENVIRONMENT = "environment"  # this machine: an import, a dependency's API, memory, a worker that could not run
+    DEVICE = "device"  # a check on the tensors' device, which CPU tensors cannot pass
+    PROBE = "probe"  # the probe's own inputs or stand-ins do not fit this release
+
+
 @dataclass
 class HeadResult:
     heads: int
@@ -50,10 +60,11 @@ class HeadResult:
     location: str | None = None  # where it was raised, inside flashinfer
     reason: str | None = None  # for inconclusive: why this says nothing about heads
     slow_path: str | None = None  # for accepted: why the kernel reached is off the fast path
+    cause: str | None = None  # for inconclusive: a Cause value, when one is known
 
     @classmethod
     def from_dict(cls, data: dict) -> HeadResult:
-        fields = {k: data.get(k) for k in ("entry", "error_type", "message", "location", "reason", "slow_path")}
+        fields = {k: data.get(k) for k in ("entry", "error_type", "message", "location", "reason", "slow_path", "cause")}
         return cls(int(data["heads"]), Outcome(data["outcome"]), **fields)
 
     def to_dict(self) -> dict:

@@ -36,7 +36,7 @@ from .envinfo import distribution_version
 from .errors import InputError
 from .fileio import MAX_INPUT_BYTES, current_umask, read_text_or_none
 from .kernels import get_variant
-from .outcome import HeadResult, KernelSMResult, Outcome
+from .outcome import Cause, HeadResult, KernelSMResult, Outcome
 from .repo.pin import parse_pin
 from .reports import INSTALLED, Unmet
 
@@ -566,7 +566,7 @@ def _inconclusive(key: str, sm: int, version: str, heads: list[int], reason: str
     variant = get_variant(key)
     result = KernelSMResult(variant.probe.id, sm, version, notes=[f"worker: {reason}"], config=variant.values, key=variant.key)
     for h in heads:
-        result.heads[h] = HeadResult(h, Outcome.INCONCLUSIVE, reason=reason)
+        result.heads[h] = HeadResult(h, Outcome.INCONCLUSIVE, reason=reason, cause=Cause.ENVIRONMENT.value)  # the release could not run here
     return result
 
 

@@ -13,6 +13,7 @@ import builtins
 import functools
 import linecache
 import os
+import re
 import shutil
 import socket
 import sys
@@ -26,6 +27,7 @@ from typing import Any
 
 from .checks import CheckSite, check_site
 from .errors import EnvironmentProblem
+from .outcome import Cause
 from .sm import SM
 
 # Getters (`get_trtllm_gen_fmha_module`, `get_sparse_mla_sm120_module`, ...) run
@@ -150,11 +152,27 @@ class CallResult:
     reason: str | None = None  # why a non-validator failure says nothing about heads
     passed: tuple[str, ...] = ()  # compiled calls let through on the way (see _Policy)
     site: CheckSite | None = None  # the check that refused, for tracing it on other SMs
+    cause: str | None = None  # a Cause value, with `reason`
     lines_run: frozenset[int] | None = None  # lines of `trace`'s code object that ran (see call())
 
     @property
     def reached(self) -> bool:
         return self.entry is not None
+
+
+_MISSING_MODULE_ATTRIBUTE = re.compile(r"module '([\w.]+)' has no attribute")
+
+
+def _cause_of(exc: BaseException) -> Cause:
+    """An import, the OS or memory is this machine; so is a dependency's module
+    lacking a name (cutlass-dsl 4.8 under 0.6.8-0.6.12's cute-dsl). Any other
+    missing attribute or name is the probe's inputs not fitting this release."""
+    if isinstance(exc, (ImportError, OSError, MemoryError)):
+        return Cause.ENVIRONMENT
+    missing = _MISSING_MODULE_ATTRIBUTE.match(str(exc))
+    if isinstance(exc, AttributeError) and missing and not missing.group(1).startswith("flashinfer"):
+        return Cause.ENVIRONMENT
+    return Cause.PROBE
 
 
 @dataclass
@@ -399,8 +417,10 @@ class FlashinferSession:
         is_check = statement.startswith(("raise", "assert"))
         if isinstance(exc, environment_errors):
             result.reason = f"{type(exc).__name__} is an environment failure, not a validator's answer"
+            result.cause = _cause_of(exc).value
         elif result.site is not None and result.site.device_check:
             result.reason = "a check on the tensors' device refused: the probe's tensors live on the CPU, so this says nothing about the kernel"
+            result.cause = Cause.DEVICE.value
         elif in_flashinfer and rel.startswith(("jit" + os.sep, "compilation_context.py")) and is_check:
             # A check in JIT-spec generation (the arch list it compiles for is
             # the target's, as the device would give it; the options it can
