@@ -22,8 +22,6 @@ def in_github_actions() -> bool:
     return os.environ.get("GITHUB_ACTIONS") == "true"
 
 
-_escape_data = gha_data
-_escape_property = gha_property
 
 
 def annotation_lines(report: CheckReport) -> list[str]:
@@ -46,9 +44,9 @@ def annotation_lines(report: CheckReport) -> list[str]:
         by_explanation: dict[str, list[str]] = {}
         for f in findings:
             by_explanation.setdefault(f.explain(), []).append(f"{f.model} TP{f.tp} (n={f.n})")
-        props = [f"file={_escape_property(path)}"] + ([f"line={line}"] if line else []) + [f"title={_escape_property(f'hprobe: {backend} SM{sm} {label}')}"]
+        props = [f"file={gha_property(path)}"] + ([f"line={line}"] if line else []) + [f"title={gha_property(f'hprobe: {backend} SM{sm} {label}')}"]
         message = "; ".join(f"{', '.join(cases)}: {explanation}" for explanation, cases in by_explanation.items())
-        lines.append(f"::{level} {','.join(props)}::{_escape_data(message)}")
+        lines.append(f"::{level} {','.join(props)}::{gha_data(message)}")
     return lines
 
 
