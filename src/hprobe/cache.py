@@ -51,8 +51,9 @@ _lock = threading.Lock()
 
 
 @functools.cache
-def _usable(root: Path) -> tuple[Path, str | None]:
-    """(directory to use, note) for a configured root."""
+def _usable(root: Path) -> Path:
+    """The directory to use for a configured root: itself, or the temporary
+    fallback when it cannot be written."""
     if root.exists() and not root.is_dir():
         raise InputError(f"HPROBE_CACHE_DIR={root}: not a directory")
     try:
@@ -62,9 +63,9 @@ def _usable(root: Path) -> tuple[Path, str | None]:
             probe.write_bytes(bytes(4096))  # an empty file fits even on a full disk
         finally:
             probe.unlink(missing_ok=True)
-        return root, None
+        return root
     except OSError as exc:
-        return _fall_back(root, exc), None
+        return _fall_back(root, exc)
 
 
 def _fall_back(configured: Path, exc: OSError) -> Path:
@@ -79,7 +80,7 @@ def _fall_back(configured: Path, exc: OSError) -> Path:
 
 
 def root() -> Path:
-    usable = _usable(configured_root())[0]
+    usable = _usable(configured_root())
     return _fallback[0][0] if _fallback else usable
 
 

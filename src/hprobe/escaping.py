@@ -26,12 +26,14 @@ def _visible_one(match: re.Match[str]) -> str:
 
 # The runner's older command form, `##[command]`, is read anywhere in a line.
 V1_COMMAND = "##["
+# Where a runner (and a terminal) starts a new line.
+LINE_BREAK = re.compile(r"(\r\n|\n|\r)")
 
 
 def opens_command(text: str) -> bool:
     """Whether any line of `text` is one a runner would execute (`::` after
     leading white space, `##[` anywhere)."""
-    return any(line.lstrip().startswith("::") or V1_COMMAND in line for line in re.split(r"\r\n|\n|\r", text))
+    return any(line.lstrip().startswith("::") or V1_COMMAND in line for line in LINE_BREAK.split(text))
 
 
 def visible(text: object) -> str:
@@ -69,7 +71,7 @@ def text(value: object) -> str:
 def gha_data(value: object) -> str:
     """A workflow command's message, escaped the way the Actions runner
     unescapes it; controls shown, as the log viewer would act on them."""
-    return visible(value).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return visible(value).replace("%", "%25")  # visible() leaves no \r or \n to write as %0D / %0A
 
 
 def gha_property(value: object) -> str:

@@ -82,12 +82,7 @@ def check_output(path: Path, option: str, overwrite: bool = True) -> None:
     """Refuse an output path before any work, so a bad one costs nothing."""
     if _own_stream(path) is not None:
         return  # stdout or stderr, by any name: written in place, after what is printed there
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        info = None
-    except OSError as exc:
-        raise InputError(f"{option} {path}: {_reason(exc)}") from None
+    info = _lstat(path, option)
     if info is not None:
         if stat.S_ISLNK(info.st_mode) and _character_device(path):
             # /dev/stdout, /dev/stderr, /dev/fd/N: links to a terminal or pipe, written in place.
@@ -113,7 +108,6 @@ def write_output(path: Path, data: str | bytes, option: str, overwrite: bool = T
     """Write `data` to the path the user named: atomically for a regular file,
     in place for a character device; anything else is refused."""
     check_output(path, option, overwrite)
-    payload = data.encode("utf-8") if isinstance(data, str) else data  # bytes: written exactly (a patch)
     own = _own_stream(path)
     if own is not None:
         try:
@@ -123,6 +117,7 @@ def write_output(path: Path, data: str | bytes, option: str, overwrite: bool = T
         except OSError as exc:
             raise InputError(f"{option} {path}: cannot write: {_reason(exc)}") from None
         return
+    payload = data.encode("utf-8") if isinstance(data, str) else data  # bytes: written exactly (a patch)
     try:
         if stat.S_ISCHR(os.stat(path).st_mode):
             with open(path, "wb") as fh:
@@ -146,9 +141,19 @@ def write_output(path: Path, data: str | bytes, option: str, overwrite: bool = T
         raise InputError(f"{option} {path}: cannot write: {_reason(exc)}") from None
 
 
+def _lstat(path: Path, option: str) -> os.stat_result | None:
+    """The path's own status (a symlink as itself), None when nothing is there."""
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise InputError(f"{option} {path}: {_reason(exc)}") from None
+
+
 def _character_device(path: Path) -> bool:
     try:
-        return stat.S_ISCHR(os.stat(path).st_mode) or _own_stream(path) is not None
+        return stat.S_ISCHR(os.stat(path).st_mode)
     except OSError:
         return False
 
@@ -215,12 +220,7 @@ class SiteWriter:
     def __init__(self, target: Path, names: tuple[str, ...], option: str, overwrite: bool):
         self.target, self.names, self.option = target, names, option
         self.scratch: Path | None = None
-        try:
-            info = os.lstat(target)
-        except FileNotFoundError:
-            info = None
-        except OSError as exc:
-            raise InputError(f"{option} {target}: {_reason(exc)}") from None
+        info = _lstat(target, option)
         if info is not None and stat.S_ISLNK(info.st_mode):
             raise InputError(f"{option} {target}: is a symlink; give the directory's own path")
         if info is not None and not stat.S_ISDIR(info.st_mode):

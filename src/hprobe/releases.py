@@ -161,9 +161,12 @@ def _zip_intact(wheel: Path) -> bool:
 
 
 def _wheel_version(wheel: Path) -> Version | None:
+    """The version a wheel's file name gives, when it is a wheel name at all."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
     try:
-        return Version(wheel.name[len(_WHEEL_PREFIX):].split("-", 1)[0])
-    except InvalidVersion:
+        return parse_wheel_filename(wheel.name)[1]
+    except (InvalidWheelFilename, InvalidVersion):
         return None
 
 
@@ -214,23 +217,13 @@ def _from_wheel(wheel: Path, label: str) -> Release:
                 lock.release()
     metadata = _metadata(tree)
     version = metadata.get("Version", ["unknown"])[0]
-    named = _named_version(wheel)
-    if named is not None and _same_version(named, version) is False:
+    named = _wheel_version(wheel)
+    if named is not None and not _same_version(named, version):
         raise InputError(f"--flashinfer {label}: the wheel's file name says {named} but its METADATA says {version}; which release it is cannot be told, so it is not probed")
     return Release(label, version, tree, sha, unmet_requirements(metadata))
 
 
-def _named_version(wheel: Path) -> Version | None:
-    """The version a wheel's file name gives, when it is a wheel name at all."""
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
-    try:
-        return parse_wheel_filename(wheel.name)[1]
-    except (InvalidWheelFilename, InvalidVersion):
-        return None
-
-
-def _same_version(named: Version, written: str) -> bool | None:
+def _same_version(named: Version, written: str) -> bool:
     try:
         return Version(written) == named
     except InvalidVersion:

@@ -18,7 +18,6 @@ from .probing import gather
 from .releases import parse_spec, pinned_releases
 from .reports import INSTALLED, CheckReport, MatrixReport, ProbedRelease, Progress, quiet
 from .tables import PaddingTable
-from .tables.model import MAX_HEADS
 from .targets import DEFAULT_MAX_HEADS, resolve_targets
 
 if TYPE_CHECKING:
@@ -100,8 +99,6 @@ def run_check(
         for backend in table.backends:
             sms = set(needed.get(backend.variant_key, [])) | {sm for sm in backend.sms if sm in numbers}
             needed[backend.variant_key] = sorted(sms)
-            if backend.rule.largest() > MAX_HEADS:  # before any set of counts is built
-                raise InputError(f"{table.name}: backend {backend.name} ({backend.where}): its rule pads to {backend.rule.largest()}, above {MAX_HEADS}, more than any model has")
             ceiling = max(ceiling, backend.rule.largest(), *(m.num_q_heads for m in table.models))
     needed = {k: v for k, v in needed.items() if v}
     heads = list(range(1, ceiling + 1))

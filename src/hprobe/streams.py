@@ -14,13 +14,11 @@ annotations bypass it through `command_line`.
 from __future__ import annotations
 
 import io
-import re
 import sys
 from typing import TextIO
 
+from .escaping import LINE_BREAK as _LINE_BREAK
 from .escaping import V1_COMMAND as _V1_COMMAND
-
-_LINE_BREAK = re.compile(r"(\r\n|\n|\r)")
 
 
 class CommandGuard(io.TextIOBase):

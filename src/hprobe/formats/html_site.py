@@ -132,7 +132,7 @@ def _heatmap(key: str, sm: int, rows: list[tuple[str, KernelSMResult | None]], h
         for start, run, outcome, said in _runs(heads, result):
             colour = COLOUR.get(outcome or Outcome.INCONCLUSIVE, COLOUR[Outcome.INCONCLUSIVE])
             span = f"{run[0]}" if len(run) == 1 else f"{run[0]}-{run[-1]}"
-            tip = f"flashinfer {version}, h_q {span if len(run) == 1 else f'{run[0]}–{run[-1]}'}: {said}"
+            tip = f"flashinfer {version}, h_q {span.replace('-', '–')}: {said}"
             out.append(
                 f'<rect x="{LEFT + start * CELL_W}" y="{y}" width="{CELL_W * len(run)}" height="{CELL_H - 2}" fill="{colour}" '
                 f'data-heads="{span}" data-outcome="{escape(outcome.value if outcome else "?")}"><title>{escape(tip)}</title></rect>'
@@ -147,19 +147,19 @@ def _heatmap(key: str, sm: int, rows: list[tuple[str, KernelSMResult | None]], h
 
 def _runs(heads: list[int], result: KernelSMResult | None) -> list[tuple[int, list[int], Outcome | None, str]]:
     """(index of the first h_q, the h_q, their outcome, what each got) for each
-    run of consecutive h_q answered alike; one h_q's answer is its own words."""
-    runs: list[tuple[int, list[int], Outcome | None, str]] = []
+    run of consecutive h_q answered alike; one h_q's answer is its own words,
+    a run's says it once with `#` for the h_q it names."""
+    runs: list[tuple[int, list[int], Outcome | None, str]] = []  # the answer as a template
+    singles: dict[int, str] = {}  # a run's first answer in its own words
     for i, h in enumerate(heads):
         outcome = result.outcome(h) if result is not None else Outcome.ABSENT
         said = _answer(h, result)
-        template = without_count(said, h)
-        if runs and i == runs[-1][0] + len(runs[-1][1]) and runs[-1][1][-1] + 1 == h and runs[-1][2] == outcome and without_count(runs[-1][3], runs[-1][1][0]) == template:
-            start, hs, _, first_said = runs[-1]
-            runs[-1] = (start, [*hs, h], outcome, first_said)
+        if runs and runs[-1][1][-1] + 1 == h and runs[-1][2] == outcome and runs[-1][3] == without_count(said, h):
+            runs[-1][1].append(h)
         else:
-            runs.append((i, [h], outcome, said))
-    # A run of several h_q says its answer once, with `#` for the h_q it names.
-    return [(start, hs, outcome, said if len(hs) == 1 else without_count(said, hs[0])) for start, hs, outcome, said in runs]
+            runs.append((i, [h], outcome, without_count(said, h)))
+            singles[i] = said
+    return [(start, hs, outcome, singles[start] if len(hs) == 1 else template) for start, hs, outcome, template in runs]
 
 
 def _answer(h: int, result: KernelSMResult | None) -> str:
