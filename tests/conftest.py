@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from hprobe.cli import app
+# The suite's own cache for this session, whatever HPROBE_CACHE_DIR says: a
+# test never reads the user's cached results (which may come from other code)
+# and never writes into them. Set before hprobe is imported; every subprocess
+# a test starts inherits it unless the test names another.
+SESSION_CACHE = Path(tempfile.mkdtemp(prefix="hprobe-test-cache-"))
+os.environ["HPROBE_CACHE_DIR"] = str(SESSION_CACHE)
+
+from hprobe.cli.app import app  # noqa: E402 - after the cache is chosen
 
 ROOT = Path(__file__).resolve().parent.parent
 MATRICES = ROOT / "matrices"
@@ -89,3 +99,7 @@ kernel = "dsv4-sparse-mla"
 sm = [100]
 {rule}
 """
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(SESSION_CACHE, ignore_errors=True)

@@ -7,9 +7,9 @@ import pytest
 
 from hprobe.kernels import PROBES, get_variant
 from hprobe.kernels.base import Metadata
-from hprobe.matrix import _attach_metadata
-from hprobe.outcome import HeadResult, KernelSMResult, Outcome
-from hprobe.sm import SM
+from hprobe.model.outcome import HeadResult, KernelSMResult, Outcome
+from hprobe.model.sm import SM
+from hprobe.probe.run import _attach_metadata
 
 
 def _results(doc: dict) -> dict[tuple[str, int], dict]:

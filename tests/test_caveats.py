@@ -5,8 +5,8 @@ the report page."""
 
 from __future__ import annotations
 
-from hprobe.formats.html_site import _evidence
-from hprobe.outcome import Depth, HeadResult, KernelSMResult, Outcome
+from hprobe.model.outcome import Depth, HeadResult, KernelSMResult, Outcome
+from hprobe.report.formats.html_site import _evidence
 
 
 def _result(depth: str = Depth.VALIDATORS.value, unchecked: list[str] | None = None, accepted: bool = True) -> KernelSMResult:

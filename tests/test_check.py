@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from hprobe.envinfo import distribution_version
+from hprobe.system.envinfo import distribution_version
 
 from .conftest import POST_48047, PRE_48047, V4_PRO_TABLE
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hprobe.envinfo import distribution_version
+from hprobe.system.envinfo import distribution_version
 
 
 def test_env_runs_without_gpu(cli_json):

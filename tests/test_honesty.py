@@ -9,11 +9,11 @@ import socket
 import pytest
 import torch
 
+from hprobe.device.session import FlashinferSession
 from hprobe.kernels.dsv4_sparse_mla import DSv4SparseMLAProbe
-from hprobe.matrix import probe_kernel
-from hprobe.outcome import Outcome
-from hprobe.shim import FlashinferSession
-from hprobe.sm import SM
+from hprobe.model.outcome import Outcome
+from hprobe.model.sm import SM
+from hprobe.probe.run import probe_kernel
 
 
 class _WrongHeadDimProbe(DSv4SparseMLAProbe):
@@ -135,10 +135,10 @@ def test_release_that_fails_to_import_is_inconclusive_not_rejected(cli_json, tmp
 
 
 def test_probing_in_two_processes_gives_the_same_results(cli_json, monkeypatch):
-    """hprobe.parallel forks after import; the report must not depend on it."""
+    """hprobe.probe.parallel forks after import; the report must not depend on it."""
     # --no-cache: the second run must probe again, not read what the first one cached.
     args = ("matrix", "-k", "trtllm-mla,xqa-mla,sm120-sparse-mla", "--sm", "100,120", "--heads", "1-20,96,128,129", "--no-cache")
-    from hprobe import probing
+    from hprobe.support import gather as probing
 
     calls = []
     real = probing.probe_split

@@ -761,10 +761,8 @@ class TestEveryFormatEscapesEveryField:
 
 
 def _user_cache() -> Path:
-    """The shared cache, where the report tests' releases are already unpacked."""
-    from platformdirs import user_cache_dir
-
-    return Path(os.environ.get("HPROBE_CACHE_DIR") or user_cache_dir("hprobe"))
+    """The session's cache (see conftest), where earlier tests' releases are already unpacked."""
+    return Path(os.environ["HPROBE_CACHE_DIR"])
 
 
 class TestErrorLinesEscapeWhatTheyQuote:

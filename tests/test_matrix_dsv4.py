@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hprobe.envinfo import distribution_version
+from hprobe.system.envinfo import distribution_version
 
 pytestmark = pytest.mark.skipif(
     distribution_version("flashinfer-python") != "0.6.14",

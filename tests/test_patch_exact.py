@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from hprobe.repo.extract import extract
-from hprobe.repo.mapping import load_mapping
-from hprobe.repo.patch import Adoption, build_patch, git_quoted
-from hprobe.repo.pin import find_pins
-from hprobe.tables.model import PadTo
+from hprobe.model.padding import PadTo
+from hprobe.rules.repo.extract import extract
+from hprobe.rules.repo.mapping import load_mapping
+from hprobe.rules.repo.patch import Adoption, build_patch, git_quoted
+from hprobe.rules.repo.pin import find_pins
 
 MAPPING = """
 [[model]]

@@ -26,7 +26,7 @@ def sweep(request):
 
     from typer.testing import CliRunner
 
-    from hprobe.cli import app
+    from hprobe.cli.app import app
 
     result = CliRunner().invoke(app, ["matrix", "--flashinfer", ",".join(RELEASES), "--sm", SMS, "--json"], catch_exceptions=False)
     assert result.exit_code == 0, result.stderr

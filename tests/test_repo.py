@@ -8,10 +8,10 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from hprobe.repo.evaluate import NotEvaluable, Raises, evaluate
-from hprobe.repo.extract import extract
-from hprobe.repo.mapping import load_mapping
-from hprobe.repo.scan import RepoIndex
+from hprobe.rules.repo.evaluate import NotEvaluable, Raises, evaluate
+from hprobe.rules.repo.extract import extract
+from hprobe.rules.repo.mapping import load_mapping
+from hprobe.rules.repo.scan import RepoIndex
 
 from .conftest import ROOT, V4_PRO_TABLE
 
@@ -104,7 +104,7 @@ def test_extracted_toml_reads_back_as_a_table(cli, tmp_path):
     assert code == 0 and "wrote" in err
     code, _, err = cli("table", "extract", "--repo", str(POST), "--output", str(out_file))
     assert code == 2 and "exists" in err  # never overwritten silently
-    from hprobe.tables import load_tables
+    from hprobe.rules import load_tables
 
     [table] = load_tables([out_file])
     assert table.requires_flashinfer == ">=0.6.14"
@@ -277,8 +277,8 @@ def test_a_huge_power_is_not_evaluated(tmp_path):
 def test_an_extracted_table_reads_back_as_the_same_table(tmp_path):
     """The TOML writer is the reader's inverse: what `table extract` writes,
     `check --table` reads to the same models, backends, rules, axis values and pin."""
-    from hprobe.repo.extract import table_toml
-    from hprobe.tables import TomlTableSource
+    from hprobe.rules import TomlTableSource
+    from hprobe.rules.repo.extract import table_toml
 
     for root in (PRE, POST):
         found = extract(root, load_mapping())
@@ -293,8 +293,9 @@ def test_an_extracted_table_reads_back_as_the_same_table(tmp_path):
 
 
 def test_the_writer_leaves_out_padding_down(tmp_path):
-    from hprobe.tables import Backend, Model, PaddingTable, PadMap, TomlTableSource, Where
-    from hprobe.tables.toml_writer import table_toml
+    from hprobe.model.padding import Backend, Model, PaddingTable, PadMap, Where
+    from hprobe.rules import TomlTableSource
+    from hprobe.rules.toml_writer import table_toml
 
     table = PaddingTable("t", "s", "p", None, [Model("M", 64, (1, 2), Where("p"))],
                          [Backend("B", "dsv4-sparse-mla", (100,), PadMap(((32, 64), (64, 32))), Where("p"))])

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from hprobe.escaping import visible
+from hprobe.system.escaping import visible
 
 from .conftest import POST_48047, ROOT
 
@@ -29,7 +29,7 @@ ARTIFACTS = ROOT / "test-artifacts"
 def site(tmp_path_factory) -> Path:
     from typer.testing import CliRunner
 
-    from hprobe.cli import app
+    from hprobe.cli.app import app
 
     out = tmp_path_factory.mktemp("site") / "out"
     args = ["report", "--releases", "0.6.13..0.6.14", "-k", "dsv4-sparse-mla", "--sm", "100,120", "--table", str(POST_48047), "-o", str(out)]

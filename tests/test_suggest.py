@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from hprobe.history import first_true
-from hprobe.pin_advice import raised_pin
-from hprobe.repo.extract import extract
-from hprobe.repo.mapping import load_mapping
-from hprobe.repo.patch import Adoption, build_patch
-from hprobe.tables.model import PadTo
+from hprobe.advise.history import first_true
+from hprobe.model.padding import PadTo
+from hprobe.rules.repo.extract import extract
+from hprobe.rules.repo.mapping import load_mapping
+from hprobe.rules.repo.patch import Adoption, build_patch
+from hprobe.rules.repo.pin import raised_pin
 
 from .conftest import ROOT, engine_source
 

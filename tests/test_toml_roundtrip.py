@@ -9,9 +9,9 @@ import tomllib
 
 import pytest
 
-from hprobe.tables.model import Backend, Model, PaddingTable, PadTo, Reach, Where
-from hprobe.tables.toml_source import TomlTableSource
-from hprobe.tables.toml_writer import comment, quote, table_toml
+from hprobe.model.padding import Backend, Model, PaddingTable, PadTo, Reach, Where
+from hprobe.rules.toml_source import TomlTableSource
+from hprobe.rules.toml_writer import comment, quote, table_toml
 
 HOSTILE = [
     'quote " and back\\slash',

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from hprobe.core import Verdict, compact_set, exit_code, judge
-from hprobe.errors import InputError
-from hprobe.outcome import HeadResult, KernelSMResult, Outcome
-from hprobe.sm import SM, parse_sm, parse_sm_list
-from hprobe.tables import PadMap, PadTo
-from hprobe.targets import parse_heads
+from hprobe.judge import exit_code, judge
+from hprobe.model.errors import InputError
+from hprobe.model.heads import compact_set
+from hprobe.model.outcome import HeadResult, KernelSMResult, Outcome
+from hprobe.model.padding import PadMap, PadTo
+from hprobe.model.sm import SM, parse_sm, parse_sm_list
+from hprobe.model.targets import parse_heads
+from hprobe.model.verdict import Verdict
 
 from .conftest import V4_PRO_TABLE
 
@@ -100,7 +102,7 @@ def test_exit_codes():
 
 
 def test_pad_multiple_and_pad_tile_rules():
-    from hprobe.tables import PadMultiple, PadTile
+    from hprobe.model.padding import PadMultiple, PadTile
 
     multiple = PadMultiple(16, 128)
     assert [multiple.pad(n) for n in (1, 12, 16, 24, 96, 128, 129)] == [16, 16, 16, 32, 96, 128, None]
@@ -112,7 +114,8 @@ def test_pad_multiple_and_pad_tile_rules():
 
 
 def test_tables_parse_pad_multiple_and_pad_tile(write_table):
-    from hprobe.tables import PadMultiple, PadTile, load_tables
+    from hprobe.model.padding import PadMultiple, PadTile
+    from hprobe.rules import load_tables
 
     base = V4_PRO_TABLE
     [t] = load_tables([write_table(base.format(rule="pad_multiple = 16\nmax_heads = 128"))])
@@ -122,8 +125,9 @@ def test_tables_parse_pad_multiple_and_pad_tile(write_table):
 
 
 def test_unsupported_config_is_broken_and_partial_is_never_plain_ok():
-    from hprobe.core import Finding, Verdict, judge
-    from hprobe.outcome import Depth, HeadResult, KernelSMResult, Outcome
+    from hprobe.judge import judge
+    from hprobe.model.outcome import Depth, HeadResult, KernelSMResult, Outcome
+    from hprobe.model.verdict import Finding, Verdict
 
     refused = KernelSMResult("trtllm-mla", 120, "x")
     for h in (64, 128):
@@ -136,7 +140,7 @@ def test_unsupported_config_is_broken_and_partial_is_never_plain_ok():
 
 
 def test_refusal_messages_group_by_check_not_by_the_count_they_name():
-    from hprobe.outcome import without_count
+    from hprobe.model.outcome import without_count
 
     assert without_count("Expected 8, 16, 32, 64, or 128 query heads for SM120 DSv4 sparse MLA, got 4", 4).endswith("DSv4 sparse MLA, got #")
     assert without_count("unsupported configuration (q_len=1, num_heads=120, page_size=64)", 120) == "unsupported configuration (q_len=1, num_heads=#, page_size=64)"
@@ -159,8 +163,8 @@ def test_every_verdict_explains_itself_in_every_output():
 def test_an_inconclusive_cause_is_typed_from_the_exception():
     """The machine (imports, a dependency's API, memory) is excused by the
     release sweep; a missing name in flashinfer or the probe is not."""
-    from hprobe.outcome import Cause
-    from hprobe.shim import _cause_of
+    from hprobe.device.session import _cause_of
+    from hprobe.model.outcome import Cause
 
     assert _cause_of(ImportError("cannot import name cute from cutlass")) is Cause.ENVIRONMENT
     assert _cause_of(AttributeError("module 'cutlass.cute.core' has no attribute 'ThrMma'")) is Cause.ENVIRONMENT

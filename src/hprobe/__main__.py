@@ -1,3 +1,3 @@
-from .cli import run
+from hprobe.cli.app import run
 
 run()

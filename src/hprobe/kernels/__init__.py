@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import re
 
-from ..errors import InputError
-from .base import KernelProbe, Value, Variant
-from .batch_mla import BatchMLAProbe
-from .dsv4_sparse_mla import DSv4SparseMLAProbe
-from .sm120_sparse_mla import SM120SparseMLAProbe
-from .sm120_sparse_mla_wrapper import SM120SparseMLAWrapperProbe
-from .trtllm_mla import TrtllmMLAProbe
-from .trtllm_mla_prefill import TrtllmMLAPrefillProbe
-from .xqa_mla import XqaMLAProbe
+from hprobe.kernels.base import KernelProbe, Value, Variant
+from hprobe.kernels.batch_mla import BatchMLAProbe
+from hprobe.kernels.dsv4_sparse_mla import DSv4SparseMLAProbe
+from hprobe.kernels.sm120_sparse_mla import SM120SparseMLAProbe
+from hprobe.kernels.sm120_sparse_mla_wrapper import SM120SparseMLAWrapperProbe
+from hprobe.kernels.trtllm_mla import TrtllmMLAProbe
+from hprobe.kernels.trtllm_mla_prefill import TrtllmMLAPrefillProbe
+from hprobe.kernels.xqa_mla import XqaMLAProbe
+from hprobe.model.errors import InputError
 
 PROBES: dict[str, KernelProbe] = {
     p.id: p

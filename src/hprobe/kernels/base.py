@@ -7,9 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import InputError
-from ..sm import SM
-from .offers import Metadata, capability_metadata
+from hprobe.kernels.offers import Metadata, capability_metadata
+from hprobe.model.errors import InputError
+from hprobe.model.sm import SM
 
 __all__ = ["Axis", "KernelProbe", "Metadata", "PreparedCall", "Value", "Variant"]
 

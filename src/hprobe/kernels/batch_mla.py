@@ -15,9 +15,9 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from ..sm import SM
-from . import mla_inputs as mi
-from .base import Axis, KernelProbe, PreparedCall, Value
+from hprobe.kernels import mla_inputs as mi
+from hprobe.kernels.base import Axis, KernelProbe, PreparedCall, Value
+from hprobe.model.sm import SM
 
 # Input conventions, tried in order: how the plan and run calls are spelled.
 #   split-legacy: the 0.6.x form -- split q_nope/q_pe and ckv/kpe; cutlass runs without a plan

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from functools import cached_property, lru_cache
 from typing import Any
 
-from ..sm import SM
-from . import mla_inputs as mi
-from .base import Axis, KernelProbe, Metadata, PreparedCall, Value
-from .offers import missing_parameter, sm120_decode_claim
+from hprobe.kernels import mla_inputs as mi
+from hprobe.kernels.base import Axis, KernelProbe, Metadata, PreparedCall, Value
+from hprobe.kernels.offers import missing_parameter, sm120_decode_claim
+from hprobe.model.sm import SM
 
 HEAD_DIM = 512  # DSv4 query and KV head dim
 # Bytes per token of the SM12x packed KV pools: FP8 (all releases with the

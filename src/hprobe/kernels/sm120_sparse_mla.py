@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..sm import SM
-from . import mla_inputs as mi
-from .base import Axis, KernelProbe, Metadata, PreparedCall, Value
-from .offers import sm120_decode_claim
+from hprobe.kernels import mla_inputs as mi
+from hprobe.kernels.base import Axis, KernelProbe, Metadata, PreparedCall, Value
+from hprobe.kernels.offers import sm120_decode_claim
+from hprobe.model.sm import SM
 
 # family -> (query head dim, packed KV bytes per token)
 FAMILIES = {"dsv4": (512, 584), "dsv3.2": (576, 656)}

@@ -6,7 +6,7 @@ alias of that runner is still answered for what users call."""
 
 from __future__ import annotations
 
-from .sm120_sparse_mla import SM120SparseMLAProbe
+from hprobe.kernels.sm120_sparse_mla import SM120SparseMLAProbe
 
 
 class SM120SparseMLAWrapperProbe(SM120SparseMLAProbe):

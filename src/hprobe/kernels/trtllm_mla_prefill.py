@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .trtllm_mla import TrtllmMLAProbe
+from hprobe.kernels.trtllm_mla import TrtllmMLAProbe
 
 # Query tokens per request a prefill caller (chunked prefill, MTP) passes.
 PREFILL_Q_LEN = 4

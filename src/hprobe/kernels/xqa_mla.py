@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..sm import SM
-from . import mla_inputs as mi
-from .base import Axis, KernelProbe, PreparedCall, Value
+from hprobe.kernels import mla_inputs as mi
+from hprobe.kernels.base import Axis, KernelProbe, PreparedCall, Value
+from hprobe.model.sm import SM
 
 
 class XqaMLAProbe(KernelProbe):

@@ -1,0 +1,175 @@
+"""Which flashinfer pin a padding rule needs: per count, the first published
+release from which every SM of a backend accepts it on the fast path (a binary
+search over releases, see history.py), and whether the consumer's pin admits a
+release below that.
+
+Pure: the caller passes `safe_at(version, sms, count)`, which probes (service.py
+does, through the result cache). Nothing here imports a probe."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from hprobe.advise.history import FirstTrue, first_true
+from hprobe.model.heads import compact_set
+from hprobe.model.sm import sm_names
+from hprobe.rules.repo.pin import raised_pin
+
+# (version, SMs, count) -> True (safe on every SM), False (refused on one), None (unknown)
+SafeAt = Callable[[Version, tuple[int, ...], int], "bool | None"]
+
+
+@dataclass(frozen=True)
+class CountPin:
+    """Since when one count is safe on every SM of a backend."""
+
+    count: int
+    found: FirstTrue[Version]
+
+    @property
+    def since(self) -> Version | None:
+        return self.found.first
+
+    def words(self) -> str:
+        f = self.found
+        if f.first is None:
+            return f"{self.count}: accepted by no release searched"
+        if f.last_false is None:
+            return f"{self.count}: from {f.first} (the start of the search)"
+        exact = "" if f.adjacent else f" (somewhere after {f.last_false}; releases between were inconclusive)"
+        return f"{self.count}: from {f.first}{exact}"
+
+    def to_dict(self) -> dict:
+        f = self.found
+        return {
+            "count": self.count,
+            "since": str(f.first) if f.first else None,
+            "last_refusing": str(f.last_false) if f.last_false else None,
+            "exact": f.adjacent or (f.first is not None and f.last_false is None),
+            "non_monotonic": [{"accepted": str(a), "then_refused": str(b)} for a, b in f.regressions],
+            "probed": [{"version": str(v), "safe": s} for v, s in f.seen],
+        }
+
+
+@dataclass
+class PinAdvice:
+    """The pin a rule needs on some SMs, and what the current pin admits."""
+
+    sms: tuple[int, ...]
+    searched: tuple[str, str]  # first and last release of the search
+    current_pin: str | None
+    rule_counts: dict[int, CountPin] = field(default_factory=dict)  # the suggested rule's counts
+    no_padding: dict[int, CountPin] = field(default_factory=dict)  # the per-rank counts themselves
+    admitted_below: list[str] = field(default_factory=list)  # releases the pin admits below `needs`
+    admitted: list[str] = field(default_factory=list)  # published releases the pin admits
+    explicit_start: bool = False  # the search started at --since, not where the entry point first exists
+
+    @staticmethod
+    def _needs(pins: dict[int, CountPin]) -> Version | None:
+        if not pins or any(p.since is None for p in pins.values()):
+            return None
+        return max(p.since for p in pins.values() if p.since is not None)
+
+    @property
+    def needs(self) -> Version | None:
+        """The lowest release from which every count of the suggested rule is safe."""
+        return self._needs(self.rule_counts)
+
+    @property
+    def no_padding_needs(self) -> Version | None:
+        return self._needs(self.no_padding)
+
+    @property
+    def regressions(self) -> list[str]:
+        return sorted({f"{p.count} accepted in {a}, refused in {b}" for p in [*self.rule_counts.values(), *self.no_padding.values()] for a, b in p.found.regressions})
+
+    def new_pin(self) -> str | None:
+        """The current pin with its lower bound raised to `needs`; None when it
+        needs no change or cannot be rewritten mechanically."""
+        needs = self.needs
+        if needs is None or not self.admitted_below:
+            return None
+        return raised_pin(self.current_pin, needs)
+
+    def words(self) -> list[str]:
+        sms = sm_names(self.sms)
+        lines = []
+        needs = self.needs
+        if needs is None:
+            never = [p.count for p in self.rule_counts.values() if p.since is None]
+            lines.append(f"{sms}: the suggested rule's counts {compact_set(never)} are accepted by no release in {self.searched[0]}..{self.searched[1]}")
+        else:
+            start = "--since" if self.explicit_start else "where the entry point first exists"
+            exact = self.rule_counts and all(p.found.adjacent or p.found.last_false is None for p in self.rule_counts.values())
+            first = "first safe release" if exact else "first release seen safe; releases just below it were inconclusive"
+            lines.append(f"{sms}: the suggested rule is safe from flashinfer {needs} ({first}; searched {self.searched[0]}..{self.searched[1]}, from {start})")
+            if self.current_pin is not None and not self.admitted_below and self.admitted:
+                span = self.admitted[0] if len(self.admitted) == 1 else f"{self.admitted[0]}–{self.admitted[-1]}"
+                lines.append(f"{sms}: safe on every release your pin {self.current_pin!r} admits ({span})")
+            if self.admitted_below:
+                refused = sorted(p.count for p in self.rule_counts.values() if p.since is not None and p.since > Version(self.admitted_below[0]))
+                new = self.new_pin()
+                raise_to = f"raise it to {new!r}" if new else f"raise its lower bound to {needs}"
+                lines.append(
+                    f"{sms}: your pin {self.current_pin!r} admits {self.admitted_below[0]}, which refuses {compact_set(refused)}: {raise_to}, or keep the current padding"
+                )
+            elif self.current_pin is None:
+                lines.append(f"{sms}: no pin: add requires_flashinfer '>={needs}' so that no older release is installed beside this rule")
+        no_pad = self.no_padding_needs
+        if no_pad is not None:
+            lines.append(f"{sms}: no padding at all is safe from flashinfer {no_pad}")
+        else:
+            never = [p.count for p in self.no_padding.values() if p.since is None]
+            if never:
+                lines.append(f"{sms}: no padding at all: n={compact_set(never)} is accepted by no release in {self.searched[0]}..{self.searched[1]}")
+        lines.extend(f"{sms}: history is not monotonic: {r}" for r in self.regressions)
+        return lines
+
+    def to_dict(self) -> dict:
+        return {
+            "sms": list(self.sms),
+            "searched": list(self.searched),
+            "current_pin": self.current_pin,
+            "needs": str(self.needs) if self.needs else None,
+            "new_pin": self.new_pin(),
+            "pin_admits_unsafe": self.admitted_below,
+            "pin_admits": self.admitted,
+            "no_padding_needs": str(self.no_padding_needs) if self.no_padding_needs else None,
+            "rule_counts": [p.to_dict() for p in self.rule_counts.values()],
+            "no_padding": [p.to_dict() for p in self.no_padding.values()],
+            "non_monotonic": self.regressions,
+            "advice": self.words(),
+        }
+
+
+def advise(
+    sms: tuple[int, ...],
+    rule_counts: set[int],
+    per_rank: set[int],
+    versions: list[Version],
+    current_pin: str | None,
+    safe_at: SafeAt,
+    admitted: list[str] | None = None,
+    explicit_start: bool = False,
+) -> PinAdvice:
+    """Search `versions` (published, oldest first) per count. The state of one
+    release is probed once and shared by every count (safe_at caches)."""
+    advice = PinAdvice(sms, (str(versions[0]), str(versions[-1])), current_pin, admitted=admitted or [], explicit_start=explicit_start)
+    for count in sorted(rule_counts | per_rank):
+        def state(v: Version, c: int = count) -> bool | None:
+            return safe_at(v, sms, c)
+
+        found = CountPin(count, first_true(versions, state))
+        if count in rule_counts:
+            advice.rule_counts[count] = found
+        if count in per_rank:
+            advice.no_padding[count] = found
+    needs = advice.needs
+    if current_pin is not None and needs is not None:
+        specifier = SpecifierSet(current_pin)
+        advice.admitted_below = [str(v) for v in versions if v < needs and specifier.contains(v)]
+    return advice

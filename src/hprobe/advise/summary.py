@@ -1,0 +1,87 @@
+"""One line of advice per table x backend x SM, from the findings alone: what the
+padding does on the releases probed and, in plain words, what to change.
+
+Advice never reaches beyond what was probed: a table that names no pin is
+advised for the releases probed only, and says so."""
+
+from __future__ import annotations
+
+from itertools import groupby
+from typing import TYPE_CHECKING
+
+from hprobe.model.advice import Advice, TableAdvice
+from hprobe.model.heads import compact_set
+from hprobe.model.verdict import Finding, Verdict
+
+if TYPE_CHECKING:
+    from hprobe.model.padding import PaddingTable
+
+
+def summarize(findings: list[Finding], tables: list[PaddingTable]) -> list[TableAdvice]:
+    pins = {t.name: t.requires_flashinfer for t in tables}
+    own = {t.name for t in tables if t.releases}
+    out = []
+    for table, rows_iter in groupby(findings, key=lambda f: f.table):
+        rows = list(rows_iter)
+        merged: dict[tuple, list[int]] = {}
+        kernels: dict[str, str] = {}
+        for (backend, sm), group_iter in groupby(rows, key=lambda f: (f.backend, f.sm)):
+            group = list(group_iter)
+            counts: dict[str, int] = {}
+            for f in group:
+                counts[f.verdict.value] = counts.get(f.verdict.value, 0) + 1
+            kernels[backend] = group[0].kernel
+            merged.setdefault((backend, tuple(counts.items()), _action(group)), []).append(sm)
+        backends = tuple(Advice(table, b, kernels[b], tuple(sms), dict(c), action) for (b, c, action), sms in merged.items())
+        releases = tuple(sorted({r for f in rows for r in (f.releases or [f.flashinfer_version]) if r != "-"}))
+        # The pin the releases were chosen by (--pin, else the table's own), so the
+        # scope never names a pin whose releases were not the ones probed.
+        pin = next((f.pin for f in rows if f.pin), None) or pins.get(table)
+        out.append(TableAdvice(table, releases, pin, backends, table in own))
+    return out
+
+
+def _tps(rows: list[Finding]) -> str:
+    return "TP" + "/".join(str(tp) for tp in sorted({f.tp for f in rows}))
+
+
+def _action(rows: list[Finding]) -> str:
+    action = _verdict_action(rows)
+    reach = rows[0].reach
+    if reach is None or reach.default_reaches:
+        return action
+    # The rule also feeds the engine's default, which hprobe does not probe:
+    # the advice is about FlashInfer's path alone and cannot be applied as is.
+    scoped = f"under {reach.flag} {reach.value} only: {action}"
+    if all(f.verdict is Verdict.OK for f in rows):
+        return scoped
+    return f"{scoped} — the default backend ({reach.otherwise}) shares this rule: change it behind a {reach.flag} branch"
+
+
+def _verdict_action(rows: list[Finding]) -> str:
+    by = {v: [f for f in rows if f.verdict is v] for v in Verdict}
+    if by[Verdict.BROKEN]:
+        broken = by[Verdict.BROKEN]
+        padded = compact_set({f.padded for f in broken if f.padded is not None})
+        return f"broken for {_tps(broken)}: the kernel refuses {padded}; pad to counts it accepts before shipping this"
+    if by[Verdict.REDUCIBLE]:
+        reducible = by[Verdict.REDUCIBLE]
+        # Only the counts that change are named: "instead of" a set that also
+        # holds counts other rows keep would misstate what n pads to today.
+        ns = compact_set({f.n for f in reducible})
+        now = compact_set({f.padded for f in reducible if f.padded is not None})
+        after = compact_set({f.best for f in reducible if f.best is not None})
+        wastes = [f.waste for f in reducible if f.waste]
+        low, high = min(wastes or [1.0]), max(wastes or [1.0])
+        saving = f"{low:.3g}–{high:.3g}×" if f"{low:.3g}" != f"{high:.3g}" else f"{high:.3g}×"
+        return f"for n={ns}, pad to {after} instead of {now}: saves {saving} on {_tps(reducible)}"
+    if by[Verdict.TABLE_REFUSES]:
+        refused = by[Verdict.TABLE_REFUSES]
+        return f"the table raises for n={compact_set({f.n for f in refused})}, which the kernel accepts ({_tps(refused)})"
+    if by[Verdict.OFF_FAST_PATH]:
+        slow = by[Verdict.OFF_FAST_PATH]
+        return f"runs, but on a slower kernel for n={compact_set({f.n for f in slow})} ({_tps(slow)})"
+    if by[Verdict.INCONCLUSIVE]:
+        unknown = by[Verdict.INCONCLUSIVE]
+        return f"inconclusive for n={compact_set({f.n for f in unknown})}: {unknown[0].explain() or 'see the details'}"
+    return "ok: every count runs as padded"

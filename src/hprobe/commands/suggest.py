@@ -1,0 +1,75 @@
+"""`hprobe suggest`: the rules the kernels' own answers call for, and what to
+write for them (a table, or a patch of the consumer's tree with the pin it
+needs) as one consistent change."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hprobe.model.errors import InputError
+from hprobe.model.release import Progress, quiet
+
+if TYPE_CHECKING:
+    from packaging.version import Version
+
+    from hprobe.commands.request import RuleRequest
+    from hprobe.report.model import SuggestReport
+
+
+def run_suggest(
+    request: RuleRequest,
+    *,
+    start: Version | None,
+    want_table: bool,
+    diff_name: str | None,
+    use_cache: bool,
+    progress: Progress = quiet,
+) -> SuggestReport:
+    """The suggestions, and the texts to write: the table with the suggested
+    rules (`want_table`) and the patch (`diff_name`, the file it goes to; with
+    --repo only). Writing them is the caller's."""
+    from hprobe.advise.suggest import adopted, rewritten
+    from hprobe.advise.suggest import suggest as make_suggestions
+    from hprobe.commands.check import search_pins
+    from hprobe.commands.rules import collect_rules, judge_rules
+    from hprobe.report.model import SuggestReport
+
+    if diff_name is not None and request.repo is None:
+        raise InputError("--diff rewrites a source tree: it goes with --repo (use -o for a table)")
+    tables, repo_tables = collect_rules(request)
+    if want_table and len(tables) != 1:
+        raise InputError("--output writes one table: name one with --table (or use --repo)")
+    report = judge_rules(request, tables, repo_tables, False, use_cache, progress)
+    # The tables judged: a repo whose rules read flashinfer's own tables gives one per release.
+    suggestions = make_suggestions(report.findings, report.releases, report.tables, newest_only=request.flashinfer is None)
+    published: list[Version] = []
+    if request.flashinfer is None or want_table or diff_name is not None:
+        # --flashinfer names the releases to judge on; what is written
+        # (-o, --diff) is still checked against every release a pin admits.
+        published = search_pins(report, suggestions, request.pin, use_cache, progress, start)
+    table_text = None
+    if want_table:
+        from hprobe.rules.toml_writer import table_toml
+
+        judged = rewritten(report.tables, suggestions)
+        if len(judged) != 1:
+            raise InputError(f"--output writes one table; these rules were judged as {len(judged)} (one per release): name one release with --flashinfer")
+        [new_table] = judged
+        header = [f"Suggested by `hprobe suggest` from {new_table.path}: each rule is the smallest count every release probed accepts."]
+        table_text = table_toml(new_table, header)
+    patch = None
+    if diff_name is not None and repo_tables is not None:
+        from hprobe.rules.repo.patch import Adoption, build_patch
+
+        # Checked against the tree's own requirements, whatever --pin or
+        # --flashinfer the rules were judged under.
+        chosen: dict[str, Adoption] = {}
+        for s in suggestions:
+            rule, needs = adopted(s)
+            if rule is not None:
+                chosen[s.backend.name] = Adoption(rule, needs, s.changed)
+        patch = build_patch(repo_tables, chosen, published)
+        patch.not_rewritten.extend(f"{s.backend.name}: not rewritten: {s.shared}" for s in suggestions if s.shared and s.changed)
+        if not patch.diff:
+            patch.not_rewritten.append(f"--diff {diff_name}: nothing to rewrite, not written")
+    return SuggestReport(report, suggestions, patch, table_text)

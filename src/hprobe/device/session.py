@@ -1,0 +1,726 @@
+"""Load the installed flashinfer on any machine and stop its calls at the launch boundary.
+
+A probe runs flashinfer's own Python code with small CPU tensors while the
+device queries flashinfer makes answer for a *target* GPU. Every call into
+compiled code goes through a stand-in module: calling one of its functions
+raises `BoundaryReached`, which proves that every Python validator before the
+launch accepted the input. Everything patched is restored on `close()`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import linecache
+import os
+import re
+import shutil
+import socket
+import sys
+import tempfile
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from hprobe.device.sites import CheckSite, check_site
+from hprobe.model.errors import EnvironmentProblem
+from hprobe.model.outcome import Cause
+from hprobe.model.sm import SM
+
+# Getters (`get_trtllm_gen_fmha_module`, `get_sparse_mla_sm120_module`, ...) run
+# for real: they hold Python dispatch tables and JIT-spec generation with its
+# arch checks. The boundary is where a compiled artefact is loaded: a JitSpec's
+# build/load, a cubin loader, a tvm-ffi module load, a CuTe DSL compile.
+_GETTER_PREFIXES = ("get_", "_get_")
+# Compiled helpers that serve logging, not kernels: calling them proves nothing,
+# so their stand-ins do nothing instead of marking the boundary.
+_SERVICE_SPECS = frozenset({"spdlog", "logging"})
+# JitSpec methods that load or build a compiled module (across releases; 0.7.x
+# splits JitSpec into subclasses that override them).
+_SPEC_LOADERS = ("build_and_load", "load", "try_load")
+
+
+@dataclass(frozen=True)
+class CompiledEntry:
+    """The compiled function a probe call reached: where the launch would happen."""
+
+    module: str  # the getter (or JIT spec) that would have produced the module
+    function: str  # the attribute called on it
+
+    def __str__(self) -> str:
+        return f"{self.module}.{self.function}"
+
+
+class BoundaryReached(BaseException):
+    """Raised by a stand-in compiled function. BaseException, so that flashinfer's
+    own `except Exception` blocks (autotuners, fallbacks) cannot swallow it."""
+
+    def __init__(self, entry: CompiledEntry):
+        super().__init__(str(entry))
+        self.entry = entry
+
+
+class ImportFailure(Exception):
+    """A flashinfer module exists but fails to import here: the environment's
+    problem, never the kernel's answer."""
+
+
+class NetworkRefused(BaseException):
+    """A probe call tried to open a network connection (a cubin download, say)."""
+
+
+@dataclass
+class _Policy:
+    """What the current probe lets through the boundary.
+
+    `pass_through`: compiled functions whose result Python only hands on to
+    another compiled call (a plan's schedule, say); they return None and the
+    call goes on to the next boundary. `passed` records the ones that did.
+    """
+
+    pass_through: frozenset[str] = frozenset()
+    passed: list[str] = field(default_factory=list)
+
+
+class _StandInFunction:
+    def __init__(self, module: str, function: str, service: bool, policy: _Policy):
+        self._module, self._function, self._service, self._policy = module, function, service, policy
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._service:
+            return None
+        if self._function in self._policy.pass_through:
+            self._policy.passed.append(f"{self._module}.{self._function}")
+            return None
+        raise BoundaryReached(CompiledEntry(self._module, self._function))
+
+    def __getattr__(self, name: str) -> _StandInFunction:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _StandInFunction(self._module, f"{self._function}.{name}", self._service, self._policy)
+
+
+class _StandInModule:
+    """Takes the place of a loaded compiled module."""
+
+    def __init__(self, origin: str, policy: _Policy, service: bool = False):
+        self._origin, self._service, self._policy = origin, service, policy
+
+    def __getattr__(self, name: str) -> _StandInFunction:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _StandInFunction(self._origin, name, self._service, self._policy)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._service:
+            return None
+        raise BoundaryReached(CompiledEntry(self._origin, "__call__"))
+
+
+class _FakeDeviceProperties:
+    """What `torch.cuda.get_device_properties` returns for the target GPU."""
+
+    def __init__(self, sm: SM):
+        self.name = f"hprobe target {sm}"
+        self.major, self.minor = sm.major, sm.minor
+        # Sizes of a large part of that family; validators read them only to
+        # size workspaces, never to decide head counts.
+        self.multi_processor_count = 148 if sm.major >= 10 else 132
+        self.total_memory = 80 * 2**30
+        self.shared_memory_per_block_optin = 227 * 1024
+        self.shared_memory_per_multiprocessor = 228 * 1024
+        self.max_threads_per_multi_processor = 2048
+        self.L2_cache_size = 50 * 2**20
+        self.warp_size = 32
+        self.is_integrated = False
+        self.is_multi_gpu_board = False
+        self.uuid = "hprobe-fake"
+
+
+@dataclass
+class CallResult:
+    """How one probe call ended."""
+
+    entry: CompiledEntry | None = None  # set when the boundary was reached
+    error_type: str | None = None
+    message: str | None = None
+    location: str | None = None  # file:line (function) where it was raised
+    validator: bool = False  # raised by a `raise`/`assert` in flashinfer's own code
+    reason: str | None = None  # why a non-validator failure says nothing about heads
+    passed: tuple[str, ...] = ()  # compiled calls let through on the way (see _Policy)
+    site: CheckSite | None = None  # the check that refused, for tracing it on other SMs
+    cause: str | None = None  # a Cause value, with `reason`
+    lines_run: frozenset[int] | None = None  # lines of `trace`'s code object that ran (see call())
+
+    @property
+    def reached(self) -> bool:
+        return self.entry is not None
+
+
+_MISSING_MODULE_ATTRIBUTE = re.compile(r"module '([\w.]+)' has no attribute")
+
+
+def _cause_of(exc: BaseException) -> Cause:
+    """An import, the OS or memory is this machine; so is a dependency's module
+    lacking a name (cutlass-dsl 4.8 under 0.6.8-0.6.12's cute-dsl). Any other
+    missing attribute or name is the probe's inputs not fitting this release."""
+    if isinstance(exc, (ImportError, OSError, MemoryError)):
+        return Cause.ENVIRONMENT
+    missing = _MISSING_MODULE_ATTRIBUTE.match(str(exc))
+    if isinstance(exc, AttributeError) and missing and not missing.group(1).startswith("flashinfer"):
+        return Cause.ENVIRONMENT
+    return Cause.PROBE
+
+
+@dataclass
+class _Patch:
+    owner: Any
+    name: str
+    old: Any
+    had: bool
+
+
+@dataclass
+class _TargetState:
+    sm: SM
+
+
+def _module_file_prefix(module: ModuleType) -> str:
+    return str(Path(module.__file__).resolve().parent) + os.sep  # type: ignore[arg-type]
+
+
+class FlashinferSession:
+    """Imports flashinfer once and probes it for one or more target SMs.
+
+    Use as a context manager; `target(sm)` switches the faked GPU.
+    """
+
+    def __init__(self, import_sm: SM):
+        self._state = _TargetState(import_sm)
+        self._patches: list[_Patch] = []
+        self._env_saved: dict[str, str | None] = {}
+        self._replacements: dict[int, Any] = {}  # id(original) -> fake
+        self._originals: list[Any] = []  # keeps ids stable while the session lives
+        self._looked_at: set[str] = set()  # module names _patch_new_modules has seen
+        self._cache_clears: list[Callable[[], None]] = []
+        self.flashinfer: ModuleType | None = None
+        self.torch: ModuleType | None = None
+        self._fi_prefix = ""
+        self._real_import = builtins.__import__
+        self._open = False
+        self._workdir = ""
+        self._policy = _Policy()
+        self._modules_seen = -1
+        self._cute_patched = False
+        self._tvm_patched = False
+        self._spec_patched: set[tuple[type, str]] = set()
+        self._fakes_by_module: dict[str, dict[str, Callable[..., Any]]] = {}
+        self._contexts: list[Any] = []  # flashinfer's CompilationContext instances
+        self._archs_by_sm: dict[SM, Any] = {}  # their TARGET_CUDA_ARCHS as on each target
+        self._initializing = False
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def __enter__(self) -> FlashinferSession:
+        self.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def open(self) -> None:
+        try:
+            import torch
+        except Exception as exc:  # noqa: BLE001
+            raise EnvironmentProblem(f"torch is not importable: {type(exc).__name__}: {exc}") from None
+        self.torch = torch
+        self._open = True
+        # Probe tensors are tiny; one intra-op thread also keeps a forked
+        # worker (hprobe.probe.parallel) clear of an OpenMP pool started before fork.
+        self._threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            self._install_torch_fakes(torch)
+            self._target_arch_list(self._state.sm)
+            # JIT-spec generation writes generated sources under flashinfer's
+            # workspace: a directory of this session's, never the user's cache.
+            self._workdir = tempfile.mkdtemp(prefix="hprobe-flashinfer-")
+            self._set_env("FLASHINFER_WORKSPACE_BASE", self._workdir)
+            self._set_env("FLASHINFER_CUBIN_DIR", os.path.join(self._workdir, "cubins"))
+            # cutlass-dsl (imported by flashinfer) keeps an IR cache under TMPDIR
+            # or CUTE_DSL_CACHE_DIR: in the session's directory too, removed at close.
+            self._set_env("CUTE_DSL_CACHE_DIR", os.path.join(self._workdir, "cute-dsl"))
+            self._set_env("TMPDIR", self._workdir)
+            # Turns on flashinfer's optional host-side checks: more validators run.
+            self._set_env("FLASHINFER_VALIDATE_INPUTS", "1")
+            self._set_env("FLASHINFER_LOGLEVEL", "0")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    import flashinfer
+                except Exception as exc:  # noqa: BLE001
+                    raise EnvironmentProblem(
+                        f"flashinfer failed to import: {type(exc).__name__}: {_one_line(exc)}"
+                    ) from None
+            self.flashinfer = flashinfer
+            self._fi_prefix = _module_file_prefix(flashinfer)
+            self._install_flashinfer_fakes()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if not self._open:
+            return
+        self._clear_caches()
+        for patch in reversed(self._patches):
+            if patch.had:
+                setattr(patch.owner, patch.name, patch.old)
+            else:
+                try:
+                    delattr(patch.owner, patch.name)
+                except AttributeError:
+                    pass
+        self._patches.clear()
+        self._cute_patched = False
+        self._tvm_patched = False
+        self._spec_patched.clear()
+        self._contexts.clear()
+        self._archs_by_sm.clear()
+        if self.torch is not None:
+            self.torch.set_num_threads(self._threads)
+        for key, value in self._env_saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self._env_saved.clear()
+        if self._workdir:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = ""
+        self._open = False
+
+    # -- public --------------------------------------------------------------------
+
+    @property
+    def version(self) -> str:
+        assert self.flashinfer is not None
+        return str(getattr(self.flashinfer, "__version__", "unknown"))
+
+    @property
+    def location(self) -> str:
+        assert self.flashinfer is not None
+        return str(Path(self.flashinfer.__file__ or ".").resolve().parent)
+
+    def target(self, sm: SM) -> None:
+        """Make every device query answer for `sm` from now on."""
+        if sm != self._state.sm:
+            self._state.sm = sm
+            self._target_arch_list(sm)
+            self._clear_caches()
+
+    @staticmethod
+    def quiet() -> Any:
+        """Silence flashinfer's warnings for a sweep of calls (entering
+        catch_warnings per call costs more than some calls)."""
+        return _Quiet()
+
+    def configure(self, pass_through: tuple[str, ...] = ()) -> None:
+        """Set the compiled functions the next calls let through because Python
+        only passes their result on (see `_Policy`)."""
+        self._policy.pass_through = frozenset(pass_through)
+        self._clear_caches()
+
+    def resolve(self, dotted: str) -> Any | None:
+        """`flashinfer.mla._core.fn` -> the object, or None when this release lacks it.
+
+        Only a module that does not exist, or a missing attribute, means "lacks
+        it". A module that exists but fails to import is this environment's
+        problem (a missing optional dependency, say): `ImportFailure`.
+        """
+        import importlib
+
+        module_name, _, attr = dotted.rpartition(".")
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as exc:  # noqa: BLE001 - any failure while importing is the environment's
+            missing = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
+            if missing and (module_name == missing or module_name.startswith(missing + ".")):
+                return None
+            raise ImportFailure(f"{module_name} failed to import: {type(exc).__name__}: {_one_line(exc)}") from None
+        finally:
+            self._patch_new_modules()
+        return getattr(module, attr, None)
+
+    def call(self, fn: Callable[..., Any], *args: Any, trace: tuple[str, str] | None = None, **kwargs: Any) -> CallResult:
+        """Run one probe call and say how it ended.
+
+        `trace` = (code filename, function name): record which lines of that
+        function ran (`CallResult.lines_run`), to see whether a check that
+        refused on one SM was consulted, and passed, on another.
+        """
+        # Caches are cleared when the target or the policy changes, not per
+        # call: within one target they memoize by argument, which is harmless.
+        self._policy.passed = []
+        lines: set[int] = set()
+        if trace is not None:
+            sys.settrace(_line_tracer(trace, lines))
+        try:
+            fn(*args, **kwargs)  # warnings: silenced by the caller, once per sweep (see quiet())
+        except BoundaryReached as hit:
+            result = CallResult(entry=hit.entry, passed=tuple(self._policy.passed))
+        except NetworkRefused as refused:
+            result = CallResult(
+                error_type="NetworkRefused",
+                message=str(refused),
+                reason="the call tried to reach the network before any launch",
+            )
+        except Exception as exc:  # noqa: BLE001 - every failure is classified below
+            result = self._classify(exc)
+        else:
+            result = CallResult(
+                error_type="Returned",
+                message="the call returned without reaching a compiled function",
+                reason="no launch boundary was hit, so the probe cannot see the kernel",
+            )
+        finally:
+            if trace is not None:
+                sys.settrace(None)
+        if trace is not None:
+            result.lines_run = frozenset(lines)
+        return result
+
+    # -- classification ------------------------------------------------------------
+
+    def _classify(self, exc: Exception) -> CallResult:
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        location = None
+        in_flashinfer = False
+        statement = ""
+        rel = ""
+        if tb is not None:
+            code = tb.tb_frame.f_code
+            path = _resolved(code.co_filename)
+            in_flashinfer = path.startswith(self._fi_prefix)
+            rel = path[len(self._fi_prefix) :] if in_flashinfer else path
+            location = f"{'flashinfer/' if in_flashinfer else ''}{rel}:{tb.tb_lineno} ({code.co_name})"
+            statement = _statement_at(code.co_filename, tb.tb_lineno or 0)
+        result = CallResult(error_type=type(exc).__name__, message=_one_line(exc), location=location)
+        if in_flashinfer:
+            result.site = check_site(exc.__traceback__, self._fi_prefix)
+        environment_errors = (ImportError, AttributeError, NameError, OSError, MemoryError)
+        is_check = statement.startswith(("raise", "assert"))
+        if isinstance(exc, environment_errors):
+            result.reason = f"{type(exc).__name__} is an environment failure, not a validator's answer"
+            result.cause = _cause_of(exc).value
+        elif result.site is not None and result.site.device_check:
+            result.reason = "a check on the tensors' device refused: the probe's tensors live on the CPU, so this says nothing about the kernel"
+            result.cause = Cause.DEVICE.value
+        elif in_flashinfer and rel.startswith(("jit" + os.sep, "compilation_context.py")) and is_check:
+            # A check in JIT-spec generation (the arch list it compiles for is
+            # the target's, as the device would give it; the options it can
+            # generate): Python before compiled code, so a validator. Whether
+            # it tests h_q, the SM or the configuration, tracing tells.
+            result.validator = True
+        elif in_flashinfer and rel.startswith(("jit" + os.sep, "compilation_context.py")):
+            result.reason = "raised while flashinfer prepared a JIT build, past the validators"
+        elif not in_flashinfer:
+            result.reason = "raised outside flashinfer's code (the probe's inputs or torch on CPU), not by a validator"
+        elif not is_check:
+            result.reason = "flashinfer failed in ordinary code, not in a raise or assert of a validator"
+        else:
+            result.validator = True
+        return result
+
+    # -- patching ------------------------------------------------------------------
+
+    def _set_attr(self, owner: Any, name: str, value: Any) -> None:
+        had = hasattr(owner, name)
+        self._patches.append(_Patch(owner, name, getattr(owner, name, None), had))
+        setattr(owner, name, value)
+
+    def _set_env(self, key: str, value: str) -> None:
+        self._env_saved.setdefault(key, os.environ.get(key))
+        os.environ[key] = value
+
+    def _install_torch_fakes(self, torch: ModuleType) -> None:
+        state = self._state
+
+        def get_device_properties(device: Any = None) -> _FakeDeviceProperties:
+            return _FakeDeviceProperties(state.sm)
+
+        def get_device_capability(device: Any = None) -> tuple[int, int]:
+            return (state.sm.major, state.sm.minor)
+
+        def get_device_name(device: Any = None) -> str:
+            return f"hprobe target {state.sm}"
+
+        cuda = torch.cuda
+        self._set_attr(cuda, "get_device_properties", get_device_properties)
+        self._set_attr(cuda, "get_device_capability", get_device_capability)
+        self._set_attr(cuda, "get_device_name", get_device_name)
+        self._set_attr(cuda, "current_device", lambda: 0)
+        self._set_attr(cuda, "is_current_stream_capturing", lambda: False)
+        # Wrappers stage plans in pinned host memory, which needs a CUDA driver.
+        real_empty = torch.empty
+
+        def empty(*args: Any, **kwargs: Any) -> Any:
+            kwargs.pop("pin_memory", None)
+            return real_empty(*args, **kwargs)
+
+        self._set_attr(torch, "empty", empty)
+        # SM12x gates compare torch.version.cuda with 12.8/12.9; a CPU build has None.
+        cuda_version = torch.version.cuda
+        self._set_attr(torch.version, "cuda", cuda_version if cuda_version else "13.0")
+        # Network access during a probe means a download of kernels or metadata:
+        # refuse it, so such a call is reported instead of hanging or fetching.
+        self._set_attr(socket.socket, "connect", _refuse_network)
+        self._set_attr(socket, "create_connection", _refuse_network)
+        self._set_attr(socket, "getaddrinfo", _refuse_network)
+        self._set_attr(builtins, "__import__", self._import_hook)
+
+    def _install_flashinfer_fakes(self) -> None:
+        state = self._state
+
+        def get_compute_capability(device: Any = None) -> tuple[int, int]:
+            return (state.sm.major, state.sm.minor)
+
+        # Functions replaced wherever flashinfer binds them, by module, once the
+        # module is imported (some releases import these lazily):
+        # - the compute capability every Python arch check reads;
+        # - `setup_cubin_loader`, which registers compiled cubins with a loaded
+        #   library (ctypes): a compiled artefact that exists only past the boundary;
+        # - prebuilt cubins and their metadata, fetched while a module is prepared
+        #   (trtllm-gen): the first compiled artefact such a getter needs.
+        self._fakes_by_module = {
+            "flashinfer.utils": {"get_compute_capability": get_compute_capability},
+            "flashinfer.jit.cubin_loader": {
+                "setup_cubin_loader": _do_nothing,
+                "get_artifact": _artefact_boundary,
+                "download_file": _artefact_boundary,
+            },
+        }
+        self._patch_new_modules()
+
+    def _patch_spec_loaders(self) -> None:
+        """Every JitSpec class (0.7.x has subclasses that override the loaders)
+        hands back a stand-in module instead of building or loading one."""
+        jit_core = sys.modules.get("flashinfer.jit.core")
+        spec_cls = getattr(jit_core, "JitSpec", None)
+        if spec_cls is None:
+            return
+        policy = self._policy
+
+        def load(spec: Any, *args: Any, **kwargs: Any) -> _StandInModule:
+            name = str(getattr(spec, "name", "jit"))
+            return _StandInModule(_loader_label(name), policy, service=name in _SERVICE_SPECS)
+
+        pending, seen = [spec_cls], set()
+        while pending:
+            cls = pending.pop()
+            if cls in seen:
+                continue
+            seen.add(cls)
+            pending.extend(cls.__subclasses__())
+            for method in _SPEC_LOADERS:
+                if method in vars(cls) and (cls, method) not in self._spec_patched:
+                    self._spec_patched.add((cls, method))
+                    self._set_attr(cls, method, load)
+        tvm_ffi = sys.modules.get("tvm_ffi")
+        if tvm_ffi is not None and callable(getattr(tvm_ffi, "load_module", None)) and not self._tvm_patched:
+            self._tvm_patched = True
+
+            def load_module(path: Any, *args: Any, **kwargs: Any) -> _StandInModule:
+                return _StandInModule(f"tvm_ffi.load_module({Path(str(path)).name})", policy)
+
+            self._set_attr(tvm_ffi, "load_module", load_module)
+
+    def _target_arch_list(self, sm: SM) -> None:
+        """Make the arch list flashinfer compiles for the target's, as on that GPU
+        (JIT-spec generation checks it: `supported_major_versions`): the
+        environment for contexts made from now on, and every context made at
+        import (flashinfer reads the list once, into `TARGET_CUDA_ARCHS`)."""
+        self._set_env("FLASHINFER_CUDA_ARCH_LIST", sm.arch)
+        if not self._contexts:
+            return
+        if sm not in self._archs_by_sm:
+            try:
+                self._archs_by_sm[sm] = type(self._contexts[0])().TARGET_CUDA_ARCHS
+            except Exception:  # noqa: BLE001 - e.g. "SM 12.x requires CUDA >= 12.9": the JIT check will say so
+                self._archs_by_sm[sm] = set()
+        for context in self._contexts:
+            self._set_attr(context, "TARGET_CUDA_ARCHS", self._archs_by_sm[sm])
+
+    def _find_contexts(self, modules: list[tuple[str, ModuleType]]) -> None:
+        """Remember the CompilationContext instances newly imported modules hold."""
+        ctx_cls = getattr(sys.modules.get("flashinfer.compilation_context"), "CompilationContext", None)
+        if ctx_cls is None:
+            return
+        found = [v for _, mod in modules for v in vars(mod).values() if isinstance(v, ctx_cls) and hasattr(v, "TARGET_CUDA_ARCHS")]
+        new = [c for c in found if not any(c is known for known in self._contexts)]
+        if new:
+            self._contexts.extend(new)
+            self._target_arch_list(self._state.sm)
+
+    def _register(self, original: Any, fake: Any) -> None:
+        self._originals.append(original)
+        self._replacements[id(original)] = fake
+
+    def _patch_new_modules(self) -> None:
+        """Patch modules of flashinfer imported since the last look.
+
+        Names are matched by the function object, not the name, because
+        releases import `get_compute_capability` under other names.
+        """
+        # Called on every import statement (flashinfer imports inside functions):
+        # nothing new unless sys.modules grew or a module was still executing.
+        if len(sys.modules) == self._modules_seen and not self._initializing:
+            return
+        self._modules_seen = len(sys.modules)
+        self._patch_cute_compile()
+        fresh = []
+        self._initializing = False
+        # Only names not looked at before (a set difference, in C): a scan of
+        # every module on each growth of sys.modules cost more than the probes.
+        for name in sys.modules.keys() - self._looked_at:
+            mod = sys.modules.get(name)
+            if not (name == "flashinfer" or name.startswith("flashinfer.")):
+                self._looked_at.add(name)
+                continue
+            # A module still executing has not defined its names yet: look again later.
+            if getattr(getattr(mod, "__spec__", None), "_initializing", False):
+                self._initializing = True
+                continue
+            self._looked_at.add(name)
+            if mod is not None:
+                fresh.append((name, mod))
+        if not fresh:
+            return
+        for name, mod in fresh:
+            for attr, fake in self._fakes_by_module.get(name, {}).items():
+                original = getattr(mod, attr, None)
+                if original is not None and id(original) not in self._replacements:
+                    self._register(original, fake)
+        self._patch_spec_loaders()  # a lazily imported module may define a JitSpec subclass
+        for _name, mod in fresh:
+            self._cache_clears.extend(
+                v.cache_clear for v in vars(mod).values() if callable(v) and hasattr(v, "cache_clear")
+            )
+            for attr, value in list(vars(mod).items()):
+                replacement = self._replacements.get(id(value))
+                if replacement is not None and replacement is not value:
+                    self._set_attr(mod, attr, replacement)
+        self._find_contexts(fresh)
+
+    def _patch_cute_compile(self) -> None:
+        """CuTe DSL kernels are compiled from Python on first use: compiling is the
+        launch boundary for them (and would take minutes on a CPU)."""
+        cute = sys.modules.get("cutlass.cute")
+        if cute is None or self._cute_patched or not hasattr(cute, "compile"):
+            return
+        self._cute_patched = True
+
+        def compile(kernel: Any, *args: Any, **kwargs: Any) -> Any:
+            name = getattr(kernel, "__qualname__", None) or type(kernel).__name__
+            raise BoundaryReached(CompiledEntry("cute.compile", name))
+
+        self._set_attr(cute, "compile", compile)
+
+    def _import_hook(self, name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
+        module = self._real_import(name, globals, locals, fromlist, level)
+        if self.flashinfer is not None:
+            self._patch_new_modules()
+        return module
+
+    def _clear_caches(self) -> None:
+        # functools caches in flashinfer remember capability answers and modules.
+        for clear in self._cache_clears:
+            try:
+                clear()
+            except Exception:  # noqa: BLE001 - a cache that cannot clear holds nothing of ours
+                pass
+
+
+class _Quiet(warnings.catch_warnings):
+    def __enter__(self) -> Any:
+        result = super().__enter__()
+        warnings.simplefilter("ignore")
+        return result
+
+
+def _do_nothing(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+def _artefact_boundary(name: Any = "", *args: Any, **kwargs: Any) -> Any:
+    # Artefact paths start with a content hash: `158f6f…/fmha/trtllm-gen/checksums.txt`.
+    parts = [p for p in str(name).split("/") if p]
+    if parts and len(parts[0]) >= 32 and all(ch in "0123456789abcdef" for ch in parts[0]):
+        parts = parts[1:]
+    where = "/".join(parts[:-1]) or "/".join(parts)
+    raise BoundaryReached(CompiledEntry(_loader_label("cubin"), f"<cubin artefacts {where}>"))
+
+
+def _loader_label(spec_name: str) -> str:
+    """Name a stand-in module after the flashinfer getter that asked for it
+    (`get_trtllm_gen_fmha_module`), else after its JIT spec (`jit:mla`)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name.startswith(_GETTER_PREFIXES) and "module" in code.co_name:
+            return code.co_name
+        frame = frame.f_back  # type: ignore[assignment]
+    return f"jit:{spec_name}"
+
+
+def _line_tracer(target: tuple[str, str], lines: set[int]) -> Callable[..., Any]:
+    """A sys.settrace function that records the lines run in one function only."""
+    filename, function = target
+
+    def local(frame: Any, event: str, arg: Any) -> Any:
+        if event == "line":
+            lines.add(frame.f_lineno)
+        return local
+
+    def global_(frame: Any, event: str, arg: Any) -> Any:
+        code = frame.f_code
+        if code.co_filename == filename and code.co_name == function:
+            return local
+        return None
+
+    return global_
+
+
+def _refuse_network(*args: Any, **kwargs: Any) -> Any:
+    raise NetworkRefused("network access refused during a probe")
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 400 else text[:397] + "..."
+
+
+@functools.lru_cache(maxsize=1024)
+def _resolved(filename: str) -> str:
+    return str(Path(filename).resolve())
+
+
+@functools.lru_cache(maxsize=512)
+def _statement_at(filename: str, lineno: int) -> str:
+    """The statement that raised. A `raise` reports its first line; a multi-line
+    `assert` reports the line of its condition, so look a few lines up for it."""
+    line = linecache.getline(filename, lineno).strip()
+    if line.startswith(("raise", "assert")):
+        return line
+    for back in range(1, 4):
+        above = linecache.getline(filename, lineno - back).strip()
+        if not above or above.endswith(":"):
+            break
+        if above.startswith("assert"):
+            return above
+    return line

@@ -1,0 +1,44 @@
+"""Advice as data: what a table's backend does on some SMs and what to change,
+and the releases that advice holds for. `advise.summary` computes it; every
+format prints it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Advice:
+    """What one backend of a table does on some SMs (those alike are merged)."""
+
+    table: str
+    backend: str
+    kernel: str
+    sms: tuple[int, ...]
+    counts: dict[str, int]  # verdict -> findings, per SM
+    action: str
+
+    def to_dict(self) -> dict:
+        return {"table": self.table, "backend": self.backend, "kernel": self.kernel, "sms": list(self.sms), "counts": self.counts, "action": self.action}
+
+
+@dataclass(frozen=True)
+class TableAdvice:
+    table: str
+    releases: tuple[str, ...]  # the releases the advice rests on
+    pin: str | None  # the table's requires_flashinfer (or --pin)
+    backends: tuple[Advice, ...]
+    own_release: bool = False  # the rules were evaluated against the release they are judged on
+
+    @property
+    def scope(self) -> str:
+        """For which releases the advice holds, in words."""
+        on = f"flashinfer {', '.join(self.releases)}" if self.releases else "no release"
+        if self.own_release:
+            return f"on {on}: the rules read its own tables"
+        if self.pin:
+            return f"on {on}, the ends of pin {self.pin}"
+        return f"on {on} only: no pin"
+
+    def to_dict(self) -> dict:
+        return {"table": self.table, "releases": list(self.releases), "pin": self.pin, "scope": self.scope, "backends": [b.to_dict() for b in self.backends]}

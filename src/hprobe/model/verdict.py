@@ -1,0 +1,180 @@
+"""What a padding rule does for one count (the verdict), and one verdict with its
+evidence (the finding). Each verdict carries its own presentation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from hprobe.model.outcome import HeadResult
+from hprobe.model.padding import Reach
+
+
+class Verdict(str, Enum):
+    """What a padding table does for one count. Each member carries everything an
+    output needs to show it (its explanation, mark, style, CI level, whether it
+    fails the gate), so adding a verdict touches this class and nothing else."""
+
+    OK = "ok"
+    REDUCIBLE = "reducible"
+    BROKEN = "broken"
+    TABLE_REFUSES = "table-refuses"
+    OFF_FAST_PATH = "off-fast-path"  # accepted, but served by a slower kernel than the family's own
+    INCONCLUSIVE = "inconclusive"
+
+    @property
+    def _traits(self) -> _Traits:
+        return _TRAITS[self]
+
+    @property
+    def explanation(self) -> str:
+        return self._traits.explanation
+
+    @property
+    def mark(self) -> str:
+        """For markdown and the step summary."""
+        return self._traits.mark
+
+    @property
+    def style(self) -> str:
+        """For the terminal (rich)."""
+        return self._traits.style
+
+    @property
+    def soft(self) -> bool:
+        """Passes the gate unless --strict."""
+        return self._traits.gate == "soft"
+
+    def fails(self, strict: bool) -> bool:
+        """Fails the CI gate (exit 1, a JUnit failure, an ::error annotation)."""
+        return self._traits.gate == "fail" or (strict and self.soft)
+
+    @property
+    def undecided(self) -> bool:
+        """Neither pass nor fail: exit 3 when nothing fails, a JUnit error."""
+        return self._traits.gate == "undecided"
+
+    def ci_level(self, strict: bool) -> str | None:
+        """The GitHub annotation level, or None for no annotation."""
+        return "error" if self.fails(strict) else self._traits.ci_level
+
+
+@dataclass(frozen=True)
+class _Traits:
+    explanation: str
+    mark: str
+    style: str
+    gate: str  # "pass", "soft" (fails under --strict), "fail" or "undecided"
+    ci_level: str | None
+
+
+_TRAITS = {
+    Verdict.OK: _Traits("the kernel accepts the padded count, and no smaller count serves", "✅", "green", "pass", None),
+    Verdict.REDUCIBLE: _Traits("the kernel accepts a smaller count: the padding wastes compute", "🟡", "yellow", "soft", "notice"),
+    Verdict.BROKEN: _Traits("the kernel refuses the padded count: a crash in production", "❌", "bold red", "fail", "error"),
+    Verdict.TABLE_REFUSES: _Traits("the table raises for a count the kernel accepts", "🟣", "magenta", "soft", "notice"),
+    Verdict.OFF_FAST_PATH: _Traits("accepted, but served by a slower kernel than the family's own", "🟡", "yellow", "soft", "notice"),
+    Verdict.INCONCLUSIVE: _Traits("the kernel's answer could not be shown here", "❔", "cyan", "undecided", "warning"),
+}
+
+
+
+@dataclass
+class Finding:
+    """One backend x SM x model x TP verdict, with its evidence."""
+
+    table: str
+    table_path: str
+    model: str
+    tp: int
+    n: int  # per-rank query heads
+    backend: str
+    kernel: str
+    sm: int
+    flashinfer_version: str
+    padded: int | None  # None: the table raises for n
+    verdict: Verdict
+    best: int | None = None  # smallest accepted count >= n
+    waste: float | None = None  # padded / best for reducible
+    evidence: HeadResult | None = None  # the kernel's answer for the padded count
+    notes: list[str] = field(default_factory=list)
+    releases: list[str] = field(default_factory=list)  # every release the verdict holds across
+    source: str = ""  # file:line of the padding rule (table entry or the consumer's function)
+    rule_unknown: bool = False  # the consumer's rule could not be evaluated: padded is unknown
+    depth: str = "validators"  # what an accepted answer rests on (see README "Depth")
+    unchecked: list[str] = field(default_factory=list)  # what compiled code checks beyond that
+    pin: str | None = None  # the pin whose releases `releases` are (None: the releases probed, no pin)
+    reach: Reach | None = None  # the engine setting under which the rule reaches FlashInfer
+
+    @property
+    def label(self) -> str:
+        """The verdict as printed: `ok (validators only)` where compiled code is
+        known to check more than the Python a CPU probe runs."""
+        if self.verdict in (Verdict.OK, Verdict.REDUCIBLE, Verdict.OFF_FAST_PATH) and self.padded is not None:
+            if self.depth == "partial":
+                # Never a plain "ok": Python after a compiled policy query did not run.
+                return f"{self.verdict.value} (partial)"
+            if self.unchecked:
+                basis = "validators and dispatch" if self.depth == "dispatch" else "validators only"
+                return f"{self.verdict.value} ({basis})"
+        return self.verdict.value
+
+    @property
+    def padded_text(self) -> str:
+        if self.rule_unknown:
+            return "?"
+        return "raises" if self.padded is None else str(self.padded)
+
+    def explain(self) -> str:
+        """One line of evidence, the same in every output format."""
+        e = self.evidence
+        parts = []
+        if self.verdict is Verdict.REDUCIBLE and self.waste is not None:
+            # Removable on the releases probed: said with them, never as a general truth.
+            # "Removable" only under a pin, whose ends were probed; without one,
+            # what the releases probed accept, and no more.
+            on = ", ".join(self.releases or [self.flashinfer_version])
+            if self.best != self.n:
+                removable = ""
+            elif self.pin:
+                removable = f", removable under pin {self.pin} (accepted on {on})"
+            else:
+                removable = f", accepted unpadded on flashinfer {on} only (no pin)"
+            parts.append(f"{self.best} accepted: {self.waste:.2f}× waste{removable}")
+        elif self.verdict is Verdict.BROKEN and e is not None:
+            parts.append(f"{e.outcome.value}: {e.error_type}: {e.message}" if e.error_type else f"{e.outcome.value}: {e.reason or ''}")
+        elif self.verdict is Verdict.TABLE_REFUSES:
+            parts.append(f"table raises, kernel accepts {self.best}")
+        elif self.verdict is Verdict.OFF_FAST_PATH and e is not None:
+            parts.append(f"accepted, but {e.slow_path}" + (f"; {self.best} is on it" if self.best else ""))
+        elif self.verdict is Verdict.INCONCLUSIVE and e is not None:
+            parts.append(f"{e.reason} [{e.error_type}: {e.message}]")
+        parts.extend(self.notes[:1])
+        return "; ".join(parts)
+
+    def to_dict(self) -> dict:
+        return {
+            "table": self.table,
+            "table_path": self.table_path,
+            "model": self.model,
+            "tp": self.tp,
+            "n": self.n,
+            "backend": self.backend,
+            "kernel": self.kernel,
+            "sm": self.sm,
+            "flashinfer_version": self.flashinfer_version,
+            "padded": self.padded,
+            "verdict": self.verdict.value,
+            "best": self.best,
+            "waste": round(self.waste, 4) if self.waste is not None else None,
+            "evidence": self.evidence.to_dict() if self.evidence else None,
+            "notes": self.notes,
+            "releases": self.releases,
+            "pin": self.pin,
+            "label": self.label,
+            "source": self.source,
+            "rule_unknown": self.rule_unknown,
+            "depth": self.depth,
+            "unchecked": self.unchecked,
+            "reach": self.reach.to_dict() if self.reach else None,
+        }

@@ -1,0 +1,502 @@
+"""Run a kernel probe over SMs and head counts and turn raw calls into outcomes."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from hprobe.device.session import CallResult, FlashinferSession, ImportFailure
+from hprobe.device.sites import CheckSite, passed_elsewhere
+from hprobe.kernels.base import KernelProbe, Value, Variant
+from hprobe.model.heads import compact_set
+from hprobe.model.outcome import Cause, Depth, HeadResult, KernelSMResult, Outcome
+from hprobe.model.sm import SM
+
+# Compiled calls that answer a question (format, dispatch policy) rather than launch.
+_POLICY_QUERY = re.compile(r"^(resolve_|query|format_info|metadata|get_|supported_|is_)")
+
+
+def probe_kernel(
+    session: FlashinferSession,
+    variant: Variant | KernelProbe,
+    sms: Iterable[SM],
+    heads: Iterable[int],
+) -> list[KernelSMResult]:
+    """Probe one kernel variant for every SM in `sms` over `heads`."""
+    if isinstance(variant, KernelProbe):
+        variant = variant.variant()
+    probe, config = variant.probe, variant.values
+    heads = sorted(set(heads))
+    sms = list(sms)
+    version = session.version
+    results = [KernelSMResult(probe.id, sm.number, version, config=dict(config), key=variant.key) for sm in sms]
+    try:
+        entry = session.resolve(probe.entry_point)
+    except ImportFailure as exc:
+        # The module exists but does not import here: the environment, not the kernel.
+        for result in results:
+            for h in heads:
+                result.heads[h] = HeadResult(h, Outcome.INCONCLUSIVE, reason=f"{exc}; an import failure says nothing about the kernel", cause=Cause.ENVIRONMENT.value)
+        return results
+    absent = f"flashinfer {version} has no {probe.entry_point}" if entry is None else probe.offered(entry, config)
+    if absent is not None:
+        for result in results:
+            for h in heads:
+                result.heads[h] = HeadResult(h, Outcome.ABSENT, reason=absent)
+        return results
+    session.configure(probe.pass_through_calls)
+    try:
+        tries = _run_alternatives(session, variant, entry, sms, heads)
+        probing = _Probing(session, variant, entry, heads, tries)
+        for result in results:
+            sm = SM.from_number(result.sm)
+            probing.classify(sm, result)
+            _describe_depth(probe, tries[sm][0][1], result)
+            _attach_metadata(session, probe, entry, sm, config, heads, result)
+        probing.absent_option(results)
+    finally:
+        session.configure()
+    return results
+
+
+Tries = dict[SM, list[tuple[int, dict[int, CallResult]]]]
+
+
+def _run_alternatives(session: FlashinferSession, variant: Variant, entry, sms: list[SM], heads: list[int]) -> Tries:
+    """Raw calls per SM under the probe's input conventions (releases changed
+    some without a signature change: a workspace dtype, the plan layout, the
+    query dtype beside an fp8 KV cache). Per SM: the first convention under
+    which any call reaches the boundary, alone; when none reaches, every
+    convention tried, for classification to weigh."""
+    count = variant.probe.input_alternatives(entry, variant.values)
+    tries: Tries = {}
+    for sm in sms:
+        tries[sm] = []
+        for alternative in range(count):
+            raw = _run(session, variant, entry, sm, heads, alternative)
+            if sm.major in variant.probe.families(variant.values):
+                raw = _past_device_checks(raw)
+            if any(c.reached for c in raw.values()):
+                tries[sm] = [(alternative, raw)]
+                break
+            tries[sm].append((alternative, raw))
+    return tries
+
+
+def _past_device_checks(raw: dict[int, CallResult]) -> dict[int, CallResult]:
+    """A CPU probe cannot pass a check that its tensors are on the GPU. Where
+    some h_q stop there while other h_q are refused by validators before it,
+    the stopped h_q passed the checks that refused the others; what follows the
+    device check did not run, so they stay inconclusive (an environment
+    failure), with that said in their reason. Only on an SM of the kernel's own
+    families: elsewhere an architecture check may follow the device check."""
+    stopped = [h for h, c in raw.items() if c.site is not None and c.site.device_check]
+    if not stopped or not any(c.validator for c in raw.values()):
+        return raw
+    out = dict(raw)
+    for h in stopped:
+        call = raw[h]
+        reason = (
+            f"passed the checks that refused other h_q, then stopped at a check on the tensors' device "
+            f"({call.location or '?'}), which a CPU probe cannot pass: the checks after it did not run"
+        )
+        out[h] = CallResult(error_type=call.error_type, message=call.message, location=call.location, reason=reason, passed=call.passed, site=call.site)
+    return out
+
+
+def _describe_depth(probe: KernelProbe, raw: dict[int, CallResult], result: KernelSMResult) -> None:
+    """Say what the accepted answers rest on, and what compiled code still checks."""
+    entries = sorted({str(c.entry) for c in raw.values() if c.reached})
+    if entries and all(probe.dispatch_depth(e) for e in entries):
+        result.depth = Depth.DISPATCH.value
+    result.unchecked = list(dict.fromkeys(filter(None, (probe.compiled_checks(e) for e in entries))))
+    major = result.sm // 10
+    foreign = [e for e in entries if (built := probe.built_for(e)) is not None and major not in built]
+    if foreign:
+        families = ", ".join(f"SM{f}x" for f in sorted(probe.built_for(foreign[0]) or ()))
+        # The caveat a reader needs before trusting an `ok` on this SM.
+        result.unchecked.append(f"SM{result.sm} reaches {', '.join(foreign)}, built for {families}: this release has no SM{result.sm} route, so an acceptance here is not expected to hold on the GPU")
+    passed = sorted({p for c in raw.values() for p in c.passed})
+    if passed:
+        result.notes.append(
+            f"compiled calls whose result Python only hands on were let through unexecuted: {', '.join(passed)}"
+        )
+
+
+def _attach_metadata(session: FlashinferSession, probe: KernelProbe, entry, sm: SM, config: dict, heads: list[int], result: KernelSMResult) -> None:
+    """Put the release's own claim beside the probed answer; flag disagreement."""
+    try:
+        claim = probe.metadata(session, entry, sm, config, heads)
+    except Exception as exc:  # noqa: BLE001 - metadata is commentary; its failure must not hide the probe
+        result.notes.append(f"capability metadata could not be read: {type(exc).__name__}: {exc}")
+        return
+    if claim is None:
+        return
+    result.metadata = claim.to_dict()
+    accepted = set(result.accepted())
+    if claim.sm_supported is False and accepted:
+        result.notes.append(f"disagreement: {claim.source} says {sm} is not supported, yet the validators accepted h_q {compact_set(accepted)}")
+    if claim.sm_supported is True and result.status is Outcome.UNSUPPORTED_ARCH:
+        result.notes.append(f"disagreement: {claim.source} says {sm} is supported, yet the validators refuse it")
+    if claim.heads is not None:
+        claimed = set(claim.heads) & set(heads)
+        decided = {h for h, r in result.heads.items() if r.outcome in (Outcome.ACCEPTED, Outcome.REJECTED)}
+        only_claimed = sorted((claimed - accepted) & decided)
+        only_probed = sorted(accepted - claimed)
+        if only_claimed:
+            result.notes.append(f"disagreement: {claim.source} claims h_q {compact_set(only_claimed)}, which the probe saw refused")
+        if only_probed:
+            result.notes.append(f"{claim.source} does not list h_q {compact_set(only_probed)}, which the validators accepted")
+
+
+def _run(session: FlashinferSession, variant: Variant, entry, sm: SM, heads: list[int], alternative: int = 0) -> dict[int, CallResult]:
+    session.target(sm)
+    probe, config = variant.probe, variant.values
+    raw: dict[int, CallResult] = {}
+    with session.quiet():
+        for h in heads:
+            raw[h] = _one(session, probe, entry, sm, h, config, alternative)
+    return raw
+
+
+def _one(session: FlashinferSession, probe: KernelProbe, entry, sm: SM, h: int, config: dict, alternative: int = 0, trace: tuple[str, str] | None = None) -> CallResult:
+    try:
+        call = probe.prepare(entry, sm, h, config, alternative)
+    except Exception as exc:  # noqa: BLE001 - a probe that cannot build inputs proves nothing
+        return CallResult(
+            error_type=type(exc).__name__,
+            message=str(exc),
+            reason="the probe could not build inputs for this release",
+        )
+    return session.call(call.fn, trace=trace, **call.kwargs)
+
+
+def _refusal_groups(raw: dict[int, CallResult], reached_elsewhere: set[int]) -> list[tuple[CallResult, list[int], bool]]:
+    """When every h_q was refused by a validator: the refusals worth tracing,
+    as (first call, its h_q, exact). Exact groups share one check and one
+    message word for word, for several h_q (or the only one probed), largest
+    first; then single h_q that reached the boundary on another SM. Last, when
+    one check (one raise or assert) refused every h_q with differing messages
+    (they name the h_q), that whole group (not exact: its check may test h_q as well, so it
+    can only speak for the configuration as a whole, never for the SM). Empty
+    when some refusal was no validator's."""
+    exact: dict[tuple, list[int]] = {}
+    first: dict[tuple, CallResult] = {}
+    for h, call in raw.items():
+        if not call.validator or call.site is None:
+            return []
+        key = (call.site, call.message)
+        exact.setdefault(key, []).append(h)
+        first.setdefault(key, call)
+    chosen = [(first[k], hs, True) for k, hs in exact.items() if len(hs) >= 2 or len(raw) == 1]
+    chosen.sort(key=lambda item: -len(item[1]))
+    chosen += [(first[k], hs, True) for k, hs in exact.items() if len(hs) == 1 and len(raw) > 1 and hs[0] in reached_elsewhere][:4]
+    if len({c.site for c in raw.values()}) == 1 and len(exact) > 1:
+        chosen.append((raw[min(raw)], sorted(raw), False))
+    return chosen
+
+
+# SMs a refusing check is retried on (traced) to see whether it tests the SM.
+_REFERENCE_SMS = (90, 100, 103, 120, 121)
+
+
+class _Probing:
+    """Turns one variant's raw calls into outcomes, SM by SM."""
+
+    def __init__(self, session: FlashinferSession, variant: Variant, entry, heads: list[int], tries: Tries):
+        self.session, self.variant, self.entry, self.heads, self.tries = session, variant, entry, heads, tries
+        self.alternative = 0  # the input convention of the calls being classified
+        self._reference_reached: set[int] | None = None
+        self._everywhere: dict[SM, bool] = {}  # SM -> its uniform refusal refuses on every reference SM too
+        self._witnessed: dict[CheckSite, str] = {}  # a configuration check -> which configuration passes it, where
+
+    def classify(self, sm: SM, result: KernelSMResult) -> None:
+        probe = self.variant.probe
+        self.alternative, raw = self.tries[sm][0]
+        if any(r.reached for r in raw.values()):
+            # The same inputs reached the boundary for another h_q on this SM, so a
+            # validator's refusal here is about h_q.
+            for h, call in raw.items():
+                result.heads[h] = _head_result(h, call, rejected_ok=True)
+                if call.entry is not None:
+                    result.heads[h].slow_path = probe.path(str(call.entry), self.variant.values)
+            queries = sorted({str(c.entry) for c in raw.values() if c.entry and _POLICY_QUERY.match(c.entry.function)})
+            if queries:
+                result.depth = Depth.PARTIAL.value
+                result.notes.append(
+                    f"partial: stopped at a compiled query ({', '.join(queries)}) that this release consults before "
+                    "launching; the Python that acts on its answer did not run"
+                )
+            families = probe.families(self.variant.values)
+            if sm.major not in families:
+                result.notes.append(
+                    f"{sm} is outside the SM families this kernel is built for (SM{'x, SM'.join(str(f) for f in sorted(families))}x); "
+                    "this release has no Python check for it, so only the validators answered"
+                )
+            return
+        # Nothing reached on this SM under any input convention. An architecture
+        # refusal under any convention refuses the SM; a configuration refusal
+        # must hold under every convention that fits the release (else it may
+        # be the input's fault).
+        verdicts = []
+        # A convention this release cannot even take (a keyword its signature
+        # lacks: every call fails outside flashinfer) says nothing; skip it.
+        applicable = [(a, calls) for a, calls in self.tries[sm] if not all(_outside(c) for c in calls.values())]
+        for alternative, calls in applicable or self.tries[sm]:
+            self.alternative = alternative
+            verdicts.append((*self._unreached(sm, calls), calls))
+        arch = next((v for v in verdicts if v[0] is Outcome.UNSUPPORTED_ARCH), None)
+        configs = [v for v in verdicts if v[0] is Outcome.UNSUPPORTED_CONFIG]
+        config = configs[0] if configs and all(v[0] is Outcome.UNSUPPORTED_CONFIG or v[2] for v in verdicts) else None
+        decided = arch or config
+        if decided is not None:
+            outcome, why, _, raw = decided
+            assert outcome is not None  # arch and config are picked by their outcome
+            for h, call in raw.items():
+                result.heads[h] = HeadResult(h, outcome, error_type=call.error_type, message=call.message, location=call.location, reason=why)
+            return
+        if self._refused_before_device_check(sm, result):
+            return
+        # Shown: the convention stopped by this machine (an environment failure,
+        # CPU tensors) if any -- the likeliest reason no convention got through.
+        _, reason, _, raw = next((v for v in verdicts if any(map(_stopped_here, v[3].values()))), verdicts[0])
+        if len(verdicts) > 1:
+            reason += f" ({len(verdicts)} input conventions tried)"
+        stopped = next(filter(_stopped_here, raw.values()), None)
+        for h, call in raw.items():
+            hr = _head_result(h, call, rejected_ok=False)
+            if call.reason:
+                hr.reason = f"{reason}; {call.reason}"
+            elif stopped is not None:
+                # A refusal here cannot be read without the h_q this machine stopped.
+                hr.reason = f"{reason}; other h_q were stopped by this machine: {stopped.reason}"
+                hr.cause = stopped.cause
+            else:
+                hr.reason = reason
+            result.heads[h] = hr
+
+    def _refused_before_device_check(self, sm: SM, result: KernelSMResult) -> bool:
+        """No h_q reached, but some stopped at a check on the tensors' device
+        (which a CPU probe cannot pass) after passing, on this SM with the same
+        inputs, each check that refused the other h_q (0.7.4 xqa: only h_q 128
+        gets past the head check, then stops at the workspace's device). Those
+        refusals are about h_q: rejected. The stopped h_q stay inconclusive.
+        The first input convention where this holds is used."""
+        for alternative, calls in self.tries[sm]:
+            stopped = sorted(h for h, c in calls.items() if c.site is not None and c.site.device_check)
+            refused = {h: c for h, c in calls.items() if h not in stopped}
+            if not stopped or not refused or not all(c.validator and c.site is not None for c in refused.values()):
+                continue
+            self.alternative = alternative
+            sites = {c.site for c in refused.values() if c.site is not None}
+            if not all(self._passes(sm, stopped[0], site) for site in sites):
+                continue
+            for h, call in calls.items():
+                result.heads[h] = _head_result(h, call, rejected_ok=True)
+                if h in stopped:
+                    result.heads[h].reason = call.reason or "stopped at a check on the tensors' device, which a CPU probe cannot pass"
+                    result.heads[h].cause = Cause.DEVICE.value
+            return True
+        return False
+
+    def _unreached(self, sm: SM, raw: dict[int, CallResult]) -> tuple[Outcome | None, str, bool]:
+        """What the refusals of one input convention show, when no h_q reached:
+        an outcome (or None) with its reason, and whether the convention does
+        not fit this release at all (one check refuses every h_q, and no probed
+        call of any configuration on any SM was seen to pass it)."""
+        reached_elsewhere = {h for other, tried in self.tries.items() if other != sm for _, calls in tried for h, c in calls.items() if c.reached}
+        if not reached_elsewhere:
+            reached_elsewhere = self._reached_on_reference()
+        kinds = [(self._refusal_kind(sm, refusal, heads[0]), heads, exact) for refusal, heads, exact in _refusal_groups(raw, reached_elsewhere)]
+        # One architecture check, word for word the same for several h_q (or for
+        # one that reaches the boundary elsewhere), is enough to refuse the SM. A
+        # configuration refusal must be one check refusing every probed h_q: a
+        # check that refuses some while others fail elsewhere may test h_q too.
+        everyone = sorted(raw)
+        arch = next((k for k, _, exact in kinds if exact and k[0] is Outcome.UNSUPPORTED_ARCH), None)
+        config = next((k for k, heads, _ in kinds if heads == everyone and k[0] is Outcome.UNSUPPORTED_CONFIG), None)
+        picked = arch or config
+        if picked is not None:
+            return (*picked, False)
+        staged = self._staged_config(sm, raw)
+        if staged is not None:
+            return (*staged, False)
+        if kinds:
+            unfit = any(heads == everyone for _, heads, _ in kinds)
+            return None, (
+                "every h_q was refused by a check that no probed call was seen to pass (not this configuration on another SM, "
+                "nor another configuration): the probe's inputs may not fit this release"
+            ), unfit
+        return None, "no h_q reached the launch boundary on this SM, and the refusals depend on h_q or come from outside a validator", False
+
+    def _staged_config(self, sm: SM, raw: dict[int, CallResult]) -> tuple[Outcome, str] | None:
+        """Every h_q refused in stages: the h_q one check lets through are refused
+        by a later check that tests the configuration (a witness passes it),
+        while that first check refuses the rest (cutlass in 0.7.4: only h_q 128
+        passes the head check, and then fp8 KV is refused by a dtype check).
+        Whatever h_q is, this configuration is refused. Each earlier check must
+        be seen to pass, on this SM, for an h_q the configuration check refused:
+        the inputs fit it, and what it refuses is h_q."""
+        by_site: dict[CheckSite, list[int]] = {}
+        for h, call in raw.items():
+            if not call.validator or call.site is None:
+                return None
+            by_site.setdefault(call.site, []).append(h)
+        if len(by_site) < 2:
+            return None
+        late = [site for site, heads in by_site.items() if self._refusal_kind(sm, raw[heads[0]], heads[0])[0] is Outcome.UNSUPPORTED_CONFIG]
+        if not late:
+            return None
+        # Not one check refusing every h_q: never an option value the release lacks.
+        self._everywhere[sm] = False
+        passers = [by_site[site][0] for site in late]
+        early = [site for site in by_site if site not in late]
+        for site in early:
+            if not any(self._passes(sm, h, site) for h in passers):
+                return None
+        first = " and ".join(raw[by_site[site][0]].location or "?" for site in early)
+        then = "; ".join(f"h_q {compact_set(by_site[site])} at {raw[by_site[site][0]].location or '?'}, which {self._witnessed[site]}" for site in late)
+        return Outcome.UNSUPPORTED_CONFIG, (
+            f"every h_q is refused on {sm}: the h_q that get past {first} are refused after it by a check on the configuration "
+            f"({then}): this configuration is refused, whatever h_q is"
+        )
+
+    def _passes(self, sm: SM, h: int, site: CheckSite) -> bool:
+        call = self._traced(self.variant, sm, h, site)
+        return passed_elsewhere(site, call.lines_run or frozenset(), refused_here_too=call.site == site)
+
+    def _reached_on_reference(self) -> set[int]:
+        """h_q that reach the boundary on a reference SM not being probed (the
+        kernel's own SMs first); found once per variant, only when needed."""
+        if self._reference_reached is None:
+            self._reference_reached = set()
+            probed = set(self.tries)
+            for number in dict.fromkeys((*self.variant.probe.default_sms, *_REFERENCE_SMS)):
+                ref = SM.from_number(number)
+                if ref in probed:
+                    continue
+                raw = _run(self.session, self.variant, self.entry, ref, self.heads, self.alternative)
+                self._reference_reached = {h for h, c in raw.items() if c.reached}
+                if self._reference_reached:
+                    break
+        return self._reference_reached
+
+    def _traced(self, variant: Variant, sm: SM, h: int, site: CheckSite) -> CallResult:
+        self.session.target(sm)
+        with self.session.quiet():
+            return _one(self.session, variant.probe, self.entry, sm, h, variant.values, self.alternative, (site.filename, site.function))
+
+    def _refusal_kind(self, sm: SM, refusal: CallResult, h: int) -> tuple[Outcome | None, str]:
+        """What a refusing check tests, from where it was seen to pass. The same
+        call, traced on the other SMs: consulted and passed there -> it tests the
+        architecture. Otherwise the same h_q with another configuration (the
+        defaults, or one axis reset), on this SM or another: passed there -> it
+        tests this configuration. Seen to pass nowhere -> None: it may be the
+        probe's own inputs that no release takes."""
+        site = refusal.site
+        assert site is not None
+        everywhere = True
+        try:
+            for number in _REFERENCE_SMS:
+                other = SM.from_number(number)
+                if other == sm:
+                    continue
+                call = self._traced(self.variant, other, h, site)
+                everywhere = everywhere and call.site == site and call.message == refusal.message
+                if passed_elsewhere(site, call.lines_run or frozenset(), refused_here_too=call.site == site):
+                    return Outcome.UNSUPPORTED_ARCH, f"the refusing check passes on {other} for the same call: it tests the architecture"
+            for witness in self._witnesses():
+                for number in dict.fromkeys((sm.number, *_REFERENCE_SMS)):
+                    other = SM.from_number(number)
+                    call = self._traced(witness, other, h, site)
+                    if passed_elsewhere(site, call.lines_run or frozenset(), refused_here_too=call.site == site):
+                        self._everywhere[sm] = everywhere
+                        self._witnessed[site] = f"{witness.key} passes on {other}"
+                        where = "on every SM" if everywhere else f"on {sm}"
+                        return Outcome.UNSUPPORTED_CONFIG, (
+                            f"every h_q is refused {where} by one check that {witness.key} passes on {other}: "
+                            "this configuration is refused, whatever h_q is"
+                        )
+            return None, ""
+        finally:
+            self.session.target(sm)
+
+    def _witnesses(self) -> list[Variant]:
+        """Other configurations of the same kernel: the defaults, and this one
+        with each non-default axis set to its default or another of its choices,
+        and any axis set to a value it names as a witness (`Axis.witnesses`)."""
+        probe = self.variant.probe
+        values = self.variant.values
+        out = [probe.variant()]
+        for axis in probe.axes:
+            changed = values[axis.name] != axis.default
+            others = (axis.default, *axis.choices) if changed else ()
+            for other in dict.fromkeys((*others, *axis.witnesses)):
+                out.append(probe.variant({**values, axis.name: other}))
+        unique = {v.config: v for v in out if v.config != self.variant.config}
+        return list(unique.values())
+
+    def absent_option(self, results: list[KernelSMResult]) -> None:
+        """An option value (a backend, a KV format) that the release refuses by
+        name, identically for every h_q and SM, and still refuses with every
+        other axis at its default, is one it does not have: absent. (A value
+        refused only beside another setting -- fa2 with an fp8 KV cache -- is
+        a configuration refusal, not an absence.)"""
+        probe = self.variant.probe
+        changed = {k: v for k, v in self.variant.config if v != probe.axis(k).default}  # type: ignore[union-attr]
+        if not changed or not results:
+            return
+        for result in results:
+            sm = SM.from_number(result.sm)
+            if not self._everywhere.get(sm) or result.status is not Outcome.UNSUPPORTED_CONFIG:
+                return
+        first = results[0].heads[self.heads[0]]
+        if len({r.heads[self.heads[0]].message for r in results}) != 1:
+            return
+        message = first.message or ""
+        named = [k for k, v in changed.items() if _names(message, str(v))]
+        if not any(self._refused_alone(k, changed[k], SM.from_number(results[0].sm), first) for k in named):
+            return
+        for result in results:
+            for hr in result.heads.values():
+                hr.outcome = Outcome.ABSENT
+                hr.reason = f"this release refuses the option value itself, for every h_q and SM: {message}"
+
+    def _refused_alone(self, axis: str, value: Value, sm: SM, refusal: HeadResult) -> bool:
+        """Whether `axis=value` with every other axis at its default is refused
+        by the same check, with the same message."""
+        alone = self.variant.probe.variant({axis: value})
+        if alone.config == self.variant.config:
+            return True
+        self.session.target(sm)
+        with self.session.quiet():
+            call = _one(self.session, alone.probe, self.entry, sm, self.heads[0], alone.values, self.alternative)
+        return call.location == refusal.location and call.message == refusal.message
+
+
+def _names(message: str, value: str) -> bool:
+    return re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", message) is not None
+
+
+def _stopped_here(call: CallResult) -> bool:
+    """Stopped by this machine or the probe, not by a validator: it has a reason."""
+    return bool(call.reason) and not call.validator
+
+
+def _outside(call: CallResult) -> bool:
+    return not call.reached and not call.validator and not (call.location or "").startswith("flashinfer/")
+
+
+def _head_result(h: int, call: CallResult, *, rejected_ok: bool) -> HeadResult:
+    if call.reached:
+        return HeadResult(h, Outcome.ACCEPTED, entry=str(call.entry))
+    outcome = Outcome.REJECTED if (rejected_ok and call.validator) else Outcome.INCONCLUSIVE
+    return HeadResult(
+        h,
+        outcome,
+        error_type=call.error_type,
+        message=call.message,
+        location=call.location,
+        reason=None if outcome is Outcome.REJECTED else call.reason,
+        cause=None if outcome is Outcome.REJECTED else call.cause,
+    )

@@ -1,0 +1,56 @@
+"""GitHub Actions workflow-command annotations, pointing at the padding rule's file and line.
+
+Printed only when GITHUB_ACTIONS=true (set by the Actions runner), and always on
+stderr: stdout carries the report alone, so `--format markdown >>
+"$GITHUB_STEP_SUMMARY"` and `--json` stay clean (the runner reads workflow
+commands from both streams)."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, TextIO
+
+from hprobe.system.escaping import gha_data, gha_property
+from hprobe.system.streams import write_command
+
+if TYPE_CHECKING:
+    from hprobe.report.model import CheckReport
+
+
+
+def in_github_actions() -> bool:
+    return os.environ.get("GITHUB_ACTIONS") == "true"
+
+
+
+
+def annotation_lines(report: CheckReport) -> list[str]:
+    """One annotation per backend x SM x verdict (not per model and TP: a
+    padding function is one line of code)."""
+    grouped: dict[tuple, list] = {}
+    for f in report.findings:
+        level = f.verdict.ci_level(report.strict)
+        if level is None:
+            continue
+        grouped.setdefault((level, f.source, f.backend, f.sm, f.label), []).append(f)
+    lines = []
+    for (level, source, backend, sm, label), findings in grouped.items():
+        path, _, line = source.rpartition(":")
+        if not line.isdigit():
+            path, line = source, ""
+        # Rows share an annotation, never an explanation: each row's own
+        # evidence (waste factor, validator message) is kept, rows that say
+        # the same thing listed together.
+        by_explanation: dict[str, list[str]] = {}
+        for f in findings:
+            by_explanation.setdefault(f.explain(), []).append(f"{f.model} TP{f.tp} (n={f.n})")
+        props = [f"file={gha_property(path)}"] + ([f"line={line}"] if line else []) + [f"title={gha_property(f'hprobe: {backend} SM{sm} {label}')}"]
+        message = "; ".join(f"{', '.join(cases)}: {explanation}" for explanation, cases in by_explanation.items())
+        lines.append(f"::{level} {','.join(props)}::{gha_data(message)}")
+    return lines
+
+
+def emit(report: CheckReport, stream: TextIO) -> None:
+    if in_github_actions():
+        for line in annotation_lines(report):
+            write_command(stream, line)

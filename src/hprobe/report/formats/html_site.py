@@ -1,0 +1,237 @@
+"""`hprobe report`: the support matrix across releases as a static page.
+
+One section per kernel variant; per SM an SVG heatmap, h_q across and releases
+down, each cell coloured *and* marked by its outcome, with the evidence in its
+tooltip (`<title>`). Below each heatmap the same evidence as a table, so the
+page reads with JavaScript off (it uses none) and without colour. Rows where
+the accepted set changed from the release above are marked with the change.
+Self-contained: no network, no external CSS or JS."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from hprobe import __version__
+from hprobe.model.heads import compact_set
+from hprobe.model.outcome import KernelSMResult, Outcome, without_count
+from hprobe.system.escaping import html as escape
+
+if TYPE_CHECKING:
+    from hprobe.report.model import CheckReport, MatrixReport
+
+# A colour per outcome, shown with the outcome's mark: the legend never relies on colour alone.
+COLOUR = {
+    Outcome.ACCEPTED: "#2e9d4f",
+    Outcome.REJECTED: "#d9d9d9",
+    Outcome.UNSUPPORTED_ARCH: "#8c8c8c",
+    Outcome.UNSUPPORTED_CONFIG: "#b07aa1",
+    Outcome.ABSENT: "#ffffff",
+    Outcome.INCONCLUSIVE: "#f2b134",
+}
+CELL_W, CELL_H, LEFT, TOP = 4, 16, 110, 22
+
+
+def render_site(report: MatrixReport, tables: CheckReport | None = None) -> str:
+    releases = [rel.info.version for rel in report.releases]
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>hprobe support matrix — flashinfer {escape(releases[0])}…{escape(releases[-1])}</title>",
+        f"<style>{_CSS}</style></head><body>",
+        "<h1>Query-head counts FlashInfer's kernels accept</h1>",
+        f"<p>flashinfer {escape(', '.join(releases))}; h_q {escape(compact_set(report.heads))}; "
+        f"answers from each release's own validators, probed by hprobe {escape(__version__)} "
+        "(the GPU faked, every Python check run, the call stopped where compiled code begins).</p>",
+        _legend(),
+    ]
+    if tables is not None:
+        parts.append(_table_sections(tables))
+    for key in report.keys or sorted({r.key for r in report.results}):
+        parts.append(f'<section id="{escape(key)}"><h2>{escape(key)}</h2>')
+        for sm in [s.number for s in report.targets.sms]:
+            rows = [(rel.info.version, rel.results.get((key, sm))) for rel in report.releases]
+            parts.append(f"<h3>SM{sm}</h3>")
+            parts.append(_heatmap(key, sm, rows, report.heads))
+            parts.append(_evidence(rows))
+        parts.append("</section>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def _table_sections(check: CheckReport) -> str:
+    """Per table x backend x SM: the verdict of each model x TP on each release,
+    the releases the table's pin admits shaded."""
+    out = ["<h2>Padding tables</h2>"]
+    for table in check.tables:
+        pin = SpecifierSet(table.requires_flashinfer) if table.requires_flashinfer else None
+        scope = f"pin {table.requires_flashinfer}: the releases it admits are shaded" if pin else "no pin"
+        out.append(f"<h3>{escape(table.name)}</h3><p>{escape(scope)}</p>")
+        for grid in (g for g in check.verdict_grids if g.table is table):
+            head = "".join(f"<th>{escape(model)} TP{tp}<br>{n} → {'raises' if p is None else p}</th>" for model, tp, n, p in grid.cases)
+            rows = []
+            for version, row in grid.rows:
+                cells = []
+                for cell in row:
+                    if cell is None:
+                        cells.append("<td>–</td>")
+                        continue
+                    evidence = cell.evidence
+                    tip = f"{cell.verdict.value}" + (f"; {cell.best} accepted" if cell.best else "") + (f"; {evidence.error_type}: {evidence.message}" if evidence is not None and evidence.error_type else "")
+                    cells.append(f'<td class="v-{escape(cell.verdict.value)}" title="{escape(tip)}">{escape(cell.verdict.value)}</td>')
+                shade = ' class="in-pin"' if pin is not None and _admits(pin, version) else ""
+                rows.append(f"<tr{shade}><th>{escape(version)}</th>{''.join(cells)}</tr>")
+            backend = grid.backend
+            out.append(
+                f'<table class="verdicts"><caption>{escape(backend.name)} → {escape(backend.variant_key)} · SM{grid.sm} · {escape(backend.rule.describe())}</caption>'
+                f"<thead><tr><th>release</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+            )
+    return "\n".join(out)
+
+
+def _admits(pin: SpecifierSet, version: str) -> bool:
+    try:
+        return pin.contains(Version(version), prereleases=True)
+    except InvalidVersion:
+        return False
+
+
+def _legend() -> str:
+    items = "".join(
+        f'<li><span class="swatch" style="background:{colour}">{escape(outcome.mark)}</span> {escape(outcome.value)}</li>'
+        for outcome, colour in COLOUR.items()
+    )
+    return f'<ul class="legend" id="legend" aria-label="legend">{items}</ul>'
+
+
+def _heatmap(key: str, sm: int, rows: list[tuple[str, KernelSMResult | None]], heads: list[int]) -> str:
+    """One rect per run of neighbouring h_q that share an outcome and a reason:
+    a row of 256 cells is a handful of shapes. The run's tooltip says what each
+    of its h_q got, the h_q a message names written `#` (`got #`), so every
+    cell's answer is still there, in a page a tenth the size."""
+    width = LEFT + CELL_W * len(heads) + 260
+    height = TOP + CELL_H * len(rows) + 6
+    out = [
+        f'<svg class="heatmap" role="img" aria-label="{escape(key)} SM{sm}: h_q across, releases down" '
+        f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">'
+    ]
+    for i, h in enumerate(heads):
+        if h == 1 or h % 32 == 0:
+            out.append(f'<text x="{LEFT + i * CELL_W}" y="{TOP - 6}" class="axis">{h}</text>')
+    previous: KernelSMResult | None = None
+    for row, (version, result) in enumerate(rows):
+        y = TOP + row * CELL_H
+        out.append(f'<text x="4" y="{y + CELL_H - 4}" class="release">{escape(version)}</text>')
+        for start, run, outcome, said in _runs(heads, result):
+            colour = COLOUR.get(outcome or Outcome.INCONCLUSIVE, COLOUR[Outcome.INCONCLUSIVE])
+            span = f"{run[0]}" if len(run) == 1 else f"{run[0]}-{run[-1]}"
+            tip = f"flashinfer {version}, h_q {span.replace('-', '–')}: {said}"
+            out.append(
+                f'<rect x="{LEFT + start * CELL_W}" y="{y}" width="{CELL_W * len(run)}" height="{CELL_H - 2}" fill="{colour}" '
+                f'data-heads="{span}" data-outcome="{escape(outcome.value if outcome else "?")}"><title>{escape(tip)}</title></rect>'
+            )
+        change = _change(previous, result)
+        if change:
+            out.append(f'<text x="{LEFT + CELL_W * len(heads) + 8}" y="{y + CELL_H - 4}" class="change">Δ {escape(change)}</text>')
+        previous = result
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _runs(heads: list[int], result: KernelSMResult | None) -> list[tuple[int, list[int], Outcome | None, str]]:
+    """(index of the first h_q, the h_q, their outcome, what each got) for each
+    run of consecutive h_q answered alike; one h_q's answer is its own words,
+    a run's says it once with `#` for the h_q it names."""
+    runs: list[tuple[int, list[int], Outcome | None, str]] = []  # the answer as a template
+    singles: dict[int, str] = {}  # a run's first answer in its own words
+    for i, h in enumerate(heads):
+        outcome = result.outcome(h) if result is not None else Outcome.ABSENT
+        said = _answer(h, result)
+        if runs and runs[-1][1][-1] + 1 == h and runs[-1][2] == outcome and runs[-1][3] == without_count(said, h):
+            runs[-1][1].append(h)
+        else:
+            runs.append((i, [h], outcome, without_count(said, h)))
+            singles[i] = said
+    return [(start, hs, outcome, singles[start] if len(hs) == 1 else template) for start, hs, outcome, template in runs]
+
+
+def _answer(h: int, result: KernelSMResult | None) -> str:
+    if result is None or h not in result.heads:
+        return "not probed"
+    hr = result.heads[h]
+    text = hr.outcome.value
+    if hr.outcome is Outcome.ACCEPTED and hr.entry:
+        text += f" — reached {hr.entry}"
+    elif hr.error_type or hr.message:
+        text += " — " + _why(hr).split(": ", 1)[-1]
+    elif hr.reason:
+        text += f" — {hr.reason}"
+    return text
+
+
+def _why(hr) -> str:
+    text = hr.outcome.value
+    if hr.error_type or hr.message:
+        text += f": {hr.error_type or ''}: {hr.message or ''}".replace(": : ", ": ")
+    elif hr.reason:
+        text += f": {hr.reason}"
+    return text + (f" ({hr.location})" if hr.location else "")
+
+
+def _change(previous: KernelSMResult | None, result: KernelSMResult | None) -> str:
+    if previous is None or result is None:
+        return ""
+    before, after = set(previous.accepted()), set(result.accepted())
+    parts = []
+    if after - before:
+        parts.append(f"+{compact_set(after - before)}")
+    if before - after:
+        parts.append(f"−{compact_set(before - after)}")
+    return " ".join(parts)
+
+
+def _evidence(rows: list[tuple[str, KernelSMResult | None]]) -> str:
+    """The evidence table: one row per run of consecutive releases that say
+    the same (accepted set, refusals, caveats), named by its first and last."""
+    runs: list[tuple[list[str], tuple[str, str, str]]] = []
+    for version, result in rows:
+        if result is None:
+            said = ("–", "not probed", "")
+        else:
+            refusals = "<br>".join(
+                escape(f"{compact_set(hs)}: {_why(hr)}")
+                for outcome in (Outcome.REJECTED, Outcome.UNSUPPORTED_ARCH, Outcome.UNSUPPORTED_CONFIG, Outcome.ABSENT, Outcome.INCONCLUSIVE)
+                for hs, hr in result.refusal_groups(outcome)[:4]
+            )
+            said = (escape(compact_set(result.accepted())), refusals, "<br>".join(escape(item) for item in result.caveats()))
+        if runs and runs[-1][1] == said:
+            runs[-1][0].append(version)
+        else:
+            runs.append(([version], said))
+    lines = ['<table class="evidence"><thead><tr><th>release</th><th>accepted h_q</th><th>refused by</th><th>caveats</th></tr></thead><tbody>']
+    for versions, (accepted, refusals, caveats) in runs:
+        named = escape(versions[0]) if len(versions) == 1 else f"{escape(versions[0])} – {escape(versions[-1])} ({len(versions)})"
+        lines.append(f"<tr><td>{named}</td><td>{accepted}</td><td>{refusals}</td><td>{caveats}</td></tr>")
+    lines.append("</tbody></table>")
+    return "".join(lines)
+
+
+_CSS = """
+body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #222; }
+h2 { margin-top: 2em; border-bottom: 1px solid #ccc; }
+.legend { list-style: none; padding: 0; display: flex; gap: 1.2em; flex-wrap: wrap; }
+.swatch { display: inline-block; width: 1.4em; text-align: center; border: 1px solid #999; }
+.heatmap { display: block; margin: .5em 0; }
+.heatmap .axis, .heatmap .release, .heatmap .change { font: 11px monospace; fill: #333; }
+.heatmap .change { fill: #a0522d; }
+.evidence, .verdicts { border-collapse: collapse; font-size: 12px; margin-bottom: 1em; }
+.verdicts td, .verdicts th { border: 1px solid #ddd; padding: 2px 6px; }
+.verdicts caption { text-align: left; font-weight: bold; padding: 4px 0; }
+.verdicts tr.in-pin th:first-child { background: #e8f0fe; }
+.v-ok { background: #e3f4e8; } .v-reducible, .v-off-fast-path { background: #fff4d6; }
+.v-broken { background: #f9d6d5; } .v-table-refuses { background: #efe0f5; } .v-inconclusive { background: #fde9c8; }
+.evidence td, .evidence th { border: 1px solid #ddd; padding: 2px 6px; text-align: left; vertical-align: top; }
+"""

@@ -1,0 +1,67 @@
+"""JUnit XML for CI test reports: one test case per backend x SM x per-rank count.
+
+broken = failure; inconclusive = error; reducible, table-refuses and
+off-fast-path pass with a message (failure under --strict); ok passes.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from typing import TYPE_CHECKING
+
+from hprobe.system.escaping import xml
+
+if TYPE_CHECKING:
+    from hprobe.report.model import CheckReport
+
+
+
+def junit_xml(report: CheckReport) -> ET.ElementTree:
+    suites = ET.Element("testsuites", name="hprobe check")
+    by_table: dict[str, list] = {}
+    for f in report.findings:
+        by_table.setdefault(f.table, []).append(f)
+    for table, findings in by_table.items():
+        suite = ET.SubElement(suites, "testsuite", name=table)
+        failures = errors = 0
+        for f in findings:
+            case = ET.SubElement(
+                suite,
+                "testcase",
+                classname=f"{f.table}.{f.backend}",
+                name=f"SM{f.sm} {f.model} TP{f.tp} n={f.n}",
+                file=f.source.rsplit(":", 1)[0] if f.source else "",
+            )
+            message = f"{f.label}: padded {f.padded_text}; {f.explain()}".strip("; ")
+            detail = f"flashinfer {f.flashinfer_version}; kernel {f.kernel}; rule at {f.source}"
+            if f.verdict.fails(report.strict):
+                failures += 1
+                ET.SubElement(case, "failure", message=message, type=f.verdict.value).text = detail
+            elif f.verdict.undecided:
+                errors += 1
+                ET.SubElement(case, "error", message=message, type=f.verdict.value).text = detail
+            elif f.verdict.soft:
+                ET.SubElement(case, "system-out").text = message
+        suite.set("tests", str(len(findings)))
+        suite.set("failures", str(failures))
+        suite.set("errors", str(errors))
+        suite.set("skipped", "0")
+    total = len(report.findings)
+    suites.set("tests", str(total))
+    suites.set("failures", str(sum(int(s.get("failures", 0)) for s in suites)))
+    suites.set("errors", str(sum(int(s.get("errors", 0)) for s in suites)))
+    # Every text and attribute, in one pass over the finished tree: a field
+    # added above cannot skip it.
+    for element in suites.iter():
+        element.attrib = {key: xml(value) for key, value in element.attrib.items()}
+        if element.text:
+            element.text = xml(element.text)
+    return ET.ElementTree(suites)
+
+
+def junit_text(report: CheckReport) -> str:
+    tree = junit_xml(report)
+    ET.indent(tree)
+    root = tree.getroot()
+    assert root is not None
+    return "<?xml version='1.0' encoding='utf-8'?>\n" + ET.tostring(root, encoding="unicode") + "\n"

@@ -1,0 +1,143 @@
+"""GitHub-flavoured Markdown: for `$GITHUB_STEP_SUMMARY` and pull-request comments."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, TextIO
+
+from hprobe.model.heads import compact_set
+from hprobe.model.outcome import Outcome
+from hprobe.model.sm import sm_names
+from hprobe.model.verdict import Verdict
+from hprobe.report.formats.base import Formatter
+from hprobe.system.escaping import md_code, md_text
+
+if TYPE_CHECKING:
+    from hprobe.report.model import BisectReport, CheckReport, DiffReport, MatrixReport, SuggestReport
+
+
+
+cell = md_text  # prose and table cells alike
+
+class MarkdownFormatter(Formatter):
+    def __init__(self, stream: TextIO | None = None):
+        self.stream = stream or sys.stdout
+
+    def _w(self, line: str = "") -> None:
+        self.stream.write(line + "\n")
+
+    def check(self, report: CheckReport) -> None:
+        counts: dict[Verdict, int] = {}
+        for f in report.findings:
+            counts[f.verdict] = counts.get(f.verdict, 0) + 1
+        summary = ", ".join(f"{v.mark} {counts[v]} {v.value}" for v in Verdict if v in counts) or "nothing checked"
+        releases = ", ".join(r.info.version for r in report.releases) or report.flashinfer.version
+        self._w(f"## hprobe check — flashinfer {cell(releases)}")
+        self._w()
+        self._w(f"**{summary}** → exit {report.exit_code}{' (`--strict`)' if report.strict else ''}; SMs {', '.join(str(s) for s in report.targets.sms)}")
+        self._w()
+        for table in report.advice:
+            self._w(f"- **{cell(table.table)}** ({cell(table.scope)})")
+            for a in table.backends:
+                tally = ", ".join(f"{Verdict(v).mark} {n} {v}" for v, n in a.counts.items())
+                sms = sm_names(a.sms)
+                self._w(f"  - {md_code(a.backend)} {sms}: {tally} — {cell(a.action)}")
+        self._w()
+        problems = [f for f in report.findings if f.verdict is not Verdict.OK]
+        if problems:
+            self._w("| verdict | table · backend | SM | model | TP | n | padded | evidence | rule at |")
+            self._w("|---|---|---|---|---:|---:|---:|---|---|")
+            for f in problems:
+                padded = f.padded_text
+                self._w(
+                    f"| {f.verdict.mark} {cell(f.label)} | {cell(f.table)} · {md_code(f.backend)} → {md_code(f.kernel)} "
+                    f"| SM{f.sm} | {cell(f.model)} | {f.tp} | {f.n} | {padded} | {cell(f.explain())} | {md_code(f.source)} |"
+                )
+            self._w()
+        ok = [f for f in report.findings if f.verdict is Verdict.OK]
+        if ok:
+            self._w(f"<details><summary>{len(ok)} ok</summary>")
+            self._w()
+            self._w("| verdict | table · backend | SM | model | TP | n | padded |")
+            self._w("|---|---|---|---|---:|---:|---:|")
+            for f in ok:
+                padded = f.padded_text
+                self._w(f"| {cell(f.label)} | {cell(f.table)} · {md_code(f.backend)} | SM{f.sm} | {cell(f.model)} | {f.tp} | {f.n} | {padded} |")
+            self._w()
+            self._w("</details>")
+            self._w()
+        if report.drift:
+            self._drift(report.drift)
+        for note in report.notes:
+            self._w(f"- {cell(note)}")
+
+    def _drift(self, drift: DiffReport) -> None:
+        changed = [c for c in drift.changes if c.became_accepted or c.became_rejected]
+        self._w(f"### Drift against the baseline ({cell(drift.old['version'])} → {cell(drift.new['version'])})")
+        self._w()
+        if not changed:
+            self._w("No accepted set changed.")
+            self._w()
+            return
+        self._w("| kernel | SM | became accepted | became rejected |")
+        self._w("|---|---|---|---|")
+        for c in changed:
+            self._w(f"| {md_code(c.kernel)} | SM{c.sm} | {compact_set(list(c.became_accepted))} | {compact_set(list(c.became_rejected))} |")
+        self._w()
+
+    def matrix(self, report: MatrixReport, grid: bool = False, pivot: tuple[str, str] | None = None) -> None:
+        self._w(f"## hprobe matrix — flashinfer {cell(', '.join(r.info.version for r in report.releases))}")
+        self._w()
+        self._w("| kernel | SM | release | status | accepted h_q | depth | refused by | notes |")
+        self._w("|---|---|---|---|---|---|---|---|")
+        for rel in report.releases:
+            for r in rel.results.values():
+                accepted = compact_set(r.accepted()) if r.status is Outcome.ACCEPTED else ""
+                depth = r.depth + (" (compiled checks not seen)" if r.unchecked else "")
+                refusals = "<br>".join(
+                    cell(f"{compact_set(hs)}: {hr.error_type}: {hr.message}" + (f" ({hr.location})" if hr.location else ""))
+                    for outcome in (Outcome.REJECTED, Outcome.UNSUPPORTED_ARCH, Outcome.UNSUPPORTED_CONFIG)
+                    for hs, hr in r.refusal_groups(outcome)[:3]
+                )
+                flagged = "<br>".join(cell(n) for n in r.notes if n.startswith(("disagreement", "partial")))
+                self._w(f"| {md_code(r.key)} | SM{r.sm} | {cell(rel.info.version)} | {r.status.value} | {accepted} | {depth} | {refusals} | {flagged} |")
+
+    def suggest(self, result: SuggestReport) -> None:
+        report, suggestions, patch = result.check, result.suggestions, result.patch
+        releases = ", ".join(r.info.version for r in report.releases) or report.flashinfer.version
+        self._w(f"## hprobe suggest — flashinfer {cell(releases)}")
+        self._w()
+        for s in suggestions:
+            self._w(f"- **{cell(s.table)}** · {md_code(s.backend.name)} ({cell(str(s.backend.where))}): {cell(s.words())}")
+            for line in s.pins.words() if s.pins else []:
+                self._w(f"  - pin: {cell(line)}")
+        for line in (patch.changed + patch.not_rewritten) if patch else []:
+            self._w(f"- patch: {cell(line)}")
+        self._w()
+
+    def diff(self, result: DiffReport) -> None:
+        self._drift(result)
+        self._w(f"exit {result.exit_code}")
+
+    def bisect(self, result: BisectReport) -> None:
+        self._w(f"## hprobe bisect — {md_code(result.kernel)} SM{result.sm} h_q={result.heads}")
+        self._w()
+        self._w("| release | outcome |")
+        self._w("|---|---|")
+        for p in result.probed:
+            self._w(f"| {cell(p.version)} | {cell(p.outcome)} |")
+        self._w()
+        self._w(f"first accepting: **{cell(result.first_accepting or 'none')}**")
+
+    def kernels(self, rows: list[dict]) -> None:
+        self._w("| id | entry point | SMs | axes |")
+        self._w("|---|---|---|---|")
+        for row in rows:
+            axes = ", ".join(f"{a['name']}={a['default']}" for a in row["axes"])
+            self._w(f"| {md_code(row['id'])} | {md_code(row['entry_point'])} | {', '.join(map(str, row['sms']))} | {cell(axes)} |")
+
+    def data(self, payload: dict, title: str) -> None:
+        self._w(f"## {title}")
+        self._w()
+        for key, value in payload.items():
+            self._w(f"- **{cell(key)}**: {cell(value)}")

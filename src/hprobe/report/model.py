@@ -1,0 +1,292 @@
+"""What a command found, as data every output format renders: the releases
+probed and their results, and the reports of `matrix` and `check`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from hprobe import __version__
+from hprobe.advise.summary import summarize
+from hprobe.judge import exit_code, judge
+from hprobe.model.advice import TableAdvice
+from hprobe.model.errors import EXIT_INCONCLUSIVE
+from hprobe.model.outcome import HeadResult, KernelSMResult, Outcome
+from hprobe.model.padding import Backend, PaddingTable
+from hprobe.model.release import INSTALLED, FlashinferInfo, ProbedRelease
+from hprobe.model.targets import Targets
+from hprobe.model.verdict import Finding, Verdict
+from hprobe.system.envinfo import installed_flashinfer_info
+
+if TYPE_CHECKING:
+    from hprobe.advise.suggest import BackendSuggestion
+    from hprobe.rules.repo.patch import Patch
+
+
+def _header(schema: str, flashinfer: FlashinferInfo, releases: list[ProbedRelease], targets: Targets) -> dict:
+    """What every report document starts with: what it is, and what it rests on."""
+    return {
+        "schema": schema,
+        "hprobe_version": __version__,
+        "flashinfer": {"version": flashinfer.version, "location": flashinfer.location},
+        "releases": [rel.describe() for rel in releases],
+        "sm_source": targets.source,
+        "sms": [sm.number for sm in targets.sms],
+    }
+
+
+@dataclass
+class MatrixReport:
+    releases: list[ProbedRelease]
+    targets: Targets
+    heads: list[int]
+    keys: list[str] = field(default_factory=list)  # the variants, in the order asked
+
+    @property
+    def flashinfer(self) -> FlashinferInfo:
+        return self.releases[0].info
+
+    @property
+    def results(self) -> list[KernelSMResult]:
+        return [r for rel in self.releases for r in rel.results.values()]
+
+    @property
+    def exit_code(self) -> int:
+        """3 when nothing was answered (every cell inconclusive): a gate reading
+        the exit code must not take an empty matrix for a full one."""
+        answered = any(h.outcome is not Outcome.INCONCLUSIVE for r in self.results for h in r.heads.values())
+        return 0 if answered else EXIT_INCONCLUSIVE
+
+    def to_dict(self) -> dict:
+        return {
+            **_header("hprobe.matrix/2", self.flashinfer, self.releases, self.targets),
+            "heads": {"min": min(self.heads), "max": max(self.heads), "count": len(self.heads)},
+            "results": [r.to_dict() for r in self.results],
+            "exit_code": self.exit_code,
+        }
+
+
+@dataclass(frozen=True)
+class VerdictCell:
+    """One count judged on one release: the verdict, the smallest accepted count
+    and the kernel's answer for the padded count."""
+
+    verdict: Verdict
+    best: int | None
+    evidence: HeadResult | None
+
+
+def _cell(judged: tuple) -> VerdictCell:
+    verdict, best, _waste, evidence, _notes = judged
+    return VerdictCell(verdict, best, evidence)
+
+
+@dataclass(frozen=True)
+class VerdictGrid:
+    """A table's backend on one SM: per release (rows), the cell of each model x
+    TP (columns: name, TP, per-rank count, padded count or None where the rule
+    raises). A cell is None where the release has no result for the kernel."""
+
+    table: PaddingTable
+    backend: Backend
+    sm: int
+    cases: tuple[tuple[str, int, int, int | None], ...]
+    rows: tuple[tuple[str, tuple[VerdictCell | None, ...]], ...]
+
+
+@dataclass
+class CheckReport:
+    releases: list[ProbedRelease]
+    targets: Targets
+    tables: list[PaddingTable]
+    findings: list[Finding]
+    strict: bool
+    notes: list[str] = field(default_factory=list)
+    drift: DiffReport | None = None  # `--baseline`: what changed since a recorded matrix
+    planned: list[str] = field(default_factory=list)  # the releases asked for (labels), probed or not
+
+    @property
+    def flashinfer(self) -> FlashinferInfo:
+        if self.releases:
+            return self.releases[0].info
+        named = [label for label in self.planned if label != INSTALLED]
+        if named:
+            # Nothing was probed: name the releases asked for, not the one installed here.
+            return FlashinferInfo(", ".join(named), "not probed")
+        return installed_flashinfer_info()
+
+    @cached_property
+    def advice(self) -> list[TableAdvice]:
+        """One line of advice per table x backend x SM, as every format prints it."""
+        return summarize(self.findings, self.tables)
+
+    @cached_property
+    def verdict_grids(self) -> list[VerdictGrid]:
+        """Per table x backend x SM, each model x TP judged on each release on
+        its own (the page's release-by-release view; `findings` holds the
+        verdicts across releases)."""
+        grids = []
+        for table in self.tables:
+            for backend in table.backends:
+                for sm in [s.number for s in self.targets.sms if s.number in backend.sms]:
+                    cases = tuple((m.name, tp, n, backend.rule.pad(n)) for m in table.models for tp, n in m.per_rank())
+                    rows = []
+                    for rel in self.releases:
+                        result = rel.results.get((backend.variant_key, sm))
+                        cells = tuple(None if result is None else _cell(judge(n, padded, result)) for _model, _tp, n, padded in cases)
+                        rows.append((rel.info.version, cells))
+                    grids.append(VerdictGrid(table, backend, sm, cases, tuple(rows)))
+        return grids
+
+    @property
+    def exit_code(self) -> int:
+        code = exit_code(self.findings, self.strict)
+        if self.drift is not None and code != 1:
+            drift_code = self.drift.exit_code
+            if drift_code == 1 or (drift_code == 3 and code == 0):
+                code = drift_code
+        return code
+
+    def to_dict(self) -> dict:
+        counts: dict[str, int] = {}
+        for f in self.findings:
+            counts[f.verdict.value] = counts.get(f.verdict.value, 0) + 1
+        return {
+            **_header("hprobe.check/2", self.flashinfer, self.releases, self.targets),
+            "strict": self.strict,
+            "exit_code": self.exit_code,
+            "summary": counts,
+            "tables": [{"name": t.name, "path": t.path, "source": t.source, "requires_flashinfer": t.requires_flashinfer} for t in self.tables],
+            "findings": [f.to_dict() for f in self.findings],
+            "drift": self.drift.to_dict() if self.drift else None,
+            "notes": self.notes,
+        }
+
+
+@dataclass(frozen=True)
+class KernelChange:
+    """One variant x SM between two releases (`diff`, `check --baseline`)."""
+
+    kernel: str
+    sm: int
+    old_status: str
+    new_status: str
+    old_accepted: tuple[int, ...]
+    new_accepted: tuple[int, ...]
+    became_accepted: tuple[int, ...]
+    became_rejected: tuple[int, ...]
+    unknown: tuple[int, ...]
+    appeared: tuple[int, ...]  # absent in the old release, present in the new
+    vanished: tuple[int, ...]  # present in the old release, absent in the new
+    new_refusal: dict | None  # how the new release refuses the first count it stopped accepting
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.became_accepted or self.became_rejected or self.appeared or self.vanished)
+
+    def to_dict(self) -> dict:
+        return {
+            "kernel": self.kernel,
+            "sm": self.sm,
+            "old_status": self.old_status,
+            "new_status": self.new_status,
+            "old_accepted": list(self.old_accepted),
+            "new_accepted": list(self.new_accepted),
+            "became_accepted": list(self.became_accepted),
+            "became_rejected": list(self.became_rejected),
+            "unknown": list(self.unknown),
+            "appeared": list(self.appeared),
+            "vanished": list(self.vanished),
+            "new_refusal": self.new_refusal,
+        }
+
+
+@dataclass(frozen=True)
+class DiffReport:
+    old: dict  # ProbedRelease.describe() of each side
+    new: dict
+    changes: tuple[KernelChange, ...]
+
+    @property
+    def changed(self) -> bool:
+        return any(c.changed for c in self.changes)
+
+    @property
+    def exit_code(self) -> int:
+        """1 when an accepted set changed (a drift gate), 3 when nothing changed but some h_q were inconclusive."""
+        return 1 if self.changed else (3 if any(c.unknown for c in self.changes) else 0)
+
+    def to_dict(self) -> dict:
+        return {
+            "schema": "hprobe.diff/1",
+            "hprobe_version": __version__,
+            "old": self.old,
+            "new": self.new,
+            "changes": [c.to_dict() for c in self.changes],
+            "changed": self.changed,
+            "exit_code": self.exit_code,
+        }
+
+
+@dataclass(frozen=True)
+class BisectStep:
+    version: str
+    outcome: str
+    entry: str | None
+    error_type: str | None
+    message: str | None
+    reason: str | None
+
+    def to_dict(self) -> dict:
+        return {"version": self.version, "outcome": self.outcome, "entry": self.entry, "error_type": self.error_type, "message": self.message, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class BisectReport:
+    kernel: str
+    sm: int
+    heads: int
+    range: tuple[str, str]
+    releases_in_range: int
+    method: str
+    first_accepting: str | None
+    last_rejecting: str | None
+    already_accepted_at_start: bool
+    non_monotonic: tuple[tuple[str, str], ...]  # (accepted in, then not accepted in)
+    probed: tuple[BisectStep, ...]
+    exit_code: int
+
+    def to_dict(self) -> dict:
+        return {
+            "schema": "hprobe.bisect/1",
+            "hprobe_version": __version__,
+            "kernel": self.kernel,
+            "sm": self.sm,
+            "heads": self.heads,
+            "range": list(self.range),
+            "releases_in_range": self.releases_in_range,
+            "method": self.method,
+            "first_accepting": self.first_accepting,
+            "last_rejecting": self.last_rejecting,
+            "already_accepted_at_start": self.already_accepted_at_start,
+            "non_monotonic": [{"accepted": a, "then_not_accepted": b} for a, b in self.non_monotonic],
+            "probed": [p.to_dict() for p in self.probed],
+            "exit_code": self.exit_code,
+        }
+
+
+@dataclass
+class SuggestReport:
+    """`hprobe suggest`: the check it rests on, a suggestion per backend, and
+    what to write (the table's TOML for -o, the patch for --diff)."""
+
+    check: CheckReport
+    suggestions: list[BackendSuggestion]
+    patch: Patch | None = None
+    table_toml: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        undecided = any(s.inconclusive or s.unsafe for s in self.suggestions) or not self.suggestions
+        return 3 if undecided else 0

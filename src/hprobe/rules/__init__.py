@@ -1,0 +1,100 @@
+"""Where padding rules come from. Each source turns something the user owns into
+`PaddingTable`s without modifying it: TOML tables (here and `toml_source`), a
+`--pad-fn` function and a consumer's tree (`repo/`)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hprobe.model.errors import InputError
+
+if TYPE_CHECKING:
+    from hprobe.kernels.base import Value
+from hprobe.model.padding import Model, PaddingTable, PadMap, Where
+from hprobe.rules.toml_source import TomlTableSource
+
+__all__ = ["TomlTableSource", "load_tables", "overridden_models", "override_models", "shipped_data", "table_sources"]
+
+
+def shipped_data(*parts: str) -> Path:
+    """A file or folder of the shipped data (package `hprobe.matrices`, the
+    top-level matrices/ of the source tree), in a checkout, an editable install
+    or an installed wheel alike."""
+    from importlib.resources import files
+
+    return Path(str(files("hprobe.matrices").joinpath(*parts)))
+
+
+def table_sources(paths: list[Path] | None) -> list[TomlTableSource]:
+    """The given table files, or every shipped table when none is given."""
+    if not paths:
+        directory = shipped_data()
+        paths = sorted(directory.glob("*.toml"))
+        if not paths:
+            raise InputError(f"no padding tables found in {directory}; pass --table FILE")
+    return [TomlTableSource(Path(p)) for p in paths]
+
+
+def load_tables(paths: list[Path] | None) -> list[PaddingTable]:
+    return [source.collect() for source in table_sources(paths)]
+
+
+def override_models(table: PaddingTable, heads: int | None, tp: list[int] | None, maps_cover_every_count: bool = False) -> PaddingTable:
+    """Apply --heads/--tp to every model of a table. --heads replaces the models
+    with one named by its count (a model's name must not outlive its head
+    count). A pad_map written for the table's own models says nothing about a
+    per-rank count none of them produces: such a count is an input error, never
+    read as the table refusing it (`maps_cover_every_count`: the maps were
+    evaluated over every count, as a repo's are, so a missing count does raise)."""
+    if heads is None and tp is None:
+        return table
+    models = overridden_models(table.models, heads, tp)
+    counts = sorted({n for m in models for _, n in m.per_rank()})
+    own = {n for m in table.models for _, n in m.per_rank()}
+    backends = []
+    for backend in table.backends:
+        if isinstance(backend.rule, PadMap) and not maps_cover_every_count:
+            missing = [n for n in counts if n not in dict(backend.rule.mapping) and n not in own]
+            if missing:
+                raise InputError(
+                    f"--heads/--tp: backend {backend.name}'s pad_map ({backend.where}) does not say what n={', '.join(map(str, missing))} pads to; "
+                    "re-extract it for these heads (`hprobe table extract --repo PATH`) or check the repo itself (--repo)"
+                )
+        backends.append(replace(backend, models=()) if heads is not None else backend)
+    return replace(table, models=models, backends=backends)
+
+
+def overridden_models(models: list[Model], heads: int | None, tp: list[int] | None) -> list[Model]:
+    if heads is not None:
+        tps = tuple(tp) if tp is not None else tuple(t for t in (1, 2, 4, 8, 16) if heads % t == 0)
+        models = [Model(f"{heads} heads", heads, tps, Where("--heads"))]
+    elif tp is not None:
+        models = [replace(m, tp=tuple(tp)) for m in models]
+    for model in models:
+        for t in model.tp:
+            if model.num_q_heads % t:
+                raise InputError(f"model {model.name}: {model.num_q_heads} query heads do not divide evenly over tp={t}")
+    return list(models)
+
+
+def override_options(table: PaddingTable, axes: dict[str, list[Value]]) -> PaddingTable:
+    """Apply axis options (`--topk 256`) to every backend whose kernel has that axis."""
+    if not axes:
+        return table
+    from hprobe.kernels import get_probe
+
+    for name, values in axes.items():
+        if len(values) != 1:
+            raise InputError(f"--{name.replace('_', '-')}: check takes one value per axis, got {', '.join(map(str, values))}")
+    backends = []
+    for backend in table.backends:
+        try:
+            probe = get_probe(backend.kernel)
+        except InputError as exc:
+            raise InputError(f"{backend.where}: backend {backend.name}: {exc.message}") from None
+        options = dict(backend.options)
+        options.update({k: v[0] for k, v in axes.items() if probe.axis(k)})
+        backends.append(replace(backend, options=tuple(options.items())))
+    return replace(table, backends=backends)

@@ -1,0 +1,828 @@
+"""Evaluate a padding function for one head count by reading its AST, never running it.
+
+A small, safe subset of Python is interpreted: literals, tuples/lists/sets,
+names bound to constants in the same module (or imported from another module
+of the repo), `if`/`for`/`return`/`raise`/`assert`, assignments, comparisons,
+`break`/`continue`, arithmetic, `min`/`max`/`len`/`range`/`int`/`abs`/`sorted`/`any`/`all`,
+f-strings, and calls to other functions of the repo that stay in the subset
+(`cls.helper(n)` resolves through the class hierarchy), `try`/`except`,
+tuple unpacking, and imports inside functions. Anything else is `NotEvaluable`
+with its file and line: reported, never guessed.
+
+A rule may read more than its head-count argument (SGLang's does): a `Binding`
+supplies instance attributes (`self.n_local_heads`), extra arguments
+(`num_tokens`), platform predicates by their source text
+(`get_platform().is_sm120`), settings from the consumer's own registry
+(`envs.NAME.get()`), and the flashinfer release being judged, whose modules
+are read with `ast` too: an import of a name the release lacks raises
+ImportError, as it would in the consumer's process.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from hprobe.model.padding import MAX_HEADS
+from hprobe.rules.repo.scan import ClassInfo, FunctionInfo, ModuleInfo, RepoIndex, resolve_relative
+
+# Work bounds. Steps count statements and expressions plus the items every
+# builtin walks, and sizes are checked *before* an operation computes them, so
+# `all(range(10**12))`, `'a' * 10**10` or `x **= 10**9` are refused at once.
+MAX_STEPS = 100_000  # per evaluation: no loop runs away
+MAX_DEPTH = 16  # nested calls
+MAX_ITEMS = 100_000  # length of one range, string, list or tuple
+MAX_INT_BITS = 4096  # size of one integer
+MAX_FORMAT_WIDTH = 1_000  # width or precision in an f-string
+
+
+@dataclass(frozen=True)
+class Raises:
+    """The consumer's function raises for this count."""
+
+    error_type: str
+    message: str
+
+
+@dataclass(frozen=True)
+class NotEvaluable:
+    """A construct outside the subset, and where it is."""
+
+    path: str
+    line: int
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.what}"
+
+
+class _Unsupported(Exception):
+    def __init__(self, node: ast.AST, what: str):
+        super().__init__(what)
+        self.node, self.what = node, what
+        self.module: ModuleInfo | None = None  # where `node` is: set as it leaves the function holding it
+
+
+class _Raised(Exception):
+    def __init__(self, error_type: str, message: str):
+        super().__init__(message)
+        self.error_type, self.message = error_type, message
+
+
+class _Break(Exception):
+    pass
+
+
+class _Continue(Exception):
+    pass
+
+
+class _Return(Exception):
+    def __init__(self, value: Any):
+        self.value = value
+
+
+@dataclass
+class _Callable:
+    """A repo function the interpreter may enter."""
+
+    function: FunctionInfo
+    owner: ClassInfo | None = None
+
+
+_BINOPS: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+    ast.Div: operator.truediv,
+    ast.LShift: operator.lshift,
+    ast.RShift: operator.rshift,
+    ast.BitAnd: operator.and_,
+    ast.BitOr: operator.or_,
+}
+_COMPARE: dict[type, Callable[[Any, Any], bool]] = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+    ast.Is: operator.is_,
+    ast.IsNot: operator.is_not,
+}
+_BUILTINS: dict[str, Callable[..., Any]] = {
+    "min": min,
+    "max": max,
+    "len": len,
+    "range": range,
+    "int": int,
+    "abs": abs,
+    "sorted": sorted,
+    "any": any,
+    "all": all,
+    "tuple": tuple,
+    "list": list,
+    "set": set,
+    "frozenset": frozenset,
+    "bool": bool,
+    "str": str,
+}
+_MATH = {"ceil": math.ceil, "floor": math.floor, "log2": math.log2, "gcd": math.gcd}
+_EXCEPTIONS = {"ValueError", "RuntimeError", "NotImplementedError", "AssertionError", "TypeError", "KeyError", "ImportError", "AttributeError"}
+# What an `except` clause naming these catches, among the errors the subset raises.
+_CATCHES = {"Exception": None, "BaseException": None, "ImportError": {"ImportError", "ModuleNotFoundError"}, "LookupError": {"KeyError", "IndexError"}}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The consumer's settings registry (`envs.NAME.get()`): each NAME's value is
+    the default its registry declares (`NAME = EnvStr("flashinfer")`) unless
+    overridden (`--set NAME=VALUE`)."""
+
+    object_name: str  # the registry instance as the rule names it: "envs"
+    accessor: str  # the method that reads a value: "get"
+    values: dict[str, Any] = field(default_factory=dict)  # NAME -> value (defaults, then overrides)
+    problems: dict[str, str] = field(default_factory=dict)  # NAME -> why its default is unknown
+
+
+class FlashinferSource(Protocol):
+    """The flashinfer release a rule is evaluated against: its tree indexed for
+    static reads, and a worker that imports names the tree does not spell out."""
+
+    version: str
+    index: RepoIndex | None
+
+    def import_names(self, module: str, names: list[str], sm: int | None) -> dict: ...
+
+
+class Iterated:
+    """A flashinfer object that a worker could only iterate (0.7.x's dispatch
+    envelope): iteration is what it was seen to give; asking it anything else
+    (`in`, `len`) is not evaluable, since the object may answer differently."""
+
+    def __init__(self, items: list[Any], type_name: str):
+        self.items, self.type_name = items, type_name
+
+    def __iter__(self):
+        return iter(self.items)
+
+    def __contains__(self, item: object) -> bool:
+        raise _OpaqueUse(f"`in` on flashinfer's {self.type_name}, seen only by iterating it")
+
+    def __len__(self) -> int:
+        raise _OpaqueUse(f"len() of flashinfer's {self.type_name}, seen only by iterating it")
+
+
+class _OpaqueUse(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Binding:
+    """What a rule reads besides its head-count argument."""
+
+    head_arg: bool = True  # n is the first positional argument (vLLM); else an instance attribute
+    instance: dict[str, Any] = field(default_factory=dict)  # self.<name> -> value
+    args: dict[str, Any] = field(default_factory=dict)  # extra parameters by name
+    platform: dict[str, bool] = field(default_factory=dict)  # expression source text -> value on the SM judged
+    settings: Settings | None = None
+    flashinfer: FlashinferSource | None = None  # the release judged; None: not given
+    sm: int | None = None  # the SM the rule is evaluated for (a worker fakes it)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    value: int | Raises | NotEvaluable
+    returned_at: int | None = None  # line of the rule's own `return` that gave the value
+    reads_flashinfer: bool = False  # the rule imported from flashinfer: it depends on the release
+    settings_read: tuple[tuple[str, Any], ...] = ()  # settings the rule read, with their values
+    platform_read: tuple[tuple[str, bool], ...] = ()  # platform predicates it tested
+
+
+def evaluate(index: RepoIndex, owner: ClassInfo | None, function: FunctionInfo, n: int) -> int | Raises | NotEvaluable:
+    """The padded count `function` returns for `n` heads, what it raises, or why
+    it cannot be evaluated statically."""
+    return evaluate_bound(index, owner, function, n, Binding()).value
+
+
+def evaluate_bound(index: RepoIndex, owner: ClassInfo | None, function: FunctionInfo, n: int, binding: Binding) -> Evaluation:
+    """As `evaluate`, with what the rule reads besides `n`, and which branch
+    (the line of its `return`) gave the answer."""
+    interp = _Interpreter(index, binding)
+    args = [n] if binding.head_arg else []
+    value: int | Raises | NotEvaluable
+    try:
+        result = interp.call(_Callable(function, owner), args, dict(binding.args), depth=0)
+    except _Raised as exc:
+        value = Raises(exc.error_type, exc.message)
+    except _Unsupported as exc:
+        module = exc.module or interp.where or function.module
+        value = NotEvaluable(module.path, getattr(exc.node, "lineno", function.node.lineno), exc.what)
+    except (RecursionError, MemoryError) as exc:
+        # Constants defined through each other without end, or too deep to follow.
+        module = interp.where or function.module
+        value = NotEvaluable(module.path, function.node.lineno, f"evaluation too deep or too large ({type(exc).__name__})")
+    except _OpaqueUse as exc:
+        module = interp.where or function.module
+        value = NotEvaluable(module.path, function.node.lineno, str(exc))
+    else:
+        if isinstance(result, bool) or not isinstance(result, int):
+            value = NotEvaluable(function.module.path, function.node.lineno, f"returned {type(result).__name__}, not an int")
+        elif result > MAX_HEADS:
+            # A bound on what a rule may ask to launch, applied before any set of counts is built from it.
+            value = NotEvaluable(function.module.path, interp.returned_at or function.node.lineno, f"returns {result} for {n} heads, above {MAX_HEADS}")
+        else:
+            value = result
+    return Evaluation(value, interp.returned_at, interp.reads_flashinfer, tuple(interp.settings_read.items()), tuple(interp.platform_read.items()))
+
+
+class _Interpreter:
+    def __init__(self, index: RepoIndex, binding: Binding | None = None):
+        self.index = index
+        self.binding = binding or Binding()
+        self.steps = 0
+        self.where: ModuleInfo | None = None  # module of the code being interpreted
+        self.returned_at: int | None = None
+        self.reads_flashinfer = False
+        self.settings_read: dict[str, Any] = {}
+        self.platform_read: dict[str, bool] = {}
+        self.calls: list[FunctionInfo] = []  # the functions being interpreted, innermost last
+
+    def _tick(self, node: ast.AST) -> None:
+        self.steps += 1
+        if self.steps > MAX_STEPS:
+            raise _Unsupported(node, f"more than {MAX_STEPS} steps")
+
+    # -- calls -------------------------------------------------------------------------
+
+    def call(self, target: _Callable, args: list[Any], kwargs: dict[str, Any], depth: int) -> Any:
+        fn = target.function
+        if depth > MAX_DEPTH:
+            raise _Unsupported(fn.node, f"calls nested deeper than {MAX_DEPTH}")
+        node = fn.node
+        for deco in node.decorator_list:
+            name = _dotted(deco)
+            if name not in ("classmethod", "staticmethod", "functools.cache", "cache", "lru_cache", "functools.lru_cache", "override", "typing.override"):
+                raise _Unsupported(deco, f"decorator @{name or ast.unparse(deco)}")
+        a = node.args
+        if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs:
+            raise _Unsupported(node, "a signature with *args, **kwargs or keyword-only parameters")
+        params = [p.arg for p in a.args]
+        is_method = target.owner is not None and not any(_dotted(d) == "staticmethod" for d in node.decorator_list)
+        if is_method:
+            params = params[1:]  # cls / self
+        defaults = a.defaults
+        frame: dict[str, Any] = {}
+        for i, name in enumerate(params):
+            if i < len(args):
+                frame[name] = args[i]
+            elif name in kwargs:
+                frame[name] = kwargs.pop(name)
+            else:
+                d = len(params) - len(defaults)
+                if i >= d:
+                    frame[name] = self.expr(defaults[i - d], {}, fn.module, target.owner, depth)
+                else:
+                    raise _Unsupported(node, f"{fn.qualname}() called without {name!r}")
+        if kwargs:
+            raise _Unsupported(node, f"{fn.qualname}() got unknown keyword {next(iter(kwargs))!r}")
+        previous = self.where
+        self.where = fn.module
+        self.calls.append(fn)
+        try:
+            self.block(node.body, frame, fn.module, target.owner, depth)
+        except _Return as ret:
+            return ret.value
+        except _Unsupported as exc:
+            exc.module = exc.module or self.where
+            raise
+        finally:
+            self.where = previous
+            self.calls.pop()
+        return None
+
+    # -- statements --------------------------------------------------------------------
+
+    def block(self, body: list[ast.stmt], frame: dict, module: ModuleInfo, owner: ClassInfo | None, depth: int) -> None:
+        for stmt in body:
+            self.stmt(stmt, frame, module, owner, depth)
+
+    def stmt(self, node: ast.stmt, frame: dict, module: ModuleInfo, owner: ClassInfo | None, depth: int) -> None:
+        self._tick(node)
+        ev = lambda e: self.expr(e, frame, module, owner, depth)  # noqa: E731
+        if isinstance(node, (ast.Return, ast.If, ast.For, ast.Break, ast.Continue, ast.Raise, ast.Assert, ast.Try)):
+            self._control(node, ev, frame, module, owner, depth)
+            return
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and self._assign(node, ev, frame, module, owner):
+            return
+        if isinstance(node, ast.ImportFrom):
+            self._import_from(node, frame, module)
+            return
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            return  # a docstring
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            ev(node.value)  # a call for its raise, e.g. cls._check(n)
+            return
+        if isinstance(node, ast.Pass):
+            return
+        raise _Unsupported(node, f"statement `{_first_line(node)}`")
+
+    def _control(self, node: ast.stmt, ev: Callable[[ast.expr], Any], frame: dict, module: ModuleInfo, owner: ClassInfo | None, depth: int) -> None:
+        """Statements that decide what runs next: return, if, for, break, continue, raise, assert, try."""
+        if isinstance(node, ast.Return):
+            value = ev(node.value) if node.value is not None else None
+            if depth == 0:
+                self.returned_at = node.lineno
+            raise _Return(value)
+        if isinstance(node, ast.If):
+            self.block(node.body if ev(node.test) else node.orelse, frame, module, owner, depth)
+        elif isinstance(node, ast.For):
+            if not isinstance(node.target, ast.Name) or node.orelse:
+                raise _Unsupported(node, "a for loop other than `for name in ...:`")
+            for item in ev(node.iter):
+                frame[node.target.id] = item
+                try:
+                    self.block(node.body, frame, module, owner, depth)
+                except _Break:
+                    break
+                except _Continue:
+                    continue
+        elif isinstance(node, ast.Break):
+            raise _Break()
+        elif isinstance(node, ast.Continue):
+            raise _Continue()
+        elif isinstance(node, ast.Raise):
+            self._raise(node, frame, module, owner, depth)
+            raise _Unsupported(node, f"statement `{_first_line(node)}`")  # a raise that raised nothing
+        elif isinstance(node, ast.Assert):
+            if not ev(node.test):
+                message = str(ev(node.msg)) if node.msg is not None else ast.unparse(node.test)
+                raise _Raised("AssertionError", message)
+        elif isinstance(node, ast.Try):
+            self._try(node, frame, module, owner, depth)
+
+    def _assign(self, node: ast.Assign | ast.AnnAssign | ast.AugAssign, ev: Callable[[ast.expr], Any], frame: dict, module: ModuleInfo, owner: ClassInfo | None) -> bool:
+        """An assignment to names (or one tuple of names); False for any other target."""
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple):
+            self._unpack(node.targets[0], ev(node.value), frame, node)
+            return True
+        if isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
+            value = ev(node.value)
+            for t in node.targets:
+                assert isinstance(t, ast.Name)
+                frame[t.id] = value
+            return True
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            frame[node.target.id] = ev(node.value)
+            return True
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            if _BINOPS.get(type(node.op)) is None:
+                raise _Unsupported(node, f"operator {type(node.op).__name__}")
+            frame[node.target.id] = self._binop(node, node.op, self._name(node.target, frame, module, owner), ev(node.value))
+            return True
+        return False
+
+    def _try(self, node: ast.Try, frame: dict, module: ModuleInfo, owner: ClassInfo | None, depth: int) -> None:
+        try:
+            try:
+                self.block(node.body, frame, module, owner, depth)
+            except _Raised as exc:
+                for handler in node.handlers:
+                    if self._catches(handler, exc.error_type):
+                        if handler.name:
+                            frame[handler.name] = exc.message
+                        self.block(handler.body, frame, module, owner, depth)
+                        break
+                else:
+                    raise
+            else:
+                self.block(node.orelse, frame, module, owner, depth)
+        finally:
+            if node.finalbody:
+                self.block(node.finalbody, frame, module, owner, depth)
+
+    @staticmethod
+    def _catches(handler: ast.ExceptHandler, error_type: str) -> bool:
+        if handler.type is None:
+            return True
+        for name_node in handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]:
+            name = _dotted(name_node)
+            if name == error_type:
+                return True
+            if name in _CATCHES:
+                caught = _CATCHES[name]
+                if caught is None or error_type in caught:
+                    return True
+        return False
+
+    def _unpack(self, target: ast.Tuple, value: Any, frame: dict, node: ast.AST) -> None:
+        if not all(isinstance(t, ast.Name) for t in target.elts):
+            raise _Unsupported(node, "unpacking into something other than names")
+        try:
+            items = list(value)
+        except TypeError as exc:
+            raise _Raised("TypeError", str(exc)) from None
+        if len(items) != len(target.elts):
+            raise _Raised("ValueError", f"expected {len(target.elts)} values to unpack, got {len(items)}")
+        for t, item in zip(target.elts, items, strict=True):
+            assert isinstance(t, ast.Name)
+            frame[t.id] = item
+
+    def _import_from(self, node: ast.ImportFrom, frame: dict, module: ModuleInfo) -> None:
+        """`from X import a` inside a function: X of the repo binds its functions,
+        classes and constants; X of flashinfer reads the judged release's tree."""
+        if node.level == 0 and (node.module or "").split(".")[0] == "flashinfer":
+            self._import_flashinfer(node, frame)
+            return
+        package = module.name if module.path.endswith("__init__.py") else module.name.rpartition(".")[0]
+        source = resolve_relative(package, node.module, node.level)
+        other = self.index.by_suffix(source)
+        if other is None:
+            raise _Unsupported(node, f"imports from {source or '.'}, which is not in the repo")
+        for alias in node.names:
+            found_name = self.index.lookup(other, alias.name)
+            if found_name is None:
+                raise _Unsupported(node, f"{alias.name} is not a constant, function or class of {source}")
+            if found_name[0] == "module":
+                raise _Unsupported(node, f"imports the module {alias.name}")
+            frame[alias.asname or alias.name] = self._value_of(found_name)
+
+    def _import_flashinfer(self, node: ast.ImportFrom, frame: dict) -> None:
+        """Names from the release judged: a literal its source spells out is read
+        with ast; anything else is imported in a worker on the SM judged."""
+        self.reads_flashinfer = True
+        source, dotted = self.binding.flashinfer, node.module or ""
+        if source is None:
+            raise _Unsupported(node, f"reads flashinfer ({dotted}): evaluated per release, with --flashinfer or the repo's pin")
+        values = _literals(source.index, dotted, [a.name for a in node.names]) if source.index is not None else {}
+        rest = [a.name for a in node.names if a.name not in values]
+        if rest:
+            doc = source.import_names(dotted, rest, self.binding.sm)
+            if "error" in doc:
+                raise _Unsupported(node, f"flashinfer {source.version}: {dotted} could not be read here: {doc['error']}")
+            if "import_error" in doc:
+                missing = doc.get("missing") or ""
+                if not (missing and (dotted == missing or dotted.startswith(missing + "."))):
+                    # Another module failed to import: this environment, not the release.
+                    raise _Unsupported(node, f"flashinfer {source.version}: importing {dotted} failed here ({doc['import_error']}), for a reason of this environment")
+                raise _Raised("ImportError", doc["import_error"])
+            for name in rest:
+                item = doc["values"][name]
+                if item.get("missing"):
+                    raise _Raised("ImportError", f"cannot import name {name!r} from {dotted!r} (flashinfer {source.version})")
+                values[name] = _from_data(item, node)
+        for alias in node.names:
+            frame[alias.asname or alias.name] = values[alias.name]
+
+    def _raise(self, node: ast.Raise, frame: dict, module: ModuleInfo, owner: ClassInfo | None, depth: int) -> None:
+        exc = node.exc
+        if isinstance(exc, ast.Call) and isinstance(exc.func, ast.Name) and exc.func.id in _EXCEPTIONS:
+            message = " ".join(str(self.expr(a, frame, module, owner, depth)) for a in exc.args)
+            raise _Raised(exc.func.id, message)
+        if isinstance(exc, ast.Name) and exc.id in _EXCEPTIONS:
+            raise _Raised(exc.id, "")
+        raise _Unsupported(node, f"raise of `{ast.unparse(exc) if exc else 're-raise'}`")
+
+    # -- expressions -------------------------------------------------------------------
+
+    def expr(self, node: ast.expr, frame: dict, module: ModuleInfo, owner: ClassInfo | None, depth: int) -> Any:
+        self._tick(node)
+        ev = lambda e: self.expr(e, frame, module, owner, depth)  # noqa: E731
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.Name):
+            return self._name(node, frame, module, owner)
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            if any(isinstance(e, ast.Starred) for e in node.elts):
+                raise _Unsupported(node, "a starred element")
+            items = [ev(e) for e in node.elts]
+            return {ast.Tuple: tuple, ast.List: list, ast.Set: set}[type(node)](items)
+        if isinstance(node, ast.BinOp):
+            return self._binop(node, node.op, ev(node.left), ev(node.right))
+        if isinstance(node, ast.UnaryOp):
+            return self._unary(node, ev(node.operand))
+        if isinstance(node, ast.BoolOp):
+            return _bool_op(node, ev)
+        if isinstance(node, ast.Compare):
+            return self._compare(node, ev)
+        if isinstance(node, ast.IfExp):
+            return ev(node.body) if ev(node.test) else ev(node.orelse)
+        if isinstance(node, ast.JoinedStr):
+            return _f_string(node, ev)
+        if isinstance(node, ast.Subscript):
+            return _subscript(node, ev)
+        if isinstance(node, (ast.Call, ast.Attribute)) and self.binding.platform:
+            text = ast.unparse(node)
+            if text in self.binding.platform:
+                self.platform_read[text] = self.binding.platform[text]
+                return self.binding.platform[text]
+        if isinstance(node, ast.Call):
+            setting = self._setting(node)
+            if setting is not None:
+                return setting[1]
+            return self._call_expr(node, frame, module, owner, depth)
+        if isinstance(node, ast.Attribute):
+            return self._attribute(node, frame, module, owner)
+        if isinstance(node, (ast.GeneratorExp, ast.ListComp, ast.SetComp)):
+            return self._comprehension(node, frame, module, owner, depth)
+        raise _Unsupported(node, f"expression `{ast.unparse(node)[:60]}`")
+
+    # -- expressions, one idea each ------------------------------------------------------
+
+    def _unary(self, node: ast.UnaryOp, value: Any) -> Any:
+        if isinstance(node.op, ast.Not):
+            return not value
+        unaries: dict[type, Callable[[Any], Any]] = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert}
+        unary = unaries.get(type(node.op))
+        if unary is None or isinstance(value, (_Callable, ClassInfo)):
+            raise _Unsupported(node, f"operator {type(node.op).__name__}")
+        try:
+            return unary(value)
+        except TypeError as exc:
+            raise _Raised("TypeError", str(exc)) from None
+
+    def _compare(self, node: ast.Compare, ev: Callable[[ast.expr], Any]) -> bool:
+        left = ev(node.left)
+        for op, right_node in zip(node.ops, node.comparators, strict=True):
+            right = ev(right_node)
+            self._work(node, left, right)
+            try:
+                holds = _COMPARE[type(op)](left, right)
+            except (TypeError, ValueError) as exc:
+                raise _Raised(type(exc).__name__, str(exc)) from None  # `n < "64"` raises in Python too
+            if not holds:
+                return False
+            left = right
+        return True
+
+    # -- work and size bounds ------------------------------------------------------------
+
+    def _binop(self, node: ast.AST, op_node: ast.operator, left: Any, right: Any) -> Any:
+        op = _BINOPS.get(type(op_node))
+        if op is None:
+            raise _Unsupported(node, f"operator {type(op_node).__name__}")
+        ints = isinstance(left, int) and isinstance(right, int)
+        if ints and isinstance(op_node, ast.Pow) and right > 0 and abs(left) > 1 and right * left.bit_length() > MAX_INT_BITS:
+            raise _Unsupported(node, f"a power of about {right * left.bit_length()} bits")
+        if ints and isinstance(op_node, ast.LShift) and right > 0 and left and left.bit_length() + right > MAX_INT_BITS:
+            raise _Unsupported(node, f"a shift to about {left.bit_length() + right} bits")
+        if isinstance(op_node, ast.Mult):
+            for seq, times in ((left, right), (right, left)):
+                if isinstance(seq, (str, list, tuple)) and isinstance(times, int) and len(seq) * max(times, 0) > MAX_ITEMS:
+                    raise _Unsupported(node, f"a repetition to {len(seq) * times} items")
+        if isinstance(op_node, ast.Add) and isinstance(left, (str, list, tuple)) and isinstance(right, (str, list, tuple)):
+            if len(left) + len(right) > MAX_ITEMS:
+                raise _Unsupported(node, f"a concatenation to {len(left) + len(right)} items")
+        self._work(node, left, right)
+        try:
+            result = op(left, right)
+        except (TypeError, ZeroDivisionError, ValueError, OverflowError) as exc:
+            raise _Raised(type(exc).__name__, str(exc)) from None  # what Python would raise for the consumer
+        self._check_size(node, result)
+        return result
+
+    def _check_range(self, node: ast.AST, args: list[Any]) -> None:
+        if all(isinstance(a, int) and not isinstance(a, bool) for a in args) and 1 <= len(args) <= 3:
+            try:
+                length = len(range(*args))
+            except (ValueError, OverflowError):
+                return  # range() itself raises: reported as the consumer's error
+            if length > MAX_ITEMS:
+                raise _Unsupported(node, f"a range of {length} items")
+
+    def _check_size(self, node: ast.AST, value: Any) -> None:
+        if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > MAX_INT_BITS:
+            raise _Unsupported(node, f"an integer of {value.bit_length()} bits")
+        if isinstance(value, (str, list, tuple, set, frozenset, dict, range)) and len(value) > MAX_ITEMS:
+            raise _Unsupported(node, f"a value of {len(value)} items")
+
+    def _work(self, node: ast.AST, *values: Any) -> None:
+        """Count the items an operation walks (`in`, `all`, `sorted`) as steps."""
+        for value in values:
+            if isinstance(value, (str, list, tuple, set, frozenset, dict, range)):
+                self.steps += len(value)
+        if self.steps > MAX_STEPS:
+            raise _Unsupported(node, f"more than {MAX_STEPS} steps")
+
+    def _comprehension(self, node: Any, frame: dict, module: ModuleInfo, owner: ClassInfo | None, depth: int) -> Any:
+        target = node.generators[0].target if len(node.generators) == 1 else None
+        if not isinstance(target, (ast.Name, ast.Tuple)):
+            raise _Unsupported(node, "a comprehension with several `for` clauses")
+        gen = node.generators[0]
+        items = []
+        for item in self.expr(gen.iter, frame, module, owner, depth):
+            inner = dict(frame)
+            if isinstance(target, ast.Tuple):
+                self._unpack(target, item, inner, node)
+            else:
+                inner[target.id] = item
+            if all(self.expr(cond, inner, module, owner, depth) for cond in gen.ifs):
+                items.append(self.expr(node.elt, inner, module, owner, depth))
+        return set(items) if isinstance(node, ast.SetComp) else items
+
+    def _name(self, node: ast.Name, frame: dict, module: ModuleInfo, owner: ClassInfo | None) -> Any:
+        if node.id in frame:
+            return frame[node.id]
+        if node.id in ("True", "False", "None"):
+            return {"True": True, "False": False, "None": None}[node.id]
+        found = self.index.lookup(module, node.id)
+        if found is not None and found[0] != "module":
+            return self._value_of(found)
+        if node.id in _BUILTINS:
+            return _BUILTINS[node.id]
+        raise _Unsupported(node, f"name {node.id!r} is not a constant or function of the repo")
+
+    def _value_of(self, found: tuple[str, Any, ModuleInfo]) -> Any:
+        """What a name the index found stands for: a constant evaluated where it
+        is defined, a function to call, or a class."""
+        kind, value, where = found
+        if kind == "constant":
+            previous = self.where
+            self.where = where
+            try:
+                return self.expr(value, {}, where, None, 0)
+            finally:
+                self.where = previous
+        if kind == "function":
+            return _Callable(value)
+        return value
+
+    def _setting(self, node: ast.Call) -> tuple[str, Any] | None:
+        """`envs.NAME.get()`: (NAME, its value), or None when `node` is not a read of the registry."""
+        settings = self.binding.settings
+        func = node.func
+        if settings is None or node.args or node.keywords or not isinstance(func, ast.Attribute) or func.attr != settings.accessor:
+            return None
+        holder = func.value
+        if not (isinstance(holder, ast.Attribute) and isinstance(holder.value, ast.Name) and holder.value.id == settings.object_name):
+            return None
+        name = holder.attr
+        if name not in settings.values:
+            why = settings.problems.get(name, "not declared in the settings registry")
+            raise _Unsupported(node, f"setting {name}: {why}")
+        self.settings_read[name] = settings.values[name]
+        return name, settings.values[name]
+
+    def _attribute(self, node: ast.Attribute, frame: dict, module: ModuleInfo, owner: ClassInfo | None) -> Any:
+        base = node.value
+        if isinstance(base, ast.Call) and _dotted(base.func) == "super" and not base.args and owner is not None and self.calls:
+            return self._super_member(owner, node.attr, node)
+        if isinstance(base, ast.Name) and base.id == "self" and node.attr in self.binding.instance and "self" not in frame:
+            return self.binding.instance[node.attr]
+        if isinstance(base, ast.Name) and base.id in ("cls", "self") and owner is not None and base.id not in frame:
+            return self._member(owner, node.attr, node)
+        if isinstance(base, ast.Name) and base.id == "math" and node.attr in _MATH:
+            return _MATH[node.attr]
+        value = self.expr(base, frame, module, owner, 0)
+        if isinstance(value, ClassInfo):
+            return self._member(value, node.attr, node)
+        raise _Unsupported(node, f"attribute `{ast.unparse(node)}`")
+
+    def _super_member(self, owner: ClassInfo, name: str, node: ast.AST) -> Any:
+        """`super().name` inside a method: the next definition after the class
+        that holds the method being interpreted, in the instance's MRO."""
+        current = self.calls[-1]
+        order = self.index.mro(owner)
+        holder = current.qualname.rpartition(".")[0]
+        at = next((i for i, k in enumerate(order) if k.name == holder and k.module is current.module), None)
+        if at is None:
+            raise _Unsupported(node, f"super() outside a method of {owner.name}'s hierarchy")
+        for klass in order[at + 1 :]:
+            if name in klass.methods:
+                return _Callable(klass.methods[name], owner)
+        raise _Unsupported(node, f"super().{name} is not defined in the repo")
+
+    def _member(self, cls: ClassInfo, name: str, node: ast.AST) -> Any:
+        for klass in self.index.mro(cls):
+            if name in klass.methods:
+                return _Callable(klass.methods[name], cls)
+            if name in klass.attributes:
+                previous = self.where
+                self.where = klass.module
+                try:
+                    return self.expr(klass.attributes[name], {}, klass.module, klass, 0)
+                finally:
+                    self.where = previous
+        raise _Unsupported(node, f"{cls.name}.{name} is not defined in the repo")
+
+    def _call_expr(self, node: ast.Call, frame: dict, module: ModuleInfo, owner: ClassInfo | None, depth: int) -> Any:
+        func = self.expr(node.func, frame, module, owner, depth)
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            raise _Unsupported(node, "a call with *args or **kwargs")
+        args = [self.expr(a, frame, module, owner, depth) for a in node.args]
+        kwargs = {str(k.arg): self.expr(k.value, frame, module, owner, depth) for k in node.keywords}
+        if isinstance(func, _Callable):
+            return self.call(func, args, kwargs, depth + 1)
+        if func in _BUILTINS.values() or func in _MATH.values():
+            values = [*args, *kwargs.values()]
+            if any(isinstance(v, (_Callable, ClassInfo)) for v in values):
+                raise _Unsupported(node, f"{ast.unparse(node.func)}() given a function or class")
+            if func is range:
+                self._check_range(node, args)
+            self._work(node, *values)
+            try:
+                result = func(*args, **kwargs)
+            except (TypeError, ValueError, ZeroDivisionError, OverflowError) as exc:
+                raise _Raised(type(exc).__name__, str(exc)) from None  # what Python would raise for the consumer
+            self._check_size(node, result)
+            return result
+        raise _Unsupported(node, f"call of `{ast.unparse(node.func)}`")
+
+
+def _literals(index: RepoIndex, dotted: str, names: list[str]) -> dict[str, Any]:
+    """The names of module `dotted` that its source spells out as constants the
+    subset evaluates; the others are left to the worker."""
+    module = index.by_suffix(dotted)
+    if module is None:
+        return {}
+    reader = _Interpreter(index)
+    out: dict[str, Any] = {}
+    for name in names:
+        hit = index.lookup(module, name)
+        if hit is not None and hit[0] == "constant":
+            try:
+                out[name] = reader.expr(hit[1], {}, hit[2], None, 0)
+            except (_Unsupported, _Raised):
+                pass  # not a literal: the worker imports it
+    return out
+
+
+def _from_data(item: dict, node: ast.AST) -> Any:
+    """A worker's tagged value back to Python (see worker._data)."""
+    if "value" in item:
+        return item["value"]
+    for kind, build in (("tuple", tuple), ("list", list), ("frozenset", frozenset)):
+        if kind in item:
+            return build(_from_data(x, node) for x in item[kind])
+    if "dict" in item:
+        return {_from_data(k, node): _from_data(v, node) for k, v in item["dict"]}
+    if "iterable" in item:
+        return Iterated([_from_data(x, node) for x in item["iterable"]], item.get("type", "object"))
+    raise _Unsupported(node, f"reads a flashinfer {item.get('opaque', 'object')}, which is not data")
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        inner = _dotted(node.value)
+        return f"{inner}.{node.attr}" if inner else ""
+    if isinstance(node, ast.Call):
+        return _dotted(node.func)
+    return ""
+
+
+def _first_line(node: ast.AST) -> str:
+    text = ast.unparse(node).splitlines()[0]
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _bool_op(node: ast.BoolOp, ev: Callable[[ast.expr], Any]) -> Any:
+    """`and` / `or` as Python evaluates them: the first deciding operand, unevaluated rest."""
+    stop_when = not isinstance(node.op, ast.And)  # `and` stops at a false operand, `or` at a true one
+    result: Any = not stop_when
+    for v in node.values:
+        result = ev(v)
+        if bool(result) is stop_when:
+            return result
+    return result
+
+
+def _f_string(node: ast.JoinedStr, ev: Callable[[ast.expr], Any]) -> str:
+    parts = []
+    for value in node.values:
+        if isinstance(value, ast.FormattedValue):
+            spec = ev(value.format_spec) if value.format_spec is not None else ""
+            widths = [int(w) for w in re.findall(r"\d+", str(spec))]
+            if widths and max(widths) > MAX_FORMAT_WIDTH:
+                raise _Unsupported(value, f"a format width or precision of {max(widths)}")
+            try:
+                parts.append(format(ev(value.value), spec))
+            except (TypeError, ValueError) as exc:
+                raise _Raised(type(exc).__name__, str(exc)) from None
+        else:
+            parts.append(str(ev(value)))
+    return "".join(parts)
+
+
+def _subscript(node: ast.Subscript, ev: Callable[[ast.expr], Any]) -> Any:
+    base = ev(node.value)
+    if isinstance(base, (_Callable, ClassInfo)):
+        raise _Unsupported(node, f"subscript of `{ast.unparse(node.value)}`")
+    try:
+        if isinstance(node.slice, ast.Slice):
+            s = node.slice
+            return base[slice(*(ev(x) if x is not None else None for x in (s.lower, s.upper, s.step)))]
+        return base[ev(node.slice)]
+    except (IndexError, KeyError, TypeError, ValueError) as exc:
+        raise _Raised(type(exc).__name__, str(exc)) from None  # `PADS[n]` out of range raises in Python too

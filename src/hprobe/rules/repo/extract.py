@@ -1,0 +1,350 @@
+"""A padding table read from a consumer's source tree: padding classes found with
+`ast`, their rule evaluated statically per head count, mapped to kernel probes
+by a mapping file. Nothing in the tree is imported or executed."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from hprobe.model.errors import InputError, NothingToCheck
+from hprobe.model.padding import Backend, Model, NoPadding, PaddingRule, PaddingTable, PadMap, PadTo, Reach, Where
+from hprobe.model.sm import sm_names
+from hprobe.rules import shipped_data
+from hprobe.rules.interface import RuleSource
+from hprobe.rules.repo.bound import BoundRule, RuleSite, evaluate_entries, load_settings, shown_path
+from hprobe.rules.repo.engine import read_reach
+from hprobe.rules.repo.evaluate import FlashinferSource, NotEvaluable, Raises, evaluate
+from hprobe.rules.repo.mapping import ClassMapping, Mapping, shipped_mappings
+from hprobe.rules.repo.pin import RepoPin, find_pin
+from hprobe.rules.repo.scan import DEFAULT_EXCLUDES, ClassInfo, FunctionInfo, RepoIndex
+from hprobe.rules.toml_writer import table_toml as write_table_toml
+from hprobe.system.fileio import regular_file
+
+PROBE_RANGE = range(1, 257)  # counts a rule is evaluated over to recover its shape
+
+
+@dataclass
+class PaddingClass:
+    """One class whose padding method the tree defines or inherits."""
+
+    cls: ClassInfo
+    function: FunctionInfo  # where the rule is written (maybe in a base class)
+    path: str  # the function's file as shown to the user
+    rule: PaddingRule | None = None
+    outputs: dict[int, int | Raises] = field(default_factory=dict)
+    problem: NotEvaluable | None = None
+    entries: list[ClassMapping] = field(default_factory=list)
+    bound: list[BoundRule] = field(default_factory=list)  # rules evaluated per entry, SM and model
+    reads_flashinfer: bool = False  # the rule reads the judged release's own tables
+
+    @property
+    def mapping(self) -> ClassMapping | None:
+        return self.entries[0] if self.entries else None
+
+    @property
+    def site(self) -> RuleSite:
+        return RuleSite(self.cls, self.function, self.path)
+
+    @property
+    def where(self) -> Where:
+        return Where(self.path, self.function.line)
+
+    @property
+    def status(self) -> str:
+        if self.problem is not None:
+            return "not-evaluable"
+        if self.mapping is None:
+            return "unmapped"
+        return "unprobed" if self.mapping.kernel is None else "mapped"
+
+
+@dataclass
+class RepoTables:
+    root: str
+    table: PaddingTable
+    classes: list[PaddingClass]
+    pin: RepoPin | None
+    notes: list[str]
+    index: RepoIndex | None = None  # the parsed tree, for `suggest --diff`
+    mapping: Mapping | None = None  # what was read with, to read again per release
+    excludes: tuple[str, ...] = ()
+    overrides: dict[str, str] = field(default_factory=dict)
+    flashinfer_version: str | None = None  # the release the rules were evaluated against
+
+    @property
+    def per_release(self) -> bool:
+        """Some rule reads flashinfer's own tables: its padding depends on the release."""
+        return any(c.reads_flashinfer for c in self.classes)
+
+    def against(self, release: FlashinferSource, label: str) -> RepoTables:
+        """The same tree read again with its rules evaluated against `release`,
+        as a table judged on that release only."""
+        assert self.mapping is not None
+        again = extract(Path(self.root), self.mapping, self.excludes, release, self.overrides)
+        again.table.name = f"{self.table.name} on flashinfer {release.version}"
+        again.table.releases = (label,)
+        again.flashinfer_version = release.version
+        return again
+
+    def to_dict(self) -> dict:
+        return {
+            "root": self.root,
+            "pin": {"spec": self.pin.spec, "source": self.pin.source} if self.pin else None,
+            "classes": [
+                {
+                    "class": c.cls.name,
+                    "module": c.cls.module.name,
+                    "defined_at": str(c.where),
+                    "status": c.status,
+                    "rule": c.rule.describe() if c.rule else None,
+                    "bound": [b.to_dict() for b in c.bound],
+                    "reads_flashinfer": c.reads_flashinfer,
+                    "not_evaluable": str(c.problem) if c.problem else None,
+                    "kernel": c.mapping.kernel if c.mapping else None,
+                    "unprobed": c.mapping.unprobed if c.mapping else None,
+                }
+                for c in self.classes
+            ],
+            "notes": self.notes,
+        }
+
+
+def extract(root: Path, mapping: Mapping, excludes: tuple[str, ...] = (), flashinfer: FlashinferSource | None = None, overrides: dict[str, str] | None = None) -> RepoTables:
+    """Find the padding classes under `root`, evaluate their rules, build a table.
+    `flashinfer`: the release judged, for rules that read its tables;
+    `overrides`: --set values for the consumer's settings."""
+    if not root.exists():
+        raise InputError(f"--repo {root}: no such file or directory")
+    if not root.is_dir() and not (regular_file(root) and root.suffix == ".py"):
+        raise InputError(f"--repo {root}: neither a directory nor a .py file")
+    index = RepoIndex.build(root, DEFAULT_EXCLUDES + tuple(excludes))
+    notes: list[str] = []
+    found: list[PaddingClass] = []
+    settings = load_settings(index, mapping.settings, overrides or {}) if mapping.bound else None
+    if overrides and not mapping.bound:
+        raise InputError(f"--set {next(iter(overrides))}: the mapping's rules read no settings")
+    for cls in index.classes_with(mapping.method):
+        function = _resolve_method(index, cls, mapping.method)
+        if function is None:
+            continue
+        path = os.path.normpath(str(root / function.module.path)) if root.is_dir() else str(root)
+        entries = mapping.classes.get(cls.qualname) or mapping.classes.get(cls.name) or []
+        item = PaddingClass(cls, function, path, entries=list(entries))
+        if mapping.bound:
+            result = evaluate_entries(index, item.site, item.entries, mapping, settings, flashinfer)
+            item.bound, item.reads_flashinfer = result.rules, result.reads_flashinfer
+            if result.problem is not None:
+                item.problem = NotEvaluable(shown_path(item.site, result.problem.path), result.problem.line, result.problem.what)
+        else:
+            _evaluate_rule(index, item)
+        fewer = [(n, v) for n, v in item.outputs.items() if isinstance(v, int) and v < n]
+        if fewer:
+            n, v = fewer[0]
+            notes.append(f"{cls.qualname} ({item.where}) returns {v} for {n} heads: fewer than it has")
+        found.append(item)
+    if not found:
+        raise _NoRule(root, mapping, _read_summary(index))
+    found.sort(key=lambda c: (c.cls.module.name, c.cls.name))
+    notes[:0] = index.problems  # files are parsed on demand: known only now
+    for name in mapping.classes:
+        if not any(name in (c.cls.name, c.cls.qualname) for c in found):
+            unparsed = f" ({len(index.problems)} file(s) could not be parsed; see above)" if index.problems else ""
+            notes.append(f"the mapping names {name}, which this tree does not define{unparsed}")
+    pin = find_pin(root)
+    reaches = {name: read_reach(index, setting) for name, setting in mapping.engine_settings.items()}
+    backends: list[Backend] = []
+    for item in found:
+        backends.extend(_backends(item, reaches))
+    table = PaddingTable(
+        name=f"{root.name or root} ({mapping.method})",
+        source=f"{root} read with ast; mapping {_mapping_label(mapping)}",
+        path=str(root),
+        requires_flashinfer=pin.spec if pin else None,
+        models=list(mapping.models),
+        backends=backends,
+    )
+    if any(c.reads_flashinfer for c in found) and flashinfer is None:
+        notes.append("some rules read flashinfer's own tables: they are evaluated against each release judged")
+    return RepoTables(str(root), table, found, pin, notes, index, mapping, tuple(excludes), dict(overrides or {}), flashinfer.version if flashinfer else None)
+
+
+def _mapping_label(mapping: Mapping) -> str:
+    """A shipped mapping by its name (the same on every machine), another by its path."""
+    shipped = shipped_data("mappings")
+    return f"hprobe's mappings/{Path(mapping.path).name}" if Path(mapping.path).parent == shipped else mapping.path
+
+
+class _NoRule(NothingToCheck):
+    """No class of the tree has the mapping's method; `read` says what was read."""
+
+    def __init__(self, root: Path, mapping: Mapping, read: str):
+        super().__init__(f"--repo {root}: no class defines or inherits `{mapping.method}` ({read})")
+        self.read = read
+
+
+def _read_summary(index: RepoIndex) -> str:
+    unparsed = f"; {len(index.problems)} file(s) not parsed: {index.problems[0]}" if index.problems else ""
+    return f"{len(index.files)} Python files read{unparsed}"
+
+
+def _backends(item: PaddingClass, reaches: dict[str, Reach]) -> list[Backend]:
+    m = item.mapping
+    if item.bound:
+        names = [f"{item.cls.qualname}{b.entry.label}" for b in item.bound]
+        out = []
+        for name, b in zip(names, item.bound, strict=True):
+            assert b.entry.kernel is not None  # bound rules exist for probed entries only
+            if names.count(name) > 1:  # the entry split by SM or model: say which
+                sms = sm_names(b.sms)
+                name = f"{name} ({sms}{' ' + '/'.join(b.models) if b.models else ''})"
+            reach = reaches.get(b.entry.reaches_when) if b.entry.reaches_when else None
+            out.append(Backend(name, b.entry.kernel, b.sms, b.rule, item.where, b.entry.options, models=b.models, branches=b.branches, reach=reach))
+        return out
+    if m is None or m.kernel is None or item.rule is None:
+        return []
+    reach = reaches.get(m.reaches_when) if m.reaches_when else None
+    return [Backend(item.cls.qualname, m.kernel, m.sms, item.rule, item.where, m.options, reach=reach)]
+
+
+def _resolve_method(index: RepoIndex, cls: ClassInfo, method: str) -> FunctionInfo | None:
+    for klass in index.mro(cls):
+        if method in klass.methods:
+            fn = klass.methods[method]
+            return None if fn.abstract else fn
+    return None
+
+
+def _evaluate_rule(index: RepoIndex, item: PaddingClass) -> None:
+    for n in PROBE_RANGE:
+        result = evaluate(index, item.cls, item.function, n)
+        if isinstance(result, NotEvaluable):
+            # Shown as the tree's path, like the rule's own location.
+            item.problem = NotEvaluable(shown_path(item.site, result.path), result.line, result.what)
+            item.outputs.clear()
+            return
+        item.outputs[n] = result
+    item.rule = _rule_of(item.outputs)
+
+
+def evaluate_class(index: RepoIndex, item: PaddingClass, method: str) -> PaddingRule | NotEvaluable:
+    """The rule of `item`'s class as `index` reads it now (a patched tree checked
+    before the patch is written)."""
+    cls = next((c for c in index.classes_with(method) if c.qualname == item.cls.qualname), None)
+    function = _resolve_method(index, cls, method) if cls is not None else None
+    if cls is None or function is None:
+        return NotEvaluable(item.path, item.function.line, f"{item.cls.qualname} no longer defines {method}")
+    fresh = PaddingClass(cls, function, item.path)
+    _evaluate_rule(index, fresh)
+    return fresh.problem or fresh.rule or NotEvaluable(item.path, function.line, "no rule")
+
+
+def _rule_of(outputs: dict[int, int | Raises]) -> PaddingRule:
+    """The simplest rule that reproduces every evaluated output: pad_to when the
+    function rounds up to a fixed set, else an explicit pad_map."""
+    if all(v == n for n, v in outputs.items()):
+        return NoPadding()
+    values = sorted({v for v in outputs.values() if isinstance(v, int)})
+    if values:
+        candidate = PadTo(tuple(values))
+        if all(candidate.pad(n) == (v if isinstance(v, int) else None) for n, v in outputs.items()):
+            return candidate
+    return PadMap(tuple((n, v) for n, v in sorted(outputs.items()) if isinstance(v, int)))
+
+
+def table_toml(tables: RepoTables) -> str:
+    """The extracted table as TOML that `hprobe check --table` reads back to the
+    same table, with each backend's source line and the classes not probed as
+    comments."""
+    t = tables.table
+    header = ["Extracted by `hprobe table extract`: padding rules read from source with ast.", f"Tree: {tables.root}"]
+    if tables.flashinfer_version:
+        header.append(f"Rules evaluated against flashinfer {tables.flashinfer_version}: they read its own tables, so another release may pad differently")
+    if t.requires_flashinfer and tables.pin:
+        header.append(f"requires_flashinfer read from {tables.pin.source}")
+    footer = []
+    others = [c for c in tables.classes if c.status != "mapped"]
+    if others:
+        footer.append("Not probed:")
+        for c in others:
+            detail = {
+                "unprobed": f"{c.mapping.unprobed if c.mapping else ''}",
+                "unmapped": "not in the mapping file",
+                "not-evaluable": f"not evaluable: {c.problem}",
+            }[c.status]
+            rule = f"; {c.rule.describe()}" if c.rule else ""
+            footer.append(f"  {c.cls.name} ({c.where}){rule}: {detail}")
+    # A rule evaluated per binding names each branch it took; others, their line.
+    comments = {b.name: "; ".join(dict.fromkeys(why for _, why in b.branches)) or str(b.where) for b in t.backends}
+    return write_table_toml(t, header, comments, footer)
+
+
+def _mentions_package(root: Path, package: str) -> bool:
+    """The tree is that engine's package, holds it, or is an unpacked wheel of it."""
+    base = root if root.is_dir() else root.parent
+    return (
+        base.name == package
+        or (base / package).is_dir()
+        or any(base.glob(f"{package}-*.dist-info"))
+        or any(base.parent.glob(f"{package}-*.dist-info"))
+    )
+
+
+def extract_any(
+    root: Path,
+    mapping: Mapping | None,
+    excludes: tuple[str, ...] = (),
+    flashinfer: FlashinferSource | None = None,
+    overrides: dict[str, str] | None = None,
+    models: Callable[[list[Model]], list[Model]] | None = None,
+) -> RepoTables:
+    """`extract` with the mapping given, else the shipped mapping of the engine
+    the tree is (vLLM or SGLang, by package name), else each shipped mapping in
+    turn. Nothing found: one line naming the methods and mappings tried.
+    `models`: --heads/--tp applied to the mapping's models before any rule is
+    evaluated (a rule bound per model is evaluated for the counts asked about)."""
+    if mapping is not None:
+        return extract(root, replace(mapping, models=models(mapping.models)) if models else mapping, excludes, flashinfer, overrides)
+    candidates = [replace(m, models=models(m.models)) if models else m for m in shipped_mappings()]
+    detected = [m for m in candidates if m.package and _mentions_package(root, m.package)]
+    tried = detected if len(detected) == 1 else candidates
+    read = ""
+    for m in tried:
+        try:
+            found = extract(root, m, excludes, flashinfer, overrides if m.bound else None)
+        except _NoRule as exc:
+            # What was read (the same tree each time; files are parsed only when
+            # they name the method, so keep the fullest account).
+            read = max(read, exc.read, key=len)
+            continue
+        if overrides and not m.bound:
+            raise InputError(f"--set {next(iter(overrides))}: the rules of this tree ({Path(m.path).name}) read no settings")
+        return found
+    methods = ", ".join(f"`{m.method}` ({Path(m.path).name})" for m in tried)
+    raise NothingToCheck(f"--repo {root}: no class defines or inherits {methods} ({read}); give --mapping for another engine")
+
+
+class RepoRuleSource(RuleSource):
+    """The padding classes of a source tree, read with `ast` and mapped to kernels;
+    `found` keeps the full record (classes, pin, what was not probed)."""
+
+    def __init__(
+        self,
+        root: Path,
+        mapping: Mapping | None,
+        excludes: tuple[str, ...] = (),
+        overrides: dict[str, str] | None = None,
+        models: Callable[[list[Model]], list[Model]] | None = None,
+    ):
+        self.root, self.mapping, self.excludes, self.overrides = root, mapping, excludes, overrides or {}
+        self.models = models
+        self.found: RepoTables | None = None
+
+    def collect(self) -> PaddingTable:
+        self.found = extract_any(self.root, self.mapping, self.excludes, None, self.overrides, self.models)
+        return self.found.table
+
+
+

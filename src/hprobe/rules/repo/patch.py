@@ -1,0 +1,404 @@
+"""`hprobe suggest --repo --diff FILE`: the suggested rules and the pin they
+need, written back into the consumer's own source as one unified diff (`git
+apply` from the --repo directory), where that can be done mechanically:
+
+- a constant of supported counts (a tuple, list or set of ints, at module level
+  or on a class) that the rule reads, directly or through a helper of the tree:
+  the literal's items are replaced by the new counts;
+- a threshold expression returned by the rule (`64 if n <= 64 else 128`): the
+  expression is replaced by the smallest new count >= n;
+- every flashinfer requirement of the tree (pyproject.toml, requirements*.txt,
+  requirements/*.txt, setup.py) that would still admit a release the new rules
+  crash on: that requirement, and nothing else, is raised.
+
+A padding change and the pin it needs are one change or none: when a
+requirement that admits a crashing release cannot be rewritten (installed
+metadata, hashes, `~=`, an upper bound below the release needed, no requirement
+at all), the padding is left alone and the line says which requirement must
+move, and where. Each edited file is parsed again and each rewritten rule
+evaluated again before anything is written. Anything else is said in words,
+never guessed. A site several classes share is rewritten only when every one
+of them was judged and given the same rule."""
+
+from __future__ import annotations
+
+import ast
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.version import Version
+
+from hprobe.model.errors import InputError
+from hprobe.model.padding import NoPadding, PaddingRule, PadTo
+from hprobe.rules.repo.evaluate import NotEvaluable
+from hprobe.rules.repo.extract import PaddingClass, RepoTables, evaluate_class
+from hprobe.rules.repo.pin import NotRewritable, RepoPin, companion_pins, find_pins, rewrite
+from hprobe.rules.repo.scan import ClassInfo, FunctionInfo, ModuleInfo, RepoIndex
+from hprobe.rules.repo.source import PythonSource, Span
+from hprobe.system.fileio import read_text
+
+MAX_HOPS = 3  # helper calls followed from the rule to a constant
+
+
+@dataclass(frozen=True)
+class Site:
+    """A piece of the consumer's source a rewrite replaces."""
+
+    path: str  # relative to the --repo directory
+    span: Span
+    kind: str  # "constant" or "threshold"
+    name: str  # the constant's name, or the function's
+    values: frozenset[int] = frozenset()  # a constant's counts
+
+    @property
+    def line(self) -> int:
+        return self.span.line
+
+
+@dataclass(frozen=True)
+class Adoption:
+    """The rule to write for one class, and the first release from which every
+    count it pads to is safe (None: no release the pin could admit refuses it)."""
+
+    rule: PaddingRule
+    needs: Version | None = None
+    changes: bool = True  # False: the rule pads every count as the current one does (only its pin may move)
+
+
+@dataclass
+class Patch:
+    diff: bytes = b""  # exactly what is written: each file in its own encoding and line endings
+    changed: list[str] = field(default_factory=list)  # each rewrite, in words
+    not_rewritten: list[str] = field(default_factory=list)  # each rule left alone, and why
+
+    @property
+    def text(self) -> str:
+        """The diff for display (a file's non-UTF-8 bytes shown as U+FFFD)."""
+        return self.diff.decode("utf-8", errors="replace")
+
+    def to_dict(self) -> dict:
+        return {"changed": self.changed, "not_rewritten": self.not_rewritten, "diff": self.text}
+
+
+# Source edits: site -> (the new text, the classes it serves)
+Edits = dict[Site, tuple[str, frozenset[str]]]
+
+
+def build_patch(repo: RepoTables, adopted: dict[str, Adoption], published: list[Version]) -> Patch:
+    """`adopted`: class qualname -> the rule to write for it (judged classes
+    only) and the release it needs. `published`: the releases a requirement
+    could admit, oldest first: one that admits a release below what the
+    patched rules need is raised in the same patch, or no padding changes."""
+    patch = Patch()
+    index = repo.index
+    assert index is not None, "extract() keeps the index"
+    root = Path(repo.root) if Path(repo.root).is_dir() else Path(repo.root).parent
+    edits, settled = _source_edits(repo, index, adopted, patch)
+    pins = find_pins(root)
+    while True:
+        floor = max((n for q in settled if (n := adopted[q].needs) is not None), default=None)
+        pin_files, blocked = _pin_edits(pins, root, floor, published)
+        # A requirement that cannot move holds back every rule that needs it to.
+        held = {q for q in settled if blocked and _needs_move(adopted[q].needs, blocked, published)}
+        if not held:
+            break
+        why = "; ".join(dict.fromkeys(blocked.values()))
+        for q in sorted(held):
+            patch.not_rewritten.append(f"{q}: {adopted[q].rule.describe()} needs flashinfer >= {adopted[q].needs}, and {why}: its padding is left as it is")
+        settled -= held
+        edits = {site: (text, owners - held) for site, (text, owners) in edits.items() if owners - held}
+    files = _apply_source(root, index, repo, edits, adopted, patch)
+    chunks = [_unified(rel, old, new) for rel, (old, new) in sorted(files.items())]
+    for rel, (old_text, new_text, words) in sorted(pin_files.items()):
+        chunks.append(_unified(rel, old_text.encode("utf-8"), new_text.encode("utf-8")))
+        patch.changed.extend(words)
+    patch.diff = b"".join(chunks)
+    return patch
+
+
+def _needs_move(needs: Version | None, blocked: dict[RepoPin, str], published: list[Version]) -> bool:
+    return needs is not None and any(pin is _NO_PIN or _admits_below(pin, needs, published) for pin in blocked)
+
+
+def _admits_below(pin: RepoPin | None, needs: Version, published: list[Version]) -> list[Version]:
+    """Published releases below `needs` that the requirement admits (every one, for no requirement)."""
+    return [v for v in published if v < needs and (pin is None or pin.specifier.contains(v, prereleases=True))]
+
+
+def _source_edits(repo: RepoTables, index: RepoIndex, adopted: dict[str, Adoption], patch: Patch) -> tuple[Edits, set[str]]:
+    """The source edits the adopted rules ask for, and the classes whose rule
+    the patched tree holds (rewritten, or already so)."""
+    sites: dict[str, list[Site]] = {c.cls.qualname: _sites(index, c) for c in repo.classes if c.rule is not None}
+    edits: Edits = {}
+    settled: set[str] = set()
+    for qualname, adoption in adopted.items():
+        rule = adoption.rule
+        item = next((c for c in repo.classes if c.cls.qualname == qualname), None)
+        if item is None or item.bound:
+            # A rule evaluated per SM, phase and setting (SGLang's): its branches
+            # are code, not one constant to rewrite.
+            if adoption.changes:
+                patch.not_rewritten.append(f"{qualname}: a rule that branches on the SM, phase or settings; change it by hand to {rule.describe()}")
+            continue
+        if item.rule == rule or not adoption.changes:
+            settled.add(qualname)
+            continue
+        site = _pick(sites.get(qualname, []), item.rule, rule)
+        if site is None:
+            patch.not_rewritten.append(f"{qualname} ({item.where}): not a constant of counts or a threshold expression; change it by hand to {rule.describe()}")
+            continue
+        sharers = [q for q, s in sites.items() if q != qualname and site in s]
+        differ = [q for q in sharers if q not in adopted or adopted[q].rule != rule]
+        if differ:
+            why = ", ".join(f"{q} ({'not judged on the SMs selected' if q not in adopted else adopted[q].rule.describe()})" for q in differ)
+            patch.not_rewritten.append(f"{qualname}: {site.name} ({site.path}:{site.line}) is shared with {why}: change it by hand")
+            continue
+        text = _replacement(site, rule)
+        if text is None:
+            patch.not_rewritten.append(f"{qualname} ({item.where}): {rule.describe()} is not expressible at {site.path}:{site.line}; change it by hand")
+            continue
+        if site in edits and edits[site][0] != text:
+            patch.not_rewritten.append(f"{qualname}: {site.path}:{site.line} is asked for two different rules")
+            continue
+        settled.add(qualname)
+        edits[site] = (text, edits.get(site, ("", frozenset()))[1] | {qualname})
+    return edits, settled
+
+
+def _apply_source(root: Path, index: RepoIndex, repo: RepoTables, edits: Edits, adopted: dict[str, Adoption], patch: Patch) -> dict[str, tuple[bytes, bytes]]:
+    """Each edited file's (old bytes, new bytes), after checking that it parses
+    and that every rewritten rule evaluates to the rule adopted for it: a patch
+    that would not is an error, never written."""
+    by_file: dict[str, list[tuple[Site, str, frozenset[str]]]] = {}
+    for site, (text, owners) in edits.items():
+        by_file.setdefault(site.path, []).append((site, text, owners))
+    out: dict[str, tuple[bytes, bytes]] = {}
+    texts: dict[str, str] = {}
+    for rel, items in sorted(by_file.items()):
+        try:
+            source = PythonSource.read(root / rel, rel)
+            new = source.replaced([(site.span, _rendered(source, site, text)) for site, text, _ in items])
+            PythonSource.from_bytes(new.raw, rel).parse(rel)
+        except (InputError, ValueError, SyntaxError) as exc:
+            classes = sorted({q for _, _, o in items for q in o})
+            raise InputError(f"{rel}: the patch would not be exact ({getattr(exc, 'message', None) or exc}); nothing written; change {', '.join(classes)} by hand") from None
+        name = index.module_name_of(rel)
+        if name is not None:
+            texts[name] = new.text
+        out[rel] = (source.raw, new.raw)
+        for site, _, owners in items:
+            patch.changed.append(f"{site.path}:{site.line}: {site.name} ({site.kind}) → {adopted[min(owners)].rule.describe()}")
+    if texts:
+        again = index.with_texts(texts)
+        edited = {q for _, (_, owners) in edits.items() for q in owners}
+        for item in repo.classes:
+            if item.cls.qualname not in edited:
+                continue
+            want = adopted[item.cls.qualname].rule
+            got = evaluate_class(again, item, repo.mapping.method if repo.mapping else "get_padded_num_q_heads")
+            if got != want:
+                shown = f"not evaluable ({got})" if isinstance(got, NotEvaluable) else got.describe()
+                raise InputError(f"{item.cls.qualname}: the patched source evaluates to {shown}, not {want.describe()}; nothing written")
+    return out
+
+
+def _pin_edits(pins: list[RepoPin], root: Path, floor: Version | None, published: list[Version]) -> tuple[dict[str, tuple[str, str, list[str]]], dict[RepoPin, str]]:
+    """The requirement files rewritten so that none admits a release below
+    `floor`: path -> (old text, new text, words); and the requirements that
+    would have to move but cannot: requirement -> why, in words."""
+    from hprobe.rules.repo.pin import raised_pin
+
+    if floor is None or not _admits_below(None, floor, published):
+        return {}, {}
+    if not pins:
+        return {}, {_NO_PIN: f"the tree declares no flashinfer requirement (pyproject.toml, requirements*.txt, requirements/*.txt, setup.py): add 'flashinfer-python>={floor}'"}
+    files: dict[str, tuple[str, str, list[str]]] = {}
+    blocked: dict[RepoPin, str] = {}
+    for pin in pins:
+        below = _admits_below(pin, floor, published)
+        if not below:
+            continue
+        new_spec = raised_pin(pin.spec, floor)
+        where = _shown(pin, root)
+        if new_spec is None:
+            blocked[pin] = f"{where} requires flashinfer{pin.spec}, which admits {below[0]} and cannot be raised mechanically: make it admit only >= {floor}"
+            continue
+        if pin.kind == "metadata" or not pin.path.is_relative_to(root):
+            blocked[pin] = f"{where} (flashinfer{pin.spec}) is built or installed metadata, not a requirement the tree declares: raise it to {new_spec} where it is declared"
+            continue
+        rel = pin.path.relative_to(root).as_posix()
+        if rel not in files:
+            text = read_text(pin.path, "requirement file")
+            files[rel] = (text, text, [])
+        old, current, words = files[rel]
+        try:
+            new = rewrite(pin, current, new_spec)
+        except NotRewritable as exc:
+            blocked[pin] = f"{exc}: raise it to {new_spec} by hand"
+            continue
+        words.append(f"{rel}:{pin.line}: flashinfer requirement {pin.spec} → {new_spec}")
+        if pin.spec.startswith("==") and new_spec.startswith("=="):
+            new = _companions(pin, rel, new, new_spec, words)
+        files[rel] = (old, new, words)
+    return files, blocked
+
+
+_NO_PIN = RepoPin("", Path("."), None, "none")
+
+
+def _companions(pin: RepoPin, rel: str, text: str, new_spec: str, words: list[str]) -> str:
+    """Packages released with flashinfer-python (cubin, jit-cache), pinned
+    exactly to the same release in the same file, move with it."""
+    for other in companion_pins(pin.path, text, pin.spec):
+        try:
+            text = rewrite(other, text, new_spec)
+        except NotRewritable:
+            continue
+        words.append(f"{rel}:{other.line}: {other.name} requirement {other.spec} → {new_spec} (released with flashinfer-python)")
+    return text
+
+
+def _shown(pin: RepoPin, root: Path) -> str:
+    try:
+        return f"{pin.path.relative_to(root).as_posix()}{f':{pin.line}' if pin.line else ''}"
+    except ValueError:
+        return pin.source
+
+
+def _sites(index: RepoIndex, item: PaddingClass) -> list[Site]:
+    """Rewrite sites a class's rule reads: constants of int counts reached from
+    its function (through helpers), and its threshold return expressions."""
+    found: list[Site] = []
+    seen: set[str] = set()
+
+    def walk(function: FunctionInfo, owner: ClassInfo | None, hops: int) -> None:
+        if function.qualname + function.module.name in seen or hops > MAX_HOPS:
+            return
+        seen.add(function.qualname + function.module.name)
+        params = [a.arg for a in function.node.args.args]
+        for node in ast.walk(function.node):
+            if isinstance(node, ast.Return) and node.value is not None and _threshold(node.value, params):
+                found.append(_site(function.module, node.value, "threshold", function.qualname))
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                hit = index.lookup(function.module, node.id)
+                if hit and hit[0] == "constant" and _counts(hit[1]):
+                    found.append(_site(hit[2], hit[1], "constant", node.id))
+                elif hit and hit[0] == "function":
+                    walk(hit[1], None, hops + 1)
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ("cls", "self") and owner is not None:
+                for klass in index.mro(owner):
+                    if node.attr in klass.attributes:
+                        if _counts(klass.attributes[node.attr]):
+                            found.append(_site(klass.module, klass.attributes[node.attr], "constant", f"{klass.name}.{node.attr}"))
+                        break
+                    if node.attr in klass.methods:
+                        walk(klass.methods[node.attr], owner, hops + 1)
+                        break
+
+    walk(item.function, item.cls, 0)
+    return list(dict.fromkeys(found))
+
+
+def _site(module: ModuleInfo, node: ast.expr, kind: str, name: str) -> Site:
+    end_line, end_col = node.end_lineno or node.lineno, node.end_col_offset or node.col_offset
+    elts = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else []
+    values = frozenset(e.value for e in elts if isinstance(e, ast.Constant) and isinstance(e.value, int))
+    return Site(module.path, Span(node.lineno, node.col_offset, end_line, end_col), kind, name, values)
+
+
+def _counts(node: ast.expr) -> bool:
+    return isinstance(node, (ast.Tuple, ast.List, ast.Set)) and bool(node.elts) and all(
+        isinstance(e, ast.Constant) and isinstance(e.value, int) and not isinstance(e.value, bool) for e in node.elts
+    )
+
+
+def _threshold(node: ast.expr, params: list[str]) -> bool:
+    """`A if n <= K else (B if ... else C)`: int leaves, tests comparing a parameter with an int."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, int) and not isinstance(node.value, bool)
+    if not isinstance(node, ast.IfExp):
+        return False
+    test = node.test
+    simple = (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and {type(test.left), type(test.comparators[0])} == {ast.Name, ast.Constant}
+        and any(isinstance(x, ast.Name) and x.id in params for x in (test.left, test.comparators[0]))
+    )
+    return simple and _threshold(node.body, params) and _threshold(node.orelse, params)
+
+
+def _pick(sites: list[Site], current: PaddingRule | None, rule: PaddingRule) -> Site | None:
+    """The one site that carries the current rule: a constant holding exactly
+    its counts, else a threshold expression (when it is the only one)."""
+    values = set(current.values) if isinstance(current, PadTo) else None
+    constants = [s for s in sites if s.kind == "constant" and values is not None and s.values == values]
+    if len(constants) == 1:
+        return constants[0]
+    thresholds = [s for s in sites if s.kind == "threshold"]
+    return thresholds[0] if len(thresholds) == 1 and not constants else None
+
+
+def _replacement(site: Site, rule: PaddingRule) -> str | None:
+    if site.kind == "constant":
+        if not isinstance(rule, PadTo):
+            return None  # a list of supported counts cannot say "no padding" for every n
+        return ", ".join(str(v) for v in rule.values)  # brackets kept: only the items change
+    if isinstance(rule, NoPadding):
+        return "{param}"
+    if isinstance(rule, PadTo):
+        items = ", ".join(str(v) for v in rule.values) + ("," if len(rule.values) == 1 else "")
+        return f"min(h for h in ({items}) if h >= {{param}})"
+    return None
+
+
+def _rendered(source: PythonSource, site: Site, replacement: str) -> str:
+    """The text that replaces `site`: a constant keeps its brackets, a threshold
+    names the rule's own parameter."""
+    original = source.segment(site.span)
+    if site.kind == "constant":
+        opener, closer = original[:1], original[-1:]
+        if opener not in ("(", "[", "{") or closer not in (")", "]", "}"):
+            raise ValueError(f"{site.path}:{site.line}: {original[:40]!r} is not the literal that was read")
+        single = "," if opener == "(" and "," not in replacement else ""
+        return f"{opener}{replacement}{single}{closer}"
+    return replacement.replace("{param}", _param_of(original))
+
+
+def _param_of(expression: str) -> str:
+    tree = ast.parse(expression, mode="eval")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            return node.id
+    raise ValueError(expression)  # _threshold admitted only expressions naming a parameter
+
+
+def _unified(rel: str, old: bytes, new: bytes) -> bytes:
+    """A unified diff of one file in git's line model (a line ends at `\\n`
+    only; every other byte kept as it is), its name quoted as git quotes it."""
+    a_lines = _git_lines(old)
+    b_lines = _git_lines(new)
+    lines = difflib.unified_diff(a_lines, b_lines, git_quoted(f"a/{rel}"), git_quoted(f"b/{rel}"), lineterm="\n")
+    out = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+    return out.encode("latin-1")
+
+
+def _git_lines(data: bytes) -> list[str]:
+    # latin-1 maps each byte to one character and back, whatever the file's encoding.
+    parts = data.decode("latin-1").split("\n")
+    return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
+_ESCAPES = {0x07: "\\a", 0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0B: "\\v", 0x0C: "\\f", 0x0D: "\\r", 0x22: '\\"', 0x5C: "\\\\"}
+
+
+def git_quoted(name: str) -> str:
+    """A path as git writes it in a diff header: as is, or in double quotes with
+    C escapes (octal for every byte outside printable ASCII) when it holds a
+    quote, a backslash, a control or a non-ASCII character."""
+    raw = name.encode("utf-8", errors="surrogateescape")
+    if not any(b < 0x20 or b >= 0x7F or b in b'"\\' for b in raw):
+        return name
+    body = "".join(_ESCAPES.get(b) or (chr(b) if 0x20 <= b < 0x7F else f"\\{b:03o}") for b in raw)
+    return f'"{body}"'

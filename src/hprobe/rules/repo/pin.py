@@ -1,0 +1,360 @@
+"""The consumer's flashinfer requirement, read from its own metadata: a wheel's or an
+installed package's METADATA, pyproject.toml, requirements files, or a literal
+`install_requires` in setup.py.
+
+Each requirement is parsed with `packaging.requirements` and remembered where it
+stands (file, line, and the requirement's own text), so that `suggest --diff`
+rewrites exactly that requirement and nothing that merely mentions flashinfer
+(a comment, another package, an `optional-dependencies` list read second)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, Specifier, SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from hprobe.model.errors import InputError
+from hprobe.rules.toml_source import parse_toml
+from hprobe.system.fileio import read_text
+
+NAMES = {"flashinfer-python", "flashinfer"}
+# Released in lockstep with flashinfer-python: an exact pin on the same version
+# moves with it (vLLM pins flashinfer-cubin beside flashinfer-python).
+COMPANIONS = {"flashinfer-cubin", "flashinfer-jit-cache"}
+
+
+def parse_pin(spec: str) -> SpecifierSet:
+    """`flashinfer-python>=0.6.13` or `>=0.6.13` -> its specifier set. A
+    requirement on another package is an input error, never silently read."""
+    text = spec.strip()
+    if not text:
+        raise InputError("pin '': empty; expected a requirement such as 'flashinfer-python>=0.6.13'")
+    try:
+        if text[:1].isalpha():
+            req = Requirement(text)
+            if canonicalize_name(req.name) not in NAMES:
+                raise InputError(f"pin {spec!r}: names {req.name}, not flashinfer-python")
+            specifier = req.specifier
+        else:
+            specifier = SpecifierSet(text)
+        for clause in specifier:
+            # `===foo` parses as a specifier but names no release: an input
+            # error here, not an exception later when versions are compared.
+            if clause.operator == "===":
+                raise InputError(f"pin {spec!r}: arbitrary equality (===) compares strings, not releases; use ==")
+            if not _comparable(clause.version):
+                raise InputError(f"pin {spec!r}: {clause} does not name a release number")
+        return specifier
+    except (InvalidRequirement, InvalidSpecifier):
+        raise InputError(f"pin {spec!r}: not a requirement such as 'flashinfer-python>=0.6.13'") from None
+
+
+def _comparable(version: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(version.rstrip(".*").rstrip("."))
+    except InvalidVersion:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class RepoPin:
+    """One flashinfer requirement of the tree, where it stands."""
+
+    spec: str  # a PEP 440 specifier set, e.g. "==0.7.2.post1"
+    path: Path  # the file it came from
+    line: int | None = None  # its line there
+    kind: str = "requirements"  # metadata, pyproject, requirements or setup.py
+    written: str = ""  # the requirement as the file writes it (without comment or options)
+    locator: tuple = ()  # requirements: (begin, end, has options); pyproject: the key path; setup.py: its ast span
+
+    @property
+    def source(self) -> str:
+        return f"{self.path}:{self.line}" if self.line is not None else str(self.path)
+
+    @property
+    def specifier(self) -> SpecifierSet:
+        return SpecifierSet(self.spec)
+
+    @property
+    def name(self) -> str:
+        return Requirement(self.written).name if self.written else "flashinfer-python"
+
+
+def find_pin(root: Path) -> RepoPin | None:
+    """The first flashinfer requirement found, most authoritative source first:
+    METADATA beside or inside the tree, pyproject.toml, requirements files."""
+    pins = find_pins(root)
+    return pins[0] if pins else None
+
+
+def find_pins(root: Path) -> list[RepoPin]:
+    """Every flashinfer requirement of the tree, most authoritative first: a
+    patch that raises one must raise each that would still admit a release its
+    rules crash on."""
+    base = root if root.is_dir() else root.parent
+    out: list[RepoPin] = []
+    for finder in (_from_metadata, _from_pyproject, _from_requirements, _from_setup_py):
+        out.extend(finder(base))
+    return out
+
+
+def _flashinfer(text: str) -> Requirement | None:
+    return _named(text, NAMES)
+
+
+def _named(text: str, names: set[str]) -> Requirement | None:
+    try:
+        req = Requirement(text.strip())
+    except InvalidRequirement:
+        return None
+    return req if canonicalize_name(req.name) in names and str(req.specifier) else None
+
+
+def _from_metadata(base: Path) -> list[RepoPin]:
+    # An unpacked wheel holds NAME-VERSION.dist-info beside the package; an
+    # installed package (site-packages/vllm) has it as a sibling.
+    candidates = sorted(base.glob("*.dist-info/METADATA")) + sorted(base.parent.glob(f"{base.name}-*.dist-info/METADATA"))
+    out = []
+    for meta in candidates:
+        for number, line in enumerate(read_text(meta, "package metadata").split("\n"), 1):
+            if line.startswith("Requires-Dist:"):
+                written = line.split(":", 1)[1].strip()
+                req = _flashinfer(written)
+                if req is not None:
+                    out.append(RepoPin(str(req.specifier), meta, number, "metadata", written))
+    return out
+
+
+def _from_pyproject(base: Path) -> list[RepoPin]:
+    path = base / "pyproject.toml"
+    if not path.exists():
+        return []
+    text = read_text(path, "pyproject.toml")
+    project = parse_toml(text, path).get("project", {})
+    if not isinstance(project, dict):
+        raise InputError(f"{path}: [project] is not a table")
+    optional = project.get("optional-dependencies", {})
+    # `dependencies` first, whatever order the file writes them in: it is what
+    # every install gets.
+    lists: list[tuple[tuple[str, ...], object]] = [(("dependencies",), project.get("dependencies", []))]
+    if isinstance(optional, dict):
+        lists += [(("optional-dependencies", str(group)), deps) for group, deps in optional.items()]
+    out = []
+    for where, deps in lists:
+        if not isinstance(deps, list):
+            raise InputError(f"{path}: [project] {'.'.join(where)} must be a list of requirement strings")
+        for index, dep in enumerate(deps):
+            req = _flashinfer(str(dep))
+            if req is not None:
+                locator = (*where, index)
+                out.append(RepoPin(str(req.specifier), path, _pyproject_line(text, locator), "pyproject", str(dep), locator))
+    return out
+
+
+def _pyproject_line(text: str, locator: tuple) -> int | None:
+    """The line of one dependency string: the file written back by tomlkit with
+    that one item replaced, and the first line that differs."""
+    try:
+        marked = _pyproject_with(text, locator, "hprobe-locates-this-line")
+    except Exception:  # noqa: BLE001  # tomlkit's own errors: the line is then not named, the pin still read
+        return None
+    for number, (a, b) in enumerate(zip(text.split("\n"), marked.split("\n"), strict=False), 1):
+        if a != b:
+            return number
+    return None
+
+
+def _pyproject_with(text: str, locator: tuple, new: str) -> str:
+    import tomlkit  # a round-trip parser, needed only to locate and rewrite
+
+    doc = tomlkit.parse(text)
+    container = doc["project"]
+    for key in locator[:-1]:
+        container = container[key]
+    items = container
+    index = locator[-1]
+    old = items[index]
+    if not isinstance(old, tomlkit.items.String):
+        raise ValueError("not a string")
+    # The item's own quoting (basic or literal) is kept; tomlkit keeps the rest
+    # of the document as written.
+    items[index] = tomlkit.string(new, literal=old.type.is_literal(), multiline=old.type.is_multiline())
+    return tomlkit.dumps(doc)
+
+
+_COMMENT = re.compile(r"(^|\s)#")
+
+
+_INCLUDE = re.compile(r"^\s*(?:-r|-c|--requirement|--constraint)(?:\s+|=)(\S+)")
+MAX_REQUIREMENT_FILES = 64
+
+
+def _from_requirements(base: Path) -> list[RepoPin]:
+    """requirements*.txt and requirements/*.txt, and the files their `-r`/`-c`
+    lines include from inside the tree (a constraint pins as much as a
+    requirement does)."""
+    todo = sorted(base.glob("requirements*.txt")) + sorted(base.glob("requirements/*.txt"))
+    seen: set[Path] = set()
+    out = []
+    while todo and len(seen) < MAX_REQUIREMENT_FILES:
+        path = todo.pop(0)
+        resolved = path.resolve()
+        # An include that names no file is the consumer's to mend, not a pin;
+        # anything else that is not a regular file is refused by read_text.
+        if resolved in seen or not resolved.is_relative_to(base.resolve()) or not path.exists():
+            continue
+        seen.add(resolved)
+        text = read_text(path, "requirements file")
+        out.extend(_requirement_lines(path, text, NAMES))
+        todo.extend(path.parent / m.group(1) for line in text.split("\n") if (m := _INCLUDE.match(line)))
+    return out
+
+
+def companion_pins(path: Path, text: str, spec: str) -> list[RepoPin]:
+    """Requirements of a requirements file on a package released with
+    flashinfer-python, pinned to exactly `spec`."""
+    return [p for p in _requirement_lines(path, text, COMPANIONS) if p.spec == spec]
+
+
+def _requirement_lines(path: Path, text: str, names: set[str]) -> list[RepoPin]:
+    """Requirements on `names` of one requirements file, each with its span."""
+    out = []
+    offset = 0
+    for number, line in enumerate(text.split("\n"), 1):
+        start = offset
+        offset += len(line) + 1
+        body = line[: m.start()] if (m := _COMMENT.search(line)) else line
+        body = body.rstrip("\r")
+        stripped = body.strip()
+        if not stripped or stripped.startswith("-"):
+            continue  # options, -r/-c includes, editable installs
+        requirement = stripped.split(" --", 1)[0].split("\t--", 1)[0].strip()  # per-requirement options (--hash) follow
+        req = _named(requirement, names)
+        if req is not None:
+            begin = start + body.index(requirement)
+            out.append(RepoPin(str(req.specifier), path, number, "requirements", requirement, (begin, begin + len(requirement), stripped != requirement or body.rstrip().endswith("\\"))))
+    return out
+
+
+def _from_setup_py(base: Path) -> list[RepoPin]:
+    """`install_requires=[...]` written as a literal list of strings in setup.py,
+    read with ast (never run)."""
+    path = base / "setup.py"
+    if not path.is_file():
+        return []
+    try:
+        tree = ast.parse(read_text(path, "setup.py"))
+    except (SyntaxError, ValueError, InputError):
+        return []  # not a requirement source hprobe can read; others were tried first
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg == "install_requires" and isinstance(node.value, (ast.List, ast.Tuple)):
+            for item in node.value.elts:
+                if isinstance(item, ast.Constant) and isinstance(item.value, str):
+                    req = _flashinfer(item.value)
+                    if req is not None:
+                        locator = (item.lineno, item.col_offset, item.end_lineno, item.end_col_offset)
+                        out.append(RepoPin(str(req.specifier), path, item.lineno, "setup.py", item.value, locator))
+    return out
+
+
+# -- rewriting ---------------------------------------------------------------------
+
+
+class NotRewritable(Exception):
+    """A requirement hprobe will not rewrite mechanically; the message says why."""
+
+
+def with_specifier(written: str, new_spec: str) -> str:
+    """`written` (a requirement as the file writes it) with its version
+    specifier replaced: the name, extras and marker stay as written. The result
+    is parsed back and compared, never trusted."""
+    old = Requirement(written)
+    head = re.match(r"\s*[A-Za-z0-9][A-Za-z0-9._-]*\s*(\[[^\]]*\])?\s*", written)
+    marker_at = written.find(";")
+    if head is None or "@" in written.split(";", 1)[0]:
+        raise NotRewritable(f"{written!r}: not a name with a version specifier")
+    tail = written[marker_at:] if marker_at >= 0 else ""
+    spec_text = written[head.end() : marker_at if marker_at >= 0 else len(written)]
+    if spec_text.strip().startswith("("):
+        raise NotRewritable(f"{written!r}: a parenthesised specifier")
+    prefix = written[: head.end()].rstrip()
+    gap = spec_text[len(spec_text.rstrip()) :]  # the space before a marker, as written
+    new = f"{prefix}{new_spec}{gap}{tail}"
+    again = Requirement(new)
+    if (again.name, again.extras, str(again.marker), again.specifier) != (old.name, old.extras, str(old.marker), SpecifierSet(new_spec)):
+        raise NotRewritable(f"{written!r}: rewriting it changed more than its version")
+    return new
+
+
+def rewrite(pin: RepoPin, text: str, new_spec: str) -> str:
+    """The file's `text` with this one requirement given `new_spec`."""
+    if pin.kind == "metadata":
+        raise NotRewritable(f"{pin.source}: installed or built metadata, not the tree's own requirement")
+    new_written = with_specifier(pin.written, new_spec)
+    if pin.kind == "requirements":
+        # Located again in `text`: an earlier rewrite on another line of the
+        # same file may have moved it (a line's number never changes).
+        here = next((p for p in _requirement_lines(pin.path, text, NAMES | COMPANIONS) if p.line == pin.line and p.written == pin.written), None)
+        if here is None:
+            raise NotRewritable(f"{pin.source}: the file changed since it was read")
+        begin, end, extra = here.locator
+        if extra:
+            raise NotRewritable(f"{pin.source}: the requirement carries options (--hash) or continues on the next line")
+        return text[:begin] + new_written + text[end:]
+    if pin.kind == "pyproject":
+        try:
+            new = _pyproject_with(text, pin.locator, new_written)
+        except Exception as exc:  # noqa: BLE001  # tomlkit's own errors on a file tomllib read: not rewritten, said why
+            raise NotRewritable(f"{pin.source}: not rewritable with a round-trip TOML parser ({type(exc).__name__})") from None
+        changed = [i for i, (a, b) in enumerate(zip(text.split("\n"), new.split("\n"), strict=False)) if a != b]
+        if len(text.split("\n")) != len(new.split("\n")) or len(changed) != 1:
+            raise NotRewritable(f"{pin.source}: rewriting the requirement would change more than its line")
+        return new
+    if pin.kind == "setup.py":
+        from hprobe.rules.repo.source import PythonSource, Span
+
+        source = PythonSource(text.encode("utf-8"), "utf-8", text)
+        span = Span(*pin.locator)
+        quoted = source.segment(span)
+        if quoted[:1] not in "\"'" or quoted[1:2] == quoted[:1] or not quoted.endswith(quoted[0]):
+            raise NotRewritable(f"{pin.source}: not a plain string literal")
+        literal = quoted[0] + new_written + quoted[0]
+        if ast.literal_eval(literal) != new_written:
+            raise NotRewritable(f"{pin.source}: the new requirement needs escaping")
+        return source.replaced([(span, literal)]).text
+    raise NotRewritable(f"{pin.source}: unknown requirement source")
+
+
+def raised_pin(current: str | None, needs: Version) -> str | None:
+    """`current` with every lower bound replaced by `>=needs`, and an exact pin
+    moved to exactly `needs` (an exact pin stays exact); None where a clause
+    cannot be raised mechanically (`~=`, `===`, a wildcard)."""
+    if current is None:
+        return f">={needs}"
+    clauses = list(SpecifierSet(current))
+    exact = [c for c in clauses if c.operator == "==" and not c.version.endswith(".*")]
+    if exact:
+        others = [c for c in clauses if c not in exact]
+        return f"=={needs}" if all(c.contains(needs, prereleases=True) for c in others) and not others else None
+    kept: list[str] = []
+    for clause in clauses:
+        op, version = clause.operator, clause.version
+        if op in (">=", ">"):
+            continue
+        if op in ("<", "<=", "!="):
+            if op != "!=" and not Specifier(f"{op}{version}").contains(needs):
+                return None  # the pin's upper bound excludes every safe release
+            kept.append(str(clause))
+            continue
+        return None
+    return ",".join([f">={needs}", *sorted(kept)])

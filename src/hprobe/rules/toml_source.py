@@ -1,0 +1,273 @@
+"""Padding tables written as TOML files (the schema is in README.md)."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+from hprobe.model.errors import InputError
+from hprobe.model.padding import MAX_HEADS, Backend, Model, NoPadding, PaddingRule, PaddingTable, PadMap, PadMultiple, PadTile, PadTo, Reach, Where
+from hprobe.model.sm import parse_sm
+from hprobe.rules.interface import RuleSource
+from hprobe.system.fileio import read_text
+
+_TOML_LINE = re.compile(r"\(at line (\d+), column \d+\)")
+
+
+class TomlTableSource(RuleSource):
+    """Reads one TOML padding table. Nothing in the file is executed."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def collect(self) -> PaddingTable:
+        text = read_text(self.path, "table file")
+        return _Parser(str(self.path), text).table(parse_toml(text, self.path))
+
+
+def parse_toml(text: str, path: Path) -> dict[str, Any]:
+    """TOML the user wrote, or one InputError naming the file and line."""
+    try:
+        return tomllib.loads(text)
+    except RecursionError:
+        raise InputError(f"{path}: malformed TOML: nested too deeply") from None
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        line = _TOML_LINE.search(message)
+        message = _TOML_LINE.sub("", message).strip()
+        where = f"{path}:{line.group(1)}" if line else str(path)
+        raise InputError(f"{where}: malformed TOML: {message}") from None
+
+
+class _Parser:
+    def __init__(self, path: str, text: str):
+        self.path = path
+        self.lines = text.splitlines()
+
+    # -- locating keys, so errors can name a line ---------------------------------
+
+    def locate(self, header: str, index: int = 0, key: str | None = None) -> Where:
+        """Line of `key` inside the index-th `[header]`/`[[header]]` block."""
+        seen = -1
+        start = None
+        for number, raw in enumerate(self.lines, 1):
+            line = raw.strip()
+            if line in (f"[{header}]", f"[[{header}]]"):
+                seen += 1
+                if seen == index:
+                    start = number
+                    if key is None:
+                        return Where(self.path, number)
+                    continue
+            if start is not None:
+                if line.startswith("["):
+                    break
+                if key is not None and re.match(rf"^{re.escape(key)}\s*=", line):
+                    return Where(self.path, number)
+        return Where(self.path, start)
+
+    def _fail(self, where: Where, message: str) -> InputError:
+        return InputError(f"{where}: {message}")
+
+    def _no_unknown(self, raw: Any, known: frozenset[str], where: Where, block: str) -> None:
+        """A misspelt key (`nmae`, `tpp`) is an error, never a silent default."""
+        if isinstance(raw, dict):
+            unknown = sorted(set(raw) - known)
+            if unknown:
+                raise self._fail(where, f"{block}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
+
+    # -- schema -------------------------------------------------------------------
+
+    def table(self, data: dict[str, Any]) -> PaddingTable:
+        meta = data.get("table", {})
+        if not isinstance(meta, dict):
+            raise self._fail(Where(self.path), "[table] must be a table")
+        self._no_unknown(meta, _TABLE_KEYS, self.locate("table"), "[table]")
+        name = meta.get("name", Path(self.path).stem)
+        source = meta.get("source", "")
+        if not isinstance(name, str) or not isinstance(source, str):
+            raise self._fail(self.locate("table"), "[table] name and source must be strings")
+        pin = meta.get("requires_flashinfer")
+        if pin is not None:
+            if not isinstance(pin, str):
+                raise self._fail(self.locate("table", 0, "requires_flashinfer"), "requires_flashinfer must be a string")
+            try:
+                SpecifierSet(pin)
+            except InvalidSpecifier:
+                raise self._fail(
+                    self.locate("table", 0, "requires_flashinfer"),
+                    f"requires_flashinfer {pin!r} is not a PEP 440 version specifier (e.g. '>=0.6.14')",
+                ) from None
+        unknown = set(data) - {"table", "model", "backend"}
+        if unknown:
+            raise self._fail(Where(self.path), f"unknown top-level key(s): {', '.join(sorted(unknown))}")
+
+        raw_models = data.get("model")
+        if isinstance(raw_models, dict):
+            raw_models = [raw_models]
+        if not raw_models or not isinstance(raw_models, list):
+            raise self._fail(Where(self.path), "a table needs a [model] (or [[model]] entries)")
+        models = [self.model(raw, i) for i, raw in enumerate(raw_models)]
+
+        raw_backends = data.get("backend")
+        if not raw_backends or not isinstance(raw_backends, list):
+            raise self._fail(Where(self.path), "a table needs at least one [[backend]]")
+        backends = [self.backend(raw, i) for i, raw in enumerate(raw_backends)]
+        return PaddingTable(name, source, self.path, pin, models, backends)
+
+    def model(self, raw: Any, index: int) -> Model:
+        where = self.locate("model", index)
+        if not isinstance(raw, dict):
+            raise self._fail(where, "[model] must be a table")
+        self._no_unknown(raw, _MODEL_KEYS, where, "[model]")
+        name = raw.get("name")
+        if not isinstance(name, str) or not name:
+            raise self._fail(where, "model needs a name")
+        heads = raw.get("num_q_heads")
+        if not isinstance(heads, int) or not _positive_int(heads):
+            raise self._fail(self.locate("model", index, "num_q_heads"), f"model {name}: num_q_heads must be a positive integer")
+        if heads > MAX_HEADS:
+            raise self._fail(self.locate("model", index, "num_q_heads"), f"model {name}: num_q_heads {heads} is above {MAX_HEADS}, more than any model has")
+        tp = raw.get("tp", [1])
+        tp = [tp] if isinstance(tp, int) and not isinstance(tp, bool) else tp
+        if not isinstance(tp, list) or not tp or not all(_positive_int(t) and t <= MAX_HEADS for t in tp):
+            raise self._fail(self.locate("model", index, "tp"), f"model {name}: tp must be a list of positive integers up to {MAX_HEADS}")
+        for t in tp:
+            if heads % t:
+                raise self._fail(
+                    self.locate("model", index, "tp"),
+                    f"model {name}: {heads} query heads do not divide evenly over tp={t}",
+                )
+        return Model(name, heads, tuple(tp), where)
+
+    def backend(self, raw: Any, index: int) -> Backend:
+        where = self.locate("backend", index)
+        if not isinstance(raw, dict):
+            raise self._fail(where, "[[backend]] must be a table")
+        name = raw.get("name")
+        if not isinstance(name, str) or not name:
+            raise self._fail(where, "backend needs a name")
+        kernel = raw.get("kernel")
+        if not isinstance(kernel, str) or not kernel:
+            raise self._fail(where, f"backend {name}: needs a kernel id (see `hprobe kernels`)")
+        sms = raw.get("sm")
+        sms = [sms] if isinstance(sms, (int, str)) and not isinstance(sms, bool) else sms
+        if not isinstance(sms, list) or not sms:
+            raise self._fail(self.locate("backend", index, "sm"), f"backend {name}: sm must be a list such as [100, 103]")
+        try:
+            parsed = tuple(dict.fromkeys(parse_sm(str(s)).number for s in sms))
+        except InputError as exc:
+            raise self._fail(self.locate("backend", index, "sm"), f"backend {name}: {exc.message.removeprefix('--sm ')}") from None
+        rule = self.rule(raw, index, name)
+        options = []
+        for key, value in raw.items():
+            if key in _BACKEND_KEYS:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (str, int)):
+                raise self._fail(self.locate("backend", index, key), f"backend {name}: {key} must be a string or an integer")
+            options.append((key, value))
+        models = raw.get("models", [])
+        if not isinstance(models, list) or not all(isinstance(m, str) for m in models):
+            raise self._fail(self.locate("backend", index, "models"), f"backend {name}: models must be a list of model names")
+        return Backend(name, kernel, parsed, rule, where, tuple(options), models=tuple(models), reach=self.reach(raw, index, name))
+
+    def reach(self, raw: dict[str, Any], index: int, name: str) -> Reach | None:
+        """`reach = { flag, value, default, default_reaches, otherwise, source }`:
+        the engine setting under which this rule reaches FlashInfer."""
+        value = raw.get("reach")
+        if value is None:
+            return None
+        texts = ("flag", "value", "default", "otherwise")
+        if (
+            not isinstance(value, dict)
+            or not set(texts) <= set(value) <= {*texts, "default_reaches", "source"}
+            or not all(isinstance(value[k], str) for k in texts)
+            or not isinstance(value.get("source", ""), str)
+            or not isinstance(value.get("default_reaches", False), bool)
+        ):
+            raise self._fail(self.locate("backend", index, "reach"), f"backend {name}: reach takes flag, value, default, otherwise (strings), default_reaches (true/false) and source")
+        return Reach(value["flag"], value["value"], value["default"], value.get("default_reaches"), value["otherwise"], value.get("source", ""))
+
+    def rule(self, raw: dict[str, Any], index: int, name: str) -> PaddingRule:
+        keys = [k for k in _RULE_KEYS if k in raw]
+        if len(keys) != 1:
+            raise self._fail(self.locate("backend", index), f"backend {name}: give exactly one of {', '.join(_RULE_KEYS)}")
+        key = keys[0]
+        where = self.locate("backend", index, key)
+        value = raw[key]
+        if "max_heads" in raw and key != "pad_multiple":
+            raise self._fail(self.locate("backend", index, "max_heads"), f"backend {name}: max_heads goes with pad_multiple only, not {key}")
+        if _largest_int(value) > MAX_HEADS or _largest_int(raw.get("max_heads")) > MAX_HEADS:
+            raise self._fail(where, f"backend {name}: {key} names a count above {MAX_HEADS}, more than any model has")
+        if key == "no_padding":
+            if value is not True:
+                raise self._fail(where, f"backend {name}: no_padding takes true")
+            return NoPadding()
+        if key == "pad_multiple":
+            limit = raw.get("max_heads")
+            if not _positive_int(value) or (limit is not None and not _positive_int(limit)):
+                raise self._fail(where, f"backend {name}: pad_multiple (and max_heads) must be positive integers")
+            return PadMultiple(value, limit)
+        if key == "pad_tile":
+            if (
+                not isinstance(value, list)
+                or not value
+                or not all(isinstance(p, list) and len(p) == 2 and all(_positive_int(x) for x in p) for p in value)
+            ):
+                raise self._fail(where, f"backend {name}: pad_tile must be a list of [largest n, tile] pairs such as [[8, 8], [32, 16], [128, 64]]")
+            uptos = [p[0] for p in value]
+            if sorted(set(uptos)) != uptos:
+                raise self._fail(where, f"backend {name}: pad_tile's largest-n values must be strictly increasing")
+            return PadTile(tuple((p[0], p[1]) for p in value))
+        if key == "pad_to":
+            if not isinstance(value, list) or not value or not all(_positive_int(v) for v in value):
+                raise self._fail(where, f"backend {name}: pad_to must be a non-empty list of positive integers")
+            if sorted(set(value)) != value:
+                raise self._fail(where, f"backend {name}: pad_to must be strictly increasing, got {value}")
+            return PadTo(tuple(value))
+        if not isinstance(value, dict) or not value:
+            raise self._fail(where, f'backend {name}: pad_map must be a table such as {{ "8" = 64 }}')
+        pairs = []
+        for k, v in value.items():
+            try:
+                n = int(k)
+            except ValueError:
+                raise self._fail(where, f"backend {name}: pad_map key {k!r} is not an integer") from None
+            if n > MAX_HEADS:
+                raise self._fail(where, f"backend {name}: pad_map key {k} is above {MAX_HEADS}, more than any model has")
+            if n <= 0 or not _positive_int(v):
+                raise self._fail(where, f"backend {name}: pad_map entries must be positive integers, got {k} = {v!r}")
+            if v < n:
+                raise self._fail(where, f"backend {name}: pad_map pads {n} down to {v}")
+            pairs.append((n, v))
+        return PadMap(tuple(sorted(pairs)))
+
+
+_RULE_KEYS = ("pad_to", "pad_map", "pad_multiple", "pad_tile", "no_padding")
+# Keys of a [[backend]] that are not probe axes.
+_BACKEND_KEYS = frozenset({"name", "kernel", "sm", "max_heads", "models", "reach", *_RULE_KEYS})
+
+
+_TABLE_KEYS = frozenset({"name", "source", "requires_flashinfer"})
+_MODEL_KEYS = frozenset({"name", "num_q_heads", "tp"})
+
+
+def _largest_int(value: Any) -> int:
+    """The largest integer anywhere in a TOML value (0 for none)."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return value
+    if isinstance(value, list):
+        return max((_largest_int(v) for v in value), default=0)
+    if isinstance(value, dict):
+        return max((_largest_int(v) for v in value.values()), default=0)
+    return 0
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0

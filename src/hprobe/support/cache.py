@@ -1,0 +1,168 @@
+"""hprobe's per-user cache: fetched wheels, unpacked trees, probe results.
+
+Several hprobe processes may share it at once, so nothing here replaces or
+deletes what another may be reading: files are published with an atomic rename
+from a temporary name of their own, damaged entries are moved aside before
+removal, and leftovers of killed runs are removed once they are old. A cache
+that cannot be written (read-only home, a full disk) is no error: this run then
+works in a temporary directory of its own, says so once, and answers as usual.
+"""
+
+from __future__ import annotations
+
+import atexit
+import errno
+import functools
+import os
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from hprobe.model.errors import InputError
+
+T = TypeVar("T")
+
+STALE_AFTER_S = 3600.0  # temp dirs of a killed run older than this are removed
+
+
+def configured_root() -> Path:
+    override = os.environ.get("HPROBE_CACHE_DIR")
+    if override is not None:
+        if not override.strip():
+            raise InputError("HPROBE_CACHE_DIR is set but empty; unset it or name a directory")
+        return Path(override).expanduser()
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("hprobe"))
+
+
+# Why a cache write fails that no run can fix: full, read-only, not permitted.
+# Anything else (a damaged entry, a file where a directory should be) is not
+# a reason to abandon the cache.
+UNWRITABLE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
+
+_fallback: list[tuple[Path, str]] = []  # the temporary cache this run moved to, and why
+_lock = threading.Lock()
+
+
+@functools.cache
+def _usable(root: Path) -> Path:
+    """The directory to use for a configured root: itself, or the temporary
+    fallback when it cannot be written."""
+    if root.exists() and not root.is_dir():
+        raise InputError(f"HPROBE_CACHE_DIR={root}: not a directory")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe = root / f".write-test-{uuid.uuid4().hex}"
+        try:
+            probe.write_bytes(bytes(4096))  # an empty file fits even on a full disk
+        finally:
+            probe.unlink(missing_ok=True)
+        return root
+    except OSError as exc:
+        return _fall_back(root, exc)
+
+
+def _fall_back(configured: Path, exc: OSError) -> Path:
+    """Move this run to a temporary cache of its own, once; say so in `note()`."""
+    with _lock:
+        if not _fallback:
+            path = Path(tempfile.mkdtemp(prefix="hprobe-cache-"))
+            atexit.register(shutil.rmtree, path, True)
+            reason = exc.strerror or type(exc).__name__
+            _fallback.append((path, f"the cache {configured} cannot be written ({reason}): this run fetched and probed without it"))
+        return _fallback[0][0]
+
+
+def root() -> Path:
+    usable = _usable(configured_root())
+    return _fallback[0][0] if _fallback else usable
+
+
+def note() -> str | None:
+    """One line when this run could not use the configured cache."""
+    return _fallback[0][1] if _fallback else None
+
+
+def with_fallback(action: Callable[[], T]) -> T:
+    """`action`, and once more in the temporary cache should the configured
+    one turn out unwritable part way (a disk that fills while a wheel is
+    fetched or unpacked)."""
+    try:
+        return action()
+    except OSError as exc:
+        if exc.errno not in UNWRITABLE or _fallback:
+            raise
+        _fall_back(configured_root(), exc)
+        return action()
+
+
+def directory(name: str) -> Path:
+    path = root() / name
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        if exc.errno in UNWRITABLE and not _fallback:
+            _fall_back(configured_root(), exc)
+            return directory(name)
+        raise InputError(f"cache directory {path}: cannot be created ({exc.strerror or type(exc).__name__})") from None
+    return path
+
+
+def write_atomically(path: Path, data: bytes) -> bool:
+    """Publish `data` at `path` through a temp name unique to this process.
+    False when the cache cannot be written: the caller still has its answer."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return True
+    except OSError:
+        return False
+
+
+def discard(path: Path) -> None:
+    """Remove a damaged entry without pulling it from under a concurrent
+    reader mid-walk: rename it aside first (atomic), then delete the copy."""
+    aside = path.with_name(f".stale-{path.name}-{uuid.uuid4().hex[:8]}")
+    try:
+        os.rename(path, aside)
+    except OSError:
+        return  # already gone, or someone else moved it
+    if aside.is_dir():
+        shutil.rmtree(aside, ignore_errors=True)
+    else:
+        aside.unlink(missing_ok=True)
+
+
+def clean_stale(parent: Path) -> None:
+    """Temp dirs and files (`.unpack-*`, `.stale-*`, `.*.tmp`) left by killed runs."""
+    now = time.time()
+    try:
+        entries = list(parent.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        name = entry.name
+        if not (name.startswith((".unpack-", ".stale-", ".download-")) or (name.startswith(".") and name.endswith(".tmp"))):
+            continue
+        try:
+            old = now - entry.lstat().st_mtime > STALE_AFTER_S
+        except OSError:
+            continue
+        if old:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)

@@ -1,0 +1,142 @@
+"""Probing releases: the installed flashinfer in this process (its answers
+cached under its RECORD digest), others fetched and probed in a worker."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from hprobe.device.session import FlashinferSession
+from hprobe.kernels import get_variant
+from hprobe.model.outcome import KernelSMResult, Outcome
+from hprobe.model.release import INSTALLED, FlashinferInfo, ProbedRelease, Progress
+from hprobe.model.sm import SM
+from hprobe.probe.parallel import probe_split
+from hprobe.probe.run import probe_kernel
+from hprobe.support import cache
+from hprobe.support.releases import Release, cache_installed, cached_installed, installed_identity, installed_release, probe_release, read_in_worker, resolve
+from hprobe.system.bounded import kill_running, resume
+from hprobe.system.envinfo import installed_flashinfer_info
+
+
+def probe_installed(needed: dict[str, list[int]], heads: list[int], use_cache: bool = True, workers: int | None = None) -> ProbedRelease:
+    """Probe the flashinfer importable here, in this process; answers for an
+    installed distribution pip can vouch for are cached like fetched ones, so
+    a warm run (a pre-commit hook) imports neither flashinfer nor torch."""
+    identity = installed_identity() if use_cache else None
+    cached: dict[tuple[str, int], KernelSMResult] = {}
+    missing = dict(needed)
+    if identity is not None:
+        for key, sms in needed.items():
+            hit = cached_installed(identity, key, get_variant(key).probe.probe_version, sms, heads)
+            if hit is not None:
+                cached.update({(key, r.sm): r for r in hit})
+                del missing[key]
+    if not missing:
+        info = installed_flashinfer_info()
+        return ProbedRelease(INSTALLED, info, {(key, sm): cached[(key, sm)] for key, sms in needed.items() for sm in sms})
+    fresh = _probe_in_process(missing, heads, workers)
+    if identity is not None:
+        for key, sms in missing.items():
+            results = [fresh.results[(key, sm)] for sm in sms]
+            # An inconclusive answer may be this run's accident: asked again next time.
+            if not any(h.outcome is Outcome.INCONCLUSIVE for r in results for h in r.heads.values()):
+                cache_installed(identity, key, get_variant(key).probe.probe_version, sms, heads, results)
+    merged = {**cached, **fresh.results}
+    return ProbedRelease(INSTALLED, fresh.info, {(key, sm): merged[(key, sm)] for key, sms in needed.items() for sm in sms})
+
+
+def _probe_in_process(needed: dict[str, list[int]], heads: list[int], workers: int | None = None) -> ProbedRelease:
+    first = min(sm for sms in needed.values() for sm in sms)
+    session = FlashinferSession(SM.from_number(first))
+    session.open()
+    try:
+        def job(keys: list[str]) -> list[KernelSMResult]:
+            out: list[KernelSMResult] = []
+            for key in keys:
+                out.extend(probe_kernel(session, get_variant(key), [SM.from_number(s) for s in needed[key]], heads))
+            return out
+
+        probed = probe_split(list(needed), job, workers)
+        by_key = {(r.key, r.sm): r for r in probed}
+        # The order asked for, whichever process probed what.
+        results = {(key, sm): by_key[(key, sm)] for key, sms in needed.items() for sm in sms}
+        info = FlashinferInfo(session.version, session.location)
+    finally:
+        session.close()
+    return ProbedRelease(INSTALLED, info, results)
+
+
+def probe_named(item: str, needed: dict[str, list[int]], heads: list[int], use_cache: bool, progress: Progress) -> ProbedRelease:
+    """Probe a release that is not installed: fetched, cached and run in a subprocess."""
+    progress(f"fetching flashinfer {item}")
+    release = resolve(item)
+    progress(f"probing flashinfer {release.version}")
+    sms = sorted({sm for sms in needed.values() for sm in sms})
+    results: dict[tuple[str, int], KernelSMResult] = {}
+    for result in probe_release(release, list(needed), sms, heads, use_cache=use_cache):
+        if result.key in needed and result.sm in needed[result.key]:
+            results[(result.key, result.sm)] = result
+    notes = [u.note(release.version) for u in release.unmet]
+    cache_note = cache.note()
+    if cache_note:
+        notes.append(cache_note)
+    return ProbedRelease(item, FlashinferInfo(release.version, str(release.tree)), results, notes, release.unmet)
+
+
+def gather(labels: list[str], needed: dict[str, list[int]], heads: list[int], use_cache: bool, progress: Progress) -> dict[str, ProbedRelease]:
+    """Every release probed, in the order given. Releases that are not installed
+    are fetched and probed by worker processes while this one probes the
+    installed release: a check of the installed release beside a pinned one
+    costs about the longer of the two, not their sum."""
+    order = list(dict.fromkeys(labels))
+    named = [label for label in order if label != INSTALLED]
+    if not named:
+        return {INSTALLED: probe_installed(needed, heads, use_cache)} if order else {}
+    out: dict[str, ProbedRelease] = {}
+    futures: dict[str, Future[ProbedRelease]] = {}
+    pool = ThreadPoolExecutor(max_workers=min(len(named), 4), thread_name_prefix="hprobe-release")
+    try:
+        futures = {label: pool.submit(probe_named, label, needed, heads, use_cache, progress) for label in named}
+        if INSTALLED in order:
+            # Forking beside these threads is safe: they only wait on a pipe
+            # and hold no lock the forked child could need.
+            out[INSTALLED] = probe_installed(needed, heads, use_cache)
+        for label in named:
+            out[label] = futures[label].result()  # the first failure in the order given is the one raised
+    except BaseException:
+        # Ctrl-C, SIGTERM or a failure here: the threads' workers die with us.
+        for future in futures.values():
+            future.cancel()
+        kill_running()
+        raise
+    finally:
+        pool.shutdown(wait=True)
+        resume()
+    return {label: out[label] for label in order}
+
+
+class ReleaseReader:
+    """A flashinfer release as a consumer's rule reads it (repo/evaluate.py's
+    FlashinferSource): its package indexed with ast, and names imported in a
+    worker on a faked SM where the source does not spell them out. Worker
+    answers are kept per module, names and SM for the reader's lifetime."""
+
+    def __init__(self, release: Release):
+        from hprobe.rules.repo.scan import RepoIndex
+
+        self.release = release
+        self.version = release.version
+        package = release.tree / "flashinfer"
+        self.index = RepoIndex.build(package, excludes=("tests", "test")) if package.is_dir() else None
+        self._answers: dict[tuple[str, tuple[str, ...], int | None], dict] = {}
+
+    def import_names(self, module: str, names: list[str], sm: int | None) -> dict:
+        key = (module, tuple(names), sm)
+        if key not in self._answers:
+            self._answers[key] = read_in_worker(self.release, module, names, sm or 100)
+        return self._answers[key]
+
+
+def release_reader(label: str) -> ReleaseReader:
+    """The reader for a release label (`installed` or a version, wheel, dir)."""
+    return ReleaseReader(installed_release() if label == INSTALLED else resolve(label))

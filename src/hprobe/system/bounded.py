@@ -1,0 +1,109 @@
+"""Every subprocess hprobe starts (pip, the release worker, the --pad-fn child)
+runs through `run_bounded`: its own process group, stdin closed, a wall-clock
+limit, and on timeout or interruption the whole group is killed, so a forked
+grandchild can neither outlive hprobe nor hold its pipes open."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+from pathlib import Path
+
+from hprobe.model.errors import InputError
+
+
+def setting_from_env(setting: tuple[str, float], unit: str = "seconds") -> float:
+    """A bound's value: its environment variable when set, else its default.
+    `setting` is (variable, default); anything but a positive number is one
+    input error naming the variable."""
+    name, default = setting
+    text = os.environ.get(name)
+    if text is None or not text.strip():
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 1e6:
+        raise InputError(f"{name}={text!r}: expected a number of {unit} above 0")
+    return value
+
+
+# Groups started and not yet reaped, from any thread: a thread waiting on a
+# worker never sees the main thread's Ctrl-C or SIGTERM, so the main thread
+# kills them all (kill_running) before it leaves.
+_RUNNING: set[subprocess.Popen] = set()
+_LOCK = threading.Lock()
+_STOPPING = threading.Event()  # set while the main thread unwinds: nothing new starts
+
+
+def kill_running() -> None:
+    """Kill every group running now, and start none until `resume()`."""
+    _STOPPING.set()
+    with _LOCK:
+        running = list(_RUNNING)
+    for proc in running:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def resume() -> None:
+    _STOPPING.clear()
+
+
+class Timeout(Exception):
+    """The command did not finish within its limit; its group was killed."""
+
+
+def run_bounded(
+    cmd: list[str],
+    timeout: float,
+    input_text: str | None = None,
+    cwd: str | Path | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    if _STOPPING.is_set():
+        raise Timeout()  # hprobe is stopping: a thread must not start another process
+    proc = subprocess.Popen(
+        cmd,
+        stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        cwd=cwd,
+        env=env,
+        start_new_session=True,
+    )
+    with _LOCK:
+        _RUNNING.add(proc)
+    try:
+        out, err = proc.communicate(input_text, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        raise Timeout() from None
+    except BaseException:
+        _kill_group(proc)
+        raise
+    finally:
+        with _LOCK:
+            _RUNNING.discard(proc)
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for stream in (proc.stdout, proc.stderr, proc.stdin):
+        if stream is not None:
+            try:
+                stream.close()
+            except OSError:
+                pass
+    proc.wait()

@@ -1,0 +1,278 @@
+"""Reading the user's files and writing the outputs they name, safely.
+
+Input files are read only when they are regular files, and only up to a size
+cap: a FIFO would block, a device would never end. Output files are written
+through a temporary file renamed over a regular file, in place into a
+character device (`/dev/null`, `/dev/stdout`), and never over a symlink, a
+FIFO or a directory: those are refused before any work is done.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import sys
+import tempfile
+from pathlib import Path
+
+from hprobe.model.errors import InputError
+from hprobe.system.escaping import opens_command
+
+MAX_INPUT_BYTES = 16 << 20  # tables, mappings, baselines, repo metadata
+MAX_SOURCE_BYTES = 8 << 20  # one Python file of a --repo tree
+
+
+def regular_file(path: Path) -> bool:
+    """True for a regular file (symlinks followed); FIFOs, devices and
+    directories are not, and are never opened."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def read_bytes(path: Path, what: str, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes, or one InputError."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such {what}") from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: cannot read the {what}: {_reason(exc)}") from None
+    if stat.S_ISDIR(mode):
+        raise InputError(f"{path}: is a directory, not a {what}")
+    if not stat.S_ISREG(mode):
+        raise InputError(f"{path}: not a regular file (a FIFO, socket or device), so not read as a {what}")
+    try:
+        # O_NONBLOCK: should the path be swapped for a FIFO after the check,
+        # opening it still returns at once.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as fh:
+            data = fh.read(limit + 1)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the {what}: {_reason(exc)}") from None
+    if len(data) > limit:
+        raise InputError(f"{path}: the {what} is larger than {limit >> 20} MiB; not read")
+    return data
+
+
+def read_text(path: Path, what: str, limit: int = MAX_INPUT_BYTES) -> str:
+    """The UTF-8 text of a regular file of at most `limit` bytes, or one InputError."""
+    data = read_bytes(path, what, limit)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: the {what} is not UTF-8 text (byte {exc.start})") from None
+
+
+def read_text_or_none(path: Path, limit: int = MAX_SOURCE_BYTES) -> str | None:
+    """Text of a file found while walking a tree, or None when it is not a
+    regular file, too large or unreadable (the caller reports it as skipped)."""
+    if not regular_file(path):
+        return None
+    try:
+        data = read_bytes(path, "file", limit)
+    except InputError:
+        return None
+    return data.decode("utf-8", errors="replace")
+
+
+def check_output(path: Path, option: str, overwrite: bool = True) -> None:
+    """Refuse an output path before any work, so a bad one costs nothing."""
+    if _own_stream(path) is not None:
+        return  # stdout or stderr, by any name: written in place, after what is printed there
+    info = _lstat(path, option)
+    if info is not None:
+        if stat.S_ISLNK(info.st_mode) and _character_device(path):
+            # /dev/stdout, /dev/stderr, /dev/fd/N: links to a terminal or pipe, written in place.
+            info = os.stat(path)
+        if stat.S_ISLNK(info.st_mode):
+            raise InputError(f"{option} {path}: is a symlink; hprobe writes only regular files (give the target's path)")
+        if stat.S_ISCHR(info.st_mode):
+            if not os.access(path, os.W_OK):
+                raise InputError(f"{option} {path}: not writable")
+            return
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(f"{option} {path}: not a regular file (a directory, FIFO, socket or block device)")
+        if not overwrite:
+            raise InputError(f"{option} {path}: exists; pass --force to overwrite")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"{option} {path}: the directory {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK) or (info is not None and not os.access(path, os.W_OK)):
+        raise InputError(f"{option} {path}: not writable")
+
+
+def write_output(path: Path, data: str | bytes, option: str, overwrite: bool = True) -> None:
+    """Write `data` to the path the user named: atomically for a regular file,
+    in place for a character device; anything else is refused."""
+    check_output(path, option, overwrite)
+    own = _own_stream(path)
+    if own is not None:
+        try:
+            _write_to_stream(own, data)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise InputError(f"{option} {path}: cannot write: {_reason(exc)}") from None
+        return
+    payload = data.encode("utf-8") if isinstance(data, str) else data  # bytes: written exactly (a patch)
+    try:
+        if stat.S_ISCHR(os.stat(path).st_mode):
+            with open(path, "wb") as fh:
+                fh.write(payload)
+            return
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise InputError(f"{option} {path}: cannot write: {_reason(exc)}") from None
+    fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+        try:
+            os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))  # keep an existing file's mode
+        except FileNotFoundError:
+            os.chmod(tmp, 0o666 & ~current_umask())
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise InputError(f"{option} {path}: cannot write: {_reason(exc)}") from None
+
+
+def _lstat(path: Path, option: str) -> os.stat_result | None:
+    """The path's own status (a symlink as itself), None when nothing is there."""
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise InputError(f"{option} {path}: {_reason(exc)}") from None
+
+
+def _character_device(path: Path) -> bool:
+    try:
+        return stat.S_ISCHR(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _own_stream(path: Path) -> int | None:
+    """1 or 2 when `path` is this process's stdout or stderr (/dev/stdout,
+    /dev/fd/2, the terminal itself), whatever it is: a terminal, a pipe, a
+    file the shell redirected to."""
+    try:
+        target = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    for fd in (1, 2):
+        try:
+            if os.path.samestat(target, os.fstat(fd)):
+                return fd
+        except OSError:
+            continue
+    return None
+
+
+def _write_to_stream(fd: int, data: str | bytes) -> None:
+    """Written after what hprobe already printed there, never truncating it;
+    text through the stream itself, so its guard against workflow commands
+    holds for it too (a patch is bytes, written exactly)."""
+    stream = sys.stdout if fd == 1 else sys.stderr
+    if isinstance(data, str):
+        stream.write(data)
+        stream.flush()
+        return
+    if opens_command(data.decode("utf-8", errors="replace")):
+        # Bytes are written exactly or not at all: a patch whose own lines would
+        # act on a CI log goes to a file instead.
+        raise InputError(f"{'stdout' if fd == 1 else 'stderr'}: the patch holds a line a CI runner would read as a workflow command (`::` or `##[`); write it to a file")
+    stream.flush()
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def current_umask() -> int:
+    """The process umask (read by setting it, so set it straight back)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _reason(exc: BaseException) -> str:
+    return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+
+
+class SiteWriter:
+    """A directory of files written all or nothing (`hprobe report -o`).
+
+    Everything that can be refused is refused when this is made, before any
+    probing: a symlink, a file where the directory should be, files that exist
+    without --force, a parent that does not exist or cannot be written (a
+    scratch directory is made beside the target to prove it). `commit` writes
+    every file to a temporary name first and puts them in place only once all
+    are written: a new site by renaming its scratch directory into place, an
+    existing one file by file, each by an atomic rename. A failure leaves the
+    previous site as it was, and no scratch files behind."""
+
+    def __init__(self, target: Path, names: tuple[str, ...], option: str, overwrite: bool):
+        self.target, self.names, self.option = target, names, option
+        self.scratch: Path | None = None
+        info = _lstat(target, option)
+        if info is not None and stat.S_ISLNK(info.st_mode):
+            raise InputError(f"{option} {target}: is a symlink; give the directory's own path")
+        if info is not None and not stat.S_ISDIR(info.st_mode):
+            raise InputError(f"{option} {target}: not a directory")
+        if info is None:
+            parent = target.parent if str(target.parent) else Path(".")
+            if not parent.is_dir():
+                raise InputError(f"{option} {target}: the directory {parent} does not exist")
+            try:
+                self.scratch = Path(tempfile.mkdtemp(dir=parent, prefix=f".{target.name}."))
+            except OSError as exc:
+                raise InputError(f"{option} {target}: cannot create it: {_reason(exc)}") from None
+        else:
+            for name in names:
+                check_output(target / name, option, overwrite)
+            try:  # proven writable now, not after the probing
+                fd, probe = tempfile.mkstemp(dir=target, prefix=".hprobe-", suffix=".tmp")
+                os.close(fd)
+                os.unlink(probe)
+            except OSError as exc:
+                raise InputError(f"{option} {target}: cannot write in it: {_reason(exc)}") from None
+
+    def commit(self, files: dict[str, str]) -> None:
+        assert set(files) == set(self.names)
+        if self.scratch is not None:
+            try:
+                for name, text in files.items():
+                    path = self.scratch / name
+                    path.write_bytes(text.encode("utf-8"))
+                    os.chmod(path, 0o666 & ~current_umask())
+                os.chmod(self.scratch, 0o777 & ~current_umask())
+                os.rename(self.scratch, self.target)  # fails, rather than merge, if it appeared meanwhile
+            except OSError as exc:
+                raise InputError(f"{self.option} {self.target}: cannot write: {_reason(exc)}") from None
+            self.scratch = None
+            return
+        written: list[tuple[str, Path]] = []
+        try:
+            for name, text in files.items():
+                fd, tmp = tempfile.mkstemp(dir=self.target, prefix=f".{name}.", suffix=".tmp")
+                written.append((tmp, self.target / name))
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(text.encode("utf-8"))
+                os.chmod(tmp, 0o666 & ~current_umask())
+        except OSError as exc:
+            for tmp, _ in written:
+                Path(tmp).unlink(missing_ok=True)
+            raise InputError(f"{self.option} {self.target}: cannot write: {_reason(exc)}; the site there is unchanged") from None
+        for tmp, path in written:
+            os.replace(tmp, path)
+
+    def discard(self) -> None:
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None

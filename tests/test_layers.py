@@ -1,0 +1,120 @@
+"""The package's layout is its architecture: data flows one way, request →
+support (probe or cache) → judge → advise → report → format, and no module
+imports one above it. Read from the source with `ast`, every import counted
+(inside functions and `TYPE_CHECKING` blocks too: a cycle hidden in a
+function is still a cycle)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "src" / "hprobe"
+
+# Lowest first. A module may import its own layer and any layer below it.
+LAYERS = [
+    "model",  # data: SMs, outcomes, verdicts, padding tables, releases; errors
+    "system",  # the machine: files, subprocesses, streams, escaping, environment
+    "device",  # the emulated GPU: session, fakes, stand-ins at the compiled boundary
+    "kernels",  # one probe per kernel entry point
+    "probe",  # a probe over SMs x heads -> outcomes with evidence
+    "rules",  # padding rules: TOML, --pad-fn, a consumer's tree
+    "support",  # where answers come from: installed, fetched, cached, workers
+    "judge",  # the only place verdicts are decided
+    "advise",  # summary, suggest, pins, history search
+    "report",  # report models, pivots, output formats
+    "commands",  # request -> report, one function per command
+    "cli",  # parse, call one command, render, exit
+]
+ROOT_MODULES = {"__init__", "__main__", "judge"}  # the package's face, `python -m`, and one single-module layer
+
+
+def _module(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports() -> dict[str, set[str]]:
+    modules = {_module(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module.split(".")[0] == "hprobe":
+                for alias in node.names:
+                    sub = f"{node.module}.{alias.name}"
+                    found.add(sub if sub in modules else node.module)
+            elif isinstance(node, ast.Import):
+                found.update(a.name for a in node.names if a.name.split(".")[0] == "hprobe")
+            elif isinstance(node, ast.ImportFrom) and node.level:
+                raise AssertionError(f"{path}: relative import; hprobe's modules import each other by full name")
+        graph[name] = {m for m in found if m != name}
+    return graph
+
+
+def _layer(module: str) -> int:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return -1  # hprobe itself: its version only
+    if parts[1] == "__main__":
+        return len(LAYERS)
+    return LAYERS.index(parts[1])
+
+
+GRAPH = _imports()
+
+
+def test_every_module_sits_in_a_layer():
+    top = {p.stem for p in PACKAGE.glob("*.py")}
+    assert top <= ROOT_MODULES, f"top-level modules that are no layer's face: {sorted(top - ROOT_MODULES)}"
+    packages = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert packages <= set(LAYERS) | {"matrices"}, sorted(packages - set(LAYERS))
+    assert {m.split(".")[1] for m in GRAPH if "." in m and m.split(".")[1] not in ("__main__",)} <= set(LAYERS) | ROOT_MODULES
+
+
+def test_no_import_points_up_a_layer():
+    upward = sorted(f"{src} -> {dst}" for src, dsts in GRAPH.items() for dst in dsts if _layer(dst) > _layer(src))
+    assert upward == []
+
+
+def test_no_import_cycles():
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(GRAPH.get(node, set())):
+            if state.get(nxt) == 1:
+                cycles.append(path[path.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt, path + [nxt])
+        state[node] = 2
+
+    for module in sorted(GRAPH):
+        if module not in state:
+            visit(module, [module])
+    assert cycles == []
+
+
+@pytest.mark.parametrize("module", sorted(m for m in GRAPH if m.startswith("hprobe.report.formats.")))
+def test_formats_only_render(module):
+    """A format renders a report: it never decides a verdict or gives advice itself."""
+    deciders = sorted(d for d in GRAPH[module] if d == "hprobe.judge" or d.startswith(("hprobe.advise", "hprobe.support", "hprobe.probe", "hprobe.commands")))
+    assert deciders == []
+
+
+def test_the_cli_decides_nothing():
+    """The CLI parses, calls one command, renders and exits: it reaches the
+    layers that decide only through `commands`."""
+    deciders = sorted(d for m in GRAPH if m.startswith("hprobe.cli") for d in GRAPH[m] if d == "hprobe.judge" or d.startswith(("hprobe.advise", "hprobe.probe", "hprobe.device")))
+    assert deciders == []
+
+
+def test_the_checks_above_can_fail():
+    """The layer test reads real imports: a module known to import the model is seen doing so."""
+    assert "hprobe.model.outcome" in GRAPH["hprobe.judge"]
+    assert _layer("hprobe.cli.app") > _layer("hprobe.judge") > _layer("hprobe.model.sm")
