@@ -8,8 +8,12 @@ from hprobe.model.outcome import HeadResult, KernelSMResult, Outcome
 from hprobe.model.padding import Backend, Model, PaddingTable
 from hprobe.model.verdict import Finding, Verdict
 
+# (verdict, the smallest accepted count >= n, padded / that count, the kernel's
+# answer the verdict rests on, notes)
+Judgement = tuple[Verdict, int | None, float | None, HeadResult | None, list[str]]
 
-def judge(n: int, padded: int | None, support: KernelSMResult) -> tuple[Verdict, int | None, float | None, HeadResult | None, list[str]]:
+
+def judge(n: int, padded: int | None, support: KernelSMResult) -> Judgement:
     """The verdict for one per-rank count n padded to `padded` against probed support."""
     notes: list[str] = []
     above = sorted(h for h in support.heads if h >= n)
@@ -47,7 +51,7 @@ def judge(n: int, padded: int | None, support: KernelSMResult) -> tuple[Verdict,
     return Verdict.INCONCLUSIVE, best, None, result, notes
 
 
-def judge_across(n: int, padded: int | None, supports: list[KernelSMResult]):
+def judge_across(n: int, padded: int | None, supports: list[KernelSMResult]) -> Judgement:
     """A verdict that holds for every release in `supports`.
 
     broken if any release refuses the padded count; reducible only if a smaller

@@ -43,33 +43,26 @@ def first_true(versions: Sequence[V], state: Callable[[V], bool | None], exhaust
                     return j
         return None
 
-    if versions:
-        if exhaustive:
-            for i in range(len(versions)):
-                at(i)
-        elif at(0) is not True and at(len(versions) - 1) is True:
-            lo, hi = 0, len(versions) - 1  # invariant: lo does not hold (or is unknown), hi holds
-            while hi - lo > 1:
-                mid = conclusive_near((lo + hi) // 2, lo, hi)
-                if mid is None:
-                    break
-                if at(mid):
-                    hi = mid
-                else:
-                    lo = mid
+    if versions and exhaustive:
+        for i in range(len(versions)):
+            at(i)
+    elif versions and at(0) is not True and at(len(versions) - 1) is True:
+        lo, hi = 0, len(versions) - 1  # invariant: lo does not hold (or is unknown), hi holds
+        while hi - lo > 1:
+            mid = conclusive_near((lo + hi) // 2, lo, hi)
+            if mid is None:
+                break
+            if at(mid):
+                hi = mid
+            else:
+                lo = mid
     seen = sorted(memo.items())
     conclusive = [(i, s) for i, s in seen if s is not None]
     regressions = tuple(
         (versions[a], versions[b]) for k, (a, sa) in enumerate(conclusive) for b, sb in conclusive[k + 1 :] if sa and not sb
     )
-    first = last_false = None
-    adjacent = False
-    for k, (i, s) in enumerate(conclusive):
-        if s and (k == 0 or not conclusive[k - 1][1]):
-            first = i
-            last_false = conclusive[k - 1][0] if k > 0 else None
-    if first is not None:
-        adjacent = last_false is not None and first - last_false == 1
+    first, last_false = _last_flip(conclusive)
+    adjacent = first is not None and last_false is not None and first - last_false == 1
     return FirstTrue(
         first=versions[first] if first is not None else None,
         last_false=versions[last_false] if last_false is not None else None,
@@ -77,3 +70,14 @@ def first_true(versions: Sequence[V], state: Callable[[V], bool | None], exhaust
         seen=tuple((versions[i], s) for i, s in seen),
         regressions=regressions,
     )
+
+
+def _last_flip(conclusive: Sequence[tuple[int, bool | None]]) -> tuple[int | None, int | None]:
+    """(the index from which the state last turned true, the index just before
+    it that was false; None where it held from the start or never held)."""
+    first = last_false = None
+    for k, (i, s) in enumerate(conclusive):
+        if s and (k == 0 or not conclusive[k - 1][1]):
+            first = i
+            last_false = conclusive[k - 1][0] if k > 0 else None
+    return first, last_false

@@ -5,6 +5,7 @@ format prints it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -18,7 +19,7 @@ class Advice:
     counts: dict[str, int]  # verdict -> findings, per SM
     action: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"table": self.table, "backend": self.backend, "kernel": self.kernel, "sms": list(self.sms), "counts": self.counts, "action": self.action}
 
 
@@ -40,5 +41,5 @@ class TableAdvice:
             return f"on {on}, the ends of pin {self.pin}"
         return f"on {on} only: no pin"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"table": self.table, "releases": list(self.releases), "pin": self.pin, "scope": self.scope, "backends": [b.to_dict() for b in self.backends]}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 from enum import Enum
+from typing import Any
 
 
 def without_count(message: str, heads: int) -> str:
@@ -63,11 +64,11 @@ class HeadResult:
     cause: str | None = None  # for inconclusive: a Cause value, when one is known
 
     @classmethod
-    def from_dict(cls, data: dict) -> HeadResult:
+    def from_dict(cls, data: dict[str, Any]) -> HeadResult:
         fields = {k: data.get(k) for k in ("entry", "error_type", "message", "location", "reason", "slow_path", "cause")}
         return cls(int(data["heads"]), Outcome(data["outcome"]), **fields)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["outcome"] = self.outcome.value
         return {k: v for k, v in data.items() if v is not None}
@@ -98,7 +99,7 @@ class KernelSMResult:
     # What compiled code is known to check beyond Python for the entries reached:
     # an accepted count may still be refused there (a CPU cannot see it).
     unchecked: list[str] = field(default_factory=list)
-    metadata: dict | None = None  # the release's own capability claim (Metadata.to_dict)
+    metadata: dict[str, Any] | None = None  # the release's own capability claim (Metadata.to_dict)
 
     def __post_init__(self) -> None:
         self.key = self.key or self.kernel
@@ -128,8 +129,8 @@ class KernelSMResult:
         """h_q refused by the same check, each group with its own evidence:
         grouped by exception type, location and message (the h_q it names
         aside), in the order first seen."""
-        groups: dict[tuple, list[int]] = {}
-        first: dict[tuple, HeadResult] = {}
+        groups: dict[tuple[Any, ...], list[int]] = {}
+        first: dict[tuple[Any, ...], HeadResult] = {}
         for h in self.by_outcome(outcome):
             hr = self.heads[h]
             key = (hr.error_type, hr.location, without_count(hr.message or "", h))
@@ -149,7 +150,7 @@ class KernelSMResult:
         return Outcome.INCONCLUSIVE
 
     @classmethod
-    def from_dict(cls, data: dict) -> KernelSMResult:
+    def from_dict(cls, data: dict[str, Any]) -> KernelSMResult:
         result = cls(data["kernel"], int(data["sm"]), data["flashinfer_version"], data.get("depth", "validators"))
         result.notes = list(data.get("notes", []))
         result.config = dict(data.get("config", {}))
@@ -161,7 +162,7 @@ class KernelSMResult:
             result.heads[head.heads] = head
         return result
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "kernel": self.kernel,
             "key": self.key,

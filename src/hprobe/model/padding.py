@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import Any
 
 # The largest head count hprobe takes anywhere (tables, --heads, rules): far above
 # any model's, and checked before any set of counts is built.
@@ -182,7 +183,7 @@ class Reach:
             f"where this rule serves {self.otherwise} (not probed): the verdict covers the FlashInfer path only"
         )
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"flag": self.flag, "value": self.value, "default": self.default, "default_reaches": self.default_reaches, "otherwise": self.otherwise, "source": self.source, "words": self.words()}
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from hprobe.model.outcome import KernelSMResult
 
@@ -42,7 +43,7 @@ class ProbedRelease:
     notes: list[str] = field(default_factory=list)
     unmet: list[Unmet] = field(default_factory=list)  # its requirements not met here (each also a note)
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {"label": self.label, "version": self.info.version, "location": self.info.location, "notes": self.notes}
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 from hprobe.model.outcome import HeadResult
 from hprobe.model.padding import Reach
@@ -152,7 +153,7 @@ class Finding:
         parts.extend(self.notes[:1])
         return "; ".join(parts)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "table": self.table,
             "table_path": self.table_path,

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hprobe import __version__
 from hprobe.advise.summary import summarize
-from hprobe.judge import exit_code, judge
+from hprobe.judge import Judgement, exit_code, judge
 from hprobe.model.advice import TableAdvice
 from hprobe.model.errors import EXIT_INCONCLUSIVE
 from hprobe.model.outcome import HeadResult, KernelSMResult, Outcome
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from hprobe.rules.repo.patch import Patch
 
 
-def _header(schema: str, flashinfer: FlashinferInfo, releases: list[ProbedRelease], targets: Targets) -> dict:
+def _header(schema: str, flashinfer: FlashinferInfo, releases: list[ProbedRelease], targets: Targets) -> dict[str, Any]:
     """What every report document starts with: what it is, and what it rests on."""
     return {
         "schema": schema,
@@ -58,7 +58,7 @@ class MatrixReport:
         answered = any(h.outcome is not Outcome.INCONCLUSIVE for r in self.results for h in r.heads.values())
         return 0 if answered else EXIT_INCONCLUSIVE
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             **_header("hprobe.matrix/2", self.flashinfer, self.releases, self.targets),
             "heads": {"min": min(self.heads), "max": max(self.heads), "count": len(self.heads)},
@@ -77,7 +77,7 @@ class VerdictCell:
     evidence: HeadResult | None
 
 
-def _cell(judged: tuple) -> VerdictCell:
+def _cell(judged: Judgement) -> VerdictCell:
     verdict, best, _waste, evidence, _notes = judged
     return VerdictCell(verdict, best, evidence)
 
@@ -148,7 +148,7 @@ class CheckReport:
                 code = drift_code
         return code
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         counts: dict[str, int] = {}
         for f in self.findings:
             counts[f.verdict.value] = counts.get(f.verdict.value, 0) + 1
@@ -179,13 +179,13 @@ class KernelChange:
     unknown: tuple[int, ...]
     appeared: tuple[int, ...]  # absent in the old release, present in the new
     vanished: tuple[int, ...]  # present in the old release, absent in the new
-    new_refusal: dict | None  # how the new release refuses the first count it stopped accepting
+    new_refusal: dict[str, Any] | None  # how the new release refuses the first count it stopped accepting
 
     @property
     def changed(self) -> bool:
         return bool(self.became_accepted or self.became_rejected or self.appeared or self.vanished)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "kernel": self.kernel,
             "sm": self.sm,
@@ -204,8 +204,8 @@ class KernelChange:
 
 @dataclass(frozen=True)
 class DiffReport:
-    old: dict  # ProbedRelease.describe() of each side
-    new: dict
+    old: dict[str, Any]  # ProbedRelease.describe() of each side
+    new: dict[str, Any]
     changes: tuple[KernelChange, ...]
 
     @property
@@ -217,7 +217,7 @@ class DiffReport:
         """1 when an accepted set changed (a drift gate), 3 when nothing changed but some h_q were inconclusive."""
         return 1 if self.changed else (3 if any(c.unknown for c in self.changes) else 0)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "schema": "hprobe.diff/1",
             "hprobe_version": __version__,
@@ -238,7 +238,7 @@ class BisectStep:
     message: str | None
     reason: str | None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"version": self.version, "outcome": self.outcome, "entry": self.entry, "error_type": self.error_type, "message": self.message, "reason": self.reason}
 
 
@@ -257,7 +257,7 @@ class BisectReport:
     probed: tuple[BisectStep, ...]
     exit_code: int
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "schema": "hprobe.bisect/1",
             "hprobe_version": __version__,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from hprobe.model.errors import InputError
 from hprobe.model.outcome import KernelSMResult
 from hprobe.model.release import ProbedRelease
@@ -10,7 +12,7 @@ from hprobe.report.model import MatrixReport
 PIVOT_FIXED = ("heads", "sm", "release", "kernel")
 
 
-def pivot_cells(report: MatrixReport, rows: str, cols: str) -> tuple[list, list, dict]:
+def pivot_cells(report: MatrixReport, rows: str, cols: str) -> tuple[list[Any], list[Any], dict[tuple[Any, Any], Any]]:
     """Row values, column values and cells for `matrix --pivot ROWS,COLS`.
 
     A dimension is h_q (`heads`), `sm`, `release`, `kernel` (the variant) or an
@@ -25,12 +27,12 @@ def pivot_cells(report: MatrixReport, rows: str, cols: str) -> tuple[list, list,
     if rows == cols:
         raise InputError(f"--pivot {rows},{cols}: pick two different dimensions")
 
-    def value(dim: str, rel: ProbedRelease, r: KernelSMResult):
+    def value(dim: str, rel: ProbedRelease, r: KernelSMResult) -> Any:
         return {"sm": f"SM{r.sm}", "release": rel.info.version, "kernel": r.key}.get(dim, r.config.get(dim, "-"))
 
-    row_values: list = []
-    col_values: list = []
-    cells: dict = {}
+    row_values: list[Any] = []
+    col_values: list[Any] = []
+    cells: dict[tuple[Any, Any], Any] = {}
     for rel in report.releases:
         for r in rel.results.values():
             for h in (r.heads if "heads" in (rows, cols) else [None]):

@@ -213,22 +213,28 @@ class _Parser:
                 raise self._fail(where, f"backend {name}: pad_multiple (and max_heads) must be positive integers")
             return PadMultiple(value, limit)
         if key == "pad_tile":
-            if (
-                not isinstance(value, list)
-                or not value
-                or not all(isinstance(p, list) and len(p) == 2 and all(_positive_int(x) for x in p) for p in value)
-            ):
-                raise self._fail(where, f"backend {name}: pad_tile must be a list of [largest n, tile] pairs such as [[8, 8], [32, 16], [128, 64]]")
-            uptos = [p[0] for p in value]
-            if sorted(set(uptos)) != uptos:
-                raise self._fail(where, f"backend {name}: pad_tile's largest-n values must be strictly increasing")
-            return PadTile(tuple((p[0], p[1]) for p in value))
+            return self._pad_tile(where, name, value)
         if key == "pad_to":
             if not isinstance(value, list) or not value or not all(_positive_int(v) for v in value):
                 raise self._fail(where, f"backend {name}: pad_to must be a non-empty list of positive integers")
             if sorted(set(value)) != value:
                 raise self._fail(where, f"backend {name}: pad_to must be strictly increasing, got {value}")
             return PadTo(tuple(value))
+        return self._pad_map(where, name, value)
+
+    def _pad_tile(self, where: Where, name: str, value: Any) -> PadTile:
+        if (
+            not isinstance(value, list)
+            or not value
+            or not all(isinstance(p, list) and len(p) == 2 and all(_positive_int(x) for x in p) for p in value)
+        ):
+            raise self._fail(where, f"backend {name}: pad_tile must be a list of [largest n, tile] pairs such as [[8, 8], [32, 16], [128, 64]]")
+        uptos = [p[0] for p in value]
+        if sorted(set(uptos)) != uptos:
+            raise self._fail(where, f"backend {name}: pad_tile's largest-n values must be strictly increasing")
+        return PadTile(tuple((p[0], p[1]) for p in value))
+
+    def _pad_map(self, where: Where, name: str, value: Any) -> PadMap:
         if not isinstance(value, dict) or not value:
             raise self._fail(where, f'backend {name}: pad_map must be a table such as {{ "8" = 64 }}')
         pairs = []

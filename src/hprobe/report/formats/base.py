@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from hprobe.report.model import BisectReport, CheckReport, DiffReport, MatrixReport, SuggestReport
@@ -30,8 +30,8 @@ class Formatter(ABC):
     def suggest(self, result: SuggestReport) -> None: ...
 
     @abstractmethod
-    def kernels(self, rows: list[dict]) -> None: ...
+    def kernels(self, rows: list[dict[str, Any]]) -> None: ...
 
     @abstractmethod
-    def data(self, payload: dict, title: str) -> None:
+    def data(self, payload: dict[str, Any], title: str) -> None:
         """Plain records (`hprobe env`, `hprobe kernels`)."""

@@ -14,6 +14,7 @@ from hprobe.system.escaping import gha_data, gha_property
 from hprobe.system.streams import write_command
 
 if TYPE_CHECKING:
+    from hprobe.model.verdict import Finding
     from hprobe.report.model import CheckReport
 
 
@@ -27,7 +28,7 @@ def in_github_actions() -> bool:
 def annotation_lines(report: CheckReport) -> list[str]:
     """One annotation per backend x SM x verdict (not per model and TP: a
     padding function is one line of code)."""
-    grouped: dict[tuple, list] = {}
+    grouped: dict[tuple[str, str, str, int, str], list[Finding]] = {}
     for f in report.findings:
         level = f.verdict.ci_level(report.strict)
         if level is None:

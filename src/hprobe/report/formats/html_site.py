@@ -16,7 +16,7 @@ from packaging.version import InvalidVersion, Version
 
 from hprobe import __version__
 from hprobe.model.heads import compact_set
-from hprobe.model.outcome import KernelSMResult, Outcome, without_count
+from hprobe.model.outcome import HeadResult, KernelSMResult, Outcome, without_count
 from hprobe.system.escaping import html as escape
 
 if TYPE_CHECKING:
@@ -172,7 +172,7 @@ def _answer(h: int, result: KernelSMResult | None) -> str:
     return text
 
 
-def _why(hr) -> str:
+def _why(hr: HeadResult) -> str:
     text = hr.outcome.value
     if hr.error_type or hr.message:
         text += f": {hr.error_type or ''}: {hr.message or ''}".replace(": : ", ": ")

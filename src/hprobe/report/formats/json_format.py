@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from hprobe.report.formats.base import Formatter
 from hprobe.system.escaping import json_text
@@ -17,7 +17,7 @@ class JsonFormatter(Formatter):
     def __init__(self, stream: TextIO | None = None):
         self.stream = stream or sys.stdout
 
-    def _write(self, payload: dict) -> None:
+    def _write(self, payload: dict[str, Any]) -> None:
         self.stream.write(json_text(json.dumps(payload, indent=2)) + "\n")
 
     def check(self, report: CheckReport) -> None:
@@ -47,8 +47,8 @@ class JsonFormatter(Formatter):
     def bisect(self, result: BisectReport) -> None:
         self._write(result.to_dict())
 
-    def kernels(self, rows: list[dict]) -> None:
+    def kernels(self, rows: list[dict[str, Any]]) -> None:
         self._write({"schema": "hprobe.kernels/1", "kernels": rows})
 
-    def data(self, payload: dict, title: str) -> None:
+    def data(self, payload: dict[str, Any], title: str) -> None:
         self._write(payload)

@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING
 from hprobe.system.escaping import xml
 
 if TYPE_CHECKING:
+    from hprobe.model.verdict import Finding
     from hprobe.report.model import CheckReport
 
 
 
 def junit_xml(report: CheckReport) -> ET.ElementTree:
     suites = ET.Element("testsuites", name="hprobe check")
-    by_table: dict[str, list] = {}
+    by_table: dict[str, list[Finding]] = {}
     for f in report.findings:
         by_table.setdefault(f.table, []).append(f)
     for table, findings in by_table.items():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from hprobe.model.heads import compact_set
 from hprobe.model.outcome import Outcome
@@ -129,14 +129,14 @@ class MarkdownFormatter(Formatter):
         self._w()
         self._w(f"first accepting: **{cell(result.first_accepting or 'none')}**")
 
-    def kernels(self, rows: list[dict]) -> None:
+    def kernels(self, rows: list[dict[str, Any]]) -> None:
         self._w("| id | entry point | SMs | axes |")
         self._w("|---|---|---|---|")
         for row in rows:
             axes = ", ".join(f"{a['name']}={a['default']}" for a in row["axes"])
             self._w(f"| {md_code(row['id'])} | {md_code(row['entry_point'])} | {', '.join(map(str, row['sms']))} | {cell(axes)} |")
 
-    def data(self, payload: dict, title: str) -> None:
+    def data(self, payload: dict[str, Any], title: str) -> None:
         self._w(f"## {title}")
         self._w()
         for key, value in payload.items():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from itertools import groupby
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Console
@@ -64,9 +64,9 @@ class _Console(Console):
         raise BrokenPipeError()
 
 
-def _isatty(stream) -> bool:
+def _isatty(stream: Any) -> bool:
     try:
-        return stream.isatty()
+        return bool(stream.isatty())
     except (AttributeError, ValueError):
         return False
 
@@ -284,7 +284,7 @@ class TextFormatter(Formatter):
         for value in col_values:
             t.add_column(Text(visible(value)), justify="center", overflow="fold")
         for rv in row_values:
-            row: list = [Text(visible(rv))]
+            row: list[Text | str] = [Text(visible(rv))]
             for cv in col_values:
                 cell = cells.get((rv, cv))
                 if cell is None:
@@ -454,7 +454,7 @@ class TextFormatter(Formatter):
 
     # -- plain records ---------------------------------------------------------------
 
-    def kernels(self, rows: list[dict]) -> None:
+    def kernels(self, rows: list[dict[str, Any]]) -> None:
         c = self.console
         for row in rows:
             present = {True: "yes", False: "absent", None: "no flashinfer installed"}[row["installed_flashinfer_has_entry_point"]]
@@ -472,7 +472,7 @@ class TextFormatter(Formatter):
                 if row["releases_without"]:
                     c.print(f"    [dim]absent in: {escape(', '.join(row['releases_without']))}[/dim]")
 
-    def data(self, payload: dict, title: str) -> None:
+    def data(self, payload: dict[str, Any], title: str) -> None:
         c = self.console
         c.print(f"[bold]{escape(title)}[/bold]")
         for key, value in payload.items():
@@ -493,7 +493,7 @@ def _status_style(status: Outcome) -> str:
     return {Outcome.UNSUPPORTED_ARCH: "red", Outcome.UNSUPPORTED_CONFIG: "red", Outcome.ABSENT: "dim"}.get(status, "cyan")
 
 
-def _metadata_text(meta: dict) -> str:
+def _metadata_text(meta: dict[str, Any]) -> str:
     parts = [meta["source"]]
     if "sm_supported" in meta:
         parts.append("SM supported" if meta["sm_supported"] else "SM not supported")

@@ -503,10 +503,7 @@ class _Interpreter:
         if isinstance(node, ast.Name):
             return self._name(node, frame, module, owner)
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-            if any(isinstance(e, ast.Starred) for e in node.elts):
-                raise _Unsupported(node, "a starred element")
-            items = [ev(e) for e in node.elts]
-            return {ast.Tuple: tuple, ast.List: list, ast.Set: set}[type(node)](items)
+            return _display(node, ev)
         if isinstance(node, ast.BinOp):
             return self._binop(node, node.op, ev(node.left), ev(node.right))
         if isinstance(node, ast.UnaryOp):
@@ -521,18 +518,8 @@ class _Interpreter:
             return _f_string(node, ev)
         if isinstance(node, ast.Subscript):
             return _subscript(node, ev)
-        if isinstance(node, (ast.Call, ast.Attribute)) and self.binding.platform:
-            text = ast.unparse(node)
-            if text in self.binding.platform:
-                self.platform_read[text] = self.binding.platform[text]
-                return self.binding.platform[text]
-        if isinstance(node, ast.Call):
-            setting = self._setting(node)
-            if setting is not None:
-                return setting[1]
-            return self._call_expr(node, frame, module, owner, depth)
-        if isinstance(node, ast.Attribute):
-            return self._attribute(node, frame, module, owner)
+        if isinstance(node, (ast.Call, ast.Attribute)):
+            return self._reference(node, frame, module, owner, depth)
         if isinstance(node, (ast.GeneratorExp, ast.ListComp, ast.SetComp)):
             return self._comprehension(node, frame, module, owner, depth)
         raise _Unsupported(node, f"expression `{ast.unparse(node)[:60]}`")
@@ -550,6 +537,21 @@ class _Interpreter:
             return unary(value)
         except TypeError as exc:
             raise _Raised("TypeError", str(exc)) from None
+
+    def _reference(self, node: ast.Call | ast.Attribute, frame: dict, module: ModuleInfo, owner: ClassInfo | None, depth: int) -> Any:
+        """A call or an attribute: a platform predicate the binding decides, a
+        setting, or the consumer's own code followed."""
+        if self.binding.platform:
+            text = ast.unparse(node)
+            if text in self.binding.platform:
+                self.platform_read[text] = self.binding.platform[text]
+                return self.binding.platform[text]
+        if isinstance(node, ast.Call):
+            setting = self._setting(node)
+            if setting is not None:
+                return setting[1]
+            return self._call_expr(node, frame, module, owner, depth)
+        return self._attribute(node, frame, module, owner)
 
     def _compare(self, node: ast.Compare, ev: Callable[[ast.expr], Any]) -> bool:
         left = ev(node.left)
@@ -826,3 +828,10 @@ def _subscript(node: ast.Subscript, ev: Callable[[ast.expr], Any]) -> Any:
         return base[ev(node.slice)]
     except (IndexError, KeyError, TypeError, ValueError) as exc:
         raise _Raised(type(exc).__name__, str(exc)) from None  # `PADS[n]` out of range raises in Python too
+
+
+def _display(node: ast.Tuple | ast.List | ast.Set, ev: Callable[[ast.expr], Any]) -> Any:
+    if any(isinstance(e, ast.Starred) for e in node.elts):
+        raise _Unsupported(node, "a starred element")
+    items = [ev(e) for e in node.elts]
+    return {ast.Tuple: tuple, ast.List: list, ast.Set: set}[type(node)](items)
