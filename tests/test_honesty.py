@@ -59,14 +59,13 @@ def test_jit_arch_check_is_a_validator_and_other_jit_failures_are_not():
         import flashinfer.jit.core as jit_core
 
         assert cc.CompilationContext().TARGET_CUDA_ARCHS == {(10, "0a")}
-        arch = session.call(lambda: jit_core.current_compilation_context.get_nvcc_flags_list([12]))
+        arch = session.call(SM(10, 0), lambda: jit_core.current_compilation_context.get_nvcc_flags_list([12]))
         assert arch.validator and arch.site is not None and arch.site.function == "get_nvcc_flags_list"
-        session.target(SM(12, 0))
-        assert session.call(lambda: jit_core.current_compilation_context.get_nvcc_flags_list([12])).error_type == "Returned"
+        assert session.call(SM(12, 0), lambda: jit_core.current_compilation_context.get_nvcc_flags_list([12])).error_type == "Returned"
 
         # Ordinary code of the JIT machinery failing (here: a spec with no
         # sources asked for its library) is no check: inconclusive.
-        other = session.call(lambda: jit_core.JitSpec.get_library_path(None))
+        other = session.call(SM(12, 0), lambda: jit_core.JitSpec.get_library_path(None))
     assert other.error_type and not other.validator and other.reason
 
 
@@ -86,11 +85,11 @@ def test_everything_is_restored_after_a_session():
     before = _global_state()
     with FlashinferSession(SM(12, 0)) as session:
         assert torch.cuda.get_device_capability() == (12, 0)
-        session.target(SM(10, 3))
-        assert torch.cuda.get_device_capability() == (10, 3)
         import flashinfer.utils as fu
 
-        assert fu.get_compute_capability(torch.device("cpu")) == (10, 3)
+        seen: list = []
+        session.call(SM(10, 3), lambda: seen.extend([torch.cuda.get_device_capability(), fu.get_compute_capability(torch.device("cpu"))]))
+        assert seen == [(10, 3), (10, 3)]
     assert _global_state() == before
     import flashinfer.utils as fu
 
@@ -100,7 +99,7 @@ def test_everything_is_restored_after_a_session():
 
 def test_network_is_refused_during_a_probe():
     with FlashinferSession(SM(10, 0)) as session:
-        result = session.call(lambda: socket.create_connection(("127.0.0.1", 9)))
+        result = session.call(SM(10, 0), lambda: socket.create_connection(("127.0.0.1", 9)))
     assert not result.reached and result.error_type == "NetworkRefused"
 
 

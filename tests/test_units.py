@@ -163,12 +163,12 @@ def test_every_verdict_explains_itself_in_every_output():
 def test_an_inconclusive_cause_is_typed_from_the_exception():
     """The machine (imports, a dependency's API, memory) is excused by the
     release sweep; a missing name in flashinfer or the probe is not."""
-    from hprobe.device.session import _cause_of
+    from hprobe.device.classify import cause_of
     from hprobe.model.outcome import Cause
 
-    assert _cause_of(ImportError("cannot import name cute from cutlass")) is Cause.ENVIRONMENT
-    assert _cause_of(AttributeError("module 'cutlass.cute.core' has no attribute 'ThrMma'")) is Cause.ENVIRONMENT
-    assert _cause_of(MemoryError()) is Cause.ENVIRONMENT
-    assert _cause_of(AttributeError("module 'flashinfer.mla' has no attribute 'plan'")) is Cause.PROBE
-    assert _cause_of(AttributeError("'Tensor' object has no attribute 'kv_layout'")) is Cause.PROBE
-    assert _cause_of(NameError("name 'x' is not defined")) is Cause.PROBE
+    assert cause_of(ImportError("cannot import name cute from cutlass")) is Cause.ENVIRONMENT
+    assert cause_of(AttributeError("module 'cutlass.cute.core' has no attribute 'ThrMma'")) is Cause.ENVIRONMENT
+    assert cause_of(MemoryError()) is Cause.ENVIRONMENT
+    assert cause_of(AttributeError("module 'flashinfer.mla' has no attribute 'plan'")) is Cause.PROBE
+    assert cause_of(AttributeError("'Tensor' object has no attribute 'kv_layout'")) is Cause.PROBE
+    assert cause_of(NameError("name 'x' is not defined")) is Cause.PROBE

@@ -10,169 +10,36 @@ launch accepted the input. Everything patched is restored on `close()`.
 from __future__ import annotations
 
 import builtins
-import functools
-import linecache
 import os
-import re
 import shutil
 import socket
 import sys
 import tempfile
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from hprobe.device.sites import CheckSite, check_site
+from hprobe.device.boundary import (
+    SERVICE_SPECS,
+    SPEC_LOADERS,
+    BoundaryReached,
+    CompiledEntry,
+    ImportFailure,
+    NetworkRefused,
+    Policy,
+    StandInModule,
+    artefact_boundary,
+    do_nothing,
+    loader_label,
+    refuse_network,
+)
+from hprobe.device.classify import CallResult, classify, one_line
+from hprobe.device.fakes import FakeDeviceProperties
 from hprobe.model.errors import EnvironmentProblem
-from hprobe.model.outcome import Cause
 from hprobe.model.sm import SM
-
-# Getters (`get_trtllm_gen_fmha_module`, `get_sparse_mla_sm120_module`, ...) run
-# for real: they hold Python dispatch tables and JIT-spec generation with its
-# arch checks. The boundary is where a compiled artefact is loaded: a JitSpec's
-# build/load, a cubin loader, a tvm-ffi module load, a CuTe DSL compile.
-_GETTER_PREFIXES = ("get_", "_get_")
-# Compiled helpers that serve logging, not kernels: calling them proves nothing,
-# so their stand-ins do nothing instead of marking the boundary.
-_SERVICE_SPECS = frozenset({"spdlog", "logging"})
-# JitSpec methods that load or build a compiled module (across releases; 0.7.x
-# splits JitSpec into subclasses that override them).
-_SPEC_LOADERS = ("build_and_load", "load", "try_load")
-
-
-@dataclass(frozen=True)
-class CompiledEntry:
-    """The compiled function a probe call reached: where the launch would happen."""
-
-    module: str  # the getter (or JIT spec) that would have produced the module
-    function: str  # the attribute called on it
-
-    def __str__(self) -> str:
-        return f"{self.module}.{self.function}"
-
-
-class BoundaryReached(BaseException):
-    """Raised by a stand-in compiled function. BaseException, so that flashinfer's
-    own `except Exception` blocks (autotuners, fallbacks) cannot swallow it."""
-
-    def __init__(self, entry: CompiledEntry):
-        super().__init__(str(entry))
-        self.entry = entry
-
-
-class ImportFailure(Exception):
-    """A flashinfer module exists but fails to import here: the environment's
-    problem, never the kernel's answer."""
-
-
-class NetworkRefused(BaseException):
-    """A probe call tried to open a network connection (a cubin download, say)."""
-
-
-@dataclass
-class _Policy:
-    """What the current probe lets through the boundary.
-
-    `pass_through`: compiled functions whose result Python only hands on to
-    another compiled call (a plan's schedule, say); they return None and the
-    call goes on to the next boundary. `passed` records the ones that did.
-    """
-
-    pass_through: frozenset[str] = frozenset()
-    passed: list[str] = field(default_factory=list)
-
-
-class _StandInFunction:
-    def __init__(self, module: str, function: str, service: bool, policy: _Policy):
-        self._module, self._function, self._service, self._policy = module, function, service, policy
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self._service:
-            return None
-        if self._function in self._policy.pass_through:
-            self._policy.passed.append(f"{self._module}.{self._function}")
-            return None
-        raise BoundaryReached(CompiledEntry(self._module, self._function))
-
-    def __getattr__(self, name: str) -> _StandInFunction:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return _StandInFunction(self._module, f"{self._function}.{name}", self._service, self._policy)
-
-
-class _StandInModule:
-    """Takes the place of a loaded compiled module."""
-
-    def __init__(self, origin: str, policy: _Policy, service: bool = False):
-        self._origin, self._service, self._policy = origin, service, policy
-
-    def __getattr__(self, name: str) -> _StandInFunction:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return _StandInFunction(self._origin, name, self._service, self._policy)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self._service:
-            return None
-        raise BoundaryReached(CompiledEntry(self._origin, "__call__"))
-
-
-class _FakeDeviceProperties:
-    """What `torch.cuda.get_device_properties` returns for the target GPU."""
-
-    def __init__(self, sm: SM):
-        self.name = f"hprobe target {sm}"
-        self.major, self.minor = sm.major, sm.minor
-        # Sizes of a large part of that family; validators read them only to
-        # size workspaces, never to decide head counts.
-        self.multi_processor_count = 148 if sm.major >= 10 else 132
-        self.total_memory = 80 * 2**30
-        self.shared_memory_per_block_optin = 227 * 1024
-        self.shared_memory_per_multiprocessor = 228 * 1024
-        self.max_threads_per_multi_processor = 2048
-        self.L2_cache_size = 50 * 2**20
-        self.warp_size = 32
-        self.is_integrated = False
-        self.is_multi_gpu_board = False
-        self.uuid = "hprobe-fake"
-
-
-@dataclass
-class CallResult:
-    """How one probe call ended."""
-
-    entry: CompiledEntry | None = None  # set when the boundary was reached
-    error_type: str | None = None
-    message: str | None = None
-    location: str | None = None  # file:line (function) where it was raised
-    validator: bool = False  # raised by a `raise`/`assert` in flashinfer's own code
-    reason: str | None = None  # why a non-validator failure says nothing about heads
-    passed: tuple[str, ...] = ()  # compiled calls let through on the way (see _Policy)
-    site: CheckSite | None = None  # the check that refused, for tracing it on other SMs
-    cause: str | None = None  # a Cause value, with `reason`
-    lines_run: frozenset[int] | None = None  # lines of `trace`'s code object that ran (see call())
-
-    @property
-    def reached(self) -> bool:
-        return self.entry is not None
-
-
-_MISSING_MODULE_ATTRIBUTE = re.compile(r"module '([\w.]+)' has no attribute")
-
-
-def _cause_of(exc: BaseException) -> Cause:
-    """An import, the OS or memory is this machine; so is a dependency's module
-    lacking a name (cutlass-dsl 4.8 under 0.6.8-0.6.12's cute-dsl). Any other
-    missing attribute or name is the probe's inputs not fitting this release."""
-    if isinstance(exc, (ImportError, OSError, MemoryError)):
-        return Cause.ENVIRONMENT
-    missing = _MISSING_MODULE_ATTRIBUTE.match(str(exc))
-    if isinstance(exc, AttributeError) and missing and not missing.group(1).startswith("flashinfer"):
-        return Cause.ENVIRONMENT
-    return Cause.PROBE
 
 
 @dataclass
@@ -212,7 +79,7 @@ class FlashinferSession:
         self._real_import = builtins.__import__
         self._open = False
         self._workdir = ""
-        self._policy = _Policy()
+        self._policy = Policy()
         self._modules_seen = -1
         self._cute_patched = False
         self._tvm_patched = False
@@ -263,7 +130,7 @@ class FlashinferSession:
                     import flashinfer
                 except Exception as exc:  # noqa: BLE001
                     raise EnvironmentProblem(
-                        f"flashinfer failed to import: {type(exc).__name__}: {_one_line(exc)}"
+                        f"flashinfer failed to import: {type(exc).__name__}: {one_line(exc)}"
                     ) from None
             self.flashinfer = flashinfer
             self._fi_prefix = _module_file_prefix(flashinfer)
@@ -315,8 +182,8 @@ class FlashinferSession:
         assert self.flashinfer is not None
         return str(Path(self.flashinfer.__file__ or ".").resolve().parent)
 
-    def target(self, sm: SM) -> None:
-        """Make every device query answer for `sm` from now on."""
+    def _target(self, sm: SM) -> None:
+        """Make every device query answer for `sm` (each call names its SM)."""
         if sm != self._state.sm:
             self._state.sm = sm
             self._target_arch_list(sm)
@@ -330,7 +197,7 @@ class FlashinferSession:
 
     def configure(self, pass_through: tuple[str, ...] = ()) -> None:
         """Set the compiled functions the next calls let through because Python
-        only passes their result on (see `_Policy`)."""
+        only passes their result on (see `Policy`)."""
         self._policy.pass_through = frozenset(pass_through)
         self._clear_caches()
 
@@ -350,13 +217,13 @@ class FlashinferSession:
             missing = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
             if missing and (module_name == missing or module_name.startswith(missing + ".")):
                 return None
-            raise ImportFailure(f"{module_name} failed to import: {type(exc).__name__}: {_one_line(exc)}") from None
+            raise ImportFailure(f"{module_name} failed to import: {type(exc).__name__}: {one_line(exc)}") from None
         finally:
             self._patch_new_modules()
         return getattr(module, attr, None)
 
-    def call(self, fn: Callable[..., Any], *args: Any, trace: tuple[str, str] | None = None, **kwargs: Any) -> CallResult:
-        """Run one probe call and say how it ended.
+    def call(self, sm: SM, fn: Callable[..., Any], *args: Any, trace: tuple[str, str] | None = None, **kwargs: Any) -> CallResult:
+        """Run one probe call on the faked `sm` and say how it ended.
 
         `trace` = (code filename, function name): record which lines of that
         function ran (`CallResult.lines_run`), to see whether a check that
@@ -364,6 +231,7 @@ class FlashinferSession:
         """
         # Caches are cleared when the target or the policy changes, not per
         # call: within one target they memoize by argument, which is harmless.
+        self._target(sm)
         self._policy.passed = []
         lines: set[int] = set()
         if trace is not None:
@@ -379,7 +247,7 @@ class FlashinferSession:
                 reason="the call tried to reach the network before any launch",
             )
         except Exception as exc:  # noqa: BLE001 - every failure is classified below
-            result = self._classify(exc)
+            result = classify(exc, self._fi_prefix)
         else:
             result = CallResult(
                 error_type="Returned",
@@ -391,50 +259,6 @@ class FlashinferSession:
                 sys.settrace(None)
         if trace is not None:
             result.lines_run = frozenset(lines)
-        return result
-
-    # -- classification ------------------------------------------------------------
-
-    def _classify(self, exc: Exception) -> CallResult:
-        tb = exc.__traceback__
-        while tb is not None and tb.tb_next is not None:
-            tb = tb.tb_next
-        location = None
-        in_flashinfer = False
-        statement = ""
-        rel = ""
-        if tb is not None:
-            code = tb.tb_frame.f_code
-            path = _resolved(code.co_filename)
-            in_flashinfer = path.startswith(self._fi_prefix)
-            rel = path[len(self._fi_prefix) :] if in_flashinfer else path
-            location = f"{'flashinfer/' if in_flashinfer else ''}{rel}:{tb.tb_lineno} ({code.co_name})"
-            statement = _statement_at(code.co_filename, tb.tb_lineno or 0)
-        result = CallResult(error_type=type(exc).__name__, message=_one_line(exc), location=location)
-        if in_flashinfer:
-            result.site = check_site(exc.__traceback__, self._fi_prefix)
-        environment_errors = (ImportError, AttributeError, NameError, OSError, MemoryError)
-        is_check = statement.startswith(("raise", "assert"))
-        if isinstance(exc, environment_errors):
-            result.reason = f"{type(exc).__name__} is an environment failure, not a validator's answer"
-            result.cause = _cause_of(exc).value
-        elif result.site is not None and result.site.device_check:
-            result.reason = "a check on the tensors' device refused: the probe's tensors live on the CPU, so this says nothing about the kernel"
-            result.cause = Cause.DEVICE.value
-        elif in_flashinfer and rel.startswith(("jit" + os.sep, "compilation_context.py")) and is_check:
-            # A check in JIT-spec generation (the arch list it compiles for is
-            # the target's, as the device would give it; the options it can
-            # generate): Python before compiled code, so a validator. Whether
-            # it tests h_q, the SM or the configuration, tracing tells.
-            result.validator = True
-        elif in_flashinfer and rel.startswith(("jit" + os.sep, "compilation_context.py")):
-            result.reason = "raised while flashinfer prepared a JIT build, past the validators"
-        elif not in_flashinfer:
-            result.reason = "raised outside flashinfer's code (the probe's inputs or torch on CPU), not by a validator"
-        elif not is_check:
-            result.reason = "flashinfer failed in ordinary code, not in a raise or assert of a validator"
-        else:
-            result.validator = True
         return result
 
     # -- patching ------------------------------------------------------------------
@@ -451,8 +275,8 @@ class FlashinferSession:
     def _install_torch_fakes(self, torch: ModuleType) -> None:
         state = self._state
 
-        def get_device_properties(device: Any = None) -> _FakeDeviceProperties:
-            return _FakeDeviceProperties(state.sm)
+        def get_device_properties(device: Any = None) -> FakeDeviceProperties:
+            return FakeDeviceProperties(state.sm)
 
         def get_device_capability(device: Any = None) -> tuple[int, int]:
             return (state.sm.major, state.sm.minor)
@@ -479,9 +303,9 @@ class FlashinferSession:
         self._set_attr(torch.version, "cuda", cuda_version if cuda_version else "13.0")
         # Network access during a probe means a download of kernels or metadata:
         # refuse it, so such a call is reported instead of hanging or fetching.
-        self._set_attr(socket.socket, "connect", _refuse_network)
-        self._set_attr(socket, "create_connection", _refuse_network)
-        self._set_attr(socket, "getaddrinfo", _refuse_network)
+        self._set_attr(socket.socket, "connect", refuse_network)
+        self._set_attr(socket, "create_connection", refuse_network)
+        self._set_attr(socket, "getaddrinfo", refuse_network)
         self._set_attr(builtins, "__import__", self._import_hook)
 
     def _install_flashinfer_fakes(self) -> None:
@@ -500,9 +324,9 @@ class FlashinferSession:
         self._fakes_by_module = {
             "flashinfer.utils": {"get_compute_capability": get_compute_capability},
             "flashinfer.jit.cubin_loader": {
-                "setup_cubin_loader": _do_nothing,
-                "get_artifact": _artefact_boundary,
-                "download_file": _artefact_boundary,
+                "setup_cubin_loader": do_nothing,
+                "get_artifact": artefact_boundary,
+                "download_file": artefact_boundary,
             },
         }
         self._patch_new_modules()
@@ -516,9 +340,9 @@ class FlashinferSession:
             return
         policy = self._policy
 
-        def load(spec: Any, *args: Any, **kwargs: Any) -> _StandInModule:
+        def load(spec: Any, *args: Any, **kwargs: Any) -> StandInModule:
             name = str(getattr(spec, "name", "jit"))
-            return _StandInModule(_loader_label(name), policy, service=name in _SERVICE_SPECS)
+            return StandInModule(loader_label(name), policy, service=name in SERVICE_SPECS)
 
         pending, seen = [spec_cls], set()
         while pending:
@@ -527,7 +351,7 @@ class FlashinferSession:
                 continue
             seen.add(cls)
             pending.extend(cls.__subclasses__())
-            for method in _SPEC_LOADERS:
+            for method in SPEC_LOADERS:
                 if method in vars(cls) and (cls, method) not in self._spec_patched:
                     self._spec_patched.add((cls, method))
                     self._set_attr(cls, method, load)
@@ -535,8 +359,8 @@ class FlashinferSession:
         if tvm_ffi is not None and callable(getattr(tvm_ffi, "load_module", None)) and not self._tvm_patched:
             self._tvm_patched = True
 
-            def load_module(path: Any, *args: Any, **kwargs: Any) -> _StandInModule:
-                return _StandInModule(f"tvm_ffi.load_module({Path(str(path)).name})", policy)
+            def load_module(path: Any, *args: Any, **kwargs: Any) -> StandInModule:
+                return StandInModule(f"tvm_ffi.load_module({Path(str(path)).name})", policy)
 
             self._set_attr(tvm_ffi, "load_module", load_module)
 
@@ -653,31 +477,6 @@ class _Quiet(warnings.catch_warnings):
         return result
 
 
-def _do_nothing(*args: Any, **kwargs: Any) -> None:
-    return None
-
-
-def _artefact_boundary(name: Any = "", *args: Any, **kwargs: Any) -> Any:
-    # Artefact paths start with a content hash: `158f6f…/fmha/trtllm-gen/checksums.txt`.
-    parts = [p for p in str(name).split("/") if p]
-    if parts and len(parts[0]) >= 32 and all(ch in "0123456789abcdef" for ch in parts[0]):
-        parts = parts[1:]
-    where = "/".join(parts[:-1]) or "/".join(parts)
-    raise BoundaryReached(CompiledEntry(_loader_label("cubin"), f"<cubin artefacts {where}>"))
-
-
-def _loader_label(spec_name: str) -> str:
-    """Name a stand-in module after the flashinfer getter that asked for it
-    (`get_trtllm_gen_fmha_module`), else after its JIT spec (`jit:mla`)."""
-    frame = sys._getframe(2)
-    while frame is not None:
-        code = frame.f_code
-        if code.co_name.startswith(_GETTER_PREFIXES) and "module" in code.co_name:
-            return code.co_name
-        frame = frame.f_back  # type: ignore[assignment]
-    return f"jit:{spec_name}"
-
-
 def _line_tracer(target: tuple[str, str], lines: set[int]) -> Callable[..., Any]:
     """A sys.settrace function that records the lines run in one function only."""
     filename, function = target
@@ -696,31 +495,3 @@ def _line_tracer(target: tuple[str, str], lines: set[int]) -> Callable[..., Any]
     return global_
 
 
-def _refuse_network(*args: Any, **kwargs: Any) -> Any:
-    raise NetworkRefused("network access refused during a probe")
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text if len(text) <= 400 else text[:397] + "..."
-
-
-@functools.lru_cache(maxsize=1024)
-def _resolved(filename: str) -> str:
-    return str(Path(filename).resolve())
-
-
-@functools.lru_cache(maxsize=512)
-def _statement_at(filename: str, lineno: int) -> str:
-    """The statement that raised. A `raise` reports its first line; a multi-line
-    `assert` reports the line of its condition, so look a few lines up for it."""
-    line = linecache.getline(filename, lineno).strip()
-    if line.startswith(("raise", "assert")):
-        return line
-    for back in range(1, 4):
-        above = linecache.getline(filename, lineno - back).strip()
-        if not above or above.endswith(":"):
-            break
-        if above.startswith("assert"):
-            return above
-    return line

@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from hprobe.device.session import CallResult, FlashinferSession, ImportFailure
+from hprobe.device.boundary import ImportFailure
+from hprobe.device.classify import CallResult
+from hprobe.device.session import FlashinferSession
 from hprobe.device.sites import CheckSite, passed_elsewhere
 from hprobe.kernels.base import KernelProbe, Value, Variant
 from hprobe.model.heads import compact_set
@@ -150,7 +152,6 @@ def _attach_metadata(session: FlashinferSession, probe: KernelProbe, entry, sm: 
 
 
 def _run(session: FlashinferSession, variant: Variant, entry, sm: SM, heads: list[int], alternative: int = 0) -> dict[int, CallResult]:
-    session.target(sm)
     probe, config = variant.probe, variant.values
     raw: dict[int, CallResult] = {}
     with session.quiet():
@@ -168,7 +169,7 @@ def _one(session: FlashinferSession, probe: KernelProbe, entry, sm: SM, h: int, 
             message=str(exc),
             reason="the probe could not build inputs for this release",
         )
-    return session.call(call.fn, trace=trace, **call.kwargs)
+    return session.call(sm, call.fn, trace=trace, **call.kwargs)
 
 
 def _refusal_groups(raw: dict[int, CallResult], reached_elsewhere: set[int]) -> list[tuple[CallResult, list[int], bool]]:
@@ -205,14 +206,15 @@ class _Probing:
 
     def __init__(self, session: FlashinferSession, variant: Variant, entry, heads: list[int], tries: Tries):
         self.session, self.variant, self.entry, self.heads, self.tries = session, variant, entry, heads, tries
-        self.alternative = 0  # the input convention of the calls being classified
-        self._reference_reached: set[int] | None = None
+        self._chosen: dict[SM, int] = {}  # SM -> the input convention its outcome was read from
+        self._reference_reached: dict[int, set[int]] = {}  # input convention -> h_q reaching a reference SM
         self._everywhere: dict[SM, bool] = {}  # SM -> its uniform refusal refuses on every reference SM too
         self._witnessed: dict[CheckSite, str] = {}  # a configuration check -> which configuration passes it, where
 
     def classify(self, sm: SM, result: KernelSMResult) -> None:
         probe = self.variant.probe
-        self.alternative, raw = self.tries[sm][0]
+        alternative, raw = self.tries[sm][0]
+        self._chosen[sm] = alternative
         if any(r.reached for r in raw.values()):
             # The same inputs reached the boundary for another h_q on this SM, so a
             # validator's refusal here is about h_q.
@@ -243,14 +245,13 @@ class _Probing:
         # lacks: every call fails outside flashinfer) says nothing; skip it.
         applicable = [(a, calls) for a, calls in self.tries[sm] if not all(_outside(c) for c in calls.values())]
         for alternative, calls in applicable or self.tries[sm]:
-            self.alternative = alternative
-            verdicts.append((*self._unreached(sm, calls), calls))
+            verdicts.append((*self._unreached(sm, calls, alternative), calls, alternative))
         arch = next((v for v in verdicts if v[0] is Outcome.UNSUPPORTED_ARCH), None)
         configs = [v for v in verdicts if v[0] is Outcome.UNSUPPORTED_CONFIG]
         config = configs[0] if configs and all(v[0] is Outcome.UNSUPPORTED_CONFIG or v[2] for v in verdicts) else None
         decided = arch or config
         if decided is not None:
-            outcome, why, _, raw = decided
+            outcome, why, _, raw, self._chosen[sm] = decided
             assert outcome is not None  # arch and config are picked by their outcome
             for h, call in raw.items():
                 result.heads[h] = HeadResult(h, outcome, error_type=call.error_type, message=call.message, location=call.location, reason=why)
@@ -259,7 +260,7 @@ class _Probing:
             return
         # Shown: the convention stopped by this machine (an environment failure,
         # CPU tensors) if any -- the likeliest reason no convention got through.
-        _, reason, _, raw = next((v for v in verdicts if any(map(_stopped_here, v[3].values()))), verdicts[0])
+        _, reason, _, raw, self._chosen[sm] = next((v for v in verdicts if any(map(_stopped_here, v[3].values()))), verdicts[0])
         if len(verdicts) > 1:
             reason += f" ({len(verdicts)} input conventions tried)"
         stopped = next(filter(_stopped_here, raw.values()), None)
@@ -287,10 +288,10 @@ class _Probing:
             refused = {h: c for h, c in calls.items() if h not in stopped}
             if not stopped or not refused or not all(c.validator and c.site is not None for c in refused.values()):
                 continue
-            self.alternative = alternative
             sites = {c.site for c in refused.values() if c.site is not None}
-            if not all(self._passes(sm, stopped[0], site) for site in sites):
+            if not all(self._passes(sm, stopped[0], site, alternative) for site in sites):
                 continue
+            self._chosen[sm] = alternative
             for h, call in calls.items():
                 result.heads[h] = _head_result(h, call, rejected_ok=True)
                 if h in stopped:
@@ -299,15 +300,15 @@ class _Probing:
             return True
         return False
 
-    def _unreached(self, sm: SM, raw: dict[int, CallResult]) -> tuple[Outcome | None, str, bool]:
+    def _unreached(self, sm: SM, raw: dict[int, CallResult], alternative: int) -> tuple[Outcome | None, str, bool]:
         """What the refusals of one input convention show, when no h_q reached:
         an outcome (or None) with its reason, and whether the convention does
         not fit this release at all (one check refuses every h_q, and no probed
         call of any configuration on any SM was seen to pass it)."""
         reached_elsewhere = {h for other, tried in self.tries.items() if other != sm for _, calls in tried for h, c in calls.items() if c.reached}
         if not reached_elsewhere:
-            reached_elsewhere = self._reached_on_reference()
-        kinds = [(self._refusal_kind(sm, refusal, heads[0]), heads, exact) for refusal, heads, exact in _refusal_groups(raw, reached_elsewhere)]
+            reached_elsewhere = self._reached_on_reference(alternative)
+        kinds = [(self._refusal_kind(sm, refusal, heads[0], alternative), heads, exact) for refusal, heads, exact in _refusal_groups(raw, reached_elsewhere)]
         # One architecture check, word for word the same for several h_q (or for
         # one that reaches the boundary elsewhere), is enough to refuse the SM. A
         # configuration refusal must be one check refusing every probed h_q: a
@@ -318,7 +319,7 @@ class _Probing:
         picked = arch or config
         if picked is not None:
             return (*picked, False)
-        staged = self._staged_config(sm, raw)
+        staged = self._staged_config(sm, raw, alternative)
         if staged is not None:
             return (*staged, False)
         if kinds:
@@ -329,7 +330,7 @@ class _Probing:
             ), unfit
         return None, "no h_q reached the launch boundary on this SM, and the refusals depend on h_q or come from outside a validator", False
 
-    def _staged_config(self, sm: SM, raw: dict[int, CallResult]) -> tuple[Outcome, str] | None:
+    def _staged_config(self, sm: SM, raw: dict[int, CallResult], alternative: int) -> tuple[Outcome, str] | None:
         """Every h_q refused in stages: the h_q one check lets through are refused
         by a later check that tests the configuration (a witness passes it),
         while that first check refuses the rest (cutlass in 0.7.4: only h_q 128
@@ -344,7 +345,7 @@ class _Probing:
             by_site.setdefault(call.site, []).append(h)
         if len(by_site) < 2:
             return None
-        late = [site for site, heads in by_site.items() if self._refusal_kind(sm, raw[heads[0]], heads[0])[0] is Outcome.UNSUPPORTED_CONFIG]
+        late = [site for site, heads in by_site.items() if self._refusal_kind(sm, raw[heads[0]], heads[0], alternative)[0] is Outcome.UNSUPPORTED_CONFIG]
         if not late:
             return None
         # Not one check refusing every h_q: never an option value the release lacks.
@@ -352,7 +353,7 @@ class _Probing:
         passers = [by_site[site][0] for site in late]
         early = [site for site in by_site if site not in late]
         for site in early:
-            if not any(self._passes(sm, h, site) for h in passers):
+            if not any(self._passes(sm, h, site, alternative) for h in passers):
                 return None
         first = " and ".join(raw[by_site[site][0]].location or "?" for site in early)
         then = "; ".join(f"h_q {compact_set(by_site[site])} at {raw[by_site[site][0]].location or '?'}, which {self._witnessed[site]}" for site in late)
@@ -361,32 +362,31 @@ class _Probing:
             f"({then}): this configuration is refused, whatever h_q is"
         )
 
-    def _passes(self, sm: SM, h: int, site: CheckSite) -> bool:
-        call = self._traced(self.variant, sm, h, site)
+    def _passes(self, sm: SM, h: int, site: CheckSite, alternative: int) -> bool:
+        call = self._traced(self.variant, sm, h, site, alternative)
         return passed_elsewhere(site, call.lines_run or frozenset(), refused_here_too=call.site == site)
 
-    def _reached_on_reference(self) -> set[int]:
+    def _reached_on_reference(self, alternative: int) -> set[int]:
         """h_q that reach the boundary on a reference SM not being probed (the
         kernel's own SMs first); found once per variant, only when needed."""
-        if self._reference_reached is None:
-            self._reference_reached = set()
+        if alternative not in self._reference_reached:
+            reached = self._reference_reached[alternative] = set()
             probed = set(self.tries)
             for number in dict.fromkeys((*self.variant.probe.default_sms, *_REFERENCE_SMS)):
                 ref = SM.from_number(number)
                 if ref in probed:
                     continue
-                raw = _run(self.session, self.variant, self.entry, ref, self.heads, self.alternative)
-                self._reference_reached = {h for h, c in raw.items() if c.reached}
-                if self._reference_reached:
+                raw = _run(self.session, self.variant, self.entry, ref, self.heads, alternative)
+                reached.update(h for h, c in raw.items() if c.reached)
+                if reached:
                     break
-        return self._reference_reached
+        return self._reference_reached[alternative]
 
-    def _traced(self, variant: Variant, sm: SM, h: int, site: CheckSite) -> CallResult:
-        self.session.target(sm)
+    def _traced(self, variant: Variant, sm: SM, h: int, site: CheckSite, alternative: int) -> CallResult:
         with self.session.quiet():
-            return _one(self.session, variant.probe, self.entry, sm, h, variant.values, self.alternative, (site.filename, site.function))
+            return _one(self.session, variant.probe, self.entry, sm, h, variant.values, alternative, (site.filename, site.function))
 
-    def _refusal_kind(self, sm: SM, refusal: CallResult, h: int) -> tuple[Outcome | None, str]:
+    def _refusal_kind(self, sm: SM, refusal: CallResult, h: int, alternative: int) -> tuple[Outcome | None, str]:
         """What a refusing check tests, from where it was seen to pass. The same
         call, traced on the other SMs: consulted and passed there -> it tests the
         architecture. Otherwise the same h_q with another configuration (the
@@ -396,30 +396,27 @@ class _Probing:
         site = refusal.site
         assert site is not None
         everywhere = True
-        try:
-            for number in _REFERENCE_SMS:
+        for number in _REFERENCE_SMS:
+            other = SM.from_number(number)
+            if other == sm:
+                continue
+            call = self._traced(self.variant, other, h, site, alternative)
+            everywhere = everywhere and call.site == site and call.message == refusal.message
+            if passed_elsewhere(site, call.lines_run or frozenset(), refused_here_too=call.site == site):
+                return Outcome.UNSUPPORTED_ARCH, f"the refusing check passes on {other} for the same call: it tests the architecture"
+        for witness in self._witnesses():
+            for number in dict.fromkeys((sm.number, *_REFERENCE_SMS)):
                 other = SM.from_number(number)
-                if other == sm:
-                    continue
-                call = self._traced(self.variant, other, h, site)
-                everywhere = everywhere and call.site == site and call.message == refusal.message
+                call = self._traced(witness, other, h, site, alternative)
                 if passed_elsewhere(site, call.lines_run or frozenset(), refused_here_too=call.site == site):
-                    return Outcome.UNSUPPORTED_ARCH, f"the refusing check passes on {other} for the same call: it tests the architecture"
-            for witness in self._witnesses():
-                for number in dict.fromkeys((sm.number, *_REFERENCE_SMS)):
-                    other = SM.from_number(number)
-                    call = self._traced(witness, other, h, site)
-                    if passed_elsewhere(site, call.lines_run or frozenset(), refused_here_too=call.site == site):
-                        self._everywhere[sm] = everywhere
-                        self._witnessed[site] = f"{witness.key} passes on {other}"
-                        where = "on every SM" if everywhere else f"on {sm}"
-                        return Outcome.UNSUPPORTED_CONFIG, (
-                            f"every h_q is refused {where} by one check that {witness.key} passes on {other}: "
-                            "this configuration is refused, whatever h_q is"
-                        )
-            return None, ""
-        finally:
-            self.session.target(sm)
+                    self._everywhere[sm] = everywhere
+                    self._witnessed[site] = f"{witness.key} passes on {other}"
+                    where = "on every SM" if everywhere else f"on {sm}"
+                    return Outcome.UNSUPPORTED_CONFIG, (
+                        f"every h_q is refused {where} by one check that {witness.key} passes on {other}: "
+                        "this configuration is refused, whatever h_q is"
+                    )
+        return None, ""
 
     def _witnesses(self) -> list[Variant]:
         """Other configurations of the same kernel: the defaults, and this one
@@ -455,22 +452,22 @@ class _Probing:
             return
         message = first.message or ""
         named = [k for k, v in changed.items() if _names(message, str(v))]
-        if not any(self._refused_alone(k, changed[k], SM.from_number(results[0].sm), first) for k in named):
+        sm = SM.from_number(results[0].sm)
+        if not any(self._refused_alone(k, changed[k], sm, first, self._chosen.get(sm, 0)) for k in named):
             return
         for result in results:
             for hr in result.heads.values():
                 hr.outcome = Outcome.ABSENT
                 hr.reason = f"this release refuses the option value itself, for every h_q and SM: {message}"
 
-    def _refused_alone(self, axis: str, value: Value, sm: SM, refusal: HeadResult) -> bool:
+    def _refused_alone(self, axis: str, value: Value, sm: SM, refusal: HeadResult, alternative: int) -> bool:
         """Whether `axis=value` with every other axis at its default is refused
         by the same check, with the same message."""
         alone = self.variant.probe.variant({axis: value})
         if alone.config == self.variant.config:
             return True
-        self.session.target(sm)
         with self.session.quiet():
-            call = _one(self.session, alone.probe, self.entry, sm, self.heads[0], alone.values, self.alternative)
+            call = _one(self.session, alone.probe, self.entry, sm, self.heads[0], alone.values, alternative)
         return call.location == refusal.location and call.message == refusal.message
 
 

@@ -1,0 +1,129 @@
+"""The launch boundary: stand-ins placed where flashinfer loads or calls compiled
+code. Calling one raises `BoundaryReached`, which proves that every Python
+check before the launch accepted the input; compiled helpers that only serve
+logging do nothing, and those whose result Python merely hands on (a plan's
+schedule) are let through when a probe says so."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+# Getters (`get_trtllm_gen_fmha_module`, `get_sparse_mla_sm120_module`, ...) run
+# for real: they hold Python dispatch tables and JIT-spec generation with its
+# arch checks. The boundary is where a compiled artefact is loaded: a JitSpec's
+# build/load, a cubin loader, a tvm-ffi module load, a CuTe DSL compile.
+GETTER_PREFIXES = ("get_", "_get_")
+# Compiled helpers that serve logging, not kernels: calling them proves nothing,
+# so their stand-ins do nothing instead of marking the boundary.
+SERVICE_SPECS = frozenset({"spdlog", "logging"})
+# JitSpec methods that load or build a compiled module (across releases; 0.7.x
+# splits JitSpec into subclasses that override them).
+SPEC_LOADERS = ("build_and_load", "load", "try_load")
+
+
+@dataclass(frozen=True)
+class CompiledEntry:
+    """The compiled function a probe call reached: where the launch would happen."""
+
+    module: str  # the getter (or JIT spec) that would have produced the module
+    function: str  # the attribute called on it
+
+    def __str__(self) -> str:
+        return f"{self.module}.{self.function}"
+
+
+class BoundaryReached(BaseException):
+    """Raised by a stand-in compiled function. BaseException, so that flashinfer's
+    own `except Exception` blocks (autotuners, fallbacks) cannot swallow it."""
+
+    def __init__(self, entry: CompiledEntry):
+        super().__init__(str(entry))
+        self.entry = entry
+
+
+class ImportFailure(Exception):
+    """A flashinfer module exists but fails to import here: the environment's
+    problem, never the kernel's answer."""
+
+
+class NetworkRefused(BaseException):
+    """A probe call tried to open a network connection (a cubin download, say)."""
+
+
+@dataclass
+class Policy:
+    """What the current probe lets through the boundary.
+
+    `pass_through`: compiled functions whose result Python only hands on to
+    another compiled call (a plan's schedule, say); they return None and the
+    call goes on to the next boundary. `passed` records the ones that did.
+    """
+
+    pass_through: frozenset[str] = frozenset()
+    passed: list[str] = field(default_factory=list)
+
+
+class StandInFunction:
+    def __init__(self, module: str, function: str, service: bool, policy: Policy):
+        self._module, self._function, self._service, self._policy = module, function, service, policy
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._service:
+            return None
+        if self._function in self._policy.pass_through:
+            self._policy.passed.append(f"{self._module}.{self._function}")
+            return None
+        raise BoundaryReached(CompiledEntry(self._module, self._function))
+
+    def __getattr__(self, name: str) -> StandInFunction:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return StandInFunction(self._module, f"{self._function}.{name}", self._service, self._policy)
+
+
+class StandInModule:
+    """Takes the place of a loaded compiled module."""
+
+    def __init__(self, origin: str, policy: Policy, service: bool = False):
+        self._origin, self._service, self._policy = origin, service, policy
+
+    def __getattr__(self, name: str) -> StandInFunction:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return StandInFunction(self._origin, name, self._service, self._policy)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._service:
+            return None
+        raise BoundaryReached(CompiledEntry(self._origin, "__call__"))
+
+
+def do_nothing(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+def artefact_boundary(name: Any = "", *args: Any, **kwargs: Any) -> Any:
+    # Artefact paths start with a content hash: `158f6f…/fmha/trtllm-gen/checksums.txt`.
+    parts = [p for p in str(name).split("/") if p]
+    if parts and len(parts[0]) >= 32 and all(ch in "0123456789abcdef" for ch in parts[0]):
+        parts = parts[1:]
+    where = "/".join(parts[:-1]) or "/".join(parts)
+    raise BoundaryReached(CompiledEntry(loader_label("cubin"), f"<cubin artefacts {where}>"))
+
+
+def loader_label(spec_name: str) -> str:
+    """Name a stand-in module after the flashinfer getter that asked for it
+    (`get_trtllm_gen_fmha_module`), else after its JIT spec (`jit:mla`)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name.startswith(GETTER_PREFIXES) and "module" in code.co_name:
+            return code.co_name
+        frame = frame.f_back  # type: ignore[assignment]
+    return f"jit:{spec_name}"
+
+
+def refuse_network(*args: Any, **kwargs: Any) -> Any:
+    raise NetworkRefused("network access refused during a probe")
