@@ -135,7 +135,7 @@ def test_unsupported_config_is_broken_and_partial_is_never_plain_ok():
     verdict, *_ = judge(64, 128, refused)
     assert verdict is Verdict.BROKEN
 
-    finding = Finding("t", "p", "m", 1, 128, "b", "k", 120, "x", padded=128, verdict=Verdict.OK, depth=Depth.PARTIAL.value)
+    finding = Finding("t", "p", "m", 1, 128, "b", "k", 120, "x", padded=128, verdict=Verdict.OK, depth=Depth.PARTIAL)
     assert finding.label == "ok (partial)"
 
 

@@ -4,7 +4,7 @@ per release and across releases. Nothing here probes or prints."""
 from __future__ import annotations
 
 from hprobe.model.heads import compact_set
-from hprobe.model.outcome import HeadResult, KernelSMResult, Outcome
+from hprobe.model.outcome import Depth, HeadResult, KernelSMResult, Outcome
 from hprobe.model.padding import Backend, Model, PaddingTable
 from hprobe.model.verdict import Finding, Verdict
 
@@ -150,11 +150,11 @@ def _judge_model(table: PaddingTable, backend: Backend, sm: int, probed: list[Ke
     return out
 
 
-def _weakest_depth(probed: list[KernelSMResult]) -> str:
+def _weakest_depth(probed: list[KernelSMResult]) -> Depth:
     depths = {p.depth for p in probed}
-    if "partial" in depths:
-        return "partial"
-    return "dispatch" if depths == {"dispatch"} else "validators"
+    if Depth.PARTIAL in depths:
+        return Depth.PARTIAL
+    return Depth.DISPATCH if depths == {Depth.DISPATCH} else Depth.VALIDATORS
 
 
 def exit_code(findings: list[Finding], strict: bool) -> int:

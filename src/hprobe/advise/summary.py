@@ -7,7 +7,7 @@ advised for the releases probed only, and says so."""
 from __future__ import annotations
 
 from itertools import groupby
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, assert_never
 
 from hprobe.model.advice import Advice, TableAdvice
 from hprobe.model.heads import compact_set
@@ -58,30 +58,54 @@ def _action(rows: list[Finding]) -> str:
     return f"{scoped} — the default backend ({reach.otherwise}) shares this rule: change it behind a {reach.flag} branch"
 
 
+def _urgency(verdict: Verdict) -> int:
+    """Which verdict a backend's advice speaks of first, when its rows differ."""
+    match verdict:
+        case Verdict.BROKEN:
+            return 0
+        case Verdict.REDUCIBLE:
+            return 1
+        case Verdict.TABLE_REFUSES:
+            return 2
+        case Verdict.OFF_FAST_PATH:
+            return 3
+        case Verdict.INCONCLUSIVE:
+            return 4
+        case Verdict.OK:
+            return 5
+        case _:
+            assert_never(verdict)
+
+
 def _verdict_action(rows: list[Finding]) -> str:
-    by = {v: [f for f in rows if f.verdict is v] for v in Verdict}
-    if by[Verdict.BROKEN]:
-        broken = by[Verdict.BROKEN]
-        padded = compact_set({f.padded for f in broken if f.padded is not None})
-        return f"broken for {_tps(broken)}: the kernel refuses {padded}; pad to counts it accepts before shipping this"
-    if by[Verdict.REDUCIBLE]:
-        reducible = by[Verdict.REDUCIBLE]
-        # Only the counts that change are named: "instead of" a set that also
-        # holds counts other rows keep would misstate what n pads to today.
-        ns = compact_set({f.n for f in reducible})
-        now = compact_set({f.padded for f in reducible if f.padded is not None})
-        after = compact_set({f.best for f in reducible if f.best is not None})
-        wastes = [f.waste for f in reducible if f.waste]
-        low, high = min(wastes or [1.0]), max(wastes or [1.0])
-        saving = f"{low:.3g}–{high:.3g}×" if f"{low:.3g}" != f"{high:.3g}" else f"{high:.3g}×"
-        return f"for n={ns}, pad to {after} instead of {now}: saves {saving} on {_tps(reducible)}"
-    if by[Verdict.TABLE_REFUSES]:
-        refused = by[Verdict.TABLE_REFUSES]
-        return f"the table raises for n={compact_set({f.n for f in refused})}, which the kernel accepts ({_tps(refused)})"
-    if by[Verdict.OFF_FAST_PATH]:
-        slow = by[Verdict.OFF_FAST_PATH]
-        return f"runs, but on a slower kernel for n={compact_set({f.n for f in slow})} ({_tps(slow)})"
-    if by[Verdict.INCONCLUSIVE]:
-        unknown = by[Verdict.INCONCLUSIVE]
-        return f"inconclusive for n={compact_set({f.n for f in unknown})}: {unknown[0].explain() or 'see the details'}"
-    return "ok: every count runs as padded"
+    verdict = min({f.verdict for f in rows}, key=_urgency)
+    group = [f for f in rows if f.verdict is verdict]
+    ns = compact_set({f.n for f in group})
+    match verdict:
+        case Verdict.BROKEN:
+            padded = compact_set({f.padded for f in group if f.padded is not None})
+            return f"broken for {_tps(group)}: the kernel refuses {padded}; pad to counts it accepts before shipping this"
+        case Verdict.REDUCIBLE:
+            return _reducible_action(group)
+        case Verdict.TABLE_REFUSES:
+            return f"the table raises for n={ns}, which the kernel accepts ({_tps(group)})"
+        case Verdict.OFF_FAST_PATH:
+            return f"runs, but on a slower kernel for n={ns} ({_tps(group)})"
+        case Verdict.INCONCLUSIVE:
+            return f"inconclusive for n={ns}: {group[0].explain() or 'see the details'}"
+        case Verdict.OK:
+            return "ok: every count runs as padded"
+        case _:
+            assert_never(verdict)
+
+
+def _reducible_action(reducible: list[Finding]) -> str:
+    # Only the counts that change are named: "instead of" a set that also
+    # holds counts other rows keep would misstate what n pads to today.
+    ns = compact_set({f.n for f in reducible})
+    now = compact_set({f.padded for f in reducible if f.padded is not None})
+    after = compact_set({f.best for f in reducible if f.best is not None})
+    wastes = [f.waste for f in reducible if f.waste]
+    low, high = min(wastes or [1.0]), max(wastes or [1.0])
+    saving = f"{low:.3g}–{high:.3g}×" if f"{low:.3g}" != f"{high:.3g}" else f"{high:.3g}×"
+    return f"for n={ns}, pad to {after} instead of {now}: saves {saving} on {_tps(reducible)}"

@@ -19,6 +19,7 @@ from hprobe.model.release import INSTALLED, ProbedRelease, Progress, quiet
 from hprobe.model.targets import DEFAULT_MAX_HEADS, resolve_targets
 from hprobe.model.verdict import Finding, Verdict
 from hprobe.report.model import CheckReport, MatrixReport
+from hprobe.rules.repo.extract import ClassStatus
 from hprobe.support.gather import gather
 from hprobe.support.releases import parse_spec, pinned_releases
 
@@ -81,6 +82,26 @@ def run_check(
     pin: str | None = None,
     use_cache: bool = True,
     progress: Progress = quiet,
+) -> CheckReport:
+    """`check --table`: each table judged on the releases its pin (or
+    --flashinfer) names."""
+    return _said_if_nothing_checked(_judge_tables(tables, sm_option, strict, flashinfer_spec, pin, use_cache, progress))
+
+
+def _said_if_nothing_checked(report: CheckReport) -> CheckReport:
+    if not report.findings:
+        report.notes.append("nothing was checked: no backend of the tables runs on the SMs selected")
+    return report
+
+
+def _judge_tables(
+    tables: list[PaddingTable],
+    sm_option: str | None,
+    strict: bool,
+    flashinfer_spec: str | None,
+    pin: str | None,
+    use_cache: bool,
+    progress: Progress,
     fallback_sms: list[int] | None = None,
 ) -> CheckReport:
     tables = [_with_variant_keys(t) for t in tables]
@@ -119,8 +140,6 @@ def run_check(
                 f.pin = pin or table.requires_flashinfer
         findings.extend(table_findings)
         notes.extend(table_notes)
-    if not findings:
-        notes.append("nothing was checked: no backend of the tables runs on the SMs selected")
     planned = list(dict.fromkeys(label for labels in plan.values() for label in labels))
     return CheckReport(list(probed.values()), targets, tables, findings, strict, notes, planned=planned)
 
@@ -177,7 +196,7 @@ def run_repo_check(
             progress(f"evaluating the repo's rules against flashinfer {label}")
             readings.append(repo.against(release_reader(label), label))
         repo = readings[-1]  # classes and notes as the newest release reads them
-    report = run_check([r.table for r in readings], sm_option, strict, flashinfer_spec, pin, use_cache, progress, fallback_sms=mapped_sms)
+    report = _judge_tables([r.table for r in readings], sm_option, strict, flashinfer_spec, pin, use_cache, progress, fallback_sms=mapped_sms)
     if repo.pin:
         report.notes.insert(0, f"flashinfer pin {repo.pin.spec} read from {repo.pin.source}")
     else:
@@ -186,19 +205,17 @@ def run_repo_check(
     numbers = [sm.number for sm in report.targets.sms]
     for item in repo.classes:
         rule = item.rule.describe() if item.rule else "; ".join(b.describe() for b in item.bound) or "rule not evaluated"
-        if item.status == "unprobed":
-            assert item.mapping is not None
-            report.notes.append(f"{item.cls.qualname} ({item.where}): {rule}; not probed: {item.mapping.unprobed}")
-        elif item.status == "unmapped":
-            report.notes.append(f"{item.cls.qualname} ({item.where}): {rule}; not in the mapping file, so no kernel to judge it against")
-        elif item.status == "not-evaluable" and not any(e.kernel for e in item.entries):
-            report.notes.append(f"{item.cls.qualname}: not evaluable: {item.problem}")
+        why = item.not_probed_because()
+        if item.status is ClassStatus.NOT_EVALUABLE:
+            # One probed entry makes it an inconclusive finding instead (below).
+            if not any(e.kernel for e in item.entries):
+                report.notes.append(f"{item.cls.qualname}: {why}")
+        elif why is not None:
+            report.notes.append(f"{item.cls.qualname} ({item.where}): {rule}; {why}")
     # A rule not evaluable on a release is inconclusive there: each reading's own.
     for reading in readings:
         report.findings.extend(_unevaluated(reading, numbers))
-    if report.findings:
-        report.notes = [n for n in report.notes if not n.startswith("nothing was checked")]
-    return report
+    return _said_if_nothing_checked(report)
 
 
 def _unevaluated(repo: RepoTables, numbers: list[int]) -> list[Finding]:
@@ -208,7 +225,7 @@ def _unevaluated(repo: RepoTables, numbers: list[int]) -> list[Finding]:
     for item in repo.classes:
         problem = item.problem
         probed = [e for e in item.entries if e.kernel is not None]
-        if item.status != "not-evaluable" or problem is None or not probed:
+        if item.status is not ClassStatus.NOT_EVALUABLE or problem is None or not probed:
             continue
         cells = [(entry, sm) for entry in probed for sm in ([s for s in entry.sms if s in numbers] or list(entry.sms))]
         for (entry, sm), model in product(cells, repo.table.models):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, assert_never
 
 
 def without_count(message: str, heads: int) -> str:
@@ -26,19 +26,57 @@ class Outcome(str, Enum):
     ABSENT = "absent"  # this flashinfer release has no such entry point
 
     @property
+    def _traits(self) -> _OutcomeTraits:
+        # An exhaustive match: a new member without its presentation fails mypy
+        # here, not at run time in some format.
+        match self:
+            case Outcome.ACCEPTED:
+                return _OutcomeTraits("✓", "green", "green", "#2e9d4f")
+            case Outcome.REJECTED:
+                return _OutcomeTraits("·", "dim", "cyan", "#d9d9d9")
+            case Outcome.UNSUPPORTED_ARCH:
+                return _OutcomeTraits("✗", "red", "red", "#8c8c8c")
+            case Outcome.UNSUPPORTED_CONFIG:
+                return _OutcomeTraits("⊘", "red", "red", "#b07aa1")
+            case Outcome.INCONCLUSIVE:
+                return _OutcomeTraits("?", "cyan", "cyan", "#f2b134")
+            case Outcome.ABSENT:
+                return _OutcomeTraits("–", "dim", "dim", "#ffffff")
+            case _:
+                assert_never(self)
+
+    @property
     def mark(self) -> str:
         """One character every visual format shows for this outcome (besides any colour)."""
-        return _MARKS[self]
+        return self._traits.mark
+
+    @property
+    def style(self) -> str:
+        """The terminal style of a cell holding this outcome."""
+        return self._traits.style
+
+    @property
+    def status_style(self) -> str:
+        """The terminal style of an SM's one-word status with this outcome."""
+        return self._traits.status_style
+
+    @property
+    def colour(self) -> str:
+        """The page's fill for this outcome, always shown with its mark."""
+        return self._traits.colour
+
+    @staticmethod
+    def legend() -> str:
+        """Every mark with its outcome, as the text formats print it."""
+        return "  ".join(f"{o.mark} {o.value}" for o in Outcome)
 
 
-_MARKS = {
-    Outcome.ACCEPTED: "✓",
-    Outcome.REJECTED: "·",
-    Outcome.UNSUPPORTED_ARCH: "✗",
-    Outcome.UNSUPPORTED_CONFIG: "⊘",
-    Outcome.INCONCLUSIVE: "?",
-    Outcome.ABSENT: "–",
-}
+@dataclass(frozen=True)
+class _OutcomeTraits:
+    mark: str
+    style: str
+    status_style: str
+    colour: str
 
 
 class Cause(str, Enum):
@@ -83,6 +121,19 @@ class Depth(str, Enum):
     # launch: the checks after it did not run
     PARTIAL = "partial"
 
+    def qualifier(self, unchecked: bool) -> str:
+        """What an accepted answer at this depth is said with ("" for none):
+        `unchecked` when compiled code is known to check more than ran."""
+        match self:
+            case Depth.VALIDATORS:
+                return "validators only" if unchecked else ""
+            case Depth.DISPATCH:
+                return "validators and dispatch"
+            case Depth.PARTIAL:
+                return "partial"
+            case _:
+                assert_never(self)
+
 
 @dataclass
 class KernelSMResult:
@@ -91,7 +142,7 @@ class KernelSMResult:
     kernel: str  # the probe id
     sm: int
     flashinfer_version: str
-    depth: str = Depth.VALIDATORS.value
+    depth: Depth = Depth.VALIDATORS
     heads: dict[int, HeadResult] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     config: dict[str, str | int] = field(default_factory=dict)  # the axis values probed
@@ -100,6 +151,9 @@ class KernelSMResult:
     # an accepted count may still be refused there (a CPU cannot see it).
     unchecked: list[str] = field(default_factory=list)
     metadata: dict[str, Any] | None = None  # the release's own capability claim (Metadata.to_dict)
+    # No probe ran (a worker that could not start or answer): this machine's
+    # failure, never cached and never part of the release's record.
+    unanswered: bool = field(default=False, compare=False)
 
     def __post_init__(self) -> None:
         self.key = self.key or self.kernel
@@ -118,7 +172,7 @@ class KernelSMResult:
         if not self.accepted():
             return []
         out = [f"validators only: {item}" for item in self.unchecked]
-        if self.depth == Depth.PARTIAL.value:
+        if self.depth is Depth.PARTIAL:
             out.insert(0, "partial: a compiled query answered before the launch; the Python acting on its answer did not run")
         return out
 
@@ -151,7 +205,7 @@ class KernelSMResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> KernelSMResult:
-        result = cls(data["kernel"], int(data["sm"]), data["flashinfer_version"], data.get("depth", "validators"))
+        result = cls(data["kernel"], int(data["sm"]), data["flashinfer_version"], Depth(data.get("depth", "validators")))
         result.notes = list(data.get("notes", []))
         result.config = dict(data.get("config", {}))
         result.key = data.get("key") or result.kernel
@@ -169,7 +223,7 @@ class KernelSMResult:
             "config": self.config,
             "sm": self.sm,
             "flashinfer_version": self.flashinfer_version,
-            "depth": self.depth,
+            "depth": self.depth.value,
             "unchecked": self.unchecked,
             "metadata": self.metadata,
             "status": self.status.value,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, assert_never
 
-from hprobe.model.outcome import HeadResult
+from hprobe.model.outcome import Depth, HeadResult
 from hprobe.model.padding import Reach
 
 
@@ -25,7 +25,22 @@ class Verdict(str, Enum):
 
     @property
     def _traits(self) -> _Traits:
-        return _TRAITS[self]
+        # An exhaustive match: a verdict without its presentation fails mypy here.
+        match self:
+            case Verdict.OK:
+                return _Traits("the kernel accepts the padded count, and no smaller count serves", "✅", "green", Gate.PASS, None)
+            case Verdict.REDUCIBLE:
+                return _Traits("the kernel accepts a smaller count: the padding wastes compute", "🟡", "yellow", Gate.SOFT, "notice")
+            case Verdict.BROKEN:
+                return _Traits("the kernel refuses the padded count: a crash in production", "❌", "bold red", Gate.FAIL, "error")
+            case Verdict.TABLE_REFUSES:
+                return _Traits("the table raises for a count the kernel accepts", "🟣", "magenta", Gate.SOFT, "notice")
+            case Verdict.OFF_FAST_PATH:
+                return _Traits("accepted, but served by a slower kernel than the family's own", "🟡", "yellow", Gate.SOFT, "notice")
+            case Verdict.INCONCLUSIVE:
+                return _Traits("the kernel's answer could not be shown here", "❔", "cyan", Gate.UNDECIDED, "warning")
+            case _:
+                assert_never(self)
 
     @property
     def explanation(self) -> str:
@@ -44,20 +59,29 @@ class Verdict(str, Enum):
     @property
     def soft(self) -> bool:
         """Passes the gate unless --strict."""
-        return self._traits.gate == "soft"
+        return self._traits.gate is Gate.SOFT
 
     def fails(self, strict: bool) -> bool:
         """Fails the CI gate (exit 1, a JUnit failure, an ::error annotation)."""
-        return self._traits.gate == "fail" or (strict and self.soft)
+        return self._traits.gate is Gate.FAIL or (strict and self.soft)
 
     @property
     def undecided(self) -> bool:
         """Neither pass nor fail: exit 3 when nothing fails, a JUnit error."""
-        return self._traits.gate == "undecided"
+        return self._traits.gate is Gate.UNDECIDED
 
     def ci_level(self, strict: bool) -> str | None:
         """The GitHub annotation level, or None for no annotation."""
         return "error" if self.fails(strict) else self._traits.ci_level
+
+
+class Gate(Enum):
+    """What a verdict does to the CI gate."""
+
+    PASS = "pass"
+    SOFT = "soft"  # fails under --strict
+    FAIL = "fail"
+    UNDECIDED = "undecided"  # neither: exit 3 when nothing fails
 
 
 @dataclass(frozen=True)
@@ -65,18 +89,8 @@ class _Traits:
     explanation: str
     mark: str
     style: str
-    gate: str  # "pass", "soft" (fails under --strict), "fail" or "undecided"
+    gate: Gate
     ci_level: str | None
-
-
-_TRAITS = {
-    Verdict.OK: _Traits("the kernel accepts the padded count, and no smaller count serves", "✅", "green", "pass", None),
-    Verdict.REDUCIBLE: _Traits("the kernel accepts a smaller count: the padding wastes compute", "🟡", "yellow", "soft", "notice"),
-    Verdict.BROKEN: _Traits("the kernel refuses the padded count: a crash in production", "❌", "bold red", "fail", "error"),
-    Verdict.TABLE_REFUSES: _Traits("the table raises for a count the kernel accepts", "🟣", "magenta", "soft", "notice"),
-    Verdict.OFF_FAST_PATH: _Traits("accepted, but served by a slower kernel than the family's own", "🟡", "yellow", "soft", "notice"),
-    Verdict.INCONCLUSIVE: _Traits("the kernel's answer could not be shown here", "❔", "cyan", "undecided", "warning"),
-}
 
 
 
@@ -102,7 +116,7 @@ class Finding:
     releases: list[str] = field(default_factory=list)  # every release the verdict holds across
     source: str = ""  # file:line of the padding rule (table entry or the consumer's function)
     rule_unknown: bool = False  # the consumer's rule could not be evaluated: padded is unknown
-    depth: str = "validators"  # what an accepted answer rests on (see README "Depth")
+    depth: Depth = Depth.VALIDATORS  # what an accepted answer rests on (see README "Depth")
     unchecked: list[str] = field(default_factory=list)  # what compiled code checks beyond that
     pin: str | None = None  # the pin whose releases `releases` are (None: the releases probed, no pin)
     reach: Reach | None = None  # the engine setting under which the rule reaches FlashInfer
@@ -112,11 +126,17 @@ class Finding:
         """The verdict as printed: `ok (validators only)` where compiled code is
         known to check more than the Python a CPU probe runs."""
         if self.verdict in (Verdict.OK, Verdict.REDUCIBLE, Verdict.OFF_FAST_PATH) and self.padded is not None:
-            if self.depth == "partial":
-                # Never a plain "ok": Python after a compiled policy query did not run.
-                return f"{self.verdict.value} (partial)"
+            match self.depth:
+                case Depth.PARTIAL:
+                    # Never a plain "ok": Python after a compiled policy query did not run.
+                    return f"{self.verdict.value} (partial)"
+                case Depth.DISPATCH:
+                    basis = "validators and dispatch"
+                case Depth.VALIDATORS:
+                    basis = "validators only"
+                case _:
+                    assert_never(self.depth)
             if self.unchecked:
-                basis = "validators and dispatch" if self.depth == "dispatch" else "validators only"
                 return f"{self.verdict.value} ({basis})"
         return self.verdict.value
 
@@ -175,7 +195,7 @@ class Finding:
             "label": self.label,
             "source": self.source,
             "rule_unknown": self.rule_unknown,
-            "depth": self.depth,
+            "depth": self.depth.value,
             "unchecked": self.unchecked,
             "reach": self.reach.to_dict() if self.reach else None,
         }

@@ -110,7 +110,7 @@ def _describe_depth(probe: KernelProbe, raw: dict[int, CallResult], result: Kern
     """Say what the accepted answers rest on, and what compiled code still checks."""
     entries = sorted({str(c.entry) for c in raw.values() if c.reached})
     if entries and all(probe.dispatch_depth(e) for e in entries):
-        result.depth = Depth.DISPATCH.value
+        result.depth = Depth.DISPATCH
     result.unchecked = list(dict.fromkeys(filter(None, (probe.compiled_checks(e) for e in entries))))
     major = result.sm // 10
     foreign = [e for e in entries if (built := probe.built_for(e)) is not None and major not in built]
@@ -224,7 +224,7 @@ class _Probing:
                     result.heads[h].slow_path = probe.path(str(call.entry), self.variant.values)
             queries = sorted({str(c.entry) for c in raw.values() if c.entry and _POLICY_QUERY.match(c.entry.function)})
             if queries:
-                result.depth = Depth.PARTIAL.value
+                result.depth = Depth.PARTIAL
                 result.notes.append(
                     f"partial: stopped at a compiled query ({', '.join(queries)}) that this release consults before "
                     "launching; the Python that acts on its answer did not run"

@@ -457,7 +457,7 @@ def probe_release(
         for kernel_id, kernel_results in fresh.items():
             key = result_cache_key(release, kernel_id, get_variant(kernel_id).probe.probe_version, sms, heads)
             # Environment failures depend on this machine, not the wheel: never cached.
-            if key and not any("worker:" in n for r in kernel_results for n in r.notes):
+            if key and not any(r.unanswered for r in kernel_results):
                 _write_cache(key, kernel_results)  # a failed write loses only the cache entry, never the answer
     for kernel_id in kernel_ids:
         got = cached.get(kernel_id) or fresh.get(kernel_id) or []
@@ -559,7 +559,7 @@ def _worker(request: dict) -> dict | str:
 
 def _inconclusive(key: str, sm: int, version: str, heads: list[int], reason: str) -> KernelSMResult:
     variant = get_variant(key)
-    result = KernelSMResult(variant.probe.id, sm, version, notes=[f"worker: {reason}"], config=variant.values, key=variant.key)
+    result = KernelSMResult(variant.probe.id, sm, version, notes=[f"worker: {reason}"], config=variant.values, key=variant.key, unanswered=True)
     for h in heads:
         result.heads[h] = HeadResult(h, Outcome.INCONCLUSIVE, reason=reason, cause=Cause.ENVIRONMENT.value)  # the release could not run here
     return result

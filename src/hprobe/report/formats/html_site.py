@@ -22,15 +22,6 @@ from hprobe.system.escaping import html as escape
 if TYPE_CHECKING:
     from hprobe.report.model import CheckReport, MatrixReport
 
-# A colour per outcome, shown with the outcome's mark: the legend never relies on colour alone.
-COLOUR = {
-    Outcome.ACCEPTED: "#2e9d4f",
-    Outcome.REJECTED: "#d9d9d9",
-    Outcome.UNSUPPORTED_ARCH: "#8c8c8c",
-    Outcome.UNSUPPORTED_CONFIG: "#b07aa1",
-    Outcome.ABSENT: "#ffffff",
-    Outcome.INCONCLUSIVE: "#f2b134",
-}
 CELL_W, CELL_H, LEFT, TOP = 4, 16, 110, 22
 
 
@@ -101,8 +92,8 @@ def _admits(pin: SpecifierSet, version: str) -> bool:
 
 def _legend() -> str:
     items = "".join(
-        f'<li><span class="swatch" style="background:{colour}">{escape(outcome.mark)}</span> {escape(outcome.value)}</li>'
-        for outcome, colour in COLOUR.items()
+        f'<li><span class="swatch" style="background:{outcome.colour}">{escape(outcome.mark)}</span> {escape(outcome.value)}</li>'
+        for outcome in Outcome
     )
     return f'<ul class="legend" id="legend" aria-label="legend">{items}</ul>'
 
@@ -126,7 +117,7 @@ def _heatmap(key: str, sm: int, rows: list[tuple[str, KernelSMResult | None]], h
         y = TOP + row * CELL_H
         out.append(f'<text x="4" y="{y + CELL_H - 4}" class="release">{escape(version)}</text>')
         for start, run, outcome, said in _runs(heads, result):
-            colour = COLOUR.get(outcome or Outcome.INCONCLUSIVE, COLOUR[Outcome.INCONCLUSIVE])
+            colour = (outcome or Outcome.INCONCLUSIVE).colour
             span = f"{run[0]}" if len(run) == 1 else f"{run[0]}-{run[-1]}"
             tip = f"flashinfer {version}, h_q {span.replace('-', '–')}: {said}"
             out.append(

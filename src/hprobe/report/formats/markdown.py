@@ -93,7 +93,7 @@ class MarkdownFormatter(Formatter):
         for rel in report.releases:
             for r in rel.results.values():
                 accepted = compact_set(r.accepted()) if r.status is Outcome.ACCEPTED else ""
-                depth = r.depth + (" (compiled checks not seen)" if r.unchecked else "")
+                depth = r.depth.value + (" (compiled checks not seen)" if r.unchecked else "")
                 refusals = "<br>".join(
                     cell(f"{compact_set(hs)}: {hr.error_type}: {hr.message}" + (f" ({hr.location})" if hr.location else ""))
                     for outcome in (Outcome.REJECTED, Outcome.UNSUPPORTED_ARCH, Outcome.UNSUPPORTED_CONFIG)

@@ -25,14 +25,6 @@ if TYPE_CHECKING:
     from hprobe.model.advice import TableAdvice
     from hprobe.report.model import BisectReport, CheckReport, DiffReport, MatrixReport, SuggestReport
 
-OUTCOME_STYLE = {
-    Outcome.ACCEPTED: "green",
-    Outcome.REJECTED: "dim",
-    Outcome.UNSUPPORTED_ARCH: "red",
-    Outcome.UNSUPPORTED_CONFIG: "red",
-    Outcome.INCONCLUSIVE: "cyan",
-    Outcome.ABSENT: "dim",
-}
 
 
 # Width for output that is not a terminal (CI logs, pipes): wide enough that no
@@ -232,7 +224,8 @@ class TextFormatter(Formatter):
             by_entry: dict[str, list[int]] = {}
             for h in r.accepted():
                 by_entry.setdefault(r.heads[h].entry or "?", []).append(h)
-            depth = {"dispatch": " (validators and dispatch)", "partial": " (partial)"}.get(r.depth, " (validators only)" if r.unchecked else "")
+            qualifier = r.depth.qualifier(bool(r.unchecked))
+            depth = f" ({qualifier})" if qualifier else ""
             c.print(f"{head}[green]accepted {compact_set(r.accepted())}[/green][dim]{depth}[/dim]")
             for entry, hs in by_entry.items():
                 slow = r.heads[hs[0]].slow_path
@@ -260,7 +253,7 @@ class TextFormatter(Formatter):
                 c.print(f"          [dim]rejected {compact_set(hs)}: {escape(refused.error_type)}: {escape(refused.message or '')}{escape(where)}[/dim]")
         else:
             sample = next(iter(r.heads.values()))
-            style = _status_style(status)
+            style = status.status_style
             detail = " ".join(filter(None, [sample.error_type and f"{sample.error_type}:", sample.message, sample.location and f"[{sample.location}]"]))
             if status is Outcome.INCONCLUSIVE:
                 detail = f"{sample.reason}" + (f" [{sample.error_type}: {sample.message}]" if sample.error_type else "")
@@ -290,14 +283,14 @@ class TextFormatter(Formatter):
                 if cell is None:
                     row.append(Text("", style="dim"))
                 elif isinstance(cell, Outcome):
-                    mark, style = cell.mark, OUTCOME_STYLE[cell]
+                    mark, style = cell.mark, cell.style
                     row.append(Text(mark, style=style))
                 else:
                     row.append(_status_cell(cell))
             t.add_row(*row)
         self.console.print(t)
         if "heads" in (rows, cols):
-            self.console.print("[dim]✓ accepted  · rejected  ✗ unsupported-arch  ⊘ unsupported-config  ? inconclusive  – absent[/dim]")
+            self.console.print(f"[dim]{Outcome.legend()}[/dim]")
         self._caveats(report)
 
     def _caveats(self, report: MatrixReport) -> None:
@@ -351,11 +344,11 @@ class TextFormatter(Formatter):
                 row: list[str | Text] = [str(h)]
                 for r in results:
                     outcome = r.outcome(h)
-                    mark, style = (outcome.mark, OUTCOME_STYLE[outcome]) if outcome is not None else (" ", "")
+                    mark, style = (outcome.mark, outcome.style) if outcome is not None else (" ", "")
                     row.append(Text(mark, style=style))
                 t.add_row(*row)
             c.print(t)
-        c.print("[dim]✓ accepted  · rejected  ✗ unsupported-arch  ⊘ unsupported-config  ? inconclusive  – absent[/dim]")
+        c.print(f"[dim]{Outcome.legend()}[/dim]")
         self._caveats(report)
 
     # -- suggest -------------------------------------------------------------------------
@@ -485,12 +478,9 @@ def _status_cell(r: KernelSMResult) -> Text:
         unclear = r.by_outcome(Outcome.INCONCLUSIVE)
         text = compact_set(r.accepted()) + (f" ?{compact_set(unclear)}" if unclear else "")
         return Text(text, style="green")
-    return Text(status.value, style=_status_style(status))
+    return Text(status.value, style=status.status_style)
 
 
-def _status_style(status: Outcome) -> str:
-    """The style of an SM's one-word status: refusals red, absent dim, the rest cyan."""
-    return {Outcome.UNSUPPORTED_ARCH: "red", Outcome.UNSUPPORTED_CONFIG: "red", Outcome.ABSENT: "dim"}.get(status, "cyan")
 
 
 def _metadata_text(meta: dict[str, Any]) -> str:

@@ -7,7 +7,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from pathlib import Path
+from typing import assert_never
 
 from hprobe.model.errors import InputError, NothingToCheck
 from hprobe.model.padding import Backend, Model, NoPadding, PaddingRule, PaddingTable, PadMap, PadTo, Reach, Where
@@ -24,6 +26,15 @@ from hprobe.rules.toml_writer import table_toml as write_table_toml
 from hprobe.system.fileio import regular_file
 
 PROBE_RANGE = range(1, 257)  # counts a rule is evaluated over to recover its shape
+
+
+class ClassStatus(str, Enum):
+    """Where a padding class found in the tree stands."""
+
+    MAPPED = "mapped"  # the mapping names the kernel it feeds: judged
+    UNPROBED = "unprobed"  # the mapping names it, for a kernel hprobe does not probe
+    UNMAPPED = "unmapped"  # the mapping does not name it
+    NOT_EVALUABLE = "not-evaluable"  # its rule could not be evaluated
 
 
 @dataclass
@@ -53,12 +64,26 @@ class PaddingClass:
         return Where(self.path, self.function.line)
 
     @property
-    def status(self) -> str:
+    def status(self) -> ClassStatus:
         if self.problem is not None:
-            return "not-evaluable"
+            return ClassStatus.NOT_EVALUABLE
         if self.mapping is None:
-            return "unmapped"
-        return "unprobed" if self.mapping.kernel is None else "mapped"
+            return ClassStatus.UNMAPPED
+        return ClassStatus.UNPROBED if self.mapping.kernel is None else ClassStatus.MAPPED
+
+    def not_probed_because(self) -> str | None:
+        """Why this class's rule is not judged against a kernel; None when it is."""
+        match self.status:
+            case ClassStatus.MAPPED:
+                return None
+            case ClassStatus.UNPROBED:
+                return f"not probed: {self.mapping.unprobed if self.mapping else ''}"
+            case ClassStatus.UNMAPPED:
+                return "not in the mapping file, so no kernel to judge it against"
+            case ClassStatus.NOT_EVALUABLE:
+                return f"not evaluable: {self.problem}"
+            case _:
+                assert_never(self.status)
 
 
 @dataclass
@@ -98,7 +123,7 @@ class RepoTables:
                     "class": c.cls.name,
                     "module": c.cls.module.name,
                     "defined_at": str(c.where),
-                    "status": c.status,
+                    "status": c.status.value,
                     "rule": c.rule.describe() if c.rule else None,
                     "bound": [b.to_dict() for b in c.bound],
                     "reads_flashinfer": c.reads_flashinfer,
@@ -265,15 +290,11 @@ def table_toml(tables: RepoTables) -> str:
     if t.requires_flashinfer and tables.pin:
         header.append(f"requires_flashinfer read from {tables.pin.source}")
     footer = []
-    others = [c for c in tables.classes if c.status != "mapped"]
+    others = [c for c in tables.classes if c.status is not ClassStatus.MAPPED]
     if others:
-        footer.append("Not probed:")
+        footer.append("Not judged against a kernel:")
         for c in others:
-            detail = {
-                "unprobed": f"{c.mapping.unprobed if c.mapping else ''}",
-                "unmapped": "not in the mapping file",
-                "not-evaluable": f"not evaluable: {c.problem}",
-            }[c.status]
+            detail = c.not_probed_because()
             rule = f"; {c.rule.describe()}" if c.rule else ""
             footer.append(f"  {c.cls.name} ({c.where}){rule}: {detail}")
     # A rule evaluated per binding names each branch it took; others, their line.

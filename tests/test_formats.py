@@ -1,0 +1,154 @@
+"""Every verdict and every outcome through every output format, on synthetic
+reports (no probing): each format shows each one, in its own words and with
+its own escaping, and the machine formats parse."""
+
+from __future__ import annotations
+
+import io
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+from rich.console import Console
+
+from hprobe.model.outcome import Depth, HeadResult, KernelSMResult, Outcome
+from hprobe.model.padding import Backend, Model, PaddingTable, PadTo, Where
+from hprobe.model.release import FlashinferInfo, ProbedRelease
+from hprobe.model.sm import SM
+from hprobe.model.targets import Targets
+from hprobe.model.verdict import Finding, Verdict
+from hprobe.report.formats import FORMATS
+from hprobe.report.formats.github import annotation_lines
+from hprobe.report.formats.html_site import render_site
+from hprobe.report.formats.junit import junit_text
+from hprobe.report.formats.text import TextFormatter
+from hprobe.report.model import CheckReport, MatrixReport
+
+VERSION = "0.6.14"
+HEADS = list(range(1, 13))
+# One h_q per outcome: 1-2 accepted, 3-4 rejected, then one stretch each.
+OUTCOME_AT = {1: Outcome.ACCEPTED, 2: Outcome.ACCEPTED, 3: Outcome.REJECTED, 4: Outcome.REJECTED, 5: Outcome.INCONCLUSIVE, 6: Outcome.ABSENT,
+              7: Outcome.UNSUPPORTED_ARCH, 8: Outcome.UNSUPPORTED_CONFIG, 9: Outcome.ACCEPTED, 10: Outcome.REJECTED, 11: Outcome.REJECTED, 12: Outcome.ACCEPTED}
+
+
+def _result(sm: int, depth: Depth) -> KernelSMResult:
+    result = KernelSMResult("dsv4-sparse-mla", sm, VERSION, depth=depth)
+    for h, outcome in OUTCOME_AT.items():
+        refused = outcome is not Outcome.ACCEPTED
+        result.heads[h] = HeadResult(
+            h, outcome,
+            entry=None if refused else "get_trtllm_gen_fmha_module.trtllm_paged_attention_decode",
+            error_type="ValueError" if refused else None,
+            message=f"Expected 64 or 128 query heads, got {h}" if refused else None,
+            location="flashinfer/decode.py:2131 (check)" if refused else None,
+            reason=f"reason for {outcome.value}" if outcome is Outcome.INCONCLUSIVE else None,
+        )
+    return result
+
+
+def _release() -> ProbedRelease:
+    results = {("dsv4-sparse-mla", sm): _result(sm, depth) for sm, depth in ((100, Depth.VALIDATORS), (103, Depth.DISPATCH), (120, Depth.PARTIAL))}
+    return ProbedRelease(VERSION, FlashinferInfo(VERSION, "/site-packages/flashinfer"), results)
+
+
+def _finding(verdict: Verdict, n: int) -> Finding:
+    evidence = HeadResult(n, Outcome.REJECTED if verdict is Verdict.BROKEN else Outcome.INCONCLUSIVE if verdict is Verdict.INCONCLUSIVE else Outcome.ACCEPTED,
+                          error_type="ValueError", message="Expected 64 or 128 query heads", location="flashinfer/decode.py:2131 (check)", reason="why not",
+                          slow_path="served by the fallback kernel")
+    padded = None if verdict is Verdict.TABLE_REFUSES else n + 1
+    best = n if verdict in (Verdict.REDUCIBLE, Verdict.TABLE_REFUSES, Verdict.OFF_FAST_PATH) else None
+    return Finding("fixture", "t.toml", "model-x", 8, n, "flashinfer-trtllm", "dsv4-sparse-mla", 100, VERSION, padded, verdict,
+                   best=best, waste=(padded / n) if verdict is Verdict.REDUCIBLE and padded else None, evidence=evidence,
+                   releases=[VERSION], source="t.toml:7", depth=Depth.VALIDATORS)
+
+
+def _check() -> CheckReport:
+    table = PaddingTable("fixture", "tests", "t.toml", None, [Model("model-x", 96, (8,), Where("t.toml", 3))],
+                         [Backend("flashinfer-trtllm", "dsv4-sparse-mla", (100,), PadTo((2, 4, 12)), Where("t.toml", 7), key="dsv4-sparse-mla")])
+    findings = [_finding(v, n) for n, v in enumerate(Verdict, start=2)]
+    return CheckReport([_release()], Targets([SM(10, 0)], "flag"), [table], findings, strict=False)
+
+
+def _matrix() -> MatrixReport:
+    return MatrixReport([_release()], Targets([SM(10, 0), SM(10, 3), SM(12, 0)], "flag"), HEADS, ["dsv4-sparse-mla"])
+
+
+def _rendered(name: str, method: str, *args) -> str:
+    stream = io.StringIO()
+    formatter = TextFormatter(Console(file=stream, width=400, no_color=True)) if name == "text" else FORMATS[name](stream)
+    formatter.details = True
+    getattr(formatter, method)(*args)
+    return stream.getvalue()
+
+
+def test_every_registered_format_is_exercised_here():
+    assert set(FORMATS) == {"text", "json", "markdown"}
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_every_verdict_shows_in_every_format(name):
+    out = _rendered(name, "check", _check())
+    if name == "json":
+        doc = json.loads(out)
+        assert [f["verdict"] for f in doc["findings"]] == [v.value for v in Verdict]
+        assert doc["summary"] == {v.value: 1 for v in Verdict} and doc["exit_code"] == 1
+        return
+    for verdict in Verdict:
+        assert verdict.value in out, (name, verdict)
+    assert "Expected 64 or 128 query heads" in out  # the broken row's evidence
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_every_outcome_and_depth_shows_in_every_format(name):
+    out = _rendered(name, "matrix", _matrix())
+    if name == "json":
+        doc = json.loads(out)
+        cells = {(r["sm"], h["heads"]): h["outcome"] for r in doc["results"] for h in r["heads"]}
+        assert {cells[(100, h)] for h in HEADS} == {o.value for o in Outcome}
+        assert {r["sm"]: r["depth"] for r in doc["results"]} == {100: "validators", 103: "dispatch", 120: "partial"}
+        return
+    # Per SM: its status, the accepted set, and each refusal with its evidence.
+    assert "accepted" in out and "{1, 2, 9, 12}" in out
+    assert "Expected 64 or 128 query heads, got 3" in out and "flashinfer/decode.py:2131" in out
+    assert "partial" in out and "dispatch" in out
+
+
+def test_the_grid_marks_every_outcome_and_its_legend_is_generated():
+    out = _rendered("text", "matrix", _matrix(), True)
+    assert Outcome.legend() in out
+    for outcome in Outcome:
+        assert f"{outcome.mark} {outcome.value}" in out
+
+
+def test_junit_and_annotations_carry_every_gate():
+    report = _check()
+    suites = ET.fromstring(junit_text(report))
+    cases = suites.findall(".//testcase")
+    assert len(cases) == len(Verdict)
+    failed = {c.get("name") for c in cases if c.find("failure") is not None}
+    errored = {c.get("name") for c in cases if c.find("error") is not None}
+    assert len(failed) == sum(v.fails(False) for v in Verdict) and len(errored) == sum(v.undecided for v in Verdict)
+    levels = [line.split(" ", 1)[0] for line in annotation_lines(report)]
+    assert sorted(levels) == sorted(f"::{v.ci_level(False)}" for v in Verdict if v.ci_level(False))
+
+
+def test_the_page_shows_every_outcome_and_the_per_release_verdicts():
+    page = render_site(_matrix(), _check())
+    for outcome in Outcome:
+        assert f'data-outcome="{outcome.value}"' in page, outcome
+        assert outcome.colour in page
+    # Release by release the page judges each count on its own: 96 heads at
+    # TP8 is 12, padded to 12, which the synthetic release accepts.
+    grid = _check().verdict_grids
+    assert [version for version, _ in grid[0].rows] == [VERSION]
+    assert [cell.verdict for _, row in grid[0].rows for cell in row if cell] == [Verdict.OK]
+    assert 'class="v-ok"' in page
+
+
+def test_markdown_tables_keep_their_shape():
+    from markdown_it import MarkdownIt
+
+    out = _rendered("markdown", "check", _check())
+    tokens = MarkdownIt("commonmark").enable("table").parse(out)
+    rows = [t for t in tokens if t.type == "tr_open"]
+    assert rows, "no table rendered"

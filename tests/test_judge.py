@@ -1,0 +1,77 @@
+"""The judge on synthetic support: one release (`judge`) and several
+(`judge_across`), where a verdict must hold for every release a pin admits."""
+
+from __future__ import annotations
+
+from hprobe.judge import exit_code, judge, judge_across
+from hprobe.model.outcome import HeadResult, KernelSMResult, Outcome
+from hprobe.model.verdict import Finding, Verdict
+
+
+def _support(version: str, accepted: set[int], *, unclear: set[int] = frozenset(), slow: set[int] = frozenset(), up_to: int = 128) -> KernelSMResult:
+    result = KernelSMResult("dsv4-sparse-mla", 100, version)
+    for h in range(1, up_to + 1):
+        if h in unclear:
+            result.heads[h] = HeadResult(h, Outcome.INCONCLUSIVE, reason="stopped by this machine")
+        elif h in accepted:
+            result.heads[h] = HeadResult(h, Outcome.ACCEPTED, entry="m.f", slow_path="the fallback kernel" if h in slow else None)
+        else:
+            result.heads[h] = HeadResult(h, Outcome.REJECTED, error_type="ValueError", message=f"Expected 64 or 128 query heads, got {h}")
+    return result
+
+
+OLD = _support("0.6.13", {64, 128})
+NEW = _support("0.6.14", {8, 16, 32, 64, 128})
+
+
+def test_one_release():
+    assert judge(16, 64, NEW)[:3] == (Verdict.REDUCIBLE, 16, 4.0)
+    assert judge(16, 64, OLD)[:2] == (Verdict.OK, 64)
+    verdict, best, _, evidence, _ = judge(16, 16, OLD)
+    assert verdict is Verdict.BROKEN and evidence is not None and evidence.message == "Expected 64 or 128 query heads, got 16"
+    assert judge(16, None, NEW)[:2] == (Verdict.TABLE_REFUSES, 16)
+
+
+def test_padding_removed_is_broken_if_any_release_the_pin_admits_refuses_it():
+    """vLLM PR #48047 dropping padding under a pin that still admits 0.6.13."""
+    verdict, _, _, evidence, notes = judge_across(16, 16, [OLD, NEW])
+    assert verdict is Verdict.BROKEN and "broken on flashinfer 0.6.13" in notes[0]
+    assert evidence is not None and evidence.message.endswith("got 16")
+
+
+def test_reducible_only_where_every_release_accepts_the_smaller_count():
+    verdict, best, _, _, notes = judge_across(16, 64, [OLD, NEW])
+    assert (verdict, best) == (Verdict.OK, 64)
+    assert notes == ["reducible on flashinfer 0.6.14 alone, not on every release"]
+    both_new = judge_across(16, 64, [NEW, _support("0.7.0", {8, 16, 32, 64, 128})])
+    assert both_new[:3] == (Verdict.REDUCIBLE, 16, 4.0)
+
+
+def test_one_inconclusive_release_makes_the_verdict_inconclusive_never_ok():
+    unclear = _support("0.7.4", {8, 16, 32, 64, 128}, unclear={64})
+    verdict, _, _, _, notes = judge_across(16, 64, [NEW, unclear])
+    assert verdict is Verdict.INCONCLUSIVE and "inconclusive on flashinfer 0.7.4" in notes[0]
+
+
+def test_off_the_fast_path_on_any_release():
+    slow = _support("0.7.0", {8, 16, 32, 64, 128}, slow={64})
+    assert judge_across(64, 64, [NEW, slow])[0] is Verdict.OFF_FAST_PATH
+
+
+def test_a_raising_table_is_table_refuses_only_where_every_release_accepts():
+    assert judge_across(16, None, [OLD, NEW])[:2] == (Verdict.TABLE_REFUSES, 64)
+    # Nothing at or above 200 was probed: what the kernel does there is unknown.
+    verdict, _, _, _, notes = judge_across(200, None, [OLD, NEW])
+    assert verdict is Verdict.INCONCLUSIVE and "no count >= 200 was probed" in notes
+
+
+def test_exit_codes_follow_the_gate():
+    def finding(verdict: Verdict) -> Finding:
+        return Finding("t", "p", "m", 1, 8, "b", "k", 100, "x", 8, verdict)
+
+    assert exit_code([], strict=False) == 3
+    assert exit_code([finding(Verdict.OK)], strict=False) == 0
+    assert exit_code([finding(Verdict.REDUCIBLE)], strict=False) == 0
+    assert exit_code([finding(Verdict.REDUCIBLE)], strict=True) == 1
+    assert exit_code([finding(Verdict.INCONCLUSIVE), finding(Verdict.OK)], strict=False) == 3
+    assert exit_code([finding(Verdict.INCONCLUSIVE), finding(Verdict.BROKEN)], strict=False) == 1
