@@ -57,3 +57,12 @@ def test_shell_completion_completes_commands_and_options():
         env = dict(os.environ, COMP_WORDS=words, COMP_CWORD=cword, _HPROBE_COMPLETE="complete_bash")
         done = subprocess.run([str(hprobe)], capture_output=True, text=True, timeout=60, env=env)
         assert done.returncode == 0 and done.stdout.split() == [expected], (words, done.stdout, done.stderr)
+
+
+def test_the_axis_help_names_every_axis_the_probes_declare(cli):
+    from hprobe.cli.app import AXIS_NAMES
+    from hprobe.kernels import PROBES
+
+    assert set(AXIS_NAMES) == {a.name for p in PROBES.values() for a in p.axes}
+    code, out, _ = cli("matrix", "--help")
+    assert code == 0 and "--kv-lora-rank" in " ".join(out.split())

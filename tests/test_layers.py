@@ -118,3 +118,14 @@ def test_the_checks_above_can_fail():
     """The layer test reads real imports: a module known to import the model is seen doing so."""
     assert "hprobe.model.outcome" in GRAPH["hprobe.judge"]
     assert _layer("hprobe.cli.app") > _layer("hprobe.judge") > _layer("hprobe.model.sm")
+
+
+def test_every_path_the_readme_names_exists():
+    """The development notes name files to touch; a move that leaves them stale fails here."""
+    import re
+
+    readme = (PACKAGE.parent.parent / "README.md").read_text()
+    named = set(re.findall(r"`((?:src/hprobe|tests|matrices|bench)/[\w./<>-]+)`", readme))
+    assert len(named) > 10
+    missing = sorted(p for p in named if "<" not in p and not (PACKAGE.parent.parent / p.rstrip("/")).exists())
+    assert missing == []

@@ -30,8 +30,12 @@ EXIT_INTERNAL = 5
 # Axis options (--backend, --dtype, --topk, --q-len, --tokens, --page-size, ...)
 # are whatever the probes declare, so they are read from the extra arguments.
 AXIS_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
+# Written out rather than read from the probes, which would load them for every
+# `--help` and every warm check; tests/test_cli_misc.py fails when a probe's
+# axes and this list differ.
+AXIS_NAMES = ("backend", "dtype", "family", "kv_format", "kv_lora_rank", "page_size", "q_len", "tokens", "topk")
 AXIS_EPILOG = (
-    "Axis options: --backend, --dtype, --topk, --q-len, --tokens, --page-size, --family, --kv-format "
+    f"Axis options: {', '.join('--' + name.replace('_', '-') for name in AXIS_NAMES)} "
     "(every axis `hprobe kernels` lists; comma lists on matrix and diff)."
 )
 
