@@ -60,7 +60,7 @@ def test_shell_completion_completes_commands_and_options():
 
 
 def test_the_axis_help_names_every_axis_the_probes_declare(cli):
-    from hprobe.cli.app import AXIS_NAMES
+    from hprobe.cli.options import AXIS_NAMES
     from hprobe.kernels import PROBES
 
     assert set(AXIS_NAMES) == {a.name for p in PROBES.values() for a in p.axes}

@@ -1,0 +1,45 @@
+"""Options several commands share, declared once, and the axis options' help.
+typer reads these annotations at run time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+# Axis options (--backend, --dtype, --topk, --q-len, --tokens, --page-size, ...)
+# are whatever the probes declare, so they are read from the extra arguments.
+AXIS_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
+# Written out rather than read from the probes, which would load them for every
+# `--help` and every warm check; tests/test_cli_misc.py fails when a probe's
+# axes and this list differ.
+AXIS_NAMES = ("backend", "dtype", "family", "kv_format", "kv_lora_rank", "page_size", "q_len", "tokens", "topk")
+AXIS_EPILOG = (
+    f"Axis options: {', '.join('--' + name.replace('_', '-') for name in AXIS_NAMES)} "
+    "(every axis `hprobe kernels` lists; comma lists on matrix and diff)."
+)
+
+
+def path_value(text: str) -> Path:
+    """A path option's value: an empty one is an input error (Path('') would
+    silently mean the current directory)."""
+    if not text.strip():
+        raise typer.BadParameter("empty path")
+    return Path(text)
+
+
+# Options `check` and `suggest` share, declared once.
+TableOpt = Annotated[list[Path] | None, typer.Option("--table", "-t", parser=path_value, help="Padding table (TOML). Repeatable. Default: the shipped tables in matrices/.")]
+RepoOpt = Annotated[Path | None, typer.Option("--repo", parser=path_value, help="Read the padding rules from this source tree or installed package (static analysis: nothing is imported or run).")]
+MappingOpt = Annotated[Path | None, typer.Option("--mapping", parser=path_value, help="With --repo: which padding class feeds which kernel. Default: the shipped mapping of the engine the tree is (vLLM or SGLang), else each in turn.")]
+SetOpt = Annotated[list[str] | None, typer.Option("--set", help="With --repo: NAME=VALUE, a setting the consumer's rule reads (SGLang's envs), instead of its declared default (repeatable).")]
+ExcludeOpt = Annotated[list[str] | None, typer.Option("--exclude", help="With --repo: also skip paths matching this glob (repeatable). Tests, fixtures, venvs, site-packages and build outputs inside the tree are always skipped.")]
+PadFnOpt = Annotated[str | None, typer.Option("--pad-fn", help="Call your padding function (MODULE:QUALNAME or FILE.py:QUALNAME): imports and runs your code. Needs --kernel, --sm, --heads.")]
+PadFnKernelOpt = Annotated[str | None, typer.Option("--kernel", "-k", help="With --pad-fn: the kernel (or variant) the function feeds.")]
+TablesSmOpt = Annotated[str | None, typer.Option("--sm", help="Target SM(s): 100, sm_100a, 10.0, 12.1, or a comma list. Default: the visible GPUs, else every SM the tables name.")]
+ModelHeadsOpt = Annotated[int | None, typer.Option("--heads", help="Override every model's total query heads.")]
+TpOpt = Annotated[str | None, typer.Option("--tp", help="Override every model's TP degrees, e.g. 1,2,4,8.")]
+PinOpt = Annotated[str | None, typer.Option("--pin", help="The consumer's flashinfer requirement, e.g. 'flashinfer-python>=0.6.13': probe the lowest and highest releases it admits.")]
+FlashinferOpt = Annotated[str | None, typer.Option("--flashinfer", help="Probe these releases instead of the installed one: 0.6.13, a comma list, a wheel file or an unpacked directory. Fetched with your pip, cached, probed in a subprocess.")]
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Ignore cached probe results.")]

@@ -1,0 +1,183 @@
+"""Running one command as a process: signals, progress on stderr, and every
+failure turned into one line and a documented exit code."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import typer
+
+from hprobe.model.errors import EXIT_INPUT, HprobeError
+
+EXIT_INTERNAL = 5
+
+
+@contextmanager
+def progress(json_output: bool) -> Iterator[Callable[[str], None]]:
+    """A status line on stderr for slow steps; silent with --json or when not a terminal."""
+    if json_output or not sys.stderr.isatty():
+        yield lambda _message: None
+        return
+    from hprobe.report.formats.text import make_console
+
+    console = make_console(stderr=True)
+    with console.status("starting") as status:
+
+        def update(message: str) -> None:
+            status.update(message)
+            console.log(message)
+
+        yield update
+
+
+class _Terminated(BaseException):
+    """A signal that ends hprobe (TERM, HUP, QUIT), raised where the process
+    is, so every `subprocess.run` and forked helper on the way out is killed
+    rather than orphaned."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _on_signal(signum: int, _frame: object) -> None:
+    raise _Terminated(signum)
+
+
+# The signals that end hprobe besides Ctrl-C (SIGINT, KeyboardInterrupt).
+_ENDING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGQUIT") if hasattr(signal, name))
+
+
+def run_job(job: Callable[[], int]) -> None:
+    """Run a command body: one line on stderr and a documented exit code on
+    failure. Every failure the user or the machine causes is an input error
+    (exit 2) named in one line; only a bug of hprobe's is exit 5."""
+    from hprobe.system.escaping import visible
+
+    previous = {signum: signal.signal(signum, _on_signal) for signum in _ENDING_SIGNALS}
+    try:
+        code = job()
+    except _Terminated as exc:
+        _kill_children()
+        say("hprobe: terminated" if exc.signum == signal.SIGTERM else f"hprobe: stopped by {signal.Signals(exc.signum).name}")
+        raise typer.Exit(128 + exc.signum) from None
+    except HprobeError as exc:
+        say(f"hprobe: error: {visible(exc.message)}")
+        raise typer.Exit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        _kill_children()
+        say("hprobe: interrupted")
+        raise typer.Exit(130) from None
+    except BrokenPipeError:
+        raise typer.Exit(_broken_pipe()) from None
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        say(f"hprobe: error: {visible(where)}{visible(_errno_words(exc))}")
+        raise typer.Exit(EXIT_INPUT) from None
+    except MemoryError:
+        say("hprobe: error: out of memory (an input asks for more than this machine has; see Bounds in the README)")
+        raise typer.Exit(EXIT_INPUT) from None
+    except Exception as exc:  # a bug of ours still gets one line, not a traceback
+        if os.environ.get("HPROBE_DEBUG"):
+            raise
+        message = " ".join(str(exc).split())[:300]
+        say(f"hprobe: internal error: {type(exc).__name__}: {visible(message)} (set HPROBE_DEBUG=1 for the traceback)")
+        raise typer.Exit(EXIT_INTERNAL) from None
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    raise typer.Exit(code)
+
+
+def _kill_children() -> None:
+    from hprobe.system.bounded import kill_running
+
+    kill_running()
+
+
+def run_app(app: typer.Typer) -> None:
+    """Set the process up (guarded streams, no probing of the working
+    directory's packages), then run one command: a usage error is one line and
+    exit 2 like every other input error, and a closed stdout ends quietly."""
+    try:  # typer vendors click from 0.2x on; its exceptions are not click's
+        from typer._click import exceptions as click_exceptions
+    except ImportError:  # pragma: no cover - an older typer over click
+        from click import exceptions as click_exceptions  # type: ignore[no-redef]
+    from hprobe.system import escaping as escape
+    from hprobe.system import streams as guard
+
+    # `python -m` puts the working directory first on sys.path, where a
+    # `flashinfer/` (or `torch/`) of the tree being checked would shadow the
+    # release hprobe means to probe; the console script never had it there.
+    # Only that first entry goes: the same directory later on the path (a
+    # site-packages one runs from) stays.
+    if sys.path and sys.path[0] in ("", ".", os.getcwd()):
+        del sys.path[0]
+    guard.install()
+    code: object = 0
+    try:
+        code = app(prog_name="hprobe", standalone_mode=False)
+    except click_exceptions.NoArgsIsHelpError as exc:
+        exc.show()
+        code = exc.exit_code
+    except click_exceptions.UsageError as exc:
+        say(f"hprobe: error: {escape.visible(exc.format_message())}")
+        code = EXIT_INPUT
+    except typer.Abort:
+        say("hprobe: interrupted")
+        code = 130
+    except click_exceptions.ClickException as exc:
+        say(f"hprobe: error: {escape.visible(exc.format_message())}")
+        code = exc.exit_code
+    except BrokenPipeError:
+        code = _broken_pipe()
+    except OSError as exc:  # stdout or stderr itself failed (/dev/full): nowhere left to say much
+        say(f"hprobe: error: cannot write the output: {_errno_words(exc)}")
+        code = EXIT_INPUT
+    if not isinstance(code, int):
+        code = 0
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = _broken_pipe()
+    except OSError as exc:
+        say(f"hprobe: error: cannot write the output: {_errno_words(exc)}")
+        code = code or EXIT_INPUT
+    sys.exit(code)
+
+
+# A reader that went away (`hprobe matrix | head`): no message, and the status
+# a shell gives a process SIGPIPE ended, as other command-line tools end.
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
+
+
+def _broken_pipe() -> int:
+    # Further writes (the interpreter's own flush at exit) go nowhere.
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.__stdout__.fileno() if sys.__stdout__ else 1)
+    except (OSError, ValueError):
+        pass
+    return EXIT_BROKEN_PIPE
+
+
+def say(line: str) -> None:
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except OSError:
+        pass
+
+
+def _errno_words(exc: OSError) -> str:
+    import errno
+
+    name = errno.errorcode.get(exc.errno or 0, "")
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return f"{reason} ({name})" if name else reason
+
+
