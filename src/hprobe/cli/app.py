@@ -306,27 +306,22 @@ def report(
             site.discard()
 
     def _report(site: SiteWriter) -> int:
-        from hprobe.commands.check import run_matrix
-        from hprobe.commands.drift import release_labels
+        from hprobe.commands.report import run_report
         from hprobe.commands.request import RuleRequest, kernel_ids, parse_axes
-        from hprobe.commands.rules import collect_rules, judge_rules
+        from hprobe.commands.rules import collect_rules
         from hprobe.model.targets import parse_heads
         from hprobe.report.formats.html_site import render_site
         from hprobe.report.formats.json_format import JsonFormatter
         from hprobe.report.formats.markdown import MarkdownFormatter
         from hprobe.system.escaping import visible
 
-        wanted = parse_heads(heads)
-        request = None
+        wanted, kernels, axes = parse_heads(heads), kernel_ids(kernel), parse_axes(ctx.args)
+        rules = None
         if table or repo is not None:  # read and checked before anything is probed
             request = RuleRequest.parse("report", tables=table, repo=repo, mapping=mapping, exclude=None, settings=None, pad_fn=None, kernel=None, sm=sm, heads=None, tp=None, pin=None, flashinfer=None, extra_args=[])
-            rule_tables, repo_tables = collect_rules(request)
-        tables = None
+            rules = (request, *collect_rules(request))
         with progress_line(False) as progress:
-            labels = release_labels(releases, progress)
-            matrix_report = run_matrix(kernel_ids(kernel), sm, wanted, ",".join(labels), not no_cache, progress, parse_axes(ctx.args))
-            if request is not None:
-                tables = judge_rules(request, rule_tables, repo_tables, False, not no_cache, progress, flashinfer=",".join(labels))
+            matrix_report, tables = run_report(releases, kernels, sm, wanted, axes, rules, not no_cache, progress)
         markdown, document = io.StringIO(), io.StringIO()
         MarkdownFormatter(markdown).matrix(matrix_report)
         JsonFormatter(document).matrix(matrix_report)
@@ -355,22 +350,13 @@ def table_extract(
     """Write the padding table found in a source tree as TOML, to commit and review."""
 
     def job() -> int:
-        from hprobe.commands.request import check_release_options, parse_settings, single_release
-        from hprobe.rules.repo.extract import extract_any, table_toml
-        from hprobe.rules.repo.mapping import load_mapping
+        from hprobe.commands.catalogue import extract_table
+        from hprobe.commands.request import parse_settings
+        from hprobe.rules.repo.extract import table_toml
 
         if output is not None:
             check_output(output, "--output", overwrite=force)
-        if flashinfer is not None:
-            check_release_options(flashinfer, None)
-        chosen = load_mapping(mapping) if mapping is not None else None
-        found = extract_any(repo, chosen, tuple(exclude or ()), None, parse_settings(settings))
-        if found.per_release:
-            from hprobe.support.gather import release_reader
-            from hprobe.support.releases import parse_spec
-
-            label = parse_spec(flashinfer)[-1] if flashinfer else single_release(found.pin.spec if found.pin else None)
-            found = found.against(release_reader(label), label)
+        found = extract_table(repo, mapping, tuple(exclude or ()), parse_settings(settings), flashinfer)
         if json_output:
             _formatter(True).data({"schema": "hprobe.extract/1", **found.to_dict()}, "extract")
             return 0
@@ -393,31 +379,13 @@ def kernels(
     """List the kernel probes: entry point, SM families, axes, and which releases have the entry point."""
 
     def job() -> int:
-        from hprobe.kernels import PROBES
-        from hprobe.support.presence import entry_point_present, releases_with_entry_points
+        from hprobe.commands.catalogue import kernel_rows
 
-        present_in = None
-        if releases:
+        if releases:  # fetched: worth a status line
             with progress_line(json_output) as progress:
-                present_in = releases_with_entry_points(releases, [p.entry_point for p in PROBES.values()], progress)
-        rows = []
-        for probe in PROBES.values():
-            row: dict[str, object] = {
-                "id": probe.id,
-                "entry_point": probe.entry_point,
-                "sms": list(probe.default_sms),
-                "axes": [
-                    {"name": a.name, "default": a.default, "choices": list(a.choices), "sweep": a.sweep, "help": a.help}
-                    for a in probe.axes
-                ],
-                "summary": probe.summary,
-                "installed_flashinfer_has_entry_point": entry_point_present(probe.entry_point),
-            }
-            if present_in is not None:
-                have = present_in[probe.entry_point]
-                row["releases"] = ", ".join(v for v, ok in have.items() if ok) or "none probed"
-                row["releases_without"] = [v for v, ok in have.items() if not ok]
-            rows.append(row)
+                rows = kernel_rows(releases, progress)
+        else:
+            rows = kernel_rows(None)
         _formatter(json_output).kernels(rows)
         return 0
 

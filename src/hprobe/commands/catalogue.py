@@ -1,0 +1,58 @@
+"""`hprobe kernels`, `hprobe env` and `hprobe table extract`: what hprobe can
+probe, what this machine is, and the padding table a tree holds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hprobe.model.release import Progress, quiet
+
+if TYPE_CHECKING:
+    from hprobe.rules.repo.extract import RepoTables
+
+
+def kernel_rows(releases: str | None, progress: Progress = quiet) -> list[dict[str, Any]]:
+    """One row per probe: its entry point, SMs and axes, whether the installed
+    flashinfer defines the entry point and, with `releases`, which of them do."""
+    from hprobe.kernels import PROBES
+    from hprobe.support.presence import entry_point_present, releases_with_entry_points
+
+    present_in = releases_with_entry_points(releases, [p.entry_point for p in PROBES.values()], progress) if releases else None
+    rows = []
+    for probe in PROBES.values():
+        row: dict[str, Any] = {
+            "id": probe.id,
+            "entry_point": probe.entry_point,
+            "sms": list(probe.default_sms),
+            "axes": [{"name": a.name, "default": a.default, "choices": list(a.choices), "sweep": a.sweep, "help": a.help} for a in probe.axes],
+            "summary": probe.summary,
+            "installed_flashinfer_has_entry_point": entry_point_present(probe.entry_point),
+        }
+        if present_in is not None:
+            have = present_in[probe.entry_point]
+            row["releases"] = ", ".join(v for v, ok in have.items() if ok) or "none probed"
+            row["releases_without"] = [v for v, ok in have.items() if not ok]
+        rows.append(row)
+    return rows
+
+
+def extract_table(repo: Path, mapping: Path | None, exclude: tuple[str, ...], settings: dict[str, str], flashinfer: str | None) -> RepoTables:
+    """The padding table read from `repo`; rules that read flashinfer's own
+    tables are evaluated against `flashinfer`, else the release the repo's pin
+    names exactly, else the installed one."""
+    from hprobe.commands.request import check_release_options, single_release
+    from hprobe.rules.repo.extract import extract_any
+    from hprobe.rules.repo.mapping import load_mapping
+
+    if flashinfer is not None:
+        check_release_options(flashinfer, None)
+    chosen = load_mapping(mapping) if mapping is not None else None
+    found = extract_any(repo, chosen, exclude, None, settings)
+    if found.per_release:
+        from hprobe.support.gather import release_reader
+        from hprobe.support.releases import parse_spec
+
+        label = parse_spec(flashinfer)[-1] if flashinfer else single_release(found.pin.spec if found.pin else None)
+        found = found.against(release_reader(label), label)
+    return found
