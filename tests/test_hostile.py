@@ -327,7 +327,7 @@ def _snapshot(*roots: Path) -> dict[str, tuple]:
 
 def run_hprobe(args: list[str], arena: Path, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     full = dict(os.environ, NO_COLOR="1", COLUMNS="200", HPROBE_TEST_ARENA=str(arena), TMPDIR=str(arena / "tmp"))
-    full.setdefault("HPROBE_CACHE_DIR", str(arena / "cache"))
+    full["HPROBE_CACHE_DIR"] = str(arena / "cache")  # each case its own cache, whatever the session's is
     full.update({k: v.replace("{A}", str(arena)) for k, v in (env or {}).items()})
     full["HPROBE_CACHE_DIR"] = full["HPROBE_CACHE_DIR"].replace("{A}", str(arena))
     return subprocess.run(
