@@ -9,7 +9,7 @@ from hprobe.model.outcome import Depth, HeadResult, KernelSMResult, Outcome
 from hprobe.report.formats.html_site import _evidence
 
 
-def _result(depth: str = Depth.VALIDATORS.value, unchecked: list[str] | None = None, accepted: bool = True) -> KernelSMResult:
+def _result(depth: Depth = Depth.VALIDATORS, unchecked: list[str] | None = None, accepted: bool = True) -> KernelSMResult:
     outcome = Outcome.ACCEPTED if accepted else Outcome.REJECTED
     heads = {h: HeadResult(h, outcome, entry="mod.fn" if accepted else None) for h in (64, 128)}
     return KernelSMResult("dsv4-sparse-mla", 120, "0.6.13", depth, heads, unchecked=list(unchecked or []))
@@ -17,7 +17,8 @@ def _result(depth: str = Depth.VALIDATORS.value, unchecked: list[str] | None = N
 
 def test_caveats_of_accepted_answers_only():
     assert _result(unchecked=["SM120 reaches x, built for SM10x"]).caveats() == ["validators only: SM120 reaches x, built for SM10x"]
-    assert _result(Depth.PARTIAL.value).caveats()[0].startswith("partial:")
+    assert _result(Depth.PARTIAL).caveats()[0].startswith("partial:")
+    assert _result(Depth.FAKED_DEVICE).caveats()[0].startswith("faked device:")
     assert _result(unchecked=["anything"], accepted=False).caveats() == []  # nothing accepted, nothing to qualify
 
 

@@ -31,6 +31,9 @@ OUTCOME_AT = {1: Outcome.ACCEPTED, 2: Outcome.ACCEPTED, 3: Outcome.REJECTED, 4: 
               7: Outcome.UNSUPPORTED_ARCH, 8: Outcome.UNSUPPORTED_CONFIG, 9: Outcome.ACCEPTED, 10: Outcome.REJECTED, 11: Outcome.REJECTED, 12: Outcome.ACCEPTED}
 
 
+DEPTH_AT = {100: Depth.VALIDATORS, 103: Depth.DISPATCH, 120: Depth.PARTIAL, 121: Depth.FAKED_DEVICE}
+
+
 def _result(sm: int, depth: Depth) -> KernelSMResult:
     result = KernelSMResult("dsv4-sparse-mla", sm, VERSION, depth=depth)
     for h, outcome in OUTCOME_AT.items():
@@ -47,7 +50,7 @@ def _result(sm: int, depth: Depth) -> KernelSMResult:
 
 
 def _release() -> ProbedRelease:
-    results = {("dsv4-sparse-mla", sm): _result(sm, depth) for sm, depth in ((100, Depth.VALIDATORS), (103, Depth.DISPATCH), (120, Depth.PARTIAL))}
+    results = {("dsv4-sparse-mla", sm): _result(sm, depth) for sm, depth in DEPTH_AT.items()}
     return ProbedRelease(VERSION, FlashinferInfo(VERSION, "/site-packages/flashinfer"), results)
 
 
@@ -70,7 +73,7 @@ def _check() -> CheckReport:
 
 
 def _matrix() -> MatrixReport:
-    return MatrixReport([_release()], Targets([SM(10, 0), SM(10, 3), SM(12, 0)], "flag"), HEADS, ["dsv4-sparse-mla"])
+    return MatrixReport([_release()], Targets([SM.from_number(sm) for sm in DEPTH_AT], "flag"), HEADS, ["dsv4-sparse-mla"])
 
 
 def _rendered(name: str, method: str, *args) -> str:
@@ -105,12 +108,13 @@ def test_every_outcome_and_depth_shows_in_every_format(name):
         doc = json.loads(out)
         cells = {(r["sm"], h["heads"]): h["outcome"] for r in doc["results"] for h in r["heads"]}
         assert {cells[(100, h)] for h in HEADS} == {o.value for o in Outcome}
-        assert {r["sm"]: r["depth"] for r in doc["results"]} == {100: "validators", 103: "dispatch", 120: "partial"}
+        assert {r["sm"]: r["depth"] for r in doc["results"]} == {sm: depth.value for sm, depth in DEPTH_AT.items()}
+        assert set(DEPTH_AT.values()) == set(Depth)
         return
     # Per SM: its status, the accepted set, and each refusal with its evidence.
     assert "accepted" in out and "{1, 2, 9, 12}" in out
     assert "Expected 64 or 128 query heads, got 3" in out and "flashinfer/decode.py:2131" in out
-    assert "partial" in out and "dispatch" in out
+    assert "partial" in out and "dispatch" in out and "faked" in out
 
 
 def test_the_grid_marks_every_outcome_and_its_legend_is_generated():

@@ -75,3 +75,16 @@ def test_exit_codes_follow_the_gate():
     assert exit_code([finding(Verdict.REDUCIBLE)], strict=True) == 1
     assert exit_code([finding(Verdict.INCONCLUSIVE), finding(Verdict.OK)], strict=False) == 3
     assert exit_code([finding(Verdict.INCONCLUSIVE), finding(Verdict.BROKEN)], strict=False) == 1
+
+
+def test_a_verdict_says_what_its_acceptance_rests_on():
+    from hprobe.model.outcome import Depth
+
+    def label(depth: Depth, unchecked: list[str]) -> str:
+        return Finding("t", "p", "m", 1, 8, "b", "k", 120, "x", 8, Verdict.OK, depth=depth, unchecked=unchecked).label
+
+    assert label(Depth.VALIDATORS, []) == "ok"
+    assert label(Depth.VALIDATORS, ["cubin by h_q"]) == "ok (validators only)"
+    assert label(Depth.DISPATCH, ["cubin by h_q"]) == "ok (validators and dispatch)"
+    assert label(Depth.PARTIAL, []) == "ok (partial)"
+    assert label(Depth.FAKED_DEVICE, []) == "ok (validators, on faked CUDA tensors)"

@@ -130,12 +130,14 @@ def test_dsv4_cute_dsl_gets_hca_inputs(cli_json):
     # 0.7.4 mla/_core.py:2296-2309: cute-dsl takes explicit HCA metadata, no
     # sparse_indices or seq_lens; batch_hca.py:438 wants an FP8 query. With those
     # the call passes every input check and stops at batch_hca.py:441, the
-    # query's device: inconclusive for this machine, not an input misfit.
+    # query's device. On tensors that report a CUDA device it gets past that
+    # too, and then needs the CUDA runtime itself (torch.cuda): inconclusive for
+    # this machine, never an input misfit.
     _, doc, _ = cli_json("matrix", "-k", "dsv4-sparse-mla", "--backend", "cute-dsl", "--sm", "100", "--heads", "8,64", "--flashinfer", "0.7.4")
     [result] = doc["results"]
     for head in result["heads"]:
-        assert head["outcome"] == "inconclusive" and head["message"] == "query must be on a CUDA device"
-        assert "tensors' device" in head["reason"] and "inputs may not fit" not in head["reason"]
+        assert head["outcome"] == "inconclusive" and head["cause"] == "device"
+        assert "CUDA runtime" in head["reason"] and "inputs may not fit" not in head["reason"]
 
 
 def test_cute_dsl_workspace_dtype_of_0_6_13(sweep):
@@ -204,15 +206,18 @@ def test_new_entry_points_and_backends(cli_json, sweep):
     # 0.7.0 refuses the value itself: "backend must be one of 'auto', ... got 'cake'".
     assert old["status"] == "absent"
     # 0.7.4: the cake head check (mla/_core.py:1328) lets exactly the published heads
-    # through; they then stop at "q must be a contiguous CUDA bfloat16 tensor", which
-    # CPU tensors cannot pass. Nothing reached compiled code, so the answer is
-    # inconclusive -- an environment failure, said so per h_q -- and the release's own
-    # claim is shown beside it.
-    assert new["status"] == "inconclusive" and new["accepted"] == []
+    # through; they then stop at "q must be a contiguous CUDA bfloat16 tensor". Made
+    # again on tensors that report a CUDA device, they pass every later check and
+    # reach the cake kernel: accepted, at a depth that says so, and equal to the
+    # release's own claim.
+    published = [8, 16, 32, 48, 64, 80, 96, 112, 128]
+    assert new["status"] == "accepted" and new["accepted"] == published and new["depth"] == "faked-device"
     assert new["metadata"]["source"] == "cake_sparse_mla_sm120_dsv4_nvfp4_supported_heads()"
-    assert new["metadata"]["heads"] == [8, 16, 32, 48, 64, 80, 96, 112, 128]
-    stopped = {h["heads"] for h in new["heads"] if "a check on the tensors' device" in (h.get("reason") or "")}
-    assert {8, 16, 32, 48, 64, 80, 96, 112, 128} <= stopped
+    assert new["metadata"]["heads"] == published
+    assert any(n.startswith("faked device: h_q {8, 16, 32, 48, 64, 80, 96, 112, 128}") for n in new["notes"])
+    heads = {h["heads"]: h for h in new["heads"]}
+    assert heads[8]["entry"].startswith("get_cake_sparse_mla_sm120_dsv4_nvfp4_module.")
+    assert heads[9]["outcome"] == "rejected" and "mla/_core.py:1328" in heads[9]["location"]
 
 
 def test_text_groups_rejections_by_their_own_check(cli):
@@ -265,16 +270,64 @@ def test_dsv4_fp8_path(cli_json):
         assert sm120["heads"][0]["message"].startswith("SM120 DSv4 sparse MLA only supports BF16 query")
 
 
-def test_refusals_before_a_device_check_are_rejections(cli_json, cli):
+def test_a_device_check_is_passed_on_tensors_that_report_cuda(cli_json, cli):
     # 0.7.4 xqa_backend.py:120 refuses every h_q but 128 in the plan contract;
-    # 128 passes it and stops at xqa_backend.py:65-66, the workspace's device,
-    # which a CPU probe cannot pass. The others are refused whatever follows.
-    _, doc, _ = cli_json("matrix", "-k", "batch-mla", "--backend", "xqa", "--sm", "100,120", "--flashinfer", "0.7.4")
-    for result in doc["results"]:
-        heads = {h["heads"]: h for h in result["heads"]}
-        assert heads[128]["outcome"] == "inconclusive" and "device" in heads[128]["reason"]
-        refused = {h for h, r in heads.items() if r["outcome"] == "rejected"}
-        assert refused == set(range(1, 257)) - {128}
+    # 128 passes it and stops at xqa_backend.py:65-66, the workspace's device.
+    # Made again on tensors that report a CUDA device, 128 meets the checks
+    # after it: on SM12x it reaches the XQA kernel (its run needs `out`, which
+    # the probe passes); elsewhere xqa_backend.py:69-75 refuses the SM.
+    _, doc, _ = cli_json("matrix", "-k", "batch-mla", "--backend", "xqa", "--sm", "90,100,120,121", "--flashinfer", "0.7.4")
+    by = {r["sm"]: r for r in doc["results"]}
+    for sm in (120, 121):
+        heads = {h["heads"]: h for h in by[sm]["heads"]}
+        assert by[sm]["accepted"] == [128] and by[sm]["depth"] == "faked-device"
+        assert heads[128]["entry"] == "get_xqa_module_mla.xqa_wrapper_mla"
+        assert {h for h, r in heads.items() if r["outcome"] == "rejected"} == set(range(1, 257)) - {128}
         assert heads[16]["message"] == "XQA MLA only supports 128 query heads, got 16."
+    for sm in (90, 100):
+        assert by[sm]["status"] == "unsupported-arch"
+        evidence = by[sm]["heads"][127]
+        assert evidence["message"].startswith("XQA MLA wrapper requires SM120a") and "xqa_backend.py:71" in evidence["location"]
     code, out, _ = cli("matrix", "-k", "batch-mla", "--backend", "xqa", "--sm", "120", "--flashinfer", "0.7.4")
-    assert code == 0 and "inconclusive {128}" in out and "rejected {1-127, 129-256}" in out and "None" not in out
+    assert code == 0 and "accepted {128}" in out and "faked CUDA" in out and "None" not in out
+
+
+def test_dsv4_sm12x_unpacked_caches_are_their_own_answer(cli_json):
+    # SM12x DSv4 reads packed uint8 pools; from 0.7.1 also caches of the query's
+    # dtype, 512 wide (0.7.4 mla/_core.py:1388-1401). 0.6.14 and 0.7.0 refuse
+    # them by the packed row check (_sparse_mla_sm120.py): a configuration refusal,
+    # never answered with the packed form's heads.
+    _, doc, _ = cli_json("matrix", "-k", "dsv4-sparse-mla[kv_pool=unpacked]", "--sm", "120", "--flashinfer", "0.6.14,0.7.0,0.7.1,0.7.4")
+    by = {r["flashinfer_version"]: r for r in doc["results"]}
+    for version in ("0.6.14", "0.7.0"):
+        assert by[version]["status"] == "unsupported-config", version
+        heads = {h["heads"]: h for h in by[version]["heads"]}
+        assert heads[8]["message"].startswith("kv_cache last dim must be") and "_sparse_mla_sm120.py" in heads[8]["location"]
+    for version in ("0.7.1", "0.7.4"):
+        assert by[version]["accepted"] == [8, 16, 32, 64, 128], version
+        assert by[version]["depth"] == "partial"  # stopped at the compiled resolve_format query, said so
+
+
+def test_the_batch_mla_packed_form_is_its_own_answer(cli_json):
+    # 0.6.x plan() has no query_layout: only the split form exists (absent, from
+    # the signature). 0.7.4 cutlass: the packed form is planned (cutlass_backend.py
+    # :155 head check, :189 DeepSeek's fixed softmax scale, :194 the SM), the split
+    # form refused by a view check (:227) that the packed form passes.
+    _, doc, _ = cli_json("matrix", "-k", "batch-mla", "--backend", "cutlass", "--layout", "packed,split", "--sm", "100,120", "--flashinfer", "0.6.14,0.7.4")
+    by = {(r["flashinfer_version"], r["key"], r["sm"]): r for r in doc["results"]}
+    assert by[("0.6.14", "batch-mla[backend=cutlass,layout=packed]", 100)]["status"] == "absent"
+    assert by[("0.7.4", "batch-mla[backend=cutlass,layout=packed]", 100)]["accepted"] == [128]
+    assert by[("0.7.4", "batch-mla[backend=cutlass,layout=packed]", 120)]["status"] == "unsupported-arch"
+    split = by[("0.7.4", "batch-mla[backend=cutlass,layout=split]", 100)]
+    assert split["status"] == "unsupported-config" and "packed query view" in split["heads"][0]["message"]
+
+
+def test_the_only_inconclusive_cells_are_this_machines(sweep):
+    """Across the sweep (8 releases x every default variant x 5 SMs), the cells
+    left inconclusive are 0.6.12's cute-dsl, whose import fails beside the only
+    nvidia-cutlass-dsl this registry holds: a dependency of this machine."""
+    undecided = sorted((v, k, sm) for (v, k, sm), r in sweep.items() if any(h["outcome"] == "inconclusive" for h in r["heads"]))
+    assert undecided == [("0.6.12", "trtllm-mla[backend=cute-dsl]", sm) for sm in (100, 103, 120, 121)]
+    for v, k, sm in undecided:
+        for head in sweep[(v, k, sm)]["heads"]:
+            assert head["cause"] == "environment" and "as installed on this machine" in head["reason"]

@@ -154,6 +154,8 @@ def _weakest_depth(probed: list[KernelSMResult]) -> Depth:
     depths = {p.depth for p in probed}
     if Depth.PARTIAL in depths:
         return Depth.PARTIAL
+    if Depth.FAKED_DEVICE in depths:
+        return Depth.FAKED_DEVICE
     return Depth.DISPATCH if depths == {Depth.DISPATCH} else Depth.VALIDATORS
 
 

@@ -31,12 +31,14 @@ class CallResult:
     site: CheckSite | None = None  # the check that refused, for tracing it on other SMs
     cause: str | None = None  # a Cause value, with `reason`
     lines_run: frozenset[int] | None = None  # lines of `trace`'s code object that ran (see call())
+    faked_device: bool = False  # made with tensors on a faked CUDA device (see device/fake_cuda.py)
 
     @property
     def reached(self) -> bool:
         return self.entry is not None
 
 
+_CUDA_RUNTIME = re.compile(r"[\\/]torch[\\/]cuda[\\/]")
 _MISSING_MODULE_ATTRIBUTE = re.compile(r"module '([\w.]+)' has no attribute")
 
 
@@ -52,6 +54,16 @@ def cause_of(exc: BaseException) -> Cause:
     return Cause.PROBE
 
 
+def _environment_reason(exc: BaseException, cause: Cause) -> str:
+    missing = _MISSING_MODULE_ATTRIBUTE.match(str(exc))
+    if cause is Cause.ENVIRONMENT and missing:
+        # A dependency's API, not flashinfer's: the version installed on this machine.
+        return f"{type(exc).__name__}: {missing.group(1)}, as installed on this machine, lacks a name this release uses: an environment failure, not a validator's answer"
+    if cause is Cause.ENVIRONMENT:
+        return f"{type(exc).__name__} on this machine (an import, the OS, memory) is an environment failure, not a validator's answer"
+    return f"{type(exc).__name__}: a name this release lacks, so the probe's inputs or stand-ins do not fit it; not a validator's answer"
+
+
 def classify(exc: Exception, flashinfer_prefix: str) -> CallResult:
     """How a probe call that raised `exc` ended: a validator's refusal, or a
     failure that says nothing about heads (with its reason and cause). Pure:
@@ -61,6 +73,7 @@ def classify(exc: Exception, flashinfer_prefix: str) -> CallResult:
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
     location = None
+    path = ""
     in_flashinfer = False
     statement = ""
     rel = ""
@@ -77,8 +90,8 @@ def classify(exc: Exception, flashinfer_prefix: str) -> CallResult:
     environment_errors = (ImportError, AttributeError, NameError, OSError, MemoryError)
     is_check = statement.startswith(("raise", "assert"))
     if isinstance(exc, environment_errors):
-        result.reason = f"{type(exc).__name__} is an environment failure, not a validator's answer"
         result.cause = cause_of(exc).value
+        result.reason = _environment_reason(exc, Cause(result.cause))
     elif result.site is not None and result.site.device_check:
         result.reason = "a check on the tensors' device refused: the probe's tensors live on the CPU, so this says nothing about the kernel"
         result.cause = Cause.DEVICE.value
@@ -90,6 +103,11 @@ def classify(exc: Exception, flashinfer_prefix: str) -> CallResult:
         result.validator = True
     elif in_flashinfer and rel.startswith(("jit" + os.sep, "compilation_context.py")):
         result.reason = "raised while flashinfer prepared a JIT build, past the validators"
+    elif not in_flashinfer and _CUDA_RUNTIME.search(path):
+        # Past every device check (on tensors that report CUDA): the call now
+        # needs the CUDA runtime itself, which a CPU build of torch lacks.
+        result.reason = "needs the CUDA runtime (torch.cuda), which this machine's torch lacks"
+        result.cause = Cause.DEVICE.value
     elif not in_flashinfer:
         result.reason = "raised outside flashinfer's code (the probe's inputs or torch on CPU), not by a validator"
     elif not is_check:

@@ -295,6 +295,9 @@ class FlashinferSession:
 
         def empty(*args: Any, **kwargs: Any) -> Any:
             kwargs.pop("pin_memory", None)
+            # A default-device context (device/fake_cuda.py) names its factories
+            # by identity, and this stand-in is not one of them: pass it on.
+            kwargs.setdefault("device", torch.get_default_device())
             return real_empty(*args, **kwargs)
 
         self._set_attr(torch, "empty", empty)

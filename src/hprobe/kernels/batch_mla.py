@@ -33,14 +33,17 @@ def _run_parameters(wrapper_cls: Any) -> Any:
 
 
 @lru_cache(maxsize=16)
-def _conventions(wrapper_cls: Any, dtype: str) -> tuple[tuple[str, str], ...]:
+def _conventions(wrapper_cls: Any, dtype: str, layout: str = "auto") -> tuple[tuple[str, str], ...]:
     """(layout, query dtype) pairs to try. The packed and split layouts are
     spelled with plan(query_layout=...) (0.7.x): a plan() without it takes the
     0.6.x form only, and trying the others would fail on the keyword. Beside
-    an fp8 KV cache the query is bf16 in some releases and fp8 in others."""
-    layouts = _LAYOUTS if "query_layout" in inspect.signature(wrapper_cls.plan).parameters else _LAYOUTS[:1]
+    an fp8 KV cache the query is bf16 in some releases and fp8 in others.
+    `layout` other than auto: that input form only, answered on its own."""
+    layouts: tuple[str, ...] = _LAYOUTS if "query_layout" in inspect.signature(wrapper_cls.plan).parameters else _LAYOUTS[:1]
+    if layout != "auto":
+        layouts = tuple(name for name in layouts if name == layout)
     q_dtypes = ("bf16", "fp8") if dtype == "fp8" else (dtype,)
-    return tuple((layout, q) for q in q_dtypes for layout in layouts)
+    return tuple((name, q) for q in q_dtypes for name in layouts)
 
 
 # Inputs that do not depend on h_q are made once: a sweep makes ~10,000 calls.
@@ -89,7 +92,9 @@ def _plan_and_run(wrapper_cls: Any, backend: str, heads: int, dtype: str, q_dtyp
         mi.QK_ROPE_HEAD_DIM,
         page_size,
         False,
-        1.0 / ((rank + mi.QK_ROPE_HEAD_DIM) ** 0.5),
+        # DeepSeek's softmax scale, 1/sqrt(qk_nope + qk_rope) = 1/sqrt(192): what
+        # callers pass, and what 0.7.4's cutlass plan contract requires (:189).
+        1.0 / ((mi.QK_NOPE_HEAD_DIM + mi.QK_ROPE_HEAD_DIM) ** 0.5),
         mi.torch_dtype(q_dtype),
         mi.torch_dtype(dtype),
     )
@@ -99,6 +104,9 @@ def _plan_and_run(wrapper_cls: Any, backend: str, heads: int, dtype: str, q_dtyp
         return
     wrapper.plan(*plan_args, query_layout=layout, kv_cache_layout=layout)
     extra = {"kv_len": mi.seq_lens(), "page_table": _page_table(pages)} if backend == "cutlass" else {}
+    if backend == "xqa" and "out" in takes:
+        # 0.7.4's planned XQA run refuses to allocate its output: callers pass it.
+        extra["out"] = mi.zeros((1, heads, rank), "bf16")
     if layout == "packed":
         query = mi.zeros((1, heads, rank + mi.QK_ROPE_HEAD_DIM), q_dtype)
         wrapper.run(query=query, kv_cache=kv, **scales, **extra)
@@ -111,13 +119,16 @@ class BatchMLAProbe(KernelProbe):
     entry_point = "flashinfer.mla.BatchMLAPagedAttentionWrapper"
     default_sms = (90, 100, 103, 120, 121)
     summary = "MLA attention via BatchMLAPagedAttentionWrapper plan/run (fa2, fa3, cutlass; trtllm-gen, xqa, cute-dsl from 0.7.1)"
-    probe_version = 4
+    probe_version = 5
     pass_through_calls = ("plan",)
     axes = (
         Axis("backend", "auto", ("auto", "fa2", "fa3", "cutlass", "trtllm-gen", "xqa", "cute-dsl"), sweep=True, help="wrapper backend"),
         Axis("dtype", "bf16", mi.DTYPES, help="KV cache dtype (fp8: the query dtype the release requires beside it)"),
         Axis("page_size", 64, help="KV cache page size"),
         Axis("kv_lora_rank", mi.KV_LORA_RANK, mi.KV_LORA_RANKS, help="latent width (256: models with the smaller latent)"),
+        # The input form a caller uses. auto: the first of them under which any
+        # call reaches compiled code; a named form is answered on its own.
+        Axis("layout", "auto", ("auto", *_LAYOUTS), help="query/KV form: split-legacy (0.6.x), packed or split (plan(query_layout=...), 0.7.x); auto: the first that reaches compiled code"),
     )
 
     def families(self, config: dict[str, Value] | None = None) -> set[int]:
@@ -133,12 +144,17 @@ class BatchMLAProbe(KernelProbe):
         return None
 
     def input_alternatives(self, entry: Callable[..., Any], config: dict[str, Value]) -> int:
-        return len(_conventions(entry, str(config["dtype"])))
+        return len(_conventions(entry, str(config["dtype"]), str(config["layout"])))
+
+    def offered(self, entry: Callable[..., Any], config: dict[str, Value]) -> str | None:
+        if config["layout"] != "auto" and not _conventions(entry, str(config["dtype"]), str(config["layout"])):
+            return f"this release's plan() has no query_layout parameter: it takes the {_LAYOUTS[0]} form only"
+        return None
 
     def prepare(self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value], alternative: int = 0) -> PreparedCall:
         dtype = str(config["dtype"])
         # A witness of another dtype is traced under the index of this one's convention.
-        conventions = _conventions(entry, dtype)
+        conventions = _conventions(entry, dtype, str(config.get("layout", "auto")))
         layout, q_dtype = conventions[alternative % len(conventions)]
         return PreparedCall(
             _plan_and_run,

@@ -37,12 +37,16 @@ class DSv4SparseMLAProbe(KernelProbe):
     entry_point = "flashinfer.mla._core.trtllm_batch_decode_sparse_mla_dsv4"
     default_sms = (100, 103, 120, 121)
     summary = "DeepSeek V4 sparse-MLA decode (SM10x TRTLLM-GEN, SM12x packed sparse path)"
-    probe_version = 4
+    probe_version = 5
     axes = (
         Axis("backend", "auto", ("auto", "trtllm-gen", "cute-dsl", "sparse", "cake"), help="flashinfer backend (0.7.x; cake: 0.7.2+)"),
         Axis("kv_format", "fp8", ("fp8", "nvfp4"), help="SM12x packed KV cache format (nvfp4: 0.7.x)"),
         # SM10x: the query and both KV pools share one dtype (0.7.4 mla/_core.py:1005, 1075).
         Axis("dtype", "bf16", mi.DTYPES, help="query dtype, and the SM10x KV pools' (fp8: FP8 E4M3 throughout)"),
+        # Two input forms on SM12x, each answered on its own (never the first that
+        # reaches compiled code): packed uint8 rows, or caches of the query's
+        # dtype, 512 wide (0.7.4 mla/_core.py:1388-1401 reads both).
+        Axis("kv_pool", "packed", ("packed", "unpacked"), help="SM12x KV pools: packed uint8 rows, or unpacked caches of the query's dtype"),
     )
 
     def offered(self, entry: Callable[..., Any], config: dict[str, Value]) -> str | None:
@@ -144,9 +148,10 @@ class DSv4SparseMLAProbe(KernelProbe):
         # SM12x paths (auto, sparse, and cake from 0.7.2) read the packed pools.
         packed = has_sm12x_path and sm.major == 12 and config["backend"] in ("auto", "sparse", "cake")
         if packed:
+            pool = shared["kv_packed"][str(config["kv_format"])] if config["kv_pool"] == "packed" else shared["kv"][dtype][:, 0]
             kwargs = {
                 "query": query,
-                "swa_kv_cache": shared["kv_packed"][str(config["kv_format"])],
+                "swa_kv_cache": pool,
                 "workspace_buffer": shared["workspace"],
                 "sparse_indices": shared["indices"],
                 "swa_topk_lens": shared["lens"],

@@ -120,6 +120,10 @@ class Depth(str, Enum):
     # stopped at a compiled policy query whose answer Python acts on before the
     # launch: the checks after it did not run
     PARTIAL = "partial"
+    # a check on the tensors' device stopped some h_q; their calls were made
+    # again with tensors that report a CUDA device (no values), and the checks
+    # after it ran on those
+    FAKED_DEVICE = "faked-device"
 
     def qualifier(self, unchecked: bool) -> str:
         """What an accepted answer at this depth is said with ("" for none):
@@ -131,6 +135,8 @@ class Depth(str, Enum):
                 return "validators and dispatch"
             case Depth.PARTIAL:
                 return "partial"
+            case Depth.FAKED_DEVICE:
+                return "validators, some past a device check on faked CUDA tensors"
             case _:
                 assert_never(self)
 
@@ -157,6 +163,7 @@ class KernelSMResult:
 
     def __post_init__(self) -> None:
         self.key = self.key or self.kernel
+        self.depth = Depth(self.depth)  # its value as well as the member: read back from JSON or a cache
 
     def outcome(self, heads: int) -> Outcome | None:
         result = self.heads.get(heads)
@@ -174,6 +181,8 @@ class KernelSMResult:
         out = [f"validators only: {item}" for item in self.unchecked]
         if self.depth is Depth.PARTIAL:
             out.insert(0, "partial: a compiled query answered before the launch; the Python acting on its answer did not run")
+        if self.depth is Depth.FAKED_DEVICE:
+            out.insert(0, "faked device: past a check on the tensors' device with CPU tensors that report cuda:0; the checks after it ran on them")
         return out
 
     def by_outcome(self, outcome: Outcome) -> list[int]:

@@ -134,6 +134,9 @@ class Finding:
                     basis = "validators and dispatch"
                 case Depth.VALIDATORS:
                     basis = "validators only"
+                case Depth.FAKED_DEVICE:
+                    # Always said: a device check was passed with faked tensors.
+                    return f"{self.verdict.value} (validators, on faked CUDA tensors)"
                 case _:
                     assert_never(self.depth)
             if self.unchecked:

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable
+from contextlib import nullcontext
+from functools import cached_property
+from pathlib import Path
 
+import hprobe.kernels as kernels_package
 from hprobe.device.boundary import ImportFailure
 from hprobe.device.classify import CallResult
+from hprobe.device.fake_cuda import cuda_tensors, reports_cuda
 from hprobe.device.session import FlashinferSession
 from hprobe.device.sites import CheckSite, passed_elsewhere
 from hprobe.kernels.base import KernelProbe, Value, Variant
@@ -76,6 +82,7 @@ def _run_alternatives(session: FlashinferSession, variant: Variant, entry, sms: 
         tries[sm] = []
         for alternative in range(count):
             raw = _run(session, variant, entry, sm, heads, alternative)
+            raw = _on_faked_cuda(session, variant, entry, sm, raw, alternative)
             if sm.major in variant.probe.families(variant.values):
                 raw = _past_device_checks(raw)
             if any(c.reached for c in raw.values()):
@@ -83,6 +90,44 @@ def _run_alternatives(session: FlashinferSession, variant: Variant, entry, sms: 
                 break
             tries[sm].append((alternative, raw))
     return tries
+
+
+def _on_faked_cuda(session: FlashinferSession, variant: Variant, entry, sm: SM, raw: dict[int, CallResult], alternative: int) -> dict[int, CallResult]:
+    """The calls a check on the tensors' device stopped, made again with
+    tensors that report a CUDA device (device/fake_cuda.py): every check after
+    the device check runs on them, flashinfer's own code as before. A call the
+    faked tensors get past replaces the stopped one, marked `faked_device`; one
+    they cannot get past either keeps its stop."""
+    stopped = [h for h, c in raw.items() if c.site is not None and c.site.device_check]
+    if not stopped:
+        return raw
+    out = dict(raw)
+    with session.quiet():
+        for h in stopped:
+            again = _one(session, variant.probe, entry, sm, h, variant.values, alternative, faked_cuda=True)
+            if not (again.site is not None and again.site.device_check):
+                out[h] = again
+    return out
+
+
+_KERNELS_DIR = str(Path(kernels_package.__file__).resolve().parent)
+
+
+def _clear_input_caches() -> None:
+    """Forget every input the probes keep between calls (module-level lru
+    caches, cached properties of the probe objects), so that the next call
+    makes its tensors again under whatever device it runs on."""
+    for name, module in list(sys.modules.items()):
+        if name.startswith("hprobe.kernels.") and module is not None:
+            for value in vars(module).values():
+                clear = getattr(value, "cache_clear", None)
+                if callable(clear):
+                    clear()
+    for probe in kernels_package.PROBES.values():
+        for cls in type(probe).__mro__:
+            for attr, value in vars(cls).items():
+                if isinstance(value, cached_property):
+                    probe.__dict__.pop(attr, None)
 
 
 def _past_device_checks(raw: dict[int, CallResult]) -> dict[int, CallResult]:
@@ -111,6 +156,13 @@ def _describe_depth(probe: KernelProbe, raw: dict[int, CallResult], result: Kern
     entries = sorted({str(c.entry) for c in raw.values() if c.reached})
     if entries and all(probe.dispatch_depth(e) for e in entries):
         result.depth = Depth.DISPATCH
+    faked = sorted(h for h, c in raw.items() if c.faked_device and (c.reached or c.validator))
+    if faked and result.depth is not Depth.PARTIAL:
+        result.depth = Depth.FAKED_DEVICE
+        result.notes.append(
+            f"faked device: h_q {compact_set(faked)} stopped at a check that the tensors are on a CUDA device; made again with CPU tensors "
+            "that report cuda:0 (values, shapes and dtypes real), every check after it ran on them"
+        )
     result.unchecked = list(dict.fromkeys(filter(None, (probe.compiled_checks(e) for e in entries))))
     major = result.sm // 10
     foreign = [e for e in entries if (built := probe.built_for(e)) is not None and major not in built]
@@ -160,16 +212,37 @@ def _run(session: FlashinferSession, variant: Variant, entry, sm: SM, heads: lis
     return raw
 
 
-def _one(session: FlashinferSession, probe: KernelProbe, entry, sm: SM, h: int, config: dict, alternative: int = 0, trace: tuple[str, str] | None = None) -> CallResult:
+def _one(
+    session: FlashinferSession,
+    probe: KernelProbe,
+    entry,
+    sm: SM,
+    h: int,
+    config: dict,
+    alternative: int = 0,
+    trace: tuple[str, str] | None = None,
+    faked_cuda: bool = False,
+) -> CallResult:
+    if faked_cuda:
+        _clear_input_caches()  # cached inputs are plain CPU tensors: made again, reporting CUDA
     try:
-        call = probe.prepare(entry, sm, h, config, alternative)
-    except Exception as exc:  # noqa: BLE001 - a probe that cannot build inputs proves nothing
-        return CallResult(
-            error_type=type(exc).__name__,
-            message=str(exc),
-            reason="the probe could not build inputs for this release",
-        )
-    return session.call(sm, call.fn, trace=trace, **call.kwargs)
+        with cuda_tensors(_KERNELS_DIR) if faked_cuda else nullcontext():
+            try:
+                call = probe.prepare(entry, sm, h, config, alternative)
+            except Exception as exc:  # noqa: BLE001 - a probe that cannot build inputs proves nothing
+                return CallResult(
+                    error_type=type(exc).__name__,
+                    message=str(exc),
+                    reason="the probe could not build inputs for this release" + (" on a faked CUDA device" if faked_cuda else ""),
+                    faked_device=faked_cuda,
+                )
+            kwargs = {k: reports_cuda(v) for k, v in call.kwargs.items()} if faked_cuda else call.kwargs
+            result = session.call(sm, call.fn, trace=trace, **kwargs)
+    finally:
+        if faked_cuda:
+            _clear_input_caches()  # never hand a CUDA-reporting input to a plain call
+    result.faked_device = faked_cuda
+    return result
 
 
 def _refusal_groups(raw: dict[int, CallResult], reached_elsewhere: set[int]) -> list[tuple[CallResult, list[int], bool]]:
@@ -382,9 +455,11 @@ class _Probing:
                     break
         return self._reference_reached[alternative]
 
-    def _traced(self, variant: Variant, sm: SM, h: int, site: CheckSite, alternative: int) -> CallResult:
+    def _traced(self, variant: Variant, sm: SM, h: int, site: CheckSite, alternative: int, faked: bool = False) -> CallResult:
+        """The call traced through `site`'s function; `faked`: on CUDA-reporting
+        tensors, as the refusal being explained was made."""
         with self.session.quiet():
-            return _one(self.session, variant.probe, self.entry, sm, h, variant.values, alternative, (site.filename, site.function))
+            return _one(self.session, variant.probe, self.entry, sm, h, variant.values, alternative, (site.filename, site.function), faked_cuda=faked)
 
     def _refusal_kind(self, sm: SM, refusal: CallResult, h: int, alternative: int) -> tuple[Outcome | None, str]:
         """What a refusing check tests, from where it was seen to pass. The same
@@ -400,14 +475,14 @@ class _Probing:
             other = SM.from_number(number)
             if other == sm:
                 continue
-            call = self._traced(self.variant, other, h, site, alternative)
+            call = self._traced(self.variant, other, h, site, alternative, refusal.faked_device)
             everywhere = everywhere and call.site == site and call.message == refusal.message
             if passed_elsewhere(site, call.lines_run or frozenset(), refused_here_too=call.site == site):
                 return Outcome.UNSUPPORTED_ARCH, f"the refusing check passes on {other} for the same call: it tests the architecture"
         for witness in self._witnesses():
             for number in dict.fromkeys((sm.number, *_REFERENCE_SMS)):
                 other = SM.from_number(number)
-                call = self._traced(witness, other, h, site, alternative)
+                call = self._traced(witness, other, h, site, alternative, refusal.faked_device)
                 if passed_elsewhere(site, call.lines_run or frozenset(), refused_here_too=call.site == site):
                     self._everywhere[sm] = everywhere
                     self._witnessed[site] = f"{witness.key} passes on {other}"
