@@ -50,6 +50,10 @@ COMMANDS = {
 def run_once(argv: list[str]) -> tuple[float, float]:
     """(wall seconds, peak RSS MiB) of one child process."""
     env = dict(os.environ, NO_COLOR="1")
+    # As an installed hprobe runs: pip compiles a wheel's modules at install, and
+    # an editable checkout writes its bytecode on the first run. Without this, an
+    # environment that forbids bytecode times the compiler on every run.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     start = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     _, status, usage = os.wait4(proc.pid, 0)

@@ -19,7 +19,7 @@ from hprobe.model.release import INSTALLED, ProbedRelease, Progress, quiet
 from hprobe.model.targets import DEFAULT_MAX_HEADS, resolve_targets
 from hprobe.model.verdict import Finding, Verdict
 from hprobe.report.model import CheckReport, MatrixReport
-from hprobe.rules.repo.extract import ClassStatus
+from hprobe.rules.repo.status import ClassStatus
 from hprobe.support.gather import gather
 from hprobe.support.releases import parse_spec, pinned_releases
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from enum import Enum
 from pathlib import Path
 from typing import assert_never
 
@@ -22,19 +21,11 @@ from hprobe.rules.repo.evaluate import FlashinferSource, NotEvaluable, Raises, e
 from hprobe.rules.repo.mapping import ClassMapping, Mapping, shipped_mappings
 from hprobe.rules.repo.pin import RepoPin, find_pin
 from hprobe.rules.repo.scan import DEFAULT_EXCLUDES, ClassInfo, FunctionInfo, RepoIndex
+from hprobe.rules.repo.status import ClassStatus
 from hprobe.rules.toml_writer import table_toml as write_table_toml
 from hprobe.system.fileio import regular_file
 
 PROBE_RANGE = range(1, 257)  # counts a rule is evaluated over to recover its shape
-
-
-class ClassStatus(str, Enum):
-    """Where a padding class found in the tree stands."""
-
-    MAPPED = "mapped"  # the mapping names the kernel it feeds: judged
-    UNPROBED = "unprobed"  # the mapping names it, for a kernel hprobe does not probe
-    UNMAPPED = "unmapped"  # the mapping does not name it
-    NOT_EVALUABLE = "not-evaluable"  # its rule could not be evaluated
 
 
 @dataclass
