@@ -36,7 +36,11 @@ def test_what_the_probe_makes_reports_cuda_with_real_values(maker):
         asked = torch.empty(4, device="cuda")  # asked for on cuda by anyone: reports it
         assert asked.is_cuda and asked.numel() == 4
         moved = elsewhere.to("cuda")
-        assert moved.is_cuda and elsewhere.cuda().is_cuda
+        assert moved.is_cuda and elsewhere.cuda().is_cuda and not moved.is_cpu
+        back = made.cpu()  # copied to the host: a CPU tensor again, as on the GPU machine
+        assert back.device.type == "cpu" and back.is_cpu and not back.is_cuda
+        assert made.to("cpu").device.type == "cpu" and made.to(device="cpu").device.type == "cpu"
+        assert made.to(torch.float32).is_cuda  # a dtype change stays where it is
     after = module.make()
     assert not after.is_cuda  # nothing outlives the context
 

@@ -39,6 +39,10 @@ def _reports_cuda_class() -> type:
         def is_cuda(self) -> bool:  # type: ignore[override]
             return True
 
+        @property
+        def is_cpu(self) -> bool:  # type: ignore[override]
+            return False
+
         def get_device(self) -> int:
             return 0
 
@@ -63,6 +67,18 @@ def reports_cuda(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: reports_cuda(v) for k, v in value.items()}
     return value
+
+
+def _names_cpu(args: Any, kwargs: dict[str, Any]) -> bool:
+    import torch
+
+    value = args[0] if args else kwargs.get("device")
+    if value is None or isinstance(value, torch.Tensor):
+        return False
+    try:
+        return torch.device(value).type == "cpu"
+    except (TypeError, RuntimeError, ValueError):
+        return False
 
 
 def _names_cuda(value: Any) -> bool:
@@ -94,6 +110,9 @@ def cuda_tensors(made_by: str) -> Iterator[None]:
             name = getattr(func, "__name__", "")
             if name == "cuda" and args:  # Tensor.cuda(): already where it says it is
                 return reports_cuda(args[0])
+            if name == "cpu" and args or name == "to" and _names_cpu(args[1:2], kwargs):
+                # Copied to the host, as on the GPU machine: a plain CPU tensor again.
+                return func(*args, **kwargs).as_subclass(torch.Tensor)
             if name == "to" and len(args) > 1 and _names_cuda(args[1]):
                 args, asked = (args[0], "cpu", *args[2:]), True
             out = func(*args, **kwargs)
