@@ -1,1 +1,1 @@
-"""advise"""
+"""What to change: advice per table x backend x SM, suggested rules, the pin a rule needs, the release search."""

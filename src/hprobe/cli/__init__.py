@@ -1,1 +1,1 @@
-"""cli"""
+"""The command line: typer commands that parse, call one command, render and exit."""
