@@ -16,6 +16,7 @@ validator's answer."""
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 
+@functools.cache
 def _reports_cuda_class() -> type:
     import torch
 
@@ -49,17 +51,12 @@ def _reports_cuda_class() -> type:
     return ReportsCuda
 
 
-_CLASS: list[type] = []
-
-
 def reports_cuda(value: Any) -> Any:
     """`value` (a tensor, or tuples, lists and dicts of them) with every tensor
     CUDA-reporting: what a caller on the GPU machine would pass."""
     import torch
 
-    if not _CLASS:
-        _CLASS.append(_reports_cuda_class())
-    cls = _CLASS[0]
+    cls = _reports_cuda_class()
     if isinstance(value, torch.Tensor):
         return value if isinstance(value, cls) else value.as_subclass(cls)
     if isinstance(value, (tuple, list)):
@@ -69,27 +66,16 @@ def reports_cuda(value: Any) -> Any:
     return value
 
 
-def _names_cpu(args: Any, kwargs: dict[str, Any]) -> bool:
-    import torch
-
-    value = args[0] if args else kwargs.get("device")
-    if value is None or isinstance(value, torch.Tensor):
-        return False
-    try:
-        return torch.device(value).type == "cpu"
-    except (TypeError, RuntimeError, ValueError):
-        return False
-
-
-def _names_cuda(value: Any) -> bool:
+def _device_type(value: Any) -> str | None:
+    """"cuda", "cpu", ... for anything that names a device; None otherwise (a dtype, a tensor, nothing)."""
     import torch
 
     if value is None or isinstance(value, torch.Tensor):
-        return False
+        return None
     try:
-        return torch.device(value).type == "cuda"
+        return torch.device(value).type
     except (TypeError, RuntimeError, ValueError):
-        return False
+        return None
 
 
 @contextmanager
@@ -104,17 +90,19 @@ def cuda_tensors(made_by: str) -> Iterator[None]:
     class CudaOnCpu(TorchFunctionMode):
         def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             kwargs = dict(kwargs or {})
-            asked = _names_cuda(kwargs.get("device"))
-            if asked:
-                kwargs["device"] = "cpu"
             name = getattr(func, "__name__", "")
             if name == "cuda" and args:  # Tensor.cuda(): already where it says it is
                 return reports_cuda(args[0])
-            if name == "cpu" and args or name == "to" and _names_cpu(args[1:2], kwargs):
+            positional = _device_type(args[1]) if name == "to" and len(args) > 1 else None
+            wanted = positional or _device_type(kwargs.get("device"))
+            if name == "cpu" and args or name == "to" and wanted == "cpu":
                 # Copied to the host, as on the GPU machine: a plain CPU tensor again.
                 return func(*args, **kwargs).as_subclass(torch.Tensor)
-            if name == "to" and len(args) > 1 and _names_cuda(args[1]):
-                args, asked = (args[0], "cpu", *args[2:]), True
+            asked = wanted == "cuda"
+            if asked and positional:
+                args = (args[0], "cpu", *args[2:])
+            elif asked:
+                kwargs["device"] = "cpu"
             out = func(*args, **kwargs)
             return reports_cuda(out) if asked or _made_by(made_by, skipped) else out
 

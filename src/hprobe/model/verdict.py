@@ -14,7 +14,8 @@ from hprobe.model.padding import Reach
 class Verdict(str, Enum):
     """What a padding table does for one count. Each member carries everything an
     output needs to show it (its explanation, mark, style, CI level, whether it
-    fails the gate), so adding a verdict touches this class and nothing else."""
+    fails the gate), so no format lists verdicts; judge.py decides when one is
+    given, and mypy names every match that must say what a new one means."""
 
     OK = "ok"
     REDUCIBLE = "reducible"

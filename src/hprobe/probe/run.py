@@ -98,14 +98,14 @@ def _on_faked_cuda(session: FlashinferSession, variant: Variant, entry, sm: SM, 
     the device check runs on them, flashinfer's own code as before. A call the
     faked tensors get past replaces the stopped one, marked `faked_device`; one
     they cannot get past either keeps its stop."""
-    stopped = [h for h, c in raw.items() if c.site is not None and c.site.device_check]
+    stopped = _stopped_by_device(raw)
     if not stopped:
         return raw
     out = dict(raw)
     with session.quiet():
         for h in stopped:
             again = _one(session, variant.probe, entry, sm, h, variant.values, alternative, faked_cuda=True)
-            if not (again.site is not None and again.site.device_check):
+            if not _stopped_by_device({h: again}):
                 out[h] = again
     return out
 
@@ -130,6 +130,11 @@ def _clear_input_caches() -> None:
                     probe.__dict__.pop(attr, None)
 
 
+def _stopped_by_device(raw: dict[int, CallResult]) -> list[int]:
+    """The h_q whose call a check on the tensors' device stopped."""
+    return [h for h, c in raw.items() if c.site is not None and c.site.device_check]
+
+
 def _past_device_checks(raw: dict[int, CallResult]) -> dict[int, CallResult]:
     """A CPU probe cannot pass a check that its tensors are on the GPU. Where
     some h_q stop there while other h_q are refused by validators before it,
@@ -137,7 +142,7 @@ def _past_device_checks(raw: dict[int, CallResult]) -> dict[int, CallResult]:
     device check did not run, so they stay inconclusive (an environment
     failure), with that said in their reason. Only on an SM of the kernel's own
     families: elsewhere an architecture check may follow the device check."""
-    stopped = [h for h, c in raw.items() if c.site is not None and c.site.device_check]
+    stopped = _stopped_by_device(raw)
     if not stopped or not any(c.validator for c in raw.values()):
         return raw
     out = dict(raw)
