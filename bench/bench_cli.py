@@ -4,7 +4,7 @@ Runs every command in a fresh process, interleaved round by round so that
 machine noise hits all of them alike, and prints medians and ratios measured
 side by side in this one run.
 
-    .venv/bin/python bench/bench_cli.py [--rounds 5] [--releases] [--report] [--suggest] [--page-sizes]
+    .venv/bin/python bench/bench_cli.py [--rounds 5] [--releases] [--report] [--suggest] [--page-sizes] [--ci-step]
 """
 
 from __future__ import annotations
@@ -158,6 +158,36 @@ def suggest_bench(rounds: int) -> None:
     )
 
 
+def ci_step() -> None:
+    """The CI recipe's step as a repeated run sees it: a fresh clone, then
+    `scripts/setup` (a new venv; pip's download cache warm) and `hprobe check`
+    on a warm hprobe cache (the directory the recipe caches between runs)."""
+    import shutil
+    import tempfile
+
+    work = Path(tempfile.mkdtemp(prefix="hprobe-bench-ci-"))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "VIRTUAL_ENV")}
+    env["HPROBE_CACHE_DIR"] = str(work / "hprobe-cache")
+    try:
+        subprocess.run(["git", "clone", "-q", str(ROOT), str(work / "first")], check=True)
+        subprocess.run([str(work / "first" / "scripts" / "setup")], check=True, stdout=subprocess.DEVNULL, env=env)
+        subprocess.run([str(work / "first" / ".venv" / "bin" / "hprobe"), "check"], check=False, stdout=subprocess.DEVNULL, env=env)  # fills the cache, as the first CI run does
+        start = time.perf_counter()
+        subprocess.run(["git", "clone", "-q", str(ROOT), str(work / "again")], check=True)
+        subprocess.run([str(work / "again" / "scripts" / "setup")], check=True, stdout=subprocess.DEVNULL, env=env)
+        setup = time.perf_counter() - start
+        proc = subprocess.run([str(work / "again" / ".venv" / "bin" / "hprobe"), "check"], check=False, stdout=subprocess.DEVNULL, env=env)
+        total = time.perf_counter() - start
+        if proc.returncode not in (0, 1):
+            raise SystemExit(f"hprobe check exited {proc.returncode}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print("\nCI step, repeated (pip's download cache and hprobe's cache warm)")
+    print(f"{'clone + scripts/setup (new venv)':<34} {setup:>8.2f}")
+    print(f"{'hprobe check (warm cache)':<34} {total - setup:>8.2f}")
+    print(f"{'the step':<34} {total:>8.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
@@ -165,6 +195,7 @@ def main() -> None:
     parser.add_argument("--report", action="store_true", help="also time a ten-release report against the same matrix, warm")
     parser.add_argument("--suggest", action="store_true", help="also time suggest (pin search, patch) against check on one repo, warm")
     parser.add_argument("--page-sizes", action="store_true", help="also write the report for every release from 0.5.0 (one kernel x 2 SMs; every variant x 5 SMs) and print its size")
+    parser.add_argument("--ci-step", action="store_true", help="also time the CI recipe's step repeated on warm caches: clone, scripts/setup, check")
     args = parser.parse_args()
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in COMMANDS}
     import tempfile
@@ -192,6 +223,8 @@ def main() -> None:
         suggest_bench(args.rounds)
     if args.page_sizes:
         page_sizes()
+    if args.ci_step:
+        ci_step()
 
 
 if __name__ == "__main__":

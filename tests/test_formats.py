@@ -156,3 +156,22 @@ def test_markdown_tables_keep_their_shape():
     tokens = MarkdownIt("commonmark").enable("table").parse(out)
     rows = [t for t in tokens if t.type == "tr_open"]
     assert rows, "no table rendered"
+
+
+def test_runs_give_back_every_h_q_exactly():
+    """hprobe.matrix/3 holds runs of h_q answered alike; each h_q's own words come
+    back exactly, a message that names its h_q included, and one that already
+    holds the template's `{h}` is never templated."""
+    result = _result(100, Depth.VALIDATORS)
+    for h in (10, 11):
+        result.heads[h] = HeadResult(h, Outcome.REJECTED, error_type="ValueError", message=f"got {h} of {{h}} (h={h})", location="x.py:1")
+    for h in range(13, 40):
+        result.heads[h] = HeadResult(h, Outcome.REJECTED, error_type="ValueError", message=f"Expected 64 or 128 query heads, got {h} (DSv4, 13x)", location="decode.py:7")
+    runs = result.head_runs()
+    assert len(runs) < len(result.heads) // 3
+    templated = next(run for run in runs if run["from"] == 13)
+    assert templated["to"] == 39 and templated["count_in"] == ["message"] and templated["message"] == "Expected 64 or 128 query heads, got {h} (DSv4, 13x)"
+    assert all("count_in" not in run for run in runs if run["from"] in (10, 11))
+    back = KernelSMResult.from_dict(json.loads(json.dumps(result.to_dict(runs=True))))
+    assert back.heads == result.heads
+    assert MatrixReport([_release()], Targets([SM(10, 0)], "flag"), HEADS, ["dsv4-sparse-mla"]).to_dict(runs=True)["schema"] == "hprobe.matrix/3"

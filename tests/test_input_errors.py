@@ -97,3 +97,38 @@ def test_a_pin_that_names_no_release_is_one_input_error(cli, pin):
 def test_since_that_names_no_release_is_refused_before_any_work(cli):
     code, _, err = cli("suggest", "--since", "soon")
     assert code == 2 and err == "hprobe: error: --since 'soon': not a release number\n"
+
+
+def test_every_option_coerces_as_typer_itself_would():
+    """hprobe coerces strings and its parsers' values without pydantic
+    (cli/coercion.py); for every option of every command, a value given comes
+    out as typer's own coercion gives it, refusals included."""
+    import typer
+    from typer import _coercion
+    from typer.core import _TyperParameter
+    from typer.main import get_command
+
+    from hprobe.cli.app import app
+
+    def commands(group):
+        for command in group.commands.values():
+            yield from commands(command) if hasattr(command, "commands") else [command]
+
+    def outcome(runtime, param, value):
+        try:
+            return ("value", runtime.coerce(value, param=param, ctx=None))
+        except (typer.BadParameter, _coercion.UsageError) as exc:
+            return ("refused", exc.format_message())
+
+    checked = light = 0
+    for command in commands(get_command(app)):
+        for param in command.params:
+            if not isinstance(param, _TyperParameter) or param.type_descriptor.annotation is bool:
+                continue
+            samples = [("7", "8"), ("", "x")] if param.multiple else ["7", "", " ", "x.toml", "0x10"]
+            light += type(param.get_runtime_param()).__name__ == "_LightParam"
+            for value in samples:
+                ours = outcome(param.get_runtime_param(), param, value)
+                assert ours == outcome(_coercion.build_runtime_param(param.type_descriptor), param, value), (command.name, param.name, value)
+                checked += 1
+    assert checked > 100 and light > 20  # and the light path is the one in use

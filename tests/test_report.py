@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from hprobe.model.outcome import KernelSMResult
 from hprobe.system.escaping import visible
 
 from .conftest import POST_48047, ROOT
@@ -80,21 +81,26 @@ def test_the_pages_are_written_with_one_heatmap_row_per_release(site):
     assert "Δ +{8, 16, 32}" in sm100  # where the boundary moved
     assert 'id="legend"' in html
     doc = json.loads((site / "matrix.json").read_text())
-    assert doc["schema"] == "hprobe.matrix/2" and [r["version"] for r in doc["releases"]] == ["0.6.13", "0.6.14"]
+    assert doc["schema"] == "hprobe.matrix/3" and [r["version"] for r in doc["releases"]] == ["0.6.13", "0.6.14"]
+    assert all(len(r["runs"]) < 16 for r in doc["results"])  # runs of h_q, not 256 entries
     assert "dsv4-sparse-mla" in (site / "matrix.md").read_text()
 
 
 def _cells(svg: str) -> dict[str, dict[int, tuple[str, str]]]:
-    """Per release, per h_q: the outcome and tooltip of the shape that covers it."""
+    """Per release, per h_q: the outcome and tooltip of the shape that covers it
+    (a shape spans `data-rows` releases from its top row down)."""
     versions = re.findall(r'<text x="4" y="(\d+)" class="release">([^<]+)<', svg)
-    by_y = {int(y) - (16 - 4): version for y, version in versions}  # the row's top, as the rects give it
-    cells: dict[str, dict[int, tuple[str, str]]] = {v: {} for _, v in versions}
-    for y, span, outcome, title in re.findall(r'<rect x="\d+" y="(\d+)"[^>]*data-heads="([\d-]+)" data-outcome="([^"]+)"><title>([^<]*)</title>', svg):
+    order = [version for _, version in versions]
+    by_y = {int(y) - (16 - 4): i for i, (y, _) in enumerate(versions)}  # the row's top, as the rects give it
+    cells: dict[str, dict[int, tuple[str, str]]] = {v: {} for v in order}
+    for y, span, rows, outcome, title in re.findall(r'<rect x="\d+" y="(\d+)"[^>]*data-heads="([\d-]+)" data-rows="(\d+)" data-outcome="([^"]+)"><title>([^<]*)</title>', svg):
         low, _, high = span.partition("-")
-        for h in range(int(low), int(high or low) + 1):
-            row = cells[by_y[int(y)]]
-            assert h not in row, f"h_q {h} drawn twice"
-            row[h] = (outcome, html.unescape(title))
+        first = by_y[int(y)]
+        for version in order[first : first + int(rows)]:
+            for h in range(int(low), int(high or low) + 1):
+                row = cells[version]
+                assert h not in row, f"h_q {h} of {version} drawn twice"
+                row[h] = (outcome, html.unescape(title))
     return cells
 
 
@@ -106,15 +112,14 @@ def test_every_cell_keeps_its_outcome_and_evidence(site):
     svgs = re.findall(r"<svg class=\"heatmap\".*?</svg>", page, re.S)
     for svg, sm in zip(svgs, (100, 120), strict=True):
         cells = _cells(svg)
-        for result in (r for r in doc["results"] if r["sm"] == sm):
-            row = cells[result["flashinfer_version"]]
-            assert sorted(row) == list(range(1, 257))
-            for head in result["heads"]:
-                h = head["heads"]
+        for result in (KernelSMResult.from_dict(r) for r in doc["results"] if r["sm"] == sm):
+            row = cells[result.flashinfer_version]
+            assert sorted(row) == list(range(1, 257)) == sorted(result.heads)
+            for h, head in result.heads.items():
                 outcome, title = row[h]
-                assert outcome == head["outcome"]
+                assert outcome == head.outcome.value
                 said = title.split(": ", 1)[1]
-                words = visible(head.get("entry") or head.get("message") or head.get("reason") or "")
+                words = visible(head.entry or head.message or head.reason or "")
                 assert words and words in said.replace("#", str(h)), (h, words, said)
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, List, Optional
 import typer
 
 from hprobe import __version__
+from hprobe.cli.coercion import install as install_light_coercion
 from hprobe.cli.options import (
     AXIS_CONTEXT,
     AXIS_EPILOG,
@@ -38,6 +39,8 @@ from hprobe.cli.run import run_app, run_job, say
 from hprobe.model.errors import InputError
 from hprobe.model.padding import MAX_HEADS
 from hprobe.system.fileio import SiteWriter, check_output, write_output
+
+install_light_coercion()  # before any command parses: every way in (console script, -m, CliRunner) coerces alike
 
 if TYPE_CHECKING:
 
@@ -324,7 +327,7 @@ def report(
             matrix_report, tables = run_report(releases, kernels, sm, wanted, axes, rules, not no_cache, progress)
         markdown, document = io.StringIO(), io.StringIO()
         MarkdownFormatter(markdown).matrix(matrix_report)
-        JsonFormatter(document).matrix(matrix_report)
+        JsonFormatter(document).matrix_runs(matrix_report)
         site.commit({"index.html": render_site(matrix_report, tables), "matrix.md": markdown.getvalue(), "matrix.json": document.getvalue()})
         say(f"wrote {visible(str(output))}/index.html, matrix.md, matrix.json: {len(matrix_report.releases)} releases, {len(matrix_report.keys)} variants")
         return 0

@@ -153,7 +153,7 @@ def load_baseline(path: str) -> Baseline:
         raise InputError(f"--baseline {path}: nested too deeply to be an hprobe matrix document") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"--baseline {path}: not JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(doc, dict) or doc.get("schema") not in ("hprobe.matrix/1", "hprobe.matrix/2"):
+    if not isinstance(doc, dict) or doc.get("schema") not in ("hprobe.matrix/1", "hprobe.matrix/2", "hprobe.matrix/3"):
         raise InputError(f"--baseline {path}: not an hprobe matrix document (record one with `hprobe matrix --json > FILE`)")
     try:
         recorded = [KernelSMResult.from_dict(r) for r in doc["results"]]

@@ -15,6 +15,37 @@ def without_count(message: str, heads: int) -> str:
     return re.sub(rf"(?<!\w){heads}(?!\w)", "#", message)
 
 
+_COUNT = "{h}"  # stands for each h_q of a run in a run's templated fields
+
+
+def _count_template(fields: dict[str, Any], heads: int) -> dict[str, Any]:
+    """`fields` with the h_q they name as `{h}`, those fields listed in `count_in`."""
+    out = dict(fields)
+    counted = []
+    for name, value in fields.items():
+        if isinstance(value, str) and name != "outcome" and _COUNT not in value:
+            templated = re.sub(rf"(?<!\w){heads}(?!\w)", _COUNT, value)
+            if templated != value:
+                out[name] = templated
+                counted.append(name)
+    if counted:
+        out["count_in"] = counted
+    return out
+
+
+def _expand_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    items = []
+    for run in runs:
+        lo, hi = int(run["from"]), int(run["to"])
+        if not 0 < lo <= hi or hi - lo > 1 << 16:
+            raise ValueError(f"a run from {lo} to {hi}")
+        counted = run.get("count_in", [])
+        fields = {k: v for k, v in run.items() if k not in ("from", "to", "count_in")}
+        for h in range(lo, hi + 1):
+            items.append({**fields, **{k: fields[k].replace(_COUNT, str(h)) for k in counted}, "heads": h})
+    return items
+
+
 class Outcome(str, Enum):
     ACCEPTED = "accepted"  # reached the launch boundary: every Python validator accepted
     REJECTED = "rejected"  # a validator raised, while other h_q reached the boundary
@@ -214,18 +245,40 @@ class KernelSMResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> KernelSMResult:
+        """Read back `to_dict` (per-h `heads`) or `to_dict(runs=True)` (`runs`)."""
         result = cls(data["kernel"], int(data["sm"]), data["flashinfer_version"], Depth(data.get("depth", "validators")))
         result.notes = list(data.get("notes", []))
         result.config = dict(data.get("config", {}))
         result.key = data.get("key") or result.kernel
         result.unchecked = list(data.get("unchecked", []))
         result.metadata = data.get("metadata")
-        for item in data["heads"]:
+        items = _expand_runs(data["runs"]) if "runs" in data else data["heads"]
+        for item in items:
             head = HeadResult.from_dict(item)
             result.heads[head.heads] = head
         return result
 
-    def to_dict(self) -> dict[str, Any]:
+    def head_runs(self) -> list[dict[str, Any]]:
+        """The per-h answers as runs of consecutive h_q answered alike:
+        `{from, to, outcome, ...fields}`. Where a field differs only by the h_q
+        it names ("got 65"), the run holds it once with `{h}` for that number
+        and lists the field in `count_in`; `from_dict` gives back every h_q's
+        own words exactly (a text that already holds `{h}` is never templated)."""
+        runs: list[tuple[int, int, dict[str, Any], dict[str, Any]]] = []  # (from, to, first's own, template)
+        for h in sorted(self.heads):
+            own = self.heads[h].to_dict()
+            del own["heads"]
+            template = _count_template(own, h)
+            if runs and runs[-1][1] == h - 1 and runs[-1][3] == template:
+                runs[-1] = (runs[-1][0], h, runs[-1][2], template)
+            else:
+                runs.append((h, h, own, template))
+        return [{"from": lo, "to": hi, **(own if lo == hi else template)} for lo, hi, own, template in runs]
+
+    def to_dict(self, runs: bool = False) -> dict[str, Any]:
+        """`runs`: the answers as `head_runs()` (hprobe.matrix/3) instead of one
+        entry per h_q (hprobe.matrix/2)."""
+        answers = {"runs": self.head_runs()} if runs else {"heads": [self.heads[h].to_dict() for h in sorted(self.heads)]}
         return {
             "kernel": self.kernel,
             "key": self.key,
@@ -238,5 +291,5 @@ class KernelSMResult:
             "status": self.status.value,
             "accepted": self.accepted(),
             "notes": self.notes,
-            "heads": [self.heads[h].to_dict() for h in sorted(self.heads)],
+            **answers,
         }

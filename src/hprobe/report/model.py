@@ -58,11 +58,13 @@ class MatrixReport:
         answered = any(h.outcome is not Outcome.INCONCLUSIVE for r in self.results for h in r.heads.values())
         return 0 if answered else EXIT_INCONCLUSIVE
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, runs: bool = False) -> dict[str, Any]:
+        """hprobe.matrix/2, or with `runs` hprobe.matrix/3: the same document
+        with each result's answers as runs of h_q (`KernelSMResult.head_runs`)."""
         return {
-            **_header("hprobe.matrix/2", self.flashinfer, self.releases, self.targets),
+            **_header("hprobe.matrix/3" if runs else "hprobe.matrix/2", self.flashinfer, self.releases, self.targets),
             "heads": {"min": min(self.heads), "max": max(self.heads), "count": len(self.heads)},
-            "results": [r.to_dict() for r in self.results],
+            "results": [r.to_dict(runs=runs) for r in self.results],
             "exit_code": self.exit_code,
         }
 

@@ -5,13 +5,10 @@ from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from hprobe.device.session import FlashinferSession
 from hprobe.kernels import get_variant
 from hprobe.model.outcome import KernelSMResult, Outcome
 from hprobe.model.release import INSTALLED, FlashinferInfo, ProbedRelease, Progress
 from hprobe.model.sm import SM
-from hprobe.probe.parallel import probe_split
-from hprobe.probe.run import probe_kernel
 from hprobe.support import cache
 from hprobe.support.releases import Release, cache_installed, cached_installed, installed_identity, installed_release, probe_release, read_in_worker, resolve
 from hprobe.system.bounded import kill_running, resume
@@ -46,6 +43,11 @@ def probe_installed(needed: dict[str, list[int]], heads: list[int], use_cache: b
 
 
 def _probe_in_process(needed: dict[str, list[int]], heads: list[int], workers: int | None = None) -> ProbedRelease:
+    # Imported here: a warm run answers from the cache without the probe machinery.
+    from hprobe.device.session import FlashinferSession
+    from hprobe.probe.parallel import probe_split
+    from hprobe.probe.run import probe_kernel
+
     first = min(sm for sms in needed.values() for sm in sms)
     session = FlashinferSession(SM.from_number(first))
     session.open()
@@ -80,7 +82,7 @@ def probe_named(item: str, needed: dict[str, list[int]], heads: list[int], use_c
     cache_note = cache.note()
     if cache_note:
         notes.append(cache_note)
-    return ProbedRelease(item, FlashinferInfo(release.version, str(release.tree)), results, notes, release.unmet)
+    return ProbedRelease(item, FlashinferInfo(release.version, str(release.location)), results, notes, release.unmet)
 
 
 def gather(labels: list[str], needed: dict[str, list[int]], heads: list[int], use_cache: bool, progress: Progress) -> dict[str, ProbedRelease]:

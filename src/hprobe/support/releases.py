@@ -52,9 +52,22 @@ class Release:
 
     label: str  # what the user asked for: "0.6.13", a wheel path, a directory
     version: str
-    tree: Path  # directory that holds the `flashinfer` package
+    location: Path  # directory that holds the `flashinfer` package, as reported
     wheel_sha256: str | None  # identity for the result cache; None for a directory
     unmet: list[Unmet] = field(default_factory=list)  # Requires-Dist not met here
+    # Checking an unpacked tree against its RECORD stats ten thousand files.
+    # Answers from the result cache depend on the wheel's digest alone, so the
+    # check runs only when something reads the tree (a worker, a rule's import).
+    _verify: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def tree(self) -> Path:
+        """The tree, checked against the wheel's RECORD (and unpacked again if
+        it was damaged) before its first use."""
+        if self._verify is not None:
+            verify, self._verify = self._verify, None
+            verify()
+        return self.location
 
 
 def parse_spec(spec: str) -> list[str]:
@@ -115,8 +128,8 @@ def fetch_wheel(version: str) -> Path:
         target = wheels / got[0].name
         # pip checked the index's hash while downloading; record the digest so
         # later runs can tell a damaged cached wheel from a good one.
-        cache.write_atomically(_digest_file(target), _sha256(got[0]).encode())
-        os.replace(got[0], target)
+        _record_digest(got[0], _digest_file(target))
+        os.replace(got[0], target)  # a rename keeps the size and mtime the record was stamped with
     return target
 
 
@@ -133,21 +146,39 @@ def _digest_file(wheel: Path) -> Path:
     return wheel.with_name(wheel.name + ".sha256")
 
 
+def _stamp(info: os.stat_result) -> str:
+    return f"{info.st_size} {info.st_mtime_ns}"
+
+
+def _record_digest(wheel: Path, record: Path) -> None:
+    """The wheel's digest, stamped with the size and mtime it was computed at:
+    while both hold, later runs take the digest without hashing 100 MB again."""
+    info = wheel.stat()
+    cache.write_atomically(record, f"{_sha256(wheel)}\n{_stamp(info)}\n".encode())
+
+
 def _cached_wheel(wheels: Path, version: str) -> Path | None:
     """A cached wheel of `version` whose digest matches the one recorded when it
-    was fetched; a damaged one is discarded, so the caller fetches it again."""
+    was fetched; a damaged one is discarded, so the caller fetches it again. A
+    wheel whose size and mtime are those the record was stamped with is not
+    hashed again (a write that truncates or replaces it changes both)."""
     for wheel in wheels.glob(f"{_WHEEL_PREFIX}*.whl"):
         if _wheel_version(wheel) != Version(version):
             continue
         try:
-            recorded = _digest_file(wheel).read_text().strip()
+            recorded, _, stamp = _digest_file(wheel).read_text().strip().partition("\n")
+            info = wheel.stat()
         except OSError:
-            recorded = None
-        if recorded is None and _zip_intact(wheel):
-            # Fetched before digests were recorded: check it once, then record.
-            cache.write_atomically(_digest_file(wheel), _sha256(wheel).encode())
+            recorded, stamp, info = "", "", None
+        if info is not None and recorded and stamp.strip() == _stamp(info):
+            _DIGESTS[(str(wheel), info.st_size, info.st_mtime_ns)] = recorded
             return wheel
-        if recorded is not None and _sha256(wheel) == recorded:
+        if not recorded and _zip_intact(wheel):
+            # Fetched before digests were recorded: check it once, then record.
+            _record_digest(wheel, _digest_file(wheel))
+            return wheel
+        if recorded and _sha256(wheel) == recorded:
+            _record_digest(wheel, _digest_file(wheel))  # stamped, as records written before stamps were not
             return wheel
         cache.discard(wheel)
         cache.discard(_digest_file(wheel))
@@ -172,20 +203,21 @@ def _wheel_version(wheel: Path) -> Version | None:
         return None
 
 
+_DIGESTS: dict[tuple[str, int, int], str] = {}  # (path, size, mtime_ns) -> sha256
+
+
 def _sha256(path: Path) -> str:
     """The file's digest, computed once per state of the file: the cached-wheel
     check and the tree lookup both ask for it, and a wheel is 100 MB."""
     info = path.stat()
-    return _sha256_of(str(path), info.st_size, info.st_mtime_ns)
-
-
-@functools.lru_cache(maxsize=64)
-def _sha256_of(path: str, _size: int, _mtime_ns: int) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    key = (str(path), info.st_size, info.st_mtime_ns)
+    if key not in _DIGESTS:
+        digest = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+        _DIGESTS[key] = digest.hexdigest()
+    return _DIGESTS[key]
 
 
 # Bounds on unpacking a wheel (README "Releases that are not installed"). The
@@ -197,32 +229,51 @@ MAX_RATIO = 100  # unpacked / packed size; flashinfer's wheels are about 7
 
 def _from_wheel(wheel: Path, label: str) -> Release:
     sha = _sha256(wheel)
-    trees = cache.directory("trees")
-    tree = trees / sha
-    if not _tree_intact(tree):
-        from filelock import FileLock, Timeout
-
-        # One process unpacks, the others wait for it and find the tree
-        # published. Without the lock (timeout, a filesystem without locks)
-        # unpacking is still safe, only done twice.
-        lock: FileLock | None = FileLock(str(trees / f".{sha}.lock"))
-        try:
-            lock.acquire(timeout=setting_from_env(WORKER_TIMEOUT))  # type: ignore[union-attr]
-        except (Timeout, OSError):
-            lock = None
-        try:
-            if not _tree_intact(tree):
-                cache.clean_stale(trees)
-                _unpack(wheel, tree, label)
-        finally:
-            if lock is not None:
-                lock.release()
+    tree = cache.directory("trees") / sha
+    verified = False
+    if not _published(tree):
+        _unpack_once(wheel, tree, sha, label)
+        verified = True
     metadata = _metadata(tree)
-    version = metadata.get("Version", ["unknown"])[0]
     named = _wheel_version(wheel)
+    version = metadata.get("Version", ["unknown"])[0]
+    if not verified and named is not None and not _same_version(named, version):
+        # A damaged METADATA, not yet a verdict on the wheel: check the tree first.
+        _ensure_intact(wheel, tree, sha, label)
+        verified = True
+        metadata = _metadata(tree)
+        version = metadata.get("Version", ["unknown"])[0]
     if named is not None and not _same_version(named, version):
         raise InputError(f"--flashinfer {label}: the wheel's file name says {named} but its METADATA says {version}; which release it is cannot be told, so it is not probed")
-    return Release(label, version, tree, sha, unmet_requirements(metadata))
+    verify = None if verified else functools.partial(_ensure_intact, wheel, tree, sha, label)
+    return Release(label, version, tree, sha, unmet_requirements(metadata), verify)
+
+
+def _ensure_intact(wheel: Path, tree: Path, sha: str, label: str) -> None:
+    if not _tree_intact(tree):
+        _unpack_once(wheel, tree, sha, label)
+
+
+def _unpack_once(wheel: Path, tree: Path, sha: str, label: str) -> None:
+    """Unpack `wheel` into `tree` unless another process has just done it."""
+    from filelock import FileLock, Timeout
+
+    trees = tree.parent
+    # One process unpacks, the others wait for it and find the tree
+    # published. Without the lock (timeout, a filesystem without locks)
+    # unpacking is still safe, only done twice.
+    lock: FileLock | None = FileLock(str(trees / f".{sha}.lock"))
+    try:
+        lock.acquire(timeout=setting_from_env(WORKER_TIMEOUT))  # type: ignore[union-attr]
+    except (Timeout, OSError):
+        lock = None
+    try:
+        if not _tree_intact(tree):
+            cache.clean_stale(trees)
+            _unpack(wheel, tree, label)
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 def _same_version(named: Version, written: str) -> bool:
@@ -235,10 +286,15 @@ def _same_version(named: Version, written: str) -> bool:
 _COMPLETE = ".hprobe-unpacked"  # written last into a tree before it is published
 
 
+def _published(tree: Path) -> bool:
+    """Unpacked completely once (what a cached answer needs of a tree)."""
+    return (tree / _COMPLETE).is_file() and (tree / "flashinfer" / "__init__.py").is_file()
+
+
 def _tree_intact(tree: Path) -> bool:
     """Published completely, and every file the wheel's RECORD lists has the
     size RECORD gives (an emptied or truncated file sends it back to unpacking)."""
-    if not (tree / _COMPLETE).is_file() or not (tree / "flashinfer" / "__init__.py").is_file():
+    if not _published(tree):
         if tree.exists():
             cache.discard(tree)
         return False
@@ -388,6 +444,9 @@ def _cache_key(identity: str, kernel_id: str, probe_version: int, sms: list[int]
     return hashlib.sha256(material.encode()).hexdigest()
 
 
+_COMPILED_SOURCES = (".h", ".cuh", ".hpp", ".cu", ".inl", ".cpp", ".cc", ".c")
+
+
 def installed_identity() -> str | None:
     """What the results for the installed flashinfer depend on, as a digest:
     its RECORD (every file with the hash pip checked), the versions of torch
@@ -409,11 +468,13 @@ def installed_identity() -> str | None:
     rows = list(csv.reader(record.splitlines()))
     if not any(len(row) == 3 and row[0] == "flashinfer/__init__.py" for row in rows):
         return None
-    # Every file's size against RECORD (thousands of stats on each warm run:
-    # os.stat on a joined path, not locate_file and Path, which cost 4x).
+    # Every file a probe can run or read against its RECORD size: os.stat on a
+    # joined path (locate_file and Path cost 4x). CUDA and C++ sources, four in
+    # five of the files, are left out: a probe stops before anything compiles
+    # them, so an edit there cannot change an answer.
     base = str(dist.locate_file(""))
     for row in rows:
-        if len(row) == 3 and row[2].isdigit() and row[0].startswith("flashinfer/"):
+        if len(row) == 3 and row[2].isdigit() and row[0].startswith("flashinfer/") and not row[0].endswith(_COMPILED_SOURCES):
             try:
                 if os.stat(os.path.join(base, row[0])).st_size != int(row[2]):
                     return None

@@ -9,6 +9,7 @@ Self-contained: no network, no external CSS or JS."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from packaging.specifiers import SpecifierSet
@@ -98,11 +99,25 @@ def _legend() -> str:
     return f'<ul class="legend" id="legend" aria-label="legend">{items}</ul>'
 
 
+@dataclass
+class _Shape:
+    """A run of h_q answered alike, down the consecutive release rows that agree."""
+
+    first: int  # row
+    last: int  # row
+    start: int  # index of its first h_q
+    heads: list[int]
+    outcome: Outcome | None
+    said: str
+
+
 def _heatmap(key: str, sm: int, rows: list[tuple[str, KernelSMResult | None]], heads: list[int]) -> str:
-    """One rect per run of neighbouring h_q that share an outcome and a reason:
-    a row of 256 cells is a handful of shapes. The run's tooltip says what each
-    of its h_q got, the h_q a message names written `#` (`got #`), so every
-    cell's answer is still there, in a page a tenth the size."""
+    """One rect per run of neighbouring h_q that share an outcome and a reason,
+    drawn down through the consecutive releases that answer that run alike: a
+    row of 256 cells is a handful of shapes, and nineteen releases that agree
+    are one. The shape's tooltip says what each of its h_q got on each of its
+    releases, the h_q a message names written `#` (`got #`), so every cell's
+    answer is still there."""
     width = LEFT + CELL_W * len(heads) + 260
     height = TOP + CELL_H * len(rows) + 6
     out = [
@@ -112,22 +127,37 @@ def _heatmap(key: str, sm: int, rows: list[tuple[str, KernelSMResult | None]], h
     for i, h in enumerate(heads):
         if h == 1 or h % 32 == 0:
             out.append(f'<text x="{LEFT + i * CELL_W}" y="{TOP - 6}" class="axis">{h}</text>')
+    shapes: list[_Shape] = []
+    open_shapes: dict[tuple[int, int, Outcome | None, str], _Shape] = {}  # the previous row's, by what they cover and say
     previous: KernelSMResult | None = None
     for row, (version, result) in enumerate(rows):
         y = TOP + row * CELL_H
         out.append(f'<text x="4" y="{y + CELL_H - 4}" class="release">{escape(version)}</text>')
+        still_open = {}
         for start, run, outcome, said in _runs(heads, result):
-            colour = (outcome or Outcome.INCONCLUSIVE).colour
-            span = f"{run[0]}" if len(run) == 1 else f"{run[0]}-{run[-1]}"
-            tip = f"flashinfer {version}, h_q {span.replace('-', '–')}: {said}"
-            out.append(
-                f'<rect x="{LEFT + start * CELL_W}" y="{y}" width="{CELL_W * len(run)}" height="{CELL_H - 2}" fill="{colour}" '
-                f'data-heads="{span}" data-outcome="{escape(outcome.value if outcome else "?")}"><title>{escape(tip)}</title></rect>'
-            )
+            ident = (start, len(run), outcome, said)
+            shape = open_shapes.get(ident)
+            if shape is not None:
+                shape.last = row
+            else:
+                shape = _Shape(row, row, start, run, outcome, said)
+                shapes.append(shape)
+            still_open[ident] = shape
+        open_shapes = still_open
         change = _change(previous, result)
         if change:
             out.append(f'<text x="{LEFT + CELL_W * len(heads) + 8}" y="{y + CELL_H - 4}" class="change">Δ {escape(change)}</text>')
         previous = result
+    for shape in shapes:
+        first, last, start, run, outcome, said = shape.first, shape.last, shape.start, shape.heads, shape.outcome, shape.said
+        colour = (outcome or Outcome.INCONCLUSIVE).colour
+        span = f"{run[0]}" if len(run) == 1 else f"{run[0]}-{run[-1]}"
+        named = rows[first][0] if first == last else f"{rows[first][0]} – {rows[last][0]} ({last - first + 1})"
+        tip = f"flashinfer {named}, h_q {span.replace('-', '–')}: {said}"
+        out.append(
+            f'<rect x="{LEFT + start * CELL_W}" y="{TOP + first * CELL_H}" width="{CELL_W * len(run)}" height="{CELL_H * (last - first + 1) - 2}" fill="{colour}" '
+            f'data-heads="{span}" data-rows="{last - first + 1}" data-outcome="{escape(outcome.value if outcome else "?")}"><title>{escape(tip)}</title></rect>'
+        )
     out.append("</svg>")
     return "".join(out)
 

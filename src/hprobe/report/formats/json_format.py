@@ -1,4 +1,4 @@
-"""Versioned JSON: `hprobe.check/1`, `hprobe.matrix/1` (see README)."""
+"""Versioned JSON: `hprobe.check/2`, `hprobe.matrix/2` and `/3`, and the rest the README lists."""
 
 from __future__ import annotations
 
@@ -19,6 +19,11 @@ class JsonFormatter(Formatter):
 
     def _write(self, payload: dict[str, Any]) -> None:
         self.stream.write(json_text(json.dumps(payload, indent=2)) + "\n")
+
+    def matrix_runs(self, report: MatrixReport) -> None:
+        """hprobe.matrix/3 without indentation: the report page's data file,
+        which is passed around with the page (`jq .` reads it indented)."""
+        self.stream.write(json_text(json.dumps(report.to_dict(runs=True), separators=(",", ":"))) + "\n")
 
     def check(self, report: CheckReport) -> None:
         doc = report.to_dict()

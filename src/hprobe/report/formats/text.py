@@ -46,7 +46,8 @@ def make_console(stderr: bool = False) -> Console:
                 width = os.get_terminal_size(stream.fileno()).columns or 80
             except (OSError, ValueError, AttributeError):
                 width = 80
-    return _Console(stderr=stderr, no_color=plain, highlight=False, width=width)
+    # emoji=False: a name such as ":warning:" from a consumer's table prints as written.
+    return _Console(stderr=stderr, no_color=plain, highlight=False, emoji=False, width=width)
 
 
 class _Console(Console):
