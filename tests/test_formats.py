@@ -139,8 +139,8 @@ def test_junit_and_annotations_carry_every_gate():
 def test_the_page_shows_every_outcome_and_the_per_release_verdicts():
     page = render_site(_matrix(), _check())
     for outcome in Outcome:
-        assert f'data-outcome="{outcome.value}"' in page, outcome
-        assert outcome.colour in page
+        assert f'class="o-{outcome.value}"><title>' in page, outcome  # a shape of each outcome
+        assert f".heatmap .o-{outcome.value} {{ fill: {outcome.colour}; }}" in page  # and its colour
     # Release by release the page judges each count on its own: 96 heads at
     # TP8 is 12, padded to 12, which the synthetic release accepts.
     grid = _check().verdict_grids
@@ -175,3 +175,13 @@ def test_runs_give_back_every_h_q_exactly():
     back = KernelSMResult.from_dict(json.loads(json.dumps(result.to_dict(runs=True))))
     assert back.heads == result.heads
     assert MatrixReport([_release()], Targets([SM(10, 0)], "flag"), HEADS, ["dsv4-sparse-mla"]).to_dict(runs=True)["schema"] == "hprobe.matrix/3"
+
+
+def test_a_head_result_writes_every_field():
+    from dataclasses import fields
+
+    from hprobe.model.outcome import _TEXT_FIELDS
+
+    assert {f.name for f in fields(HeadResult)} == {"heads", "outcome", *_TEXT_FIELDS}
+    full = HeadResult(7, Outcome.INCONCLUSIVE, **{name: f"{name} 7" for name in _TEXT_FIELDS})
+    assert HeadResult.from_dict(full.to_dict()) == full

@@ -145,6 +145,9 @@ def test_refusal_messages_group_by_check_not_by_the_count_they_name():
     assert without_count("Expected 8, 16, 32, 64, or 128 query heads for SM120 DSv4 sparse MLA, got 4", 4).endswith("DSv4 sparse MLA, got #")
     assert without_count("unsupported configuration (q_len=1, num_heads=120, page_size=64)", 120) == "unsupported configuration (q_len=1, num_heads=#, page_size=64)"
     assert without_count("requires SM120", 120) == "requires SM120"
+    # A release number is not a head count: "0.6.13" keeps its 6 and its 13.
+    assert without_count("flashinfer 0.6.13 has no x, got 13.", 13) == "flashinfer 0.6.13 has no x, got #."
+    assert without_count("flashinfer 0.6.13 has no x", 6) == "flashinfer 0.6.13 has no x"
 
 
 def test_every_verdict_explains_itself_in_every_output():

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, assert_never
 
@@ -11,8 +12,16 @@ from typing import Any, assert_never
 def without_count(message: str, heads: int) -> str:
     """A refusal's message with the h_q it names blanked out ("got 65" -> "got #"),
     so that one check's refusals of many h_q read as one."""
-    # A standalone number only: "got 4" but not the 4 of "DSv4" or of "64".
-    return re.sub(rf"(?<!\w){heads}(?!\w)", "#", message)
+    if str(heads) not in message:
+        return message  # most messages: a report page asks a million times
+    return _standalone(heads).sub("#", message)
+
+
+@functools.lru_cache(maxsize=4096)
+def _standalone(number: int) -> re.Pattern[str]:
+    """A number on its own: the 4 of "got 4" or "got 4.", but not of "DSv4",
+    "64", "4.5" or a release's "0.6.4"."""
+    return re.compile(rf"(?<![\w.]){number}(?!\w|\.\d)")
 
 
 _COUNT = "{h}"  # stands for each h_q of a run in a run's templated fields
@@ -23,8 +32,8 @@ def _count_template(fields: dict[str, Any], heads: int) -> dict[str, Any]:
     out = dict(fields)
     counted = []
     for name, value in fields.items():
-        if isinstance(value, str) and name != "outcome" and _COUNT not in value:
-            templated = re.sub(rf"(?<!\w){heads}(?!\w)", _COUNT, value)
+        if isinstance(value, str) and name != "outcome" and str(heads) in value and _COUNT not in value:
+            templated = _standalone(heads).sub(_COUNT, value)
             if templated != value:
                 out[name] = templated
                 counted.append(name)
@@ -134,13 +143,20 @@ class HeadResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> HeadResult:
-        fields = {k: data.get(k) for k in ("entry", "error_type", "message", "location", "reason", "slow_path", "cause")}
+        fields = {k: data.get(k) for k in _TEXT_FIELDS}
         return cls(int(data["heads"]), Outcome(data["outcome"]), **fields)
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["outcome"] = self.outcome.value
-        return {k: v for k, v in data.items() if v is not None}
+        # Field by field, not dataclasses.asdict: a report page writes a million of these.
+        data: dict[str, Any] = {"heads": self.heads, "outcome": self.outcome.value}
+        for name in _TEXT_FIELDS:
+            value = getattr(self, name)
+            if value is not None:
+                data[name] = value
+        return data
+
+
+_TEXT_FIELDS = ("entry", "error_type", "message", "location", "reason", "slow_path", "cause")
 
 
 class Depth(str, Enum):

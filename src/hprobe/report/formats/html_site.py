@@ -9,6 +9,7 @@ Self-contained: no network, no external CSS or JS."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -33,7 +34,7 @@ def render_site(report: MatrixReport, tables: CheckReport | None = None) -> str:
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>hprobe support matrix — flashinfer {escape(releases[0])}…{escape(releases[-1])}</title>",
-        f"<style>{_CSS}</style></head><body>",
+        f"<style>{_CSS}{_outcome_css()}</style></head><body>",
         "<h1>Query-head counts FlashInfer's kernels accept</h1>",
         f"<p>flashinfer {escape(', '.join(releases))}; h_q {escape(compact_set(report.heads))}; "
         f"answers from each release's own validators, probed by hprobe {escape(__version__)} "
@@ -91,6 +92,11 @@ def _admits(pin: SpecifierSet, version: str) -> bool:
         return False
 
 
+def _outcome_css() -> str:
+    unprobed = f".heatmap .o-unprobed {{ fill: {Outcome.INCONCLUSIVE.colour}; }}"  # an h_q not asked on that release
+    return " ".join([*(f".heatmap .o-{outcome.value} {{ fill: {outcome.colour}; }}" for outcome in Outcome), unprobed])
+
+
 def _legend() -> str:
     items = "".join(
         f'<li><span class="swatch" style="background:{outcome.colour}">{escape(outcome.mark)}</span> {escape(outcome.value)}</li>'
@@ -108,7 +114,21 @@ class _Shape:
     start: int  # index of its first h_q
     heads: list[int]
     outcome: Outcome | None
-    said: str
+    said: str  # in the first release's own words
+    template: str  # with the release it names written RELEASE_MARK, as every release of the shape says it
+
+
+# Where an answer names its release ("flashinfer 0.6.3 has no ..."), a shape
+# down several releases writes this instead; the shape's tooltip names them.
+RELEASE_MARK = "‹release›"
+
+
+def _without_release(said: str, version: str) -> str:
+    """`said` with the release number it names as RELEASE_MARK (0.6.7, but
+    not the 0.6.7 of 0.6.7.post1)."""
+    if version not in said:
+        return said
+    return re.sub(rf"(?<![\w.]){re.escape(version)}(?![\w]|\.\w)", RELEASE_MARK, said)
 
 
 def _heatmap(key: str, sm: int, rows: list[tuple[str, KernelSMResult | None]], heads: list[int]) -> str:
@@ -135,12 +155,13 @@ def _heatmap(key: str, sm: int, rows: list[tuple[str, KernelSMResult | None]], h
         out.append(f'<text x="4" y="{y + CELL_H - 4}" class="release">{escape(version)}</text>')
         still_open = {}
         for start, run, outcome, said in _runs(heads, result):
-            ident = (start, len(run), outcome, said)
+            template = _without_release(said, version)
+            ident = (start, len(run), outcome, template)
             shape = open_shapes.get(ident)
             if shape is not None:
                 shape.last = row
             else:
-                shape = _Shape(row, row, start, run, outcome, said)
+                shape = _Shape(row, row, start, run, outcome, said, template)
                 shapes.append(shape)
             still_open[ident] = shape
         open_shapes = still_open
@@ -149,14 +170,14 @@ def _heatmap(key: str, sm: int, rows: list[tuple[str, KernelSMResult | None]], h
             out.append(f'<text x="{LEFT + CELL_W * len(heads) + 8}" y="{y + CELL_H - 4}" class="change">Δ {escape(change)}</text>')
         previous = result
     for shape in shapes:
-        first, last, start, run, outcome, said = shape.first, shape.last, shape.start, shape.heads, shape.outcome, shape.said
-        colour = (outcome or Outcome.INCONCLUSIVE).colour
+        first, last, run = shape.first, shape.last, shape.heads
         span = f"{run[0]}" if len(run) == 1 else f"{run[0]}-{run[-1]}"
         named = rows[first][0] if first == last else f"{rows[first][0]} – {rows[last][0]} ({last - first + 1})"
-        tip = f"flashinfer {named}, h_q {span.replace('-', '–')}: {said}"
+        tip = f"flashinfer {named}, h_q {span.replace('-', '–')}: {shape.said if first == last else shape.template}"
+        # The colour comes from the outcome's class (the stylesheet), once per page, not per shape.
         out.append(
-            f'<rect x="{LEFT + start * CELL_W}" y="{TOP + first * CELL_H}" width="{CELL_W * len(run)}" height="{CELL_H * (last - first + 1) - 2}" fill="{colour}" '
-            f'data-heads="{span}" data-rows="{last - first + 1}" data-outcome="{escape(outcome.value if outcome else "?")}"><title>{escape(tip)}</title></rect>'
+            f'<rect x="{LEFT + shape.start * CELL_W}" y="{TOP + first * CELL_H}" width="{CELL_W * len(run)}" height="{CELL_H * (last - first + 1) - 2}" '
+            f'data-heads="{span}" data-rows="{last - first + 1}" class="o-{shape.outcome.value if shape.outcome else "unprobed"}"><title>{escape(tip)}</title></rect>'
         )
     out.append("</svg>")
     return "".join(out)
@@ -171,10 +192,11 @@ def _runs(heads: list[int], result: KernelSMResult | None) -> list[tuple[int, li
     for i, h in enumerate(heads):
         outcome = result.outcome(h) if result is not None else Outcome.ABSENT
         said = _answer(h, result)
-        if runs and runs[-1][1][-1] + 1 == h and runs[-1][2] == outcome and runs[-1][3] == without_count(said, h):
+        template = without_count(said, h)
+        if runs and runs[-1][1][-1] + 1 == h and runs[-1][2] == outcome and runs[-1][3] == template:
             runs[-1][1].append(h)
         else:
-            runs.append((i, [h], outcome, without_count(said, h)))
+            runs.append((i, [h], outcome, template))
             singles[i] = said
     return [(start, hs, outcome, singles[start] if len(hs) == 1 else template) for start, hs, outcome, template in runs]
 
