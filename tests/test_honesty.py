@@ -137,7 +137,7 @@ def test_probing_in_two_processes_gives_the_same_results(cli_json, monkeypatch):
     """hprobe.probe.parallel forks after import; the report must not depend on it."""
     # --no-cache: the second run must probe again, not read what the first one cached.
     args = ("matrix", "-k", "trtllm-mla,xqa-mla,sm120-sparse-mla", "--sm", "100,120", "--heads", "1-20,96,128,129", "--no-cache")
-    from hprobe.support import gather as probing
+    from hprobe.probe import parallel as probing  # support.gather imports it when it probes
 
     calls = []
     real = probing.probe_split

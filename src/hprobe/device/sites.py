@@ -14,7 +14,7 @@ import ast
 import functools
 import os
 from dataclasses import dataclass
-from types import TracebackType
+from types import CodeType, TracebackType
 
 
 @dataclass(frozen=True)
@@ -40,12 +40,23 @@ def check_site(tb: TracebackType | None, prefix: str) -> CheckSite | None:
         code = frame.tb_frame.f_code
         if not _realpath(code.co_filename).startswith(prefix):
             continue
-        line = frame.tb_lineno or 0  # computed from the line table: only where needed
-        found = _guard(code.co_filename, code.co_firstlineno, line)
-        if found is not None:
-            tests, is_assert, device = found
-            return CheckSite(code.co_filename, code.co_name, line, tests, is_assert, device)
+        site = _site_at(code, frame.tb_lasti)
+        if site is not None:
+            return site
     return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _site_at(code: CodeType, lasti: int) -> CheckSite | None:
+    """The check around one instruction of one function: each h_q's refusal
+    raises from the same few, and turning an instruction into a line decodes
+    the function's whole line table."""
+    line = next((number for start, end, number in code.co_lines() if start <= lasti < end and number is not None), 0)
+    found = _guard(code.co_filename, code.co_firstlineno, line)
+    if found is None:
+        return None
+    tests, is_assert, device = found
+    return CheckSite(code.co_filename, code.co_name, line, tests, is_assert, device)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -2,10 +2,12 @@
 
 Importing flashinfer is most of a probe's cost and is paid once; the calls that
 follow are independent per variant. A forked child inherits the open session
-(and its fakes), probes half of the variants and hands its results back
-pickled (the same code runs on both ends of a fork). A child that fails
-leaves its half to the parent, so forking can only save time, never lose
-results.
+(and its fakes); parent and child take the next variant from a shared counter
+until none is left, so a slow variant (a release's cute-dsl path takes twice
+another's) does not leave one process idle. The child hands its results back
+pickled (the same code runs on both ends of a fork). A child that fails leaves
+what it did not hand back to the parent, so forking can only save time, never
+lose results.
 """
 
 from __future__ import annotations
@@ -21,11 +23,26 @@ Job = Callable[[list[str]], list[KernelSMResult]]
 
 
 def probe_split(keys: list[str], job: Job, workers: int | None = None) -> list[KernelSMResult]:
-    """`job(keys)` for all keys, spread over up to `workers` processes."""
+    """`job(keys)` for all keys, spread over up to `workers` processes (two at most)."""
     workers = workers or _default_workers()
     if workers < 2 or len(keys) < 2 or not hasattr(os, "fork"):
         return job(keys)
-    mine, theirs = keys[::2], keys[1::2]
+    import multiprocessing
+
+    counter = multiprocessing.get_context("fork").Value("i", 0)  # shared memory, inherited by the fork
+
+    def take() -> int:
+        with counter.get_lock():
+            index = counter.value
+            counter.value += 1
+        return index
+
+    def work() -> dict[str, list[KernelSMResult]]:
+        done: dict[str, list[KernelSMResult]] = {}
+        while (index := take()) < len(keys):
+            done[keys[index]] = job([keys[index]])
+        return done
+
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child; its result is checked by the parent
@@ -34,7 +51,7 @@ def probe_split(keys: list[str], job: Job, workers: int | None = None) -> list[K
         os.dup2(devnull, 1)  # stdout carries the parent's report only
         os.dup2(devnull, 2)
         try:
-            payload = pickle.dumps(job(theirs))
+            payload = pickle.dumps(work())
         except BaseException as exc:  # noqa: BLE001 - reported, then redone by the parent
             payload = pickle.dumps({"error": f"{type(exc).__name__}: {exc}"})
         with os.fdopen(write_fd, "wb") as out:
@@ -42,7 +59,7 @@ def probe_split(keys: list[str], job: Job, workers: int | None = None) -> list[K
         os._exit(0)
     os.close(write_fd)
     try:
-        results = job(mine)
+        mine = work()
     except BaseException:
         # Interrupted (Ctrl-C, SIGTERM) or failed: the child must not outlive us.
         os.kill(pid, signal.SIGKILL)
@@ -52,13 +69,16 @@ def probe_split(keys: list[str], job: Job, workers: int | None = None) -> list[K
     with os.fdopen(read_fd, "rb") as stream:
         payload = stream.read()
     os.waitpid(pid, 0)
+    theirs: dict[str, list[KernelSMResult]] = {}
     try:
         data = pickle.loads(payload)
-        if not isinstance(data, list) or not all(isinstance(r, KernelSMResult) for r in data):
-            raise ValueError("no results")
-        results.extend(data)
+        if isinstance(data, dict) and all(isinstance(k, str) and isinstance(v, list) and all(isinstance(r, KernelSMResult) for r in v) for k, v in data.items()):
+            theirs = data
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError):
-        results.extend(job(theirs))
+        pass
+    results: list[KernelSMResult] = []
+    for key in keys:  # in the order given; what neither process handed back is probed here
+        results.extend(mine[key] if key in mine else theirs[key] if key in theirs else job([key]))
     return results
 
 
