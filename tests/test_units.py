@@ -175,3 +175,19 @@ def test_an_inconclusive_cause_is_typed_from_the_exception():
     assert cause_of(AttributeError("module 'flashinfer.mla' has no attribute 'plan'")) is Cause.PROBE
     assert cause_of(AttributeError("'Tensor' object has no attribute 'kv_layout'")) is Cause.PROBE
     assert cause_of(NameError("name 'x' is not defined")) is Cause.PROBE
+
+
+def test_installed_versions_read_from_directory_names_match_the_metadata():
+    """envinfo reads versions from `.dist-info` directory names (one listing,
+    not a METADATA parse per question); for every distribution here it gives
+    what importlib.metadata gives, and None for one that is not installed."""
+    import importlib.metadata as md
+
+    from hprobe.system.envinfo import _listed_versions, distribution_version
+
+    names = {d.metadata["Name"] for d in md.distributions()}
+    assert len(names) > 20 and len(_listed_versions()) > 20
+    for name in names:
+        assert distribution_version(name) == md.version(name), name
+    assert distribution_version("Flashinfer_Python") == md.version("flashinfer-python")
+    assert distribution_version("no-such-distribution-here") is None

@@ -408,9 +408,8 @@ def unmet_requirements(metadata: dict[str, list[str]]) -> list[Unmet]:
             continue
         if req.marker is not None and not req.marker.evaluate({"extra": ""}):
             continue
-        try:
-            have = md.version(req.name)
-        except md.PackageNotFoundError:
+        have = distribution_version(req.name)
+        if have is None:
             unmet.append(Unmet(str(req), req.name))
             continue
         if req.specifier and not req.specifier.contains(have, prereleases=True):
@@ -484,9 +483,11 @@ def installed_identity() -> str | None:
     for raw in [*(dist.requires or []), "torch"]:
         try:
             name = Requirement(raw).name
-            versions.append(f"{name}=={md.version(name)}")
-        except (InvalidRequirement, md.PackageNotFoundError):
+        except InvalidRequirement:
             continue
+        have = distribution_version(name)
+        if have is not None:
+            versions.append(f"{name}=={have}")
     material = json.dumps([hashlib.sha256(record.encode()).hexdigest(), sorted(set(versions)), sys.version])
     return "installed:" + hashlib.sha256(material.encode()).hexdigest()
 

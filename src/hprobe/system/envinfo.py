@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import importlib.util
+import os
 import platform
+import re
 import sys
 from pathlib import Path
 
@@ -14,10 +17,48 @@ from hprobe.model.sm import detect_gpus
 
 
 def distribution_version(name: str) -> str | None:
-    try:
+    """The installed version of a distribution, None when it is not installed."""
+    listed = _listed_versions().get(_canonical(name))
+    if listed is not None:
+        return listed
+    try:  # not in a wheel-style directory name (an egg, a duplicate): ask the metadata
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()  # PEP 503
+
+
+@functools.cache
+def _listed_versions() -> dict[str, str]:
+    """Name -> version of the distributions on sys.path, from their
+    `{name}-{version}.dist-info` directory names: one listing per path entry,
+    where a metadata lookup parses a METADATA file per question (a warm check
+    asks some thirty). The first entry on sys.path wins, as for imports; a name
+    listed twice in one directory is left to the metadata lookup."""
+    found: dict[str, str] = {}
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        here: dict[str, str] = {}
+        twice: set[str] = set()
+        for item in names:
+            if not item.endswith(".dist-info"):
+                continue
+            name, sep, version = item[: -len(".dist-info")].partition("-")
+            key = _canonical(name)
+            if sep and version:
+                if key in here:
+                    twice.add(key)
+                here[key] = version
+        for key, version in here.items():
+            if key not in twice:
+                found.setdefault(key, version)
+    return found
 
 
 def flashinfer_origin() -> str | None:
