@@ -180,3 +180,42 @@ def _png_pixels(data: bytes) -> tuple[int, int, bytes]:
             idat += body
         pos += 12 + length
     return width, height, zlib.decompress(idat)
+
+
+def test_shapes_run_down_the_releases_that_agree_and_keep_each_answer():
+    """Synthetic, no probing: three releases lack the entry point (each message
+    names its own release), then one accepts some h_q. The absent stretch is one
+    shape down three rows, yet each cell's outcome and its release's own words
+    come back from the tooltip."""
+    from hprobe.model.outcome import HeadResult, Outcome
+    from hprobe.model.release import FlashinferInfo, ProbedRelease
+    from hprobe.model.sm import SM
+    from hprobe.model.targets import Targets
+    from hprobe.report.formats.html_site import render_site
+    from hprobe.report.model import MatrixReport
+
+    heads = list(range(1, 33))
+    releases = []
+    for version in ("0.6.7", "0.6.7.post1", "0.6.8", "0.6.9"):
+        result = KernelSMResult("k", 100, version)
+        for h in heads:
+            if version == "0.6.9":
+                accepted = h in (8, 16, 32)
+                result.heads[h] = HeadResult(h, Outcome.ACCEPTED if accepted else Outcome.REJECTED, entry="m.run" if accepted else None,
+                                             error_type=None if accepted else "ValueError", message=None if accepted else f"Expected 8, 16 or 32 heads, got {h}")
+            else:
+                result.heads[h] = HeadResult(h, Outcome.ABSENT, reason=f"flashinfer {version} has no m.run")
+        releases.append(ProbedRelease(version, FlashinferInfo(version, "/x"), {("k", 100): result}))
+    page = render_site(MatrixReport(releases, Targets([SM.from_number(100)], "flag"), heads, ["k"]))
+    [svg] = re.findall(r"<svg class=\"heatmap\".*?</svg>", page, re.S)
+    assert re.findall(r'data-rows="(\d+)" class="o-absent"', svg) == ["3"]  # one shape for three releases' 32 h_q
+    cells = _cells(svg)
+    for release in releases:
+        result = release.results[("k", 100)]
+        row = cells[release.info.version]
+        assert sorted(row) == heads
+        for h, head in result.heads.items():
+            outcome, title = row[h]
+            assert outcome == head.outcome.value
+            said = title.split(": ", 1)[1].replace("#", str(h)).replace(RELEASE_MARK, release.info.version)
+            assert (head.entry or head.message or head.reason) in said, (release.info.version, h, said)
