@@ -191,3 +191,38 @@ def test_installed_versions_read_from_directory_names_match_the_metadata():
         assert distribution_version(name) == md.version(name), name
     assert distribution_version("Flashinfer_Python") == md.version("flashinfer-python")
     assert distribution_version("no-such-distribution-here") is None
+
+
+def test_the_installed_identity_rests_on_the_package_not_the_venv(monkeypatch):
+    """The cached answers for the installed flashinfer are keyed by its RECORD's
+    package rows: a console script, whose first line names the venv's python,
+    differs between two identical installs at two paths and must not matter; a
+    package file's hash must."""
+    import importlib.metadata as md
+
+    from hprobe.support import releases
+
+    real = md.distribution("flashinfer-python")
+    record = real.read_text("RECORD")
+    assert "flashinfer/__init__.py" in record
+
+    class Edited:
+        def __init__(self, text):
+            self.text = text
+
+        def read_text(self, name):
+            return self.text if name == "RECORD" else real.read_text(name)
+
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+    def identity(text):
+        monkeypatch.setattr(releases.md, "distribution", lambda _name: Edited(text))
+        return releases.installed_identity()
+
+    unpatched = releases.installed_identity()
+    base = identity(record)
+    assert base is not None and base == unpatched
+    assert identity(record + "../../../bin/flashinfer,sha256=another-venv,123\n") == base
+    row = next(line for line in record.splitlines() if line.startswith("flashinfer/__init__.py,"))
+    assert identity(record.replace(row, row.replace("sha256=", "sha256=x"))) != base

@@ -448,7 +448,7 @@ _COMPILED_SOURCES = (".h", ".cuh", ".hpp", ".cu", ".inl", ".cpp", ".cc", ".c")
 
 def installed_identity() -> str | None:
     """What the results for the installed flashinfer depend on, as a digest:
-    its RECORD (every file with the hash pip checked), the versions of torch
+    its RECORD's package files (each with the hash pip checked), the versions of torch
     and of flashinfer's own requirements, and Python's. None when it cannot be
     known without importing: no RECORD (a source checkout on sys.path, an
     editable install), files whose sizes no longer match it, or a `flashinfer`
@@ -488,7 +488,11 @@ def installed_identity() -> str | None:
         have = distribution_version(name)
         if have is not None:
             versions.append(f"{name}=={have}")
-    material = json.dumps([hashlib.sha256(record.encode()).hexdigest(), sorted(set(versions)), sys.version])
+    # The package's rows only: RECORD also lists the console scripts, whose
+    # first line names the environment's python, so a new venv at another path
+    # (a CI runner's) would not find the answers of an identical install.
+    package = sorted(",".join(row) for row in rows if len(row) == 3 and row[0].startswith("flashinfer/"))
+    material = json.dumps([hashlib.sha256("\n".join(package).encode()).hexdigest(), sorted(set(versions)), sys.version])
     return "installed:" + hashlib.sha256(material.encode()).hexdigest()
 
 
