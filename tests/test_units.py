@@ -202,7 +202,8 @@ def test_the_installed_identity_rests_on_the_package_not_the_venv(monkeypatch):
 
     from hprobe.support import releases
 
-    real = md.distribution("flashinfer-python")
+    original = md.distribution
+    real = original("flashinfer-python")
     record = real.read_text("RECORD")
     assert "flashinfer/__init__.py" in record
 
@@ -217,7 +218,7 @@ def test_the_installed_identity_rests_on_the_package_not_the_venv(monkeypatch):
             return getattr(real, name)
 
     def identity(text):
-        monkeypatch.setattr(releases.md, "distribution", lambda _name: Edited(text))
+        monkeypatch.setattr(releases.md, "distribution", lambda name: Edited(text) if name == "flashinfer-python" else original(name))
         return releases.installed_identity()
 
     unpatched = releases.installed_identity()
