@@ -139,7 +139,9 @@ def page_sizes() -> None:
         site = tempfile.mkdtemp(prefix="hprobe-bench-page-")
         # The user's own cache: sizes do not depend on it, and nineteen releases probed cold take long.
         env = {k: v for k, v in os.environ.items() if k != "HPROBE_CACHE_DIR"} | ({"HPROBE_CACHE_DIR": USER_CACHE} if USER_CACHE else {})
-        subprocess.run(HPROBE + ["report", "--releases", "0.5.0..0.7.4", *args, "-o", site, "--force"], check=True, stdout=subprocess.DEVNULL, env=env)
+        proc = subprocess.run(HPROBE + ["report", "--releases", "0.5.0..0.7.4", *args, "-o", site, "--force"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+        if proc.returncode != 0:
+            raise SystemExit(f"hprobe report exited {proc.returncode}: {proc.stderr}")
         print(f"{label:<34} {site_sizes(site)}")
 
 
