@@ -7,7 +7,6 @@ import importlib.metadata
 import importlib.util
 import os
 import platform
-import re
 import sys
 from pathlib import Path
 
@@ -28,7 +27,9 @@ def distribution_version(name: str) -> str | None:
 
 
 def _canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()  # PEP 503
+    from packaging.utils import canonicalize_name
+
+    return canonicalize_name(name)
 
 
 @functools.cache
@@ -36,28 +37,32 @@ def _listed_versions() -> dict[str, str]:
     """Name -> version of the distributions on sys.path, from their
     `{name}-{version}.dist-info` directory names: one listing per path entry,
     where a metadata lookup parses a METADATA file per question (a warm check
-    asks some thirty). The first entry on sys.path wins, as for imports; a name
-    listed twice in one directory is left to the metadata lookup."""
+    asks some thirty). The first entry on sys.path that holds a name decides,
+    as for imports; where that entry holds it twice or as an egg, the name is
+    left to the metadata lookup, and no later entry answers for it."""
     found: dict[str, str] = {}
+    decided: set[str] = set()
     for entry in sys.path:
         try:
             names = os.listdir(entry or ".")
         except OSError:
             continue
         here: dict[str, str] = {}
-        twice: set[str] = set()
+        unclear: set[str] = set()
         for item in names:
-            if not item.endswith(".dist-info"):
+            stem, dot, kind = item.rpartition(".")
+            if not dot or kind not in ("dist-info", "egg-info"):
                 continue
-            name, sep, version = item[: -len(".dist-info")].partition("-")
+            name, sep, version = stem.partition("-")
             key = _canonical(name)
-            if sep and version:
-                if key in here:
-                    twice.add(key)
+            if kind == "egg-info" or not (sep and version) or key in here:
+                unclear.add(key)
+            else:
                 here[key] = version
         for key, version in here.items():
-            if key not in twice:
-                found.setdefault(key, version)
+            if key not in decided and key not in unclear:
+                found[key] = version
+        decided |= here.keys() | unclear
     return found
 
 

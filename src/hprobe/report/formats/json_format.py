@@ -17,13 +17,14 @@ class JsonFormatter(Formatter):
     def __init__(self, stream: TextIO | None = None):
         self.stream = stream or sys.stdout
 
-    def _write(self, payload: dict[str, Any]) -> None:
-        self.stream.write(json_text(json.dumps(payload, indent=2)) + "\n")
+    def _write(self, payload: dict[str, Any], compact: bool = False) -> None:
+        text = json.dumps(payload, separators=(",", ":")) if compact else json.dumps(payload, indent=2)
+        self.stream.write(json_text(text) + "\n")
 
     def matrix_runs(self, report: MatrixReport) -> None:
         """hprobe.matrix/3 without indentation: the report page's data file,
         which is passed around with the page (`jq .` reads it indented)."""
-        self.stream.write(json_text(json.dumps(report.to_dict(runs=True), separators=(",", ":"))) + "\n")
+        self._write(report.to_dict(runs=True), compact=True)
 
     def check(self, report: CheckReport) -> None:
         doc = report.to_dict()
