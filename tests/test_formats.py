@@ -182,6 +182,62 @@ def test_a_head_result_writes_every_field():
 
     from hprobe.model.outcome import _TEXT_FIELDS
 
-    assert {f.name for f in fields(HeadResult)} == {"heads", "outcome", *_TEXT_FIELDS}
+    # In order: from_dict passes the text fields by position.
+    assert [f.name for f in fields(HeadResult)] == ["heads", "outcome", *_TEXT_FIELDS]
     full = HeadResult(7, Outcome.INCONCLUSIVE, **{name: f"{name} 7" for name in _TEXT_FIELDS})
     assert HeadResult.from_dict(full.to_dict()) == full
+
+
+def _rich_lines(columns, rows, width=4000) -> str:
+    from hprobe.report.formats.text import rich_table
+
+    out = io.StringIO()
+    Console(file=out, width=width, color_system=None, highlight=False, emoji=False).print(rich_table(columns, rows))
+    return out.getvalue()
+
+
+def test_plain_tables_are_laid_out_as_rich_lays_them_out():
+    """Where no colour is written, tables are laid out without rich's table
+    layout; line for line, they are what rich writes for the same table:
+    every justification, sections, wide and combining characters, empty
+    cells, headers wider than their cells."""
+    import random
+
+    from rich.text import Text
+
+    from hprobe.report.formats.text import plain_table_lines
+
+    words = ["", "a", "SM100", "reducible (validators only)", "模型名", "e\u0301t\u00e9", "✓", "🙂x", "  padded  ", "[bold]x[/bold]", "\\x1b"]
+    rng = random.Random(7)
+    for _ in range(300):
+        k = rng.randint(1, 5)
+        columns = [(rng.choice(words[1:]), rng.choice(["left", "right", "center"])) for _ in range(k)]
+        rows = []
+        for _ in range(rng.randint(0, 6)):
+            if rows and rng.random() < 0.2:
+                rows.append(None)
+            rows.append([Text(rng.choice(words), style=rng.choice(["", "red", "dim"])) for _ in range(k)])
+        lines = plain_table_lines(columns, rows, 4000)
+        assert lines is not None
+        assert "\n".join(lines) + "\n" == _rich_lines(columns, rows), (columns, rows)
+    # Where rich would wrap or fold, rich lays it out.
+    wide = [("evidence", "left")]
+    assert plain_table_lines(wide, [[Text("x" * 50)]], 40) is None
+    assert plain_table_lines(wide, [[Text("two\nlines")]], 4000) is None
+
+
+def test_a_piped_report_prints_the_plain_table(monkeypatch):
+    """The text format takes the plain layout on a console without colour,
+    and rich's (which wraps) where the table does not fit."""
+    from hprobe.report.formats import text as text_format
+
+    calls = []
+    original = text_format.rich_table
+    monkeypatch.setattr(text_format, "rich_table", lambda *a: calls.append(a) or original(*a))
+    report = _check()
+    for width, expect_rich in ((4000, False), (60, True)):
+        calls.clear()
+        out = io.StringIO()
+        TextFormatter(Console(file=out, width=width, color_system=None, highlight=False, emoji=False)).check(report)
+        assert bool(calls) is expect_rich
+        assert "reducible" in out.getvalue() and "SM100" in out.getvalue()

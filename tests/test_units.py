@@ -197,33 +197,63 @@ def test_the_installed_identity_rests_on_the_package_not_the_venv(monkeypatch):
     """The cached answers for the installed flashinfer are keyed by its RECORD's
     package rows: a console script, whose first line names the venv's python,
     differs between two identical installs at two paths and must not matter; a
-    package file's hash must."""
+    package file's hash must. The RECORD, the directory it is relative to and
+    the requirements are read from the `.dist-info` directory as
+    importlib.metadata reads them."""
     import importlib.metadata as md
 
     from hprobe.support import releases
 
-    original = md.distribution
-    real = original("flashinfer-python")
-    record = real.read_text("RECORD")
-    assert "flashinfer/__init__.py" in record
-
-    class Edited:
-        def __init__(self, text):
-            self.text = text
-
-        def read_text(self, name):
-            return self.text if name == "RECORD" else real.read_text(name)
-
-        def __getattr__(self, name):
-            return getattr(real, name)
+    dist = md.distribution("flashinfer-python")
+    record, base, requires = releases._installed_distribution()
+    # Line endings aside (pip writes CRLF; read_text reads universal newlines).
+    assert (record.splitlines(), base, requires) == (dist.read_text("RECORD").splitlines(), str(dist.locate_file("")), list(dist.requires or []))
+    assert "flashinfer/__init__.py" in record and requires
 
     def identity(text):
-        monkeypatch.setattr(releases.md, "distribution", lambda name: Edited(text) if name == "flashinfer-python" else original(name))
+        monkeypatch.setattr(releases, "_installed_distribution", lambda: (text, base, requires))
         return releases.installed_identity()
 
     unpatched = releases.installed_identity()
-    base = identity(record)
-    assert base is not None and base == unpatched
-    assert identity(record + "../../../bin/flashinfer,sha256=another-venv,123\n") == base
+    assert unpatched is not None and identity(record) == unpatched
+    assert identity(record + "../../../bin/flashinfer,sha256=another-venv,123\n") == unpatched
     row = next(line for line in record.splitlines() if line.startswith("flashinfer/__init__.py,"))
-    assert identity(record.replace(row, row.replace("sha256=", "sha256=x"))) != base
+    assert identity(record.replace(row, row.replace("sha256=", "sha256=x"))) != unpatched
+    # A package file whose size no longer matches its row: no identity, so nothing cached is trusted.
+    path, digest, size = row.split(",")
+    assert identity(record.replace(row, f"{path},{digest},{int(size) + 1}")) is None
+    # A quoted row (a path holding a comma) is read as CSV: a file it names that is not there.
+    assert identity(record + '"flashinfer/a,b.py",sha256=x,5\n') is None
+    # And where the listing cannot tell, importlib.metadata answers alike.
+    monkeypatch.undo()
+    monkeypatch.setattr(releases, "dist_info_dir", lambda name: None)
+    via_metadata = releases._installed_distribution()
+    assert (via_metadata[0].splitlines(), *via_metadata[1:]) == (record.splitlines(), base, requires)
+    assert releases.installed_identity() == unpatched
+
+
+def test_an_edit_to_hprobe_changes_the_code_digest(monkeypatch, tmp_path):
+    """Cached answers are keyed by hprobe's own code: an edited file (even one
+    whose size stays the same), a new module and an unchanged copy."""
+    import os
+    import shutil
+
+    import hprobe
+    from hprobe.support import releases
+
+    package = tmp_path / "hprobe"
+    shutil.copytree(os.path.dirname(hprobe.__file__), package, ignore=shutil.ignore_patterns("__pycache__"), copy_function=shutil.copy2)
+    monkeypatch.setattr(hprobe, "__file__", str(package / "__init__.py"))
+    digest = releases.code_digest.__wrapped__
+
+    first = digest()
+    assert digest() == first
+    judge_py = package / "judge.py"
+    text = judge_py.read_text()
+    stat = judge_py.stat()
+    judge_py.write_text(text.replace("broken", "brokeN", 1))  # same size
+    os.utime(judge_py, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    edited = digest()
+    assert edited != first
+    (package / "extra.py").write_text("")
+    assert digest() not in (first, edited)

@@ -3,6 +3,10 @@ per release and across releases. Nothing here probes or prints."""
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from collections.abc import Iterator
+from itertools import chain
+
 from hprobe.model.heads import compact_set
 from hprobe.model.outcome import Depth, HeadResult, KernelSMResult, Outcome
 from hprobe.model.padding import Backend, Model, PaddingTable
@@ -16,35 +20,41 @@ Judgement = tuple[Verdict, int | None, float | None, HeadResult | None, list[str
 def judge(n: int, padded: int | None, support: KernelSMResult) -> Judgement:
     """The verdict for one per-rank count n padded to `padded` against probed support."""
     notes: list[str] = []
-    above = sorted(h for h in support.heads if h >= n)
-    accepted_above = [h for h in above if support.heads[h].outcome is Outcome.ACCEPTED]
-    best = accepted_above[0] if accepted_above else None
+    heads = support.heads
+    # The probed counts >= n in order; scanned lazily, since a check judges each
+    # of a table's counts against every SM and release it covers.
+    ordered = sorted(heads)
+    above = ordered[bisect_left(ordered, n):]
+    accepted_above: Iterator[int] = (h for h in above if heads[h].outcome is Outcome.ACCEPTED)
+    best = next(accepted_above, None)
     if padded is None:
         if not above:
             return Verdict.INCONCLUSIVE, None, None, None, [f"no count >= {n} was probed"]
         if best is not None:
-            return Verdict.TABLE_REFUSES, best, None, support.heads[best], notes
-        unclear = [h for h in above if support.heads[h].outcome is Outcome.INCONCLUSIVE]
-        if unclear:
-            return Verdict.INCONCLUSIVE, None, None, support.heads[unclear[0]], notes
-        notes.append(f"the table raises for {n}; the kernel accepts no count in {n}..{max(support.heads)} either")
+            return Verdict.TABLE_REFUSES, best, None, heads[best], notes
+        unclear = next((h for h in above if heads[h].outcome is Outcome.INCONCLUSIVE), None)
+        if unclear is not None:
+            return Verdict.INCONCLUSIVE, None, None, heads[unclear], notes
+        notes.append(f"the table raises for {n}; the kernel accepts no count in {n}..{ordered[-1]} either")
         return Verdict.OK, None, None, None, notes
-    result = support.heads.get(padded)
+    result = heads.get(padded)
     if result is None:
         return Verdict.INCONCLUSIVE, best, None, None, [f"{padded} was not probed"]
+    if best is not None:
+        accepted_above = chain((best,), accepted_above)
     if result.outcome is Outcome.ACCEPTED and result.slow_path:
-        fast = [h for h in accepted_above if not support.heads[h].slow_path]
-        if fast:
-            notes.append(f"{fast[0]} reaches {support.heads[fast[0]].entry}")
-        return Verdict.OFF_FAST_PATH, (fast[0] if fast else None), None, result, notes + [result.slow_path]
+        fast = next((h for h in accepted_above if not heads[h].slow_path), None)
+        if fast is not None:
+            notes.append(f"{fast} reaches {heads[fast].entry}")
+        return Verdict.OFF_FAST_PATH, fast, None, result, notes + [result.slow_path]
     if result.outcome is Outcome.ACCEPTED:
         # Only counts on the fast path are worth padding to instead.
-        smaller = [h for h in accepted_above if h < padded and not support.heads[h].slow_path]
-        unclear = [h for h in range(n, padded) if h in support.heads and support.heads[h].outcome is Outcome.INCONCLUSIVE]
-        if unclear:
-            notes.append(f"counts {compact_set(unclear)} between n and the padded count were inconclusive")
-        if smaller:
-            return Verdict.REDUCIBLE, smaller[0], padded / smaller[0], result, notes
+        smaller = next((h for h in accepted_above if h < padded and not heads[h].slow_path), None)
+        unclear_between = [h for h in range(n, padded) if h in heads and heads[h].outcome is Outcome.INCONCLUSIVE]
+        if unclear_between:
+            notes.append(f"counts {compact_set(unclear_between)} between n and the padded count were inconclusive")
+        if smaller is not None:
+            return Verdict.REDUCIBLE, smaller, padded / smaller, result, notes
         return Verdict.OK, padded, None, result, notes
     if result.outcome in (Outcome.REJECTED, Outcome.UNSUPPORTED_ARCH, Outcome.UNSUPPORTED_CONFIG, Outcome.ABSENT):
         return Verdict.BROKEN, best, None, result, notes

@@ -143,8 +143,9 @@ class HeadResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> HeadResult:
-        fields = {k: data.get(k) for k in _TEXT_FIELDS}
-        return cls(int(data["heads"]), Outcome(data["outcome"]), **fields)
+        # Positional, in field order: a warm check reads back thousands of these.
+        outcome = data["outcome"]
+        return cls(int(data["heads"]), _OUTCOMES.get(outcome) or Outcome(outcome), *map(data.get, _TEXT_FIELDS))
 
     def to_dict(self) -> dict[str, Any]:
         # Field by field, not dataclasses.asdict: a report page writes a million of these.
@@ -156,7 +157,9 @@ class HeadResult:
         return data
 
 
+# HeadResult's fields after heads and outcome, in their order (from_dict passes them by position).
 _TEXT_FIELDS = ("entry", "error_type", "message", "location", "reason", "slow_path", "cause")
+_OUTCOMES = {outcome.value: outcome for outcome in Outcome}
 
 
 class Depth(str, Enum):

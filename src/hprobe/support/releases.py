@@ -12,7 +12,6 @@ import csv
 import errno
 import functools
 import hashlib
-import importlib.metadata as md
 import importlib.util
 import json
 import os
@@ -39,7 +38,7 @@ from hprobe.model.release import INSTALLED, Unmet
 from hprobe.rules.repo.pin import parse_pin
 from hprobe.support import cache
 from hprobe.system.bounded import Timeout, run_bounded, setting_from_env
-from hprobe.system.envinfo import distribution_version
+from hprobe.system.envinfo import dist_info_dir, distribution_version
 from hprobe.system.fileio import MAX_INPUT_BYTES, current_umask, read_text_or_none
 
 DIST = "flashinfer-python"
@@ -386,10 +385,15 @@ def _metadata(tree: Path) -> dict[str, list[str]]:
     found = sorted(tree.glob("flashinfer_python-*.dist-info/METADATA"))
     if not found:
         return {}
-    fields: dict[str, list[str]] = {}
     text = read_text_or_none(found[0], MAX_INPUT_BYTES)
     if text is None:
         raise InputError(f"{found[0]}: not a regular file of at most {MAX_INPUT_BYTES >> 20} MiB, so not read as package metadata")
+    return _metadata_fields(text)
+
+
+def _metadata_fields(text: str) -> dict[str, list[str]]:
+    """A METADATA file's headers, each name with its values in order."""
+    fields: dict[str, list[str]] = {}
     for line in text.splitlines():
         if not line.strip():
             break  # headers end at the first blank line
@@ -422,14 +426,18 @@ def unmet_requirements(metadata: dict[str, list[str]]) -> list[Unmet]:
 
 @functools.lru_cache(maxsize=1)
 def code_digest() -> str:
-    """A digest of hprobe's own source: results from other code (another
-    version, a local edit) are never reused."""
-    digest = hashlib.sha256()
-    package = Path(hprobe.__file__).resolve().parent
-    for path in sorted(package.rglob("*.py")):
-        digest.update(str(path.relative_to(package)).encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
+    """A digest of hprobe's own source files, each by path, size and mtime:
+    results from other code (another version, a local edit, a checkout) are
+    never reused. Stats rather than contents: every run computes it, and
+    reading the package cost a warm check tens of milliseconds here."""
+    package = os.path.dirname(os.path.realpath(hprobe.__file__))
+    rows = []
+    for folder, _dirs, files in os.walk(package):
+        for name in files:
+            if name.endswith(".py"):
+                stat = os.stat(os.path.join(folder, name))
+                rows.append(f"{os.path.relpath(os.path.join(folder, name), package)}\0{stat.st_size}\0{stat.st_mtime_ns}")
+    return hashlib.sha256("\n".join(sorted(rows)).encode()).hexdigest()[:16]
 
 
 def result_cache_key(release: Release, kernel_id: str, probe_version: int, sms: list[int], heads: list[int]) -> str | None:
@@ -453,34 +461,40 @@ def installed_identity() -> str | None:
     known without importing: no RECORD (a source checkout on sys.path, an
     editable install), files whose sizes no longer match it, or a `flashinfer`
     on sys.path that is not the installed distribution's."""
+    installed = _installed_distribution()
+    if installed is None:
+        return None
+    record, base, requires = installed
     try:
-        dist = md.distribution(DIST)
-        record = dist.read_text("RECORD")
         spec = importlib.util.find_spec("flashinfer")  # a top-level find imports nothing
-    except (md.PackageNotFoundError, ValueError, ImportError):
+    except (ValueError, ImportError):
         return None
-    if not record or spec is None or spec.origin is None:
+    if spec is None or spec.origin is None:
         return None
-    init = Path(str(dist.locate_file("flashinfer/__init__.py")))
-    if Path(spec.origin).resolve() != init.resolve():
+    if Path(spec.origin).resolve() != Path(base, "flashinfer", "__init__.py").resolve():
         return None
-    rows = list(csv.reader(record.splitlines()))
+    # The package's rows only: RECORD also lists the console scripts, whose
+    # first line names the environment's python, so a new venv at another path
+    # (a CI runner's) would not find the answers of an identical install.
+    package = sorted(line for line in record.splitlines() if line.startswith(("flashinfer/", '"flashinfer/')))
+    # A row is path,hash,size; only a path holding a comma or a quote is quoted,
+    # so the others split from the right (the csv module took 20 ms here).
+    rows = [row.rsplit(",", 2) if not row.startswith('"') else next(csv.reader([row])) for row in package]
     if not any(len(row) == 3 and row[0] == "flashinfer/__init__.py" for row in rows):
         return None
     # Every file a probe can run or read against its RECORD size: os.stat on a
-    # joined path (locate_file and Path cost 4x). CUDA and C++ sources, four in
-    # five of the files, are left out: a probe stops before anything compiles
-    # them, so an edit there cannot change an answer.
-    base = str(dist.locate_file(""))
-    for row in rows:
-        if len(row) == 3 and row[2].isdigit() and row[0].startswith("flashinfer/") and not row[0].endswith(_COMPILED_SOURCES):
+    # joined path (Path costs 4x). CUDA and C++ sources, four in five of the
+    # files, are left out: a probe stops before anything compiles them, so an
+    # edit there cannot change an answer.
+    for path, _digest, size in (row for row in rows if len(row) == 3):
+        if size.isdigit() and not path.endswith(_COMPILED_SOURCES):
             try:
-                if os.stat(os.path.join(base, row[0])).st_size != int(row[2]):
+                if os.stat(os.path.join(base, path)).st_size != int(size):
                     return None
             except OSError:
                 return None
     versions = []
-    for raw in [*(dist.requires or []), "torch"]:
+    for raw in [*requires, "torch"]:
         try:
             name = Requirement(raw).name
         except InvalidRequirement:
@@ -488,12 +502,33 @@ def installed_identity() -> str | None:
         have = distribution_version(name)
         if have is not None:
             versions.append(f"{name}=={have}")
-    # The package's rows only: RECORD also lists the console scripts, whose
-    # first line names the environment's python, so a new venv at another path
-    # (a CI runner's) would not find the answers of an identical install.
-    package = sorted(",".join(row) for row in rows if len(row) == 3 and row[0].startswith("flashinfer/"))
     material = json.dumps([hashlib.sha256("\n".join(package).encode()).hexdigest(), sorted(set(versions)), sys.version])
     return "installed:" + hashlib.sha256(material.encode()).hexdigest()
+
+
+def _installed_distribution() -> tuple[str, str, list[str]] | None:
+    """The installed flashinfer-python's RECORD, the directory its paths are
+    relative to, and its Requires-Dist; None when it is not installed or has
+    no RECORD. Read from the `.dist-info` directory the version listing found,
+    as importlib.metadata would find it; from importlib.metadata where that
+    listing cannot tell."""
+    info = dist_info_dir(DIST)
+    if info is not None:
+        record = read_text_or_none(info / "RECORD", MAX_INPUT_BYTES)
+        metadata = read_text_or_none(info / "METADATA", MAX_INPUT_BYTES)
+        if not record or metadata is None:
+            return None
+        return record, str(info.parent), _metadata_fields(metadata).get("Requires-Dist", [])
+    import importlib.metadata as md
+
+    try:
+        dist = md.distribution(DIST)
+        record = dist.read_text("RECORD")
+    except (md.PackageNotFoundError, ValueError):
+        return None
+    if not record:
+        return None
+    return record, str(dist.locate_file("")), list(dist.requires or [])
 
 
 def cached_installed(identity: str, kernel_id: str, probe_version: int, sms: list[int], heads: list[int]) -> list[KernelSMResult] | None:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import functools
-import importlib.metadata
+import importlib.machinery
 import importlib.util
 import os
 import platform
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 from hprobe import __version__
 from hprobe.model.release import FlashinferInfo
@@ -17,13 +18,26 @@ from hprobe.model.sm import detect_gpus
 
 def distribution_version(name: str) -> str | None:
     """The installed version of a distribution, None when it is not installed."""
-    listed = _listed_versions().get(_canonical(name))
-    if listed is not None:
-        return listed
+    key = _canonical(name)
+    listing = _listed()
+    if key in listing.found:
+        return listing.found[key][0]
+    if not listing.partial and key not in listing.unclear:
+        return None  # every place importlib.metadata would look was listed: not installed
+    import importlib.metadata  # here: only a name the listing cannot decide pays for it
+
     try:  # not in a wheel-style directory name (an egg, a duplicate): ask the metadata
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+def dist_info_dir(name: str) -> Path | None:
+    """The `.dist-info` directory the installed distribution's metadata is read
+    from, as importlib.metadata finds it; None where the listing cannot tell
+    (not installed, an egg, a name held twice): ask importlib.metadata then."""
+    listed = _listed().found.get(_canonical(name))
+    return None if listed is None else Path(listed[1])
 
 
 def _canonical(name: str) -> str:
@@ -32,22 +46,45 @@ def _canonical(name: str) -> str:
     return canonicalize_name(name)
 
 
-@functools.cache
 def _listed_versions() -> dict[str, str]:
-    """Name -> version of the distributions on sys.path, from their
-    `{name}-{version}.dist-info` directory names: one listing per path entry,
-    where a metadata lookup parses a METADATA file per question (a warm check
-    asks some thirty). The first entry on sys.path that holds a name decides,
-    as for imports; where that entry holds it twice or as an egg, the name is
-    left to the metadata lookup, and no later entry answers for it."""
-    found: dict[str, str] = {}
+    return {name: version for name, (version, _) in _listed().found.items()}
+
+
+class _Listing(NamedTuple):
+    found: dict[str, tuple[str, str]]  # name -> (version, .dist-info path)
+    unclear: set[str]  # seen, but left to importlib.metadata: an egg, a name held twice
+    partial: bool  # some place importlib.metadata also looks was not listed
+
+
+@functools.cache
+def _listed() -> _Listing:
+    """Name -> (version, `.dist-info` path) of the distributions on sys.path,
+    from their `{name}-{version}.dist-info` directory names: one listing per
+    path entry, where a metadata lookup parses a METADATA file per question (a
+    warm check asks some thirty) and importing importlib.metadata alone cost
+    a warm check some 35 ms here. The first entry on sys.path that holds a
+    name decides, as for imports; where that entry holds it twice or as an
+    egg, the name is left to the metadata lookup, and no later entry answers
+    for it.
+
+    A name found nowhere is not installed, unless the listing is partial: some
+    place importlib.metadata also looks was not listed (a zip on sys.path, an
+    unreadable folder, a finder of its own on sys.meta_path)."""
+    found: dict[str, tuple[str, str]] = {}
     decided: set[str] = set()
+    left: set[str] = set()
+    partial = any(
+        hasattr(finder, "find_distributions") and finder is not importlib.machinery.PathFinder for finder in sys.meta_path
+    )
     for entry in sys.path:
         try:
             names = os.listdir(entry or ".")
+        except FileNotFoundError:
+            continue  # nothing there for anyone to find
         except OSError:
+            partial = True
             continue
-        here: dict[str, str] = {}
+        here: dict[str, tuple[str, str]] = {}
         unclear: set[str] = set()
         for item in names:
             stem, dot, kind = item.rpartition(".")
@@ -58,12 +95,13 @@ def _listed_versions() -> dict[str, str]:
             if kind == "egg-info" or not (sep and version) or key in here:
                 unclear.add(key)
             else:
-                here[key] = version
-        for key, version in here.items():
+                here[key] = (version, os.path.join(entry or ".", item))
+        for key, listed in here.items():
             if key not in decided and key not in unclear:
-                found[key] = version
+                found[key] = listed
+        left |= unclear - decided
         decided |= here.keys() | unclear
-    return found
+    return _Listing(found, left, partial)
 
 
 def flashinfer_origin() -> str | None:

@@ -8,8 +8,8 @@ from itertools import groupby
 from typing import TYPE_CHECKING, Any
 
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from hprobe.model.heads import compact_set
@@ -17,11 +17,12 @@ from hprobe.model.outcome import KernelSMResult, Outcome
 from hprobe.model.sm import sm_names
 from hprobe.model.verdict import Finding, Verdict
 from hprobe.report.formats.base import Formatter
-from hprobe.report.pivot import pivot_cells
 from hprobe.system.escaping import text as escape
 from hprobe.system.escaping import visible
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from hprobe.model.advice import TableAdvice
     from hprobe.report.model import BisectReport, CheckReport, DiffReport, MatrixReport, SuggestReport
 
@@ -48,6 +49,78 @@ def make_console(stderr: bool = False) -> Console:
                 width = 80
     # emoji=False: a name such as ":warning:" from a consumer's table prints as written.
     return _Console(stderr=stderr, no_color=plain, highlight=False, emoji=False, width=width)
+
+
+# A table: its columns (header, justify), then its rows; None starts a section.
+Column = tuple[str, str]
+Row = list[Text] | None
+
+
+def print_table(console: Console, columns: list[Column], rows: list[Row]) -> None:
+    """A rich SIMPLE_HEAD table. Where no colour is written (a pipe, a CI log)
+    and the table fits the width, its lines are laid out here, as rich lays
+    them out (`plain_table_lines`; a test holds the two equal): rich's layout
+    measures and renders every cell and was most of a warm check's time."""
+    if console.color_system is None:
+        lines = plain_table_lines(columns, rows, console.width)
+        if lines is not None:
+            console.print(Text("\n".join(lines)), soft_wrap=True)
+            return
+    console.print(rich_table(columns, rows))
+
+
+def rich_table(columns: list[Column], rows: list[Row]) -> Table:
+    from rich.table import Table  # here: a piped report lays out its tables without it
+
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for header, justify in columns:
+        table.add_column(Text(header), justify=justify, overflow="fold")  # type: ignore[arg-type]
+    for row in rows:
+        if row is None:
+            table.add_section()
+        else:
+            table.add_row(*row)
+    return table
+
+
+def plain_table_lines(columns: list[Column], rows: list[Row], width: int) -> list[str] | None:
+    """The lines rich writes for `rich_table` without colour, or None where
+    rich would wrap or fold a cell (wider than `width`, a cell of several lines)."""
+    cells = [[text.plain for text in row] if row is not None else None for row in rows]
+    widths = [cell_len(header) for header, _ in columns]
+    for row_cells in cells:
+        if row_cells is None:
+            continue
+        if len(row_cells) != len(columns):
+            return None
+        for i, value in enumerate(row_cells):
+            if "\n" in value:
+                return None
+            widths[i] = max(widths[i], cell_len(value))
+    total = 2 + sum(widths) + 3 * (len(columns) - 1)
+    if total > width:
+        return None
+    blank = " " * total
+
+    def line(values: list[str]) -> str:
+        parts = []
+        for value, w, (_, justify) in zip(values, widths, columns, strict=True):
+            if justify != "left":
+                value = value.rstrip()  # as rich does before it aligns right or centre
+            room = w - cell_len(value)
+            if justify == "right":
+                parts.append(" " * room + value)
+            elif justify == "center":
+                parts.append(" " * (room // 2) + value + " " * (room - room // 2))
+            else:
+                parts.append(value + " " * room)
+        return " " + "   ".join(parts) + " "
+
+    lines = [blank, line([header for header, _ in columns]), " " + "─" * (total - 2) + " "]
+    for row_cells in cells:
+        lines.append(blank if row_cells is None else line(row_cells))
+    lines.append(blank)
+    return lines
 
 
 class _Console(Console):
@@ -152,28 +225,27 @@ class TextFormatter(Formatter):
         c = self.console
         c.print()
         c.print(f"[bold]{escape(table)}[/bold] · {escape(backend)} → {escape(rows[0].kernel)}")
-        t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-        for col, justify in (("SM", "left"), ("model", "left"), ("TP", "right"), ("n", "right"),
-                             ("padded", "right"), ("verdict", "left"), ("evidence", "left")):
-            t.add_column(col, justify=justify)  # type: ignore[arg-type]
+        columns: list[Column] = [("SM", "left"), ("model", "left"), ("TP", "right"), ("n", "right"),
+                                 ("padded", "right"), ("verdict", "left"), ("evidence", "left")]
+        table_rows: list[Row] = []
         entries: dict[int, set[str]] = {}
         previous_sm = None
         for f in rows:
             if previous_sm is not None and f.sm != previous_sm:
-                t.add_section()
+                table_rows.append(None)
             previous_sm = f.sm
             if f.evidence is not None and f.evidence.entry:
                 entries.setdefault(f.sm, set()).add(f.evidence.entry)
-            t.add_row(
-                f"SM{f.sm}",
+            table_rows.append([
+                Text(f"SM{f.sm}"),
                 Text(visible(f.model)),
-                str(f.tp),
-                str(f.n),
+                Text(str(f.tp)),
+                Text(str(f.n)),
                 Text(visible(f.padded_text)),
                 Text(visible(f.label), style=f.verdict.style),
                 Text(visible(f.explain())),
-            )
-        c.print(t)
+            ])
+        print_table(c, columns, table_rows)
         if rows[0].reach is not None:
             c.print(f"  [yellow]{escape(rows[0].reach.words())}[/yellow]")
         for sm, names in entries.items():
@@ -272,13 +344,13 @@ class TextFormatter(Formatter):
     def _pivot(self, report: MatrixReport, rows: str, cols: str) -> None:
         """Two dimensions of the report against each other (h_q, sm, release, or an
         axis); a cell holds the accepted h_q, or a mark when h_q is a dimension."""
+        from hprobe.report.pivot import pivot_cells
+
         row_values, col_values, cells = pivot_cells(report, rows, cols)
-        t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-        t.add_column(rows, justify="right")
-        for value in col_values:
-            t.add_column(Text(visible(value)), justify="center", overflow="fold")
+        columns: list[Column] = [(rows, "right"), *((visible(value), "center") for value in col_values)]
+        table_rows: list[Row] = []
         for rv in row_values:
-            row: list[Text | str] = [Text(visible(rv))]
+            row: list[Text] = [Text(visible(rv))]
             for cv in col_values:
                 cell = cells.get((rv, cv))
                 if cell is None:
@@ -288,8 +360,8 @@ class TextFormatter(Formatter):
                     row.append(Text(mark, style=style))
                 else:
                     row.append(_status_cell(cell))
-            t.add_row(*row)
-        self.console.print(t)
+            table_rows.append(row)
+        print_table(self.console, columns, table_rows)
         if "heads" in (rows, cols):
             self.console.print(f"[dim]{Outcome.legend()}[/dim]")
         self._caveats(report)
@@ -310,19 +382,16 @@ class TextFormatter(Formatter):
                 self.console.print(f"[dim]{line}[/dim]")
 
     def _release_columns(self, report: MatrixReport) -> None:
-        t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-        t.add_column("kernel")
-        t.add_column("SM")
-        for rel in report.releases:
-            t.add_column(f"flashinfer {escape(rel.info.version)}")
+        columns: list[Column] = [("kernel", "left"), ("SM", "left"), *((f"flashinfer {visible(rel.info.version)}", "left") for rel in report.releases)]
         keys = list(dict.fromkeys(key for rel in report.releases for key in rel.results))
+        table_rows: list[Row] = []
         for key in keys:
-            row: list[str | Text] = [Text(visible(key[0])), f"SM{key[1]}"]
+            row: list[Text] = [Text(visible(key[0])), Text(f"SM{key[1]}")]
             for rel in report.releases:
                 r = rel.results.get(key)
                 row.append(_status_cell(r) if r else Text("–", style="dim"))
-            t.add_row(*row)
-        self.console.print(t)
+            table_rows.append(row)
+        print_table(self.console, columns, table_rows)
         self._caveats(report)
 
     def _grid(self, report: MatrixReport) -> None:
@@ -337,18 +406,16 @@ class TextFormatter(Formatter):
         for (version, key), results in groups.items():
             if len(groups) > 1:
                 c.print(f"[bold]{escape(key)}[/bold]" + (f"  flashinfer {escape(version)}" if several_releases else ""))
-            t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-            t.add_column("h_q", justify="right")
-            for r in results:
-                t.add_column(f"SM{r.sm}", justify="center")
+            columns: list[Column] = [("h_q", "right"), *((f"SM{r.sm}", "center") for r in results)]
+            table_rows: list[Row] = []
             for h in report.heads:
-                row: list[str | Text] = [str(h)]
+                row: list[Text] = [Text(str(h))]
                 for r in results:
                     outcome = r.outcome(h)
                     mark, style = (outcome.mark, outcome.style) if outcome is not None else (" ", "")
                     row.append(Text(mark, style=style))
-                t.add_row(*row)
-            c.print(t)
+                table_rows.append(row)
+            print_table(c, columns, table_rows)
         c.print(f"[dim]{Outcome.legend()}[/dim]")
         self._caveats(report)
 
