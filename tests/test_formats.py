@@ -189,7 +189,7 @@ def test_a_head_result_writes_every_field():
 
 
 def _rich_lines(columns, rows, width=4000) -> str:
-    from hprobe.report.formats.text import rich_table
+    from hprobe.report.formats.terminal import rich_table
 
     out = io.StringIO()
     Console(file=out, width=width, color_system=None, highlight=False, emoji=False).print(rich_table(columns, rows))
@@ -197,17 +197,15 @@ def _rich_lines(columns, rows, width=4000) -> str:
 
 
 def test_plain_tables_are_laid_out_as_rich_lays_them_out():
-    """Where no colour is written, tables are laid out without rich's table
-    layout; line for line, they are what rich writes for the same table:
-    every justification, sections, wide and combining characters, empty
-    cells, headers wider than their cells."""
+    """Where no style is written, tables are laid out without rich; line for
+    line, they are what rich writes for the same table: every justification,
+    sections, wide and combining characters, empty cells, headers wider than
+    their cells, text that looks like markup."""
     import random
 
-    from rich.text import Text
+    from hprobe.report.formats.layout import plain_table_lines
 
-    from hprobe.report.formats.text import plain_table_lines
-
-    words = ["", "a", "SM100", "reducible (validators only)", "模型名", "e\u0301t\u00e9", "✓", "🙂x", "  padded  ", "[bold]x[/bold]", "\\x1b"]
+    words = ["", "a", "SM100", "reducible (validators only)", "模型名", "e\u0301t\u00e9", "✓", "🙂x", "  padded  ", "[bold]x[/bold]", "\\x1b", "2.00× waste"]
     rng = random.Random(7)
     for _ in range(300):
         k = rng.randint(1, 5)
@@ -216,24 +214,117 @@ def test_plain_tables_are_laid_out_as_rich_lays_them_out():
         for _ in range(rng.randint(0, 6)):
             if rows and rng.random() < 0.2:
                 rows.append(None)
-            rows.append([Text(rng.choice(words), style=rng.choice(["", "red", "dim"])) for _ in range(k)])
+            rows.append([(rng.choice(words), rng.choice(["", "red", "dim"])) for _ in range(k)])
         lines = plain_table_lines(columns, rows, 4000)
         assert lines is not None
         assert "\n".join(lines) + "\n" == _rich_lines(columns, rows), (columns, rows)
     # Where rich would wrap or fold, rich lays it out.
     wide = [("evidence", "left")]
-    assert plain_table_lines(wide, [[Text("x" * 50)]], 40) is None
-    assert plain_table_lines(wide, [[Text("two\nlines")]], 4000) is None
+    assert plain_table_lines(wide, [[("x" * 50, "")]], 40) is None
+    assert plain_table_lines(wide, [[("two\nlines", "")]], 4000) is None
 
 
-def test_a_piped_report_prints_the_plain_table(monkeypatch):
-    """The text format takes the plain layout on a console without colour,
-    and rich's (which wraps) where the table does not fit."""
-    from hprobe.report.formats import text as text_format
+HOSTILE = "[bold]x[/bold] \\[dim] :warning: [/]"
+
+
+def _hostile_check() -> CheckReport:
+    report = _check()
+    report.notes.append(f"note {HOSTILE}")
+    for f in report.findings:
+        f.model = f"model {HOSTILE}"
+    return report
+
+
+def _every_text_rendering(make) -> dict[str, str]:
+    """Every TextFormatter method on synthetic reports, each with the writer `make` gives."""
+    from hprobe.report.model import BisectReport, BisectStep, DiffReport, KernelChange
+
+    def change(**fields):
+        base = dict(kernel=f"k {HOSTILE}", sm=100, old_status="rejected", new_status="accepted", old_accepted=(), new_accepted=(8,), became_accepted=(),
+                    became_rejected=(), unknown=(), appeared=(), vanished=(), new_refusal=None)
+        return KernelChange(**{**base, **fields})
+
+    changes = (change(), change(became_accepted=(8, 16)), change(became_rejected=(4,), new_refusal={"error_type": "ValueError", "message": HOSTILE, "location": "f.py:1"}),
+               change(appeared=(2,), unknown=(3,)), change(vanished=(5,)))
+    diff = DiffReport({"version": "0.6.13"}, {"version": f"0.6.14 {HOSTILE}"}, changes)
+    steps = (BisectStep("0.6.13", "rejected", None, "ValueError", HOSTILE, None), BisectStep("0.6.14", "accepted", "entry", None, None, None),
+             BisectStep("0.6.15", "inconclusive", None, None, None, HOSTILE))
+    bisect = BisectReport(f"k {HOSTILE}", 100, 32, ("0.6.13", "0.6.15"), 3, "binary search", "0.6.14", "0.6.13", False, (("0.6.14", "0.6.15"),), steps, 0)
+    renderings = {}
+    jobs = {
+        "check": lambda t: t.check(_hostile_check()),
+        "matrix": lambda t: t.matrix(_matrix()),
+        "releases": lambda t: t.matrix(MatrixReport([_release(), _release()], _matrix().targets, HEADS, ["dsv4-sparse-mla"])),
+        "grid": lambda t: t.matrix(_matrix(), grid=True),
+        "pivot": lambda t: t.matrix(_matrix(), pivot=("heads", "sm")),
+        "diff": lambda t: t.diff(diff),
+        "bisect": lambda t: t.bisect(bisect),
+        "kernels": lambda t: t.kernels([{"id": f"k {HOSTILE}", "entry_point": "e", "summary": "s", "sms": [100], "installed_flashinfer_has_entry_point": True,
+                                         "axes": [{"name": "a", "default": 1, "choices": [1, 2], "sweep": True}], "releases": "0.6.14", "releases_without": ["0.5.0"]}]),
+        "data": lambda t: t.data({"key": HOSTILE}, "title"),
+    }
+    for details in (False, True):
+        for name, job in jobs.items():
+            stream = io.StringIO()
+            formatter = make(stream)
+            formatter.details = details
+            job(formatter)
+            renderings[f"{name} details={details}"] = stream.getvalue()
+    return renderings
+
+
+def test_piped_text_is_what_rich_writes_without_colour():
+    """Piped output skips rich; for every text rendering it is byte for byte
+    what rich writes on a console without colour, and text from outside that
+    looks like markup is written as it came."""
+    from hprobe.report.formats.text import PlainWriter
+
+    def plain(stream):
+        formatter = TextFormatter(Console(file=io.StringIO()))
+        formatter.out = PlainWriter(stream)
+        return formatter
+
+    def rich(stream):
+        return TextFormatter(Console(file=stream, width=4000, color_system=None, highlight=False, emoji=False))
+
+    plain_out, rich_out = _every_text_rendering(plain), _every_text_rendering(rich)
+    for name, text in plain_out.items():
+        assert text == rich_out[name], name
+        assert text.strip(), name
+    assert HOSTILE in plain_out["check details=True"] and HOSTILE in plain_out["data details=False"]
+
+
+def test_a_pipe_gets_the_plain_writer_and_a_terminal_rich(monkeypatch):
+    """As rich decides what a terminal is (TTY_COMPATIBLE, FORCE_COLOR, isatty);
+    a COLUMNS width goes to rich, which wraps to it."""
+    from hprobe.report.formats.text import PlainWriter, make_writer
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    for name in ("COLUMNS", "TTY_COMPATIBLE", "FORCE_COLOR"):
+        monkeypatch.delenv(name, raising=False)
+    assert isinstance(make_writer(io.StringIO()), PlainWriter)
+    assert not isinstance(make_writer(Tty()), PlainWriter)
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert not isinstance(make_writer(io.StringIO()), PlainWriter)
+    monkeypatch.setenv("TTY_COMPATIBLE", "0")
+    assert isinstance(make_writer(Tty()), PlainWriter)
+    monkeypatch.delenv("TTY_COMPATIBLE")
+    monkeypatch.delenv("FORCE_COLOR")
+    monkeypatch.setenv("COLUMNS", "100")
+    assert not isinstance(make_writer(io.StringIO()), PlainWriter)
+
+
+def test_a_table_that_does_not_fit_is_laid_out_by_rich(monkeypatch):
+    """On a console without colour, the plain layout where the table fits and
+    rich's (which wraps) where it does not."""
+    from hprobe.report.formats import terminal
 
     calls = []
-    original = text_format.rich_table
-    monkeypatch.setattr(text_format, "rich_table", lambda *a: calls.append(a) or original(*a))
+    original = terminal.rich_table
+    monkeypatch.setattr(terminal, "rich_table", lambda *a: calls.append(a) or original(*a))
     report = _check()
     for width, expect_rich in ((4000, False), (60, True)):
         calls.clear()

@@ -22,14 +22,17 @@ def progress(json_output: bool) -> Iterator[Callable[[str], None]]:
     if json_output or not sys.stderr.isatty():
         yield lambda _message: None
         return
-    from hprobe.report.formats.text import make_console
+    from rich.text import Text
+
+    from hprobe.report.formats.terminal import make_console
 
     console = make_console(stderr=True)
     with console.status("starting") as status:
 
         def update(message: str) -> None:
-            status.update(message)
-            console.log(message)
+            # As text: a message names releases and paths as the user wrote them.
+            status.update(Text(message))
+            console.log(Text(message))
 
         yield update
 

@@ -61,13 +61,6 @@ def json_text(document: str) -> str:
     return document.replace(V1_COMMAND, "#\\u0023[")
 
 
-def text(value: object) -> str:
-    """For the terminal (Rich markup): shown as written, never read as markup."""
-    from rich.markup import escape as rich_escape  # here: `hprobe --help` does not load Rich
-
-    return rich_escape(visible(value))
-
-
 def gha_data(value: object) -> str:
     """A workflow command's message, escaped the way the Actions runner
     unescapes it; controls shown, as the log viewer would act on them."""
