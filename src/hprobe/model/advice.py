@@ -25,6 +25,8 @@ class Advice:
 
 @dataclass(frozen=True)
 class TableAdvice:
+    """What a table's summary says: per backend, on the releases it rests on."""
+
     table: str
     releases: tuple[str, ...]  # the releases the advice rests on
     pin: str | None  # the table's requires_flashinfer (or --pin)

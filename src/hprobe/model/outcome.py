@@ -113,6 +113,8 @@ class Outcome(str, Enum):
 
 @dataclass(frozen=True)
 class _OutcomeTraits:
+    """How an outcome shows: grid mark, text styles, page colour."""
+
     mark: str
     style: str
     status_style: str
@@ -131,6 +133,8 @@ class Cause(str, Enum):
 
 @dataclass
 class HeadResult:
+    """The answer for one h_q: its outcome, and the evidence it rests on."""
+
     heads: int
     outcome: Outcome
     entry: str | None = None  # compiled module.function reached, for accepted

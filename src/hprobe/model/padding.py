@@ -125,6 +125,8 @@ class Where:
 
 @dataclass(frozen=True)
 class Model:
+    """A model in a padding table: its query heads and the TP degrees it is served at."""
+
     name: str
     num_q_heads: int
     tp: tuple[int, ...]
@@ -137,6 +139,8 @@ class Model:
 
 @dataclass(frozen=True)
 class Backend:
+    """A backend in a padding table: the kernel it calls, on which SMs, with which padding rule."""
+
     name: str
     kernel: str
     sms: tuple[int, ...]
@@ -189,6 +193,8 @@ class Reach:
 
 @dataclass
 class PaddingTable:
+    """A padding table: models and the backends whose rules pad their per-rank head counts."""
+
     name: str
     source: str
     path: str

@@ -12,6 +12,8 @@ from hprobe.model.outcome import KernelSMResult
 
 @dataclass
 class FlashinferInfo:
+    """A flashinfer release as a report names it: its version and where it was read from."""
+
     version: str
     location: str
 

@@ -21,6 +21,8 @@ _DOTTED_RE = re.compile(r"^(\d{1,2})\.(\d)([af])?$")
 
 @dataclass(frozen=True, order=True)
 class SM:
+    """A compute capability, major.minor (SM100 is 10.0)."""
+
     major: int
     minor: int
 
@@ -78,6 +80,8 @@ def parse_sm_list(text: str) -> list[SM]:
 
 @dataclass(frozen=True)
 class VisibleGPU:
+    """A GPU torch can see, with its SM."""
+
     index: int
     name: str
     sm: SM

@@ -14,6 +14,8 @@ DEFAULT_MAX_HEADS = 256
 
 @dataclass
 class Targets:
+    """The SMs a command answers for, and where they came from."""
+
     sms: list[SM]
     source: str  # "flag", "gpu" or "default"
     note: str | None = None

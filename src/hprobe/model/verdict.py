@@ -87,6 +87,8 @@ class Gate(Enum):
 
 @dataclass(frozen=True)
 class _Traits:
+    """How a verdict explains and shows itself, and what it does to a CI gate."""
+
     explanation: str
     mark: str
     style: str

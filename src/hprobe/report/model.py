@@ -38,6 +38,8 @@ def _header(schema: str, flashinfer: FlashinferInfo, releases: list[ProbedReleas
 
 @dataclass
 class MatrixReport:
+    """What `matrix` and `report` print: per release, every variant x SM x h_q answer."""
+
     releases: list[ProbedRelease]
     targets: Targets
     heads: list[int]
@@ -99,6 +101,8 @@ class VerdictGrid:
 
 @dataclass
 class CheckReport:
+    """What `check` prints: the findings of every table against every release it covers."""
+
     releases: list[ProbedRelease]
     targets: Targets
     tables: list[PaddingTable]
@@ -206,6 +210,8 @@ class KernelChange:
 
 @dataclass(frozen=True)
 class DiffReport:
+    """What changed between two releases, per variant x SM."""
+
     old: dict[str, Any]  # ProbedRelease.describe() of each side
     new: dict[str, Any]
     changes: tuple[KernelChange, ...]
@@ -233,6 +239,8 @@ class DiffReport:
 
 @dataclass(frozen=True)
 class BisectStep:
+    """One release probed by `bisect`, and its answer."""
+
     version: str
     outcome: str
     entry: str | None
@@ -246,6 +254,8 @@ class BisectStep:
 
 @dataclass(frozen=True)
 class BisectReport:
+    """What `bisect` prints: the first release that accepts an h_q, and every step to it."""
+
     kernel: str
     sm: int
     heads: int
