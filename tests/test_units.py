@@ -232,28 +232,62 @@ def test_the_installed_identity_rests_on_the_package_not_the_venv(monkeypatch):
     assert releases.installed_identity() == unpatched
 
 
-def test_an_edit_to_hprobe_changes_the_code_digest(monkeypatch, tmp_path):
+def test_an_edit_to_hprobe_changes_the_code_digest_and_a_fresh_clone_does_not(monkeypatch, tmp_path):
     """Cached answers are keyed by hprobe's own code: an edited file (even one
-    whose size stays the same), a new module and an unchanged copy."""
+    whose size and mtime stay the same) or a new module changes the key; the
+    same code copied afresh, as a CI runner clones it each run, keeps it."""
     import os
     import shutil
 
     import hprobe
     from hprobe.support import releases
 
-    package = tmp_path / "hprobe"
-    shutil.copytree(os.path.dirname(hprobe.__file__), package, ignore=shutil.ignore_patterns("__pycache__"), copy_function=shutil.copy2)
-    monkeypatch.setattr(hprobe, "__file__", str(package / "__init__.py"))
     digest = releases.code_digest.__wrapped__
+    original = digest()
+    package = tmp_path / "hprobe"
+    shutil.copytree(os.path.dirname(hprobe.__file__), package, ignore=shutil.ignore_patterns("__pycache__"))  # new mtimes
+    monkeypatch.setattr(hprobe, "__file__", str(package / "__init__.py"))
+    assert digest() == original
 
-    first = digest()
-    assert digest() == first
     judge_py = package / "judge.py"
-    text = judge_py.read_text()
     stat = judge_py.stat()
-    judge_py.write_text(text.replace("broken", "brokeN", 1))  # same size
-    os.utime(judge_py, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    judge_py.write_text(judge_py.read_text().replace("broken", "brokeN", 1))  # same size
+    os.utime(judge_py, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same mtime
     edited = digest()
-    assert edited != first
+    assert edited != original
     (package / "extra.py").write_text("")
-    assert digest() not in (first, edited)
+    assert digest() not in (original, edited)
+
+
+def test_a_name_the_listing_cannot_see_is_asked_of_the_metadata(monkeypatch, tmp_path):
+    """A zip on sys.path is not listed, so the listing is partial and a name it
+    does not hold goes to importlib.metadata, which reads zips; an egg-info
+    is left to it too. With every place listed, a name found nowhere is not
+    installed, and importlib.metadata agrees."""
+    import importlib.metadata as md
+    import sys
+    import zipfile
+
+    from hprobe.system import envinfo
+
+    archive = tmp_path / "packed.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("zipped_pkg-1.2.dist-info/METADATA", "Metadata-Version: 2.1\nName: zipped-pkg\nVersion: 1.2\n")
+    eggs = tmp_path / "eggs"
+    (eggs / "egged_pkg.egg-info").mkdir(parents=True)
+    (eggs / "egged_pkg.egg-info" / "PKG-INFO").write_text("Metadata-Version: 1.1\nName: egged-pkg\nVersion: 3.4\n")
+
+    envinfo._listed.cache_clear()
+    monkeypatch.setattr(sys, "path", [*sys.path, str(eggs)])
+    assert envinfo._listed().partial is False
+    assert envinfo.distribution_version("egged-pkg") == md.version("egged-pkg") == "3.4"
+    assert envinfo.distribution_version("zipped-pkg") is None
+    with pytest.raises(md.PackageNotFoundError):
+        md.version("zipped-pkg")
+
+    envinfo._listed.cache_clear()
+    monkeypatch.setattr(sys, "path", [*sys.path, str(archive)])
+    assert envinfo._listed().partial is True
+    assert envinfo.distribution_version("zipped-pkg") == "1.2"
+    monkeypatch.undo()
+    envinfo._listed.cache_clear()  # the next caller lists the real sys.path

@@ -426,18 +426,21 @@ def unmet_requirements(metadata: dict[str, list[str]]) -> list[Unmet]:
 
 @functools.lru_cache(maxsize=1)
 def code_digest() -> str:
-    """A digest of hprobe's own source files, each by path, size and mtime:
-    results from other code (another version, a local edit, a checkout) are
-    never reused. Stats rather than contents: every run computes it, and
-    reading the package cost a warm check tens of milliseconds here."""
+    """A digest of hprobe's own source: results from other code (another
+    version, a local edit) are never reused. Contents, not stats: a CI runner
+    clones hprobe afresh each run, and its cached answers must still be found."""
     package = os.path.dirname(os.path.realpath(hprobe.__file__))
-    rows = []
-    for folder, _dirs, files in os.walk(package):
-        for name in files:
-            if name.endswith(".py"):
-                stat = os.stat(os.path.join(folder, name))
-                rows.append(f"{os.path.relpath(os.path.join(folder, name), package)}\0{stat.st_size}\0{stat.st_mtime_ns}")
-    return hashlib.sha256("\n".join(sorted(rows)).encode()).hexdigest()[:16]
+    paths = sorted(
+        os.path.relpath(os.path.join(folder, name), package)
+        for folder, _dirs, files in os.walk(package)
+        for name in files
+        if name.endswith(".py")
+    )
+    digest = hashlib.sha256()
+    for path in paths:
+        with open(os.path.join(package, path), "rb") as source:
+            digest.update(f"{path}\0".encode() + source.read() + b"\0")
+    return digest.hexdigest()[:16]
 
 
 def result_cache_key(release: Release, kernel_id: str, probe_version: int, sms: list[int], heads: list[int]) -> str | None:
