@@ -183,10 +183,10 @@ def test_installed_versions_read_from_directory_names_match_the_metadata():
     what importlib.metadata gives, and None for one that is not installed."""
     import importlib.metadata as md
 
-    from hprobe.system.envinfo import _listed_versions, distribution_version
+    from hprobe.system.envinfo import _listed, distribution_version
 
     names = {d.metadata["Name"] for d in md.distributions()}
-    assert len(names) > 20 and len(_listed_versions()) > 20
+    assert len(names) > 20 and len(_listed().found) > 20
     for name in names:
         assert distribution_version(name) == md.version(name), name
     assert distribution_version("Flashinfer_Python") == md.version("flashinfer-python")

@@ -46,10 +46,6 @@ def _canonical(name: str) -> str:
     return canonicalize_name(name)
 
 
-def _listed_versions() -> dict[str, str]:
-    return {name: version for name, (version, _) in _listed().found.items()}
-
-
 class _Listing(NamedTuple):
     found: dict[str, tuple[str, str]]  # name -> (version, .dist-info path)
     unclear: set[str]  # seen, but left to importlib.metadata: an egg, a name held twice

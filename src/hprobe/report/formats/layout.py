@@ -84,4 +84,3 @@ def plain_table_lines(columns: list[Column], rows: list[Row], width: int) -> lis
         lines.append(blank if row_cells is None else line(row_cells))
     lines.append(blank)
     return lines
-

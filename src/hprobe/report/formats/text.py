@@ -38,9 +38,9 @@ class PlainWriter:
     def table(self, columns: list[Column], rows: list[Row]) -> None:
         lines = plain_table_lines(columns, rows, UNBOUNDED_WIDTH)
         if lines is None:  # a cell of several lines, or wider than any log line: rich folds it
-            from hprobe.report.formats.terminal import RichWriter, make_console
+            from hprobe.report.formats.terminal import make_console, rich_table
 
-            RichWriter(make_console(stream=self.stream, width=UNBOUNDED_WIDTH)).table(columns, rows)
+            make_console(stream=self.stream, width=UNBOUNDED_WIDTH).print(rich_table(columns, rows))
             return
         self.stream.write("\n".join(lines) + "\n")
 
