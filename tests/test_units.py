@@ -260,9 +260,9 @@ def test_an_edit_to_hprobe_changes_the_code_digest_and_a_fresh_clone_does_not(mo
 
 
 def test_a_name_the_listing_cannot_see_is_asked_of_the_metadata(monkeypatch, tmp_path):
-    """A zip on sys.path is not listed, so the listing is partial and a name it
-    does not hold goes to importlib.metadata, which reads zips; an egg-info
-    is left to it too. With every place listed, a name found nowhere is not
+    """A zip or an egg on sys.path is not listed, so the listing is partial and
+    a name it does not hold goes to importlib.metadata, which reads both; an
+    egg-info is left to it too. With every place listed, a name found nowhere is not
     installed, and importlib.metadata agrees."""
     import importlib.metadata as md
     import sys
@@ -289,5 +289,13 @@ def test_a_name_the_listing_cannot_see_is_asked_of_the_metadata(monkeypatch, tmp
     monkeypatch.setattr(sys, "path", [*sys.path, str(archive)])
     assert envinfo._listed().partial is True
     assert envinfo.distribution_version("zipped-pkg") == "1.2"
+
+    egg = tmp_path / "laid_egg-5.6-py3.11.egg"
+    (egg / "EGG-INFO").mkdir(parents=True)
+    (egg / "EGG-INFO" / "PKG-INFO").write_text("Metadata-Version: 1.1\nName: laid-egg\nVersion: 5.6\n")
+    envinfo._listed.cache_clear()
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(archive)] + [str(egg)])
+    assert envinfo._listed().partial is True
+    assert envinfo.distribution_version("laid-egg") == md.version("laid-egg") == "5.6"
     monkeypatch.undo()
     envinfo._listed.cache_clear()  # the next caller lists the real sys.path

@@ -64,8 +64,8 @@ def _listed() -> _Listing:
     for it.
 
     A name found nowhere is not installed, unless the listing is partial: some
-    place importlib.metadata also looks was not listed (a zip on sys.path, an
-    unreadable folder, a finder of its own on sys.meta_path)."""
+    place importlib.metadata also looks was not listed (a zip or an egg on
+    sys.path, an unreadable folder, a finder of its own on sys.meta_path)."""
     found: dict[str, tuple[str, str]] = {}
     decided: set[str] = set()
     left: set[str] = set()
@@ -73,6 +73,9 @@ def _listed() -> _Listing:
         hasattr(finder, "find_distributions") and finder is not importlib.machinery.PathFinder for finder in sys.meta_path
     )
     for entry in sys.path:
+        if entry.lower().endswith(".egg"):
+            partial = True  # an egg's EGG-INFO, which importlib.metadata reads and no listing names
+            continue
         try:
             names = os.listdir(entry or ".")
         except FileNotFoundError:
@@ -84,6 +87,7 @@ def _listed() -> _Listing:
         unclear: set[str] = set()
         for item in names:
             stem, dot, kind = item.rpartition(".")
+            kind = kind.lower()  # as importlib.metadata matches them
             if not dot or kind not in ("dist-info", "egg-info"):
                 continue
             name, sep, version = stem.partition("-")
