@@ -32,6 +32,9 @@ class CallResult:
     cause: str | None = None  # a Cause value, with `reason`
     lines_run: frozenset[int] | None = None  # lines of `trace`'s code object that ran (see call())
     faked_device: bool = False  # made with tensors on a faked CUDA device (see device/fake_cuda.py)
+    # A JIT check refused the session's baseline CUDA toolkit and this call was
+    # made again under a newer one: that check's location and message.
+    toolkit: str | None = None
 
     @property
     def reached(self) -> bool:

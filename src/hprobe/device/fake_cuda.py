@@ -9,10 +9,18 @@ Values, shapes, dtypes and strides are real, so value checks run as they
 would; what is faked is only where the memory lives. Tensors flashinfer makes
 on the CPU stay CPU tensors, as they would on the GPU machine.
 
+The few CUDA runtime calls Python makes on its way to a launch answer as the
+GPU machine's would, for the same span: `torch.cuda.device(...)` and
+`torch.cuda.stream(...)` are contexts that switch nothing, streams and events
+are handles with nothing behind them, `is_available()` is true and one device
+is visible. Python only hands these on to compiled code; none of them holds a
+value a validator reads.
+
 What it cannot show: a device mismatch between a faked tensor and a CPU one
-(on the GPU a kernel-side error; here both are CPU memory), and anything that
-needs the CUDA runtime itself (streams, events), which fails in torch: not a
-validator's answer."""
+(on the GPU a kernel-side error; here both are CPU memory), and anything else
+that needs the CUDA runtime or driver itself (a compiled occupancy query, a
+cuBLAS handle), which fails in torch or the dependency: not a validator's
+answer, and it stops only the h_q that reach it."""
 
 from __future__ import annotations
 
@@ -78,10 +86,92 @@ def _device_type(value: Any) -> str | None:
         return None
 
 
+class _NoSwitch:
+    """`torch.cuda.device(d)`, `torch.cuda.stream(s)`: a context that switches nothing (one faked device)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __enter__(self) -> _NoSwitch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+class _Handle:
+    """A stream or an event of the faked device: a handle Python passes on to
+    compiled code, with nothing behind it. Waiting, recording and syncing do
+    nothing; `cuda_stream` is the null stream's handle."""
+
+    cuda_stream = 0
+    device_index = 0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    @property
+    def device(self) -> Any:
+        import torch
+
+        return torch.device("cuda", 0)
+
+    def _nothing(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    wait_stream = wait_event = record = wait = synchronize = _nothing
+
+    def record_event(self, event: Any = None) -> _Handle:
+        return event if event is not None else _Handle()
+
+    def query(self) -> bool:
+        return True
+
+
+def _runtime_fakes() -> dict[str, Any]:
+    """torch.cuda's runtime calls, as one visible device with nothing behind it answers them."""
+    return {
+        "device": _NoSwitch,
+        "device_of": _NoSwitch,
+        "stream": _NoSwitch,
+        "Stream": _Handle,
+        "Event": _Handle,
+        "current_stream": lambda device=None: _Handle(),
+        "default_stream": lambda device=None: _Handle(),
+        "set_stream": lambda stream: None,
+        "set_device": lambda device: None,
+        "synchronize": lambda device=None: None,
+        "init": lambda: None,
+        "is_available": lambda: True,
+        "is_initialized": lambda: True,
+        "device_count": lambda: 1,
+        "current_device": lambda: 0,
+    }
+
+
+@contextmanager
+def _cuda_runtime() -> Iterator[None]:
+    """The runtime fakes above on `torch.cuda` for the span of the context, restored after."""
+    import torch
+
+    saved = {name: getattr(torch.cuda, name) for name in _runtime_fakes() if hasattr(torch.cuda, name)}
+    try:
+        for name, fake in _runtime_fakes().items():
+            setattr(torch.cuda, name, fake)
+        yield
+    finally:
+        for name in _runtime_fakes():
+            if name in saved:
+                setattr(torch.cuda, name, saved[name])
+            else:
+                delattr(torch.cuda, name)
+
+
 @contextmanager
 def cuda_tensors(made_by: str) -> Iterator[None]:
     """Tensors made by code under the directory `made_by`, or asked for on
-    `cuda` by anyone, report `cuda:0` (see the module's docstring)."""
+    `cuda` by anyone, report `cuda:0`, and the CUDA runtime calls Python makes
+    answer for that one device (see the module's docstring)."""
     import torch
     from torch.overrides import TorchFunctionMode
 
@@ -106,7 +196,7 @@ def cuda_tensors(made_by: str) -> Iterator[None]:
             out = func(*args, **kwargs)
             return reports_cuda(out) if asked or _made_by(made_by, skipped) else out
 
-    with CudaOnCpu():
+    with CudaOnCpu(), _cuda_runtime():
         yield
 
 

@@ -16,7 +16,8 @@ import socket
 import sys
 import tempfile
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -50,9 +51,23 @@ class _Patch:
     had: bool
 
 
+# The SM flashinfer is imported under, whatever a run asks about: an import
+# that reads the device must not make one SM's answers depend on which other
+# SMs the run probes (each call then retargets the faked GPU).
+IMPORT_SM = SM(10, 0)
+
+# The CUDA toolkit every probe assumes, whatever this machine has (a CPU
+# torch has none; nvcc may or may not be installed): answers are cached
+# without it, so they must not depend on it. A JIT check that refuses this
+# toolkit is made again under NEWER_TOOLKIT (see `newer_toolkit`).
+BASELINE_TOOLKIT = "13.0"
+NEWER_TOOLKIT = "99.0"
+
+
 @dataclass
 class _TargetState:
     sm: SM
+    toolkit: str = BASELINE_TOOLKIT
 
 
 def _module_file_prefix(module: ModuleType) -> str:
@@ -65,7 +80,7 @@ class FlashinferSession:
     Use as a context manager; `target(sm)` switches the faked GPU.
     """
 
-    def __init__(self, import_sm: SM):
+    def __init__(self, import_sm: SM = IMPORT_SM):
         self._state = _TargetState(import_sm)
         self._patches: list[_Patch] = []
         self._env_saved: dict[str, str | None] = {}
@@ -88,6 +103,9 @@ class FlashinferSession:
         self._contexts: list[Any] = []  # flashinfer's CompilationContext instances
         self._archs_by_sm: dict[SM, Any] = {}  # their TARGET_CUDA_ARCHS as on each target
         self._initializing = False
+        # JIT checks seen refusing the baseline toolkit: whether each tests the
+        # toolkit (passes under a newer one), found once per check.
+        self.toolkit_checks: dict[Any, bool] = {}
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -187,6 +205,22 @@ class FlashinferSession:
         if sm != self._state.sm:
             self._state.sm = sm
             self._target_arch_list(sm)
+            self._clear_caches()
+
+    @contextmanager
+    def newer_toolkit(self) -> Iterator[None]:
+        """Every toolkit query answers NEWER_TOOLKIT for the span of the
+        context: a JIT check that refused BASELINE_TOOLKIT and passes this one
+        tests the toolkit, which is the serving machine's, not the kernel's."""
+        assert self.torch is not None
+        self._state.toolkit = NEWER_TOOLKIT
+        self.torch.version.cuda = NEWER_TOOLKIT
+        self._clear_caches()
+        try:
+            yield
+        finally:
+            self._state.toolkit = BASELINE_TOOLKIT
+            self.torch.version.cuda = BASELINE_TOOLKIT
             self._clear_caches()
 
     @staticmethod
@@ -301,9 +335,9 @@ class FlashinferSession:
             return real_empty(*args, **kwargs)
 
         self._set_attr(torch, "empty", empty)
-        # SM12x gates compare torch.version.cuda with 12.8/12.9; a CPU build has None.
-        cuda_version = torch.version.cuda
-        self._set_attr(torch.version, "cuda", cuda_version if cuda_version else "13.0")
+        # SM12x gates compare torch.version.cuda with 12.8/12.9; a CPU build has
+        # None. The toolkit is the session's, never this machine's (see BASELINE_TOOLKIT).
+        self._set_attr(torch.version, "cuda", self._state.toolkit)
         # Network access during a probe means a download of kernels or metadata:
         # refuse it, so such a call is reported instead of hanging or fetching.
         self._set_attr(socket.socket, "connect", refuse_network)
@@ -317,6 +351,12 @@ class FlashinferSession:
         def get_compute_capability(device: Any = None) -> tuple[int, int]:
             return (state.sm.major, state.sm.minor)
 
+        def get_cuda_version() -> Any:
+            # flashinfer asks nvcc (then torch) for the toolkit: answered by the session.
+            from packaging.version import Version
+
+            return Version(state.toolkit)
+
         # Functions replaced wherever flashinfer binds them, by module, once the
         # module is imported (some releases import these lazily):
         # - the compute capability every Python arch check reads;
@@ -326,6 +366,7 @@ class FlashinferSession:
         #   (trtllm-gen): the first compiled artefact such a getter needs.
         self._fakes_by_module = {
             "flashinfer.utils": {"get_compute_capability": get_compute_capability},
+            "flashinfer.jit.cpp_ext": {"get_cuda_version": get_cuda_version},
             "flashinfer.jit.cubin_loader": {
                 "setup_cubin_loader": do_nothing,
                 "get_artifact": artefact_boundary,

@@ -37,7 +37,7 @@ class DSv4SparseMLAProbe(KernelProbe):
     entry_point = "flashinfer.mla._core.trtllm_batch_decode_sparse_mla_dsv4"
     default_sms = (100, 103, 120, 121)
     summary = "DeepSeek V4 sparse-MLA decode (SM10x TRTLLM-GEN, SM12x packed sparse path)"
-    probe_version = 5
+    probe_version = 6
     axes = (
         Axis("backend", "auto", ("auto", "trtllm-gen", "cute-dsl", "sparse", "cake"), help="flashinfer backend (0.7.x; cake: 0.7.2+)"),
         Axis("kv_format", "fp8", ("fp8", "nvfp4"), help="SM12x packed KV cache format (nvfp4: 0.7.x)"),
@@ -109,26 +109,28 @@ class DSv4SparseMLAProbe(KernelProbe):
             "kv_packed": {
                 fmt: torch.zeros(NUM_PAGES, PAGE_SIZE, size, dtype=torch.uint8) for fmt, size in SM120_PACKED_BYTES.items()
             },
+            "kv_nvfp4": torch.zeros(NUM_PAGES, 1, PAGE_SIZE, SM120_PACKED_BYTES["nvfp4"], dtype=torch.uint8),
             "indices": torch.zeros(1, SWA_TOPK, dtype=torch.int32),
             "block_table": torch.zeros(1, 1, dtype=torch.int32),  # one compressed page (HCA)
             "lens": torch.full((1,), SWA_TOPK, dtype=torch.int32),
             "seq_lens": torch.full((1,), SWA_TOPK, dtype=torch.int32),
             # Large enough for the split-K scratch of 256 heads, so the path
             # that carves scratch out of the workspace is the one exercised.
-            "workspace": torch.zeros(4 * 2**20, dtype=torch.uint8),
+            "workspace": mi.aligned(4 * 2**20, "uint8", zero=True),
         }
 
-    def _hca(self, heads: int) -> dict[str, Any]:
+    def _hca(self, heads: int, dtype: str) -> dict[str, Any]:
         """backend="cute-dsl" from 0.7.x decodes through HCA: explicit metadata in
-        place of sparse_indices and seq_lens (0.7.4 mla/_core.py:2296-2309), an
-        FP8 E4M3 query with caches of the same dtype (cute_dsl/attention/
-        wrappers/batch_hca.py:438, 489). One request, one window of 128 rows,
-        one compressed page."""
+        place of sparse_indices and seq_lens (0.7.4 mla/_core.py:2296-2309), a
+        query with caches of the same dtype (cute_dsl/attention/wrappers/
+        batch_hca.py:489). The dtype is the variant's: whether HCA takes a BF16
+        query is the release's to say (0.7.4 asks for FP8 E4M3, batch_hca.py:438).
+        One request, one window of 128 rows, one compressed page."""
         shared = self._shared
         return {
-            "query": mi.zeros((1, 1, heads, HEAD_DIM), "fp8"),
-            "swa_kv_cache": shared["kv"]["fp8"],
-            "compressed_kv_cache": shared["kv"]["fp8"],
+            "query": mi.zeros((1, 1, heads, HEAD_DIM), dtype),
+            "swa_kv_cache": shared["kv"][dtype],
+            "compressed_kv_cache": shared["kv"][dtype],
             "workspace_buffer": shared["workspace"],
             "sparse_topk_lens": shared["lens"],
             "swa_topk_lens": shared["lens"],
@@ -158,18 +160,22 @@ class DSv4SparseMLAProbe(KernelProbe):
                 "sinks": sinks,
             }
         else:
+            # SM10x pools hold the query's dtype; an NVFP4 cache (0.7.2+ CAKE) is
+            # opaque uint8 pages of 384-byte token records (cake_dsv4.py, the
+            # NVFP4 cache ABI), HND [pages, 1, page_size, 384].
+            pool = shared["kv_nvfp4"] if config["kv_format"] == "nvfp4" else shared["kv"][dtype]
             kwargs = {
                 "query": query,
-                "swa_kv_cache": shared["kv"][dtype],
+                "swa_kv_cache": pool,
                 "workspace_buffer": shared["workspace"],
                 "sparse_indices": shared["indices"],
-                "compressed_kv_cache": shared["kv"][dtype],
+                "compressed_kv_cache": pool,
                 "sparse_topk_lens": shared["lens"],
                 "seq_lens": shared["seq_lens"],
                 "sinks": sinks,
             }
         if config["backend"] == "cute-dsl" and "hca_swa_indices" in params:
-            kwargs = self._hca(heads)
+            kwargs = self._hca(heads, dtype)
         kwargs = {k: v for k, v in kwargs.items() if k in params}
         if config["backend"] != "auto":
             kwargs["backend"] = config["backend"]

@@ -35,11 +35,28 @@ def torch_dtype(name: str) -> Any:
 WORKSPACE_DTYPES = ("uint8", "int8")
 
 
-@lru_cache(maxsize=2)
-def workspace(dtype: str = "uint8") -> Any:
+# cudaMalloc returns 256-byte aligned memory and validators check it (CAKE asks
+# for 128-byte aligned workspaces); the CPU allocator promises only 64.
+DEVICE_ALIGNMENT = 256
+
+
+def aligned(numel: int, dtype: str, zero: bool = False) -> Any:
+    """A 1-D tensor of `numel` elements of the torch dtype named `dtype`
+    ("uint8", "int8", ...) whose data starts on a DEVICE_ALIGNMENT boundary,
+    as a GPU allocation's would."""
     import torch
 
-    return torch.empty(WORKSPACE_BYTES, dtype=getattr(torch, dtype))
+    torch_type = getattr(torch, dtype)
+    size = torch.tensor([], dtype=torch_type).element_size()
+    spare = DEVICE_ALIGNMENT // size
+    raw = (torch.zeros if zero else torch.empty)(numel + spare, dtype=torch_type)
+    offset = (-raw.data_ptr() % DEVICE_ALIGNMENT) // size
+    return raw[offset : offset + numel]
+
+
+@lru_cache(maxsize=2)
+def workspace(dtype: str = "uint8") -> Any:
+    return aligned(WORKSPACE_BYTES, dtype)
 
 
 def pages_for(page_size: int, seq_len: int = SEQ_LEN) -> int:

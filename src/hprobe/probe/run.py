@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import nullcontext
+from dataclasses import replace
 from functools import cached_property
+from itertools import islice
 from pathlib import Path
 
 import hprobe.kernels as kernels_package
 from hprobe.device.boundary import ImportFailure
 from hprobe.device.classify import CallResult
 from hprobe.device.fake_cuda import cuda_tensors, reports_cuda
-from hprobe.device.session import FlashinferSession
+from hprobe.device.session import BASELINE_TOOLKIT, FlashinferSession
 from hprobe.device.sites import CheckSite, passed_elsewhere
 from hprobe.kernels.base import KernelProbe, Value, Variant
 from hprobe.model.heads import compact_set
@@ -30,12 +32,30 @@ def probe_kernel(
     sms: Iterable[SM],
     heads: Iterable[int],
 ) -> list[KernelSMResult]:
-    """Probe one kernel variant for every SM in `sms` over `heads`."""
+    """Probe one kernel variant for every SM in `sms` over `heads`.
+
+    An answer is the same whatever else a run asks for: each SM is classified
+    on its own, over every count of CANONICAL_HEADS as well as those asked
+    (whether a refusal is about h_q rests on whether another h_q got through
+    on that SM), and only the counts asked are returned."""
     if isinstance(variant, KernelProbe):
         variant = variant.variant()
+    asked = sorted(set(heads))
+    results = _probe_kernel(session, variant, list(sms), sorted(set(asked) | set(CANONICAL_HEADS)))
+    if len(asked) != len(results[0].heads if results else asked):
+        keep = set(asked)
+        for result in results:
+            result.heads = {h: r for h, r in result.heads.items() if h in keep}
+    return results
+
+
+# The counts every SM is classified over, whichever are asked for: the range
+# hprobe answers by default, which covers every model's per-rank count.
+CANONICAL_HEADS = range(1, 257)
+
+
+def _probe_kernel(session: FlashinferSession, variant: Variant, sms: list[SM], heads: list[int]) -> list[KernelSMResult]:
     probe, config = variant.probe, variant.values
-    heads = sorted(set(heads))
-    sms = list(sms)
     version = session.version
     results = [KernelSMResult(probe.id, sm.number, version, config=dict(config), key=variant.key) for sm in sms]
     try:
@@ -95,9 +115,12 @@ def _run_alternatives(session: FlashinferSession, variant: Variant, entry, sms: 
 def _on_faked_cuda(session: FlashinferSession, variant: Variant, entry, sm: SM, raw: dict[int, CallResult], alternative: int) -> dict[int, CallResult]:
     """The calls a check on the tensors' device stopped, made again with
     tensors that report a CUDA device (device/fake_cuda.py): every check after
-    the device check runs on them, flashinfer's own code as before. A call the
-    faked tensors get past replaces the stopped one, marked `faked_device`; one
-    they cannot get past either keeps its stop."""
+    the device check runs on them, flashinfer's own code as before. Only an
+    answer replaces the stopped call: the boundary reached, or a validator's
+    refusal, marked `faked_device`. A rerun stopped by anything else (the CUDA
+    runtime past the fakes, another device check) keeps the device stop, with
+    what the rerun met added to its reason: that h_q stays undecided, and no
+    other h_q's answer is read through it."""
     stopped = _stopped_by_device(raw)
     if not stopped:
         return raw
@@ -105,8 +128,13 @@ def _on_faked_cuda(session: FlashinferSession, variant: Variant, entry, sm: SM, 
     with session.quiet():
         for h in stopped:
             again = _one(session, variant.probe, entry, sm, h, variant.values, alternative, faked_cuda=True)
-            if not _stopped_by_device({h: again}):
+            if again.reached or again.validator:
                 out[h] = again
+            elif not _stopped_by_device({h: again}):
+                call = raw[h]
+                met = again.reason or f"{again.error_type}: {again.message}"
+                reason = f"{call.reason}; on CPU tensors that report cuda:0 it went on to {again.location or '?'}, where it stopped: {met}"
+                out[h] = replace(call, reason=reason)
     return out
 
 
@@ -175,6 +203,16 @@ def _describe_depth(probe: KernelProbe, raw: dict[int, CallResult], result: Kern
         families = ", ".join(f"SM{f}x" for f in sorted(probe.built_for(foreign[0]) or ()))
         # The caveat a reader needs before trusting an `ok` on this SM.
         result.unchecked.append(f"SM{result.sm} reaches {', '.join(foreign)}, built for {families}: this release has no SM{result.sm} route, so an acceptance here is not expected to hold on the GPU")
+    toolkit: dict[str, tuple[list[int], str]] = {}  # the check's location -> (h_q, its first message)
+    for h, c in sorted(raw.items()):
+        if c.toolkit and (c.reached or c.validator):
+            where, _, said = c.toolkit.partition(": ")
+            toolkit.setdefault(where, ([], said))[0].append(h)
+    for where, (hs, said) in toolkit.items():
+        result.notes.append(
+            f"toolkit: h_q {compact_set(hs)} pass the JIT check at {where} only under a CUDA toolkit newer than {BASELINE_TOOLKIT} "
+            f"(\"{said.split('. ')[0]}\"): the serving machine's toolkit decides that check, not h_q; shown is the answer past it"
+        )
     passed = sorted({p for c in raw.values() for p in c.passed})
     if passed:
         result.notes.append(
@@ -243,6 +281,7 @@ def _one(
                 )
             kwargs = {k: reports_cuda(v) for k, v in call.kwargs.items()} if faked_cuda else call.kwargs
             result = session.call(sm, call.fn, trace=trace, **kwargs)
+            result = _past_toolkit_check(session, sm, call.fn, trace, kwargs, result)
     finally:
         if faked_cuda:
             _clear_input_caches()  # never hand a CUDA-reporting input to a plain call
@@ -250,7 +289,28 @@ def _one(
     return result
 
 
-def _refusal_groups(raw: dict[int, CallResult], reached_elsewhere: set[int]) -> list[tuple[CallResult, list[int], bool]]:
+def _past_toolkit_check(session: FlashinferSession, sm: SM, fn, trace: tuple[str, str] | None, kwargs: dict, result: CallResult) -> CallResult:
+    """A refusal by a check in JIT-spec generation, made again under a newer
+    CUDA toolkit: a check that then passes tests the serving machine's toolkit,
+    not the kernel, so the h_q's answer is the one past it, with the
+    requirement kept beside it (`toolkit`). Whether a check reads the toolkit
+    is found once per check; only JIT-spec code can read it."""
+    site = result.site
+    if not result.validator or site is None or not (result.location or "").startswith("flashinfer/jit/"):
+        return result
+    if session.toolkit_checks.get(site) is False:
+        return result
+    with session.newer_toolkit():
+        again = session.call(sm, fn, trace=trace, **kwargs)
+    passes = again.site != site
+    session.toolkit_checks[site] = passes
+    if not passes:
+        return result
+    again.toolkit = f"{result.location}: {result.message}"
+    return again
+
+
+def _refusal_groups(raw: dict[int, CallResult], reaches_elsewhere: Callable[[int], bool]) -> list[tuple[CallResult, list[int], bool]]:
     """When every h_q was refused by a validator: the refusals worth tracing,
     as (first call, its h_q, exact). Exact groups share one check and one
     message word for word, for several h_q (or the only one probed), largest
@@ -269,7 +329,8 @@ def _refusal_groups(raw: dict[int, CallResult], reached_elsewhere: set[int]) -> 
         first.setdefault(key, call)
     chosen = [(first[k], hs, True) for k, hs in exact.items() if len(hs) >= 2 or len(raw) == 1]
     chosen.sort(key=lambda item: -len(item[1]))
-    chosen += [(first[k], hs, True) for k, hs in exact.items() if len(hs) == 1 and len(raw) > 1 and hs[0] in reached_elsewhere][:4]
+    singles = (hs for hs in exact.values() if len(hs) == 1 and len(raw) > 1)
+    chosen += [(first[(raw[hs[0]].site, raw[hs[0]].message)], hs, True) for hs in islice((hs for hs in singles if reaches_elsewhere(hs[0])), 4)]
     if len({c.site for c in raw.values()}) == 1 and len(exact) > 1:
         chosen.append((raw[min(raw)], sorted(raw), False))
     return chosen
@@ -285,7 +346,7 @@ class _Probing:
     def __init__(self, session: FlashinferSession, variant: Variant, entry, heads: list[int], tries: Tries):
         self.session, self.variant, self.entry, self.heads, self.tries = session, variant, entry, heads, tries
         self._chosen: dict[SM, int] = {}  # SM -> the input convention its outcome was read from
-        self._reference_reached: dict[int, set[int]] = {}  # input convention -> h_q reaching a reference SM
+        self._reference_reached: dict[tuple[SM, int, int], bool] = {}  # (reference SM, h_q, input convention) -> reached
         self._everywhere: dict[SM, bool] = {}  # SM -> its uniform refusal refuses on every reference SM too
         self._witnessed: dict[CheckSite, str] = {}  # a configuration check -> which configuration passes it, where
 
@@ -366,8 +427,11 @@ class _Probing:
             refused = {h: c for h, c in calls.items() if h not in stopped}
             if not stopped or not refused or not all(c.validator and c.site is not None for c in refused.values()):
                 continue
-            sites = {c.site for c in refused.values() if c.site is not None}
-            if not all(self._passes(sm, stopped[0], site, alternative) for site in sites):
+            # A refusal made on faked CUDA tensors (past a device check) is
+            # traced on them too: on plain CPU tensors the stopped h_q would
+            # never reach it.
+            sites = {(c.site, c.faked_device) for c in refused.values() if c.site is not None}
+            if not all(self._passes(sm, stopped[0], site, alternative, faked) for site, faked in sites):
                 continue
             self._chosen[sm] = alternative
             for h, call in calls.items():
@@ -383,10 +447,8 @@ class _Probing:
         an outcome (or None) with its reason, and whether the convention does
         not fit this release at all (one check refuses every h_q, and no probed
         call of any configuration on any SM was seen to pass it)."""
-        reached_elsewhere = {h for other, tried in self.tries.items() if other != sm for _, calls in tried for h, c in calls.items() if c.reached}
-        if not reached_elsewhere:
-            reached_elsewhere = self._reached_on_reference(alternative)
-        kinds = [(self._refusal_kind(sm, refusal, heads[0], alternative), heads, exact) for refusal, heads, exact in _refusal_groups(raw, reached_elsewhere)]
+        groups = _refusal_groups(raw, lambda h: self._reaches_elsewhere(sm, h, alternative))
+        kinds = [(self._refusal_kind(sm, refusal, heads[0], alternative), heads, exact) for refusal, heads, exact in groups]
         # One architecture check, word for word the same for several h_q (or for
         # one that reaches the boundary elsewhere), is enough to refuse the SM. A
         # configuration refusal must be one check refusing every probed h_q: a
@@ -440,25 +502,33 @@ class _Probing:
             f"({then}): this configuration is refused, whatever h_q is"
         )
 
-    def _passes(self, sm: SM, h: int, site: CheckSite, alternative: int) -> bool:
-        call = self._traced(self.variant, sm, h, site, alternative)
+    def _passes(self, sm: SM, h: int, site: CheckSite, alternative: int, faked: bool = False) -> bool:
+        call = self._traced(self.variant, sm, h, site, alternative, faked)
         return passed_elsewhere(site, call.lines_run or frozenset(), refused_here_too=call.site == site)
 
-    def _reached_on_reference(self, alternative: int) -> set[int]:
-        """h_q that reach the boundary on a reference SM not being probed (the
-        kernel's own SMs first); found once per variant, only when needed."""
-        if alternative not in self._reference_reached:
-            reached = self._reference_reached[alternative] = set()
-            probed = set(self.tries)
-            for number in dict.fromkeys((*self.variant.probe.default_sms, *_REFERENCE_SMS)):
-                ref = SM.from_number(number)
-                if ref in probed:
-                    continue
-                raw = _run(self.session, self.variant, self.entry, ref, self.heads, alternative)
-                reached.update(h for h, c in raw.items() if c.reached)
-                if reached:
-                    break
-        return self._reference_reached[alternative]
+    def _reaches_elsewhere(self, sm: SM, h: int, alternative: int) -> bool:
+        """Whether `h` reaches the boundary, under the same input convention, on
+        a reference SM other than `sm` (the kernel's own SMs and
+        _REFERENCE_SMS, whatever this run probes: an answer never depends on
+        which other SMs were asked for). A reference SM probed in this run
+        answers from its calls; another is asked for this h_q alone, through
+        the same faked-CUDA rerun."""
+        for number in dict.fromkeys((*self.variant.probe.default_sms, *_REFERENCE_SMS)):
+            other = SM.from_number(number)
+            if other == sm:
+                continue
+            known = next((calls[h].reached for alt, calls in self.tries.get(other, []) if alt == alternative and h in calls), None)
+            if known is None:
+                key = (other, h, alternative)
+                if key not in self._reference_reached:
+                    with self.session.quiet():
+                        call = _one(self.session, self.variant.probe, self.entry, other, h, self.variant.values, alternative)
+                    again = _on_faked_cuda(self.session, self.variant, self.entry, other, {h: call}, alternative)
+                    self._reference_reached[key] = again[h].reached
+                known = self._reference_reached[key]
+            if known:
+                return True
+        return False
 
     def _traced(self, variant: Variant, sm: SM, h: int, site: CheckSite, alternative: int, faked: bool = False) -> CallResult:
         """The call traced through `site`'s function; `faked`: on CUDA-reporting
@@ -510,6 +580,13 @@ class _Probing:
             others = (axis.default, *axis.choices) if changed else ()
             for other in dict.fromkeys((*others, *axis.witnesses)):
                 out.append(probe.variant({**values, axis.name: other}))
+        # Then an axis left at its default set to another of its choices (an
+        # FP8 query where a path takes no BF16): tried only when none above
+        # passed the check, since the first that passes decides.
+        for axis in probe.axes:
+            if values[axis.name] == axis.default:
+                for other in axis.choices:
+                    out.append(probe.variant({**values, axis.name: other}))
         unique = {v.config: v for v in out if v.config != self.variant.config}
         return list(unique.values())
 
@@ -521,21 +598,20 @@ class _Probing:
         a configuration refusal, not an absence.)"""
         probe = self.variant.probe
         changed = {k: v for k, v in self.variant.config if v != probe.axis(k).default}  # type: ignore[union-attr]
-        if not changed or not results:
+        if not changed:
             return
+        # Each SM on its own: `_everywhere` already says the same check refused
+        # with the same words on every reference SM, so the SMs of any run
+        # agree, whichever of them it asked for.
         for result in results:
             sm = SM.from_number(result.sm)
             if not self._everywhere.get(sm) or result.status is not Outcome.UNSUPPORTED_CONFIG:
-                return
-        first = results[0].heads[self.heads[0]]
-        if len({r.heads[self.heads[0]].message for r in results}) != 1:
-            return
-        message = first.message or ""
-        named = [k for k, v in changed.items() if _names(message, str(v))]
-        sm = SM.from_number(results[0].sm)
-        if not any(self._refused_alone(k, changed[k], sm, first, self._chosen.get(sm, 0)) for k in named):
-            return
-        for result in results:
+                continue
+            first = result.heads[self.heads[0]]
+            message = first.message or ""
+            named = [k for k, v in changed.items() if _names(message, str(v))]
+            if not any(self._refused_alone(k, changed[k], sm, first, self._chosen.get(sm, 0)) for k in named):
+                continue
             for hr in result.heads.values():
                 hr.outcome = Outcome.ABSENT
                 hr.reason = f"this release refuses the option value itself, for every h_q and SM: {message}"

@@ -48,8 +48,7 @@ def _probe_in_process(needed: dict[str, list[int]], heads: list[int], workers: i
     from hprobe.probe.parallel import probe_split
     from hprobe.probe.run import probe_kernel
 
-    first = min(sm for sms in needed.values() for sm in sms)
-    session = FlashinferSession(SM.from_number(first))
+    session = FlashinferSession()
     session.open()
     try:
         def job(keys: list[str]) -> list[KernelSMResult]:
