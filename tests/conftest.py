@@ -29,10 +29,23 @@ PRE_48047 = MATRICES / "vllm-dsv4-flashinfer-pre-48047.toml"
 POST_48047 = MATRICES / "vllm-dsv4-flashinfer-post-48047.toml"
 
 
+_ENGINE_TREES: dict[tuple[str, str], Path] = {}
+
+
 def engine_source(where: Path, distribution: str, version: str) -> Path:
     """A serving engine's own source, as its wheel ships it: downloaded with pip
     (bounded in time), only `.py` files and METADATA unpacked, never imported.
-    Returns the directory holding the package and its `.dist-info`."""
+    Returns the directory holding the package and its `.dist-info`. Each
+    release is downloaded once per session (a wheel is hundreds of MB) and
+    shared: tests read it, and copy it before changing anything."""
+    key = (distribution, version)
+    if key not in _ENGINE_TREES:
+        _ENGINE_TREES[key] = _download_engine(SESSION_CACHE.parent / f"{SESSION_CACHE.name}-{distribution}-{version}", distribution, version)
+    return _ENGINE_TREES[key]
+
+
+def _download_engine(where: Path, distribution: str, version: str) -> Path:
+    where.mkdir(parents=True, exist_ok=True)
     subprocess.run(
         [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", f"{distribution}=={version}", "-d", str(where), "--disable-pip-version-check"],
         check=True,
@@ -103,3 +116,5 @@ sm = [100]
 
 def pytest_sessionfinish(session, exitstatus):
     shutil.rmtree(SESSION_CACHE, ignore_errors=True)
+    for tree in _ENGINE_TREES.values():
+        shutil.rmtree(tree.parent, ignore_errors=True)

@@ -241,7 +241,7 @@ CASES: list[Case] = [
     Case("repo-mapping-fifo", ["check", "--repo", "{A}/repo", "--mapping", "{A}/m.toml"], 2, "not a regular file", _all(_rule("return n"), _fifo("m.toml"))),
     Case("repo-syntax-error", ["table", "extract", "--repo", "{A}/repo", "--json"], 3, "rules.py:2: not parsed", _write("repo/rules.py", PLANT + "class Rule(:\n    def get_padded_num_q_heads(cls, n): return n\n")),
     Case("repo-nul-byte", ["table", "extract", "--repo", "{A}/repo", "--json"], 3, "rules.py: not parsed", _write("repo/rules.py", (PLANT + "class Rule:\n    def get_padded_num_q_heads(cls, n): return n\x00\n").encode())),
-    Case("repo-no-rule", ["table", "extract", "--repo", "{A}/repo", "-o", "{A}/t.toml"], 3, "no class defines or inherits `get_padded_num_q_heads` (vllm.toml), `_kernel_num_heads` (sglang.toml) (2 Python files read); give --mapping", NO_RULE),
+    Case("repo-no-rule", ["table", "extract", "--repo", "{A}/repo", "-o", "{A}/t.toml"], 3, "no class defines or inherits `get_padded_num_q_heads` (vllm.toml), `_kernel_num_heads` (sglang.toml, sglang-0.5.18.toml) and nothing calls a FlashInfer entry hprobe probes (2 Python files read); give --mapping", NO_RULE),
     Case("repo-no-rule-check", ["check", "--repo", "{A}/repo"], 3, "no class defines or inherits", NO_RULE),
     Case("repo-deep-expression", ["table", "extract", "--repo", "{A}/repo", "--json"], 3, "nested deeper than 500", _deep_expression(1500)),
     Case("repo-deeper-than-ast", ["table", "extract", "--repo", "{A}/repo", "--json"], 3, "rules.py: not parsed: nested too deeply", _deep_expression(5000)),

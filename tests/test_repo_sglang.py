@@ -127,7 +127,8 @@ def test_sglang_extract_finds_the_rule_and_its_subclasses(cli_json, sglang_tree)
     classes = {c["module"] + "." + c["class"]: c for c in doc["classes"]}
     assert classes["srt.models.deepseek_v4.MqaAttentionBase"]["status"] == "unprobed"
     assert classes[MQA]["status"] == "mapped" and classes[MQA]["defined_at"].endswith("srt/models/deepseek_v4.py:1215")
-    assert classes["srt.models.deepseek_v4_dspark.DSparkAttention"]["status"] == "mapped"
+    # DSpark inherits the method but pads its own query: judged as its call paths, not through the method.
+    assert classes["srt.models.deepseek_v4_dspark.DSparkAttention"]["status"] == "unprobed"
     # Evaluated against the pinned 0.7.2, whose dispatch is an object: read by importing it in a worker.
     rules = _rules(classes[MQA])
     assert rules["SM100", "decode"] == {128: 128, 64: 64, 32: 64, 16: 64, 8: 64, 4: 64}
@@ -177,3 +178,45 @@ def test_suggest_on_sglang(cli_json, sglang_tree):
     assert saving["DeepSeek-V4-Pro", 8] == 4.0 and saving["DeepSeek-V4-Flash", 8] == 8.0
     assert mqa["pin"]["pin_admits_unsafe"] == [] and mqa["pin"]["current_pin"] == "==0.7.2"
     assert code == 0, err
+
+
+DSPARK = "DSparkAttention.forward (inline)"
+
+
+@pytest.mark.slow
+def test_sglang_call_paths_dspark_and_the_unpadded_dense_path(cli_json, sglang_tree):
+    code, doc, err = cli_json("check", "--repo", str(sglang_tree / "sglang"), "--sm", "100,120", "--model", "DeepSeek-V4-Pro,DeepSeek-V3")
+    sites = {p["site"].split("/sglang/", 1)[1]: p for p in doc["call_paths"]}
+    # trtllm_mla (the SM100 default for DeepseekV3ForCausalLM) passes num_local_heads unpadded.
+    dense = sites["srt/layers/attention/trtllm_mla_backend.py:1041"]
+    assert dense["status"] == "judged" and dense["detail"] == "unpadded (heads // tp)"
+    rows = [f for f in doc["findings"] if f["backend"].endswith("TRTLLMMLABackend._run_decode_kernel")]
+    assert sorted((f["tp"], f["n"], f["padded"]) for f in rows) == [(1, 128, 128), (2, 64, 64), (4, 32, 32), (8, 16, 16), (16, 8, 8)]
+    assert rows[0]["reach"]["default_reaches"] is True and "trtllm_mla" in rows[0]["reach"]["default"]
+    # DSpark on SM120 (FlashInfer by default, a pool that is not uniform FP8): 64 for Pro TP4/8/16.
+    dspark = {(f["tp"]): f for f in doc["findings"] if f["backend"].startswith(DSPARK) and "_flash_mla_flashinfer" in f["backend"] and f["sm"] == 120}
+    for tp, n in ((4, 32), (8, 16), (16, 8)):
+        f = dspark[tp]
+        assert (f["n"], f["padded"], f["verdict"]) == (n, 64, "reducible"), f
+        assert "srt/models/deepseek_v4_dspark.py:293 [SM120/SM121, decode, pool.uniform_fp8=False]" in f["source"]
+    # The DSv4 calls MQALayer serves are judged through its rule; every call found is listed.
+    assert sites["srt/layers/attention/deepseek_v4_trtllm_backend.py:357"]["status"] in ("by-rule", "judged")
+    assert all(p["status"] in ("judged", "by-rule") for p in doc["call_paths"]), [p for p in doc["call_paths"] if p["status"] not in ("judged", "by-rule")]
+    assert code in (0, 1, 3), err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", ["0.5.18", "0.5.19"])
+def test_sglang_inline_rule_of_0518_and_0519(cli_json, version):
+    tree = engine_source(Path("unused"), "sglang", version) / "sglang"
+    code, doc, err = cli_json("check", "--repo", str(tree), "--sm", "120")
+    assert code in (0, 1), err  # judged, no error
+    pins = {"0.5.18": "0.6.17", "0.5.19": "0.6.18"}
+    assert [r["version"] for r in doc["releases"]] == [pins[version]]
+    decode = {(f["model"], f["tp"]): f for f in doc["findings"] if f["backend"].startswith("MQALayer.forward (inline)") and "[decode]" in f["backend"]}
+    # Padded inline to 64 under TP > 1; the SM120 decode kernels take the per-rank count itself.
+    for model, tp, n in (("DeepSeek-V4-Pro", 4, 32), ("DeepSeek-V4-Pro", 8, 16), ("DeepSeek-V4-Flash", 8, 8)):
+        f = decode[model, tp]
+        assert (f["n"], f["padded"], f["verdict"]) == (n, 64, "reducible"), f
+        assert "srt/models/deepseek_v4.py" in f["source"] and "[SM120/SM121, decode]" in f["source"]
+    assert decode["DeepSeek-V4-Pro", 1]["padded"] == 128  # TP1: the assignment does not run, n stands

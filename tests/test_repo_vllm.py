@@ -49,3 +49,33 @@ def test_check_repo_judges_vllm_against_the_flashinfer_it_pins(cli_json, vllm_tr
     assert (f["n"], f["padded"], f["verdict"]) == (8, 8, "ok")
     assert f["source"].endswith("deepseek_v4/nvidia/flashinfer_sparse.py:209")
     assert code == 0 and doc["summary"] == {"ok": len(doc["findings"])}
+
+
+def test_vllm_call_paths_dense_and_sparse_at_96_heads(cli_json, vllm_tree):
+    code, doc, _ = cli_json("check", "--repo", str(vllm_tree / "vllm"), "--sm", "100", "--heads", "96", "--tp", "1,2,4")
+    dense = {f["tp"]: f for f in doc["findings"] if ".flashinfer_mla.FlashInferMLAImpl.forward_mqa" in f["backend"]}
+    sparse = {f["tp"]: f for f in doc["findings"] if ".flashinfer_mla_sparse.FlashInferMLASparseImpl._forward_mqa_kernel" in f["backend"]}
+    assert sorted(dense) == sorted(sparse) == [1, 2, 4]
+    # vLLM's own selector sends 96 and 24 to cute-dsl, 48 to auto: each judged on the backend it picks.
+    assert dense[1]["backend"].endswith("-> backend=cute-dsl") and dense[4]["backend"].endswith("-> backend=cute-dsl")
+    assert dense[2]["backend"].endswith("-> backend=auto") and "_select_mla_decode_backend() picks auto" in dense[2]["source"]
+    # The sparse path passes 96 unpadded, which 0.7.2.post1 refuses with top-k.
+    assert (sparse[1]["n"], sparse[1]["padded"]) == (96, 96) and sparse[1]["verdict"] == "broken"
+    assert "64 < num_heads_q < 128" in sparse[1]["evidence"]["message"]
+    assert {f["verdict"] for f in (sparse[2], sparse[4])} == {"ok"}
+    assert code == 1
+
+
+def test_every_call_vllm_makes_is_listed(cli_json, vllm_tree):
+    from hprobe.kernels import probes_called_as
+    from hprobe.rules.repo.calls import find_calls
+    from hprobe.rules.repo.scan import RepoIndex
+
+    _, doc, _ = cli_json("table", "extract", "--repo", str(vllm_tree / "vllm"))
+    found = find_calls(RepoIndex.build(vllm_tree / "vllm"), frozenset(probes_called_as()))
+    listed = {p["site"] for p in doc["call_paths"]}
+    # Every call found is listed, judged or with why not.
+    assert len(found) == 13 and {f"{vllm_tree / 'vllm' / s.path}:{s.line}" for s in found} <= listed
+    unresolved = [p for p in doc["call_paths"] if p["status"] == "unresolved"]
+    assert [p["site"].rsplit("/", 1)[1] for p in unresolved] == ["flashinfer_mla_sparse_sm90.py:281"]
+    assert "NoPE" in unresolved[0]["detail"]

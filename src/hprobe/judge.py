@@ -9,7 +9,7 @@ from itertools import chain
 
 from hprobe.model.heads import compact_set
 from hprobe.model.outcome import Depth, HeadResult, KernelSMResult, Outcome
-from hprobe.model.padding import Backend, Model, PaddingTable
+from hprobe.model.padding import Backend, PaddingTable
 from hprobe.model.verdict import Finding, Verdict
 
 # (verdict, the smallest accepted count >= n, padded / that count, the kernel's
@@ -120,17 +120,15 @@ def check_table(
             continue
         for sm in targets:
             probed = [support[(backend.variant_key, sm)] for support in supports]
-            for model in table.models:
-                if not backend.models or model.name in backend.models:
-                    findings.extend(_judge_model(table, backend, sm, probed, model))
+            findings.extend(_judge_cases(table, backend, sm, probed))
     return findings, notes
 
 
-def _judge_model(table: PaddingTable, backend: Backend, sm: int, probed: list[KernelSMResult], model: Model) -> list[Finding]:
+def _judge_cases(table: PaddingTable, backend: Backend, sm: int, probed: list[KernelSMResult]) -> list[Finding]:
     out = []
     versions = [p.flashinfer_version for p in probed]
     extra_notes = list(dict.fromkeys(n for p in probed for n in p.notes))
-    for tp, n in model.per_rank():
+    for model, tp, n in backend.cases(table.models):
         padded = backend.rule.pad(n)
         verdict, best, waste, evidence, notes = judge_across(n, padded, probed)
         out.append(

@@ -159,7 +159,8 @@ def _results(releases: list[ProbedRelease], key: str, sm: int, versions: tuple[s
 
 def _suggest_backend(table: PaddingTable, backend: Backend, sms: tuple[int, ...], versions: tuple[str, ...], results: dict[int, list[KernelSMResult]], newest_only: bool) -> BackendSuggestion:
     suggestion = BackendSuggestion(table.name, backend, sms, versions, None)
-    counts = sorted({n for m in table.models for _, n in m.per_rank()})
+    cases = backend.cases(table.models)
+    counts = sorted({n for _, _, n in cases})
     safe_everywhere: dict[int, set[int]] = {}
     safe_newest: dict[int, set[int]] = {}
     for sm, per_release in results.items():
@@ -175,9 +176,8 @@ def _suggest_backend(table: PaddingTable, backend: Backend, sms: tuple[int, ...]
     kept = _choose(counts, safe_everywhere, {})
     if not newest_only:
         suggestion.newest = ", ".join(versions)
-    for model in table.models:
-        for tp, n in model.per_rank():
-            suggestion.changes.append(CountChange(model.name, tp, n, backend.rule.pad(n), chosen.get(n)))
+    for model, tp, n in cases:
+        suggestion.changes.append(CountChange(model.name, tp, n, backend.rule.pad(n), chosen.get(n)))
     # Which release refuses the current padding (the pin admits it): the case a
     # padding removal ahead of a flashinfer bump would have crashed on.
     for per_release in results.values():

@@ -23,6 +23,7 @@ from hprobe.cli.options import (
     FlashinferOpt,
     MappingOpt,
     ModelHeadsOpt,
+    ModelOpt,
     NoCacheOpt,
     PadFnKernelOpt,
     PadFnOpt,
@@ -103,6 +104,7 @@ def check(
     sm: TablesSmOpt = None,
     strict: bool = typer.Option(False, "--strict", help="Exit 1 on reducible, table-refuses or off-fast-path findings too."),
     heads: ModelHeadsOpt = None,
+    model: ModelOpt = None,
     tp: TpOpt = None,
     pin: PinOpt = None,
     flashinfer: FlashinferOpt = None,
@@ -121,7 +123,7 @@ def check(
         from hprobe.report.formats.github import emit
 
         fmt = _format(output_format, json_output)
-        request = RuleRequest.parse("check", tables=table, repo=repo, mapping=mapping, exclude=exclude, settings=settings, pad_fn=pad_fn, kernel=kernel, sm=sm, heads=heads, tp=tp, pin=pin, flashinfer=flashinfer, extra_args=ctx.args)
+        request = RuleRequest.parse("check", tables=table, repo=repo, mapping=mapping, exclude=exclude, settings=settings, pad_fn=pad_fn, kernel=kernel, sm=sm, heads=heads, tp=tp, pin=pin, flashinfer=flashinfer, extra_args=ctx.args, model=model)
         if junit is not None:
             check_output(junit, "--junit")  # a bad path costs nothing: refused before probing
         recorded = None
@@ -158,6 +160,7 @@ def suggest(
     kernel: PadFnKernelOpt = None,
     sm: TablesSmOpt = None,
     heads: ModelHeadsOpt = None,
+    model: ModelOpt = None,
     tp: TpOpt = None,
     pin: PinOpt = None,
     flashinfer: FlashinferOpt = None,
@@ -176,7 +179,7 @@ def suggest(
         from hprobe.commands.suggest import run_suggest
 
         fmt = _format(output_format, json_output)
-        request = RuleRequest.parse("suggest", tables=table, repo=repo, mapping=mapping, exclude=exclude, settings=settings, pad_fn=pad_fn, kernel=kernel, sm=sm, heads=heads, tp=tp, pin=pin, flashinfer=flashinfer, extra_args=ctx.args)
+        request = RuleRequest.parse("suggest", tables=table, repo=repo, mapping=mapping, exclude=exclude, settings=settings, pad_fn=pad_fn, kernel=kernel, sm=sm, heads=heads, tp=tp, pin=pin, flashinfer=flashinfer, extra_args=ctx.args, model=model)
         start = release_number(since, "--since") if since is not None else None  # refused before any probing
         if output is not None:
             check_output(output, "--output", overwrite=force)
@@ -345,6 +348,7 @@ def table_extract(
     mapping: MappingOpt = None,
     exclude: Optional[List[str]] = typer.Option(None, "--exclude", help="Also skip paths matching this glob (repeatable). Tests, fixtures, venvs, site-packages and build outputs inside the tree are always skipped."),
     settings: SetOpt = None,
+    model: ModelOpt = None,
     flashinfer: Optional[str] = typer.Option(None, "--flashinfer", help="For rules that read flashinfer's own tables (SGLang): the release to evaluate them against. Default: the repo's pin when it names one release, else the installed flashinfer."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", parser=path_value, help="Write the TOML here instead of stdout (an existing file is not overwritten without --force)."),
     force: bool = typer.Option(False, "--force", help="Overwrite --output."),
@@ -359,7 +363,7 @@ def table_extract(
 
         if output is not None:
             check_output(output, "--output", overwrite=force)
-        found = extract_table(repo, mapping, tuple(exclude or ()), parse_settings(settings), flashinfer)
+        found = extract_table(repo, mapping, tuple(exclude or ()), parse_settings(settings), flashinfer, model)
         if json_output:
             _formatter(True).data({"schema": "hprobe.extract/1", **found.to_dict()}, "extract")
             return 0

@@ -39,6 +39,7 @@ PadFnOpt = Annotated[str | None, typer.Option("--pad-fn", help="Call your paddin
 PadFnKernelOpt = Annotated[str | None, typer.Option("--kernel", "-k", help="With --pad-fn: the kernel (or variant) the function feeds.")]
 TablesSmOpt = Annotated[str | None, typer.Option("--sm", help="Target SM(s): 100, sm_100a, 10.0, 12.1, or a comma list. Default: the visible GPUs, else every SM the tables name.")]
 ModelHeadsOpt = Annotated[int | None, typer.Option("--heads", help="Override every model's total query heads.")]
+ModelOpt = Annotated[str | None, typer.Option("--model", metavar="NAME", help="Judge these models (comma list) of hprobe's model table (DeepSeek-V3, Kimi-K3, GLM-5, ...), each on the paths of its family. `hprobe models` lists them.")]
 TpOpt = Annotated[str | None, typer.Option("--tp", help="Override every model's TP degrees, e.g. 1,2,4,8.")]
 PinOpt = Annotated[str | None, typer.Option("--pin", help="The consumer's flashinfer requirement, e.g. 'flashinfer-python>=0.6.13': probe the lowest and highest releases it admits.")]
 FlashinferOpt = Annotated[str | None, typer.Option("--flashinfer", help="Probe these releases instead of the installed one: 0.6.13, a comma list, a wheel file or an unpacked directory. Fetched with your pip, cached, probed in a subprocess.")]

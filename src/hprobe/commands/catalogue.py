@@ -37,18 +37,22 @@ def kernel_rows(releases: str | None, progress: Progress = quiet) -> list[dict[s
     return rows
 
 
-def extract_table(repo: Path, mapping: Path | None, exclude: tuple[str, ...], settings: dict[str, str], flashinfer: str | None) -> RepoTables:
+def extract_table(repo: Path, mapping: Path | None, exclude: tuple[str, ...], settings: dict[str, str], flashinfer: str | None, model: str | None = None) -> RepoTables:
     """The padding table read from `repo`; rules that read flashinfer's own
     tables are evaluated against `flashinfer`, else the release the repo's pin
-    names exactly, else the installed one."""
+    names exactly, else the installed one. `model`: --model, the models of
+    hprobe's table to write it for."""
     from hprobe.commands.request import check_release_options, single_release
+    from hprobe.rules import overridden_models
+    from hprobe.rules.models import pick_models, shipped_models
     from hprobe.rules.repo.extract import extract_any
     from hprobe.rules.repo.mapping import load_mapping
 
     if flashinfer is not None:
         check_release_options(flashinfer, None)
+    picked = pick_models(list(shipped_models()), [m.strip() for m in model.split(",") if m.strip()]) if model else None
     chosen = load_mapping(mapping) if mapping is not None else None
-    found = extract_any(repo, chosen, exclude, None, settings)
+    found = extract_any(repo, chosen, exclude, None, settings, (lambda models: overridden_models(models, None, None, picked)) if picked else None)
     if found.per_release:
         from hprobe.support.gather import release_reader
         from hprobe.support.releases import parse_spec

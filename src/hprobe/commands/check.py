@@ -215,7 +215,39 @@ def run_repo_check(
     # A rule not evaluable on a release is inconclusive there: each reading's own.
     for reading in readings:
         report.findings.extend(_unevaluated(reading, numbers))
+        report.findings.extend(_unevaluated_paths(reading, numbers))
+    report.call_paths = [p.record() for p in repo.paths.paths]
     return _said_if_nothing_checked(report)
+
+
+def _unevaluated_paths(repo: RepoTables, numbers: list[int]) -> list[Finding]:
+    """Inconclusive findings, where each runs, for the call paths whose head
+    count could not be evaluated in this reading of the tree."""
+    out = []
+    for problem in repo.paths.problems:
+        models = [m for m in repo.table.models if not problem.models or m.name in problem.models]
+        for sm in [s for s in problem.sms if s in numbers] or list(problem.sms):
+            for model in models:
+                for tp, n in model.per_rank():
+                    out.append(
+                        Finding(
+                            table=repo.table.name,
+                            table_path=repo.table.path,
+                            model=model.name,
+                            tp=tp,
+                            n=n,
+                            backend=problem.backend,
+                            kernel=problem.kernel,
+                            sm=sm,
+                            flashinfer_version="-",
+                            padded=None,
+                            verdict=Verdict.INCONCLUSIVE,
+                            notes=[f"not evaluable: {problem.problem}"],
+                            source=f"{problem.problem.path}:{problem.problem.line}",
+                            rule_unknown=True,
+                        )
+                    )
+    return out
 
 
 def _unevaluated(repo: RepoTables, numbers: list[int]) -> list[Finding]:

@@ -36,6 +36,7 @@ class RuleRequest:
     pin: str | None = None
     flashinfer: str | None = None
     axes: tuple[tuple[str, tuple[Value, ...]], ...] = ()
+    models: tuple[str, ...] | None = None  # --model: names of hprobe's model table
 
     @classmethod
     def parse(
@@ -55,6 +56,7 @@ class RuleRequest:
         pin: str | None,
         flashinfer: str | None,
         extra_args: list[str],
+        model: str | None = None,
     ) -> RuleRequest:
         if sum(x is not None and x != [] for x in (tables, repo, pad_fn)) > 1:
             raise InputError("--table, --repo and --pad-fn each choose the padding rules; give one")
@@ -70,6 +72,17 @@ class RuleRequest:
         if settings and repo is None:
             raise InputError("--set goes with --repo")
         overrides = parse_settings(settings)
+        models = tuple(name.strip() for name in model.split(",") if name.strip()) if model is not None else None
+        if model is not None and not models:
+            raise InputError("--model: name one or more models (`hprobe models` lists them)")
+        if models is not None and heads is not None:
+            raise InputError("--model and --heads both choose the models judged; give one")
+        if models is not None and pad_fn is not None:
+            raise InputError("--model goes with --table or --repo; --pad-fn takes --heads")
+        if models is not None:
+            from hprobe.rules.models import pick_models, shipped_models
+
+            pick_models(list(shipped_models()), list(models))  # an unknown name: one line before any work
         if kernel and not pad_fn:
             raise InputError(f"--kernel on {command} goes with --pad-fn")
         return cls(
@@ -86,6 +99,7 @@ class RuleRequest:
             pin=pin,
             flashinfer=flashinfer,
             axes=tuple((name, tuple(values)) for name, values in parse_axes(extra_args).items()),
+            models=models,
         )
 
     @property

@@ -23,6 +23,11 @@ def collect_rules(request: RuleRequest) -> tuple[list[PaddingTable], RepoTables 
     from hprobe.rules import overridden_models, override_models, override_options, table_sources
 
     repo_source = None
+    picked = None
+    if request.models is not None:
+        from hprobe.rules.models import pick_models, shipped_models
+
+        picked = pick_models(list(shipped_models()), list(request.models))
     sources: list[RuleSource]
     if request.repo is not None:
         from hprobe.rules.repo.extract import RepoRuleSource
@@ -30,7 +35,7 @@ def collect_rules(request: RuleRequest) -> tuple[list[PaddingTable], RepoTables 
 
         chosen = load_mapping(request.mapping) if request.mapping is not None else None
         heads, tp = request.heads, list(request.tp) if request.tp is not None else None
-        models = (lambda found: overridden_models(found, heads, tp)) if heads is not None or tp is not None else None
+        models = (lambda found: overridden_models(found, heads, tp, picked)) if heads is not None or tp is not None or picked is not None else None
         repo_source = RepoRuleSource(request.repo, chosen, request.exclude, dict(request.settings), models)
         sources = [repo_source]
     elif request.pad_fn is not None:
@@ -41,7 +46,7 @@ def collect_rules(request: RuleRequest) -> tuple[list[PaddingTable], RepoTables 
     # A repo's rules and a --pad-fn were evaluated for the overridden models already.
     evaluated = repo_source is not None or request.pad_fn is not None
     tp_list = list(request.tp) if request.tp is not None else None
-    tables = [override_options(override_models(t, request.heads, tp_list, evaluated), request.axis_values) for t in tables]
+    tables = [override_options(override_models(t, request.heads, tp_list, evaluated, picked), request.axis_values) for t in tables]
     repo_tables = repo_source.found if repo_source is not None else None
     if repo_tables is not None:
         repo_tables.table = tables[0]  # the table as overridden is the one judged and patched

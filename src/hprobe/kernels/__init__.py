@@ -59,3 +59,8 @@ def get_variant(key: str, values: dict[str, Value] | None = None) -> Variant:
         merged[name.strip()] = value.strip()
     merged.update(values or {})
     return probe.variant(merged)
+
+
+def probes_called_as() -> dict[str, str]:
+    """FlashInfer name an engine calls -> the id of the probe that answers for it."""
+    return {name: probe.id for probe in PROBES.values() for name in probe.called_as}

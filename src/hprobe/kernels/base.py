@@ -90,6 +90,14 @@ class KernelProbe(ABC):
     #: compiled functions whose result Python only passes on to the launch (a
     #: plan's schedule): they return None so the call goes on to the launch
     pass_through_calls: tuple[str, ...] = ()
+    #: other FlashInfer names an engine calls that reach this probe's entry point
+    #: and its checks (a private function the public one forwards to)
+    also_called_as: tuple[str, ...] = ()
+
+    @property
+    def called_as(self) -> tuple[str, ...]:
+        """The FlashInfer names whose calls in an engine this probe answers for."""
+        return (self.entry_point.rsplit(".", 1)[-1], *self.also_called_as)
 
     @abstractmethod
     def prepare(self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value], alternative: int = 0) -> PreparedCall:

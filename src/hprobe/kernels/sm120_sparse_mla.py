@@ -44,6 +44,9 @@ def _run(runner_cls: Any, heads: int, family: str, topk: int, tokens: int, page_
 class SM120SparseMLAProbe(KernelProbe):
     id = "sm120-sparse-mla"
     entry_point = "flashinfer.mla._sparse_mla_sm120._SparseMLAPagedAttentionRunner"
+    # SGLang calls the function the runner's run() forwards to (every check of
+    # the function runs under the runner too; the runner adds its own sizing).
+    also_called_as = ("_sparse_mla_sm120_paged_attention",)
     default_sms = (120, 121)
     summary = "SM12x sparse-MLA decode/prefill (DSv4, DSv3.2): which kernel serves each h_q"
     axes = (

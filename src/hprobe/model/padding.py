@@ -131,6 +131,16 @@ class Model:
     num_q_heads: int
     tp: tuple[int, ...]
     where: Where
+    # The model families whose engine paths it takes (matrices/models/mla.toml: dense-mla,
+    # dsa, dsv4, ...); () = every path (a table's own model, or --heads).
+    families: tuple[str, ...] = ()
+    # Config attributes an engine's rule reads (`self.q_head_norm`), by name.
+    attributes: tuple[tuple[str, bool | int | str], ...] = ()
+    citation: str = ""  # the published config its count comes from
+
+    def takes(self, family: str | None) -> bool:
+        """Whether this model is served by a path of `family` (None: any)."""
+        return family is None or not self.families or family in self.families
 
     def per_rank(self) -> list[tuple[int, int]]:
         """(tp, heads per rank) for every TP degree. Validated at load time."""
@@ -155,10 +165,22 @@ class Backend:
     # (file:line and the SM, phase and settings it was evaluated under)
     branches: tuple[tuple[tuple[str, int], str], ...] = ()
     reach: Reach | None = None  # None: the rule feeds FlashInfer whenever it runs
+    # Judged for these per-rank counts only; () = every count. A path that picks
+    # its backend by count is one Backend per backend picked, each for its counts.
+    counts: tuple[int, ...] = ()
+    tps: tuple[int, ...] = ()  # served at these TP degrees only (an engine path guarded by TP); () = every one
 
     @property
     def variant_key(self) -> str:
         return self.key or self.kernel
+
+    def covers(self, model: str, n: int, tp: int | None = None) -> bool:
+        """Whether this backend serves `model` at per-rank count `n` (at TP degree `tp`)."""
+        return (not self.models or model in self.models) and (not self.counts or n in self.counts) and (tp is None or not self.tps or tp in self.tps)
+
+    def cases(self, models: list[Model]) -> list[tuple[Model, int, int]]:
+        """(model, tp, per-rank count) of every case this backend serves."""
+        return [(m, tp, n) for m in models for tp, n in m.per_rank() if self.covers(m.name, n, tp)]
 
     def source_for(self, model: str, n: int) -> str:
         return dict(self.branches).get((model, n), str(self.where))
@@ -191,6 +213,20 @@ class Reach:
         return {"flag": self.flag, "value": self.value, "default": self.default, "default_reaches": self.default_reaches, "otherwise": self.otherwise, "source": self.source, "words": self.words()}
 
 
+@dataclass(frozen=True)
+class Provenance:
+    """Where in a released engine a table's fact is written: the line says it."""
+
+    engine: str  # its package name on the index (vllm, sglang)
+    release: str
+    file: str  # inside the engine's wheel
+    line: int
+    says: str  # the line's text, stripped
+
+    def __str__(self) -> str:
+        return f"{self.engine} {self.release} {self.file}:{self.line}"
+
+
 @dataclass
 class PaddingTable:
     """A padding table: models and the backends whose rules pad their per-rank head counts."""
@@ -205,3 +241,36 @@ class PaddingTable:
     # Judged on exactly these releases (a rule evaluated against one release's
     # own tables); () = the releases --flashinfer, --pin or the pin name.
     releases: tuple[str, ...] = ()
+    provenance: tuple[Provenance, ...] = ()  # where a shipped table's facts are in a released engine
+
+
+@dataclass(frozen=True)
+class CallPathRecord:
+    """One call of a probed FlashInfer entry in an engine's tree, as a report
+    lists it: where, what it calls, and whether (and how) its head count is
+    judged. Every call found is listed; none is dropped."""
+
+    site: str  # file:line as the user named the tree
+    function: str  # the calling function's qualname
+    calls: str  # the FlashInfer name called
+    status: str  # judged, by-rule, not-evaluable or unresolved
+    detail: str  # how its count is decided, or why it is not judged
+    kernel: str | None
+    phase: str | None = None
+    backends: tuple[str, ...] = ()  # the table's backends that judge it
+
+    @property
+    def judged(self) -> bool:
+        return self.status in ("judged", "by-rule")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "site": self.site,
+            "function": self.function,
+            "calls": self.calls,
+            "status": self.status,
+            "detail": self.detail,
+            "kernel": self.kernel,
+            "phase": self.phase,
+            "backends": list(self.backends),
+        }

@@ -13,7 +13,7 @@ from hprobe.judge import Judgement, exit_code, judge
 from hprobe.model.advice import TableAdvice
 from hprobe.model.errors import EXIT_INCONCLUSIVE
 from hprobe.model.outcome import HeadResult, KernelSMResult, Outcome
-from hprobe.model.padding import Backend, PaddingTable
+from hprobe.model.padding import Backend, CallPathRecord, PaddingTable
 from hprobe.model.release import INSTALLED, FlashinferInfo, ProbedRelease
 from hprobe.model.targets import Targets
 from hprobe.model.verdict import Finding, Verdict
@@ -111,6 +111,12 @@ class CheckReport:
     notes: list[str] = field(default_factory=list)
     drift: DiffReport | None = None  # `--baseline`: what changed since a recorded matrix
     planned: list[str] = field(default_factory=list)  # the releases asked for (labels), probed or not
+    call_paths: list[CallPathRecord] = field(default_factory=list)  # `--repo`: every call of a probed entry
+
+    @property
+    def unresolved_paths(self) -> list[CallPathRecord]:
+        """Calls whose head count hprobe could not judge, each with its file:line and why."""
+        return [p for p in self.call_paths if not p.judged]
 
     @property
     def flashinfer(self) -> FlashinferInfo:
@@ -136,7 +142,7 @@ class CheckReport:
         for table in self.tables:
             for backend in table.backends:
                 for sm in [s.number for s in self.targets.sms if s.number in backend.sms]:
-                    cases = tuple((m.name, tp, n, backend.rule.pad(n)) for m in table.models for tp, n in m.per_rank())
+                    cases = tuple((m.name, tp, n, backend.rule.pad(n)) for m, tp, n in backend.cases(table.models))
                     rows = []
                     for rel in self.releases:
                         result = rel.results.get((backend.variant_key, sm))
@@ -166,6 +172,7 @@ class CheckReport:
             "tables": [{"name": t.name, "path": t.path, "source": t.source, "requires_flashinfer": t.requires_flashinfer} for t in self.tables],
             "findings": [f.to_dict() for f in self.findings],
             "drift": self.drift.to_dict() if self.drift else None,
+            "call_paths": [p.to_dict() for p in self.call_paths],
             "notes": self.notes,
         }
 

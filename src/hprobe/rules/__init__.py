@@ -41,16 +41,16 @@ def load_tables(paths: list[Path] | None) -> list[PaddingTable]:
     return [source.collect() for source in table_sources(paths)]
 
 
-def override_models(table: PaddingTable, heads: int | None, tp: list[int] | None, maps_cover_every_count: bool = False) -> PaddingTable:
+def override_models(table: PaddingTable, heads: int | None, tp: list[int] | None, maps_cover_every_count: bool = False, picked: list[Model] | None = None) -> PaddingTable:
     """Apply --heads/--tp to every model of a table. --heads replaces the models
     with one named by its count (a model's name must not outlive its head
     count). A pad_map written for the table's own models says nothing about a
     per-rank count none of them produces: such a count is an input error, never
     read as the table refusing it (`maps_cover_every_count`: the maps were
     evaluated over every count, as a repo's are, so a missing count does raise)."""
-    if heads is None and tp is None:
+    if heads is None and tp is None and picked is None:
         return table
-    models = overridden_models(table.models, heads, tp)
+    models = overridden_models(table.models, heads, tp, picked)
     counts = sorted({n for m in models for _, n in m.per_rank()})
     own = {n for m in table.models for _, n in m.per_rank()}
     backends = []
@@ -66,7 +66,12 @@ def override_models(table: PaddingTable, heads: int | None, tp: list[int] | None
     return replace(table, models=models, backends=backends)
 
 
-def overridden_models(models: list[Model], heads: int | None, tp: list[int] | None) -> list[Model]:
+def overridden_models(models: list[Model], heads: int | None, tp: list[int] | None, picked: list[Model] | None = None) -> list[Model]:
+    """The models judged: one of `heads` (--heads), those `picked` (--model),
+    or the given ones; with `tp`, at those TP degrees."""
+    if picked is not None:
+        models = [replace(m, tp=tuple(tp)) if tp is not None else m for m in picked]
+        tp = None
     if heads is not None:
         tps = tuple(tp) if tp is not None else tuple(t for t in (1, 2, 4, 8, 16) if heads % t == 0)
         models = [Model(f"{heads} heads", heads, tps, Where("--heads"))]

@@ -10,7 +10,7 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from hprobe.model.errors import InputError
-from hprobe.model.padding import MAX_HEADS, Backend, Model, NoPadding, PaddingRule, PaddingTable, PadMap, PadMultiple, PadTile, PadTo, Reach, Where
+from hprobe.model.padding import MAX_HEADS, Backend, Model, NoPadding, PaddingRule, PaddingTable, PadMap, PadMultiple, PadTile, PadTo, Provenance, Reach, Where
 from hprobe.model.sm import parse_sm
 from hprobe.rules.interface import RuleSource
 from hprobe.system.fileio import read_text
@@ -102,6 +102,7 @@ class _Parser:
                     self.locate("table", 0, "requires_flashinfer"),
                     f"requires_flashinfer {pin!r} is not a PEP 440 version specifier (e.g. '>=0.6.14')",
                 ) from None
+        provenance = self._provenance(meta.get("provenance", []))
         unknown = set(data) - {"table", "model", "backend"}
         if unknown:
             raise self._fail(Where(self.path), f"unknown top-level key(s): {', '.join(sorted(unknown))}")
@@ -117,7 +118,22 @@ class _Parser:
         if not raw_backends or not isinstance(raw_backends, list):
             raise self._fail(Where(self.path), "a table needs at least one [[backend]]")
         backends = [self.backend(raw, i) for i, raw in enumerate(raw_backends)]
-        return PaddingTable(name, source, self.path, pin, models, backends)
+        table = PaddingTable(name, source, self.path, pin, models, backends)
+        table.provenance = provenance
+        return table
+
+    def _provenance(self, raw: Any) -> tuple[Provenance, ...]:
+        """`provenance = [{ engine, release, file, line, says }]`: where in a
+        released engine each fact of the table is written."""
+        keys = {"engine", "release", "file", "line", "says"}
+        if not isinstance(raw, list) or not all(isinstance(item, dict) and set(item) == keys for item in raw):
+            raise self._fail(self.locate("table", 0, "provenance"), "provenance is a list of { engine, release, file, line, says }")
+        out = []
+        for item in raw:
+            if not all(isinstance(item[k], str) and item[k] for k in ("engine", "release", "file", "says")) or not _positive_int(item["line"]):
+                raise self._fail(self.locate("table", 0, "provenance"), "provenance: engine, release, file and says are strings, line a positive integer")
+            out.append(Provenance(item["engine"], item["release"], item["file"], item["line"], item["says"]))
+        return tuple(out)
 
     def model(self, raw: Any, index: int) -> Model:
         where = self.locate("model", index)
@@ -142,7 +158,21 @@ class _Parser:
                     self.locate("model", index, "tp"),
                     f"model {name}: {heads} query heads do not divide evenly over tp={t}",
                 )
-        return Model(name, heads, tuple(tp), where)
+        families = raw.get("families", [])
+        if not isinstance(families, list) or not all(isinstance(f, str) and f for f in families):
+            raise self._fail(self.locate("model", index, "families"), f"model {name}: families must be a list of names such as [\"dense-mla\"]")
+        attributes = raw.get("attributes", {})
+        if not isinstance(attributes, dict) or not all(isinstance(k, str) and k.isidentifier() and isinstance(v, (bool, int, str)) for k, v in attributes.items()):
+            raise self._fail(self.locate("model", index, "attributes"), f"model {name}: attributes maps config names to true/false, integers or strings")
+        kv = raw.get("num_kv_heads", 1)
+        if not _positive_int(kv) or heads % kv:
+            raise self._fail(self.locate("model", index, "num_kv_heads"), f"model {name}: num_kv_heads must be a positive integer that divides num_q_heads")
+        citation = raw.get("config", "")
+        if not isinstance(citation, str) or not isinstance(raw.get("field", ""), str) or not isinstance(raw.get("corroborated", ""), str):
+            raise self._fail(where, f"model {name}: config, field and corroborated are strings")
+        if citation and raw.get("field"):
+            citation = f"{citation} ({raw['field']})"
+        return Model(name, heads, tuple(tp), where, tuple(families), tuple(sorted(attributes.items())), citation)
 
     def backend(self, raw: Any, index: int) -> Backend:
         where = self.locate("backend", index)
@@ -173,7 +203,13 @@ class _Parser:
         models = raw.get("models", [])
         if not isinstance(models, list) or not all(isinstance(m, str) for m in models):
             raise self._fail(self.locate("backend", index, "models"), f"backend {name}: models must be a list of model names")
-        return Backend(name, kernel, parsed, rule, where, tuple(options), models=tuple(models), reach=self.reach(raw, index, name))
+        counts = raw.get("counts", [])
+        if not isinstance(counts, list) or not all(_positive_int(c) and c <= MAX_HEADS for c in counts):
+            raise self._fail(self.locate("backend", index, "counts"), f"backend {name}: counts must be a list of per-rank head counts up to {MAX_HEADS}")
+        tps = raw.get("tps", [])
+        if not isinstance(tps, list) or not all(_positive_int(t) and t <= MAX_HEADS for t in tps):
+            raise self._fail(self.locate("backend", index, "tps"), f"backend {name}: tps must be a list of TP degrees")
+        return Backend(name, kernel, parsed, rule, where, tuple(options), models=tuple(models), reach=self.reach(raw, index, name), counts=tuple(sorted(set(counts))), tps=tuple(sorted(set(tps))))
 
     def reach(self, raw: dict[str, Any], index: int, name: str) -> Reach | None:
         """`reach = { flag, value, default, default_reaches, otherwise, source }`:
@@ -255,11 +291,11 @@ class _Parser:
 
 _RULE_KEYS = ("pad_to", "pad_map", "pad_multiple", "pad_tile", "no_padding")
 # Keys of a [[backend]] that are not probe axes.
-_BACKEND_KEYS = frozenset({"name", "kernel", "sm", "max_heads", "models", "reach", *_RULE_KEYS})
+_BACKEND_KEYS = frozenset({"name", "kernel", "sm", "max_heads", "models", "counts", "tps", "reach", *_RULE_KEYS})
 
 
-_TABLE_KEYS = frozenset({"name", "source", "requires_flashinfer"})
-_MODEL_KEYS = frozenset({"name", "num_q_heads", "tp"})
+_TABLE_KEYS = frozenset({"name", "source", "requires_flashinfer", "provenance"})
+_MODEL_KEYS = frozenset({"name", "num_q_heads", "tp", "num_kv_heads", "families", "attributes", "config", "field", "corroborated"})
 
 
 def _largest_int(value: Any) -> int:

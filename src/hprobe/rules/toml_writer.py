@@ -24,8 +24,19 @@ def table_toml(
     lines += ["", "[table]", f"name = {quote(table.name)}", f"source = {quote(table.source)}"]
     if table.requires_flashinfer:
         lines.append(f"requires_flashinfer = {quote(table.requires_flashinfer)}")
+    if table.provenance:
+        lines.append("provenance = [")
+        lines += [
+            f"  {{ engine = {quote(p.engine)}, release = {quote(p.release)}, file = {quote(p.file)}, line = {p.line}, says = {quote(p.says)} }},"
+            for p in table.provenance
+        ]
+        lines.append("]")
     for model in table.models:
         lines += ["", "[[model]]", f"name = {quote(model.name)}", f"num_q_heads = {model.num_q_heads}", f"tp = [{', '.join(map(str, model.tp))}]"]
+        if model.families:
+            lines.append(f"families = [{', '.join(quote(f) for f in model.families)}]")
+        if model.attributes:
+            lines.append("attributes = { " + ", ".join(f"{k} = {_value(v)}" for k, v in model.attributes) + " }")
     for backend in table.backends:
         lines.append("")
         note = (backend_comments or {}).get(backend.name)
@@ -42,6 +53,10 @@ def _backend(backend: Backend) -> list[str]:
         lines.append(f"{key} = {quote(value) if isinstance(value, str) else value}")
     if backend.models:
         lines.append(f"models = [{', '.join(quote(m) for m in backend.models)}]")
+    if backend.counts:
+        lines.append(f"counts = [{', '.join(map(str, backend.counts))}]")
+    if backend.tps:
+        lines.append(f"tps = [{', '.join(map(str, backend.tps))}]")
     if backend.reach is not None:
         r = backend.reach
         known = "" if r.default_reaches is None else f", default_reaches = {'true' if r.default_reaches else 'false'}"
@@ -65,6 +80,12 @@ def _rule(rule: PaddingRule) -> list[str]:
     down = [(n, v) for n, v in rule.mapping if v < n]
     lines = [comment(f"not written: pads {n} down to {v}") for n, v in down]
     return lines + ["pad_map = { " + ", ".join(f'"{n}" = {v}' for n, v in kept) + " }"]
+
+
+def _value(value: bool | int | str) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value) if isinstance(value, int) else quote(value)
 
 
 def quote(value: Any) -> str:

@@ -43,6 +43,15 @@ class MarkdownFormatter(Formatter):
                 sms = sm_names(a.sms)
                 self._w(f"  - {md_code(a.backend)} {sms}: {tally} — {cell(a.action)}")
         self._w()
+        unresolved = report.unresolved_paths
+        if unresolved:
+            self._w(f"**{len(unresolved)} call path{'s' * (len(unresolved) != 1)} not judged** (of {len(report.call_paths)} calls of FlashInfer entries found):")
+            self._w()
+            self._w("| site | calls | status | why |")
+            self._w("|---|---|---|---|")
+            for path in unresolved:
+                self._w(f"| {md_code(path.site)} | {md_code(path.calls)} | {cell(path.status)} | {cell(path.detail)} |")
+            self._w()
         problems = [f for f in report.findings if f.verdict is not Verdict.OK]
         if problems:
             self._w("| verdict | table · backend | SM | model | TP | n | padded | evidence | rule at |")

@@ -131,6 +131,7 @@ class TextFormatter(Formatter):
                 if not rows:
                     continue
             self._findings(table, backend, rows)
+        self._call_paths(report)
         out.line()
         if hidden:
             out.line(_dim(f"{hidden} ok rows not shown; --details shows every row"))
@@ -145,7 +146,25 @@ class TextFormatter(Formatter):
         for f in report.findings:
             counts[f.verdict] = counts.get(f.verdict, 0) + 1
         summary = _joined([(f"{counts[v]} {v.value}", v.style) for v in Verdict if v in counts], ", ") or ["nothing checked"]
+        unresolved = len(report.unresolved_paths)
+        if unresolved:
+            summary += [", ", (f"{unresolved} call path{'s' * (unresolved != 1)} not judged", "cyan")]
         out.line(*summary, f"  → exit {report.exit_code}{' (--strict)' if report.strict else ''}")
+
+    def _call_paths(self, report: CheckReport) -> None:
+        """Every call of a probed FlashInfer entry a repo makes: those not
+        judged always (each with its file:line and why), all with --details."""
+        shown = report.call_paths if self.details else report.unresolved_paths
+        if not shown:
+            return
+        out = self.out
+        out.line()
+        judged = len(report.call_paths) - len(report.unresolved_paths)
+        out.line(_bold("call paths"), _dim(f"  {len(report.call_paths)} calls of FlashInfer entries found, {judged} judged"))
+        for path in shown:
+            style = "" if path.judged else "cyan"
+            phase = f" [{path.phase}]" if path.phase else ""
+            out.line(f"  {visible(path.site)}", _dim(f" {visible(path.function)} → {visible(path.calls)}{phase}: "), (f"{path.status}", style), f" {visible(path.detail)}")
 
     def _advice(self, advice: list[TableAdvice]) -> None:
         """The summary: one line per table x backend x SMs, with what to do."""

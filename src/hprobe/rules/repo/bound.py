@@ -129,7 +129,7 @@ def evaluate_entries(index: RepoIndex, site: RuleSite, entries: list[ClassMappin
     for entry in entries:
         if entry.kernel is None:
             continue
-        models = [m for m in mapping.models if not entry.models or m.name in entry.models]
+        models = [m for m in mapping.models if (not entry.models or m.name in entry.models) and m.takes(entry.model_family)]
         per_sm: dict[int, tuple[dict[tuple[str, int], int | Raises], dict[tuple[str, int], int | None], str]] = {}
         for sm in entry.sms:
             outputs: dict[tuple[str, int], int | Raises] = {}

@@ -19,6 +19,12 @@ from hprobe.rules.repo.scan import RepoIndex
 
 def read_reach(index: RepoIndex, setting: EngineSetting) -> Reach:
     """The setting's default, as this tree's source gives it."""
+    if setting.priority_in is not None:
+        return _priority(index, setting)
+    if setting.assigned_in is not None:
+        return _assigned(index, setting)
+    if setting.default is not None:
+        return Reach(setting.flag, setting.value, f"{setting.default} (as the mapping states it)", setting.default_reaches, setting.otherwise, setting.source or "")
     declared = _declared_default(index, setting)
     resolved = _returned_strings(index, setting.resolved_by) if setting.resolved_by else None
     if resolved is not None and resolved[0]:
@@ -36,13 +42,24 @@ def read_reach(index: RepoIndex, setting: EngineSetting) -> Reach:
 
 def _declared_default(index: RepoIndex, setting: EngineSetting) -> tuple[object, str] | None:
     """`name: T = default` (a dataclass-style field) anywhere in the module."""
-    module = index.by_suffix(setting.declared_in)
+    module = index.by_suffix(setting.declared_in) if setting.declared_in else None
     if module is None:
         return None
     for node in ast.walk(module.tree):
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == setting.name and node.value is not None:
             value = node.value.value if isinstance(node.value, ast.Constant) else ast.unparse(node.value)
             return value, f"{module.path}:{node.lineno}"
+        # A settings registry's field: `NAME = EnvStr("flashinfer")` (SGLang's environ.py).
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id == setting.name
+            and isinstance(node.value, ast.Call)
+            and node.value.args
+            and isinstance(node.value.args[0], ast.Constant)
+        ):
+            return node.value.args[0].value, f"{module.path}:{node.lineno}"
     return None
 
 
@@ -55,3 +72,58 @@ def _returned_strings(index: RepoIndex, dotted: str) -> tuple[list[str], str] | 
     info = module.functions[function]
     values = [n.value.value for n in ast.walk(info.node) if isinstance(n, ast.Return) and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)]
     return list(dict.fromkeys(values)), f"{module.path}:{info.node.lineno}"
+
+
+def _priority(index: RepoIndex, setting: EngineSetting) -> Reach:
+    """The first entry of the list `priority_in` returns under the `if` whose
+    test reads `branch`: the engine's default where it holds. The setting's
+    value later in that list is a fallback, not the default."""
+    assert setting.priority_in is not None and setting.branch is not None
+    module_name, _, function = setting.priority_in.rpartition(".")
+    module = index.by_suffix(module_name)
+    info = module.functions.get(function) if module is not None else None
+    if module is None or info is None:
+        return Reach(setting.flag, setting.value, f"not found in the tree ({setting.priority_in})", None, setting.otherwise, "")
+    wanted = ast.unparse(ast.parse(setting.branch, mode="eval").body)
+    for node in ast.walk(info.node):
+        if isinstance(node, ast.If) and ast.unparse(node.test) == wanted:
+            for inner in ast.walk(ast.Module(body=node.body, type_ignores=[])):
+                if isinstance(inner, ast.Return) and isinstance(inner.value, ast.List) and inner.value.elts:
+                    names = [ast.unparse(e).rsplit(".", 1)[-1] for e in inner.value.elts]
+                    where = f"{module.path}:{inner.lineno}"
+                    default = f"{names[0]} (first of the priority list where {wanted})"
+                    reaches = names[0] == setting.value
+                    if not reaches and setting.value in names:
+                        default += f"; {setting.value} is tried only after {', '.join(names[: names.index(setting.value)])}"
+                    return Reach(setting.flag, setting.value, default, reaches, setting.otherwise, where)
+    return Reach(setting.flag, setting.value, f"no priority list under `{wanted}` in {setting.priority_in}", None, setting.otherwise, f"{module.path}:{info.node.lineno}")
+
+
+def _assigned(index: RepoIndex, setting: EngineSetting) -> Reach:
+    """`overrides["key"] = "value"` in `assigned_in`: what the engine sets
+    when the user sets nothing (one assignment, or the values it may set)."""
+    assert setting.assigned_in is not None and setting.key is not None
+    module = index.by_suffix(setting.assigned_in)
+    if module is None:
+        return Reach(setting.flag, setting.value, f"not found in the tree ({setting.assigned_in})", None, setting.otherwise, "")
+    found: list[tuple[str, int]] = []
+    wanted = ast.unparse(ast.parse(setting.branch, mode="eval").body) if setting.branch else None
+    # (node, the tests of the `if`s it sits under), so `branch` can pick one assignment.
+    stack: list[tuple[ast.AST, tuple[str, ...]]] = [(module.tree, ())]
+    while stack:
+        node, tests = stack.pop()
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            target = node.targets[0]
+            if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant) and target.slice.value == setting.key:
+                if wanted is None or wanted in tests:
+                    found.append((node.value.value, node.lineno))
+        inner = (*tests, ast.unparse(node.test)) if isinstance(node, ast.If) else tests
+        stack.extend((child, inner) for child in ast.iter_child_nodes(node))
+    found.sort(key=lambda item: item[1])
+    if not found:
+        return Reach(setting.flag, setting.value, f"not set in {module.path}", None, setting.otherwise, module.path)
+    values = list(dict.fromkeys(v for v, _ in found))
+    where = f"{module.path}:{found[0][1]}"
+    reaches = True if values == [setting.value] else (False if setting.value not in values else None)
+    under = f" under `{wanted}`" if wanted else ""
+    return Reach(setting.flag, setting.value, f"{' or '.join(values)}, set by {module.path}{under} when none is given", reaches, setting.otherwise, where)

@@ -25,7 +25,7 @@ import math
 import operator
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from hprobe.model.padding import MAX_HEADS
@@ -138,6 +138,8 @@ _BUILTINS: dict[str, Callable[..., Any]] = {
     "str": str,
 }
 _MATH = {"ceil": math.ceil, "floor": math.floor, "log2": math.log2, "gcd": math.gcd}
+_LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical", "debug_once", "info_once", "warning_once"})
+_LOGGER_FACTORIES = frozenset({"init_logger", "getLogger", "get_logger"})
 _EXCEPTIONS = {"ValueError", "RuntimeError", "NotImplementedError", "AssertionError", "TypeError", "KeyError", "ImportError", "AttributeError"}
 # What an `except` clause naming these catches, among the errors the subset raises.
 _CATCHES = {"Exception": None, "BaseException": None, "ImportError": {"ImportError", "ModuleNotFoundError"}, "LookupError": {"KeyError", "IndexError"}}
@@ -202,7 +204,7 @@ class Binding:
 
 @dataclass(frozen=True)
 class Evaluation:
-    value: int | Raises | NotEvaluable
+    value: Any  # a count for a rule; any value for `evaluate_call`; or Raises / NotEvaluable
     returned_at: int | None = None  # line of the rule's own `return` that gave the value
     reads_flashinfer: bool = False  # the rule imported from flashinfer: it depends on the release
     settings_read: tuple[tuple[str, Any], ...] = ()  # settings the rule read, with their values
@@ -218,11 +220,30 @@ def evaluate(index: RepoIndex, owner: ClassInfo | None, function: FunctionInfo, 
 def evaluate_bound(index: RepoIndex, owner: ClassInfo | None, function: FunctionInfo, n: int, binding: Binding) -> Evaluation:
     """As `evaluate`, with what the rule reads besides `n`, and which branch
     (the line of its `return`) gave the answer."""
-    interp = _Interpreter(index, binding)
     args = [n] if binding.head_arg else []
-    value: int | Raises | NotEvaluable
+    evaluation = evaluate_call(index, owner, function, args, binding)
+    value = evaluation.value
+    if not isinstance(value, (Raises, NotEvaluable)):
+        value = _as_count(value, function.module.path, evaluation.returned_at or function.node.lineno, n)
+    return replace(evaluation, value=value)
+
+
+def _as_count(result: Any, path: str, line: int, n: int) -> int | NotEvaluable:
+    if isinstance(result, bool) or not isinstance(result, int):
+        return NotEvaluable(path, line, f"returned {type(result).__name__}, not an int")
+    if result > MAX_HEADS:
+        # A bound on what a rule may ask to launch, applied before any set of counts is built from it.
+        return NotEvaluable(path, line, f"returns {result} for {n} heads, above {MAX_HEADS}")
+    return result
+
+
+def evaluate_call(index: RepoIndex, owner: ClassInfo | None, function: FunctionInfo, args: list[Any], binding: Binding) -> Evaluation:
+    """What `function(*args)` returns (any value the subset computes: a count,
+    a backend name, None), what it raises, or why it cannot be evaluated."""
+    interp = _Interpreter(index, binding)
+    value: Any
     try:
-        result = interp.call(_Callable(function, owner), args, dict(binding.args), depth=0)
+        value = interp.call(_Callable(function, owner), list(args), dict(binding.args), depth=0)
     except _Raised as exc:
         value = Raises(exc.error_type, exc.message)
     except _Unsupported as exc:
@@ -235,15 +256,26 @@ def evaluate_bound(index: RepoIndex, owner: ClassInfo | None, function: Function
     except _OpaqueUse as exc:
         module = interp.where or function.module
         value = NotEvaluable(module.path, function.node.lineno, str(exc))
-    else:
-        if isinstance(result, bool) or not isinstance(result, int):
-            value = NotEvaluable(function.module.path, function.node.lineno, f"returned {type(result).__name__}, not an int")
-        elif result > MAX_HEADS:
-            # A bound on what a rule may ask to launch, applied before any set of counts is built from it.
-            value = NotEvaluable(function.module.path, interp.returned_at or function.node.lineno, f"returns {result} for {n} heads, above {MAX_HEADS}")
-        else:
-            value = result
     return Evaluation(value, interp.returned_at, interp.reads_flashinfer, tuple(interp.settings_read.items()), tuple(interp.platform_read.items()))
+
+
+def evaluate_expression(index: RepoIndex, owner: ClassInfo | None, module: ModuleInfo, node: ast.expr, frame: dict[str, Any], binding: Binding) -> Evaluation:
+    """The value of one expression of `module` (a test or an assignment of an
+    inline rule), with `frame` for the names it binds locally."""
+    interp = _Interpreter(index, binding)
+    interp.where = module
+    value: Any
+    try:
+        value = interp.expr(node, dict(frame), module, owner, 0)
+    except _Raised as exc:
+        value = Raises(exc.error_type, exc.message)
+    except _Unsupported as exc:
+        value = NotEvaluable((exc.module or module).path, getattr(exc.node, "lineno", getattr(node, "lineno", 0)), exc.what)
+    except (RecursionError, MemoryError) as exc:
+        value = NotEvaluable(module.path, getattr(node, "lineno", 0), f"evaluation too deep or too large ({type(exc).__name__})")
+    except _OpaqueUse as exc:
+        value = NotEvaluable(module.path, getattr(node, "lineno", 0), str(exc))
+    return Evaluation(value, None, interp.reads_flashinfer, tuple(interp.settings_read.items()), tuple(interp.platform_read.items()))
 
 
 class _Interpreter:
@@ -265,10 +297,25 @@ class _Interpreter:
 
     # -- calls -------------------------------------------------------------------------
 
+    def _refuse_rebound(self, target: _Callable) -> None:
+        """A function whose definition is not what runs (decorated, bound again,
+        its class changed after its definition) is not evaluable."""
+        fn = target.function
+        if target.owner is not None:
+            why = self.index.taint(target.owner)
+            if why is not None:
+                raise _Unsupported(fn.node, why)
+        holder, _, name = fn.qualname.rpartition(".")
+        cls = fn.module.classes.get(holder) if holder else None
+        why = cls.rebound.get(name) if cls is not None else fn.module.rebound.get(fn.qualname)
+        if why is not None:
+            raise _Unsupported(fn.node, f"{fn.qualname} is not what its definition says ({why})")
+
     def call(self, target: _Callable, args: list[Any], kwargs: dict[str, Any], depth: int) -> Any:
         fn = target.function
         if depth > MAX_DEPTH:
             raise _Unsupported(fn.node, f"calls nested deeper than {MAX_DEPTH}")
+        self._refuse_rebound(target)
         node = fn.node
         for deco in node.decorator_list:
             name = _dotted(deco)
@@ -330,12 +377,26 @@ class _Interpreter:
             return
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
             return  # a docstring
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and self._logging(node.value, module):
+            for arg in [*node.value.args, *(k.value for k in node.value.keywords)]:
+                ev(arg)  # Python evaluates the arguments (and may raise there); the log line changes nothing
+            return
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
             ev(node.value)  # a call for its raise, e.g. cls._check(n)
             return
         if isinstance(node, ast.Pass):
             return
         raise _Unsupported(node, f"statement `{_first_line(node)}`")
+
+    def _logging(self, call: ast.Call, module: ModuleInfo) -> bool:
+        """`logger.warning(...)` as a statement, where `logger` is a module-level
+        logger (`init_logger(__name__)`, `logging.getLogger(...)`): it writes a
+        line and returns nothing a rule reads."""
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and func.attr in _LOG_METHODS and isinstance(func.value, ast.Name)):
+            return False
+        bound = module.constants.get(func.value.id)
+        return isinstance(bound, ast.Call) and _dotted(bound.func).rsplit(".", 1)[-1] in _LOGGER_FACTORIES and func.value.id not in module.rebound
 
     def _control(self, node: ast.stmt, ev: Callable[[ast.expr], Any], frame: dict, module: ModuleInfo, owner: ClassInfo | None, depth: int) -> None:
         """Statements that decide what runs next: return, if, for, break, continue, raise, assert, try."""
@@ -648,6 +709,8 @@ class _Interpreter:
         """What a name the index found stands for: a constant evaluated where it
         is defined, a function to call, or a class."""
         kind, value, where = found
+        if kind == "rebound":
+            raise _Unsupported(where.tree, str(value))
         if kind == "constant":
             previous = self.where
             self.where = where
@@ -705,7 +768,12 @@ class _Interpreter:
         raise _Unsupported(node, f"super().{name} is not defined in the repo")
 
     def _member(self, cls: ClassInfo, name: str, node: ast.AST) -> Any:
+        why = self.index.taint(cls)
+        if why is not None:
+            raise _Unsupported(node, why)
         for klass in self.index.mro(cls):
+            if name in klass.rebound:
+                raise _Unsupported(node, f"{klass.name}.{name} is not what its definition says ({klass.rebound[name]})")
             if name in klass.methods:
                 return _Callable(klass.methods[name], cls)
             if name in klass.attributes:

@@ -4,14 +4,18 @@ by a mapping file. Nothing in the tree is imported or executed."""
 
 from __future__ import annotations
 
+import ast
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import assert_never
 
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
 from hprobe.model.errors import InputError, NothingToCheck
-from hprobe.model.padding import Backend, Model, NoPadding, PaddingRule, PaddingTable, PadMap, PadTo, Reach, Where
+from hprobe.model.padding import Backend, Model, NoPadding, PaddingRule, PaddingTable, PadMap, PadTo, Provenance, Reach, Where
 from hprobe.model.sm import sm_names
 from hprobe.rules import shipped_data
 from hprobe.rules.interface import RuleSource
@@ -19,6 +23,7 @@ from hprobe.rules.repo.bound import BoundRule, RuleSite, evaluate_entries, load_
 from hprobe.rules.repo.engine import read_reach
 from hprobe.rules.repo.evaluate import FlashinferSource, NotEvaluable, Raises, evaluate
 from hprobe.rules.repo.mapping import ClassMapping, Mapping, shipped_mappings
+from hprobe.rules.repo.paths import PathContext, PathReading, read_paths
 from hprobe.rules.repo.pin import RepoPin, find_pin
 from hprobe.rules.repo.scan import DEFAULT_EXCLUDES, ClassInfo, FunctionInfo, RepoIndex
 from hprobe.rules.repo.status import ClassStatus
@@ -89,6 +94,7 @@ class RepoTables:
     excludes: tuple[str, ...] = ()
     overrides: dict[str, str] = field(default_factory=dict)
     flashinfer_version: str | None = None  # the release the rules were evaluated against
+    paths: PathReading = field(default_factory=PathReading)  # every call of a probed FlashInfer entry
 
     @property
     def per_release(self) -> bool:
@@ -124,6 +130,7 @@ class RepoTables:
                 }
                 for c in self.classes
             ],
+            "call_paths": [p.to_dict() for p in self.paths.paths],
             "notes": self.notes,
         }
 
@@ -161,30 +168,59 @@ def extract(root: Path, mapping: Mapping, excludes: tuple[str, ...] = (), flashi
             n, v = fewer[0]
             notes.append(f"{cls.qualname} ({item.where}) returns {v} for {n} heads: fewer than it has")
         found.append(item)
-    if not found:
-        raise _NoRule(root, mapping, _read_summary(index))
     found.sort(key=lambda c: (c.cls.module.name, c.cls.name))
+    reaches = {name: read_reach(index, setting) for name, setting in mapping.engine_settings.items()}
+    shown = (lambda rel: os.path.normpath(str(root / rel))) if root.is_dir() else (lambda rel: str(root))
+    # Judged through their own entries (inconclusive there where not evaluable).
+    rule_classes = {c.cls.qualname: str(c.where) for c in found if c.status is not ClassStatus.UNMAPPED}
+    paths = read_paths(PathContext(index, mapping, list(mapping.models), rule_classes, settings, flashinfer, reaches, shown))
+    if not found and not paths.paths:
+        raise _NoRule(root, mapping, _read_summary(index))
     notes[:0] = index.problems  # files are parsed on demand: known only now
     for name in mapping.classes:
         if not any(name in (c.cls.name, c.cls.qualname) for c in found):
             unparsed = f" ({len(index.problems)} file(s) could not be parsed; see above)" if index.problems else ""
             notes.append(f"the mapping names {name}, which this tree does not define{unparsed}")
+    notes.extend(paths.notes)
     pin = find_pin(root)
-    reaches = {name: read_reach(index, setting) for name, setting in mapping.engine_settings.items()}
     backends: list[Backend] = []
     for item in found:
-        backends.extend(_backends(item, reaches))
+        backends.extend(_backends(item, reaches, mapping.models))
+    backends.extend(paths.backends)
     table = PaddingTable(
-        name=f"{root.name or root} ({mapping.method})",
+        name=f"{root.name or root} ({mapping.method if found else 'call paths'})",
         source=f"{root} read with ast; mapping {_mapping_label(mapping)}",
         path=str(root),
         requires_flashinfer=pin.spec if pin else None,
         models=list(mapping.models),
         backends=backends,
     )
+    table.provenance = _provenance(root, index, mapping, found, paths)
     if any(c.reads_flashinfer for c in found) and flashinfer is None:
         notes.append("some rules read flashinfer's own tables: they are evaluated against each release judged")
-    return RepoTables(str(root), table, found, pin, notes, index, mapping, tuple(excludes), dict(overrides or {}), flashinfer.version if flashinfer else None)
+    return RepoTables(str(root), table, found, pin, notes, index, mapping, tuple(excludes), dict(overrides or {}), flashinfer.version if flashinfer else None, paths)
+
+
+def _provenance(root: Path, index: RepoIndex, mapping: Mapping, found: list[PaddingClass], paths: PathReading) -> tuple[Provenance, ...]:
+    """Where each judged rule and call is, in the engine release the tree is
+    (its wheel's own paths): an extracted table carries its own citations.
+    Empty when the tree does not say which release it is."""
+    package = mapping.package
+    release = engine_version(root, package) if package else None
+    if package is None or release is None or not root.is_dir():
+        return ()
+    prefix = f"{package}/" if root.name == package else ""
+    cited: set[tuple[str, int]] = set()
+    for item in found:
+        if item.status is ClassStatus.MAPPED:
+            cited.add((item.function.module.path, item.function.line))
+    cited |= paths.cited
+    out = []
+    for rel, line in sorted(cited):
+        text = index.source_line(rel, line)
+        if text is not None:
+            out.append(Provenance(package, str(release), prefix + rel, line, text))
+    return tuple(out)
 
 
 def _mapping_label(mapping: Mapping) -> str:
@@ -197,7 +233,7 @@ class _NoRule(NothingToCheck):
     """No class of the tree has the mapping's method; `read` says what was read."""
 
     def __init__(self, root: Path, mapping: Mapping, read: str):
-        super().__init__(f"--repo {root}: no class defines or inherits `{mapping.method}` ({read})")
+        super().__init__(f"--repo {root}: no class defines or inherits `{mapping.method}` and nothing calls a FlashInfer entry hprobe probes ({read})")
         self.read = read
 
 
@@ -206,7 +242,7 @@ def _read_summary(index: RepoIndex) -> str:
     return f"{len(index.files)} Python files read{unparsed}"
 
 
-def _backends(item: PaddingClass, reaches: dict[str, Reach]) -> list[Backend]:
+def _backends(item: PaddingClass, reaches: dict[str, Reach], models: list[Model]) -> list[Backend]:
     m = item.mapping
     if item.bound:
         names = [f"{item.cls.qualname}{b.entry.label}" for b in item.bound]
@@ -217,12 +253,29 @@ def _backends(item: PaddingClass, reaches: dict[str, Reach]) -> list[Backend]:
                 sms = sm_names(b.sms)
                 name = f"{name} ({sms}{' ' + '/'.join(b.models) if b.models else ''})"
             reach = reaches.get(b.entry.reaches_when) if b.entry.reaches_when else None
-            out.append(Backend(name, b.entry.kernel, b.sms, b.rule, item.where, b.entry.options, models=b.models, branches=b.branches, reach=reach))
+            served = b.models or family_models(models, b.entry.model_family)
+            if served is None:
+                continue
+            out.append(Backend(name, b.entry.kernel, b.sms, b.rule, item.where, b.entry.options, models=served, branches=b.branches, reach=reach))
         return out
     if m is None or m.kernel is None or item.rule is None:
         return []
     reach = reaches.get(m.reaches_when) if m.reaches_when else None
-    return [Backend(item.cls.qualname, m.kernel, m.sms, item.rule, item.where, m.options, reach=reach)]
+    served = family_models(models, m.model_family)
+    if served is None:
+        return []
+    return [Backend(item.cls.qualname, m.kernel, m.sms, item.rule, item.where, m.options, models=served, reach=reach)]
+
+
+def family_models(models: list[Model], family: str | None) -> tuple[str, ...] | None:
+    """The names of the models a path of `family` serves; () when it serves
+    them all, None when it serves none of them (no backend then)."""
+    if family is None:
+        return ()
+    names = tuple(m.name for m in models if m.takes(family))
+    if not names:
+        return None
+    return names if len(names) < len(models) else ()
 
 
 def _resolve_method(index: RepoIndex, cls: ClassInfo, method: str) -> FunctionInfo | None:
@@ -293,6 +346,40 @@ def table_toml(tables: RepoTables) -> str:
     return write_table_toml(t, header, comments, footer)
 
 
+def engine_version(root: Path, package: str) -> Version | None:
+    """The engine release a tree is, from its wheel's or installation's
+    `.dist-info` name, else its `_version.py`/`version.py` literal; None when
+    the tree does not say."""
+    base = root if root.is_dir() else root.parent
+    prefix = package.replace("-", "_").lower() + "-"
+    for folder in (base, base.parent):
+        try:
+            names = sorted(p.name for p in folder.iterdir() if p.name.lower().endswith(".dist-info"))
+        except OSError:
+            continue
+        for name in names:
+            if name.lower().startswith(prefix):
+                try:
+                    return Version(name[len(prefix) : -len(".dist-info")])
+                except InvalidVersion:
+                    continue
+    package_dir = base if base.name == package else base / package
+    for candidate in ("_version.py", "version.py"):
+        path = package_dir / candidate
+        if regular_file(path):
+            try:
+                tree = ast.parse(path.read_text(errors="replace"))
+            except (SyntaxError, ValueError, OSError):
+                continue
+            for node in tree.body:
+                if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in ("__version__", "version") for t in node.targets) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+                    try:
+                        return Version(node.value.value)
+                    except InvalidVersion:
+                        break
+    return None
+
+
 def _mentions_package(root: Path, package: str) -> bool:
     """The tree is that engine's package, holds it, or is an unpacked wheel of it."""
     base = root if root.is_dir() else root.parent
@@ -321,7 +408,12 @@ def extract_any(
         return extract(root, replace(mapping, models=models(mapping.models)) if models else mapping, excludes, flashinfer, overrides)
     candidates = [replace(m, models=models(m.models)) if models else m for m in shipped_mappings()]
     detected = [m for m in candidates if m.package and _mentions_package(root, m.package)]
-    tried = detected if len(detected) == 1 else candidates
+    # Several mappings of one engine (one per era of its source): the one whose
+    # `versions` admit the tree's release, when the tree says which it is.
+    release = engine_version(root, detected[0].package) if detected and detected[0].package else None
+    fitting = [m for m in detected if release is not None and m.versions is not None and SpecifierSet(m.versions).contains(release, prereleases=True)]
+    detected = fitting or detected
+    tried = detected if len(detected) == 1 else (detected or candidates)
     read = ""
     for m in tried:
         try:
@@ -334,8 +426,11 @@ def extract_any(
         if overrides and not m.bound:
             raise InputError(f"--set {next(iter(overrides))}: the rules of this tree ({Path(m.path).name}) read no settings")
         return found
-    methods = ", ".join(f"`{m.method}` ({Path(m.path).name})" for m in tried)
-    raise NothingToCheck(f"--repo {root}: no class defines or inherits {methods} ({read}); give --mapping for another engine")
+    by_method: dict[str, list[str]] = {}
+    for m in tried:
+        by_method.setdefault(m.method, []).append(Path(m.path).name)
+    methods = ", ".join(f"`{method}` ({', '.join(names)})" for method, names in by_method.items())
+    raise NothingToCheck(f"--repo {root}: no class defines or inherits {methods} and nothing calls a FlashInfer entry hprobe probes ({read}); give --mapping for another engine")
 
 
 class RepoRuleSource(RuleSource):

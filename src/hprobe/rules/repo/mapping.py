@@ -30,12 +30,26 @@ class SettingsSpec:
 
 @dataclass(frozen=True)
 class EngineSetting:
+    """An engine option under which a path reaches FlashInfer, and where its
+    default is read: a field's declaration (`declared_in`, with `resolved_by`
+    resolving an `auto`), the first entry of a priority list a function
+    returns under a branch (`priority_in`, `branch`: vLLM's attention backend
+    priorities), or an assignment of a key (`assigned_in`, `key`: SGLang's
+    model overrides). `default` words it where no reader fits, with `source`."""
+
     name: str  # the option's field name in the engine (dsv4_attn_backend)
     flag: str  # as users pass it (--dsv4-attn-backend)
     value: str  # under which the count reaches FlashInfer (trtllm)
-    declared_in: str  # dotted module declaring the field and its default
+    declared_in: str | None  # dotted module declaring the field and its default
     otherwise: str  # what the rule serves under any other value
     resolved_by: str | None = None  # dotted function resolving the default (auto)
+    priority_in: str | None = None  # dotted function returning a priority list
+    branch: str | None = None  # the `if` test (as written) under which that list is returned
+    assigned_in: str | None = None  # dotted module assigning `overrides[key] = value`
+    key: str | None = None
+    default: str | None = None  # the default in words, where no reader fits
+    default_reaches: bool | None = None  # with `default`: whether FlashInfer runs by default
+    source: str | None = None  # with `default`: where the engine says so
 
 
 @dataclass
@@ -50,10 +64,64 @@ class ClassMapping:
     phase: str | None = None  # "decode" / "prefill": one class judged once per phase
     args: tuple[tuple[str, str | int], ...] = ()  # values of the rule's extra parameters
     reaches_when: str | None = None  # the [[engine_setting]] under which the count reaches FlashInfer
+    model_family: str | None = None  # serves the models of this family only (models.toml)
 
     @property
     def label(self) -> str:
         return f" [{self.phase}]" if self.phase else ""
+
+
+# How a call path's head count is decided (a [[call]] entry's `heads`).
+HEADS_UNPADDED = "unpadded"  # the engine's per-rank count, heads // tp, as it is
+HEADS_RULE = "rule"  # a padding class's rule (`padded_by`), judged by that class's [[class]] entries
+HEADS_INLINE = "inline"  # a padding written inline in a method (`inline`, `variable`)
+HEADS_KINDS = (HEADS_UNPADDED, HEADS_RULE, HEADS_INLINE)
+
+
+@dataclass(frozen=True)
+class InlineRule:
+    """A padding written inline: the statements of `function` (Class.method)
+    that assign `variable`, evaluated per count; `size_arg`: the variable is an
+    allocation whose positional argument of that index is the count; where no
+    assignment runs, the count is unpadded."""
+
+    function: str
+    variable: str
+    size_arg: int | None = None
+
+
+@dataclass(frozen=True)
+class CallMapping:
+    """What decides a call path's head count, which kernel variant it reaches
+    on which SMs, and under which engine setting: one [[call]] entry."""
+
+    module: str  # dotted suffix of the calling module
+    function: str  # qualname of the calling function; nested functions match too
+    entry: str  # the FlashInfer name called
+    where: Where
+    kernel: str | None = None  # None: unresolved (`unresolved` says why)
+    sms: tuple[int, ...] = ()
+    options: tuple[tuple[str, str | int], ...] = ()
+    unresolved: str | None = None
+    heads: str = HEADS_UNPADDED
+    padded_by: str | None = None  # HEADS_RULE: the class whose padding method gives the count
+    inline: InlineRule | None = None  # HEADS_INLINE
+    backend_by: str | None = None  # a function of the calling module that picks `backend` from the count
+    backend_none: str = "auto"  # what the engine passes when that function returns None
+    conditions: tuple[tuple[str, bool | int | str], ...] = ()  # expression text -> its value on this path
+    model_family: str | None = None
+    phase: str | None = None
+    reaches_when: str | None = None
+    note: str | None = None
+    tps: tuple[int, ...] = ()  # the engine takes this path at these TP degrees only; () = any
+
+    @property
+    def site(self) -> str:
+        return f"{self.module}:{self.function}"
+
+    def matches(self, module: str, function: str, entry: str) -> bool:
+        same_module = module == self.module or module.endswith("." + self.module) or self.module.endswith("." + module)
+        return same_module and entry == self.entry and (function == self.function or function.startswith(self.function + "."))
 
 
 @dataclass
@@ -69,13 +137,16 @@ class Mapping:
     platform: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)  # predicate source -> SMs where true
     settings: SettingsSpec | None = None
     engine_settings: dict[str, EngineSetting] = field(default_factory=dict)
+    calls: list[CallMapping] = field(default_factory=list)  # call paths that hand FlashInfer a head count
+    models_shipped: bool = False  # the models are hprobe's table (models/mla.toml), not the mapping's own
+    versions: str | None = None  # the engine releases it describes (a specifier), None: any
 
     @property
     def bound(self) -> bool:
         return bool(self.instance)
 
 
-MAPPING_KEYS = ("class", "engine_setting", "instance", "mapping", "model", "parameters", "platform", "settings")
+MAPPING_KEYS = ("call", "class", "engine_setting", "instance", "mapping", "model", "parameters", "platform", "settings")
 
 
 def load_mapping(path: Path | None = None) -> Mapping:
@@ -93,15 +164,14 @@ def load_mapping(path: Path | None = None) -> Mapping:
         raise InputError(f"{path}: [[model]] must be a list of tables")
     parser = _Parser(str(path), text)
     models = [parser.model(raw, i) for i, raw in enumerate(raw_models)]
-    header = data.get("mapping", {})
-    if not isinstance(header, dict) or set(header) - {"method", "package"}:
-        raise InputError(f"{path}: [mapping] takes `method` (the padding method's name) and `package` (the engine's package)")
-    method = header.get("method", "get_padded_num_q_heads")
-    if not isinstance(method, str) or not method.isidentifier():
-        raise InputError(f"{path}: [mapping] method must be a Python method name")
-    package = header.get("package")
-    if package is not None and (not isinstance(package, str) or not package.isidentifier()):
-        raise InputError(f"{path}: [mapping] package must be a Python package name")
+    shipped = not models
+    if shipped:
+        # No [[model]] of its own: the models hprobe knows, each path judged
+        # for the models of its family.
+        from hprobe.rules.models import shipped_models
+
+        models = list(shipped_models())
+    method, package, versions = _header(data.get("mapping", {}), path)
     instance = _string_table(data, "instance", path, allowed=BINDABLE)
     parameters = _string_table(data, "parameters", path)
     platform = _platforms(data.get("platform", []), path, parser)
@@ -119,19 +189,69 @@ def load_mapping(path: Path | None = None) -> Mapping:
         if entry.reaches_when is not None and entry.reaches_when not in engine_settings:
             raise InputError(f"{where}: class {entry.name}: reaches_flashinfer_when = {entry.reaches_when!r} names no [[engine_setting]]")
         classes.setdefault(raw["name"], []).append(entry)
-    return Mapping(str(path), method, models, classes, package, instance, parameters, platform, settings, engine_settings)
+    calls = _calls(data.get("call", []), path, parser, engine_settings)
+    return Mapping(str(path), method, models, classes, package, instance, parameters, platform, settings, engine_settings, calls, shipped, versions)
+
+
+_READERS = (("declared_in",), ("priority_in", "branch"), ("assigned_in", "key"), ("default", "source"))
+
+
+def _header(header: object, path: Path) -> tuple[str, str | None, str | None]:
+    """[mapping]: (method, package, versions)."""
+    if not isinstance(header, dict) or set(header) - {"method", "package", "versions"}:
+        raise InputError(f"{path}: [mapping] takes `method` (the padding method's name), `package` (the engine's package) and `versions` (the engine releases it describes)")
+    versions = header.get("versions")
+    if versions is not None:
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        try:
+            SpecifierSet(str(versions))
+        except InvalidSpecifier:
+            raise InputError(f"{path}: [mapping] versions {versions!r} is not a version specifier such as \">=0.5.20\"") from None
+    method = header.get("method", "get_padded_num_q_heads")
+    if not isinstance(method, str) or not method.isidentifier():
+        raise InputError(f"{path}: [mapping] method must be a Python method name")
+    package = header.get("package")
+    if package is not None and (not isinstance(package, str) or not package.isidentifier()):
+        raise InputError(f"{path}: [mapping] package must be a Python package name")
+    return method, package, str(versions) if versions is not None else None
+
+
+def _calls(raw_calls: object, path: Path, parser: _Parser, engine_settings: dict[str, EngineSetting]) -> list[CallMapping]:
+    if not isinstance(raw_calls, list):
+        raise InputError(f"{path}: [[call]] must be a list of tables")
+    calls = []
+    for i, raw in enumerate(raw_calls):
+        call = _call_entry(raw, parser.locate("call", i))
+        if call.reaches_when is not None and call.reaches_when not in engine_settings:
+            raise InputError(f"{call.where}: call {call.site}: reaches_flashinfer_when = {call.reaches_when!r} names no [[engine_setting]]")
+        calls.append(call)
+    return calls
 
 
 def _engine_settings(raw: object, path: Path, parser: _Parser) -> dict[str, EngineSetting]:
     if not isinstance(raw, list):
         raise InputError(f"{path}: [[engine_setting]] must be a list of tables")
     out = {}
-    required, optional = {"name", "flag", "value", "declared_in", "otherwise"}, {"resolved_by"}
+    required = {"name", "flag", "value", "otherwise"}
+    optional = {"declared_in", "resolved_by", "priority_in", "branch", "assigned_in", "key", "default", "default_reaches", "source"}
+    usage = (
+        f"{path}: [[engine_setting]] takes name, flag, value, otherwise (strings) and where its default is read: "
+        "declared_in (and resolved_by), priority_in and branch, assigned_in and key, or default and source (with default_reaches)"
+    )
     for i, item in enumerate(raw):
         where = parser.locate("engine_setting", i)
-        if not isinstance(item, dict) or not required <= set(item) or set(item) - required - optional or not all(isinstance(v, str) and v for v in item.values()):
-            raise InputError(f"{where}: [[engine_setting]] takes name, flag, value, declared_in, otherwise (strings) and optionally resolved_by")
-        out[item["name"]] = EngineSetting(item["name"], item["flag"], item["value"], item["declared_in"], item["otherwise"], item.get("resolved_by"))
+        if not isinstance(item, dict) or not required <= set(item) or set(item) - required - optional:
+            raise InputError(f"{where}: {usage.removeprefix(f'{path}: ')}")
+        if not all(isinstance(v, str) and v for k, v in item.items() if k != "default_reaches") or not isinstance(item.get("default_reaches", False), bool):
+            raise InputError(f"{where}: {usage.removeprefix(f'{path}: ')}")
+        readers = [keys for keys in _READERS if keys[0] in item]
+        if len(readers) != 1 or not all(k in item for k in readers[0]) or ("branch" in item and not {"priority_in", "assigned_in"} & set(item)):
+            raise InputError(f"{where}: {usage.removeprefix(f'{path}: ')}")
+        out[item["name"]] = EngineSetting(
+            item["name"], item["flag"], item["value"], item.get("declared_in"), item["otherwise"], item.get("resolved_by"),
+            item.get("priority_in"), item.get("branch"), item.get("assigned_in"), item.get("key"), item.get("default"), item.get("default_reaches"), item.get("source"),
+        )
     return out
 
 
@@ -196,9 +316,12 @@ def _class_entry(raw: dict, where: Where, parameters: set[str]) -> ClassMapping:
     reaches_when = raw.get("reaches_flashinfer_when")
     if reaches_when is not None and not isinstance(reaches_when, str):
         raise InputError(f"{where}: class {name}: reaches_flashinfer_when names an [[engine_setting]]")
+    family = raw.get("model_family")
+    if family is not None and not isinstance(family, str):
+        raise InputError(f"{where}: class {name}: model_family names a family of models (dense-mla, dsa, dsv4, ...)")
     options = []
     for key, value in raw.items():
-        if key in ("name", "kernel", "sm", "models", "phase", "args", "reaches_flashinfer_when"):
+        if key in ("name", "kernel", "sm", "models", "phase", "args", "reaches_flashinfer_when", "model_family"):
             continue
         if isinstance(value, bool) or not isinstance(value, (str, int)):
             raise InputError(f"{where}: class {name}: unknown key {key!r}, or an axis value that is not a string or integer")
@@ -206,13 +329,101 @@ def _class_entry(raw: dict, where: Where, parameters: set[str]) -> ClassMapping:
     restrict = raw.get("models", [])
     if not isinstance(restrict, list) or not all(isinstance(m, str) for m in restrict):
         raise InputError(f"{where}: class {name}: models must be a list of model names")
-    return ClassMapping(name, kernel, parsed, tuple(options), None, tuple(restrict), where, phase, tuple(args.items()), reaches_when)
+    return ClassMapping(name, kernel, parsed, tuple(options), None, tuple(restrict), where, phase, tuple(args.items()), reaches_when, family)
 
 
-SHIPPED_MAPPINGS = ("vllm.toml", "sglang.toml")
+_CALL_KEYS = frozenset(
+    {"site", "entry", "kernel", "sm", "unresolved", "heads", "padded_by", "inline", "variable", "size_arg", "backend_by", "backend_none", "conditions", "model_family", "phase", "reaches_flashinfer_when", "note", "tp"}
+)
+
+
+def _call_entry(raw: object, where: Where) -> CallMapping:
+    """One [[call]] entry: where (`site` = "module:Class.function", `entry`), and
+    either `unresolved = "why"` or the kernel, SMs, axis values and what decides
+    the count. Keys that are not the entry's own are probe axes."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("site"), str) or not isinstance(raw.get("entry"), str):
+        raise InputError(f"{where}: [[call]] needs site (\"module:Class.function\") and entry (the FlashInfer name it calls)")
+    module, colon, function = raw["site"].partition(":")
+    if not colon or not module or not function or not all(part.isidentifier() for part in (*module.split("."), *function.split("."))):
+        raise InputError(f"{where}: call site {raw['site']!r}: expected module:Class.function, such as vllm.v1.attention.backends.mla.flashinfer_mla:FlashInferMLAImpl.forward_mqa")
+    texts = {k: raw.get(k) for k in ("unresolved", "padded_by", "inline", "variable", "backend_by", "backend_none", "model_family", "phase", "reaches_flashinfer_when", "note")}
+    if not all(v is None or (isinstance(v, str) and v) for v in texts.values()):
+        raise InputError(f"{where}: call {raw['site']}: {', '.join(k for k, v in texts.items() if v is not None and not (isinstance(v, str) and v))} must be a non-empty string")
+    base = {"module": module, "function": function, "entry": raw["entry"], "where": where, "note": texts["note"]}
+    if texts["unresolved"] is not None:
+        extra = set(raw) - {"site", "entry", "unresolved", "note", "model_family", "sm", "kernel"}
+        if extra:
+            raise InputError(f"{where}: call {raw['site']}: an unresolved path takes only site, entry, unresolved and note, not {sorted(extra)[0]}")
+        return CallMapping(**base, unresolved=texts["unresolved"], model_family=texts["model_family"])
+    kernel, sms = raw.get("kernel"), raw.get("sm")
+    if not isinstance(kernel, str) or not isinstance(sms, list) or not sms:
+        raise InputError(f"{where}: call {raw['site']}: needs kernel and sm (or unresolved = \"why\")")
+    try:
+        parsed = tuple(parse_sm(str(s)).number for s in sms)
+    except InputError as exc:
+        raise InputError(f"{where}: call {raw['site']}: {exc.message}") from None
+    heads, inline = _call_heads(raw, where, texts)
+    normalised = _call_conditions(raw, where)
+    tps = raw.get("tp", [])
+    if not isinstance(tps, list) or not all(isinstance(t, int) and not isinstance(t, bool) and t > 0 for t in tps):
+        raise InputError(f"{where}: call {raw['site']}: tp lists the TP degrees the engine takes this path at, e.g. [8, 16]")
+    options = []
+    for key, value in raw.items():
+        if key in _CALL_KEYS:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise InputError(f"{where}: call {raw['site']}: unknown key {key!r}, or an axis value that is not a string or integer")
+        options.append((key, value))
+    return CallMapping(
+        **base,
+        kernel=kernel,
+        sms=parsed,
+        options=tuple(options),
+        heads=heads,
+        padded_by=texts["padded_by"],
+        inline=inline,
+        backend_by=texts["backend_by"],
+        backend_none=texts["backend_none"] or "auto",
+        conditions=normalised,
+        model_family=texts["model_family"],
+        phase=texts["phase"],
+        reaches_when=texts["reaches_flashinfer_when"],
+        tps=tuple(tps),
+    )
+
+
+SHIPPED_MAPPINGS = ("vllm.toml", "sglang.toml", "sglang-0.5.18.toml")
 
 
 def shipped_mappings() -> list[Mapping]:
     return [load_mapping(shipped_data("mappings", name)) for name in SHIPPED_MAPPINGS]
 
 
+
+
+def _call_heads(raw: dict, where: Where, texts: dict) -> tuple[str, InlineRule | None]:
+    heads = raw.get("heads", HEADS_UNPADDED)
+    if heads not in HEADS_KINDS:
+        raise InputError(f"{where}: call {raw['site']}: heads = {heads!r}: expected one of {', '.join(HEADS_KINDS)}")
+    if (heads == HEADS_RULE) != (texts["padded_by"] is not None):
+        raise InputError(f"{where}: call {raw['site']}: heads = \"rule\" goes with padded_by (the class whose padding method gives the count)")
+    if heads != HEADS_INLINE:
+        if any(raw.get(k) is not None for k in ("inline", "variable", "size_arg")):
+            raise InputError(f"{where}: call {raw['site']}: inline, variable and size_arg go with heads = \"inline\"")
+        return heads, None
+    size_arg = raw.get("size_arg")
+    if texts["inline"] is None or texts["variable"] is None or (size_arg is not None and (not isinstance(size_arg, int) or isinstance(size_arg, bool) or size_arg < 0)):
+        raise InputError(f"{where}: call {raw['site']}: heads = \"inline\" takes inline (Class.method), variable and optionally size_arg")
+    return heads, InlineRule(texts["inline"], texts["variable"], size_arg)
+
+
+def _call_conditions(raw: dict, where: Where) -> tuple[tuple[str, bool | int | str], ...]:
+    """`conditions = { "pool.uniform_fp8" = false }`: expression text (as
+    `ast.unparse` writes it) -> its value on this path."""
+    conditions = raw.get("conditions", {})
+    if not isinstance(conditions, dict) or not all(isinstance(v, (bool, int, str)) for v in conditions.values()):
+        raise InputError(f"{where}: call {raw['site']}: conditions maps expressions as the source writes them to their values")
+    try:
+        return tuple((ast.unparse(ast.parse(k, mode="eval").body), v) for k, v in conditions.items())
+    except SyntaxError:
+        raise InputError(f"{where}: call {raw['site']}: a condition is not a Python expression") from None

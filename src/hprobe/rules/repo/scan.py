@@ -37,6 +37,13 @@ class ModuleInfo:
     functions: dict[str, FunctionInfo] = field(default_factory=dict)
     classes: dict[str, ClassInfo] = field(default_factory=dict)
     imports: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # local name -> (module, attr)
+    # Module-level names whose one top-level definition is not the whole story:
+    # bound again (under `if`, by `for`, `with`, a walrus, `global` in a
+    # function, a star import after it), mutated in place (`X.append`,
+    # `X[k] = v`), or, for a class or function, decorated, assigned into or
+    # deleted from after its definition. name -> where and how, in words. A
+    # rule that reads one is not evaluable: its value is not what it says.
+    rebound: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -65,6 +72,9 @@ class ClassInfo:
     bases: list[str]  # as written: "DeepseekV4Attention", "base.Attention"
     methods: dict[str, FunctionInfo] = field(default_factory=dict)
     attributes: dict[str, ast.expr] = field(default_factory=dict)
+    # Names the class body binds more than once, or conditionally, or both as
+    # a method and an attribute: name -> why (see ModuleInfo.rebound).
+    rebound: dict[str, str] = field(default_factory=dict)
 
     @property
     def qualname(self) -> str:
@@ -112,6 +122,15 @@ class RepoIndex:
         if name not in self._identifiers:
             self._identifiers[name] = frozenset(_IDENTIFIER.findall(text))
         return not self._identifiers[name].isdisjoint(words)
+
+    def source_line(self, rel: str, line: int) -> str | None:
+        """Line `line` of a file of the tree (given as shown), stripped, as Python reads it."""
+        name = self.module_name_of(rel)
+        text = self._text(name) if name is not None else None
+        if text is None:
+            return None
+        lines = text.splitlines()
+        return lines[line - 1].strip() if 0 < line <= len(lines) else None
 
     def _text(self, name: str) -> str | None:
         if name not in self._texts:
@@ -179,7 +198,10 @@ class RepoIndex:
 
     def lookup(self, module: ModuleInfo, name: str, depth: int = 0):
         """(kind, value, defining module) for a top-level name, following imports
-        into other modules of the tree; None when it is not the tree's."""
+        into other modules of the tree; None when it is not the tree's. A name
+        some module on the way rebinds or mutates is ("rebound", why, module)."""
+        if name in module.rebound:
+            return "rebound", f"{module.path}: {name} is not what its definition says ({module.rebound[name]})", module
         if name in module.constants:
             return "constant", module.constants[name], module
         if name in module.functions:
@@ -213,11 +235,24 @@ class RepoIndex:
         found = self.lookup(module, head)
         if found is None:
             return None
-        kind, value, _ = found
+        kind, value, where = found
+        if kind == "rebound":
+            # Kept in the hierarchy (a rule found through it is refused when
+            # evaluated, by `taint`), never silently dropped from it.
+            return where.classes.get(head) if not rest else None
         if kind == "class" and not rest:
             return value
         if kind == "module" and rest:
             return value.classes.get(rest)
+        return None
+
+    def taint(self, cls: ClassInfo) -> str | None:
+        """Why a class's hierarchy may not be what its source says (a class of
+        it decorated, assigned into or deleted from after its definition), or None."""
+        for klass in self.mro(cls):
+            why = klass.module.rebound.get(klass.name)
+            if why is not None:
+                return f"{klass.module.path}: class {klass.name} is changed after its definition ({why})"
         return None
 
     def mro(self, cls: ClassInfo) -> list[ClassInfo]:
@@ -281,6 +316,7 @@ def _module_name(rel: Path) -> str:
 
 
 def _fill(module: ModuleInfo, tree: ast.Module, package: str) -> None:
+    module.rebound = rebindings(tree)
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             module.constants[node.targets[0].id] = node.value
@@ -303,6 +339,7 @@ def _fill(module: ModuleInfo, tree: ast.Module, package: str) -> None:
 
 def _class_info(node: ast.ClassDef, module: ModuleInfo) -> ClassInfo:
     info = ClassInfo(node.name, node, module, [ast.unparse(b) for b in node.bases])
+    info.rebound = _class_rebindings(node)
     for item in node.body:
         if isinstance(item, ast.FunctionDef):
             info.methods[item.name] = FunctionInfo(f"{node.name}.{item.name}", item, module)
@@ -361,3 +398,172 @@ def _python_files(root: Path, excludes: tuple[str, ...]):
 def _excluded(rel: Path, patterns: tuple[str, ...]) -> bool:
     text = rel.as_posix()
     return any(fnmatch.fnmatch(text, p) if "/" in p else fnmatch.fnmatch(rel.name, p) for p in patterns)
+
+
+# Methods that change a list, dict or set in place.
+_MUTATORS = frozenset({"append", "extend", "insert", "remove", "pop", "popitem", "clear", "update", "add", "discard", "setdefault", "sort", "reverse", "__setitem__", "__delitem__", "__iadd__", "__ior__", "difference_update", "intersection_update", "symmetric_difference_update"})
+# Class decorators that never replace what the class body defines.
+_HARMLESS_CLASS_DECORATORS = frozenset({"dataclass", "dataclasses.dataclass"})
+
+
+def rebindings(tree: ast.Module) -> dict[str, str]:
+    """Module-level names whose single top-level definition is not their value
+    at run time (see ModuleInfo.rebound). Conservative: a name any construct
+    may rebind or mutate is listed, whether or not that code runs."""
+    out: dict[str, str] = {}
+    bound, stars = _module_bindings(tree, out)
+    for name, sites in bound.items():
+        sites.sort()
+        first_line, first_how = sites[0]
+        if len(sites) > 1:
+            line, how = sites[1]
+            out.setdefault(name, f"line {line}: bound again ({how}) after line {first_line}")
+        elif first_how not in ("=", "def", "import"):
+            out.setdefault(name, f"line {first_line}: bound by {first_how}")
+        later_star = next((s for s in stars if s > first_line), None)
+        if later_star is not None:
+            out.setdefault(name, f"line {later_star}: a star import after it may rebind it")
+    for node in ast.walk(tree):
+        _mutations(node, out)
+    return out
+
+
+def _module_bindings(tree: ast.Module, out: dict[str, str]) -> tuple[dict[str, list[tuple[int, str]]], list[int]]:
+    """Every binding at module scope (the body, and blocks under if/for/while/
+    try/with, not function or class bodies) as name -> [(line, how)], and the
+    lines of star imports; decorated definitions go straight to `out`."""
+    bound: dict[str, list[tuple[int, str]]] = {}
+    stars: list[int] = []
+    stack: list[tuple[ast.AST, bool]] = [(stmt, True) for stmt in tree.body]
+    while stack:
+        node, top = stack.pop()
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.setdefault(node.name, []).append((line, "def" if top else "a conditional definition"))
+            stack.extend((deco, False) for deco in node.decorator_list)
+            _decorated(node, out)
+            continue
+        for name, how in _targets(node, top):
+            bound.setdefault(name, []).append((line, how))
+        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+            stars.append(line)
+        if isinstance(node, ast.Lambda):
+            continue
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.stmt, ast.expr, ast.excepthandler, ast.comprehension, ast.withitem, ast.match_case, ast.arguments, ast.keyword)):
+                stack.append((child, False))
+    return bound, stars
+
+
+_HARMLESS_FUNCTION_DECORATORS = frozenset({"functools.cache", "cache", "lru_cache", "functools.lru_cache"})
+
+
+def _decorated(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, out: dict[str, str]) -> None:
+    """A decorator that may replace what the definition says: its name is rebound."""
+    named = [ast.unparse(d) for d in node.decorator_list]
+    if isinstance(node, ast.ClassDef):
+        named = [n for n in named if n not in _HARMLESS_CLASS_DECORATORS]
+    else:
+        named = [n for n in named if n not in _HARMLESS_FUNCTION_DECORATORS and not n.startswith(("lru_cache(", "functools.lru_cache("))]
+    if named:
+        out[node.name] = f"line {node.lineno}: decorated with @{named[0]}, which may replace what its body defines"
+
+
+def _targets(node: ast.AST, top: bool) -> list[tuple[str, str]]:
+    """The names a statement or expression binds in its scope, and how."""
+    plain = "=" if top else "an assignment under if/for/while/try/with"
+    if isinstance(node, ast.Assign):
+        names = [n for t in node.targets for n in _names_in(t)]
+        simple = len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+        return [(n, plain if simple else "unpacking") for n in names]
+    if isinstance(node, ast.AnnAssign):
+        return [(n, plain if node.value is not None else "an annotation") for n in _names_in(node.target)]
+    if isinstance(node, ast.AugAssign):
+        return [(n, "an augmented assignment") for n in _names_in(node.target)]
+    if isinstance(node, (ast.For, ast.AsyncFor)):
+        return [(n, "a for loop") for n in _names_in(node.target)]
+    if isinstance(node, ast.withitem) and node.optional_vars is not None:
+        return [(n, "with ... as") for n in _names_in(node.optional_vars)]
+    if isinstance(node, ast.NamedExpr):
+        return [(n, "a walrus") for n in _names_in(node.target)]
+    if isinstance(node, ast.comprehension):
+        return []  # its target is the comprehension's own
+    if isinstance(node, ast.ExceptHandler) and node.name:
+        return [(node.name, "except ... as")]
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return [((a.asname or a.name.split(".")[0]), "import" if top else "a conditional import") for a in node.names if a.name != "*"]
+    if isinstance(node, ast.Delete):
+        return [(n, "del") for t in node.targets for n in _names_in(t)]
+    if isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+        return [(node.name, "a match pattern")]
+    return []
+
+
+def _names_in(target: ast.AST) -> list[str]:
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [n for t in target.elts for n in _names_in(t)]
+    if isinstance(target, ast.Starred):
+        return _names_in(target.value)
+    return []
+
+
+def _mutations(node: ast.AST, out: dict[str, str]) -> None:
+    """In-place changes of a name anywhere in the module (functions included,
+    run or not): `X.append(...)`, `X[k] = v`, `del X[k]`, `X.attr = v`,
+    `setattr(X, ...)`, `global X` with a binding in the function."""
+    line = getattr(node, "lineno", 0)
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in _MUTATORS and isinstance(func.value, ast.Name):
+            out.setdefault(func.value.id, f"line {line}: changed in place ({func.value.id}.{func.attr})")
+        if isinstance(func, ast.Name) and func.id in ("setattr", "delattr") and node.args and isinstance(node.args[0], ast.Name):
+            out.setdefault(node.args[0].id, f"line {line}: {func.id}() on it")
+    elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+        targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+        for target in targets:
+            for part in ast.walk(target):
+                if isinstance(part, (ast.Subscript, ast.Attribute)):
+                    root = part.value
+                    while isinstance(root, (ast.Subscript, ast.Attribute)):
+                        root = root.value
+                    if isinstance(root, ast.Name) and root.id not in ("self", "cls"):
+                        out.setdefault(root.id, f"line {line}: assigned into or deleted from ({ast.unparse(target)[:60]})")
+    elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        declared = {name for stmt in ast.walk(node) if isinstance(stmt, (ast.Global, ast.Nonlocal)) for name in stmt.names}
+        for name in sorted(declared):
+            out.setdefault(name, f"line {line}: declared global in {node.name}(), which may rebind it")
+
+
+def _class_rebindings(node: ast.ClassDef) -> dict[str, str]:
+    """Names the class body binds more than once, conditionally, or both as a
+    method and an attribute (the last binding is the one Python keeps)."""
+    seen: dict[str, int] = {}
+    out: dict[str, str] = {}
+    for item in node.body:
+        names: list[str] = []
+        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names = [item.name]
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                ast.unparse(d) not in ("classmethod", "staticmethod", "functools.cache", "cache", "lru_cache", "functools.lru_cache", "override", "typing.override", "property", "abstractmethod", "abc.abstractmethod")
+                for d in item.decorator_list
+            ):
+                out.setdefault(item.name, f"line {item.lineno}: decorated with @{ast.unparse(item.decorator_list[0])}")
+        elif isinstance(item, (ast.If, ast.For, ast.While, ast.Try, ast.With, ast.Match)):
+            for inner in ast.walk(item):
+                for name, _ in _targets(inner, False):
+                    out.setdefault(name, f"line {getattr(inner, 'lineno', item.lineno)}: bound under a {type(item).__name__.lower()} in the class body")
+                if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    out.setdefault(inner.name, f"line {inner.lineno}: defined under a {type(item).__name__.lower()} in the class body")
+            continue
+        else:
+            names = [n for n, how in _targets(item, True)]
+            if isinstance(item, (ast.AugAssign, ast.Delete)) or (isinstance(item, ast.Assign) and not (len(item.targets) == 1 and isinstance(item.targets[0], ast.Name))):
+                for name in names:
+                    out.setdefault(name, f"line {item.lineno}: bound by {type(item).__name__} in the class body")
+        for name in names:
+            if name in seen:
+                out.setdefault(name, f"line {item.lineno}: bound again in the class body after line {seen[name]}")
+            seen.setdefault(name, item.lineno)
+    return out

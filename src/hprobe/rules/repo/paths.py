@@ -1,0 +1,378 @@
+"""Call paths: every call of a probed FlashInfer entry in an engine's tree
+(calls.py finds them all), each judged or listed.
+
+The mapping's [[call]] entries say, per call site, what decides the head
+count it hands FlashInfer and which kernel variant that count reaches:
+
+- unpadded: the engine's per-rank count (heads // tp), as it is;
+- rule: a padding class's method (`padded_by`), judged by that class's own
+  [[class]] entries; the path is listed as judged through it;
+- inline: a padding written in a method (`inline`, `variable`), evaluated
+  here per count (inline.py);
+
+and whether the backend is picked by count (`backend_by`, a function of the
+engine evaluated per count: vLLM's `_select_mla_decode_backend`). A call the
+mapping does not describe, or describes as `unresolved`, is listed with its
+file:line and why: nothing an engine hands FlashInfer is dropped. What the
+mapping says is checked against the call itself where the call says it (the
+entry called, a literal `backend=`, whether `sparse_mla_top_k` is passed)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, assert_never
+
+from hprobe.kernels import get_probe, probes_called_as
+from hprobe.model.errors import InputError
+from hprobe.model.padding import Backend, CallPathRecord, Model, PadMap, Reach, Where
+from hprobe.model.sm import sm_names
+from hprobe.rules.repo.calls import CallSite, find_calls
+from hprobe.rules.repo.evaluate import Binding, FlashinferSource, NotEvaluable, Raises, Settings, evaluate_call
+from hprobe.rules.repo.inline import InlineSite, evaluate_inline, find_inline
+from hprobe.rules.repo.mapping import HEADS_INLINE, HEADS_RULE, HEADS_UNPADDED, CallMapping, Mapping
+from hprobe.rules.repo.scan import RepoIndex
+
+
+class PathStatus(str, Enum):
+    """Where a call path stands."""
+
+    JUDGED = "judged"  # its count is judged here, as a backend of the table
+    BY_RULE = "by-rule"  # its count is a padding class's rule, judged with that class
+    NOT_EVALUABLE = "not-evaluable"  # its count is decided by code hprobe cannot evaluate: inconclusive
+    UNRESOLVED = "unresolved"  # hprobe cannot say what it hands FlashInfer: listed with why
+
+    @property
+    def judged(self) -> bool:
+        match self:
+            case PathStatus.JUDGED | PathStatus.BY_RULE:
+                return True
+            case PathStatus.NOT_EVALUABLE | PathStatus.UNRESOLVED:
+                return False
+            case _:
+                assert_never(self)
+
+
+@dataclass
+class CallPath:
+    """One call site with what decides its count (one per [[call]] entry that
+    describes it, or one unresolved when none does)."""
+
+    site: CallSite
+    shown: str  # the site's file:line as the user named the tree
+    status: PathStatus
+    detail: str  # how its count is decided, or why it is not judged
+    kernel: str | None = None
+    backends: tuple[str, ...] = ()  # the table's backends that judge it
+    phase: str | None = None
+    reach: Reach | None = None
+    entry: CallMapping | None = field(default=None, repr=False, compare=False)  # the [[call]] entry that describes it
+
+    def record(self) -> CallPathRecord:
+        return CallPathRecord(self.shown, self.site.function, self.site.entry, self.status.value, self.detail, self.kernel, self.phase, self.backends)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "site": self.shown,
+            "function": self.site.function,
+            "calls": self.site.entry,
+            "status": self.status.value,
+            "detail": self.detail,
+            "kernel": self.kernel,
+            "phase": self.phase,
+            "backends": list(self.backends),
+            "reach": self.reach.to_dict() if self.reach else None,
+        }
+
+
+@dataclass
+class PathProblem:
+    """A judged path whose count could not be evaluated: inconclusive where it runs."""
+
+    backend: str
+    kernel: str
+    sms: tuple[int, ...]
+    models: tuple[str, ...]
+    problem: NotEvaluable
+
+
+@dataclass
+class PathReading:
+    """Every call path of a tree, the backends that judge them, and the
+    problems that make some inconclusive."""
+
+    paths: list[CallPath] = field(default_factory=list)
+    backends: list[Backend] = field(default_factory=list)
+    problems: list[PathProblem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    cited: set[tuple[str, int]] = field(default_factory=set)  # (tree-relative file, line) each judged count rests on
+
+
+@dataclass(frozen=True)
+class PathContext:
+    """What a path's count is evaluated with, besides the path itself."""
+
+    index: RepoIndex
+    mapping: Mapping
+    models: list[Model]
+    rule_classes: dict[str, str]  # padding class qualname -> where its rule is defined
+    settings: Settings | None
+    flashinfer: FlashinferSource | None
+    reaches: dict[str, Reach]
+    shown: Callable[[str], str]  # a tree-relative path as the user named the tree
+
+
+def read_paths(context: PathContext) -> PathReading:
+    """Every call of a probed entry in the tree, judged or listed."""
+    reading = PathReading()
+    called_as = probes_called_as()
+    sites = find_calls(context.index, frozenset(called_as))
+    entries: dict[int, tuple[CallMapping, list[CallSite]]] = {}
+    for site in sites:
+        shown = f"{context.shown(site.path)}:{site.line}"
+        described = [m for m in context.mapping.calls if m.matches(site.module, site.function, site.entry)]
+        if not described:
+            detail = f"{site.function or 'module level'} calls {site.entry}; the mapping does not say what decides its head count"
+            reading.paths.append(CallPath(site, shown, PathStatus.UNRESOLVED, detail, called_as.get(site.entry)))
+            continue
+        for m in described:
+            path = _describe(context, site, shown, m)
+            path.entry = m
+            reading.paths.append(path)
+            if path.status is PathStatus.JUDGED:
+                entries.setdefault(id(m), (m, []))[1].append(site)
+    for m, judged_sites in entries.values():
+        backends, problems = _backends(context, m, judged_sites, reading.cited)
+        reading.backends.extend(backends)
+        reading.problems.extend(problems)
+        judged_by = tuple(b.name for b in backends) + tuple(p.backend for p in problems)
+        for path in reading.paths:
+            if path.entry is m and path.status is PathStatus.JUDGED:
+                path.backends = judged_by
+                if problems:
+                    path.status = PathStatus.NOT_EVALUABLE
+                    path.detail = f"{path.detail}; not evaluable: {problems[0].problem}"
+    # An entry whose module is in the tree but whose call is not: the call
+    # moved, or the mapping is for another release of that file.
+    reading.notes.extend(
+        f"the mapping's call at {m.site} ({m.entry}, {m.where}) is not in this tree's {context.shown(module.path)}"
+        for m in context.mapping.calls
+        if not any(m.matches(s.module, s.function, s.entry) for s in sites) and (module := context.index.by_suffix(m.module)) is not None
+    )
+    return reading
+
+
+def _how(m: CallMapping) -> str:
+    """How a [[call]] entry decides the count, in words (the start of a judged path's detail)."""
+    if m.heads == HEADS_INLINE and m.inline is not None:
+        how = f"padded inline in {m.inline.function} ({m.inline.variable})"
+    elif m.heads == HEADS_RULE:
+        how = f"padded by {m.padded_by}'s rule"
+    else:
+        how = "unpadded (heads // tp)"
+    if m.backend_by:
+        how += f"; backend picked per count by {m.backend_by}()"
+    return how
+
+
+def _describe(context: PathContext, site: CallSite, shown: str, m: CallMapping) -> CallPath:
+    """A site as one [[call]] entry describes it, checked against the call itself."""
+    if m.unresolved is not None:
+        return CallPath(site, shown, PathStatus.UNRESOLVED, m.unresolved, m.kernel)
+    assert m.kernel is not None
+    reach = context.reaches.get(m.reaches_when) if m.reaches_when else None
+    mismatch = _mismatch(site, m)
+    if mismatch is not None:
+        return CallPath(site, shown, PathStatus.UNRESOLVED, f"the mapping ({m.where}) no longer fits this call: {mismatch}", m.kernel, phase=m.phase, reach=reach)
+    if m.heads == HEADS_RULE:
+        assert m.padded_by is not None
+        where = _rule_class(context, site, m.padded_by)
+        if where is None:
+            return CallPath(site, shown, PathStatus.UNRESOLVED, f"padded by {m.padded_by}'s rule, which this tree does not define (or whose rule is not evaluable)", m.kernel, phase=m.phase, reach=reach)
+        return CallPath(site, shown, PathStatus.BY_RULE, f"padded by {m.padded_by}'s rule ({where}), judged with it", m.kernel, phase=m.phase, reach=reach)
+    return CallPath(site, shown, PathStatus.JUDGED, _how(m), m.kernel, phase=m.phase, reach=reach)
+
+
+def _rule_class(context: PathContext, site: CallSite, name: str) -> str | None:
+    """Where the padding rule of class `name` is, as the calling module sees
+    the name (its own class, or one it imports); else the one padding class of
+    that name in the tree; None when there is none, or several."""
+    module = context.index.by_suffix(site.module)
+    cls = context.index.resolve_class(module, name) if module is not None else None
+    if cls is not None and cls.qualname in context.rule_classes:
+        return context.rule_classes[cls.qualname]
+    named = [where for qualname, where in context.rule_classes.items() if qualname.rpartition(".")[2] == name]
+    return named[0] if len(named) == 1 else None
+
+
+def _mismatch(site: CallSite, m: CallMapping) -> str | None:
+    """Where the call itself contradicts its [[call]] entry, in words."""
+    assert m.kernel is not None
+    try:
+        probe = get_probe(m.kernel)
+    except InputError as exc:
+        return exc.message
+    if site.entry not in probe.called_as:
+        return f"it calls {site.entry}, which {m.kernel} does not probe"
+    options = dict(m.options)
+    literal = site.keyword("backend")
+    if literal is not None and m.backend_by is not None:
+        return f"it passes backend={literal!r}, not one picked by {m.backend_by}()"
+    if literal is not None and "backend" in options and options["backend"] != literal:
+        return f"it passes backend={literal!r}, the mapping says {options['backend']!r}"
+    if probe.axis("topk") is not None:
+        sparse = "sparse_mla_top_k" in site.keywords
+        topk = int(options.get("topk", 0))
+        if sparse and not topk:
+            return "it passes sparse_mla_top_k, the mapping gives no topk"
+        if topk and not sparse and not site.spreads:
+            return f"the mapping gives topk={topk}, the call passes no sparse_mla_top_k"
+    return None
+
+
+def _backends(context: PathContext, m: CallMapping, sites: list[CallSite], cited: set[tuple[str, int]]) -> tuple[list[Backend], list[PathProblem]]:
+    """The backends that judge one judged [[call]] entry: per group of SMs that
+    answer alike, per backend its count picks."""
+    assert m.kernel is not None
+    site = sites[0]
+    models = [mo for mo in context.models if mo.takes(m.model_family)]
+    if not models:
+        return [], []  # no model judged here takes this path (--model of another family)
+    restrict = tuple(mo.name for mo in models) if len(models) < len(context.models) else ()
+    base = _base_name(m, site)
+    inline: InlineSite | None = None
+    if m.heads == HEADS_INLINE:
+        assert m.inline is not None
+        found = find_inline(context.index, m.inline)
+        if isinstance(found, str):
+            return [], [PathProblem(base, m.kernel, m.sms, restrict, NotEvaluable(context.shown(site.path), site.line, f"inline rule {m.inline.function}: {found}"))]
+        inline = found
+    per_sm: dict[int, tuple[dict[tuple[str, int], int | Raises], dict[tuple[str, int], str]]] = {}
+    for sm in m.sms:
+        outputs: dict[tuple[str, int], int | Raises] = {}
+        branches: dict[tuple[str, int], str] = {}
+        for model in models:
+            for tp, n in model.per_rank():
+                if m.tps and tp not in m.tps:
+                    continue  # the engine takes another path at this TP degree
+                value, branch = _count(context, m, inline, site, sm, model, tp, n)
+                if isinstance(value, NotEvaluable):
+                    return [], [PathProblem(base, m.kernel, m.sms, restrict, value)]
+                cited.update((s.path, s.line) for s in sites)
+                if inline is not None and isinstance(value, int) and value != n:
+                    cited.add((inline.function.module.path, int(branch.partition("\t")[0].rpartition(":")[2])))
+                outputs[model.name, n] = value
+                branches[model.name, n] = branch
+        per_sm[sm] = (outputs, branches)
+    groups: dict[str, list[int]] = {}
+    for sm, (outputs, branches) in per_sm.items():
+        groups.setdefault(repr((sorted(outputs.items(), key=str), sorted(branches.items()))), []).append(sm)
+    out: list[Backend] = []
+    for sms in groups.values():
+        outputs, branches = per_sm[sms[0]]
+        for names, part in _per_model(outputs, models, restrict):
+            picked = _picked_backends(context, m, site, part)
+            if isinstance(picked, NotEvaluable):
+                return [], [PathProblem(base, m.kernel, m.sms, restrict, picked)]
+            label = base + (f" ({'/'.join(names)})" if names != restrict else "")
+            for backend_value, counts in picked.items():
+                out.append(_backend(context, m, site, label, tuple(sms), names, part, branches, backend_value, counts, len(groups) > 1))
+    return out, []
+
+
+def _per_model(outputs: dict[tuple[str, int], int | Raises], models: list[Model], restrict: tuple[str, ...]) -> list[tuple[tuple[str, ...], dict[tuple[str, int], int | Raises]]]:
+    """One map for every model when they agree on each count; else one per
+    model (a rule that reads a model's own attributes may pad the same count
+    differently for two models)."""
+    merged: dict[int, int | Raises] = {}
+    for (_, n), value in outputs.items():
+        if merged.setdefault(n, value) != value:
+            return [((mo.name,), {k: v for k, v in outputs.items() if k[0] == mo.name}) for mo in models]
+    return [(restrict, outputs)]
+
+
+def _base_name(m: CallMapping, site: CallSite) -> str:
+    if m.heads == HEADS_INLINE and m.inline is not None:
+        name = f"{m.inline.function} (inline) -> {site.function}"
+    else:
+        name = f"{site.module}.{m.function}"
+    return name + (f" [{m.phase}]" if m.phase else "")
+
+
+def _count(context: PathContext, m: CallMapping, inline: InlineSite | None, site: CallSite, sm: int, model: Model, tp: int, n: int) -> tuple[int | Raises | NotEvaluable, str]:
+    """The count this path hands FlashInfer for one model x TP on one SM, and
+    the branch that decided it, in words."""
+    where = f"{context.shown(site.path)}:{site.line}"
+    if m.heads == HEADS_UNPADDED or inline is None:
+        return n, f"{where}\tunpadded"
+    values = {"n": n, "total": model.num_q_heads, "tp": tp}
+    instance: dict[str, Any] = {attr: values[kind] for attr, kind in context.mapping.instance.items()}
+    instance.update(model.attributes)
+    platform: dict[str, Any] = {expr: sm in sms for expr, sms in context.mapping.platform}
+    platform.update(dict(m.conditions))
+    binding = Binding(head_arg=False, instance=instance, platform=platform, settings=context.settings, flashinfer=context.flashinfer, sm=sm)
+    assert m.inline is not None
+    value, line = evaluate_inline(context.index, inline, m.inline, n, binding)
+    path = context.shown(inline.function.module.path)
+    if line is None:
+        return value, f"{path}:{inline.function.line}\t{m.inline.variable} not assigned in {inline.function.qualname}: unpadded"
+    return value, f"{path}:{line}\t"
+
+
+def _picked_backends(context: PathContext, m: CallMapping, site: CallSite, outputs: dict[tuple[str, int], int | Raises]) -> dict[str | None, tuple[int, ...]] | NotEvaluable:
+    """backend value -> the counts that take it ({None: ()} when the backend is
+    not picked by count: every count, the variant's own backend)."""
+    if m.backend_by is None:
+        return {None: ()}
+    module = context.index.by_suffix(site.module)
+    function = module.functions.get(m.backend_by) if module is not None else None
+    if module is None or function is None:
+        return NotEvaluable(context.shown(site.path), site.line, f"{m.backend_by}() is not a function of {site.module}")
+    picked: dict[str | None, list[int]] = {}
+    for n in sorted({v for v in outputs.values() if isinstance(v, int)}):
+        value = evaluate_call(context.index, None, function, [n], Binding()).value
+        if isinstance(value, (NotEvaluable, Raises)):
+            return value if isinstance(value, NotEvaluable) else NotEvaluable(context.shown(function.module.path), function.line, f"{m.backend_by}({n}) raises {value.error_type}: {value.message}")
+        if value is not None and not isinstance(value, str):
+            return NotEvaluable(context.shown(function.module.path), function.line, f"{m.backend_by}({n}) returned {type(value).__name__}, not a backend name")
+        picked.setdefault(value if value is not None else m.backend_none, []).append(n)
+    return {k: tuple(v) for k, v in picked.items()}
+
+
+def _backend(
+    context: PathContext,
+    m: CallMapping,
+    site: CallSite,
+    base: str,
+    sms: tuple[int, ...],
+    restrict: tuple[str, ...],
+    outputs: dict[tuple[str, int], int | Raises],
+    branches: dict[tuple[str, int], str],
+    backend_value: str | None,
+    counts: tuple[int, ...],
+    split_by_sm: bool,
+) -> Backend:
+    assert m.kernel is not None
+    options = dict(m.options)
+    literal = site.keyword("backend")
+    if backend_value is not None:
+        options["backend"] = backend_value
+    elif literal is not None and get_probe(m.kernel).axis("backend") is not None:
+        options["backend"] = literal
+    name = base + (f" -> backend={backend_value}" if m.backend_by else "") + (f" ({sm_names(sms)})" if split_by_sm else "")
+    chosen = set(counts)
+    # The counts this backend takes (all of the path's, unless its backend is picked per count).
+    rule = PadMap(tuple(sorted({n: v for (_, n), v in outputs.items() if isinstance(v, int) and (not chosen or n in chosen)}.items())))
+    conditions = [f"{k}={v}" for k, v in m.conditions]
+    picks = [f"{m.backend_by}() picks {backend_value}"] if m.backend_by else []
+
+    def said_for(branch: str) -> str:
+        # "file:line [SMs, phase, conditions, how]": a file:line first, as every rule's branch reads.
+        where, _, how = branch.partition("\t")
+        words = [sm_names(sms), *([m.phase] if m.phase else []), *conditions, *([how] if how else []), *picks]
+        return f"{where} [{', '.join(words)}]"
+
+    said = tuple((key, said_for(branch)) for key, branch in branches.items() if key in outputs and (not chosen or key[1] in chosen))
+    reach = context.reaches.get(m.reaches_when) if m.reaches_when else None
+    return Backend(name, m.kernel, sms, rule, Where(context.shown(site.path), site.line), tuple(options.items()), models=restrict, branches=said, reach=reach, counts=counts, tps=m.tps)
