@@ -21,6 +21,7 @@ ImportError, as it would in the consumer's process.
 from __future__ import annotations
 
 import ast
+import builtins
 import math
 import operator
 import re
@@ -72,6 +73,24 @@ class _Raised(Exception):
     def __init__(self, error_type: str, message: str):
         super().__init__(message)
         self.error_type, self.message = error_type, message
+
+
+class _Caught:
+    """`except E as e`: the exception as the subset sees it. `str(e)` and
+    `repr(e)` read as Python's; its attributes are not modelled (reading one
+    is not evaluable, never guessed)."""
+
+    def __init__(self, error_type: str, message: str):
+        self.error_type, self.message = error_type, message
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __repr__(self) -> str:
+        return f"{self.error_type}({self.message!r})"
+
+    def __format__(self, spec: str) -> str:
+        return format(self.message, spec)
 
 
 class _Break(Exception):
@@ -141,8 +160,6 @@ _MATH = {"ceil": math.ceil, "floor": math.floor, "log2": math.log2, "gcd": math.
 _LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical", "debug_once", "info_once", "warning_once"})
 _LOGGER_FACTORIES = frozenset({"init_logger", "getLogger", "get_logger"})
 _EXCEPTIONS = {"ValueError", "RuntimeError", "NotImplementedError", "AssertionError", "TypeError", "KeyError", "ImportError", "AttributeError"}
-# What an `except` clause naming these catches, among the errors the subset raises.
-_CATCHES = {"Exception": None, "BaseException": None, "ImportError": {"ImportError", "ModuleNotFoundError"}, "LookupError": {"KeyError", "IndexError"}}
 
 
 @dataclass(frozen=True)
@@ -461,7 +478,7 @@ class _Interpreter:
                 for handler in node.handlers:
                     if self._catches(handler, exc.error_type):
                         if handler.name:
-                            frame[handler.name] = exc.message
+                            frame[handler.name] = _Caught(exc.error_type, exc.message)
                         self.block(handler.body, frame, module, owner, depth)
                         break
                 else:
@@ -474,16 +491,20 @@ class _Interpreter:
 
     @staticmethod
     def _catches(handler: ast.ExceptHandler, error_type: str) -> bool:
+        """Whether `except <handler>` catches `error_type`, by Python's own
+        exception hierarchy (`except ArithmeticError` catches ZeroDivisionError).
+        A handler naming anything but a builtin exception is not evaluable:
+        what it catches is the consumer's class."""
         if handler.type is None:
             return True
+        raised = getattr(builtins, error_type, None)
         for name_node in handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]:
             name = _dotted(name_node)
-            if name == error_type:
+            caught = getattr(builtins, name, None) if name and "." not in name else None
+            if not (isinstance(caught, type) and issubclass(caught, BaseException)):
+                raise _Unsupported(name_node, f"except {ast.unparse(name_node)}: not a builtin exception")
+            if isinstance(raised, type) and issubclass(raised, caught):
                 return True
-            if name in _CATCHES:
-                caught = _CATCHES[name]
-                if caught is None or error_type in caught:
-                    return True
         return False
 
     def _unpack(self, target: ast.Tuple, value: Any, frame: dict, node: ast.AST) -> None:
@@ -876,8 +897,12 @@ def _f_string(node: ast.JoinedStr, ev: Callable[[ast.expr], Any]) -> str:
             widths = [int(w) for w in re.findall(r"\d+", str(spec))]
             if widths and max(widths) > MAX_FORMAT_WIDTH:
                 raise _Unsupported(value, f"a format width or precision of {max(widths)}")
+            item = ev(value.value)
+            # `!r`, `!s`, `!a` convert before the spec applies, as Python does.
+            conversions: dict[int, Callable[[Any], str]] = {114: repr, 115: str, 97: ascii}
+            converted = conversions.get(value.conversion)
             try:
-                parts.append(format(ev(value.value), spec))
+                parts.append(format(converted(item) if converted else item, spec))
             except (TypeError, ValueError) as exc:
                 raise _Raised(type(exc).__name__, str(exc)) from None
         else:
