@@ -20,7 +20,9 @@ from hprobe.model.errors import InputError
 from hprobe.system.escaping import opens_command
 
 MAX_INPUT_BYTES = 16 << 20  # tables, mappings, baselines, repo metadata
-MAX_SOURCE_BYTES = 8 << 20  # one Python file of a --repo tree
+# One Python file of a --repo tree: vLLM's and SGLang's largest are about 0.3 MiB;
+# parsing costs some 500 bytes of memory a node, so a 6 MiB list literal peaked at 2.9 GB.
+MAX_SOURCE_BYTES = 1 << 20
 
 
 def regular_file(path: Path) -> bool:

@@ -585,7 +585,9 @@ class _Interpreter:
         if isinstance(node, ast.Name):
             return self._name(node, frame, module, owner)
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-            return _display(node, ev)
+            shown = _display(node, ev)
+            self._check_size(node, shown)  # `t = (t, t)` in a loop doubles what any later walk would walk
+            return shown
         if isinstance(node, ast.BinOp):
             return self._binop(node, node.op, ev(node.left), ev(node.right))
         if isinstance(node, ast.UnaryOp):
@@ -662,11 +664,17 @@ class _Interpreter:
             raise _Unsupported(node, f"a shift to about {left.bit_length() + right} bits")
         if isinstance(op_node, ast.Mult):
             for seq, times in ((left, right), (right, left)):
-                if isinstance(seq, (str, list, tuple)) and isinstance(times, int) and len(seq) * max(times, 0) > MAX_ITEMS:
-                    raise _Unsupported(node, f"a repetition to {len(seq) * times} items")
-        if isinstance(op_node, ast.Add) and isinstance(left, (str, list, tuple)) and isinstance(right, (str, list, tuple)):
-            if len(left) + len(right) > MAX_ITEMS:
-                raise _Unsupported(node, f"a concatenation to {len(left) + len(right)} items")
+                if isinstance(seq, _SIZED) and isinstance(times, int) and not isinstance(times, bool) and deep_size(seq) * max(times, 0) > MAX_ITEMS:
+                    raise _Unsupported(node, f"a repetition to more than {MAX_ITEMS} items")
+        if isinstance(op_node, ast.Add) and isinstance(left, _SIZED) and isinstance(right, _SIZED):
+            if deep_size(left) + deep_size(right) > MAX_ITEMS:
+                raise _Unsupported(node, f"a concatenation to more than {MAX_ITEMS} items")
+        if isinstance(op_node, ast.Mod) and isinstance(left, (str, bytes)):
+            # `"%0200000000d" % n` builds its width before anything could measure it.
+            text = left.decode("latin-1") if isinstance(left, bytes) else left
+            widths = [int(w) for w in re.findall(r"\d+", text)]
+            if widths and max(widths) > MAX_FORMAT_WIDTH:
+                raise _Unsupported(node, f"a %-format width or precision of {max(widths)}")
         self._work(node, left, right)
         try:
             result = op(left, right)
@@ -685,18 +693,23 @@ class _Interpreter:
                 raise _Unsupported(node, f"a range of {length} items")
 
     def _check_size(self, node: ast.AST, value: Any) -> None:
+        """Refuse a value larger than the bounds: an integer's bits, and every
+        item of a container counted through its nesting (`((0,)*12000,)*12000`
+        is 144 million items behind a length of 12,000; shared references count
+        each time, as str() or == would walk them)."""
         if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > MAX_INT_BITS:
             raise _Unsupported(node, f"an integer of {value.bit_length()} bits")
-        if isinstance(value, (str, list, tuple, set, frozenset, dict, range)) and len(value) > MAX_ITEMS:
-            raise _Unsupported(node, f"a value of {len(value)} items")
+        size = deep_size(value)
+        if size > MAX_ITEMS:
+            raise _Unsupported(node, f"a value of more than {MAX_ITEMS} items")
 
     def _work(self, node: ast.AST, *values: Any) -> None:
-        """Count the items an operation walks (`in`, `all`, `sorted`) as steps."""
+        """Count the items an operation walks (`in`, `all`, `sorted`, `==`),
+        through nested containers, as steps: checked before it walks them."""
         for value in values:
-            if isinstance(value, (str, list, tuple, set, frozenset, dict, range)):
-                self.steps += len(value)
-        if self.steps > MAX_STEPS:
-            raise _Unsupported(node, f"more than {MAX_STEPS} steps")
+            self.steps += deep_size(value, MAX_STEPS - self.steps + 1)
+            if self.steps > MAX_STEPS:
+                raise _Unsupported(node, f"more than {MAX_STEPS} steps")
 
     def _comprehension(self, node: Any, frame: dict, module: ModuleInfo, owner: ClassInfo | None, depth: int) -> Any:
         target = node.generators[0].target if len(node.generators) == 1 else None
@@ -704,6 +717,7 @@ class _Interpreter:
             raise _Unsupported(node, "a comprehension with several `for` clauses")
         gen = node.generators[0]
         items = []
+        size = 0
         for item in self.expr(gen.iter, frame, module, owner, depth):
             inner = dict(frame)
             if isinstance(target, ast.Tuple):
@@ -712,6 +726,9 @@ class _Interpreter:
                 inner[target.id] = item
             if all(self.expr(cond, inner, module, owner, depth) for cond in gen.ifs):
                 items.append(self.expr(node.elt, inner, module, owner, depth))
+                size += 1 + deep_size(items[-1])
+                if size > MAX_ITEMS:
+                    raise _Unsupported(node, f"a comprehension of more than {MAX_ITEMS} items")
         return set(items) if isinstance(node, ast.SetComp) else items
 
     def _name(self, node: ast.Name, frame: dict, module: ModuleInfo, owner: ClassInfo | None) -> Any:
@@ -862,6 +879,31 @@ def _from_data(item: dict, node: ast.AST) -> Any:
     raise _Unsupported(node, f"reads a flashinfer {item.get('opaque', 'object')}, which is not data")
 
 
+_SIZED = (str, bytes, bytearray, list, tuple, set, frozenset, dict, range)
+_NESTED = (list, tuple, set, frozenset, dict)
+
+
+def deep_size(value: Any, limit: int = MAX_ITEMS + 1) -> int:
+    """Items in `value` counted through nested containers (a string's or
+    bytes' characters, a range's length), stopping once past `limit`: the cost
+    of finding the size is bounded by the size allowed."""
+    if not isinstance(value, _SIZED):
+        return 0
+    total = 0
+    stack = [value]
+    while stack and total <= limit:
+        item = stack.pop()
+        if isinstance(item, _NESTED):
+            total += len(item)
+            if total <= limit:
+                stack.extend(item.items() if isinstance(item, dict) else item)
+        elif isinstance(item, tuple):
+            stack.extend(item)
+        elif isinstance(item, _SIZED):
+            total += len(item)
+    return total
+
+
 def _dotted(node: ast.AST) -> str:
     if isinstance(node, ast.Name):
         return node.id
@@ -901,12 +943,16 @@ def _f_string(node: ast.JoinedStr, ev: Callable[[ast.expr], Any]) -> str:
             # `!r`, `!s`, `!a` convert before the spec applies, as Python does.
             conversions: dict[int, Callable[[Any], str]] = {114: repr, 115: str, 97: ascii}
             converted = conversions.get(value.conversion)
+            if deep_size(item) > MAX_ITEMS:
+                raise _Unsupported(value, f"formats a value of more than {MAX_ITEMS} items")
             try:
                 parts.append(format(converted(item) if converted else item, spec))
             except (TypeError, ValueError) as exc:
                 raise _Raised(type(exc).__name__, str(exc)) from None
         else:
             parts.append(str(ev(value)))
+        if sum(map(len, parts)) > MAX_ITEMS:
+            raise _Unsupported(value, f"an f-string of more than {MAX_ITEMS} characters")
     return "".join(parts)
 
 
