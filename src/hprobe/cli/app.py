@@ -78,6 +78,14 @@ def _format(option: str, json_output: bool) -> str:
     return fmt
 
 
+def _no_clobbering(outputs: dict[str, Optional[Path]], tables: Optional[List[Path]] = None, mapping: Optional[Path] = None, baseline: Optional[Path] = None, repo: Optional[Path] = None) -> None:
+    """Refuse, before any work, an output that would replace an input or another output."""
+    from hprobe.system.fileio import refuse_clobbering
+
+    inputs = {"--table": list(tables or []), "--mapping": [mapping] if mapping else [], "--baseline": [baseline] if baseline else []}
+    refuse_clobbering(outputs, inputs, repo)
+
+
 def _version_callback(value: bool) -> None:
     if value:
         typer.echo(f"hprobe {__version__}")
@@ -126,6 +134,7 @@ def check(
         request = RuleRequest.parse("check", tables=table, repo=repo, mapping=mapping, exclude=exclude, settings=settings, pad_fn=pad_fn, kernel=kernel, sm=sm, heads=heads, tp=tp, pin=pin, flashinfer=flashinfer, extra_args=ctx.args, model=model)
         if junit is not None:
             check_output(junit, "--junit")  # a bad path costs nothing: refused before probing
+        _no_clobbering({"--junit": junit}, table, mapping, baseline, repo)
         recorded = None
         if baseline is not None:
             from hprobe.commands.drift import load_baseline
@@ -185,6 +194,7 @@ def suggest(
             check_output(output, "--output", overwrite=force)
         if diff_file is not None:
             check_output(diff_file, "--diff", overwrite=force)
+        _no_clobbering({"--output": output, "--diff": diff_file}, table, mapping, None, repo)
         with progress_line(fmt == "json") as progress:
             result = run_suggest(request, start=start, want_table=output is not None, diff_name=str(diff_file) if diff_file is not None else None, use_cache=not no_cache, progress=progress)
         if output is not None and result.table_toml is not None:
@@ -305,6 +315,7 @@ def report(
     and with --table or --repo each padding table's verdicts release by release."""
 
     def job() -> int:
+        _no_clobbering({f"--output ({name})": output / name for name in ("index.html", "matrix.md", "matrix.json")}, table, mapping, None, repo)
         site = SiteWriter(output, ("index.html", "matrix.md", "matrix.json"), "--output", force)
         try:
             return _report(site)
@@ -363,6 +374,7 @@ def table_extract(
 
         if output is not None:
             check_output(output, "--output", overwrite=force)
+        _no_clobbering({"--output": output}, None, mapping, None, repo)
         found = extract_table(repo, mapping, tuple(exclude or ()), parse_settings(settings), flashinfer, model)
         if json_output:
             _formatter(True).data({"schema": "hprobe.extract/1", **found.to_dict()}, "extract")

@@ -118,9 +118,17 @@ def run_app(app: typer.Typer) -> None:
     # release hprobe means to probe; the console script never had it there.
     # Only that first entry goes: the same directory later on the path (a
     # site-packages one runs from) stays.
-    if sys.path and sys.path[0] in ("", ".", os.getcwd()):
-        del sys.path[0]
     guard.install()
+    try:
+        here = os.getcwd()
+    except FileNotFoundError:
+        say("hprobe: error: the working directory no longer exists; cd to one that does")
+        _exit(EXIT_INPUT)
+        return
+    if sys.path and sys.path[0] in ("", ".", here):
+        del sys.path[0]
+    if "stdout" in guard.CLOSED:
+        say("hprobe: note: stdout is closed; the report goes nowhere, the exit code still gives the verdict")
     code: object = 0
     try:
         code = app(prog_name="hprobe", standalone_mode=False)

@@ -14,7 +14,6 @@ import os
 import shutil
 import socket
 import sys
-import tempfile
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -41,6 +40,7 @@ from hprobe.device.classify import CallResult, classify, one_line
 from hprobe.device.fakes import FakeDeviceProperties
 from hprobe.model.errors import EnvironmentProblem
 from hprobe.model.sm import SM
+from hprobe.system.lifetime import scratch_dir
 
 
 @dataclass
@@ -132,7 +132,7 @@ class FlashinferSession:
             self._target_arch_list(self._state.sm)
             # JIT-spec generation writes generated sources under flashinfer's
             # workspace: a directory of this session's, never the user's cache.
-            self._workdir = tempfile.mkdtemp(prefix="hprobe-flashinfer-")
+            self._workdir = str(scratch_dir(None, "hprobe-flashinfer"))
             self._set_env("FLASHINFER_WORKSPACE_BASE", self._workdir)
             self._set_env("FLASHINFER_CUBIN_DIR", os.path.join(self._workdir, "cubins"))
             # cutlass-dsl (imported by flashinfer) keeps an IR cache under TMPDIR

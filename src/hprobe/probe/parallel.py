@@ -18,6 +18,7 @@ import signal
 from collections.abc import Callable
 
 from hprobe.model.outcome import KernelSMResult
+from hprobe.system.lifetime import die_with_parent
 
 Job = Callable[[list[str]], list[KernelSMResult]]
 
@@ -44,8 +45,10 @@ def probe_split(keys: list[str], job: Job, workers: int | None = None) -> list[K
         return done
 
     read_fd, write_fd = os.pipe()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child; its result is checked by the parent
+        die_with_parent(parent)  # a SIGKILLed parent takes its prober with it
         os.close(read_fd)
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)  # stdout carries the parent's report only

@@ -40,6 +40,7 @@ from hprobe.support import cache
 from hprobe.system.bounded import Timeout, run_bounded, setting_from_env
 from hprobe.system.envinfo import dist_info_dir, distribution_version
 from hprobe.system.fileio import MAX_INPUT_BYTES, current_umask, read_text_or_none
+from hprobe.system.lifetime import scratch_dir
 
 DIST = "flashinfer-python"
 _WHEEL_PREFIX = "flashinfer_python-"
@@ -334,12 +335,17 @@ def _unpack(wheel: Path, tree: Path, label: str) -> None:
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
-    except (zipfile.BadZipFile, EOFError, zipfile.LargeZipFile, NotImplementedError, ValueError) as exc:
+    except (zipfile.BadZipFile, EOFError, zipfile.LargeZipFile, NotImplementedError, ValueError, RuntimeError) as exc:
         raise InputError(f"--flashinfer {label}: {wheel} is not a valid wheel ({type(exc).__name__}: {exc})") from None
     except OSError as exc:
         if exc.errno in cache.UNWRITABLE:
             raise  # the cache's own failure: the caller moves to a temporary one
         raise InputError(f"--flashinfer {label}: cannot unpack {wheel} into {tree.parent}: {exc.strerror or exc}") from None
+
+
+# Folders in one member's path: flashinfer's deepest is about 12; thousands
+# made extraction recurse until Python's stack ran out.
+MAX_MEMBER_DEPTH = 64
 
 
 def _check_members(members: list[zipfile.ZipInfo], packed: int, limit_mb: float, label: str, wheel: Path) -> None:
@@ -348,6 +354,10 @@ def _check_members(members: list[zipfile.ZipInfo], packed: int, limit_mb: float,
     total = 0
     for info in members:
         name = info.filename
+        if info.flag_bits & 0x1:
+            raise InputError(f"--flashinfer {label}: {wheel} has an encrypted member ({name!r}), which no wheel holds; not unpacked")
+        if name.count("/") > MAX_MEMBER_DEPTH:
+            raise InputError(f"--flashinfer {label}: {wheel} has a member {name.count('/')} folders deep, more than {MAX_MEMBER_DEPTH}; not unpacked")
         if name.startswith(("/", "\\")) or ".." in Path(name).parts or ":" in name.split("/")[0]:
             raise InputError(f"--flashinfer {label}: {wheel} has a member outside the tree ({name!r}); not unpacked")
         if stat.S_ISLNK(info.external_attr >> 16):
@@ -651,12 +661,15 @@ def _worker(request: dict) -> dict | str:
     pycache = str(cache.root() / "pycache")
     bootstrap = f"import sys; sys.pycache_prefix = {pycache!r}; " + bootstrap
     limit = setting_from_env(WORKER_TIMEOUT)
-    with tempfile.TemporaryDirectory(prefix="hprobe-worker-") as workdir:
-        env = dict(os.environ, TMPDIR=workdir)
+    workdir = scratch_dir(None, "hprobe-worker")  # named by its owner: a killed run's is removed later
+    try:
+        env = dict(os.environ, TMPDIR=str(workdir))
         try:
             proc = run_bounded([sys.executable, "-I", "-c", bootstrap], limit, json.dumps(request), cwd=workdir, env=env)
         except Timeout:
             return f"the probe worker did not finish within {limit:g} s ({WORKER_TIMEOUT[0]} sets the limit)"
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
     try:
         return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
     except (json.JSONDecodeError, IndexError):

@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 from hprobe.model.errors import InputError
+from hprobe.system.lifetime import dies_with_us
 
 
 def setting_from_env(setting: tuple[str, float], unit: str = "seconds") -> float:
@@ -69,7 +70,7 @@ def run_bounded(
     if _STOPPING.is_set():
         raise Timeout()  # hprobe is stopping: a thread must not start another process
     proc = subprocess.Popen(
-        cmd,
+        dies_with_us(cmd),  # killed by the kernel if hprobe is, SIGKILL included
         stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from hprobe.model.errors import InputError
 from hprobe.system.escaping import opens_command
+from hprobe.system.lifetime import scratch_dir
 
 MAX_INPUT_BYTES = 16 << 20  # tables, mappings, baselines, repo metadata
 # One Python file of a --repo tree: vLLM's and SGLang's largest are about 0.3 MiB;
@@ -232,7 +233,8 @@ class SiteWriter:
             if not parent.is_dir():
                 raise InputError(f"{option} {target}: the directory {parent} does not exist")
             try:
-                self.scratch = Path(tempfile.mkdtemp(dir=parent, prefix=f".{target.name}."))
+                # Named by its owner: a scratch directory a killed run left here goes now.
+                self.scratch = scratch_dir(parent, f".{target.name}.hprobe")
             except OSError as exc:
                 raise InputError(f"{option} {target}: cannot create it: {_reason(exc)}") from None
         else:
@@ -278,3 +280,49 @@ class SiteWriter:
         if self.scratch is not None:
             shutil.rmtree(self.scratch, ignore_errors=True)
             self.scratch = None
+
+
+# Files of a --repo tree hprobe reads for rules and pins: never an output.
+_READ_FROM_A_TREE = ("pyproject.toml", "setup.py", "setup.cfg", "pylock.toml", "poetry.lock", "METADATA")
+
+
+def refuse_clobbering(outputs: dict[str, Path | None], inputs: dict[str, list[Path]], repo: Path | None = None) -> None:
+    """Before any work: an output that is one of the run's inputs (a table, a
+    mapping, a baseline, a file of the repo's that hprobe reads) or another
+    output of the same run is an input error, never a file silently replaced.
+    Paths are compared as the file system resolves them (symlinks, `..`, hard
+    links). stdout and stderr, by any name, are written in place and exempt."""
+    seen: dict[str, str] = {}
+    for option, path in outputs.items():
+        if path is None or _own_stream(path) is not None:
+            continue
+        key = _identity(path)
+        for other_option, other in inputs.items():
+            for item in other:
+                if _identity(item) == key:
+                    raise InputError(f"{option} {path}: is the {other_option} input {item}; give another path for the output")
+        if key in seen:
+            raise InputError(f"{option} {path}: is also {seen[key]}'s output; give each output its own path")
+        seen[key] = option
+        if repo is not None and _inside_repo(path, repo):
+            raise InputError(f"{option} {path}: is a file of --repo {repo} that hprobe reads; write the output elsewhere")
+
+
+def _identity(path: Path) -> str:
+    """One name per file: the inode of an existing one, else its resolved path."""
+    try:
+        info = os.stat(path)
+        return f"inode:{info.st_dev}:{info.st_ino}"
+    except OSError:
+        return f"path:{os.path.realpath(path)}"
+
+
+def _inside_repo(path: Path, repo: Path) -> bool:
+    """An existing Python, pin or metadata file under the repo tree (what
+    --repo reads); a new file there (patch.diff) is not."""
+    resolved = Path(os.path.realpath(path))
+    root = Path(os.path.realpath(repo))
+    if not resolved.exists() or (root != resolved and root not in resolved.parents):
+        return False
+    name = resolved.name
+    return name.endswith(".py") or name in _READ_FROM_A_TREE or (name.startswith("requirements") and name.endswith(".txt"))

@@ -14,6 +14,7 @@ annotations bypass it through `command_line`.
 from __future__ import annotations
 
 import io
+import os
 import sys
 from typing import TextIO
 
@@ -97,13 +98,36 @@ class CommandGuard(io.TextIOBase):
         self._line, self._open = "", True
 
 
+# The standard streams the process was started without (`>&-`): hprobe writes
+# what it would have written there to nowhere, and says so once on the other.
+CLOSED: set[str] = set()
+
+
 def install() -> None:
     """Guard sys.stdout and sys.stderr for the rest of the process. Text that
     the stream's encoding cannot carry is written as backslash escapes, never
-    an error (a C locale, PYTHONIOENCODING=ascii)."""
-    for name in ("stdout", "stderr"):
+    an error (a C locale, PYTHONIOENCODING=ascii). A stream the process was
+    started without becomes a sink (CLOSED names it); one the caller left
+    non-blocking is made blocking, so a large report is written whole rather
+    than cut off at the pipe's buffer."""
+    for name, fd in (("stdout", 1), ("stderr", 2)):
         stream = getattr(sys, name)
-        if stream is None or isinstance(stream, CommandGuard):
+        if stream is None:
+            CLOSED.add(name)
+            # The sink takes the stream's own descriptor, so no file hprobe
+            # opens later can land on fd 1 or 2 and receive what is printed.
+            null = os.open(os.devnull, os.O_WRONLY)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            setattr(sys, name, os.fdopen(fd, "w", encoding="utf-8", closefd=False))
+            continue
+        try:
+            if not os.get_blocking(fd):
+                os.set_blocking(fd, True)
+        except OSError:
+            pass
+        if isinstance(stream, CommandGuard):
             continue
         try:
             stream.reconfigure(errors="backslashreplace")
