@@ -42,12 +42,17 @@ def _count_template(fields: dict[str, Any], heads: int) -> dict[str, Any]:
     return out
 
 
+# The most head counts one result can hold (hprobe takes counts up to 4096):
+# a recorded document claiming more is refused before it is expanded.
+MAX_RESULT_HEADS = 4096
+
+
 def _expand_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    items = []
+    items: list[dict[str, Any]] = []
     for run in runs:
         lo, hi = int(run["from"]), int(run["to"])
-        if not 0 < lo <= hi or hi - lo > 1 << 16:
-            raise ValueError(f"a run from {lo} to {hi}")
+        if not 0 < lo <= hi <= MAX_RESULT_HEADS or len(items) + hi - lo + 1 > MAX_RESULT_HEADS:
+            raise ValueError(f"a run from {lo} to {hi}: more head counts than a result holds ({MAX_RESULT_HEADS})")
         counted = run.get("count_in", [])
         fields = {k: v for k, v in run.items() if k not in ("from", "to", "count_in")}
         for h in range(lo, hi + 1):
@@ -276,6 +281,8 @@ class KernelSMResult:
         result.unchecked = list(data.get("unchecked", []))
         result.metadata = data.get("metadata")
         items = _expand_runs(data["runs"]) if "runs" in data else data["heads"]
+        if len(items) > MAX_RESULT_HEADS:
+            raise ValueError(f"{len(items)} head counts, more than a result holds ({MAX_RESULT_HEADS})")
         for item in items:
             head = HeadResult.from_dict(item)
             result.heads[head.heads] = head

@@ -275,10 +275,11 @@ class _Parser:
             raise self._fail(where, f'backend {name}: pad_map must be a table such as {{ "8" = 64 }}')
         pairs = []
         for k, v in value.items():
-            try:
-                n = int(k)
-            except ValueError:
-                raise self._fail(where, f"backend {name}: pad_map key {k!r} is not an integer") from None
+            # A count as people write one: ASCII digits, no sign, no space, no
+            # leading zero (int() would also read "016", " 16" and "١٦").
+            if not (isinstance(k, str) and k.isascii() and k.isdigit() and not k.startswith("0")):
+                raise self._fail(where, f"backend {name}: pad_map key {k!r} is not a head count (write it as digits, such as \"16\")")
+            n = int(k)
             if n > MAX_HEADS:
                 raise self._fail(where, f"backend {name}: pad_map key {k} is above {MAX_HEADS}, more than any model has")
             if n <= 0 or not _positive_int(v):

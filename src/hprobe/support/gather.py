@@ -77,11 +77,18 @@ def probe_named(item: str, needed: dict[str, list[int]], heads: list[int], use_c
     for result in probe_release(release, list(needed), sms, heads, use_cache=use_cache):
         if result.key in needed and result.sm in needed[result.key]:
             results[(result.key, result.sm)] = result
-    notes = [u.note(release.version) for u in release.unmet]
+    notes = [u.note(release.version) for u in release.unmet[:MAX_UNMET_NOTES]]
+    if len(release.unmet) > MAX_UNMET_NOTES:
+        rest = release.unmet[MAX_UNMET_NOTES:]
+        notes.append(f"flashinfer {release.version}: {len(rest)} more requirements not met here ({', '.join(u.name for u in rest[:5])}, ...)")
     cache_note = cache.note()
     if cache_note:
         notes.append(cache_note)
     return ProbedRelease(item, FlashinferInfo(release.version, str(release.location)), results, notes, release.unmet)
+
+
+# A release whose metadata lists thousands of requirements gets a few notes, not thousands.
+MAX_UNMET_NOTES = 8
 
 
 def gather(labels: list[str], needed: dict[str, list[int]], heads: list[int], use_cache: bool, progress: Progress) -> dict[str, ProbedRelease]:

@@ -175,7 +175,14 @@ def _apply_source(root: Path, index: RepoIndex, repo: RepoTables, edits: Edits, 
         by_file.setdefault(site.path, []).append((site, text, owners))
     out: dict[str, tuple[bytes, bytes]] = {}
     texts: dict[str, str] = {}
-    for rel, items in sorted(by_file.items()):
+    for shown_rel, items in sorted(by_file.items()):
+        # A rule file linked into the tree is patched where it really is; one
+        # that lives outside the tree is not the tree's to patch.
+        real = real_path_in_tree(root / shown_rel, root)
+        if real is None:
+            classes = sorted({q for _, _, o in items for q in o})
+            raise InputError(f"{shown_rel}: a symlink to a file outside the tree; a patch of the tree cannot change it; nothing written; change {', '.join(classes)} by hand")
+        rel = real
         try:
             source = PythonSource.read(root / rel, rel)
             new = source.replaced([(site.span, _rendered(source, site, text)) for site, text, _ in items])
@@ -183,7 +190,7 @@ def _apply_source(root: Path, index: RepoIndex, repo: RepoTables, edits: Edits, 
         except (InputError, ValueError, SyntaxError) as exc:
             classes = sorted({q for _, _, o in items for q in o})
             raise InputError(f"{rel}: the patch would not be exact ({getattr(exc, 'message', None) or exc}); nothing written; change {', '.join(classes)} by hand") from None
-        name = index.module_name_of(rel)
+        name = index.module_name_of(shown_rel)
         if name is not None:
             texts[name] = new.text
         out[rel] = (source.raw, new.raw)
@@ -227,7 +234,11 @@ def _pin_edits(pins: list[RepoPin], root: Path, floor: Version | None, published
         if pin.kind == "metadata" or not pin.path.is_relative_to(root):
             blocked[pin] = f"{where} (flashinfer{pin.spec}) is built or installed metadata, not a requirement the tree declares: raise it to {new_spec} where it is declared"
             continue
-        rel = pin.path.relative_to(root).as_posix()
+        real = real_path_in_tree(pin.path, root)
+        if real is None:
+            blocked[pin] = f"{where} is a symlink to a file outside the tree, which a patch of the tree cannot change: raise it to {new_spec} there"
+            continue
+        rel = real
         if rel not in files:
             text = read_text(pin.path, "requirement file")
             files[rel] = (text, text, [])
@@ -257,6 +268,15 @@ def _companions(pin: RepoPin, rel: str, text: str, new_spec: str, words: list[st
             continue
         words.append(f"{rel}:{other.line}: {other.name} requirement {other.spec} → {new_spec} (released with flashinfer-python)")
     return text
+
+
+def real_path_in_tree(path: Path, root: Path) -> str | None:
+    """Where `path` really is, relative to the tree (symlinks and `..`
+    resolved), or None when that is outside the tree."""
+    real, base = path.resolve(), root.resolve()
+    if real != base and base not in real.parents:
+        return None
+    return real.relative_to(base).as_posix()
 
 
 def _shown(pin: RepoPin, root: Path) -> str:

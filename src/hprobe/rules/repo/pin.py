@@ -72,7 +72,7 @@ class RepoPin:
     spec: str  # a PEP 440 specifier set, e.g. "==0.7.2.post1"
     path: Path  # the file it came from
     line: int | None = None  # its line there
-    kind: str = "requirements"  # metadata, pyproject, requirements or setup.py
+    kind: str = "requirements"  # metadata, pyproject, poetry, pylock, requirements, setup.py or setup.cfg
     written: str = ""  # the requirement as the file writes it (without comment or options)
     locator: tuple = ()  # requirements: (begin, end, has options); pyproject: the key path; setup.py: its ast span
 
@@ -102,8 +102,115 @@ def find_pins(root: Path) -> list[RepoPin]:
     rules crash on."""
     base = root if root.is_dir() else root.parent
     out: list[RepoPin] = []
-    for finder in (_from_metadata, _from_pyproject, _from_requirements, _from_setup_py):
+    for finder in (_from_metadata, _from_pyproject, _from_poetry, _from_pylock, _from_requirements, _from_setup_py, _from_setup_cfg):
         out.extend(finder(base))
+    return out
+
+
+def _from_setup_cfg(base: Path) -> list[RepoPin]:
+    """`[options] install_requires` (and `extras_require`) of setup.cfg, read
+    with configparser as setuptools reads it: one requirement a line."""
+    import configparser
+
+    path = base / "setup.cfg"
+    if not path.exists():
+        return []
+    text = read_text(path, "setup.cfg")
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
+    try:
+        parser.read_string(text, source=str(path))
+    except configparser.Error as exc:
+        raise InputError(f"{path}: not readable as setup.cfg ({type(exc).__name__})") from None
+    values = [parser.get("options", "install_requires", fallback="")]
+    if parser.has_section("options.extras_require"):
+        values += [value for _, value in parser.items("options.extras_require")]
+    lines = text.split("\n")
+    out = []
+    for value in values:
+        for item in value.split("\n"):
+            req = _flashinfer(item.split("#", 1)[0])
+            if req is not None:
+                number = next((i for i, line in enumerate(lines, 1) if item.strip() and item.strip() in line), None)
+                out.append(RepoPin(str(req.specifier), path, number, "setup.cfg", item.strip()))
+    return out
+
+
+def _from_poetry(base: Path) -> list[RepoPin]:
+    """`[tool.poetry.dependencies]` (and groups) of pyproject.toml, in Poetry's
+    own version syntax (^, ~, *, a table with `version`), as the PEP 440
+    specifier it means."""
+    path = base / "pyproject.toml"
+    if not path.exists():
+        return []
+    text = read_text(path, "pyproject.toml")
+    poetry = parse_toml(text, path).get("tool", {}).get("poetry", {})
+    if not isinstance(poetry, dict):
+        return []
+    tables = [poetry.get("dependencies", {})]
+    groups = poetry.get("group", {})
+    if isinstance(groups, dict):
+        tables += [g.get("dependencies", {}) for g in groups.values() if isinstance(g, dict)]
+    out = []
+    for deps in tables:
+        if not isinstance(deps, dict):
+            continue
+        for name, value in deps.items():
+            if canonicalize_name(str(name)) not in NAMES:
+                continue
+            constraint = value.get("version") if isinstance(value, dict) else value
+            spec = poetry_specifier(str(constraint)) if isinstance(constraint, str) else None
+            if spec is None:
+                raise InputError(f"{path}: [tool.poetry] {name} = {value!r}: not a Poetry version constraint hprobe reads")
+            number = next((i for i, line in enumerate(text.split("\n"), 1) if line.strip().startswith(str(name)) and str(constraint) in line), None)
+            out.append(RepoPin(spec, path, number, "poetry", f"{name} {constraint}"))
+    return out
+
+
+def poetry_specifier(constraint: str) -> str | None:
+    """Poetry's `^0.6.13`, `~0.6.13`, `0.6.*`, `>=0.6,<0.8` as a PEP 440
+    specifier (None when it is not one of these forms)."""
+    parts = []
+    for piece in constraint.split(","):
+        piece = piece.strip()
+        if piece in ("*", ""):
+            continue
+        if piece[0] in "^~" and not piece.startswith("~="):
+            raw = piece[1:].strip()
+            try:
+                numbers = [int(x) for x in raw.split(".")]
+            except ValueError:
+                return None
+            if piece[0] == "^":
+                first = next((i for i, x in enumerate(numbers) if x), len(numbers) - 1)
+                upper = numbers[: first + 1]
+            else:
+                upper = numbers[:2] if len(numbers) > 1 else numbers[:1]
+            upper[-1] += 1
+            parts += [f">={raw}", f"<{'.'.join(map(str, upper))}"]
+        elif piece[0].isdigit():
+            parts.append(f"=={piece}")
+        else:
+            parts.append(piece)
+    spec = ",".join(parts)
+    try:
+        SpecifierSet(spec)
+    except InvalidSpecifier:
+        return None
+    return spec or None
+
+
+def _from_pylock(base: Path) -> list[RepoPin]:
+    """A `pylock.toml` (PEP 751) locks one version of each package: `==` it."""
+    out = []
+    for path in sorted(base.glob("pylock*.toml")):
+        text = read_text(path, "lock file")
+        packages = parse_toml(text, path).get("packages", [])
+        if not isinstance(packages, list):
+            raise InputError(f"{path}: [[packages]] must be a list of tables")
+        for item in packages:
+            if isinstance(item, dict) and canonicalize_name(str(item.get("name", ""))) in NAMES and isinstance(item.get("version"), str):
+                number = next((i for i, line in enumerate(text.split("\n"), 1) if line.strip() == f'version = "{item["version"]}"'), None)
+                out.append(RepoPin(f"=={item['version']}", path, number, "pylock", f"{item['name']}=={item['version']}"))
     return out
 
 
@@ -112,11 +219,17 @@ def _flashinfer(text: str) -> Requirement | None:
 
 
 def _named(text: str, names: set[str]) -> Requirement | None:
+    """A requirement on one of `names`; one without a version admits every
+    release, said as `>=0` rather than dropped."""
     try:
         req = Requirement(text.strip())
     except InvalidRequirement:
         return None
-    return req if canonicalize_name(req.name) in names and str(req.specifier) else None
+    if canonicalize_name(req.name) not in names:
+        return None
+    if not str(req.specifier):
+        req.specifier = SpecifierSet(">=0")
+    return req
 
 
 def _from_metadata(base: Path) -> list[RepoPin]:
@@ -202,20 +315,23 @@ def _from_requirements(base: Path) -> list[RepoPin]:
     """requirements*.txt and requirements/*.txt, and the files their `-r`/`-c`
     lines include from inside the tree (a constraint pins as much as a
     requirement does)."""
-    todo = sorted(base.glob("requirements*.txt")) + sorted(base.glob("requirements/*.txt"))
+    # The tree's own files by name are read wherever a link sends them (a pin
+    # read is never one silently missing; a patch refuses to follow it out);
+    # includes are followed only inside the tree.
+    todo = [(p, True) for p in sorted(base.glob("requirements*.txt")) + sorted(base.glob("requirements/*.txt"))]
     seen: set[Path] = set()
     out = []
     while todo and len(seen) < MAX_REQUIREMENT_FILES:
-        path = todo.pop(0)
+        path, named = todo.pop(0)
         resolved = path.resolve()
         # An include that names no file is the consumer's to mend, not a pin;
         # anything else that is not a regular file is refused by read_text.
-        if resolved in seen or not resolved.is_relative_to(base.resolve()) or not path.exists():
+        if resolved in seen or not (named or resolved.is_relative_to(base.resolve())) or not path.exists():
             continue
         seen.add(resolved)
         text = read_text(path, "requirements file")
         out.extend(_requirement_lines(path, text, NAMES))
-        todo.extend(path.parent / m.group(1) for line in text.split("\n") if (m := _INCLUDE.match(line)))
+        todo.extend((path.parent / m.group(1), False) for line in text.split("\n") if (m := _INCLUDE.match(line)))
     return out
 
 
@@ -300,6 +416,9 @@ def rewrite(pin: RepoPin, text: str, new_spec: str) -> str:
     """The file's `text` with this one requirement given `new_spec`."""
     if pin.kind == "metadata":
         raise NotRewritable(f"{pin.source}: installed or built metadata, not the tree's own requirement")
+    if pin.kind in ("setup.cfg", "poetry", "pylock"):
+        # Read so that no pin goes unseen; rewritten by the tool that owns the file.
+        raise NotRewritable(f"{pin.source}: a {pin.kind} requirement ({pin.written}), which hprobe reads but does not rewrite")
     new_written = with_specifier(pin.written, new_spec)
     if pin.kind == "requirements":
         # Located again in `text`: an earlier rewrite on another line of the

@@ -101,7 +101,7 @@ class RepoIndex:
     def build(cls, root: Path, excludes: tuple[str, ...] = DEFAULT_EXCLUDES) -> RepoIndex:
         index = cls(root)
         base = root if root.is_dir() else root.parent
-        for path in sorted(_python_files(root, excludes)):
+        for path in sorted(_python_files(root, excludes, index.problems)):
             index.files[_module_name(path.relative_to(base))] = path
         return index
 
@@ -361,10 +361,11 @@ def resolve_relative(package: str, module: str | None, level: int) -> str:
     return ".".join(p for p in parts + ([module] if module else []) if p)
 
 
-def _python_files(root: Path, excludes: tuple[str, ...]):
-    """The tree's Python files, walked without following symlinks. A
-    directory that cannot be listed (permissions, /proc) is skipped; a tree
-    larger than the bounds is one input error, said before anything is parsed."""
+def _python_files(root: Path, excludes: tuple[str, ...], problems: list[str] | None = None):
+    """The tree's Python files, walked without following symlinked
+    directories. A directory that cannot be listed (permissions, /proc) is
+    skipped and named in `problems`; a tree larger than the bounds is one input
+    error, said before anything is parsed."""
     if root.is_file():
         yield root
         return
@@ -375,7 +376,9 @@ def _python_files(root: Path, excludes: tuple[str, ...]):
         try:
             with os.scandir(directory) as listing:
                 entries = list(listing)
-        except OSError:
+        except OSError as exc:
+            if problems is not None:
+                problems.append(f"{directory.relative_to(root) if directory != root else directory}: not read ({exc.strerror or type(exc).__name__}); its Python files were not searched")
             continue
         seen += len(entries)
         if seen > MAX_ENTRIES:
