@@ -182,7 +182,7 @@ def extract(root: Path, mapping: Mapping, excludes: tuple[str, ...] = (), flashi
             unparsed = f" ({len(index.problems)} file(s) could not be parsed; see above)" if index.problems else ""
             notes.append(f"the mapping names {name}, which this tree does not define{unparsed}")
     notes.extend(paths.notes)
-    pin = find_pin(root)
+    pin = find_pin(root, notes)
     backends: list[Backend] = []
     for item in found:
         backends.extend(_backends(item, reaches, mapping.models))

@@ -277,10 +277,10 @@ def _platforms(raw: object, path: Path, parser: _Parser) -> list[tuple[str, tupl
         if not isinstance(item, dict) or set(item) != {"expr", "sm"} or not isinstance(item["expr"], str) or not isinstance(item["sm"], list):
             raise InputError(f"{where}: [[platform]] takes expr (the predicate as the source writes it) and sm (where it is true)")
         try:
-            expr = ast.unparse(ast.parse(item["expr"], mode="eval").body)  # normalised as the evaluator sees it
+            expr = normalised_expression(item["expr"])  # as the evaluator sees it
             sms = tuple(parse_sm(str(x)).number for x in item["sm"])
-        except SyntaxError:
-            raise InputError(f"{where}: [[platform]] expr {item['expr']!r} is not a Python expression") from None
+        except SyntaxError as exc:
+            raise InputError(f"{where}: [[platform]] expr {item['expr'][:60]!r}: {exc.msg}") from None
         except InputError as exc:
             raise InputError(f"{where}: [[platform]] {exc.message}") from None
         out.append((expr, sms))
@@ -424,6 +424,28 @@ def _call_conditions(raw: dict, where: Where) -> tuple[tuple[str, bool | int | s
     if not isinstance(conditions, dict) or not all(isinstance(v, (bool, int, str)) for v in conditions.values()):
         raise InputError(f"{where}: call {raw['site']}: conditions maps expressions as the source writes them to their values")
     try:
-        return tuple((ast.unparse(ast.parse(k, mode="eval").body), v) for k, v in conditions.items())
-    except SyntaxError:
-        raise InputError(f"{where}: call {raw['site']}: a condition is not a Python expression") from None
+        return tuple((normalised_expression(k), v) for k, v in conditions.items())
+    except SyntaxError as exc:
+        raise InputError(f"{where}: call {raw['site']}: a condition: {exc.msg}") from None
+
+
+def normalised_expression(text: str) -> str:
+    """A Python expression as `ast.unparse` writes it (how the evaluator
+    matches source text), refused as a SyntaxError when it is not one or nests
+    deeper than a source file may (scan.MAX_NESTING): every walk of it is then
+    bounded."""
+    from hprobe.rules.repo.scan import MAX_NESTING
+
+    if len(text) > 10_000:
+        raise SyntaxError("longer than 10,000 characters, not an expression a rule reads")
+    try:
+        tree = ast.parse(text, mode="eval")
+    except (RecursionError, MemoryError, ValueError):
+        raise SyntaxError("nested too deeply for Python's parser") from None
+    stack: list[tuple[ast.AST, int]] = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise SyntaxError(f"nested deeper than {MAX_NESTING} levels")
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return ast.unparse(tree.body)

@@ -89,22 +89,31 @@ class RepoPin:
         return Requirement(self.written).name if self.written else "flashinfer-python"
 
 
-def find_pin(root: Path) -> RepoPin | None:
+def find_pin(root: Path, problems: list[str] | None = None) -> RepoPin | None:
     """The first flashinfer requirement found, most authoritative source first:
-    METADATA beside or inside the tree, pyproject.toml, requirements files."""
-    pins = find_pins(root)
+    METADATA beside or inside the tree, pyproject.toml, requirements files.
+    A requirement file that cannot be read is named in `problems`."""
+    pins = find_pins(root, problems)
     return pins[0] if pins else None
 
 
-def find_pins(root: Path) -> list[RepoPin]:
+def find_pins(root: Path, problems: list[str] | None = None) -> list[RepoPin]:
     """Every flashinfer requirement of the tree, most authoritative first: a
     patch that raises one must raise each that would still admit a release its
     rules crash on."""
     base = root if root.is_dir() else root.parent
     out: list[RepoPin] = []
     for finder in (_from_metadata, _from_pyproject, _from_poetry, _from_pylock, _from_requirements, _from_setup_py, _from_setup_cfg):
-        out.extend(finder(base))
+        try:
+            out.extend(finder(base))
+        except _Unreadable as exc:
+            if problems is not None:
+                problems.append(str(exc))
     return out
+
+
+class _Unreadable(Exception):
+    """A requirement file hprobe cannot read: named, the others still read."""
 
 
 def _from_setup_cfg(base: Path) -> list[RepoPin]:
@@ -369,8 +378,9 @@ def _from_setup_py(base: Path) -> list[RepoPin]:
         return []
     try:
         tree = ast.parse(read_text(path, "setup.py"))
-    except (SyntaxError, ValueError, InputError):
-        return []  # not a requirement source hprobe can read; others were tried first
+    except (SyntaxError, ValueError, InputError, RecursionError, MemoryError) as exc:
+        why = getattr(exc, "message", None) or ("nested too deeply for Python's parser" if isinstance(exc, (RecursionError, MemoryError)) else str(exc))
+        raise _Unreadable(f"{path}: not read for a flashinfer requirement ({why})") from None
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.keyword) and node.arg == "install_requires" and isinstance(node.value, (ast.List, ast.Tuple)):

@@ -183,7 +183,7 @@ class RepoIndex:
         except SyntaxError as exc:
             problem = f"{rel}{f':{exc.lineno}' if exc.lineno else ''}: not parsed: {exc.msg}"
         except (ValueError, RecursionError, MemoryError) as exc:
-            problem = f"{rel}: not parsed: {'nested too deeply' if isinstance(exc, RecursionError) else exc}"
+            problem = f"{rel}: not parsed: {exc if isinstance(exc, ValueError) else 'nested too deeply for Python parser'}"
         else:
             problem = _too_deep(tree, rel)
         if problem is not None:
