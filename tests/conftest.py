@@ -63,6 +63,23 @@ def _download_engine(where: Path, distribution: str, version: str) -> Path:
     return tree
 
 
+@pytest.fixture(scope="session")
+def cubin_wheel() -> Path:
+    """flashinfer-cubin 0.6.13, the newest on the index: the wheel whose kernel
+    package (158f6fa…) flashinfer 0.6.12 – 0.6.17 name, with trtllm-gen's
+    kernel table. Downloaded once per session with pip; never unpacked."""
+    where = SESSION_CACHE.parent / f"{SESSION_CACHE.name}-flashinfer-cubin"
+    wheels = list(where.glob("flashinfer_cubin-*.whl"))
+    if not wheels:
+        where.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "flashinfer-cubin==0.6.13", "-d", str(where), "--disable-pip-version-check"],
+            check=True, capture_output=True, stdin=subprocess.DEVNULL, timeout=600,
+        )
+        wheels = list(where.glob("flashinfer_cubin-*.whl"))
+    return wheels[0]
+
+
 @pytest.fixture
 def cli(monkeypatch):
     """Run hprobe in-process; returns (exit code, stdout, stderr)."""

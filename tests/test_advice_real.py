@@ -127,17 +127,14 @@ def test_sglang_fallback_is_flashmla_by_default_and_never_rewritten(cli_json, cl
     assert not any(f["verdict"] == "table-refuses" for f in rows)
 
 
-def test_sm120_on_0613_says_it_reaches_sm10x_code(cli_json):
-    """0.6.13's DSv4 entry has no SM12x route: SM120 reaches trtllm-gen's SM10x
-    cubins, and an `ok` there says so, in its label and its evidence."""
-    from .conftest import PRE_48047
-
-    code, doc, err = cli_json("check", "--table", str(PRE_48047), "--flashinfer", "0.6.13", "--sm", "120")
-    oks = [f for f in doc["findings"] if f["verdict"] == "ok"]
-    assert oks and code == 1, err
-    for f in oks:
-        assert f["padded"] in (64, 128) and f["label"] == "ok (validators only)"
-        assert any("built for SM10x" in u and "not expected to hold on the GPU" in u for u in f["unchecked"]), f["unchecked"]
+def test_suggest_on_sm120_raises_the_pin_to_the_release_that_brings_a_route(cli_json, vllm_025_checkout):
+    """0.6.13's DSv4 entry has no SM12x route: SM120 reaches trtllm-gen, whose
+    runner refuses it ("Unsupported architecture"), so no padding serves there.
+    suggest names the release that brings the route, with its rule, as one change."""
+    code, doc, err = cli_json("suggest", "--repo", str(vllm_025_checkout), "--sm", "120")
+    [sm120] = [s for s in doc["suggestions"] if s["kernel"] == "dsv4-sparse-mla" and s["sms"] == [120]]
+    assert sm120["suggested_on"] == "0.6.14" and sm120["suggested"] is not None, sm120
+    assert sm120["pin"]["needs"] == "0.6.14", sm120["pin"]
 
 
 def test_a_rule_kept_as_it_is_is_not_asked_to_be_changed_by_hand(cli_json, tmp_path):

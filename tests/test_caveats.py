@@ -30,8 +30,8 @@ def test_the_report_page_carries_each_caveat_escaped():
 
 def test_grid_and_pivot_keep_the_caveats(cli):
     for layout in (["--grid"], ["--pivot", "heads,sm"]):
-        code, out, err = cli("matrix", "-k", "dsv4-sparse-mla", "--sm", "100,120", "--heads", "62-66", *layout)
+        code, out, err = cli("matrix", "-k", "trtllm-mla[backend=cute-dsl]", "--sm", "100,120", "--heads", "62-66", *layout)
         assert code == 0, err
         caveats = out.split("caveats on accepted cells\n", 1)[1]
-        assert "dsv4-sparse-mla SM100: validators only: trtllm-gen picks a cubin" in caveats
-        assert "dsv4-sparse-mla SM120: validators only:" in caveats
+        assert "trtllm-mla[backend=cute-dsl] SM100: validators only: cute-dsl compiles the kernel" in caveats
+        assert "trtllm-mla[backend=cute-dsl] SM120: validators only:" in caveats

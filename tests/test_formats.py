@@ -31,7 +31,7 @@ OUTCOME_AT = {1: Outcome.ACCEPTED, 2: Outcome.ACCEPTED, 3: Outcome.REJECTED, 4: 
               7: Outcome.UNSUPPORTED_ARCH, 8: Outcome.UNSUPPORTED_CONFIG, 9: Outcome.ACCEPTED, 10: Outcome.REJECTED, 11: Outcome.REJECTED, 12: Outcome.ACCEPTED}
 
 
-DEPTH_AT = {100: Depth.VALIDATORS, 103: Depth.DISPATCH, 120: Depth.PARTIAL, 121: Depth.FAKED_DEVICE}
+DEPTH_AT = {100: Depth.VALIDATORS, 103: Depth.DISPATCH, 120: Depth.PARTIAL, 121: Depth.FAKED_DEVICE, 90: Depth.COMPILED}
 
 
 def _result(sm: int, depth: Depth) -> KernelSMResult:
@@ -114,7 +114,7 @@ def test_every_outcome_and_depth_shows_in_every_format(name):
     # Per SM: its status, the accepted set, and each refusal with its evidence.
     assert "accepted" in out and "{1, 2, 9, 12}" in out
     assert "Expected 64 or 128 query heads, got 3" in out and "flashinfer/decode.py:2131" in out
-    assert "partial" in out and "dispatch" in out and "faked" in out
+    assert "partial" in out and "dispatch" in out and "faked" in out and "compiled" in out
 
 
 def test_the_grid_marks_every_outcome_and_its_legend_is_generated():

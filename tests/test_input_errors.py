@@ -63,7 +63,7 @@ def test_heads_not_dividing_over_tp_override(cli, write_table):
         ("pad_to = [128, 64]", "strictly increasing"),
         ("pad_to = []", "non-empty"),
         ('pad_map = { "16" = 8 }', "pads 16 down to 8"),
-        ('pad_map = { "x" = 8 }', "not an integer"),
+        ('pad_map = { "x" = 8 }', "is not a head count"),
         ("", "exactly one of pad_to, pad_map, pad_multiple, pad_tile"),
         ("pad_to = [64]\npad_map = { \"8\" = 64 }", "exactly one"),
     ],

@@ -20,6 +20,7 @@ LAYERS = [
     "device",  # the emulated GPU: session, fakes, stand-ins at the compiled boundary
     "kernels",  # one probe per kernel entry point
     "probe",  # a probe over SMs x heads -> outcomes with evidence
+    "compiled",  # past the validators: kernel tables and ported selection code
     "rules",  # padding rules: TOML, --pad-fn, a consumer's tree
     "support",  # where answers come from: installed, fetched, cached, workers
     "judge",  # the only place verdicts are decided

@@ -42,14 +42,17 @@ def judge(n: int, padded: int | None, support: KernelSMResult) -> Judgement:
         return Verdict.INCONCLUSIVE, best, None, None, [f"{padded} was not probed"]
     if best is not None:
         accepted_above = chain((best,), accepted_above)
+    if result.outcome is Outcome.ACCEPTED and result.shapes:
+        whole = next((h for h in accepted_above if heads[h].serves), None)
+        return Verdict.SOME_SHAPES, whole, None, result, notes + [result.shapes]
     if result.outcome is Outcome.ACCEPTED and result.slow_path:
-        fast = next((h for h in accepted_above if not heads[h].slow_path), None)
+        fast = next((h for h in accepted_above if heads[h].serves), None)
         if fast is not None:
             notes.append(f"{fast} reaches {heads[fast].entry}")
         return Verdict.OFF_FAST_PATH, fast, None, result, notes + [result.slow_path]
     if result.outcome is Outcome.ACCEPTED:
         # Only counts on the fast path are worth padding to instead.
-        smaller = next((h for h in accepted_above if h < padded and not heads[h].slow_path), None)
+        smaller = next((h for h in accepted_above if h < padded and heads[h].serves), None)
         unclear_between = [h for h in range(n, padded) if h in heads and heads[h].outcome is Outcome.INCONCLUSIVE]
         if unclear_between:
             notes.append(f"counts {compact_set(unclear_between)} between n and the padded count were inconclusive")
@@ -80,11 +83,15 @@ def judge_across(n: int, padded: int | None, supports: list[KernelSMResult]) -> 
     if unclear:
         _, (_, best, _, evidence, notes) = unclear[0]
         return Verdict.INCONCLUSIVE, best, None, evidence, [f"inconclusive on flashinfer {', '.join(v for v, _ in unclear)}"] + notes
+    shaped = [(v, j) for v, j in per if j[0] is Verdict.SOME_SHAPES]
+    if shaped:
+        _, (_, best, _, evidence, notes) = shaped[0]
+        return Verdict.SOME_SHAPES, best, None, evidence, [f"a kernel only at some shapes on flashinfer {', '.join(v for v, _ in shaped)}"] + notes
     slow = [(v, j) for v, j in per if j[0] is Verdict.OFF_FAST_PATH]
     if slow:
         _, (_, best, _, evidence, notes) = slow[0]
         return Verdict.OFF_FAST_PATH, best, None, evidence, [f"off the fast path on flashinfer {', '.join(v for v, _ in slow)}"] + notes
-    accepted_by_all = set.intersection(*({h for h in s.accepted() if not s.heads[h].slow_path} for s in supports))
+    accepted_by_all = set.intersection(*({h for h in s.accepted() if s.heads[h].serves} for s in supports))
     evidence = per[-1][1][3]
     if padded is None:
         common = sorted(h for h in accepted_by_all if h >= n)
@@ -164,6 +171,8 @@ def _weakest_depth(probed: list[KernelSMResult]) -> Depth:
         return Depth.PARTIAL
     if Depth.FAKED_DEVICE in depths:
         return Depth.FAKED_DEVICE
+    if depths == {Depth.COMPILED}:
+        return Depth.COMPILED  # every release's answer went past the validators
     return Depth.DISPATCH if depths == {Depth.DISPATCH} else Depth.VALIDATORS
 
 

@@ -10,6 +10,7 @@ count no release can serve is reported, never papered over."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -193,7 +194,7 @@ def _suggest_backend(table: PaddingTable, backend: Backend, sms: tuple[int, ...]
 
 
 def _fast(result: KernelSMResult) -> set[int]:
-    return {h for h in result.accepted() if not result.heads[h].slow_path}
+    return {h for h in result.accepted() if result.heads[h].serves}
 
 
 def _version(text: str) -> Version:
@@ -215,6 +216,37 @@ def _choose(counts: list[int], safe: dict[int, set[int]], unsafe: dict[int, list
             continue
         chosen[n] = max(v for v in per_sm.values() if v is not None)
     return chosen
+
+
+def route_ahead(
+    s: BackendSuggestion, table: PaddingTable, versions: list[Version], results_at: Callable[[Version], dict[int, KernelSMResult] | None]
+) -> bool:
+    """For a backend that no release probed can serve (no count is safe for
+    some n on some SM: an SM with no route there, say): the first of `versions`
+    (newer releases, oldest first) from which every per-rank count has a
+    serving count on every SM. The suggestion then rests on that release, and
+    the pin search that follows says what it needs: the pin raise and the rule
+    as one change, never padding for a kernel that cannot run. False: no
+    release among `versions` serves them all."""
+    from hprobe.advise.history import first_true
+
+    counts = sorted(s.per_rank())
+
+    def serves_all(v: Version) -> bool | None:
+        results = results_at(v)
+        if results is None or any(sm not in results for sm in s.sms):
+            return None
+        safe = {sm: _fast(results[sm]) for sm in s.sms}
+        return len(_choose(counts, safe, {})) == len(counts)
+
+    found = first_true(versions, serves_all).first
+    if found is None:
+        return False
+    results = results_at(found)
+    assert results is not None
+    ahead = _suggest_backend(table, s.backend, s.sms, (str(found),), {sm: [results[sm]] for sm in s.sms}, True)
+    s.suggested, s.changes, s.newest, s.unsafe, s.keep_pin = ahead.suggested, ahead.changes, str(found), ahead.unsafe, None
+    return s.suggested is not None
 
 
 def _rule_for(chosen: dict[int, int]) -> PaddingRule:

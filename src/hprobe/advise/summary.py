@@ -63,16 +63,18 @@ def _urgency(verdict: Verdict) -> int:
     match verdict:
         case Verdict.BROKEN:
             return 0
-        case Verdict.REDUCIBLE:
+        case Verdict.SOME_SHAPES:
             return 1
-        case Verdict.TABLE_REFUSES:
+        case Verdict.REDUCIBLE:
             return 2
-        case Verdict.OFF_FAST_PATH:
+        case Verdict.TABLE_REFUSES:
             return 3
-        case Verdict.INCONCLUSIVE:
+        case Verdict.OFF_FAST_PATH:
             return 4
-        case Verdict.OK:
+        case Verdict.INCONCLUSIVE:
             return 5
+        case Verdict.OK:
+            return 6
         case _:
             assert_never(verdict)
 
@@ -85,6 +87,11 @@ def _verdict_action(rows: list[Finding]) -> str:
         case Verdict.BROKEN:
             padded = compact_set({f.padded for f in group if f.padded is not None})
             return f"broken for {_tps(group)}: the kernel refuses {padded}; pad to counts it accepts before shipping this"
+        case Verdict.SOME_SHAPES:
+            padded = compact_set({f.padded for f in group if f.padded is not None})
+            whole = compact_set({f.best for f in group if f.best is not None})
+            instead = f"; pad to {whole}, which has a kernel at every shape tried" if whole != "{}" else ""
+            return f"a kernel for {padded} only at some batch sizes and KV lengths ({_tps(group)}){instead}"
         case Verdict.REDUCIBLE:
             return _reducible_action(group)
         case Verdict.TABLE_REFUSES:

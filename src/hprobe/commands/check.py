@@ -9,11 +9,13 @@ from dataclasses import replace
 from itertools import product
 from typing import TYPE_CHECKING
 
+from packaging.version import InvalidVersion, Version
+
 from hprobe.judge import check_table
 from hprobe.kernels import PROBES, get_probe, get_variant, named_axes
 from hprobe.kernels.base import Value
 from hprobe.model.errors import InputError
-from hprobe.model.outcome import Outcome
+from hprobe.model.outcome import KernelSMResult, Outcome
 from hprobe.model.padding import PaddingTable
 from hprobe.model.release import INSTALLED, ProbedRelease, Progress, quiet
 from hprobe.model.targets import DEFAULT_MAX_HEADS, resolve_targets
@@ -24,7 +26,7 @@ from hprobe.support.gather import gather
 from hprobe.support.releases import parse_spec, pinned_releases
 
 if TYPE_CHECKING:
-    from packaging.version import Version
+    from collections.abc import Callable
 
     from hprobe.advise.suggest import BackendSuggestion
     from hprobe.rules.repo.extract import RepoTables
@@ -297,8 +299,9 @@ def search_pins(report: CheckReport, suggestions: list[BackendSuggestion], pin: 
     from hprobe.support.releases import published_versions
 
     pins = {t.name: pin or t.requires_flashinfer for t in report.tables}
+    stranded = [s for s in suggestions if s.suggested is None and s.unsafe and not s.inconclusive]
     todo = [s for s in suggestions if s.suggested is not None and not s.inconclusive]
-    if not todo:
+    if not todo and not stranded:
         return []
     progress("listing published flashinfer releases")
     published = [v for v in published_versions() if not v.is_prerelease]
@@ -313,6 +316,8 @@ def search_pins(report: CheckReport, suggestions: list[BackendSuggestion], pin: 
     known: dict[str, ProbedRelease] = {rel.info.version: rel for rel in report.releases}
 
     unreachable: dict[str, str] = {}
+    newest_probed = max((Version(v) for v in known if _is_version(v)), default=None)
+    tables = {t.name: t for t in report.tables}
 
     def release(v: Version) -> ProbedRelease | None:
         """None: the release cannot be fetched or unpacked here, so it answers
@@ -324,6 +329,7 @@ def search_pins(report: CheckReport, suggestions: list[BackendSuggestion], pin: 
                 unreachable[str(v)] = exc.message
         return known.get(str(v))
 
+    todo.extend(_routed_ahead(stranded, [v for v in published if newest_probed is None or v > newest_probed], tables, release))
     for s in todo:
         key = s.backend.variant_key
 
@@ -336,7 +342,7 @@ def search_pins(report: CheckReport, suggestions: list[BackendSuggestion], pin: 
                 if hr is None or hr.outcome is Outcome.INCONCLUSIVE:
                     states.append(None)
                 else:
-                    states.append(hr.outcome is Outcome.ACCEPTED and not hr.slow_path)
+                    states.append(hr.serves)
             if False in states:
                 return False
             return None if None in states else True
@@ -352,6 +358,34 @@ def search_pins(report: CheckReport, suggestions: list[BackendSuggestion], pin: 
         s.pins = advise(s.sms, s.rule_counts(), s.per_rank(), versions, str(specifier) if specifier is not None else None, safe_at, admitted, start is not None)
     report.notes.extend(f"pin search: flashinfer {v} answered nothing: {why}" for v, why in unreachable.items())
     return published
+
+
+def _routed_ahead(
+    stranded: list[BackendSuggestion], ahead: list[Version], tables: dict[str, PaddingTable], release: Callable[[Version], ProbedRelease | None]
+) -> list[BackendSuggestion]:
+    """The suggestions no release probed can serve (an SM with no route
+    there), each now resting on the release after them that brings one."""
+    from hprobe.advise.suggest import route_ahead
+
+    routed = []
+    for s in stranded:
+        key = s.backend.variant_key
+
+        def results_at(v: Version, key: str = key, sms: tuple[int, ...] = s.sms) -> dict[int, KernelSMResult] | None:
+            probed = release(v)
+            return None if probed is None else {sm: probed.results[(key, sm)] for sm in sms if (key, sm) in probed.results}
+
+        if ahead and route_ahead(s, tables[s.table], ahead, results_at):
+            routed.append(s)
+    return routed
+
+
+def _is_version(text: str) -> bool:
+    try:
+        Version(text)
+    except InvalidVersion:
+        return False
+    return True
 
 
 _ENTRY_SINCE: dict[str, Version | None] = {}

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hprobe.kernels.offers import Metadata, capability_metadata
+from hprobe.model.compiled import TrtllmGenCall
 from hprobe.model.errors import InputError
 from hprobe.model.sm import SM
 
@@ -124,6 +125,12 @@ class KernelProbe(ABC):
     def compiled_checks(self, entry: str) -> str | None:
         """What the compiled function `entry` (module.function) is known to check
         beyond Python -- what a CPU probe cannot see -- or None."""
+        return None
+
+    def compiled_call(self, entry: str, config: dict[str, Value]) -> TrtllmGenCall | None:
+        """The call that reaching `entry` makes into a launcher whose selection
+        hprobe evaluates at compiled depth (trtllm-gen's FMHA), as this probe's
+        inputs for `config` make it; None where `entry` is no such launcher."""
         return None
 
     def path(self, entry: str, config: dict[str, Value]) -> str | None:

@@ -16,6 +16,7 @@ from typing import Any
 from hprobe.kernels import mla_inputs as mi
 from hprobe.kernels.base import Axis, KernelProbe, Metadata, PreparedCall, Value
 from hprobe.kernels.offers import missing_parameter, sm120_decode_claim
+from hprobe.model.compiled import TRTLLM_GEN_DTYPES, TrtllmGenCall
 from hprobe.model.sm import SM
 
 HEAD_DIM = 512  # DSv4 query and KV head dim
@@ -86,6 +87,14 @@ class DSv4SparseMLAProbe(KernelProbe):
     def built_for(self, entry: str) -> set[int] | None:
         # trtllm-gen's FMHA cubins are the SM10x (Blackwell datacenter) kernels.
         return {10} if entry.startswith("get_trtllm_gen_fmha_module") else None
+
+    def compiled_call(self, entry: str, config: dict[str, Value]) -> TrtllmGenCall | None:
+        # The SM10x trtllm-gen path: a query and pools of one dtype, 512 wide, a
+        # BF16 output, and top-k the width of the index rows (SWA_TOPK here).
+        if not entry.startswith("get_trtllm_gen_fmha_module") or config["kv_format"] != "fp8":
+            return None
+        dtype = TRTLLM_GEN_DTYPES[str(config["dtype"])]
+        return TrtllmGenCall("trtllm_paged_attention_decode_sparse_mla_dsv4", dtype, dtype, TRTLLM_GEN_DTYPES["bf16"], HEAD_DIM, HEAD_DIM, 1, PAGE_SIZE, SWA_TOPK)
 
     def compiled_checks(self, entry: str) -> str | None:
         if entry.startswith("get_trtllm_gen_fmha_module"):

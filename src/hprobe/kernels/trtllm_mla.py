@@ -12,6 +12,7 @@ from typing import Any
 
 from hprobe.kernels import mla_inputs as mi
 from hprobe.kernels.base import Axis, KernelProbe, Metadata, PreparedCall, Value
+from hprobe.model.compiled import TRTLLM_GEN_DTYPES, TrtllmGenCall
 from hprobe.model.sm import SM
 
 TRTLLM_GEN_UNCHECKED = (
@@ -48,6 +49,19 @@ class TrtllmMLAProbe(KernelProbe):
 
     def compiled_checks(self, entry: str) -> str | None:
         return unchecked_for(entry)
+
+    def compiled_call(self, entry: str, config: dict[str, Value]) -> TrtllmGenCall | None:
+        # trtllm_batch_decode_with_kv_cache_mla hands trtllm-gen the query as
+        # [tokens, h_q, rank + rope], the cache of the same dtype, a BF16 output
+        # of rank wide, and sparse_mla_top_k as given.
+        if not entry.startswith("get_trtllm_gen_fmha_module"):
+            return None
+        dtype = TRTLLM_GEN_DTYPES[str(config["dtype"])]
+        rank = int(config["kv_lora_rank"])
+        return TrtllmGenCall(
+            "trtllm_paged_attention_decode", dtype, dtype, TRTLLM_GEN_DTYPES["bf16"], rank + mi.QK_ROPE_HEAD_DIM, rank,
+            int(config["q_len"]), int(config["page_size"]), int(config["topk"]),
+        )
 
     def metadata(self, session: Any, entry: Callable[..., Any], sm: SM, config: dict[str, Value], heads: list[int]) -> Metadata | None:
         """`supported_mla_layer_dimensions` where the release publishes it: the

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, assert_never
 
+from hprobe.model.heads import compact_set
+
 
 def without_count(message: str, heads: int) -> str:
     """A refusal's message with the h_q it names blanked out ("got 65" -> "got #"),
@@ -149,6 +151,15 @@ class HeadResult:
     reason: str | None = None  # for inconclusive: why this says nothing about heads
     slow_path: str | None = None  # for accepted: why the kernel reached is off the fast path
     cause: str | None = None  # for inconclusive: a Cause value, when one is known
+    # for accepted at compiled depth: a kernel exists only at some batch sizes and
+    # KV lengths; which, in words (a launch at the others is refused)
+    shapes: str | None = None
+
+    @property
+    def serves(self) -> bool:
+        """Accepted, on the fast path, and (at compiled depth) with a kernel at
+        every shape tried: a count worth padding to."""
+        return self.outcome is Outcome.ACCEPTED and not self.slow_path and not self.shapes
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> HeadResult:
@@ -167,7 +178,7 @@ class HeadResult:
 
 
 # HeadResult's fields after heads and outcome, in their order (from_dict passes them by position).
-_TEXT_FIELDS = ("entry", "error_type", "message", "location", "reason", "slow_path", "cause")
+_TEXT_FIELDS = ("entry", "error_type", "message", "location", "reason", "slow_path", "cause", "shapes")
 _OUTCOMES = {outcome.value: outcome for outcome in Outcome}
 
 
@@ -183,6 +194,9 @@ class Depth(str, Enum):
     # again with tensors that report a CUDA device (no values), and the checks
     # after it ran on those
     FAKED_DEVICE = "faked-device"
+    # past the validators: the release's own kernel table and a port of its own
+    # selection code said which kernel each accepted h_q launches (or that none does)
+    COMPILED = "compiled"
 
     def qualifier(self, unchecked: bool) -> str:
         """What an accepted answer at this depth is said with ("" for none):
@@ -196,6 +210,8 @@ class Depth(str, Enum):
                 return "partial"
             case Depth.FAKED_DEVICE:
                 return "validators, some past a device check on faked CUDA tensors"
+            case Depth.COMPILED:
+                return "compiled selection"
             case _:
                 assert_never(self)
 
@@ -240,6 +256,9 @@ class KernelSMResult:
         out = [f"validators only: {item}" for item in self.unchecked]
         if self.depth is Depth.PARTIAL:
             out.insert(0, "partial: a compiled query answered before the launch; the Python acting on its answer did not run")
+        shaped = sorted(h for h, r in self.heads.items() if r.outcome is Outcome.ACCEPTED and r.shapes)
+        if shaped:
+            out.insert(0, f"some shapes: h_q {compact_set(shaped)} have a kernel only at some batch sizes and KV lengths")
         if self.depth is Depth.FAKED_DEVICE:
             out.insert(0, "faked device: past a check on the tensors' device with CPU tensors that report cuda:0; the checks after it ran on them")
         return out
@@ -260,6 +279,18 @@ class KernelSMResult:
             first.setdefault(key, hr)
         return [(hs, first[k]) for k, hs in groups.items()]
 
+    def shape_groups(self) -> list[tuple[list[int], HeadResult]]:
+        """Accepted h_q that have a kernel only at some shapes, grouped by what is said of them."""
+        groups: dict[str, list[int]] = {}
+        first: dict[str, HeadResult] = {}
+        for h in self.accepted():
+            hr = self.heads[h]
+            if hr.shapes:
+                key = without_count(hr.shapes, h)
+                groups.setdefault(key, []).append(h)
+                first.setdefault(key, hr)
+        return [(hs, first[k]) for k, hs in groups.items()]
+
     @property
     def status(self) -> Outcome:
         """One word for the whole SM: the outcome shared by all h_q, or accepted
@@ -269,6 +300,9 @@ class KernelSMResult:
             return Outcome.ACCEPTED
         if len(outcomes) == 1:
             return next(iter(outcomes))
+        if outcomes == {Outcome.REJECTED, Outcome.UNSUPPORTED_ARCH}:
+            # the h_q the validators let through meet an architecture check: none runs here
+            return Outcome.UNSUPPORTED_ARCH
         return Outcome.INCONCLUSIVE
 
     @classmethod

@@ -22,6 +22,9 @@ class Verdict(str, Enum):
     BROKEN = "broken"
     TABLE_REFUSES = "table-refuses"
     OFF_FAST_PATH = "off-fast-path"  # accepted, but served by a slower kernel than the family's own
+    # accepted by the validators; the release's kernel table has a kernel for it
+    # only at some batch sizes and KV lengths
+    SOME_SHAPES = "some-shapes"
     INCONCLUSIVE = "inconclusive"
 
     @property
@@ -38,6 +41,8 @@ class Verdict(str, Enum):
                 return _Traits("the table raises for a count the kernel accepts", "🟣", "magenta", Gate.SOFT, "notice")
             case Verdict.OFF_FAST_PATH:
                 return _Traits("accepted, but served by a slower kernel than the family's own", "🟡", "yellow", Gate.SOFT, "notice")
+            case Verdict.SOME_SHAPES:
+                return _Traits("a kernel exists for the padded count only at some batch sizes and KV lengths: a crash at the others", "🟠", "red", Gate.FAIL, "error")
             case Verdict.INCONCLUSIVE:
                 return _Traits("the kernel's answer could not be shown here", "❔", "cyan", Gate.UNDECIDED, "warning")
             case _:
@@ -128,7 +133,7 @@ class Finding:
     def label(self) -> str:
         """The verdict as printed: `ok (validators only)` where compiled code is
         known to check more than the Python a CPU probe runs."""
-        if self.verdict in (Verdict.OK, Verdict.REDUCIBLE, Verdict.OFF_FAST_PATH) and self.padded is not None:
+        if self.verdict in (Verdict.OK, Verdict.REDUCIBLE, Verdict.OFF_FAST_PATH, Verdict.SOME_SHAPES) and self.padded is not None:
             match self.depth:
                 case Depth.PARTIAL:
                     # Never a plain "ok": Python after a compiled policy query did not run.
@@ -140,6 +145,9 @@ class Finding:
                 case Depth.FAKED_DEVICE:
                     # Always said: a device check was passed with faked tensors.
                     return f"{self.verdict.value} (validators, on faked CUDA tensors)"
+                case Depth.COMPILED:
+                    # Always said: the answer rests on the release's kernel table too.
+                    return f"{self.verdict.value} (compiled)"
                 case _:
                     assert_never(self.depth)
             if self.unchecked:

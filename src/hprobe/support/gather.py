@@ -4,6 +4,7 @@ cached under its RECORD digest), others fetched and probed in a worker."""
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 
 from hprobe.kernels import get_variant
 from hprobe.model.outcome import KernelSMResult, Outcome
@@ -15,7 +16,7 @@ from hprobe.system.bounded import kill_running, resume
 from hprobe.system.envinfo import installed_flashinfer_info
 
 
-def probe_installed(needed: dict[str, list[int]], heads: list[int], use_cache: bool = True, workers: int | None = None) -> ProbedRelease:
+def probe_installed(needed: dict[str, list[int]], heads: list[int], use_cache: bool = True, workers: int | None = None, progress: Progress = lambda _m: None) -> ProbedRelease:
     """Probe the flashinfer importable here, in this process; answers for an
     installed distribution pip can vouch for are cached like fetched ones, so
     a warm run (a pre-commit hook) imports neither flashinfer nor torch."""
@@ -30,16 +31,20 @@ def probe_installed(needed: dict[str, list[int]], heads: list[int], use_cache: b
                 del missing[key]
     if not missing:
         info = installed_flashinfer_info()
-        return ProbedRelease(INSTALLED, info, {(key, sm): cached[(key, sm)] for key, sms in needed.items() for sm in sms})
+        results = {(key, sm): cached[(key, sm)] for key, sms in needed.items() for sm in sms}
+        _deepen(results, _package(info.location), info.version, progress)
+        return ProbedRelease(INSTALLED, info, results)
     fresh = _probe_in_process(missing, heads, workers)
     if identity is not None:
         for key, sms in missing.items():
-            results = [fresh.results[(key, sm)] for sm in sms]
+            probed = [fresh.results[(key, sm)] for sm in sms]
             # An inconclusive answer may be this run's accident: asked again next time.
-            if not any(h.outcome is Outcome.INCONCLUSIVE for r in results for h in r.heads.values()):
-                cache_installed(identity, key, get_variant(key).probe.probe_version, sms, heads, results)
+            if not any(h.outcome is Outcome.INCONCLUSIVE for r in probed for h in r.heads.values()):
+                cache_installed(identity, key, get_variant(key).probe.probe_version, sms, heads, probed)
     merged = {**cached, **fresh.results}
-    return ProbedRelease(INSTALLED, fresh.info, {(key, sm): merged[(key, sm)] for key, sms in needed.items() for sm in sms})
+    results = {(key, sm): merged[(key, sm)] for key, sms in needed.items() for sm in sms}
+    _deepen(results, _package(fresh.info.location), fresh.info.version, progress)
+    return ProbedRelease(INSTALLED, fresh.info, results)
 
 
 def _probe_in_process(needed: dict[str, list[int]], heads: list[int], workers: int | None = None) -> ProbedRelease:
@@ -77,6 +82,7 @@ def probe_named(item: str, needed: dict[str, list[int]], heads: list[int], use_c
     for result in probe_release(release, list(needed), sms, heads, use_cache=use_cache):
         if result.key in needed and result.sm in needed[result.key]:
             results[(result.key, result.sm)] = result
+    _deepen(results, release.location / "flashinfer", release.version, progress)
     notes = [u.note(release.version) for u in release.unmet[:MAX_UNMET_NOTES]]
     if len(release.unmet) > MAX_UNMET_NOTES:
         rest = release.unmet[MAX_UNMET_NOTES:]
@@ -85,6 +91,32 @@ def probe_named(item: str, needed: dict[str, list[int]], heads: list[int], use_c
     if cache_note:
         notes.append(cache_note)
     return ProbedRelease(item, FlashinferInfo(release.version, str(release.location)), results, notes, release.unmet)
+
+
+def _deepen(results: dict[tuple[str, int], KernelSMResult], package: Path | None, version: str, progress: Progress = lambda _m: None) -> None:
+    """Take each result past the validators where its h_q reached compiled code
+    hprobe evaluates (compiled/depth.py). The results cache holds what the probe
+    saw; this runs on every read, so a table found later deepens cached answers."""
+    if package is None or not package.is_dir():
+        return
+    reached = [r for r in results.values() if any(h.entry for h in r.heads.values())]
+    if not reached:
+        return
+    from hprobe.compiled.depth import deepen
+    from hprobe.support.kernel_tables import tables_for
+
+    tables = None
+    for result in reached:
+        if not any(get_variant(result.key).probe.compiled_call(h.entry, result.config) for h in result.heads.values() if h.entry):
+            continue
+        if tables is None:
+            tables = tables_for(package, version, progress)
+        deepen(result, package, tables)
+
+
+def _package(location: str | None) -> Path | None:
+    """The flashinfer package directory an installed release reports (its location is the package's)."""
+    return Path(location) if location else None
 
 
 # A release whose metadata lists thousands of requirements gets a few notes, not thousands.
@@ -99,7 +131,7 @@ def gather(labels: list[str], needed: dict[str, list[int]], heads: list[int], us
     order = list(dict.fromkeys(labels))
     named = [label for label in order if label != INSTALLED]
     if not named:
-        return {INSTALLED: probe_installed(needed, heads, use_cache)} if order else {}
+        return {INSTALLED: probe_installed(needed, heads, use_cache, progress=progress)} if order else {}
     out: dict[str, ProbedRelease] = {}
     futures: dict[str, Future[ProbedRelease]] = {}
     pool = ThreadPoolExecutor(max_workers=min(len(named), 4), thread_name_prefix="hprobe-release")
@@ -108,7 +140,7 @@ def gather(labels: list[str], needed: dict[str, list[int]], heads: list[int], us
         if INSTALLED in order:
             # Forking beside these threads is safe: they only wait on a pipe
             # and hold no lock the forked child could need.
-            out[INSTALLED] = probe_installed(needed, heads, use_cache)
+            out[INSTALLED] = probe_installed(needed, heads, use_cache, progress=progress)
         for label in named:
             out[label] = futures[label].result()  # the first failure in the order given is the one raised
     except BaseException:

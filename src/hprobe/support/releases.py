@@ -98,7 +98,7 @@ PIP_TIMEOUT = ("HPROBE_PIP_TIMEOUT", 300.0)  # one `pip download` / `pip index`
 WORKER_TIMEOUT = ("HPROBE_WORKER_TIMEOUT", 900.0)  # probing one release
 
 
-def _pip(cmd: list[str], what: str) -> subprocess.CompletedProcess[str]:
+def run_pip(cmd: list[str], what: str) -> subprocess.CompletedProcess[str]:
     """Run pip with the user's configuration, bounded in time; one line on failure."""
     limit = setting_from_env(PIP_TIMEOUT)
     try:
@@ -119,7 +119,7 @@ def fetch_wheel(version: str) -> Path:
     with tempfile.TemporaryDirectory(dir=wheels, prefix=".download-") as tmp:
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
                "--disable-pip-version-check", "-q", "-d", tmp, f"{DIST}=={version}"]
-        proc = _pip(cmd, f"cannot fetch {DIST}=={version}")
+        proc = run_pip(cmd, f"cannot fetch {DIST}=={version}")
         got = list(Path(tmp).glob("*.whl"))
         if proc.returncode != 0 and ("[Errno 28]" in proc.stderr or "No space left" in proc.stderr):
             raise OSError(errno.ENOSPC, f"no space left in {wheels}")  # the cache's disk, not the index
@@ -695,7 +695,7 @@ def published_versions() -> list[Version]:
 @functools.lru_cache(maxsize=4)
 def _published_versions(_pip_settings: tuple[tuple[str, str], ...]) -> tuple[Version, ...]:
     cmd = [sys.executable, "-m", "pip", "index", "versions", DIST, "--disable-pip-version-check"]
-    proc = _pip(cmd, f"cannot list {DIST} releases")
+    proc = run_pip(cmd, f"cannot list {DIST} releases")
     m = re.search(r"Available versions:\s*(.+)", proc.stdout)
     if proc.returncode != 0 or not m:
         raise InputError(f"cannot list {DIST} releases: {_pip_reason(proc)}")

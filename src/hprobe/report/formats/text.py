@@ -268,6 +268,8 @@ class TextFormatter(Formatter):
                 out.line(indent, _dim(f"reaches {visible(entry)}{where}"), *tail)
             for item in r.unchecked:
                 out.line(indent, _dim(f"not seen on a CPU: {visible(item)}"))
+            for hs, sample in r.shape_groups():
+                out.line(indent, (f"some shapes only {compact_set(hs)}: {visible(sample.shapes or '')}", "yellow"))
             for hs, sample in r.refusal_groups(Outcome.REJECTED):
                 where = f" [{sample.location}]" if sample.location else ""
                 out.line(indent, _dim(f"rejected {compact_set(hs)}: {visible(sample.error_type)}: {visible(sample.message or '')}{visible(where)}"))
@@ -287,7 +289,9 @@ class TextFormatter(Formatter):
                 where = f" [{refused.location}]" if refused.location else ""
                 out.line(indent, _dim(f"rejected {compact_set(hs)}: {visible(refused.error_type)}: {visible(refused.message or '')}{visible(where)}"))
         else:
-            sample = next(iter(r.heads.values()))
+            # The evidence of the status itself: an SM whose validator-accepted h_q
+            # meet an architecture check shows that check, not the validators'.
+            sample = next((h for h in r.heads.values() if h.outcome is status), next(iter(r.heads.values())))
             detail = " ".join(filter(None, [sample.error_type and f"{sample.error_type}:", sample.message, sample.location and f"[{sample.location}]"]))
             if status is Outcome.INCONCLUSIVE:
                 detail = f"{sample.reason}" + (f" [{sample.error_type}: {sample.message}]" if sample.error_type else "")

@@ -1,0 +1,200 @@
+"""Past the validators: what trtllm-gen's compiled code does with each h_q a probe
+got through, from the release's own C++ (ported per era) and its own kernel table.
+
+For every h_q the validators accepted on a path into trtllm-gen's FMHA launcher, the
+launch is evaluated over a grid of batch sizes and KV lengths (top-k widths for DSv4)
+on the target GPU, and the h_q is then:
+- accepted at compiled depth when a kernel launches at every point of the grid;
+- accepted with `shapes` said when a kernel launches only at some points;
+- rejected at compiled depth, with the C++ check that refuses it, when none does.
+An h_q the validators refused keeps its refusal; where a kernel exists for it, a note
+says so. An SM the runner's architecture check refuses is unsupported-arch for every
+h_q the validators let through, with or without a kernel table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from hprobe.compiled.table import KernelTable
+from hprobe.compiled.trtllm_gen import Gate, Port, port_for, runner_gate, source
+from hprobe.compiled.trtllm_gen.era_0_6_12 import Device, Launch, MlaCall, NotPorted, Refusal, Selection, Undetermined
+from hprobe.device.fakes import FakeDeviceProperties
+from hprobe.kernels import get_variant
+from hprobe.model.compiled import TrtllmGenCall
+from hprobe.model.heads import compact_set
+from hprobe.model.outcome import Depth, HeadResult, KernelSMResult, Outcome
+from hprobe.model.sm import SM
+
+# The shapes each h_q is tried at: decode batch sizes, and KV lengths (for DSv4,
+# the top-k width the launcher takes as its KV length; multiples of 4).
+BATCH_SIZES = (1, 2, 4, 16, 64, 256)
+KV_LENGTHS = (1024, 4096, 32768, 131072)
+DSV4_TOP_K = (128, 512, 1024, 2048)
+
+
+@dataclass(frozen=True)
+class Tables:
+    """The kernel table a release's trtllm-gen selection reads, or why there is none."""
+
+    table: KernelTable | None
+    missing: str | None = None  # why no table, in words
+
+
+@dataclass(frozen=True)
+class Existence:
+    """Whether a kernel launches for one h_q, over the grid of shapes."""
+
+    launched: tuple[tuple[int, int, Launch], ...]  # (batch, kv, launch)
+    refused: tuple[tuple[int, int, Refusal], ...]
+    undetermined: tuple[tuple[int, int, str], ...]
+
+
+def device_of(sm: SM) -> Device:
+    """The GPU the selection is evaluated on: the faked device the probe ran on."""
+    props = FakeDeviceProperties(sm)
+    return Device(sm.number, props.multi_processor_count, props.shared_memory_per_block_optin)
+
+
+def existence(selection: Selection, call: TrtllmGenCall, heads: int) -> Existence:
+    launched, refused, undetermined = [], [], []
+    lengths = DSV4_TOP_K if call.dsv4 else KV_LENGTHS
+    for batch in BATCH_SIZES:
+        for kv in lengths:
+            mla = MlaCall(
+                dsv4=call.dsv4, dtype_q=call.dtype_q, dtype_kv=call.dtype_kv, dtype_o=call.dtype_o, num_qo_heads=heads,
+                head_dim_q=call.head_dim_q, head_dim_o=call.head_dim_o, batch_size=batch, max_q_len=call.q_len,
+                max_kv_len=kv, page_size=call.page_size, sparse_mla_top_k=kv if call.dsv4 else call.sparse_mla_top_k,
+            )
+            try:
+                launched.append((batch, kv, selection.launch(mla)))
+            except Refusal as exc:
+                refused.append((batch, kv, exc))
+            except Undetermined as exc:
+                undetermined.append((batch, kv, str(exc)))
+    return Existence(tuple(launched), tuple(refused), tuple(undetermined))
+
+
+def deepen(result: KernelSMResult, package: Path, tables: Tables) -> None:
+    """Take `result` past the validators where its h_q reached trtllm-gen (see
+    the module docstring); leave it as it is elsewhere, saying why."""
+    probe = get_variant(result.key).probe
+    calls = {e: c for e in {r.entry for r in result.heads.values() if r.entry} if (c := probe.compiled_call(e, result.config)) is not None}
+    if not calls:
+        return
+    sm = SM.from_number(result.sm)
+    gate = runner_gate(package)
+    if isinstance(gate, Gate) and sm.number not in gate.sms:
+        _refuse_arch(result, calls, gate, {probe.compiled_checks(e) for e in calls})
+        return
+    if isinstance(gate, str):
+        result.notes.append(f"compiled depth: not evaluated: {gate}")
+        return
+    port = port_for(package)
+    if isinstance(port, str):
+        result.notes.append(f"compiled depth: not evaluated: flashinfer {result.flashinfer_version}: {port}")
+        return
+    if tables.table is None:
+        result.notes.append(f"compiled depth: not evaluated: {tables.missing}")
+        return
+    selection = _selection(port, tables.table, device_of(sm))
+    evaluated = _evaluate(result, calls, selection, package)
+    if evaluated:
+        result.depth = Depth.COMPILED
+        checks = {probe.compiled_checks(e) for e in calls}
+        result.unchecked = [u for u in result.unchecked if u not in checks]
+        result.notes.append(
+            f"compiled depth: trtllm-gen's selection ({port.era} port) on its kernel table "
+            f"(flashInferMetaInfo.h sha256 {tables.table.sha256[:12]}, {len(tables.table):,} kernels), for a GPU of {selection.device.multiprocessor_count} SMs, "
+            f"batch sizes {_span(BATCH_SIZES)} and {'top-k ' + _span(DSV4_TOP_K) if next(iter(calls.values())).dsv4 else 'KV lengths ' + _span(KV_LENGTHS)}"
+        )
+
+
+_SELECTIONS: dict[tuple[str, str, Device], Selection] = {}
+
+
+def _selection(port: Port, table: KernelTable, device: Device) -> Selection:
+    # Keyed by the table's digest: hashing 13,000 rows on every lookup would cost more than the selection.
+    key = (port.era, table.sha256, device)
+    if key not in _SELECTIONS:
+        _SELECTIONS[key] = port.selection(table, device)
+    return _SELECTIONS[key]
+
+
+def _evaluate(result: KernelSMResult, calls: dict[str, TrtllmGenCall], selection: Selection, package: Path) -> bool:
+    evaluated = False
+    refused_with_kernel: list[int] = []
+    # A refused h_q reached no entry; when the release has one route here, it is the call it would have made.
+    only = next(iter(calls.values())) if len(calls) == 1 else None
+    for h, head in sorted(result.heads.items()):
+        call = calls.get(head.entry or "") or (only if head.outcome is Outcome.REJECTED else None)
+        if call is None or head.outcome not in (Outcome.ACCEPTED, Outcome.REJECTED):
+            continue
+        try:
+            found = existence(selection, call, h)
+        except NotPorted:
+            continue
+        if head.outcome is Outcome.REJECTED:
+            if found.launched:
+                refused_with_kernel.append(h)
+            continue
+        evaluated = True
+        if found.undetermined and not found.refused:
+            continue  # every shape launched or hangs on a runtime answer: as the validators said
+        if not found.launched:
+            batch, kv, refusal = found.refused[0]
+            result.heads[h] = HeadResult(
+                h, Outcome.REJECTED, entry=head.entry, error_type="compiled check", message=refusal.message,
+                location=_location(package, refusal),
+            )
+        elif found.refused:
+            result.heads[h] = replace(head, shapes=_shapes(found, call))
+    if refused_with_kernel:
+        result.notes.append(
+            f"h_q {compact_set(refused_with_kernel)}: refused by the validators, yet the kernel table has a kernel for them "
+            "(the refusal is the Python check's alone)"
+        )
+    return evaluated
+
+
+def _shapes(found: Existence, call: TrtllmGenCall) -> str:
+    what = "top-k" if call.dsv4 else "KV"
+    total = len(found.launched) + len(found.refused)
+    batch, kv, refusal = found.refused[0]
+    ok_batch, ok_kv, _ = found.launched[0]
+    return (
+        f"a kernel at {len(found.launched)} of {total} shapes tried: none at batch {batch}, {what} {kv} "
+        f"(\"{refusal.message}\"); one at batch {ok_batch}, {what} {ok_kv}"
+    )
+
+
+def _location(package: Path, refusal: Refusal) -> str:
+    file = source(package, refusal.file)
+    line = None
+    if file is not None:
+        start = min((d.line for d in file.definitions(refusal.function)), default=0)
+        line = file.line_of(refusal.needle, after=start) or file.line_of(refusal.needle)
+    where = f"flashinfer/data/{refusal.file}" + (f":{line}" if line else "")
+    return f"{where} ({refusal.function})"
+
+
+def _refuse_arch(result: KernelSMResult, calls: dict[str, TrtllmGenCall], gate: Gate, checks: set[str | None]) -> None:
+    for h, head in result.heads.items():
+        if head.outcome is Outcome.ACCEPTED and head.entry in calls:
+            result.heads[h] = HeadResult(
+                h, Outcome.UNSUPPORTED_ARCH, entry=head.entry, error_type="compiled check", message="Unsupported architecture",
+                location=f"{gate.location} (TllmGenFmhaRunner)",
+            )
+    result.depth = Depth.COMPILED
+    allowed = "/".join(f"SM{s}" for s in gate.sms)
+    # What the runner's check settles: the cubin caveat, and "no SMxxx route".
+    result.unchecked = [u for u in result.unchecked if u not in checks and " route, " not in u]
+    result.notes.append(
+        f"compiled depth: trtllm-gen's runner takes {allowed} only (\"Unsupported architecture\", {gate.location}): "
+        f"SM{result.sm} has no trtllm-gen route in flashinfer {result.flashinfer_version}, whatever h_q is"
+    )
+
+
+def _span(values: tuple[int, ...]) -> str:
+    return f"{values[0]}..{values[-1]}"

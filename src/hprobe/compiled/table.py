@@ -1,0 +1,148 @@
+"""trtllm-gen's kernel table: `flashInferMetaInfo.h`, one C initializer per cubin.
+
+The field order is read from the header's own `struct TllmGenFmhaKernelMetaInfo`, so a
+release that adds or moves a field is read by name, not by position; a table that lacks
+a field the selection reads is refused, never guessed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+# The struct's fields the selection reads, by their C names.
+_FIELDS = {
+    "mDataTypeQ": "dtype_q",
+    "mDataTypeK": "dtype_k",
+    "mDataTypeV": "dtype_v",
+    "mDataTypeO": "dtype_o",
+    "mTileSizeQ": "tile_size_q",
+    "mTileSizeKv": "tile_size_kv",
+    "mStepQ": "step_q",
+    "mStepKv": "step_kv",
+    "mHeadDimPerCtaV": "head_dim_per_cta_v",
+    "mHeadDimQk": "head_dim_qk",
+    "mHeadDimV": "head_dim_v",
+    "mSM": "sm",
+    "mFuncName": "name",
+    "mSharedMemBytes": "shared_mem_bytes",
+    "mQkvLayout": "qkv_layout",
+    "mNumTokensPerPage": "num_tokens_per_page",
+    "mMaskType": "mask_type",
+    "mKernelType": "kernel_type",
+    "mTileScheduler": "tile_scheduler",
+    "mMultiCtasKvMode": "multi_ctas_kv_mode",
+    "mGroupsHeadsQ": "groups_heads_q",
+    "mGroupsTokensHeadsQ": "groups_tokens_heads_q",
+    "mReuseSmemKForV": "reuse_smem_k_for_v",
+    "m2CtaMma": "uses_2cta_mma",
+    "mSparseAttn": "sparse_attn",
+    "mSkipsSoftmaxWhenPossible": "skips_softmax",
+}
+# Present only in tables that build SageAttention kernels; absent means 0 (none).
+_SAGE = ("mNumEltsPerSageAttnBlkQ", "mNumEltsPerSageAttnBlkK", "mNumEltsPerSageAttnBlkP", "mNumEltsPerSageAttnBlkV")
+
+
+class TableError(ValueError):
+    """The file is not a kernel table this module can read."""
+
+
+@dataclass(frozen=True)
+class KernelMeta:
+    """One row: a cubin and the traits the selection hashes and reads."""
+
+    dtype_q: str
+    dtype_k: str
+    dtype_v: str
+    dtype_o: str
+    tile_size_q: int
+    tile_size_kv: int
+    step_q: int
+    step_kv: int
+    head_dim_per_cta_v: int
+    head_dim_qk: int
+    head_dim_v: int
+    sm: str  # the SM constant's name: kSM_100f (the family build), kSM_100, kSM_103
+    name: str
+    shared_mem_bytes: int
+    qkv_layout: int
+    num_tokens_per_page: int
+    mask_type: int
+    kernel_type: int
+    tile_scheduler: int
+    multi_ctas_kv_mode: int
+    groups_heads_q: bool
+    groups_tokens_heads_q: bool
+    reuse_smem_k_for_v: bool
+    uses_2cta_mma: bool
+    sparse_attn: int
+    skips_softmax: bool
+    sage_blocks: tuple[int, int, int, int] = (0, 0, 0, 0)
+
+
+@dataclass(frozen=True)
+class KernelTable:
+    """Every row of one table, with the sha256 of the file it was read from."""
+
+    rows: tuple[KernelMeta, ...]
+    sha256: str
+    origin: str  # where it came from, in words (a path, a package, a URL)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+_STRUCT = re.compile(r"struct\s+TllmGenFmhaKernelMetaInfo\s*\{(?P<body>.*?)\};", re.S)
+_MEMBER = re.compile(r"([A-Za-z_][\w\s\*]*?)\s*\b(\w+)\s*;")
+_ROW = re.compile(r"^\s*\{(?P<row>.*)\}\s*,?\s*$")
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[^,\s][^,]*')
+
+
+def read_table(path: Path, origin: str | None = None) -> KernelTable:
+    """Read a `flashInferMetaInfo.h` (TableError when it is not one)."""
+    data = path.read_bytes()
+    return parse_table(data, origin or str(path))
+
+
+def parse_table(data: bytes, origin: str) -> KernelTable:
+    text = data.decode("utf-8", errors="replace")
+    struct = _STRUCT.search(text)
+    if struct is None:
+        raise TableError(f"{origin}: no struct TllmGenFmhaKernelMetaInfo")
+    members = [m.group(2) for m in _MEMBER.finditer(struct.group("body"))]
+    missing = [name for name in _FIELDS if name not in members]
+    if missing:
+        raise TableError(f"{origin}: the struct has no {', '.join(missing)}")
+    position = {name: i for i, name in enumerate(members)}
+    rows: list[KernelMeta] = []
+    array = text.find("sTllmGenFmhaKernelMetaInfos[]", struct.end())
+    if array < 0:
+        raise TableError(f"{origin}: no sTllmGenFmhaKernelMetaInfos array")
+    for line in text[array:].splitlines()[1:]:
+        match = _ROW.match(line)
+        if match is None:
+            if line.strip().startswith("};"):
+                break
+            continue
+        values = [t.strip() for t in _TOKEN.findall(match.group("row"))]
+        if len(values) != len(members):
+            raise TableError(f"{origin}: a row of {len(values)} values for a struct of {len(members)} fields")
+        fields = {attr: _value(values[position[c]]) for c, attr in _FIELDS.items()}
+        sage = tuple(int(_value(values[position[c]])) if c in position else 0 for c in _SAGE)
+        rows.append(KernelMeta(**fields, sage_blocks=sage))  # type: ignore[arg-type]
+    if not rows:
+        raise TableError(f"{origin}: the table has no rows")
+    return KernelTable(tuple(rows), hashlib.sha256(data).hexdigest(), origin)
+
+
+def _value(token: str) -> str | int | bool:
+    if token.startswith('"'):
+        return token[1:-1]
+    if token in ("true", "false"):
+        return token == "true"
+    try:
+        return int(token, 0)
+    except ValueError:
+        return token  # an enumerator's name: DATA_TYPE_BF16, kSM_100f

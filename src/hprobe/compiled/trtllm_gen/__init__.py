@@ -1,0 +1,94 @@
+"""trtllm-gen's FMHA selection, one module per code era of the C++ a release ships.
+
+A release is evaluated with an era's port only where every C++ function that port
+follows reads exactly as it did (cxx.SourceFile.digest); otherwise its answers stay at
+the validators, and the function that changed is named. The runner's architecture
+check is ported on its own: it decides whether an SM can launch any trtllm-gen kernel,
+needs no kernel table, and has read the same across more releases than the selection.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from types import ModuleType
+
+from hprobe.compiled.cxx import SourceFile
+from hprobe.compiled.trtllm_gen import era_0_6_12, era_0_6_16
+from hprobe.compiled.trtllm_gen.era_0_6_12 import RUNNER, Selection
+
+# Newest first: the first era whose every digest matches is the release's.
+ERAS: tuple[tuple[str, ModuleType], ...] = (
+    ("0.6.16 – 0.6.17", era_0_6_16),
+    ("0.6.12 – 0.6.15.post1", era_0_6_12),
+)
+
+# TllmGenFmhaRunner's constructor, by digest: the SMs (major*10+minor) it takes
+# ("FLASHINFER_CHECK(mSM == kSM_100 || mSM == kSM_103, \"Unsupported architecture\")").
+RUNNER_GATES: dict[str, tuple[int, ...]] = {
+    "426fda3329ae8737": (100, 103),  # 0.6.11 - 0.6.15.post1
+    "3ad615d96f27a434": (100, 103, 107),  # 0.6.16 - 0.7.4
+}
+
+
+@dataclass(frozen=True)
+class Port:
+    """The era a release's selection code belongs to."""
+
+    era: str
+    selection: type[Selection]
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The runner's architecture check as a release ships it."""
+
+    sms: tuple[int, ...]
+    location: str  # file:line of the check, inside the release
+
+
+def data_dir(package: Path) -> Path:
+    """Where a release keeps its C++: `flashinfer/data` (include/, csrc/)."""
+    return package / "data"
+
+
+@lru_cache(maxsize=16)
+def _source(path: Path) -> SourceFile | None:
+    return SourceFile(path) if path.is_file() else None
+
+
+def source(package: Path, relative: str) -> SourceFile | None:
+    return _source(data_dir(package) / relative)
+
+
+def runner_gate(package: Path) -> Gate | str:
+    """The runner's SM check in this release, or why it is not known."""
+    runner = source(package, RUNNER)
+    if runner is None:
+        return f"{RUNNER} is not in this release"
+    digest = runner.digest("TllmGenFmhaRunner")
+    if digest not in RUNNER_GATES:
+        return f"TllmGenFmhaRunner in {RUNNER} reads differently from every ported release (digest {digest})"
+    line = runner.line_of("Unsupported architecture")
+    return Gate(RUNNER_GATES[digest], f"flashinfer/data/{RUNNER}:{line}")
+
+
+def port_for(package: Path) -> Port | str:
+    """The era whose port describes this release's selection, or why none does."""
+    nearest: tuple[int, list[str]] | None = None
+    for era, module in ERAS:
+        differs: list[str] = []
+        for relative, functions in module.FINGERPRINT.items():
+            file = source(package, relative)
+            for name, digests in functions.items():
+                if file is None or file.digest(name) not in digests:
+                    differs.append(f"{Path(relative).name} {name}")
+        if not differs:
+            return Port(era, module.Selection)
+        if nearest is None or len(differs) < nearest[0]:
+            nearest = (len(differs), differs)
+    assert nearest is not None
+    names = nearest[1]
+    shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    return f"its trtllm-gen selection code has no port in hprobe yet ({shown} read differently from the nearest ported release)"

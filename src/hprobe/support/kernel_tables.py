@@ -1,0 +1,233 @@
+"""Where a release's trtllm-gen kernel table comes from, verified before it is read.
+
+A release names its kernel package (`ArtifactPath.TRTLLM_GEN_FMHA`, a path that starts
+with a content hash) and the sha256 of that package's `checksums.txt`
+(`CheckSumHash.TRTLLM_GEN_FMHA`); `checksums.txt` gives the sha256 of the table,
+`include/flashInferMetaInfo.h`. A table is read only when both digests hold, wherever
+it came from, in this order:
+
+1. `HPROBE_KERNEL_TABLE`: a flashinfer-cubin wheel, an unpacked flashinfer-cubin, or a
+   directory laid out as the artifact store is (`checksums.txt`, `include/…`), for
+   machines that cannot fetch;
+2. hprobe's cache (`kernel-tables/`, keyed by the checksums' digest);
+3. a flashinfer-cubin installed in this environment;
+4. flashinfer-cubin from the package index, with the user's pip: the release's own
+   version, else the newest not newer than it (one kernel package serves several
+   releases); only the two files are kept;
+5. the artifact store the release itself downloads from (`FLASHINFER_CUBINS_REPOSITORY`).
+`HPROBE_KERNEL_TABLE=off` turns compiled depth off. Nothing here imports the release.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from hprobe.compiled.depth import Tables
+from hprobe.compiled.table import KernelTable, TableError, parse_table
+from hprobe.model.errors import InputError
+from hprobe.support import cache
+from hprobe.support.releases import run_pip
+
+SETTING = "HPROBE_KERNEL_TABLE"
+CUBIN_DIST = "flashinfer-cubin"
+HEADER = "include/flashInferMetaInfo.h"
+CHECKSUMS = "checksums.txt"
+FETCH_TIMEOUT = 20.0  # seconds, per file from the artifact store
+MAX_TABLE_BYTES = 64 * 2**20  # the 0.6.13 table is 5.5 MB
+
+
+@dataclass(frozen=True)
+class Package:
+    """A release's kernel package, as its artifacts.py names it."""
+
+    path: str  # "158f6fa…/fmha/trtllm-gen/"
+    checksums_sha256: str
+
+    @property
+    def short(self) -> str:
+        return self.path.split("/", 1)[0][:7]
+
+
+def package_of(flashinfer: Path) -> Package | str:
+    """The trtllm-gen FMHA kernel package `flashinfer/artifacts.py` names, read with ast."""
+    path = flashinfer / "artifacts.py"
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError) as exc:
+        return f"flashinfer/artifacts.py could not be read ({type(exc).__name__})"
+    found: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name in ("ArtifactPath", "CheckSumHash"):
+            for item in node.body:
+                target = item.target if isinstance(item, ast.AnnAssign) else item.targets[0] if isinstance(item, ast.Assign) and len(item.targets) == 1 else None
+                value = item.value if isinstance(item, (ast.AnnAssign, ast.Assign)) else None
+                if isinstance(target, ast.Name) and target.id == "TRTLLM_GEN_FMHA" and isinstance(value, ast.Constant) and isinstance(value.value, str):
+                    found[node.name] = value.value
+    if len(found) < 2:
+        return "flashinfer/artifacts.py names no trtllm-gen FMHA kernel package (ArtifactPath/CheckSumHash.TRTLLM_GEN_FMHA)"
+    return Package(found["ArtifactPath"], found["CheckSumHash"])
+
+
+Found = KernelTable | str | None  # a table, why a source has none, or nothing there
+
+
+def tables_for(flashinfer: Path, version: str, progress: Callable[[str], None] = lambda _message: None) -> Tables:
+    """The verified kernel table of the release whose package is `flashinfer`, or why none."""
+    setting = os.environ.get(SETTING, "").strip()
+    if setting.lower() == "off":
+        return Tables(None, f"{SETTING}=off")
+    package = package_of(flashinfer)
+    if isinstance(package, str):
+        return Tables(None, package)
+    tried: list[str] = []
+    sources: list[Callable[[], Found]] = [lambda: _given(Path(setting).expanduser(), package)] if setting else []
+    sources += [lambda: _cached(package), lambda: _installed_cubin(package), lambda: _from_index(package, version, progress), lambda: _from_store(flashinfer, package, progress)]
+    for source in sources:
+        try:
+            found = source()
+        except (OSError, InputError, TableError, zipfile.BadZipFile, urllib.error.URLError, ValueError) as exc:
+            tried.append(" ".join(str(exc).split())[:300])
+            continue
+        if isinstance(found, str):
+            tried.append(found)
+            continue
+        if found is not None:
+            return Tables(found)
+    why = "; ".join(tried) or "no source holds it"
+    return Tables(None, f"no kernel table for trtllm-gen kernel package {package.short} could be had ({why}); {SETTING} names one")
+
+
+def _verified(checksums: bytes, header: bytes, package: Package, origin: str) -> KernelTable:
+    if hashlib.sha256(checksums).hexdigest() != package.checksums_sha256:
+        raise ValueError(f"{origin}: {CHECKSUMS} is not the one flashinfer names (sha256 differs)")
+    wanted = _header_digest(checksums)
+    if hashlib.sha256(header).hexdigest() != wanted:
+        raise ValueError(f"{origin}: flashInferMetaInfo.h does not match its entry in {CHECKSUMS}")
+    table = parse_table(header, origin)
+    _keep(package, checksums, header)
+    return table
+
+
+def _header_digest(checksums: bytes) -> str:
+    # As flashinfer's get_meta_hash reads it: "<sha256> <path>" lines.
+    for line in checksums.decode("utf-8", errors="replace").splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].lower().rsplit("/", 1)[-1] == "flashinfermetainfo.h":
+            return parts[0]
+    raise ValueError(f"{CHECKSUMS} lists no flashInferMetaInfo.h")
+
+
+def _keep(package: Package, checksums: bytes, header: bytes) -> None:
+    where = cache.directory("kernel-tables") / package.checksums_sha256
+    where.mkdir(parents=True, exist_ok=True)
+    cache.write_atomically(where / CHECKSUMS, checksums)
+    cache.write_atomically(where / "flashInferMetaInfo.h", header)
+
+
+def _cached(package: Package) -> Found:
+    where = cache.directory("kernel-tables") / package.checksums_sha256
+    if not (where / CHECKSUMS).is_file():
+        return None
+    return _verified((where / CHECKSUMS).read_bytes(), _bounded_read(where / "flashInferMetaInfo.h"), package, f"hprobe's cache ({where})")
+
+
+def _given(path: Path, package: Package) -> Found:
+    if path.suffix == ".whl" and path.is_file():
+        return _from_wheel(path, package, f"{path.name}")
+    for root in (path, path / package.path, path / "cubins" / package.path, path / "flashinfer_cubin" / "cubins" / package.path):
+        if (root / CHECKSUMS).is_file() and (root / HEADER).is_file():
+            return _verified((root / CHECKSUMS).read_bytes(), _bounded_read(root / HEADER), package, str(root))
+    return f"{SETTING}={path}: holds no {CHECKSUMS} with {HEADER} for kernel package {package.short}"
+
+
+def _installed_cubin(package: Package) -> Found:
+    import importlib.util
+
+    spec = importlib.util.find_spec("flashinfer_cubin")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    root = Path(next(iter(spec.submodule_search_locations))) / "cubins" / package.path
+    if not (root / CHECKSUMS).is_file():
+        return f"the installed flashinfer-cubin has no kernel package {package.short}"
+    return _verified((root / CHECKSUMS).read_bytes(), _bounded_read(root / HEADER), package, f"flashinfer-cubin installed at {root.parents[2]}")
+
+
+def _from_index(package: Package, version: str, progress: Callable[[str], None]) -> Found:
+    problems: list[str] = []
+    for spec in (f"{CUBIN_DIST}=={version}", f"{CUBIN_DIST}<={version}"):
+        with tempfile.TemporaryDirectory(dir=cache.directory("kernel-tables"), prefix=".download-") as tmp:
+            progress(f"fetching {spec} for trtllm-gen's kernel table")
+            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check", "-q", "-d", tmp, spec]
+            proc = run_pip(cmd, f"cannot fetch {spec}")
+            wheels = list(Path(tmp).glob("*.whl"))
+            if proc.returncode != 0 or not wheels:
+                problems.append(f"{spec}: not on the index")
+                continue
+            found = _from_wheel(wheels[0], package, wheels[0].name)
+            if isinstance(found, KernelTable):
+                return found
+            problems.append(str(found))
+    return "; ".join(problems)
+
+
+def _from_wheel(wheel: Path, package: Package, origin: str) -> Found:
+    prefix = f"flashinfer_cubin/cubins/{package.path}"
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        if prefix + CHECKSUMS not in names or prefix + HEADER not in names:
+            return f"{origin} holds no kernel package {package.short}"
+        info = archive.getinfo(prefix + HEADER)
+        if info.file_size > MAX_TABLE_BYTES:
+            raise ValueError(f"{origin}: flashInferMetaInfo.h of {info.file_size} bytes, more than a table holds")
+        return _verified(archive.read(prefix + CHECKSUMS), archive.read(info), package, origin)
+
+
+def _from_store(flashinfer: Path, package: Package, progress: Callable[[str], None]) -> Found:
+    base = os.environ.get("FLASHINFER_CUBINS_REPOSITORY") or _store_default(flashinfer)
+    if not base:
+        return "the release names no artifact store"
+    if not base.startswith("https://"):
+        return f"the artifact store {base!r} is not an https URL"
+    progress(f"fetching trtllm-gen's kernel table from {base}")
+    url = base.rstrip("/") + "/" + package.path
+    checksums = _download(url + CHECKSUMS)
+    return _verified(checksums, _download(url + HEADER), package, url + HEADER)
+
+
+def _store_default(flashinfer: Path) -> str | None:
+    """The default of FLASHINFER_CUBINS_REPOSITORY in the release's jit/cubin_loader.py."""
+    try:
+        tree = ast.parse((flashinfer / "jit" / "cubin_loader.py").read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and len(node.args) == 2 and all(isinstance(a, ast.Constant) for a in node.args):
+            name, default = (a.value for a in node.args)  # type: ignore[attr-defined]
+            if name == "FLASHINFER_CUBINS_REPOSITORY" and isinstance(default, str):
+                return default
+    return None
+
+
+def _download(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=FETCH_TIMEOUT) as response:  # https only, checked by _from_store
+        data = response.read(MAX_TABLE_BYTES + 1)
+    if len(data) > MAX_TABLE_BYTES:
+        raise ValueError(f"{url}: larger than a kernel table")
+    return bytes(data)
+
+
+def _bounded_read(path: Path) -> bytes:
+    if path.stat().st_size > MAX_TABLE_BYTES:
+        raise ValueError(f"{path}: larger than a kernel table")
+    return path.read_bytes()
+

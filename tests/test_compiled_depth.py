@@ -1,0 +1,238 @@
+"""Compiled depth: trtllm-gen's kernel table and the port of its selection code.
+
+The cases come from reading the C++ the release ships (fmhaKernels.cuh,
+trtllm_fmha_kernel_launcher.cu), worked by hand in each test's docstring; the
+table is flashinfer-cubin 0.6.13's, downloaded with pip, and the release is the
+installed flashinfer-python (0.6.14, whose kernel package is the same).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from hprobe.compiled.cxx import SourceFile
+from hprobe.compiled.table import TableError, read_table
+from hprobe.compiled.trtllm_gen import Gate, Port, port_for, runner_gate
+from hprobe.compiled.trtllm_gen.era_0_6_12 import Device, MlaCall, Refusal
+from hprobe.support import kernel_tables
+from hprobe.support.kernel_tables import package_of, tables_for
+
+FIXTURES = Path(__file__).parent / "fixtures" / "compiled"
+PACKAGE = Path(next(iter(importlib.util.find_spec("flashinfer").submodule_search_locations)))  # type: ignore[union-attr]
+B200 = Device(sm=100, multiprocessor_count=148, max_shared_memory_per_block_optin=227 * 1024)
+BF16 = "DATA_TYPE_BF16"
+
+
+# --- reading C++ ---------------------------------------------------------------------
+
+
+def test_definitions_are_told_from_calls_and_declarations():
+    source = SourceFile(FIXTURES / "snippet.cuh")
+    helper = source.definitions("helper")
+    assert len(helper) == 1 and "return x + 1" in helper[0].text  # the declaration and the calls are not definitions
+    assert helper[0].line == 9
+    compute = source.definitions("compute")
+    assert len(compute) == 2  # the member and the overload; the recursive call is neither
+    assert "total += compute(n - 1)" in compute[0].text and "static_cast<int>(x)" in compute[1].text
+    widget = source.definitions("Widget")
+    assert len(widget) == 1 and "mB{b}" in widget[0].text  # an initializer list with a brace initializer
+    assert source.definitions("nothing") == [] and source.digest("nothing") is None
+
+
+def test_a_digest_ignores_layout_and_comments_and_sees_code(tmp_path):
+    original = (FIXTURES / "snippet.cuh").read_text()
+    relaid = original.replace("  return x + 1;", "  // reworded\n      return   x + 1;")
+    changed = original.replace("  return x + 1;", "  return x + 2;")
+    digest = SourceFile(FIXTURES / "snippet.cuh").digest("helper")
+    assert SourceFile(tmp_path / "a.cuh", relaid).digest("helper") == digest
+    assert SourceFile(tmp_path / "b.cuh", changed).digest("helper") != digest
+
+
+def test_a_table_is_read_by_field_name_not_position():
+    table = read_table(FIXTURES / "reordered_table.h")
+    (row,) = table.rows
+    assert (row.name, row.tile_size_q, row.tile_size_kv, row.head_dim_qk, row.sm) == ("fmhaDemoKernel_Q16", 16, 128, 576, "kSM_100f")
+    assert row.groups_heads_q is True and row.sparse_attn == 1 and row.sage_blocks == (0, 0, 0, 0)
+
+
+def test_a_table_without_a_field_the_selection_reads_is_refused(tmp_path):
+    text = (FIXTURES / "reordered_table.h").read_text().replace("    int mStepQ;\n", "")
+    (tmp_path / "t.h").write_text(text)
+    with pytest.raises(TableError, match="mStepQ"):
+        read_table(tmp_path / "t.h")
+
+
+# --- the release and its table ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def table(cubin_wheel):
+    got = kernel_tables._from_wheel(cubin_wheel, package_of(PACKAGE), cubin_wheel.name)  # verified against the release's digests
+    assert not isinstance(got, str) and got is not None
+    return got
+
+
+@pytest.fixture(scope="module")
+def selection(table):
+    port = port_for(PACKAGE)
+    assert isinstance(port, Port), port
+    return port.selection(table, B200)
+
+
+def test_the_installed_release_is_in_the_first_era_and_its_runner_takes_sm100_and_sm103():
+    port = port_for(PACKAGE)
+    assert isinstance(port, Port) and port.era == "0.6.12 – 0.6.15.post1"
+    gate = runner_gate(PACKAGE)
+    assert isinstance(gate, Gate) and gate.sms == (100, 103)
+    assert gate.location.endswith("fmhaRunner.cuh:37")
+
+
+def test_the_table_is_the_one_the_release_names(table):
+    package = package_of(PACKAGE)
+    assert not isinstance(package, str) and package.path.startswith("158f6fa")
+    assert len(table) == 13452 and table.sha256.startswith("f6781dfd")
+
+
+def test_a_table_that_is_not_the_named_one_is_refused(cubin_wheel, tmp_path):
+    package = package_of(PACKAGE)
+    prefix = f"flashinfer_cubin/cubins/{package.path}"  # type: ignore[union-attr]
+    with zipfile.ZipFile(cubin_wheel) as archive:
+        checksums, header = archive.read(prefix + "checksums.txt"), archive.read(prefix + "include/flashInferMetaInfo.h")
+    tampered = header.replace(b"Q16Kv128", b"Q16Kv12X", 1)
+    with pytest.raises(ValueError, match="does not match its entry"):
+        kernel_tables._verified(checksums, tampered, package, "tampered")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="not the one flashinfer names"):
+        kernel_tables._verified(checksums + b"\n", header, package, "tampered")  # type: ignore[arg-type]
+    assert hashlib.sha256(checksums).hexdigest() == package.checksums_sha256  # type: ignore[union-attr]
+
+
+def test_a_directory_laid_out_as_the_artifact_store_is_read(cubin_wheel, tmp_path, monkeypatch):
+    package = package_of(PACKAGE)
+    prefix = f"flashinfer_cubin/cubins/{package.path}"  # type: ignore[union-attr]
+    with zipfile.ZipFile(cubin_wheel) as archive:
+        for member in ("checksums.txt", "include/flashInferMetaInfo.h"):
+            (tmp_path / "store" / Path(member).parent).mkdir(parents=True, exist_ok=True)
+            (tmp_path / "store" / member).write_bytes(archive.read(prefix + member))
+    monkeypatch.setenv("HPROBE_KERNEL_TABLE", str(tmp_path / "store"))
+    monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    got = tables_for(PACKAGE, "0.6.14")
+    assert got.table is not None and got.table.origin == str(tmp_path / "store")
+    monkeypatch.setenv("HPROBE_KERNEL_TABLE", "off")
+    assert tables_for(PACKAGE, "0.6.14").table is None
+
+
+# --- the port against cases worked from the C++ ------------------------------------
+
+
+def dsv4(heads: int, batch: int = 1, top_k: int = 2048) -> MlaCall:
+    # trtllm_paged_attention_decode_sparse_mla_dsv4: q/kv/o 512 wide, BF16 out, max_kv_len = top-k.
+    return MlaCall(True, BF16, BF16, BF16, heads, 512, 512, batch, 1, 0, 64, top_k)
+
+
+def dense(heads: int, batch: int = 1, kv: int = 1024, top_k: int = 0) -> MlaCall:
+    # trtllm_paged_attention_decode: query 576 (512 latent + 64 rope), out 512, page 64.
+    return MlaCall(False, BF16, BF16, BF16, heads, 576, 512, batch, 1, kv, 64, top_k)
+
+
+def test_dsv4_96_heads_meet_the_heads_per_cta_check(selection):
+    """selectSparseMlaGenerationKernel: 96 > 32 -> KeepsMmaAb, tileSizeQ 64.
+    computeCtaAndClusterConfig: heads per CTA = min(96, stepQ 64) = 64;
+    96 / 64 = 1 CTA; 64 * 1 != 96 -> "The numHeadsQ/numHeadsKv is not supported."."""
+    with pytest.raises(Refusal) as caught:
+        selection.launch(dsv4(96))
+    assert caught.value.function == "computeCtaAndClusterConfig"
+    assert caught.value.message == "The numHeadsQ/numHeadsKv is not supported."
+
+
+def test_dsv4_64_heads_launch_split_over_kv_and_head_dim(selection):
+    """64 heads, batch 1, top-k 2048: KeepsMmaAb, tileSizeQ 64, GmemReductionWithSeparateKernel
+    (no 2-CTA: 1 * 1 * 8 <= 148). Pass 1: KV split = min((2048 + 255) // 256, 148) = 8 CTAs;
+    8 * 2 <= 148 with headDimPerCtaV 512 -> headDimPerCtaV 128 (8 * 4 <= 148), select again.
+    Pass 2: 512 / 128 = 4 CTAs in y; KV split min(8, 148 // 4) = 8 -> grid (8, 4, 1)."""
+    launch = selection.launch(dsv4(64))
+    row = launch.kernel
+    assert (row.tile_size_q, row.head_dim_per_cta_v, row.kernel_type, row.multi_ctas_kv_mode, row.sparse_attn) == (64, 128, 3, 2, 2)
+    assert launch.ctas == (8, 4, 1) and launch.cluster_x == 1
+
+
+def test_dsv32_20_heads_get_a_tile_that_is_no_power_of_two(selection):
+    """Static top-k sparse (head dim 576), 20 heads, top-k 2048: SwapsMmaAb, full tile 20, half 10;
+    batch 1: 1 * ceil(1024 / 128) = 8 <= 148 // 8 -> half, tileSizeQ 10; batch 4: 32 > 18 -> 20.
+    hashID: "The tileSizeQ and tileSizeKv must be power of 2." either way."""
+    for batch in (1, 4):
+        with pytest.raises(Refusal) as caught:
+            selection.launch(dense(20, batch=batch, top_k=2048))
+        assert caught.value.function == "hashID" and "must be power of 2" in caught.value.message
+
+
+def test_dsv32_4_heads_find_no_cubin(selection):
+    """4 heads: half 2 < 8 -> tileSizeQ 4, a power of two; the table has no Q4 sparse kernel:
+    the launcher's existence check, "Missing TRTLLM-GEN kernel (decode): ...tileSizeQ=4..."."""
+    with pytest.raises(Refusal) as caught:
+        selection.launch(dense(4, top_k=2048))
+    assert caught.value.message.startswith("Missing TRTLLM-GEN kernel (decode)") and "tileSizeQ=4," in caught.value.message
+
+
+def test_dense_96_heads_run_at_short_kv_and_not_at_long(selection):
+    """useSwapsMmaAbMlaGenKernel, batch 1: CTAs = ceil(96 / 16) = 6; KV 1024: per-CTA KV
+    ceil(1024 / min(4, 148 // 6)) = 256 <= 1024 -> SwapsMmaAb, tileSizeQ 16, 96 / 16 = 6 CTAs: runs.
+    KV 32768: min(128, 24) = 24 CTAs, ceil(32768 / 24) = 1366 > 1024 -> KeepsMmaAb, tileSizeQ 64:
+    96 / 64 leaves 32 heads -> "The numHeadsQ/numHeadsKv is not supported."."""
+    launch = selection.launch(dense(96, kv=1024))
+    assert (launch.kernel.tile_size_q, launch.kernel.kernel_type) == (16, 2)
+    with pytest.raises(Refusal, match="numHeadsQ/numHeadsKv is not supported"):
+        selection.launch(dense(96, kv=32768))
+
+
+def test_dense_128_heads_use_two_ctas_at_long_kv(selection):
+    """128 heads, KV 32768: KeepsMmaAb, 2-CTA MMA, headDimPerCtaV 256 (legacy rule for 128);
+    heads per CTA min(128, 64) = 64 -> 2 CTAs, 512 / 256 = 2 per head dim: the 2-CTA check holds."""
+    launch = selection.launch(dense(128, kv=32768))
+    assert launch.kernel.uses_2cta_mma and launch.kernel.head_dim_per_cta_v == 256 and launch.cluster_x == 2
+
+
+def test_the_runner_refuses_sm120(table):
+    """TllmGenFmhaRunner: FLASHINFER_CHECK(mSM == kSM_100 || mSM == kSM_103, "Unsupported architecture")."""
+    port = port_for(PACKAGE)
+    sm120 = port.selection(table, Device(120, 188, 99 * 1024))  # type: ignore[union-attr]
+    with pytest.raises(Refusal, match="Unsupported architecture"):
+        sm120.launch(dsv4(64))
+
+
+# --- what a user sees --------------------------------------------------------------
+
+
+def test_matrix_on_the_installed_release_answers_at_compiled_depth(cli_json, cubin_wheel, monkeypatch):
+    monkeypatch.setenv("HPROBE_KERNEL_TABLE", str(cubin_wheel))
+    _, doc, _ = cli_json("matrix", "-k", "trtllm-mla[backend=trtllm-gen]", "--topk", "2048", "--sm", "100", "--json")
+    (result,) = doc["results"]
+    assert result["depth"] == "compiled"
+    accepted = set(result["accepted"])
+    assert {8, 16, 32, 64, 128} <= accepted and not accepted & (set(range(1, 8)) | set(range(17, 32)))
+    refused = {r["heads"]: r for r in result["heads"] if r["outcome"] == "rejected"}
+    assert refused[20]["error_type"] == "compiled check" and "fmhaKernels.cuh:" in refused[20]["location"]
+
+
+def test_an_sm_outside_the_runners_is_unsupported_arch_on_every_output(cli, cubin_wheel, monkeypatch):
+    monkeypatch.setenv("HPROBE_KERNEL_TABLE", str(cubin_wheel))
+    code, out, _ = cli("matrix", "-k", "trtllm-mla[backend=trtllm-gen]", "--sm", "120", "--heads", "64,128")
+    assert code == 0
+    assert "SM120 unsupported-arch" in out and "Unsupported architecture" in out and "fmhaRunner.cuh:37" in out
+    assert "accepted" not in out.split("SM120", 1)[1].split("\n", 1)[0]
+
+
+def test_without_a_table_the_answer_stays_at_the_validators_and_says_why(cli_json, monkeypatch, tmp_path):
+    monkeypatch.setenv("HPROBE_KERNEL_TABLE", str(tmp_path / "nothing-here"))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # no index, and wheels only from an empty folder
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path))
+    monkeypatch.setenv("FLASHINFER_CUBINS_REPOSITORY", "https://127.0.0.1:9/")
+    monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    _, doc, _ = cli_json("matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "64", "--json")
+    (result,) = doc["results"]
+    assert result["depth"] != "compiled" and result["accepted"] == [64]
+    assert any("compiled depth: not evaluated: no kernel table" in n for n in result["notes"])

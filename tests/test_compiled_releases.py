@@ -1,0 +1,92 @@
+"""Compiled depth on the releases it changes answers for, fetched at test time.
+
+0.6.13's validators accept every h_q 1..256 on trtllm-gen's MLA decode; its own
+kernel table and selection code say which of them launch. SM120 on 0.6.13 reaches
+only trtllm-gen, whose runner refuses it. 0.6.16 changed the selection (padded
+tiles); 0.7.4's has no port, and says so.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hprobe.compiled.trtllm_gen import Gate, Port, port_for, runner_gate
+from hprobe.compiled.trtllm_gen.era_0_6_12 import Device, MlaCall, Refusal
+from hprobe.support import kernel_tables
+from hprobe.support.kernel_tables import package_of
+from hprobe.support.releases import resolve
+
+from .conftest import PRE_48047
+
+pytestmark = pytest.mark.slow
+B200 = Device(sm=100, multiprocessor_count=148, max_shared_memory_per_block_optin=227 * 1024)
+BF16 = "DATA_TYPE_BF16"
+
+
+@pytest.fixture(autouse=True)
+def _table(cubin_wheel, monkeypatch):
+    monkeypatch.setenv("HPROBE_KERNEL_TABLE", str(cubin_wheel))
+
+
+def _result(doc: dict, key: str, sm: int) -> dict:
+    return next(r for r in doc["results"] if r["key"] == key and r["sm"] == sm)
+
+
+def test_0613_sparse_and_dense_mla_past_the_validators(cli_json):
+    _, doc, _ = cli_json("matrix", "-k", "trtllm-mla[backend=trtllm-gen]", "--topk", "0,2048", "--sm", "100", "--flashinfer", "0.6.13", "--json")
+    sparse = _result(doc, "trtllm-mla[backend=trtllm-gen,topk=2048]", 100)
+    dense = _result(doc, "trtllm-mla[backend=trtllm-gen]", 100)
+    assert sparse["depth"] == dense["depth"] == "compiled"
+    validators = {h["heads"] for h in sparse["heads"] if h["outcome"] == "accepted" or h.get("error_type") == "compiled check"}
+    assert validators == set(range(1, 257))  # every h_q passed the Python checks
+    assert {8, 16, 32, 64, 128} <= set(sparse["accepted"])
+    assert not set(sparse["accepted"]) & (set(range(1, 8)) | set(range(17, 32)))
+    assert not set(dense["accepted"]) & set(range(17, 32))
+
+
+def test_sm120_on_0613_is_not_ok_anywhere(cli_json, cli, tmp_path):
+    _, doc, _ = cli_json("matrix", "-k", "dsv4-sparse-mla", "--sm", "120", "--flashinfer", "0.6.13", "--json")
+    (result,) = doc["results"]
+    assert result["status"] == "unsupported-arch" and result["accepted"] == []
+    code, doc, err = cli_json("check", "--table", str(PRE_48047), "--flashinfer", "0.6.13", "--sm", "120")
+    assert code == 1, err
+    assert doc["findings"] and not [f for f in doc["findings"] if f["verdict"] == "ok"]
+    assert any("Unsupported architecture" in (f["evidence"] or {}).get("message", "") for f in doc["findings"])
+    code, out, _ = cli("check", "--table", str(PRE_48047), "--flashinfer", "0.6.13", "--sm", "120")
+    assert " ok " not in out and "ok (" not in out
+    code, _, _ = cli("report", "--releases", "0.6.13", "-k", "dsv4-sparse-mla", "--sm", "120", "--table", str(PRE_48047), "-o", str(tmp_path / "page"))
+    assert code in (0, 1)
+    page = json.loads((tmp_path / "page" / "matrix.json").read_text())
+    assert page["results"] and all(r["accepted"] == [] and r["status"] == "unsupported-arch" for r in page["results"])
+    assert "Unsupported architecture" in (tmp_path / "page" / "index.html").read_text()
+
+
+def test_the_0616_era_pads_mla_tiles(cubin_wheel):
+    """0.6.16 – 0.6.17: getPaddedMlaTileSizeQ. Dense 96 heads: no power of two and
+    above 64 -> "Non-power-of-two MLA numHeadsQPerKv must be <= 64, got 96." (0.6.13
+    ran it at short KV). Static top-k, 20 heads: padded to one 32-head tile, which the
+    table has (0.6.13 asked for a 10- or 20-head tile and refused)."""
+    package = resolve("0.6.16.post4").tree / "flashinfer"
+    port = port_for(package)
+    assert isinstance(port, Port) and port.era == "0.6.16 – 0.6.17", port
+    table = kernel_tables._from_wheel(cubin_wheel, package_of(package), cubin_wheel.name)  # type: ignore[arg-type]
+    selection = port.selection(table, B200)  # type: ignore[arg-type]
+    with pytest.raises(Refusal, match="Non-power-of-two MLA numHeadsQPerKv must be <= 64, got 96"):
+        selection.launch(MlaCall(False, BF16, BF16, BF16, 96, 576, 512, 1, 1, 1024, 64, 0))
+    launch = selection.launch(MlaCall(False, BF16, BF16, BF16, 20, 576, 512, 1, 1, 1024, 64, 2048))
+    assert launch.kernel.tile_size_q == 32 and launch.kernel.sparse_attn == 1
+    gate = runner_gate(package)
+    assert isinstance(gate, Gate) and gate.sms == (100, 103, 107)
+
+
+def test_a_release_without_a_port_stays_at_the_validators_and_names_what_changed(cli_json):
+    package = resolve("0.7.4").tree / "flashinfer"
+    why = port_for(package)
+    assert isinstance(why, str) and "no port" in why and "fmhaKernels.cuh" in why
+    gate = runner_gate(package)
+    assert isinstance(gate, Gate) and 120 not in gate.sms  # the runner's check still holds
+    _, doc, _ = cli_json("matrix", "-k", "trtllm-mla[backend=trtllm-gen]", "--sm", "100", "--heads", "64", "--flashinfer", "0.7.4", "--json")
+    (result,) = doc["results"]
+    assert result["depth"] != "compiled" and any("compiled depth: not evaluated" in n and "no port" in n for n in result["notes"])
