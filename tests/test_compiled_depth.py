@@ -123,7 +123,8 @@ def test_a_directory_laid_out_as_the_artifact_store_is_read(cubin_wheel, tmp_pat
     got = tables_for(PACKAGE, "0.6.14")
     assert got.table is not None and got.table.origin == str(tmp_path / "store")
     monkeypatch.setenv("HPROBE_KERNEL_TABLE", "off")
-    assert tables_for(PACKAGE, "0.6.14").table is None
+    off = tables_for(PACKAGE, "0.6.14")
+    assert off.table is None and off.disabled
 
 
 # --- the port against cases worked from the C++ ------------------------------------

@@ -40,6 +40,7 @@ class Tables:
 
     table: KernelTable | None
     missing: str | None = None  # why no table, in words
+    disabled: bool = False  # compiled depth turned off: every answer stays at the validators
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,8 @@ def existence(selection: Selection, call: TrtllmGenCall, heads: int) -> Existenc
 def deepen(result: KernelSMResult, package: Path, tables: Tables) -> None:
     """Take `result` past the validators where its h_q reached trtllm-gen (see
     the module docstring); leave it as it is elsewhere, saying why."""
+    if tables.disabled:
+        return
     probe = get_variant(result.key).probe
     calls = {e: c for e in {r.entry for r in result.heads.values() if r.entry} if (c := probe.compiled_call(e, result.config)) is not None}
     if not calls:

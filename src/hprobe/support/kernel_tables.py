@@ -85,7 +85,7 @@ def tables_for(flashinfer: Path, version: str, progress: Callable[[str], None] =
     """The verified kernel table of the release whose package is `flashinfer`, or why none."""
     setting = os.environ.get(SETTING, "").strip()
     if setting.lower() == "off":
-        return Tables(None, f"{SETTING}=off")
+        return Tables(None, f"{SETTING}=off", disabled=True)
     package = package_of(flashinfer)
     if isinstance(package, str):
         return Tables(None, package)
