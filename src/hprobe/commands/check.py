@@ -6,7 +6,6 @@ output."""
 from __future__ import annotations
 
 from dataclasses import replace
-from itertools import product
 from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
@@ -29,6 +28,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from hprobe.advise.suggest import BackendSuggestion
+    from hprobe.model.padding import Model
+    from hprobe.rules.repo.evaluate import NotEvaluable
     from hprobe.rules.repo.extract import RepoTables
 
 
@@ -229,26 +230,7 @@ def _unevaluated_paths(repo: RepoTables, numbers: list[int]) -> list[Finding]:
     for problem in repo.paths.problems:
         models = [m for m in repo.table.models if not problem.models or m.name in problem.models]
         for sm in [s for s in problem.sms if s in numbers] or list(problem.sms):
-            for model in models:
-                for tp, n in model.per_rank():
-                    out.append(
-                        Finding(
-                            table=repo.table.name,
-                            table_path=repo.table.path,
-                            model=model.name,
-                            tp=tp,
-                            n=n,
-                            backend=problem.backend,
-                            kernel=problem.kernel,
-                            sm=sm,
-                            flashinfer_version="-",
-                            padded=None,
-                            verdict=Verdict.INCONCLUSIVE,
-                            notes=[f"not evaluable: {problem.problem}"],
-                            source=f"{problem.problem.path}:{problem.problem.line}",
-                            rule_unknown=True,
-                        )
-                    )
+            out.extend(_not_evaluable(repo, models, problem.backend, problem.kernel, sm, problem.problem))
     return out
 
 
@@ -261,28 +243,24 @@ def _unevaluated(repo: RepoTables, numbers: list[int]) -> list[Finding]:
         probed = [e for e in item.entries if e.kernel is not None]
         if item.status is not ClassStatus.NOT_EVALUABLE or problem is None or not probed:
             continue
-        cells = [(entry, sm) for entry in probed for sm in ([s for s in entry.sms if s in numbers] or list(entry.sms))]
-        for (entry, sm), model in product(cells, repo.table.models):
-            for tp, n in model.per_rank():
-                out.append(
-                    Finding(
-                        table=repo.table.name,
-                        table_path=repo.table.path,
-                        model=model.name,
-                        tp=tp,
-                        n=n,
-                        backend=f"{item.cls.qualname}{entry.label}",
-                        kernel=entry.kernel or "",
-                        sm=sm,
-                        flashinfer_version="-",
-                        padded=None,
-                        verdict=Verdict.INCONCLUSIVE,
-                        notes=[f"not evaluable: {problem}"],
-                        source=f"{problem.path}:{problem.line}",
-                        rule_unknown=True,
-                    )
-                )
+        for entry in probed:
+            for sm in [s for s in entry.sms if s in numbers] or list(entry.sms):
+                out.extend(_not_evaluable(repo, repo.table.models, f"{item.cls.qualname}{entry.label}", entry.kernel or "", sm, problem))
     return out
+
+
+def _not_evaluable(repo: RepoTables, models: list[Model], backend: str, kernel: str, sm: int, problem: NotEvaluable) -> list[Finding]:
+    """One inconclusive finding per model and TP: the rule or count that feeds
+    `backend` on `sm` could not be read, so nothing about it is judged."""
+    return [
+        Finding(
+            table=repo.table.name, table_path=repo.table.path, model=model.name, tp=tp, n=n, backend=backend, kernel=kernel, sm=sm,
+            flashinfer_version="-", padded=None, verdict=Verdict.INCONCLUSIVE, notes=[f"not evaluable: {problem}"],
+            source=f"{problem.path}:{problem.line}", rule_unknown=True,
+        )
+        for model in models
+        for tp, n in model.per_rank()
+    ]
 
 
 def search_pins(report: CheckReport, suggestions: list[BackendSuggestion], pin: str | None, use_cache: bool = True, progress: Progress = quiet, start: Version | None = None) -> list[Version]:
