@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hprobe.model.errors import InputError
 from hprobe.model.release import Progress, quiet
 
 if TYPE_CHECKING:
@@ -13,36 +12,30 @@ if TYPE_CHECKING:
     from hprobe.commands.request import RuleRequest
     from hprobe.model.padding import PaddingTable
     from hprobe.report.model import CheckReport
-    from hprobe.rules.interface import RuleSource
     from hprobe.rules.repo.extract import RepoTables
 
 
 def collect_rules(request: RuleRequest) -> tuple[list[PaddingTable], RepoTables | None]:
-    """(tables, the repo's record or None). The rule source: a repo read with
-    ast, the user's own function, or tables. Nothing is probed yet."""
-    from hprobe.rules import overridden_models, override_models, override_options, table_sources
+    """(tables, the repo's record or None). The rule source is the first kind
+    the request names (rules/sources.py); nothing is probed yet."""
+    from hprobe.rules import override_models, override_options
+    from hprobe.rules.interface import RuleInputs
+    from hprobe.rules.repo.extract import RepoRuleSource
+    from hprobe.rules.sources import rule_sources
 
-    repo_source = None
     picked = None
     if request.models is not None:
         from hprobe.rules.models import pick_models, shipped_models
 
         picked = pick_models(list(shipped_models()), list(request.models))
-    sources: list[RuleSource]
-    if request.repo is not None:
-        from hprobe.rules.repo.extract import RepoRuleSource
-        from hprobe.rules.repo.mapping import load_mapping
-
-        chosen = load_mapping(request.mapping) if request.mapping is not None else None
-        heads, tp = request.heads, list(request.tp) if request.tp is not None else None
-        models = (lambda found: overridden_models(found, heads, tp, picked)) if heads is not None or tp is not None or picked is not None else None
-        repo_source = RepoRuleSource(request.repo, chosen, request.exclude, dict(request.settings), models)
-        sources = [repo_source]
-    elif request.pad_fn is not None:
-        sources = [pad_fn_source(request)]
-    else:
-        sources = list(table_sources(list(request.tables)))
+    inputs = RuleInputs(
+        tables=request.tables, repo=request.repo, mapping=request.mapping, exclude=request.exclude, settings=request.settings,
+        pad_fn=request.pad_fn, kernel=request.kernel, sm=request.sm, heads=request.heads, tp=request.tp,
+        picked=tuple(picked) if picked is not None else None,
+    )
+    sources = rule_sources(inputs)
     tables = [source.collect() for source in sources]
+    repo_source = next((s for s in sources if isinstance(s, RepoRuleSource)), None)
     # A repo's rules and a --pad-fn were evaluated for the overridden models already.
     evaluated = repo_source is not None or request.pad_fn is not None
     tp_list = list(request.tp) if request.tp is not None else None
@@ -51,24 +44,6 @@ def collect_rules(request: RuleRequest) -> tuple[list[PaddingTable], RepoTables 
     if repo_tables is not None:
         repo_tables.table = tables[0]  # the table as overridden is the one judged and patched
     return tables, repo_tables
-
-
-def pad_fn_source(request: RuleRequest) -> RuleSource:
-    from hprobe.kernels import get_variant
-    from hprobe.model.padding import Model, Where
-    from hprobe.model.sm import parse_sm_list
-    from hprobe.rules.repo.padfn import PadFnRuleSource
-
-    spec, kernel, sm, heads = request.pad_fn, request.kernel, request.sm, request.heads
-    assert spec is not None
-    if not kernel or not sm or heads is None:
-        raise InputError("--pad-fn needs --kernel (the kernel it feeds), --sm and --heads (the model's total query heads)")
-    variant = get_variant(kernel)
-    tps = tuple(request.tp or [t for t in (1, 2, 4, 8, 16) if heads % t == 0])
-    model = Model(f"{heads} heads", heads, tps, Where("--heads"))
-    sms = tuple(s.number for s in parse_sm_list(sm))
-    options = tuple((k, v) for k, v in variant.config if v != dict(variant.probe.variant().config)[k])
-    return PadFnRuleSource(spec, variant.probe.id, sms, [model], options)
 
 
 def judge_rules(

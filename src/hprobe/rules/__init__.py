@@ -13,28 +13,9 @@ from hprobe.model.errors import InputError
 if TYPE_CHECKING:
     from hprobe.kernels.base import Value
 from hprobe.model.padding import Model, PaddingTable, PadMap, Where
-from hprobe.rules.toml_source import TomlTableSource
+from hprobe.rules.toml_source import TomlTableSource, shipped_data, table_sources
 
 __all__ = ["TomlTableSource", "load_tables", "overridden_models", "override_models", "shipped_data", "table_sources"]
-
-
-def shipped_data(*parts: str) -> Path:
-    """A file or folder of the shipped data (package `hprobe.matrices`, the
-    top-level matrices/ of the source tree), in a checkout, an editable install
-    or an installed wheel alike."""
-    from importlib.resources import files
-
-    return Path(str(files("hprobe.matrices").joinpath(*parts)))
-
-
-def table_sources(paths: list[Path] | None) -> list[TomlTableSource]:
-    """The given table files, or every shipped table when none is given."""
-    if not paths:
-        directory = shipped_data()
-        paths = sorted(directory.glob("*.toml"))
-        if not paths:
-            raise InputError(f"no padding tables found in {directory}; pass --table FILE")
-    return [TomlTableSource(Path(p)) for p in paths]
 
 
 def load_tables(paths: list[Path] | None) -> list[PaddingTable]:

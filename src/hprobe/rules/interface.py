@@ -7,11 +7,45 @@ modified; only `--pad-fn` runs their code, because they asked."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
 
-from hprobe.model.padding import PaddingTable
+from hprobe.model.padding import Model, PaddingTable
 
 
 class RuleSource(ABC):
     @abstractmethod
     def collect(self) -> PaddingTable:
         """The rules, as a table; notes for the report go in `table.notes`."""
+
+
+@dataclass(frozen=True)
+class RuleInputs:
+    """What the user named as the place rules come from, and the models to
+    judge them for: enough for any kind of source to build itself."""
+
+    tables: tuple[Path, ...] = ()
+    repo: Path | None = None
+    mapping: Path | None = None
+    exclude: tuple[str, ...] = ()
+    settings: tuple[tuple[str, str], ...] = ()
+    pad_fn: str | None = None
+    kernel: str | None = None
+    sm: str | None = None
+    heads: int | None = None
+    tp: tuple[int, ...] | None = None
+    picked: tuple[Model, ...] | None = None  # --model, from hprobe's model table
+
+
+class SourceKind(ABC):
+    """One kind of rule source: whether the inputs name it, and how it is built."""
+
+    name: str
+
+    @abstractmethod
+    def given(self, inputs: RuleInputs) -> bool:
+        """True when the inputs ask for this kind of source."""
+
+    @abstractmethod
+    def make(self, inputs: RuleInputs) -> list[RuleSource]:
+        """The sources the inputs name; nothing is read yet."""

@@ -12,7 +12,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from hprobe.model.errors import InputError
 from hprobe.model.padding import MAX_HEADS, Backend, Model, NoPadding, PaddingRule, PaddingTable, PadMap, PadMultiple, PadTile, PadTo, Provenance, Reach, Where
 from hprobe.model.sm import parse_sm
-from hprobe.rules.interface import RuleSource
+from hprobe.rules.interface import RuleInputs, RuleSource, SourceKind
 from hprobe.system.fileio import read_text
 
 _TOML_LINE = re.compile(r"\(at line (\d+), column \d+\)")
@@ -27,6 +27,37 @@ class TomlTableSource(RuleSource):
     def collect(self) -> PaddingTable:
         text = read_text(self.path, "table file")
         return _Parser(str(self.path), text).table(parse_toml(text, self.path))
+
+
+class TomlSourceKind(SourceKind):
+    """--table FILE (repeatable), or every shipped table when none is named: always given."""
+
+    name = "tables"
+
+    def given(self, inputs: RuleInputs) -> bool:
+        return True
+
+    def make(self, inputs: RuleInputs) -> list[RuleSource]:
+        return list(table_sources(list(inputs.tables)))
+
+
+def shipped_data(*parts: str) -> Path:
+    """A file or folder of the shipped data (package `hprobe.matrices`, the
+    top-level matrices/ of the source tree), in a checkout, an editable install
+    or an installed wheel alike."""
+    from importlib.resources import files
+
+    return Path(str(files("hprobe.matrices").joinpath(*parts)))
+
+
+def table_sources(paths: list[Path] | None) -> list[TomlTableSource]:
+    """The given table files, or every shipped table when none is given."""
+    if not paths:
+        directory = shipped_data()
+        paths = sorted(directory.glob("*.toml"))
+        if not paths:
+            raise InputError(f"no padding tables found in {directory}; pass --table FILE")
+    return [TomlTableSource(Path(p)) for p in paths]
 
 
 def parse_toml(text: str, path: Path) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from hprobe.model.errors import InputError
 from hprobe.model.padding import MAX_HEADS, Backend, Model, PaddingTable, PadMap, Where
-from hprobe.rules.interface import RuleSource
+from hprobe.rules.interface import RuleInputs, RuleSource, SourceKind
 from hprobe.system.bounded import Timeout, run_bounded, setting_from_env
 
 PAD_FN_TIMEOUT = ("HPROBE_PAD_FN_TIMEOUT", 60.0)  # seconds for every call of the function together
@@ -96,3 +96,28 @@ class PadFnRuleSource(RuleSource):
                 pairs.append((n, value))
         backend = Backend(spec, self.kernel, self.sms, PadMap(tuple(pairs)), where, self.options)
         return PaddingTable(f"--pad-fn {spec}", f"called {spec}", os.fspath(where.path), None, self.models, [backend], notes)
+
+
+class PadFnSourceKind(SourceKind):
+    """--pad-fn: the consumer's own function, run in a child process because they asked."""
+
+    name = "pad-fn"
+
+    def given(self, inputs: RuleInputs) -> bool:
+        return inputs.pad_fn is not None
+
+    def make(self, inputs: RuleInputs) -> list[RuleSource]:
+        from hprobe.kernels import get_variant
+        from hprobe.model.sm import parse_sm_list
+
+        spec, kernel, sm, heads = inputs.pad_fn, inputs.kernel, inputs.sm, inputs.heads
+        assert spec is not None
+        if not kernel or not sm or heads is None:
+            raise InputError("--pad-fn needs --kernel (the kernel it feeds), --sm and --heads (the model's total query heads)")
+        variant = get_variant(kernel)
+        tps = tuple(inputs.tp or [t for t in (1, 2, 4, 8, 16) if heads % t == 0])
+        model = Model(f"{heads} heads", heads, tps, Where("--heads"))
+        sms = tuple(s.number for s in parse_sm_list(sm))
+        options = tuple((k, v) for k, v in variant.config if v != dict(variant.probe.variant().config)[k])
+        return [PadFnRuleSource(spec, variant.probe.id, sms, [model], options)]
+

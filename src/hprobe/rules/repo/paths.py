@@ -325,6 +325,10 @@ def _picked_backends(context: PathContext, m: CallMapping, site: CallSite, outpu
     not picked by count: every count, the variant's own backend)."""
     if m.backend_by is None:
         return {None: ()}
+    if "backend" not in site.keywords and not site.spreads:
+        # This release's call names no backend (vLLM before the selector): the
+        # entry point's default serves every count.
+        return {None: ()}
     module = context.index.by_suffix(site.module)
     function = module.functions.get(m.backend_by) if module is not None else None
     if module is None or function is None:
@@ -360,12 +364,12 @@ def _backend(
         options["backend"] = backend_value
     elif literal is not None and get_probe(m.kernel).axis("backend") is not None:
         options["backend"] = literal
-    name = base + (f" -> backend={backend_value}" if m.backend_by else "") + (f" ({sm_names(sms)})" if split_by_sm else "")
+    name = base + (f" -> backend={backend_value}" if m.backend_by and backend_value is not None else "") + (f" ({sm_names(sms)})" if split_by_sm else "")
     chosen = set(counts)
     # The counts this backend takes (all of the path's, unless its backend is picked per count).
     rule = PadMap(tuple(sorted({n: v for (_, n), v in outputs.items() if isinstance(v, int) and (not chosen or n in chosen)}.items())))
     conditions = [f"{k}={v}" for k, v in m.conditions]
-    picks = [f"{m.backend_by}() picks {backend_value}"] if m.backend_by else []
+    picks = [f"{m.backend_by}() picks {backend_value}"] if m.backend_by and backend_value is not None else []
 
     def said_for(branch: str) -> str:
         # "file:line [SMs, phase, conditions, how]": a file:line first, as every rule's branch reads.
