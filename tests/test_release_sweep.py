@@ -128,16 +128,18 @@ def test_fp8_kv_scales_only_where_run_takes_them(cli_json):
 
 def test_dsv4_cute_dsl_gets_hca_inputs(cli_json):
     # 0.7.4 mla/_core.py:2296-2309: cute-dsl takes explicit HCA metadata, no
-    # sparse_indices or seq_lens; batch_hca.py:438 wants an FP8 query. With those
-    # the call passes every input check and stops at batch_hca.py:441, the
-    # query's device. On tensors that report a CUDA device it gets past that
-    # too, and then needs the CUDA runtime itself (torch.cuda): inconclusive for
-    # this machine, never an input misfit.
-    _, doc, _ = cli_json("matrix", "-k", "dsv4-sparse-mla", "--backend", "cute-dsl", "--sm", "100", "--heads", "8,64", "--flashinfer", "0.7.4")
-    [result] = doc["results"]
-    for head in result["heads"]:
-        assert head["outcome"] == "inconclusive" and head["cause"] == "device"
-        assert "CUDA runtime" in head["reason"] and "inputs may not fit" not in head["reason"]
+    # sparse_indices or seq_lens; batch_hca.py:438 wants an FP8 query. The probe
+    # honours --dtype: a BF16 query is refused whatever h_q is (a check the FP8
+    # variant passes), and with FP8 the call gets past the query's device check
+    # (batch_hca.py:441) on tensors that report a CUDA device, and past
+    # `torch.cuda.device` (faked like the device queries), to the CuTe DSL
+    # compile: decided, never an input misfit.
+    _, doc, _ = cli_json("matrix", "-k", "dsv4-sparse-mla", "--backend", "cute-dsl", "--dtype", "bf16,fp8", "--sm", "100", "--heads", "8,64,129", "--flashinfer", "0.7.4")
+    by = {r["key"]: r for r in doc["results"]}
+    assert by["dsv4-sparse-mla[backend=cute-dsl]"]["status"] == "unsupported-config"
+    fp8 = {h["heads"]: h for h in by["dsv4-sparse-mla[backend=cute-dsl,dtype=fp8]"]["heads"]}
+    assert fp8[8]["outcome"] == fp8[64]["outcome"] == "accepted" and fp8[8]["entry"].startswith("cute.compile.")
+    assert fp8[129]["outcome"] == "rejected" and "num_heads must be in [1, 128]" in fp8[129]["message"]
 
 
 def test_cute_dsl_workspace_dtype_of_0_6_13(sweep):
@@ -167,10 +169,18 @@ def test_smaller_latent_rank(cli_json):
         "--sm", "100", "--flashinfer", "0.6.14,0.6.16",
     )
     results = {(r["flashinfer_version"], r["key"]): r for r in doc["results"]}
-    # 0.6.14 auto takes every h_q at rank 256; from 0.6.16 auto routes the 256
-    # latent to trtllm-gen, which refuses 64 < h_q < 128 in Python (0.6.16 mla/_core.py, "trtllm-gen MLA decode does not support 64 < num_heads_q < 128").
-    assert results[("0.6.14", "trtllm-mla[kv_lora_rank=256]")]["accepted"] == list(range(1, 257))
-    assert results[("0.6.16", "trtllm-mla[kv_lora_rank=256]")]["accepted"] == list(range(1, 65)) + list(range(128, 257))
+    old, new = results[("0.6.14", "trtllm-mla[kv_lora_rank=256]")], results[("0.6.16", "trtllm-mla[kv_lora_rank=256]")]
+    assert old["depth"] == new["depth"] == "compiled"
+    old_heads, new_heads = ({h["heads"]: h for h in r["heads"]} for r in (old, new))
+    # 0.6.14's validators take every h_q at rank 256; trtllm-gen's selection (head
+    # dims 320/256) puts 17-31 heads in 16-head tiles and refuses the remainder.
+    assert all(h["outcome"] == "accepted" or h["error_type"] == "compiled check" for h in old_heads.values())
+    assert all(old_heads[n]["message"] == "The numHeadsQ/numHeadsKv is not supported." for n in range(17, 32))
+    # From 0.6.16 auto routes the 256 latent to trtllm-gen, which refuses 64 < h_q
+    # < 128 in Python (0.6.16 mla/_core.py, "trtllm-gen MLA decode does not support
+    # 64 < num_heads_q < 128"); its selection pads 17-31 heads to one 32-head tile.
+    assert all("64 < num_heads_q < 128" in (new_heads[n]["message"] or "") for n in range(65, 128))
+    assert set(range(17, 33)) <= set(new["accepted"])
     # cute-dsl "cannot implement this configuration" for every h_q at rank 256,
     # a check it passes at rank 512: a configuration refusal.
     for version in ("0.6.14", "0.6.16"):

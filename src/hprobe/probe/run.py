@@ -19,7 +19,7 @@ from hprobe.device.session import BASELINE_TOOLKIT, FlashinferSession
 from hprobe.device.sites import CheckSite, passed_elsewhere
 from hprobe.kernels.base import KernelProbe, Value, Variant
 from hprobe.model.heads import compact_set
-from hprobe.model.outcome import Cause, Depth, HeadResult, KernelSMResult, Outcome
+from hprobe.model.outcome import Cause, Depth, HeadResult, KernelSMResult, Outcome, without_count
 from hprobe.model.sm import SM
 
 # Compiled calls that answer a question (format, dispatch policy) rather than launch.
@@ -609,6 +609,12 @@ class _Probing:
                 continue
             first = result.heads[self.heads[0]]
             message = first.message or ""
+            # One check, in the same words, for every h_q (a refusal in stages
+            # -- a head check, then a dtype check for the h_q it lets through -- is
+            # a configuration refusal, not an absent option).
+            checks = {(hr.location, without_count(hr.message or "", h)) for h, hr in result.heads.items()}
+            if len(checks) != 1:
+                continue
             named = [k for k, v in changed.items() if _names(message, str(v))]
             if not any(self._refused_alone(k, changed[k], sm, first, self._chosen.get(sm, 0)) for k in named):
                 continue
