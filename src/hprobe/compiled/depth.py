@@ -147,10 +147,9 @@ def _evaluate(result: KernelSMResult, calls: dict[str, TrtllmGenCall], selection
             continue  # every shape launched or hangs on a runtime answer: as the validators said
         if not found.launched:
             batch, kv, refusal = found.refused[0]
-            result.heads[h] = HeadResult(
-                h, Outcome.REJECTED, entry=head.entry, error_type="compiled check", message=refusal.message,
-                location=_location(package, refusal),
-            )
+            # As for any refusal, the evidence is the check's words and place (an
+            # entry is what an accepted call reached).
+            result.heads[h] = HeadResult(h, Outcome.REJECTED, error_type="compiled check", message=refusal.message, location=_location(package, refusal))
         elif found.refused:
             result.heads[h] = replace(head, shapes=_shapes(found, call))
     if refused_with_kernel:
@@ -186,8 +185,7 @@ def _refuse_arch(result: KernelSMResult, calls: dict[str, TrtllmGenCall], gate: 
     for h, head in result.heads.items():
         if head.outcome is Outcome.ACCEPTED and head.entry in calls:
             result.heads[h] = HeadResult(
-                h, Outcome.UNSUPPORTED_ARCH, entry=head.entry, error_type="compiled check", message="Unsupported architecture",
-                location=f"{gate.location} (TllmGenFmhaRunner)",
+                h, Outcome.UNSUPPORTED_ARCH, error_type="compiled check", message="Unsupported architecture", location=f"{gate.location} (TllmGenFmhaRunner)"
             )
     result.depth = Depth.COMPILED
     allowed = "/".join(f"SM{s}" for s in gate.sms)
