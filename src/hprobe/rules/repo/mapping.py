@@ -296,17 +296,22 @@ def _settings_spec(raw: object, path: Path) -> SettingsSpec | None:
     return SettingsSpec(raw["module"], raw["object"], raw["accessor"])
 
 
+def _kernel_and_sms(raw: dict, what: str, instead: str) -> tuple[str, tuple[int, ...]]:
+    """An entry's kernel and SMs, or one input error naming the entry (`what`)."""
+    kernel, sms = raw.get("kernel"), raw.get("sm")
+    if not isinstance(kernel, str) or not isinstance(sms, list) or not sms:
+        raise InputError(f"{what}: needs kernel and sm (or {instead})")
+    try:
+        return kernel, tuple(parse_sm(str(s)).number for s in sms)
+    except InputError as exc:
+        raise InputError(f"{what}: {exc.message}") from None
+
+
 def _class_entry(raw: dict, where: Where, parameters: set[str]) -> ClassMapping:
     name = raw["name"]
     if "unprobed" in raw:
         return ClassMapping(name, None, unprobed=str(raw["unprobed"]), where=where)
-    kernel, sms = raw.get("kernel"), raw.get("sm")
-    if not isinstance(kernel, str) or not isinstance(sms, list) or not sms:
-        raise InputError(f"{where}: class {name}: needs kernel and sm (or unprobed = \"why\")")
-    try:
-        parsed = tuple(parse_sm(str(s)).number for s in sms)
-    except InputError as exc:
-        raise InputError(f"{where}: class {name}: {exc.message}") from None
+    kernel, parsed = _kernel_and_sms(raw, f"{where}: class {name}", 'unprobed = "why"')
     phase = raw.get("phase")
     if phase is not None and not isinstance(phase, str):
         raise InputError(f"{where}: class {name}: phase must be a string (decode, prefill)")
@@ -355,13 +360,7 @@ def _call_entry(raw: object, where: Where) -> CallMapping:
         if extra:
             raise InputError(f"{where}: call {raw['site']}: an unresolved path takes only site, entry, unresolved and note, not {sorted(extra)[0]}")
         return CallMapping(**base, unresolved=texts["unresolved"], model_family=texts["model_family"])
-    kernel, sms = raw.get("kernel"), raw.get("sm")
-    if not isinstance(kernel, str) or not isinstance(sms, list) or not sms:
-        raise InputError(f"{where}: call {raw['site']}: needs kernel and sm (or unresolved = \"why\")")
-    try:
-        parsed = tuple(parse_sm(str(s)).number for s in sms)
-    except InputError as exc:
-        raise InputError(f"{where}: call {raw['site']}: {exc.message}") from None
+    kernel, parsed = _kernel_and_sms(raw, f"{where}: call {raw['site']}", 'unresolved = "why"')
     heads, inline = _call_heads(raw, where, texts)
     normalised = _call_conditions(raw, where)
     tps = raw.get("tp", [])
