@@ -104,7 +104,9 @@ def deepen(result: KernelSMResult, package: Path, tables: Tables) -> None:
     selection = _selection(port, tables.table, device_of(sm))
     evaluated = _evaluate(result, calls, selection, package)
     if evaluated:
-        result.depth = Depth.COMPILED
+        # A weaker basis elsewhere in the result (partial, faked device) stays what it says.
+        if result.depth in (Depth.VALIDATORS, Depth.DISPATCH):
+            result.depth = Depth.COMPILED
         checks = {probe.compiled_checks(e) for e in calls}
         result.unchecked = [u for u in result.unchecked if u not in checks]
         result.notes.append(
@@ -187,7 +189,8 @@ def _refuse_arch(result: KernelSMResult, calls: dict[str, TrtllmGenCall], gate: 
             result.heads[h] = HeadResult(
                 h, Outcome.UNSUPPORTED_ARCH, error_type="compiled check", message="Unsupported architecture", location=f"{gate.location} (TllmGenFmhaRunner)"
             )
-    result.depth = Depth.COMPILED
+    if result.depth in (Depth.VALIDATORS, Depth.DISPATCH):
+        result.depth = Depth.COMPILED
     allowed = "/".join(f"SM{s}" for s in gate.sms)
     # What the runner's check settles: the cubin caveat, and "no SMxxx route".
     result.unchecked = [u for u in result.unchecked if u not in checks and " route, " not in u]
