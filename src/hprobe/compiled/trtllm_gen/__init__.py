@@ -62,6 +62,7 @@ def source(package: Path, relative: str) -> SourceFile | None:
     return _source(data_dir(package) / relative)
 
 
+@lru_cache(maxsize=16)
 def runner_gate(package: Path) -> Gate | str:
     """The runner's SM check in this release, or why it is not known."""
     runner = source(package, RUNNER)
@@ -74,6 +75,7 @@ def runner_gate(package: Path) -> Gate | str:
     return Gate(RUNNER_GATES[digest], f"flashinfer/data/{RUNNER}:{line}")
 
 
+@lru_cache(maxsize=16)
 def port_for(package: Path) -> Port | str:
     """The era whose port describes this release's selection, or why none does."""
     nearest: tuple[int, list[str]] | None = None
