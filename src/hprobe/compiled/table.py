@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 # The struct's fields the selection reads, by their C names.
@@ -89,6 +89,8 @@ class KernelTable:
     rows: tuple[KernelMeta, ...]
     sha256: str
     origin: str  # where it came from, in words (a path, a package, a URL)
+    data: bytes = field(default=b"", repr=False, compare=False)  # the file as read
+    checksums: bytes = field(default=b"", repr=False, compare=False)  # the checksums.txt that vouched for it
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -106,7 +108,7 @@ def read_table(path: Path, origin: str | None = None) -> KernelTable:
     return parse_table(data, origin or str(path))
 
 
-def parse_table(data: bytes, origin: str) -> KernelTable:
+def parse_table(data: bytes, origin: str, checksums: bytes = b"") -> KernelTable:
     text = data.decode("utf-8", errors="replace")
     struct = _STRUCT.search(text)
     if struct is None:
@@ -134,7 +136,7 @@ def parse_table(data: bytes, origin: str) -> KernelTable:
         rows.append(KernelMeta(**fields, sage_blocks=sage))  # type: ignore[arg-type]
     if not rows:
         raise TableError(f"{origin}: the table has no rows")
-    return KernelTable(tuple(rows), hashlib.sha256(data).hexdigest(), origin)
+    return KernelTable(tuple(rows), hashlib.sha256(data).hexdigest(), origin, data, checksums)
 
 
 def _value(token: str) -> str | int | bool:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+import re
 import sys
 import tempfile
 import urllib.error
@@ -43,7 +44,8 @@ CUBIN_DIST = "flashinfer-cubin"
 HEADER = "include/flashInferMetaInfo.h"
 CHECKSUMS = "checksums.txt"
 FETCH_TIMEOUT = 20.0  # seconds, per file from the artifact store
-MAX_TABLE_BYTES = 64 * 2**20  # the 0.6.13 table is 5.5 MB
+MAX_TABLE_BYTES = 64 * 2**20
+CACHED = "hprobe's cache"  # the 0.6.13 table is 5.5 MB
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,9 @@ def package_of(flashinfer: Path) -> Package | str:
                     found[node.name] = value.value
     if len(found) < 2:
         return "flashinfer/artifacts.py names no trtllm-gen FMHA kernel package (ArtifactPath/CheckSumHash.TRTLLM_GEN_FMHA)"
+    # Both become parts of paths and URLs: a digest and a relative path, nothing else.
+    if not re.fullmatch(r"[0-9a-f]{64}", found["CheckSumHash"]) or not re.fullmatch(r"[0-9a-f]{40}/[\w./-]+/", found["ArtifactPath"]) or ".." in found["ArtifactPath"]:
+        return "flashinfer/artifacts.py names a trtllm-gen FMHA kernel package hprobe cannot use (not a digest and a relative path)"
     return Package(found["ArtifactPath"], found["CheckSumHash"])
 
 
@@ -102,6 +107,8 @@ def tables_for(flashinfer: Path, version: str, progress: Callable[[str], None] =
             tried.append(found)
             continue
         if found is not None:
+            if not found.origin.startswith(CACHED):
+                _keep(package, found)
             return Tables(found)
     why = "; ".join(tried) or "no source holds it"
     return Tables(None, f"no kernel table for trtllm-gen kernel package {package.short} could be had ({why}); {SETTING} names one")
@@ -113,9 +120,7 @@ def _verified(checksums: bytes, header: bytes, package: Package, origin: str) ->
     wanted = _header_digest(checksums)
     if hashlib.sha256(header).hexdigest() != wanted:
         raise ValueError(f"{origin}: flashInferMetaInfo.h does not match its entry in {CHECKSUMS}")
-    table = parse_table(header, origin)
-    _keep(package, checksums, header)
-    return table
+    return parse_table(header, origin, checksums)
 
 
 def _header_digest(checksums: bytes) -> str:
@@ -127,18 +132,23 @@ def _header_digest(checksums: bytes) -> str:
     raise ValueError(f"{CHECKSUMS} lists no flashInferMetaInfo.h")
 
 
-def _keep(package: Package, checksums: bytes, header: bytes) -> None:
-    where = cache.directory("kernel-tables") / package.checksums_sha256
-    where.mkdir(parents=True, exist_ok=True)
-    cache.write_atomically(where / CHECKSUMS, checksums)
-    cache.write_atomically(where / "flashInferMetaInfo.h", header)
+def _keep(package: Package, table: KernelTable) -> None:
+    """Keep a verified table for the next run; a cache that cannot be written costs
+    only that (the table in hand is good)."""
+    try:
+        where = cache.directory("kernel-tables") / package.checksums_sha256
+        where.mkdir(parents=True, exist_ok=True)
+        cache.write_atomically(where / CHECKSUMS, table.checksums)
+        cache.write_atomically(where / "flashInferMetaInfo.h", table.data)
+    except OSError:
+        pass
 
 
 def _cached(package: Package) -> Found:
     where = cache.directory("kernel-tables") / package.checksums_sha256
     if not (where / CHECKSUMS).is_file():
         return None
-    return _verified((where / CHECKSUMS).read_bytes(), _bounded_read(where / "flashInferMetaInfo.h"), package, f"hprobe's cache ({where})")
+    return _verified((where / CHECKSUMS).read_bytes(), _bounded_read(where / "flashInferMetaInfo.h"), package, f"{CACHED} ({where})")
 
 
 def _given(path: Path, package: Package) -> Found:
