@@ -36,7 +36,7 @@ def installed(tmp_path_factory) -> Path:
     source = base / "source"
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", "test-artifacts"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(base / "dist"), str(source)], check=True, timeout=300)
-    [wheel] = (base / "dist").glob("hprobe-*.whl")
+    [wheel] = (base / "dist").glob("hprobe_mla-*.whl")
     subprocess.run([sys.executable, "-m", "venv", str(base / "venv")], check=True, timeout=300)
     py = base / "venv" / "bin" / "python"
     subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True, timeout=300)

@@ -1,3 +1,3 @@
 """hprobe: which query-head counts FlashInfer's kernels accept, from their own validators."""
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"

@@ -3,14 +3,17 @@ per release and across releases. Nothing here probes or prints."""
 
 from __future__ import annotations
 
+import datetime as dt
 from bisect import bisect_left
 from collections.abc import Iterator
+from dataclasses import replace
 from itertools import chain
 
 from hprobe.model.heads import compact_set
 from hprobe.model.outcome import Depth, HeadResult, KernelSMResult, Outcome
 from hprobe.model.padding import Backend, PaddingTable
 from hprobe.model.verdict import Finding, Verdict
+from hprobe.model.waiver import Waiver, WaiverUse
 
 # (verdict, the smallest accepted count >= n, padded / that count, the kernel's
 # answer the verdict rests on, notes)
@@ -176,10 +179,27 @@ def _weakest_depth(probed: list[KernelSMResult]) -> Depth:
     return Depth.DISPATCH if depths == {Depth.DISPATCH} else Depth.VALIDATORS
 
 
-def exit_code(findings: list[Finding], strict: bool) -> int:
-    verdicts = {f.verdict for f in findings}
-    if any(v.fails(strict) for v in verdicts):
+def waive(findings: list[Finding], waivers: list[Waiver], today: dt.date) -> tuple[list[Finding], list[WaiverUse]]:
+    """Findings with the first unexpired waiver that matches each one that is
+    not ok, and how each waiver was used. An expired waiver waives nothing."""
+    matched = [0] * len(waivers)
+    out = []
+    for f in findings:
+        if f.verdict is not Verdict.OK:
+            for k, w in enumerate(waivers):
+                if w.matches(f):
+                    matched[k] += 1
+                    if not w.expired(today) and f.waiver is None:
+                        f = replace(f, waiver=w)
+        out.append(f)
+    return out, [WaiverUse(w, matched[k], w.expired(today)) for k, w in enumerate(waivers)]
+
+
+def exit_code(findings: list[Finding], strict: bool, waivers: list[WaiverUse] | None = None) -> int:
+    """1 when a finding no waiver accepts fails the gate, or a waiver has
+    expired; 3 when something is undecided or nothing was checked; else 0."""
+    if any(f.fails(strict) for f in findings) or any(u.expired for u in waivers or []):
         return 1
-    if any(v.undecided for v in verdicts) or not findings:
+    if any(f.undecided for f in findings) or not findings:
         return 3
     return 0

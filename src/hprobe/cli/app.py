@@ -21,6 +21,7 @@ from hprobe.cli.options import (
     AXIS_EPILOG,
     ExcludeOpt,
     FlashinferOpt,
+    IgnoreOpt,
     MappingOpt,
     ModelHeadsOpt,
     ModelOpt,
@@ -33,6 +34,7 @@ from hprobe.cli.options import (
     TableOpt,
     TablesSmOpt,
     TpOpt,
+    WaiversOpt,
     path_value,
 )
 from hprobe.cli.run import progress as progress_line
@@ -121,6 +123,8 @@ def check(
     output_format: str = typer.Option("text", "--format", help="text, json or markdown (for $GITHUB_STEP_SUMMARY)."),
     details: bool = typer.Option(False, "--details", help="Text: show every row after the summary, not only those that are not ok."),
     no_cache: NoCacheOpt = False,
+    waivers: WaiversOpt = None,
+    ignore: IgnoreOpt = None,
     json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.check/2 JSON document (same as --format json)."),
 ) -> None:
     """Check padding tables (or the rules in a repo) against flashinfer's own validators."""
@@ -132,6 +136,9 @@ def check(
 
         fmt = _format(output_format, json_output)
         request = RuleRequest.parse("check", tables=table, repo=repo, mapping=mapping, exclude=exclude, settings=settings, pad_fn=pad_fn, kernel=kernel, sm=sm, heads=heads, tp=tp, pin=pin, flashinfer=flashinfer, extra_args=ctx.args, model=model)
+        from hprobe.rules.waivers import gather_waivers
+
+        accepted = gather_waivers(waivers, list(ignore or []), [Path.cwd(), *([repo] if repo is not None else [])])  # read before probing
         if junit is not None:
             check_output(junit, "--junit")  # a bad path costs nothing: refused before probing
         _no_clobbering({"--junit": junit}, table, mapping, baseline, repo)
@@ -141,7 +148,7 @@ def check(
 
             recorded = load_baseline(str(baseline))
         with progress_line(fmt == "json") as progress:
-            report = run_check_command(request, strict, recorded, not no_cache, progress)
+            report = run_check_command(request, strict, recorded, not no_cache, progress, accepted)
         if junit is not None:
             # Written before the report is printed: a failed write is the exit
             # code the printed report (and its JSON `exit_code`) then never contradicts.

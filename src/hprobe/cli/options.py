@@ -44,3 +44,5 @@ TpOpt = Annotated[str | None, typer.Option("--tp", help="Override every model's 
 PinOpt = Annotated[str | None, typer.Option("--pin", help="The consumer's flashinfer requirement, e.g. 'flashinfer-python>=0.6.13': probe the lowest and highest releases it admits.")]
 FlashinferOpt = Annotated[str | None, typer.Option("--flashinfer", help="Probe these releases instead of the installed one: 0.6.13, a comma list, a wheel file or an unpacked directory. Fetched with your pip, cached, probed in a subprocess.")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Ignore cached probe results.")]
+WaiversOpt = Annotated[Path | None, typer.Option("--waivers", metavar="FILE", parser=path_value, help="Accepted findings (TOML [[waiver]] tables with reason and expires). Default: hprobe-waivers.toml in the current directory or the --repo root, when there is one.")]
+IgnoreOpt = Annotated[list[str] | None, typer.Option("--ignore", metavar="KEY=VALUE,...", help="Waive findings matching table, backend, kernel, sm, model, tp, release, verdict (globs); optional expires=YYYY-MM-DD and, last, reason=TEXT. Repeatable.")]

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from hprobe.commands.drift import Baseline
     from hprobe.commands.request import RuleRequest
     from hprobe.model.padding import PaddingTable
+    from hprobe.model.waiver import Waiver
     from hprobe.report.model import CheckReport
     from hprobe.rules.repo.extract import RepoTables
 
@@ -65,10 +66,18 @@ def judge_rules(
     return run_check(tables, request.sm, strict, releases, request.pin, use_cache, progress)
 
 
-def run_check_command(request: RuleRequest, strict: bool, baseline: Baseline | None, use_cache: bool, progress: Progress = quiet) -> CheckReport:
-    """`hprobe check`: the rules judged, and with a baseline what changed since it."""
+def run_check_command(request: RuleRequest, strict: bool, baseline: Baseline | None, use_cache: bool, progress: Progress = quiet, waivers: list[Waiver] | None = None) -> CheckReport:
+    """`hprobe check`: the rules judged, waivers applied, and with a baseline what changed since it."""
+    import datetime as dt
+    from dataclasses import replace
+
+    from hprobe.judge import waive
+
     tables, repo_tables = collect_rules(request)
     report = judge_rules(request, tables, repo_tables, strict, use_cache, progress)
+    if waivers:
+        findings, uses = waive(report.findings, waivers, dt.date.today())
+        report = replace(report, findings=findings, waivers=uses)
     if baseline is not None:
         from hprobe.commands.drift import baseline_drift
         from hprobe.support.releases import parse_spec

@@ -9,6 +9,7 @@ from typing import Any, assert_never
 
 from hprobe.model.outcome import Depth, HeadResult
 from hprobe.model.padding import Reach
+from hprobe.model.waiver import Waiver
 
 
 class Verdict(str, Enum):
@@ -128,9 +129,29 @@ class Finding:
     unchecked: list[str] = field(default_factory=list)  # what compiled code checks beyond that
     pin: str | None = None  # the pin whose releases `releases` are (None: the releases probed, no pin)
     reach: Reach | None = None  # the engine setting under which the rule reaches FlashInfer
+    waiver: Waiver | None = None  # an unexpired waiver that accepts this finding (judge.waive)
+
+    def fails(self, strict: bool) -> bool:
+        """Fails the CI gate: the verdict fails it and no waiver accepts it."""
+        return self.waiver is None and self.verdict.fails(strict)
+
+    @property
+    def undecided(self) -> bool:
+        return self.waiver is None and self.verdict.undecided
+
+    def ci_level(self, strict: bool) -> str | None:
+        """A waived finding is still annotated, as a notice: it is accepted, not gone."""
+        if self.waiver is not None:
+            return "notice" if self.verdict is not Verdict.OK else None
+        return self.verdict.ci_level(strict)
 
     @property
     def label(self) -> str:
+        """The verdict as printed, `[waived]` after it where a waiver accepts it."""
+        return f"{self._verdict_label} [waived]" if self.waiver is not None else self._verdict_label
+
+    @property
+    def _verdict_label(self) -> str:
         """The verdict as printed: `ok (validators only)` where compiled code is
         known to check more than the Python a CPU probe runs."""
         if self.verdict in (Verdict.OK, Verdict.REDUCIBLE, Verdict.OFF_FAST_PATH, Verdict.SOME_SHAPES) and self.padded is not None:
@@ -160,10 +181,19 @@ class Finding:
             return "?"
         return "raises" if self.padded is None else str(self.padded)
 
-    def explain(self) -> str:
-        """One line of evidence, the same in every output format."""
+    @property
+    def waiver_words(self) -> str:
+        w = self.waiver
+        if w is None:
+            return ""
+        until = f" until {w.expires.isoformat()}" if w.expires else ""
+        return f"waived{until}: {w.reason} ({w.origin})"
+
+    def explain(self, note: bool = True) -> str:
+        """One line of evidence, the same in every output format (`note`:
+        with the first note, which a caller showing it once may leave out)."""
         e = self.evidence
-        parts = []
+        parts = [f"waived by {self.waiver.origin}"] if self.waiver else []  # its reason: in the waivers section and the JSON
         if self.verdict is Verdict.REDUCIBLE and self.waste is not None:
             # Removable on the releases probed: said with them, never as a general truth.
             # "Removable" only under a pin, whose ends were probed; without one,
@@ -184,7 +214,8 @@ class Finding:
             parts.append(f"accepted, but {e.slow_path}" + (f"; {self.best} is on it" if self.best else ""))
         elif self.verdict is Verdict.INCONCLUSIVE and e is not None:
             parts.append(f"{e.reason} [{e.error_type}: {e.message}]")
-        parts.extend(self.notes[:1])
+        if note:
+            parts.extend(self.notes[:1])
         return "; ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
@@ -212,4 +243,5 @@ class Finding:
             "depth": self.depth.value,
             "unchecked": self.unchecked,
             "reach": self.reach.to_dict() if self.reach else None,
+            "waiver": self.waiver.to_dict() if self.waiver else None,
         }

@@ -17,6 +17,7 @@ from hprobe.model.padding import Backend, CallPathRecord, PaddingTable
 from hprobe.model.release import INSTALLED, FlashinferInfo, ProbedRelease
 from hprobe.model.targets import Targets
 from hprobe.model.verdict import Finding, Verdict
+from hprobe.model.waiver import WaiverUse
 from hprobe.system.envinfo import installed_flashinfer_info
 
 if TYPE_CHECKING:
@@ -112,6 +113,7 @@ class CheckReport:
     drift: DiffReport | None = None  # `--baseline`: what changed since a recorded matrix
     planned: list[str] = field(default_factory=list)  # the releases asked for (labels), probed or not
     call_paths: list[CallPathRecord] = field(default_factory=list)  # `--repo`: every call of a probed entry
+    waivers: list[WaiverUse] = field(default_factory=list)  # every waiver given, and how it was used
 
     @property
     def unresolved_paths(self) -> list[CallPathRecord]:
@@ -153,7 +155,7 @@ class CheckReport:
 
     @property
     def exit_code(self) -> int:
-        code = exit_code(self.findings, self.strict)
+        code = exit_code(self.findings, self.strict, self.waivers)
         if self.drift is not None and code != 1:
             drift_code = self.drift.exit_code
             if drift_code == 1 or (drift_code == 3 and code == 0):
@@ -173,6 +175,7 @@ class CheckReport:
             "findings": [f.to_dict() for f in self.findings],
             "drift": self.drift.to_dict() if self.drift else None,
             "call_paths": [p.to_dict() for p in self.call_paths],
+            "waivers": [u.to_dict() for u in self.waivers],
             "notes": self.notes,
         }
 

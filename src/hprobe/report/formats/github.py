@@ -30,7 +30,7 @@ def annotation_lines(report: CheckReport) -> list[str]:
     padding function is one line of code)."""
     grouped: dict[tuple[str, str, str, int, str], list[Finding]] = {}
     for f in report.findings:
-        level = f.verdict.ci_level(report.strict)
+        level = f.ci_level(report.strict)
         if level is None:
             continue
         grouped.setdefault((level, f.source, f.backend, f.sm, f.label), []).append(f)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
+from hprobe.model.verdict import Verdict
 from hprobe.system.escaping import xml
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ def junit_xml(report: CheckReport) -> ET.ElementTree:
         by_table.setdefault(f.table, []).append(f)
     for table, findings in by_table.items():
         suite = ET.SubElement(suites, "testsuite", name=table)
-        failures = errors = 0
+        failures = errors = skipped = 0
         for f in findings:
             case = ET.SubElement(
                 suite,
@@ -35,10 +36,13 @@ def junit_xml(report: CheckReport) -> ET.ElementTree:
             )
             message = f"{f.label}: padded {f.padded_text}; {f.explain()}".strip("; ")
             detail = f"flashinfer {f.flashinfer_version}; kernel {f.kernel}; rule at {f.source}"
-            if f.verdict.fails(report.strict):
+            if f.waiver is not None and f.verdict is not Verdict.OK:
+                skipped += 1
+                ET.SubElement(case, "skipped", message=message)
+            elif f.fails(report.strict):
                 failures += 1
                 ET.SubElement(case, "failure", message=message, type=f.verdict.value).text = detail
-            elif f.verdict.undecided:
+            elif f.undecided:
                 errors += 1
                 ET.SubElement(case, "error", message=message, type=f.verdict.value).text = detail
             elif f.verdict.soft:
@@ -46,8 +50,15 @@ def junit_xml(report: CheckReport) -> ET.ElementTree:
         suite.set("tests", str(len(findings)))
         suite.set("failures", str(failures))
         suite.set("errors", str(errors))
-        suite.set("skipped", "0")
-    total = len(report.findings)
+        suite.set("skipped", str(skipped))
+    expired = [u for u in report.waivers if u.expired]
+    if expired:
+        # An expired waiver fails the gate on its own: a case of its own says why.
+        suite = ET.SubElement(suites, "testsuite", name="hprobe waivers", tests=str(len(expired)), failures=str(len(expired)), errors="0", skipped="0")
+        for u in expired:
+            case = ET.SubElement(suite, "testcase", classname="waivers", name=u.waiver.describe, file=u.waiver.origin.rsplit(":", 1)[0])
+            ET.SubElement(case, "failure", message=f"waiver expired on {u.waiver.expires}: {u.waiver.reason}", type="expired-waiver")
+    total = len(report.findings) + len(expired)
     suites.set("tests", str(total))
     suites.set("failures", str(sum(int(s.get("failures", 0)) for s in suites)))
     suites.set("errors", str(sum(int(s.get("errors", 0)) for s in suites)))

@@ -108,84 +108,129 @@ class TextFormatter(Formatter):
     # -- check ---------------------------------------------------------------------
 
     def check(self, report: CheckReport) -> None:
-        out = self.out
+        """The verdict first and last. By default what fits a screen (at most
+        SCREEN_LINES lines when nothing wraps): the summary, the rows that
+        need action, each section capped with how many more `--details` shows."""
+        out = _Counted(self.out)
         fi = report.flashinfer
         sms = ", ".join(str(sm) for sm in report.targets.sms)
         versions = ", ".join(dict.fromkeys(r.info.version for r in report.releases)) or fi.version
         where = "  " + ", ".join(f"{r.info.version}: {r.info.location}" for r in report.releases) if self.details else ""
+        verdict = _verdict_line(report)
+        out.line(*verdict)
         out.line(_bold("hprobe check"), f"  flashinfer {visible(versions)}  targets: {sms}{visible(where)}")
-        self._advice(report.advice)
+        cap = None if self.details else _SCREEN_CAPS
+        self._advice(report.advice, out, None if cap is None else cap["advice"])
         # The answer first; what it rests on after it.
         notes = report.notes if self.details else _merged_notes(report)
         if notes:
             out.line()
-        for note in notes:
+        for note in notes if cap is None else notes[: cap["notes"]]:
             out.line(_dim("note:"), f" {visible(note)}")
-        hidden = 0
-        for (table, backend), group in groupby(report.findings, key=lambda f: (f.table, f.backend)):
-            rows = list(group)
-            if not self.details:
-                # The summary said it; the rows worth reading are those that are not ok.
-                hidden += sum(f.verdict is Verdict.OK for f in rows)
-                rows = [f for f in rows if f.verdict is not Verdict.OK]
-                if not rows:
-                    continue
-            self._findings(table, backend, rows)
-        self._call_paths(report)
-        out.line()
-        if hidden:
-            out.line(_dim(f"{hidden} ok rows not shown; --details shows every row"))
+        if cap is not None and len(notes) > cap["notes"]:
+            out.line(_dim(f"{len(notes) - cap['notes']} more notes: --details"))
+        self._waivers(report, out)
         if report.drift:
+            out.line()
             drift = report.drift
             out.line(_bold("drift against the baseline"), f"  flashinfer {visible(drift.old['version'])} → {visible(drift.new['version'])}")
             lines = self._changes(drift, changed_only=True)
             for parts in lines or [["  ", _dim("no accepted set changed")]]:
                 out.line(*parts)
-            out.line()
-        counts: dict[Verdict, int] = {}
-        for f in report.findings:
-            counts[f.verdict] = counts.get(f.verdict, 0) + 1
-        summary = _joined([(f"{counts[v]} {v.value}", v.style) for v in Verdict if v in counts], ", ") or ["nothing checked"]
-        unresolved = len(report.unresolved_paths)
-        if unresolved:
-            summary += [", ", (f"{unresolved} call path{'s' * (unresolved != 1)} not judged", "cyan")]
-        out.line(*summary, f"  → exit {report.exit_code}{' (--strict)' if report.strict else ''}")
+        paths_lines = 0 if cap is None else _call_paths_lines(report, cap["paths"])
+        budget = None if cap is None else SCREEN_LINES - out.count - paths_lines - 3  # the "more" line, a blank, the verdict
+        hidden_ok, hidden_action = 0, 0
+        for (table, backend), group in groupby(report.findings, key=lambda f: (f.table, f.backend)):
+            rows = list(group)
+            if not self.details:
+                # The summary said the rest; the rows worth reading are those that need action.
+                shown = [f for f in rows if _needs_action(f, report.strict)]
+                hidden_ok += len(rows) - len(shown)
+                rows = shown
+                if not rows:
+                    continue
+            if budget is not None:
+                fit = _rows_that_fit(rows, budget)
+                hidden_action += len(rows) - fit
+                rows = rows[:fit]
+                if not rows:
+                    continue
+            before = out.count
+            self._findings(table, backend, rows, out)
+            if budget is not None:
+                budget -= out.count - before
+        self._call_paths(report, out, None if cap is None else cap["paths"])
+        out.line()
+        more = []
+        if hidden_action:
+            more.append(f"{hidden_action} more rows that need action")
+        if hidden_ok:
+            more.append(f"{hidden_ok} rows that need none")
+        if more:
+            out.line(_dim(f"{' and '.join(more)} not shown: --details"))
+        out.line(*verdict)
 
-    def _call_paths(self, report: CheckReport) -> None:
+    def _waivers(self, report: CheckReport, out: Writer) -> None:
+        """Every waiver given: expired ones fail the gate, unused ones are said."""
+        if not report.waivers:
+            return
+        out.line()
+        out.line(_bold("waivers"))
+        for use in report.waivers:
+            if use.expired:
+                state: Part = (f"expired on {use.waiver.expires}: fails the gate", "bold red")
+            elif use.unmatched:
+                state = ("matches no finding that needs a waiver: remove it", "yellow")
+            else:
+                state = (f"waives {use.matched} finding{'s' * (use.matched != 1)}", "dim")
+            out.line(f"  {visible(use.waiver.describe)}: ", state, _dim(f" — {visible(use.waiver.reason)}"))
+
+    def _call_paths(self, report: CheckReport, out: Writer, cap: int | None = None) -> None:
         """Every call of a probed FlashInfer entry a repo makes: those not
         judged always (each with its file:line and why), all with --details."""
         shown = report.call_paths if self.details else report.unresolved_paths
         if not shown:
             return
-        out = self.out
         out.line()
         judged = len(report.call_paths) - len(report.unresolved_paths)
         out.line(_bold("call paths"), _dim(f"  {len(report.call_paths)} calls of FlashInfer entries found, {judged} judged"))
-        for path in shown:
+        for path in shown if cap is None else shown[:cap]:
             style = "" if path.judged else "cyan"
             phase = f" [{path.phase}]" if path.phase else ""
             out.line(f"  {visible(path.site)}", _dim(f" {visible(path.function)} → {visible(path.calls)}{phase}: "), (f"{path.status}", style), f" {visible(path.detail)}")
+        if cap is not None and len(shown) > cap:
+            out.line("  ", _dim(f"{len(shown) - cap} more call paths not judged: --details"))
 
-    def _advice(self, advice: list[TableAdvice]) -> None:
+    def _advice(self, advice: list[TableAdvice], out: Writer, cap: int | None = None) -> None:
         """The summary: one line per table x backend x SMs, with what to do."""
-        out = self.out
         if not advice:
             return
         out.line()
         out.line(_bold("summary"))
+        left = cap
         for table in advice:
+            if left is not None and left <= 0:
+                break
             out.line("  ", _bold(visible(table.table)), "  ", _dim(visible(table.scope)))
             for a in table.backends:
+                if left is not None:
+                    if left <= 0:
+                        break
+                    left -= 1
                 tally = _joined([(f"{n} {visible(v)}", Verdict(v).style) for v, n in a.counts.items()], ", ")
                 sms = sm_names(a.sms)
                 label = a.backend if f"({sms})" in a.backend else f"{a.backend} {sms}"  # SMs said once
                 out.line(f"    {visible(label)}: ", *tally, f" → {visible(a.action)}")
+        total = sum(len(table.backends) for table in advice)
+        if cap is not None and total > cap:
+            out.line("  ", _dim(f"{total - cap} more backends: --details"))
         if any(not table.pin for table in advice):
             out.line("  ", _dim("no pin: add requires_flashinfer (or --pin) for advice that holds across the releases you allow"))
 
-    def _findings(self, table: str, backend: str, rows: list[Finding]) -> None:
-        """One table x backend: a row per SM x model x TP, then what the rows rest on."""
-        out = self.out
+    def _findings(self, table: str, backend: str, rows: list[Finding], out: Writer) -> None:
+        """One table x backend: a row per SM x model x TP, then what the rows rest on.
+        A first note every row shares (a release's caveat) is said once, under the rows."""
+        shared = _shared_note(rows)
         out.line()
         out.line(_bold(visible(table)), f" · {visible(backend)} → {visible(rows[0].kernel)}")
         columns: list[Column] = [("SM", "left"), ("model", "left"), ("TP", "right"), ("n", "right"),
@@ -206,9 +251,11 @@ class TextFormatter(Formatter):
                 (str(f.n), ""),
                 (visible(f.padded_text), ""),
                 (visible(f.label), f.verdict.style),
-                (visible(f.explain()), ""),
+                (visible(f.explain(note=shared is None)), ""),
             ])
         out.table(columns, table_rows)
+        if shared is not None:
+            out.line("  ", _dim(visible(shared)))
         if rows[0].reach is not None:
             out.line("  ", (visible(rows[0].reach.words()), "yellow"))
         for sm, names in entries.items():
@@ -531,3 +578,82 @@ def _metadata_text(meta: dict[str, Any]) -> str:
     if "heads" in meta:
         parts.append(f"h_q {compact_set(meta['heads'])}")
     return ": ".join(parts[:1]) + (" " + ", ".join(parts[1:]) if len(parts) > 1 else "")
+
+
+# The default `check` text fits a screen: at most this many lines where nothing wraps.
+SCREEN_LINES = 60
+_SCREEN_CAPS = {"advice": 24, "notes": 4, "paths": 5}
+
+
+class _Counted:
+    """A writer that counts the lines it has written (a plain table: its rows
+    and the four lines around them)."""
+
+    def __init__(self, out: Writer):
+        self.out = out
+        self.count = 0
+
+    def line(self, *parts: Part) -> None:
+        self.count += 1
+        self.out.line(*parts)
+
+    def table(self, columns: list[Column], rows: list[Row]) -> None:
+        self.count += len(rows) + 4
+        self.out.table(columns, rows)
+
+
+def _needs_action(f: Finding, strict: bool) -> bool:
+    """A row the default view shows: it fails the gate, is undecided, or a waiver accepts it."""
+    return f.fails(strict) or f.undecided or (f.waiver is not None and f.verdict is not Verdict.OK)
+
+
+def _shared_note(rows: list[Finding]) -> str | None:
+    firsts = {f.notes[0] if f.notes else None for f in rows}
+    return next(iter(firsts)) if len(firsts) == 1 and len(rows) > 1 else None
+
+
+def _group_overhead(rows: list[Finding]) -> int:
+    """Lines a group of rows takes besides its rows (as `_findings` writes them)."""
+    extra = 2 + 4  # a blank and the title; the table's frame
+    extra += _shared_note(rows) is not None
+    extra += rows[0].reach is not None
+    extra += len({f.sm for f in rows if f.evidence is not None and f.evidence.entry})
+    if any("[" in f.source for f in rows):
+        extra += len({f.source for f in rows})
+    extra += len({u for f in rows for u in f.unchecked})
+    extra += sum(1 for a, b in zip(rows, rows[1:], strict=False) if a.sm != b.sm)  # section breaks
+    return extra
+
+
+def _rows_that_fit(rows: list[Finding], budget: int) -> int:
+    """How many of `rows` fit in `budget` lines with their group's frame (0: none)."""
+    for count in range(len(rows), 0, -1):
+        if _group_overhead(rows[:count]) + count <= budget:
+            return count
+    return 0
+
+
+def _call_paths_lines(report: CheckReport, cap: int) -> int:
+    unresolved = len(report.unresolved_paths)
+    return 0 if not unresolved else 2 + min(unresolved, cap) + (unresolved > cap)
+
+
+def _verdict_line(report: CheckReport) -> list[Part]:
+    """What the gate says, with the counts it rests on: the first and the last line of `check`."""
+    code = report.exit_code
+    word = {0: ("pass", "bold green"), 1: ("fail", "bold red")}.get(code, ("undecided", "bold cyan"))
+    counts: dict[Verdict, int] = {}
+    for f in report.findings:
+        counts[f.verdict] = counts.get(f.verdict, 0) + 1
+    parts: list[Part] = [word, ": "]
+    parts += _joined([(f"{counts[v]} {v.value}", v.style) for v in Verdict if v in counts], ", ") or ["nothing checked"]
+    waived = sum(1 for f in report.findings if f.waiver is not None and f.verdict is not Verdict.OK)
+    if waived:
+        parts += [", ", (f"{waived} waived", "dim")]
+    expired = sum(1 for u in report.waivers if u.expired)
+    if expired:
+        parts += [", ", (f"{expired} expired waiver{'s' * (expired != 1)}", "bold red")]
+    unresolved = len(report.unresolved_paths)
+    if unresolved:
+        parts += [", ", (f"{unresolved} call path{'s' * (unresolved != 1)} not judged", "cyan")]
+    return [*parts, f"  → exit {code}{' (--strict)' if report.strict else ''}"]
