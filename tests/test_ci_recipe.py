@@ -51,7 +51,7 @@ def test_the_actions_recipe_judges_only_the_consumers_code(tmp_path):
 def test_piped_output_is_never_truncated(tmp_path):
     env = dict(os.environ, NO_COLOR="1", HPROBE_CACHE_DIR=str(tmp_path / "cache"))
     env.pop("COLUMNS", None)
-    proc = subprocess.run([str(BIN / "hprobe"), "check", "--sm", "100,120"], env=env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    proc = subprocess.run([str(BIN / "hprobe"), "check", "--sm", "100,120", "--details"], env=env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
     assert proc.returncode in (0, 1), proc.stderr
     assert "…" not in proc.stdout
     assert re.search(r"SM120\s+DeepSeek-V4-Flash\s", proc.stdout)  # full model names

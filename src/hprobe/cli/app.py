@@ -438,6 +438,55 @@ def env(json_output: bool = typer.Option(False, "--json", help="Emit JSON.")) ->
     run_job(job)
 
 
+cache_app = typer.Typer(
+    no_args_is_help=False,
+    invoke_without_command=True,
+    help="What hprobe's cache holds per flashinfer release (wheels, unpacked trees, answers), and freeing it.\n\n"
+    "Examples:\n\n  hprobe cache\n\n  hprobe cache prune --keep '>=0.7'\n\n  hprobe cache prune --older-than 30\n\n  hprobe cache clear",
+)
+app.add_typer(cache_app, name="cache")
+CacheFormatOpt = typer.Option("text", "--format", metavar="FORMAT", help="text, json or markdown.")
+
+
+def _cache_job(action, output_format: str) -> None:
+    def job() -> int:
+        fmt = _format(output_format, False)
+        _formatter_for(fmt).cache(action())
+        return 0
+
+    run_job(job)
+
+
+@cache_app.callback()
+def cache_show(ctx: typer.Context, output_format: str = CacheFormatOpt) -> None:
+    """Sizes per release and in all, and where the cache is."""
+    if ctx.invoked_subcommand is None:
+        from hprobe.commands.cache import show_cache
+
+        _cache_job(show_cache, output_format)
+
+
+@cache_app.command("prune")
+def cache_prune(
+    release: Optional[List[str]] = typer.Option(None, "--release", metavar="RELEASE", help="Remove this release's wheel, tree, bytecode and answers (repeatable)."),
+    older_than: Optional[float] = typer.Option(None, "--older-than", metavar="DAYS", help="Remove entries not written for DAYS days."),
+    keep: Optional[str] = typer.Option(None, "--keep", metavar="PIN", help="Remove every release but these: a comma list (0.6.13,0.7.2) or a pin ('>=0.6.13,<0.8')."),
+    output_format: str = CacheFormatOpt,
+) -> None:
+    """Remove part of the cache; says what it freed."""
+    from hprobe.commands.cache import prune_cache
+
+    _cache_job(lambda: prune_cache(release, older_than, keep), output_format)
+
+
+@cache_app.command("clear")
+def cache_clear(output_format: str = CacheFormatOpt) -> None:
+    """Remove everything in the cache."""
+    from hprobe.commands.cache import clear_cache
+
+    _cache_job(clear_cache, output_format)
+
+
 def run() -> None:  # console-script entry point, and `python -m hprobe`
     run_app(app)
 

@@ -16,25 +16,59 @@ from hprobe.model.errors import EXIT_INPUT, HprobeError
 EXIT_INTERNAL = 5
 
 
+# A status line appears only once a command has run this long: a warm run
+# (answers from the cache) ends before it and leaves nothing on the screen.
+SHOW_PROGRESS_AFTER_S = 1.0
+
+
 @contextmanager
 def progress(json_output: bool) -> Iterator[Callable[[str], None]]:
-    """A status line on stderr for slow steps; silent with --json or when not a terminal."""
+    """One transient status line on stderr for slow steps, in the style of pip
+    and uv: shown after SHOW_PROGRESS_AFTER_S, replaced by each message, gone
+    when the command ends (nothing left in the scrollback). Silent with --json
+    or when stderr is not a terminal."""
     if json_output or not sys.stderr.isatty():
         yield lambda _message: None
         return
+    import threading
+
     from rich.text import Text
 
     from hprobe.report.formats.terminal import make_console
 
     console = make_console(stderr=True)
-    with console.status("starting") as status:
+    status = console.status("")
+    latest = ["working"]
+    lock = threading.Lock()
+    shown = [False, False]  # started, stopped
 
-        def update(message: str) -> None:
+    def show() -> None:
+        with lock:
+            if shown[1]:
+                return
             # As text: a message names releases and paths as the user wrote them.
-            status.update(Text(message))
-            console.log(Text(message))
+            status.update(Text(latest[0]))
+            status.start()
+            shown[0] = True
 
+    timer = threading.Timer(SHOW_PROGRESS_AFTER_S, show)
+    timer.daemon = True
+    timer.start()
+
+    def update(message: str) -> None:
+        with lock:
+            latest[0] = message
+            if shown[0]:
+                status.update(Text(message))
+
+    try:
         yield update
+    finally:
+        timer.cancel()
+        with lock:
+            shown[1] = True
+            if shown[0]:
+                status.stop()
 
 
 class _Terminated(BaseException):

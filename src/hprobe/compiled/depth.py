@@ -14,6 +14,8 @@ h_q the validators let through, with or without a kernel table.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -32,6 +34,10 @@ from hprobe.model.sm import SM
 BATCH_SIZES = (1, 2, 4, 16, 64, 256)
 KV_LENGTHS = (1024, 4096, 32768, 131072)
 DSV4_TOP_K = (128, 512, 1024, 2048)
+
+
+# Where the kernel table comes from (support/kernel_tables.py); "off" keeps every answer at the validators.
+TABLE_SETTING = "HPROBE_KERNEL_TABLE"
 
 
 @dataclass(frozen=True)
@@ -77,10 +83,12 @@ def existence(selection: Selection, call: TrtllmGenCall, heads: int) -> Existenc
     return Existence(tuple(launched), tuple(refused), tuple(undetermined))
 
 
-def deepen(result: KernelSMResult, package: Path, tables: Tables) -> None:
+def deepen(result: KernelSMResult, package: Path, get_tables: Callable[[], Tables]) -> None:
     """Take `result` past the validators where its h_q reached trtllm-gen (see
-    the module docstring); leave it as it is elsewhere, saying why."""
-    if tables.disabled:
+    the module docstring); leave it as it is elsewhere, saying why. The kernel
+    table is asked for only where a port will read it (finding one may mean a
+    download)."""
+    if os.environ.get(TABLE_SETTING, "").strip().lower() == "off":
         return
     probe = get_variant(result.key).probe
     calls = {e: c for e in {r.entry for r in result.heads.values() if r.entry} if (c := probe.compiled_call(e, result.config)) is not None}
@@ -97,6 +105,9 @@ def deepen(result: KernelSMResult, package: Path, tables: Tables) -> None:
     port = port_for(package)
     if isinstance(port, str):
         result.notes.append(f"compiled depth: not evaluated: flashinfer {result.flashinfer_version}: {port}")
+        return
+    tables = get_tables()
+    if tables.disabled:
         return
     if tables.table is None:
         result.notes.append(f"compiled depth: not evaluated: {tables.missing}")

@@ -80,11 +80,12 @@ class Outcome(str, Enum):
             case Outcome.ACCEPTED:
                 return _OutcomeTraits("✓", "green", "green", "#2e9d4f")
             case Outcome.REJECTED:
-                return _OutcomeTraits("·", "dim", "cyan", "#d9d9d9")
+                # A cross, dimmed: most cells of a 1..256 grid, it reads as "no" without shouting.
+                return _OutcomeTraits("✗", "dim", "cyan", "#d9d9d9")
             case Outcome.UNSUPPORTED_ARCH:
-                return _OutcomeTraits("✗", "red", "red", "#8c8c8c")
+                return _OutcomeTraits("A", "red", "red", "#8c8c8c")  # A: the architecture
             case Outcome.UNSUPPORTED_CONFIG:
-                return _OutcomeTraits("⊘", "red", "red", "#b07aa1")
+                return _OutcomeTraits("C", "red", "red", "#b07aa1")  # C: the configuration
             case Outcome.INCONCLUSIVE:
                 return _OutcomeTraits("?", "cyan", "cyan", "#f2b134")
             case Outcome.ABSENT:

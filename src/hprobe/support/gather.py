@@ -3,6 +3,7 @@ cached under its RECORD digest), others fetched and probed in a worker."""
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from hprobe.model.outcome import KernelSMResult, Outcome
 from hprobe.model.release import INSTALLED, FlashinferInfo, ProbedRelease, Progress
 from hprobe.model.sm import SM
 from hprobe.support import cache
-from hprobe.support.releases import Release, cache_installed, cached_installed, installed_identity, installed_release, probe_release, read_in_worker, resolve
+from hprobe.support.releases import Release, cache_installed, cached_installed, code_digest, installed_identity, installed_release, probe_release, read_in_worker, resolve
 from hprobe.system.bounded import kill_running, resume
 from hprobe.system.envinfo import installed_flashinfer_info
 
@@ -32,7 +33,7 @@ def probe_installed(needed: dict[str, list[int]], heads: list[int], use_cache: b
     if not missing:
         info = installed_flashinfer_info()
         results = {(key, sm): cached[(key, sm)] for key, sms in needed.items() for sm in sms}
-        _deepen(results, _package(info.location), info.version, progress)
+        _deepen(results, _package(info.location), info.version, progress, identity)
         return ProbedRelease(INSTALLED, info, results)
     fresh = _probe_in_process(missing, heads, workers)
     if identity is not None:
@@ -43,7 +44,7 @@ def probe_installed(needed: dict[str, list[int]], heads: list[int], use_cache: b
                 cache_installed(identity, key, get_variant(key).probe.probe_version, sms, heads, probed)
     merged = {**cached, **fresh.results}
     results = {(key, sm): merged[(key, sm)] for key, sms in needed.items() for sm in sms}
-    _deepen(results, _package(fresh.info.location), fresh.info.version, progress)
+    _deepen(results, _package(fresh.info.location), fresh.info.version, progress, identity)
     return ProbedRelease(INSTALLED, fresh.info, results)
 
 
@@ -82,7 +83,7 @@ def probe_named(item: str, needed: dict[str, list[int]], heads: list[int], use_c
     for result in probe_release(release, list(needed), sms, heads, use_cache=use_cache):
         if result.key in needed and result.sm in needed[result.key]:
             results[(result.key, result.sm)] = result
-    _deepen(results, release.location / "flashinfer", release.version, progress)
+    _deepen(results, release.location / "flashinfer", release.version, progress, f"wheel {release.wheel_sha256}" if use_cache and release.wheel_sha256 else None)
     notes = [u.note(release.version) for u in release.unmet[:MAX_UNMET_NOTES]]
     if len(release.unmet) > MAX_UNMET_NOTES:
         rest = release.unmet[MAX_UNMET_NOTES:]
@@ -93,25 +94,71 @@ def probe_named(item: str, needed: dict[str, list[int]], heads: list[int], use_c
     return ProbedRelease(item, FlashinferInfo(release.version, str(release.location)), results, notes, release.unmet)
 
 
-def _deepen(results: dict[tuple[str, int], KernelSMResult], package: Path | None, version: str, progress: Progress = lambda _m: None) -> None:
+def _deepen(results: dict[tuple[str, int], KernelSMResult], package: Path | None, version: str, progress: Progress = lambda _m: None, identity: str | None = None) -> None:
     """Take each result past the validators where its h_q reached compiled code
     hprobe evaluates (compiled/depth.py). The results cache holds what the probe
-    saw; this runs on every read, so a table found later deepens cached answers."""
+    saw; this runs on every read, so a table found later deepens cached answers.
+
+    What it concludes is kept too, keyed by everything it rests on (`identity`:
+    the release's content; hprobe's code; the results as probed; the table
+    setting), once the release's kernel table was in hand: evaluating the port
+    over the table again costs seconds a warm run should not pay."""
     if package is None or not package.is_dir():
         return
-    reached = [r for r in results.values() if any(h.entry for h in r.heads.values())]
-    if not reached:
+    needs = [
+        (k, r) for k, r in results.items()
+        if any(get_variant(r.key).probe.compiled_call(h.entry, r.config) for h in r.heads.values() if h.entry)
+    ]
+    if not needs:
         return
-    from hprobe.compiled.depth import deepen
+    memo = _deep_key([r for _, r in needs], identity) if identity else None
+    if memo is not None:
+        hit = _read_deep(memo, len(needs))
+        if hit is not None:
+            for (k, _), deep in zip(needs, hit, strict=True):
+                results[k] = deep
+            return
+    from hprobe.compiled.depth import Tables, deepen
     from hprobe.support.kernel_tables import tables_for
 
-    tables = None
-    for result in reached:
-        if not any(get_variant(result.key).probe.compiled_call(h.entry, result.config) for h in result.heads.values() if h.entry):
-            continue
-        if tables is None:
-            tables = tables_for(package, version, progress)
-        deepen(result, package, tables)
+    found: list[Tables] = []
+
+    def get_tables() -> Tables:
+        if not found:
+            found.append(tables_for(package, version, progress))
+        return found[0]
+
+    for _, result in needs:
+        deepen(result, package, get_tables)
+    # Kept once the table was in hand, or not needed (no port, no route): a
+    # table that could not be had this time may be found the next.
+    if memo is not None and (not found or found[0].table is not None or found[0].disabled):
+        doc = {"schema": "hprobe.deep/1", "key": memo, "results": [r.to_dict() for _, r in needs]}
+        cache.write_atomically(cache.root() / "deep" / f"{memo}.json", json.dumps(doc).encode())
+
+
+def _deep_key(probed: list[KernelSMResult], identity: str) -> str:
+    import hashlib
+    import os
+
+    from hprobe.support.kernel_tables import SETTING
+
+    parts = [identity, code_digest(), os.environ.get(SETTING, ""), json.dumps([r.to_dict() for r in probed], sort_keys=True)]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def _read_deep(key: str, count: int) -> list[KernelSMResult] | None:
+    path = cache.root() / "deep" / f"{key}.json"
+    if not path.is_file():
+        return None
+    try:
+        doc = json.loads(path.read_text())
+        if doc.get("schema") != "hprobe.deep/1" or doc.get("key") != key or len(doc["results"]) != count:
+            raise ValueError("foreign entry")
+        return [KernelSMResult.from_dict(r) for r in doc["results"]]
+    except Exception:  # noqa: BLE001 - a corrupt or foreign entry is discarded, never trusted
+        cache.discard(path)
+        return None
 
 
 def _package(location: str | None) -> Path | None:
@@ -136,7 +183,7 @@ def gather(labels: list[str], needed: dict[str, list[int]], heads: list[int], us
     futures: dict[str, Future[ProbedRelease]] = {}
     pool = ThreadPoolExecutor(max_workers=min(len(named), 4), thread_name_prefix="hprobe-release")
     try:
-        futures = {label: pool.submit(probe_named, label, needed, heads, use_cache, progress) for label in named}
+        futures = {label: pool.submit(probe_named, label, needed, heads, use_cache, _counted(progress, k, len(order))) for k, label in enumerate(named, 1 + (INSTALLED in order))}
         if INSTALLED in order:
             # Forking beside these threads is safe: they only wait on a pipe
             # and hold no lock the forked child could need.
@@ -153,6 +200,13 @@ def gather(labels: list[str], needed: dict[str, list[int]], heads: list[int], us
         pool.shutdown(wait=True)
         resume()
     return {label: out[label] for label in order}
+
+
+def _counted(progress: Progress, k: int, total: int) -> Progress:
+    """Messages about the k-th of `total` releases, said as such."""
+    if total < 2:
+        return progress
+    return lambda message: progress(f"[{k}/{total}] {message}")
 
 
 class ReleaseReader:

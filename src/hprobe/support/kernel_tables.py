@@ -33,13 +33,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from hprobe.compiled.depth import Tables
+from hprobe.compiled.depth import TABLE_SETTING, Tables
 from hprobe.compiled.table import KernelTable, TableError, parse_table
 from hprobe.model.errors import InputError
 from hprobe.support import cache
 from hprobe.support.releases import run_pip
 
-SETTING = "HPROBE_KERNEL_TABLE"
+SETTING = TABLE_SETTING
 CUBIN_DIST = "flashinfer-cubin"
 HEADER = "include/flashInferMetaInfo.h"
 CHECKSUMS = "checksums.txt"

@@ -6,6 +6,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from hprobe.report.cache import CacheReport
     from hprobe.report.model import BisectReport, CheckReport, DiffReport, MatrixReport, SuggestReport
 
 
@@ -35,3 +36,7 @@ class Formatter(ABC):
     @abstractmethod
     def data(self, payload: dict[str, Any], title: str) -> None:
         """Plain records (`hprobe env`, `hprobe kernels`)."""
+
+    def cache(self, report: CacheReport) -> None:
+        """`hprobe cache`: by default its document as plain records."""
+        self.data(report.to_dict(), "hprobe cache")

@@ -52,16 +52,13 @@ class MarkdownFormatter(Formatter):
             for path in unresolved:
                 self._w(f"| {md_code(path.site)} | {md_code(path.calls)} | {cell(path.status)} | {cell(path.detail)} |")
             self._w()
-        problems = [f for f in report.findings if f.verdict is not Verdict.OK]
-        if problems:
-            self._w("| verdict | table · backend | SM | model | TP | n | padded | evidence | rule at |")
-            self._w("|---|---|---|---|---:|---:|---:|---|---|")
-            for f in problems:
-                padded = f.padded_text
-                self._w(
-                    f"| {f.verdict.mark} {cell(f.label)} | {cell(f.table)} · {md_code(f.backend)} → {md_code(f.kernel)} "
-                    f"| SM{f.sm} | {cell(f.model)} | {f.tp} | {f.n} | {padded} | {cell(f.explain())} | {md_code(f.source)} |"
-                )
+        self._problems(report)
+        if report.waivers:
+            self._w("Waivers:")
+            self._w()
+            for use in report.waivers:
+                state = f"**expired on {use.waiver.expires}: fails the gate**" if use.expired else "matches no finding that needs a waiver" if use.unmatched else f"waives {use.matched}"
+                self._w(f"- {md_code(use.waiver.describe)}: {state} — {cell(use.waiver.reason)}")
             self._w()
         ok = [f for f in report.findings if f.verdict is Verdict.OK]
         if ok:
@@ -111,6 +108,20 @@ class MarkdownFormatter(Formatter):
                 flagged = "<br>".join(cell(n) for n in r.notes if n.startswith(("disagreement", "partial")))
                 self._w(f"| {md_code(r.key)} | SM{r.sm} | {cell(rel.info.version)} | {r.status.value} | {accepted} | {depth} | {refusals} | {flagged} |")
 
+    def _problems(self, report: CheckReport) -> None:
+        """Every finding that is not ok, with its evidence and the rule's place."""
+        problems = [f for f in report.findings if f.verdict is not Verdict.OK]
+        if problems:
+            self._w("| verdict | table · backend | SM | model | TP | n | padded | evidence | rule at |")
+            self._w("|---|---|---|---|---:|---:|---:|---|---|")
+            for f in problems:
+                padded = f.padded_text
+                self._w(
+                    f"| {f.verdict.mark} {cell(f.label)} | {cell(f.table)} · {md_code(f.backend)} → {md_code(f.kernel)} "
+                    f"| SM{f.sm} | {cell(f.model)} | {f.tp} | {f.n} | {padded} | {cell(f.explain())} | {md_code(f.source)} |"
+                )
+            self._w()
+
     def suggest(self, result: SuggestReport) -> None:
         report, suggestions, patch = result.check, result.suggestions, result.patch
         releases = ", ".join(r.info.version for r in report.releases) or report.flashinfer.version
@@ -123,6 +134,13 @@ class MarkdownFormatter(Formatter):
         for line in (patch.changed + patch.not_rewritten) if patch else []:
             self._w(f"- patch: {cell(line)}")
         self._w()
+        if any(f.verdict is not Verdict.OK for f in report.findings):
+            # The evidence the suggestion rests on: the current rules on the releases judged.
+            self._w(f"### The current rules on flashinfer {cell(releases)}")
+            self._w()
+            self._problems(report)
+        for note in report.notes:
+            self._w(f"- {cell(note)}")
 
     def diff(self, result: DiffReport) -> None:
         self._drift(result)

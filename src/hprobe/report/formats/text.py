@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from hprobe.model.advice import TableAdvice
+    from hprobe.report.cache import CacheReport
     from hprobe.report.model import BisectReport, CheckReport, DiffReport, MatrixReport, SuggestReport
 
 
@@ -358,6 +359,8 @@ class TextFormatter(Formatter):
         from hprobe.report.pivot import pivot_cells
 
         row_values, col_values, cells = pivot_cells(report, rows, cols)
+        if "heads" in (rows, cols):
+            self.out.line(_dim("marks: " + Outcome.legend()))
         columns: list[Column] = [(rows, "right"), *((visible(value), "center") for value in col_values)]
         table_rows: list[Row] = []
         for rv in row_values:
@@ -372,8 +375,6 @@ class TextFormatter(Formatter):
                     row.append(_status_cell(cell))
             table_rows.append(row)
         self.out.table(columns, table_rows)
-        if "heads" in (rows, cols):
-            self.out.line(_dim(Outcome.legend()))
         self._caveats(report)
 
     def _caveats(self, report: MatrixReport) -> None:
@@ -408,6 +409,7 @@ class TextFormatter(Formatter):
         """One grid per variant (and release): h_q down, SMs across. Narrow at any
         number of variants, where one wide grid of every variant x SM was not."""
         out = self.out
+        out.line(_dim("marks: " + Outcome.legend()))  # before the grids: a reader meets the key first
         groups: dict[tuple[str, str], list[KernelSMResult]] = {}
         for rel in report.releases:
             for r in rel.results.values():
@@ -425,7 +427,6 @@ class TextFormatter(Formatter):
                     row.append((outcome.mark, outcome.style) if outcome is not None else (" ", ""))
                 table_rows.append(row)
             out.table(columns, table_rows)
-        out.line(_dim(Outcome.legend()))
         self._caveats(report)
 
     # -- suggest -------------------------------------------------------------------------
@@ -525,6 +526,18 @@ class TextFormatter(Formatter):
         else:
             out.line("no probed release in the range accepts it")
         out.line(f"→ exit {result.exit_code}")
+
+    # -- cache ------------------------------------------------------------------------
+
+    def cache(self, report: CacheReport) -> None:
+        out, found = self.out, report.usage
+        out.line(_bold("hprobe cache"), f"  {visible(str(found.root))}")
+        if report.action != "show":
+            out.line(f"{report.action}: removed {report.removed} entr{'ies' if report.removed != 1 else 'y'}, freed {human_size(report.freed)}")
+        rows: list[Row] = [[(visible(release), ""), (human_size(size), "")] for release, size in found.by_release().items()]
+        if rows:
+            out.table([("release", "left"), ("size", "right")], rows)
+        out.line(f"total {human_size(found.total)}", _dim("  (as du -s counts it; `hprobe cache prune --help` to free space)"))
 
     # -- plain records ---------------------------------------------------------------
 
@@ -657,3 +670,13 @@ def _verdict_line(report: CheckReport) -> list[Part]:
     if unresolved:
         parts += [", ", (f"{unresolved} call path{'s' * (unresolved != 1)} not judged", "cyan")]
     return [*parts, f"  → exit {code}{' (--strict)' if report.strict else ''}"]
+
+
+def human_size(size: int) -> str:
+    """Binary units, as `du -h` prints them."""
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError

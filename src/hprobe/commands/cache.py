@@ -1,0 +1,58 @@
+"""`hprobe cache`: what the cache holds per release, and pruning or clearing it."""
+
+from __future__ import annotations
+
+from hprobe.model.errors import InputError
+from hprobe.report.cache import CacheReport
+from hprobe.support.cache_usage import SHARED, Usage, remove, select, usage
+
+
+def show_cache() -> CacheReport:
+    return CacheReport(usage())
+
+
+def prune_cache(releases: list[str] | None, older_than_days: float | None, keep: str | None) -> CacheReport:
+    if releases is None and older_than_days is None and keep is None:
+        raise InputError("cache prune: name what to remove: --release, --older-than or --keep (or `hprobe cache clear`)")
+    before = usage()
+    kept = _kept(keep, before) if keep is not None else None
+    chosen = select(before, releases, older_than_days, kept)
+    freed = remove(chosen)
+    return CacheReport(usage(), len(chosen), freed, "prune")
+
+
+def clear_cache() -> CacheReport:
+    """Everything under the cache's directory, the directories that held it too."""
+    from hprobe.support import cache
+
+    before = usage()
+    tops = [p for p in before.root.iterdir()] if before.root.is_dir() else []
+    for top in tops:
+        cache.discard(top)
+    after = usage()
+    return CacheReport(after, len(before.entries), before.total - after.total, "clear")
+
+
+def _kept(keep: str, found: Usage) -> list[str]:
+    """--keep: releases (a comma list) or a pin (`>=0.6.13,<0.7`, `==0.7.2`):
+    the cached releases it admits are kept."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    text = keep.strip().removeprefix("flashinfer-python").strip()
+    if text[:1] in "<>=!~":
+        try:
+            spec = SpecifierSet(text)
+        except InvalidSpecifier:
+            raise InputError(f"--keep {keep!r}: not a version specifier") from None
+        admitted = []
+        for release in found.by_release():
+            if release == SHARED:
+                continue
+            try:
+                if Version(release) in spec:
+                    admitted.append(release)
+            except InvalidVersion:
+                continue
+        return admitted
+    return [r.strip() for r in text.split(",") if r.strip()]

@@ -1,0 +1,186 @@
+"""What hprobe's cache holds, per flashinfer release, and removing it: `hprobe cache`.
+
+Sizes are disk usage as `du` counts it (allocated blocks, each inode once),
+so the figures shown are the ones `du -s` prints. An entry belongs to a
+release when it was made from it: its wheel, its unpacked tree and the
+bytecode compiled from that tree, and the probe results answered by it.
+The rest (kernel tables, bytecode of the interpreter's own modules, locks)
+is shared.
+
+Removal renames an entry aside first (`cache.discard`), so a run reading it
+at the same time never meets a half-removed tree."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hprobe.support import cache
+
+SHARED = "shared"
+_WHEEL = re.compile(r"^flashinfer_python-([^-]+)-")
+_DIST_INFO = re.compile(r"^flashinfer_python-([^-]+)\.dist-info$")
+
+
+@dataclass
+class Entry:
+    """One file or directory of the cache, what it is and which release it belongs to."""
+
+    path: Path
+    kind: str  # wheel, tree, bytecode, results, kernel-table, other
+    release: str
+    size: int  # bytes on disk, as du counts them
+    modified: float  # the newest mtime inside
+
+
+@dataclass
+class Usage:
+    root: Path
+    entries: list[Entry] = field(default_factory=list)
+    total: int = 0  # du -s of the root: the entries plus the directories that hold them
+
+    def by_release(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for e in self.entries:
+            out[e.release] = out.get(e.release, 0) + e.size
+        return dict(sorted(out.items(), key=lambda kv: _release_order(kv[0])))
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "schema": "hprobe.cache/1",
+            "location": str(self.root),
+            "total_bytes": self.total,
+            "releases": [{"release": r, "bytes": b} for r, b in self.by_release().items()],
+            "entries": [{"path": str(e.path), "kind": e.kind, "release": e.release, "bytes": e.size} for e in self.entries],
+        }
+
+
+def _release_order(release: str) -> tuple[int, object]:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return (0, Version(release))
+    except InvalidVersion:
+        return (1, release)
+
+
+def _du(path: Path, seen: set[tuple[int, int]]) -> tuple[int, float]:
+    """Bytes on disk (st_blocks) under `path`, each inode once, and the newest mtime."""
+    total, newest = 0, 0.0
+    stack = [path]
+    while stack:
+        p = stack.pop()
+        try:
+            st = p.lstat()
+        except OSError:
+            continue
+        key = (st.st_dev, st.st_ino)
+        if key not in seen:
+            seen.add(key)
+            total += st.st_blocks * 512
+        newest = max(newest, st.st_mtime)
+        if p.is_dir() and not p.is_symlink():
+            try:
+                stack.extend(p.iterdir())
+            except OSError:
+                continue
+    return total, newest
+
+
+def _tree_release(tree: Path) -> str:
+    for child in _children(tree):
+        m = _DIST_INFO.match(child.name)
+        if m:
+            return m.group(1)
+    return SHARED
+
+
+def _result_release(path: Path) -> str:
+    try:
+        doc = json.loads(path.read_text())
+        versions = {r.get("flashinfer_version") for r in doc.get("results", [])}
+    except (OSError, ValueError, AttributeError):
+        return SHARED
+    versions.discard(None)
+    return str(versions.pop()) if len(versions) == 1 else SHARED
+
+
+def _children(path: Path) -> list[Path]:
+    try:
+        return sorted(path.iterdir())
+    except OSError:
+        return []
+
+
+def usage(root: Path | None = None) -> Usage:
+    """Every entry of the cache at `root` (default: the configured one)."""
+    root = root or cache.configured_root()
+    found = Usage(root)
+    if not root.is_dir():
+        return found
+    seen: set[tuple[int, int]] = set()
+    trees = {t.name: _tree_release(t) for t in _children(root / "trees") if t.is_dir()}
+
+    def add(path: Path, kind: str, release: str) -> None:
+        size, modified = _du(path, seen)
+        found.entries.append(Entry(path, kind, release, size, modified))
+
+    for top in _children(root):
+        match top.name:
+            case "wheels":
+                for w in _children(top):
+                    m = _WHEEL.match(w.name)
+                    add(w, "wheel", m.group(1) if m else SHARED)
+            case "trees":
+                for t in _children(top):
+                    add(t, "tree" if t.is_dir() else "other", trees.get(t.name, SHARED))
+            case "results":
+                for r in _children(top):
+                    add(r, "results", _result_release(r))
+            case "pycache":
+                # Bytecode mirrors the paths it was compiled from: a tree's is the tree's.
+                mirrored = top / str(root).lstrip(os.sep) / "trees"
+                for t in _children(mirrored):
+                    add(t, "bytecode", trees.get(t.name, SHARED))
+                add(top, "bytecode", SHARED)  # the rest: the interpreter's own modules
+            case "kernel-tables":
+                add(top, "kernel-table", SHARED)
+            case _:
+                add(top, "other", SHARED)
+    # The directories that hold the entries count too, as du counts them.
+    directories = [root, *(p for p in (root / "wheels", root / "trees", root / "results") if p.is_dir())]
+    found.total = sum(e.size for e in found.entries) + sum(d.lstat().st_blocks * 512 for d in directories)
+    return found
+
+
+def remove(entries: list[Entry]) -> int:
+    """Remove `entries`; returns the bytes freed (as `usage` counted them)."""
+    freed = 0
+    for e in entries:
+        if e.path.exists() or e.path.is_symlink():
+            cache.discard(e.path)
+            freed += e.size
+    return freed
+
+
+def select(found: Usage, releases: list[str] | None = None, older_than_days: float | None = None, keep: list[str] | None = None) -> list[Entry]:
+    """The entries a prune removes: of the releases named; not written for
+    `older_than_days`; of every release but those kept. Shared entries are
+    removed only by `clear` (or by age)."""
+    now = time.time()
+    chosen = []
+    for e in found.entries:
+        if e.kind == "bytecode" and e.release == SHARED and e.path.name == "pycache":
+            continue  # holds the trees' bytecode too: removed per release, or by clear
+        if releases is not None and e.release not in releases:
+            continue
+        if keep is not None and (e.release in keep or e.release == SHARED):
+            continue
+        if older_than_days is not None and now - e.modified < older_than_days * 86400:
+            continue
+        chosen.append(e)
+    return chosen

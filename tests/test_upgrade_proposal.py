@@ -1,0 +1,80 @@
+"""docs/upgrade-proposal.yml: a valid workflow whose proposing step, run as
+written on a real vLLM release's tree, branches, applies hprobe's patch,
+commits, pushes and opens a pull request with the evidence as its body. The
+index query, the push target and `gh` are the only stand-ins: a local bare
+repository is `origin`, and `pip index` / `gh` are scripts that answer as
+they would."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .conftest import ROOT, engine_source
+
+WORKFLOW = ROOT / "docs" / "upgrade-proposal.yml"
+BIN = Path(sys.executable).parent
+
+
+def _workflow() -> dict:
+    return yaml.safe_load(WORKFLOW.read_text())
+
+
+def test_the_workflow_is_valid_and_scheduled():
+    doc = _workflow()
+    on = doc[True] if True in doc else doc["on"]  # YAML 1.1 reads the key `on` as true
+    assert on["schedule"][0]["cron"] and "workflow_dispatch" in on
+    assert doc["permissions"] == {"contents": "write", "pull-requests": "write"}
+    steps = doc["jobs"]["propose"]["steps"]
+    assert [s.get("uses", s.get("name")) for s in steps] == ["actions/checkout@v4", "actions/setup-python@v5", "Install hprobe (CPU torch)", "Propose"]
+    install = steps[2]["run"]
+    assert "--index-url https://download.pytorch.org/whl/cpu" in install and "pip\" install -q hprobe-mla" in install
+    for step in steps:
+        if "run" in step:
+            subprocess.run(["bash", "-n"], input=step["run"], text=True, check=True)
+
+
+def _stub(path: Path, body: str) -> None:
+    path.write_text("#!/usr/bin/env bash\n" + body)
+    path.chmod(0o755)
+
+
+@pytest.mark.slow
+def test_the_proposing_step_opens_a_pull_request_with_the_patch_and_the_evidence(tmp_path):
+    tree = engine_source(tmp_path / "src", "vllm", "0.25.0")
+    repo = tmp_path / "repo"
+    shutil.copytree(tree / "vllm", repo / "vllm")
+    (repo / "requirements").mkdir()
+    (repo / "requirements" / "cuda.txt").write_text("flashinfer-python==0.6.13\nflashinfer-cubin==0.6.13\n")
+    origin = tmp_path / "origin.git"
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
+    for cmd in (["init", "-q", "-b", "main"], ["add", "."], ["commit", "-qm", "vllm 0.25.0"], ["remote", "add", "origin", str(origin)], ["push", "-q", "origin", "main"]):
+        subprocess.run([*git, *cmd], cwd=repo, check=True)
+    stubs = tmp_path / "stubs"
+    stubs.mkdir()
+    _stub(stubs / "pip", 'if [ "$1 $2" = "index versions" ]; then echo "flashinfer-python (0.6.14)"; echo "Available versions: 0.6.14, 0.6.13"; exit 0; fi\nexit 1\n')
+    _stub(stubs / "gh", f'printf "%s\\n" "$@" > {tmp_path}/gh-args\n')
+    runner_temp = tmp_path / "runner"
+    runner_temp.mkdir()
+    env = dict(os.environ, PATH=f"{stubs}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}", RUNNER_TEMP=str(runner_temp), GH_TOKEN="x",
+               GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
+    script = _workflow()["jobs"]["propose"]["steps"][3]["run"]
+    proc = subprocess.run(["bash", "-c", script], cwd=repo, env=env, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    pushed = subprocess.run(["git", "--git-dir", str(origin), "show", "hprobe/flashinfer-0.6.14", "--", "requirements/cuda.txt", "vllm"], capture_output=True, text=True, check=True).stdout
+    assert "+flashinfer-python==0.6.14" in pushed and "-        return 64 if num_heads <= 64 else 128" in pushed
+    args = (tmp_path / "gh-args").read_text().splitlines()
+    assert args[:2] == ["pr", "create"] and "hprobe/flashinfer-0.6.14" in args
+    body = (runner_temp / "body.md").read_text()
+    assert body.startswith("## hprobe suggest — flashinfer 0.6.14") and "### The current rules on flashinfer 0.6.14" in body
+    assert "reducible" in body and "flashinfer_sparse.py" in body
+    # A second run finds the branch proposed already and does nothing.
+    again = subprocess.run(["bash", "-c", script], cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and "proposed already" in again.stdout
