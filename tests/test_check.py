@@ -77,12 +77,12 @@ def test_table_that_raises_for_an_accepted_count(cli_json, write_table):
 
 
 def test_text_report_names_verdicts_and_exit(cli):
-    code, out, _ = cli("check", "--sm", "100", "--table", str(PRE_48047))
+    code, out, _ = cli("check", "--sm", "100", "--table", str(PRE_48047), "--details")
     assert code == 0
     # No pin: what 0.6.14 accepts, never called removable.
     assert "reducible" in out and "8 accepted: 8.00× waste, accepted unpadded on flashinfer 0.6.14 only (no pin)" in out
     assert "removable" not in out
-    assert out.rstrip().endswith("→ exit 0")
+    assert out.rstrip().endswith("→ exit 0") and out.splitlines()[0] == out.splitlines()[-1] == "pass: 3 ok, 7 reducible  → exit 0"
 
 
 def test_default_tables_cover_every_sm_without_gpu(cli_json):

@@ -11,7 +11,7 @@ from hprobe.model.outcome import HeadResult, KernelSMResult, Outcome
 from hprobe.model.padding import PadMap, PadTo
 from hprobe.model.sm import SM, parse_sm, parse_sm_list
 from hprobe.model.targets import parse_heads
-from hprobe.model.verdict import Verdict
+from hprobe.model.verdict import Finding, Verdict
 
 from .conftest import V4_PRO_TABLE
 
@@ -89,9 +89,8 @@ def test_unsupported_arch_is_broken():
 
 
 def test_exit_codes():
-    class F:
-        def __init__(self, verdict):
-            self.verdict = verdict
+    def F(verdict):
+        return Finding(table="t", table_path="t.toml", model="m", tp=1, n=8, backend="b", kernel="k", sm=100, flashinfer_version="0.6.14", padded=8, verdict=verdict)
 
     assert exit_code([F(Verdict.OK)], strict=False) == 0
     assert exit_code([F(Verdict.REDUCIBLE)], strict=False) == 0

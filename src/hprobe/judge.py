@@ -7,6 +7,7 @@ import datetime as dt
 from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import replace
+from fnmatch import fnmatchcase
 from itertools import chain
 
 from hprobe.model.heads import compact_set
@@ -187,7 +188,7 @@ def waive(findings: list[Finding], waivers: list[Waiver], today: dt.date) -> tup
     for f in findings:
         if f.verdict is not Verdict.OK:
             for k, w in enumerate(waivers):
-                if w.matches(f):
+                if all(_field_matches(f, key, pattern) for key, pattern in w.match):
                     matched[k] += 1
                     if not w.expired(today) and f.waiver is None:
                         f = replace(f, waiver=w)
@@ -203,3 +204,18 @@ def exit_code(findings: list[Finding], strict: bool, waivers: list[WaiverUse] | 
     if any(f.undecided for f in findings) or not findings:
         return 3
     return 0
+
+
+def _field_matches(finding: Finding, key: str, pattern: str) -> bool:
+    match key:
+        case "sm":
+            return str(finding.sm) == pattern.removeprefix("SM").removeprefix("sm")
+        case "tp":
+            return str(finding.tp) == pattern
+        case "release":
+            return any(fnmatchcase(r, pattern) for r in (finding.releases or [finding.flashinfer_version]))
+        case "verdict":
+            return fnmatchcase(finding.verdict.value, pattern)
+        case "table" | "backend" | "kernel" | "model":
+            return fnmatchcase(str(getattr(finding, key)), pattern)
+    raise AssertionError(key)  # keys are checked when a waiver is read

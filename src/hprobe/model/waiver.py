@@ -11,13 +11,9 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hprobe.model.errors import InputError
-
-if TYPE_CHECKING:
-    from hprobe.model.verdict import Finding
 
 # What a waiver can match on, and what it reads from a finding.
 MATCH_KEYS = ("table", "backend", "kernel", "sm", "model", "tp", "release", "verdict")
@@ -27,15 +23,13 @@ WAIVER_FILE = "hprobe-waivers.toml"
 @dataclass(frozen=True)
 class Waiver:
     """One accepted finding pattern. Every key given must match (values are
-    globs, `*` and `?`; numbers match exactly); keys not given match anything."""
+    globs, `*` and `?`; numbers match exactly); keys not given match anything
+    (`judge.waive` applies it)."""
 
     match: tuple[tuple[str, str], ...]
     reason: str
     expires: dt.date | None
     origin: str  # file:line, or "--ignore"
-
-    def matches(self, finding: Finding) -> bool:
-        return all(_field_matches(finding, key, pattern) for key, pattern in self.match)
 
     def expired(self, today: dt.date) -> bool:
         return self.expires is not None and self.expires < today
@@ -48,21 +42,6 @@ class Waiver:
 
     def to_dict(self) -> dict[str, Any]:
         return {"match": dict(self.match), "reason": self.reason, "expires": self.expires.isoformat() if self.expires else None, "origin": self.origin}
-
-
-def _field_matches(finding: Finding, key: str, pattern: str) -> bool:
-    match key:
-        case "sm":
-            return str(finding.sm) == pattern.removeprefix("SM").removeprefix("sm")
-        case "tp":
-            return str(finding.tp) == pattern
-        case "release":
-            return any(fnmatchcase(r, pattern) for r in (finding.releases or [finding.flashinfer_version]))
-        case "verdict":
-            return fnmatchcase(finding.verdict.value, pattern)
-        case "table" | "backend" | "kernel" | "model":
-            return fnmatchcase(str(getattr(finding, key)), pattern)
-    raise AssertionError(key)  # keys are checked when a waiver is read
 
 
 @dataclass(frozen=True)

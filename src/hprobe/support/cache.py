@@ -79,6 +79,20 @@ def _fall_back(configured: Path, exc: OSError) -> Path:
         return _fallback[0][0]
 
 
+# Bytes this run put into the cache, per release label (what a fetch says it added).
+_added: dict[str, int] = {}
+
+
+def record_added(label: str, size: int) -> None:
+    with _lock:
+        _added[label] = _added.get(label, 0) + size
+
+
+def added_for(label: str) -> int:
+    with _lock:
+        return _added.get(label, 0)
+
+
 def root() -> Path:
     usable = _usable(configured_root())
     return _fallback[0][0] if _fallback else usable

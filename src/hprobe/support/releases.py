@@ -130,6 +130,7 @@ def fetch_wheel(version: str) -> Path:
         # later runs can tell a damaged cached wheel from a good one.
         _record_digest(got[0], _digest_file(target))
         os.replace(got[0], target)  # a rename keeps the size and mtime the record was stamped with
+        cache.record_added(version, target.stat().st_size)
     return target
 
 
@@ -327,6 +328,7 @@ def _unpack(wheel: Path, tree: Path, label: str) -> None:
                 os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp's 0700 would hide a shared cache from other users
                 try:
                     os.rename(tmp, tree)
+                    cache.record_added(label, sum(m.file_size for m in members))
                 except OSError:
                     # Another process published the same tree first: keep theirs.
                     if not _tree_intact(tree):
