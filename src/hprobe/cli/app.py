@@ -21,6 +21,7 @@ from hprobe.cli.options import (
     AXIS_EPILOG,
     ExcludeOpt,
     FlashinferOpt,
+    FormatOpt,
     IgnoreOpt,
     MappingOpt,
     ModelHeadsOpt,
@@ -35,6 +36,7 @@ from hprobe.cli.options import (
     TablesSmOpt,
     TpOpt,
     WaiversOpt,
+    examples,
     path_value,
 )
 from hprobe.cli.run import progress as progress_line
@@ -43,6 +45,22 @@ from hprobe.model.errors import InputError
 from hprobe.model.padding import MAX_HEADS
 from hprobe.system.fileio import SiteWriter, check_output, write_output
 
+def _placeholders_without_types() -> None:
+    """typer writes an argument's Python type after its placeholder (`OLD
+    <str>`); a named placeholder says what to give, the type adds nothing."""
+    from typer.core import TyperArgument
+
+    shown = getattr(TyperArgument, "display_type_rich", None)
+    if shown is None:
+        return
+
+    def display(self: TyperArgument, ctx: object) -> str | None:
+        return None if self.metavar else shown(self, ctx)
+
+    TyperArgument.display_type_rich = display  # type: ignore[method-assign, assignment]
+
+
+_placeholders_without_types()
 install_light_coercion()  # before any command parses: every way in (console script, -m, CliRunner) coerces alike
 
 if TYPE_CHECKING:
@@ -58,6 +76,7 @@ app = typer.Typer(
     no_args_is_help=True,
     help="Which query-head counts FlashInfer's MLA kernels accept, from their own validators, "
     "and whether a padding table pads too much, too little, or just right.",
+    epilog=examples("hprobe check --repo ~/vllm --flashinfer 0.7.4", "hprobe suggest --repo ~/vllm --flashinfer 0.7.4 --diff hprobe.diff", "hprobe matrix -k dsv4-sparse-mla --sm 100,120"),
 )
 
 
@@ -78,6 +97,24 @@ def _format(option: str, json_output: bool) -> str:
     if fmt not in FORMATS:
         raise InputError(f"--format {option!r}: expected {', '.join(FORMATS)}")
     return fmt
+
+
+def _axis_args(ctx: typer.Context) -> list[str]:
+    """The axis options among a command's extra arguments; any other unknown
+    option is one line, with the closest real option when there is one."""
+    import difflib
+
+    from hprobe.cli.options import AXIS_NAMES
+
+    axes = ["--" + name.replace("_", "-") for name in AXIS_NAMES]
+    own = [opt for param in ctx.command.params for opt in param.opts if opt.startswith("--")]
+    for token in ctx.args:
+        flag = token.partition("=")[0]
+        if token.startswith("--") and flag not in axes:
+            close = difflib.get_close_matches(flag, own + axes, n=1, cutoff=0.7)
+            hint = f"did you mean {close[0]}?" if close else f"`hprobe {ctx.command.name} --help` lists the options"
+            raise InputError(f"no such option: {flag} ({hint})")
+    return ctx.args
 
 
 def _no_clobbering(outputs: dict[str, Optional[Path]], tables: Optional[List[Path]] = None, mapping: Optional[Path] = None, baseline: Optional[Path] = None, repo: Optional[Path] = None) -> None:
@@ -101,7 +138,7 @@ def main(
     """hprobe: a kernel compatibility probe for LLM-serving engineers."""
 
 
-@app.command(context_settings=AXIS_CONTEXT, epilog=AXIS_EPILOG)
+@app.command(context_settings=AXIS_CONTEXT, epilog=examples('hprobe check', 'hprobe check --repo ~/vllm --flashinfer 0.7.4', 'hprobe check --table my-table.toml --sm 100,120 --strict', 'hprobe check --repo . --junit hprobe.xml --format markdown') + "\n\n" + AXIS_EPILOG)
 def check(
     ctx: typer.Context,
     table: TableOpt = None,
@@ -118,9 +155,9 @@ def check(
     tp: TpOpt = None,
     pin: PinOpt = None,
     flashinfer: FlashinferOpt = None,
-    baseline: Optional[Path] = typer.Option(None, "--baseline", parser=path_value, help="A recorded `hprobe matrix --json`: also report what changed since (exit 1 on change)."),
-    junit: Optional[Path] = typer.Option(None, "--junit", parser=path_value, help="Also write a JUnit XML report here (one test case per backend x SM x per-rank count)."),
-    output_format: str = typer.Option("text", "--format", help="text, json or markdown (for $GITHUB_STEP_SUMMARY)."),
+    baseline: Optional[Path] = typer.Option(None, "--baseline", metavar="FILE", parser=path_value, help="A recorded `hprobe matrix --json`: also report what changed since (exit 1 on change)."),
+    junit: Optional[Path] = typer.Option(None, "--junit", metavar="FILE", parser=path_value, help="Also write a JUnit XML report here (one test case per backend x SM x per-rank count)."),
+    output_format: str = typer.Option("text", "--format", metavar="FORMAT", help="text, json or markdown (for $GITHUB_STEP_SUMMARY)."),
     details: bool = typer.Option(False, "--details", help="Text: show every row after the summary, not only those that are not ok."),
     no_cache: NoCacheOpt = False,
     waivers: WaiversOpt = None,
@@ -135,7 +172,7 @@ def check(
         from hprobe.report.formats.github import emit
 
         fmt = _format(output_format, json_output)
-        request = RuleRequest.parse("check", tables=table, repo=repo, mapping=mapping, exclude=exclude, settings=settings, pad_fn=pad_fn, kernel=kernel, sm=sm, heads=heads, tp=tp, pin=pin, flashinfer=flashinfer, extra_args=ctx.args, model=model)
+        request = RuleRequest.parse("check", tables=table, repo=repo, mapping=mapping, exclude=exclude, settings=settings, pad_fn=pad_fn, kernel=kernel, sm=sm, heads=heads, tp=tp, pin=pin, flashinfer=flashinfer, extra_args=_axis_args(ctx), model=model)
         from hprobe.rules.waivers import gather_waivers
 
         accepted = gather_waivers(waivers, list(ignore or []), [Path.cwd(), *([repo] if repo is not None else [])])  # read before probing
@@ -164,7 +201,7 @@ def check(
     run_job(job)
 
 
-@app.command(context_settings=AXIS_CONTEXT, epilog=AXIS_EPILOG)
+@app.command(context_settings=AXIS_CONTEXT, epilog=examples('hprobe suggest --repo ~/vllm --flashinfer 0.7.4 --diff hprobe.diff', 'hprobe suggest --table my-table.toml -o fixed.toml') + "\n\n" + AXIS_EPILOG)
 def suggest(
     ctx: typer.Context,
     table: TableOpt = None,
@@ -180,12 +217,12 @@ def suggest(
     tp: TpOpt = None,
     pin: PinOpt = None,
     flashinfer: FlashinferOpt = None,
-    output: Optional[Path] = typer.Option(None, "--output", "-o", parser=path_value, help="Write the table(s) with the suggested rules here as TOML (readable by `check --table`)."),
-    diff_file: Optional[Path] = typer.Option(None, "--diff", parser=path_value, help="With --repo: write the suggested rules and pin as a unified diff of the tree's own source here (apply with `git apply` in the --repo directory)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", metavar="FILE", parser=path_value, help="Write the table(s) with the suggested rules here as TOML (readable by `check --table`)."),
+    diff_file: Optional[Path] = typer.Option(None, "--diff", metavar="FILE", parser=path_value, help="With --repo: write the suggested rules and pin as a unified diff of the tree's own source here (apply with `git apply` in the --repo directory)."),
     force: bool = typer.Option(False, "--force", help="Overwrite --output / --diff."),
-    since: Optional[str] = typer.Option(None, "--since", help="Start the search for the first safe release here (default: the first release whose source defines the kernel's entry point)."),
+    since: Optional[str] = typer.Option(None, "--since", metavar="RELEASE", help="Start the search for the first safe release here (default: the first release whose source defines the kernel's entry point)."),
     no_cache: NoCacheOpt = False,
-    output_format: str = typer.Option("text", "--format", help="text, json or markdown."),
+    output_format: str = typer.Option("text", "--format", metavar="FORMAT", help="text, json or markdown."),
     json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.suggest/1 JSON document."),
 ) -> None:
     """The padding rule the kernels call for: per backend, the smallest count every release probed accepts."""
@@ -195,7 +232,7 @@ def suggest(
         from hprobe.commands.suggest import run_suggest
 
         fmt = _format(output_format, json_output)
-        request = RuleRequest.parse("suggest", tables=table, repo=repo, mapping=mapping, exclude=exclude, settings=settings, pad_fn=pad_fn, kernel=kernel, sm=sm, heads=heads, tp=tp, pin=pin, flashinfer=flashinfer, extra_args=ctx.args, model=model)
+        request = RuleRequest.parse("suggest", tables=table, repo=repo, mapping=mapping, exclude=exclude, settings=settings, pad_fn=pad_fn, kernel=kernel, sm=sm, heads=heads, tp=tp, pin=pin, flashinfer=flashinfer, extra_args=_axis_args(ctx), model=model)
         start = release_number(since, "--since") if since is not None else None  # refused before any probing
         if output is not None:
             check_output(output, "--output", overwrite=force)
@@ -214,80 +251,86 @@ def suggest(
     run_job(job)
 
 
-@app.command(context_settings=AXIS_CONTEXT, epilog=AXIS_EPILOG)
+@app.command(context_settings=AXIS_CONTEXT, epilog=examples('hprobe matrix -k dsv4-sparse-mla --sm 100,120', 'hprobe matrix -k trtllm-mla --sm 100 --flashinfer 0.6.13,0.7.4', 'hprobe matrix -k dsv4-sparse-mla --sm 100 --heads 1-128 --grid') + "\n\n" + AXIS_EPILOG)
 def matrix(
     ctx: typer.Context,
-    kernel: Optional[List[str]] = typer.Option(None, "--kernel", "-k", help="Kernel id(s); repeatable or comma list. Default: every probe."),
-    sm: Optional[str] = typer.Option(None, "--sm", help="Target SM(s). Default: the visible GPUs, else every SM the kernels are built for."),
-    heads: str = typer.Option("1-256", "--heads", help="Head counts to probe: 1-256, 8,16,24, 1-8,16."),
+    kernel: Optional[List[str]] = typer.Option(None, "--kernel", "-k", metavar="KERNEL", help="Kernel id(s); repeatable or comma list. Default: every probe."),
+    sm: Optional[str] = typer.Option(None, "--sm", metavar="SM", help="Target SM(s). Default: the visible GPUs, else every SM the kernels are built for."),
+    heads: str = typer.Option("1-256", "--heads", metavar="HEADS", help="Head counts to probe: 1-256, 8,16,24, 1-8,16."),
     grid: bool = typer.Option(False, "--grid", help="A table of marks, one row per h_q, one column per kernel variant and SM."),
-    pivot: Optional[str] = typer.Option(None, "--pivot", help="ROWS,COLS: any two of heads, sm, release, kernel or an axis (topk, backend, ...)."),
+    pivot: Optional[str] = typer.Option(None, "--pivot", metavar="ROWS,COLS", help="ROWS,COLS: any two of heads, sm, release, kernel or an axis (topk, backend, ...)."),
     json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.matrix/2 JSON document."),
-    flashinfer: Optional[str] = typer.Option(None, "--flashinfer", help="Probe these releases instead of the installed one: 0.6.13, a comma list, a wheel file or an unpacked directory. Fetched with your pip, cached, probed in a subprocess."),
+    output_format: FormatOpt = "text",
+    flashinfer: Optional[str] = typer.Option(None, "--flashinfer", metavar="RELEASE", help="Probe these releases instead of the installed one: 0.6.13, a comma list, a wheel file or an unpacked directory. Fetched with your pip, cached, probed in a subprocess."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Ignore cached probe results for fetched releases."),
 ) -> None:
     """Print the h_q each kernel accepts on each SM with the installed flashinfer."""
 
     def job() -> int:
+        fmt = _format(output_format, json_output)
         from hprobe.commands.check import run_matrix
         from hprobe.commands.request import check_release_options, kernel_ids, parse_axes, parse_pivot
         from hprobe.model.targets import parse_heads
 
         check_release_options(flashinfer, None)
-        with progress_line(json_output) as progress:
-            report = run_matrix(kernel_ids(kernel), sm, parse_heads(heads), flashinfer, not no_cache, progress, parse_axes(ctx.args))
+        with progress_line(fmt == "json") as progress:
+            report = run_matrix(kernel_ids(kernel), sm, parse_heads(heads), flashinfer, not no_cache, progress, parse_axes(_axis_args(ctx)))
         dims = parse_pivot(pivot)
         if dims is not None:
             from hprobe.report.pivot import pivot_cells
 
             pivot_cells(report, *dims)  # an impossible pivot is an input error before any output
-        _formatter(json_output).matrix(report, grid=grid, pivot=dims)
+        _formatter_for(fmt).matrix(report, grid=grid, pivot=dims)
         return report.exit_code
 
     run_job(job)
 
 
-@app.command(context_settings=AXIS_CONTEXT, epilog=AXIS_EPILOG)
+@app.command(context_settings=AXIS_CONTEXT, epilog=examples('hprobe diff 0.6.13 0.6.14 -k dsv4-sparse-mla --sm 100') + "\n\n" + AXIS_EPILOG)
 def diff(
     ctx: typer.Context,
-    old: str = typer.Argument(..., help="The release before: 0.6.13, a wheel file or a directory."),
-    new: str = typer.Argument(..., help="The release after."),
-    kernel: Optional[List[str]] = typer.Option(None, "--kernel", "-k", help="Kernel id(s). Default: every probe."),
-    sm: Optional[str] = typer.Option(None, "--sm", help="Target SM(s). Default: every SM the kernels are built for."),
-    heads: str = typer.Option("1-256", "--heads", help="Head counts to compare."),
+    old: str = typer.Argument(..., metavar="OLD", help="The release before: 0.6.13, a wheel file or a directory."),
+    new: str = typer.Argument(..., metavar="NEW", help="The release after."),
+    kernel: Optional[List[str]] = typer.Option(None, "--kernel", "-k", metavar="KERNEL", help="Kernel id(s). Default: every probe."),
+    sm: Optional[str] = typer.Option(None, "--sm", metavar="SM", help="Target SM(s). Default: every SM the kernels are built for."),
+    heads: str = typer.Option("1-256", "--heads", metavar="HEADS", help="Head counts to compare."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Ignore cached probe results."),
     json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.diff/1 JSON document."),
+    output_format: FormatOpt = "text",
 ) -> None:
     """h_q that became accepted or rejected between two releases. Exit 1 when any changed."""
 
     def job() -> int:
+        fmt = _format(output_format, json_output)
         from hprobe.commands.check import run_matrix
         from hprobe.commands.drift import diff_reports
         from hprobe.commands.request import kernel_ids, parse_axes
         from hprobe.model.targets import parse_heads
 
-        with progress_line(json_output) as progress:
-            report = run_matrix(kernel_ids(kernel), sm, parse_heads(heads), f"{old},{new}", not no_cache, progress, parse_axes(ctx.args))
+        with progress_line(fmt == "json") as progress:
+            report = run_matrix(kernel_ids(kernel), sm, parse_heads(heads), f"{old},{new}", not no_cache, progress, parse_axes(_axis_args(ctx)))
         result = diff_reports(report)
-        _formatter(json_output).diff(result)
+        _formatter_for(fmt).diff(result)
         return result.exit_code
 
     run_job(job)
 
 
-@app.command()
+@app.command(epilog=examples("hprobe bisect -k dsv4-sparse-mla --sm 100 --heads 16", "hprobe bisect -k trtllm-mla --sm 100 --heads 96 --range 0.6.10..0.7.4"))
 def bisect(
-    kernel: str = typer.Option(..., "--kernel", "-k", help="Kernel id or variant, e.g. trtllm-mla[backend=xqa]."),
-    sm: str = typer.Option(..., "--sm", help="One target SM."),
-    heads: int = typer.Option(..., "--heads", help="The per-rank head count in question."),
-    range_: Optional[str] = typer.Option(None, "--range", help="LO..HI release range, inclusive, e.g. 0.6.10..0.6.16."),
+    kernel: str = typer.Option(..., "--kernel", "-k", metavar="KERNEL", help="Kernel id or variant, e.g. trtllm-mla[backend=xqa]."),
+    sm: str = typer.Option(..., "--sm", metavar="SM", help="One target SM."),
+    heads: int = typer.Option(..., "--heads", metavar="N", help="The per-rank head count in question."),
+    range_: Optional[str] = typer.Option(None, "--range", metavar="LO..HI", help="LO..HI release range, inclusive, e.g. 0.6.10..0.6.16."),
     exhaustive: bool = typer.Option(False, "--exhaustive", help="Probe every release in the range, not a binary search."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Ignore cached probe results."),
     json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.bisect/1 JSON document."),
+    output_format: FormatOpt = "text",
 ) -> None:
     """The first release whose validators accept --heads (and the last that rejects it)."""
 
     def job() -> int:
+        fmt = _format(output_format, json_output)
         from hprobe.commands.drift import run_bisect
         from hprobe.model.sm import parse_sm_list
 
@@ -296,22 +339,22 @@ def bisect(
             raise InputError("--sm: bisect takes one SM")
         if not 0 < heads <= MAX_HEADS:
             raise InputError(f"--heads {heads}: must be a count from 1 to {MAX_HEADS}")
-        with progress_line(json_output) as progress:
+        with progress_line(fmt == "json") as progress:
             result = run_bisect(kernel, sms[0], heads, range_, exhaustive, not no_cache, progress)
-        _formatter(json_output).bisect(result)
+        _formatter_for(fmt).bisect(result)
         return result.exit_code
 
     run_job(job)
 
 
-@app.command(context_settings=AXIS_CONTEXT, epilog=AXIS_EPILOG)
+@app.command(context_settings=AXIS_CONTEXT, epilog=examples('hprobe report --releases 0.6.12..0.7.4 -k dsv4-sparse-mla --sm 100,120 -o site/') + "\n\n" + AXIS_EPILOG)
 def report(
     ctx: typer.Context,
-    releases: str = typer.Option(..., "--releases", help="LO..HI (every published release in it, inclusive) or a comma list of releases, wheels or directories."),
-    kernel: Optional[List[str]] = typer.Option(None, "--kernel", "-k", help="Kernel id(s); repeatable or comma list. Default: every probe."),
-    sm: Optional[str] = typer.Option(None, "--sm", help="Target SM(s). Default: every SM the kernels are built for."),
-    heads: str = typer.Option("1-256", "--heads", help="Head counts: 1-256, 8,16,24."),
-    output: Path = typer.Option(..., "--output", "-o", parser=path_value, help="Directory to write index.html, matrix.md and matrix.json into."),
+    releases: str = typer.Option(..., "--releases", metavar="RELEASES", help="LO..HI (every published release in it, inclusive) or a comma list of releases, wheels or directories."),
+    kernel: Optional[List[str]] = typer.Option(None, "--kernel", "-k", metavar="KERNEL", help="Kernel id(s); repeatable or comma list. Default: every probe."),
+    sm: Optional[str] = typer.Option(None, "--sm", metavar="SM", help="Target SM(s). Default: every SM the kernels are built for."),
+    heads: str = typer.Option("1-256", "--heads", metavar="HEADS", help="Head counts: 1-256, 8,16,24."),
+    output: Path = typer.Option(..., "--output", "-o", metavar="DIR", parser=path_value, help="Directory to write index.html, matrix.md and matrix.json into."),
     table: TableOpt = None,
     repo: RepoOpt = None,
     mapping: MappingOpt = None,
@@ -339,7 +382,7 @@ def report(
         from hprobe.report.formats.markdown import MarkdownFormatter
         from hprobe.system.escaping import visible
 
-        wanted, kernels, axes = parse_heads(heads), kernel_ids(kernel), parse_axes(ctx.args)
+        wanted, kernels, axes = parse_heads(heads), kernel_ids(kernel), parse_axes(_axis_args(ctx))
         rules = None
         if table or repo is not None:  # read and checked before anything is probed
             request = RuleRequest.parse("report", tables=table, repo=repo, mapping=mapping, exclude=None, settings=None, pad_fn=None, kernel=None, sm=sm, heads=None, tp=None, pin=None, flashinfer=None, extra_args=[])
@@ -360,15 +403,15 @@ table_app = typer.Typer(no_args_is_help=True, help="Padding tables: extract one 
 app.add_typer(table_app, name="table")
 
 
-@table_app.command("extract")
+@table_app.command("extract", epilog=examples("hprobe table extract --repo ~/vllm -o vllm-table.toml"))
 def table_extract(
-    repo: Path = typer.Option(..., "--repo", parser=path_value, help="Source tree or installed package to read (static analysis: nothing is imported or run)."),
+    repo: Path = typer.Option(..., "--repo", metavar="DIR", parser=path_value, help="Source tree or installed package to read (static analysis: nothing is imported or run)."),
     mapping: MappingOpt = None,
-    exclude: Optional[List[str]] = typer.Option(None, "--exclude", help="Also skip paths matching this glob (repeatable). Tests, fixtures, venvs, site-packages and build outputs inside the tree are always skipped."),
+    exclude: Optional[List[str]] = typer.Option(None, "--exclude", metavar="GLOB", help="Also skip paths matching this glob (repeatable). Tests, fixtures, venvs, site-packages and build outputs inside the tree are always skipped."),
     settings: SetOpt = None,
     model: ModelOpt = None,
-    flashinfer: Optional[str] = typer.Option(None, "--flashinfer", help="For rules that read flashinfer's own tables (SGLang): the release to evaluate them against. Default: the repo's pin when it names one release, else the installed flashinfer."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", parser=path_value, help="Write the TOML here instead of stdout (an existing file is not overwritten without --force)."),
+    flashinfer: Optional[str] = typer.Option(None, "--flashinfer", metavar="RELEASE", help="For rules that read flashinfer's own tables (SGLang): the release to evaluate them against. Default: the repo's pin when it names one release, else the installed flashinfer."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", metavar="FILE", parser=path_value, help="Write the TOML here instead of stdout (an existing file is not overwritten without --force)."),
     force: bool = typer.Option(False, "--force", help="Overwrite --output."),
     json_output: bool = typer.Option(False, "--json", help="Emit what was found as JSON instead of TOML."),
 ) -> None:
@@ -397,42 +440,73 @@ def table_extract(
     run_job(job)
 
 
-@app.command()
+@app.command(epilog=examples("hprobe kernels", "hprobe kernels --releases 0.6.10..0.7.4"))
 def kernels(
-    releases: Optional[str] = typer.Option(None, "--releases", help="Also say which of these releases define each entry point: a comma list or LO..HI (fetched, read without importing)."),
+    releases: Optional[str] = typer.Option(None, "--releases", metavar="RELEASES", help="Also say which of these releases define each entry point: a comma list or LO..HI (fetched, read without importing)."),
     json_output: bool = typer.Option(False, "--json", help="Emit JSON."),
+    output_format: FormatOpt = "text",
 ) -> None:
     """List the kernel probes: entry point, SM families, axes, and which releases have the entry point."""
 
     def job() -> int:
+        fmt = _format(output_format, json_output)
         from hprobe.commands.catalogue import kernel_rows
 
         if releases:  # fetched: worth a status line
-            with progress_line(json_output) as progress:
+            with progress_line(fmt == "json") as progress:
                 rows = kernel_rows(releases, progress)
         else:
             rows = kernel_rows(None)
-        _formatter(json_output).kernels(rows)
+        _formatter_for(fmt).kernels(rows)
         return 0
 
     run_job(job)
 
 
-@app.command()
-def env(json_output: bool = typer.Option(False, "--json", help="Emit JSON.")) -> None:
+@app.command(epilog=examples("hprobe env", "hprobe env --format json"))
+def env(
+    json_output: bool = typer.Option(False, "--json", help="Emit JSON (same as --format json)."),
+    output_format: FormatOpt = "text",
+) -> None:
     """GPUs and their SM, CUDA as torch sees it, torch and flashinfer versions. Needs no GPU."""
 
     def job() -> int:
         from hprobe.system.envinfo import collect
 
+        fmt = _format(output_format, json_output)
         info = collect()
-        if json_output:
-            _formatter(True).data({"schema": "hprobe.env/1", **info}, "env")
+        if fmt == "json":
+            _formatter_for(fmt).data({"schema": "hprobe.env/1", **info}, "env")
             return 0
         gpus = info.pop("gpus")
         shown = dict(info)
         shown["gpus"] = ", ".join(f"{g['index']}: {g['name']} (SM{g['sm']})" for g in gpus) or "none visible"
-        _formatter(False).data({k: ("-" if v is None else v) for k, v in shown.items()}, "hprobe env")
+        _formatter_for(fmt).data({k: ("-" if v is None else v) for k, v in shown.items()}, "hprobe env")
+        return 0
+
+    run_job(job)
+
+
+@app.command(epilog=examples("hprobe models", "hprobe check --model Kimi-K3 --sm 100"))
+def models(
+    json_output: bool = typer.Option(False, "--json", help="Emit JSON (same as --format json)."),
+    output_format: FormatOpt = "text",
+) -> None:
+    """The models `check --model` knows: total query heads, TP degrees, the engine paths they take, and the config each count comes from."""
+
+    def job() -> int:
+        from hprobe.rules.models import shipped_models
+
+        fmt = _format(output_format, json_output)
+        rows = shipped_models()
+        if fmt == "json":
+            _formatter_for(fmt).data({"schema": "hprobe.models/1", "models": [
+                {"name": m.name, "num_q_heads": m.num_q_heads, "tp": list(m.tp), "families": list(m.families), "citation": m.citation} for m in rows
+            ]}, "models")
+            return 0
+        _formatter_for(fmt).data({
+            m.name: f"{m.num_q_heads} query heads, TP {'/'.join(map(str, m.tp))}, paths {', '.join(m.families) or 'every'}; {m.citation}" for m in rows
+        }, "hprobe models")
         return 0
 
     run_job(job)
@@ -441,8 +515,8 @@ def env(json_output: bool = typer.Option(False, "--json", help="Emit JSON.")) ->
 cache_app = typer.Typer(
     no_args_is_help=False,
     invoke_without_command=True,
-    help="What hprobe's cache holds per flashinfer release (wheels, unpacked trees, answers), and freeing it.\n\n"
-    "Examples:\n\n  hprobe cache\n\n  hprobe cache prune --keep '>=0.7'\n\n  hprobe cache prune --older-than 30\n\n  hprobe cache clear",
+    help="What hprobe's cache holds per flashinfer release (wheels, unpacked trees, answers), and freeing it.",
+    epilog=examples("hprobe cache", "hprobe cache --format json", "hprobe cache prune --keep '>=0.7'", "hprobe cache clear"),
 )
 app.add_typer(cache_app, name="cache")
 CacheFormatOpt = typer.Option("text", "--format", metavar="FORMAT", help="text, json or markdown.")
@@ -466,7 +540,7 @@ def cache_show(ctx: typer.Context, output_format: str = CacheFormatOpt) -> None:
         _cache_job(show_cache, output_format)
 
 
-@cache_app.command("prune")
+@cache_app.command("prune", epilog=examples("hprobe cache prune --release 0.6.13", "hprobe cache prune --keep '>=0.6.14,<0.8'", "hprobe cache prune --older-than 30"))
 def cache_prune(
     release: Optional[List[str]] = typer.Option(None, "--release", metavar="RELEASE", help="Remove this release's wheel, tree, bytecode and answers (repeatable)."),
     older_than: Optional[float] = typer.Option(None, "--older-than", metavar="DAYS", help="Remove entries not written for DAYS days."),
@@ -479,7 +553,7 @@ def cache_prune(
     _cache_job(lambda: prune_cache(release, older_than, keep), output_format)
 
 
-@cache_app.command("clear")
+@cache_app.command("clear", epilog=examples("hprobe cache clear"))
 def cache_clear(output_format: str = CacheFormatOpt) -> None:
     """Remove everything in the cache."""
     from hprobe.commands.cache import clear_cache

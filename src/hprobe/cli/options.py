@@ -30,19 +30,25 @@ def path_value(text: str) -> Path:
 
 
 # Options `check` and `suggest` share, declared once.
-TableOpt = Annotated[list[Path] | None, typer.Option("--table", "-t", parser=path_value, help="Padding table (TOML). Repeatable. Default: the shipped tables in matrices/.")]
-RepoOpt = Annotated[Path | None, typer.Option("--repo", parser=path_value, help="Read the padding rules from this source tree or installed package (static analysis: nothing is imported or run).")]
-MappingOpt = Annotated[Path | None, typer.Option("--mapping", parser=path_value, help="With --repo: which padding class feeds which kernel. Default: the shipped mapping of the engine the tree is (vLLM or SGLang), else each in turn.")]
-SetOpt = Annotated[list[str] | None, typer.Option("--set", help="With --repo: NAME=VALUE, a setting the consumer's rule reads (SGLang's envs), instead of its declared default (repeatable).")]
-ExcludeOpt = Annotated[list[str] | None, typer.Option("--exclude", help="With --repo: also skip paths matching this glob (repeatable). Tests, fixtures, venvs, site-packages and build outputs inside the tree are always skipped.")]
-PadFnOpt = Annotated[str | None, typer.Option("--pad-fn", help="Call your padding function (MODULE:QUALNAME or FILE.py:QUALNAME): imports and runs your code. Needs --kernel, --sm, --heads.")]
-PadFnKernelOpt = Annotated[str | None, typer.Option("--kernel", "-k", help="With --pad-fn: the kernel (or variant) the function feeds.")]
-TablesSmOpt = Annotated[str | None, typer.Option("--sm", help="Target SM(s): 100, sm_100a, 10.0, 12.1, or a comma list. Default: the visible GPUs, else every SM the tables name.")]
-ModelHeadsOpt = Annotated[int | None, typer.Option("--heads", help="Override every model's total query heads.")]
+TableOpt = Annotated[list[Path] | None, typer.Option("--table", "-t", metavar="FILE", parser=path_value, help="Padding table (TOML). Repeatable. Default: the shipped tables in matrices/.")]
+RepoOpt = Annotated[Path | None, typer.Option("--repo", metavar="DIR", parser=path_value, help="Read the padding rules from this source tree or installed package (static analysis: nothing is imported or run).")]
+MappingOpt = Annotated[Path | None, typer.Option("--mapping", metavar="FILE", parser=path_value, help="With --repo: which padding class feeds which kernel. Default: the shipped mapping of the engine the tree is (vLLM or SGLang), else each in turn.")]
+SetOpt = Annotated[list[str] | None, typer.Option("--set", metavar="NAME=VALUE", help="With --repo: NAME=VALUE, a setting the consumer's rule reads (SGLang's envs), instead of its declared default (repeatable).")]
+ExcludeOpt = Annotated[list[str] | None, typer.Option("--exclude", metavar="GLOB", help="With --repo: also skip paths matching this glob (repeatable). Tests, fixtures, venvs, site-packages and build outputs inside the tree are always skipped.")]
+PadFnOpt = Annotated[str | None, typer.Option("--pad-fn", metavar="MODULE:QUALNAME", help="Call your padding function (MODULE:QUALNAME or FILE.py:QUALNAME): imports and runs your code. Needs --kernel, --sm, --heads.")]
+PadFnKernelOpt = Annotated[str | None, typer.Option("--kernel", "-k", metavar="KERNEL", help="With --pad-fn: the kernel (or variant) the function feeds.")]
+TablesSmOpt = Annotated[str | None, typer.Option("--sm", metavar="SM", help="Target SM(s): 100, sm_100a, 10.0, 12.1, or a comma list. Default: the visible GPUs, else every SM the tables name.")]
+ModelHeadsOpt = Annotated[int | None, typer.Option("--heads", metavar="N", help="Override every model's total query heads.")]
 ModelOpt = Annotated[str | None, typer.Option("--model", metavar="NAME", help="Judge these models (comma list) of hprobe's model table (DeepSeek-V3, Kimi-K3, GLM-5, ...), each on the paths of its family. `hprobe models` lists them.")]
-TpOpt = Annotated[str | None, typer.Option("--tp", help="Override every model's TP degrees, e.g. 1,2,4,8.")]
-PinOpt = Annotated[str | None, typer.Option("--pin", help="The consumer's flashinfer requirement, e.g. 'flashinfer-python>=0.6.13': probe the lowest and highest releases it admits.")]
-FlashinferOpt = Annotated[str | None, typer.Option("--flashinfer", help="Probe these releases instead of the installed one: 0.6.13, a comma list, a wheel file or an unpacked directory. Fetched with your pip, cached, probed in a subprocess.")]
+TpOpt = Annotated[str | None, typer.Option("--tp", metavar="TP", help="Override every model's TP degrees, e.g. 1,2,4,8.")]
+PinOpt = Annotated[str | None, typer.Option("--pin", metavar="SPEC", help="The consumer's flashinfer requirement, e.g. 'flashinfer-python>=0.6.13': probe the lowest and highest releases it admits.")]
+FlashinferOpt = Annotated[str | None, typer.Option("--flashinfer", metavar="RELEASE", help="Probe these releases instead of the installed one: 0.6.13, a comma list, a wheel file or an unpacked directory. Fetched with your pip, cached, probed in a subprocess.")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Ignore cached probe results.")]
 WaiversOpt = Annotated[Path | None, typer.Option("--waivers", metavar="FILE", parser=path_value, help="Accepted findings (TOML [[waiver]] tables with reason and expires). Default: hprobe-waivers.toml in the current directory or the --repo root, when there is one.")]
 IgnoreOpt = Annotated[list[str] | None, typer.Option("--ignore", metavar="KEY=VALUE,...", help="Waive findings matching table, backend, kernel, sm, model, tp, release, verdict (globs); optional expires=YYYY-MM-DD and, last, reason=TEXT. Repeatable.")]
+FormatOpt = Annotated[str, typer.Option("--format", metavar="FORMAT", help="text, json or markdown.")]
+
+
+def examples(*lines: str) -> str:
+    """A help epilog of example command lines (click keeps \\b blocks as written)."""
+    return "Examples:\n\n\b\n" + "\n".join(f"  {line}" for line in lines)
