@@ -165,6 +165,45 @@ def test_the_page_renders_in_headless_chromium(site):
     shutil.copy(shot, ARTIFACTS / "report.png")
 
 
+# Injected into a copy of the page by the test alone (the page itself runs no
+# script): what the browser laid out, written where --dump-dom shows it.
+_MEASURE = """<script>window.addEventListener("load", () => {
+  const d = document.documentElement;
+  const accepted = [...document.querySelectorAll("rect.o-accepted")].map(r => r.getBoundingClientRect());
+  const out = {scrollWidth: d.scrollWidth, clientWidth: d.clientWidth, accepted: accepted.length,
+    narrowest: Math.min(...accepted.map(r => r.width)), right: Math.max(...accepted.map(r => r.right))};
+  const pre = document.createElement("pre"); pre.id = "measured"; pre.textContent = JSON.stringify(out); document.body.appendChild(pre);
+});</script>"""
+
+
+@pytest.mark.skipif(_chromium() is None and not os.environ.get("CI"), reason="no chromium here (scripts/test installs it from the distribution's packages when run as root)")
+def test_the_page_over_every_release_fits_1280_px_and_shows_its_accepted_counts(tmp_path):
+    from typer.testing import CliRunner
+
+    from hprobe.cli.app import app
+
+    out = tmp_path / "site"
+    result = CliRunner().invoke(app, ["report", "--releases", "0.6.12..0.7.4", "-k", "dsv4-sparse-mla", "--sm", "100,120", "-o", str(out)])
+    assert result.exit_code == 0, result.stderr
+    page = (out / "index.html").read_text()
+    assert "<script" not in page
+    measured = out / "measured.html"
+    measured.write_text(page.replace("</body>", _MEASURE + "</body>"))
+    dom = subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1280,1000", "--virtual-time-budget=3000", "--dump-dom", measured.as_uri()],
+                         capture_output=True, text=True, timeout=120).stdout
+    found = re.search(r'<pre id="measured">([^<]*)</pre>', dom)
+    assert found, dom[-500:]
+    laid_out = json.loads(html.unescape(found.group(1)))
+    assert laid_out["scrollWidth"] <= laid_out["clientWidth"] <= 1280  # no sideways scrolling
+    # {8, 16, 32, 64, 128} on both SMs from 0.6.14, {64, 128} on SM100 before: every one a visible bar.
+    assert laid_out["accepted"] >= 10 and laid_out["narrowest"] >= 4 and laid_out["right"] <= laid_out["clientWidth"]
+    # The rejected strip splits where the answer changes (0.6.14), not where a message moved.
+    sm100 = page.split("<h3>SM100</h3>", 1)[1].split("<h3>", 1)[0]
+    rejected_rows = sorted({int(r) for r in re.findall(r'data-rows="(\d+)" class="o-rejected"', sm100)})
+    assert rejected_rows == [2, 17], rejected_rows  # 0.6.12-0.6.13, then 0.6.14-0.7.4 (17 releases)
+    assert "flashinfer/mla/_core.py:878 (_check_dsv4_sparse_mla_inputs): 0.6.14" in html.unescape(page)
+
+
 def _png_pixels(data: bytes) -> tuple[int, int, bytes]:
     """Width, height and raw RGB(A) rows (filter bytes kept) of a PNG: enough to
     tell a rendered page from a blank one without an imaging library."""

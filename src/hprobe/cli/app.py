@@ -45,6 +45,7 @@ from hprobe.model.errors import InputError
 from hprobe.model.padding import MAX_HEADS
 from hprobe.system.fileio import SiteWriter, check_output, write_output
 
+
 def _placeholders_without_types() -> None:
     """typer writes an argument's Python type after its placeholder (`OLD
     <str>`); a named placeholder says what to give, the type adds nothing."""

@@ -33,19 +33,19 @@ class Verdict(str, Enum):
         # An exhaustive match: a verdict without its presentation fails mypy here.
         match self:
             case Verdict.OK:
-                return _Traits("the kernel accepts the padded count, and no smaller count serves", "✅", "green", Gate.PASS, None)
+                return _Traits("the kernel accepts the padded count, and no smaller count serves", "✅", "green", Gate.PASS, None, "#e3f4e8")
             case Verdict.REDUCIBLE:
-                return _Traits("the kernel accepts a smaller count: the padding wastes compute", "🟡", "yellow", Gate.SOFT, "notice")
+                return _Traits("the kernel accepts a smaller count: the padding wastes compute", "🟡", "yellow", Gate.SOFT, "notice", "#fff4d6")
             case Verdict.BROKEN:
-                return _Traits("the kernel refuses the padded count: a crash in production", "❌", "bold red", Gate.FAIL, "error")
+                return _Traits("the kernel refuses the padded count: a crash in production", "❌", "bold red", Gate.FAIL, "error", "#f9d6d5")
             case Verdict.TABLE_REFUSES:
-                return _Traits("the table raises for a count the kernel accepts", "🟣", "magenta", Gate.SOFT, "notice")
+                return _Traits("the table raises for a count the kernel accepts", "🟣", "magenta", Gate.SOFT, "notice", "#efe0f5")
             case Verdict.OFF_FAST_PATH:
-                return _Traits("accepted, but served by a slower kernel than the family's own", "🟡", "yellow", Gate.SOFT, "notice")
+                return _Traits("accepted, but served by a slower kernel than the family's own", "🟡", "yellow", Gate.SOFT, "notice", "#fff4d6")
             case Verdict.SOME_SHAPES:
-                return _Traits("a kernel exists for the padded count only at some batch sizes and KV lengths: a crash at the others", "🟠", "red", Gate.FAIL, "error")
+                return _Traits("a kernel exists for the padded count only at some batch sizes and KV lengths: a crash at the others", "🟠", "red", Gate.FAIL, "error", "#fbe0c8")
             case Verdict.INCONCLUSIVE:
-                return _Traits("the kernel's answer could not be shown here", "❔", "cyan", Gate.UNDECIDED, "warning")
+                return _Traits("the kernel's answer could not be shown here", "❔", "cyan", Gate.UNDECIDED, "warning", "#fde9c8")
             case _:
                 assert_never(self)
 
@@ -62,6 +62,11 @@ class Verdict(str, Enum):
     def style(self) -> str:
         """For the terminal (rich)."""
         return self._traits.style
+
+    @property
+    def page_colour(self) -> str:
+        """The report page's background for a cell of this verdict (its legend too)."""
+        return self._traits.page_colour
 
     @property
     def soft(self) -> bool:
@@ -100,6 +105,7 @@ class _Traits:
     style: str
     gate: Gate
     ci_level: str | None
+    page_colour: str
 
 
 

@@ -10,7 +10,7 @@ Self-contained: no network, no external CSS or JS."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from packaging.specifiers import SpecifierSet
@@ -19,12 +19,28 @@ from packaging.version import InvalidVersion, Version
 from hprobe import __version__
 from hprobe.model.heads import compact_set
 from hprobe.model.outcome import HeadResult, KernelSMResult, Outcome, without_count
+from hprobe.model.verdict import Verdict
 from hprobe.system.escaping import html as escape
 
 if TYPE_CHECKING:
     from hprobe.report.model import CheckReport, MatrixReport
 
-CELL_W, CELL_H, LEFT, TOP = 4, 16, 110, 22
+# The h_q axis gives the counts that matter the room: 6 px each up to 128
+# (every count a TP split of 128 or fewer heads gives), 1.5 px each above.
+# Release names on the left, a narrow change mark on the right: the widest
+# heatmap (1..256) is 1,080 px, and the page fits 1,280 px without scrolling.
+WIDE_UP_TO, WIDE_W, NARROW_W = 128, 6.0, 1.5
+CELL_H, LEFT, TOP, CHANGE_W = 16, 90, 22, 30
+AXIS_TICKS = (1, 8, 16, 32, 64, 96, 128, 192, 256)
+
+
+def _positions(heads: list[int]) -> list[float]:
+    """The x of each probed h_q's cell, then the right edge after the last."""
+    xs, x = [], float(LEFT)
+    for h in heads:
+        xs.append(x)
+        x += WIDE_W if h <= WIDE_UP_TO else NARROW_W
+    return [*xs, x]
 
 
 def render_site(report: MatrixReport, tables: CheckReport | None = None) -> str:
@@ -34,12 +50,12 @@ def render_site(report: MatrixReport, tables: CheckReport | None = None) -> str:
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>hprobe support matrix — flashinfer {escape(releases[0])}…{escape(releases[-1])}</title>",
-        f"<style>{_CSS}{_outcome_css()}</style></head><body>",
+        f"<style>{_CSS}{_outcome_css()}{_verdict_css()}</style></head><body>",
         "<h1>Query-head counts FlashInfer's kernels accept</h1>",
         f"<p>flashinfer {escape(', '.join(releases))}; h_q {escape(compact_set(report.heads))}; "
         f"answers from each release's own validators, probed by hprobe {escape(__version__)} "
         "(the GPU faked, every Python check run, the call stopped where compiled code begins).</p>",
-        _legend(),
+        _legend(tables is not None),
     ]
     if tables is not None:
         parts.append(_table_sections(tables))
@@ -92,16 +108,26 @@ def _admits(pin: SpecifierSet, version: str) -> bool:
         return False
 
 
+def _verdict_css() -> str:
+    return " ".join(f".v-{v.value} {{ background: {v.page_colour}; }}" for v in Verdict)
+
+
 def _outcome_css() -> str:
     unprobed = f".heatmap .o-unprobed {{ fill: {Outcome.INCONCLUSIVE.colour}; }}"  # an h_q not asked on that release
     return " ".join([*(f".heatmap .o-{outcome.value} {{ fill: {outcome.colour}; }}" for outcome in Outcome), unprobed])
 
 
-def _legend() -> str:
+def _legend(verdicts: bool) -> str:
+    """Every colour the page uses: outcomes in the heatmaps, verdicts in the tables."""
     items = "".join(
         f'<li><span class="swatch" style="background:{outcome.colour}">{escape(outcome.mark)}</span> {escape(outcome.value)}</li>'
         for outcome in Outcome
     )
+    items += f'<li><span class="swatch" style="background:{Outcome.INCONCLUSIVE.colour}"> </span> not probed</li>'
+    if verdicts:
+        items += "".join(
+            f'<li><span class="swatch" style="background:{v.page_colour}">{escape(v.mark)}</span> {escape(v.value)}: {escape(v.explanation)}</li>' for v in Verdict
+        )
     return f'<ul class="legend" id="legend" aria-label="legend">{items}</ul>'
 
 
@@ -115,7 +141,8 @@ class _Shape:
     heads: list[int]
     outcome: Outcome | None
     said: str  # in the first release's own words
-    template: str  # with the release it names written RELEASE_MARK, as every release of the shape says it
+    template: str  # with the release it names written RELEASE_MARK and no file:line, as every release of the shape says it
+    places: dict[str, list[str]] = field(default_factory=dict)  # the message's file:line -> the releases that raise it there
 
 
 # Where an answer names its release ("flashinfer 0.6.3 has no ..."), a shape
@@ -135,18 +162,20 @@ def _heatmap(key: str, sm: int, rows: list[tuple[str, KernelSMResult | None]], h
     """One rect per run of neighbouring h_q that share an outcome and a reason,
     drawn down through the consecutive releases that answer that run alike: a
     row of 256 cells is a handful of shapes, and nineteen releases that agree
-    are one. The shape's tooltip says what each of its h_q got on each of its
-    releases, the h_q a message names written `#` (`got #`), so every cell's
-    answer is still there."""
-    width = LEFT + CELL_W * len(heads) + 260
+    are one. A message that only moved (another file:line) is the same answer:
+    the shape's tooltip names each place with its releases. The tooltip says
+    what each of its h_q got on each of its releases, the h_q a message names
+    written `#` (`got #`), so every cell's answer is still there."""
+    xs = _positions(heads)
+    width = round(xs[-1]) + CHANGE_W
     height = TOP + CELL_H * len(rows) + 6
     out = [
         f'<svg class="heatmap" role="img" aria-label="{escape(key)} SM{sm}: h_q across, releases down" '
         f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">'
     ]
     for i, h in enumerate(heads):
-        if h == 1 or h % 32 == 0:
-            out.append(f'<text x="{LEFT + i * CELL_W}" y="{TOP - 6}" class="axis">{h}</text>')
+        if h in AXIS_TICKS:
+            out.append(f'<text x="{xs[i]:g}" y="{TOP - 6}" class="axis">{h}</text>')
     shapes: list[_Shape] = []
     open_shapes: dict[tuple[int, int, Outcome | None, str], _Shape] = {}  # the previous row's, by what they cover and say
     previous: KernelSMResult | None = None
@@ -155,7 +184,7 @@ def _heatmap(key: str, sm: int, rows: list[tuple[str, KernelSMResult | None]], h
         out.append(f'<text x="4" y="{y + CELL_H - 4}" class="release">{escape(version)}</text>')
         still_open = {}
         for start, run, outcome, said in _runs(heads, result):
-            template = _without_release(said, version)
+            template, place = _placed(_without_release(said, version))
             ident = (start, len(run), outcome, template)
             shape = open_shapes.get(ident)
             if shape is not None:
@@ -163,24 +192,44 @@ def _heatmap(key: str, sm: int, rows: list[tuple[str, KernelSMResult | None]], h
             else:
                 shape = _Shape(row, row, start, run, outcome, said, template)
                 shapes.append(shape)
+            if place:
+                shape.places.setdefault(place, []).append(version)
             still_open[ident] = shape
         open_shapes = still_open
         change = _change(previous, result)
         if change:
-            out.append(f'<text x="{LEFT + CELL_W * len(heads) + 8}" y="{y + CELL_H - 4}" class="change">Δ {escape(change)}</text>')
+            out.append(f'<text x="{xs[-1] + 6:g}" y="{y + CELL_H - 4}" class="change">Δ<title>{escape(version)}: {escape(change)}</title></text>')
         previous = result
     for shape in shapes:
         first, last, run = shape.first, shape.last, shape.heads
         span = f"{run[0]}" if len(run) == 1 else f"{run[0]}-{run[-1]}"
         named = rows[first][0] if first == last else f"{rows[first][0]} – {rows[last][0]} ({last - first + 1})"
-        tip = f"flashinfer {named}, h_q {span.replace('-', '–')}: {shape.said if first == last else shape.template}"
+        said = shape.said if first == last else shape.template
+        if first != last and shape.places:
+            said += " (" + "; ".join(f"{place}: {_span(versions)}" for place, versions in shape.places.items()) + ")"
+        tip = f"flashinfer {named}, h_q {span.replace('-', '–')}: {said}"
+        x0, x1 = xs[shape.start], xs[shape.start + len(run)]
         # The colour comes from the outcome's class (the stylesheet), once per page, not per shape.
         out.append(
-            f'<rect x="{LEFT + shape.start * CELL_W}" y="{TOP + first * CELL_H}" width="{CELL_W * len(run)}" height="{CELL_H * (last - first + 1) - 2}" '
+            f'<rect x="{x0:g}" y="{TOP + first * CELL_H}" width="{x1 - x0:g}" height="{CELL_H * (last - first + 1) - 2}" '
             f'data-heads="{span}" data-rows="{last - first + 1}" class="o-{shape.outcome.value if shape.outcome else "unprobed"}"><title>{escape(tip)}</title></rect>'
         )
     out.append("</svg>")
     return "".join(out)
+
+
+# A message's place as `_why` writes it: " (flashinfer/mla/_core.py:878 (_check...))" at the end.
+_PLACE = re.compile(r" \(([\w./-]+\.py:\d+(?: \([^()]*\))?)\)$")
+
+
+def _placed(said: str) -> tuple[str, str]:
+    """(what was said without its file:line, the file:line)."""
+    m = _PLACE.search(said)
+    return (said[: m.start()], m.group(1)) if m else (said, "")
+
+
+def _span(versions: list[str]) -> str:
+    return versions[0] if len(versions) == 1 else f"{versions[0]} – {versions[-1]}"
 
 
 def _runs(heads: list[int], result: KernelSMResult | None) -> list[tuple[int, list[int], Outcome | None, str]]:
@@ -238,32 +287,51 @@ def _change(previous: KernelSMResult | None, result: KernelSMResult | None) -> s
 
 def _evidence(rows: list[tuple[str, KernelSMResult | None]]) -> str:
     """The evidence table: one row per run of consecutive releases that say
-    the same (accepted set, refusals, caveats), named by its first and last."""
-    runs: list[tuple[list[str], tuple[str, str, str]]] = []
+    the same (accepted set, refusals, caveats), named by its first and last. A
+    refusal that only moved (another file:line) is the same refusal: its places
+    are listed with their releases. Evidence the row above gave is "as above"."""
+    runs: list[tuple[list[str], tuple[str, tuple[str, ...], str], list[dict[str, list[str]]]]] = []
     for version, result in rows:
         if result is None:
-            said = ("–", "not probed", "")
+            said: tuple[str, tuple[str, ...], str] = ("–", ("not probed",), "")
+            places: list[str] = [""]
         else:
-            refusals = "<br>".join(
-                escape(f"{compact_set(hs)}: {_why(hr)}")
+            refused = [
+                _placed(f"{compact_set(hs)}: {_why(hr)}")
                 for outcome in (Outcome.REJECTED, Outcome.UNSUPPORTED_ARCH, Outcome.UNSUPPORTED_CONFIG, Outcome.ABSENT, Outcome.INCONCLUSIVE)
                 for hs, hr in result.refusal_groups(outcome)[:4]
-            )
-            said = (escape(compact_set(result.accepted())), refusals, "<br>".join(escape(item) for item in result.caveats()))
+            ]
+            said = (compact_set(result.accepted()), tuple(text for text, _ in refused), "\n".join(result.caveats()))
+            places = [place for _, place in refused]
         if runs and runs[-1][1] == said:
             runs[-1][0].append(version)
         else:
-            runs.append(([version], said))
+            runs.append(([version], said, [{} for _ in places]))
+        for where, place in zip(runs[-1][2], places, strict=True):
+            if place:
+                where.setdefault(place, []).append(version)
     lines = ['<table class="evidence"><thead><tr><th>release</th><th>accepted h_q</th><th>refused by</th><th>caveats</th></tr></thead><tbody>']
-    for versions, (accepted, refusals, caveats) in runs:
+    above: tuple[str, ...] = ()
+    for versions, (accepted, refusals, caveats), wheres in runs:
         named = escape(versions[0]) if len(versions) == 1 else f"{escape(versions[0])} – {escape(versions[-1])} ({len(versions)})"
-        lines.append(f"<tr><td>{named}</td><td>{accepted}</td><td>{refusals}</td><td>{caveats}</td></tr>")
+        refused_html = "<br>".join(
+            escape(text) + (f' <span class="where">({escape("; ".join(f"{place}: {_span(vs)}" if len(spots) > 1 else place for place, vs in spots.items()))})</span>' if spots else "")
+            for text, spots in zip(refusals, wheres, strict=True)
+        )
+        cells = (escape(accepted), refused_html, escape(caveats).replace("\n", "<br>"))
+        # Evidence the row above gave already is said once.
+        shown = [text if not text or i >= len(above) or text != above[i] else '<span class="same">as above</span>' for i, text in enumerate(cells)]
+        above = cells
+        lines.append(f"<tr><td>{named}</td><td>{shown[0]}</td><td>{shown[1]}</td><td>{shown[2]}</td></tr>")
     lines.append("</tbody></table>")
     return "".join(lines)
 
 
 _CSS = """
-body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #222; }
+body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #222; max-width: 1200px; }
+table { max-width: 100%; } .evidence td:nth-child(3), .evidence td:nth-child(4) { overflow-wrap: anywhere; }
+.evidence td:first-child { white-space: nowrap; }
+.same { color: #888; font-style: italic; } .where { color: #666; font-size: 11px; }
 h2 { margin-top: 2em; border-bottom: 1px solid #ccc; }
 .legend { list-style: none; padding: 0; display: flex; gap: 1.2em; flex-wrap: wrap; }
 .swatch { display: inline-block; width: 1.4em; text-align: center; border: 1px solid #999; }
@@ -274,7 +342,6 @@ h2 { margin-top: 2em; border-bottom: 1px solid #ccc; }
 .verdicts td, .verdicts th { border: 1px solid #ddd; padding: 2px 6px; }
 .verdicts caption { text-align: left; font-weight: bold; padding: 4px 0; }
 .verdicts tr.in-pin th:first-child { background: #e8f0fe; }
-.v-ok { background: #e3f4e8; } .v-reducible, .v-off-fast-path { background: #fff4d6; }
-.v-broken { background: #f9d6d5; } .v-table-refuses { background: #efe0f5; } .v-inconclusive { background: #fde9c8; }
+.verdicts th { font-weight: normal; font-size: 11px; }
 .evidence td, .evidence th { border: 1px solid #ddd; padding: 2px 6px; text-align: left; vertical-align: top; }
 """
