@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from rich.console import Console
 
+from hprobe.commands.conclude import conclude
 from hprobe.model.outcome import Depth, HeadResult, KernelSMResult, Outcome
 from hprobe.model.padding import Backend, Model, PaddingTable, PadTo, Where
 from hprobe.model.release import FlashinferInfo, ProbedRelease
@@ -69,7 +70,7 @@ def _check() -> CheckReport:
     table = PaddingTable("fixture", "tests", "t.toml", None, [Model("model-x", 96, (8,), Where("t.toml", 3))],
                          [Backend("flashinfer-trtllm", "dsv4-sparse-mla", (100,), PadTo((2, 4, 12)), Where("t.toml", 7), key="dsv4-sparse-mla")])
     findings = [_finding(v, n) for n, v in enumerate(Verdict, start=2)]
-    return CheckReport([_release()], Targets([SM(10, 0)], "flag"), [table], findings, strict=False)
+    return conclude(CheckReport([_release()], Targets([SM(10, 0)], "flag"), [table], findings, strict=False))
 
 
 def _matrix() -> MatrixReport:
@@ -332,3 +333,21 @@ def test_a_table_that_does_not_fit_is_laid_out_by_rich(monkeypatch):
         TextFormatter(Console(file=out, width=width, color_system=None, highlight=False, emoji=False)).check(report)
         assert bool(calls) is expect_rich
         assert "reducible" in out.getvalue() and "SM100" in out.getvalue()
+
+
+def test_formats_only_render_a_finished_report(monkeypatch):
+    """No format decides anything: with judge's and advise's deciders made to
+    raise, every format still renders the concluded report, byte for byte."""
+    report = _check()
+    before = {fmt: _rendered(fmt, "check", report) for fmt in ("text", "json", "markdown")}
+    import hprobe.advise.summary
+    import hprobe.judge
+
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("a format decided something")
+
+    for module, name in ((hprobe.judge, "judge"), (hprobe.judge, "judge_across"), (hprobe.judge, "exit_code"), (hprobe.judge, "verdict_grids"), (hprobe.advise.summary, "summarize")):
+        monkeypatch.setattr(module, name, refuse)
+    after = {fmt: _rendered(fmt, "check", report) for fmt in ("text", "json", "markdown")}
+    assert after == before
+    assert render_site(_matrix(), report) and junit_text(report) and annotation_lines(report) is not None

@@ -131,3 +131,16 @@ def test_every_path_the_readme_names_exists():
     assert len(named) > 10
     missing = sorted(p for p in named if "<" not in p and not (PACKAGE.parent.parent / p.rstrip("/")).exists())
     assert missing == []
+
+
+def test_report_imports_no_decider():
+    """Reports carry their conclusions: nothing under report/ imports judge,
+    advise or commands, so a format cannot decide while it renders."""
+    offenders = sorted(
+        (module, dep)
+        for module, deps in GRAPH.items()
+        if module.startswith("hprobe.report")
+        for dep in deps
+        if dep == "hprobe.judge" or dep.startswith(("hprobe.advise", "hprobe.commands"))
+    )
+    assert offenders == []

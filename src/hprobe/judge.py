@@ -13,7 +13,8 @@ from itertools import chain
 from hprobe.model.heads import compact_set
 from hprobe.model.outcome import Depth, HeadResult, KernelSMResult, Outcome
 from hprobe.model.padding import Backend, PaddingTable
-from hprobe.model.verdict import Finding, Verdict
+from hprobe.model.release import ProbedRelease
+from hprobe.model.verdict import Finding, Verdict, VerdictCell, VerdictGrid
 from hprobe.model.waiver import Waiver, WaiverUse
 
 # (verdict, the smallest accepted count >= n, padded / that count, the kernel's
@@ -196,14 +197,43 @@ def waive(findings: list[Finding], waivers: list[Waiver], today: dt.date) -> tup
     return out, [WaiverUse(w, matched[k], w.expired(today)) for k, w in enumerate(waivers)]
 
 
-def exit_code(findings: list[Finding], strict: bool, waivers: list[WaiverUse] | None = None) -> int:
+def exit_code(findings: list[Finding], strict: bool, waivers: list[WaiverUse] | None = None, drift_code: int | None = None) -> int:
     """1 when a finding no waiver accepts fails the gate, or a waiver has
-    expired; 3 when something is undecided or nothing was checked; else 0."""
+    expired; 3 when something is undecided or nothing was checked; else 0.
+    With a baseline (`drift_code`, a DiffReport's), a drift of 1 fails the
+    gate and an undecided drift makes a passing gate undecided."""
     if any(f.fails(strict) for f in findings) or any(u.expired for u in waivers or []):
-        return 1
-    if any(f.undecided for f in findings) or not findings:
-        return 3
-    return 0
+        code = 1
+    elif any(f.undecided for f in findings) or not findings:
+        code = 3
+    else:
+        code = 0
+    if drift_code is not None and code != 1 and (drift_code == 1 or (drift_code == 3 and code == 0)):
+        code = drift_code
+    return code
+
+
+def verdict_grids(tables: list[PaddingTable], releases: list[ProbedRelease], sms: list[int]) -> list[VerdictGrid]:
+    """Per table x backend x SM, each model x TP judged on each release on its
+    own (the page's release-by-release view; findings hold the verdicts
+    across releases)."""
+    grids = []
+    for table in tables:
+        for backend in table.backends:
+            for sm in [s for s in sms if s in backend.sms]:
+                cases = tuple((m.name, tp, n, backend.rule.pad(n)) for m, tp, n in backend.cases(table.models))
+                rows = []
+                for rel in releases:
+                    result = rel.results.get((backend.variant_key, sm))
+                    cells = tuple(None if result is None else _cell(judge(n, padded, result)) for _model, _tp, n, padded in cases)
+                    rows.append((rel.info.version, cells))
+                grids.append(VerdictGrid(table, backend, sm, cases, tuple(rows)))
+    return grids
+
+
+def _cell(judged: Judgement) -> VerdictCell:
+    verdict, best, _waste, evidence, _notes = judged
+    return VerdictCell(verdict, best, evidence)
 
 
 def _field_matches(finding: Finding, key: str, pattern: str) -> bool:

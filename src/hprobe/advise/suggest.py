@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
+from hprobe.model.advice import CountChange
 from hprobe.model.heads import compact_set
 from hprobe.model.outcome import KernelSMResult, Outcome
 from hprobe.model.padding import Backend, NoPadding, PaddingRule, PaddingTable, PadMap, PadTo
@@ -25,24 +26,6 @@ if TYPE_CHECKING:
     from hprobe.advise.pins import PinAdvice
     from hprobe.model.release import ProbedRelease
     from hprobe.model.verdict import Finding
-
-
-@dataclass(frozen=True)
-class CountChange:
-    model: str
-    tp: int
-    n: int
-    current: int | None  # None: the current rule raises for n
-    suggested: int | None  # None: no count >= n is safe on every SM and release
-
-    @property
-    def saving(self) -> float | None:
-        if self.current is None or self.suggested is None or self.suggested >= self.current:
-            return None
-        return self.current / self.suggested
-
-    def to_dict(self) -> dict:
-        return {"model": self.model, "tp": self.tp, "n": self.n, "current": self.current, "suggested": self.suggested, "saving": self.saving}
 
 
 @dataclass

@@ -93,7 +93,7 @@ def run_check(
 
 def _said_if_nothing_checked(report: CheckReport) -> CheckReport:
     if not report.findings:
-        report.notes.append("nothing was checked: no backend of the tables runs on the SMs selected")
+        return replace(report, notes=[*report.notes, "nothing was checked: no backend of the tables runs on the SMs selected"])
     return report
 
 
@@ -200,11 +200,8 @@ def run_repo_check(
             readings.append(repo.against(release_reader(label), label))
         repo = readings[-1]  # classes and notes as the newest release reads them
     report = _judge_tables([r.table for r in readings], sm_option, strict, flashinfer_spec, pin, use_cache, progress, fallback_sms=mapped_sms)
-    if repo.pin:
-        report.notes.insert(0, f"flashinfer pin {repo.pin.spec} read from {repo.pin.source}")
-    else:
-        report.notes.insert(0, f"no flashinfer requirement found in {repo.root}'s metadata")
-    report.notes.extend(repo.notes)
+    said = f"flashinfer pin {repo.pin.spec} read from {repo.pin.source}" if repo.pin else f"no flashinfer requirement found in {repo.root}'s metadata"
+    notes = [said, *report.notes, *repo.notes]
     numbers = [sm.number for sm in report.targets.sms]
     for item in repo.classes:
         rule = item.rule.describe() if item.rule else "; ".join(b.describe() for b in item.bound) or "rule not evaluated"
@@ -212,14 +209,15 @@ def run_repo_check(
         if item.status is ClassStatus.NOT_EVALUABLE:
             # One probed entry makes it an inconclusive finding instead (below).
             if not any(e.kernel for e in item.entries):
-                report.notes.append(f"{item.cls.qualname}: {why}")
+                notes.append(f"{item.cls.qualname}: {why}")
         elif why is not None:
-            report.notes.append(f"{item.cls.qualname} ({item.where}): {rule}; {why}")
+            notes.append(f"{item.cls.qualname} ({item.where}): {rule}; {why}")
     # A rule not evaluable on a release is inconclusive there: each reading's own.
+    findings = list(report.findings)
     for reading in readings:
-        report.findings.extend(_unevaluated(reading, numbers))
-        report.findings.extend(_unevaluated_paths(reading, numbers))
-    report.call_paths = [p.record() for p in repo.paths.paths]
+        findings.extend(_unevaluated(reading, numbers))
+        findings.extend(_unevaluated_paths(reading, numbers))
+    report = replace(report, notes=notes, findings=findings, call_paths=[p.record() for p in repo.paths.paths])
     return _said_if_nothing_checked(report)
 
 
@@ -263,7 +261,7 @@ def _not_evaluable(repo: RepoTables, models: list[Model], backend: str, kernel: 
     ]
 
 
-def search_pins(report: CheckReport, suggestions: list[BackendSuggestion], pin: str | None, use_cache: bool = True, progress: Progress = quiet, start: Version | None = None) -> list[Version]:
+def search_pins(report: CheckReport, suggestions: list[BackendSuggestion], pin: str | None, use_cache: bool = True, progress: Progress = quiet, start: Version | None = None) -> tuple[list[Version], list[str]]:
     """Fill each suggestion's pin advice: per count of its suggested rule (and
     per count unpadded), the first published release from which every SM of
     the backend accepts it on the fast path. The search starts where the
@@ -280,7 +278,7 @@ def search_pins(report: CheckReport, suggestions: list[BackendSuggestion], pin: 
     stranded = [s for s in suggestions if s.suggested is None and s.unsafe and not s.inconclusive]
     todo = [s for s in suggestions if s.suggested is not None and not s.inconclusive]
     if not todo and not stranded:
-        return []
+        return [], []
     progress("listing published flashinfer releases")
     published = [v for v in published_versions() if not v.is_prerelease]
     # Probe each release for every kernel the suggestions name, on the SMs and
@@ -334,8 +332,7 @@ def search_pins(report: CheckReport, suggestions: list[BackendSuggestion], pin: 
             continue
         admitted = [str(v) for v in published if specifier is None or specifier.contains(v)]
         s.pins = advise(s.sms, s.rule_counts(), s.per_rank(), versions, str(specifier) if specifier is not None else None, safe_at, admitted, start is not None)
-    report.notes.extend(f"pin search: flashinfer {v} answered nothing: {why}" for v, why in unreachable.items())
-    return published
+    return published, [f"pin search: flashinfer {v} answered nothing: {why}" for v, why in unreachable.items()]
 
 
 def _routed_ahead(

@@ -28,6 +28,7 @@ def run_report(
     """`rules`: the request and what `collect_rules` read for it (read before
     this is called, so a bad table costs no probing)."""
     from hprobe.commands.check import run_matrix
+    from hprobe.commands.conclude import conclude
     from hprobe.commands.drift import release_labels
     from hprobe.commands.rules import judge_rules
 
@@ -36,4 +37,4 @@ def run_report(
     if rules is None:
         return matrix, None
     request, tables, repo_tables = rules
-    return matrix, judge_rules(request, tables, repo_tables, False, use_cache, progress, flashinfer=labels)
+    return matrix, conclude(judge_rules(request, tables, repo_tables, False, use_cache, progress, flashinfer=labels))

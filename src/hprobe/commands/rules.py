@@ -3,6 +3,7 @@ padding rules, probe the releases they are judged on, judge them."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from hprobe.model.release import Progress, quiet
@@ -69,8 +70,8 @@ def judge_rules(
 def run_check_command(request: RuleRequest, strict: bool, baseline: Baseline | None, use_cache: bool, progress: Progress = quiet, waivers: list[Waiver] | None = None) -> CheckReport:
     """`hprobe check`: the rules judged, waivers applied, and with a baseline what changed since it."""
     import datetime as dt
-    from dataclasses import replace
 
+    from hprobe.commands.conclude import conclude
     from hprobe.judge import waive
 
     tables, repo_tables = collect_rules(request)
@@ -83,5 +84,5 @@ def run_check_command(request: RuleRequest, strict: bool, baseline: Baseline | N
         from hprobe.support.releases import parse_spec
 
         label = parse_spec(request.flashinfer)[-1] if request.flashinfer else None
-        report.drift = baseline_drift(baseline, label, use_cache, progress)
-    return report
+        report = replace(report, drift=baseline_drift(baseline, label, use_cache, progress))
+    return conclude(report)

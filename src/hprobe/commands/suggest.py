@@ -4,6 +4,7 @@ needs) as one consistent change."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from hprobe.model.errors import InputError
@@ -31,6 +32,7 @@ def run_suggest(
     from hprobe.advise.suggest import adopted, rewritten
     from hprobe.advise.suggest import suggest as make_suggestions
     from hprobe.commands.check import search_pins
+    from hprobe.commands.conclude import conclude
     from hprobe.commands.rules import collect_rules, judge_rules
     from hprobe.report.model import SuggestReport
 
@@ -46,7 +48,8 @@ def run_suggest(
     if request.flashinfer is None or want_table or diff_name is not None:
         # --flashinfer names the releases to judge on; what is written
         # (-o, --diff) is still checked against every release a pin admits.
-        published = search_pins(report, suggestions, request.pin, use_cache, progress, start)
+        published, pin_notes = search_pins(report, suggestions, request.pin, use_cache, progress, start)
+        report = replace(report, notes=[*report.notes, *pin_notes])
     table_text = None
     if want_table:
         from hprobe.rules.toml_writer import table_toml
@@ -72,4 +75,5 @@ def run_suggest(
         patch.not_rewritten.extend(f"{s.backend.name}: not rewritten: {s.shared}" for s in suggestions if s.shared and s.changed)
         if not patch.diff:
             patch.not_rewritten.append(f"--diff {diff_name}: nothing to rewrite, not written")
-    return SuggestReport(report, suggestions, patch, table_text)
+    undecided = any(s.inconclusive or s.unsafe for s in suggestions) or not suggestions
+    return SuggestReport(conclude(report), list(suggestions), patch, table_text, 3 if undecided else 0)

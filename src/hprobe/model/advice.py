@@ -5,7 +5,10 @@ format prints it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from hprobe.model.padding import Backend
 
 
 @dataclass(frozen=True)
@@ -45,3 +48,45 @@ class TableAdvice:
 
     def to_dict(self) -> dict[str, Any]:
         return {"table": self.table, "releases": list(self.releases), "pin": self.pin, "scope": self.scope, "backends": [b.to_dict() for b in self.backends]}
+
+
+@dataclass(frozen=True)
+class CountChange:
+    model: str
+    tp: int
+    n: int
+    current: int | None  # None: the current rule raises for n
+    suggested: int | None  # None: no count >= n is safe on every SM and release
+
+    @property
+    def saving(self) -> float | None:
+        if self.current is None or self.suggested is None or self.suggested >= self.current:
+            return None
+        return self.current / self.suggested
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "tp": self.tp, "n": self.n, "current": self.current, "suggested": self.suggested, "saving": self.saving}
+
+
+class PinWords(Protocol):
+    """Pin advice as a format shows it (advise/pins.py's PinAdvice)."""
+
+    def words(self) -> list[str]: ...
+
+
+class Suggestion(Protocol):
+    """A backend's suggested rule as a format shows it (advise/suggest.py's
+    BackendSuggestion): what report/ may read of it, so that report/ needs
+    nothing from advise/."""
+
+    table: str
+    backend: Backend
+    changes: list[CountChange]
+    pin_note: str | None
+
+    @property
+    def pins(self) -> PinWords | None: ...
+
+    def words(self) -> str: ...
+
+    def to_dict(self) -> dict[str, Any]: ...

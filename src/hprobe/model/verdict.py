@@ -8,7 +8,7 @@ from enum import Enum
 from typing import Any, assert_never
 
 from hprobe.model.outcome import Depth, HeadResult
-from hprobe.model.padding import Reach
+from hprobe.model.padding import Backend, PaddingTable, Reach
 from hprobe.model.waiver import Waiver
 
 
@@ -251,3 +251,26 @@ class Finding:
             "reach": self.reach.to_dict() if self.reach else None,
             "waiver": self.waiver.to_dict() if self.waiver else None,
         }
+
+
+@dataclass(frozen=True)
+class VerdictCell:
+    """One count judged on one release: the verdict, the smallest accepted count
+    and the kernel's answer for the padded count."""
+
+    verdict: Verdict
+    best: int | None
+    evidence: HeadResult | None
+
+
+@dataclass(frozen=True)
+class VerdictGrid:
+    """A table's backend on one SM: per release (rows), the cell of each model x
+    TP (columns: name, TP, per-rank count, padded count or None where the rule
+    raises). A cell is None where the release has no result for the kernel."""
+
+    table: PaddingTable
+    backend: Backend
+    sm: int
+    cases: tuple[tuple[str, int, int, int | None], ...]
+    rows: tuple[tuple[str, tuple[VerdictCell | None, ...]], ...]

@@ -4,24 +4,19 @@ probed and their results, and the reports of `matrix` and `check`."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from hprobe import __version__
-from hprobe.advise.summary import summarize
-from hprobe.judge import Judgement, exit_code, judge
-from hprobe.model.advice import TableAdvice
+from hprobe.model.advice import Suggestion, TableAdvice
 from hprobe.model.errors import EXIT_INCONCLUSIVE
-from hprobe.model.outcome import HeadResult, KernelSMResult, Outcome
-from hprobe.model.padding import Backend, CallPathRecord, PaddingTable
-from hprobe.model.release import INSTALLED, FlashinferInfo, ProbedRelease
+from hprobe.model.outcome import KernelSMResult, Outcome
+from hprobe.model.padding import CallPathRecord, PaddingTable
+from hprobe.model.release import FlashinferInfo, ProbedRelease
 from hprobe.model.targets import Targets
-from hprobe.model.verdict import Finding, Verdict
+from hprobe.model.verdict import Finding, VerdictGrid
 from hprobe.model.waiver import WaiverUse
-from hprobe.system.envinfo import installed_flashinfer_info
 
 if TYPE_CHECKING:
-    from hprobe.advise.suggest import BackendSuggestion
     from hprobe.rules.repo.patch import Patch
 
 
@@ -73,36 +68,10 @@ class MatrixReport:
 
 
 @dataclass(frozen=True)
-class VerdictCell:
-    """One count judged on one release: the verdict, the smallest accepted count
-    and the kernel's answer for the padded count."""
-
-    verdict: Verdict
-    best: int | None
-    evidence: HeadResult | None
-
-
-def _cell(judged: Judgement) -> VerdictCell:
-    verdict, best, _waste, evidence, _notes = judged
-    return VerdictCell(verdict, best, evidence)
-
-
-@dataclass(frozen=True)
-class VerdictGrid:
-    """A table's backend on one SM: per release (rows), the cell of each model x
-    TP (columns: name, TP, per-rank count, padded count or None where the rule
-    raises). A cell is None where the release has no result for the kernel."""
-
-    table: PaddingTable
-    backend: Backend
-    sm: int
-    cases: tuple[tuple[str, int, int, int | None], ...]
-    rows: tuple[tuple[str, tuple[VerdictCell | None, ...]], ...]
-
-
-@dataclass
 class CheckReport:
-    """What `check` prints: the findings of every table against every release it covers."""
+    """What `check` prints: the findings of every table against every release
+    it covers, and what they conclude. Built whole by `commands` (judge and
+    advise decide; see commands/conclude.py); formats only read it."""
 
     releases: list[ProbedRelease]
     targets: Targets
@@ -114,53 +83,18 @@ class CheckReport:
     planned: list[str] = field(default_factory=list)  # the releases asked for (labels), probed or not
     call_paths: list[CallPathRecord] = field(default_factory=list)  # `--repo`: every call of a probed entry
     waivers: list[WaiverUse] = field(default_factory=list)  # every waiver given, and how it was used
+    # What the findings conclude (commands/conclude.py): the gate's exit code,
+    # one line of advice per table x backend x SM, the release-by-release
+    # verdicts of the page, the flashinfer the report names.
+    exit_code: int = 3
+    advice: list[TableAdvice] = field(default_factory=list)
+    verdict_grids: list[VerdictGrid] = field(default_factory=list)
+    flashinfer: FlashinferInfo = field(default_factory=lambda: FlashinferInfo("unknown", "not probed"))
 
     @property
     def unresolved_paths(self) -> list[CallPathRecord]:
         """Calls whose head count hprobe could not judge, each with its file:line and why."""
         return [p for p in self.call_paths if not p.judged]
-
-    @property
-    def flashinfer(self) -> FlashinferInfo:
-        if self.releases:
-            return self.releases[0].info
-        named = [label for label in self.planned if label != INSTALLED]
-        if named:
-            # Nothing was probed: name the releases asked for, not the one installed here.
-            return FlashinferInfo(", ".join(named), "not probed")
-        return installed_flashinfer_info()
-
-    @cached_property
-    def advice(self) -> list[TableAdvice]:
-        """One line of advice per table x backend x SM, as every format prints it."""
-        return summarize(self.findings, self.tables)
-
-    @cached_property
-    def verdict_grids(self) -> list[VerdictGrid]:
-        """Per table x backend x SM, each model x TP judged on each release on
-        its own (the page's release-by-release view; `findings` holds the
-        verdicts across releases)."""
-        grids = []
-        for table in self.tables:
-            for backend in table.backends:
-                for sm in [s.number for s in self.targets.sms if s.number in backend.sms]:
-                    cases = tuple((m.name, tp, n, backend.rule.pad(n)) for m, tp, n in backend.cases(table.models))
-                    rows = []
-                    for rel in self.releases:
-                        result = rel.results.get((backend.variant_key, sm))
-                        cells = tuple(None if result is None else _cell(judge(n, padded, result)) for _model, _tp, n, padded in cases)
-                        rows.append((rel.info.version, cells))
-                    grids.append(VerdictGrid(table, backend, sm, cases, tuple(rows)))
-        return grids
-
-    @property
-    def exit_code(self) -> int:
-        code = exit_code(self.findings, self.strict, self.waivers)
-        if self.drift is not None and code != 1:
-            drift_code = self.drift.exit_code
-            if drift_code == 1 or (drift_code == 3 and code == 0):
-                code = drift_code
-        return code
 
     def to_dict(self) -> dict[str, Any]:
         counts: dict[str, int] = {}
@@ -177,6 +111,7 @@ class CheckReport:
             "call_paths": [p.to_dict() for p in self.call_paths],
             "waivers": [u.to_dict() for u in self.waivers],
             "notes": self.notes,
+            "advice": [a.to_dict() for a in self.advice],
         }
 
 
@@ -304,11 +239,7 @@ class SuggestReport:
     what to write (the table's TOML for -o, the patch for --diff)."""
 
     check: CheckReport
-    suggestions: list[BackendSuggestion]
+    suggestions: list[Suggestion]
     patch: Patch | None = None
     table_toml: str | None = None
-
-    @property
-    def exit_code(self) -> int:
-        undecided = any(s.inconclusive or s.unsafe for s in self.suggestions) or not self.suggestions
-        return 3 if undecided else 0
+    exit_code: int = 3  # 0, or 3 when a suggestion is undecided or there is none (commands/suggest.py)

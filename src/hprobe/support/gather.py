@@ -230,8 +230,32 @@ class ReleaseReader:
     def import_names(self, module: str, names: list[str], sm: int | None) -> dict:
         key = (module, tuple(names), sm)
         if key not in self._answers:
-            self._answers[key] = read_in_worker(self.release, module, names, sm or 100)
+            self._answers[key] = self._read(module, names, sm or 100)
         return self._answers[key]
+
+    def _read(self, module: str, names: list[str], sm: int) -> dict:
+        """A worker's answer, kept on disk with the release's answers when it
+        read the names (an import error may be this machine's, and is asked
+        again): a warm `check --repo` starts no worker."""
+        identity = self.release.wheel_sha256 and f"wheel {self.release.wheel_sha256}"
+        if identity is None and self.release.label == INSTALLED:
+            identity = installed_identity()
+        if identity is None:
+            return read_in_worker(self.release, module, names, sm)
+        import hashlib
+
+        key = hashlib.sha256("\0".join([identity, code_digest(), module, *names, str(sm)]).encode()).hexdigest()
+        path = cache.root() / "names" / f"{key}.json"
+        try:
+            doc = json.loads(path.read_text())
+            if doc.get("schema") == "hprobe.names/1" and doc.get("key") == key and isinstance(doc.get("answer"), dict):
+                return dict(doc["answer"])
+        except (OSError, ValueError):
+            pass
+        answer = read_in_worker(self.release, module, names, sm)
+        if "values" in answer:
+            cache.write_atomically(path, json.dumps({"schema": "hprobe.names/1", "key": key, "answer": answer}).encode())
+        return answer
 
 
 def release_reader(label: str) -> ReleaseReader:

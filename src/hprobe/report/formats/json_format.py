@@ -27,9 +27,7 @@ class JsonFormatter(Formatter):
         self._write(report.to_dict(runs=True), compact=True)
 
     def check(self, report: CheckReport) -> None:
-        doc = report.to_dict()
-        doc["advice"] = [t.to_dict() for t in report.advice]
-        self._write(doc)
+        self._write(report.to_dict())
 
     def matrix(self, report: MatrixReport, grid: bool = False, pivot: tuple[str, str] | None = None) -> None:
         self._write(report.to_dict())
