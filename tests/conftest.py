@@ -18,7 +18,11 @@ from typer.testing import CliRunner
 # test never reads the user's cached results (which may come from other code)
 # and never writes into them. Set before hprobe is imported; every subprocess
 # a test starts inherits it unless the test names another.
-SESSION_CACHE = Path(tempfile.mkdtemp(prefix="hprobe-test-cache-"))
+# Under pytest-xdist the workers share the controller's (the variable below is
+# inherited): the cache is safe for concurrent processes, and a release one
+# worker fetched and probed is an answer for the others.
+SESSION_CACHE = Path(os.environ.get("HPROBE_TEST_SESSION_CACHE") or tempfile.mkdtemp(prefix="hprobe-test-cache-"))
+os.environ["HPROBE_TEST_SESSION_CACHE"] = str(SESSION_CACHE)
 os.environ["HPROBE_CACHE_DIR"] = str(SESSION_CACHE)
 
 from hprobe.cli.app import app  # noqa: E402 - after the cache is chosen
@@ -40,7 +44,9 @@ def engine_source(where: Path, distribution: str, version: str) -> Path:
     shared: tests read it, and copy it before changing anything."""
     key = (distribution, version)
     if key not in _ENGINE_TREES:
-        _ENGINE_TREES[key] = _download_engine(SESSION_CACHE.parent / f"{SESSION_CACHE.name}-{distribution}-{version}", distribution, version)
+        # Per worker: two workers downloading into one directory would race.
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        _ENGINE_TREES[key] = _download_engine(SESSION_CACHE / "engines" / worker / f"{distribution}-{version}", distribution, version)
     return _ENGINE_TREES[key]
 
 
@@ -132,6 +138,7 @@ sm = [100]
 
 
 def pytest_sessionfinish(session, exitstatus):
-    shutil.rmtree(SESSION_CACHE, ignore_errors=True)
+    if not hasattr(session.config, "workerinput"):  # the controller (or a run without workers) cleans up
+        shutil.rmtree(SESSION_CACHE, ignore_errors=True)
     for tree in _ENGINE_TREES.values():
         shutil.rmtree(tree.parent, ignore_errors=True)

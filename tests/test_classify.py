@@ -15,6 +15,9 @@ import pytest
 from hprobe.device.classify import CallResult, cause_of, classify
 from hprobe.model.outcome import Cause
 
+# Pure: runs without torch, flashinfer or a subprocess (the fast tier, `-m "pure and not slow"`).
+pytestmark = pytest.mark.pure
+
 SOURCES = {
     "flashinfer/mla.py": '''
 def decode(q_heads):

@@ -16,6 +16,9 @@ import pytest
 
 from .conftest import ROOT, engine_source
 
+# Pure: runs without torch, flashinfer or a subprocess (the fast tier, `-m "pure and not slow"`).
+pytestmark = pytest.mark.pure
+
 README = ROOT / "README.md"
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 BIN = Path(sys.executable).parent

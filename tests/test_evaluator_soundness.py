@@ -24,6 +24,9 @@ from hypothesis import strategies as st
 from hprobe.rules.repo.evaluate import NotEvaluable, Raises, evaluate
 from hprobe.rules.repo.scan import RepoIndex
 
+# Pure: runs without torch, flashinfer or a subprocess (the fast tier, `-m "pure and not slow"`).
+pytestmark = pytest.mark.pure
+
 COUNTS = (1, 4, 7, 8, 24, 64, 96, 128, 200)
 TALLY: Counter[str] = Counter()
 

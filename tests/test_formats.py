@@ -25,6 +25,9 @@ from hprobe.report.formats.junit import junit_text
 from hprobe.report.formats.text import TextFormatter
 from hprobe.report.model import CheckReport, MatrixReport
 
+# Pure: runs without torch, flashinfer or a subprocess (the fast tier, `-m "pure and not slow"`).
+pytestmark = pytest.mark.pure
+
 VERSION = "0.6.14"
 HEADS = list(range(1, 13))
 # One h_q per outcome: 1-2 accepted, 3-4 rejected, then one stretch each.

@@ -11,6 +11,9 @@ import typer
 
 from hprobe.cli.app import app
 
+# Pure: runs without torch, flashinfer or a subprocess (the fast tier, `-m "pure and not slow"`).
+pytestmark = pytest.mark.pure
+
 
 def _commands() -> list[tuple[str, ...]]:
     root = typer.main.get_command(app)

@@ -6,6 +6,9 @@ import pytest
 
 from .conftest import V4_PRO_TABLE
 
+# Pure: runs without torch, flashinfer or a subprocess (the fast tier, `-m "pure and not slow"`).
+pytestmark = pytest.mark.pure
+
 
 def _one_line_error(code, out, err, *needles):
     assert code == 2, (code, out, err)

@@ -3,9 +3,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from hprobe.judge import exit_code, judge, judge_across
 from hprobe.model.outcome import HeadResult, KernelSMResult, Outcome
 from hprobe.model.verdict import Finding, Verdict
+
+# Pure: runs without torch, flashinfer or a subprocess (the fast tier, `-m "pure and not slow"`).
+pytestmark = pytest.mark.pure
 
 
 def _support(version: str, accepted: set[int], *, unclear: set[int] = frozenset(), slow: set[int] = frozenset(), up_to: int = 128) -> KernelSMResult:

@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+# Pure: runs without torch, flashinfer or a subprocess (the fast tier, `-m "pure and not slow"`).
+pytestmark = pytest.mark.pure
+
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "hprobe"
 
 # Lowest first. A module may import its own layer and any layer below it.

@@ -69,7 +69,7 @@ def test_grid_marks(cli):
     lines = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.strip()[:2].strip().isdigit()}
     assert lines["8"] == ["A", "✓"]  # SM90: no route (the architecture); SM100 accepts 8
     assert lines["24"] == ["A", "✗"]
-    assert out.index("marks: ✓ accepted  ✗ rejected  A unsupported-arch") < out.index(" h_q ")  # the legend before the grid
+    assert out.index("marks: ✓ accepted  ✗ rejected  A unsupported-arch") < out.index("\n h_q ")  # the legend before the grid
 
 
 def test_grid_of_several_kernels_is_one_narrow_grid_each(cli):

@@ -15,6 +15,9 @@ from hprobe.rules.repo.extract import RepoRuleSource
 from hprobe.rules.repo.padfn import PadFnRuleSource
 from hprobe.rules.toml_source import TomlTableSource
 
+# Pure: runs without torch, flashinfer or a subprocess (the fast tier, `-m "pure and not slow"`).
+pytestmark = pytest.mark.pure
+
 
 def test_the_kinds_are_asked_in_order_repo_then_pad_fn_then_tables(tmp_path):
     assert [k.name for k in sources.KINDS] == ["repo", "pad-fn", "tables"]

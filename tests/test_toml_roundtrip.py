@@ -13,6 +13,9 @@ from hprobe.model.padding import Backend, Model, PaddingTable, PadTo, Reach, Whe
 from hprobe.rules.toml_source import TomlTableSource
 from hprobe.rules.toml_writer import comment, quote, table_toml
 
+# Pure: runs without torch, flashinfer or a subprocess (the fast tier, `-m "pure and not slow"`).
+pytestmark = pytest.mark.pure
+
 HOSTILE = [
     'quote " and back\\slash',
     "escape \x1b[31mred\x1b[0m and bell \x07",

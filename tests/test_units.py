@@ -15,6 +15,9 @@ from hprobe.model.verdict import Finding, Verdict
 
 from .conftest import V4_PRO_TABLE
 
+# Pure: runs without torch, flashinfer or a subprocess (the fast tier, `-m "pure and not slow"`).
+pytestmark = pytest.mark.pure
+
 
 @pytest.mark.parametrize(
     "text, expected",

@@ -19,6 +19,9 @@ from hprobe.rules.waivers import gather_waivers, load_waivers
 
 from .conftest import engine_source
 
+# Pure: runs without torch, flashinfer or a subprocess (the fast tier, `-m "pure and not slow"`).
+pytestmark = pytest.mark.pure
+
 TODAY = dt.date.today()
 FUTURE = (TODAY + dt.timedelta(days=90)).isoformat()
 PAST = (TODAY - dt.timedelta(days=1)).isoformat()
