@@ -4,7 +4,7 @@ Runs every command in a fresh process, interleaved round by round so that
 machine noise hits all of them alike, and prints medians and ratios measured
 side by side in this one run.
 
-    .venv/bin/python bench/bench_cli.py [--rounds 5] [--releases] [--report] [--suggest] [--page-sizes] [--ci-step]
+    .venv/bin/python bench/bench_cli.py [--rounds 5] [--releases] [--report] [--suggest] [--page-sizes] [--engines] [--ci-step]
 """
 
 from __future__ import annotations
@@ -160,6 +160,39 @@ def suggest_bench(rounds: int) -> None:
     )
 
 
+ENGINES = (("sglang", "0.5.23", "100"), ("vllm", "0.33.0", "100,120"))
+
+
+def _engine_tree(where: Path, distribution: str, version: str) -> Path:
+    """An engine's own source as its wheel ships it (`.py` and METADATA only), never imported."""
+    import zipfile
+
+    subprocess.run([PYTHON, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", f"{distribution}=={version}", "-d", str(where)], check=True, stdin=subprocess.DEVNULL)
+    wheel = next(where.glob(f"{distribution}-*.whl"))
+    tree = where / f"{distribution}-{version}"
+    with zipfile.ZipFile(wheel) as z:
+        for name in z.namelist():
+            if name.endswith(".py") or name.endswith(".dist-info/METADATA"):
+                z.extract(name, tree)
+    wheel.unlink()
+    return tree
+
+
+def engines_bench(rounds: int) -> None:
+    """A warm `check --repo` on real engine releases against a bare shimmed import."""
+    import tempfile
+
+    where = Path(tempfile.mkdtemp(prefix="hprobe-bench-engines-"))
+    for distribution, version, sms in ENGINES:
+        tree = _engine_tree(where, distribution, version)
+        side_by_side(
+            rounds,
+            f"{distribution} {version} (its own pin), SM{sms}, warm",
+            ("bare shimmed import", COMMANDS["bare shimmed import"]),
+            (f"check --repo {distribution}", HPROBE + ["check", "--repo", str(tree), "--sm", sms]),
+        )
+
+
 def ci_step() -> None:
     """The CI recipe's step as a repeated run sees it: hprobe cloned afresh to
     the same place (the runner's temp directory), `scripts/setup` (a new venv;
@@ -202,6 +235,7 @@ def main() -> None:
     parser.add_argument("--report", action="store_true", help="also time a ten-release report against the same matrix, warm")
     parser.add_argument("--suggest", action="store_true", help="also time suggest (pin search, patch) against check on one repo, warm")
     parser.add_argument("--page-sizes", action="store_true", help="also write the report for every release from 0.5.0 (one kernel x 2 SMs; every variant x 5 SMs) and print its size")
+    parser.add_argument("--engines", action="store_true", help="also time a warm check --repo on SGLang 0.5.23 and vLLM 0.33.0 against the bare import")
     parser.add_argument("--ci-step", action="store_true", help="also time the CI recipe's step repeated on warm caches: clone, scripts/setup, check")
     args = parser.parse_args()
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in COMMANDS}
@@ -230,6 +264,8 @@ def main() -> None:
         suggest_bench(args.rounds)
     if args.page_sizes:
         page_sizes()
+    if args.engines:
+        engines_bench(args.rounds)
     if args.ci_step:
         ci_step()
 

@@ -10,6 +10,7 @@ from dataclasses import replace
 from fnmatch import fnmatchcase
 from itertools import chain
 
+from hprobe.model.errors import EXIT_FINDINGS, EXIT_INCONCLUSIVE, EXIT_OK
 from hprobe.model.heads import compact_set
 from hprobe.model.outcome import Depth, HeadResult, KernelSMResult, Outcome
 from hprobe.model.padding import Backend, PaddingTable
@@ -203,12 +204,12 @@ def exit_code(findings: list[Finding], strict: bool, waivers: list[WaiverUse] | 
     With a baseline (`drift_code`, a DiffReport's), a drift of 1 fails the
     gate and an undecided drift makes a passing gate undecided."""
     if any(f.fails(strict) for f in findings) or any(u.expired for u in waivers or []):
-        code = 1
+        code = EXIT_FINDINGS
     elif any(f.undecided for f in findings) or not findings:
-        code = 3
+        code = EXIT_INCONCLUSIVE
     else:
-        code = 0
-    if drift_code is not None and code != 1 and (drift_code == 1 or (drift_code == 3 and code == 0)):
+        code = EXIT_OK
+    if drift_code is not None and code != EXIT_FINDINGS and (drift_code == EXIT_FINDINGS or (drift_code == EXIT_INCONCLUSIVE and code == EXIT_OK)):
         code = drift_code
     return code
 

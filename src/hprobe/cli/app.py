@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, List, Optional
+from typing import List, Optional
 
 import typer
 
@@ -63,10 +63,6 @@ def _placeholders_without_types() -> None:
 
 _placeholders_without_types()
 install_light_coercion()  # before any command parses: every way in (console script, -m, CliRunner) coerces alike
-
-if TYPE_CHECKING:
-
-    pass
 
 app = typer.Typer(
     # `--install-completion` / `--show-completion` for bash, zsh, fish and PowerShell, as typer offers them.
@@ -269,13 +265,14 @@ def matrix(
 
     def job() -> int:
         fmt = _format(output_format, json_output)
-        from hprobe.commands.check import run_matrix
+        from hprobe.commands.matrix import run_matrix
         from hprobe.commands.request import check_release_options, kernel_ids, parse_axes, parse_pivot
         from hprobe.model.targets import parse_heads
+        from hprobe.support.releases import parse_spec
 
         check_release_options(flashinfer, None)
         with progress_line(fmt == "json") as progress:
-            report = run_matrix(kernel_ids(kernel), sm, parse_heads(heads), flashinfer, not no_cache, progress, parse_axes(_axis_args(ctx)))
+            report = run_matrix(kernel_ids(kernel), sm, parse_heads(heads), parse_spec(flashinfer) if flashinfer else None, not no_cache, progress, parse_axes(_axis_args(ctx)))
         dims = parse_pivot(pivot)
         if dims is not None:
             from hprobe.report.pivot import pivot_cells
@@ -303,13 +300,14 @@ def diff(
 
     def job() -> int:
         fmt = _format(output_format, json_output)
-        from hprobe.commands.check import run_matrix
         from hprobe.commands.drift import diff_reports
+        from hprobe.commands.matrix import run_matrix
         from hprobe.commands.request import kernel_ids, parse_axes
         from hprobe.model.targets import parse_heads
+        from hprobe.support.releases import parse_spec
 
         with progress_line(fmt == "json") as progress:
-            report = run_matrix(kernel_ids(kernel), sm, parse_heads(heads), f"{old},{new}", not no_cache, progress, parse_axes(_axis_args(ctx)))
+            report = run_matrix(kernel_ids(kernel), sm, parse_heads(heads), parse_spec(old) + parse_spec(new), not no_cache, progress, parse_axes(_axis_args(ctx)))
         result = diff_reports(report)
         _formatter_for(fmt).diff(result)
         return result.exit_code

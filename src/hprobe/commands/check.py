@@ -1,80 +1,29 @@
-"""The jobs behind `hprobe matrix` and `hprobe check`: pick the variants and
-SMs, probe the releases, and compare tables (or a repo's rules) with what
-their validators answered. The CLI parses options; this decides nothing about
-output."""
+"""The job behind `hprobe check`: probe the releases each table (or a repo's
+rules) is judged on and compare it with what their validators answered. The
+CLI parses options; this decides nothing about output."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from packaging.version import InvalidVersion, Version
-
 from hprobe.judge import check_table
-from hprobe.kernels import PROBES, get_probe, get_variant, named_axes
-from hprobe.kernels.base import Value
+from hprobe.kernels import get_variant
 from hprobe.model.errors import InputError
-from hprobe.model.outcome import KernelSMResult, Outcome
 from hprobe.model.padding import PaddingTable
 from hprobe.model.release import INSTALLED, ProbedRelease, Progress, quiet
 from hprobe.model.targets import DEFAULT_MAX_HEADS, resolve_targets
 from hprobe.model.verdict import Finding, Verdict
-from hprobe.report.model import CheckReport, MatrixReport
+from hprobe.report.model import CheckReport
 from hprobe.rules.repo.status import ClassStatus
 from hprobe.support.gather import gather
 from hprobe.support.releases import parse_spec, pinned_releases
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
 
-    from hprobe.advise.suggest import BackendSuggestion
     from hprobe.model.padding import Model
     from hprobe.rules.repo.evaluate import NotEvaluable
     from hprobe.rules.repo.extract import RepoTables
-
-
-def variant_keys(kernel_ids: list[str], axes: dict[str, list[Value]] | None = None) -> list[str]:
-    """Every variant of the named kernels: their sweeps, with `axes` overriding.
-    An axis no named kernel has is an input error, not silently ignored."""
-    axes = {k: v for k, v in (axes or {}).items() if v}
-    pinned = {k: get_variant(k) for k in kernel_ids if "[" in k}  # `trtllm-mla[backend=xqa]`
-    probes = [pinned[k].probe if k in pinned else get_probe(k) for k in kernel_ids]
-    for name in axes:
-        if not any(p.axis(name) for p in probes):
-            owners = sorted(p.id for p in _all_probes() if p.axis(name))
-            hint = f" (kernels with it: {', '.join(owners)})" if owners else ""
-            raise InputError(f"--{name.replace('_', '-')}: none of the kernels probed has this axis{hint}")
-    keys: list[str] = []
-    for item, probe in zip(kernel_ids, probes, strict=True):
-        mine = {k: v for k, v in axes.items() if probe.axis(k)}
-        if item in pinned:
-            # What the brackets name is fixed; the other axes sweep or follow options.
-            named = named_axes(item)
-            mine.update({k: [v] for k, v in pinned[item].values.items() if k in named})
-        keys.extend(v.key for v in probe.variants(mine))
-    return list(dict.fromkeys(keys))
-
-
-def _all_probes():
-    return PROBES.values()
-
-
-def run_matrix(
-    kernel_ids: list[str],
-    sm_option: str | None,
-    heads: list[int],
-    flashinfer_spec: str | None = None,
-    use_cache: bool = True,
-    progress: Progress = quiet,
-    axes: dict[str, list[Value]] | None = None,
-) -> MatrixReport:
-    keys = variant_keys(kernel_ids, axes)
-    fallback = sorted({sm for k in keys for sm in get_variant(k).probe.default_sms})
-    targets = resolve_targets(sm_option, fallback, "the kernels are built for")
-    labels = parse_spec(flashinfer_spec) if flashinfer_spec else [INSTALLED]
-    needed = {key: [sm.number for sm in targets.sms] for key in keys}
-    probed = gather(labels, needed, heads, use_cache, progress)
-    return MatrixReport([probed[label] for label in labels], targets, heads, keys)
 
 
 def run_check(
@@ -259,131 +208,3 @@ def _not_evaluable(repo: RepoTables, models: list[Model], backend: str, kernel: 
         for model in models
         for tp, n in model.per_rank()
     ]
-
-
-def search_pins(report: CheckReport, suggestions: list[BackendSuggestion], pin: str | None, use_cache: bool = True, progress: Progress = quiet, start: Version | None = None) -> tuple[list[Version], list[str]]:
-    """Fill each suggestion's pin advice: per count of its suggested rule (and
-    per count unpadded), the first published release from which every SM of
-    the backend accepts it on the fast path. The search starts where the
-    kernel's entry point first exists (or at `start`, --since), never at the pin's
-    floor, so "safe from X" is the first safe release, not the first one
-    looked at. A release is probed once for all counts and backends; releases
-    the check probed are not probed again. Returns the published releases."""
-    from hprobe.advise.pins import advise
-    from hprobe.rules.repo.pin import parse_pin
-    from hprobe.support.gather import probe_named
-    from hprobe.support.releases import published_versions
-
-    pins = {t.name: pin or t.requires_flashinfer for t in report.tables}
-    stranded = [s for s in suggestions if s.suggested is None and s.unsafe and not s.inconclusive]
-    todo = [s for s in suggestions if s.suggested is not None and not s.inconclusive]
-    if not todo and not stranded:
-        return [], []
-    progress("listing published flashinfer releases")
-    published = [v for v in published_versions() if not v.is_prerelease]
-    # Probe each release for every kernel the suggestions name, on the SMs and
-    # counts the check probed: the same cache keys, so a warm run probes nothing.
-    needed: dict[str, list[int]] = {}
-    heads: list[int] = []
-    for rel in report.releases:
-        for (key, sm), result in rel.results.items():
-            needed[key] = sorted(set(needed.get(key, [])) | {sm})
-            heads = heads or sorted(result.heads)
-    known: dict[str, ProbedRelease] = {rel.info.version: rel for rel in report.releases}
-
-    unreachable: dict[str, str] = {}
-    newest_probed = max((Version(v) for v in known if _is_version(v)), default=None)
-    tables = {t.name: t for t in report.tables}
-
-    def release(v: Version) -> ProbedRelease | None:
-        """None: the release cannot be fetched or unpacked here, so it answers
-        nothing (the search steps around it, as around any inconclusive one)."""
-        if str(v) not in known and str(v) not in unreachable:
-            try:
-                known[str(v)] = probe_named(str(v), needed, heads, use_cache, progress)
-            except InputError as exc:
-                unreachable[str(v)] = exc.message
-        return known.get(str(v))
-
-    todo.extend(_routed_ahead(stranded, [v for v in published if newest_probed is None or v > newest_probed], tables, release))
-    for s in todo:
-        key = s.backend.variant_key
-
-        def safe_at(v: Version, sms: tuple[int, ...], count: int, key: str = key) -> bool | None:
-            states: list[bool | None] = []
-            probed = release(v)
-            for sm in sms:
-                result = probed.results.get((key, sm)) if probed is not None else None
-                hr = result.heads.get(count) if result is not None else None
-                if hr is None or hr.outcome is Outcome.INCONCLUSIVE:
-                    states.append(None)
-                else:
-                    states.append(hr.serves)
-            if False in states:
-                return False
-            return None if None in states else True
-
-        current = pins.get(s.table)
-        specifier = parse_pin(current) if current else None
-        first = start or entry_since(get_variant(key).probe.entry_point, published, progress)
-        versions = [v for v in published if first is None or v >= first]
-        if not versions:
-            s.pin_note = "no published release to search"
-            continue
-        admitted = [str(v) for v in published if specifier is None or specifier.contains(v)]
-        s.pins = advise(s.sms, s.rule_counts(), s.per_rank(), versions, str(specifier) if specifier is not None else None, safe_at, admitted, start is not None)
-    return published, [f"pin search: flashinfer {v} answered nothing: {why}" for v, why in unreachable.items()]
-
-
-def _routed_ahead(
-    stranded: list[BackendSuggestion], ahead: list[Version], tables: dict[str, PaddingTable], release: Callable[[Version], ProbedRelease | None]
-) -> list[BackendSuggestion]:
-    """The suggestions no release probed can serve (an SM with no route
-    there), each now resting on the release after them that brings one."""
-    from hprobe.advise.suggest import route_ahead
-
-    routed = []
-    for s in stranded:
-        key = s.backend.variant_key
-
-        def results_at(v: Version, key: str = key, sms: tuple[int, ...] = s.sms) -> dict[int, KernelSMResult] | None:
-            probed = release(v)
-            return None if probed is None else {sm: probed.results[(key, sm)] for sm in sms if (key, sm) in probed.results}
-
-        if ahead and route_ahead(s, tables[s.table], ahead, results_at):
-            routed.append(s)
-    return routed
-
-
-def _is_version(text: str) -> bool:
-    try:
-        Version(text)
-    except InvalidVersion:
-        return False
-    return True
-
-
-_ENTRY_SINCE: dict[str, Version | None] = {}
-
-
-def entry_since(entry: str, published: list[Version], progress: Progress = quiet) -> Version | None:
-    """The first published release whose source defines `entry` (None: none
-    does, or none could be read): where a search for "safe since" starts.
-    Found by a binary search over wheels read with `ast`, never imported; it
-    only bounds the search, and every release searched is then probed."""
-    from hprobe.advise.history import first_true
-    from hprobe.support.presence import entry_point_present
-    from hprobe.support.releases import resolve
-
-    if entry not in _ENTRY_SINCE:
-
-        def present(v: Version) -> bool | None:
-            progress(f"reading flashinfer {v} for {entry.rsplit('.', 1)[-1]}")
-            try:
-                release = resolve(str(v))
-            except InputError:
-                return None
-            return entry_point_present(entry, str(release.tree / "flashinfer"))
-
-        _ENTRY_SINCE[entry] = first_true(published, present).first
-    return _ENTRY_SINCE[entry]

@@ -27,14 +27,14 @@ def run_report(
 ) -> tuple[MatrixReport, CheckReport | None]:
     """`rules`: the request and what `collect_rules` read for it (read before
     this is called, so a bad table costs no probing)."""
-    from hprobe.commands.check import run_matrix
     from hprobe.commands.conclude import conclude
     from hprobe.commands.drift import release_labels
+    from hprobe.commands.matrix import run_matrix
     from hprobe.commands.rules import judge_rules
 
-    labels = ",".join(release_labels(releases, progress))
+    labels = release_labels(releases, progress)
     matrix = run_matrix(kernels, sm, heads, labels, use_cache, progress, axes)
     if rules is None:
         return matrix, None
     request, tables, repo_tables = rules
-    return matrix, conclude(judge_rules(request, tables, repo_tables, False, use_cache, progress, flashinfer=labels))
+    return matrix, conclude(judge_rules(request, tables, repo_tables, False, use_cache, progress, flashinfer=",".join(labels)))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from hprobe.model.errors import InputError
+from hprobe.model.errors import EXIT_INCONCLUSIVE, EXIT_OK, InputError
 from hprobe.model.release import Progress, quiet
 
 if TYPE_CHECKING:
@@ -29,9 +29,9 @@ def run_suggest(
     """The suggestions, and the texts to write: the table with the suggested
     rules (`want_table`) and the patch (`diff_name`, the file it goes to; with
     --repo only). Writing them is the caller's."""
+    from hprobe.advise.search import search_pins
     from hprobe.advise.suggest import adopted, rewritten
     from hprobe.advise.suggest import suggest as make_suggestions
-    from hprobe.commands.check import search_pins
     from hprobe.commands.conclude import conclude
     from hprobe.commands.rules import collect_rules, judge_rules
     from hprobe.report.model import SuggestReport
@@ -48,7 +48,7 @@ def run_suggest(
     if request.flashinfer is None or want_table or diff_name is not None:
         # --flashinfer names the releases to judge on; what is written
         # (-o, --diff) is still checked against every release a pin admits.
-        published, pin_notes = search_pins(report, suggestions, request.pin, use_cache, progress, start)
+        suggestions, published, pin_notes = search_pins(report.tables, report.releases, suggestions, request.pin, use_cache, progress, start)
         report = replace(report, notes=[*report.notes, *pin_notes])
     table_text = None
     if want_table:
@@ -76,4 +76,4 @@ def run_suggest(
         if not patch.diff:
             patch.not_rewritten.append(f"--diff {diff_name}: nothing to rewrite, not written")
     undecided = any(s.inconclusive or s.unsafe for s in suggestions) or not suggestions
-    return SuggestReport(conclude(report), list(suggestions), patch, table_text, 3 if undecided else 0)
+    return SuggestReport(conclude(report), list(suggestions), patch, table_text, EXIT_INCONCLUSIVE if undecided else EXIT_OK)

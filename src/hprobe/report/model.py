@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from hprobe import __version__
 from hprobe.model.advice import Suggestion, TableAdvice
-from hprobe.model.errors import EXIT_INCONCLUSIVE
+from hprobe.model.errors import EXIT_FINDINGS, EXIT_INCONCLUSIVE, EXIT_OK
 from hprobe.model.outcome import KernelSMResult, Outcome
 from hprobe.model.padding import CallPathRecord, PaddingTable
 from hprobe.model.release import FlashinferInfo, ProbedRelease
@@ -86,7 +86,7 @@ class CheckReport:
     # What the findings conclude (commands/conclude.py): the gate's exit code,
     # one line of advice per table x backend x SM, the release-by-release
     # verdicts of the page, the flashinfer the report names.
-    exit_code: int = 3
+    exit_code: int = EXIT_INCONCLUSIVE
     advice: list[TableAdvice] = field(default_factory=list)
     verdict_grids: list[VerdictGrid] = field(default_factory=list)
     flashinfer: FlashinferInfo = field(default_factory=lambda: FlashinferInfo("unknown", "not probed"))
@@ -168,7 +168,7 @@ class DiffReport:
     @property
     def exit_code(self) -> int:
         """1 when an accepted set changed (a drift gate), 3 when nothing changed but some h_q were inconclusive."""
-        return 1 if self.changed else (3 if any(c.unknown for c in self.changes) else 0)
+        return EXIT_FINDINGS if self.changed else (EXIT_INCONCLUSIVE if any(c.unknown for c in self.changes) else EXIT_OK)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -242,4 +242,4 @@ class SuggestReport:
     suggestions: list[Suggestion]
     patch: Patch | None = None
     table_toml: str | None = None
-    exit_code: int = 3  # 0, or 3 when a suggestion is undecided or there is none (commands/suggest.py)
+    exit_code: int = EXIT_INCONCLUSIVE  # 0, or 3 when a suggestion is undecided or there is none (commands/suggest.py)

@@ -1,0 +1,153 @@
+"""The first safe release: for each suggested rule, the pin it needs, searched
+over published releases (probed or answered from the cache) from where the
+kernel's entry point first exists."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from packaging.version import InvalidVersion, Version
+
+from hprobe.advise.suggest import BackendSuggestion
+from hprobe.kernels import get_variant
+from hprobe.model.errors import InputError
+from hprobe.model.outcome import KernelSMResult, Outcome
+from hprobe.model.padding import PaddingTable
+from hprobe.model.release import ProbedRelease, Progress, quiet
+
+
+def search_pins(
+    tables: list[PaddingTable], releases: list[ProbedRelease], suggestions: list[BackendSuggestion], pin: str | None,
+    use_cache: bool = True, progress: Progress = quiet, start: Version | None = None,
+) -> tuple[list[BackendSuggestion], list[Version], list[str]]:
+    """The suggestions with their pin advice: per count of its suggested rule (and
+    per count unpadded), the first published release from which every SM of
+    the backend accepts it on the fast path. The search starts where the
+    kernel's entry point first exists (or at `start`, --since), never at the pin's
+    floor, so "safe from X" is the first safe release, not the first one
+    looked at. A release is probed once for all counts and backends; releases
+    the check probed are not probed again. Returns the suggestions (new
+    objects where a pin was searched), the published releases and notes on
+    releases that answered nothing."""
+    from hprobe.advise.pins import advise
+    from hprobe.rules.repo.pin import parse_pin
+    from hprobe.support.gather import probe_named
+    from hprobe.support.releases import published_versions
+
+    pins = {t.name: pin or t.requires_flashinfer for t in tables}
+    stranded = [s for s in suggestions if s.suggested is None and s.unsafe and not s.inconclusive]
+    todo = [s for s in suggestions if s.suggested is not None and not s.inconclusive]
+    if not todo and not stranded:
+        return suggestions, [], []
+    progress("listing published flashinfer releases")
+    published = [v for v in published_versions() if not v.is_prerelease]
+    # Probe each release for every kernel the suggestions name, on the SMs and
+    # counts the check probed: the same cache keys, so a warm run probes nothing.
+    needed: dict[str, list[int]] = {}
+    heads: list[int] = []
+    for rel in releases:
+        for (key, sm), result in rel.results.items():
+            needed[key] = sorted(set(needed.get(key, [])) | {sm})
+            heads = heads or sorted(result.heads)
+    known: dict[str, ProbedRelease] = {rel.info.version: rel for rel in releases}
+
+    unreachable: dict[str, str] = {}
+    newest_probed = max((Version(v) for v in known if _is_version(v)), default=None)
+    by_name = {t.name: t for t in tables}
+
+    def release(v: Version) -> ProbedRelease | None:
+        """None: the release cannot be fetched or unpacked here, so it answers
+        nothing (the search steps around it, as around any inconclusive one)."""
+        if str(v) not in known and str(v) not in unreachable:
+            try:
+                known[str(v)] = probe_named(str(v), needed, heads, use_cache, progress)
+            except InputError as exc:
+                unreachable[str(v)] = exc.message
+        return known.get(str(v))
+
+    todo.extend(_routed_ahead(stranded, [v for v in published if newest_probed is None or v > newest_probed], by_name, release))
+    searched: dict[int, BackendSuggestion] = {}
+    for s in todo:
+        key = s.backend.variant_key
+
+        def safe_at(v: Version, sms: tuple[int, ...], count: int, key: str = key) -> bool | None:
+            states: list[bool | None] = []
+            probed = release(v)
+            for sm in sms:
+                result = probed.results.get((key, sm)) if probed is not None else None
+                hr = result.heads.get(count) if result is not None else None
+                if hr is None or hr.outcome is Outcome.INCONCLUSIVE:
+                    states.append(None)
+                else:
+                    states.append(hr.serves)
+            if False in states:
+                return False
+            return None if None in states else True
+
+        current = pins.get(s.table)
+        specifier = parse_pin(current) if current else None
+        first = start or entry_since(get_variant(key).probe.entry_point, published, progress)
+        versions = [v for v in published if first is None or v >= first]
+        if not versions:
+            searched[id(s)] = replace(s, pin_note="no published release to search")
+            continue
+        admitted = [str(v) for v in published if specifier is None or specifier.contains(v)]
+        advice = advise(s.sms, s.rule_counts(), s.per_rank(), versions, str(specifier) if specifier is not None else None, safe_at, admitted, start is not None)
+        searched[id(s)] = replace(s, pins=advice)
+    notes = [f"pin search: flashinfer {v} answered nothing: {why}" for v, why in unreachable.items()]
+    return [searched.get(id(s), s) for s in suggestions], published, notes
+
+
+def _routed_ahead(
+    stranded: list[BackendSuggestion], ahead: list[Version], tables: dict[str, PaddingTable], release: Callable[[Version], ProbedRelease | None]
+) -> list[BackendSuggestion]:
+    """The suggestions no release probed can serve (an SM with no route
+    there), each now resting on the release after them that brings one."""
+    from hprobe.advise.suggest import route_ahead
+
+    routed = []
+    for s in stranded:
+        key = s.backend.variant_key
+
+        def results_at(v: Version, key: str = key, sms: tuple[int, ...] = s.sms) -> dict[int, KernelSMResult] | None:
+            probed = release(v)
+            return None if probed is None else {sm: probed.results[(key, sm)] for sm in sms if (key, sm) in probed.results}
+
+        if ahead and route_ahead(s, tables[s.table], ahead, results_at):
+            routed.append(s)
+    return routed
+
+
+def _is_version(text: str) -> bool:
+    try:
+        Version(text)
+    except InvalidVersion:
+        return False
+    return True
+
+
+_ENTRY_SINCE: dict[str, Version | None] = {}
+
+
+def entry_since(entry: str, published: list[Version], progress: Progress = quiet) -> Version | None:
+    """The first published release whose source defines `entry` (None: none
+    does, or none could be read): where a search for "safe since" starts.
+    Found by a binary search over wheels read with `ast`, never imported; it
+    only bounds the search, and every release searched is then probed."""
+    from hprobe.advise.history import first_true
+    from hprobe.support.presence import entry_point_present
+    from hprobe.support.releases import resolve
+
+    if entry not in _ENTRY_SINCE:
+
+        def present(v: Version) -> bool | None:
+            progress(f"reading flashinfer {v} for {entry.rsplit('.', 1)[-1]}")
+            try:
+                release = resolve(str(v))
+            except InputError:
+                return None
+            return entry_point_present(entry, str(release.tree / "flashinfer"))
+
+        _ENTRY_SINCE[entry] = first_true(published, present).first
+    return _ENTRY_SINCE[entry]
