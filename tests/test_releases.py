@@ -107,13 +107,13 @@ def test_multi_release_matrix_and_warm_cache_imports_nothing(cli_json, release_c
     accepted = {(r["flashinfer_version"], r["sm"]): r["accepted"] for r in cold["results"]}
     assert accepted == {("0.6.13", 100): [64, 128], ("0.6.14", 100): [8, 16, 32, 64, 128]}
     # A warm run answers from the cache: no worker is started.
-    import hprobe.support.releases
+    import hprobe.support.results
 
     def no_worker(*_args):
         raise AssertionError("a worker was started on a warm cache")
 
     with monkeypatch.context() as patch:
-        patch.setattr(hprobe.support.releases, "_run_worker", no_worker)
+        patch.setattr(hprobe.support.results, "_run_worker", no_worker)
         code, warm, _ = cli_json(*args)
     assert code == 0
     assert warm["results"] == cold["results"]

@@ -204,7 +204,7 @@ def test_the_installed_identity_rests_on_the_package_not_the_venv(monkeypatch):
     importlib.metadata reads them."""
     import importlib.metadata as md
 
-    from hprobe.support import releases
+    from hprobe.support import results as releases
 
     dist = md.distribution("flashinfer-python")
     record, base, requires = releases._installed_distribution()
@@ -242,7 +242,7 @@ def test_an_edit_to_hprobe_changes_the_code_digest_and_a_fresh_clone_does_not(mo
     import shutil
 
     import hprobe
-    from hprobe.support import releases
+    from hprobe.support import results as releases
 
     digest = releases.code_digest.__wrapped__
     original = digest()

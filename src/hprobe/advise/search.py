@@ -33,7 +33,7 @@ def search_pins(
     from hprobe.advise.pins import advise
     from hprobe.rules.repo.pin import parse_pin
     from hprobe.support.gather import probe_named
-    from hprobe.support.releases import published_versions
+    from hprobe.support.published import published_versions
 
     pins = {t.name: pin or t.requires_flashinfer for t in tables}
     stranded = [s for s in suggestions if s.suggested is None and s.unsafe and not s.inconclusive]
@@ -137,7 +137,7 @@ def entry_since(entry: str, published: list[Version], progress: Progress = quiet
     only bounds the search, and every release searched is then probed."""
     from hprobe.advise.history import first_true
     from hprobe.support.presence import entry_point_present
-    from hprobe.support.releases import resolve
+    from hprobe.support.trees import resolve
 
     if entry not in _ENTRY_SINCE:
 

@@ -268,7 +268,7 @@ def matrix(
         from hprobe.commands.matrix import run_matrix
         from hprobe.commands.request import check_release_options, kernel_ids, parse_axes, parse_pivot
         from hprobe.model.targets import parse_heads
-        from hprobe.support.releases import parse_spec
+        from hprobe.support.trees import parse_spec
 
         check_release_options(flashinfer, None)
         with progress_line(fmt == "json") as progress:
@@ -304,7 +304,7 @@ def diff(
         from hprobe.commands.matrix import run_matrix
         from hprobe.commands.request import kernel_ids, parse_axes
         from hprobe.model.targets import parse_heads
-        from hprobe.support.releases import parse_spec
+        from hprobe.support.trees import parse_spec
 
         with progress_line(fmt == "json") as progress:
             report = run_matrix(kernel_ids(kernel), sm, parse_heads(heads), parse_spec(old) + parse_spec(new), not no_cache, progress, parse_axes(_axis_args(ctx)))

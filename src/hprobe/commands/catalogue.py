@@ -55,7 +55,7 @@ def extract_table(repo: Path, mapping: Path | None, exclude: tuple[str, ...], se
     found = extract_any(repo, chosen, exclude, None, settings, (lambda models: overridden_models(models, None, None, picked)) if picked else None)
     if found.per_release:
         from hprobe.support.gather import release_reader
-        from hprobe.support.releases import parse_spec
+        from hprobe.support.trees import parse_spec
 
         label = parse_spec(flashinfer)[-1] if flashinfer else single_release(found.pin.spec if found.pin else None)
         found = found.against(release_reader(label), label)

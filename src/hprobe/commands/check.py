@@ -17,7 +17,8 @@ from hprobe.model.verdict import Finding, Verdict
 from hprobe.report.model import CheckReport
 from hprobe.rules.repo.status import ClassStatus
 from hprobe.support.gather import gather
-from hprobe.support.releases import parse_spec, pinned_releases
+from hprobe.support.published import pinned_releases
+from hprobe.support.trees import parse_spec
 
 if TYPE_CHECKING:
 

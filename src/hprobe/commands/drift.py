@@ -17,7 +17,8 @@ from hprobe.model.sm import SM, parse_sm_list
 from hprobe.model.targets import DEFAULT_MAX_HEADS, Targets
 from hprobe.report.model import BisectReport, BisectStep, DiffReport, KernelChange, MatrixReport
 from hprobe.support.gather import gather, probe_named
-from hprobe.support.releases import parse_spec, published_versions
+from hprobe.support.published import published_versions
+from hprobe.support.trees import parse_spec
 from hprobe.system.fileio import read_text
 
 

@@ -120,7 +120,7 @@ def parse_settings(items: list[str] | None) -> dict[str, str]:
 def check_release_options(flashinfer: str | None, pin: str | None) -> None:
     """An empty or foreign --flashinfer / --pin is an input error before any work,
     never a silent fall back to the installed release."""
-    from hprobe.support.releases import parse_spec
+    from hprobe.support.trees import parse_spec
 
     if flashinfer is not None:
         parse_spec(flashinfer)
@@ -134,7 +134,7 @@ def single_release(spec: str | None) -> str:
     """The release a pin names when it names exactly one (`==0.7.2`), else the
     installed one."""
     from hprobe.model.release import INSTALLED
-    from hprobe.support.releases import exact_release
+    from hprobe.support.published import exact_release
 
     return exact_release(spec) or INSTALLED
 

@@ -81,7 +81,7 @@ def run_check_command(request: RuleRequest, strict: bool, baseline: Baseline | N
         report = replace(report, findings=findings, waivers=uses)
     if baseline is not None:
         from hprobe.commands.drift import baseline_drift
-        from hprobe.support.releases import parse_spec
+        from hprobe.support.trees import parse_spec
 
         label = parse_spec(request.flashinfer)[-1] if request.flashinfer else None
         report = replace(report, drift=baseline_drift(baseline, label, use_cache, progress))

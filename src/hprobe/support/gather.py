@@ -12,7 +12,9 @@ from hprobe.model.outcome import KernelSMResult, Outcome
 from hprobe.model.release import INSTALLED, FlashinferInfo, ProbedRelease, Progress
 from hprobe.model.sm import SM
 from hprobe.support import cache
-from hprobe.support.releases import Release, cache_installed, cached_installed, code_digest, installed_identity, installed_release, probe_release, read_in_worker, resolve
+from hprobe.support.results import cache_installed, cached_installed, code_digest, installed_identity, probe_release
+from hprobe.support.trees import Release, installed_release, resolve
+from hprobe.support.workers import read_in_worker
 from hprobe.system.bounded import kill_running, resume
 from hprobe.system.envinfo import installed_flashinfer_info
 

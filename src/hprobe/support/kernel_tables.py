@@ -37,7 +37,7 @@ from hprobe.compiled.depth import TABLE_SETTING, Tables
 from hprobe.compiled.table import KernelTable, TableError, parse_table
 from hprobe.model.errors import InputError
 from hprobe.support import cache
-from hprobe.support.releases import run_pip
+from hprobe.support.trees import run_pip
 
 SETTING = TABLE_SETTING
 CUBIN_DIST = "flashinfer-cubin"

@@ -6,7 +6,8 @@ import ast
 from pathlib import Path
 
 from hprobe.model.errors import InputError
-from hprobe.support.releases import published_versions, resolve
+from hprobe.support.published import published_versions
+from hprobe.support.trees import resolve
 from hprobe.system.envinfo import flashinfer_origin
 
 

@@ -1,6 +1,6 @@
 """Probe one unpacked flashinfer tree in this (fresh) process; JSON in on stdin, out on stdout.
 
-Run by `hprobe.support.releases` in an isolated interpreter: the tree goes first on
+Run by `hprobe.support.workers` in an isolated interpreter: the tree goes first on
 sys.path before anything imports flashinfer, so this process sees only it.
 """
 

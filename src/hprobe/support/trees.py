@@ -1,10 +1,8 @@
-"""flashinfer releases the user has not installed: fetch one wheel, unpack it into a
-per-user cache, and probe it in a subprocess with that tree first on sys.path.
-
-The user's environment is never modified: pip only downloads (`--no-deps`),
-with the user's own pip configuration, and the probing process never holds two
-flashinfer versions.
-"""
+"""flashinfer releases as trees a probe can import: a release number fetched
+as one wheel with the user's own pip (`--no-deps`, download only), a wheel
+file or a directory, unpacked once into the per-user cache and checked
+against the wheel's RECORD before use; the installed one found without
+importing it. The user's environment is never modified."""
 
 from __future__ import annotations
 
@@ -13,7 +11,6 @@ import errno
 import functools
 import hashlib
 import importlib.util
-import json
 import os
 import re
 import shutil
@@ -29,18 +26,12 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-import hprobe
-from hprobe import __version__
-from hprobe.kernels import get_variant
 from hprobe.model.errors import InputError
-from hprobe.model.outcome import Cause, HeadResult, KernelSMResult, Outcome
 from hprobe.model.release import INSTALLED, Unmet
-from hprobe.rules.repo.pin import parse_pin
 from hprobe.support import cache
 from hprobe.system.bounded import Timeout, run_bounded, setting_from_env
-from hprobe.system.envinfo import dist_info_dir, distribution_version
+from hprobe.system.envinfo import distribution_version
 from hprobe.system.fileio import MAX_INPUT_BYTES, current_umask, read_text_or_none
-from hprobe.system.lifetime import scratch_dir
 
 DIST = "flashinfer-python"
 _WHEEL_PREFIX = "flashinfer_python-"
@@ -433,205 +424,6 @@ def unmet_requirements(metadata: dict[str, list[str]]) -> list[Unmet]:
     return unmet
 
 
-# -- probing in a subprocess ---------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=1)
-def code_digest() -> str:
-    """A digest of hprobe's own source: results from other code (another
-    version, a local edit) are never reused. Contents, not stats: a CI runner
-    clones hprobe afresh each run, and its cached answers must still be found."""
-    package = os.path.dirname(os.path.realpath(hprobe.__file__))
-    paths = sorted(
-        os.path.relpath(os.path.join(folder, name), package)
-        for folder, _dirs, files in os.walk(package)
-        for name in files
-        if name.endswith(".py")
-    )
-    digest = hashlib.sha256()
-    for path in paths:
-        with open(os.path.join(package, path), "rb") as source:
-            digest.update(f"{path}\0".encode() + source.read() + b"\0")
-    return digest.hexdigest()[:16]
-
-
-def result_cache_key(release: Release, kernel_id: str, probe_version: int, sms: list[int], heads: list[int]) -> str | None:
-    if release.wheel_sha256 is None:
-        return None
-    return _cache_key(release.wheel_sha256, kernel_id, probe_version, sms, heads)
-
-
-def _cache_key(identity: str, kernel_id: str, probe_version: int, sms: list[int], heads: list[int]) -> str:
-    material = json.dumps([identity, kernel_id, probe_version, __version__, code_digest(), sms, heads])
-    return hashlib.sha256(material.encode()).hexdigest()
-
-
-_COMPILED_SOURCES = (".h", ".cuh", ".hpp", ".cu", ".inl", ".cpp", ".cc", ".c")
-
-
-def installed_identity() -> str | None:
-    """What the results for the installed flashinfer depend on, as a digest:
-    its RECORD's package files (each with the hash pip checked), the versions of torch
-    and of flashinfer's own requirements, and Python's. None when it cannot be
-    known without importing: no RECORD (a source checkout on sys.path, an
-    editable install), files whose sizes no longer match it, or a `flashinfer`
-    on sys.path that is not the installed distribution's."""
-    installed = _installed_distribution()
-    if installed is None:
-        return None
-    record, base, requires = installed
-    try:
-        spec = importlib.util.find_spec("flashinfer")  # a top-level find imports nothing
-    except (ValueError, ImportError):
-        return None
-    if spec is None or spec.origin is None:
-        return None
-    if Path(spec.origin).resolve() != Path(base, "flashinfer", "__init__.py").resolve():
-        return None
-    # The package's rows only: RECORD also lists the console scripts, whose
-    # first line names the environment's python, so a new venv at another path
-    # (a CI runner's) would not find the answers of an identical install.
-    package = sorted(line for line in record.splitlines() if line.startswith(("flashinfer/", '"flashinfer/')))
-    # A row is path,hash,size; only a path holding a comma or a quote is quoted,
-    # so the others split from the right (the csv module took 20 ms here).
-    rows = [row.rsplit(",", 2) if not row.startswith('"') else next(csv.reader([row])) for row in package]
-    if not any(len(row) == 3 and row[0] == "flashinfer/__init__.py" for row in rows):
-        return None
-    # Every file a probe can run or read against its RECORD size: os.stat on a
-    # joined path (Path costs 4x). CUDA and C++ sources, four in five of the
-    # files, are left out: a probe stops before anything compiles them, so an
-    # edit there cannot change an answer.
-    for path, _digest, size in (row for row in rows if len(row) == 3):
-        if size.isdigit() and not path.endswith(_COMPILED_SOURCES):
-            try:
-                if os.stat(os.path.join(base, path)).st_size != int(size):
-                    return None
-            except OSError:
-                return None
-    versions = []
-    for raw in [*requires, "torch"]:
-        try:
-            name = Requirement(raw).name
-        except InvalidRequirement:
-            continue
-        have = distribution_version(name)
-        if have is not None:
-            versions.append(f"{name}=={have}")
-    material = json.dumps([hashlib.sha256("\n".join(package).encode()).hexdigest(), sorted(set(versions)), sys.version])
-    return "installed:" + hashlib.sha256(material.encode()).hexdigest()
-
-
-def _installed_distribution() -> tuple[str, str, list[str]] | None:
-    """The installed flashinfer-python's RECORD, the directory its paths are
-    relative to, and its Requires-Dist; None when it is not installed or has
-    no RECORD. Read from the `.dist-info` directory the version listing found,
-    as importlib.metadata would find it; from importlib.metadata where that
-    listing cannot tell."""
-    info = dist_info_dir(DIST)
-    if info is not None:
-        record = read_text_or_none(info / "RECORD", MAX_INPUT_BYTES)
-        metadata = read_text_or_none(info / "METADATA", MAX_INPUT_BYTES)
-        if not record or metadata is None:
-            return None
-        return record, str(info.parent), _metadata_fields(metadata).get("Requires-Dist", [])
-    import importlib.metadata as md
-
-    try:
-        dist = md.distribution(DIST)
-        record = dist.read_text("RECORD")
-    except (md.PackageNotFoundError, ValueError):
-        return None
-    if not record:
-        return None
-    return record, str(dist.locate_file("")), list(dist.requires or [])
-
-
-def cached_installed(identity: str, kernel_id: str, probe_version: int, sms: list[int], heads: list[int]) -> list[KernelSMResult] | None:
-    return _read_cache(_cache_key(identity, kernel_id, probe_version, sms, heads), kernel_id, sms, heads)
-
-
-def cache_installed(identity: str, kernel_id: str, probe_version: int, sms: list[int], heads: list[int], results: list[KernelSMResult]) -> None:
-    _write_cache(_cache_key(identity, kernel_id, probe_version, sms, heads), results)
-
-
-def probe_release(
-    release: Release, kernel_ids: list[str], sms: list[int], heads: list[int], use_cache: bool = True
-) -> list[KernelSMResult]:
-    """Results for every kernel variant x SM x h_q on `release`, from the cache or a worker.
-    `kernel_ids` are variant keys (`trtllm-mla[backend=xqa]`)."""
-    results: list[KernelSMResult] = []
-    missing: list[str] = []
-    cached: dict[str, list[KernelSMResult]] = {}
-    for kernel_id in kernel_ids:
-        key = result_cache_key(release, kernel_id, get_variant(kernel_id).probe.probe_version, sms, heads)
-        hit = _read_cache(key, kernel_id, sms, heads) if (use_cache and key) else None
-        if hit is None:
-            missing.append(kernel_id)
-        else:
-            cached[kernel_id] = hit
-    fresh: dict[str, list[KernelSMResult]] = {}
-    if missing:
-        for result in _run_worker(release, missing, sms, heads):
-            fresh.setdefault(result.key, []).append(result)
-        for kernel_id, kernel_results in fresh.items():
-            key = result_cache_key(release, kernel_id, get_variant(kernel_id).probe.probe_version, sms, heads)
-            # Environment failures depend on this machine, not the wheel: never cached.
-            if key and not any(r.unanswered for r in kernel_results):
-                _write_cache(key, kernel_results)  # a failed write loses only the cache entry, never the answer
-    for kernel_id in kernel_ids:
-        got = cached.get(kernel_id) or fresh.get(kernel_id) or []
-        results.extend(got)
-        for sm in sorted(set(sms) - {r.sm for r in got}):  # never a silent hole in the answer
-            results.append(_inconclusive(kernel_id, sm, release.version, heads, "the probe worker returned no result for it"))
-    return results
-
-
-def _cache_file(key: str) -> Path:
-    return cache.root() / "results" / f"{key}.json"
-
-
-def _read_cache(key: str, kernel_id: str, sms: list[int], heads: list[int]) -> list[KernelSMResult] | None:
-    """The cached results, only when they cover every SM and h_q the key
-    stands for; anything less (or corrupt, or foreign) is discarded."""
-    path = _cache_file(key)
-    if not path.is_file():
-        return None
-    try:
-        doc = json.loads(path.read_text())
-        if doc.get("schema") != "hprobe.cache/1" or doc.get("key") != key:
-            raise ValueError("foreign cache entry")
-        results = [KernelSMResult.from_dict(r) for r in doc["results"]]
-        covered = sorted(r.sm for r in results) == sorted(sms) and all(
-            r.key == kernel_id and sorted(r.heads) == sorted(heads) for r in results
-        )
-        if not covered:
-            raise ValueError("incomplete cache entry")
-        return results
-    except Exception:  # noqa: BLE001 - a corrupt or foreign entry is discarded, never trusted
-        cache.discard(path)
-        return None
-
-
-def _write_cache(key: str, results: list[KernelSMResult]) -> bool:
-    doc = {"schema": "hprobe.cache/1", "key": key, "results": [r.to_dict() for r in results]}
-    return cache.write_atomically(_cache_file(key), json.dumps(doc).encode())
-
-
-def _run_worker(release: Release, kernel_ids: list[str], sms: list[int], heads: list[int]) -> list[KernelSMResult]:
-    request = {"tree": str(release.tree), "kernels": kernel_ids, "sms": sms, "heads": heads}
-    proc = _worker(request)
-    if isinstance(proc, str):
-        reason = f"flashinfer {release.version} could not be probed here: {proc}"
-        return [_inconclusive(k, sm, release.version, heads, reason) for k in kernel_ids for sm in sms]
-    doc = proc
-    if "error" in doc:
-        reason = f"flashinfer {release.version} could not be probed here: {doc['error']}"
-        if release.unmet:
-            reason += "; unmet requirements: " + "; ".join(map(str, release.unmet))
-        return [_inconclusive(k, sm, release.version, heads, reason) for k in kernel_ids for sm in sms]
-    return [KernelSMResult.from_dict(r) for r in doc["results"]]
-
-
 def installed_release() -> Release:
     """The flashinfer importable here, as a tree a worker can import from (found
     without importing it)."""
@@ -640,112 +432,3 @@ def installed_release() -> Release:
         raise InputError("flashinfer is not installed here: name a release with --flashinfer")
     package = Path(list(spec.submodule_search_locations)[0])
     return Release(INSTALLED, distribution_version("flashinfer-python") or "installed", package.parent, None)
-
-
-def read_in_worker(release: Release, module: str, names: list[str], sm: int) -> dict:
-    """Names of a flashinfer module, imported in a worker from the release's tree
-    on a faked `sm` (see worker._read): {"values": {...}}, {"import_error": ...}
-    or {"error": ...}."""
-    doc = _worker({"tree": str(release.tree), "read": {"module": module, "names": names}, "sm": sm})
-    return {"error": doc} if isinstance(doc, str) else doc
-
-
-def _worker(request: dict) -> dict | str:
-    """Run the worker on one request: its JSON answer, or why there is none."""
-    # An isolated interpreter (-I: no current directory, no user site, no
-    # PYTHON* variables) in a directory of its own, importing this very
-    # package by path: a `probe/` in the user's working tree is never run.
-    package_root = str(Path(hprobe.__file__).resolve().parent.parent)
-    bootstrap = f"import sys; sys.path.insert(0, {package_root!r}); from hprobe.support.worker import main; sys.exit(main())"
-    # Compiled bytecode goes to hprobe's cache, never beside a tree the user
-    # named (`--flashinfer DIR`); the worker's temp files go to its own
-    # directory, removed with it however the worker ends.
-    pycache = str(cache.root() / "pycache")
-    bootstrap = f"import sys; sys.pycache_prefix = {pycache!r}; " + bootstrap
-    limit = setting_from_env(WORKER_TIMEOUT)
-    workdir = scratch_dir(None, "hprobe-worker")  # named by its owner: a killed run's is removed later
-    try:
-        env = dict(os.environ, TMPDIR=str(workdir))
-        try:
-            proc = run_bounded([sys.executable, "-I", "-c", bootstrap], limit, json.dumps(request), cwd=workdir, env=env)
-        except Timeout:
-            return f"the probe worker did not finish within {limit:g} s ({WORKER_TIMEOUT[0]} sets the limit)"
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    try:
-        return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
-    except (json.JSONDecodeError, IndexError):
-        tail = " ".join(proc.stderr.split())[-300:]
-        return {"error": f"probe worker exited {proc.returncode}: {tail}"}
-
-
-def _inconclusive(key: str, sm: int, version: str, heads: list[int], reason: str) -> KernelSMResult:
-    variant = get_variant(key)
-    result = KernelSMResult(variant.probe.id, sm, version, notes=[f"worker: {reason}"], config=variant.values, key=variant.key, unanswered=True)
-    for h in heads:
-        result.heads[h] = HeadResult(h, Outcome.INCONCLUSIVE, reason=reason, cause=Cause.ENVIRONMENT.value)  # the release could not run here
-    return result
-
-
-def published_versions() -> list[Version]:
-    """Releases of flashinfer-python the user's pip can see, oldest first. Asked
-    of the index once per process: `suggest` needs the list for the pin's ends
-    and again for its pin search (keyed by pip's settings, which choose the index)."""
-    return list(_published_versions(tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("PIP_")))))
-
-
-@functools.lru_cache(maxsize=4)
-def _published_versions(_pip_settings: tuple[tuple[str, str], ...]) -> tuple[Version, ...]:
-    cmd = [sys.executable, "-m", "pip", "index", "versions", DIST, "--disable-pip-version-check"]
-    proc = run_pip(cmd, f"cannot list {DIST} releases")
-    m = re.search(r"Available versions:\s*(.+)", proc.stdout)
-    if proc.returncode != 0 or not m:
-        raise InputError(f"cannot list {DIST} releases: {_pip_reason(proc)}")
-    versions = []
-    for text in m.group(1).split(","):
-        try:
-            versions.append(Version(text.strip()))
-        except InvalidVersion:
-            continue
-    return tuple(sorted(versions))
-
-
-def exact_release(spec: str | None) -> str | None:
-    """The one release a pin names (`==0.7.2`), or None."""
-    clauses = list(parse_pin(spec)) if spec else []
-    if len(clauses) == 1 and clauses[0].operator in ("==", "===") and "*" not in clauses[0].version:
-        return clauses[0].version
-    return None
-
-
-def pinned_releases(spec: str, progress: Callable[[str], None] = lambda _message: None) -> tuple[list[str], list[str]]:
-    """The lowest and highest published releases a pin admits, plus the installed
-    release if the pin admits it. Returns (labels, notes)."""
-    specifier = parse_pin(spec)
-    exact = exact_release(spec)
-    if exact is not None:
-        # An exact pin names its one release: nothing to list (a release that
-        # does not exist is said when it is fetched).
-        admitted = [Version(exact)]
-    else:
-        progress("listing published flashinfer releases")
-        admitted = [v for v in published_versions() if specifier.contains(v)]
-    if not admitted:
-        raise InputError(f"pin {spec!r}: no published flashinfer-python release satisfies it")
-    labels = list(dict.fromkeys([str(admitted[0]), str(admitted[-1])]))
-    if len(admitted) == 1:
-        notes = [f"pin {spec} admits one release: {labels[0]}"]
-    else:
-        notes = [f"pin {spec} admits {len(admitted)} releases; probing the lowest and highest: {', '.join(labels)}"]
-    installed = distribution_version("flashinfer-python")
-    if installed:
-        try:
-            if specifier.contains(Version(installed), prereleases=True):
-                # The installed release is probed here, in this process: when the
-                # pin's ends include it, it is not fetched and probed a second time.
-                labels = [label for label in labels if Version(label) != Version(installed)] + [INSTALLED]
-            else:
-                notes.append(f"the installed flashinfer {installed} does not satisfy the pin {spec}: this environment does not match the repo's pin")
-        except InvalidVersion:
-            pass
-    return labels, notes

@@ -1,0 +1,82 @@
+"""What the package index publishes: the releases of flashinfer-python the
+user's pip sees, and the releases a pin admits."""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import sys
+from collections.abc import Callable
+
+from packaging.version import InvalidVersion, Version
+
+from hprobe.model.errors import InputError
+from hprobe.model.release import INSTALLED
+from hprobe.rules.repo.pin import parse_pin
+from hprobe.support.trees import DIST, _pip_reason, run_pip
+from hprobe.system.envinfo import distribution_version
+
+
+def published_versions() -> list[Version]:
+    """Releases of flashinfer-python the user's pip can see, oldest first. Asked
+    of the index once per process: `suggest` needs the list for the pin's ends
+    and again for its pin search (keyed by pip's settings, which choose the index)."""
+    return list(_published_versions(tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("PIP_")))))
+
+
+@functools.lru_cache(maxsize=4)
+def _published_versions(_pip_settings: tuple[tuple[str, str], ...]) -> tuple[Version, ...]:
+    cmd = [sys.executable, "-m", "pip", "index", "versions", DIST, "--disable-pip-version-check"]
+    proc = run_pip(cmd, f"cannot list {DIST} releases")
+    m = re.search(r"Available versions:\s*(.+)", proc.stdout)
+    if proc.returncode != 0 or not m:
+        raise InputError(f"cannot list {DIST} releases: {_pip_reason(proc)}")
+    versions = []
+    for text in m.group(1).split(","):
+        try:
+            versions.append(Version(text.strip()))
+        except InvalidVersion:
+            continue
+    return tuple(sorted(versions))
+
+
+def exact_release(spec: str | None) -> str | None:
+    """The one release a pin names (`==0.7.2`), or None."""
+    clauses = list(parse_pin(spec)) if spec else []
+    if len(clauses) == 1 and clauses[0].operator in ("==", "===") and "*" not in clauses[0].version:
+        return clauses[0].version
+    return None
+
+
+def pinned_releases(spec: str, progress: Callable[[str], None] = lambda _message: None) -> tuple[list[str], list[str]]:
+    """The lowest and highest published releases a pin admits, plus the installed
+    release if the pin admits it. Returns (labels, notes)."""
+    specifier = parse_pin(spec)
+    exact = exact_release(spec)
+    if exact is not None:
+        # An exact pin names its one release: nothing to list (a release that
+        # does not exist is said when it is fetched).
+        admitted = [Version(exact)]
+    else:
+        progress("listing published flashinfer releases")
+        admitted = [v for v in published_versions() if specifier.contains(v)]
+    if not admitted:
+        raise InputError(f"pin {spec!r}: no published flashinfer-python release satisfies it")
+    labels = list(dict.fromkeys([str(admitted[0]), str(admitted[-1])]))
+    if len(admitted) == 1:
+        notes = [f"pin {spec} admits one release: {labels[0]}"]
+    else:
+        notes = [f"pin {spec} admits {len(admitted)} releases; probing the lowest and highest: {', '.join(labels)}"]
+    installed = distribution_version("flashinfer-python")
+    if installed:
+        try:
+            if specifier.contains(Version(installed), prereleases=True):
+                # The installed release is probed here, in this process: when the
+                # pin's ends include it, it is not fetched and probed a second time.
+                labels = [label for label in labels if Version(label) != Version(installed)] + [INSTALLED]
+            else:
+                notes.append(f"the installed flashinfer {installed} does not satisfy the pin {spec}: this environment does not match the repo's pin")
+        except InvalidVersion:
+            pass
+    return labels, notes

@@ -1,0 +1,208 @@
+"""Probe answers kept in the cache: keyed by the release's content (a wheel's
+digest, or the installed distribution's RECORD and its requirements'
+versions), the probe, hprobe's own code and what was asked; read through
+(`probe_release`), corrupt or foreign entries discarded, never trusted."""
+
+from __future__ import annotations
+
+import csv
+import functools
+import hashlib
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+import hprobe
+from hprobe import __version__
+from hprobe.kernels import get_variant
+from hprobe.model.outcome import KernelSMResult
+from hprobe.support import cache
+from hprobe.support.trees import DIST, Release, _metadata_fields
+from hprobe.support.workers import _inconclusive, _run_worker
+from hprobe.system.envinfo import dist_info_dir, distribution_version
+from hprobe.system.fileio import MAX_INPUT_BYTES, read_text_or_none
+
+
+@functools.lru_cache(maxsize=1)
+def code_digest() -> str:
+    """A digest of hprobe's own source: results from other code (another
+    version, a local edit) are never reused. Contents, not stats: a CI runner
+    clones hprobe afresh each run, and its cached answers must still be found."""
+    package = os.path.dirname(os.path.realpath(hprobe.__file__))
+    paths = sorted(
+        os.path.relpath(os.path.join(folder, name), package)
+        for folder, _dirs, files in os.walk(package)
+        for name in files
+        if name.endswith(".py")
+    )
+    digest = hashlib.sha256()
+    for path in paths:
+        with open(os.path.join(package, path), "rb") as source:
+            digest.update(f"{path}\0".encode() + source.read() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def result_cache_key(release: Release, kernel_id: str, probe_version: int, sms: list[int], heads: list[int]) -> str | None:
+    if release.wheel_sha256 is None:
+        return None
+    return _cache_key(release.wheel_sha256, kernel_id, probe_version, sms, heads)
+
+
+def _cache_key(identity: str, kernel_id: str, probe_version: int, sms: list[int], heads: list[int]) -> str:
+    material = json.dumps([identity, kernel_id, probe_version, __version__, code_digest(), sms, heads])
+    return hashlib.sha256(material.encode()).hexdigest()
+
+
+_COMPILED_SOURCES = (".h", ".cuh", ".hpp", ".cu", ".inl", ".cpp", ".cc", ".c")
+
+
+def installed_identity() -> str | None:
+    """What the results for the installed flashinfer depend on, as a digest:
+    its RECORD's package files (each with the hash pip checked), the versions of torch
+    and of flashinfer's own requirements, and Python's. None when it cannot be
+    known without importing: no RECORD (a source checkout on sys.path, an
+    editable install), files whose sizes no longer match it, or a `flashinfer`
+    on sys.path that is not the installed distribution's."""
+    installed = _installed_distribution()
+    if installed is None:
+        return None
+    record, base, requires = installed
+    try:
+        spec = importlib.util.find_spec("flashinfer")  # a top-level find imports nothing
+    except (ValueError, ImportError):
+        return None
+    if spec is None or spec.origin is None:
+        return None
+    if Path(spec.origin).resolve() != Path(base, "flashinfer", "__init__.py").resolve():
+        return None
+    # The package's rows only: RECORD also lists the console scripts, whose
+    # first line names the environment's python, so a new venv at another path
+    # (a CI runner's) would not find the answers of an identical install.
+    package = sorted(line for line in record.splitlines() if line.startswith(("flashinfer/", '"flashinfer/')))
+    # A row is path,hash,size; only a path holding a comma or a quote is quoted,
+    # so the others split from the right (the csv module took 20 ms here).
+    rows = [row.rsplit(",", 2) if not row.startswith('"') else next(csv.reader([row])) for row in package]
+    if not any(len(row) == 3 and row[0] == "flashinfer/__init__.py" for row in rows):
+        return None
+    # Every file a probe can run or read against its RECORD size: os.stat on a
+    # joined path (Path costs 4x). CUDA and C++ sources, four in five of the
+    # files, are left out: a probe stops before anything compiles them, so an
+    # edit there cannot change an answer.
+    for path, _digest, size in (row for row in rows if len(row) == 3):
+        if size.isdigit() and not path.endswith(_COMPILED_SOURCES):
+            try:
+                if os.stat(os.path.join(base, path)).st_size != int(size):
+                    return None
+            except OSError:
+                return None
+    versions = []
+    for raw in [*requires, "torch"]:
+        try:
+            name = Requirement(raw).name
+        except InvalidRequirement:
+            continue
+        have = distribution_version(name)
+        if have is not None:
+            versions.append(f"{name}=={have}")
+    material = json.dumps([hashlib.sha256("\n".join(package).encode()).hexdigest(), sorted(set(versions)), sys.version])
+    return "installed:" + hashlib.sha256(material.encode()).hexdigest()
+
+
+def _installed_distribution() -> tuple[str, str, list[str]] | None:
+    """The installed flashinfer-python's RECORD, the directory its paths are
+    relative to, and its Requires-Dist; None when it is not installed or has
+    no RECORD. Read from the `.dist-info` directory the version listing found,
+    as importlib.metadata would find it; from importlib.metadata where that
+    listing cannot tell."""
+    info = dist_info_dir(DIST)
+    if info is not None:
+        record = read_text_or_none(info / "RECORD", MAX_INPUT_BYTES)
+        metadata = read_text_or_none(info / "METADATA", MAX_INPUT_BYTES)
+        if not record or metadata is None:
+            return None
+        return record, str(info.parent), _metadata_fields(metadata).get("Requires-Dist", [])
+    import importlib.metadata as md
+
+    try:
+        dist = md.distribution(DIST)
+        record = dist.read_text("RECORD")
+    except (md.PackageNotFoundError, ValueError):
+        return None
+    if not record:
+        return None
+    return record, str(dist.locate_file("")), list(dist.requires or [])
+
+
+def cached_installed(identity: str, kernel_id: str, probe_version: int, sms: list[int], heads: list[int]) -> list[KernelSMResult] | None:
+    return _read_cache(_cache_key(identity, kernel_id, probe_version, sms, heads), kernel_id, sms, heads)
+
+
+def cache_installed(identity: str, kernel_id: str, probe_version: int, sms: list[int], heads: list[int], results: list[KernelSMResult]) -> None:
+    _write_cache(_cache_key(identity, kernel_id, probe_version, sms, heads), results)
+
+
+def probe_release(
+    release: Release, kernel_ids: list[str], sms: list[int], heads: list[int], use_cache: bool = True
+) -> list[KernelSMResult]:
+    """Results for every kernel variant x SM x h_q on `release`, from the cache or a worker.
+    `kernel_ids` are variant keys (`trtllm-mla[backend=xqa]`)."""
+    results: list[KernelSMResult] = []
+    missing: list[str] = []
+    cached: dict[str, list[KernelSMResult]] = {}
+    for kernel_id in kernel_ids:
+        key = result_cache_key(release, kernel_id, get_variant(kernel_id).probe.probe_version, sms, heads)
+        hit = _read_cache(key, kernel_id, sms, heads) if (use_cache and key) else None
+        if hit is None:
+            missing.append(kernel_id)
+        else:
+            cached[kernel_id] = hit
+    fresh: dict[str, list[KernelSMResult]] = {}
+    if missing:
+        for result in _run_worker(release, missing, sms, heads):
+            fresh.setdefault(result.key, []).append(result)
+        for kernel_id, kernel_results in fresh.items():
+            key = result_cache_key(release, kernel_id, get_variant(kernel_id).probe.probe_version, sms, heads)
+            # Environment failures depend on this machine, not the wheel: never cached.
+            if key and not any(r.unanswered for r in kernel_results):
+                _write_cache(key, kernel_results)  # a failed write loses only the cache entry, never the answer
+    for kernel_id in kernel_ids:
+        got = cached.get(kernel_id) or fresh.get(kernel_id) or []
+        results.extend(got)
+        for sm in sorted(set(sms) - {r.sm for r in got}):  # never a silent hole in the answer
+            results.append(_inconclusive(kernel_id, sm, release.version, heads, "the probe worker returned no result for it"))
+    return results
+
+
+def _cache_file(key: str) -> Path:
+    return cache.root() / "results" / f"{key}.json"
+
+
+def _read_cache(key: str, kernel_id: str, sms: list[int], heads: list[int]) -> list[KernelSMResult] | None:
+    """The cached results, only when they cover every SM and h_q the key
+    stands for; anything less (or corrupt, or foreign) is discarded."""
+    path = _cache_file(key)
+    if not path.is_file():
+        return None
+    try:
+        doc = json.loads(path.read_text())
+        if doc.get("schema") != "hprobe.cache/1" or doc.get("key") != key:
+            raise ValueError("foreign cache entry")
+        results = [KernelSMResult.from_dict(r) for r in doc["results"]]
+        covered = sorted(r.sm for r in results) == sorted(sms) and all(
+            r.key == kernel_id and sorted(r.heads) == sorted(heads) for r in results
+        )
+        if not covered:
+            raise ValueError("incomplete cache entry")
+        return results
+    except Exception:  # noqa: BLE001 - a corrupt or foreign entry is discarded, never trusted
+        cache.discard(path)
+        return None
+
+
+def _write_cache(key: str, results: list[KernelSMResult]) -> bool:
+    doc = {"schema": "hprobe.cache/1", "key": key, "results": [r.to_dict() for r in results]}
+    return cache.write_atomically(_cache_file(key), json.dumps(doc).encode())

@@ -1,0 +1,79 @@
+"""The probe worker: an isolated interpreter with a release's tree first on
+sys.path, bounded in time, answering one JSON request (probe kernels, or read
+names of a module on a faked SM). A worker that gives no answer makes every
+asked cell inconclusive, with its reason."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import hprobe
+from hprobe.kernels import get_variant
+from hprobe.model.outcome import Cause, HeadResult, KernelSMResult, Outcome
+from hprobe.support import cache
+from hprobe.support.trees import WORKER_TIMEOUT, Release
+from hprobe.system.bounded import Timeout, run_bounded, setting_from_env
+from hprobe.system.lifetime import scratch_dir
+
+
+def _run_worker(release: Release, kernel_ids: list[str], sms: list[int], heads: list[int]) -> list[KernelSMResult]:
+    request = {"tree": str(release.tree), "kernels": kernel_ids, "sms": sms, "heads": heads}
+    proc = _worker(request)
+    if isinstance(proc, str):
+        reason = f"flashinfer {release.version} could not be probed here: {proc}"
+        return [_inconclusive(k, sm, release.version, heads, reason) for k in kernel_ids for sm in sms]
+    doc = proc
+    if "error" in doc:
+        reason = f"flashinfer {release.version} could not be probed here: {doc['error']}"
+        if release.unmet:
+            reason += "; unmet requirements: " + "; ".join(map(str, release.unmet))
+        return [_inconclusive(k, sm, release.version, heads, reason) for k in kernel_ids for sm in sms]
+    return [KernelSMResult.from_dict(r) for r in doc["results"]]
+
+
+def read_in_worker(release: Release, module: str, names: list[str], sm: int) -> dict:
+    """Names of a flashinfer module, imported in a worker from the release's tree
+    on a faked `sm` (see worker._read): {"values": {...}}, {"import_error": ...}
+    or {"error": ...}."""
+    doc = _worker({"tree": str(release.tree), "read": {"module": module, "names": names}, "sm": sm})
+    return {"error": doc} if isinstance(doc, str) else doc
+
+
+def _worker(request: dict) -> dict | str:
+    """Run the worker on one request: its JSON answer, or why there is none."""
+    # An isolated interpreter (-I: no current directory, no user site, no
+    # PYTHON* variables) in a directory of its own, importing this very
+    # package by path: a `probe/` in the user's working tree is never run.
+    package_root = str(Path(hprobe.__file__).resolve().parent.parent)
+    bootstrap = f"import sys; sys.path.insert(0, {package_root!r}); from hprobe.support.worker import main; sys.exit(main())"
+    # Compiled bytecode goes to hprobe's cache, never beside a tree the user
+    # named (`--flashinfer DIR`); the worker's temp files go to its own
+    # directory, removed with it however the worker ends.
+    pycache = str(cache.root() / "pycache")
+    bootstrap = f"import sys; sys.pycache_prefix = {pycache!r}; " + bootstrap
+    limit = setting_from_env(WORKER_TIMEOUT)
+    workdir = scratch_dir(None, "hprobe-worker")  # named by its owner: a killed run's is removed later
+    try:
+        env = dict(os.environ, TMPDIR=str(workdir))
+        try:
+            proc = run_bounded([sys.executable, "-I", "-c", bootstrap], limit, json.dumps(request), cwd=workdir, env=env)
+        except Timeout:
+            return f"the probe worker did not finish within {limit:g} s ({WORKER_TIMEOUT[0]} sets the limit)"
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    try:
+        return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+    except (json.JSONDecodeError, IndexError):
+        tail = " ".join(proc.stderr.split())[-300:]
+        return {"error": f"probe worker exited {proc.returncode}: {tail}"}
+
+def _inconclusive(key: str, sm: int, version: str, heads: list[int], reason: str) -> KernelSMResult:
+    variant = get_variant(key)
+    result = KernelSMResult(variant.probe.id, sm, version, notes=[f"worker: {reason}"], config=variant.values, key=variant.key, unanswered=True)
+    for h in heads:
+        result.heads[h] = HeadResult(h, Outcome.INCONCLUSIVE, reason=reason, cause=Cause.ENVIRONMENT.value)  # the release could not run here
+    return result
