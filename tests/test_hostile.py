@@ -870,7 +870,7 @@ class TestStreamsAndWriters:
         with zipfile.ZipFile(wheel, "w", zipfile.ZIP_STORED) as zf:
             zf.writestr("flashinfer/__init__.py", "raise ImportError('not a real release')\n")
             zf.writestr("flashinfer/data.bin", os.urandom(200_000))  # more than the disk holds
-        proc = subprocess.run([str(HPROBE), "check", "--table", str(tmp_path / "t.toml"), "--flashinfer", str(wheel)], cwd=tmp_path,
+        proc = subprocess.run([str(HPROBE), "check", "--table", str(tmp_path / "t.toml"), "--flashinfer", str(wheel), "--details"], cwd=tmp_path,
                               env=self._env(tmp_path, HPROBE_CACHE_DIR=str(small_disk / "cache")), capture_output=True, text=True, timeout=300)
         assert proc.returncode == 3, proc.stderr  # the fake release cannot be probed: inconclusive, not an error
         assert "cannot be written (No space left on device): this run fetched and probed without it" in proc.stdout

@@ -14,10 +14,10 @@ from packaging.version import Version
 
 from hprobe.advise.history import first_true
 from hprobe.model.padding import PadTo
+from hprobe.model.pins import raised_pin
 from hprobe.rules.repo.extract import extract
 from hprobe.rules.repo.mapping import load_mapping
 from hprobe.rules.repo.patch import Adoption, build_patch
-from hprobe.rules.repo.pin import raised_pin
 
 from .conftest import ROOT, engine_source
 

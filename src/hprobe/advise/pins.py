@@ -16,8 +16,8 @@ from packaging.version import Version
 
 from hprobe.advise.history import FirstTrue, first_true
 from hprobe.model.heads import compact_set
+from hprobe.model.pins import raised_pin
 from hprobe.model.sm import sm_names
-from hprobe.rules.repo.pin import raised_pin
 
 # (version, SMs, count) -> True (safe on every SM), False (refused on one), None (unknown)
 SafeAt = Callable[[Version, tuple[int, ...], int], "bool | None"]

@@ -31,7 +31,7 @@ def search_pins(
     objects where a pin was searched), the published releases and notes on
     releases that answered nothing."""
     from hprobe.advise.pins import advise
-    from hprobe.rules.repo.pin import parse_pin
+    from hprobe.model.pins import parse_pin
     from hprobe.support.gather import probe_named
     from hprobe.support.published import published_versions
 

@@ -258,7 +258,7 @@ def adopted(s: BackendSuggestion) -> tuple[PaddingRule | None, Version | None]:
 def new_requirement(current: str | None, suggestions: list[BackendSuggestion]) -> str | None:
     """The table's pin raised to what its adopted rules need (None: unchanged,
     or a pin that cannot be raised mechanically)."""
-    from hprobe.rules.repo.pin import parse_pin, raised_pin
+    from hprobe.model.pins import parse_pin, raised_pin
 
     needs = [v for s in suggestions if (v := adopted(s)[1]) is not None]
     if not needs:

@@ -125,7 +125,7 @@ def check_release_options(flashinfer: str | None, pin: str | None) -> None:
     if flashinfer is not None:
         parse_spec(flashinfer)
     if pin is not None:
-        from hprobe.rules.repo.pin import parse_pin
+        from hprobe.model.pins import parse_pin
 
         parse_pin(pin)
 
@@ -133,8 +133,8 @@ def check_release_options(flashinfer: str | None, pin: str | None) -> None:
 def single_release(spec: str | None) -> str:
     """The release a pin names when it names exactly one (`==0.7.2`), else the
     installed one."""
+    from hprobe.model.pins import exact_release
     from hprobe.model.release import INSTALLED
-    from hprobe.support.published import exact_release
 
     return exact_release(spec) or INSTALLED
 

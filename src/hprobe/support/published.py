@@ -12,8 +12,8 @@ from collections.abc import Callable
 from packaging.version import InvalidVersion, Version
 
 from hprobe.model.errors import InputError
+from hprobe.model.pins import exact_release, parse_pin
 from hprobe.model.release import INSTALLED
-from hprobe.rules.repo.pin import parse_pin
 from hprobe.support.trees import DIST, _pip_reason, run_pip
 from hprobe.system.envinfo import distribution_version
 
@@ -39,14 +39,6 @@ def _published_versions(_pip_settings: tuple[tuple[str, str], ...]) -> tuple[Ver
         except InvalidVersion:
             continue
     return tuple(sorted(versions))
-
-
-def exact_release(spec: str | None) -> str | None:
-    """The one release a pin names (`==0.7.2`), or None."""
-    clauses = list(parse_pin(spec)) if spec else []
-    if len(clauses) == 1 and clauses[0].operator in ("==", "===") and "*" not in clauses[0].version:
-        return clauses[0].version
-    return None
 
 
 def pinned_releases(spec: str, progress: Callable[[str], None] = lambda _message: None) -> tuple[list[str], list[str]]:

@@ -214,7 +214,7 @@ def _pin_edits(pins: list[RepoPin], root: Path, floor: Version | None, published
     """The requirement files rewritten so that none admits a release below
     `floor`: path -> (old text, new text, words); and the requirements that
     would have to move but cannot: requirement -> why, in words."""
-    from hprobe.rules.repo.pin import raised_pin
+    from hprobe.model.pins import raised_pin
 
     if floor is None or not _admits_below(None, floor, published):
         return {}, {}

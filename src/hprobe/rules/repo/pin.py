@@ -15,54 +15,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import InvalidSpecifier, Specifier, SpecifierSet
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
-from packaging.version import Version
 
 from hprobe.model.errors import InputError
+from hprobe.model.pins import NAMES
 from hprobe.rules.toml_source import parse_toml
 from hprobe.system.fileio import read_text
 
-NAMES = {"flashinfer-python", "flashinfer"}
 # Released in lockstep with flashinfer-python: an exact pin on the same version
 # moves with it (vLLM pins flashinfer-cubin beside flashinfer-python).
 COMPANIONS = {"flashinfer-cubin", "flashinfer-jit-cache"}
-
-
-def parse_pin(spec: str) -> SpecifierSet:
-    """`flashinfer-python>=0.6.13` or `>=0.6.13` -> its specifier set. A
-    requirement on another package is an input error, never silently read."""
-    text = spec.strip()
-    if not text:
-        raise InputError("pin '': empty; expected a requirement such as 'flashinfer-python>=0.6.13'")
-    try:
-        if text[:1].isalpha():
-            req = Requirement(text)
-            if canonicalize_name(req.name) not in NAMES:
-                raise InputError(f"pin {spec!r}: names {req.name}, not flashinfer-python")
-            specifier = req.specifier
-        else:
-            specifier = SpecifierSet(text)
-        for clause in specifier:
-            # `===foo` parses as a specifier but names no release: an input
-            # error here, not an exception later when versions are compared.
-            if clause.operator == "===":
-                raise InputError(f"pin {spec!r}: arbitrary equality (===) compares strings, not releases; use ==")
-            if not _comparable(clause.version):
-                raise InputError(f"pin {spec!r}: {clause} does not name a release number")
-        return specifier
-    except (InvalidRequirement, InvalidSpecifier):
-        raise InputError(f"pin {spec!r}: not a requirement such as 'flashinfer-python>=0.6.13'") from None
-
-
-def _comparable(version: str) -> bool:
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        Version(version.rstrip(".*").rstrip("."))
-    except InvalidVersion:
-        return False
-    return True
 
 
 @dataclass(frozen=True)
@@ -464,26 +427,3 @@ def rewrite(pin: RepoPin, text: str, new_spec: str) -> str:
     raise NotRewritable(f"{pin.source}: unknown requirement source")
 
 
-def raised_pin(current: str | None, needs: Version) -> str | None:
-    """`current` with every lower bound replaced by `>=needs`, and an exact pin
-    moved to exactly `needs` (an exact pin stays exact); None where a clause
-    cannot be raised mechanically (`~=`, `===`, a wildcard)."""
-    if current is None:
-        return f">={needs}"
-    clauses = list(SpecifierSet(current))
-    exact = [c for c in clauses if c.operator == "==" and not c.version.endswith(".*")]
-    if exact:
-        others = [c for c in clauses if c not in exact]
-        return f"=={needs}" if all(c.contains(needs, prereleases=True) for c in others) and not others else None
-    kept: list[str] = []
-    for clause in clauses:
-        op, version = clause.operator, clause.version
-        if op in (">=", ">"):
-            continue
-        if op in ("<", "<=", "!="):
-            if op != "!=" and not Specifier(f"{op}{version}").contains(needs):
-                return None  # the pin's upper bound excludes every safe release
-            kept.append(str(clause))
-            continue
-        return None
-    return ",".join([f">={needs}", *sorted(kept)])
