@@ -21,7 +21,8 @@ from typer.testing import CliRunner
 # Under pytest-xdist the workers share the controller's (the variable below is
 # inherited): the cache is safe for concurrent processes, and a release one
 # worker fetched and probed is an answer for the others.
-SESSION_CACHE = Path(os.environ.get("HPROBE_TEST_SESSION_CACHE") or tempfile.mkdtemp(prefix="hprobe-test-cache-"))
+_INHERITED = os.environ.get("HPROBE_TEST_SESSION_CACHE")
+SESSION_CACHE = Path(_INHERITED or tempfile.mkdtemp(prefix="hprobe-test-cache-"))
 os.environ["HPROBE_TEST_SESSION_CACHE"] = str(SESSION_CACHE)
 os.environ["HPROBE_CACHE_DIR"] = str(SESSION_CACHE)
 
@@ -138,7 +139,9 @@ sm = [100]
 
 
 def pytest_sessionfinish(session, exitstatus):
-    if not hasattr(session.config, "workerinput"):  # the controller (or a run without workers) cleans up
+    # Removed by the process that made it: not by a worker, and not by a pytest
+    # a test starts (tests/test_tiers.py), whose session shares the variable.
+    if not _INHERITED and not hasattr(session.config, "workerinput"):
         shutil.rmtree(SESSION_CACHE, ignore_errors=True)
     for tree in _ENGINE_TREES.values():
         shutil.rmtree(tree.parent, ignore_errors=True)

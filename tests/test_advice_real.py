@@ -126,7 +126,7 @@ def test_sglang_fallback_is_flashmla_by_default_and_never_rewritten(cli_json, cl
     # The check's findings say it too, in JSON and in text.
     _, checked, _ = cli_json("check", "--repo", str(tree), "--sm", "100")
     assert all(f["reach"] and f["reach"]["default_reaches"] is False for f in checked["findings"] if f["kernel"] == "dsv4-sparse-mla")
-    _, out, _ = cli("check", "--repo", str(tree), "--sm", "100")
+    _, out, _ = cli("check", "--repo", str(tree), "--sm", "100", "--details")
     assert "reaches FlashInfer only under --dsv4-attn-backend trtllm" in out
     # --heads re-evaluates the rule for those heads, under a model named by its count.
     _, kimi, _ = cli_json("check", "--repo", str(tree), "--sm", "100", "--heads", "96")

@@ -262,6 +262,8 @@ def test_text_output_prints_variant_keys_verbatim(cli, write_table):
 
 def test_axis_options_are_read_from_the_probes(cli):
     code, _, err = cli("matrix", "-k", "xqa-mla", "--bogus", "1")
-    assert code == 2 and err.startswith("hprobe: error: no such option: --bogus (axis options: --backend,")
+    assert code == 2 and err.startswith("hprobe: error: no such option: --bogus (`hprobe matrix --help` lists the options")
+    code, _, err = cli("matrix", "-k", "xqa-mla", "--page-sizes", "64")
+    assert code == 2 and "(did you mean --page-size?)" in err
     code, _, err = cli("matrix", "-k", "xqa-mla", "--dtype")
     assert code == 2 and "--dtype needs a value" in err

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from hprobe.cli.run import SHOW_PROGRESS_AFTER_S
+
 HPROBE = Path(sys.executable).with_name("hprobe")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -60,5 +62,9 @@ def test_progress_is_one_transient_line_and_absent_on_a_warm_run(tmp_path):
     assert code in (0, 1), err
     assert cold > 2 and "flashinfer 0.6.13" in ANSI.sub("", err)  # it said which release it was on
     assert "run.py" not in err and not _left_on_screen(err)  # no log lines left behind
+    started = time.monotonic()
     code, out, err = _on_a_terminal(args, cache)
-    assert code in (0, 1) and err == ""  # warm: answered before a status line is due
+    warm = time.monotonic() - started
+    assert code in (0, 1) and not _left_on_screen(err)
+    if warm < SHOW_PROGRESS_AFTER_S:  # a loaded machine may take longer; then the line shows, and goes
+        assert err == ""  # warm: answered before a status line is due

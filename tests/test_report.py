@@ -79,7 +79,7 @@ def test_the_pages_are_written_with_one_heatmap_row_per_release(site):
     cells = _cells(sm100)
     outcome, title = cells["0.6.13"][8]
     assert outcome == "rejected" and title.startswith("flashinfer 0.6.13, h_q ") and "Expected 64 or 128 query heads" in title
-    assert "Δ +{8, 16, 32}" in sm100  # where the boundary moved
+    assert "Δ<title>0.6.14: +{8, 16, 32}</title>" in sm100  # where the boundary moved
     assert 'id="legend"' in html
     doc = json.loads((site / "matrix.json").read_text())
     assert doc["schema"] == "hprobe.matrix/3" and [r["version"] for r in doc["releases"]] == ["0.6.13", "0.6.14"]
