@@ -91,11 +91,11 @@ def probe_named(item: str, needed: dict[str, list[int]], heads: list[int], use_c
         rest = release.unmet[MAX_UNMET_NOTES:]
         notes.append(f"flashinfer {release.version}: {len(rest)} more requirements not met here ({', '.join(u.name for u in rest[:5])}, ...)")
     added = cache.added_for(item)
-    if added:
-        notes.append(f"flashinfer {release.version}: fetched into the cache, {added / 2**20:,.0f} MiB added (`hprobe cache` lists it, `hprobe cache prune` frees it)")
     cache_note = cache.note()
     if cache_note:
-        notes.append(cache_note)
+        notes.append(cache_note)  # the temporary cache this run used is gone at exit: nothing was added
+    elif added:
+        notes.append(f"flashinfer {release.version}: fetched into the cache, {added / 2**20:,.1f} MiB added (`hprobe cache` lists it, `hprobe cache prune` frees it)")
     return ProbedRelease(item, FlashinferInfo(release.version, str(release.location)), results, notes, release.unmet)
 
 
