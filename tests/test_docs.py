@@ -70,8 +70,9 @@ def test_the_readme_shows_the_upgrade_recipe_first():
 
 
 # The contract's own commands are what CI runs (`.ci/run` calls ./scripts/test,
-# which runs ./scripts/setup): not run again from inside the tests.
-_CONTRACT = ("./scripts/setup", "./scripts/test")
+# which runs ./scripts/setup), and the fast tier is run by tests/test_tiers.py:
+# not run again from inside this test.
+_CONTRACT = ("./scripts/setup", "./scripts/test", ".venv/bin/python -m pytest")
 _EXPECTED = {"check": {1}, "suggest": {0}, "matrix": {0}, "diff": {1}, "bisect": {0}, "report": {0}, "cache": {0}, "apply": {0}}
 
 
@@ -90,6 +91,7 @@ def test_every_readme_command_runs(tmp_path):
     for command in _readme_commands():
         if command.startswith(_CONTRACT):
             assert all((ROOT / part).is_file() for part in re.findall(r"\./(scripts/\w+)", command))
+            assert "-m pytest" not in command or "pure and not slow" in command  # the tier tests/test_tiers.py runs
             continue
         run_env = env
         if command.startswith("hprobe cache"):
