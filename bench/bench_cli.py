@@ -163,28 +163,16 @@ def suggest_bench(rounds: int) -> None:
 ENGINES = (("sglang", "0.5.23", "100"), ("vllm", "0.33.0", "100,120"))
 
 
-def _engine_tree(where: Path, distribution: str, version: str) -> Path:
-    """An engine's own source as its wheel ships it (`.py` and METADATA only), never imported."""
-    import zipfile
-
-    subprocess.run([PYTHON, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", f"{distribution}=={version}", "-d", str(where)], check=True, stdin=subprocess.DEVNULL)
-    wheel = next(where.glob(f"{distribution}-*.whl"))
-    tree = where / f"{distribution}-{version}"
-    with zipfile.ZipFile(wheel) as z:
-        for name in z.namelist():
-            if name.endswith(".py") or name.endswith(".dist-info/METADATA"):
-                z.extract(name, tree)
-    wheel.unlink()
-    return tree
-
-
 def engines_bench(rounds: int) -> None:
     """A warm `check --repo` on real engine releases against a bare shimmed import."""
     import tempfile
 
+    sys.path.insert(0, str(ROOT / "tests"))
+    from engine_wheels import download_engine  # the tests' own downloader: source only, never imported
+
     where = Path(tempfile.mkdtemp(prefix="hprobe-bench-engines-"))
     for distribution, version, sms in ENGINES:
-        tree = _engine_tree(where, distribution, version)
+        tree = download_engine(where / f"{distribution}-{version}", distribution, version)
         side_by_side(
             rounds,
             f"{distribution} {version} (its own pin), SM{sms}, warm",

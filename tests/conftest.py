@@ -8,7 +8,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -27,6 +26,8 @@ os.environ["HPROBE_TEST_SESSION_CACHE"] = str(SESSION_CACHE)
 os.environ["HPROBE_CACHE_DIR"] = str(SESSION_CACHE)
 
 from hprobe.cli.app import app  # noqa: E402 - after the cache is chosen
+
+from .engine_wheels import download_engine  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MATRICES = ROOT / "matrices"
@@ -47,27 +48,8 @@ def engine_source(where: Path, distribution: str, version: str) -> Path:
     if key not in _ENGINE_TREES:
         # Per worker: two workers downloading into one directory would race.
         worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-        _ENGINE_TREES[key] = _download_engine(SESSION_CACHE / "engines" / worker / f"{distribution}-{version}", distribution, version)
+        _ENGINE_TREES[key] = download_engine(SESSION_CACHE / "engines" / worker / f"{distribution}-{version}", distribution, version)
     return _ENGINE_TREES[key]
-
-
-def _download_engine(where: Path, distribution: str, version: str) -> Path:
-    where.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", f"{distribution}=={version}", "-d", str(where), "--disable-pip-version-check"],
-        check=True,
-        capture_output=True,
-        stdin=subprocess.DEVNULL,
-        timeout=600,
-    )
-    wheel = next(where.glob(f"{distribution}-*.whl"))
-    tree = where / "tree"
-    with zipfile.ZipFile(wheel) as z:
-        for name in z.namelist():
-            if name.endswith(".py") or name.endswith(".dist-info/METADATA"):
-                z.extract(name, tree)
-    wheel.unlink()
-    return tree
 
 
 @pytest.fixture(scope="session")

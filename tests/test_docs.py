@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import ROOT, engine_source
+from .engine_wheels import as_checkout
 
 # Pure: runs without torch, flashinfer or a subprocess (the fast tier, `-m "pure and not slow"`).
 pytestmark = pytest.mark.pure
@@ -78,11 +78,7 @@ _EXPECTED = {"check": {1}, "suggest": {0}, "matrix": {0}, "diff": {1}, "bisect":
 
 @pytest.mark.slow
 def test_every_readme_command_runs(tmp_path):
-    tree = engine_source(tmp_path / "src", "vllm", "0.25.0")
-    vllm = tmp_path / "vllm"
-    shutil.copytree(tree / "vllm", vllm / "vllm")
-    (vllm / "requirements").mkdir()
-    (vllm / "requirements" / "cuda.txt").write_text("flashinfer-python==0.6.13\nflashinfer-cubin==0.6.13\n")
+    vllm = as_checkout(engine_source(tmp_path / "src", "vllm", "0.25.0"), tmp_path / "vllm")
     subprocess.run(["git", "init", "-q"], cwd=vllm, check=True)
     work = tmp_path / "work"
     work.mkdir()

@@ -8,7 +8,6 @@ they would."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ import pytest
 import yaml
 
 from .conftest import ROOT, engine_source
+from .engine_wheels import as_checkout
 
 WORKFLOW = ROOT / "docs" / "upgrade-proposal.yml"
 BIN = Path(sys.executable).parent
@@ -47,11 +47,7 @@ def _stub(path: Path, body: str) -> None:
 
 @pytest.mark.slow
 def test_the_proposing_step_opens_a_pull_request_with_the_patch_and_the_evidence(tmp_path):
-    tree = engine_source(tmp_path / "src", "vllm", "0.25.0")
-    repo = tmp_path / "repo"
-    shutil.copytree(tree / "vllm", repo / "vllm")
-    (repo / "requirements").mkdir()
-    (repo / "requirements" / "cuda.txt").write_text("flashinfer-python==0.6.13\nflashinfer-cubin==0.6.13\n")
+    repo = as_checkout(engine_source(tmp_path / "src", "vllm", "0.25.0"), tmp_path / "repo")
     origin = tmp_path / "origin.git"
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
