@@ -219,6 +219,46 @@ def test_matrix_on_the_installed_release_answers_at_compiled_depth(cli_json, cub
     assert refused[20]["error_type"] == "compiled check" and "fmhaKernels.cuh:" in refused[20]["location"]
 
 
+def test_a_warm_run_reuses_what_compiled_depth_concluded(cli_json, cubin_wheel, monkeypatch, tmp_path):
+    """Compiled depth's conclusions are kept with the answers: a warm run does
+    not evaluate the selection again, and answers the same."""
+    import hprobe.compiled.depth
+
+    monkeypatch.setenv("HPROBE_KERNEL_TABLE", str(cubin_wheel))
+    monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    args = ("matrix", "-k", "trtllm-mla[backend=trtllm-gen]", "--topk", "2048", "--sm", "100", "--heads", "16-24")
+    code, cold, err = cli_json(*args)
+    assert code == 0 and cold["results"][0]["depth"] == "compiled", err
+
+    def evaluated(*_args, **_kwargs):
+        raise AssertionError("compiled depth evaluated again on a warm run")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(hprobe.compiled.depth, "deepen", evaluated)
+        code, warm, err = cli_json(*args)
+    assert code == 0 and warm["results"] == cold["results"], err
+
+
+def test_what_compiled_depth_concluded_is_keyed_by_the_cxx_it_read(tmp_path):
+    """An installed release's identity leaves its C++ out; the kept conclusions
+    do not: an edit to a file the port reads is a new key."""
+    import shutil
+
+    from hprobe.compiled.trtllm_gen import RUNNER
+    from hprobe.model.outcome import KernelSMResult
+    from hprobe.support.gather import _deep_key
+
+    package = tmp_path / "flashinfer"
+    shutil.copytree(PACKAGE / "data" / "include" / "flashinfer" / "trtllm" / "fmha", package / "data" / "include" / "flashinfer" / "trtllm" / "fmha")
+    probed = [KernelSMResult("trtllm-mla", 100, "0.6.14")]
+    key = _deep_key(probed, "installed:x", package)
+    assert key == _deep_key(probed, "installed:x", package)
+    runner = package / "data" / RUNNER
+    runner.write_text(runner.read_text() + "\n// edited\n")
+    assert _deep_key(probed, "installed:x", package) != key
+    assert _deep_key(probed, "installed:y", package) != _deep_key(probed, "installed:x", package)
+
+
 def test_an_sm_outside_the_runners_is_unsupported_arch_on_every_output(cli, cubin_wheel, monkeypatch):
     monkeypatch.setenv("HPROBE_KERNEL_TABLE", str(cubin_wheel))
     code, out, _ = cli("matrix", "-k", "trtllm-mla[backend=trtllm-gen]", "--sm", "120", "--heads", "64,128")

@@ -116,7 +116,7 @@ def _deepen(results: dict[tuple[str, int], KernelSMResult], package: Path | None
     ]
     if not needs:
         return
-    memo = _deep_key([r for _, r in needs], identity) if identity else None
+    memo = _deep_key([r for _, r in needs], identity, package) if identity else None
     if memo is not None:
         hit = _read_deep(memo, len(needs))
         if hit is not None:
@@ -142,14 +142,26 @@ def _deepen(results: dict[tuple[str, int], KernelSMResult], package: Path | None
         cache.write_atomically(cache.root() / "deep" / f"{memo}.json", json.dumps(doc).encode())
 
 
-def _deep_key(probed: list[KernelSMResult], identity: str) -> str:
+def _deep_key(probed: list[KernelSMResult], identity: str, package: Path) -> str:
     import hashlib
     import os
 
+    from hprobe.compiled.trtllm_gen import data_dir, read_files
     from hprobe.support.kernel_tables import SETTING
 
-    parts = [identity, code_digest(), os.environ.get(SETTING, ""), json.dumps([r.to_dict() for r in probed], sort_keys=True)]
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+    digest = hashlib.sha256()
+    for part in (identity, code_digest(), os.environ.get(SETTING, ""), json.dumps([r.to_dict() for r in probed], sort_keys=True)):
+        digest.update(part.encode() + b"\0")
+    # The C++ compiled depth reads, by content: an installed release's identity
+    # leaves its C++ out (no probe compiles it), and an edit there must not
+    # reuse an old conclusion.
+    for relative in read_files():
+        try:
+            digest.update((data_dir(package) / relative).read_bytes())
+        except OSError:
+            digest.update(b"absent")
+        digest.update(b"\0")
+    return digest.hexdigest()
 
 
 def _read_deep(key: str, count: int) -> list[KernelSMResult] | None:

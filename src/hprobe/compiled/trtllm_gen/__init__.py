@@ -32,6 +32,12 @@ RUNNER_GATES: dict[str, tuple[int, ...]] = {
 }
 
 
+def read_files() -> tuple[str, ...]:
+    """Every file (under a release's `flashinfer/data`) compiled depth reads:
+    what its conclusions rest on besides the kernel table."""
+    return tuple(sorted({RUNNER, *(relative for _era, module in ERAS for relative in module.FINGERPRINT)}))
+
+
 @dataclass(frozen=True)
 class Port:
     """The era a release's selection code belongs to."""
