@@ -57,7 +57,8 @@ def cubin_wheel() -> Path:
     """flashinfer-cubin 0.6.13, the newest on the index: the wheel whose kernel
     package (158f6fa…) flashinfer 0.6.12 – 0.6.17 name, with trtllm-gen's
     kernel table. Downloaded once per session with pip; never unpacked."""
-    where = SESSION_CACHE.parent / f"{SESSION_CACHE.name}-flashinfer-cubin"
+    # Inside the session's cache, so it goes with it (458 MB); per worker, so two never race.
+    where = SESSION_CACHE / "cubin" / os.environ.get("PYTEST_XDIST_WORKER", "main")
     wheels = list(where.glob("flashinfer_cubin-*.whl"))
     if not wheels:
         where.mkdir(parents=True, exist_ok=True)
