@@ -100,6 +100,14 @@ def test_bisect_finds_0_6_14(cli_json):
     assert probed["0.6.14"] == "accepted" and probed["0.6.13"] == "rejected"
 
 
+def test_bisect_without_a_range_starts_where_the_entry_point_exists(cli_json):
+    """Not at the index's oldest release (0.2.x here, which may not even be
+    fetchable): at the first whose source defines the DSv4 entry point."""
+    code, doc, err = cli_json("bisect", "--kernel", "dsv4-sparse-mla", "--sm", "100", "--heads", "16")
+    assert code == 0, err
+    assert doc["range"][0] == "0.6.12" and doc["first_accepting"] == "0.6.14"
+
+
 def test_multi_release_matrix_and_warm_cache_imports_nothing(cli_json, release_cache, monkeypatch):
     args = ("matrix", "--kernel", "dsv4-sparse-mla", "--sm", "100", "--flashinfer", "0.6.13,0.6.14")
     code, cold, _ = cli_json(*args)

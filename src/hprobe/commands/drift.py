@@ -92,6 +92,13 @@ def run_bisect(
     lo, hi = _parse_range(range_text)
     progress("listing published flashinfer releases")
     versions = [v for v in published_versions() if (lo is None or v >= lo) and (hi is None or v <= hi)]
+    if lo is None and versions:
+        # No lower end given: from the first release whose source defines the
+        # kernel's entry point (read, not imported), as suggest's search starts.
+        from hprobe.advise.search import entry_since
+
+        first = entry_since(get_variant(kernel_id).probe.entry_point, versions, progress)
+        versions = [v for v in versions if first is None or v >= first]
     if not versions:
         raise InputError(f"--range {range_text}: no published flashinfer-python release in it")
     # Probe the usual 1..256 sweep (plus N): other counts reaching the boundary are
@@ -102,7 +109,12 @@ def run_bisect(
 
     def state(v: Version) -> bool | None:
         progress(f"probing flashinfer {v}")
-        rel = probe_named(str(v), {kernel_id: [sm.number]}, sweep, use_cache, progress)
+        try:
+            rel = probe_named(str(v), {kernel_id: [sm.number]}, sweep, use_cache, progress)
+        except InputError as exc:
+            # A release that cannot be fetched or unpacked here answers nothing: the search steps around it.
+            probed[v] = BisectStep(str(v), Outcome.INCONCLUSIVE.value, None, None, None, f"not probed: {exc.message}")
+            return None
         result = rel.results[(kernel_id, sm.number)].heads[heads]
         probed[v] = BisectStep(str(v), result.outcome.value, result.entry, result.error_type, result.message, result.reason)
         progress(f"flashinfer {v}: {result.outcome.value}")
