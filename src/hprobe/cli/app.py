@@ -19,6 +19,7 @@ from hprobe.cli.coercion import install as install_light_coercion
 from hprobe.cli.options import (
     AXIS_CONTEXT,
     AXIS_EPILOG,
+    FORMAT_HELP,
     ExcludeOpt,
     FlashinferOpt,
     FormatOpt,
@@ -154,7 +155,7 @@ def check(
     flashinfer: FlashinferOpt = None,
     baseline: Optional[Path] = typer.Option(None, "--baseline", metavar="FILE", parser=path_value, help="A recorded `hprobe matrix --json`: also report what changed since (exit 1 on change)."),
     junit: Optional[Path] = typer.Option(None, "--junit", metavar="FILE", parser=path_value, help="Also write a JUnit XML report here (one test case per backend x SM x per-rank count)."),
-    output_format: str = typer.Option("text", "--format", metavar="FORMAT", help="text, json or markdown (for $GITHUB_STEP_SUMMARY)."),
+    output_format: str = typer.Option("text", "--format", metavar="FORMAT", help=FORMAT_HELP + " markdown suits $GITHUB_STEP_SUMMARY."),
     details: bool = typer.Option(False, "--details", help="Text: show every row after the summary, not only those that are not ok."),
     no_cache: NoCacheOpt = False,
     waivers: WaiversOpt = None,
@@ -219,7 +220,7 @@ def suggest(
     force: bool = typer.Option(False, "--force", help="Overwrite --output / --diff."),
     since: Optional[str] = typer.Option(None, "--since", metavar="RELEASE", help="Start the search for the first safe release here (default: the first release whose source defines the kernel's entry point)."),
     no_cache: NoCacheOpt = False,
-    output_format: str = typer.Option("text", "--format", metavar="FORMAT", help="text, json or markdown."),
+    output_format: str = typer.Option("text", "--format", metavar="FORMAT", help=FORMAT_HELP),
     json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.suggest/1 JSON document."),
 ) -> None:
     """The padding rule the kernels call for: per backend, the smallest count every release probed accepts."""
@@ -518,7 +519,7 @@ cache_app = typer.Typer(
     epilog=examples("hprobe cache", "hprobe cache --format json", "hprobe cache prune --keep '>=0.7'", "hprobe cache clear"),
 )
 app.add_typer(cache_app, name="cache")
-CacheFormatOpt = typer.Option("text", "--format", metavar="FORMAT", help="text, json or markdown.")
+CacheFormatOpt = typer.Option("text", "--format", metavar="FORMAT", help=FORMAT_HELP)
 
 
 def _cache_job(action, output_format: str) -> None:

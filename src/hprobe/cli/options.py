@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from hprobe.report.formats import FORMATS
+
 # Axis options (--backend, --dtype, --topk, --q-len, --tokens, --page-size, ...)
 # are whatever the probes declare, so they are read from the extra arguments.
 AXIS_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
@@ -46,7 +48,9 @@ FlashinferOpt = Annotated[str | None, typer.Option("--flashinfer", metavar="RELE
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Ignore cached probe results.")]
 WaiversOpt = Annotated[Path | None, typer.Option("--waivers", metavar="FILE", parser=path_value, help="Accepted findings (TOML [[waiver]] tables with reason and expires). Default: hprobe-waivers.toml in the current directory or the --repo root, when there is one.")]
 IgnoreOpt = Annotated[list[str] | None, typer.Option("--ignore", metavar="KEY=VALUE,...", help="Waive findings matching table, backend, kernel, sm, model, tp, release (every release the verdict rests on), verdict (globs); optional expires=YYYY-MM-DD and, last, reason=TEXT. Repeatable.")]
-FormatOpt = Annotated[str, typer.Option("--format", metavar="FORMAT", help="text, json or markdown.")]
+# The formats `--format` offers, as the registry lists them (report/formats/__init__.py).
+FORMAT_HELP = " | ".join(FORMATS) + "."
+FormatOpt = Annotated[str, typer.Option("--format", metavar="FORMAT", help=FORMAT_HELP)]
 
 
 def examples(*lines: str) -> str:
