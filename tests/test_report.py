@@ -145,6 +145,7 @@ def _chromium() -> str | None:
 
 
 # In CI the browser is a requirement (scripts/test installs it): a needed test never skips there.
+@pytest.mark.browser
 @pytest.mark.skipif(_chromium() is None and not os.environ.get("CI"), reason="no chromium here (scripts/test installs it from the distribution's packages when run as root)")
 def test_the_page_renders_in_headless_chromium(site):
     assert _chromium(), "chromium is missing: scripts/test installs it as root with apt-get"
@@ -176,6 +177,7 @@ _MEASURE = """<script>window.addEventListener("load", () => {
 });</script>"""
 
 
+@pytest.mark.browser
 @pytest.mark.skipif(_chromium() is None and not os.environ.get("CI"), reason="no chromium here (scripts/test installs it from the distribution's packages when run as root)")
 def test_the_page_over_every_release_fits_1280_px_and_shows_its_accepted_counts(tmp_path):
     from typer.testing import CliRunner
