@@ -12,7 +12,7 @@ from hprobe.model.outcome import KernelSMResult, Outcome
 from hprobe.model.release import INSTALLED, FlashinferInfo, ProbedRelease, Progress
 from hprobe.model.sm import SM
 from hprobe.support import cache
-from hprobe.support.results import cache_installed, cached_installed, code_digest, installed_identity, probe_release
+from hprobe.support.results import cache_installed, cached_installed, code_digest, installed_identity, keep, probe_release, read_kept
 from hprobe.support.trees import Release, installed_release, resolve
 from hprobe.support.workers import read_in_worker
 from hprobe.system.bounded import kill_running, resume
@@ -118,10 +118,10 @@ def _deepen(results: dict[tuple[str, int], KernelSMResult], package: Path | None
         return
     memo = _deep_key([r for _, r in needs], identity, package) if identity else None
     if memo is not None:
-        hit = _read_deep(memo, len(needs))
-        if hit is not None:
+        hit = read_kept("deep", memo)
+        if isinstance(hit, list) and len(hit) == len(needs):
             for (k, _), deep in zip(needs, hit, strict=True):
-                results[k] = deep
+                results[k] = KernelSMResult.from_dict(deep)
             return
     from hprobe.compiled.depth import Tables, deepen
     from hprobe.support.kernel_tables import tables_for
@@ -138,8 +138,7 @@ def _deepen(results: dict[tuple[str, int], KernelSMResult], package: Path | None
     # Kept once the table was in hand, or not needed (no port, no route): a
     # table that could not be had this time may be found the next.
     if memo is not None and (not found or found[0].table is not None or found[0].disabled):
-        doc = {"schema": "hprobe.deep/1", "key": memo, "results": [r.to_dict() for _, r in needs]}
-        cache.write_atomically(cache.root() / "deep" / f"{memo}.json", json.dumps(doc).encode())
+        keep("deep", memo, [r.to_dict() for _, r in needs])
 
 
 def _deep_key(probed: list[KernelSMResult], identity: str, package: Path) -> str:
@@ -162,20 +161,6 @@ def _deep_key(probed: list[KernelSMResult], identity: str, package: Path) -> str
             digest.update(b"absent")
         digest.update(b"\0")
     return digest.hexdigest()
-
-
-def _read_deep(key: str, count: int) -> list[KernelSMResult] | None:
-    path = cache.root() / "deep" / f"{key}.json"
-    if not path.is_file():
-        return None
-    try:
-        doc = json.loads(path.read_text())
-        if doc.get("schema") != "hprobe.deep/1" or doc.get("key") != key or len(doc["results"]) != count:
-            raise ValueError("foreign entry")
-        return [KernelSMResult.from_dict(r) for r in doc["results"]]
-    except Exception:  # noqa: BLE001 - a corrupt or foreign entry is discarded, never trusted
-        cache.discard(path)
-        return None
 
 
 def _package(location: str | None) -> Path | None:
@@ -259,16 +244,12 @@ class ReleaseReader:
         import hashlib
 
         key = hashlib.sha256("\0".join([identity, code_digest(), module, *names, str(sm)]).encode()).hexdigest()
-        path = cache.root() / "names" / f"{key}.json"
-        try:
-            doc = json.loads(path.read_text())
-            if doc.get("schema") == "hprobe.names/1" and doc.get("key") == key and isinstance(doc.get("answer"), dict):
-                return dict(doc["answer"])
-        except (OSError, ValueError):
-            pass
+        kept = read_kept("names", key)
+        if isinstance(kept, dict):
+            return kept
         answer = read_in_worker(self.release, module, names, sm)
         if "values" in answer:
-            cache.write_atomically(path, json.dumps({"schema": "hprobe.names/1", "key": key, "answer": answer}).encode())
+            keep("names", key, answer)
         return answer
 
 
