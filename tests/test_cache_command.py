@@ -47,10 +47,12 @@ def test_cache_sizes_match_du_and_prune_frees_what_it_says(tmp_path):
     assert {r["release"] for r in after_doc["releases"]} <= {"0.6.14", "shared"}
     assert after_doc["total_bytes"] == _du(cache)
 
+    (cache / "notes.txt").write_text("the user's, in a directory HPROBE_CACHE_DIR shares")
+    mine = _du(cache / "notes.txt")
     cleared = _run(cache, "cache", "clear")
     assert cleared.returncode == 0 and "clear: removed" in cleared.stdout
-    assert not list(cache.iterdir())
-    assert f"freed {_human(after_doc['total_bytes'] - _du(cache))}" in cleared.stdout
+    assert [p.name for p in cache.iterdir()] == ["notes.txt"]  # only what hprobe wrote is removed
+    assert f"freed {_human(after_doc['total_bytes'] + mine - _du(cache))}" in cleared.stdout
 
 
 def test_prune_without_a_choice_is_an_input_error(tmp_path):

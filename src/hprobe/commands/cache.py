@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hprobe.model.errors import InputError
 from hprobe.report.cache import CacheReport
-from hprobe.support.cache_usage import SHARED, Usage, remove, select, usage
+from hprobe.support.cache_usage import HPROBE_ENTRIES, SHARED, Usage, remove, select, usage
 
 
 def show_cache() -> CacheReport:
@@ -22,15 +22,16 @@ def prune_cache(releases: list[str] | None, older_than_days: float | None, keep:
 
 
 def clear_cache() -> CacheReport:
-    """Everything under the cache's directory, the directories that held it too."""
+    """Everything hprobe wrote in the cache's directory, the directories that
+    held it too; nothing else there (the directory may be shared)."""
     from hprobe.support import cache
 
     before = usage()
-    tops = [p for p in before.root.iterdir()] if before.root.is_dir() else []
+    tops = [p for p in before.root.iterdir() if p.name in HPROBE_ENTRIES] if before.root.is_dir() else []
     for top in tops:
         cache.discard(top)
     after = usage()
-    return CacheReport(after, len(before.entries), before.total - after.total, "clear")
+    return CacheReport(after, sum(1 for e in before.entries if e.kind != "other"), before.total - after.total, "clear")
 
 
 def _kept(keep: str, found: Usage) -> list[str]:

@@ -22,6 +22,9 @@ from pathlib import Path
 from hprobe.support import cache
 
 SHARED = "shared"
+# What hprobe writes at the top of its cache. Anything else there (HPROBE_CACHE_DIR
+# may name a directory that holds other things) is counted, never removed.
+HPROBE_ENTRIES = frozenset({"wheels", "trees", "results", "pycache", "kernel-tables", "deep", "names"})
 _WHEEL = re.compile(r"^flashinfer_python-([^-]+)-")
 _DIST_INFO = re.compile(r"^flashinfer_python-([^-]+)\.dist-info$")
 
@@ -149,8 +152,10 @@ def usage(root: Path | None = None) -> Usage:
                 add(top, "bytecode", SHARED)  # the rest: the interpreter's own modules
             case "kernel-tables":
                 add(top, "kernel-table", SHARED)
+            case "deep" | "names":
+                add(top, "answers", SHARED)
             case _:
-                add(top, "other", SHARED)
+                add(top, "other", SHARED)  # not hprobe's: never removed
     # The directories that hold the entries count too, as du counts them.
     directories = [root, *(p for p in (root / "wheels", root / "trees", root / "results") if p.is_dir())]
     found.total = sum(e.size for e in found.entries) + sum(d.lstat().st_blocks * 512 for d in directories)
@@ -174,6 +179,8 @@ def select(found: Usage, releases: list[str] | None = None, older_than_days: flo
     now = time.time()
     chosen = []
     for e in found.entries:
+        if e.kind == "other":
+            continue  # not hprobe's
         if e.kind == "bytecode" and e.release == SHARED and e.path.name == "pycache":
             continue  # holds the trees' bytecode too: removed per release, or by clear
         if releases is not None and e.release not in releases:
