@@ -38,7 +38,7 @@ def run_suggest(
 
     if diff_name is not None and request.repo is None:
         raise InputError("--diff rewrites a source tree: it goes with --repo (use -o for a table)")
-    tables, repo_tables = collect_rules(request)
+    tables, repo_tables = collect_rules(request, use_cache)
     if want_table and len(tables) != 1:
         raise InputError("--output writes one table: name one with --table (or use --repo)")
     report = judge_rules(request, tables, repo_tables, False, use_cache, progress)

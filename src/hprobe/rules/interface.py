@@ -7,8 +7,10 @@ modified; only `--pad-fn` runs their code, because they asked."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hprobe.model.padding import Model, PaddingTable
 
@@ -35,6 +37,7 @@ class RuleInputs:
     heads: int | None = None
     tp: tuple[int, ...] | None = None
     picked: tuple[Model, ...] | None = None  # --model, from hprobe's model table
+    read_tree: Callable[..., Any] | None = None  # extract() for --repo, or one through a cache
 
 
 class SourceKind(ABC):

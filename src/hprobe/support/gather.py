@@ -3,9 +3,11 @@ cached under its RECORD digest), others fetched and probed in a worker."""
 
 from __future__ import annotations
 
+import functools
 import json
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hprobe.kernels import get_variant
 from hprobe.model.outcome import KernelSMResult, Outcome
@@ -17,6 +19,9 @@ from hprobe.support.trees import Release, installed_release, resolve
 from hprobe.support.workers import read_in_worker
 from hprobe.system.bounded import kill_running, resume
 from hprobe.system.envinfo import installed_flashinfer_info
+
+if TYPE_CHECKING:
+    from hprobe.rules.repo.scan import RepoIndex
 
 
 def probe_installed(needed: dict[str, list[int]], heads: list[int], use_cache: bool = True, workers: int | None = None, progress: Progress = lambda _m: None) -> ProbedRelease:
@@ -218,13 +223,30 @@ class ReleaseReader:
     answers are kept per module, names and SM for the reader's lifetime."""
 
     def __init__(self, release: Release):
-        from hprobe.rules.repo.scan import RepoIndex
-
         self.release = release
         self.version = release.version
-        package = release.tree / "flashinfer"
-        self.index = RepoIndex.build(package, excludes=("tests", "test")) if package.is_dir() else None
         self._answers: dict[tuple[str, tuple[str, ...], int | None], dict] = {}
+        # Answers given that are not kept (an import error may be this
+        # machine's): a reading that used one is not kept either.
+        self.unkept = 0
+
+    @functools.cached_property
+    def index(self) -> RepoIndex | None:
+        """The package indexed for static reads; built when a rule first reads
+        it (a reading kept in the cache reads nothing)."""
+        from hprobe.rules.repo.scan import RepoIndex
+
+        package = self.release.tree / "flashinfer"
+        return RepoIndex.build(package, excludes=("tests", "test")) if package.is_dir() else None
+
+    @functools.cached_property
+    def identity(self) -> str | None:
+        """What the release's answers rest on (its wheel's digest, or the
+        installed distribution's), None when that cannot be known."""
+        identity = self.release.wheel_sha256 and f"wheel {self.release.wheel_sha256}"
+        if identity is None and self.release.label == INSTALLED:
+            identity = installed_identity()
+        return identity
 
     def import_names(self, module: str, names: list[str], sm: int | None) -> dict:
         key = (module, tuple(names), sm)
@@ -236,10 +258,9 @@ class ReleaseReader:
         """A worker's answer, kept on disk with the release's answers when it
         read the names (an import error may be this machine's, and is asked
         again): a warm `check --repo` starts no worker."""
-        identity = self.release.wheel_sha256 and f"wheel {self.release.wheel_sha256}"
-        if identity is None and self.release.label == INSTALLED:
-            identity = installed_identity()
+        identity = self.identity
         if identity is None:
+            self.unkept += 1
             return read_in_worker(self.release, module, names, sm)
         import hashlib
 
@@ -250,6 +271,8 @@ class ReleaseReader:
         answer = read_in_worker(self.release, module, names, sm)
         if "values" in answer:
             keep("names", key, answer)
+        else:
+            self.unkept += 1
         return answer
 
 

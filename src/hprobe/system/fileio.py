@@ -9,11 +9,15 @@ FIFO or a directory: those are refused before any work is done.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import hashlib
 import os
 import shutil
 import stat
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from hprobe.model.errors import InputError
@@ -35,8 +39,52 @@ def regular_file(path: Path) -> bool:
         return False
 
 
+# Set while a reading is recorded (`reads_recorded`): each file read, with a
+# digest of what was read (None: not read), so that a reading kept in the
+# cache can tell when a file it rests on has changed.
+_recording: contextvars.ContextVar[dict[str, str | None] | None] = contextvars.ContextVar("hprobe_reads", default=None)
+
+
+@contextlib.contextmanager
+def reads_recorded() -> Iterator[dict[str, str | None]]:
+    """Every file `read_bytes` is asked for inside the block: path -> content
+    digest, or None where it could not be read."""
+    reads: dict[str, str | None] = {}
+    token = _recording.set(reads)
+    try:
+        yield reads
+    finally:
+        _recording.reset(token)
+
+
+def present(path: Path) -> bool:
+    """Whether something exists at `path` (`Path.exists`), recorded like a
+    read: a file that appears later changes what a reading found."""
+    found = path.exists()
+    if (reads := _recording.get()) is not None and str(path) not in reads:
+        reads[f"exists:{path}"] = "yes" if found else None
+    return found
+
+
+def content_digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
 def read_bytes(path: Path, what: str, limit: int = MAX_INPUT_BYTES) -> bytes:
     """The bytes of a regular file of at most `limit` bytes, or one InputError."""
+    reads = _recording.get()
+    if reads is None:
+        return _read_bytes(path, what, limit)
+    try:
+        data = _read_bytes(path, what, limit)
+    except InputError:
+        reads[str(path)] = None
+        raise
+    reads[str(path)] = content_digest(data)
+    return data
+
+
+def _read_bytes(path: Path, what: str, limit: int) -> bytes:
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
@@ -73,6 +121,8 @@ def read_text_or_none(path: Path, limit: int = MAX_SOURCE_BYTES) -> str | None:
     """Text of a file found while walking a tree, or None when it is not a
     regular file, too large or unreadable (the caller reports it as skipped)."""
     if not regular_file(path):
+        if (reads := _recording.get()) is not None:
+            reads[str(path)] = None
         return None
     try:
         data = read_bytes(path, "file", limit)

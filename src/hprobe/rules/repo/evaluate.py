@@ -179,7 +179,9 @@ class FlashinferSource(Protocol):
     static reads, and a worker that imports names the tree does not spell out."""
 
     version: str
-    index: RepoIndex | None
+
+    @property
+    def index(self) -> RepoIndex | None: ...
 
     def import_names(self, module: str, names: list[str], sm: int | None) -> dict: ...
 

@@ -32,6 +32,9 @@ from hprobe.system.fileio import regular_file
 
 PROBE_RANGE = range(1, 257)  # counts a rule is evaluated over to recover its shape
 
+# extract()'s signature: how a tree is read (directly, or through a cache).
+Extractor = Callable[..., "RepoTables"]
+
 
 @dataclass
 class PaddingClass:
@@ -95,6 +98,7 @@ class RepoTables:
     overrides: dict[str, str] = field(default_factory=dict)
     flashinfer_version: str | None = None  # the release the rules were evaluated against
     paths: PathReading = field(default_factory=PathReading)  # every call of a probed FlashInfer entry
+    reader: Extractor | None = None  # how it was read (through the cache or not), to read again per release
 
     @property
     def per_release(self) -> bool:
@@ -105,11 +109,20 @@ class RepoTables:
         """The same tree read again with its rules evaluated against `release`,
         as a table judged on that release only."""
         assert self.mapping is not None
-        again = extract(Path(self.root), self.mapping, self.excludes, release, self.overrides)
+        again = (self.reader or extract)(Path(self.root), self.mapping, self.excludes, release, self.overrides)
         again.table.name = f"{self.table.name} on flashinfer {release.version}"
         again.table.releases = (label,)
         again.flashinfer_version = release.version
         return again
+
+    def indexed(self) -> RepoTables:
+        """This reading with its parsed tree, which one kept in the cache does
+        not hold (a patch edits the nodes it read): the tree read again."""
+        if self.index is not None:
+            return self
+        assert self.mapping is not None and self.flashinfer_version is None, "a tree read per release is not patched"
+        again = extract(Path(self.root), self.mapping, self.excludes, None, self.overrides)
+        return replace(again, table=self.table)  # the table as overridden and judged
 
     def to_dict(self) -> dict:
         return {
@@ -398,14 +411,17 @@ def extract_any(
     flashinfer: FlashinferSource | None = None,
     overrides: dict[str, str] | None = None,
     models: Callable[[list[Model]], list[Model]] | None = None,
+    reader: Extractor | None = None,
 ) -> RepoTables:
     """`extract` with the mapping given, else the shipped mapping of the engine
     the tree is (vLLM or SGLang, by package name), else each shipped mapping in
     turn. Nothing found: one line naming the methods and mappings tried.
     `models`: --heads/--tp applied to the mapping's models before any rule is
-    evaluated (a rule bound per model is evaluated for the counts asked about)."""
+    evaluated (a rule bound per model is evaluated for the counts asked about).
+    `reader`: `extract` itself, or one through a cache (support/readings.py)."""
+    read_tree = reader or extract
     if mapping is not None:
-        return extract(root, replace(mapping, models=models(mapping.models)) if models else mapping, excludes, flashinfer, overrides)
+        return replace(read_tree(root, replace(mapping, models=models(mapping.models)) if models else mapping, excludes, flashinfer, overrides), reader=read_tree)
     candidates = [replace(m, models=models(m.models)) if models else m for m in shipped_mappings()]
     detected = [m for m in candidates if m.package and _mentions_package(root, m.package)]
     # Several mappings of one engine (one per era of its source): the one whose
@@ -417,7 +433,7 @@ def extract_any(
     read = ""
     for m in tried:
         try:
-            found = extract(root, m, excludes, flashinfer, overrides if m.bound else None)
+            found = replace(read_tree(root, m, excludes, flashinfer, overrides if m.bound else None), reader=read_tree)
         except _NoRule as exc:
             # What was read (the same tree each time; files are parsed only when
             # they name the method, so keep the fullest account).
@@ -444,13 +460,14 @@ class RepoRuleSource(RuleSource):
         excludes: tuple[str, ...] = (),
         overrides: dict[str, str] | None = None,
         models: Callable[[list[Model]], list[Model]] | None = None,
+        read: Extractor | None = None,
     ):
         self.root, self.mapping, self.excludes, self.overrides = root, mapping, excludes, overrides or {}
-        self.models = models
+        self.models, self.read = models, read
         self.found: RepoTables | None = None
 
     def collect(self) -> PaddingTable:
-        self.found = extract_any(self.root, self.mapping, self.excludes, None, self.overrides, self.models)
+        self.found = extract_any(self.root, self.mapping, self.excludes, None, self.overrides, self.models, self.read)
         return self.found.table
 
 
@@ -471,5 +488,5 @@ class RepoSourceKind(SourceKind):
         heads, tp = inputs.heads, list(inputs.tp) if inputs.tp is not None else None
         picked = list(inputs.picked) if inputs.picked is not None else None
         models = (lambda found: overridden_models(found, heads, tp, picked)) if heads is not None or tp is not None or picked is not None else None
-        return [RepoRuleSource(inputs.repo, chosen, inputs.exclude, dict(inputs.settings), models)]
+        return [RepoRuleSource(inputs.repo, chosen, inputs.exclude, dict(inputs.settings), models, inputs.read_tree)]
 

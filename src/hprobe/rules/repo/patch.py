@@ -91,6 +91,7 @@ def build_patch(repo: RepoTables, adopted: dict[str, Adoption], published: list[
     could admit, oldest first: one that admits a release below what the
     patched rules need is raised in the same patch, or no padding changes."""
     patch = Patch()
+    repo = repo.indexed()
     index = repo.index
     assert index is not None, "extract() keeps the index"
     root = Path(repo.root) if Path(repo.root).is_dir() else Path(repo.root).parent

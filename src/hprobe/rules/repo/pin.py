@@ -21,7 +21,7 @@ from packaging.utils import canonicalize_name
 from hprobe.model.errors import InputError
 from hprobe.model.pins import NAMES
 from hprobe.rules.toml_source import parse_toml
-from hprobe.system.fileio import read_text
+from hprobe.system.fileio import present, read_text
 
 # Released in lockstep with flashinfer-python: an exact pin on the same version
 # moves with it (vLLM pins flashinfer-cubin beside flashinfer-python).
@@ -85,7 +85,7 @@ def _from_setup_cfg(base: Path) -> list[RepoPin]:
     import configparser
 
     path = base / "setup.cfg"
-    if not path.exists():
+    if not present(path):
         return []
     text = read_text(path, "setup.cfg")
     parser = configparser.ConfigParser(interpolation=None, strict=False)
@@ -112,7 +112,7 @@ def _from_poetry(base: Path) -> list[RepoPin]:
     own version syntax (^, ~, *, a table with `version`), as the PEP 440
     specifier it means."""
     path = base / "pyproject.toml"
-    if not path.exists():
+    if not present(path):
         return []
     text = read_text(path, "pyproject.toml")
     poetry = parse_toml(text, path).get("tool", {}).get("poetry", {})
@@ -221,7 +221,7 @@ def _from_metadata(base: Path) -> list[RepoPin]:
 
 def _from_pyproject(base: Path) -> list[RepoPin]:
     path = base / "pyproject.toml"
-    if not path.exists():
+    if not present(path):
         return []
     text = read_text(path, "pyproject.toml")
     project = parse_toml(text, path).get("project", {})
@@ -298,7 +298,7 @@ def _from_requirements(base: Path) -> list[RepoPin]:
         resolved = path.resolve()
         # An include that names no file is the consumer's to mend, not a pin;
         # anything else that is not a regular file is refused by read_text.
-        if resolved in seen or not (named or resolved.is_relative_to(base.resolve())) or not path.exists():
+        if resolved in seen or not (named or resolved.is_relative_to(base.resolve())) or not present(path):
             continue
         seen.add(resolved)
         text = read_text(path, "requirements file")

@@ -7,6 +7,7 @@ import ast
 import fnmatch
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -361,16 +362,29 @@ def resolve_relative(package: str, module: str | None, level: int) -> str:
     return ".".join(p for p in parts + ([module] if module else []) if p)
 
 
-def _python_files(root: Path, excludes: tuple[str, ...], problems: list[str] | None = None):
+def tree_shape(root: Path, excludes: tuple[str, ...]) -> tuple[list[Path], list[str]]:
+    """(the Python files an index of `root` reads, every name in the
+    directories it walks, with `/` after a directory's): what a reading of the
+    tree rests on besides the files' contents."""
+    names: list[str] = []
+    problems: list[str] = []
+    files = sorted(_python_files(root, DEFAULT_EXCLUDES + tuple(excludes), problems, names))
+    return files, sorted(names) + problems
+
+
+def _python_files(root: Path, excludes: tuple[str, ...], problems: list[str] | None = None, names: list[str] | None = None):
     """The tree's Python files, walked without following symlinked
     directories. A directory that cannot be listed (permissions, /proc) is
     skipped and named in `problems`; a tree larger than the bounds is one input
-    error, said before anything is parsed."""
+    error, said before anything is parsed. `names`: every entry of each
+    directory walked, relative to `root`."""
     if root.is_file():
         yield root
         return
+    excluded = _exclusion(excludes)
+    prefix = os.path.join(str(root), "")
     found = seen = 0
-    stack = [root]
+    stack = [str(root)]
     while stack:
         directory = stack.pop()
         try:
@@ -378,7 +392,7 @@ def _python_files(root: Path, excludes: tuple[str, ...], problems: list[str] | N
                 entries = list(listing)
         except OSError as exc:
             if problems is not None:
-                problems.append(f"{directory.relative_to(root) if directory != root else directory}: not read ({exc.strerror or type(exc).__name__}); its Python files were not searched")
+                problems.append(f"{directory[len(prefix):] if directory != str(root) else directory}: not read ({exc.strerror or type(exc).__name__}); its Python files were not searched")
             continue
         seen += len(entries)
         if seen > MAX_ENTRIES:
@@ -389,20 +403,32 @@ def _python_files(root: Path, excludes: tuple[str, ...], problems: list[str] | N
                 is_file = not is_dir and entry.name.endswith(".py") and entry.is_file()
             except OSError:
                 continue
-            rel = Path(entry.path).relative_to(root)
+            rel = entry.path[len(prefix) :].replace(os.sep, "/")
+            if names is not None:
+                names.append(f"{rel}/" if is_dir else rel)
             if is_dir:
-                if entry.name not in _SKIP_DIRS and not entry.name.endswith(".dist-info") and not _excluded(rel, excludes):
-                    stack.append(Path(entry.path))
-            elif is_file and not _excluded(rel, excludes):
+                if entry.name not in _SKIP_DIRS and not entry.name.endswith(".dist-info") and not excluded(rel, entry.name):
+                    stack.append(entry.path)
+            elif is_file and not excluded(rel, entry.name):
                 found += 1
                 if found > MAX_FILES:
                     raise InputError(f"--repo {root}: more than {MAX_FILES:,} Python files; point --repo at the engine's source tree, or --exclude what is not")
                 yield Path(entry.path)
 
 
-def _excluded(rel: Path, patterns: tuple[str, ...]) -> bool:
-    text = rel.as_posix()
-    return any(fnmatch.fnmatch(text, p) if "/" in p else fnmatch.fnmatch(rel.name, p) for p in patterns)
+def _exclusion(patterns: tuple[str, ...]) -> Callable[[str, str], bool]:
+    """Whether a path (relative, `/`-separated) or its name matches a pattern,
+    as `fnmatch` matches: a pattern with `/` the whole path, else the name.
+    One compiled expression for each kind: the walk asks it of every entry."""
+    paths = [fnmatch.translate(p) for p in patterns if "/" in p]
+    names = [fnmatch.translate(p) for p in patterns if "/" not in p]
+    by_path = re.compile("|".join(f"(?:{p})" for p in paths)).match if paths else None
+    by_name = re.compile("|".join(f"(?:{p})" for p in names)).match if names else None
+
+    def excluded(rel: str, name: str) -> bool:
+        return bool((by_name is not None and by_name(os.path.normcase(name))) or (by_path is not None and by_path(os.path.normcase(rel))))
+
+    return excluded
 
 
 # Methods that change a list, dict or set in place.

@@ -1,0 +1,221 @@
+"""A consumer tree's reading (rules/repo/extract.py) kept in the cache: a warm
+`check --repo` parses nothing.
+
+A reading rests on, and is keyed by: hprobe's code and Python's version (what
+`ast` parses); the tree as given, its shape (every name in each directory an
+index walks) and its Python files' contents; the `.dist-info` folders beside
+it; the mapping as loaded (models overridden or not), the excludes and the
+--set values; and the flashinfer release its rules read, by content. What else
+it read or looked for (a requirements file, a METADATA, an include) is
+recorded as it is read (system/fileio) and checked again before an entry is
+used. A reading is kept only when every answer the release gave was a kept
+one (an import error may be this machine's) and the tree is a directory.
+
+Kept without the parsed tree (unpickling an AST is slower than parsing it):
+a reading from the cache has no `index`, and what needs one reads the tree
+again (`RepoTables.indexed`). Entries are unpickled with only hprobe's own
+types and a few standard ones allowed; a corrupt or foreign one is discarded."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import pickle
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hprobe.rules.repo.extract import RepoTables, extract
+from hprobe.rules.repo.scan import ClassInfo, ModuleInfo, tree_shape
+from hprobe.support import cache
+from hprobe.support.results import code_digest
+from hprobe.system.fileio import MAX_INPUT_BYTES, MAX_SOURCE_BYTES, content_digest, read_bytes, reads_recorded
+
+if TYPE_CHECKING:
+    from hprobe.rules.repo.evaluate import FlashinferSource
+    from hprobe.rules.repo.mapping import Mapping
+
+SCHEMA = "hprobe.reading/1"
+
+
+class KeptReadings:
+    """`extract` read through the cache, for one command: the tree's digest is
+    taken once per tree and command (a check reads a tree once, then once per
+    release its rules read)."""
+
+    def __init__(self, use_cache: bool = True):
+        self.use_cache = use_cache
+        self._shapes: dict[tuple[str, tuple[str, ...]], tuple[str, frozenset[str]]] = {}
+
+    def extract(
+        self,
+        root: Path,
+        mapping: Mapping,
+        excludes: tuple[str, ...] = (),
+        flashinfer: FlashinferSource | None = None,
+        overrides: dict[str, str] | None = None,
+    ) -> RepoTables:
+        key = self._key(root, mapping, excludes, flashinfer, overrides) if self.use_cache else None
+        if key is None:
+            return extract(root, mapping, excludes, flashinfer, overrides)
+        kept = _load(key)
+        if kept is not None:
+            return kept
+        unkept_before = getattr(flashinfer, "unkept", 0)
+        with reads_recorded() as reads:
+            tables = extract(root, mapping, excludes, flashinfer, overrides)
+        if getattr(flashinfer, "unkept", 0) == unkept_before:
+            _, covered = self._shapes[(str(root), tuple(excludes))]
+            release_tree = getattr(getattr(flashinfer, "release", None), "tree", None)
+            rest = {path: seen for path, seen in reads.items() if path not in covered and not _under(path, release_tree)}
+            _store(key, rest, tables)
+        return tables
+
+    def _key(self, root: Path, mapping: Mapping, excludes: tuple[str, ...], flashinfer: FlashinferSource | None, overrides: dict[str, str] | None) -> str | None:
+        if not root.is_dir():
+            return None  # a single file: read in a moment anyway
+        release = None
+        if flashinfer is not None:
+            identity = getattr(flashinfer, "identity", None)
+            if not isinstance(identity, str):
+                return None
+            release = [identity, flashinfer.version]
+        shape = self._shapes.get((str(root), tuple(excludes)))
+        if shape is None:
+            shape = self._shapes[(str(root), tuple(excludes))] = _tree_digest(root, excludes)
+        material = [
+            SCHEMA, code_digest(), list(sys.version_info[:2]), str(root), shape[0], _beside(root),
+            repr(mapping), list(excludes), sorted((overrides or {}).items()), release,
+        ]
+        return hashlib.sha256(repr(material).encode()).hexdigest()
+
+
+def _tree_digest(root: Path, excludes: tuple[str, ...]) -> tuple[str, frozenset[str]]:
+    """(a digest of the tree's shape and Python files, the files it covers).
+    A file is read as the index reads it: up to its size cap, a file past it
+    being one that is not parsed, whatever follows."""
+    files, names = tree_shape(root, excludes)
+    digest = hashlib.blake2b(digest_size=20)
+    digest.update("\0".join(names).encode("utf-8", "surrogateescape"))
+    for path in files:
+        digest.update(b"\1" + str(path).encode("utf-8", "surrogateescape") + b"\0" + _prefix_digest(path, MAX_SOURCE_BYTES).encode())
+    return digest.hexdigest(), frozenset(str(p) for p in files)
+
+
+def _prefix_digest(path: Path, limit: int) -> str:
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as fh:
+            return content_digest(fh.read(limit + 1))
+    except OSError as exc:
+        return f"unreadable {exc.errno}"
+
+
+def _beside(root: Path) -> list[str]:
+    """The `.dist-info` folders in and beside the tree (an engine's release
+    and METADATA are read from them), each with whether it holds METADATA."""
+    out = []
+    for folder in (root, root.parent):
+        try:
+            names = sorted(p.name for p in folder.iterdir() if p.name.lower().endswith(".dist-info"))
+        except OSError as exc:
+            out.append(f"{folder}: {exc.errno}")
+            continue
+        out.extend(f"{folder / name}:{(folder / name / 'METADATA').exists()}" for name in names)
+    return out
+
+
+def _under(path: str, tree: Path | None) -> bool:
+    return tree is not None and Path(path.removeprefix("exists:")).is_relative_to(tree)
+
+
+def _unchanged(reads: dict[str, str | None]) -> bool:
+    """Whether each file recorded beside the tree still reads as it did."""
+    for path, seen in reads.items():
+        if path.startswith("exists:"):
+            if (Path(path.removeprefix("exists:")).exists()) != (seen is not None):
+                return False
+            continue
+        try:
+            now: str | None = content_digest(read_bytes(Path(path), "file", MAX_INPUT_BYTES))
+        except Exception:  # noqa: BLE001 - unreadable now: what matters is whether it was then
+            now = None
+        if now != seen:
+            return False
+    return True
+
+
+# Pickled without the modules' parsed trees: a class keeps its name, bases and
+# place; the functions a reading names keep their own nodes (a rule's line, its
+# span for a patch), their module only its name and path.
+class _Pickler(pickle.Pickler):
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, ModuleInfo):
+            return _hollow_module, (obj.name, obj.path)
+        if isinstance(obj, ClassInfo):
+            return _hollow_class, (obj.name, obj.node.lineno, obj.module, list(obj.bases), dict(obj.rebound))
+        return NotImplemented
+
+
+def _hollow_module(name: str, path: str) -> ModuleInfo:
+    import ast
+
+    return ModuleInfo(name, path, ast.Module(body=[], type_ignores=[]))
+
+
+def _hollow_class(name: str, line: int, module: ModuleInfo, bases: list[str], rebound: dict[str, str]) -> ClassInfo:
+    import ast
+
+    node = ast.ClassDef(name=name, bases=[], keywords=[], body=[], decorator_list=[], lineno=line, col_offset=0)
+    return ClassInfo(name, node, module, bases, rebound=rebound)
+
+
+_ALLOWED = {
+    "builtins": {"set", "frozenset", "slice", "complex", "bytearray", "getattr"},
+    "copyreg": {"_reconstructor"},
+    "pathlib": {"Path", "PosixPath", "WindowsPath", "PurePosixPath", "PureWindowsPath"},
+}
+
+
+class _Unpickler(pickle.Unpickler):
+    """Only hprobe's own types, `ast` nodes, `packaging`'s versions and
+    specifiers and a few builtins: an entry naming anything else is foreign."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        top = module.split(".")[0]
+        if top in ("hprobe", "ast", "packaging") or name in _ALLOWED.get(module, ()):
+            if module == __name__ and name not in ("_hollow_module", "_hollow_class"):
+                raise pickle.UnpicklingError(f"{module}.{name}")
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"{module}.{name} is not a type a reading holds")
+
+
+def _path(key: str) -> Path:
+    return cache.root() / "readings" / f"{key}.pickle"
+
+
+def _store(key: str, reads: dict[str, str | None], tables: RepoTables) -> None:
+    body = io.BytesIO()
+    _Pickler(body, protocol=pickle.HIGHEST_PROTOCOL).dump(replace(tables, index=None, reader=None))
+    cache.write_atomically(_path(key), pickle.dumps((SCHEMA, key, reads, body.getvalue()), protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def _load(key: str) -> RepoTables | None:
+    path = _path(key)
+    if not path.is_file():
+        return None
+    try:
+        schema, stored_key, reads, body = _Unpickler(io.BytesIO(path.read_bytes())).load()
+        if schema != SCHEMA or stored_key != key or not isinstance(reads, dict):
+            raise ValueError("foreign entry")
+        if not _unchanged(reads):
+            return None  # a file beside the tree changed: read again, kept anew
+        tables = _Unpickler(io.BytesIO(body)).load()
+        if not isinstance(tables, RepoTables):
+            raise ValueError("foreign entry")
+        return tables
+    except Exception:  # noqa: BLE001 - a corrupt or foreign entry is discarded, never trusted
+        cache.discard(path)
+        return None
