@@ -66,3 +66,9 @@ def test_the_axis_help_names_every_axis_the_probes_declare(cli):
     assert set(AXIS_NAMES) == {a.name for p in PROBES.values() for a in p.axes}
     code, out, _ = cli("matrix", "--help")
     assert code == 0 and "--kv-lora-rank" in " ".join(out.split())
+
+
+def test_a_format_a_command_cannot_write_is_refused_before_any_work(cli):
+    code, out, err = cli("matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--format", "sarif")
+    assert code == 2 and out == ""
+    assert err.strip() == "hprobe: error: --format 'sarif': `hprobe matrix` writes text, json, markdown"

@@ -18,12 +18,12 @@ from hprobe.model.release import FlashinferInfo, ProbedRelease
 from hprobe.model.sm import SM
 from hprobe.model.targets import Targets
 from hprobe.model.verdict import Finding, Verdict
-from hprobe.report.formats import FORMATS
+from hprobe.report.formats import CHOICES, FORMATS, NotRendered, RenderOptions, render
 from hprobe.report.formats.github import annotation_lines
 from hprobe.report.formats.html_site import render_site
 from hprobe.report.formats.junit import junit_text
 from hprobe.report.formats.text import TextFormatter
-from hprobe.report.model import CheckReport, MatrixReport
+from hprobe.report.model import CheckReport, MatrixReport, SiteReport
 
 # Pure: runs without torch, flashinfer or a subprocess (the fast tier, `-m "pure and not slow"`).
 pytestmark = pytest.mark.pure
@@ -80,34 +80,69 @@ def _matrix() -> MatrixReport:
     return MatrixReport([_release()], Targets([SM.from_number(sm) for sm in DEPTH_AT], "flag"), HEADS, ["dsv4-sparse-mla"])
 
 
-def _rendered(name: str, method: str, *args) -> str:
-    stream = io.StringIO()
-    formatter = TextFormatter(Console(file=stream, width=400, no_color=True)) if name == "text" else FORMATS[name](stream)
-    formatter.details = True
-    getattr(formatter, method)(*args)
-    return stream.getvalue()
+def _rendered(name: str, report: object, **options) -> str:
+    """What format `name` renders for `report`, as the CLI gets it (for a pipe)."""
+    return render(name, report, RenderOptions(like=io.StringIO(), **options))
+
+
+def _rendering(command: str) -> list[str]:
+    return [name for name, f in FORMATS.items() if f.renders(command)]
 
 
 def test_every_registered_format_is_exercised_here():
-    assert set(FORMATS) == {"text", "json", "markdown"}
+    assert set(FORMATS) == {"text", "json", "markdown", "sarif", "junit", "github", "page"}
+    assert CHOICES == ("text", "json", "markdown", "sarif")  # --format; the rest by options of their own
+    assert set(_rendering("check")) == {"text", "json", "markdown", "sarif", "junit", "github"}
+    assert set(_rendering("matrix")) == {"text", "json", "markdown", "page"}
 
 
-@pytest.mark.parametrize("name", sorted(FORMATS))
+@pytest.mark.parametrize("name", _rendering("check"))
 def test_every_verdict_shows_in_every_format(name):
-    out = _rendered(name, "check", _check())
+    out = _rendered(name, _check())
     if name == "json":
         doc = json.loads(out)
         assert [f["verdict"] for f in doc["findings"]] == [v.value for v in Verdict]
         assert doc["summary"] == {v.value: 1 for v in Verdict} and doc["exit_code"] == 1
         return
-    for verdict in Verdict:
+    # Annotations are for what a reader must see: every verdict that has a level.
+    shown = [v for v in Verdict if v.ci_level(False)] if name == "github" else list(Verdict)
+    for verdict in shown:
         assert verdict.value in out, (name, verdict)
     assert "Expected 64 or 128 query heads" in out  # the broken row's evidence
 
 
-@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_sarif_is_a_log_with_a_rule_per_verdict_and_each_result_at_its_line():
+    doc = json.loads(_rendered("sarif", _check()))
+    assert doc["version"] == "2.1.0" and doc["$schema"].endswith("sarif-2.1.0.json")
+    [run] = doc["runs"]
+    rules = {r["id"]: r for r in run["tool"]["driver"]["rules"]}
+    assert list(rules) == [v.value for v in Verdict]
+    assert all(rules[v.value]["fullDescription"]["text"] == v.explanation for v in Verdict)
+    results = run["results"]
+    assert [r["ruleId"] for r in results] == [v.value for v in Verdict if v.ci_level(False)]
+    levels = {"error": "error", "warning": "warning", "notice": "note"}
+    for r in results:
+        verdict = Verdict(r["ruleId"])
+        assert r["level"] == levels[verdict.ci_level(False)]
+        place = r["locations"][0]["physicalLocation"]
+        assert place == {"artifactLocation": {"uri": "t.toml"}, "region": {"startLine": 7}}
+        assert r["properties"]["counts"][0]["model"] == "model-x"
+    broken = next(r for r in results if r["ruleId"] == "broken")
+    assert broken["level"] == "error" and "Expected 64 or 128 query heads" in broken["message"]["text"]
+    assert run["properties"]["exit_code"] == 1
+
+
+def test_a_format_refuses_a_report_it_has_no_rendering_of():
+    for name in ("sarif", "junit", "github"):
+        with pytest.raises(NotRendered, match=name if name != "github" else "annotations"):
+            _rendered(name, _matrix())
+    with pytest.raises(NotRendered):
+        _rendered("page", _check())
+
+
+@pytest.mark.parametrize("name", ["text", "json", "markdown"])
 def test_every_outcome_and_depth_shows_in_every_format(name):
-    out = _rendered(name, "matrix", _matrix())
+    out = _rendered(name, _matrix())
     if name == "json":
         doc = json.loads(out)
         cells = {(r["sm"], h["heads"]): h["outcome"] for r in doc["results"] for h in r["heads"]}
@@ -122,7 +157,7 @@ def test_every_outcome_and_depth_shows_in_every_format(name):
 
 
 def test_the_grid_marks_every_outcome_and_its_legend_is_generated():
-    out = _rendered("text", "matrix", _matrix(), True)
+    out = _rendered("text", _matrix(), grid=True)
     assert Outcome.legend() in out
     for outcome in Outcome:
         assert f"{outcome.mark} {outcome.value}" in out
@@ -156,7 +191,7 @@ def test_the_page_shows_every_outcome_and_the_per_release_verdicts():
 def test_markdown_tables_keep_their_shape():
     from markdown_it import MarkdownIt
 
-    out = _rendered("markdown", "check", _check())
+    out = _rendered("markdown", _check())
     tokens = MarkdownIt("commonmark").enable("table").parse(out)
     rows = [t for t in tokens if t.type == "tr_open"]
     assert rows, "no table rendered"
@@ -241,7 +276,7 @@ def _hostile_check() -> CheckReport:
 
 def _every_text_rendering(make) -> dict[str, str]:
     """Every TextFormatter method on synthetic reports, each with the writer `make` gives."""
-    from hprobe.report.model import BisectReport, BisectStep, DiffReport, KernelChange
+    from hprobe.report.model import BisectReport, BisectStep, DiffReport, KernelChange, KernelsReport
 
     def change(**fields):
         base = dict(kernel=f"k {HOSTILE}", sm=100, old_status="rejected", new_status="accepted", old_accepted=(), new_accepted=(8,), became_accepted=(),
@@ -263,8 +298,8 @@ def _every_text_rendering(make) -> dict[str, str]:
         "pivot": lambda t: t.matrix(_matrix(), pivot=("heads", "sm")),
         "diff": lambda t: t.diff(diff),
         "bisect": lambda t: t.bisect(bisect),
-        "kernels": lambda t: t.kernels([{"id": f"k {HOSTILE}", "entry_point": "e", "summary": "s", "sms": [100], "installed_flashinfer_has_entry_point": True,
-                                         "axes": [{"name": "a", "default": 1, "choices": [1, 2], "sweep": True}], "releases": "0.6.14", "releases_without": ["0.5.0"]}]),
+        "kernels": lambda t: t.kernels(KernelsReport([{"id": f"k {HOSTILE}", "entry_point": "e", "summary": "s", "sms": [100], "installed_flashinfer_has_entry_point": True,
+                                         "axes": [{"name": "a", "default": 1, "choices": [1, 2], "sweep": True}], "releases": "0.6.14", "releases_without": ["0.5.0"]}])),
         "data": lambda t: t.data({"key": HOSTILE}, "title"),
     }
     for details in (False, True):
@@ -342,7 +377,8 @@ def test_formats_only_render_a_finished_report(monkeypatch):
     """No format decides anything: with judge's and advise's deciders made to
     raise, every format still renders the concluded report, byte for byte."""
     report = _check()
-    before = {fmt: _rendered(fmt, "check", report) for fmt in ("text", "json", "markdown")}
+    before = {fmt: _rendered(fmt, report) for fmt in _rendering("check")}
+    page = _rendered("page", SiteReport(_matrix(), report))
     import hprobe.advise.summary
     import hprobe.judge
 
@@ -351,6 +387,6 @@ def test_formats_only_render_a_finished_report(monkeypatch):
 
     for module, name in ((hprobe.judge, "judge"), (hprobe.judge, "judge_across"), (hprobe.judge, "exit_code"), (hprobe.judge, "verdict_grids"), (hprobe.advise.summary, "summarize")):
         monkeypatch.setattr(module, name, refuse)
-    after = {fmt: _rendered(fmt, "check", report) for fmt in ("text", "json", "markdown")}
-    assert after == before
-    assert render_site(_matrix(), report) and junit_text(report) and annotation_lines(report) is not None
+    after = {fmt: _rendered(fmt, report) for fmt in _rendering("check")}
+    assert after == before and set(after) == set(_rendering("check"))
+    assert _rendered("page", SiteReport(_matrix(), report)) == page

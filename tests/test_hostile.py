@@ -704,7 +704,7 @@ def _markdown_holds(text: str, holds_corpus: bool = True) -> None:
 class TestEveryFormatEscapesEveryField:
     """One run per format over a table whose every name is the corpus."""
 
-    @pytest.mark.parametrize("fmt", ["text", "markdown", "json"])
+    @pytest.mark.parametrize("fmt", ["text", "markdown", "json", "sarif"])
     def test_check_output(self, tmp_path, fmt):
         arena = tmp_path
         (arena / "tmp").mkdir()
@@ -716,9 +716,14 @@ class TestEveryFormatEscapesEveryField:
             _shown_as_text(proc.stdout)
         elif fmt == "markdown":
             _markdown_holds(proc.stdout)
-        else:
+        elif fmt == "json":
             doc = json.loads(proc.stdout)
             assert {f["model"] for f in doc["findings"]} == {"M" + HOSTILE}  # data formats keep the string exactly
+        else:
+            [run] = json.loads(proc.stdout)["runs"]
+            counts = [c for r in run["results"] for c in r["properties"]["counts"]]
+            assert counts and {c["model"] for c in counts} == {"M" + HOSTILE}
+            assert all("M" + HOSTILE in r["message"]["text"] for r in run["results"])
 
     def test_github_annotations_and_junit(self, tmp_path):
         arena = tmp_path

@@ -7,7 +7,6 @@ without loading the probing machinery they do not need."""
 
 from __future__ import annotations
 
-import io
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -19,6 +18,7 @@ from hprobe.cli.coercion import install as install_light_coercion
 from hprobe.cli.options import (
     AXIS_CONTEXT,
     AXIS_EPILOG,
+    CHECK_FORMAT_HELP,
     FORMAT_HELP,
     ExcludeOpt,
     FlashinferOpt,
@@ -78,22 +78,23 @@ app = typer.Typer(
 )
 
 
-def _formatter(json_output: bool):
-    return _formatter_for("json" if json_output else "text")
+def _show(fmt: str, report: object, details: bool = True, grid: bool = False, pivot: tuple[str, str] | None = None) -> None:
+    """The report, rendered, on stdout (styled for it): formats only render."""
+    from hprobe.report.formats import RenderOptions, render
+
+    sys.stdout.write(render(fmt, report, RenderOptions(details=details, grid=grid, pivot=pivot, like=sys.stdout)))
+    sys.stdout.flush()
 
 
-def _formatter_for(fmt: str):
-    from hprobe.report.formats import FORMATS
-
-    return FORMATS[fmt]()
-
-
-def _format(option: str, json_output: bool) -> str:
-    from hprobe.report.formats import FORMATS
+def _format(option: str, json_output: bool, command: str) -> str:
+    """The --format asked for, refused before any work when the command has no
+    rendering in it."""
+    from hprobe.report.formats import CHOICES, FORMATS
 
     fmt = "json" if json_output else option.strip().lower()
-    if fmt not in FORMATS:
-        raise InputError(f"--format {option!r}: expected {', '.join(FORMATS)}")
+    offered = [name for name in CHOICES if FORMATS[name].renders(command)]
+    if fmt not in offered:
+        raise InputError(f"--format {option!r}: `hprobe {command}` writes {', '.join(offered)}")
     return fmt
 
 
@@ -155,7 +156,7 @@ def check(
     flashinfer: FlashinferOpt = None,
     baseline: Optional[Path] = typer.Option(None, "--baseline", metavar="FILE", parser=path_value, help="A recorded `hprobe matrix --json`: also report what changed since (exit 1 on change)."),
     junit: Optional[Path] = typer.Option(None, "--junit", metavar="FILE", parser=path_value, help="Also write a JUnit XML report here (one test case per backend x SM x per-rank count)."),
-    output_format: str = typer.Option("text", "--format", metavar="FORMAT", help=FORMAT_HELP + " markdown suits $GITHUB_STEP_SUMMARY."),
+    output_format: str = typer.Option("text", "--format", metavar="FORMAT", help=CHECK_FORMAT_HELP),
     details: bool = typer.Option(False, "--details", help="Text: show every row after the summary, not only those that are not ok."),
     no_cache: NoCacheOpt = False,
     waivers: WaiversOpt = None,
@@ -167,9 +168,7 @@ def check(
     def job() -> int:
         from hprobe.commands.request import RuleRequest
         from hprobe.commands.rules import run_check_command
-        from hprobe.report.formats.github import emit
-
-        fmt = _format(output_format, json_output)
+        fmt = _format(output_format, json_output, "check")
         request = RuleRequest.parse("check", tables=table, repo=repo, mapping=mapping, exclude=exclude, settings=settings, pad_fn=pad_fn, kernel=kernel, sm=sm, heads=heads, tp=tp, pin=pin, flashinfer=flashinfer, extra_args=_axis_args(ctx), model=model)
         from hprobe.rules.waivers import gather_waivers
 
@@ -184,16 +183,19 @@ def check(
             recorded = load_baseline(str(baseline))
         with progress_line(fmt == "json") as progress:
             report = run_check_command(request, strict, recorded, not no_cache, progress, accepted)
+        from hprobe.report.formats import render
+        from hprobe.report.formats.github import in_github_actions
+
         if junit is not None:
             # Written before the report is printed: a failed write is the exit
             # code the printed report (and its JSON `exit_code`) then never contradicts.
-            from hprobe.report.formats.junit import junit_text
+            write_output(junit, render("junit", report), "--junit")
+        _show(fmt, report, details=details or fmt != "text")
+        if in_github_actions():
+            from hprobe.system.streams import write_command
 
-            write_output(junit, junit_text(report), "--junit")
-        formatter = _formatter_for(fmt)
-        formatter.details = details or fmt != "text"
-        formatter.check(report)
-        emit(report, sys.stderr)
+            for line in render("github", report).splitlines():
+                write_command(sys.stderr, line)
         return report.exit_code
 
     run_job(job)
@@ -220,7 +222,7 @@ def suggest(
     force: bool = typer.Option(False, "--force", help="Overwrite --output / --diff."),
     since: Optional[str] = typer.Option(None, "--since", metavar="RELEASE", help="Start the search for the first safe release here (default: the first release whose source defines the kernel's entry point)."),
     no_cache: NoCacheOpt = False,
-    output_format: str = typer.Option("text", "--format", metavar="FORMAT", help=FORMAT_HELP),
+    output_format: str = typer.Option("text", "--format", metavar="FORMAT", help=CHECK_FORMAT_HELP),
     json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.suggest/1 JSON document."),
 ) -> None:
     """The padding rule the kernels call for: per backend, the smallest count every release probed accepts."""
@@ -229,7 +231,7 @@ def suggest(
         from hprobe.commands.request import RuleRequest, release_number
         from hprobe.commands.suggest import run_suggest
 
-        fmt = _format(output_format, json_output)
+        fmt = _format(output_format, json_output, "suggest")
         request = RuleRequest.parse("suggest", tables=table, repo=repo, mapping=mapping, exclude=exclude, settings=settings, pad_fn=pad_fn, kernel=kernel, sm=sm, heads=heads, tp=tp, pin=pin, flashinfer=flashinfer, extra_args=_axis_args(ctx), model=model)
         start = release_number(since, "--since") if since is not None else None  # refused before any probing
         if output is not None:
@@ -243,7 +245,7 @@ def suggest(
             write_output(output, result.table_toml, "--output", overwrite=force)
         if diff_file is not None and result.patch is not None and result.patch.diff:
             write_output(diff_file, result.patch.diff, "--diff", overwrite=force)
-        _formatter_for(fmt).suggest(result)
+        _show(fmt, result)
         return result.exit_code
 
     run_job(job)
@@ -265,7 +267,7 @@ def matrix(
     """Print the h_q each kernel accepts on each SM with the installed flashinfer."""
 
     def job() -> int:
-        fmt = _format(output_format, json_output)
+        fmt = _format(output_format, json_output, "matrix")
         from hprobe.commands.matrix import run_matrix
         from hprobe.commands.request import check_release_options, kernel_ids, parse_axes, parse_pivot
         from hprobe.model.targets import parse_heads
@@ -279,7 +281,7 @@ def matrix(
             from hprobe.report.pivot import pivot_cells
 
             pivot_cells(report, *dims)  # an impossible pivot is an input error before any output
-        _formatter_for(fmt).matrix(report, grid=grid, pivot=dims)
+        _show(fmt, report, grid=grid, pivot=dims)
         return report.exit_code
 
     run_job(job)
@@ -300,7 +302,7 @@ def diff(
     """h_q that became accepted or rejected between two releases. Exit 1 when any changed."""
 
     def job() -> int:
-        fmt = _format(output_format, json_output)
+        fmt = _format(output_format, json_output, "diff")
         from hprobe.commands.drift import diff_reports
         from hprobe.commands.matrix import run_matrix
         from hprobe.commands.request import kernel_ids, parse_axes
@@ -310,7 +312,7 @@ def diff(
         with progress_line(fmt == "json") as progress:
             report = run_matrix(kernel_ids(kernel), sm, parse_heads(heads), parse_spec(old) + parse_spec(new), not no_cache, progress, parse_axes(_axis_args(ctx)))
         result = diff_reports(report)
-        _formatter_for(fmt).diff(result)
+        _show(fmt, result)
         return result.exit_code
 
     run_job(job)
@@ -330,7 +332,7 @@ def bisect(
     """The first release whose validators accept --heads (and the last that rejects it)."""
 
     def job() -> int:
-        fmt = _format(output_format, json_output)
+        fmt = _format(output_format, json_output, "bisect")
         from hprobe.commands.drift import run_bisect
         from hprobe.model.sm import parse_sm_list
 
@@ -341,7 +343,7 @@ def bisect(
             raise InputError(f"--heads {heads}: must be a count from 1 to {MAX_HEADS}")
         with progress_line(fmt == "json") as progress:
             result = run_bisect(kernel, sms[0], heads, range_, exhaustive, not no_cache, progress)
-        _formatter_for(fmt).bisect(result)
+        _show(fmt, result)
         return result.exit_code
 
     run_job(job)
@@ -377,23 +379,18 @@ def report(
         from hprobe.commands.request import RuleRequest, kernel_ids, parse_axes
         from hprobe.commands.rules import collect_rules
         from hprobe.model.targets import parse_heads
-        from hprobe.report.formats.html_site import render_site
-        from hprobe.report.formats.json_format import JsonFormatter
-        from hprobe.report.formats.markdown import MarkdownFormatter
+        from hprobe.report.formats import render
         from hprobe.system.escaping import visible
 
         wanted, kernels, axes = parse_heads(heads), kernel_ids(kernel), parse_axes(_axis_args(ctx))
         rules = None
         if table or repo is not None:  # read and checked before anything is probed
             request = RuleRequest.parse("report", tables=table, repo=repo, mapping=mapping, exclude=None, settings=None, pad_fn=None, kernel=None, sm=sm, heads=None, tp=None, pin=None, flashinfer=None, extra_args=[])
-            rules = (request, *collect_rules(request))
+            rules = (request, *collect_rules(request, not no_cache))
         with progress_line(False) as progress:
-            matrix_report, tables = run_report(releases, kernels, sm, wanted, axes, rules, not no_cache, progress)
-        markdown, document = io.StringIO(), io.StringIO()
-        MarkdownFormatter(markdown).matrix(matrix_report)
-        JsonFormatter(document).matrix_runs(matrix_report)
-        site.commit({"index.html": render_site(matrix_report, tables), "matrix.md": markdown.getvalue(), "matrix.json": document.getvalue()})
-        say(f"wrote {visible(str(output))}/index.html, matrix.md, matrix.json: {len(matrix_report.releases)} releases, {len(matrix_report.keys)} variants")
+            report = run_report(releases, kernels, sm, wanted, axes, rules, not no_cache, progress)
+        site.commit({"index.html": render("page", report), "matrix.md": render("markdown", report), "matrix.json": render("json", report)})
+        say(f"wrote {visible(str(output))}/index.html, matrix.md, matrix.json: {len(report.matrix.releases)} releases, {len(report.matrix.keys)} variants")
         return 0
 
     run_job(job)
@@ -427,7 +424,9 @@ def table_extract(
         _no_clobbering({"--output": output}, None, mapping, None, repo)
         found = extract_table(repo, mapping, tuple(exclude or ()), parse_settings(settings), flashinfer, model)
         if json_output:
-            _formatter(True).data({"schema": "hprobe.extract/1", **found.to_dict()}, "extract")
+            from hprobe.commands.catalogue import extract_report
+
+            _show("json", extract_report(found))
             return 0
         text = table_toml(found)
         if output is None:
@@ -449,15 +448,15 @@ def kernels(
     """List the kernel probes: entry point, SM families, axes, and which releases have the entry point."""
 
     def job() -> int:
-        fmt = _format(output_format, json_output)
-        from hprobe.commands.catalogue import kernel_rows
+        fmt = _format(output_format, json_output, "kernels")
+        from hprobe.commands.catalogue import kernels_report
 
         if releases:  # fetched: worth a status line
             with progress_line(fmt == "json") as progress:
-                rows = kernel_rows(releases, progress)
+                report = kernels_report(releases, progress)
         else:
-            rows = kernel_rows(None)
-        _formatter_for(fmt).kernels(rows)
+            report = kernels_report(None)
+        _show(fmt, report)
         return 0
 
     run_job(job)
@@ -471,17 +470,10 @@ def env(
     """GPUs and their SM, CUDA as torch sees it, torch and flashinfer versions. Needs no GPU."""
 
     def job() -> int:
-        from hprobe.system.envinfo import collect
+        from hprobe.commands.catalogue import env_report
 
-        fmt = _format(output_format, json_output)
-        info = collect()
-        if fmt == "json":
-            _formatter_for(fmt).data({"schema": "hprobe.env/1", **info}, "env")
-            return 0
-        gpus = info.pop("gpus")
-        shown = dict(info)
-        shown["gpus"] = ", ".join(f"{g['index']}: {g['name']} (SM{g['sm']})" for g in gpus) or "none visible"
-        _formatter_for(fmt).data({k: ("-" if v is None else v) for k, v in shown.items()}, "hprobe env")
+        fmt = _format(output_format, json_output, "env")
+        _show(fmt, env_report())
         return 0
 
     run_job(job)
@@ -495,18 +487,10 @@ def models(
     """The models `check --model` knows: total query heads, TP degrees, the engine paths they take, and the config each count comes from."""
 
     def job() -> int:
-        from hprobe.rules.models import shipped_models
+        from hprobe.commands.catalogue import models_report
 
-        fmt = _format(output_format, json_output)
-        rows = shipped_models()
-        if fmt == "json":
-            _formatter_for(fmt).data({"schema": "hprobe.models/1", "models": [
-                {"name": m.name, "num_q_heads": m.num_q_heads, "tp": list(m.tp), "families": list(m.families), "citation": m.citation} for m in rows
-            ]}, "models")
-            return 0
-        _formatter_for(fmt).data({
-            m.name: f"{m.num_q_heads} query heads, TP {'/'.join(map(str, m.tp))}, paths {', '.join(m.families) or 'every'}; {m.citation}" for m in rows
-        }, "hprobe models")
+        fmt = _format(output_format, json_output, "models")
+        _show(fmt, models_report())
         return 0
 
     run_job(job)
@@ -524,8 +508,8 @@ CacheFormatOpt = typer.Option("text", "--format", metavar="FORMAT", help=FORMAT_
 
 def _cache_job(action, output_format: str) -> None:
     def job() -> int:
-        fmt = _format(output_format, False)
-        _formatter_for(fmt).cache(action())
+        fmt = _format(output_format, False, "cache")
+        _show(fmt, action())
         return 0
 
     run_job(job)

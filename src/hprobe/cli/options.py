@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from hprobe.report.formats import FORMATS
+from hprobe.report.formats import format_help
 
 # Axis options (--backend, --dtype, --topk, --q-len, --tokens, --page-size, ...)
 # are whatever the probes declare, so they are read from the extra arguments.
@@ -49,7 +49,8 @@ NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Ignore cached prob
 WaiversOpt = Annotated[Path | None, typer.Option("--waivers", metavar="FILE", parser=path_value, help="Accepted findings (TOML [[waiver]] tables with reason and expires). Default: hprobe-waivers.toml in the current directory or the --repo root, when there is one.")]
 IgnoreOpt = Annotated[list[str] | None, typer.Option("--ignore", metavar="KEY=VALUE,...", help="Waive findings matching table, backend, kernel, sm, model, tp, release (every release the verdict rests on), verdict (globs); optional expires=YYYY-MM-DD and, last, reason=TEXT. Repeatable.")]
 # The formats `--format` offers, as the registry lists them (report/formats/__init__.py).
-FORMAT_HELP = " | ".join(FORMATS) + "."
+FORMAT_HELP = format_help("matrix")
+CHECK_FORMAT_HELP = format_help("check")
 FormatOpt = Annotated[str, typer.Option("--format", metavar="FORMAT", help=FORMAT_HELP)]
 
 

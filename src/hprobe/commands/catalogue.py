@@ -1,5 +1,6 @@
-"""`hprobe kernels`, `hprobe env` and `hprobe table extract`: what hprobe can
-probe, what this machine is, and the padding table a tree holds."""
+"""`hprobe kernels`, `hprobe env`, `hprobe models` and `hprobe table
+extract`: what hprobe can probe, what this machine is, the models it knows,
+and the padding table a tree holds."""
 
 from __future__ import annotations
 
@@ -9,7 +10,45 @@ from typing import TYPE_CHECKING, Any
 from hprobe.model.release import Progress, quiet
 
 if TYPE_CHECKING:
+    from hprobe.report.model import KernelsReport, RecordsReport
     from hprobe.rules.repo.extract import RepoTables
+
+
+def kernels_report(releases: str | None, progress: Progress = quiet) -> KernelsReport:
+    from hprobe.report.model import KernelsReport
+
+    return KernelsReport(kernel_rows(releases, progress))
+
+
+def env_report() -> RecordsReport:
+    """This machine: GPUs and their SM, CUDA as torch sees it, versions."""
+    from hprobe.report.model import RecordsReport
+    from hprobe.system.envinfo import collect
+
+    info = collect()
+    shown = {k: v for k, v in info.items() if k != "gpus"}
+    shown["gpus"] = ", ".join(f"{g['index']}: {g['name']} (SM{g['sm']})" for g in info["gpus"]) or "none visible"
+    return RecordsReport("hprobe env", {"schema": "hprobe.env/1", **info}, {k: ("-" if v is None else v) for k, v in shown.items()})
+
+
+def models_report() -> RecordsReport:
+    """The models `check --model` knows, with the config each count comes from."""
+    from hprobe.report.model import RecordsReport
+    from hprobe.rules.models import shipped_models
+
+    rows = shipped_models()
+    document = {"schema": "hprobe.models/1", "models": [
+        {"name": m.name, "num_q_heads": m.num_q_heads, "tp": list(m.tp), "families": list(m.families), "citation": m.citation} for m in rows
+    ]}
+    shown = {m.name: f"{m.num_q_heads} query heads, TP {'/'.join(map(str, m.tp))}, paths {', '.join(m.families) or 'every'}; {m.citation}" for m in rows}
+    return RecordsReport("hprobe models", document, shown)
+
+
+def extract_report(found: RepoTables) -> RecordsReport:
+    """`table extract --json`: what was found, as hprobe.extract/1."""
+    from hprobe.report.model import RecordsReport
+
+    return RecordsReport("extract", {"schema": "hprobe.extract/1", **found.to_dict()})
 
 
 def kernel_rows(releases: str | None, progress: Progress = quiet) -> list[dict[str, Any]]:

@@ -18,7 +18,6 @@ from hprobe.report.model import CheckReport
 from hprobe.rules.repo.status import ClassStatus
 from hprobe.support.gather import gather
 from hprobe.support.published import pinned_releases
-from hprobe.support.trees import parse_spec
 
 if TYPE_CHECKING:
 
@@ -31,14 +30,14 @@ def run_check(
     tables: list[PaddingTable],
     sm_option: str | None,
     strict: bool,
-    flashinfer_spec: str | None = None,
+    flashinfer: list[str] | None = None,
     pin: str | None = None,
     use_cache: bool = True,
     progress: Progress = quiet,
 ) -> CheckReport:
     """`check --table`: each table judged on the releases its pin (or
-    --flashinfer) names."""
-    return _said_if_nothing_checked(_judge_tables(tables, sm_option, strict, flashinfer_spec, pin, use_cache, progress))
+    --flashinfer, its release labels) names."""
+    return _said_if_nothing_checked(_judge_tables(tables, sm_option, strict, flashinfer, pin, use_cache, progress))
 
 
 def _said_if_nothing_checked(report: CheckReport) -> CheckReport:
@@ -51,7 +50,7 @@ def _judge_tables(
     tables: list[PaddingTable],
     sm_option: str | None,
     strict: bool,
-    flashinfer_spec: str | None,
+    flashinfer: list[str] | None,
     pin: str | None,
     use_cache: bool,
     progress: Progress,
@@ -66,7 +65,7 @@ def _judge_tables(
     # Which releases each table is judged on.
     plan: dict[tuple[str, str], list[str]] = {}
     for table in tables:
-        plan[table.name, table.path], pin_notes = releases_for(table, flashinfer_spec, pin, progress)
+        plan[table.name, table.path], pin_notes = releases_for(table, flashinfer, pin, progress)
         notes.extend(f"{table.name}: {n}" for n in pin_notes)
     # Probe each kernel once per SM and release over 1..max(256, largest padded count).
     needed: dict[str, list[int]] = {}
@@ -88,7 +87,7 @@ def _judge_tables(
     for table in tables:
         supports = [probed[label].results for label in plan[table.name, table.path]] if needed else []
         table_findings, table_notes = check_table(table, supports, numbers) if needed else ([], [])
-        if not flashinfer_spec:
+        if not flashinfer:
             for f in table_findings:
                 f.pin = pin or table.requires_flashinfer
         findings.extend(table_findings)
@@ -97,14 +96,14 @@ def _judge_tables(
     return CheckReport(list(probed.values()), targets, tables, findings, strict, notes, planned=planned)
 
 
-def releases_for(table: PaddingTable, flashinfer_spec: str | None, pin: str | None, progress: Progress = quiet) -> tuple[list[str], list[str]]:
+def releases_for(table: PaddingTable, flashinfer: list[str] | None, pin: str | None, progress: Progress = quiet) -> tuple[list[str], list[str]]:
     """(release labels a table is judged on, notes): its own when its rules were
     evaluated against one release, else --flashinfer, else the pin's ends, else
     the installed release."""
     if table.releases:
         return list(table.releases), []
-    if flashinfer_spec:
-        return parse_spec(flashinfer_spec), []
+    if flashinfer:
+        return list(flashinfer), []
     if pin or table.requires_flashinfer:
         return pinned_releases(pin or table.requires_flashinfer or "", progress)
     return [INSTALLED], []
@@ -127,7 +126,7 @@ def run_repo_check(
     repo: RepoTables,
     sm_option: str | None,
     strict: bool,
-    flashinfer_spec: str | None = None,
+    flashinfer: list[str] | None = None,
     pin: str | None = None,
     use_cache: bool = True,
     progress: Progress = quiet,
@@ -143,13 +142,13 @@ def run_repo_check(
         # its release only.
         from hprobe.support.gather import release_reader
 
-        labels, _ = releases_for(repo.table, flashinfer_spec, pin, progress)
+        labels, _ = releases_for(repo.table, flashinfer, pin, progress)
         readings = []
         for label in labels:
             progress(f"evaluating the repo's rules against flashinfer {label}")
             readings.append(repo.against(release_reader(label), label))
         repo = readings[-1]  # classes and notes as the newest release reads them
-    report = _judge_tables([r.table for r in readings], sm_option, strict, flashinfer_spec, pin, use_cache, progress, fallback_sms=mapped_sms)
+    report = _judge_tables([r.table for r in readings], sm_option, strict, flashinfer, pin, use_cache, progress, fallback_sms=mapped_sms)
     said = f"flashinfer pin {repo.pin.spec} read from {repo.pin.source}" if repo.pin else f"no flashinfer requirement found in {repo.root}'s metadata"
     notes = [said, *report.notes, *repo.notes]
     numbers = [sm.number for sm in report.targets.sms]

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from hprobe.commands.request import RuleRequest
     from hprobe.kernels.base import Value
     from hprobe.model.padding import PaddingTable
-    from hprobe.report.model import CheckReport, MatrixReport
+    from hprobe.report.model import SiteReport
     from hprobe.rules.repo.extract import RepoTables
 
 
@@ -24,17 +24,18 @@ def run_report(
     rules: tuple[RuleRequest, list[PaddingTable], RepoTables | None] | None,
     use_cache: bool,
     progress: Progress = quiet,
-) -> tuple[MatrixReport, CheckReport | None]:
+) -> SiteReport:
     """`rules`: the request and what `collect_rules` read for it (read before
     this is called, so a bad table costs no probing)."""
     from hprobe.commands.conclude import conclude
     from hprobe.commands.drift import release_labels
     from hprobe.commands.matrix import run_matrix
     from hprobe.commands.rules import judge_rules
+    from hprobe.report.model import SiteReport
 
     labels = release_labels(releases, progress)
     matrix = run_matrix(kernels, sm, heads, labels, use_cache, progress, axes)
     if rules is None:
-        return matrix, None
+        return SiteReport(matrix)
     request, tables, repo_tables = rules
-    return matrix, conclude(judge_rules(request, tables, repo_tables, False, use_cache, progress, flashinfer=",".join(labels)))
+    return SiteReport(matrix, conclude(judge_rules(request, tables, repo_tables, False, use_cache, progress, flashinfer=labels)))

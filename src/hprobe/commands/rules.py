@@ -17,13 +17,15 @@ if TYPE_CHECKING:
     from hprobe.rules.repo.extract import RepoTables
 
 
-def collect_rules(request: RuleRequest) -> tuple[list[PaddingTable], RepoTables | None]:
+def collect_rules(request: RuleRequest, use_cache: bool = True) -> tuple[list[PaddingTable], RepoTables | None]:
     """(tables, the repo's record or None). The rule source is the first kind
-    the request names (rules/sources.py); nothing is probed yet."""
+    the request names (rules/sources.py); nothing is probed yet. A tree is read
+    through the cache (support/readings.py) unless `use_cache` is off."""
     from hprobe.rules import override_models, override_options
     from hprobe.rules.interface import RuleInputs
     from hprobe.rules.repo.extract import RepoRuleSource
     from hprobe.rules.sources import rule_sources
+    from hprobe.support.readings import KeptReadings
 
     picked = None
     if request.models is not None:
@@ -33,7 +35,7 @@ def collect_rules(request: RuleRequest) -> tuple[list[PaddingTable], RepoTables 
     inputs = RuleInputs(
         tables=request.tables, repo=request.repo, mapping=request.mapping, exclude=request.exclude, settings=request.settings,
         pad_fn=request.pad_fn, kernel=request.kernel, sm=request.sm, heads=request.heads, tp=request.tp,
-        picked=tuple(picked) if picked is not None else None,
+        picked=tuple(picked) if picked is not None else None, read_tree=KeptReadings(use_cache).extract,
     )
     sources = rule_sources(inputs)
     tables = [source.collect() for source in sources]
@@ -55,13 +57,14 @@ def judge_rules(
     strict: bool,
     use_cache: bool,
     progress: Progress = quiet,
-    flashinfer: str | None = None,
+    flashinfer: list[str] | None = None,
 ) -> CheckReport:
     """The collected rules judged on the releases the request names (or
-    `flashinfer`, where a command chose them)."""
+    `flashinfer`, release labels a command chose)."""
     from hprobe.commands.check import run_check, run_repo_check
+    from hprobe.support.trees import parse_spec
 
-    releases = flashinfer if flashinfer is not None else request.flashinfer
+    releases = flashinfer if flashinfer is not None else (parse_spec(request.flashinfer) if request.flashinfer else None)
     if repo_tables is not None:
         return run_repo_check(repo_tables, request.sm, strict, releases, request.pin, use_cache, progress)
     return run_check(tables, request.sm, strict, releases, request.pin, use_cache, progress)
@@ -74,7 +77,7 @@ def run_check_command(request: RuleRequest, strict: bool, baseline: Baseline | N
     from hprobe.commands.conclude import conclude
     from hprobe.judge import waive
 
-    tables, repo_tables = collect_rules(request)
+    tables, repo_tables = collect_rules(request, use_cache)
     report = judge_rules(request, tables, repo_tables, strict, use_cache, progress)
     if waivers:
         findings, uses = waive(report.findings, waivers, dt.date.today())

@@ -243,3 +243,53 @@ class SuggestReport:
     patch: Patch | None = None
     table_toml: str | None = None
     exit_code: int = EXIT_INCONCLUSIVE  # 0, or 3 when a suggestion is undecided or there is none (commands/suggest.py)
+
+    def to_dict(self) -> dict[str, Any]:
+        """hprobe.suggest/1: the suggestions, the patch, and what they rest on."""
+        doc = self.check.to_dict()
+        return {
+            "schema": "hprobe.suggest/1",
+            "hprobe_version": doc["hprobe_version"],
+            "releases": doc["releases"],
+            "sms": doc["sms"],
+            "suggestions": [s.to_dict() for s in self.suggestions],
+            "patch": self.patch.to_dict() if self.patch is not None else None,
+            "notes": self.check.notes,
+        }
+
+
+@dataclass(frozen=True)
+class SiteReport:
+    """`hprobe report`: a matrix over releases, and the tables judged on it,
+    written as a page (index.html), its markdown and its data (matrix.json)."""
+
+    matrix: MatrixReport
+    tables: CheckReport | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """hprobe.matrix/3, compact runs of h_q: the page's data file."""
+        return self.matrix.to_dict(runs=True)
+
+
+@dataclass(frozen=True)
+class KernelsReport:
+    """`hprobe kernels`: one row per probe (entry point, SMs, axes, releases)."""
+
+    rows: list[dict[str, Any]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": "hprobe.kernels/1", "kernels": self.rows}
+
+
+@dataclass(frozen=True)
+class RecordsReport:
+    """Plain records (`env`, `models`, `table extract --json`): the document
+    tools read, and the lines a person reads (`shown`, name -> value)."""
+
+    title: str
+    document: dict[str, Any]  # with its schema
+    shown: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.document
+

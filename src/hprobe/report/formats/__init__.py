@@ -1,37 +1,71 @@
-"""Output formats. Each renders the same reports; the CLI picks one."""
+"""Output formats: each a module with `render(report, options) -> str`, named
+in one table. The table drives `--format` (its choices and help) and the
+outputs written by options of their own (`--junit`, GitHub annotations, the
+report page). A format only renders: every report it is handed is finished
+(commands conclude it), and it decides nothing.
+
+Adding a format is its module, one line in FORMATS and its test
+(docs/architecture.md walks through `sarif`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from importlib import import_module
+from typing import TYPE_CHECKING
 
-from hprobe.report.formats.base import Formatter
+from hprobe.model.errors import InputError
+from hprobe.report.formats.base import Formatter, RenderOptions
 
-# The formats `--format` offers, by name, and the class that writes each:
-# adding a format is its module and one line here.
-_WRITERS = {
-    "text": "hprobe.report.formats.text:TextFormatter",
-    "json": "hprobe.report.formats.json_format:JsonFormatter",
-    "markdown": "hprobe.report.formats.markdown:MarkdownFormatter",
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    summary: str  # what it is for, in a few words: --format's help and the docs
+    module: str  # where its `render` lives: imported only when the format is used
+    option: str | None = None  # None: a --format choice; else the option that writes it
+    commands: tuple[str, ...] | None = None  # the commands whose reports it renders (None: every one)
+
+    def renders(self, command: str) -> bool:
+        return self.commands is None or command in self.commands
+
+    def renderer(self) -> Callable[[object, RenderOptions], str]:
+        render: Callable[[object, RenderOptions], str] = import_module(self.module).render
+        return render
+
+
+FORMATS: dict[str, Format] = {
+    f.name: f
+    for f in (
+        Format("text", "for people: the verdict first and last, what needs action", "hprobe.report.formats.text"),
+        Format("json", "versioned documents (hprobe.check/2, …) for tools", "hprobe.report.formats.json_format"),
+        Format("markdown", "for $GITHUB_STEP_SUMMARY and pull-request comments", "hprobe.report.formats.markdown"),
+        Format("sarif", "SARIF 2.1.0 for code scanning", "hprobe.report.formats.sarif", commands=("check", "suggest")),
+        Format("junit", "JUnit XML, a test case per backend × SM × count", "hprobe.report.formats.junit", option="--junit", commands=("check", "suggest")),
+        Format("github", "GitHub Actions annotations at the rule's line", "hprobe.report.formats.github", option="GITHUB_ACTIONS=true", commands=("check",)),
+        Format("page", "the report's self-contained HTML page", "hprobe.report.formats.html_site", option="hprobe report -o", commands=("report", "matrix")),
+    )
 }
 
-
-class _Formats(Mapping[str, type[Formatter]]):
-    """Name -> formatter class, each module imported when its format is used:
-    a warm check prints text and need not load the others."""
-
-    def __getitem__(self, name: str) -> type[Formatter]:
-        module, _, cls = _WRITERS[name].partition(":")
-        found: type[Formatter] = getattr(import_module(module), cls)
-        return found
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(_WRITERS)
-
-    def __len__(self) -> int:
-        return len(_WRITERS)
+# The formats `--format` offers.
+CHOICES: tuple[str, ...] = tuple(name for name, f in FORMATS.items() if f.option is None)
 
 
-FORMATS: Mapping[str, type[Formatter]] = _Formats()
+def format_help(command: str | None = None) -> str:
+    """--format's help: the choices a command offers, each with what it is for."""
+    return "; ".join(f"{f.name}: {f.summary}" for f in FORMATS.values() if f.option is None and (command is None or f.renders(command))) + "."
 
-__all__ = ["FORMATS", "Formatter"]
+
+class NotRendered(InputError):
+    """A format asked for a report it has no rendering of (`--format sarif`
+    on a matrix): one line naming what it renders."""
+
+
+def render(name: str, report: object, options: RenderOptions | None = None) -> str:
+    """`report` as format `name` renders it."""
+    return FORMATS[name].renderer()(report, options or RenderOptions())
+
+
+__all__ = ["CHOICES", "FORMATS", "Format", "Formatter", "NotRendered", "RenderOptions", "format_help", "render"]

@@ -1,13 +1,19 @@
-"""The interface every output format implements."""
+"""What the stream formats (text, json, markdown) implement, one method per
+report, and `render_with`, which turns such a formatter into the
+`render(report, options) -> str` every format module offers."""
 
 from __future__ import annotations
 
+import io
+import sys
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     from hprobe.report.cache import CacheReport
-    from hprobe.report.model import BisectReport, CheckReport, DiffReport, MatrixReport, SuggestReport
+    from hprobe.report.model import BisectReport, CheckReport, DiffReport, KernelsReport, MatrixReport, RecordsReport, SiteReport, SuggestReport
 
 
 class Formatter(ABC):
@@ -31,12 +37,79 @@ class Formatter(ABC):
     def suggest(self, result: SuggestReport) -> None: ...
 
     @abstractmethod
-    def kernels(self, rows: list[dict[str, Any]]) -> None: ...
+    def kernels(self, report: KernelsReport) -> None: ...
 
     @abstractmethod
     def data(self, payload: dict[str, Any], title: str) -> None:
-        """Plain records (`hprobe env`, `hprobe kernels`)."""
+        """Plain records, name -> value."""
+
+    def records(self, report: RecordsReport) -> None:
+        """`env`, `models`, `table extract`: by default what a person reads."""
+        self.data(report.shown, report.title)
+
+    def site(self, report: SiteReport) -> None:
+        """`hprobe report`'s matrix, by default as `matrix` prints it."""
+        self.matrix(report.matrix)
 
     def cache(self, report: CacheReport) -> None:
         """`hprobe cache`: by default its document as plain records."""
         self.data(report.to_dict(), "hprobe cache")
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """How a report is rendered, beyond the report itself."""
+
+    details: bool = True  # every row of `check` (text shows only rows that need action without it)
+    grid: bool = False  # matrix: one row per variant x SM, a mark per h_q
+    pivot: tuple[str, str] | None = None  # matrix: rows x columns
+    # The stream the text will be written to: its terminal (or not) decides
+    # colour and width, as if the text were printed there directly.
+    like: TextIO | None = None
+
+
+class _Capture(io.StringIO):
+    """Text kept in memory, styled for the stream it will be written to."""
+
+    def __init__(self, like: TextIO):
+        super().__init__()
+        self.like = like
+
+    def isatty(self) -> bool:
+        return bool(getattr(self.like, "isatty", lambda: False)())
+
+    def fileno(self) -> int:
+        return self.like.fileno()
+
+
+def render_with(make: Callable[[TextIO], Formatter], report: object, options: RenderOptions) -> str:
+    """`report` rendered by the formatter `make` builds, as text."""
+    from hprobe.report.cache import CacheReport
+    from hprobe.report.formats import NotRendered
+    from hprobe.report.model import BisectReport, CheckReport, DiffReport, KernelsReport, MatrixReport, RecordsReport, SiteReport, SuggestReport
+
+    stream = _Capture(options.like or sys.stdout)
+    formatter = make(stream)
+    formatter.details = options.details
+    if isinstance(report, CheckReport):
+        formatter.check(report)
+    elif isinstance(report, MatrixReport):
+        formatter.matrix(report, grid=options.grid, pivot=options.pivot)
+    elif isinstance(report, SiteReport):
+        formatter.site(report)
+    elif isinstance(report, DiffReport):
+        formatter.diff(report)
+    elif isinstance(report, BisectReport):
+        formatter.bisect(report)
+    elif isinstance(report, SuggestReport):
+        formatter.suggest(report)
+    elif isinstance(report, KernelsReport):
+        formatter.kernels(report)
+    elif isinstance(report, RecordsReport):
+        formatter.records(report)
+    elif isinstance(report, CacheReport):
+        formatter.cache(report)
+    else:
+        raise NotRendered(f"no rendering of {type(report).__name__}")
+    return stream.getvalue()
+

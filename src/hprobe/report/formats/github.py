@@ -8,10 +8,10 @@ commands from both streams)."""
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING
 
+from hprobe.report.formats.base import RenderOptions
 from hprobe.system.escaping import gha_data, gha_property
-from hprobe.system.streams import write_command
 
 if TYPE_CHECKING:
     from hprobe.model.verdict import Finding
@@ -51,7 +51,12 @@ def annotation_lines(report: CheckReport) -> list[str]:
     return lines
 
 
-def emit(report: CheckReport, stream: TextIO) -> None:
-    if in_github_actions():
-        for line in annotation_lines(report):
-            write_command(stream, line)
+def render(report: object, options: RenderOptions) -> str:
+    """The annotations of a check, a line each (the CLI writes them to stderr
+    inside GitHub Actions)."""
+    from hprobe.report.formats import NotRendered
+    from hprobe.report.model import CheckReport
+
+    if not isinstance(report, CheckReport):
+        raise NotRendered(f"github annotations render check reports, not {type(report).__name__}")
+    return "".join(line + "\n" for line in annotation_lines(report))

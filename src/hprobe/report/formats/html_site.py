@@ -20,6 +20,7 @@ from hprobe import __version__
 from hprobe.model.heads import compact_set
 from hprobe.model.outcome import HeadResult, KernelSMResult, Outcome, without_count
 from hprobe.model.verdict import Verdict
+from hprobe.report.formats.base import RenderOptions
 from hprobe.system.escaping import html as escape
 
 if TYPE_CHECKING:
@@ -41,6 +42,18 @@ def _positions(heads: list[int]) -> list[float]:
         xs.append(x)
         x += WIDE_W if h <= WIDE_UP_TO else NARROW_W
     return [*xs, x]
+
+
+def render(report: object, options: RenderOptions) -> str:
+    """The page of `hprobe report` (a SiteReport), or of a bare matrix."""
+    from hprobe.report.formats import NotRendered
+    from hprobe.report.model import MatrixReport, SiteReport
+
+    if isinstance(report, SiteReport):
+        return render_site(report.matrix, report.tables)
+    if isinstance(report, MatrixReport):
+        return render_site(report)
+    raise NotRendered(f"the page renders report and matrix results, not {type(report).__name__}")
 
 
 def render_site(report: MatrixReport, tables: CheckReport | None = None) -> str:

@@ -6,11 +6,12 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
-from hprobe.report.formats.base import Formatter
+from hprobe.report.formats.base import Formatter, RenderOptions, render_with
 from hprobe.system.escaping import json_text
 
 if TYPE_CHECKING:
-    from hprobe.report.model import BisectReport, CheckReport, DiffReport, MatrixReport, SuggestReport
+    from hprobe.report.cache import CacheReport
+    from hprobe.report.model import BisectReport, CheckReport, DiffReport, KernelsReport, MatrixReport, RecordsReport, SiteReport, SuggestReport
 
 
 class JsonFormatter(Formatter):
@@ -21,29 +22,19 @@ class JsonFormatter(Formatter):
         text = json.dumps(payload, separators=(",", ":")) if compact else json.dumps(payload, indent=2)
         self.stream.write(json_text(text) + "\n")
 
-    def matrix_runs(self, report: MatrixReport) -> None:
-        """hprobe.matrix/3 without indentation: the report page's data file,
-        which is passed around with the page (`jq .` reads it indented)."""
-        self._write(report.to_dict(runs=True), compact=True)
-
     def check(self, report: CheckReport) -> None:
         self._write(report.to_dict())
 
     def matrix(self, report: MatrixReport, grid: bool = False, pivot: tuple[str, str] | None = None) -> None:
         self._write(report.to_dict())
 
+    def site(self, report: SiteReport) -> None:
+        """hprobe.matrix/3 without indentation: the report page's data file,
+        which is passed around with the page (`jq .` reads it indented)."""
+        self._write(report.to_dict(), compact=True)
+
     def suggest(self, result: SuggestReport) -> None:
-        report, suggestions, patch = result.check, result.suggestions, result.patch
-        doc = report.to_dict()
-        self._write({
-            "schema": "hprobe.suggest/1",
-            "hprobe_version": doc["hprobe_version"],
-            "releases": doc["releases"],
-            "sms": doc["sms"],
-            "suggestions": [s.to_dict() for s in suggestions],
-            "patch": patch.to_dict() if patch is not None else None,
-            "notes": report.notes,
-        })
+        self._write(result.to_dict())
 
     def diff(self, result: DiffReport) -> None:
         self._write(result.to_dict())
@@ -51,8 +42,18 @@ class JsonFormatter(Formatter):
     def bisect(self, result: BisectReport) -> None:
         self._write(result.to_dict())
 
-    def kernels(self, rows: list[dict[str, Any]]) -> None:
-        self._write({"schema": "hprobe.kernels/1", "kernels": rows})
+    def kernels(self, report: KernelsReport) -> None:
+        self._write(report.to_dict())
+
+    def records(self, report: RecordsReport) -> None:
+        self._write(report.to_dict())
+
+    def cache(self, report: CacheReport) -> None:
+        self._write(report.to_dict())
 
     def data(self, payload: dict[str, Any], title: str) -> None:
         self._write(payload)
+
+
+def render(report: object, options: RenderOptions) -> str:
+    return render_with(JsonFormatter, report, options)

@@ -10,6 +10,7 @@ import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
 from hprobe.model.verdict import Verdict
+from hprobe.report.formats.base import RenderOptions
 from hprobe.system.escaping import xml
 
 if TYPE_CHECKING:
@@ -77,3 +78,16 @@ def junit_text(report: CheckReport) -> str:
     root = tree.getroot()
     assert root is not None
     return "<?xml version='1.0' encoding='utf-8'?>\n" + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def render(report: object, options: RenderOptions) -> str:
+    """`--junit FILE`: check reports (and a suggest's check)."""
+    from hprobe.report.formats import NotRendered
+    from hprobe.report.model import CheckReport, SuggestReport
+
+    if isinstance(report, SuggestReport):
+        report = report.check
+    if not isinstance(report, CheckReport):
+        raise NotRendered(f"junit renders check reports, not {type(report).__name__}")
+    return junit_text(report)
+

@@ -9,11 +9,11 @@ from hprobe.model.heads import compact_set
 from hprobe.model.outcome import Outcome
 from hprobe.model.sm import sm_names
 from hprobe.model.verdict import Verdict
-from hprobe.report.formats.base import Formatter
+from hprobe.report.formats.base import Formatter, RenderOptions, render_with
 from hprobe.system.escaping import md_code, md_text
 
 if TYPE_CHECKING:
-    from hprobe.report.model import BisectReport, CheckReport, DiffReport, MatrixReport, SuggestReport
+    from hprobe.report.model import BisectReport, CheckReport, DiffReport, KernelsReport, MatrixReport, SuggestReport
 
 
 
@@ -156,10 +156,10 @@ class MarkdownFormatter(Formatter):
         self._w()
         self._w(f"first accepting: **{cell(result.first_accepting or 'none')}**")
 
-    def kernels(self, rows: list[dict[str, Any]]) -> None:
+    def kernels(self, report: KernelsReport) -> None:
         self._w("| id | entry point | SMs | axes |")
         self._w("|---|---|---|---|")
-        for row in rows:
+        for row in report.rows:
             axes = ", ".join(f"{a['name']}={a['default']}" for a in row["axes"])
             self._w(f"| {md_code(row['id'])} | {md_code(row['entry_point'])} | {', '.join(map(str, row['sms']))} | {cell(axes)} |")
 
@@ -168,3 +168,8 @@ class MarkdownFormatter(Formatter):
         self._w()
         for key, value in payload.items():
             self._w(f"- **{cell(key)}**: {cell(value)}")
+
+
+def render(report: object, options: RenderOptions) -> str:
+    return render_with(MarkdownFormatter, report, options)
+

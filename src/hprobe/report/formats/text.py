@@ -15,7 +15,7 @@ from hprobe.model.heads import compact_set
 from hprobe.model.outcome import KernelSMResult, Outcome
 from hprobe.model.sm import sm_names
 from hprobe.model.verdict import Finding, Verdict
-from hprobe.report.formats.base import Formatter
+from hprobe.report.formats.base import Formatter, RenderOptions, render_with
 from hprobe.report.formats.layout import UNBOUNDED_WIDTH, Cell, Column, Part, Row, Writer, isatty, plain_table_lines
 from hprobe.system.escaping import visible
 
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from hprobe.model.advice import TableAdvice
     from hprobe.report.cache import CacheReport
-    from hprobe.report.model import BisectReport, CheckReport, DiffReport, MatrixReport, SuggestReport
+    from hprobe.report.model import BisectReport, CheckReport, DiffReport, KernelsReport, MatrixReport, SuggestReport
 
 
 class PlainWriter:
@@ -98,13 +98,17 @@ def _merged_notes(report: CheckReport) -> list[str]:
 
 
 class TextFormatter(Formatter):
-    def __init__(self, console: Console | None = None):
-        if console is None:
-            self.out: Writer = make_writer()
-        else:
+    def __init__(self, target: Console | TextIO | None = None):
+        """`target`: a rich console (as tests build one), or the stream to
+        write to, styled as `make_writer` decides for it."""
+        from rich.console import Console
+
+        if isinstance(target, Console):
             from hprobe.report.formats.terminal import RichWriter
 
-            self.out = RichWriter(console)
+            self.out: Writer = RichWriter(target)
+        else:
+            self.out = make_writer(target)
 
     # -- check ---------------------------------------------------------------------
 
@@ -541,9 +545,9 @@ class TextFormatter(Formatter):
 
     # -- plain records ---------------------------------------------------------------
 
-    def kernels(self, rows: list[dict[str, Any]]) -> None:
+    def kernels(self, report: KernelsReport) -> None:
         out = self.out
-        for row in rows:
+        for row in report.rows:
             present = {True: "yes", False: "absent", None: "no flashinfer installed"}[row["installed_flashinfer_has_entry_point"]]
             out.line(_bold(visible(row["id"])), f"  {visible(row['entry_point'])}")
             out.line(f"    {visible(row['summary'])}")
@@ -680,3 +684,8 @@ def human_size(size: int) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     raise AssertionError
+
+
+def render(report: object, options: RenderOptions) -> str:
+    return render_with(TextFormatter, report, options)
+
