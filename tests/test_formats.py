@@ -80,6 +80,13 @@ def _matrix() -> MatrixReport:
     return MatrixReport([_release()], Targets([SM.from_number(sm) for sm in DEPTH_AT], "flag"), HEADS, ["dsv4-sparse-mla"])
 
 
+@pytest.fixture(autouse=True)
+def _no_terminal_settings(monkeypatch):
+    """Renderings for a pipe, whatever the session's COLUMNS or colour settings."""
+    for name in ("COLUMNS", "TTY_COMPATIBLE", "FORCE_COLOR"):
+        monkeypatch.delenv(name, raising=False)
+
+
 def _rendered(name: str, report: object, **options) -> str:
     """What format `name` renders for `report`, as the CLI gets it (for a pipe)."""
     return render(name, report, RenderOptions(like=io.StringIO(), **options))

@@ -38,15 +38,20 @@ def collect_rules(request: RuleRequest, use_cache: bool = True) -> tuple[list[Pa
         picked=tuple(picked) if picked is not None else None, read_tree=KeptReadings(use_cache).extract,
     )
     sources = rule_sources(inputs)
-    tables = [source.collect() for source in sources]
-    repo_source = next((s for s in sources if isinstance(s, RepoRuleSource)), None)
+    repo_tables: RepoTables | None = None
+    tables = []
+    for source in sources:
+        if isinstance(source, RepoRuleSource):  # its full record too: classes, call paths, pin
+            repo_tables = source.read()
+            tables.append(repo_tables.table)
+        else:
+            tables.append(source.collect())
     # A repo's rules and a --pad-fn were evaluated for the overridden models already.
-    evaluated = repo_source is not None or request.pad_fn is not None
+    evaluated = repo_tables is not None or request.pad_fn is not None
     tp_list = list(request.tp) if request.tp is not None else None
     tables = [override_options(override_models(t, request.heads, tp_list, evaluated, picked), request.axis_values) for t in tables]
-    repo_tables = repo_source.found if repo_source is not None else None
     if repo_tables is not None:
-        repo_tables.table = tables[0]  # the table as overridden is the one judged and patched
+        repo_tables = replace(repo_tables, table=tables[0])  # the table as overridden is the one judged and patched
     return tables, repo_tables
 
 

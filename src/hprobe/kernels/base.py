@@ -84,8 +84,6 @@ class KernelProbe(ABC):
     default_sms: tuple[int, ...]
     #: one line for `hprobe kernels`
     summary: str
-    #: bump when the inputs change, so recorded results are not reused
-    probe_version: int = 1
     #: the inputs besides h_q that support depends on
     axes: tuple[Axis, ...] = ()
     #: compiled functions whose result Python only passes on to the launch (a

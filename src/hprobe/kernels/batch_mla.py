@@ -119,7 +119,6 @@ class BatchMLAProbe(KernelProbe):
     entry_point = "flashinfer.mla.BatchMLAPagedAttentionWrapper"
     default_sms = (90, 100, 103, 120, 121)
     summary = "MLA attention via BatchMLAPagedAttentionWrapper plan/run (fa2, fa3, cutlass; trtllm-gen, xqa, cute-dsl from 0.7.1)"
-    probe_version = 5
     pass_through_calls = ("plan",)
     axes = (
         Axis("backend", "auto", ("auto", "fa2", "fa3", "cutlass", "trtllm-gen", "xqa", "cute-dsl"), sweep=True, help="wrapper backend"),

@@ -38,7 +38,6 @@ class DSv4SparseMLAProbe(KernelProbe):
     entry_point = "flashinfer.mla._core.trtllm_batch_decode_sparse_mla_dsv4"
     default_sms = (100, 103, 120, 121)
     summary = "DeepSeek V4 sparse-MLA decode (SM10x TRTLLM-GEN, SM12x packed sparse path)"
-    probe_version = 6
     axes = (
         Axis("backend", "auto", ("auto", "trtllm-gen", "cute-dsl", "sparse", "cake"), help="flashinfer backend (0.7.x; cake: 0.7.2+)"),
         Axis("kv_format", "fp8", ("fp8", "nvfp4"), help="SM12x packed KV cache format (nvfp4: 0.7.x)"),

@@ -19,7 +19,6 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 import hprobe
 from hprobe import __version__
-from hprobe.kernels import get_variant
 from hprobe.model.outcome import KernelSMResult
 from hprobe.support import cache
 from hprobe.support.trees import DIST, Release, _metadata_fields
@@ -47,14 +46,15 @@ def code_digest() -> str:
     return digest.hexdigest()[:16]
 
 
-def result_cache_key(release: Release, kernel_id: str, probe_version: int, sms: list[int], heads: list[int]) -> str | None:
+def result_cache_key(release: Release, kernel_id: str, sms: list[int], heads: list[int]) -> str | None:
     if release.wheel_sha256 is None:
         return None
-    return _cache_key(release.wheel_sha256, kernel_id, probe_version, sms, heads)
+    return _cache_key(release.wheel_sha256, kernel_id, sms, heads)
 
 
-def _cache_key(identity: str, kernel_id: str, probe_version: int, sms: list[int], heads: list[int]) -> str:
-    material = json.dumps([identity, kernel_id, probe_version, __version__, code_digest(), sms, heads])
+def _cache_key(identity: str, kernel_id: str, sms: list[int], heads: list[int]) -> str:
+    # The code digest stands for every probe's inputs: a probe changed is code changed.
+    material = json.dumps([identity, kernel_id, __version__, code_digest(), sms, heads])
     return hashlib.sha256(material.encode()).hexdigest()
 
 
@@ -138,12 +138,12 @@ def _installed_distribution() -> tuple[str, str, list[str]] | None:
     return record, str(dist.locate_file("")), list(dist.requires or [])
 
 
-def cached_installed(identity: str, kernel_id: str, probe_version: int, sms: list[int], heads: list[int]) -> list[KernelSMResult] | None:
-    return _read_cache(_cache_key(identity, kernel_id, probe_version, sms, heads), kernel_id, sms, heads)
+def cached_installed(identity: str, kernel_id: str, sms: list[int], heads: list[int]) -> list[KernelSMResult] | None:
+    return _read_cache(_cache_key(identity, kernel_id, sms, heads), kernel_id, sms, heads)
 
 
-def cache_installed(identity: str, kernel_id: str, probe_version: int, sms: list[int], heads: list[int], results: list[KernelSMResult]) -> None:
-    _write_cache(_cache_key(identity, kernel_id, probe_version, sms, heads), results)
+def cache_installed(identity: str, kernel_id: str, sms: list[int], heads: list[int], results: list[KernelSMResult]) -> None:
+    _write_cache(_cache_key(identity, kernel_id, sms, heads), results)
 
 
 def probe_release(
@@ -155,7 +155,7 @@ def probe_release(
     missing: list[str] = []
     cached: dict[str, list[KernelSMResult]] = {}
     for kernel_id in kernel_ids:
-        key = result_cache_key(release, kernel_id, get_variant(kernel_id).probe.probe_version, sms, heads)
+        key = result_cache_key(release, kernel_id, sms, heads)
         hit = _read_cache(key, kernel_id, sms, heads) if (use_cache and key) else None
         if hit is None:
             missing.append(kernel_id)
@@ -166,7 +166,7 @@ def probe_release(
         for result in _run_worker(release, missing, sms, heads):
             fresh.setdefault(result.key, []).append(result)
         for kernel_id, kernel_results in fresh.items():
-            key = result_cache_key(release, kernel_id, get_variant(kernel_id).probe.probe_version, sms, heads)
+            key = result_cache_key(release, kernel_id, sms, heads)
             # Environment failures depend on this machine, not the wheel: never cached.
             if key and not any(r.unanswered for r in kernel_results):
                 _write_cache(key, kernel_results)  # a failed write loses only the cache entry, never the answer

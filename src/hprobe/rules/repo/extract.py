@@ -450,8 +450,9 @@ def extract_any(
 
 
 class RepoRuleSource(RuleSource):
-    """The padding classes of a source tree, read with `ast` and mapped to kernels;
-    `found` keeps the full record (classes, pin, what was not probed)."""
+    """The padding classes of a source tree, read with `ast` and mapped to
+    kernels: `read` gives the full record (classes, call paths, pin, what was
+    not probed), `collect` its table."""
 
     def __init__(
         self,
@@ -463,12 +464,13 @@ class RepoRuleSource(RuleSource):
         read: Extractor | None = None,
     ):
         self.root, self.mapping, self.excludes, self.overrides = root, mapping, excludes, overrides or {}
-        self.models, self.read = models, read
-        self.found: RepoTables | None = None
+        self.models, self.reader = models, read
+
+    def read(self) -> RepoTables:
+        return extract_any(self.root, self.mapping, self.excludes, None, self.overrides, self.models, self.reader)
 
     def collect(self) -> PaddingTable:
-        self.found = extract_any(self.root, self.mapping, self.excludes, None, self.overrides, self.models, self.read)
-        return self.found.table
+        return self.read().table
 
 
 class RepoSourceKind(SourceKind):
