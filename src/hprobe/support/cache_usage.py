@@ -24,7 +24,7 @@ from hprobe.support import cache
 SHARED = "shared"
 # What hprobe writes at the top of its cache. Anything else there (HPROBE_CACHE_DIR
 # may name a directory that holds other things) is counted, never removed.
-HPROBE_ENTRIES = frozenset({"wheels", "trees", "results", "pycache", "kernel-tables", "deep", "names"})
+HPROBE_ENTRIES = frozenset({"wheels", "trees", "results", "pycache", "kernel-tables", "deep", "names", "readings"})
 _WHEEL = re.compile(r"^flashinfer_python-([^-]+)-")
 _DIST_INFO = re.compile(r"^flashinfer_python-([^-]+)\.dist-info$")
 
@@ -154,6 +154,8 @@ def usage(root: Path | None = None) -> Usage:
                 add(top, "kernel-table", SHARED)
             case "deep" | "names":
                 add(top, "answers", SHARED)
+            case "readings":
+                add(top, "readings", SHARED)  # source trees' readings: no release's alone
             case _:
                 add(top, "other", SHARED)  # not hprobe's: never removed
     # The directories that hold the entries count too, as du counts them.

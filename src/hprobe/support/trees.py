@@ -81,7 +81,13 @@ def resolve(item: str) -> Release:
         Version(item)
     except InvalidVersion:
         raise InputError(f"--flashinfer {item!r}: not a release number, wheel file or directory") from None
-    return cache.with_fallback(lambda: _from_wheel(fetch_wheel(item), label=item))
+    return cache.with_fallback(lambda: _from_wheel(fetch_wheel(item), label=item, slim=slim_trees()))
+
+
+def slim_trees() -> bool:
+    """Fetched releases are unpacked slim (support/slim.py) unless
+    HPROBE_SLIM_TREES=0. A wheel the user names stays whole: it may move."""
+    return os.environ.get("HPROBE_SLIM_TREES", "1") != "0"
 
 
 # Bounds on the subprocesses hprobe starts, in seconds (README "Releases that are not installed").
@@ -219,13 +225,18 @@ MAX_MEMBERS = 100_000
 MAX_RATIO = 100  # unpacked / packed size; flashinfer's wheels are about 7
 
 
-def _from_wheel(wheel: Path, label: str) -> Release:
+def _from_wheel(wheel: Path, label: str, slim: bool = False) -> Release:
+    from hprobe.support import slim as slim_tree
+
     sha = _sha256(wheel)
-    tree = cache.directory("trees") / sha
+    # A slim tree has a name of its own: an hprobe from before slim trees,
+    # sharing this cache, never finds one and reads its placeholders.
+    tree = cache.directory("trees") / (f"{sha}.slim" if slim else sha)
     verified = False
     if not _published(tree):
         _unpack_once(wheel, tree, sha, label)
         verified = True
+    slim_tree.watch(tree)  # this process's own reads of it (sources, metadata) are served too
     metadata = _metadata(tree)
     named = _wheel_version(wheel)
     version = metadata.get("Version", ["unknown"])[0]
@@ -279,8 +290,18 @@ _COMPLETE = ".hprobe-unpacked"  # written last into a tree before it is publishe
 
 
 def _published(tree: Path) -> bool:
-    """Unpacked completely once (what a cached answer needs of a tree)."""
-    return (tree / _COMPLETE).is_file() and (tree / "flashinfer" / "__init__.py").is_file()
+    """Unpacked completely once (what a cached answer needs of a tree), and
+    for a slim tree, with its wheel still there to serve it."""
+    from hprobe.support.slim import MARKER
+
+    if not ((tree / _COMPLETE).is_file() and (tree / "flashinfer" / "__init__.py").is_file()):
+        return False
+    if tree.name.endswith(".slim"):
+        try:
+            return Path((tree / MARKER).read_text().strip()).is_file()
+        except OSError:
+            return False
+    return True
 
 
 def _tree_intact(tree: Path) -> bool:
@@ -312,14 +333,22 @@ def _unpack(wheel: Path, tree: Path, label: str) -> None:
             _check_members(members, wheel.stat().st_size, limit_mb, label, wheel)
             tmp = Path(tempfile.mkdtemp(dir=tree.parent, prefix=".unpack-"))
             try:
-                zf.extractall(tmp)
+                if tree.name.endswith(".slim"):
+                    from hprobe.support.slim import write_placeholders
+
+                    write_placeholders(zf, members, tmp, wheel)
+                else:
+                    zf.extractall(tmp)
                 if not (tmp / "flashinfer" / "__init__.py").is_file():
                     raise InputError(f"--flashinfer {label}: {wheel} holds no flashinfer package")
                 (tmp / _COMPLETE).write_text(wheel.name)
                 os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp's 0700 would hide a shared cache from other users
                 try:
                     os.rename(tmp, tree)
-                    cache.record_added(label, sum(m.file_size for m in members))
+                    from hprobe.support.slim import eager
+
+                    slim = tree.name.endswith(".slim")
+                    cache.record_added(label, sum(m.file_size for m in members if not slim or eager(m.filename)))
                 except OSError:
                     # Another process published the same tree first: keep theirs.
                     if not _tree_intact(tree):

@@ -17,6 +17,9 @@ from pathlib import Path
 def main() -> int:
     request = json.loads(sys.stdin.read())
     tree = Path(request["tree"]).resolve()
+    from hprobe.support.slim import watch
+
+    watch(tree)  # a slim tree's files are written from its wheel as they are opened
     sys.path.insert(0, str(tree))
     noise = io.StringIO()  # flashinfer may print; stdout carries only our JSON
     try:

@@ -58,7 +58,7 @@ def _worker(request: dict) -> dict | str:
     limit = setting_from_env(WORKER_TIMEOUT)
     workdir = scratch_dir(None, "hprobe-worker")  # named by its owner: a killed run's is removed later
     try:
-        env = dict(os.environ, TMPDIR=str(workdir))
+        env = dict(os.environ, TMPDIR=str(workdir), HPROBE_WORKER="1")
         try:
             proc = run_bounded([sys.executable, "-I", "-c", bootstrap], limit, json.dumps(request), cwd=workdir, env=env)
         except Timeout:

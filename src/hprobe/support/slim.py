@@ -1,0 +1,150 @@
+"""Slim trees: a fetched release unpacked as placeholders, each file written
+from its wheel the first time anything opens it.
+
+A wheel of 0.7.4 unpacks to 717 MB, of which a probe reads a few percent
+(the Python it imports, the data files that Python reads); the rest is CUDA
+sources and headers for JIT builds a probe stops before. A slim tree holds
+every file of the wheel by name and by size, as a sparse file (no blocks on
+disk) with a fixed modification time, so that listing, `exists` and
+`getsize` answer exactly as they would on a full tree; an audit hook sees
+every `open` (and `ctypes.dlopen`) in the process and, when it names a
+placeholder of a watched tree, writes the real file from the wheel first.
+What a probe reads is therefore always the wheel's own bytes: a dropped file
+costs time, never a wrong answer.
+
+When the wheel cannot give the file (removed by a prune meanwhile, damaged),
+no code of flashinfer's may see a half-answer: a worker ends at once with
+EXIT_TREE_UNREADABLE (its answers inconclusive, with the reason), and the
+main process raises TreeUnreadable, a BaseException no `except Exception`
+in flashinfer can swallow.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import zipfile
+from pathlib import Path
+
+MARKER = ".hprobe-slim"  # in a slim tree: the wheel it is written from
+# Placeholders carry this time and materialised files that plus two seconds:
+# the compiled bytecode of a module (keyed by its source's time and size)
+# then always matches the source it was compiled from.
+PLACEHOLDER_MTIME_NS = 946_684_800 * 10**9  # 2000-01-01T00:00:00Z
+MATERIALISED_MTIME_NS = PLACEHOLDER_MTIME_NS + 2 * 10**9
+EXIT_TREE_UNREADABLE = 75
+
+
+class TreeUnreadable(BaseException):
+    """A slim tree's file could not be written from its wheel."""
+
+
+def eager(name: str) -> bool:
+    """Members written at unpacking: the distribution's metadata (read by
+    hprobe itself on every run) and the package's `__init__.py`."""
+    top = name.split("/", 1)[0]
+    return top.endswith(".dist-info") or name == "flashinfer/__init__.py"
+
+
+def write_placeholders(zf: zipfile.ZipFile, members: list[zipfile.ZipInfo], root: Path, wheel: Path) -> None:
+    """Into `root` (a tree being unpacked, not yet published): the eager
+    members written, every other file a sparse placeholder of its size."""
+    for info in members:
+        if info.is_dir():
+            (root / info.filename).mkdir(parents=True, exist_ok=True)
+            continue
+        if eager(info.filename):
+            zf.extract(info, root)
+            continue
+        path = root / info.filename
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as fh:
+            fh.truncate(info.file_size)
+        os.utime(path, ns=(PLACEHOLDER_MTIME_NS, PLACEHOLDER_MTIME_NS))
+    (root / MARKER).write_text(str(wheel.resolve()))
+
+
+_watched: dict[str, Path] = {}  # tree root (with a trailing separator) -> its wheel
+_lock = threading.Lock()
+_local = threading.local()
+_installed = False
+_zips: dict[Path, zipfile.ZipFile] = {}
+
+
+def watch(tree: Path) -> bool:
+    """Serve `tree`'s placeholders from its wheel in this process; False when
+    it is no slim tree (a full one, or a directory the user named)."""
+    global _installed
+    try:
+        wheel = Path((tree / MARKER).read_text().strip())
+    except OSError:
+        return False
+    with _lock:
+        _watched[os.path.join(os.path.abspath(tree), "")] = wheel
+        if not _installed:
+            sys.addaudithook(_hook)
+            _installed = True
+    return True
+
+
+def _hook(event: str, args: tuple) -> None:
+    if event != "open" and event != "ctypes.dlopen":
+        return
+    if getattr(_local, "busy", False) or not args:
+        return
+    target = args[0]
+    if isinstance(target, int) or target is None:
+        return  # an open file descriptor: opened (and served) before
+    try:
+        path = os.fsdecode(target)
+    except TypeError:
+        return
+    if not os.path.isabs(path):
+        path = os.path.abspath(path)
+    for root, wheel in _watched.items():
+        if path.startswith(root):
+            _local.busy = True
+            try:
+                _serve(path, root, wheel)
+            finally:
+                _local.busy = False
+            return
+
+
+def _serve(path: str, root: str, wheel: Path) -> None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return  # not in the tree: the open answers for itself
+    if info.st_mtime_ns != PLACEHOLDER_MTIME_NS:
+        return
+    try:
+        materialise(Path(path), path[len(root) :].replace(os.sep, "/"), wheel)
+    except Exception as exc:  # noqa: BLE001 - whatever failed, no reader may see the placeholder
+        why = f"hprobe: {path} could not be written from {wheel}: {type(exc).__name__}: {exc}"
+        if os.environ.get("HPROBE_WORKER") == "1":
+            sys.stderr.write(why + "\n")
+            sys.stderr.flush()
+            os._exit(EXIT_TREE_UNREADABLE)
+        raise TreeUnreadable(why) from None
+
+
+def materialise(path: Path, member: str, wheel: Path) -> None:
+    """The member's bytes in place of its placeholder, published with one
+    rename (another process may be writing the same file: either copy is it)."""
+    with _lock:
+        zf = _zips.get(wheel)
+        if zf is None:
+            zf = _zips[wheel] = zipfile.ZipFile(wheel)
+        data = zf.read(member)  # checks the member's CRC
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.part")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, 0o644)
+        os.utime(tmp, ns=(MATERIALISED_MTIME_NS, MATERIALISED_MTIME_NS))
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

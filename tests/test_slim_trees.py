@@ -1,0 +1,109 @@
+"""Slim trees (support/slim.py): a fetched release unpacked as sparse
+placeholders, each file written from the wheel when something opens it. The
+answers are the full tree's; a file the wheel cannot give is a fault that
+makes answers inconclusive, never a different answer."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from hprobe.support import slim
+from hprobe.support.trees import resolve
+
+from .conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+RELEASE = "0.6.14"
+ARGS = ["matrix", "-k", "dsv4-sparse-mla,trtllm-mla", "--sm", "100,120", "--heads", "1-128", "--flashinfer", RELEASE, "--format", "json"]
+
+
+def _hprobe(args: list[str], cache: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hprobe", *args], cwd=ROOT, capture_output=True, text=True, timeout=900,
+        env={**os.environ, "NO_COLOR": "1", "HPROBE_CACHE_DIR": str(cache), **env},
+    )
+
+
+def _answers(stdout: str, cache: Path) -> dict:
+    doc = json.loads(stdout.replace(str(cache), "CACHE").replace(".slim", ""))
+    for release in doc["releases"]:
+        release["notes"] = [n for n in release["notes"] if "fetched into the cache" not in n]  # the sizes differ, by design
+    return doc
+
+
+def test_a_slim_tree_answers_as_the_full_one_at_a_fraction_of_its_size(tmp_path):
+    full, thin = tmp_path / "full", tmp_path / "slim"
+    whole = _hprobe(ARGS, full, HPROBE_SLIM_TREES="0")
+    lean = _hprobe(ARGS, thin)
+    assert whole.returncode == lean.returncode == 0, lean.stderr[-2000:]
+    assert _answers(lean.stdout, thin) == _answers(whole.stdout, full)
+    [full_tree] = (full / "trees").glob("*/flashinfer")
+    [slim_tree] = (thin / "trees").glob("*.slim/flashinfer")
+
+    def on_disk(tree: Path) -> int:
+        return sum(p.stat().st_blocks * 512 for p in tree.rglob("*") if p.is_file())
+
+    assert on_disk(slim_tree) < 0.15 * on_disk(full_tree)
+    # Every file is there by name and size: listing and stat answer as on the full tree.
+    names = {p.relative_to(full_tree): p.stat().st_size for p in full_tree.rglob("*") if p.is_file()}
+    assert {p.relative_to(slim_tree): p.stat().st_size for p in slim_tree.rglob("*") if p.is_file() and not p.name.endswith(".part")} == names
+
+
+def test_what_is_opened_is_the_wheels_own_bytes(tmp_path, monkeypatch):
+    monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    release = resolve(RELEASE)
+    tree = release.tree
+    assert tree.name.endswith(".slim") and (tree / slim.MARKER).is_file()
+    wheel = Path((tree / slim.MARKER).read_text())
+    with zipfile.ZipFile(wheel) as zf:
+        member = next(i for i in zf.infolist() if i.filename.startswith("flashinfer/data/") and i.file_size > 4096)
+        expected = zf.read(member)
+    path = tree / member.filename
+    assert path.stat().st_blocks == 0 and path.stat().st_mtime_ns == slim.PLACEHOLDER_MTIME_NS  # a placeholder
+    # Opened in another process, as a probe worker would: the hook writes it first.
+    code = f"from pathlib import Path; from hprobe.support.slim import watch; watch(Path({str(tree)!r})); print(open({str(path)!r}, 'rb').read().hex())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120).stdout.strip()
+    assert bytes.fromhex(out) == expected
+    assert path.read_bytes() == expected and path.stat().st_mtime_ns == slim.MATERIALISED_MTIME_NS
+
+
+def test_a_file_the_wheel_cannot_give_is_a_fault_never_an_answer(tmp_path):
+    """The wheel gone from under a slim tree: a worker that opens a placeholder
+    ends at once, and what it would have answered is inconclusive."""
+    cache_dir = tmp_path / "cache"
+    first = _hprobe(ARGS, cache_dir)
+    assert first.returncode == 0, first.stderr[-2000:]
+    [tree] = (cache_dir / "trees").glob("*.slim")
+    wheel = Path((tree / slim.MARKER).read_text())
+    damaged = tmp_path / "damaged.whl"
+    with zipfile.ZipFile(wheel) as zf, zipfile.ZipFile(damaged, "w") as out:
+        for info in zf.infolist():
+            if info.filename.endswith(".py") and not slim.eager(info.filename):
+                continue  # every Python file but the eager ones is gone from it
+            out.writestr(info, zf.read(info))
+    (tree / slim.MARKER).write_text(str(damaged))
+    # Every Python file but the eager ones back to a placeholder (what a fresh
+    # slim tree holds), its bytecode and the cached answers gone.
+    for path in (tree / "flashinfer").rglob("*.py"):
+        if not slim.eager(path.relative_to(tree).as_posix()):
+            size = path.stat().st_size
+            with open(path, "wb") as fh:
+                fh.truncate(size)
+            os.utime(path, ns=(slim.PLACEHOLDER_MTIME_NS, slim.PLACEHOLDER_MTIME_NS))
+    shutil.rmtree(cache_dir / "pycache", ignore_errors=True)
+    shutil.rmtree(cache_dir / "results", ignore_errors=True)
+    again = _hprobe(ARGS, cache_dir)
+    doc = json.loads(again.stdout)
+    cells = [h for r in doc["results"] for h in r["heads"]]
+    assert cells and {h["outcome"] for h in cells} == {"inconclusive"}
+    assert all("could not be written from" in h["reason"] for h in cells)
+
