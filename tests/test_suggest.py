@@ -50,6 +50,27 @@ def test_first_true_finds_the_boundary_and_reports_what_it_saw():
     assert gap.first == 13 and not gap.adjacent and gap.last_false == 11
 
 
+@pytest.mark.parametrize("k", [2, 3, 4])
+def test_a_search_k_releases_a_round_finds_what_the_binary_one_finds_in_fewer_rounds(k):
+    """Every history of 1..24 releases with one flip (and some with an
+    inconclusive release or a regression): the same first, last-false and
+    exactness as the one-at-a-time search, in no more rounds."""
+    import itertools
+
+    for n in range(1, 25):
+        for flip, gap in itertools.product(range(n + 1), (None, 0, n // 2, n - 2)):
+            history = {v: (None if v == gap else v >= flip) for v in range(n)}
+            if n > 6 and flip == n // 3:
+                history[n - 2] = False  # a regression after the flip
+            rounds: list[list[int]] = []
+            one = first_true(list(range(n)), history.__getitem__)
+            many = first_true(list(range(n)), history.__getitem__, parallel=k, prepare=rounds.append)
+            assert (many.first, many.last_false, many.adjacent) == (one.first, one.last_false, one.adjacent), (n, flip, gap, k)
+            assert all(1 < len(batch) <= k + 1 for batch in rounds)
+            sequential_steps = len(one.seen)
+            assert len(rounds) + sum(1 for v, _ in many.seen if not any(v in b for b in rounds)) <= sequential_steps + 1
+
+
 def test_raised_pin_keeps_upper_bounds_and_refuses_what_it_cannot_raise():
     assert raised_pin(">=0.6.13", Version("0.6.14")) == ">=0.6.14"
     assert raised_pin(">=0.6.13,<0.8", Version("0.6.14")) == ">=0.6.14,<0.8"

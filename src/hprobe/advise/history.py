@@ -24,16 +24,35 @@ class FirstTrue(Generic[V]):
     regressions: tuple[tuple[V, V], ...]  # (held in, then not in a later one)
 
 
-def first_true(versions: Sequence[V], state: Callable[[V], bool | None], exhaustive: bool = False) -> FirstTrue[V]:
+def first_true(
+    versions: Sequence[V],
+    state: Callable[[V], bool | None],
+    exhaustive: bool = False,
+    parallel: int = 1,
+    prepare: Callable[[list[V]], None] | None = None,
+) -> FirstTrue[V]:
     """The first of `versions` (oldest first) from which `state` holds. `state`
     is called at most about log2(len) + (inconclusive neighbours) times, once
-    per release; with `exhaustive`, once for each."""
+    per release; with `exhaustive`, once for each.
+
+    With `parallel` k > 1 and `prepare` (which readies the states of a batch of
+    releases at once, so that `state` then answers from what it kept), each
+    round asks k releases together, splitting the range into k + 1 parts: the
+    same answer in log_(k+1) rounds instead of log_2, for about (k / log2(k+1))
+    times the releases."""
     memo: dict[int, bool | None] = {}
 
     def at(i: int) -> bool | None:
         if i not in memo:
             memo[i] = state(versions[i])
         return memo[i]
+
+    k = max(1, parallel) if prepare is not None else 1
+
+    def ready(indices: list[int]) -> None:
+        todo = [i for i in dict.fromkeys(indices) if i not in memo]
+        if prepare is not None and k > 1 and len(todo) > 1:
+            prepare([versions[i] for i in todo])
 
     def conclusive_near(i: int, lo: int, hi: int) -> int | None:
         """The nearest index in (lo, hi) to i whose state is conclusive."""
@@ -44,22 +63,18 @@ def first_true(versions: Sequence[V], state: Callable[[V], bool | None], exhaust
         return None
 
     if versions and exhaustive:
+        for start in range(0, len(versions), k):
+            ready(list(range(start, min(start + k, len(versions)))))
         for i in range(len(versions)):
             at(i)
-    elif versions and at(0) is not True and at(len(versions) - 1) is True:
-        lo, hi = 0, len(versions) - 1  # invariant: lo does not hold (or is unknown), hi holds
-        while hi - lo > 1:
-            mid = conclusive_near((lo + hi) // 2, lo, hi)
-            if mid is None:
-                break
-            if at(mid):
-                hi = mid
-            else:
-                lo = mid
+    elif versions:
+        ready([0, len(versions) - 1])
+        if at(0) is not True and at(len(versions) - 1) is True:
+            _narrow(0, len(versions) - 1, k, at, ready, conclusive_near)
     seen = sorted(memo.items())
     conclusive = [(i, s) for i, s in seen if s is not None]
     regressions = tuple(
-        (versions[a], versions[b]) for k, (a, sa) in enumerate(conclusive) for b, sb in conclusive[k + 1 :] if sa and not sb
+        (versions[a], versions[b]) for m, (a, sa) in enumerate(conclusive) for b, sb in conclusive[m + 1 :] if sa and not sb
     )
     first, last_false = _last_flip(conclusive)
     adjacent = first is not None and last_false is not None and first - last_false == 1
@@ -70,6 +85,32 @@ def first_true(versions: Sequence[V], state: Callable[[V], bool | None], exhaust
         seen=tuple((versions[i], s) for i, s in seen),
         regressions=regressions,
     )
+
+
+def _narrow(
+    lo: int, hi: int, k: int, at: Callable[[int], bool | None], ready: Callable[[list[int]], None], conclusive_near: Callable[[int, int, int], int | None]
+) -> None:
+    """Close in on the flip between `lo` (does not hold, or unknown) and `hi`
+    (holds): k releases a round where k > 1, else the middle one."""
+    while hi - lo > 1:
+        if k > 1 and hi - lo > 2:
+            points = sorted({lo + (hi - lo) * j // (k + 1) for j in range(1, k + 1)} - {lo, hi})
+            ready(points)
+            states = [(p, at(p)) for p in points]
+            if any(s is not None for _, s in states):
+                # The first that holds bounds the range above; the last before
+                # it that does not, below (a later one that does not is a
+                # regression, reported from what was seen).
+                hi = next((p for p, s in states if s is True), hi)
+                lo = max((p for p, s in states if s is False and p < hi), default=lo)
+                continue
+        mid = conclusive_near((lo + hi) // 2, lo, hi)
+        if mid is None:
+            return
+        if at(mid):
+            hi = mid
+        else:
+            lo = mid
 
 
 def _last_flip(conclusive: Sequence[tuple[int, bool | None]]) -> tuple[int | None, int | None]:

@@ -32,7 +32,7 @@ def search_pins(
     releases that answered nothing."""
     from hprobe.advise.pins import advise
     from hprobe.model.pins import parse_pin
-    from hprobe.support.gather import probe_named
+    from hprobe.support.gather import each_at_once, probe_named, search_width
     from hprobe.support.published import published_versions
 
     pins = {t.name: pin or t.requires_flashinfer for t in tables}
@@ -66,6 +66,14 @@ def search_pins(
                 unreachable[str(v)] = exc.message
         return known.get(str(v))
 
+    def prepare(batch: list[Version]) -> None:
+        """Probe a round of the search at once: one release per core."""
+        def one(v: str) -> None:
+            release(Version(v))
+
+        each_at_once([str(v) for v in batch], one)
+
+    width = search_width()
     todo.extend(_routed_ahead(stranded, [v for v in published if newest_probed is None or v > newest_probed], by_name, release))
     searched: dict[int, BackendSuggestion] = {}
     for s in todo:
@@ -87,13 +95,13 @@ def search_pins(
 
         current = pins.get(s.table)
         specifier = parse_pin(current) if current else None
-        first = start or entry_since(get_variant(key).probe.entry_point, published, progress)
+        first = start or entry_since(get_variant(key).probe.entry_point, published, progress, width)
         versions = [v for v in published if first is None or v >= first]
         if not versions:
             searched[id(s)] = replace(s, pin_note="no published release to search")
             continue
         admitted = [str(v) for v in published if specifier is None or specifier.contains(v)]
-        advice = advise(s.sms, s.rule_counts(), s.per_rank(), versions, str(specifier) if specifier is not None else None, safe_at, admitted, start is not None)
+        advice = advise(s.sms, s.rule_counts(), s.per_rank(), versions, str(specifier) if specifier is not None else None, safe_at, admitted, start is not None, width, prepare)
         searched[id(s)] = replace(s, pins=advice)
     notes = [f"pin search: flashinfer {v} answered nothing: {why}" for v, why in unreachable.items()]
     return [searched.get(id(s), s) for s in suggestions], published, notes
@@ -130,7 +138,7 @@ def _is_version(text: str) -> bool:
 _ENTRY_SINCE: dict[str, Version | None] = {}
 
 
-def entry_since(entry: str, published: list[Version], progress: Progress = quiet) -> Version | None:
+def entry_since(entry: str, published: list[Version], progress: Progress = quiet, width: int = 1) -> Version | None:
     """The first published release whose source defines `entry` (None: none
     does, or none could be read): where a search for "safe since" starts.
     Found by a binary search over wheels read with `ast`, never imported; it
@@ -149,5 +157,17 @@ def entry_since(entry: str, published: list[Version], progress: Progress = quiet
                 return None
             return entry_point_present(entry, str(release.tree / "flashinfer"))
 
-        _ENTRY_SINCE[entry] = first_true(published, present).first
+        def fetch(batch: list[Version]) -> None:
+            """A round's releases fetched and unpacked at once; read after."""
+            from hprobe.support.gather import each_at_once
+
+            def one(v: str) -> None:
+                try:
+                    resolve(v)
+                except InputError:
+                    pass  # answered (None) when the search reads it
+
+            each_at_once([str(v) for v in batch], one)
+
+        _ENTRY_SINCE[entry] = first_true(published, present, parallel=width, prepare=fetch).first
     return _ENTRY_SINCE[entry]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,7 +34,7 @@ def probe_installed(needed: dict[str, list[int]], heads: list[int], use_cache: b
     missing = dict(needed)
     if identity is not None:
         for key, sms in needed.items():
-            hit = cached_installed(identity, key, get_variant(key).probe.probe_version, sms, heads)
+            hit = cached_installed(identity, key, sms, heads)
             if hit is not None:
                 cached.update({(key, r.sm): r for r in hit})
                 del missing[key]
@@ -48,7 +49,7 @@ def probe_installed(needed: dict[str, list[int]], heads: list[int], use_cache: b
             probed = [fresh.results[(key, sm)] for sm in sms]
             # An inconclusive answer may be this run's accident: asked again next time.
             if not any(h.outcome is Outcome.INCONCLUSIVE for r in probed for h in r.heads.values()):
-                cache_installed(identity, key, get_variant(key).probe.probe_version, sms, heads, probed)
+                cache_installed(identity, key, sms, heads, probed)
     merged = {**cached, **fresh.results}
     results = {(key, sm): merged[(key, sm)] for key, sms in needed.items() for sm in sms}
     _deepen(results, _package(fresh.info.location), fresh.info.version, progress, identity)
@@ -207,6 +208,43 @@ def gather(labels: list[str], needed: dict[str, list[int]], heads: list[int], us
         pool.shutdown(wait=True)
         resume()
     return {label: out[label] for label in order}
+
+
+def search_width() -> int:
+    """Releases a search asks at once: one per core, as memory allows (a worker
+    importing torch and flashinfer peaks near 2 GiB), at most four."""
+    import os
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    available = None
+    try:
+        with open("/proc/meminfo") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    by_memory = max(1, available // (3 << 30)) if available else cores
+    return max(1, min(cores, by_memory, 4))
+
+
+def each_at_once(items: list[str], work: Callable[[str], None]) -> None:
+    """`work(item)` for every item, in threads (each waits on its own worker
+    process); a failure or Ctrl-C stops them all, their workers with them."""
+    pool = ThreadPoolExecutor(max_workers=min(len(items), 4), thread_name_prefix="hprobe-search")
+    futures: list[Future[None]] = []
+    try:
+        futures = [pool.submit(work, item) for item in items]
+        for future in futures:
+            future.result()
+    except BaseException:
+        for future in futures:
+            future.cancel()
+        kill_running()
+        raise
+    finally:
+        pool.shutdown(wait=True)
+        resume()
 
 
 def _counted(progress: Progress, k: int, total: int) -> Progress:
