@@ -4,7 +4,7 @@ Runs every command in a fresh process, interleaved round by round so that
 machine noise hits all of them alike, and prints medians and ratios measured
 side by side in this one run.
 
-    .venv/bin/python bench/bench_cli.py [--rounds 5] [--releases] [--report] [--suggest] [--page-sizes] [--engines] [--ci-step]
+    .venv/bin/python bench/bench_cli.py [--rounds 5] [--releases] [--report] [--suggest] [--page-sizes] [--engines] [--ci-step] [--cold]
 """
 
 from __future__ import annotations
@@ -181,6 +181,48 @@ def engines_bench(rounds: int) -> None:
         )
 
 
+def cold_bench() -> None:
+    """Cold runs, each on an empty cache of its own (releases fetched from the
+    index, unpacked, probed): `suggest --diff` against `check` on vLLM 0.25.0's
+    source; and a report over 0.6.12..0.7.4 (one kernel, SM100 and SM120)
+    against the sum of each release's bare shimmed import divided by the cores
+    (the least that probing every release in parallel could cost)."""
+    import shutil
+    import tempfile
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from engine_wheels import as_checkout, download_engine  # the tests' own downloader: source only, never imported
+
+    work = Path(tempfile.mkdtemp(prefix="hprobe-bench-cold-"))
+    try:
+        vllm = as_checkout(download_engine(work / "vllm-0.25.0", "vllm", "0.25.0"), work / "vllm-checkout")
+
+        def cold(name: str, argv: list[str]) -> float:
+            os.environ["HPROBE_CACHE_DIR"] = str(work / f"cache-{name}")
+            return run_once(argv)[0]
+
+        check = cold("check", HPROBE + ["check", "--repo", str(vllm)])
+        suggest = cold("suggest", HPROBE + ["suggest", "--repo", str(vllm), "--diff", str(work / "fix.diff")])
+        print("\nvLLM 0.25.0 (pins flashinfer 0.6.13), cold: an empty cache each")
+        print(f"{'check --repo':<34} {check:>8.2f}")
+        print(f"{'suggest --repo --diff':<34} {suggest:>8.2f} {suggest / check:>6.2f}x of check")
+
+        report = cold("report", HPROBE + ["report", "--releases", "0.6.12..0.7.4", "-k", "dsv4-sparse-mla", "--sm", "100,120", "-o", str(work / "site"), "--force"])
+        trees = sorted(p for p in (work / "cache-report" / "trees").iterdir() if p.is_dir())
+        imports = 0.0
+        for tree in trees:
+            # The release's own import, shimmed, from its tree as the report left it.
+            code = f"import sys; from pathlib import Path; from hprobe.support.slim import watch; watch(Path({str(tree)!r})); sys.path.insert(0, {str(tree)!r})\n" + BARE_IMPORT
+            imports += run_once([PYTHON, "-c", code])[0]
+        cores = len(os.sched_getaffinity(0))
+        floor = imports / cores
+        print(f"\nreport 0.6.12..0.7.4 ({len(trees)} releases), dsv4-sparse-mla, SM100+SM120, cold")
+        print(f"{'bare shimmed imports, summed':<34} {imports:>8.2f}  / {cores} cores = {floor:.2f}")
+        print(f"{'report (fetch, unpack, probe)':<34} {report:>8.2f} {report / floor:>6.2f}x of that")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def ci_step() -> None:
     """The CI recipe's step as a repeated run sees it: hprobe cloned afresh to
     the same place (the runner's temp directory), `scripts/setup` (a new venv;
@@ -225,6 +267,7 @@ def main() -> None:
     parser.add_argument("--page-sizes", action="store_true", help="also write the report for every release from 0.5.0 (one kernel x 2 SMs; every variant x 5 SMs) and print its size")
     parser.add_argument("--engines", action="store_true", help="also time a warm check --repo on SGLang 0.5.23 and vLLM 0.33.0 against the bare import")
     parser.add_argument("--ci-step", action="store_true", help="also time the CI recipe's step repeated on warm caches: clone, scripts/setup, check")
+    parser.add_argument("--cold", action="store_true", help="also time cold suggest --diff against cold check (vLLM 0.25.0), and a cold report over 0.6.12..0.7.4 against the releases' imports")
     args = parser.parse_args()
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in COMMANDS}
     import tempfile
@@ -256,6 +299,8 @@ def main() -> None:
         engines_bench(args.rounds)
     if args.ci_step:
         ci_step()
+    if args.cold:
+        cold_bench()
 
 
 if __name__ == "__main__":

@@ -39,9 +39,9 @@ class Format:
 FORMATS: dict[str, Format] = {
     f.name: f
     for f in (
-        Format("text", "for people: the verdict first and last, what needs action", "hprobe.report.formats.text"),
-        Format("json", "versioned documents (hprobe.check/2, …) for tools", "hprobe.report.formats.json_format"),
-        Format("markdown", "for $GITHUB_STEP_SUMMARY and pull-request comments", "hprobe.report.formats.markdown"),
+        Format("text", "for people", "hprobe.report.formats.text"),
+        Format("json", "versioned documents for tools", "hprobe.report.formats.json_format"),
+        Format("markdown", "$GITHUB_STEP_SUMMARY and PR comments", "hprobe.report.formats.markdown"),
         Format("sarif", "SARIF 2.1.0 for code scanning", "hprobe.report.formats.sarif", commands=("check", "suggest")),
         Format("junit", "JUnit XML, a test case per backend × SM × count", "hprobe.report.formats.junit", option="--junit", commands=("check", "suggest")),
         Format("github", "GitHub Actions annotations at the rule's line", "hprobe.report.formats.github", option="GITHUB_ACTIONS=true", commands=("check",)),
@@ -55,7 +55,7 @@ CHOICES: tuple[str, ...] = tuple(name for name, f in FORMATS.items() if f.option
 
 def format_help(command: str | None = None) -> str:
     """--format's help: the choices a command offers, each with what it is for."""
-    return "; ".join(f"{f.name}: {f.summary}" for f in FORMATS.values() if f.option is None and (command is None or f.renders(command))) + "."
+    return " | ".join(f"{f.name} ({f.summary})" for f in FORMATS.values() if f.option is None and (command is None or f.renders(command))) + "."
 
 
 class NotRendered(InputError):
