@@ -47,7 +47,7 @@ class KeptReadings:
 
     def __init__(self, use_cache: bool = True):
         self.use_cache = use_cache
-        self._shapes: dict[tuple[str, tuple[str, ...]], tuple[str, frozenset[str]]] = {}
+        self._shapes: dict[tuple[str, tuple[str, ...]], tuple[str, dict[str, str]]] = {}
 
     def extract(
         self,
@@ -66,8 +66,11 @@ class KeptReadings:
         unkept_before = getattr(flashinfer, "unkept", 0)
         with reads_recorded() as reads:
             tables = extract(root, mapping, excludes, flashinfer, overrides)
-        if getattr(flashinfer, "unkept", 0) == unkept_before:
-            _, covered = self._shapes[(str(root), tuple(excludes))]
+        _, covered = self._shapes[(str(root), tuple(excludes))]
+        # A file of the tree that changed while it was read: the key no longer
+        # says what the reading rests on, so it is not kept.
+        steady = all(seen is None or seen == covered[path] for path, seen in reads.items() if path in covered)
+        if steady and getattr(flashinfer, "unkept", 0) == unkept_before:
             release_tree = getattr(getattr(flashinfer, "release", None), "tree", None)
             rest = {path: seen for path, seen in reads.items() if path not in covered and not _under(path, release_tree)}
             _store(key, rest, tables)
@@ -92,16 +95,18 @@ class KeptReadings:
         return hashlib.sha256(repr(material).encode()).hexdigest()
 
 
-def _tree_digest(root: Path, excludes: tuple[str, ...]) -> tuple[str, frozenset[str]]:
-    """(a digest of the tree's shape and Python files, the files it covers).
+def _tree_digest(root: Path, excludes: tuple[str, ...]) -> tuple[str, dict[str, str]]:
+    """(a digest of the tree's shape and Python files, each file's own digest).
     A file is read as the index reads it: up to its size cap, a file past it
     being one that is not parsed, whatever follows."""
     files, names = tree_shape(root, excludes)
     digest = hashlib.blake2b(digest_size=20)
     digest.update("\0".join(names).encode("utf-8", "surrogateescape"))
+    each = {}
     for path in files:
-        digest.update(b"\1" + str(path).encode("utf-8", "surrogateescape") + b"\0" + _prefix_digest(path, MAX_SOURCE_BYTES).encode())
-    return digest.hexdigest(), frozenset(str(p) for p in files)
+        each[str(path)] = _prefix_digest(path, MAX_SOURCE_BYTES)
+        digest.update(b"\1" + str(path).encode("utf-8", "surrogateescape") + b"\0" + each[str(path)].encode())
+    return digest.hexdigest(), each
 
 
 def _prefix_digest(path: Path, limit: int) -> str:

@@ -140,9 +140,8 @@ def materialise(path: Path, member: str, wheel: Path) -> None:
         data = zf.read(member)  # checks the member's CRC
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.part")
     try:
-        with open(tmp, "wb") as fh:
+        with open(tmp, "wb") as fh:  # the mode the umask gives, as extraction makes it
             fh.write(data)
-        os.chmod(tmp, 0o644)
         os.utime(tmp, ns=(MATERIALISED_MTIME_NS, MATERIALISED_MTIME_NS))
         os.replace(tmp, path)
     except BaseException:
