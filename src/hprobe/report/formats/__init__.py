@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import TYPE_CHECKING
 
-from hprobe.model.errors import InputError
-from hprobe.report.formats.base import Formatter, RenderOptions
+from hprobe.report.formats.base import Formatter, NotRendered, RenderOptions
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -56,11 +55,6 @@ CHOICES: tuple[str, ...] = tuple(name for name, f in FORMATS.items() if f.option
 def format_help(command: str | None = None) -> str:
     """--format's help: the choices a command offers, each with what it is for."""
     return " | ".join(f"{f.name} ({f.summary})" for f in FORMATS.values() if f.option is None and (command is None or f.renders(command))) + "."
-
-
-class NotRendered(InputError):
-    """A format asked for a report it has no rendering of (`--format sarif`
-    on a matrix): one line naming what it renders."""
 
 
 def render(name: str, report: object, options: RenderOptions | None = None) -> str:

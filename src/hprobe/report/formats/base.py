@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
+from hprobe.model.errors import InputError
+
 if TYPE_CHECKING:
     from hprobe.report.cache import CacheReport
     from hprobe.report.model import BisectReport, CheckReport, DiffReport, KernelsReport, MatrixReport, RecordsReport, SiteReport, SuggestReport
@@ -56,6 +58,11 @@ class Formatter(ABC):
         self.data(report.to_dict(), "hprobe cache")
 
 
+class NotRendered(InputError):
+    """A format asked for a report it has no rendering of (`--format sarif`
+    on a matrix): one line naming what it renders."""
+
+
 @dataclass(frozen=True)
 class RenderOptions:
     """How a report is rendered, beyond the report itself."""
@@ -85,7 +92,6 @@ class _Capture(io.StringIO):
 def render_with(make: Callable[[TextIO], Formatter], report: object, options: RenderOptions) -> str:
     """`report` rendered by the formatter `make` builds, as text."""
     from hprobe.report.cache import CacheReport
-    from hprobe.report.formats import NotRendered
     from hprobe.report.model import BisectReport, CheckReport, DiffReport, KernelsReport, MatrixReport, RecordsReport, SiteReport, SuggestReport
 
     stream = _Capture(options.like or sys.stdout)

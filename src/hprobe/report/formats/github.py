@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from hprobe.report.formats.base import RenderOptions
+from hprobe.report.formats.base import NotRendered, RenderOptions
 from hprobe.system.escaping import gha_data, gha_property
 
 if TYPE_CHECKING:
@@ -54,7 +54,6 @@ def annotation_lines(report: CheckReport) -> list[str]:
 def render(report: object, options: RenderOptions) -> str:
     """The annotations of a check, a line each (the CLI writes them to stderr
     inside GitHub Actions)."""
-    from hprobe.report.formats import NotRendered
     from hprobe.report.model import CheckReport
 
     if not isinstance(report, CheckReport):

@@ -20,7 +20,7 @@ from hprobe import __version__
 from hprobe.model.heads import compact_set
 from hprobe.model.outcome import HeadResult, KernelSMResult, Outcome, without_count
 from hprobe.model.verdict import Verdict
-from hprobe.report.formats.base import RenderOptions
+from hprobe.report.formats.base import NotRendered, RenderOptions
 from hprobe.system.escaping import html as escape
 
 if TYPE_CHECKING:
@@ -46,7 +46,6 @@ def _positions(heads: list[int]) -> list[float]:
 
 def render(report: object, options: RenderOptions) -> str:
     """The page of `hprobe report` (a SiteReport), or of a bare matrix."""
-    from hprobe.report.formats import NotRendered
     from hprobe.report.model import MatrixReport, SiteReport
 
     if isinstance(report, SiteReport):

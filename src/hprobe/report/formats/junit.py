@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
 from hprobe.model.verdict import Verdict
-from hprobe.report.formats.base import RenderOptions
+from hprobe.report.formats.base import NotRendered, RenderOptions
 from hprobe.system.escaping import xml
 
 if TYPE_CHECKING:
@@ -82,7 +82,6 @@ def junit_text(report: CheckReport) -> str:
 
 def render(report: object, options: RenderOptions) -> str:
     """`--junit FILE`: check reports (and a suggest's check)."""
-    from hprobe.report.formats import NotRendered
     from hprobe.report.model import CheckReport, SuggestReport
 
     if isinstance(report, SuggestReport):

@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 from hprobe import __version__
 from hprobe.model.verdict import Verdict
-from hprobe.report.formats.base import RenderOptions
+from hprobe.report.formats.base import NotRendered, RenderOptions
 from hprobe.system.escaping import json_text
 
 if TYPE_CHECKING:
@@ -29,7 +29,6 @@ _LEVELS = {"error": "error", "warning": "warning", "notice": "note"}
 
 def render(report: object, options: RenderOptions) -> str:
     """A check (or the check a suggest rests on) as one SARIF log."""
-    from hprobe.report.formats import NotRendered
     from hprobe.report.model import CheckReport, SuggestReport
 
     if isinstance(report, SuggestReport):
