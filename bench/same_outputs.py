@@ -7,7 +7,11 @@ Compared per command: the exit code, stdout, and every file it writes (the
 report's site, suggest's diff). A difference is printed as a unified diff of
 its first lines; the script exits 1 when any command differs.
 
-    .venv/bin/python bench/same_outputs.py [--base REV] [--engines] [--report] [--suggest]
+Both revisions unpack releases whole (HPROBE_SLIM_TREES=0): a slim tree lives
+at a path of its own, which JSON documents name as the release's location;
+that slim and whole trees give the same answers is bench/slim_trees.py's to show.
+
+    .venv/bin/python bench/same_outputs.py [--base REV] [--engines] [--report] [--suggest] [--only TEXT]
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ def commands(work: Path, engines: bool, report: bool, suggest: bool) -> dict[str
 
 def run(source: Path, args: list[str], out: Path, files: list[str]) -> dict[str, bytes]:
     out.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, NO_COLOR="1", PYTHONPATH=str(source / "src"))
+    env = dict(os.environ, NO_COLOR="1", PYTHONPATH=str(source / "src"), HPROBE_SLIM_TREES="0")
     argv = [sys.executable, "-m", "hprobe", *[a.replace("{OUT}", str(out)) for a in args]]
     proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, stdin=subprocess.DEVNULL, timeout=3600)
     got = {"exit code": str(proc.returncode).encode(), "stdout": proc.stdout.replace(str(out).encode(), b"{OUT}")}
@@ -70,6 +74,7 @@ def main() -> None:
     parser.add_argument("--engines", action="store_true", help="also check --repo on SGLang 0.5.23 and vLLM 0.33.0 (downloaded, never imported)")
     parser.add_argument("--report", action="store_true", help="also the ten-release report's three files")
     parser.add_argument("--suggest", action="store_true", help="also suggest --diff on the pre-#48047 fixture")
+    parser.add_argument("--only", default="", help="only the commands whose name holds this text")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="hprobe-same-outputs-"))
     base = work / "base"
@@ -77,7 +82,7 @@ def main() -> None:
     os.environ["HPROBE_CACHE_DIR"] = str(work / "cache")  # shared: fetched wheels and trees do not depend on hprobe's code
     differ = 0
     try:
-        jobs = commands(work, args.engines, args.report, args.suggest)
+        jobs = {name: job for name, job in commands(work, args.engines, args.report, args.suggest).items() if args.only in name}
         print(f"{len(jobs)} commands, {args.base} against this checkout, one run")
         for name, (hargs, files) in jobs.items():
             before = run(base, hargs, work / "out-base", files)

@@ -107,3 +107,23 @@ def test_a_file_the_wheel_cannot_give_is_a_fault_never_an_answer(tmp_path):
     assert cells and {h["outcome"] for h in cells} == {"inconclusive"}
     assert all("could not be written from" in h["reason"] for h in cells)
 
+
+
+def test_an_entry_point_read_from_the_wheel_is_the_one_read_from_the_tree(tmp_path, monkeypatch):
+    """The first-safe-release search reads each release's source straight from
+    its wheel; the answer is the unpacked tree's, for every probe's entry point
+    on two releases on either side of DSv4's arrival."""
+    from hprobe.kernels import PROBES
+    from hprobe.support.presence import entry_point_in_wheel, entry_point_present
+    from hprobe.support.trees import fetch_wheel
+
+    monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    seen = {}
+    for version in ("0.6.11", RELEASE):
+        tree = resolve(version).tree / "flashinfer"
+        wheel = fetch_wheel(version)
+        for probe in PROBES.values():
+            from_tree = entry_point_present(probe.entry_point, str(tree))
+            assert entry_point_in_wheel(probe.entry_point, wheel) == from_tree, (version, probe.entry_point)
+            seen[version, probe.id] = from_tree
+    assert seen["0.6.11", "dsv4-sparse-mla"] is False and seen[RELEASE, "dsv4-sparse-mla"] is True

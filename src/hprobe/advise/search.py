@@ -4,6 +4,7 @@ kernel's entry point first exists."""
 
 from __future__ import annotations
 
+import zipfile
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -144,30 +145,31 @@ def entry_since(entry: str, published: list[Version], progress: Progress = quiet
     Found by a binary search over wheels read with `ast`, never imported; it
     only bounds the search, and every release searched is then probed."""
     from hprobe.advise.history import first_true
-    from hprobe.support.presence import entry_point_present
-    from hprobe.support.trees import resolve
+    from hprobe.support.gather import each_at_once
+    from hprobe.support.presence import entry_point_in_wheel
+    from hprobe.support.trees import fetch_wheel
 
     if entry not in _ENTRY_SINCE:
 
         def present(v: Version) -> bool | None:
             progress(f"reading flashinfer {v} for {entry.rsplit('.', 1)[-1]}")
             try:
-                release = resolve(str(v))
-            except InputError:
-                return None
-            return entry_point_present(entry, str(release.tree / "flashinfer"))
+                return entry_point_in_wheel(entry, fetch_wheel(str(v)))
+            except (InputError, OSError, zipfile.BadZipFile):
+                return None  # not fetchable or not readable here: stepped around
 
         def fetch(batch: list[Version]) -> None:
-            """A round's releases fetched and unpacked at once; read after."""
-            from hprobe.support.gather import each_at_once
+            """A round's wheels fetched at once (the network's wait, not the
+            cores': more than one per core); read after."""
 
             def one(v: str) -> None:
                 try:
-                    resolve(v)
+                    fetch_wheel(v)
                 except InputError:
                     pass  # answered (None) when the search reads it
 
             each_at_once([str(v) for v in batch], one)
 
-        _ENTRY_SINCE[entry] = first_true(published, present, parallel=width, prepare=fetch).first
+        # Fetching waits on the index, so a round asks more releases than there are cores.
+        _ENTRY_SINCE[entry] = first_true(published, present, parallel=max(width, 4), prepare=fetch).first
     return _ENTRY_SINCE[entry]

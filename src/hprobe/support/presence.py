@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import ast
+import posixpath
+import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 from hprobe.model.errors import InputError
@@ -18,31 +21,58 @@ def entry_point_present(dotted: str, root: str | None = None) -> bool | None:
     root = root or flashinfer_origin()
     if root is None:
         return None
+    base = Path(root)
+
+    def read(rel: str) -> str | None:
+        path = base.joinpath(*rel.split("/"))
+        return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+
+    return _present(dotted, read)
+
+
+def entry_point_in_wheel(dotted: str, wheel: Path) -> bool:
+    """The same question asked of a wheel's own files, read from the archive:
+    a search over releases need not unpack each one it looks at."""
+    with zipfile.ZipFile(wheel) as zf:
+        members = set(zf.namelist())
+
+        def read(rel: str) -> str | None:
+            name = f"flashinfer/{rel}"
+            return zf.read(name).decode("utf-8", errors="replace") if name in members else None
+
+        return _present(dotted, read)
+
+
+Reader = Callable[[str], "str | None"]  # a path inside the package, `/`-separated -> its text, or None
+
+
+def _present(dotted: str, read: Reader) -> bool:
     module, _, name = dotted.rpartition(".")
-    parts = module.split(".")[1:]  # drop the leading "flashinfer"
-    base = Path(root).joinpath(*parts)
-    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if candidate.is_file():
-            return name in _defined_names(candidate)
+    base = "/".join(module.split(".")[1:])  # drop the leading "flashinfer"
+    for candidate in (f"{base}.py", f"{base}/__init__.py" if base else "__init__.py"):
+        text = read(candidate)
+        if text is not None:
+            return name in _defined_names(candidate, text, read)
     return False
 
 
-def _defined_names(path: Path, depth: int = 0) -> set[str]:
+def _defined_names(path: str, text: str, read: Reader, depth: int = 0) -> set[str]:
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+        tree = ast.parse(text)
     except SyntaxError:
         return set()
     names: set[str] = set()
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names) and node.level and depth < 4:
             # `from ._core import *`: the public names of that module.
-            base = path.parent
+            folder = posixpath.dirname(path)
             for _ in range(node.level - 1):
-                base = base.parent
-            target = base.joinpath(*(node.module or "").split("."))
-            for candidate in (target.with_suffix(".py"), target / "__init__.py"):
-                if candidate.is_file():
-                    names.update(n for n in _defined_names(candidate, depth + 1) if not n.startswith("_"))
+                folder = posixpath.dirname(folder)
+            target = posixpath.join(folder, *(node.module or "").split("."))
+            for candidate in (f"{target}.py", f"{target}/__init__.py"):
+                inner = read(candidate)
+                if inner is not None:
+                    names.update(n for n in _defined_names(candidate, inner, read, depth + 1) if not n.startswith("_"))
                     break
             continue
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -54,9 +84,9 @@ def _defined_names(path: Path, depth: int = 0) -> set[str]:
         elif isinstance(node, (ast.ImportFrom, ast.Import)):
             names.update((a.asname or a.name).split(".")[0] for a in node.names)
         elif isinstance(node, ast.Try):  # optional imports in try/except blocks
-            for inner in node.body:
-                if isinstance(inner, (ast.ImportFrom, ast.Import)):
-                    names.update((a.asname or a.name).split(".")[0] for a in inner.names)
+            for inner_node in node.body:
+                if isinstance(inner_node, (ast.ImportFrom, ast.Import)):
+                    names.update((a.asname or a.name).split(".")[0] for a in inner_node.names)
     return names
 
 
