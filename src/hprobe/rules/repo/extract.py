@@ -110,10 +110,8 @@ class RepoTables:
         as a table judged on that release only."""
         assert self.mapping is not None
         again = (self.reader or extract)(Path(self.root), self.mapping, self.excludes, release, self.overrides)
-        again.table.name = f"{self.table.name} on flashinfer {release.version}"
-        again.table.releases = (label,)
-        again.flashinfer_version = release.version
-        return again
+        table = replace(again.table, name=f"{self.table.name} on flashinfer {release.version}", releases=(label,))
+        return replace(again, table=table, flashinfer_version=release.version)
 
     def indexed(self) -> RepoTables:
         """This reading with its parsed tree, which one kept in the cache does
