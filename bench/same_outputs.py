@@ -71,7 +71,9 @@ def run(source: Path, args: list[str], out: Path, files: list[str]) -> dict[str,
     return got
 
 
-_FETCHED = re.compile(rb',?\s*"flashinfer [^"]*: fetched into the cache, [^"]*"|[^\n]*: fetched into the cache, [^\n]*\n')
+# In a JSON document, the note as a string of a list; in text, a whole line
+# (one holding no quote: a compact JSON document is one line).
+_FETCHED = re.compile(rb'(?m),?\s*"flashinfer [^"]*: fetched into the cache, [^"]*"|^[^"\n]*: fetched into the cache, [^\n]*\n')
 
 
 def _comparable(data: bytes, out: Path) -> bytes:
