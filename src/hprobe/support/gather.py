@@ -3,12 +3,13 @@ cached under its RECORD digest), others fetched and probed in a worker."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hprobe.kernels import get_variant
 from hprobe.model.outcome import KernelSMResult, Outcome
@@ -188,26 +189,34 @@ def gather(labels: list[str], needed: dict[str, list[int]], heads: list[int], us
     if not named:
         return {INSTALLED: probe_installed(needed, heads, use_cache, progress=progress)} if order else {}
     out: dict[str, ProbedRelease] = {}
-    futures: dict[str, Future[ProbedRelease]] = {}
-    pool = ThreadPoolExecutor(max_workers=min(len(named), 4), thread_name_prefix="hprobe-release")
-    try:
+    with _release_threads(len(named), "hprobe-release") as (pool, submitted):
         futures = {label: pool.submit(probe_named, label, needed, heads, use_cache, _counted(progress, k, len(order))) for k, label in enumerate(named, 1 + (INSTALLED in order))}
+        submitted.extend(futures.values())
         if INSTALLED in order:
             # Forking beside these threads is safe: they only wait on a pipe
             # and hold no lock the forked child could need.
             out[INSTALLED] = probe_installed(needed, heads, use_cache, progress=progress)
         for label in named:
             out[label] = futures[label].result()  # the first failure in the order given is the one raised
+    return {label: out[label] for label in order}
+
+
+@contextlib.contextmanager
+def _release_threads(items: int, name: str) -> Iterator[tuple[ThreadPoolExecutor, list[Future[Any]]]]:
+    """Threads that each wait on a release's worker process (at most four);
+    Ctrl-C, SIGTERM or a failure stops them all, their workers with them."""
+    pool = ThreadPoolExecutor(max_workers=min(items, 4), thread_name_prefix=name)
+    futures: list[Future[Any]] = []
+    try:
+        yield pool, futures
     except BaseException:
-        # Ctrl-C, SIGTERM or a failure here: the threads' workers die with us.
-        for future in futures.values():
+        for future in futures:
             future.cancel()
         kill_running()
         raise
     finally:
         pool.shutdown(wait=True)
         resume()
-    return {label: out[label] for label in order}
 
 
 def search_width() -> int:
@@ -230,21 +239,11 @@ def search_width() -> int:
 
 def each_at_once(items: list[str], work: Callable[[str], None]) -> None:
     """`work(item)` for every item, in threads (each waits on its own worker
-    process); a failure or Ctrl-C stops them all, their workers with them."""
-    pool = ThreadPoolExecutor(max_workers=min(len(items), 4), thread_name_prefix="hprobe-search")
-    futures: list[Future[None]] = []
-    try:
-        futures = [pool.submit(work, item) for item in items]
+    process or download); a failure or Ctrl-C stops them all."""
+    with _release_threads(len(items), "hprobe-search") as (pool, futures):
+        futures.extend(pool.submit(work, item) for item in items)
         for future in futures:
             future.result()
-    except BaseException:
-        for future in futures:
-            future.cancel()
-        kill_running()
-        raise
-    finally:
-        pool.shutdown(wait=True)
-        resume()
 
 
 def _counted(progress: Progress, k: int, total: int) -> Progress:
