@@ -26,6 +26,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 import urllib.error
 import urllib.request
 import zipfile
@@ -94,6 +95,20 @@ def tables_for(flashinfer: Path, version: str, progress: Callable[[str], None] =
     package = package_of(flashinfer)
     if isinstance(package, str):
         return Tables(None, package)
+    # One search per kernel package at a time: releases probed in parallel
+    # (0.6.12 - 0.6.17 share one package) would each download the same
+    # 458 MB wheel; the first keeps the table, the rest find it cached.
+    with _GUARD:
+        lock = _SEARCHES.setdefault(package.checksums_sha256, threading.Lock())
+    with lock:
+        return _search(package, setting, flashinfer, version, progress)
+
+
+_GUARD = threading.Lock()
+_SEARCHES: dict[str, threading.Lock] = {}
+
+
+def _search(package: Package, setting: str, flashinfer: Path, version: str, progress: Callable[[str], None]) -> Tables:
     tried: list[str] = []
     sources: list[Callable[[], Found]] = [lambda: _given(Path(setting).expanduser(), package)] if setting else []
     sources += [lambda: _cached(package), lambda: _installed_cubin(package), lambda: _from_index(package, version, progress), lambda: _from_store(flashinfer, package, progress)]
