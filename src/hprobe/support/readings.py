@@ -178,23 +178,26 @@ def _hollow_class(name: str, line: int, module: ModuleInfo, bases: list[str], re
 
 
 _ALLOWED = {
-    "builtins": {"set", "frozenset", "slice", "complex", "bytearray", "getattr"},
+    "builtins": {"set", "frozenset", "slice", "complex", "bytearray"},
     "copyreg": {"_reconstructor"},
     "pathlib": {"Path", "PosixPath", "WindowsPath", "PurePosixPath", "PureWindowsPath"},
 }
+_BUILDERS = {(__name__, "_hollow_module"), (__name__, "_hollow_class"), ("copyreg", "_reconstructor")}
 
 
 class _Unpickler(pickle.Unpickler):
-    """Only hprobe's own types, `ast` nodes, `packaging`'s versions and
-    specifiers and a few builtins: an entry naming anything else is foreign."""
+    """Only classes (hprobe's own, `ast` nodes, `packaging`'s versions and
+    specifiers, a few builtins) and the two builders above: a function or
+    module attribute could be called by the entry, so one naming any is foreign."""
 
     def find_class(self, module: str, name: str) -> Any:
         top = module.split(".")[0]
-        if top in ("hprobe", "ast", "packaging") or name in _ALLOWED.get(module, ()):
-            if module == __name__ and name not in ("_hollow_module", "_hollow_class"):
-                raise pickle.UnpicklingError(f"{module}.{name}")
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"{module}.{name} is not a type a reading holds")
+        if (module, name) not in _BUILDERS and top not in ("hprobe", "ast", "packaging") and name not in _ALLOWED.get(module, ()):
+            raise pickle.UnpicklingError(f"{module}.{name} is not a type a reading holds")
+        found = super().find_class(module, name)
+        if (module, name) not in _BUILDERS and not isinstance(found, type):
+            raise pickle.UnpicklingError(f"{module}.{name} is not a class")
+        return found
 
 
 def _path(key: str) -> Path:
