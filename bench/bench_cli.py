@@ -211,8 +211,12 @@ def cold_bench() -> None:
         trees = sorted(p for p in (work / "cache-report" / "trees").iterdir() if p.is_dir())
         imports = 0.0
         for tree in trees:
-            # The release's own import, shimmed, from its tree as the report left it.
-            code = f"import sys; from pathlib import Path; from hprobe.support.slim import watch; watch(Path({str(tree)!r})); sys.path.insert(0, {str(tree)!r})\n" + BARE_IMPORT
+            # The release's own first import, shimmed, from its tree: compiled
+            # from source as any first import of a fetched release is (the
+            # bytecode the report wrote is set aside, none written).
+            for compiled in list(tree.rglob("__pycache__")):
+                shutil.rmtree(compiled)
+            code = f"import sys; sys.dont_write_bytecode = True; from pathlib import Path; from hprobe.support.slim import watch; watch(Path({str(tree)!r})); sys.path.insert(0, {str(tree)!r})\n" + BARE_IMPORT
             imports += run_once([PYTHON, "-c", code])[0]
         cores = len(os.sched_getaffinity(0))
         floor = imports / cores

@@ -99,7 +99,8 @@ def test_a_file_the_wheel_cannot_give_is_a_fault_never_an_answer(tmp_path):
             with open(path, "wb") as fh:
                 fh.truncate(size)
             os.utime(path, ns=(slim.PLACEHOLDER_MTIME_NS, slim.PLACEHOLDER_MTIME_NS))
-    shutil.rmtree(cache_dir / "pycache", ignore_errors=True)
+    for compiled in list(tree.rglob("__pycache__")):
+        shutil.rmtree(compiled)
     shutil.rmtree(cache_dir / "results", ignore_errors=True)
     again = _hprobe(ARGS, cache_dir)
     doc = json.loads(again.stdout)

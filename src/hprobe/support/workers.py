@@ -50,11 +50,17 @@ def _worker(request: dict) -> dict | str:
     # package by path: a `probe/` in the user's working tree is never run.
     package_root = str(Path(hprobe.__file__).resolve().parent.parent)
     bootstrap = f"import sys; sys.path.insert(0, {package_root!r}); from hprobe.support.worker import main; sys.exit(main())"
-    # Compiled bytecode goes to hprobe's cache, never beside a tree the user
-    # named (`--flashinfer DIR`); the worker's temp files go to its own
-    # directory, removed with it however the worker ends.
-    pycache = str(cache.root() / "pycache")
-    bootstrap = f"import sys; sys.pycache_prefix = {pycache!r}; " + bootstrap
+    # Compiled bytecode never goes beside a tree the user named (`--flashinfer
+    # DIR`): there it goes to hprobe's cache. A tree hprobe unpacked keeps its
+    # own beside its sources, as an installed package does: a prefix applies
+    # to every module, so it would also send torch and every other package of
+    # the environment to be compiled again into the cache (a cold report's
+    # first four workers spent 24 s each, about half of it compiling torch).
+    # The worker's temp files go to its own directory, removed with it
+    # however the worker ends.
+    if not _in_cache(Path(request["tree"])):
+        pycache = str(cache.root() / "pycache")
+        bootstrap = f"import sys; sys.pycache_prefix = {pycache!r}; " + bootstrap
     limit = setting_from_env(WORKER_TIMEOUT)
     workdir = scratch_dir(None, "hprobe-worker")  # named by its owner: a killed run's is removed later
     try:
@@ -70,6 +76,15 @@ def _worker(request: dict) -> dict | str:
     except (json.JSONDecodeError, IndexError):
         tail = " ".join(proc.stderr.split())[-300:]
         return {"error": f"probe worker exited {proc.returncode}: {tail}"}
+
+
+def _in_cache(tree: Path) -> bool:
+    """A tree hprobe unpacked into its cache (not one the user named)."""
+    try:
+        return tree.resolve().is_relative_to((cache.root() / "trees").resolve())
+    except OSError:
+        return False
+
 
 def _inconclusive(key: str, sm: int, version: str, heads: list[int], reason: str) -> KernelSMResult:
     variant = get_variant(key)
