@@ -21,6 +21,7 @@ it came from, in this order:
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import os
 import re
@@ -37,8 +38,9 @@ from pathlib import Path
 from hprobe.compiled.depth import TABLE_SETTING, Tables
 from hprobe.compiled.table import KernelTable, TableError, parse_table
 from hprobe.model.errors import InputError
-from hprobe.support import cache
-from hprobe.support.trees import run_pip
+from hprobe.support import cache, fetch_batch
+from hprobe.support.trees import PIP_TIMEOUT, run_pip
+from hprobe.system.bounded import setting_from_env
 
 SETTING = TABLE_SETTING
 CUBIN_DIST = "flashinfer-cubin"
@@ -135,6 +137,13 @@ def _verified(checksums: bytes, header: bytes, package: Package, origin: str) ->
     wanted = _header_digest(checksums)
     if hashlib.sha256(header).hexdigest() != wanted:
         raise ValueError(f"{origin}: flashInferMetaInfo.h does not match its entry in {CHECKSUMS}")
+    return _parsed(header, origin, checksums)
+
+
+@functools.lru_cache(maxsize=4)
+def _parsed(header: bytes, origin: str, checksums: bytes) -> KernelTable:
+    # One kernel package serves several releases (0.6.12 - 0.6.17 share one):
+    # a report probing them parses its 5.5 MB table once, not once a release.
     return parse_table(header, origin, checksums)
 
 
@@ -188,6 +197,28 @@ def _installed_cubin(package: Package) -> Found:
 
 
 def _from_index(package: Package, version: str, progress: Callable[[str], None]) -> Found:
+    specs = [f"=={version}", f"<={version}"]
+    prefix = f"flashinfer_cubin/cubins/{package.path}"
+    with tempfile.TemporaryDirectory(dir=cache.directory("kernel-tables"), prefix=".download-") as tmp:
+        progress(f"reading trtllm-gen's kernel table from {CUBIN_DIST} on the index")
+        # The two files read out of the wheel on the index (through range
+        # requests where it answers them), not the 458 MB wheel downloaded.
+        answers = fetch_batch.members(CUBIN_DIST, specs, [prefix + CHECKSUMS, prefix + HEADER], Path(tmp), setting_from_env(PIP_TIMEOUT), MAX_TABLE_BYTES)
+        if answers is not None:
+            problems: list[str] = []
+            for doc in answers:
+                if "members" in doc:
+                    files = doc["members"]
+                    return _verified(Path(files[prefix + CHECKSUMS]).read_bytes(), _bounded_read(Path(files[prefix + HEADER])), package, str(doc["wheel"]))
+                wheel = doc.get("wheel")
+                problems.append(f"{wheel} holds no kernel package {package.short}" if wheel else f"{CUBIN_DIST}{doc['spec']}: not on the index")
+            return "; ".join(problems) or f"{CUBIN_DIST}: not on the index"
+    return _downloaded(package, version, progress)
+
+
+def _downloaded(package: Package, version: str, progress: Callable[[str], None]) -> Found:
+    """The table out of flashinfer-cubin downloaded whole with plain `pip
+    download` (the helper could not answer: pip's internals differ)."""
     problems: list[str] = []
     for spec in (f"{CUBIN_DIST}=={version}", f"{CUBIN_DIST}<={version}"):
         with tempfile.TemporaryDirectory(dir=cache.directory("kernel-tables"), prefix=".download-") as tmp:

@@ -50,6 +50,11 @@ def eager(name: str) -> bool:
 def write_placeholders(zf: zipfile.ZipFile, members: list[zipfile.ZipInfo], root: Path, wheel: Path) -> None:
     """Into `root` (a tree being unpacked, not yet published): the eager
     members written, every other file a sparse placeholder of its size."""
+    # Fifteen thousand files for 0.7.4: plain descriptors and joined strings
+    # (pathlib and buffered files cost 2 s of the unpacking's 3 s here).
+    base = os.fspath(root)
+    made: set[str] = set()
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
     for info in members:
         if info.is_dir():
             (root / info.filename).mkdir(parents=True, exist_ok=True)
@@ -57,11 +62,17 @@ def write_placeholders(zf: zipfile.ZipFile, members: list[zipfile.ZipInfo], root
         if eager(info.filename):
             zf.extract(info, root)
             continue
-        path = root / info.filename
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "wb") as fh:
-            fh.truncate(info.file_size)
-        os.utime(path, ns=(PLACEHOLDER_MTIME_NS, PLACEHOLDER_MTIME_NS))
+        path = os.path.join(base, info.filename)
+        folder = os.path.dirname(path)
+        if folder not in made:
+            os.makedirs(folder, exist_ok=True)
+            made.add(folder)
+        fd = os.open(path, flags, 0o666)  # the mode the umask gives, as extraction makes it
+        try:
+            os.ftruncate(fd, info.file_size)
+            os.utime(fd, ns=(PLACEHOLDER_MTIME_NS, PLACEHOLDER_MTIME_NS))
+        finally:
+            os.close(fd)
     (root / MARKER).write_text(str(wheel.resolve()))
 
 
