@@ -17,7 +17,7 @@ from hprobe.model.release import INSTALLED, FlashinferInfo, ProbedRelease, Progr
 from hprobe.model.sm import SM
 from hprobe.support import cache
 from hprobe.support.results import cache_installed, cached_installed, code_digest, installed_identity, keep, probe_release, read_kept
-from hprobe.support.trees import Release, installed_release, resolve
+from hprobe.support.trees import Release, installed_release, prefetch, resolve
 from hprobe.support.workers import read_in_worker
 from hprobe.system.bounded import kill_running, resume
 from hprobe.system.envinfo import installed_flashinfer_info
@@ -189,6 +189,7 @@ def gather(labels: list[str], needed: dict[str, list[int]], heads: list[int], us
     if not named:
         return {INSTALLED: probe_installed(needed, heads, use_cache, progress=progress)} if order else {}
     out: dict[str, ProbedRelease] = {}
+    prefetch(named)  # one pip for every wheel not cached, in the order they are probed
     with _release_threads(len(named), "hprobe-release") as (pool, submitted):
         futures = {label: pool.submit(probe_named, label, needed, heads, use_cache, _counted(progress, k, len(order))) for k, label in enumerate(named, 1 + (INSTALLED in order))}
         submitted.extend(futures.values())
@@ -240,6 +241,7 @@ def search_width() -> int:
 def each_at_once(items: list[str], work: Callable[[str], None]) -> None:
     """`work(item)` for every item, in threads (each waits on its own worker
     process or download); a failure or Ctrl-C stops them all."""
+    prefetch(items)
     with _release_threads(len(items), "hprobe-search") as (pool, futures):
         futures.extend(pool.submit(work, item) for item in items)
         for future in futures:

@@ -28,7 +28,7 @@ from packaging.version import InvalidVersion, Version
 
 from hprobe.model.errors import InputError
 from hprobe.model.release import INSTALLED, Unmet
-from hprobe.support import cache
+from hprobe.support import cache, fetch_batch
 from hprobe.system.bounded import Timeout, run_bounded, setting_from_env
 from hprobe.system.envinfo import distribution_version
 from hprobe.system.fileio import MAX_INPUT_BYTES, current_umask, read_text_or_none
@@ -104,9 +104,36 @@ def run_pip(cmd: list[str], what: str) -> subprocess.CompletedProcess[str]:
         raise InputError(f"{what}: pip did not finish within {limit:g} s (is the package index reachable? {PIP_TIMEOUT[0]} sets the limit)") from None
 
 
+def prefetch(items: list[str]) -> None:
+    """Start fetching, in one pip process in the background, the wheels of
+    those release numbers among `items` that are not cached yet (wheel files
+    and directories are the user's, not fetched): `fetch_wheel` then waits for
+    its own instead of starting pip, about 2 s of CPU a release here. Only
+    a head start: a cache it cannot use is left to `fetch_wheel` to report."""
+    try:
+        wheels = cache.directory("wheels")
+    except (InputError, OSError):
+        return
+    missing = []
+    for item in dict.fromkeys(items):
+        try:
+            Version(item)
+        except InvalidVersion:
+            continue
+        if not item.endswith(".whl") and not Path(item).expanduser().exists() and _cached_wheel(wheels, item) is None:
+            missing.append(item)
+    if len(missing) > 1:
+        cache.clean_stale(wheels)
+        fetch_batch.start(DIST, missing, wheels, _publish, setting_from_env(PIP_TIMEOUT) * len(missing))
+
+
 def fetch_wheel(version: str) -> Path:
     """The cached wheel of `version`, downloading it once with the user's pip."""
     wheels = cache.directory("wheels")
+    cached = _cached_wheel(wheels, version)
+    if cached:
+        return cached
+    fetch_batch.wait(DIST, version, wheels)  # a batch of this run may be fetching it
     cached = _cached_wheel(wheels, version)
     if cached:
         return cached
@@ -122,12 +149,17 @@ def fetch_wheel(version: str) -> Path:
             raise OSError(errno.ENOSPC, f"no space left in {wheels}")  # the cache's disk, not the index
         if proc.returncode != 0 or not got:
             raise InputError(f"cannot fetch {DIST}=={version}: {_pip_reason(proc)}")
-        target = wheels / got[0].name
-        # pip checked the index's hash while downloading; record the digest so
-        # later runs can tell a damaged cached wheel from a good one.
-        _record_digest(got[0], _digest_file(target))
-        os.replace(got[0], target)  # a rename keeps the size and mtime the record was stamped with
-        cache.record_added(version, target.stat().st_size)
+        return _publish(got[0], version)
+
+
+def _publish(downloaded: Path, version: str) -> Path:
+    """A wheel pip just downloaded, moved into the cache of wheels."""
+    target = cache.directory("wheels") / downloaded.name
+    # pip checked the index's hash while downloading; record the digest so
+    # later runs can tell a damaged cached wheel from a good one.
+    _record_digest(downloaded, _digest_file(target))
+    os.replace(downloaded, target)  # a rename keeps the size and mtime the record was stamped with
+    cache.record_added(version, target.stat().st_size)
     return target
 
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from hprobe.model.errors import InputError
@@ -94,6 +96,59 @@ def run_bounded(
         with _LOCK:
             _RUNNING.discard(proc)
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def stream_bounded(cmd: list[str], timeout: float, input_text: str, on_line: Callable[[str], None]) -> subprocess.CompletedProcess[str]:
+    """As run_bounded, but each line the command writes to stdout is handed to
+    `on_line` as it is written (stdout is not kept; stderr is)."""
+    if _STOPPING.is_set():
+        raise Timeout()
+    with tempfile.TemporaryFile() as errors:
+        proc = subprocess.Popen(
+            dies_with_us(cmd),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            text=True,
+            errors="replace",
+            start_new_session=True,
+        )
+        with _LOCK:
+            _RUNNING.add(proc)
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+        timer = threading.Timer(timeout, expire)
+        timer.daemon = True
+        timer.start()
+        try:
+            assert proc.stdin is not None and proc.stdout is not None
+            try:
+                proc.stdin.write(input_text)
+                proc.stdin.close()
+            except BrokenPipeError:
+                pass  # it ended before reading: its exit status says why
+            for line in proc.stdout:
+                on_line(line)
+            proc.wait()
+        except BaseException:
+            _kill_group(proc)
+            raise
+        finally:
+            timer.cancel()
+            with _LOCK:
+                _RUNNING.discard(proc)
+        if expired.is_set():
+            raise Timeout()
+        errors.seek(0)
+        err = errors.read().decode(errors="replace")
+    return subprocess.CompletedProcess(cmd, proc.returncode, "", err)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -1,0 +1,126 @@
+"""Wheels fetched together: one pip process (support/pip_download.py) in the
+background for every release a run is about to need, each published into the
+cache the moment it lands, so that the release waiting for it starts probing
+while the next downloads.
+
+Only a faster road: a release the batch did not fetch (not on the index, pip
+too old or too new for its internals, a timeout) is fetched by plain `pip
+download` as before, and that is what says why it cannot be had.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import hprobe
+from hprobe.system.bounded import Timeout, run_bounded, stream_bounded
+
+Publish = Callable[[Path, str], object]  # (downloaded wheel, version): moves it into the cache
+
+
+class Batch:
+    """Releases of one distribution being fetched by one pip process."""
+
+    def __init__(self, dist: str, versions: list[str], folder: Path, publish: Publish, timeout: float):
+        self.keys = [(dist, version, str(folder)) for version in versions]
+        self._done = {version: threading.Event() for version in versions}
+        self._publish = publish
+        self._thread = threading.Thread(target=self._run, args=(dist, versions, folder, timeout), name="hprobe-fetch", daemon=True)
+
+    def begin(self) -> None:
+        self._thread.start()
+
+    def wait(self, version: str) -> None:
+        """Until the batch has tried `version` (landed in the cache or not)."""
+        self._done[version].wait()
+
+    def _run(self, dist: str, versions: list[str], folder: Path, timeout: float) -> None:
+        try:
+            # A temp dir beside the cached wheels (one filesystem: publishing is a rename).
+            with tempfile.TemporaryDirectory(dir=folder, prefix=".download-") as tmp:
+                request = json.dumps({"dist": dist, "versions": versions, "dest": tmp})
+                stream_bounded(_helper_command(), timeout, request, self._line)
+        except (Timeout, OSError):
+            pass  # whatever did not land is fetched by plain pip download
+        finally:
+            with _LOCK:
+                for key in self.keys:
+                    _PENDING.pop(key, None)
+            for event in self._done.values():
+                event.set()
+
+    def _line(self, line: str) -> None:
+        try:
+            doc = json.loads(line)
+        except json.JSONDecodeError:
+            return  # pip's own chatter on stdout
+        version = doc.get("version") if isinstance(doc, dict) else None
+        if version not in self._done or self._done[version].is_set():
+            return
+        try:
+            if isinstance(doc.get("file"), str):
+                self._publish(Path(doc["file"]), version)
+        except OSError:
+            pass  # the cache could not take it: plain pip download tries again
+        finally:
+            self._done[version].set()
+
+
+def _helper_command() -> list[str]:
+    # The user's Python with its pip, as `python -m pip` runs (not isolated:
+    # pip's configuration comes from the environment too), importing only
+    # this one module of hprobe's, by path.
+    package_root = str(Path(hprobe.__file__).resolve().parent.parent)
+    code = f"import sys; sys.path.insert(0, {package_root!r}); from hprobe.support.pip_download import main; sys.exit(main())"
+    return [sys.executable, "-c", code]
+
+
+_LOCK = threading.Lock()
+_PENDING: dict[tuple[str, str, str], Batch] = {}  # (dist, version, cache folder) -> the batch fetching it
+
+
+def start(dist: str, versions: list[str], folder: Path, publish: Publish, timeout: float) -> None:
+    """Fetch, into `folder`, those of `versions` no batch is fetching yet."""
+    with _LOCK:
+        new = [v for v in dict.fromkeys(versions) if (dist, v, str(folder)) not in _PENDING]
+        if len(new) < 2:
+            return  # one release: plain pip download costs the same
+        batch = Batch(dist, new, folder, publish, timeout)
+        _PENDING.update({key: batch for key in batch.keys})
+    batch.begin()
+
+
+def wait(dist: str, version: str, folder: Path) -> None:
+    """Until a batch fetching `version` into `folder` has tried it (at once
+    when none is)."""
+    with _LOCK:
+        batch = _PENDING.get((dist, version, str(folder)))
+    if batch is not None:
+        batch.wait(version)
+
+
+def members(dist: str, specs: list[str], names: list[str], folder: Path, timeout: float, max_bytes: int) -> list[dict] | None:
+    """What the helper answered, per specifier in order, for the first wheel
+    holding every member `names` (their bytes written under `folder`); None
+    when it could not answer, and the caller fetches the plain way."""
+    request = json.dumps({"dist": dist, "specs": specs, "members": names, "dest": str(folder), "max_bytes": max_bytes})
+    try:
+        proc = run_bounded(_helper_command(), timeout, request)
+    except (Timeout, OSError):
+        return None
+    answers = []
+    for line in proc.stdout.splitlines():
+        try:
+            doc = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(doc, dict) and "spec" in doc:
+            answers.append(doc)
+    if proc.returncode != 0 or any("error" in doc for doc in answers):
+        return None
+    return answers

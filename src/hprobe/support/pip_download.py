@@ -1,0 +1,209 @@
+"""Download several releases of one distribution in one process, with pip's
+own configuration, finder and session: the index, find-links, certificates,
+proxies and credentials `pip download --no-deps --only-binary=:all:` would
+use, and the file it would choose for `==version`.
+
+Run by hprobe.support.fetch_batch in the user's Python (stdlib and pip only:
+nothing of hprobe is imported). Each `pip download` costs this machine about
+2 s of CPU before it fetches a byte (starting pip, resolving, reading the
+wheel three times); one process for a report's nineteen releases pays that
+once. Request on stdin: {"dist", "versions", "dest"}; a line of JSON on stdout
+per release as it lands, {"version", "file"} or {"version", "error"}, or one
+{"error"} when pip's internals are not what this expects. Whatever it cannot
+fetch is fetched again by plain `pip download`: this is only a faster road to
+the same file, never the one that reports why a release cannot be had.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from typing import Any
+
+CHUNK = 1 << 20
+
+
+def main() -> int:
+    request = json.loads(sys.stdin.read())
+    try:
+        from pip._internal.commands import create_command
+        from pip._vendor.packaging.specifiers import SpecifierSet
+
+        command: Any = create_command("download")
+        options, _ = command.parse_args(["--no-deps", "--only-binary=:all:", "-d", request["dest"], request["dist"]])
+        with command.main_context():
+            session = command.get_default_session(options)
+            finder = command._build_package_finder(options=options, session=session)
+            if "members" in request:
+                return _members(request, session, finder, SpecifierSet)
+            for version in request["versions"]:
+                try:
+                    found = finder.find_best_candidate(request["dist"], SpecifierSet(f"=={version}")).best_candidate
+                    if found is None:
+                        raise LookupError("no such release on the index")
+                    path = _download(session, found.link, os.path.join(request["dest"], version))
+                    _say({"version": version, "file": path})
+                except Exception as exc:  # noqa: BLE001 - plain pip download fetches it again and says why
+                    _say({"version": version, "error": f"{type(exc).__name__}: {exc}"})
+    except Exception as exc:  # noqa: BLE001 - pip's internals differ: every release goes to plain pip download
+        _say({"error": f"{type(exc).__name__}: {exc}"})
+        return 3
+    return 0
+
+
+def _members(request: dict, session: Any, finder: Any, specifier_set: Any) -> int:
+    """Named members of the first wheel, by the specifiers in order, that holds
+    them all, each written to `dest`: {"spec", "wheel", "members": {name:
+    path}} for that wheel; {"spec", "absent"} (and "wheel") for a specifier
+    no release or a wheel without them answers; {"spec", "error"} ends it
+    when a wheel could not be read. Read through HTTP
+    range requests where the server answers them (a kernel table is 6 MB of
+    a 458 MB flashinfer-cubin wheel), else downloaded whole. What is read is
+    checked by the caller against the digests the release names."""
+    import zipfile
+
+    for k, spec in enumerate(request["specs"]):
+        try:
+            found = finder.find_best_candidate(request["dist"], specifier_set(spec)).best_candidate
+            if found is None:
+                _say({"spec": spec, "absent": True})
+                continue
+            link = found.link
+            folder = os.path.join(request["dest"], str(k))
+            os.makedirs(folder, exist_ok=True)
+            if link.is_file:
+                source: Any = open(link.file_path, "rb")
+            else:
+                source = _Ranges.open(session, link.url_without_fragment)
+                if source is None:  # no range requests here: the whole file
+                    source = open(_download(session, link, folder), "rb")
+            with source, zipfile.ZipFile(source) as wheel:
+                names = set(wheel.namelist())
+                if any(m not in names for m in request["members"]):
+                    _say({"spec": spec, "wheel": link.filename, "absent": True})
+                    continue
+                written = {}
+                for n, member in enumerate(request["members"]):
+                    if wheel.getinfo(member).file_size > request.get("max_bytes", 1 << 26):
+                        raise ValueError(f"{member} is larger than expected")
+                    written[member] = os.path.join(folder, f"{n}.member")
+                    with open(written[member], "wb") as out:
+                        out.write(wheel.read(member))  # the member's CRC is checked
+            _say({"spec": spec, "wheel": link.filename, "members": written})
+            return 0
+        except Exception as exc:  # noqa: BLE001 - the caller fetches the plain way
+            _say({"spec": spec, "error": f"{type(exc).__name__}: {exc}"})
+            return 3
+    return 0
+
+
+class _Ranges:
+    """A remote file read through HTTP range requests, as a seekable binary
+    file for zipfile: the central directory first, then only the members
+    read, each in a few requests."""
+
+    BLOCK = 1 << 18
+
+    def __init__(self, session: Any, url: str, size: int):
+        self._session, self._url, self.size = session, url, size
+        self._pos = 0
+        self._blocks: dict[int, bytes] = {}
+
+    @classmethod
+    def open(cls, session: Any, url: str) -> _Ranges | None:
+        response = session.get(url, headers={"Range": "bytes=0-0", "Accept-Encoding": "identity"}, stream=True)
+        try:
+            response.raise_for_status()
+            total = response.headers.get("Content-Range", "").rpartition("/")[2]
+            if response.status_code != 206 or not total.isdigit():
+                return None
+            return cls(session, url, int(total))
+        finally:
+            response.close()
+
+    def __enter__(self) -> _Ranges:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._blocks.clear()
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self._pos = offset if whence == 0 else self._pos + offset if whence == 1 else self.size + offset
+        return self._pos
+
+    def read(self, n: int = -1) -> bytes:
+        end = self.size if n is None or n < 0 else min(self.size, self._pos + n)
+        if end <= self._pos:
+            return b""
+        first, last = self._pos // self.BLOCK, (end - 1) // self.BLOCK
+        missing = [b for b in range(first, last + 1) if b not in self._blocks]
+        if missing:
+            self._fetch(missing[0], missing[-1])
+        data = b"".join(self._blocks[b] for b in range(first, last + 1))
+        out = data[self._pos - first * self.BLOCK : end - first * self.BLOCK]
+        self._pos = end
+        return out
+
+    def _fetch(self, first: int, last: int) -> None:
+        start, stop = first * self.BLOCK, min(self.size, (last + 1) * self.BLOCK) - 1
+        response = self._session.get(self._url, headers={"Range": f"bytes={start}-{stop}", "Accept-Encoding": "identity"})
+        response.raise_for_status()
+        if response.status_code != 206 or len(response.content) != stop - start + 1:
+            raise OSError(f"the server answered bytes {start}-{stop} with {response.status_code}, {len(response.content)} bytes")
+        for b in range(first, last + 1):
+            offset = (b - first) * self.BLOCK
+            self._blocks[b] = response.content[offset : offset + self.BLOCK]
+
+
+def _download(session: Any, link: Any, folder: str) -> str:
+    """The link's file in `folder`, checked against the hash the index gives
+    (as pip checks it) and against its announced length."""
+    os.makedirs(folder, exist_ok=True)
+    name = os.path.basename(link.filename)
+    if not name.endswith(".whl") or name in ("", ".", ".."):
+        raise ValueError(f"not a wheel: {link.filename!r}")
+    target = os.path.join(folder, name)
+    digest = hashlib.new(link.hash_name) if link.hash_name in hashlib.algorithms_guaranteed and link.hash else None
+    size = 0
+    with open(target, "wb") as out:
+        if link.is_file:
+            with open(link.file_path, "rb") as source:
+                for block in iter(lambda: source.read(CHUNK), b""):
+                    size += _write(out, block, digest)
+        else:
+            # As pip fetches a file: no content encoding, redirects followed, errors raised.
+            response = session.get(link.url_without_fragment, headers={"Accept-Encoding": "identity"}, stream=True)
+            response.raise_for_status()
+            for block in response.raw.stream(CHUNK, decode_content=False):
+                size += _write(out, block, digest)
+            announced = response.headers.get("Content-Length")
+            if announced and announced.isdigit() and int(announced) != size:
+                raise OSError(f"{size} bytes of {announced} arrived")
+    if digest is not None and digest.hexdigest() != link.hash:
+        os.unlink(target)
+        raise ValueError(f"the file's {link.hash_name} differs from the one the index gives")
+    return target
+
+
+def _write(out: Any, block: bytes, digest: Any) -> int:
+    out.write(block)
+    if digest is not None:
+        digest.update(block)
+    return len(block)
+
+
+def _say(doc: dict) -> None:
+    sys.stdout.write(json.dumps(doc) + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
