@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import sys
 from contextlib import redirect_stdout
 from itertools import islice
@@ -15,7 +16,11 @@ from pathlib import Path
 
 
 def main() -> int:
-    request = json.loads(sys.stdin.read())
+    return answer(json.loads(sys.stdin.read()))
+
+
+def answer(request: dict) -> int:
+    """Answer one request on stdout, as JSON on its last line."""
     tree = Path(request["tree"]).resolve()
     from hprobe.support.slim import watch
 
@@ -90,6 +95,121 @@ def _data(value: object, depth: int = 0) -> dict:
         # islice: an endless iterator must not hang the worker until its timeout
         return {"iterable": [_data(v, depth + 1) for v in islice(iter(value), 10_000)], "type": type(value).__name__}  # type: ignore[call-overload]
     return {"opaque": type(value).__name__}
+
+
+# What every worker imports before a release's flashinfer: a zygote
+# (support/zygote.py) imports it once and forks a worker per request.
+PRELOAD = ("torch", "hprobe.device.session", "hprobe.probe.run", "hprobe.kernels", "hprobe.support.slim")
+
+
+def serve() -> int:
+    """The zygote: preload, then fork a worker per request line on stdin.
+
+    Request: {"id", "request", "workdir", "pycache", "env"}; answers on stdout:
+    {"id", "pid"} once forked, {"id", "exit"} once it has ended. The worker
+    writes its stdout and stderr to `out` and `err` in its workdir. Single
+    threaded (a fork beside other threads could inherit a held lock): the
+    loop polls stdin and reaps in turn."""
+    import importlib
+    import select
+
+    for name in PRELOAD:
+        importlib.import_module(name)
+    if any(name == "flashinfer" or name.startswith("flashinfer.") for name in sys.modules):
+        _tell({"refused": "flashinfer was imported before a release's tree was on sys.path"})
+        return 3
+    _tell({"ready": os.getpid()})
+    waiting: dict[int, int] = {}  # pid -> request id
+    stdin = sys.stdin.fileno()
+    pending = b""
+    open_input = True
+    while open_input or waiting:
+        if open_input and select.select([stdin], [], [], 0.05)[0]:
+            chunk = os.read(stdin, 1 << 16)
+            if not chunk:
+                open_input = False
+            pending += chunk
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                job = json.loads(line)
+                pid = _fork(job)
+                waiting[pid] = job["id"]
+                _tell({"id": job["id"], "pid": pid})
+        elif not open_input:
+            select.select([], [], [], 0.05)
+        while waiting:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break
+            if pid in waiting:
+                _tell({"id": waiting.pop(pid), "exit": os.waitstatus_to_exitcode(status)})
+    return 0
+
+
+def _fork(job: dict) -> int:
+    zygote = os.getpid()
+    pid = os.fork()
+    if pid:
+        return pid
+    # The worker: a group of its own (killed as one), gone with the zygote,
+    # its output in files, its temp files in its own directory.
+    code = 70
+    try:
+        os.setsid()
+        from hprobe.system.lifetime import die_with_parent
+
+        die_with_parent(zygote)
+        if _preloaded_from(Path(job["request"]["tree"])):
+            os._exit(EXIT_NOT_FRESH)
+        workdir = job["workdir"]
+        os.chdir(workdir)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        for fd, name in ((1, "out"), (2, "err")):
+            target = os.open(os.path.join(workdir, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.dup2(target, fd)
+            os.close(target)
+        import tempfile
+
+        # The environment a fresh worker would be given now (the zygote's is
+        # the one it started with).
+        os.environ.clear()
+        os.environ.update(job["env"])
+        tempfile.tempdir = None  # gettempdir() asks TMPDIR again
+        if job.get("pycache"):
+            sys.pycache_prefix = job["pycache"]
+        code = answer(job["request"])
+    except BaseException as exc:  # noqa: BLE001 - said on stderr, ended with a code of its own
+        try:
+            sys.stderr.write(f"{type(exc).__name__}: {exc}\n")
+        except Exception:  # noqa: BLE001
+            pass
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001
+                pass
+        os._exit(code)
+
+
+# A forked worker that would not be what a fresh one is: the zygote already
+# holds a module of the tree's own top-level names (a release shipping a
+# package the preload imported from the environment). A plain worker answers.
+EXIT_NOT_FRESH = 76
+
+
+def _preloaded_from(tree: Path) -> bool:
+    try:
+        tops = {entry.name.removesuffix(".py") for entry in tree.iterdir() if not entry.name.endswith((".dist-info", ".data"))}
+    except OSError:
+        return True
+    return any(name in sys.modules or any(m.startswith(name + ".") for m in sys.modules) for name in tops)
+
+
+def _tell(doc: dict) -> None:
+    sys.stdout.write(json.dumps(doc) + "\n")
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ from hprobe.kernels import get_variant
 from hprobe.model.outcome import Cause, HeadResult, KernelSMResult, Outcome
 from hprobe.support import cache
 from hprobe.support.trees import WORKER_TIMEOUT, Release
-from hprobe.system.bounded import Timeout, run_bounded, setting_from_env
+from hprobe.support.zygote import TimedOut, zygote
+from hprobe.system.bounded import Timeout, run_bounded, setting_from_env, stopping
 from hprobe.system.lifetime import scratch_dir
 
 
@@ -58,16 +59,21 @@ def _worker(request: dict) -> dict | str:
     # first four workers spent 24 s each, about half of it compiling torch).
     # The worker's temp files go to its own directory, removed with it
     # however the worker ends.
-    if not _in_cache(Path(request["tree"])):
-        pycache = str(cache.root() / "pycache")
+    pycache = None if _in_cache(Path(request["tree"])) else str(cache.root() / "pycache")
+    if pycache is not None:
         bootstrap = f"import sys; sys.pycache_prefix = {pycache!r}; " + bootstrap
     limit = setting_from_env(WORKER_TIMEOUT)
     workdir = scratch_dir(None, "hprobe-worker")  # named by its owner: a killed run's is removed later
     try:
-        env = dict(os.environ, TMPDIR=str(workdir), HPROBE_WORKER="1")
+        # Forked from the run's zygote where it can be (torch imported once,
+        # support/zygote.py), else a fresh interpreter.
+        forked = zygote() if not stopping() else None
         try:
-            proc = run_bounded([sys.executable, "-I", "-c", bootstrap], limit, json.dumps(request), cwd=workdir, env=env)
-        except Timeout:
+            proc = forked.run(request, workdir, pycache, limit) if forked is not None else None
+            if proc is None:
+                env = dict(os.environ, TMPDIR=str(workdir), HPROBE_WORKER="1")
+                proc = run_bounded([sys.executable, "-I", "-c", bootstrap], limit, json.dumps(request), cwd=workdir, env=env)
+        except (Timeout, TimedOut):
             return f"the probe worker did not finish within {limit:g} s ({WORKER_TIMEOUT[0]} sets the limit)"
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -58,6 +58,22 @@ def resume() -> None:
     _STOPPING.clear()
 
 
+def stopping() -> bool:
+    """Whether the main thread is unwinding (nothing new may start)."""
+    return _STOPPING.is_set()
+
+
+def register(proc: subprocess.Popen) -> None:
+    """A long-lived process (its own group) killed with the rest by kill_running."""
+    with _LOCK:
+        _RUNNING.add(proc)
+
+
+def unregister(proc: subprocess.Popen) -> None:
+    with _LOCK:
+        _RUNNING.discard(proc)
+
+
 class Timeout(Exception):
     """The command did not finish within its limit; its group was killed."""
 
