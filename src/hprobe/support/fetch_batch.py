@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import hprobe
+from hprobe.model.errors import InputError
 from hprobe.system.bounded import Timeout, run_bounded, stream_bounded
 
 Publish = Callable[[Path, str], object]  # (downloaded wheel, version): moves it into the cache
@@ -45,7 +46,7 @@ class Batch:
             with tempfile.TemporaryDirectory(dir=folder, prefix=".download-") as tmp:
                 request = json.dumps({"dist": dist, "versions": versions, "dest": tmp})
                 stream_bounded(_helper_command(), timeout, request, self._line)
-        except (Timeout, OSError):
+        except (Timeout, OSError, ValueError):
             pass  # whatever did not land is fetched by plain pip download
         finally:
             with _LOCK:
@@ -65,7 +66,7 @@ class Batch:
         try:
             if isinstance(doc.get("file"), str):
                 self._publish(Path(doc["file"]), version)
-        except OSError:
+        except (OSError, InputError):
             pass  # the cache could not take it: plain pip download tries again
         finally:
             self._done[version].set()
