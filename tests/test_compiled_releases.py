@@ -90,3 +90,27 @@ def test_a_release_without_a_port_stays_at_the_validators_and_names_what_changed
     _, doc, _ = cli_json("matrix", "-k", "trtllm-mla[backend=trtllm-gen]", "--sm", "100", "--heads", "64", "--flashinfer", "0.7.4", "--json")
     (result,) = doc["results"]
     assert result["depth"] != "compiled" and any("compiled depth: not evaluated" in n and "no port" in n for n in result["notes"])
+
+
+def test_answers_shared_across_releases_are_the_ones_each_release_gets_alone():
+    """Definitions found in C++ and launches evaluated are kept for the run by
+    content (a file, a selection): a release read after others that ship the
+    same files and table gets the answers it gets when read first."""
+    from hprobe.compiled import cxx, depth
+    from hprobe.support import gather
+    from hprobe.support.results import probe_release
+
+    needed = {"dsv4-sparse-mla": [100, 120], "trtllm-mla": [100, 120]}
+    heads = list(range(1, 257))
+    runs: dict[str, list[str]] = {}
+    for alone in (False, True):
+        for version in ("0.6.13", "0.6.12", "0.6.16"):
+            if alone:
+                depth._EXISTENCES.clear()
+                cxx._DEFINITIONS.clear()
+            release = resolve(version)
+            results = {(r.key, r.sm): r for r in probe_release(release, list(needed), [100, 120], heads, use_cache=True)}
+            gather._deepen(results, release.location / "flashinfer", release.version)
+            runs.setdefault(version, []).append(json.dumps([r.to_dict() for r in results.values()], sort_keys=True))
+    assert all('"depth": "compiled"' in shared for shared, _ in runs.values())
+    assert {version: shared == alone for version, (shared, alone) in runs.items()} == {"0.6.13": True, "0.6.12": True, "0.6.16": True}

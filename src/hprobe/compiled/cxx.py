@@ -21,6 +21,9 @@ class Definition:
     line: int
 
 
+_DEFINITIONS: dict[tuple[str, str], tuple[Definition, ...]] = {}
+
+
 class SourceFile:
     """One C++ file of a release, with its comments blanked (line numbers kept)."""
 
@@ -32,9 +35,21 @@ class SourceFile:
     def code(self) -> str:
         return _blank_comments(self.raw)
 
+    @cached_property
+    def _content(self) -> str:
+        return hashlib.sha256(self.raw.encode("utf-8", "surrogatepass")).hexdigest()
+
     def definitions(self, name: str) -> list[Definition]:
         """Every definition of `name` (overloads and same-named members alike),
         in file order; calls and declarations are not definitions."""
+        # By content: releases ship the same file again and again, and finding
+        # definitions is most of what compiled depth costs before the table.
+        key = (self._content, name)
+        if key not in _DEFINITIONS:
+            _DEFINITIONS[key] = tuple(self._find(name))
+        return list(_DEFINITIONS[key])
+
+    def _find(self, name: str) -> list[Definition]:
         out: list[Definition] = []
         code = self.code
         for match in re.finditer(rf"(?<![\w.>:]){re.escape(name)}\s*\(", code):

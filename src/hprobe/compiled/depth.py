@@ -138,6 +138,20 @@ def _selection(port: Port, table: KernelTable, device: Device) -> Selection:
     return _SELECTIONS[key]
 
 
+# A selection's answer for one call and h_q, for the run: releases that share
+# an era's code and a kernel table (0.6.12 - 0.6.15, 0.6.16 - 0.6.17) ask the
+# same 6,144 launches each. Keyed by the selection itself (kept in _SELECTIONS
+# for the run, so its id is never reused).
+_EXISTENCES: dict[tuple[int, TrtllmGenCall, int], Existence] = {}
+
+
+def _existence(selection: Selection, call: TrtllmGenCall, heads: int) -> Existence:
+    key = (id(selection), call, heads)
+    if key not in _EXISTENCES:
+        _EXISTENCES[key] = existence(selection, call, heads)
+    return _EXISTENCES[key]
+
+
 def _evaluate(result: KernelSMResult, calls: dict[str, TrtllmGenCall], selection: Selection, package: Path) -> bool:
     evaluated = False
     refused_with_kernel: list[int] = []
@@ -148,7 +162,7 @@ def _evaluate(result: KernelSMResult, calls: dict[str, TrtllmGenCall], selection
         if call is None or head.outcome not in (Outcome.ACCEPTED, Outcome.REJECTED):
             continue
         try:
-            found = existence(selection, call, h)
+            found = _existence(selection, call, h)
         except NotPorted:
             continue
         if head.outcome is Outcome.REJECTED:
