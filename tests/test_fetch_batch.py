@@ -62,6 +62,11 @@ def test_what_a_batch_cannot_fetch_goes_to_pip_download_and_its_message(tmp_path
     # pip's own words, as before batches: the batch's reason is never shown.
     assert "cannot fetch flashinfer-python==0.0.999" in str(raised.value)
     assert "No matching distribution" in str(raised.value) or "Could not find a version" in str(raised.value)
+    # Asked again in the same run: the same answer, without another pip.
+    monkeypatch.setattr(trees, "run_pip", lambda cmd, what: pytest.fail("pip started again"))
+    with pytest.raises(InputError) as again:
+        trees.fetch_wheel("0.0.999")
+    assert str(again.value) == str(raised.value)
 
 
 def test_a_helper_that_cannot_use_pip_costs_only_time(tmp_path, monkeypatch):

@@ -137,6 +137,11 @@ def fetch_wheel(version: str) -> Path:
     cached = _cached_wheel(wheels, version)
     if cached:
         return cached
+    refused = _UNFETCHABLE.get(_fetch_key(wheels, version))
+    if refused is not None:
+        # Asked again in the same run (a search reads, then probes): pip's
+        # answer, not another second of pip for the same one.
+        raise InputError(refused)
     cache.clean_stale(wheels)
     # A temp dir of this process's own, then an atomic rename: concurrent
     # fetches of one release publish identical files, whichever lands last.
@@ -148,8 +153,19 @@ def fetch_wheel(version: str) -> Path:
         if proc.returncode != 0 and ("[Errno 28]" in proc.stderr or "No space left" in proc.stderr):
             raise OSError(errno.ENOSPC, f"no space left in {wheels}")  # the cache's disk, not the index
         if proc.returncode != 0 or not got:
-            raise InputError(f"cannot fetch {DIST}=={version}: {_pip_reason(proc)}")
+            _UNFETCHABLE[_fetch_key(wheels, version)] = f"cannot fetch {DIST}=={version}: {_pip_reason(proc)}"
+            raise InputError(_UNFETCHABLE[_fetch_key(wheels, version)])
         return _publish(got[0], version)
+
+
+# Releases pip could not fetch in this run (no wheel for this platform, not
+# on the index), by cache, version and pip's settings in the environment.
+_UNFETCHABLE: dict[tuple[str, str, str], str] = {}
+
+
+def _fetch_key(wheels: Path, version: str) -> tuple[str, str, str]:
+    settings = sorted((k, v) for k, v in os.environ.items() if k.startswith("PIP_"))
+    return (str(wheels), version, repr(settings))
 
 
 def _publish(downloaded: Path, version: str) -> Path:
