@@ -158,8 +158,9 @@ _start_lock = threading.Lock()
 
 def zygote() -> Zygote | None:
     """This run's zygote, started on first use (again after one was killed);
-    None where workers cannot be forked or HPROBE_ZYGOTE=0."""
-    if not hasattr(os, "fork") or os.environ.get("HPROBE_ZYGOTE", "1") == "0":
+    None off Linux (forking after torch is imported is not safe on macOS) or
+    with HPROBE_ZYGOTE=0."""
+    if not sys.platform.startswith("linux") or os.environ.get("HPROBE_ZYGOTE", "1") == "0":
         return None
     with _start_lock:
         if _current and _current[0].alive():
