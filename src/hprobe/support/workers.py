@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import hprobe
@@ -68,11 +69,16 @@ def _worker(request: dict) -> dict | str:
         # Forked from the run's zygote where it can be (torch imported once,
         # support/zygote.py), else a fresh interpreter.
         forked = zygote() if not stopping() else None
+        started = time.monotonic()
         try:
             proc = forked.run(request, workdir, pycache, limit) if forked is not None else None
             if proc is None:
+                # What the zygote's attempt used counts against the one limit.
+                left = limit - (time.monotonic() - started)
+                if left <= 0:
+                    raise Timeout()
                 env = dict(os.environ, TMPDIR=str(workdir), HPROBE_WORKER="1")
-                proc = run_bounded([sys.executable, "-I", "-c", bootstrap], limit, json.dumps(request), cwd=workdir, env=env)
+                proc = run_bounded([sys.executable, "-I", "-c", bootstrap], left, json.dumps(request), cwd=workdir, env=env)
         except (Timeout, TimedOut):
             return f"the probe worker did not finish within {limit:g} s ({WORKER_TIMEOUT[0]} sets the limit)"
     finally:
