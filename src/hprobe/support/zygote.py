@@ -28,7 +28,7 @@ from pathlib import Path
 
 import hprobe
 from hprobe.support.worker import EXIT_NOT_FRESH
-from hprobe.system.bounded import register, unregister
+from hprobe.system.bounded import register_stopper, unregister_stopper
 from hprobe.system.lifetime import dies_with_us
 
 READY_TIMEOUT = 120.0  # seconds for the zygote to import torch and hprobe's probes
@@ -57,7 +57,7 @@ class Zygote:
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
-        register(self._proc)  # Ctrl-C kills it, and its workers die with it
+        register_stopper(self.stop)  # Ctrl-C or a signal stops its workers, then it
         self._jobs: dict[int, _Job] = {}
         self._lock = threading.Lock()
         self._next = 0
@@ -102,14 +102,34 @@ class Zygote:
             return None
         return subprocess.CompletedProcess(["hprobe-worker"], job.code, _read(workdir / "out"), _read(workdir / "err"))
 
-    def close(self) -> None:
+    def stop(self) -> None:
+        """Kill the workers running, let the zygote reap them (so none is left
+        behind, not even as a zombie), then end it."""
         self.usable = False
+        with self._lock:
+            running = [job.pid for job in self._jobs.values() if job.pid is not None and not job.ended.is_set()]
+        for pid in running:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         try:
-            os.killpg(self._proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
+            assert self._proc.stdin is not None
+            self._proc.stdin.close()  # the zygote ends once it has reaped them
+        except (OSError, ValueError):
             pass
-        self._proc.wait()
-        unregister(self._proc)
+        try:
+            self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self._proc.wait()
+        unregister_stopper(self.stop)
+
+    def close(self) -> None:
+        self.stop()
 
     def _read(self) -> None:
         assert self._proc.stdout is not None
@@ -142,7 +162,6 @@ class Zygote:
             with self._lock:
                 for job in self._jobs.values():
                     job.ended.set()
-            unregister(self._proc)
 
 
 def _read(path: Path) -> str:

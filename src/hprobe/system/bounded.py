@@ -42,9 +42,16 @@ _LOCK = threading.Lock()
 _STOPPING = threading.Event()  # set while the main thread unwinds: nothing new starts
 
 
+_STOPPERS: list[Callable[[], None]] = []  # long-lived helpers that stop (and reap) their own children
+
+
 def kill_running() -> None:
     """Kill every group running now, and start none until `resume()`."""
     _STOPPING.set()
+    with _LOCK:
+        stoppers = list(_STOPPERS)
+    for stop in stoppers:
+        stop()
     with _LOCK:
         running = list(_RUNNING)
     for proc in running:
@@ -63,15 +70,17 @@ def stopping() -> bool:
     return _STOPPING.is_set()
 
 
-def register(proc: subprocess.Popen) -> None:
-    """A long-lived process (its own group) killed with the rest by kill_running."""
+def register_stopper(stop: Callable[[], None]) -> None:
+    """A long-lived helper's `stop`, called by kill_running before the groups
+    are killed: it ends its own children and waits for it to reap them."""
     with _LOCK:
-        _RUNNING.add(proc)
+        _STOPPERS.append(stop)
 
 
-def unregister(proc: subprocess.Popen) -> None:
+def unregister_stopper(stop: Callable[[], None]) -> None:
     with _LOCK:
-        _RUNNING.discard(proc)
+        if stop in _STOPPERS:
+            _STOPPERS.remove(stop)
 
 
 class Timeout(Exception):
