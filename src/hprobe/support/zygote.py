@@ -128,9 +128,6 @@ class Zygote:
             self._proc.wait()
         unregister_stopper(self.stop)
 
-    def close(self) -> None:
-        self.stop()
-
     def _read(self) -> None:
         assert self._proc.stdout is not None
         try:
@@ -185,7 +182,7 @@ def zygote() -> Zygote | None:
         if _current and _current[0].alive():
             return _current[0]
         if _current:
-            _current.pop().close()
+            _current.pop().stop()
         try:
             _current.append(Zygote())
         except OSError:
@@ -201,4 +198,4 @@ _closing: list[bool] = []  # whether the close at exit is registered
 
 def _close_all() -> None:
     for running in _current:
-        running.close()
+        running.stop()
