@@ -53,20 +53,29 @@ def test_a_batch_fetches_the_wheels_pip_download_fetches(tmp_path, monkeypatch):
         assert trees._cached_wheel(wheel.parent, version) == wheel  # recorded as a plain fetch records it
 
 
-def test_what_a_batch_cannot_fetch_goes_to_pip_download_and_its_message(tmp_path, monkeypatch):
-    monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path / "cache"))
-    trees.prefetch(["0.6.13", "0.0.999"])
+def test_a_release_with_no_wheel_is_refused_in_pip_download_s_own_words(tmp_path, monkeypatch):
+    """A release the index has no wheel of (0.2.0.post1 is listed with no
+    wheel; 0.0.999 does not exist): the batch's finder says so, in the words
+    plain `pip download` ends with, and pip is never started for it."""
+    monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path / "plain"))
+    plain_words = {}
+    for version in ("0.2.0.post1", "0.0.999"):
+        with pytest.raises(InputError) as by_pip:
+            trees.fetch_wheel(version)  # no batch: plain pip download
+        plain_words[version] = str(by_pip.value)
+    assert "No matching distribution found for flashinfer-python==0.0.999" in plain_words["0.0.999"]
+
+    monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path / "batched"))
+    started: list[list[str]] = []
+    monkeypatch.setattr(trees, "run_pip", lambda cmd, what: started.append(cmd))
+    trees.prefetch(["0.6.13", "0.2.0.post1", "0.0.999"])
     assert trees.fetch_wheel("0.6.13").is_file()
-    with pytest.raises(InputError) as raised:
-        trees.fetch_wheel("0.0.999")
-    # pip's own words, as before batches: the batch's reason is never shown.
-    assert "cannot fetch flashinfer-python==0.0.999" in str(raised.value)
-    assert "No matching distribution" in str(raised.value) or "Could not find a version" in str(raised.value)
-    # Asked again in the same run: the same answer, without another pip.
-    monkeypatch.setattr(trees, "run_pip", lambda cmd, what: pytest.fail("pip started again"))
-    with pytest.raises(InputError) as again:
-        trees.fetch_wheel("0.0.999")
-    assert str(again.value) == str(raised.value)
+    for version in ("0.2.0.post1", "0.0.999"):
+        for _asked in range(2):  # and asked again in the same run: the same words
+            with pytest.raises(InputError) as batched:
+                trees.fetch_wheel(version)
+            assert str(batched.value) == plain_words[version]
+    assert started == []
 
 
 def test_a_helper_that_cannot_use_pip_costs_only_time(tmp_path, monkeypatch):

@@ -22,15 +22,16 @@ from hprobe.model.errors import InputError
 from hprobe.system.bounded import Timeout, run_bounded, stream_bounded
 
 Publish = Callable[[Path, str], object]  # (downloaded wheel, version): moves it into the cache
+Refuse = Callable[[str, str], object]  # (version, pip's words): no wheel of it on the index
 
 
 class Batch:
     """Releases of one distribution being fetched by one pip process."""
 
-    def __init__(self, dist: str, versions: list[str], folder: Path, publish: Publish, timeout: float):
+    def __init__(self, dist: str, versions: list[str], folder: Path, publish: Publish, refuse: Refuse, timeout: float):
         self.keys = [(dist, version, str(folder)) for version in versions]
         self._done = {version: threading.Event() for version in versions}
-        self._publish = publish
+        self._publish, self._refuse = publish, refuse
         self._thread = threading.Thread(target=self._run, args=(dist, versions, folder, timeout), name="hprobe-fetch", daemon=True)
 
     def begin(self) -> None:
@@ -66,6 +67,8 @@ class Batch:
         try:
             if isinstance(doc.get("file"), str):
                 self._publish(Path(doc["file"]), version)
+            elif isinstance(doc.get("refused"), str):
+                self._refuse(version, doc["refused"])
         except (OSError, InputError):
             pass  # the cache could not take it: plain pip download tries again
         finally:
@@ -85,13 +88,14 @@ _LOCK = threading.Lock()
 _PENDING: dict[tuple[str, str, str], Batch] = {}  # (dist, version, cache folder) -> the batch fetching it
 
 
-def start(dist: str, versions: list[str], folder: Path, publish: Publish, timeout: float) -> None:
-    """Fetch, into `folder`, those of `versions` no batch is fetching yet."""
+def start(dist: str, versions: list[str], folder: Path, publish: Publish, refuse: Refuse, timeout: float) -> None:
+    """Fetch, into `folder`, those of `versions` no batch is fetching yet;
+    `refuse` hears of those the index has no wheel of."""
     with _LOCK:
         new = [v for v in dict.fromkeys(versions) if (dist, v, str(folder)) not in _PENDING]
         if len(new) < 2:
             return  # one release: plain pip download costs the same
-        batch = Batch(dist, new, folder, publish, timeout)
+        batch = Batch(dist, new, folder, publish, refuse, timeout)
         _PENDING.update({key: batch for key in batch.keys})
     batch.begin()
 

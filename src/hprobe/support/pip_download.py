@@ -8,10 +8,12 @@ nothing of hprobe is imported). Each `pip download` costs this machine about
 2 s of CPU before it fetches a byte (starting pip, resolving, reading the
 wheel three times); one process for a report's nineteen releases pays that
 once. Request on stdin: {"dist", "versions", "dest"}; a line of JSON on stdout
-per release as it lands, {"version", "file"} or {"version", "error"}, or one
-{"error"} when pip's internals are not what this expects. Whatever it cannot
-fetch is fetched again by plain `pip download`: this is only a faster road to
-the same file, never the one that reports why a release cannot be had.
+per release as it lands, {"version", "file"}, {"version", "refused"} (pip's
+finder has no wheel of it: pip's own last words for that) or {"version",
+"error"}, or one {"error"} when pip's internals are not what this expects.
+Whatever else it cannot fetch is fetched again by plain `pip download`: this
+is only a faster road to the same file, never the one that explains a
+failure it did not understand.
 """
 
 from __future__ import annotations
@@ -42,7 +44,10 @@ def main() -> int:
                 try:
                     found = finder.find_best_candidate(request["dist"], SpecifierSet(f"=={version}")).best_candidate
                     if found is None:
-                        raise LookupError("no such release on the index")
+                        # What `pip download` ends with for a release with no
+                        # wheel its finder can take (pip's resolver words it so).
+                        _say({"version": version, "refused": f"ERROR: No matching distribution found for {request['dist']}=={version}"})
+                        continue
                     path = _download(session, found.link, os.path.join(request["dest"], version))
                     _say({"version": version, "file": path})
                 except Exception as exc:  # noqa: BLE001 - plain pip download fetches it again and says why

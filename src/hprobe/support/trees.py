@@ -124,7 +124,10 @@ def prefetch(items: list[str]) -> None:
             missing.append(item)
     if len(missing) > 1:
         cache.clean_stale(wheels)
-        fetch_batch.start(DIST, missing, wheels, _publish, setting_from_env(PIP_TIMEOUT) * len(missing))
+        def refuse(version: str, words: str) -> None:
+            _UNFETCHABLE[_fetch_key(wheels, version)] = f"cannot fetch {DIST}=={version}: {words}"
+
+        fetch_batch.start(DIST, missing, wheels, _publish, refuse, setting_from_env(PIP_TIMEOUT) * len(missing))
 
 
 def fetch_wheel(version: str) -> Path:
@@ -139,8 +142,8 @@ def fetch_wheel(version: str) -> Path:
         return cached
     refused = _UNFETCHABLE.get(_fetch_key(wheels, version))
     if refused is not None:
-        # Asked again in the same run (a search reads, then probes): pip's
-        # answer, not another second of pip for the same one.
+        # Refused by this run's batch, or asked again in the same run (a
+        # search reads, then probes): pip's answer, not another second of pip.
         raise InputError(refused)
     cache.clean_stale(wheels)
     # A temp dir of this process's own, then an atomic rename: concurrent
