@@ -30,6 +30,7 @@ SM120 = "vllm.models.deepseek_v4.nvidia.flashinfer_sparse.DeepseekV4FlashInferSM
 # -- pure parts -------------------------------------------------------------------------
 
 
+@pytest.mark.pure  # the fast tier: no torch, flashinfer or subprocess
 def test_first_true_finds_the_boundary_and_reports_what_it_saw():
     versions = list(range(20))
     calls = []
@@ -50,6 +51,7 @@ def test_first_true_finds_the_boundary_and_reports_what_it_saw():
     assert gap.first == 13 and not gap.adjacent and gap.last_false == 11
 
 
+@pytest.mark.pure  # the fast tier: no torch, flashinfer or subprocess
 @pytest.mark.parametrize("k", [2, 3, 4])
 def test_a_search_k_releases_a_round_finds_what_the_binary_one_finds_in_fewer_rounds(k):
     """Every history of 1..24 releases with one flip (and some with an
@@ -71,6 +73,33 @@ def test_a_search_k_releases_a_round_finds_what_the_binary_one_finds_in_fewer_ro
             assert len(rounds) + sum(1 for v, _ in many.seen if not any(v in b for b in rounds)) <= sequential_steps + 1
 
 
+@pytest.mark.pure  # the fast tier: no torch, flashinfer or subprocess
+@pytest.mark.parametrize("k", [2, 3])
+def test_releases_already_answered_leave_no_core_idle(k):
+    """Releases the check (or an earlier search) probed are answered without
+    probing: a round that probes asks k releases besides them (never fewer
+    while the range has them), a round of answered ones probes nothing, and
+    the search finds what it finds without them, in no more rounds."""
+    import itertools
+
+    for n in range(3, 25):
+        for flip, had in itertools.product(range(n + 1), ({1}, {n // 2}, {n // 3, n // 2}, set(range(0, n, 3)))):
+            history = {v: v >= flip for v in range(n)}
+            plain_rounds: list[list[int]] = []
+            plain = first_true(list(range(n)), history.__getitem__, parallel=k, prepare=plain_rounds.append)
+            rounds: list[list[int]] = []
+            found = first_true(list(range(n)), history.__getitem__, parallel=k, prepare=rounds.append, answered=had.__contains__)
+            assert (found.first, found.last_false, found.adjacent) == (plain.first, plain.last_false, plain.adjacent), (n, flip, had)
+            for batch in rounds[1:]:  # the first round is the two ends
+                new = [v for v in batch if v not in had]
+                assert len(new) <= k
+                assert len(new) in (0, k) or len(batch) == len(set(range(min(batch), max(batch) + 1))) or len(new) == len(batch), (n, flip, had, batch)
+            assert len(rounds) <= len(plain_rounds), (n, flip, had)
+            # Filling a round costs at most k - 1 probes more than the plain round.
+            assert len({v for v, _ in found.seen} - had) <= len({v for v, _ in plain.seen}) + (k - 1) * len(rounds), (n, flip, had)
+
+
+@pytest.mark.pure  # the fast tier: no torch, flashinfer or subprocess
 def test_raised_pin_keeps_upper_bounds_and_refuses_what_it_cannot_raise():
     assert raised_pin(">=0.6.13", Version("0.6.14")) == ">=0.6.14"
     assert raised_pin(">=0.6.13,<0.8", Version("0.6.14")) == ">=0.6.14,<0.8"

@@ -30,6 +30,7 @@ def first_true(
     exhaustive: bool = False,
     parallel: int = 1,
     prepare: Callable[[list[V]], None] | None = None,
+    answered: Callable[[V], bool] | None = None,
 ) -> FirstTrue[V]:
     """The first of `versions` (oldest first) from which `state` holds. `state`
     is called at most about log2(len) + (inconclusive neighbours) times, once
@@ -39,7 +40,8 @@ def first_true(
     releases at once, so that `state` then answers from what it kept), each
     round asks k releases together, splitting the range into k + 1 parts: the
     same answer in log_(k+1) rounds instead of log_2, for about (k / log2(k+1))
-    times the releases."""
+    times the releases. `answered` says which releases `state` answers from
+    what it already holds: a round asks k releases besides those."""
     memo: dict[int, bool | None] = {}
 
     def at(i: int) -> bool | None:
@@ -70,7 +72,7 @@ def first_true(
     elif versions:
         ready([0, len(versions) - 1])
         if at(0) is not True and at(len(versions) - 1) is True:
-            _narrow(0, len(versions) - 1, k, at, ready, conclusive_near)
+            _narrow(0, len(versions) - 1, k, at, ready, conclusive_near, lambda i: i in memo or (answered is not None and answered(versions[i])))
     seen = sorted(memo.items())
     conclusive = [(i, s) for i, s in seen if s is not None]
     regressions = tuple(
@@ -87,14 +89,30 @@ def first_true(
     )
 
 
+def _round(lo: int, hi: int, k: int, asked: Callable[[int], bool]) -> list[int]:
+    """The points of one round in (lo, hi): the range split evenly in k + 1
+    parts. A round that probes some of them while others were asked already
+    (a release the check probed comes free) splits the widest gaps again
+    until k points are new: no core idles in a round that waits anyway. A
+    round asking nothing new stays free (the searches of a suggestion's
+    other counts mostly land on releases probed for the first)."""
+    points = {lo + (hi - lo) * j // (k + 1) for j in range(1, k + 1)} - {lo, hi}
+    while 0 < sum(not asked(p) for p in points) < k and len(points) < hi - lo - 1:
+        edges = sorted(points | {lo, hi})
+        a, b = max(zip(edges, edges[1:]), key=lambda gap: gap[1] - gap[0])
+        points.add((a + b) // 2)
+    return sorted(points)
+
+
 def _narrow(
-    lo: int, hi: int, k: int, at: Callable[[int], bool | None], ready: Callable[[list[int]], None], conclusive_near: Callable[[int, int, int], int | None]
+    lo: int, hi: int, k: int, at: Callable[[int], bool | None], ready: Callable[[list[int]], None],
+    conclusive_near: Callable[[int, int, int], int | None], asked: Callable[[int], bool],
 ) -> None:
     """Close in on the flip between `lo` (does not hold, or unknown) and `hi`
     (holds): k releases a round where k > 1, else the middle one."""
     while hi - lo > 1:
         if k > 1 and hi - lo > 2:
-            points = sorted({lo + (hi - lo) * j // (k + 1) for j in range(1, k + 1)} - {lo, hi})
+            points = _round(lo, hi, k, asked)
             ready(points)
             states = [(p, at(p)) for p in points]
             if any(s is not None for _, s in states):
