@@ -157,16 +157,18 @@ def advise(
     explicit_start: bool = False,
     parallel: int = 1,
     prepare: Callable[[list[Version]], None] | None = None,
+    answered: Callable[[Version], bool] | None = None,
 ) -> PinAdvice:
     """Search `versions` (published, oldest first) per count. The state of one
     release is probed once and shared by every count (safe_at caches);
-    `parallel` and `prepare`: a round of releases probed at once (history.py)."""
+    `parallel`, `prepare` and `answered`: a round of releases probed at once
+    (history.py)."""
     advice = PinAdvice(sms, (str(versions[0]), str(versions[-1])), current_pin, admitted=admitted or [], explicit_start=explicit_start)
     for count in sorted(rule_counts | per_rank):
         def state(v: Version, c: int = count) -> bool | None:
             return safe_at(v, sms, c)
 
-        found = CountPin(count, first_true(versions, state, parallel=parallel, prepare=prepare))
+        found = CountPin(count, first_true(versions, state, parallel=parallel, prepare=prepare, answered=answered))
         if count in rule_counts:
             advice.rule_counts[count] = found
         if count in per_rank:

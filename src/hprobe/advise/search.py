@@ -4,8 +4,8 @@ kernel's entry point first exists."""
 
 from __future__ import annotations
 
+import functools
 import zipfile
-from collections.abc import Callable
 from dataclasses import replace
 
 from packaging.version import InvalidVersion, Version
@@ -33,7 +33,7 @@ def search_pins(
     releases that answered nothing."""
     from hprobe.advise.pins import advise
     from hprobe.model.pins import parse_pin
-    from hprobe.support.gather import each_at_once, probe_named, search_width
+    from hprobe.support.gather import alongside, search_width
     from hprobe.support.published import published_versions
 
     pins = {t.name: pin or t.requires_flashinfer for t in tables}
@@ -43,76 +43,104 @@ def search_pins(
         return suggestions, [], []
     progress("listing published flashinfer releases")
     published = [v for v in published_versions() if not v.is_prerelease]
-    # Probe each release for every kernel the suggestions name, on the SMs and
-    # counts the check probed: the same cache keys, so a warm run probes nothing.
-    needed: dict[str, list[int]] = {}
-    heads: list[int] = []
-    for rel in releases:
-        for (key, sm), result in rel.results.items():
-            needed[key] = sorted(set(needed.get(key, [])) | {sm})
-            heads = heads or sorted(result.heads)
-    known: dict[str, ProbedRelease] = {rel.info.version: rel for rel in releases}
-
-    unreachable: dict[str, str] = {}
-    newest_probed = max((Version(v) for v in known if _is_version(v)), default=None)
-    by_name = {t.name: t for t in tables}
-
-    def release(v: Version) -> ProbedRelease | None:
-        """None: the release cannot be fetched or unpacked here, so it answers
-        nothing (the search steps around it, as around any inconclusive one)."""
-        if str(v) not in known and str(v) not in unreachable:
-            try:
-                known[str(v)] = probe_named(str(v), needed, heads, use_cache, progress)
-            except InputError as exc:
-                unreachable[str(v)] = exc.message
-        return known.get(str(v))
-
-    def prepare(batch: list[Version]) -> None:
-        """Probe a round of the search at once: one release per core."""
-        def one(v: str) -> None:
-            release(Version(v))
-
-        each_at_once([str(v) for v in batch], one)
-
+    prober = _Prober(releases, use_cache, progress)
+    newest_probed = max((Version(v) for v in prober.known if _is_version(v)), default=None)
     width = search_width()
-    todo.extend(_routed_ahead(stranded, [v for v in published if newest_probed is None or v > newest_probed], by_name, release))
+    ahead = [v for v in published if newest_probed is None or v > newest_probed]
+    # Where each kernel's entry point first exists is read from wheels, which
+    # waits on the index more than on the cores: read while the route-ahead
+    # search probes.
+    entries = [] if start is not None else list(dict.fromkeys(get_variant(s.backend.variant_key).probe.entry_point for s in todo + stranded))
+    with alongside(lambda: [entry_since(entry, published, progress, width) for entry in entries]) as since:
+        todo.extend(_routed_ahead(stranded, ahead, {t.name: t for t in tables}, prober, width))
+        firsts = dict(zip(entries, since.result(), strict=True))
+    searches = []
     searched: dict[int, BackendSuggestion] = {}
     for s in todo:
-        key = s.backend.variant_key
-
-        def safe_at(v: Version, sms: tuple[int, ...], count: int, key: str = key) -> bool | None:
-            states: list[bool | None] = []
-            probed = release(v)
-            for sm in sms:
-                result = probed.results.get((key, sm)) if probed is not None else None
-                hr = result.heads.get(count) if result is not None else None
-                if hr is None or hr.outcome is Outcome.INCONCLUSIVE:
-                    states.append(None)
-                else:
-                    states.append(hr.serves)
-            if False in states:
-                return False
-            return None if None in states else True
-
+        first = start or firsts[get_variant(s.backend.variant_key).probe.entry_point]
+        versions = [v for v in published if first is None or v >= first]
+        if versions:
+            searches.append((s, versions))
+        else:
+            searched[id(s)] = replace(s, pin_note="no published release to search")
+    # Every search asks its two ends first when it asks more than one release
+    # a round: one round for all of them, not one per backend.
+    ends = [v for v in dict.fromkeys(v for _, versions in searches for v in (versions[0], versions[-1])) if not prober.answered(v)]
+    for at in range(0, len(ends) if width > 1 else 0, width):
+        prober.prepare(ends[at : at + width])
+    for s, versions in searches:
         current = pins.get(s.table)
         specifier = parse_pin(current) if current else None
-        first = start or entry_since(get_variant(key).probe.entry_point, published, progress, width)
-        versions = [v for v in published if first is None or v >= first]
-        if not versions:
-            searched[id(s)] = replace(s, pin_note="no published release to search")
-            continue
         admitted = [str(v) for v in published if specifier is None or specifier.contains(v)]
-        advice = advise(s.sms, s.rule_counts(), s.per_rank(), versions, str(specifier) if specifier is not None else None, safe_at, admitted, start is not None, width, prepare)
+        safe_at = functools.partial(_safe_at, prober, s.backend.variant_key)
+        advice = advise(s.sms, s.rule_counts(), s.per_rank(), versions, str(specifier) if specifier is not None else None, safe_at, admitted, start is not None, width, prober.prepare, prober.answered)
         searched[id(s)] = replace(s, pins=advice)
-    notes = [f"pin search: flashinfer {v} answered nothing: {why}" for v, why in unreachable.items()]
+    notes = [f"pin search: flashinfer {v} answered nothing: {why}" for v, why in prober.unreachable.items()]
     return [searched.get(id(s), s) for s in suggestions], published, notes
 
 
+class _Prober:
+    """The releases a search asks, each probed once for every kernel the
+    suggestions name, on the SMs and counts the check probed (the same cache
+    keys, so a warm run probes nothing); the check's own releases are not
+    probed again."""
+
+    def __init__(self, releases: list[ProbedRelease], use_cache: bool, progress: Progress):
+        self.needed: dict[str, list[int]] = {}
+        self.heads: list[int] = []
+        for rel in releases:
+            for (key, sm), result in rel.results.items():
+                self.needed[key] = sorted(set(self.needed.get(key, [])) | {sm})
+                self.heads = self.heads or sorted(result.heads)
+        self.known: dict[str, ProbedRelease] = {rel.info.version: rel for rel in releases}
+        self.unreachable: dict[str, str] = {}
+        self.use_cache, self.progress = use_cache, progress
+
+    def release(self, v: Version) -> ProbedRelease | None:
+        """None: the release cannot be fetched or unpacked here, so it answers
+        nothing (the search steps around it, as around any inconclusive one)."""
+        from hprobe.support.gather import probe_named
+
+        if not self.answered(v):
+            try:
+                self.known[str(v)] = probe_named(str(v), self.needed, self.heads, self.use_cache, self.progress)
+            except InputError as exc:
+                self.unreachable[str(v)] = exc.message
+        return self.known.get(str(v))
+
+    def prepare(self, batch: list[Version]) -> None:
+        """Probe a round of the search at once: one release per core."""
+        from hprobe.support.gather import each_at_once
+
+        each_at_once([str(v) for v in batch], self._probe)
+
+    def _probe(self, version: str) -> None:
+        self.release(Version(version))
+
+    def answered(self, v: Version) -> bool:
+        return str(v) in self.known or str(v) in self.unreachable
+
+
+def _safe_at(prober: _Prober, key: str, v: Version, sms: tuple[int, ...], count: int) -> bool | None:
+    """Whether every SM of `sms` serves `count` heads on kernel `key` at `v`
+    (None: some SM could not answer, and none refused)."""
+    states: list[bool | None] = []
+    probed = prober.release(v)
+    for sm in sms:
+        result = probed.results.get((key, sm)) if probed is not None else None
+        hr = result.heads.get(count) if result is not None else None
+        states.append(None if hr is None or hr.outcome is Outcome.INCONCLUSIVE else hr.serves)
+    if False in states:
+        return False
+    return None if None in states else True
+
+
 def _routed_ahead(
-    stranded: list[BackendSuggestion], ahead: list[Version], tables: dict[str, PaddingTable], release: Callable[[Version], ProbedRelease | None]
+    stranded: list[BackendSuggestion], ahead: list[Version], tables: dict[str, PaddingTable], prober: _Prober, width: int
 ) -> list[BackendSuggestion]:
     """The suggestions no release probed can serve (an SM with no route
-    there), each now resting on the release after them that brings one."""
+    there), each now resting on the release after them that brings one. Each
+    round of the search probes `width` releases at once, as the pin search does."""
     from hprobe.advise.suggest import route_ahead
 
     routed = []
@@ -120,10 +148,10 @@ def _routed_ahead(
         key = s.backend.variant_key
 
         def results_at(v: Version, key: str = key, sms: tuple[int, ...] = s.sms) -> dict[int, KernelSMResult] | None:
-            probed = release(v)
+            probed = prober.release(v)
             return None if probed is None else {sm: probed.results[(key, sm)] for sm in sms if (key, sm) in probed.results}
 
-        if ahead and route_ahead(s, tables[s.table], ahead, results_at):
+        if ahead and route_ahead(s, tables[s.table], ahead, results_at, width, prober.prepare, prober.answered):
             routed.append(s)
     return routed
 

@@ -202,7 +202,8 @@ def _choose(counts: list[int], safe: dict[int, set[int]], unsafe: dict[int, list
 
 
 def route_ahead(
-    s: BackendSuggestion, table: PaddingTable, versions: list[Version], results_at: Callable[[Version], dict[int, KernelSMResult] | None]
+    s: BackendSuggestion, table: PaddingTable, versions: list[Version], results_at: Callable[[Version], dict[int, KernelSMResult] | None],
+    parallel: int = 1, prepare: Callable[[list[Version]], None] | None = None, answered: Callable[[Version], bool] | None = None,
 ) -> bool:
     """For a backend that no release probed can serve (no count is safe for
     some n on some SM: an SM with no route there, say): the first of `versions`
@@ -210,7 +211,8 @@ def route_ahead(
     serving count on every SM. The suggestion then rests on that release, and
     the pin search that follows says what it needs: the pin raise and the rule
     as one change, never padding for a kernel that cannot run. False: no
-    release among `versions` serves them all."""
+    release among `versions` serves them all. `parallel`, `prepare` and
+    `answered` are `first_true`'s: a round's releases readied at once."""
     from hprobe.advise.history import first_true
 
     counts = sorted(s.per_rank())
@@ -222,7 +224,7 @@ def route_ahead(
         safe = {sm: _fast(results[sm]) for sm in s.sms}
         return len(_choose(counts, safe, {})) == len(counts)
 
-    found = first_true(versions, serves_all).first
+    found = first_true(versions, serves_all, parallel=parallel, prepare=prepare, answered=answered).first
     if found is None:
         return False
     results = results_at(found)

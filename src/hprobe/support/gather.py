@@ -9,7 +9,7 @@ import json
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from hprobe.kernels import get_variant
 from hprobe.model.outcome import KernelSMResult, Outcome
@@ -21,6 +21,8 @@ from hprobe.support.trees import Release, installed_release, prefetch, resolve
 from hprobe.support.workers import read_in_worker
 from hprobe.system.bounded import kill_running, resume
 from hprobe.system.envinfo import installed_flashinfer_info
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from hprobe.rules.repo.scan import RepoIndex
@@ -218,6 +220,16 @@ def _release_threads(items: int, name: str) -> Iterator[tuple[ThreadPoolExecutor
     finally:
         pool.shutdown(wait=True)
         resume()
+
+
+@contextlib.contextmanager
+def alongside(work: Callable[[], T]) -> Iterator[Future[T]]:
+    """`work()` in a thread while the caller goes on (its answer is the
+    future's); Ctrl-C, SIGTERM or a failure stops it, its helpers with it."""
+    with _release_threads(1, "hprobe-alongside") as (pool, futures):
+        future = pool.submit(work)
+        futures.append(future)
+        yield future
 
 
 def search_width() -> int:
