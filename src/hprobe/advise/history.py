@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Generic, TypeVar
 
 V = TypeVar("V")
@@ -99,7 +100,7 @@ def _round(lo: int, hi: int, k: int, asked: Callable[[int], bool]) -> list[int]:
     points = {lo + (hi - lo) * j // (k + 1) for j in range(1, k + 1)} - {lo, hi}
     while 0 < sum(not asked(p) for p in points) < k and len(points) < hi - lo - 1:
         edges = sorted(points | {lo, hi})
-        a, b = max(zip(edges, edges[1:]), key=lambda gap: gap[1] - gap[0])
+        a, b = max(pairwise(edges), key=lambda gap: gap[1] - gap[0])
         points.add((a + b) // 2)
     return sorted(points)
 
