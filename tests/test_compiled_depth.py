@@ -53,6 +53,15 @@ def test_a_digest_ignores_layout_and_comments_and_sees_code(tmp_path):
     assert SourceFile(tmp_path / "b.cuh", changed).digest("helper") != digest
 
 
+def test_a_kept_conclusion_is_keyed_on_every_file_a_port_reads():
+    """A warm run keys kept conclusions on compiled/files.py's list without
+    importing the ports: it must be the files their fingerprints name."""
+    from hprobe.compiled import files
+    from hprobe.compiled.trtllm_gen import read_files
+
+    assert files.READ == read_files()
+
+
 def test_a_table_is_read_by_field_name_not_position():
     table = read_table(FIXTURES / "reordered_table.h")
     (row,) = table.rows

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from hprobe.compiled.files import TABLE_SETTING
 from hprobe.compiled.table import KernelTable
 from hprobe.compiled.trtllm_gen import Gate, Port, port_for, runner_gate, source
 from hprobe.compiled.trtllm_gen.era_0_6_12 import Device, Launch, MlaCall, NotPorted, Refusal, Selection, Undetermined
@@ -37,7 +38,6 @@ DSV4_TOP_K = (128, 512, 1024, 2048)
 
 
 # Where the kernel table comes from (support/kernel_tables.py); "off" keeps every answer at the validators.
-TABLE_SETTING = "HPROBE_KERNEL_TABLE"
 
 
 @dataclass(frozen=True)

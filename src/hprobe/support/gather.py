@@ -154,16 +154,15 @@ def _deep_key(probed: list[KernelSMResult], identity: str, package: Path) -> str
     import hashlib
     import os
 
-    from hprobe.compiled.trtllm_gen import data_dir, read_files
-    from hprobe.support.kernel_tables import SETTING
+    from hprobe.compiled.files import READ, TABLE_SETTING, data_dir
 
     digest = hashlib.sha256()
-    for part in (identity, code_digest(), os.environ.get(SETTING, ""), json.dumps([r.to_dict() for r in probed], sort_keys=True)):
+    for part in (identity, code_digest(), os.environ.get(TABLE_SETTING, ""), json.dumps([r.to_dict() for r in probed], sort_keys=True)):
         digest.update(part.encode() + b"\0")
     # The C++ compiled depth reads, by content: an installed release's identity
     # leaves its C++ out (no probe compiles it), and an edit there must not
     # reuse an old conclusion.
-    for relative in read_files():
+    for relative in READ:
         try:
             digest.update((data_dir(package) / relative).read_bytes())
         except OSError:

@@ -28,14 +28,13 @@ import re
 import sys
 import tempfile
 import threading
-import urllib.error
-import urllib.request
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from hprobe.compiled.depth import TABLE_SETTING, Tables
+from hprobe.compiled.depth import Tables
+from hprobe.compiled.files import TABLE_SETTING
 from hprobe.compiled.table import KernelTable, TableError, parse_table
 from hprobe.model.errors import InputError
 from hprobe.support import cache, fetch_batch
@@ -117,7 +116,7 @@ def _search(package: Package, setting: str, flashinfer: Path, version: str, prog
     for source in sources:
         try:
             found = source()
-        except (OSError, InputError, TableError, zipfile.BadZipFile, urllib.error.URLError, ValueError) as exc:
+        except (OSError, InputError, TableError, zipfile.BadZipFile, ValueError) as exc:  # urllib's URLError is an OSError
             tried.append(" ".join(str(exc).split())[:300])
             continue
         if isinstance(found, str):
@@ -275,6 +274,8 @@ def _store_default(flashinfer: Path) -> str | None:
 
 
 def _download(url: str) -> bytes:
+    import urllib.request  # only where a store is fetched from: a warm run never is
+
     with urllib.request.urlopen(url, timeout=FETCH_TIMEOUT) as response:  # https only, checked by _from_store
         data = response.read(MAX_TABLE_BYTES + 1)
     if len(data) > MAX_TABLE_BYTES:

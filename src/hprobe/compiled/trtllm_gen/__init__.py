@@ -15,6 +15,7 @@ from pathlib import Path
 from types import ModuleType
 
 from hprobe.compiled.cxx import SourceFile
+from hprobe.compiled.files import data_dir
 from hprobe.compiled.trtllm_gen import era_0_6_12, era_0_6_16
 from hprobe.compiled.trtllm_gen.era_0_6_12 import RUNNER, Selection
 
@@ -52,11 +53,6 @@ class Gate:
 
     sms: tuple[int, ...]
     location: str  # file:line of the check, inside the release
-
-
-def data_dir(package: Path) -> Path:
-    """Where a release keeps its C++: `flashinfer/data` (include/, csrc/)."""
-    return package / "data"
 
 
 @lru_cache(maxsize=16)

@@ -16,11 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
+from hprobe.compiled.files import KERNELS, LAUNCHER, RUNNER
 from hprobe.compiled.table import KernelMeta, KernelTable
-
-KERNELS = "include/flashinfer/trtllm/fmha/fmhaKernels.cuh"
-RUNNER = "include/flashinfer/trtllm/fmha/fmhaRunner.cuh"
-LAUNCHER = "csrc/trtllm_fmha_kernel_launcher.cu"
 
 # The functions this port follows, per file, with their digests as these releases ship them.
 FINGERPRINT: dict[str, dict[str, tuple[str, ...]]] = {

@@ -1,0 +1,23 @@
+"""What compiled depth rests on besides a release's kernel table: the C++
+files its ports follow and the setting that names a table. Importable without
+the ports, so that a warm run can key the conclusions it kept on these
+without importing the selection code it will not run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+TABLE_SETTING = "HPROBE_KERNEL_TABLE"  # a kernel table's path, or "off"
+
+# Under a release's `flashinfer/data`.
+KERNELS = "include/flashinfer/trtllm/fmha/fmhaKernels.cuh"
+RUNNER = "include/flashinfer/trtllm/fmha/fmhaRunner.cuh"
+LAUNCHER = "csrc/trtllm_fmha_kernel_launcher.cu"
+# Every file a port reads (trtllm_gen.read_files() derives the same from the
+# ports' fingerprints; a test holds them equal).
+READ = tuple(sorted((KERNELS, RUNNER, LAUNCHER)))
+
+
+def data_dir(package: Path) -> Path:
+    """Where a release keeps its C++: `flashinfer/data` (include/, csrc/)."""
+    return package / "data"
