@@ -34,10 +34,11 @@ def run_check(
     pin: str | None = None,
     use_cache: bool = True,
     progress: Progress = quiet,
+    ahead: tuple[str, ...] = (),
 ) -> CheckReport:
     """`check --table`: each table judged on the releases its pin (or
-    --flashinfer, its release labels) names."""
-    return _said_if_nothing_checked(_judge_tables(tables, sm_option, strict, flashinfer, pin, use_cache, progress))
+    --flashinfer, its release labels) names; `ahead` is gather's."""
+    return _said_if_nothing_checked(_judge_tables(tables, sm_option, strict, flashinfer, pin, use_cache, progress, ahead=ahead))
 
 
 def _said_if_nothing_checked(report: CheckReport) -> CheckReport:
@@ -55,6 +56,7 @@ def _judge_tables(
     use_cache: bool,
     progress: Progress,
     fallback_sms: list[int] | None = None,
+    ahead: tuple[str, ...] = (),
 ) -> CheckReport:
     tables = [_with_variant_keys(t) for t in tables]
     fallback = sorted({sm for t in tables for b in t.backends for sm in b.sms}) or list(fallback_sms or [])
@@ -81,7 +83,7 @@ def _judge_tables(
     probed: dict[str, ProbedRelease] = {}
     if needed:
         all_labels = list(dict.fromkeys(label for labels in plan.values() for label in labels))
-        probed = gather(all_labels, needed, heads, use_cache, progress)
+        probed = gather(all_labels, needed, heads, use_cache, progress, ahead)
         for rel in probed.values():
             notes.extend(rel.notes)
     for table in tables:
@@ -130,10 +132,12 @@ def run_repo_check(
     pin: str | None = None,
     use_cache: bool = True,
     progress: Progress = quiet,
+    ahead: tuple[str, ...] = (),
 ) -> CheckReport:
     """`check --repo`: the table read from the consumer's source, judged like any
     table; classes whose rule could not be evaluated are inconclusive findings,
-    and classes hprobe does not probe are listed with their padding."""
+    and classes hprobe does not probe are listed with their padding. `ahead`
+    is gather's."""
     mapped_sms = sorted({sm for c in repo.classes for e in c.entries if e.kernel for sm in e.sms})
     readings = [repo]  # the tree as read: once, or once per release its rules read
     if repo.per_release:
@@ -148,7 +152,7 @@ def run_repo_check(
             progress(f"evaluating the repo's rules against flashinfer {label}")
             readings.append(repo.against(release_reader(label), label))
         repo = readings[-1]  # classes and notes as the newest release reads them
-    report = _judge_tables([r.table for r in readings], sm_option, strict, flashinfer, pin, use_cache, progress, fallback_sms=mapped_sms)
+    report = _judge_tables([r.table for r in readings], sm_option, strict, flashinfer, pin, use_cache, progress, fallback_sms=mapped_sms, ahead=ahead)
     said = f"flashinfer pin {repo.pin.spec} read from {repo.pin.source}" if repo.pin else f"no flashinfer requirement found in {repo.root}'s metadata"
     notes = [said, *report.notes, *repo.notes]
     numbers = [sm.number for sm in report.targets.sms]

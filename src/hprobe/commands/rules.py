@@ -63,16 +63,18 @@ def judge_rules(
     use_cache: bool,
     progress: Progress = quiet,
     flashinfer: list[str] | None = None,
+    ahead: tuple[str, ...] = (),
 ) -> CheckReport:
     """The collected rules judged on the releases the request names (or
-    `flashinfer`, release labels a command chose)."""
+    `flashinfer`, release labels a command chose); `ahead`: releases a later
+    step will ask, probed alongside (support/gather.py)."""
     from hprobe.commands.check import run_check, run_repo_check
     from hprobe.support.trees import parse_spec
 
     releases = flashinfer if flashinfer is not None else (parse_spec(request.flashinfer) if request.flashinfer else None)
     if repo_tables is not None:
-        return run_repo_check(repo_tables, request.sm, strict, releases, request.pin, use_cache, progress)
-    return run_check(tables, request.sm, strict, releases, request.pin, use_cache, progress)
+        return run_repo_check(repo_tables, request.sm, strict, releases, request.pin, use_cache, progress, ahead)
+    return run_check(tables, request.sm, strict, releases, request.pin, use_cache, progress, ahead)
 
 
 def run_check_command(request: RuleRequest, strict: bool, baseline: Baseline | None, use_cache: bool, progress: Progress = quiet, waivers: list[Waiver] | None = None) -> CheckReport:

@@ -35,17 +35,24 @@ def run_suggest(
     from hprobe.commands.conclude import conclude
     from hprobe.commands.rules import collect_rules, judge_rules
     from hprobe.report.model import SuggestReport
+    from hprobe.support.gather import alongside
 
     if diff_name is not None and request.repo is None:
         raise InputError("--diff rewrites a source tree: it goes with --repo (use -o for a table)")
-    tables, repo_tables = collect_rules(request, use_cache)
+    searching = request.flashinfer is None or want_table or diff_name is not None
+    # The pin search's every range ends at the newest published release: it is
+    # probed beside the check (with the cache, which keeps its answer), the
+    # index listed while the rules are read.
+    with alongside(lambda: _newest_published() if searching and use_cache else ()) as newest:
+        tables, repo_tables = collect_rules(request, use_cache)
+        ahead = newest.result()
     if want_table and len(tables) != 1:
         raise InputError("--output writes one table: name one with --table (or use --repo)")
-    report = judge_rules(request, tables, repo_tables, False, use_cache, progress)
+    report = judge_rules(request, tables, repo_tables, False, use_cache, progress, ahead=ahead)
     # The tables judged: a repo whose rules read flashinfer's own tables gives one per release.
     suggestions = make_suggestions(report.findings, report.releases, report.tables, newest_only=request.flashinfer is None)
     published: list[Version] = []
-    if request.flashinfer is None or want_table or diff_name is not None:
+    if searching:
         # --flashinfer names the releases to judge on; what is written
         # (-o, --diff) is still checked against every release a pin admits.
         suggestions, published, pin_notes = search_pins(report.tables, report.releases, suggestions, request.pin, use_cache, progress, start)
@@ -77,3 +84,15 @@ def run_suggest(
             patch.not_rewritten.append(f"--diff {diff_name}: nothing to rewrite, not written")
     undecided = any(s.inconclusive or s.unsafe for s in suggestions) or not suggestions
     return SuggestReport(conclude(report), list(suggestions), patch, table_text, EXIT_INCONCLUSIVE if undecided else EXIT_OK)
+
+
+def _newest_published() -> tuple[str, ...]:
+    """The newest published release, or nothing when the index cannot be
+    listed now (the pin search says why when it lists it)."""
+    from hprobe.support.published import published_versions
+
+    try:
+        final = [v for v in published_versions() if not v.is_prerelease]
+    except InputError:
+        return ()
+    return (str(final[-1]),) if final else ()

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from hprobe.kernels import get_variant
+from hprobe.model.errors import InputError
 from hprobe.model.outcome import KernelSMResult, Outcome
 from hprobe.model.release import INSTALLED, FlashinferInfo, ProbedRelease, Progress
 from hprobe.model.sm import SM
@@ -180,20 +181,30 @@ def _package(location: str | None) -> Path | None:
 MAX_UNMET_NOTES = 8
 
 
-def gather(labels: list[str], needed: dict[str, list[int]], heads: list[int], use_cache: bool, progress: Progress) -> dict[str, ProbedRelease]:
+def gather(
+    labels: list[str], needed: dict[str, list[int]], heads: list[int], use_cache: bool, progress: Progress, ahead: tuple[str, ...] = ()
+) -> dict[str, ProbedRelease]:
     """Every release probed, in the order given. Releases that are not installed
     are fetched and probed by worker processes while this one probes the
     installed release: a check of the installed release beside a pinned one
-    costs about the longer of the two, not their sum."""
+    costs about the longer of the two, not their sum.
+
+    `ahead`: releases a later step of the command will ask with the same
+    kernels, SMs and counts (suggest's pin search always asks the newest),
+    probed alongside so that the answer is in the result cache when it does.
+    Not returned, and a failure there is not this call's: the step that asks
+    says it. Only with the cache (nothing would keep the answer)."""
     order = list(dict.fromkeys(labels))
     named = [label for label in order if label != INSTALLED]
-    if not named:
+    extra = [label for label in dict.fromkeys(ahead) if label not in order] if use_cache else []
+    if not named and not extra:
         return {INSTALLED: probe_installed(needed, heads, use_cache, progress=progress)} if order else {}
     out: dict[str, ProbedRelease] = {}
-    prefetch(named)  # one pip for every wheel not cached, in the order they are probed
-    with _release_threads(len(named), "hprobe-release") as (pool, submitted):
+    prefetch(named + extra)  # one pip for every wheel not cached, in the order they are probed
+    with _release_threads(len(named) + len(extra), "hprobe-release") as (pool, submitted):
         futures = {label: pool.submit(probe_named, label, needed, heads, use_cache, _counted(progress, k, len(order))) for k, label in enumerate(named, 1 + (INSTALLED in order))}
         submitted.extend(futures.values())
+        submitted.extend(pool.submit(_probe_ahead, label, needed, heads, progress) for label in extra)
         if INSTALLED in order:
             # Forking beside these threads is safe: they only wait on a pipe
             # and hold no lock the forked child could need.
@@ -219,6 +230,13 @@ def _release_threads(items: int, name: str) -> Iterator[tuple[ThreadPoolExecutor
     finally:
         pool.shutdown(wait=True)
         resume()
+
+
+def _probe_ahead(label: str, needed: dict[str, list[int]], heads: list[int], progress: Progress) -> None:
+    try:
+        probe_named(label, needed, heads, True, lambda message: progress(f"ahead: {message}"))
+    except InputError:
+        pass  # said by the step that asks for it, if one does
 
 
 @contextlib.contextmanager
