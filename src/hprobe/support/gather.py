@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -86,7 +87,20 @@ def _probe_in_process(needed: dict[str, list[int]], heads: list[int], workers: i
 
 
 def probe_named(item: str, needed: dict[str, list[int]], heads: list[int], use_cache: bool, progress: Progress) -> ProbedRelease:
-    """Probe a release that is not installed: fetched, cached and run in a subprocess."""
+    """Probe a release that is not installed: fetched, cached and run in a
+    subprocess; or the answer of the same probe started ahead (probe_ahead)."""
+    if use_cache:
+        with _AHEAD_LOCK:
+            ahead = _AHEAD.pop(_ahead_key(item, needed, heads), None)
+        if ahead is not None:
+            try:
+                return ahead.result()
+            except InputError:
+                pass  # probed here again, which says why
+    return _probe_named(item, needed, heads, use_cache, progress)
+
+
+def _probe_named(item: str, needed: dict[str, list[int]], heads: list[int], use_cache: bool, progress: Progress) -> ProbedRelease:
     progress(f"fetching flashinfer {item}")
     release = resolve(item)
     progress(f"probing flashinfer {release.version}")
@@ -191,20 +205,21 @@ def gather(
 
     `ahead`: releases a later step of the command will ask with the same
     kernels, SMs and counts (suggest's pin search always asks the newest),
-    probed alongside so that the answer is in the result cache when it does.
-    Not returned, and a failure there is not this call's: the step that asks
-    says it. Only with the cache (nothing would keep the answer)."""
+    probed from now on in the background (probe_ahead). Not returned and not
+    waited for; a failure there is said by the step that asks. Only with the
+    cache, which keeps the answer should the step come later."""
     order = list(dict.fromkeys(labels))
     named = [label for label in order if label != INSTALLED]
     extra = [label for label in dict.fromkeys(ahead) if label not in order] if use_cache else []
-    if not named and not extra:
-        return {INSTALLED: probe_installed(needed, heads, use_cache, progress=progress)} if order else {}
+    if named or extra:
+        prefetch(named + extra)  # one pip for every wheel not cached, in the order they are probed
+    probe_ahead(extra, needed, heads, progress)
     out: dict[str, ProbedRelease] = {}
-    prefetch(named + extra)  # one pip for every wheel not cached, in the order they are probed
-    with _release_threads(len(named) + len(extra), "hprobe-release") as (pool, submitted):
+    if not named:
+        return {INSTALLED: probe_installed(needed, heads, use_cache, progress=progress)} if order else {}
+    with _release_threads(len(named), "hprobe-release") as (pool, submitted):
         futures = {label: pool.submit(probe_named, label, needed, heads, use_cache, _counted(progress, k, len(order))) for k, label in enumerate(named, 1 + (INSTALLED in order))}
         submitted.extend(futures.values())
-        submitted.extend(pool.submit(_probe_ahead, label, needed, heads, progress) for label in extra)
         if INSTALLED in order:
             # Forking beside these threads is safe: they only wait on a pipe
             # and hold no lock the forked child could need.
@@ -232,11 +247,35 @@ def _release_threads(items: int, name: str) -> Iterator[tuple[ThreadPoolExecutor
         resume()
 
 
-def _probe_ahead(label: str, needed: dict[str, list[int]], heads: list[int], progress: Progress) -> None:
-    try:
-        probe_named(label, needed, heads, True, lambda message: progress(f"ahead: {message}"))
-    except InputError:
-        pass  # said by the step that asks for it, if one does
+# Probes started ahead in this run: (release, request, cache) -> the answer to come.
+_AHEAD: dict[tuple[str, str, str], Future[ProbedRelease]] = {}
+_AHEAD_LOCK = threading.Lock()
+
+
+def _ahead_key(label: str, needed: dict[str, list[int]], heads: list[int]) -> tuple[str, str, str]:
+    return (label, json.dumps([needed, heads], sort_keys=True), str(cache.configured_root()))
+
+
+def probe_ahead(labels: list[str], needed: dict[str, list[int]], heads: list[int], progress: Progress) -> None:
+    """Start probing `labels` (with the cache) in threads of their own, not
+    waited for: `probe_named` asked the same later takes that answer, waiting
+    for it if it is still coming. A run that never asks ends without waiting
+    (its worker ends with hprobe)."""
+    for label in labels:
+        key = _ahead_key(label, needed, heads)
+        with _AHEAD_LOCK:
+            if key in _AHEAD:
+                continue
+            future: Future[ProbedRelease] = Future()
+            _AHEAD[key] = future
+
+        def run(label: str = label, future: Future[ProbedRelease] = future) -> None:
+            try:
+                future.set_result(_probe_named(label, needed, heads, True, lambda message: progress(f"ahead: {message}")))
+            except BaseException as exc:  # noqa: BLE001 - the asker gets it, whatever it is
+                future.set_exception(exc)
+
+        threading.Thread(target=run, name="hprobe-ahead", daemon=True).start()
 
 
 @contextlib.contextmanager
