@@ -205,12 +205,15 @@ def gather(
 
     `ahead`: releases a later step of the command will ask with the same
     kernels, SMs and counts (suggest's pin search always asks the newest),
-    probed from now on in the background (probe_ahead). Not returned and not
-    waited for; a failure there is said by the step that asks. Only with the
-    cache, which keeps the answer should the step come later."""
+    probed from now on in the background (probe_ahead) where the cores and
+    memory allow more probes than `labels` need. Not returned and not waited
+    for; a failure there is said by the step that asks. Only with the cache,
+    which keeps the answer should the step come later."""
     order = list(dict.fromkeys(labels))
     named = [label for label in order if label != INSTALLED]
-    extra = [label for label in dict.fromkeys(ahead) if label not in order] if use_cache else []
+    # Ahead only on a core (and the memory) the check leaves idle.
+    idle = max(0, search_width() - len(named) - (INSTALLED in order)) if use_cache and ahead else 0
+    extra = [label for label in dict.fromkeys(ahead) if label not in order][:idle]
     if named or extra:
         prefetch(named + extra)  # one pip for every wheel not cached, in the order they are probed
     probe_ahead(extra, needed, heads, progress)
