@@ -31,8 +31,12 @@ def test_a_release_probed_ahead_is_the_answer_when_asked(tmp_path, monkeypatch):
     real_worker = results._run_worker
     monkeypatch.setattr(results, "_run_worker", lambda release, *a: (probed.append(release.version), real_worker(release, *a))[1])
     # 0.0.999 does not exist: a release probed ahead that fails is not the check's failure.
-    got = gather_module.gather(["0.6.13"], NEEDED, HEADS, True, quiet, ahead=("0.6.14", "0.0.999", "0.6.13"))
+    assert list(gather_module.gather(["0.6.13"], NEEDED, HEADS, True, quiet, ahead=("0.0.999",))) == ["0.6.13"]
+    # One core is idle beside one release (two here): one release ahead, and never one the check probes.
+    monkeypatch.setattr(gather_module, "search_width", lambda: 2)
+    got = gather_module.gather(["0.6.13"], NEEDED, HEADS, True, quiet, ahead=("0.6.13", "0.6.14", "0.6.15"))
     assert list(got) == ["0.6.13"]
+    assert gather_module._ahead_key("0.6.15", NEEDED, HEADS) not in gather_module._AHEAD
     later = gather_module.probe_named("0.6.14", NEEDED, HEADS, True, quiet)  # waits for the probe ahead
     assert _answers(later) == _answers(alone)
     assert sorted(probed) == ["0.6.13", "0.6.14"]  # each probed once: asked, 0.6.14 was not probed again
