@@ -7,6 +7,7 @@ way, whose messages are the ones users see."""
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -76,6 +77,23 @@ def test_a_release_with_no_wheel_is_refused_in_pip_download_s_own_words(tmp_path
                 trees.fetch_wheel(version)
             assert str(batched.value) == plain_words[version]
     assert started == []
+
+
+def test_an_index_that_cannot_be_reached_is_not_a_release_without_wheels(tmp_path, monkeypatch):
+    """pip's finder only warns when the index does not answer and finds
+    nothing: the batch must not take that for "no wheel of it". Plain pip
+    download is asked, and its message says the index could not be reached."""
+    monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)  # no mirror, no find-links
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple/")  # nothing listens there
+    monkeypatch.setenv("PIP_RETRIES", "1")  # pip warns of a refused connection only when it retries
+    monkeypatch.setenv("PIP_TIMEOUT", "5")
+    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
+    monkeypatch.delenv("PIP_EXTRA_INDEX_URL", raising=False)
+    trees.prefetch(["0.6.13", "0.6.14"])
+    with pytest.raises(InputError) as raised:
+        trees.fetch_wheel("0.6.13")
+    assert "could not be reached" in str(raised.value)
 
 
 def test_a_helper_that_cannot_use_pip_costs_only_time(tmp_path, monkeypatch):

@@ -8,8 +8,9 @@ nothing of hprobe is imported). Each `pip download` costs this machine about
 2 s of CPU before it fetches a byte (starting pip, resolving, reading the
 wheel three times); one process for a report's nineteen releases pays that
 once. Request on stdin: {"dist", "versions", "dest"}; a line of JSON on stdout
-per release as it lands, {"version", "file"}, {"version", "refused"} (pip's
-finder has no wheel of it: pip's own last words for that) or {"version",
+per release as it lands, {"version", "file"}, {"version", "refused"} (the
+index lists the distribution but no wheel of that release pip's finder can
+take: pip's own last words for that) or {"version",
 "error"}, or one {"error"} when pip's internals are not what this expects.
 Whatever else it cannot fetch is fetched again by plain `pip download`: this
 is only a faster road to the same file, never the one that explains a
@@ -44,8 +45,14 @@ def main() -> int:
                 try:
                     found = finder.find_best_candidate(request["dist"], SpecifierSet(f"=={version}")).best_candidate
                     if found is None:
-                        # What `pip download` ends with for a release with no
-                        # wheel its finder can take (pip's resolver words it so).
+                        if not finder.find_all_candidates(request["dist"]):
+                            # No listing at all: an index pip could not reach
+                            # (its finder only warns) or a name it does not
+                            # know. Plain pip download says which.
+                            raise LookupError("the index listed no release of it")
+                        # Listed, with no wheel of this release pip's finder
+                        # can take: what `pip download` ends with (its
+                        # resolver's words).
                         _say({"version": version, "refused": f"ERROR: No matching distribution found for {request['dist']}=={version}"})
                         continue
                     path = _download(session, found.link, os.path.join(request["dest"], version))
