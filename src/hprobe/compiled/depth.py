@@ -37,9 +37,6 @@ KV_LENGTHS = (1024, 4096, 32768, 131072)
 DSV4_TOP_K = (128, 512, 1024, 2048)
 
 
-# Where the kernel table comes from (support/kernel_tables.py); "off" keeps every answer at the validators.
-
-
 @dataclass(frozen=True)
 class Tables:
     """The kernel table a release's trtllm-gen selection reads, or why there is none."""

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-TABLE_SETTING = "HPROBE_KERNEL_TABLE"  # a kernel table's path, or "off"
+# Where the kernel table comes from (support/kernel_tables.py): a table's
+# path, or "off", which keeps every answer at the validators.
+TABLE_SETTING = "HPROBE_KERNEL_TABLE"
 
 # Under a release's `flashinfer/data`.
 KERNELS = "include/flashinfer/trtllm/fmha/fmhaKernels.cuh"
