@@ -34,7 +34,7 @@ def search_pins(
     from hprobe.advise.pins import advise
     from hprobe.model.pins import parse_pin
     from hprobe.support.gather import alongside, search_width
-    from hprobe.support.published import published_versions
+    from hprobe.support.published import final_releases
 
     pins = {t.name: pin or t.requires_flashinfer for t in tables}
     stranded = [s for s in suggestions if s.suggested is None and s.unsafe and not s.inconclusive]
@@ -42,7 +42,7 @@ def search_pins(
     if not todo and not stranded:
         return suggestions, [], []
     progress("listing published flashinfer releases")
-    published = [v for v in published_versions() if not v.is_prerelease]
+    published = final_releases()
     prober = _Prober(releases, use_cache, progress)
     newest_probed = max((Version(v) for v in prober.known if _is_version(v)), default=None)
     width = search_width()

@@ -89,10 +89,10 @@ def run_suggest(
 def _newest_published() -> tuple[str, ...]:
     """The newest published release, or nothing when the index cannot be
     listed now (the pin search says why when it lists it)."""
-    from hprobe.support.published import published_versions
+    from hprobe.support.published import final_releases
 
     try:
-        final = [v for v in published_versions() if not v.is_prerelease]
+        final = final_releases()
     except InputError:
         return ()
     return (str(final[-1]),) if final else ()

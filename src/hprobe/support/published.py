@@ -25,6 +25,12 @@ def published_versions() -> list[Version]:
     return list(_published_versions(tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("PIP_")))))
 
 
+def final_releases() -> list[Version]:
+    """The published releases that are not pre-releases, oldest first: what
+    a search for a first safe release walks, and where it ends."""
+    return [v for v in published_versions() if not v.is_prerelease]
+
+
 @functools.lru_cache(maxsize=4)
 def _published_versions(_pip_settings: tuple[tuple[str, str], ...]) -> tuple[Version, ...]:
     cmd = [sys.executable, "-m", "pip", "index", "versions", DIST, "--disable-pip-version-check"]
