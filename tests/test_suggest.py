@@ -100,6 +100,30 @@ def test_releases_already_answered_leave_no_core_idle(k):
 
 
 @pytest.mark.pure  # the fast tier: no torch, flashinfer or subprocess
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_a_flip_the_answered_releases_already_show_costs_no_round(k):
+    """A suggestion's check probed the pinned release and the one after (the
+    flip between them); the pin search over every published release then
+    probes its two ends and nothing else, where before it probed rounds in the
+    middle of the range that the flip's answers already ruled out."""
+    for n in range(3, 25):
+        for flip in range(1, n):
+            history = {v: v >= flip for v in range(n)}
+            rounds: list[list[int]] = []
+            probed: list[int] = []
+
+            def state(v: int, history: dict[int, bool] = history, probed: list[int] = probed) -> bool:
+                probed.append(v)
+                return history[v]
+
+            had = {flip - 1, flip}
+            found = first_true(list(range(n)), state, parallel=k, prepare=rounds.append, answered=had.__contains__)
+            assert (found.first, found.last_false, found.adjacent) == (flip, flip - 1, True), (n, flip, k)
+            assert set(probed) - had <= {0, n - 1}, (n, flip, k, probed)
+            assert all(set(batch) <= {0, n - 1} for batch in rounds), (n, flip, k, rounds)
+
+
+@pytest.mark.pure  # the fast tier: no torch, flashinfer or subprocess
 def test_raised_pin_keeps_upper_bounds_and_refuses_what_it_cannot_raise():
     assert raised_pin(">=0.6.13", Version("0.6.14")) == ">=0.6.14"
     assert raised_pin(">=0.6.13,<0.8", Version("0.6.14")) == ">=0.6.14,<0.8"

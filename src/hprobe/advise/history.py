@@ -110,18 +110,22 @@ def _narrow(
     conclusive_near: Callable[[int, int, int], int | None], asked: Callable[[int], bool],
 ) -> None:
     """Close in on the flip between `lo` (does not hold, or unknown) and `hi`
-    (holds): k releases a round where k > 1, else the middle one."""
+    (holds): k releases a round where k > 1, else the middle one. A round
+    whose new releases all lie where releases answered already (the check's,
+    an earlier count's or backend's) rule the flip out is not probed: the
+    range closes on those answers instead."""
     while hi - lo > 1:
-        if k > 1 and hi - lo > 2:
-            points = _round(lo, hi, k, asked)
+        in_rounds = k > 1 and hi - lo > 2
+        points = _round(lo, hi, k, asked) if in_rounds else [(lo + hi) // 2]
+        known = _bounds([(p, at(p)) for p in range(lo + 1, hi) if asked(p)], lo, hi)
+        if known != (lo, hi) and not any(known[0] < p < known[1] for p in points if not asked(p)):
+            lo, hi = known
+            continue
+        if in_rounds:
             ready(points)
             states = [(p, at(p)) for p in points]
             if any(s is not None for _, s in states):
-                # The first that holds bounds the range above; the last before
-                # it that does not, below (a later one that does not is a
-                # regression, reported from what was seen).
-                hi = next((p for p, s in states if s is True), hi)
-                lo = max((p for p, s in states if s is False and p < hi), default=lo)
+                lo, hi = _bounds(states, lo, hi)
                 continue
         mid = conclusive_near((lo + hi) // 2, lo, hi)
         if mid is None:
@@ -130,6 +134,14 @@ def _narrow(
             hi = mid
         else:
             lo = mid
+
+
+def _bounds(states: Sequence[tuple[int, bool | None]], lo: int, hi: int) -> tuple[int, int]:
+    """The range left by `states` (ascending): the first that holds bounds it
+    above; the last before that which does not, below (a later one that does
+    not is a regression, reported from what was seen)."""
+    hi = next((p for p, s in states if s is True), hi)
+    return max((p for p, s in states if s is False and p < hi), default=lo), hi
 
 
 def _last_flip(conclusive: Sequence[tuple[int, bool | None]]) -> tuple[int | None, int | None]:
