@@ -24,7 +24,11 @@ from hprobe.support import cache
 SHARED = "shared"
 # What hprobe writes at the top of its cache. Anything else there (HPROBE_CACHE_DIR
 # may name a directory that holds other things) is counted, never removed.
-HPROBE_ENTRIES = frozenset({"wheels", "trees", "results", "pycache", "kernel-tables", "deep", "names", "readings"})
+HPROBE_ENTRIES = frozenset({"wheels", "trees", "results", "pycache", "bytecode", "kernel-tables", "deep", "names", "readings"})
+# What no one release owns: bytecode keyed by source content (every release
+# shipping the file shares it), kernel tables, deep answers, and source trees'
+# readings.
+_SHARED_KINDS = {"bytecode": "bytecode", "kernel-tables": "kernel-table", "deep": "answers", "names": "answers", "readings": "readings"}
 _WHEEL = re.compile(r"^flashinfer_python-([^-]+)-")
 _DIST_INFO = re.compile(r"^flashinfer_python-([^-]+)\.dist-info$")
 
@@ -150,14 +154,8 @@ def usage(root: Path | None = None) -> Usage:
                 for t in _children(mirrored):
                     add(t, "bytecode", trees.get(t.name, SHARED))
                 add(top, "bytecode", SHARED)  # the rest: the interpreter's own modules
-            case "kernel-tables":
-                add(top, "kernel-table", SHARED)
-            case "deep" | "names":
-                add(top, "answers", SHARED)
-            case "readings":
-                add(top, "readings", SHARED)  # source trees' readings: no release's alone
             case _:
-                add(top, "other", SHARED)  # not hprobe's: never removed
+                add(top, _SHARED_KINDS.get(top.name, "other"), SHARED)  # "other": not hprobe's, never removed
     # The directories that hold the entries count too, as du counts them.
     directories = [root, *(p for p in (root / "wheels", root / "trees", root / "results") if p.is_dir())]
     found.total = sum(e.size for e in found.entries) + sum(d.lstat().st_blocks * 512 for d in directories)

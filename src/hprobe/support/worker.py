@@ -25,6 +25,10 @@ def answer(request: dict) -> int:
     from hprobe.support.slim import watch
 
     watch(tree)  # a slim tree's files are written from its wheel as they are opened
+    if request.get("bytecode"):
+        from hprobe.support.bytecode import share
+
+        share(tree, Path(request["bytecode"]))  # what an earlier release compiled from the same bytes
     sys.path.insert(0, str(tree))
     noise = io.StringIO()  # flashinfer may print; stdout carries only our JSON
     try:
@@ -99,7 +103,7 @@ def _data(value: object, depth: int = 0) -> dict:
 
 # What every worker imports before a release's flashinfer: a zygote
 # (support/zygote.py) imports it once and forks a worker per request.
-PRELOAD = ("torch", "hprobe.device.session", "hprobe.probe.run", "hprobe.kernels", "hprobe.support.slim")
+PRELOAD = ("torch", "hprobe.device.session", "hprobe.probe.run", "hprobe.kernels", "hprobe.support.slim", "hprobe.support.bytecode")
 
 
 def serve() -> int:

@@ -60,9 +60,14 @@ def _worker(request: dict) -> dict | str:
     # first four workers spent 24 s each, about half of it compiling torch).
     # The worker's temp files go to its own directory, removed with it
     # however the worker ends.
-    pycache = None if _in_cache(Path(request["tree"])) else str(cache.root() / "pycache")
+    in_cache = _in_cache(Path(request["tree"]))
+    pycache = None if in_cache else str(cache.root() / "pycache")
     if pycache is not None:
         bootstrap = f"import sys; sys.pycache_prefix = {pycache!r}; " + bootstrap
+    if in_cache:
+        # Releases fetched into the cache compile each source once between
+        # them (support/bytecode.py): neighbouring releases share most files.
+        request = {**request, "bytecode": str(cache.root() / "bytecode")}
     limit = setting_from_env(WORKER_TIMEOUT)
     workdir = scratch_dir(None, "hprobe-worker")  # named by its owner: a killed run's is removed later
     try:
