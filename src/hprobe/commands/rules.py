@@ -3,6 +3,7 @@ padding rules, probe the releases they are judged on, judge them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
     from hprobe.model.padding import PaddingTable
     from hprobe.model.waiver import Waiver
     from hprobe.report.model import CheckReport
+    from hprobe.rules.interface import RuleSource
     from hprobe.rules.repo.extract import RepoTables
 
 
@@ -23,9 +25,7 @@ def collect_rules(request: RuleRequest, use_cache: bool = True) -> tuple[list[Pa
     through the cache (support/readings.py) unless `use_cache` is off."""
     from hprobe.rules import override_models, override_options
     from hprobe.rules.interface import RuleInputs
-    from hprobe.rules.repo.extract import RepoRuleSource
     from hprobe.rules.sources import rule_sources
-    from hprobe.support.readings import KeptReadings
 
     picked = None
     if request.models is not None:
@@ -35,15 +35,16 @@ def collect_rules(request: RuleRequest, use_cache: bool = True) -> tuple[list[Pa
     inputs = RuleInputs(
         tables=request.tables, repo=request.repo, mapping=request.mapping, exclude=request.exclude, settings=request.settings,
         pad_fn=request.pad_fn, kernel=request.kernel, sm=request.sm, heads=request.heads, tp=request.tp,
-        picked=tuple(picked) if picked is not None else None, read_tree=KeptReadings(use_cache).extract,
+        picked=tuple(picked) if picked is not None else None, read_tree=_tree_reader(use_cache) if request.repo is not None else None,
     )
     sources = rule_sources(inputs)
     repo_tables: RepoTables | None = None
     tables = []
     for source in sources:
-        if isinstance(source, RepoRuleSource):  # its full record too: classes, call paths, pin
-            repo_tables = source.read()
-            tables.append(repo_tables.table)
+        record = _repo_record(source) if request.repo is not None else None
+        if record is not None:
+            repo_tables = record
+            tables.append(record.table)
         else:
             tables.append(source.collect())
     # A repo's rules and a --pad-fn were evaluated for the overridden models already.
@@ -53,6 +54,20 @@ def collect_rules(request: RuleRequest, use_cache: bool = True) -> tuple[list[Pa
     if repo_tables is not None:
         repo_tables = replace(repo_tables, table=tables[0])  # the table as overridden is the one judged and patched
     return tables, repo_tables
+
+
+def _tree_reader(use_cache: bool) -> Callable[..., RepoTables]:
+    from hprobe.support.readings import KeptReadings
+
+    return KeptReadings(use_cache).extract
+
+
+def _repo_record(source: RuleSource) -> RepoTables | None:
+    """A repo's full record (classes, call paths, pin); None for other sources.
+    Imported only where a repo is read: the extractor is 40 ms of imports."""
+    from hprobe.rules.repo.extract import RepoRuleSource
+
+    return source.read() if isinstance(source, RepoRuleSource) else None
 
 
 def judge_rules(

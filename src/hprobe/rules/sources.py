@@ -6,7 +6,7 @@ SourceKind and one line here."""
 from __future__ import annotations
 
 from hprobe.rules.interface import RuleInputs, RuleSource, SourceKind
-from hprobe.rules.repo.extract import RepoSourceKind
+from hprobe.rules.repo.kind import RepoSourceKind
 from hprobe.rules.repo.padfn import PadFnSourceKind
 from hprobe.rules.toml_source import TomlSourceKind
 

@@ -18,7 +18,7 @@ from hprobe.model.errors import InputError, NothingToCheck
 from hprobe.model.padding import Backend, Model, NoPadding, PaddingRule, PaddingTable, PadMap, PadTo, Provenance, Reach, Where
 from hprobe.model.sm import sm_names
 from hprobe.rules import shipped_data
-from hprobe.rules.interface import RuleInputs, RuleSource, SourceKind
+from hprobe.rules.interface import RuleSource
 from hprobe.rules.repo.bound import BoundRule, RuleSite, evaluate_entries, load_settings, shown_path
 from hprobe.rules.repo.engine import read_reach
 from hprobe.rules.repo.evaluate import FlashinferSource, NotEvaluable, Raises, evaluate
@@ -469,24 +469,4 @@ class RepoRuleSource(RuleSource):
 
     def collect(self) -> PaddingTable:
         return self.read().table
-
-
-class RepoSourceKind(SourceKind):
-    """--repo: the padding classes and call paths of a source tree."""
-
-    name = "repo"
-
-    def given(self, inputs: RuleInputs) -> bool:
-        return inputs.repo is not None
-
-    def make(self, inputs: RuleInputs) -> list[RuleSource]:
-        from hprobe.rules import overridden_models
-        from hprobe.rules.repo.mapping import load_mapping
-
-        assert inputs.repo is not None
-        chosen = load_mapping(inputs.mapping) if inputs.mapping is not None else None
-        heads, tp = inputs.heads, list(inputs.tp) if inputs.tp is not None else None
-        picked = list(inputs.picked) if inputs.picked is not None else None
-        models = (lambda found: overridden_models(found, heads, tp, picked)) if heads is not None or tp is not None or picked is not None else None
-        return [RepoRuleSource(inputs.repo, chosen, inputs.exclude, dict(inputs.settings), models, inputs.read_tree)]
 
