@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import pickle
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,41 @@ def test_an_edit_is_seen_even_when_the_mtime_is_put_back(tree):
     os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # as a restore from an archive would
     after = KeptReadings().extract(tree, load_mapping())
     assert {c.cls.name: c.rule.describe() for c in after.classes}["DeepseekV4FlashInferMLAAttention"] == "pad_to {32, 128}"
+
+
+def test_a_digest_kept_by_file_identity_sees_an_edit_that_puts_size_and_mtime_back(tree, monkeypatch):
+    """A warm reading stats the tree's files instead of reading them (SGLang's
+    4,000 files), yet an edit that keeps the size and puts the mtime back is
+    read: it changed the file's change time, which nothing can set back."""
+    monkeypatch.setattr(readings._StatMemo, "RACY_S", 0.0)  # this tree was written a moment ago: count it as settled
+    time.sleep(0.05)
+    KeptReadings().extract(tree, load_mapping())
+    opened: list[str] = []
+    real = readings._prefix_digest
+    monkeypatch.setattr(readings, "_prefix_digest", lambda path, limit: opened.append(path) or real(path, limit))
+    KeptReadings().extract(tree, load_mapping())
+    assert opened == []  # every file answered from its identity
+    source = tree / "vllm" / "models" / "deepseek_v4" / "nvidia" / "flashinfer_sparse.py"
+    stat = source.stat()
+    time.sleep(0.05)
+    source.write_text(source.read_text().replace("64", "32"))
+    os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert source.stat().st_size == stat.st_size
+    after = KeptReadings().extract(tree, load_mapping())
+    assert opened == [str(source)]
+    assert {c.cls.name: c.rule.describe() for c in after.classes}["DeepseekV4FlashInferMLAAttention"] == "pad_to {32, 128}"
+
+
+def test_a_file_changed_just_now_is_never_answered_from_its_identity(tree, monkeypatch):
+    """Git's racy entries: two writes within one tick of the change-time
+    clock would share an identity, so a file changed less than RACY_S before
+    its digest is taken is read again next time."""
+    KeptReadings().extract(tree, load_mapping())  # the fixture copied every file a moment ago
+    opened: list[str] = []
+    real = readings._prefix_digest
+    monkeypatch.setattr(readings, "_prefix_digest", lambda path, limit: opened.append(path) or real(path, limit))
+    KeptReadings().extract(tree, load_mapping())
+    assert sorted(opened) == sorted(str(p) for p in tree.rglob("*.py"))
 
 
 def test_a_new_file_in_the_tree_is_read(tree):

@@ -5,7 +5,9 @@ A reading rests on, and is keyed by: hprobe's code and Python's version (what
 `ast` parses); the tree as given, its shape (every name in each directory an
 index walks) and its Python files' contents; the `.dist-info` folders beside
 it; the mapping as loaded (models overridden or not), the excludes and the
---set values; and the flashinfer release its rules read, by content. What else
+--set values; and the flashinfer release its rules read, by content (a
+file's content digest is taken again only when its identity changed:
+`_StatMemo`). What else
 it read or looked for (a requirements file, a METADATA, an include) is
 recorded as it is read (system/fileio) and checked again before an entry is
 used. A reading is kept only when every answer the release gave was a kept
@@ -20,9 +22,11 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import pickle
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -98,18 +102,63 @@ class KeptReadings:
 def _tree_digest(root: Path, excludes: tuple[str, ...]) -> tuple[str, dict[str, str]]:
     """(a digest of the tree's shape and Python files, each file's own digest).
     A file is read as the index reads it: up to its size cap, a file past it
-    being one that is not parsed, whatever follows."""
+    being one that is not parsed, whatever follows. A file whose identity
+    (device, inode, size, modification and change times) is the one its
+    digest was last taken at is not read again (_StatMemo)."""
     files, names = tree_shape(root, excludes)
+    memo = _StatMemo(root, excludes)
     digest = hashlib.blake2b(digest_size=20)
     digest.update("\0".join(names).encode("utf-8", "surrogateescape"))
     each = {}
     for path in files:
-        each[str(path)] = _prefix_digest(path, MAX_SOURCE_BYTES)
-        digest.update(b"\1" + str(path).encode("utf-8", "surrogateescape") + b"\0" + each[str(path)].encode())
+        each[path] = memo.digest(path)
+        digest.update(b"\1" + path.encode("utf-8", "surrogateescape") + b"\0" + each[path].encode())
+    memo.keep()
     return digest.hexdigest(), each
 
 
-def _prefix_digest(path: Path, limit: int) -> str:
+class _StatMemo:
+    """Each file's content digest with the identity it was taken at, kept
+    per tree. Git's rule for racy entries: a digest is kept only for a file
+    whose last change is older than RACY_S when it is taken, so a later write
+    (which sets the change time, and no call can set it back) never shares
+    the identity it was kept with. Mtimes alone lie (a checkout, an
+    extraction set them); the change time and the inode do not."""
+
+    RACY_S = 2.0
+
+    def __init__(self, root: Path, excludes: tuple[str, ...]):
+        self.path = cache.root() / "readings" / f"stat-{content_digest(repr((SCHEMA, str(root), list(excludes))).encode())}.json"
+        self.kept: dict[str, list] = {}
+        try:
+            loaded = json.loads(self.path.read_bytes())
+            self.kept = loaded if isinstance(loaded, dict) else {}
+        except (OSError, ValueError):
+            self.kept = {}  # none yet, or damaged: every file is read
+        self.fresh: dict[str, list] = {}
+        self.taken = time.time()
+
+    def digest(self, path: str) -> str:
+        try:
+            info = os.stat(path)
+        except OSError:
+            return _prefix_digest(path, MAX_SOURCE_BYTES)
+        identity = [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
+        kept = self.kept.get(path)
+        if isinstance(kept, list) and len(kept) == 6 and kept[:5] == identity and isinstance(kept[5], str):
+            self.fresh[path] = kept
+            return kept[5]
+        found = _prefix_digest(path, MAX_SOURCE_BYTES)
+        if info.st_ctime_ns / 1e9 < self.taken - self.RACY_S and not found.startswith("unreadable"):
+            self.fresh[path] = [*identity, found]
+        return found
+
+    def keep(self) -> None:
+        if self.fresh != self.kept:
+            cache.write_atomically(self.path, json.dumps(self.fresh, separators=(",", ":")).encode())
+
+
+def _prefix_digest(path: str, limit: int) -> str:
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         with os.fdopen(fd, "rb") as fh:
