@@ -22,7 +22,6 @@ import hashlib
 import marshal
 import os
 import sys
-import tempfile
 from collections.abc import Callable
 from importlib.abc import PathEntryFinder
 from importlib.machinery import (
@@ -37,6 +36,8 @@ from importlib.machinery import (
 from importlib.util import MAGIC_NUMBER
 from pathlib import Path
 from types import CodeType
+
+from hprobe.support import cache
 
 
 def share(tree: Path, store: Path) -> None:
@@ -82,22 +83,7 @@ def _code(store: Path, data: bytes, path: str, optimize: int, compile_source: Ca
             return code
     code = compile_source(data, path, _optimize=optimize)
     payload = marshal.dumps(code)
-    _keep(entry, hashlib.sha256(payload).digest() + payload)
+    # Published with one rename (another worker may write the same entry:
+    # either copy is it); a store that cannot be written costs only time.
+    cache.write_atomically(entry, hashlib.sha256(payload).digest() + payload)
     return code
-
-
-def _keep(entry: Path, blob: bytes) -> None:
-    """Publish with one rename (another worker may write the same entry:
-    either copy is it); a store that cannot be written costs only time."""
-    try:
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(blob)
-            os.replace(tmp, entry)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    except OSError:
-        pass
