@@ -5,12 +5,15 @@ gets, the same as a probe then, and nothing of it is the check's."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from hprobe.model.errors import InputError
+from hprobe.model.outcome import Depth
 from hprobe.model.release import quiet
 from hprobe.support import gather as gather_module
-from hprobe.support import results
+from hprobe.support import kernel_tables, results
 
 pytestmark = pytest.mark.slow
 
@@ -54,3 +57,35 @@ def test_without_the_cache_nothing_is_probed_ahead(tmp_path, monkeypatch):
     assert list(got) == ["0.6.13"]
     assert gather_module._ahead_key("0.6.14", NEEDED, HEADS) not in gather_module._AHEAD
     assert not [t for t in threading.enumerate() if t.name == "hprobe-ahead"]
+
+
+def test_a_kernel_table_is_fetched_while_the_worker_probes_and_not_when_answers_are_cached(tmp_path, monkeypatch):
+    """A release whose kernels can reach trtllm-gen's launchers has its kernel
+    table fetched beside its worker, not after it (a cold report's first
+    releases waited on the index with every core idle); the answers are the
+    compiled-depth ones either way, and a warm run starts no fetch."""
+    monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    events: list[str] = []
+    real_worker, real_tables = results._run_worker, kernel_tables.tables_for
+
+    def worker(release, *args):
+        events.append("worker starts")
+        try:
+            return real_worker(release, *args)
+        finally:
+            events.append("worker ends")
+
+    def tables(*args, **kwargs):
+        events.append(f"table asked in {threading.current_thread().name}")
+        return real_tables(*args, **kwargs)
+
+    monkeypatch.setattr(results, "_run_worker", worker)
+    monkeypatch.setattr(kernel_tables, "tables_for", tables)
+    needed = {"trtllm-mla": [100]}
+    first = gather_module.probe_named("0.6.14", needed, HEADS, True, quiet)
+    assert events.count("table asked in hprobe-tables") == 1 and len(events) == 3, events
+    assert events.index("table asked in hprobe-tables") < events.index("worker ends")
+    assert first.results[("trtllm-mla", 100)].depth is Depth.COMPILED
+    events.clear()
+    again = gather_module.probe_named("0.6.14", needed, HEADS, True, quiet)
+    assert events == [] and _answers(again) == _answers(first)

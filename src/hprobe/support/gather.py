@@ -27,6 +27,7 @@ from hprobe.system.envinfo import installed_flashinfer_info
 T = TypeVar("T")
 
 if TYPE_CHECKING:
+    from hprobe.compiled.depth import Tables
     from hprobe.rules.repo.scan import RepoIndex
 
 
@@ -106,10 +107,21 @@ def _probe_named(item: str, needed: dict[str, list[int]], heads: list[int], use_
     progress(f"probing flashinfer {release.version}")
     sms = sorted({sm for sms in needed.values() for sm in sms})
     results: dict[tuple[str, int], KernelSMResult] = {}
-    for result in probe_release(release, list(needed), sms, heads, use_cache=use_cache):
+    package = release.location / "flashinfer"
+    tables: list[Future[Tables]] = []
+
+    def fetch_tables(probed: list[str]) -> None:
+        # Its kernel table, where a kernel probed can reach a launcher compiled
+        # depth evaluates, is fetched while the worker probes: fetched after,
+        # a cold report's first releases waited 3-4 s each on the index, every
+        # core idle. A table no answer needs is kept in the cache, not waited for.
+        if any(_reaches_compiled_depth(key) for key in probed):
+            tables.append(_tables_alongside(package, release.version, progress))
+
+    for result in probe_release(release, list(needed), sms, heads, use_cache=use_cache, on_probe=fetch_tables):
         if result.key in needed and result.sm in needed[result.key]:
             results[(result.key, result.sm)] = result
-    _deepen(results, release.location / "flashinfer", release.version, progress, f"wheel {release.wheel_sha256}" if use_cache and release.wheel_sha256 else None)
+    _deepen(results, package, release.version, progress, f"wheel {release.wheel_sha256}" if use_cache and release.wheel_sha256 else None, tables[0] if tables else None)
     notes = [u.note(release.version) for u in release.unmet[:MAX_UNMET_NOTES]]
     if len(release.unmet) > MAX_UNMET_NOTES:
         rest = release.unmet[MAX_UNMET_NOTES:]
@@ -123,10 +135,39 @@ def _probe_named(item: str, needed: dict[str, list[int]], heads: list[int], use_
     return ProbedRelease(item, FlashinferInfo(release.version, str(release.location)), results, notes, release.unmet)
 
 
-def _deepen(results: dict[tuple[str, int], KernelSMResult], package: Path | None, version: str, progress: Progress = lambda _m: None, identity: str | None = None) -> None:
+def _reaches_compiled_depth(key: str) -> bool:
+    """Whether the kernel's probe names launchers compiled depth evaluates
+    (it overrides `compiled_call`)."""
+    from hprobe.kernels.base import KernelProbe
+
+    return type(get_variant(key).probe).compiled_call is not KernelProbe.compiled_call
+
+
+def _tables_alongside(package: Path, version: str, progress: Progress) -> Future[Tables]:
+    """The release's kernel table, fetched in a thread not waited for (a run
+    that never asks ends without it; its helpers end with hprobe)."""
+    from hprobe.support.kernel_tables import tables_for
+
+    future: Future[Tables] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(tables_for(package, version, progress))
+        except BaseException as exc:  # noqa: BLE001 - the asker gets it, whatever it is
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name="hprobe-tables", daemon=True).start()
+    return future
+
+
+def _deepen(
+    results: dict[tuple[str, int], KernelSMResult], package: Path | None, version: str, progress: Progress = lambda _m: None,
+    identity: str | None = None, fetching: Future[Tables] | None = None,
+) -> None:
     """Take each result past the validators where its h_q reached compiled code
     hprobe evaluates (compiled/depth.py). The results cache holds what the probe
     saw; this runs on every read, so a table found later deepens cached answers.
+    `fetching`: the table, already being fetched.
 
     What it concludes is kept too, keyed by everything it rests on (`identity`:
     the release's content; hprobe's code; the results as probed; the table
@@ -147,14 +188,14 @@ def _deepen(results: dict[tuple[str, int], KernelSMResult], package: Path | None
             for (k, _), deep in zip(needs, hit, strict=True):
                 results[k] = KernelSMResult.from_dict(deep)
             return
-    from hprobe.compiled.depth import Tables, deepen
+    from hprobe.compiled.depth import deepen
     from hprobe.support.kernel_tables import tables_for
 
     found: list[Tables] = []
 
     def get_tables() -> Tables:
         if not found:
-            found.append(tables_for(package, version, progress))
+            found.append(fetching.result() if fetching is not None else tables_for(package, version, progress))
         return found[0]
 
     for _, result in needs:

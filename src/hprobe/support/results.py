@@ -12,6 +12,7 @@ import importlib.util
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -147,10 +148,12 @@ def cache_installed(identity: str, kernel_id: str, sms: list[int], heads: list[i
 
 
 def probe_release(
-    release: Release, kernel_ids: list[str], sms: list[int], heads: list[int], use_cache: bool = True
+    release: Release, kernel_ids: list[str], sms: list[int], heads: list[int], use_cache: bool = True,
+    on_probe: Callable[[list[str]], None] | None = None,
 ) -> list[KernelSMResult]:
     """Results for every kernel variant x SM x h_q on `release`, from the cache or a worker.
-    `kernel_ids` are variant keys (`trtllm-mla[backend=xqa]`)."""
+    `kernel_ids` are variant keys (`trtllm-mla[backend=xqa]`); `on_probe` is
+    told which of them a worker is about to probe (none: every answer was cached)."""
     results: list[KernelSMResult] = []
     missing: list[str] = []
     cached: dict[str, list[KernelSMResult]] = {}
@@ -163,6 +166,8 @@ def probe_release(
             cached[kernel_id] = hit
     fresh: dict[str, list[KernelSMResult]] = {}
     if missing:
+        if on_probe is not None:
+            on_probe(missing)
         for result in _run_worker(release, missing, sms, heads):
             fresh.setdefault(result.key, []).append(result)
         for kernel_id, kernel_results in fresh.items():
