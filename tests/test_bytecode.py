@@ -63,6 +63,8 @@ def test_a_module_compiled_for_one_release_is_loaded_for_the_next_as_its_own_fil
     second = importer(second_tree, "mod_b", store)
     assert (first.ANSWER, second.ANSWER) == (42, 7)
     assert _entries(store) == [entry]
+    # The store holds the bytecode once: none is written beside either tree's sources.
+    assert not list(tmp_path.glob("0.6.1*/**/*.pyc"))
     # Every code object names the release's own file, as a .pyc's does.
     assert second.where.__code__.co_filename == str(second_tree / "mod_b.py")
     with pytest.raises(ValueError) as raised:
