@@ -70,18 +70,18 @@ def share(tree: Path, store: Path) -> None:
         del sys.path_importer_cache[entry]
 
 
-def key(data: bytes, optimize: int) -> str:
+def _key(data: bytes, optimize: int) -> str:
     level = sys.flags.optimize if optimize == -1 else optimize
     return hashlib.sha256(MAGIC_NUMBER + bytes([level]) + data).hexdigest()
 
 
 def _code(store: Path, data: bytes, path: str, optimize: int, compile_source: Callable[..., CodeType]) -> CodeType:
-    entry = store / MAGIC_NUMBER.hex() / key(data, optimize)
+    entry = store / MAGIC_NUMBER.hex() / _key(data, optimize)
     try:
         kept = entry.read_bytes()
     except OSError:
         kept = b""
-    if kept[:32] == hashlib.sha256(kept[32:]).digest() and len(kept) > 32:
+    if len(kept) > 32 and kept[:32] == hashlib.sha256(kept[32:]).digest():
         code = marshal.loads(kept[32:])
         if isinstance(code, CodeType):
             _imp._fix_co_filename(code, path)  # type: ignore[attr-defined]  # as a .pyc's is on loading

@@ -149,15 +149,21 @@ def _tables_alongside(package: Path, version: str, progress: Progress) -> Future
     from hprobe.support.kernel_tables import tables_for
 
     future: Future[Tables] = Future()
+    _settle_unwaited(future, lambda: tables_for(package, version, progress), "hprobe-tables")
+    return future
+
+
+def _settle_unwaited(future: Future[T], work: Callable[[], T], name: str) -> None:
+    """`work()` in a daemon thread that nothing waits for, its answer (or
+    whatever it raised: the asker gets it) set on `future`."""
 
     def run() -> None:
         try:
-            future.set_result(tables_for(package, version, progress))
+            future.set_result(work())
         except BaseException as exc:  # noqa: BLE001 - the asker gets it, whatever it is
             future.set_exception(exc)
 
-    threading.Thread(target=run, name="hprobe-tables", daemon=True).start()
-    return future
+    threading.Thread(target=run, name=name, daemon=True).start()
 
 
 def _deepen(
@@ -313,13 +319,7 @@ def probe_ahead(labels: list[str], needed: dict[str, list[int]], heads: list[int
             future: Future[ProbedRelease] = Future()
             _AHEAD[key] = future
 
-        def run(label: str = label, future: Future[ProbedRelease] = future) -> None:
-            try:
-                future.set_result(_probe_named(label, needed, heads, True, lambda message: progress(f"ahead: {message}")))
-            except BaseException as exc:  # noqa: BLE001 - the asker gets it, whatever it is
-                future.set_exception(exc)
-
-        threading.Thread(target=run, name="hprobe-ahead", daemon=True).start()
+        _settle_unwaited(future, functools.partial(_probe_named, label, needed, heads, True, lambda message: progress(f"ahead: {message}")), "hprobe-ahead")
 
 
 @contextlib.contextmanager
