@@ -88,7 +88,12 @@ def cli(monkeypatch):
 def cli_json(cli):
     def invoke(*args: str):
         code, out, err = cli(*args, "--json")
-        return code, json.loads(out), err
+        try:
+            doc = json.loads(out)
+        except ValueError:
+            # What hprobe said instead of a document: the failure names it.
+            pytest.fail(f"hprobe {' '.join(args)} --json printed no JSON document (exit {code}); stderr: {err!r}; stdout: {out[:2000]!r}")
+        return code, doc, err
 
     return invoke
 
