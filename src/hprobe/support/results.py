@@ -16,12 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from packaging.requirements import InvalidRequirement, Requirement
-
 import hprobe
 from hprobe import __version__
 from hprobe.model.outcome import KernelSMResult
 from hprobe.support import cache
+from hprobe.support.requirements import parse_requirements
 from hprobe.support.trees import DIST, Release, _metadata_fields
 from hprobe.support.workers import _inconclusive, _run_worker
 from hprobe.system.envinfo import dist_info_dir, distribution_version
@@ -102,14 +101,10 @@ def installed_identity() -> str | None:
             except OSError:
                 return None
     versions = []
-    for raw in [*requires, "torch"]:
-        try:
-            name = Requirement(raw).name
-        except InvalidRequirement:
-            continue
-        have = distribution_version(name)
-        if have is not None:
-            versions.append(f"{name}=={have}")
+    for parsed in parse_requirements([*requires, "torch"]):
+        have = distribution_version(parsed.name) if parsed is not None else None
+        if parsed is not None and have is not None:
+            versions.append(f"{parsed.name}=={have}")
     material = json.dumps([hashlib.sha256("\n".join(package).encode()).hexdigest(), sorted(set(versions)), sys.version])
     return "installed:" + hashlib.sha256(material.encode()).hexdigest()
 

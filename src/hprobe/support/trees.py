@@ -23,7 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from hprobe.model.errors import InputError
@@ -487,20 +486,19 @@ def _metadata_fields(text: str) -> dict[str, list[str]]:
 
 def unmet_requirements(metadata: dict[str, list[str]]) -> list[Unmet]:
     """Requires-Dist entries this environment does not satisfy."""
+    from packaging.specifiers import SpecifierSet
+
+    from hprobe.support.requirements import parse_requirements
+
     unmet = []
-    for raw in metadata.get("Requires-Dist", []):
-        try:
-            req = Requirement(raw)
-        except InvalidRequirement:
-            continue
-        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+    for req in parse_requirements(metadata.get("Requires-Dist", [])):
+        if req is None or not req.applies:
             continue
         have = distribution_version(req.name)
         if have is None:
-            unmet.append(Unmet(str(req), req.name))
-            continue
-        if req.specifier and not req.specifier.contains(have, prereleases=True):
-            unmet.append(Unmet(str(req), req.name, have))
+            unmet.append(Unmet(req.text, req.name))
+        elif req.specifier and not SpecifierSet(req.specifier).contains(have, prereleases=True):
+            unmet.append(Unmet(req.text, req.name, have))
     return unmet
 
 
