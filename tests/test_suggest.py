@@ -5,6 +5,7 @@ summary-first output. Real flashinfer releases, fetched and probed."""
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -167,6 +168,25 @@ def test_check_opens_with_a_summary_that_fits_a_screen(cli):
     assert "rows that need none not shown: --details" in out
     _, full, _ = cli("check", "--details")
     assert len(full.splitlines()) > len(lines) + 100
+
+
+def test_an_index_that_cannot_be_listed_leaves_the_pin_unsearched(cli_json, tmp_path, monkeypatch):
+    """The pin search needs the published releases; with the index out of
+    reach that is a fact of the network, not an input error: the rules are
+    judged, no pin (and so no rule) is adopted, and the run is inconclusive."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    for name, value in {"PIP_INDEX_URL": f"http://127.0.0.1:{port}/simple", "PIP_RETRIES": "0", "PIP_TIMEOUT": "2", "PIP_FIND_LINKS": "", "PIP_NO_CACHE_DIR": "1"}.items():
+        monkeypatch.setenv(name, value)
+    diff = tmp_path / "fix.diff"
+    code, doc, err = cli_json("suggest", "--table", str(ROOT / "matrices" / "vllm-dsv4-flashinfer-pre-48047.toml"), "--sm", "100", "-o", str(tmp_path / "t.toml"))
+    assert code == 3 and "hprobe: error" not in err, err
+    [mla] = doc["suggestions"]
+    assert mla["suggested"] == "pad_to {8, 16, 32, 64, 128}"  # judged on the installed release
+    assert mla["pin"] is None and mla["pin_not_searched"].startswith("not searched: cannot list flashinfer-python releases")
+    assert any(n.startswith("pin search: cannot list flashinfer-python releases") for n in doc["notes"])
+    assert not diff.exists()
 
 
 # -- against published releases --------------------------------------------------------

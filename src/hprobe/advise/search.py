@@ -21,7 +21,7 @@ from hprobe.model.release import ProbedRelease, Progress, quiet
 def search_pins(
     tables: list[PaddingTable], releases: list[ProbedRelease], suggestions: list[BackendSuggestion], pin: str | None,
     use_cache: bool = True, progress: Progress = quiet, start: Version | None = None,
-) -> tuple[list[BackendSuggestion], list[Version], list[str]]:
+) -> tuple[list[BackendSuggestion], list[Version], list[str], bool]:
     """The suggestions with their pin advice: per count of its suggested rule (and
     per count unpadded), the first published release from which every SM of
     the backend accepts it on the fast path. The search starts where the
@@ -29,8 +29,9 @@ def search_pins(
     floor, so "safe from X" is the first safe release, not the first one
     looked at. A release is probed once for all counts and backends; releases
     the check probed are not probed again. Returns the suggestions (new
-    objects where a pin was searched), the published releases and notes on
-    releases that answered nothing."""
+    objects where a pin was searched), the published releases, notes on
+    releases that answered nothing, and whether the index could be listed
+    (False: no pin was searched)."""
     from hprobe.advise.pins import advise
     from hprobe.model.pins import parse_pin
     from hprobe.support.gather import alongside, search_width
@@ -40,9 +41,17 @@ def search_pins(
     stranded = [s for s in suggestions if s.suggested is None and s.unsafe and not s.inconclusive]
     todo = [s for s in suggestions if s.suggested is not None and not s.inconclusive]
     if not todo and not stranded:
-        return suggestions, [], []
+        return suggestions, [], [], True
     progress("listing published flashinfer releases")
-    published = final_releases()
+    try:
+        published = final_releases()
+    except InputError as exc:
+        # The index cannot be listed now (the network, pip's index-url): no
+        # pin is searched, so no rule is adopted without the floor it needs,
+        # and the run is inconclusive with pip's reason, never an input error.
+        why = f"not searched: {exc.message}"
+        unsearched = {id(s) for s in todo + stranded}
+        return [replace(s, pin_note=why) if id(s) in unsearched else s for s in suggestions], [], [f"pin search: {exc.message}"], False
     prober = _Prober(releases, use_cache, progress)
     newest_probed = max((Version(v) for v in prober.known if _is_version(v)), default=None)
     width = search_width()
@@ -76,7 +85,7 @@ def search_pins(
         advice = advise(s.sms, s.rule_counts(), s.per_rank(), versions, str(specifier) if specifier is not None else None, safe_at, admitted, start is not None, width, prober.prepare, prober.answered)
         searched[id(s)] = replace(s, pins=advice)
     notes = [f"pin search: flashinfer {v} answered nothing: {why}" for v, why in prober.unreachable.items()]
-    return [searched.get(id(s), s) for s in suggestions], published, notes
+    return [searched.get(id(s), s) for s in suggestions], published, notes, True
 
 
 class _Prober:

@@ -52,10 +52,11 @@ def run_suggest(
     # The tables judged: a repo whose rules read flashinfer's own tables gives one per release.
     suggestions = make_suggestions(report.findings, report.releases, report.tables, newest_only=request.flashinfer is None)
     published: list[Version] = []
+    listed = True
     if searching:
         # --flashinfer names the releases to judge on; what is written
         # (-o, --diff) is still checked against every release a pin admits.
-        suggestions, published, pin_notes = search_pins(report.tables, report.releases, suggestions, request.pin, use_cache, progress, start)
+        suggestions, published, pin_notes, listed = search_pins(report.tables, report.releases, suggestions, request.pin, use_cache, progress, start)
         report = replace(report, notes=[*report.notes, *pin_notes])
     table_text = None
     if want_table:
@@ -82,7 +83,7 @@ def run_suggest(
         patch.not_rewritten.extend(f"{s.backend.name}: not rewritten: {s.shared}" for s in suggestions if s.shared and s.changed)
         if not patch.diff:
             patch.not_rewritten.append(f"--diff {diff_name}: nothing to rewrite, not written")
-    undecided = any(s.inconclusive or s.unsafe for s in suggestions) or not suggestions
+    undecided = any(s.inconclusive or s.unsafe for s in suggestions) or not suggestions or not listed
     return SuggestReport(conclude(report), list(suggestions), patch, table_text, EXIT_INCONCLUSIVE if undecided else EXIT_OK)
 
 
