@@ -18,12 +18,13 @@ from hprobe.model.release import FlashinferInfo, ProbedRelease
 from hprobe.model.sm import SM
 from hprobe.model.targets import Targets
 from hprobe.model.verdict import Finding, Verdict
+from hprobe.report.catalogue import SiteReport
 from hprobe.report.formats import CHOICES, FORMATS, NotRendered, RenderOptions, render
 from hprobe.report.formats.github import annotation_lines
 from hprobe.report.formats.html_site import render_site
 from hprobe.report.formats.junit import junit_text
 from hprobe.report.formats.text import TextFormatter
-from hprobe.report.model import CheckReport, MatrixReport, SiteReport
+from hprobe.report.model import CheckReport, MatrixReport
 
 # Pure: runs without torch, flashinfer or a subprocess (the fast tier, `-m "pure and not slow"`).
 pytestmark = pytest.mark.pure
@@ -283,7 +284,8 @@ def _hostile_check() -> CheckReport:
 
 def _every_text_rendering(make) -> dict[str, str]:
     """Every TextFormatter method on synthetic reports, each with the writer `make` gives."""
-    from hprobe.report.model import BisectReport, BisectStep, DiffReport, KernelChange, KernelsReport
+    from hprobe.report.catalogue import KernelsReport
+    from hprobe.report.drift import BisectReport, BisectStep, DiffReport, KernelChange
 
     def change(**fields):
         base = dict(kernel=f"k {HOSTILE}", sm=100, old_status="rejected", new_status="accepted", old_accepted=(), new_accepted=(8,), became_accepted=(),

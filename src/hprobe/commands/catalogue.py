@@ -10,19 +10,19 @@ from typing import TYPE_CHECKING, Any
 from hprobe.model.release import Progress, quiet
 
 if TYPE_CHECKING:
-    from hprobe.report.model import KernelsReport, RecordsReport
+    from hprobe.report.catalogue import KernelsReport, RecordsReport
     from hprobe.rules.repo.extract import RepoTables
 
 
 def kernels_report(releases: str | None, progress: Progress = quiet) -> KernelsReport:
-    from hprobe.report.model import KernelsReport
+    from hprobe.report.catalogue import KernelsReport
 
     return KernelsReport(kernel_rows(releases, progress))
 
 
 def env_report() -> RecordsReport:
     """This machine: GPUs and their SM, CUDA as torch sees it, versions."""
-    from hprobe.report.model import RecordsReport
+    from hprobe.report.catalogue import RecordsReport
     from hprobe.system.envinfo import collect
 
     info = collect()
@@ -33,7 +33,7 @@ def env_report() -> RecordsReport:
 
 def models_report() -> RecordsReport:
     """The models `check --model` knows, with the config each count comes from."""
-    from hprobe.report.model import RecordsReport
+    from hprobe.report.catalogue import RecordsReport
     from hprobe.rules.models import shipped_models
 
     rows = shipped_models()
@@ -46,7 +46,7 @@ def models_report() -> RecordsReport:
 
 def extract_report(found: RepoTables) -> RecordsReport:
     """`table extract --json`: what was found, as hprobe.extract/1."""
-    from hprobe.report.model import RecordsReport
+    from hprobe.report.catalogue import RecordsReport
 
     return RecordsReport("extract", {"schema": "hprobe.extract/1", **found.to_dict()})
 

@@ -15,7 +15,8 @@ from hprobe.model.padding import MAX_HEADS
 from hprobe.model.release import INSTALLED, FlashinferInfo, ProbedRelease, Progress, quiet
 from hprobe.model.sm import SM, parse_sm_list
 from hprobe.model.targets import DEFAULT_MAX_HEADS, Targets
-from hprobe.report.model import BisectReport, BisectStep, DiffReport, KernelChange, MatrixReport
+from hprobe.report.drift import BisectReport, BisectStep, DiffReport, KernelChange
+from hprobe.report.model import MatrixReport
 from hprobe.support.gather import gather, probe_named
 from hprobe.support.published import published_versions
 from hprobe.support.trees import parse_spec

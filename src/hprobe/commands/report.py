@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from hprobe.commands.request import RuleRequest
     from hprobe.kernels.base import Value
     from hprobe.model.padding import PaddingTable
-    from hprobe.report.model import SiteReport
+    from hprobe.report.catalogue import SiteReport
     from hprobe.rules.repo.extract import RepoTables
 
 
@@ -31,7 +31,7 @@ def run_report(
     from hprobe.commands.drift import release_labels
     from hprobe.commands.matrix import run_matrix
     from hprobe.commands.rules import judge_rules
-    from hprobe.report.model import SiteReport
+    from hprobe.report.catalogue import SiteReport
 
     labels = release_labels(releases, progress)
     matrix = run_matrix(kernels, sm, heads, labels, use_cache, progress, axes)

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from packaging.version import Version
 
     from hprobe.commands.request import RuleRequest
-    from hprobe.report.model import SuggestReport
+    from hprobe.report.suggest import SuggestReport
 
 
 def run_suggest(
@@ -34,7 +34,7 @@ def run_suggest(
     from hprobe.advise.suggest import suggest as make_suggestions
     from hprobe.commands.conclude import conclude
     from hprobe.commands.rules import collect_rules, judge_rules
-    from hprobe.report.model import SuggestReport
+    from hprobe.report.suggest import SuggestReport
     from hprobe.support.gather import alongside
 
     if diff_name is not None and request.repo is None:

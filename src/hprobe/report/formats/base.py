@@ -15,7 +15,10 @@ from hprobe.model.errors import InputError
 
 if TYPE_CHECKING:
     from hprobe.report.cache import CacheReport
-    from hprobe.report.model import BisectReport, CheckReport, DiffReport, KernelsReport, MatrixReport, RecordsReport, SiteReport, SuggestReport
+    from hprobe.report.catalogue import KernelsReport, RecordsReport, SiteReport
+    from hprobe.report.drift import BisectReport, DiffReport
+    from hprobe.report.model import CheckReport, MatrixReport
+    from hprobe.report.suggest import SuggestReport
 
 
 class Formatter(ABC):
@@ -91,31 +94,59 @@ class _Capture(io.StringIO):
 
 def render_with(make: Callable[[TextIO], Formatter], report: object, options: RenderOptions) -> str:
     """`report` rendered by the formatter `make` builds, as text."""
-    from hprobe.report.cache import CacheReport
-    from hprobe.report.model import BisectReport, CheckReport, DiffReport, KernelsReport, MatrixReport, RecordsReport, SiteReport, SuggestReport
-
     stream = _Capture(options.like or sys.stdout)
     formatter = make(stream)
     formatter.details = options.details
-    if isinstance(report, CheckReport):
-        formatter.check(report)
-    elif isinstance(report, MatrixReport):
-        formatter.matrix(report, grid=options.grid, pivot=options.pivot)
-    elif isinstance(report, SiteReport):
-        formatter.site(report)
-    elif isinstance(report, DiffReport):
-        formatter.diff(report)
-    elif isinstance(report, BisectReport):
-        formatter.bisect(report)
-    elif isinstance(report, SuggestReport):
-        formatter.suggest(report)
-    elif isinstance(report, KernelsReport):
-        formatter.kernels(report)
-    elif isinstance(report, RecordsReport):
-        formatter.records(report)
-    elif isinstance(report, CacheReport):
-        formatter.cache(report)
-    else:
+    if not _rendered(formatter, report, options):
         raise NotRendered(f"no rendering of {type(report).__name__}")
     return stream.getvalue()
 
+
+def _rendered(formatter: Formatter, report: object, options: RenderOptions) -> bool:
+    """Hand `report` to the formatter's method for its class. A report module
+    not yet imported defines no class this report can be (a check never
+    imports the cache's or suggest's), so only loaded ones are asked."""
+    loaded = sys.modules
+    if "hprobe.report.model" in loaded:
+        from hprobe.report.model import CheckReport, MatrixReport
+
+        if isinstance(report, CheckReport):
+            formatter.check(report)
+            return True
+        if isinstance(report, MatrixReport):
+            formatter.matrix(report, grid=options.grid, pivot=options.pivot)
+            return True
+    if "hprobe.report.suggest" in loaded:
+        from hprobe.report.suggest import SuggestReport
+
+        if isinstance(report, SuggestReport):
+            formatter.suggest(report)
+            return True
+    if "hprobe.report.drift" in loaded:
+        from hprobe.report.drift import BisectReport, DiffReport
+
+        if isinstance(report, DiffReport):
+            formatter.diff(report)
+            return True
+        if isinstance(report, BisectReport):
+            formatter.bisect(report)
+            return True
+    if "hprobe.report.catalogue" in loaded:
+        from hprobe.report.catalogue import KernelsReport, RecordsReport, SiteReport
+
+        if isinstance(report, SiteReport):
+            formatter.site(report)
+            return True
+        if isinstance(report, KernelsReport):
+            formatter.kernels(report)
+            return True
+        if isinstance(report, RecordsReport):
+            formatter.records(report)
+            return True
+    if "hprobe.report.cache" in loaded:
+        from hprobe.report.cache import CacheReport
+
+        if isinstance(report, CacheReport):
+            formatter.cache(report)
+            return True
+    return False

@@ -46,7 +46,8 @@ def _positions(heads: list[int]) -> list[float]:
 
 def render(report: object, options: RenderOptions) -> str:
     """The page of `hprobe report` (a SiteReport), or of a bare matrix."""
-    from hprobe.report.model import MatrixReport, SiteReport
+    from hprobe.report.catalogue import SiteReport
+    from hprobe.report.model import MatrixReport
 
     if isinstance(report, SiteReport):
         return render_site(report.matrix, report.tables)

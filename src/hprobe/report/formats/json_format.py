@@ -11,7 +11,10 @@ from hprobe.system.escaping import json_text
 
 if TYPE_CHECKING:
     from hprobe.report.cache import CacheReport
-    from hprobe.report.model import BisectReport, CheckReport, DiffReport, KernelsReport, MatrixReport, RecordsReport, SiteReport, SuggestReport
+    from hprobe.report.catalogue import KernelsReport, RecordsReport, SiteReport
+    from hprobe.report.drift import BisectReport, DiffReport
+    from hprobe.report.model import CheckReport, MatrixReport
+    from hprobe.report.suggest import SuggestReport
 
 
 class JsonFormatter(Formatter):

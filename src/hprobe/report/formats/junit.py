@@ -82,7 +82,8 @@ def junit_text(report: CheckReport) -> str:
 
 def render(report: object, options: RenderOptions) -> str:
     """`--junit FILE`: check reports (and a suggest's check)."""
-    from hprobe.report.model import CheckReport, SuggestReport
+    from hprobe.report.model import CheckReport
+    from hprobe.report.suggest import SuggestReport
 
     if isinstance(report, SuggestReport):
         report = report.check

@@ -13,7 +13,10 @@ from hprobe.report.formats.base import Formatter, RenderOptions, render_with
 from hprobe.system.escaping import md_code, md_text
 
 if TYPE_CHECKING:
-    from hprobe.report.model import BisectReport, CheckReport, DiffReport, KernelsReport, MatrixReport, SuggestReport
+    from hprobe.report.catalogue import KernelsReport
+    from hprobe.report.drift import BisectReport, DiffReport
+    from hprobe.report.model import CheckReport, MatrixReport
+    from hprobe.report.suggest import SuggestReport
 
 
 

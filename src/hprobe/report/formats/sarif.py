@@ -29,7 +29,8 @@ _LEVELS = {"error": "error", "warning": "warning", "notice": "note"}
 
 def render(report: object, options: RenderOptions) -> str:
     """A check (or the check a suggest rests on) as one SARIF log."""
-    from hprobe.report.model import CheckReport, SuggestReport
+    from hprobe.report.model import CheckReport
+    from hprobe.report.suggest import SuggestReport
 
     if isinstance(report, SuggestReport):
         report = report.check

@@ -24,7 +24,10 @@ if TYPE_CHECKING:
 
     from hprobe.model.advice import TableAdvice
     from hprobe.report.cache import CacheReport
-    from hprobe.report.model import BisectReport, CheckReport, DiffReport, KernelsReport, MatrixReport, SuggestReport
+    from hprobe.report.catalogue import KernelsReport
+    from hprobe.report.drift import BisectReport, DiffReport
+    from hprobe.report.model import CheckReport, MatrixReport
+    from hprobe.report.suggest import SuggestReport
 
 
 class PlainWriter:
