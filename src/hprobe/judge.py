@@ -8,7 +8,7 @@ from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import replace
 from fnmatch import fnmatchcase
-from itertools import chain
+from itertools import chain, takewhile
 
 from hprobe.model.errors import EXIT_FINDINGS, EXIT_INCONCLUSIVE, EXIT_OK
 from hprobe.model.heads import compact_set
@@ -57,8 +57,9 @@ def judge(n: int, padded: int | None, support: KernelSMResult) -> Judgement:
             notes.append(f"{fast} reaches {heads[fast].entry}")
         return Verdict.OFF_FAST_PATH, fast, None, result, notes + [result.slow_path]
     if result.outcome is Outcome.ACCEPTED:
-        # Only counts on the fast path are worth padding to instead.
-        smaller = next((h for h in accepted_above if h < padded and heads[h].serves), None)
+        # Only counts on the fast path are worth padding to instead; the
+        # counts ascend, so none at or past the padded one is looked at.
+        smaller = next((h for h in takewhile(lambda h: h < padded, accepted_above) if heads[h].serves), None)
         unclear_between = [h for h in range(n, padded) if h in heads and heads[h].outcome is Outcome.INCONCLUSIVE]
         if unclear_between:
             notes.append(f"counts {compact_set(unclear_between)} between n and the padded count were inconclusive")
