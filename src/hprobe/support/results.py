@@ -12,6 +12,7 @@ import importlib.util
 import json
 import os
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,11 +28,21 @@ from hprobe.system.envinfo import dist_info_dir, distribution_version
 from hprobe.system.fileio import MAX_INPUT_BYTES, read_text_or_none
 
 
-@functools.lru_cache(maxsize=1)
 def code_digest() -> str:
     """A digest of hprobe's own source: results from other code (another
     version, a local edit) are never reused. Contents, not stats: a CI runner
-    clones hprobe afresh each run, and its cached answers must still be found."""
+    clones hprobe afresh each run, and its cached answers must still be found.
+    Taken once per process: a release read in a thread beside the installed
+    one waits for the first caller's digest instead of hashing alongside it."""
+    with _DIGESTING:
+        return _code_digest()
+
+
+_DIGESTING = threading.Lock()
+
+
+@functools.cache
+def _code_digest() -> str:
     package = os.path.dirname(os.path.realpath(hprobe.__file__))
     paths = sorted(
         os.path.relpath(os.path.join(folder, name), package)

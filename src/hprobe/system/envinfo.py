@@ -8,6 +8,7 @@ import importlib.util
 import os
 import platform
 import sys
+import threading
 from pathlib import Path
 from typing import NamedTuple
 
@@ -52,8 +53,18 @@ class _Listing(NamedTuple):
     partial: bool  # some place importlib.metadata also looks was not listed
 
 
-@functools.cache
 def _listed() -> _Listing:
+    """`_listing()`, taken once per process: a thread asking while another
+    lists waits for that listing instead of making its own."""
+    with _LISTING:
+        return _listing()
+
+
+_LISTING = threading.Lock()
+
+
+@functools.cache
+def _listing() -> _Listing:
     """Name -> (version, `.dist-info` path) of the distributions on sys.path,
     from their `{name}-{version}.dist-info` directory names: one listing per
     path entry, where a metadata lookup parses a METADATA file per question (a
