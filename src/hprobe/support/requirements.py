@@ -60,8 +60,12 @@ def _marker_inputs() -> list[object]:
     """What packaging's default marker environment is computed from: the
     interpreter (versions, implementation) and the machine (os, platform,
     kernel release and version, architecture), the host's name left out."""
-    system, _node, release, version, machine = platform.uname()[:5]
-    return [sys.version, sys.implementation.name, list(sys.implementation.version), os.name, sys.platform, system, release, version, machine]
+    # Field by field, as packaging reads them: iterating uname() would ask
+    # for the processor too, which runs `uname -p` in a subprocess.
+    return [
+        sys.version, sys.implementation.name, list(sys.implementation.version), os.name, sys.platform,
+        platform.system(), platform.release(), platform.version(), platform.machine(),
+    ]
 
 
 def _valid(kept: object, count: int) -> list[Parsed | None] | None:
