@@ -156,6 +156,9 @@ def test_a_warm_check_imports_neither_torch_nor_flashinfer(tmp_path, write_table
     assert not {"torch", "flashinfer"} & imported(warm)
     # Nor what only a probe or a typed option needs: typer's pydantic adapters, the device shims.
     assert not {"pydantic", "hprobe.device.session", "hprobe.probe.run"} & imported(warm)
+    # Nor a requirement parser (its parse of the installed METADATA is kept),
+    # nor report classes a check never builds.
+    assert not {"packaging.requirements", "hprobe.report.suggest", "hprobe.report.drift", "hprobe.report.cache"} & imported(warm)
     # --no-cache asks flashinfer again.
     fresh = subprocess.run(argv + ["--no-cache"], env=env, capture_output=True, text=True, timeout=600)
     assert "flashinfer" in imported(fresh) and json.loads(fresh.stdout) == json.loads(cold.stdout)
