@@ -41,6 +41,16 @@ def code_digest() -> str:
 _DIGESTING = threading.Lock()
 
 
+def _digest_lock_in_child() -> None:
+    # A process forked while another thread held the lock (a probe split over
+    # two processes) must not wait on it forever.
+    global _DIGESTING
+    _DIGESTING = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_digest_lock_in_child)
+
+
 @functools.cache
 def _code_digest() -> str:
     package = os.path.dirname(os.path.realpath(hprobe.__file__))
@@ -112,10 +122,10 @@ def installed_identity() -> str | None:
             except OSError:
                 return None
     versions = []
-    for parsed in parse_requirements([*requires, "torch"]):
-        have = distribution_version(parsed.name) if parsed is not None else None
-        if parsed is not None and have is not None:
-            versions.append(f"{parsed.name}=={have}")
+    for name in (parsed.name for parsed in parse_requirements([*requires, "torch"]) if parsed is not None):
+        have = distribution_version(name)
+        if have is not None:
+            versions.append(f"{name}=={have}")
     material = json.dumps([hashlib.sha256("\n".join(package).encode()).hexdigest(), sorted(set(versions)), sys.version])
     return "installed:" + hashlib.sha256(material.encode()).hexdigest()
 

@@ -63,6 +63,16 @@ def _listed() -> _Listing:
 _LISTING = threading.Lock()
 
 
+def _listing_lock_in_child() -> None:
+    # A process forked while another thread held the lock (a probe split over
+    # two processes) must not wait on it forever.
+    global _LISTING
+    _LISTING = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_listing_lock_in_child)
+
+
 @functools.cache
 def _listing() -> _Listing:
     """Name -> (version, `.dist-info` path) of the distributions on sys.path,
