@@ -170,15 +170,20 @@ def test_check_opens_with_a_summary_that_fits_a_screen(cli):
     assert len(full.splitlines()) > len(lines) + 100
 
 
-def test_an_index_that_cannot_be_listed_leaves_the_pin_unsearched(cli_json, tmp_path, monkeypatch):
-    """The pin search needs the published releases; with the index out of
-    reach that is a fact of the network, not an input error: the rules are
-    judged, no pin (and so no rule) is adopted, and the run is inconclusive."""
+@pytest.fixture
+def unlisted_index(monkeypatch):
+    """pip pointed at a port nothing listens on: no release can be listed."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again: nothing listens there
     for name, value in {"PIP_INDEX_URL": f"http://127.0.0.1:{port}/simple", "PIP_RETRIES": "0", "PIP_TIMEOUT": "2", "PIP_FIND_LINKS": "", "PIP_NO_CACHE_DIR": "1"}.items():
         monkeypatch.setenv(name, value)
+
+
+def test_an_index_that_cannot_be_listed_leaves_the_pin_unsearched(cli_json, tmp_path, unlisted_index):
+    """The pin search needs the published releases; with the index out of
+    reach that is a fact of the network, not an input error: the rules are
+    judged, no pin (and so no rule) is adopted, and the run is inconclusive."""
     diff = tmp_path / "fix.diff"
     code, doc, err = cli_json("suggest", "--table", str(ROOT / "matrices" / "vllm-dsv4-flashinfer-pre-48047.toml"), "--sm", "100", "-o", str(tmp_path / "t.toml"))
     assert code == 3 and "hprobe: error" not in err, err
@@ -187,6 +192,18 @@ def test_an_index_that_cannot_be_listed_leaves_the_pin_unsearched(cli_json, tmp_
     assert mla["pin"] is None and mla["pin_not_searched"].startswith("not searched: cannot list flashinfer-python releases")
     assert any(n.startswith("pin search: cannot list flashinfer-python releases") for n in doc["notes"])
     assert not diff.exists()
+
+
+def test_a_pin_whose_releases_cannot_be_listed_is_judged_on_none(cli_json, unlisted_index):
+    """A pin's ends come from the index; unlisted, no other release stands in
+    for them: every count is inconclusive, the note says why, exit 3 (a gate
+    reads "undecided", never "safe" and never a usage error)."""
+    code, doc, err = cli_json("check", "--table", str(ROOT / "matrices" / "vllm-dsv4-flashinfer-pre-48047.toml"), "--pin", ">=0.6.13", "--sm", "100")
+    assert code == 3 and doc["exit_code"] == 3 and "hprobe: error" not in err, err
+    assert doc["findings"] and {f["verdict"] for f in doc["findings"]} == {"inconclusive"}
+    assert all(f["releases"] == [] for f in doc["findings"])
+    assert any("pin >=0.6.13: cannot list flashinfer-python releases" in n and n.endswith("judged on no release") for n in doc["notes"])
+    assert doc["advice"][0]["scope"] == "on no release, the ends of pin >=0.6.13"
 
 
 # -- against published releases --------------------------------------------------------

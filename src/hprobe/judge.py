@@ -78,6 +78,8 @@ def judge_across(n: int, padded: int | None, supports: list[KernelSMResult]) -> 
     count is accepted by all of them, so that advice to remove padding is safe
     for every release the consumer allows.
     """
+    if not supports:
+        return Verdict.INCONCLUSIVE, None, None, None, ["judged on no release (the notes say why)"]
     per = [(s.flashinfer_version, judge(n, padded, s)) for s in supports]
     if len(per) == 1:
         return per[0][1]

@@ -12,7 +12,7 @@ from packaging.version import InvalidVersion, Version
 
 from hprobe.advise.suggest import BackendSuggestion
 from hprobe.kernels import get_variant
-from hprobe.model.errors import InputError
+from hprobe.model.errors import IndexUnlisted, InputError
 from hprobe.model.outcome import KernelSMResult, Outcome
 from hprobe.model.padding import PaddingTable
 from hprobe.model.release import ProbedRelease, Progress, quiet
@@ -45,7 +45,7 @@ def search_pins(
     progress("listing published flashinfer releases")
     try:
         published = final_releases()
-    except InputError as exc:
+    except IndexUnlisted as exc:
         # The index cannot be listed now (the network, pip's index-url): no
         # pin is searched, so no rule is adopted without the floor it needs,
         # and the run is inconclusive with pip's reason, never an input error.

@@ -33,7 +33,7 @@ def summarize(findings: list[Finding], tables: list[PaddingTable]) -> list[Table
             kernels[backend] = group[0].kernel
             merged.setdefault((backend, tuple(counts.items()), _action(group)), []).append(sm)
         backends = tuple(Advice(table, b, kernels[b], tuple(sms), dict(c), action) for (b, c, action), sms in merged.items())
-        releases = tuple(sorted({r for f in rows for r in (f.releases or [f.flashinfer_version]) if r != "-"}))
+        releases = tuple(sorted({r for f in rows for r in (f.releases or [f.flashinfer_version]) if r not in ("-", "")}))
         # The pin the releases were chosen by (--pin, else the table's own), so the
         # scope never names a pin whose releases were not the ones probed.
         pin = next((f.pin for f in rows if f.pin), None) or pins.get(table)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from hprobe.judge import check_table
 from hprobe.kernels import get_variant
-from hprobe.model.errors import InputError
+from hprobe.model.errors import IndexUnlisted, InputError
 from hprobe.model.padding import PaddingTable
 from hprobe.model.release import INSTALLED, ProbedRelease, Progress, quiet
 from hprobe.model.targets import DEFAULT_MAX_HEADS, resolve_targets
@@ -107,7 +107,13 @@ def releases_for(table: PaddingTable, flashinfer: list[str] | None, pin: str | N
     if flashinfer:
         return list(flashinfer), []
     if pin or table.requires_flashinfer:
-        return pinned_releases(pin or table.requires_flashinfer or "", progress)
+        spec = pin or table.requires_flashinfer or ""
+        try:
+            return pinned_releases(spec, progress)
+        except IndexUnlisted as exc:
+            # The pin's ends are unknown, so no release stands for them: the
+            # table is judged on none (inconclusive), never on another.
+            return [], [f"pin {spec}: {exc.message}; judged on no release"]
     return [INSTALLED], []
 
 

@@ -36,6 +36,13 @@ class EnvironmentProblem(HprobeError):
     exit_code = EXIT_ENVIRONMENT
 
 
+class IndexUnlisted(InputError):
+    """The package index could not list a distribution's releases (the
+    network, pip's index-url, a timeout): a fact of this machine, not of the
+    input. A command that can go on without the list (a pin's ends, the pin
+    search) says so and is inconclusive; one that cannot is an input error."""
+
+
 class NothingToCheck(HprobeError):
     """The input holds nothing to judge (a tree with no padding rule): said in
     one line, exit 3 like any run that could not decide, and no empty table

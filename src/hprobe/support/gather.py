@@ -271,8 +271,9 @@ def gather(
         futures = {label: pool.submit(probe_named, label, needed, heads, use_cache, _counted(progress, k, len(order))) for k, label in enumerate(named, 1 + (INSTALLED in order))}
         submitted.extend(futures.values())
         if INSTALLED in order:
-            # Forking beside these threads is safe: they only wait on a pipe
-            # and hold no lock the forked child could need.
+            # Forking beside these threads is safe: they wait on a pipe or
+            # read the cache, and the once-per-process locks they may hold
+            # are made new in a forked child (results.code_digest, envinfo).
             out[INSTALLED] = probe_installed(needed, heads, use_cache, progress=progress)
         for label in named:
             out[label] = futures[label].result()  # the first failure in the order given is the one raised

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from packaging.version import InvalidVersion, Version
 
-from hprobe.model.errors import InputError
+from hprobe.model.errors import IndexUnlisted, InputError
 from hprobe.model.pins import exact_release, parse_pin
 from hprobe.model.release import INSTALLED
 from hprobe.support.trees import DIST, _pip_reason, run_pip
@@ -34,10 +34,13 @@ def final_releases() -> list[Version]:
 @functools.lru_cache(maxsize=4)
 def _published_versions(_pip_settings: tuple[tuple[str, str], ...]) -> tuple[Version, ...]:
     cmd = [sys.executable, "-m", "pip", "index", "versions", DIST, "--disable-pip-version-check"]
-    proc = run_pip(cmd, f"cannot list {DIST} releases")
+    try:
+        proc = run_pip(cmd, f"cannot list {DIST} releases")
+    except InputError as exc:  # pip's time ran out
+        raise IndexUnlisted(exc.message) from None
     m = re.search(r"Available versions:\s*(.+)", proc.stdout)
     if proc.returncode != 0 or not m:
-        raise InputError(f"cannot list {DIST} releases: {_pip_reason(proc)}")
+        raise IndexUnlisted(f"cannot list {DIST} releases: {_pip_reason(proc)}")
     versions = []
     for text in m.group(1).split(","):
         try:
