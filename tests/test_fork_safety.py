@@ -18,7 +18,7 @@ def test_a_process_forked_while_a_thread_holds_the_once_locks_still_answers():
     held, done = threading.Event(), threading.Event()
 
     def hold() -> None:
-        with envinfo._LISTING, results._DIGESTING:
+        with envinfo._listed._lock, results.code_digest._lock:
             held.set()
             done.wait(30)
 

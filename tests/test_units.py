@@ -244,7 +244,7 @@ def test_an_edit_to_hprobe_changes_the_code_digest_and_a_fresh_clone_does_not(mo
     import hprobe
     from hprobe.support import results as releases
 
-    digest = releases._code_digest.__wrapped__
+    digest = releases.code_digest.__wrapped__
     original = digest()
     package = tmp_path / "hprobe"
     shutil.copytree(os.path.dirname(hprobe.__file__), package, ignore=shutil.ignore_patterns("__pycache__"))  # new mtimes
@@ -279,7 +279,7 @@ def test_a_name_the_listing_cannot_see_is_asked_of_the_metadata(monkeypatch, tmp
     (eggs / "egged_pkg.egg-info").mkdir(parents=True)
     (eggs / "egged_pkg.egg-info" / "PKG-INFO").write_text("Metadata-Version: 1.1\nName: egged-pkg\nVersion: 3.4\n")
 
-    envinfo._listing.cache_clear()
+    envinfo._listed.cache_clear()
     monkeypatch.setattr(sys, "path", [*sys.path, str(eggs)])
     assert envinfo._listed().partial is False
     assert envinfo.distribution_version("egged-pkg") == md.version("egged-pkg") == "3.4"
@@ -287,7 +287,7 @@ def test_a_name_the_listing_cannot_see_is_asked_of_the_metadata(monkeypatch, tmp
     with pytest.raises(md.PackageNotFoundError):
         md.version("zipped-pkg")
 
-    envinfo._listing.cache_clear()
+    envinfo._listed.cache_clear()
     monkeypatch.setattr(sys, "path", [*sys.path, str(archive)])
     assert envinfo._listed().partial is True
     assert envinfo.distribution_version("zipped-pkg") == "1.2"
@@ -295,10 +295,35 @@ def test_a_name_the_listing_cannot_see_is_asked_of_the_metadata(monkeypatch, tmp
     egg = tmp_path / "laid_egg-5.6-py3.11.egg"
     (egg / "EGG-INFO").mkdir(parents=True)
     (egg / "EGG-INFO" / "PKG-INFO").write_text("Metadata-Version: 1.1\nName: laid-egg\nVersion: 5.6\n")
-    envinfo._listing.cache_clear()
+    envinfo._listed.cache_clear()
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(archive)] + [str(egg)])
     assert envinfo._listed().partial is True
     assert envinfo.distribution_version("laid-egg") == md.version("laid-egg") == "5.6"
     monkeypatch.undo()
-    envinfo._listing.cache_clear()  # the next caller lists the real sys.path
+    envinfo._listed.cache_clear()  # the next caller lists the real sys.path
 
+
+
+def test_a_value_taken_once_is_computed_once_when_two_threads_ask_together():
+    import threading
+    import time
+
+    from hprobe.system.once import once
+
+    computed: list[int] = []
+
+    @once
+    def slow() -> int:
+        computed.append(1)
+        time.sleep(0.2)  # the second thread asks while the first computes
+        return 42
+
+    answers: list[int] = []
+    threads = [threading.Thread(target=lambda: answers.append(slow())) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert answers == [42, 42] and computed == [1]
+    slow.cache_clear()
+    assert slow() == 42 and computed == [1, 1]

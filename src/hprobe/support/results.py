@@ -6,13 +6,11 @@ versions), the probe, hprobe's own code and what was asked; read through
 from __future__ import annotations
 
 import csv
-import functools
 import hashlib
 import importlib.util
 import json
 import os
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,33 +24,16 @@ from hprobe.support.trees import DIST, Release, _metadata_fields
 from hprobe.support.workers import _inconclusive, _run_worker
 from hprobe.system.envinfo import dist_info_dir, distribution_version
 from hprobe.system.fileio import MAX_INPUT_BYTES, read_text_or_none
+from hprobe.system.once import once
 
 
+@once
 def code_digest() -> str:
     """A digest of hprobe's own source: results from other code (another
     version, a local edit) are never reused. Contents, not stats: a CI runner
     clones hprobe afresh each run, and its cached answers must still be found.
     Taken once per process: a release read in a thread beside the installed
     one waits for the first caller's digest instead of hashing alongside it."""
-    with _DIGESTING:
-        return _code_digest()
-
-
-_DIGESTING = threading.Lock()
-
-
-def _digest_lock_in_child() -> None:
-    # A process forked while another thread held the lock (a probe split over
-    # two processes) must not wait on it forever.
-    global _DIGESTING
-    _DIGESTING = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_digest_lock_in_child)
-
-
-@functools.cache
-def _code_digest() -> str:
     package = os.path.dirname(os.path.realpath(hprobe.__file__))
     paths = sorted(
         os.path.relpath(os.path.join(folder, name), package)

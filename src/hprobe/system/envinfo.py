@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import functools
 import importlib.machinery
 import importlib.util
 import os
 import platform
 import sys
-import threading
 from pathlib import Path
 from typing import NamedTuple
 
 from hprobe import __version__
 from hprobe.model.release import FlashinferInfo
 from hprobe.model.sm import detect_gpus
+from hprobe.system.once import once
 
 
 def distribution_version(name: str) -> str | None:
@@ -53,28 +52,8 @@ class _Listing(NamedTuple):
     partial: bool  # some place importlib.metadata also looks was not listed
 
 
+@once
 def _listed() -> _Listing:
-    """`_listing()`, taken once per process: a thread asking while another
-    lists waits for that listing instead of making its own."""
-    with _LISTING:
-        return _listing()
-
-
-_LISTING = threading.Lock()
-
-
-def _listing_lock_in_child() -> None:
-    # A process forked while another thread held the lock (a probe split over
-    # two processes) must not wait on it forever.
-    global _LISTING
-    _LISTING = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_listing_lock_in_child)
-
-
-@functools.cache
-def _listing() -> _Listing:
     """Name -> (version, `.dist-info` path) of the distributions on sys.path,
     from their `{name}-{version}.dist-info` directory names: one listing per
     path entry, where a metadata lookup parses a METADATA file per question (a

@@ -107,46 +107,29 @@ def _rendered(formatter: Formatter, report: object, options: RenderOptions) -> b
     not yet imported defines no class this report can be (a check never
     imports the cache's or suggest's), so only loaded ones are asked."""
     loaded = sys.modules
+    renderings: list[tuple[type, Callable[[Any], None]]] = []
     if "hprobe.report.model" in loaded:
         from hprobe.report.model import CheckReport, MatrixReport
 
-        if isinstance(report, CheckReport):
-            formatter.check(report)
-            return True
-        if isinstance(report, MatrixReport):
-            formatter.matrix(report, grid=options.grid, pivot=options.pivot)
-            return True
+        renderings += [(CheckReport, formatter.check), (MatrixReport, lambda r: formatter.matrix(r, grid=options.grid, pivot=options.pivot))]
     if "hprobe.report.suggest" in loaded:
         from hprobe.report.suggest import SuggestReport
 
-        if isinstance(report, SuggestReport):
-            formatter.suggest(report)
-            return True
+        renderings.append((SuggestReport, formatter.suggest))
     if "hprobe.report.drift" in loaded:
         from hprobe.report.drift import BisectReport, DiffReport
 
-        if isinstance(report, DiffReport):
-            formatter.diff(report)
-            return True
-        if isinstance(report, BisectReport):
-            formatter.bisect(report)
-            return True
+        renderings += [(DiffReport, formatter.diff), (BisectReport, formatter.bisect)]
     if "hprobe.report.catalogue" in loaded:
         from hprobe.report.catalogue import KernelsReport, RecordsReport, SiteReport
 
-        if isinstance(report, SiteReport):
-            formatter.site(report)
-            return True
-        if isinstance(report, KernelsReport):
-            formatter.kernels(report)
-            return True
-        if isinstance(report, RecordsReport):
-            formatter.records(report)
-            return True
+        renderings += [(SiteReport, formatter.site), (KernelsReport, formatter.kernels), (RecordsReport, formatter.records)]
     if "hprobe.report.cache" in loaded:
         from hprobe.report.cache import CacheReport
 
-        if isinstance(report, CacheReport):
-            formatter.cache(report)
+        renderings.append((CacheReport, formatter.cache))
+    for kind, render in renderings:
+        if isinstance(report, kind):
+            render(report)
             return True
     return False
