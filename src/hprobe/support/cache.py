@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import errno
 import functools
+import json
 import os
 import shutil
 import tempfile
@@ -21,7 +22,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from hprobe.model.errors import InputError
 
@@ -180,3 +181,25 @@ def clean_stale(parent: Path) -> None:
                 shutil.rmtree(entry, ignore_errors=True)
             else:
                 entry.unlink(missing_ok=True)
+
+
+def read_kept(kind: str, key: str) -> Any | None:
+    """What `keep` stored under `kind` ("deep", "names", "readings") and `key`, or None; a
+    corrupt or foreign entry is discarded, never trusted."""
+    path = root() / kind / f"{key}.json"
+    if not path.is_file():
+        return None
+    try:
+        doc = json.loads(path.read_text())
+        if doc.get("schema") != f"hprobe.{kind}/1" or doc.get("key") != key or "value" not in doc:
+            raise ValueError("foreign entry")
+        return doc["value"]
+    except Exception:  # noqa: BLE001 - a corrupt or foreign entry is discarded, never trusted
+        discard(path)
+        return None
+
+
+def keep(kind: str, key: str, value: Any) -> bool:
+    """Store a JSON value beside the answers; False when the cache cannot be written."""
+    doc = {"schema": f"hprobe.{kind}/1", "key": key, "value": value}
+    return write_atomically(root() / kind / f"{key}.json", json.dumps(doc).encode())

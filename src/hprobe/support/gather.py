@@ -18,7 +18,7 @@ from hprobe.model.outcome import KernelSMResult, Outcome
 from hprobe.model.release import INSTALLED, FlashinferInfo, ProbedRelease, Progress
 from hprobe.model.sm import SM
 from hprobe.support import cache
-from hprobe.support.results import cache_installed, cached_installed, code_digest, installed_identity, keep, probe_release, read_kept
+from hprobe.support.results import cache_installed, cached_installed, code_digest, installed_identity, probe_release
 from hprobe.support.trees import Release, installed_release, prefetch, resolve
 from hprobe.support.workers import read_in_worker
 from hprobe.system.bounded import kill_running, resume
@@ -189,7 +189,7 @@ def _deepen(
         return
     memo = _deep_key([r for _, r in needs], identity, package) if identity else None
     if memo is not None:
-        hit = read_kept("deep", memo)
+        hit = cache.read_kept("deep", memo)
         if isinstance(hit, list) and len(hit) == len(needs):
             for (k, _), deep in zip(needs, hit, strict=True):
                 results[k] = KernelSMResult.from_dict(deep)
@@ -209,7 +209,7 @@ def _deepen(
     # Kept once the table was in hand, or not needed (no port, no route): a
     # table that could not be had this time may be found the next.
     if memo is not None and (not found or found[0].table is not None or found[0].disabled):
-        keep("deep", memo, [r.to_dict() for _, r in needs])
+        cache.keep("deep", memo, [r.to_dict() for _, r in needs])
 
 
 def _deep_key(probed: list[KernelSMResult], identity: str, package: Path) -> str:
@@ -417,12 +417,12 @@ class ReleaseReader:
         import hashlib
 
         key = hashlib.sha256("\0".join([identity, code_digest(), module, *names, str(sm)]).encode()).hexdigest()
-        kept = read_kept("names", key)
+        kept = cache.read_kept("names", key)
         if isinstance(kept, dict):
             return kept
         answer = read_in_worker(self.release, module, names, sm)
         if "values" in answer:
-            keep("names", key, answer)
+            cache.keep("names", key, answer)
         else:
             self.unkept += 1
         return answer

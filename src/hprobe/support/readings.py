@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import os
 import pickle
 import sys
@@ -128,13 +127,9 @@ class _StatMemo:
     RACY_S = 2.0
 
     def __init__(self, root: Path, excludes: tuple[str, ...]):
-        self.path = cache.root() / "readings" / f"stat-{content_digest(repr((SCHEMA, str(root), list(excludes))).encode())}.json"
-        self.kept: dict[str, list] = {}
-        try:
-            loaded = json.loads(self.path.read_bytes())
-            self.kept = loaded if isinstance(loaded, dict) else {}
-        except (OSError, ValueError):
-            self.kept = {}  # none yet, or damaged: every file is read
+        self.key = f"stat-{content_digest(repr((SCHEMA, str(root), list(excludes))).encode())}"
+        loaded = cache.read_kept("readings", self.key)
+        self.kept: dict[str, list] = loaded if isinstance(loaded, dict) else {}  # none yet, or damaged: every file is read
         self.fresh: dict[str, list] = {}
         self.taken = time.time()
 
@@ -155,7 +150,7 @@ class _StatMemo:
 
     def keep(self) -> None:
         if self.fresh != self.kept:
-            cache.write_atomically(self.path, json.dumps(self.fresh, separators=(",", ":")).encode())
+            cache.keep("readings", self.key, self.fresh)
 
 
 def _prefix_digest(path: str, limit: int) -> str:

@@ -31,17 +31,18 @@ class Parsed(NamedTuple):
 
 def parse_requirements(lines: list[str]) -> list[Parsed | None]:
     """Each line parsed (None: not a requirement packaging reads)."""
-    memo = None
+    key = f"requires-{content_digest(json.dumps([SCHEMA, lines, _marker_inputs()]).encode())}"
     try:
-        memo = cache.root() / "readings" / f"requires-{content_digest(json.dumps([SCHEMA, lines, _marker_inputs()]).encode())}.json"
-        kept = _valid(json.loads(memo.read_bytes()), len(lines))
-        if kept is not None:
-            return kept
-    except (OSError, ValueError, InputError):
-        pass  # none kept yet, damaged, or no usable cache: parse
+        kept = _valid(cache.read_kept("readings", key), len(lines))
+    except InputError:
+        kept = None  # no usable cache: parse
+    if kept is not None:
+        return kept
     parsed = [_parse(line) for line in lines]
-    if memo is not None:
-        cache.write_atomically(memo, json.dumps(parsed).encode())
+    try:
+        cache.keep("readings", key, parsed)
+    except InputError:
+        pass  # no usable cache: parsed again next time
     return parsed
 
 

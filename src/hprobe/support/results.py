@@ -13,7 +13,6 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import hprobe
 from hprobe import __version__
@@ -178,28 +177,6 @@ def probe_release(
         for sm in sorted(set(sms) - {r.sm for r in got}):  # never a silent hole in the answer
             results.append(_inconclusive(kernel_id, sm, release.version, heads, "the probe worker returned no result for it"))
     return results
-
-
-def read_kept(kind: str, key: str) -> Any | None:
-    """What `keep` stored under `kind` ("deep", "names") and `key`, or None; a
-    corrupt or foreign entry is discarded, never trusted."""
-    path = cache.root() / kind / f"{key}.json"
-    if not path.is_file():
-        return None
-    try:
-        doc = json.loads(path.read_text())
-        if doc.get("schema") != f"hprobe.{kind}/1" or doc.get("key") != key or "value" not in doc:
-            raise ValueError("foreign entry")
-        return doc["value"]
-    except Exception:  # noqa: BLE001 - a corrupt or foreign entry is discarded, never trusted
-        cache.discard(path)
-        return None
-
-
-def keep(kind: str, key: str, value: Any) -> bool:
-    """Store a JSON value beside the answers; False when the cache cannot be written."""
-    doc = {"schema": f"hprobe.{kind}/1", "key": key, "value": value}
-    return cache.write_atomically(cache.root() / kind / f"{key}.json", json.dumps(doc).encode())
 
 
 def _cache_file(key: str) -> Path:
