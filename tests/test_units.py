@@ -308,11 +308,11 @@ def test_a_value_taken_once_is_computed_once_when_two_threads_ask_together():
     import threading
     import time
 
-    from hprobe.system.once import once
+    from hprobe.system.once import Once
 
     computed: list[int] = []
 
-    @once
+    @Once
     def slow() -> int:
         computed.append(1)
         time.sleep(0.2)  # the second thread asks while the first computes

@@ -23,10 +23,10 @@ from hprobe.support.trees import DIST, Release, _metadata_fields
 from hprobe.support.workers import _inconclusive, _run_worker
 from hprobe.system.envinfo import dist_info_dir, distribution_version
 from hprobe.system.fileio import MAX_INPUT_BYTES, read_text_or_none
-from hprobe.system.once import once
+from hprobe.system.once import Once
 
 
-@once
+@Once
 def code_digest() -> str:
     """A digest of hprobe's own source: results from other code (another
     version, a local edit) are never reused. Contents, not stats: a CI runner

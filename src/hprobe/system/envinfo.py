@@ -13,7 +13,7 @@ from typing import NamedTuple
 from hprobe import __version__
 from hprobe.model.release import FlashinferInfo
 from hprobe.model.sm import detect_gpus
-from hprobe.system.once import once
+from hprobe.system.once import Once
 
 
 def distribution_version(name: str) -> str | None:
@@ -52,7 +52,7 @@ class _Listing(NamedTuple):
     partial: bool  # some place importlib.metadata also looks was not listed
 
 
-@once
+@Once
 def _listed() -> _Listing:
     """Name -> (version, `.dist-info` path) of the distributions on sys.path,
     from their `{name}-{version}.dist-info` directory names: one listing per

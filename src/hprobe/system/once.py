@@ -19,6 +19,8 @@ T = TypeVar("T")
 
 
 class Once(Generic[T]):
+    """`compute`, as a decorator: taken once per process (see the module's note)."""
+
     def __init__(self, compute: Callable[[], T]):
         self.__wrapped__ = compute
         self._lock = threading.Lock()
@@ -40,7 +42,3 @@ class Once(Generic[T]):
     def _new_lock(self) -> None:
         self._lock = threading.Lock()
 
-
-def once(compute: Callable[[], T]) -> Once[T]:
-    """`compute`, taken once per process (see the module's note)."""
-    return Once(compute)
