@@ -4,7 +4,7 @@ raise one to a release."""
 
 from __future__ import annotations
 
-from packaging.specifiers import InvalidSpecifier, Specifier, SpecifierSet
+from packaging.specifiers import Specifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from hprobe.model.errors import InputError
@@ -20,7 +20,7 @@ def parse_pin(spec: str) -> SpecifierSet:
         raise InputError("pin '': empty; expected a requirement such as 'flashinfer-python>=0.6.13'")
     try:
         specifier = _named_pin(spec, text) if text[:1].isalpha() else SpecifierSet(text)
-    except InvalidSpecifier:
+    except ValueError:  # packaging's InvalidSpecifier and InvalidRequirement
         raise InputError(f"pin {spec!r}: not a requirement such as 'flashinfer-python>=0.6.13'") from None
     for clause in specifier:
         # `===foo` parses as a specifier but names no release: an input
@@ -36,13 +36,10 @@ def _named_pin(spec: str, text: str) -> SpecifierSet:
     """The specifier of a pin that names its package (`flashinfer-python>=0.6.13`).
     Its parser (markers, tags, logging: 30 ms) is imported only here: a
     table's `==0.7.2` never needs it."""
-    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 
-    try:
-        req = Requirement(text)
-    except InvalidRequirement:
-        raise InputError(f"pin {spec!r}: not a requirement such as 'flashinfer-python>=0.6.13'") from None
+    req = Requirement(text)
     if canonicalize_name(req.name) not in NAMES:
         raise InputError(f"pin {spec!r}: names {req.name}, not flashinfer-python")
     return req.specifier

@@ -28,6 +28,7 @@ from packaging.version import InvalidVersion, Version
 from hprobe.model.errors import InputError
 from hprobe.model.release import INSTALLED, Unmet
 from hprobe.support import cache, fetch_batch
+from hprobe.support.requirements import parse_requirements
 from hprobe.system.bounded import Timeout, run_bounded, setting_from_env
 from hprobe.system.envinfo import distribution_version
 from hprobe.system.fileio import MAX_INPUT_BYTES, current_umask, read_text_or_none
@@ -487,8 +488,6 @@ def _metadata_fields(text: str) -> dict[str, list[str]]:
 def unmet_requirements(metadata: dict[str, list[str]]) -> list[Unmet]:
     """Requires-Dist entries this environment does not satisfy."""
     from packaging.specifiers import SpecifierSet
-
-    from hprobe.support.requirements import parse_requirements
 
     unmet = []
     for req in parse_requirements(metadata.get("Requires-Dist", [])):
