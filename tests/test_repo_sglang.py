@@ -220,3 +220,24 @@ def test_sglang_inline_rule_of_0518_and_0519(cli_json, version):
         assert (f["n"], f["padded"], f["verdict"]) == (n, 64, "reducible"), f
         assert "srt/models/deepseek_v4.py" in f["source"] and "[SM120/SM121, decode]" in f["source"]
     assert decode["DeepSeek-V4-Pro", 1]["padded"] == 128  # TP1: the assignment does not run, n stands
+
+
+@pytest.mark.slow
+def test_sglang_trtllm_mla_is_probed_with_the_counter_buffer_it_passes(cli_json):
+    """SGLang 0.5.22's trtllm_mla passes a multi-CTA KV counter buffer and no
+    backend (flashinfer's auto). For 64 < h_q < 128 auto serves cute-dsl,
+    which refuses the buffer: Kimi-K3 at TP1 (96 heads) crashes there, and
+    the probe of a plain auto call would have called it ok."""
+    tree = engine_source(Path("unused"), "sglang", "0.5.22") / "sglang"
+    code, doc, err = cli_json("check", "--repo", str(tree), "--sm", "100", "--model", "Kimi-K3")
+    rows = {f["tp"]: f for f in doc["findings"] if f["backend"].endswith("TRTLLMMLABackend._run_decode_kernel")}
+    assert {f["kernel"] for f in rows.values()} == {"trtllm-mla[kv_counter=1]"}, rows
+    assert (rows[1]["n"], rows[1]["padded"], rows[1]["verdict"]) == (96, 96, "broken"), rows[1]
+    evidence = rows[1]["evidence"]
+    assert evidence["message"] == "multi_ctas_kv_counter_buffer is only supported when a trtllm-gen runner is selected", evidence
+    assert evidence["location"].startswith("flashinfer/mla/_core.py:"), evidence
+    assert rows[2]["verdict"] == "ok" and rows[2]["n"] == 48  # auto keeps trtllm-gen at 48
+    # The cute-dsl backend's own call passes backend="cute-dsl" and no buffer: probed as that.
+    cute = {f["kernel"] for f in doc["findings"] if f["backend"].endswith("CuteDslMLABackend._run_decode_kernel")}
+    assert cute == {"trtllm-mla[backend=cute-dsl]"}, cute
+    assert code == 1, err

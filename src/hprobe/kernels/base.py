@@ -92,6 +92,10 @@ class KernelProbe(ABC):
     #: other FlashInfer names an engine calls that reach this probe's entry point
     #: and its checks (a private function the public one forwards to)
     also_called_as: tuple[str, ...] = ()
+    #: keywords of the entry point that pick which runner serves a call, and
+    #: the axis each sets: an engine's call path is probed with what its call
+    #: passes for them (read from its source), never with a simpler call
+    dispatch_keywords: dict[str, str] = {}
 
     @property
     def called_as(self) -> tuple[str, ...]:

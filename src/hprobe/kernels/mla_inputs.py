@@ -59,6 +59,18 @@ def workspace(dtype: str = "uint8") -> Any:
     return aligned(WORKSPACE_BYTES, dtype)
 
 
+# Bytes of a multi-CTA KV counter buffer: flashinfer needs
+# round_up(max(batch * h_q, SMs), 8) * 4 (utils.get_trtllm_gen_multi_ctas_kv_counter_bytes);
+# this covers one request at any h_q hprobe probes on any SM count it fakes.
+KV_COUNTER_BYTES = 64 * 1024
+
+
+@lru_cache(maxsize=1)
+def kv_counter() -> Any:
+    """A zeroed, aligned uint8 counter buffer, as engines allocate it once."""
+    return aligned(KV_COUNTER_BYTES, "uint8", zero=True)
+
+
 def pages_for(page_size: int, seq_len: int = SEQ_LEN) -> int:
     """Pages one sequence of `seq_len` tokens occupies (0.7.x plans check it)."""
     return -(-seq_len // page_size)

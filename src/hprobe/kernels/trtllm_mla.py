@@ -12,6 +12,7 @@ from typing import Any
 
 from hprobe.kernels import mla_inputs as mi
 from hprobe.kernels.base import Axis, KernelProbe, Metadata, PreparedCall, Value
+from hprobe.kernels.offers import missing_parameter
 from hprobe.model.compiled import TRTLLM_GEN_DTYPES, TrtllmGenCall
 from hprobe.model.sm import SM
 
@@ -45,7 +46,13 @@ class TrtllmMLAProbe(KernelProbe):
         Axis("q_len", 1, help="query tokens per request (MTP)", witnesses=(1,)),
         Axis("page_size", 64, help="KV cache page size"),
         Axis("kv_lora_rank", mi.KV_LORA_RANK, mi.KV_LORA_RANKS, help="latent width (256: models with the smaller latent)"),
+        # Releases that take the buffer accept it only where a trtllm-gen
+        # runner is selected: `auto` that falls to cute-dsl raises, so an
+        # engine passing it crashes on counts the plain call serves.
+        Axis("kv_counter", 0, (0, 1), help="1 = pass multi_ctas_kv_counter_buffer, as engines that keep one do"),
     )
+
+    dispatch_keywords = {"backend": "backend", "sparse_mla_top_k": "topk", "multi_ctas_kv_counter_buffer": "kv_counter"}
 
     def compiled_checks(self, entry: str) -> str | None:
         return unchecked_for(entry)
@@ -86,6 +93,11 @@ class TrtllmMLAProbe(KernelProbe):
     def input_alternatives(self, entry: Callable[..., Any], config: dict[str, Value]) -> int:
         return len(mi.WORKSPACE_DTYPES)
 
+    def offered(self, entry: Callable[..., Any], config: dict[str, Value]) -> str | None:
+        if int(config["kv_counter"]) and (reason := missing_parameter(entry, "multi_ctas_kv_counter_buffer")):
+            return reason
+        return None
+
     def swept_needlessly(self, config: dict[str, Value]) -> bool:
         return config["backend"] == "sparse" and int(config["topk"]) == 0
 
@@ -107,6 +119,8 @@ class TrtllmMLAProbe(KernelProbe):
         }
         if topk:
             kwargs["sparse_mla_top_k"] = topk
+        if int(config["kv_counter"]):
+            kwargs["multi_ctas_kv_counter_buffer"] = mi.kv_counter()
         if backend != "auto":
             kwargs["backend"] = backend
         return PreparedCall(entry, kwargs)

@@ -19,6 +19,7 @@ entry called, a literal `backend=`, whether `sparse_mla_top_k` is passed)."""
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -31,6 +32,7 @@ from hprobe.model.sm import sm_names
 from hprobe.rules.repo.calls import CallSite, find_calls
 from hprobe.rules.repo.evaluate import Binding, FlashinferSource, NotEvaluable, Raises, Settings, evaluate_call
 from hprobe.rules.repo.inline import InlineSite, evaluate_inline, find_inline
+from hprobe.rules.repo.keywords import KeywordReading, read_keywords
 from hprobe.rules.repo.mapping import HEADS_INLINE, HEADS_RULE, HEADS_UNPADDED, CallMapping, Mapping
 from hprobe.rules.repo.scan import RepoIndex
 
@@ -182,7 +184,7 @@ def _describe(context: PathContext, site: CallSite, shown: str, m: CallMapping) 
         return CallPath(site, shown, PathStatus.UNRESOLVED, m.unresolved, m.kernel)
     assert m.kernel is not None
     reach = context.reaches.get(m.reaches_when) if m.reaches_when else None
-    mismatch = _mismatch(site, m)
+    mismatch = _mismatch(context, site, m)
     if mismatch is not None:
         return CallPath(site, shown, PathStatus.UNRESOLVED, f"the mapping ({m.where}) no longer fits this call: {mismatch}", m.kernel, phase=m.phase, reach=reach)
     if m.heads == HEADS_RULE:
@@ -206,7 +208,7 @@ def _rule_class(context: PathContext, site: CallSite, name: str) -> str | None:
     return named[0] if len(named) == 1 else None
 
 
-def _mismatch(site: CallSite, m: CallMapping) -> str | None:
+def _mismatch(context: PathContext, site: CallSite, m: CallMapping) -> str | None:
     """Where the call itself contradicts its [[call]] entry, in words."""
     assert m.kernel is not None
     try:
@@ -216,19 +218,65 @@ def _mismatch(site: CallSite, m: CallMapping) -> str | None:
     if site.entry not in probe.called_as:
         return f"it calls {site.entry}, which {m.kernel} does not probe"
     options = dict(m.options)
-    literal = site.keyword("backend")
+    literal = _backend_passed(context, site, probe)
     if literal is not None and m.backend_by is not None:
         return f"it passes backend={literal!r}, not one picked by {m.backend_by}()"
     if literal is not None and "backend" in options and options["backend"] != literal:
         return f"it passes backend={literal!r}, the mapping says {options['backend']!r}"
     if probe.axis("topk") is not None:
-        sparse = "sparse_mla_top_k" in site.keywords
+        reading = _dispatch(context, site, probe)
+        sparse = "sparse_mla_top_k" in site.keywords or "sparse_mla_top_k" in reading.passed
         topk = int(options.get("topk", 0))
         if sparse and not topk:
             return "it passes sparse_mla_top_k, the mapping gives no topk"
-        if topk and not sparse and not site.spreads:
+        if topk and not sparse and "sparse_mla_top_k" not in reading.unknown:
             return f"the mapping gives topk={topk}, the call passes no sparse_mla_top_k"
     return None
+
+
+def _dispatch(context: PathContext, site: CallSite, probe: Any) -> KeywordReading:
+    """What the call passes for the probe's dispatch keywords, read from the tree."""
+    names = frozenset(probe.dispatch_keywords)
+    module = context.index.by_suffix(site.module)
+    if not names or module is None:
+        return KeywordReading()
+    return read_keywords(context.index, module, site.line, names)[0]
+
+
+def _backend_passed(context: PathContext, site: CallSite, probe: Any) -> str | int | None:
+    """The backend the call passes as a literal, spelled at the call or
+    carried by a dict it spreads; None when it passes none or a value not
+    literal (a selector's result: the mapping's `backend_by` says)."""
+    literal = site.keyword("backend")
+    if literal is not None or "backend" not in probe.dispatch_keywords:
+        return literal
+    node = _dispatch(context, site, probe).passed.get("backend")
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _call_options(context: PathContext, m: CallMapping, sites: list[CallSite]) -> dict[str, Any] | NotEvaluable:
+    """Axis values the calls themselves set beyond the mapping's (a KV counter
+    buffer passed), the same for every site of the entry; NotEvaluable naming
+    the keyword where hprobe cannot tell what a call passes."""
+    assert m.kernel is not None
+    probe = get_probe(m.kernel)
+    found: dict[str, Any] | None = None
+    for site in sites:
+        reading = _dispatch(context, site, probe)
+        options: dict[str, Any] = {}
+        for keyword, axis_name in probe.dispatch_keywords.items():
+            axis = probe.axis(axis_name)
+            if axis is None or axis.choices != (0, 1):
+                continue  # backend and top-k are the mapping's, checked against the call in _mismatch
+            if keyword in reading.unknown:
+                why = reading.unknown[keyword]
+                return NotEvaluable(context.shown(site.path), site.line, f"cannot tell whether the call passes {keyword}: {why}")
+            node = reading.passed.get(keyword)
+            options[axis_name] = int(node is not None and not (isinstance(node, ast.Constant) and node.value is None))
+        if found is not None and found != options:
+            return NotEvaluable(context.shown(site.path), site.line, f"its calls pass {', '.join(probe.dispatch_keywords)} differently")
+        found = options
+    return found or {}
 
 
 def _backends(context: PathContext, m: CallMapping, sites: list[CallSite], cited: set[tuple[str, int]]) -> tuple[list[Backend], list[PathProblem]]:
@@ -241,13 +289,10 @@ def _backends(context: PathContext, m: CallMapping, sites: list[CallSite], cited
         return [], []  # no model judged here takes this path (--model of another family)
     restrict = tuple(mo.name for mo in models) if len(models) < len(context.models) else ()
     base = _base_name(m, site)
-    inline: InlineSite | None = None
-    if m.heads == HEADS_INLINE:
-        assert m.inline is not None
-        found = find_inline(context.index, m.inline)
-        if isinstance(found, str):
-            return [], [PathProblem(base, m.kernel, m.sms, restrict, NotEvaluable(context.shown(site.path), site.line, f"inline rule {m.inline.function}: {found}"))]
-        inline = found
+    prepared = _prepared(context, m, sites)
+    if isinstance(prepared, NotEvaluable):
+        return [], [PathProblem(base, m.kernel, m.sms, restrict, prepared)]
+    inline, call_options = prepared
     per_sm: dict[int, tuple[dict[tuple[str, int], int | Raises], dict[tuple[str, int], str]]] = {}
     for sm in m.sms:
         outputs: dict[tuple[str, int], int | Raises] = {}
@@ -277,8 +322,25 @@ def _backends(context: PathContext, m: CallMapping, sites: list[CallSite], cited
                 return [], [PathProblem(base, m.kernel, m.sms, restrict, picked)]
             label = base + (f" ({'/'.join(names)})" if names != restrict else "")
             for backend_value, counts in picked.items():
-                out.append(_backend(context, m, site, label, tuple(sms), names, part, branches, backend_value, counts, len(groups) > 1))
+                out.append(_backend(context, m, site, label, tuple(sms), names, part, branches, backend_value, counts, len(groups) > 1, call_options))
     return out, []
+
+
+def _prepared(context: PathContext, m: CallMapping, sites: list[CallSite]) -> tuple[InlineSite | None, dict[str, Any]] | NotEvaluable:
+    """The inline padding a path evaluates (if any) and the axis values its
+    calls set, or why either cannot be had."""
+    site = sites[0]
+    inline: InlineSite | None = None
+    if m.heads == HEADS_INLINE:
+        assert m.inline is not None
+        found = find_inline(context.index, m.inline)
+        if isinstance(found, str):
+            return NotEvaluable(context.shown(site.path), site.line, f"inline rule {m.inline.function}: {found}")
+        inline = found
+    call_options = _call_options(context, m, sites)
+    if isinstance(call_options, NotEvaluable):
+        return call_options
+    return inline, call_options
 
 
 def _per_model(outputs: dict[tuple[str, int], int | Raises], models: list[Model], restrict: tuple[str, ...]) -> list[tuple[tuple[str, ...], dict[tuple[str, int], int | Raises]]]:
@@ -356,13 +418,16 @@ def _backend(
     backend_value: str | None,
     counts: tuple[int, ...],
     split_by_sm: bool,
+    call_options: dict[str, Any],
 ) -> Backend:
     assert m.kernel is not None
+    probe = get_probe(m.kernel)
     options = dict(m.options)
-    literal = site.keyword("backend")
+    options.update({k: v for k, v in call_options.items() if v != getattr(probe.axis(k), "default", None)})
+    literal = _backend_passed(context, site, probe)
     if backend_value is not None:
         options["backend"] = backend_value
-    elif literal is not None and get_probe(m.kernel).axis("backend") is not None:
+    elif literal is not None and probe.axis("backend") is not None:
         options["backend"] = literal
     name = base + (f" -> backend={backend_value}" if m.backend_by and backend_value is not None else "") + (f" ({sm_names(sms)})" if split_by_sm else "")
     chosen = set(counts)

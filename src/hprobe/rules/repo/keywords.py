@@ -1,0 +1,385 @@
+"""What a call of a FlashInfer entry passes for the keywords that change the
+entry's dispatch (its backend, a multi-CTA KV counter buffer, a sparse top-k),
+read from the engine's source: spelled at the call, or carried by a `**dict`
+the function builds (`dict(...)`, `{...}`, `d[k] = v`, `d.pop(k)`, under
+`if`s whose tests the evaluator decides), or by a `**kwargs` parameter that
+every caller in the tree fills the same way.
+
+The probe of a call path is then the call the engine makes, never a simpler
+one: a keyword hprobe cannot tell is passed or not is `unknown`, with the
+file:line where the reading stopped, and the path is inconclusive.
+
+`self.<attr>` in a test is read from the constructor of the class that holds
+the call (`self.backend = backend` with `backend="trtllm-gen"` as the
+parameter's default): the call as that class's own instances make it. A
+subclass that reaches the same call with other constructor arguments is its
+own path (the mapping names it)."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Any
+
+from hprobe.rules.repo.evaluate import Binding, NotEvaluable, Raises, evaluate_expression
+from hprobe.rules.repo.scan import ClassInfo, ModuleInfo, RepoIndex
+
+# How many callers deep a `**kwargs` parameter is followed.
+MAX_CALLER_DEPTH = 3
+
+
+@dataclass(frozen=True)
+class Unknown:
+    """hprobe cannot say whether (or what) the call passes for a keyword."""
+
+    where: str  # file:line where the reading stopped
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.why}"
+
+
+# A keyword's state at the call: the expression passed, ABSENT, or Unknown.
+ABSENT = "absent"
+State = ast.expr | str | Unknown
+
+
+@dataclass
+class KeywordReading:
+    """Per dispatch keyword: what the call passes (an expression), that it
+    passes nothing, or why that cannot be told."""
+
+    passed: dict[str, ast.expr] = field(default_factory=dict)
+    unknown: dict[str, Unknown] = field(default_factory=dict)
+    assumed: list[str] = field(default_factory=list)  # instance values read from a constructor, in words
+
+    def value(self, index: RepoIndex, module: ModuleInfo, owner: ClassInfo | None, name: str, instance: dict[str, Any]) -> Any:
+        """The value passed for `name` as the evaluator computes it; None when absent."""
+        node = self.passed.get(name)
+        if node is None:
+            return None
+        return evaluate_expression(index, owner, module, node, {}, Binding(instance=instance)).value
+
+
+@dataclass(frozen=True)
+class _Scope:
+    index: RepoIndex
+    module: ModuleInfo
+    owner: ClassInfo | None
+    instance: dict[str, Any]
+    names: frozenset[str]
+    read: set[str] = field(default_factory=set)  # instance attributes a decided test read
+
+
+def read_keywords(index: RepoIndex, module: ModuleInfo, line: int, names: frozenset[str]) -> tuple[KeywordReading, dict[str, Any], ClassInfo | None]:
+    """The dispatch keywords `names` of the call at `line` of `module`, with
+    the instance values and class the reading assumed."""
+    function, owner = _function_at(index, module, line)
+    call = _call_at(function or module.tree, line)
+    reading = KeywordReading()
+    if call is None:
+        for name in names:
+            reading.unknown[name] = Unknown(f"{module.path}:{line}", "the call could not be found again")
+        return reading, {}, owner
+    instance, assumed = _constructor_values(index, owner)
+    scope = _Scope(index, module, owner, instance, names)
+    states = _call_states(scope, function, call, 0)
+    reading.assumed = [said for attr, said in assumed.items() if attr in scope.read]
+    for name, state in states.items():
+        if isinstance(state, Unknown):
+            reading.unknown[name] = state
+        elif isinstance(state, ast.expr):
+            reading.passed[name] = state
+    return reading, instance, owner
+
+
+def _call_states(scope: _Scope, function: ast.FunctionDef | ast.AsyncFunctionDef | None, call: ast.Call, depth: int) -> dict[str, State]:
+    states: dict[str, State] = dict.fromkeys(scope.names, ABSENT)
+    spelled = {k.arg for k in call.keywords if k.arg is not None}
+    for keyword in call.keywords:
+        if keyword.arg is None:
+            spread = _spread(scope, function, keyword.value, call.lineno, depth)
+            for name in scope.names - spelled:
+                if spread[name] is not ABSENT:
+                    states[name] = spread[name]
+        elif keyword.arg in scope.names:
+            states[keyword.arg] = keyword.value
+    return states
+
+
+def _spread(scope: _Scope, function: ast.FunctionDef | ast.AsyncFunctionDef | None, value: ast.expr, line: int, depth: int) -> dict[str, State]:
+    where = f"{scope.module.path}:{getattr(value, 'lineno', line)}"
+    if isinstance(value, (ast.Dict, ast.Call)):
+        built = _built(scope, value, where)
+        if built is not None:
+            return built
+    if isinstance(value, ast.Name) and function is not None:
+        return _dict_variable(scope, function, value.id, line, depth)
+    return dict.fromkeys(scope.names, Unknown(where, f"**{ast.unparse(value)} is not a dict hprobe can read"))
+
+
+def _built(scope: _Scope, node: ast.expr, where: str) -> dict[str, State] | None:
+    """The keys of `{...}` or `dict(...)` with literal keys; None when it is neither."""
+    out: dict[str, State] = dict.fromkeys(scope.names, ABSENT)
+    if isinstance(node, ast.Dict):
+        for key, value in zip(node.keys, node.values, strict=True):
+            if key is None or not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+                return dict.fromkeys(scope.names, Unknown(where, f"a key of {ast.unparse(node)[:60]} is not a literal string"))
+            if key.value in scope.names:
+                out[key.value] = value
+        return out
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" and not node.args:
+        for keyword in node.keywords:
+            if keyword.arg is None:
+                return dict.fromkeys(scope.names, Unknown(where, f"dict(**{ast.unparse(keyword.value)}) carries keys hprobe cannot read"))
+            if keyword.arg in scope.names:
+                out[keyword.arg] = keyword.value
+        return out
+    return None
+
+
+def _decide(scope: _Scope, test: ast.expr) -> bool | None:
+    scope.read.update(
+        n.attr for n in ast.walk(test) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self" and n.attr in scope.instance
+    )
+    value = evaluate_expression(scope.index, scope.owner, scope.module, test, {}, Binding(instance=scope.instance)).value
+    if isinstance(value, (NotEvaluable, Raises)):
+        return None
+    try:
+        return bool(value)
+    except Exception:  # noqa: BLE001 - a value whose truth the subset cannot tell
+        return None
+
+
+def _dict_variable(scope: _Scope, function: ast.FunctionDef | ast.AsyncFunctionDef, name: str, line: int, depth: int) -> dict[str, State]:
+    """The keys `name` holds at `line`, from the statements before it."""
+    where = f"{scope.module.path}:{function.lineno}"
+    params = function.args
+    if params.kwarg is not None and params.kwarg.arg == name:
+        states = _from_callers(scope, function, depth)
+    elif any(a.arg == name for a in (*params.posonlyargs, *params.args, *params.kwonlyargs)):
+        states = dict.fromkeys(scope.names, Unknown(where, f"**{name} is a parameter of {function.name}: its keys come from the callers"))
+    else:
+        states = dict.fromkeys(scope.names, Unknown(where, f"{name} is not assigned before the call in {function.name}"))
+    _walk(scope, function.body, name, line, states, conditional=None)
+    return states
+
+
+def _walk(scope: _Scope, body: list[ast.stmt], name: str, line: int, states: dict[str, State], conditional: str | None) -> None:
+    """Apply the statements of `body` before `line` that touch `name`;
+    `conditional` is where an undecided test encloses them (their changes to a
+    dispatch keyword then make it unknown)."""
+    for stmt in body:
+        if stmt.lineno >= line:
+            return
+        here = f"{scope.module.path}:{stmt.lineno}"
+        if isinstance(stmt, ast.If):
+            decided = _decide(scope, stmt.test)
+            inner = conditional if decided is not None else conditional or f"{here} (test not decided: {ast.unparse(stmt.test)[:60]})"
+            if decided is not False:
+                _walk(scope, stmt.body, name, line, states, inner)
+            if decided is not True:
+                _walk(scope, stmt.orelse, name, line, states, inner)
+            continue
+        if isinstance(stmt, (ast.For, ast.While, ast.With, ast.Try, ast.AsyncFor, ast.AsyncWith)):
+            loop = f"{here} (inside a {type(stmt).__name__.lower()})"
+            for block in ("body", "orelse", "finalbody"):
+                _walk(scope, getattr(stmt, block, []), name, line, states, conditional or loop)
+            for handler in getattr(stmt, "handlers", []):
+                _walk(scope, handler.body, name, line, states, conditional or loop)
+            continue
+        _statement(scope, stmt, name, states, conditional, here)
+
+
+def _statement(scope: _Scope, stmt: ast.stmt, name: str, states: dict[str, State], conditional: str | None, here: str) -> None:
+    change: dict[str, State] | None = None
+    if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        for target in targets:
+            if isinstance(target, ast.Name) and target.id == name:
+                change = _assigned(scope, stmt.value, here)
+            elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and target.value.id == name:
+                change = _subscript(scope, target, stmt.value, here)
+    elif isinstance(stmt, ast.Delete):
+        for target in stmt.targets:
+            if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and target.value.id == name:
+                change = _subscript(scope, target, None, here)
+    elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        change = _method(scope, stmt.value, name, here)
+    elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id == name:
+        change = dict.fromkeys(scope.names, Unknown(here, f"{name} is merged with {ast.unparse(stmt.value)[:60]}"))
+    if change is None:
+        change = _other_use(scope, stmt, name, here)
+    if change is None:
+        return
+    for key, state in change.items():
+        if conditional is not None and not _same(state, states[key]):
+            states[key] = Unknown(here, f"{key} is set under {conditional}")
+        else:
+            states[key] = state
+
+
+def _assigned(scope: _Scope, value: ast.expr, here: str) -> dict[str, State]:
+    if isinstance(value, ast.IfExp):
+        decided = _decide(scope, value.test)
+        if decided is not None:
+            return _assigned(scope, value.body if decided else value.orelse, here)
+        body, orelse = _assigned(scope, value.body, here), _assigned(scope, value.orelse, here)
+        why = f"test not decided: {ast.unparse(value.test)[:60]}"
+        return {k: body[k] if _same(body[k], orelse[k]) else Unknown(here, why) for k in scope.names}
+    built = _built(scope, value, here)
+    if built is not None:
+        return built
+    return dict.fromkeys(scope.names, Unknown(here, f"assigned {ast.unparse(value)[:60]}, which hprobe cannot read as a dict"))
+
+
+def _subscript(scope: _Scope, target: ast.Subscript, value: ast.expr | None, here: str) -> dict[str, State] | None:
+    key = target.slice
+    if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+        return dict.fromkeys(scope.names, Unknown(here, f"a key set by {ast.unparse(target)[:60]} is not a literal string"))
+    if key.value not in scope.names:
+        return None
+    return {key.value: value if value is not None else ABSENT}
+
+
+def _method(scope: _Scope, call: ast.Call, name: str, here: str) -> dict[str, State] | None:
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == name):
+        return None
+    if func.attr in ("pop", "setdefault") and call.args and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str):
+        key = call.args[0].value
+        if key not in scope.names:
+            return None
+        return {key: ABSENT} if func.attr == "pop" else dict.fromkeys([key], Unknown(here, f"{key} set by setdefault"))
+    if func.attr == "update" and not call.args and all(k.arg is not None for k in call.keywords):
+        return {k.arg: k.value for k in call.keywords if k.arg is not None and k.arg in scope.names} or None
+    if func.attr in ("get", "copy", "items", "keys", "values"):
+        return None  # reads only
+    return dict.fromkeys(scope.names, Unknown(here, f"{name}.{func.attr}(...) changes keys hprobe cannot follow"))
+
+
+def _other_use(scope: _Scope, stmt: ast.stmt, name: str, here: str) -> dict[str, State] | None:
+    """Any other statement that may change the dict: bound by a loop, a
+    `with`, a walrus, or handed to a call that may mutate it."""
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.NamedExpr) and node.target.id == name:
+            return dict.fromkeys(scope.names, Unknown(here, f"{name} rebound by :="))
+        if isinstance(node, ast.Call) and any(isinstance(a, ast.Name) and a.id == name for a in node.args):
+            return dict.fromkeys(scope.names, Unknown(here, f"{name} is handed to {ast.unparse(node.func)[:40]}(), which may change it"))
+    return None
+
+
+def _same(a: State, b: State) -> bool:
+    if isinstance(a, ast.expr) and isinstance(b, ast.expr):
+        return ast.dump(a) == ast.dump(b)
+    return a == b
+
+
+def _from_callers(scope: _Scope, function: ast.FunctionDef | ast.AsyncFunctionDef, depth: int) -> dict[str, State]:
+    """A `**kwargs` parameter: what every call of the function in the tree puts in it."""
+    where = f"{scope.module.path}:{function.lineno}"
+    if depth >= MAX_CALLER_DEPTH:
+        return dict.fromkeys(scope.names, Unknown(where, f"**{function.args.kwarg.arg if function.args.kwarg else ''} followed {MAX_CALLER_DEPTH} callers deep"))
+    found: list[dict[str, State]] = []
+    for module in scope.index.modules_mentioning({function.name}):
+        for caller, call in _calls_of(module, function.name):
+            if call is None:
+                continue
+            _, owner = _function_at(scope.index, module, call.lineno)
+            instance, _ = _constructor_values(scope.index, owner)
+            inner = _Scope(scope.index, module, owner, instance, scope.names)
+            found.append(_call_states(inner, caller, call, depth + 1))
+    if not found:
+        return dict.fromkeys(scope.names, Unknown(where, f"no call of {function.name} in the tree fills its **kwargs"))
+    out: dict[str, State] = {}
+    for key in scope.names:
+        first = found[0][key]
+        agree = all(_same(f[key], first) for f in found[1:])
+        out[key] = first if agree else Unknown(where, f"the {len(found)} callers of {function.name} pass {key} differently")
+    return out
+
+
+def _calls_of(module: ModuleInfo, name: str) -> list[tuple[ast.FunctionDef | ast.AsyncFunctionDef | None, ast.Call | None]]:
+    out: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef | None, ast.Call | None]] = []
+    for node in ast.walk(module.tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+            if called == name:
+                out.append((_innermost(module.tree, node.lineno), node))
+    return out
+
+
+def _innermost(tree: ast.AST, line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    best: ast.FunctionDef | ast.AsyncFunctionDef | None = None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            if best is None or node.lineno >= best.lineno:
+                best = node
+    return best
+
+
+def _function_at(index: RepoIndex, module: ModuleInfo, line: int) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef | None, ClassInfo | None]:
+    function = _innermost(module.tree, line)
+    owner = None
+    for cls in module.classes.values():
+        if cls.node.lineno <= line <= (cls.node.end_lineno or cls.node.lineno):
+            owner = cls
+    return function, owner
+
+
+def _call_at(tree: ast.AST, line: int) -> ast.Call | None:
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.lineno == line]
+    # The outermost call on the line is the one the site names (an argument's call starts after it).
+    return min(calls, key=lambda c: c.col_offset) if calls else None
+
+
+def _constructor_values(index: RepoIndex, owner: ClassInfo | None) -> tuple[dict[str, Any], dict[str, str]]:
+    """`self.<attr>` values the constructors of `owner`'s hierarchy set from a
+    literal or a parameter's literal default, each set once in the hierarchy."""
+    if owner is None:
+        return {}, {}
+    seen: dict[str, list[tuple[Any, str]]] = {}
+    for cls in index.mro(owner):
+        init = cls.methods.get("__init__")
+        if init is None:
+            continue
+        defaults = _defaults(init.node)
+        for node in ast.walk(init.node):
+            if not isinstance(node, ast.Assign):
+                continue
+            for target in node.targets:
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+                    value = _literal(node.value, defaults)
+                    seen.setdefault(target.attr, []).append((value, f"{cls.module.path}:{node.lineno}"))
+    instance: dict[str, Any] = {}
+    said: dict[str, str] = {}
+    for attr, values in seen.items():
+        if len(values) == 1 and values[0][0] is not _NOT_LITERAL:
+            instance[attr] = values[0][0]
+            said[attr] = f"self.{attr} = {values[0][0]!r} ({owner.name}'s constructor, {values[0][1]})"
+    return instance, said
+
+
+_NOT_LITERAL = object()
+
+
+def _defaults(function: ast.FunctionDef) -> dict[str, Any]:
+    args = function.args
+    positional = [*args.posonlyargs, *args.args]
+    out: dict[str, Any] = {}
+    for arg, default in zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True):
+        if isinstance(default, ast.Constant):
+            out[arg.arg] = default.value
+    for arg, kw_default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
+        if isinstance(kw_default, ast.Constant):
+            out[arg.arg] = kw_default.value
+    return out
+
+
+def _literal(node: ast.expr, defaults: dict[str, Any]) -> Any:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name) and node.id in defaults:
+        return defaults[node.id]
+    return _NOT_LITERAL
