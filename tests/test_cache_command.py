@@ -65,3 +65,67 @@ def _human(size: int) -> str:
     from hprobe.report.formats.text import human_size
 
     return human_size(size)
+
+
+def _planted(tmp_path: Path) -> tuple[Path, Path]:
+    """A cache whose results/ and trees/ are links to folders outside it, and
+    one wheel of its own."""
+    cache, outside = tmp_path / "cache", tmp_path / "outside"
+    (outside / "results").mkdir(parents=True)
+    (outside / "trees" / "mine").mkdir(parents=True)
+    (outside / "results" / "notes.json").write_text('{"results": [{"flashinfer_version": "0.6.12"}]}')
+    (outside / "trees" / "mine" / "data.txt").write_text("the user's")
+    (cache / "wheels").mkdir(parents=True)
+    (cache / "wheels" / "flashinfer_python-0.6.12-py3-none-any.whl").write_bytes(b"not a real wheel")
+    (cache / "results").symlink_to(outside / "results", target_is_directory=True)
+    (cache / "trees").symlink_to(outside / "trees", target_is_directory=True)
+    return cache, outside
+
+
+@pytest.mark.parametrize("choice", [("--older-than", "0"), ("--release", "0.6.12"), ("--keep", ">=0.7")])
+def test_prune_never_follows_a_linked_folder_out_of_the_cache(tmp_path, choice):
+    cache, outside = _planted(tmp_path)
+    done = _run(cache, "cache", "prune", *choice)
+    assert done.returncode == 0, done.stderr
+    assert (outside / "results" / "notes.json").is_file() and (outside / "trees" / "mine" / "data.txt").is_file()
+    # The wheel of its own is the cache's, and goes.
+    assert not (cache / "wheels" / "flashinfer_python-0.6.12-py3-none-any.whl").exists()
+
+
+def test_clear_removes_a_link_never_what_it_points_at(tmp_path):
+    cache, outside = _planted(tmp_path)
+    done = _run(cache, "cache", "clear")
+    assert done.returncode == 0, done.stderr
+    assert (outside / "results" / "notes.json").is_file() and (outside / "trees" / "mine" / "data.txt").is_file()
+
+
+def test_a_fifo_in_the_cache_does_not_hang_the_listing(tmp_path):
+    cache = tmp_path / "cache"
+    (cache / "results").mkdir(parents=True)
+    os.mkfifo(cache / "results" / "answer.json")
+    shown = _run(cache, "cache", "--format", "json")  # bounded by _run's timeout: a hang fails it
+    assert shown.returncode == 0, shown.stderr
+    pruned = _run(cache, "cache", "prune", "--older-than", "0")
+    assert pruned.returncode == 0, pruned.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("--older-than", "nan"), "--older-than nan: expected a number of days, 0 or more"),
+        (("--older-than", "-1"), "--older-than -1.0: expected a number of days, 0 or more"),
+        (("--keep", "torch>=2.4"), "'torch>=2.4' is neither a flashinfer release nor a version specifier"),
+        (("--keep", ""), "name the releases to keep"),
+        (("--keep", "9.9.9"), "the cache holds no flashinfer 9.9.9"),
+        (("--keep", "v0.6.12"), "write the release as 0.6.12"),
+    ],
+)
+def test_prune_options_are_checked_before_anything_is_removed(tmp_path, args, needle):
+    cache = tmp_path / "cache"
+    wheel = cache / "wheels" / "flashinfer_python-0.6.12-py3-none-any.whl"
+    wheel.parent.mkdir(parents=True)
+    wheel.write_bytes(b"not a real wheel")
+    done = _run(cache, "cache", "prune", *args)
+    assert done.returncode == 2 and needle in done.stderr, (done.returncode, done.stderr)
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert wheel.exists()

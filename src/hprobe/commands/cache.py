@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from hprobe.model.errors import InputError
 from hprobe.report.cache import CacheReport
 from hprobe.support.cache_usage import HPROBE_ENTRIES, SHARED, Usage, remove, select, usage
@@ -14,6 +16,8 @@ def show_cache() -> CacheReport:
 def prune_cache(releases: list[str] | None, older_than_days: float | None, keep: str | None) -> CacheReport:
     if releases is None and older_than_days is None and keep is None:
         raise InputError("cache prune: name what to remove: --release, --older-than or --keep (or `hprobe cache clear`)")
+    if older_than_days is not None and not (math.isfinite(older_than_days) and older_than_days >= 0):
+        raise InputError(f"--older-than {older_than_days!r}: expected a number of days, 0 or more")
     before = usage()
     kept = _kept(keep, before) if keep is not None else None
     chosen = select(before, releases, older_than_days, kept)
@@ -41,6 +45,8 @@ def _kept(keep: str, found: Usage) -> list[str]:
     from packaging.version import InvalidVersion, Version
 
     text = keep.strip().removeprefix("flashinfer-python").strip()
+    if not text:
+        raise InputError(f"--keep {keep!r}: name the releases to keep, or a pin such as '>=0.6.14'")
     if text[:1] in "<>=!~":
         try:
             spec = SpecifierSet(text)
@@ -56,4 +62,17 @@ def _kept(keep: str, found: Usage) -> list[str]:
             except InvalidVersion:
                 continue
         return admitted
-    return [r.strip() for r in text.split(",") if r.strip()]
+    named = [r.strip() for r in text.split(",")]
+    cached = set(found.by_release()) - {SHARED}
+    for release in named:
+        try:
+            canonical = str(Version(release))
+        except InvalidVersion:
+            raise InputError(f"--keep {keep!r}: {release!r} is neither a flashinfer release nor a version specifier") from None
+        if canonical != release:
+            raise InputError(f"--keep {keep!r}: write the release as {canonical}")
+        if release not in cached:
+            held = ", ".join(sorted(cached)) or "none"
+            raise InputError(f"--keep {keep!r}: the cache holds no flashinfer {release} (it holds: {held})")
+    return named
+

@@ -155,7 +155,7 @@ def discard(path: Path) -> None:
         os.rename(path, aside)
     except OSError:
         return  # already gone, or someone else moved it
-    if aside.is_dir():
+    if aside.is_dir() and not aside.is_symlink():  # a link goes, never what it points at
         shutil.rmtree(aside, ignore_errors=True)
     else:
         aside.unlink(missing_ok=True)

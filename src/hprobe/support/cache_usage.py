@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,12 +109,38 @@ def _tree_release(tree: Path) -> str:
 
 def _result_release(path: Path) -> str:
     try:
+        st = path.lstat()
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_RESULT_BYTES:
+            return SHARED  # a FIFO would block the read, a huge file is not an answer of ours
         doc = json.loads(path.read_text())
         versions = {r.get("flashinfer_version") for r in doc.get("results", [])}
     except (OSError, ValueError, AttributeError):
         return SHARED
     versions.discard(None)
     return str(versions.pop()) if len(versions) == 1 else SHARED
+
+
+# The folders hprobe keeps entries in, walked one entry at a time.
+_CONTAINERS = ("wheels", "trees", "results", "pycache")
+# An answer file larger than this is not one hprobe wrote.
+MAX_RESULT_BYTES = 64 * 2**20
+
+
+def _real_directory(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
+def _inside(top: Path, path: Path) -> bool:
+    """No component from `top` down to `path` is a link: walking `path` stays in the cache."""
+    for part in (path, *path.parents):
+        if part == top:
+            return True
+        if part.is_symlink():
+            return False
+    return False
 
 
 def _children(path: Path) -> list[Path]:
@@ -137,6 +164,11 @@ def usage(root: Path | None = None) -> Usage:
         found.entries.append(Entry(path, kind, release, size, modified))
 
     for top in _children(root):
+        if top.name in _CONTAINERS and not _real_directory(top):
+            # A link (or a file) where hprobe keeps a folder: what it points
+            # at is not the cache's, so it is neither walked nor removed.
+            found.entries.append(Entry(top, "other", SHARED, 0, 0.0))
+            continue
         match top.name:
             case "wheels":
                 for w in _children(top):
@@ -151,7 +183,7 @@ def usage(root: Path | None = None) -> Usage:
             case "pycache":
                 # Bytecode mirrors the paths it was compiled from: a tree's is the tree's.
                 mirrored = top / str(root).lstrip(os.sep) / "trees"
-                for t in _children(mirrored):
+                for t in _children(mirrored) if _inside(top, mirrored) else []:
                     add(t, "bytecode", trees.get(t.name, SHARED))
                 add(top, "bytecode", SHARED)  # the rest: the interpreter's own modules
             case _:
