@@ -280,3 +280,17 @@ def test_suggest_on_vllm_026_proposes_the_smaller_counts_with_the_saving(cli_jso
     assert sm120["sms"] == [120] and sm120["suggested"] == "pad_to {8, 16, 32, 64, 128}"
     assert not any(m.startswith("vllm") for m in sys.modules)  # read, never imported
     assert code == 0, err
+
+
+@pytest.mark.slow
+def test_a_pin_the_index_does_not_serve_is_judged_on_none_with_the_nearest(cli_json):
+    """vLLM 0.34.0 pins flashinfer-python==0.7.3, which the index does not
+    serve: the whole report, every count inconclusive, the note naming pip's
+    reason and the nearest published releases, exit 3 (never 2: the input is
+    right, the release is missing)."""
+    code, doc, err = cli_json("check", "--table", str(ROOT / "matrices" / "vllm-dsv4-flashinfer-pre-48047.toml"), "--pin", "==0.7.3", "--sm", "100")
+    assert code == 3 and doc["exit_code"] == 3 and "hprobe: error" not in err, err
+    assert doc["findings"] and {f["verdict"] for f in doc["findings"]} == {"inconclusive"}
+    [note] = [n for n in doc["notes"] if "the pin ==0.7.3, cannot be fetched" in n]
+    assert "No matching distribution found for flashinfer-python==0.7.3" in note, note
+    assert "nearest published: 0.7.2.post1, 0.7.4" in note and note.endswith("judged on no release"), note

@@ -113,7 +113,7 @@ def releases_for(table: PaddingTable, flashinfer: list[str] | None, pin: str | N
         except IndexUnlisted as exc:
             # The pin's ends are unknown, so no release stands for them: the
             # table is judged on none (inconclusive), never on another.
-            return [], [f"pin {spec}: {exc.message}; judged on no release"]
+            return [], [f"pin {spec}: {exc.message}; judged on no release" if type(exc) is IndexUnlisted else f"{exc.message}; judged on no release"]
     return [INSTALLED], []
 
 

@@ -43,6 +43,12 @@ class IndexUnlisted(InputError):
     search) says so and is inconclusive; one that cannot is an input error."""
 
 
+class PinUnserved(IndexUnlisted):
+    """The release a pin names cannot be fetched (the index does not serve
+    it, or the network failed): the tree's pin is what it is, so the run is
+    inconclusive where it needs that release, never an input error."""
+
+
 class NothingToCheck(HprobeError):
     """The input holds nothing to judge (a tree with no padding rule): said in
     one line, exit 3 like any run that could not decide, and no empty table

@@ -11,10 +11,10 @@ from collections.abc import Callable
 
 from packaging.version import InvalidVersion, Version
 
-from hprobe.model.errors import IndexUnlisted, InputError
+from hprobe.model.errors import IndexUnlisted, InputError, PinUnserved
 from hprobe.model.pins import exact_release, parse_pin
 from hprobe.model.release import INSTALLED
-from hprobe.support.trees import DIST, _pip_reason, run_pip
+from hprobe.support.trees import DIST, _pip_reason, fetch_wheel, run_pip
 from hprobe.system.envinfo import distribution_version
 
 
@@ -70,6 +70,8 @@ def pinned_releases(spec: str, progress: Callable[[str], None] = lambda _message
     else:
         notes = [f"pin {spec} admits {len(admitted)} releases; probing the lowest and highest: {', '.join(labels)}"]
     installed = distribution_version("flashinfer-python")
+    if exact is not None and not _is(installed, exact):
+        _fetchable(spec, exact)
     if installed:
         try:
             if specifier.contains(Version(installed), prereleases=True):
@@ -81,3 +83,35 @@ def pinned_releases(spec: str, progress: Callable[[str], None] = lambda _message
         except InvalidVersion:
             pass
     return labels, notes
+
+
+def _is(installed: str | None, version: str) -> bool:
+    try:
+        return installed is not None and Version(installed) == Version(version)
+    except InvalidVersion:
+        return False
+
+
+def _fetchable(spec: str, version: str) -> None:
+    """Fetch the one release an exact pin names (into the cache, where its
+    probe finds it), or raise PinUnserved saying why and which published
+    releases are nearest."""
+    try:
+        fetch_wheel(version)
+    except InputError as exc:
+        raise PinUnserved(f"flashinfer {version}, the pin {spec}, cannot be fetched: {exc.message}{_nearest(version)}") from None
+
+
+def _nearest(version: str) -> str:
+    """"; nearest published: A, B — ..." or "" when the index cannot be listed."""
+    try:
+        published = final_releases()
+    except IndexUnlisted:
+        return ""
+    target = Version(version)
+    below = [v for v in published if v < target][-1:]
+    above = [v for v in published if v > target][:1]
+    near = [str(v) for v in (*below, *above)]
+    if not near:
+        return ""
+    return f"; nearest published: {', '.join(near)} (--flashinfer one of them, or a wheel or directory of {version})"
