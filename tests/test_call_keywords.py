@@ -163,3 +163,50 @@ def test_a_helper_no_one_calls_leaves_its_kwargs_unknown(tmp_path):
     reading = _reading_at(index, "engine.helper", 0)
     assert reading.passed == {} and set(reading.unknown) == NAMES
     assert "no call of sharded in the tree fills its **kwargs" in reading.unknown["backend"].why
+
+
+# vLLM 0.34.0's FlashInferMLAImpl.forward_mqa, reduced: the backend comes from a
+# selector per count; flashinfer's auto gets a counter buffer at pages of 32 or 64.
+SELECTED = '''
+import flashinfer
+
+
+def _select_mla_decode_backend(num_heads):
+    return "cute-dsl" if 64 < num_heads < 128 else None
+
+
+class FlashInferMLAImpl:
+    def __init__(self, dcp_world_size):
+        self.dcp_world_size = dcp_world_size
+
+    def forward_mqa(self, q, kv_c_and_k_pe_cache, heads):
+        extra_kwargs = {}
+        decode_backend: str | None
+        if self.dcp_world_size > 1:
+            extra_kwargs.update(enable_dcp=True)
+            decode_backend = "cute-dsl"
+        else:
+            decode_backend = _select_mla_decode_backend(heads)
+        if decode_backend:
+            extra_kwargs["backend"] = decode_backend
+        elif kv_c_and_k_pe_cache.shape[-2] in (32, 64):
+            extra_kwargs["multi_ctas_kv_counter_buffer"] = make_counter()
+        return flashinfer.decode.trtllm_batch_decode_with_kv_cache_mla(query=q, **extra_kwargs)
+'''
+
+
+def test_a_selector_result_and_the_paths_conditions_decide_the_keywords(tmp_path):
+    index = _tree(tmp_path, {"mla.py": SELECTED})
+    info = index.by_suffix("engine.mla")
+    assert info is not None
+    line = _calls(index, "engine.mla")[0]
+    conditions = {"self.dcp_world_size > 1": False, "kv_c_and_k_pe_cache.shape[-2] in (32, 64)": True}
+    # Where the selector picks no backend: auto, with the counter buffer.
+    auto, _, _ = read_keywords(index, info, line, NAMES, conditions, {"_select_mla_decode_backend": None})
+    assert _passed(auto) == {"multi_ctas_kv_counter_buffer": "make_counter()"} and auto.unknown == {}
+    # Where it picks cute-dsl: that backend, no buffer.
+    cute, _, _ = read_keywords(index, info, line, NAMES, conditions, {"_select_mla_decode_backend": "cute-dsl"})
+    assert _passed(cute) == {"backend": "decode_backend"} and cute.unknown == {}
+    # Without the path's conditions the DCP branch and the page size are undecided: unknown, never assumed.
+    bare, _, _ = read_keywords(index, info, line, NAMES, None, {"_select_mla_decode_backend": None})
+    assert set(bare.unknown) == {"backend", "multi_ctas_kv_counter_buffer"}

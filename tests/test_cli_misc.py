@@ -65,7 +65,8 @@ def test_the_axis_help_names_every_axis_the_probes_declare(cli):
 
     assert set(AXIS_NAMES) == {a.name for p in PROBES.values() for a in p.axes}
     code, out, _ = cli("matrix", "--help")
-    assert code == 0 and "--kv-lora-rank" in " ".join(out.split())
+    # rich may wrap the list at a hyphen inside a name: compared without the wrapping.
+    assert code == 0 and all(f"--{name.replace('_', '-')}," in "".join(out.split()) or f"--{name.replace('_', '-')}(" in "".join(out.split()) for name in AXIS_NAMES)
 
 
 def test_a_format_a_command_cannot_write_is_refused_before_any_work(cli):

@@ -69,11 +69,24 @@ class _Scope:
     instance: dict[str, Any]
     names: frozenset[str]
     read: set[str] = field(default_factory=set)  # instance attributes a decided test read
+    conditions: dict[str, Any] = field(default_factory=dict)  # expression text -> its value on this path (the mapping's)
+    results: dict[str, Any] = field(default_factory=dict)  # function name -> what a call of it returns on this path
+    frame: dict[str, Any] = field(default_factory=dict)  # locals known before the call
 
 
-def read_keywords(index: RepoIndex, module: ModuleInfo, line: int, names: frozenset[str]) -> tuple[KeywordReading, dict[str, Any], ClassInfo | None]:
+def read_keywords(
+    index: RepoIndex,
+    module: ModuleInfo,
+    line: int,
+    names: frozenset[str],
+    conditions: dict[str, Any] | None = None,
+    results: dict[str, Any] | None = None,
+) -> tuple[KeywordReading, dict[str, Any], ClassInfo | None]:
     """The dispatch keywords `names` of the call at `line` of `module`, with
-    the instance values and class the reading assumed."""
+    the instance values and class the reading assumed. `conditions`: tests
+    (or parts of them) by their source text, decided as the path runs them
+    (the mapping's); `results`: what calls of a function return on this path
+    (an engine's backend selector, evaluated per count)."""
     function, owner = _function_at(index, module, line)
     call = _call_at(function or module.tree, line)
     reading = KeywordReading()
@@ -82,7 +95,7 @@ def read_keywords(index: RepoIndex, module: ModuleInfo, line: int, names: frozen
             reading.unknown[name] = Unknown(f"{module.path}:{line}", "the call could not be found again")
         return reading, {}, owner
     instance, assumed = _constructor_values(index, owner)
-    scope = _Scope(index, module, owner, instance, names)
+    scope = _Scope(index, module, owner, instance, names, conditions=dict(conditions or {}), results=dict(results or {}))
     states = _call_states(scope, function, call, 0)
     reading.assumed = [said for attr, said in assumed.items() if attr in scope.read]
     for name, state in states.items():
@@ -142,7 +155,11 @@ def _decide(scope: _Scope, test: ast.expr) -> bool | None:
     scope.read.update(
         n.attr for n in ast.walk(test) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self" and n.attr in scope.instance
     )
-    value = evaluate_expression(scope.index, scope.owner, scope.module, test, {}, Binding(instance=scope.instance)).value
+    text = ast.unparse(test)
+    if text in scope.conditions:
+        return bool(scope.conditions[text])
+    binding = Binding(instance=scope.instance, platform=scope.conditions)
+    value = evaluate_expression(scope.index, scope.owner, scope.module, test, scope.frame, binding).value
     if isinstance(value, (NotEvaluable, Raises)):
         return None
     try:
@@ -173,6 +190,9 @@ def _walk(scope: _Scope, body: list[ast.stmt], name: str, line: int, states: dic
         if stmt.lineno >= line:
             return
         here = f"{scope.module.path}:{stmt.lineno}"
+        if line <= (stmt.end_lineno or stmt.lineno) and isinstance(stmt, (ast.If, ast.For, ast.While, ast.With, ast.AsyncFor, ast.AsyncWith, ast.Try)):
+            _around(scope, stmt, name, line, states, conditional)
+            return
         if isinstance(stmt, ast.If):
             decided = _decide(scope, stmt.test)
             inner = conditional if decided is not None else conditional or f"{here} (test not decided: {ast.unparse(stmt.test)[:60]})"
@@ -191,7 +211,52 @@ def _walk(scope: _Scope, body: list[ast.stmt], name: str, line: int, states: dic
         _statement(scope, stmt, name, states, conditional, here)
 
 
+def _around(scope: _Scope, stmt: ast.stmt, name: str, line: int, states: dict[str, State], conditional: str | None) -> None:
+    """A compound statement that holds the call: the block holding it runs
+    before the call whenever the call runs, so its statements are as
+    unconditional as the compound statement; in a loop, what the body does
+    after the call may carry into the next pass, so that part is conditional."""
+    here = f"{scope.module.path}:{stmt.lineno}"
+    blocks = [getattr(stmt, b, []) for b in ("body", "orelse", "finalbody")] + [h.body for h in getattr(stmt, "handlers", [])]
+    for block in blocks:
+        if block and block[0].lineno <= line <= (block[-1].end_lineno or block[-1].lineno):
+            _walk(scope, block, name, line, states, conditional)
+            if isinstance(stmt, (ast.For, ast.While, ast.AsyncFor)):
+                later = [s for s in block if s.lineno > line]
+                _walk(scope, later, name, 1 << 30, states, conditional or f"{here} (a later pass of the loop)")
+        elif isinstance(stmt, ast.Try) and block is stmt.finalbody:
+            continue
+        elif block is getattr(stmt, "body", None) or isinstance(stmt, ast.Try):
+            # A try's body (or handlers) before the one holding the call ran, or partly ran.
+            _walk(scope, block, name, line, states, conditional or f"{here} (inside a try)")
+
+
+def _local(scope: _Scope, stmt: ast.stmt, conditional: str | None) -> None:
+    """A local a later test may read: bound to a literal, or to a call whose
+    result on this path is known; otherwise (or bound differently under an
+    undecided test) it is forgotten, and a test reading it stays undecided."""
+    if not (isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None):
+        return
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+    for target in targets:
+        if not isinstance(target, ast.Name):
+            continue
+        value: Any = _FORGOTTEN
+        if isinstance(stmt.value, ast.Constant):
+            value = stmt.value.value
+        elif isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Name) and stmt.value.func.id in scope.results:
+            value = scope.results[stmt.value.func.id]
+        if value is _FORGOTTEN or (conditional is not None and scope.frame.get(target.id, _FORGOTTEN) != value):
+            scope.frame.pop(target.id, None)
+        else:
+            scope.frame[target.id] = value
+
+
+_FORGOTTEN = object()
+
+
 def _statement(scope: _Scope, stmt: ast.stmt, name: str, states: dict[str, State], conditional: str | None, here: str) -> None:
+    _local(scope, stmt, conditional)
     change: dict[str, State] | None = None
     if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]

@@ -234,13 +234,19 @@ def _mismatch(context: PathContext, site: CallSite, m: CallMapping) -> str | Non
     return None
 
 
-def _dispatch(context: PathContext, site: CallSite, probe: Any) -> KeywordReading:
-    """What the call passes for the probe's dispatch keywords, read from the tree."""
+def _dispatch(context: PathContext, site: CallSite, probe: Any, m: CallMapping | None = None, picked: str | None = None) -> KeywordReading:
+    """What the call passes for the probe's dispatch keywords, read from the
+    tree; on a path whose backend a selector picks per count, as the call runs
+    where the selector returned `picked`."""
     names = frozenset(probe.dispatch_keywords)
     module = context.index.by_suffix(site.module)
     if not names or module is None:
         return KeywordReading()
-    return read_keywords(context.index, module, site.line, names)[0]
+    conditions = dict(m.conditions) if m is not None else {}
+    results: dict[str, Any] = {}
+    if m is not None and m.backend_by is not None:
+        results[m.backend_by] = None if picked == m.backend_none else picked
+    return read_keywords(context.index, module, site.line, names, conditions, results)[0]
 
 
 def _backend_passed(context: PathContext, site: CallSite, probe: Any) -> str | int | None:
@@ -254,7 +260,7 @@ def _backend_passed(context: PathContext, site: CallSite, probe: Any) -> str | i
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
-def _call_options(context: PathContext, m: CallMapping, sites: list[CallSite]) -> dict[str, Any] | NotEvaluable:
+def _call_options(context: PathContext, m: CallMapping, sites: list[CallSite], picked: str | None = None) -> dict[str, Any] | NotEvaluable:
     """Axis values the calls themselves set beyond the mapping's (a KV counter
     buffer passed), the same for every site of the entry; NotEvaluable naming
     the keyword where hprobe cannot tell what a call passes."""
@@ -262,7 +268,7 @@ def _call_options(context: PathContext, m: CallMapping, sites: list[CallSite]) -
     probe = get_probe(m.kernel)
     found: dict[str, Any] | None = None
     for site in sites:
-        reading = _dispatch(context, site, probe)
+        reading = _dispatch(context, site, probe, m, picked)
         options: dict[str, Any] = {}
         for keyword, axis_name in probe.dispatch_keywords.items():
             axis = probe.axis(axis_name)
@@ -292,7 +298,7 @@ def _backends(context: PathContext, m: CallMapping, sites: list[CallSite], cited
     prepared = _prepared(context, m, sites)
     if isinstance(prepared, NotEvaluable):
         return [], [PathProblem(base, m.kernel, m.sms, restrict, prepared)]
-    inline, call_options = prepared
+    inline = prepared
     per_sm: dict[int, tuple[dict[tuple[str, int], int | Raises], dict[tuple[str, int], str]]] = {}
     for sm in m.sms:
         outputs: dict[tuple[str, int], int | Raises] = {}
@@ -322,25 +328,23 @@ def _backends(context: PathContext, m: CallMapping, sites: list[CallSite], cited
                 return [], [PathProblem(base, m.kernel, m.sms, restrict, picked)]
             label = base + (f" ({'/'.join(names)})" if names != restrict else "")
             for backend_value, counts in picked.items():
+                call_options = _call_options(context, m, sites, backend_value)
+                if isinstance(call_options, NotEvaluable):
+                    return [], [PathProblem(base, m.kernel, m.sms, restrict, call_options)]
                 out.append(_backend(context, m, site, label, tuple(sms), names, part, branches, backend_value, counts, len(groups) > 1, call_options))
     return out, []
 
 
-def _prepared(context: PathContext, m: CallMapping, sites: list[CallSite]) -> tuple[InlineSite | None, dict[str, Any]] | NotEvaluable:
-    """The inline padding a path evaluates (if any) and the axis values its
-    calls set, or why either cannot be had."""
+def _prepared(context: PathContext, m: CallMapping, sites: list[CallSite]) -> InlineSite | None | NotEvaluable:
+    """The inline padding a path evaluates (None: none), or why it cannot be had."""
     site = sites[0]
-    inline: InlineSite | None = None
-    if m.heads == HEADS_INLINE:
-        assert m.inline is not None
-        found = find_inline(context.index, m.inline)
-        if isinstance(found, str):
-            return NotEvaluable(context.shown(site.path), site.line, f"inline rule {m.inline.function}: {found}")
-        inline = found
-    call_options = _call_options(context, m, sites)
-    if isinstance(call_options, NotEvaluable):
-        return call_options
-    return inline, call_options
+    if m.heads != HEADS_INLINE:
+        return None
+    assert m.inline is not None
+    found = find_inline(context.index, m.inline)
+    if isinstance(found, str):
+        return NotEvaluable(context.shown(site.path), site.line, f"inline rule {m.inline.function}: {found}")
+    return found
 
 
 def _per_model(outputs: dict[tuple[str, int], int | Raises], models: list[Model], restrict: tuple[str, ...]) -> list[tuple[tuple[str, ...], dict[tuple[str, int], int | Raises]]]:
