@@ -4,8 +4,10 @@ its own escaping, and the machine formats parse."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
+import re
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -181,6 +183,38 @@ def test_junit_and_annotations_carry_every_gate():
     assert len(failed) == sum(v.fails(False) for v in Verdict) and len(errored) == sum(v.undecided for v in Verdict)
     levels = [line.split(" ", 1)[0] for line in annotation_lines(report)]
     assert sorted(levels) == sorted(f"::{v.ci_level(False)}" for v in Verdict if v.ci_level(False))
+
+
+# GitHub's workflow-command grammar: `::level prop=value,prop=value::message`,
+# property values escaped (%, CR, LF, ':' and ',').
+_WORKFLOW_COMMAND = re.compile(r"::(?P<level>error|warning|notice) (?P<props>[^:]*)::(?P<message>.*)")
+
+
+@pytest.mark.parametrize(
+    ("source", "where"),
+    [
+        ("vllm/v1/attention/backends/mla/flashinfer_mla.py:218 [SM100/SM103, unpadded]", ("vllm/v1/attention/backends/mla/flashinfer_mla.py", "218", None)),
+        ("/a tree/with spaces/flashinfer_sparse.py:209:5 [SM120/SM121, decode]", ("/a tree/with spaces/flashinfer_sparse.py", "209", "5")),
+        ("t.toml:7", ("t.toml", "7", None)),
+    ],
+)
+def test_annotations_carry_file_line_and_col_as_properties_of_their_own(source, where):
+    findings = [dataclasses.replace(f, source=source) for f in _check().findings]
+    report = conclude(dataclasses.replace(_check(), findings=findings))
+    lines = annotation_lines(report)
+    assert lines
+    for line in lines:
+        m = _WORKFLOW_COMMAND.fullmatch(line)
+        assert m is not None, line
+        props = dict(p.split("=", 1) for p in m.group("props").split(","))
+        unescaped = {k: v.replace("%2C", ",").replace("%3A", ":").replace("%25", "%") for k, v in props.items()}
+        assert (unescaped["file"], unescaped["line"], unescaped.get("col")) == where, line
+        # The words after the location open the message.
+        rest = source.split(f":{where[1]}" + (f":{where[2]}" if where[2] else ""), 1)[1].strip()
+        assert m.group("message").startswith(rest), line
+    # JUnit names the file alone too.
+    files = {c.get("file") for c in ET.fromstring(junit_text(report)).findall(".//testcase")}
+    assert files == {where[0]}
 
 
 def test_the_page_shows_every_outcome_and_the_per_release_verdicts():

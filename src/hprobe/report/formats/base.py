@@ -5,6 +5,7 @@ report, and `render_with`, which turns such a formatter into the
 from __future__ import annotations
 
 import io
+import re
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -133,3 +134,26 @@ def _rendered(formatter: Formatter, report: object, options: RenderOptions) -> b
             render(report)
             return True
     return False
+
+
+_LOCATION = re.compile(r"(?P<path>.+?):(?P<line>\d+)(?::(?P<col>\d+))?(?=$|\s)(?P<rest>.*)", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    """A finding's `source` split as CI tools need it: `path:line[:col] words`
+    -> the file, its line and column, and the words after them ("[SM100/SM103,
+    unpadded]"), which belong in the message, never in the file name."""
+
+    path: str
+    line: int | None = None
+    col: int | None = None
+    rest: str = ""
+
+
+def source_location(source: str) -> SourceLocation:
+    m = _LOCATION.fullmatch(source)
+    if m is None:
+        return SourceLocation(source)
+    col = m.group("col")
+    return SourceLocation(m.group("path"), int(m.group("line")), int(col) if col else None, m.group("rest").strip())

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from hprobe.report.formats.base import NotRendered, RenderOptions
+from hprobe.report.formats.base import NotRendered, RenderOptions, source_location
 from hprobe.system.escaping import gha_data, gha_property
 
 if TYPE_CHECKING:
@@ -18,11 +18,8 @@ if TYPE_CHECKING:
     from hprobe.report.model import CheckReport
 
 
-
 def in_github_actions() -> bool:
     return os.environ.get("GITHUB_ACTIONS") == "true"
-
-
 
 
 def annotation_lines(report: CheckReport) -> list[str]:
@@ -36,17 +33,22 @@ def annotation_lines(report: CheckReport) -> list[str]:
         grouped.setdefault((level, f.source, f.backend, f.sm, f.label), []).append(f)
     lines = []
     for (level, source, backend, sm, label), findings in grouped.items():
-        path, _, line = source.rpartition(":")
-        if not line.isdigit():
-            path, line = source, ""
+        where = source_location(source)
         # Rows share an annotation, never an explanation: each row's own
         # evidence (waste factor, validator message) is kept, rows that say
         # the same thing listed together.
         by_explanation: dict[str, list[str]] = {}
         for f in findings:
             by_explanation.setdefault(f.explain(), []).append(f"{f.model} TP{f.tp} (n={f.n})")
-        props = [f"file={gha_property(path)}"] + ([f"line={line}"] if line else []) + [f"title={gha_property(f'hprobe: {backend} SM{sm} {label}')}"]
+        # file, line and col are properties of their own (GitHub attaches the
+        # annotation only so); what the source says after them is message.
+        props = [f"file={gha_property(where.path)}"]
+        props += [f"line={where.line}"] if where.line else []
+        props += [f"col={where.col}"] if where.col else []
+        props.append(f"title={gha_property(f'hprobe: {backend} SM{sm} {label}')}")
         message = "; ".join(f"{', '.join(cases)}: {explanation}" for explanation, cases in by_explanation.items())
+        if where.rest:
+            message = f"{where.rest} {message}"
         lines.append(f"::{level} {','.join(props)}::{gha_data(message)}")
     return lines
 

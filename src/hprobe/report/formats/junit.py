@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
 from hprobe.model.verdict import Verdict
-from hprobe.report.formats.base import NotRendered, RenderOptions
+from hprobe.report.formats.base import NotRendered, RenderOptions, source_location
 from hprobe.system.escaping import xml
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ def junit_xml(report: CheckReport) -> ET.ElementTree:
                 "testcase",
                 classname=f"{f.table}.{f.backend}",
                 name=f"SM{f.sm} {f.model} TP{f.tp} n={f.n}",
-                file=f.source.rsplit(":", 1)[0] if f.source else "",
+                file=source_location(f.source).path if f.source else "",
             )
             message = f"{f.label}: padded {f.padded_text}; {f.explain()}".strip("; ")
             detail = f"flashinfer {f.flashinfer_version}; kernel {f.kernel}; rule at {f.source}"
@@ -57,7 +57,7 @@ def junit_xml(report: CheckReport) -> ET.ElementTree:
         # An expired waiver fails the gate on its own: a case of its own says why.
         suite = ET.SubElement(suites, "testsuite", name="hprobe waivers", tests=str(len(expired)), failures=str(len(expired)), errors="0", skipped="0")
         for u in expired:
-            case = ET.SubElement(suite, "testcase", classname="waivers", name=u.waiver.describe, file=u.waiver.origin.rsplit(":", 1)[0])
+            case = ET.SubElement(suite, "testcase", classname="waivers", name=u.waiver.describe, file=source_location(u.waiver.origin).path)
             ET.SubElement(case, "failure", message=f"waiver expired on {u.waiver.expires}: {u.waiver.reason}", type="expired-waiver")
     total = len(report.findings) + len(expired)
     suites.set("tests", str(total))
