@@ -48,7 +48,7 @@ def test_each_call_is_judged_or_listed_with_why():
     assert {k: p.status.value for k, p in paths.items()} == {
         "engine/backends/dense.py:28": "judged",
         "engine/backends/sparse.py:10": "judged",
-        "engine/backends/sparse.py:18": "unresolved",
+        "engine/backends/sparse.py:18": "assumed",
         "engine/backends/sparse.py:22": "unresolved",
         "engine/models/v4.py:14": "judged",
     }
@@ -84,15 +84,43 @@ def test_check_judges_paths_and_names_those_not_judged(cli_json):
     assert (inline["n"], inline["padded"], inline["verdict"], inline["best"]) == (32, 64, "reducible", 32)
     assert inline["source"].endswith("engine/models/v4.py:12 [SM100, self.pool_is_fp8=False]")
     listed = {p["site"].rsplit("callpaths/", 1)[1]: p for p in doc["call_paths"]}
-    assert len(listed) == 5 and {p["status"] for p in listed.values()} == {"judged", "unresolved"}
-    assert listed["engine/backends/sparse.py:18"]["status"] == "unresolved"
+    assert len(listed) == 5 and {p["status"] for p in listed.values()} == {"judged", "assumed", "unresolved"}
+    assert listed["engine/backends/sparse.py:18"]["status"] == "assumed"
+
+
+def test_a_call_no_mapping_names_is_shown_on_an_assumed_count_and_undecided(cli_json, cli, tmp_path):
+    """The trail of sparse.py:18's head count ends at the call (no mapping entry
+    says what decides it): every model's heads // tp, unpadded, judged with
+    what the call passes, marked assumed on every row, never ok and never
+    broken; the gate is undecided, and --strict fails on it."""
+    code, doc, _ = cli_json("check", "--repo", str(ENGINE), "--mapping", str(MAPPING), "--sm", "100")
+    assumed = [f for f in doc["findings"] if f["backend"] == "engine.backends.sparse.unmapped:18 [assumed]"]
+    assert assumed and {f["verdict"] for f in assumed} == {"assumed"}
+    assert {(f["n"], f["padded"]) for f in assumed} == {(n, n) for n in {f["n"] for f in assumed}}  # unpadded
+    assert all(f["on_assumption"] in ("ok", "reducible", "broken", "some-shapes", "inconclusive", "off-fast-path") for f in assumed)
+    where = f"{ENGINE}/engine/backends/sparse.py:18"
+    assert all(f["notes"][0].startswith("assumed: the model's heads // tp, unpadded") and f"the trail ended at {where}" in f["notes"][0] for f in assumed)
+    assert all(f["kernel"] == "trtllm-mla" for f in assumed)  # the call passes no backend, top-k or buffer
+    # Dense-96's sparse path is broken (exit 1); with DSv4-Pro alone the assumed rows decide the gate.
+    assert code == 1
+    mapping = tmp_path / "mapping.toml"
+    mapping.write_text(MAPPING.read_text().replace('name = "Dense-96"\nnum_q_heads = 96\ntp = [1, 2, 4]\nfamilies = ["dense"]', 'name = "Dense-96"\nnum_q_heads = 96\ntp = [1, 2, 4]\nfamilies = ["none-here"]'))
+    only, doc, _ = cli_json("check", "--repo", str(ENGINE), "--mapping", str(mapping), "--sm", "100")
+    assert {f["verdict"] for f in doc["findings"] if f["model"] == "DSv4-Pro" or not f["backend"].endswith("[assumed]")} <= {"ok", "reducible", "assumed"}
+    assert not any(f["verdict"] == "broken" for f in doc["findings"]), [f for f in doc["findings"] if f["verdict"] == "broken"]
+    assert only == 3 and doc["exit_code"] == 3  # reducible passes; assumed is undecided
+    strict, doc, _ = cli_json("check", "--repo", str(ENGINE), "--mapping", str(mapping), "--sm", "100", "--strict")
+    assert strict == 1 and any(f["verdict"] == "assumed" for f in doc["findings"])
+    _, out, _ = cli("check", "--repo", str(ENGINE), "--mapping", str(mapping), "--sm", "100")
+    assert out.rstrip().splitlines()[-1].endswith("1 call path assumed, 1 call path not judged  → exit 3")
 
 
 def test_text_lists_the_calls_not_judged(cli):
     code, out, _ = cli("check", "--repo", str(ENGINE), "--mapping", str(MAPPING), "--sm", "100")
-    assert "call paths  5 calls of FlashInfer entries found, 3 judged" in out
-    assert "engine/backends/sparse.py:18 unmapped → trtllm_batch_decode_with_kv_cache_mla: unresolved" in out
-    assert out.rstrip().splitlines()[-1].endswith(f"2 call paths not judged  → exit {code}")
+    assert "call paths  5 calls of FlashInfer entries found, 3 judged, 1 assumed" in out
+    assert "engine/backends/sparse.py:18 unmapped → trtllm_batch_decode_with_kv_cache_mla: assumed" in out
+    assert "engine/backends/sparse.py:22 stale → trtllm_batch_decode_with_kv_cache_mla: unresolved" in out
+    assert out.rstrip().splitlines()[-1].endswith(f"1 call path assumed, 1 call path not judged  → exit {code}")
 
 
 def test_model_picks_from_the_table_and_its_paths(cli_json):

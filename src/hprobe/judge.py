@@ -147,6 +147,12 @@ def _judge_cases(table: PaddingTable, backend: Backend, sm: int, probed: list[Ke
     for model, tp, n in backend.cases(table.models):
         padded = backend.rule.pad(n)
         verdict, best, waste, evidence, notes = judge_across(n, padded, probed)
+        on_assumption = None
+        if backend.assumed is not None:
+            # What the kernel says of a count the engine may not hand it is
+            # shown, never concluded: the gate reads it as undecided.
+            notes = [backend.assumed, *notes]
+            on_assumption, verdict, best, waste = verdict, Verdict.ASSUMED, None, None
         out.append(
             Finding(
                 table=table.name,
@@ -169,6 +175,7 @@ def _judge_cases(table: PaddingTable, backend: Backend, sm: int, probed: list[Ke
                 depth=_weakest_depth(probed),
                 unchecked=list(dict.fromkeys(u for p in probed for u in p.unchecked)),
                 reach=backend.reach,
+                on_assumption=on_assumption,
             )
         )
     return out
@@ -229,14 +236,16 @@ def verdict_grids(tables: list[PaddingTable], releases: list[ProbedRelease], sms
                 rows = []
                 for rel in releases:
                     result = rel.results.get((backend.variant_key, sm))
-                    cells = tuple(None if result is None else _cell(judge(n, padded, result)) for _model, _tp, n, padded in cases)
+                    cells = tuple(None if result is None else _cell(judge(n, padded, result), backend) for _model, _tp, n, padded in cases)
                     rows.append((rel.info.version, cells))
                 grids.append(VerdictGrid(table, backend, sm, cases, tuple(rows)))
     return grids
 
 
-def _cell(judged: Judgement) -> VerdictCell:
+def _cell(judged: Judgement, backend: Backend) -> VerdictCell:
     verdict, best, _waste, evidence, _notes = judged
+    if backend.assumed is not None:
+        return VerdictCell(Verdict.ASSUMED, None, evidence)
     return VerdictCell(verdict, best, evidence)
 
 

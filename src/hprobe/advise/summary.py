@@ -73,8 +73,10 @@ def _urgency(verdict: Verdict) -> int:
             return 4
         case Verdict.INCONCLUSIVE:
             return 5
-        case Verdict.OK:
+        case Verdict.ASSUMED:
             return 6
+        case Verdict.OK:
+            return 7
         case _:
             assert_never(verdict)
 
@@ -100,6 +102,10 @@ def _verdict_action(rows: list[Finding]) -> str:
             return f"runs, but on a slower kernel for n={ns} ({_tps(group)})"
         case Verdict.INCONCLUSIVE:
             return f"inconclusive for n={ns}: {group[0].explain() or 'see the details'}"
+        case Verdict.ASSUMED:
+            crash = compact_set({f.n for f in group if f.on_assumption is not None and f.on_assumption.fails(False)})
+            shown = f"; on it the kernel refuses n={crash}" if crash != "{}" else ""
+            return f"undecided: the head count this call hands FlashInfer was not followed; shown as heads // tp, unpadded{shown} (see the call paths)"
         case Verdict.OK:
             return "ok: every count runs as padded"
         case _:

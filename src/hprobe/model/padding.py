@@ -169,6 +169,10 @@ class Backend:
     # its backend by count is one Backend per backend picked, each for its counts.
     counts: tuple[int, ...] = ()
     tps: tuple[int, ...] = ()  # served at these TP degrees only (an engine path guarded by TP); () = every one
+    # The assumption this backend's counts rest on (a call path whose head
+    # count hprobe could not follow), with where the trail ended; its verdicts
+    # are `assumed`, never ok or broken. None: the counts are the engine's own.
+    assumed: str | None = None
 
     @property
     def variant_key(self) -> str:
@@ -253,7 +257,7 @@ class CallPathRecord:
     site: str  # file:line as the user named the tree
     function: str  # the calling function's qualname
     calls: str  # the FlashInfer name called
-    status: str  # judged, by-rule, not-evaluable or unresolved
+    status: str  # judged, by-rule, not-evaluable, assumed or unresolved
     detail: str  # how its count is decided, or why it is not judged
     kernel: str | None
     phase: str | None = None

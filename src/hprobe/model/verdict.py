@@ -27,6 +27,9 @@ class Verdict(str, Enum):
     # only at some batch sizes and KV lengths
     SOME_SHAPES = "some-shapes"
     INCONCLUSIVE = "inconclusive"
+    # the count is the stated assumption (the model's heads // tp, unpadded) on
+    # a call path whose head count hprobe could not follow: shown, never ok or broken
+    ASSUMED = "assumed"
 
     @property
     def _traits(self) -> _Traits:
@@ -46,6 +49,10 @@ class Verdict(str, Enum):
                 return _Traits("a kernel exists for the padded count only at some batch sizes and KV lengths: a crash at the others", "🟠", "red", Gate.FAIL, "error", "#fbe0c8")
             case Verdict.INCONCLUSIVE:
                 return _Traits("the kernel's answer could not be shown here", "❔", "cyan", Gate.UNDECIDED, "warning", "#fde9c8")
+            case Verdict.ASSUMED:
+                return _Traits(
+                    "judged on an assumed count (the model's heads // tp, unpadded): the call's own count was not followed", "🔷", "blue", Gate.ASSUMED, "warning", "#dfe8f6"
+                )
             case _:
                 assert_never(self)
 
@@ -75,12 +82,12 @@ class Verdict(str, Enum):
 
     def fails(self, strict: bool) -> bool:
         """Fails the CI gate (exit 1, a JUnit failure, an ::error annotation)."""
-        return self._traits.gate is Gate.FAIL or (strict and self.soft)
+        return self._traits.gate is Gate.FAIL or (strict and (self.soft or self._traits.gate is Gate.ASSUMED))
 
     @property
     def undecided(self) -> bool:
         """Neither pass nor fail: exit 3 when nothing fails, a JUnit error."""
-        return self._traits.gate is Gate.UNDECIDED
+        return self._traits.gate in (Gate.UNDECIDED, Gate.ASSUMED)
 
     def ci_level(self, strict: bool) -> str | None:
         """The GitHub annotation level, or None for no annotation."""
@@ -94,6 +101,7 @@ class Gate(Enum):
     SOFT = "soft"  # fails under --strict
     FAIL = "fail"
     UNDECIDED = "undecided"  # neither: exit 3 when nothing fails
+    ASSUMED = "assumed"  # undecided, and fails under --strict: an assumption is not an answer
 
 
 @dataclass(frozen=True)
@@ -136,6 +144,9 @@ class Finding:
     pin: str | None = None  # the pin whose releases `releases` are (None: the releases probed, no pin)
     reach: Reach | None = None  # the engine setting under which the rule reaches FlashInfer
     waiver: Waiver | None = None  # an unexpired waiver that accepts this finding (judge.waive)
+    # For an `assumed` finding: the verdict the kernel's answer gives the
+    # assumed count, shown as evidence and never concluded.
+    on_assumption: Verdict | None = None
 
     def fails(self, strict: bool) -> bool:
         """Fails the CI gate: the verdict fails it and no waiver accepts it."""
@@ -220,6 +231,9 @@ class Finding:
             parts.append(f"accepted, but {e.slow_path}" + (f"; {self.best} is on it" if self.best else ""))
         elif self.verdict is Verdict.INCONCLUSIVE and e is not None:
             parts.append(f"{e.reason} [{e.error_type}: {e.message}]")
+        elif self.verdict is Verdict.ASSUMED and self.on_assumption is not None:
+            refusal = f" ({e.error_type}: {e.message})" if e is not None and e.error_type and self.on_assumption is Verdict.BROKEN else ""
+            parts.append(f"on the assumed count: {self.on_assumption.value}{refusal}")
         if note:
             parts.extend(self.notes[:1])
         return "; ".join(parts)
@@ -250,6 +264,7 @@ class Finding:
             "unchecked": self.unchecked,
             "reach": self.reach.to_dict() if self.reach else None,
             "waiver": self.waiver.to_dict() if self.waiver else None,
+            "on_assumption": self.on_assumption.value if self.on_assumption else None,
         }
 
 

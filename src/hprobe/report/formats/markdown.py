@@ -48,7 +48,9 @@ class MarkdownFormatter(Formatter):
         self._w()
         unresolved = report.unresolved_paths
         if unresolved:
-            self._w(f"**{len(unresolved)} call path{'s' * (len(unresolved) != 1)} not judged** (of {len(report.call_paths)} calls of FlashInfer entries found):")
+            assumed = sum(1 for p in unresolved if p.status == "assumed")
+            said = f" ({assumed} shown on an assumed count)" if assumed else ""
+            self._w(f"**{len(unresolved)} call path{'s' * (len(unresolved) != 1)} not judged**{said} (of {len(report.call_paths)} calls of FlashInfer entries found):")
             self._w()
             self._w("| site | calls | status | why |")
             self._w("|---|---|---|---|")

@@ -202,7 +202,8 @@ class TextFormatter(Formatter):
             return
         out.line()
         judged = len(report.call_paths) - len(report.unresolved_paths)
-        out.line(_bold("call paths"), _dim(f"  {len(report.call_paths)} calls of FlashInfer entries found, {judged} judged"))
+        assumed = sum(1 for p in report.call_paths if p.status == "assumed")
+        out.line(_bold("call paths"), _dim(f"  {len(report.call_paths)} calls of FlashInfer entries found, {judged} judged" + (f", {assumed} assumed" if assumed else "")))
         for path in shown if cap is None else shown[:cap]:
             style = "" if path.judged else "cyan"
             phase = f" [{path.phase}]" if path.phase else ""
@@ -674,7 +675,10 @@ def _verdict_line(report: CheckReport) -> list[Part]:
     expired = sum(1 for u in report.waivers if u.expired)
     if expired:
         parts += [", ", (f"{expired} expired waiver{'s' * (expired != 1)}", "bold red")]
-    unresolved = len(report.unresolved_paths)
+    assumed = sum(1 for p in report.unresolved_paths if p.status == "assumed")
+    unresolved = len(report.unresolved_paths) - assumed
+    if assumed:
+        parts += [", ", (f"{assumed} call path{'s' * (assumed != 1)} assumed", "blue")]
     if unresolved:
         parts += [", ", (f"{unresolved} call path{'s' * (unresolved != 1)} not judged", "cyan")]
     return [*parts, f"  → exit {code}{' (--strict)' if report.strict else ''}"]

@@ -43,6 +43,9 @@ class PathStatus(str, Enum):
     JUDGED = "judged"  # its count is judged here, as a backend of the table
     BY_RULE = "by-rule"  # its count is a padding class's rule, judged with that class
     NOT_EVALUABLE = "not-evaluable"  # its count is decided by code hprobe cannot evaluate: inconclusive
+    # its count was not followed: shown under the stated assumption (the
+    # model's heads // tp, unpadded), undecided for the gate
+    ASSUMED = "assumed"
     UNRESOLVED = "unresolved"  # hprobe cannot say what it hands FlashInfer: listed with why
 
     @property
@@ -50,7 +53,7 @@ class PathStatus(str, Enum):
         match self:
             case PathStatus.JUDGED | PathStatus.BY_RULE:
                 return True
-            case PathStatus.NOT_EVALUABLE | PathStatus.UNRESOLVED:
+            case PathStatus.NOT_EVALUABLE | PathStatus.ASSUMED | PathStatus.UNRESOLVED:
                 return False
             case _:
                 assert_never(self)
@@ -136,7 +139,13 @@ def read_paths(context: PathContext) -> PathReading:
         described = [m for m in context.mapping.calls if m.matches(site.module, site.function, site.entry)]
         if not described:
             detail = f"{site.function or 'module level'} calls {site.entry}; the mapping does not say what decides its head count"
-            reading.paths.append(CallPath(site, shown, PathStatus.UNRESOLVED, detail, called_as.get(site.entry)))
+            assumed = _assumed(context, site, shown, called_as[site.entry], detail)
+            if isinstance(assumed, Backend):
+                reading.backends.append(assumed)
+                path = CallPath(site, shown, PathStatus.ASSUMED, f"{detail}: shown assuming the model's heads // tp, unpadded", assumed.kernel, backends=(assumed.name,))
+            else:
+                path = CallPath(site, shown, PathStatus.UNRESOLVED, f"{detail}; {assumed}", called_as.get(site.entry))
+            reading.paths.append(path)
             continue
         for m in described:
             path = _describe(context, site, shown, m)
@@ -163,6 +172,46 @@ def read_paths(context: PathContext) -> PathReading:
         if not any(m.matches(s.module, s.function, s.entry) for s in sites) and (module := context.index.by_suffix(m.module)) is not None
     )
     return reading
+
+
+# The top-k an assumed sparse call is shown with when its own is not a literal:
+# DeepSeek V3.2's index_topk, which the DSA models of the models table share.
+ASSUMED_TOPK = 2048
+
+
+def _assumed(context: PathContext, site: CallSite, shown: str, kernel: str, why: str) -> Backend | str:
+    """A call whose head count no mapping entry describes, as a backend judged
+    on the stated assumption (every model's heads // tp, unpadded, on the SMs
+    the kernel is built for), with the keywords the call itself passes; or
+    why even that cannot be shown."""
+    probe = get_probe(kernel)
+    reading = _dispatch(context, site, probe)
+    options: dict[str, str | int] = {}
+    said: list[str] = []
+    for keyword, axis_name in probe.dispatch_keywords.items():
+        axis = probe.axis(axis_name)
+        if axis is None:
+            continue
+        if keyword in reading.unknown:
+            return f"cannot tell whether the call passes {keyword}: {reading.unknown[keyword]}"
+        node = reading.passed.get(keyword)
+        if node is None or (isinstance(node, ast.Constant) and node.value is None):
+            continue
+        literal = node.value if isinstance(node, ast.Constant) else None
+        if axis.choices == (0, 1):
+            options[axis_name] = 1
+        elif isinstance(axis.default, int):
+            options[axis_name] = literal if isinstance(literal, int) and not isinstance(literal, bool) and literal > 0 else ASSUMED_TOPK
+            if literal is None:
+                said.append(f"{keyword}={ast.unparse(node)[:40]} taken as {ASSUMED_TOPK}")
+        elif isinstance(literal, str) and literal in axis.choices:
+            options[axis_name] = literal
+        else:
+            return f"it passes {keyword}={ast.unparse(node)[:40]}, which hprobe cannot read"
+    counts = sorted({n for model in context.models for _, n in model.per_rank()})
+    assumption = f"assumed: the model's heads // tp, unpadded ({why}; the trail ended at {shown}{'; ' + '; '.join(said) if said else ''})"
+    name = f"{site.module}.{site.function or '<module>'}:{site.line} [assumed]"
+    return Backend(name, kernel, probe.default_sms, PadMap(tuple((n, n) for n in counts)), Where(context.shown(site.path), site.line), tuple(options.items()), assumed=assumption)
 
 
 def _how(m: CallMapping) -> str:
