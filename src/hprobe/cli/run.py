@@ -98,6 +98,7 @@ def run_job(job: Callable[[], int]) -> None:
     previous = {signum: signal.signal(signum, _on_signal) for signum in _ENDING_SIGNALS}
     try:
         code = job()
+        _said_what_was_added()
     except _Terminated as exc:
         _kill_children()
         say("hprobe: terminated" if exc.signum == signal.SIGTERM else f"hprobe: stopped by {signal.Signals(exc.signum).name}")
@@ -224,6 +225,17 @@ def _broken_pipe() -> int:
     except (OSError, ValueError):
         pass
     return EXIT_BROKEN_PIPE
+
+
+def _said_what_was_added() -> None:
+    """Run state (what this run fetched into the cache) on stderr, after the
+    report: documents carry answers, never what the cache held. A run that
+    never loaded the cache module fetched nothing."""
+    from hprobe.system.escaping import visible
+
+    cache = sys.modules.get("hprobe.support.cache")
+    for line in cache.added_lines() if cache is not None else []:
+        say(f"note: {visible(line)}")
 
 
 def say(line: str) -> None:

@@ -94,6 +94,15 @@ def added_for(label: str) -> int:
         return _added.get(label, 0)
 
 
+def added_lines() -> list[str]:
+    """What this run added to the cache, a line per release, for stderr."""
+    with _lock:
+        added = sorted(_added.items())
+    if _fallback:
+        return []  # the temporary cache this run used is gone at exit
+    return [f"flashinfer {label}: fetched into the cache, {size / 2**20:,.1f} MiB added (`hprobe cache` lists it, `hprobe cache prune` frees it)" for label, size in added if size]
+
+
 def root() -> Path:
     usable = _usable(configured_root())
     return _fallback[0][0] if _fallback else usable

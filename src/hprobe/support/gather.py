@@ -126,12 +126,12 @@ def _probe_named(item: str, needed: dict[str, list[int]], heads: list[int], use_
     if len(release.unmet) > MAX_UNMET_NOTES:
         rest = release.unmet[MAX_UNMET_NOTES:]
         notes.append(f"flashinfer {release.version}: {len(rest)} more requirements not met here ({', '.join(u.name for u in rest[:5])}, ...)")
-    added = cache.added_for(item)
     cache_note = cache.note()
     if cache_note:
         notes.append(cache_note)  # the temporary cache this run used is gone at exit: nothing was added
-    elif added:
-        notes.append(f"flashinfer {release.version}: fetched into the cache, {added / 2**20:,.1f} MiB added (`hprobe cache` lists it, `hprobe cache prune` frees it)")
+    # What this run added to the cache is run state, not an answer: said on
+    # stderr at the end (cache.added_lines), never in a document, so runs
+    # that found the release cached print the same report.
     return ProbedRelease(item, FlashinferInfo(release.version, str(release.location)), results, notes, release.unmet)
 
 
