@@ -137,6 +137,10 @@ class Model:
     # Config attributes an engine's rule reads (`self.q_head_norm`), by name.
     attributes: tuple[tuple[str, bool | int | str], ...] = ()
     citation: str = ""  # the published config its count comes from
+    # The architectures that load it (its config's `architectures`): judged on
+    # an engine tree only where the tree's model registry names one; () = any.
+    architectures: tuple[str, ...] = ()
+    asked: bool = False  # named with --model: judged whatever the tree serves
 
     def takes(self, family: str | None) -> bool:
         """Whether this model is served by a path of `family` (None: any)."""

@@ -4,6 +4,7 @@ paths it takes. `--model NAME` picks from them; `--heads N` stands in for one.""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
@@ -47,5 +48,5 @@ def pick_models(models: list[Model], names: list[str]) -> list[Model]:
         if found is None:
             known = ", ".join(m.name for m in models)
             raise InputError(f"--model {name!r}: not a model hprobe knows (known: {known}); give --heads N for another count")
-        out.append(found)
+        out.append(replace(found, asked=True))
     return out

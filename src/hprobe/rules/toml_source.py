@@ -198,12 +198,15 @@ class _Parser:
         kv = raw.get("num_kv_heads", 1)
         if not _positive_int(kv) or heads % kv:
             raise self._fail(self.locate("model", index, "num_kv_heads"), f"model {name}: num_kv_heads must be a positive integer that divides num_q_heads")
+        architectures = raw.get("architectures", [])
+        if not isinstance(architectures, list) or not all(isinstance(a, str) and a.isidentifier() for a in architectures) or not isinstance(raw.get("architectures_cited", ""), str):
+            raise self._fail(self.locate("model", index, "architectures"), f"model {name}: architectures is a list of class names such as [\"DeepseekV3ForCausalLM\"]")
         citation = raw.get("config", "")
         if not isinstance(citation, str) or not isinstance(raw.get("field", ""), str) or not isinstance(raw.get("corroborated", ""), str):
             raise self._fail(where, f"model {name}: config, field and corroborated are strings")
         if citation and raw.get("field"):
             citation = f"{citation} ({raw['field']})"
-        return Model(name, heads, tuple(tp), where, tuple(families), tuple(sorted(attributes.items())), citation)
+        return Model(name, heads, tuple(tp), where, tuple(families), tuple(sorted(attributes.items())), citation, tuple(architectures))
 
     def backend(self, raw: Any, index: int) -> Backend:
         where = self.locate("backend", index)
@@ -327,7 +330,7 @@ _BACKEND_KEYS = frozenset({"name", "kernel", "sm", "max_heads", "models", "count
 
 
 _TABLE_KEYS = frozenset({"name", "source", "requires_flashinfer", "provenance"})
-_MODEL_KEYS = frozenset({"name", "num_q_heads", "tp", "num_kv_heads", "families", "attributes", "config", "field", "corroborated"})
+_MODEL_KEYS = frozenset({"name", "num_q_heads", "tp", "num_kv_heads", "families", "attributes", "config", "field", "corroborated", "architectures", "architectures_cited"})
 
 
 def _largest_int(value: Any) -> int:

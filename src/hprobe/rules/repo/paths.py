@@ -410,6 +410,9 @@ def _per_model(outputs: dict[tuple[str, int], int | Raises], models: list[Model]
 def _base_name(m: CallMapping, site: CallSite) -> str:
     if m.heads == HEADS_INLINE and m.inline is not None:
         name = f"{m.inline.function} (inline) -> {site.function}"
+    elif "." not in m.function and site.function.startswith(m.function + "."):
+        # The mapping names the class: the method that holds the call, whatever the release calls it.
+        name = f"{site.module}.{'.'.join(site.function.split('.')[:2])}"
     else:
         name = f"{site.module}.{m.function}"
     return name + (f" [{m.phase}]" if m.phase else "")

@@ -117,6 +117,10 @@ class RepoIndex:
                     found.append(module)
         return found
 
+    def mentioning(self, word: str) -> list[str]:
+        """The files whose source contains `word`, unparsed (as the tree shows them)."""
+        return [str(self._shown(self.files[name])) for name in list(self.files) if word in (self._text(name) or "")]
+
     def _mentions(self, name: str, text: str, words: set[str]) -> bool:
         # A few words: substring search in C. Many (a long class chain): one
         # identifier set per file, so the cost stays linear in the tree.
