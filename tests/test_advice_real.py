@@ -76,11 +76,13 @@ def test_every_patch_on_vllm_025_leaves_no_broken_finding(cli_json, vllm_025_che
     code, checked, err = cli_json("check", "--repo", str(tree), "--sm", judged_under[1])
     padded = [f for f in checked["findings"] if f["kernel"] == "dsv4-sparse-mla"]
     assert padded and not {f["verdict"] for f in padded} & {"broken", "some-shapes", "inconclusive"}, err
-    # What no patch of a padding rule changes: the dense path hands trtllm-gen the
-    # per-rank count unpadded, and for Kimi K3 trtllm-gen's own selection has no
-    # kernel for 24 heads (TP4) and one for 96 (TP1) only at short KV.
+    # What no patch of a padding rule changes: the DSA sparse backend hands
+    # trtllm-gen the per-rank count unpadded, and for GLM-5 at TP16 (4 heads)
+    # trtllm-gen's own selection has no sparse kernel. (0.25.0 loads no Kimi
+    # K3: none of its counts is judged here.)
     failing = {(f["kernel"], f["model"], f["tp"], f["verdict"]) for f in checked["findings"] if f["verdict"] in ("broken", "some-shapes", "inconclusive")}
-    assert failing == {("trtllm-mla", "Kimi-K3", 4, "broken"), ("trtllm-mla", "Kimi-K3", 1, "some-shapes")}, failing
+    assert failing == {("trtllm-mla[topk=2048]", "GLM-5", 16, "broken")}, failing
+    assert not any(f["model"] == "Kimi-K3" for f in checked["findings"])
     assert code == 1
     assert removed_padding is reduces, patch
     assert not any(m.startswith("vllm") for m in sys.modules)

@@ -16,7 +16,7 @@ from hprobe.model.padding import PadTo
 from hprobe.rules.repo.extract import extract
 from hprobe.rules.repo.mapping import load_mapping
 from hprobe.rules.repo.patch import Adoption, build_patch, git_quoted
-from hprobe.rules.repo.pin import find_pins
+from hprobe.rules.repo.pin import NotRewritable, find_pin, find_pins, rewrite
 
 MAPPING = """
 [[model]]
@@ -205,3 +205,47 @@ def test_a_requirement_included_with_r_or_c_is_read_and_raised(tmp_path):
     _apply(root, _patch(tmp_path, root, needs="0.6.14").diff)
     assert (root / "deps/gpu.txt").read_text() == "flashinfer-python>=0.6.14\n"
     assert (root / "constraints.txt").read_text() == "flashinfer-python>=0.6.14,<0.8\n"  # it admitted 0.6.13 too
+
+
+@pytest.mark.parametrize(
+    ("text", "spec", "line"),
+    [
+        # pip-compile output: the requirement continues onto its --hash lines.
+        ("torch==2.4\nflashinfer-python==0.6.13 \\\n    --hash=sha256:aa \\\n    --hash=sha256:bb\n", "==0.6.13", 2),
+        # A byte-order mark, and a line continued inside the specifier.
+        ("\ufeffflashinfer-python==\\\n0.6.13\n", "==0.6.13", 1),
+        # Of two marker-guarded pins the one pip installs here is the pin.
+        ('flashinfer-python==0.6.12 ; sys_platform == "win32"\nflashinfer-python==0.6.13 ; sys_platform != "win32"\n', "==0.6.13", 2),
+    ],
+    ids=["hashes", "bom and continuation", "markers"],
+)
+def test_pins_are_read_as_pip_reads_requirements(tmp_path, text, spec, line):
+    root = _with_requirements(tmp_path, {"requirements.txt": text})
+    problems: list[str] = []
+    pin = find_pin(root, problems)
+    assert pin is not None and (pin.spec, pin.line) == (spec, line), (pin, problems)
+    if "win32" in text:
+        assert any("its marker (sys_platform == \"win32\") is false here" in p for p in problems), problems
+
+
+def test_a_pin_with_hashes_is_read_but_never_rewritten(tmp_path):
+    text = "flashinfer-python==0.6.13 \\\n    --hash=sha256:aa\n"
+    root = _with_requirements(tmp_path, {"requirements.txt": text})
+    [pin] = find_pins(root)
+    with pytest.raises(NotRewritable, match="carries options"):
+        rewrite(pin, text, "==0.6.14")
+
+
+def test_a_url_requirement_is_no_version_pin_and_an_unversioned_one_yields(tmp_path):
+    root = _with_requirements(tmp_path, {"requirements.txt": "flashinfer-python @ file:///wheels/flashinfer.whl\n"})
+    problems: list[str] = []
+    assert find_pin(root, problems) is None
+    assert problems == ["flashinfer-python @ file:///wheels/flashinfer.whl: names a URL, not a version pin; not read as the flashinfer pin"]
+    # An unversioned requirement in pyproject says nothing of the release: the lock file's pin is taken, and both are said.
+    (root / "requirements.txt").unlink()
+    (root / "pyproject.toml").write_text('[project]\nname = "x"\nversion = "1"\ndependencies = ["flashinfer-python"]\n')
+    (root / "requirements.txt").write_text("flashinfer-python==0.6.13\n")
+    problems = []
+    pin = find_pin(root, problems)
+    assert pin is not None and pin.spec == "==0.6.13" and pin.path.name == "requirements.txt"
+    assert any(p.startswith("flashinfer is pinned differently in the tree: ==0.6.13 at ") and "the first that names a release" in p and ">=0 at " in p for p in problems), problems

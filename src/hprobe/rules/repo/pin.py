@@ -10,6 +10,7 @@ rewrites exactly that requirement and nothing that merely mentions flashinfer
 from __future__ import annotations
 
 import ast
+import contextvars
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,8 +57,20 @@ def find_pin(root: Path, problems: list[str] | None = None) -> RepoPin | None:
     """The first flashinfer requirement found, most authoritative source first:
     METADATA beside or inside the tree, pyproject.toml, requirements files.
     A requirement file that cannot be read is named in `problems`."""
-    pins = find_pins(root, problems)
-    return pins[0] if pins else None
+    found = find_pins(root, problems)
+    # A requirement pip would not install here (its marker is false) is still
+    # raised by a patch (find_pins), but never read as the pin judged.
+    pins = [p for p in found if _installs_here(p, problems)]
+    if not pins:
+        return None
+    # An unversioned requirement says nothing of the release: a source that
+    # names one is taken before it, and when sources disagree each is said.
+    taken = next((p for p in pins if p.spec != ">=0"), pins[0])
+    others = [p for p in pins if p is not taken and p.spec != taken.spec and canonicalize_name(p.name) not in COMPANIONS]
+    if others and problems is not None:
+        why = "the first that names a release" if pins[0].spec == ">=0" and taken is not pins[0] else "the most authoritative source (metadata, pyproject, lock files, requirements, setup.py)"
+        problems.append(f"flashinfer is pinned differently in the tree: {taken.spec} at {taken.source} is taken ({why}); also {', '.join(f'{p.spec} at {p.source}' for p in others[:3])}")
+    return taken
 
 
 def find_pins(root: Path, problems: list[str] | None = None) -> list[RepoPin]:
@@ -66,13 +79,32 @@ def find_pins(root: Path, problems: list[str] | None = None) -> list[RepoPin]:
     rules crash on."""
     base = root if root.is_dir() else root.parent
     out: list[RepoPin] = []
-    for finder in (_from_metadata, _from_pyproject, _from_poetry, _from_pylock, _from_requirements, _from_setup_py, _from_setup_cfg):
-        try:
-            out.extend(finder(base))
-        except _Unreadable as exc:
-            if problems is not None:
-                problems.append(str(exc))
+    skipped: list[str] = []
+    token = _SKIPPED.set(skipped)
+    try:
+        for finder in (_from_metadata, _from_pyproject, _from_poetry, _from_pylock, _from_requirements, _from_setup_py, _from_setup_cfg):
+            try:
+                out.extend(finder(base))
+            except _Unreadable as exc:
+                if problems is not None:
+                    problems.append(str(exc))
+    finally:
+        _SKIPPED.reset(token)
+    if problems is not None:
+        problems.extend(dict.fromkeys(skipped))
     return out
+
+
+def _installs_here(pin: RepoPin, problems: list[str] | None) -> bool:
+    try:
+        marker = Requirement(pin.written).marker if pin.written else None
+    except InvalidRequirement:
+        return True
+    if marker is None or marker.evaluate({"extra": ""}):
+        return True
+    if problems is not None:
+        problems.append(f"{pin.written} at {pin.source}: its marker ({marker}) is false here, so pip would not install it; not read as the flashinfer pin")
+    return False
 
 
 class _Unreadable(Exception):
@@ -192,16 +224,26 @@ def _flashinfer(text: str) -> Requirement | None:
 
 def _named(text: str, names: set[str]) -> Requirement | None:
     """A requirement on one of `names`; one without a version admits every
-    release, said as `>=0` rather than dropped."""
+    release, said as `>=0` rather than dropped. One that names a URL, not a
+    version, is no pin: said in find_pins' problems, never read as one."""
     try:
         req = Requirement(text.strip())
     except InvalidRequirement:
         return None
     if canonicalize_name(req.name) not in names:
         return None
+    skipped = _SKIPPED.get()
+    if req.url:
+        if skipped is not None:
+            skipped.append(f"{text.strip()}: names a URL, not a version pin; not read as the flashinfer pin")
+        return None
     if not str(req.specifier):
         req.specifier = SpecifierSet(">=0")
     return req
+
+
+# What `_named` set aside in the current find_pins, for its problems.
+_SKIPPED: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("hprobe_skipped_pins", default=None)
 
 
 def _from_metadata(base: Path) -> list[RepoPin]:
@@ -314,22 +356,38 @@ def companion_pins(path: Path, text: str, spec: str) -> list[RepoPin]:
 
 
 def _requirement_lines(path: Path, text: str, names: set[str]) -> list[RepoPin]:
-    """Requirements on `names` of one requirements file, each with its span."""
+    """Requirements on `names` of one requirements file, each with its span,
+    read as pip reads the file: a byte-order mark dropped, a line ending in a
+    backslash joined with the next (pip-compile's `\\` then `--hash=` lines),
+    then comments removed."""
     out = []
-    offset = 0
-    for number, line in enumerate(text.split("\n"), 1):
-        start = offset
-        offset += len(line) + 1
-        body = line[: m.start()] if (m := _COMMENT.search(line)) else line
-        body = body.rstrip("\r")
+    bom = 1 if text.startswith("\ufeff") else 0
+    offset = bom
+    lines = text[bom:].split("\n")
+    number = 0
+    while number < len(lines):
+        first, start = number + 1, offset
+        logical = lines[number]
+        offset += len(lines[number]) + 1
+        number += 1
+        while logical.rstrip("\r").endswith("\\") and not logical.lstrip().startswith("#") and number < len(lines):
+            logical = logical.rstrip("\r")[:-1] + lines[number]
+            offset += len(lines[number]) + 1
+            number += 1
+        continued = number > first
+        body = logical[: m.start()] if (m := _COMMENT.search(logical)) else logical
+        body = body.rstrip("\r").rstrip("\\")
         stripped = body.strip()
         if not stripped or stripped.startswith("-"):
             continue  # options, -r/-c includes, editable installs
         requirement = stripped.split(" --", 1)[0].split("\t--", 1)[0].strip()  # per-requirement options (--hash) follow
         req = _named(requirement, names)
         if req is not None:
-            begin = start + body.index(requirement)
-            out.append(RepoPin(str(req.specifier), path, number, "requirements", requirement, (begin, begin + len(requirement), stripped != requirement or body.rstrip().endswith("\\"))))
+            # The span is exact only where the requirement stands on its own
+            # line; one with options or continued lines is read, never rewritten.
+            plain = not continued and stripped == requirement
+            begin = start + body.index(requirement) if plain else start
+            out.append(RepoPin(str(req.specifier), path, first, "requirements", requirement, (begin, begin + len(requirement), not plain)))
     return out
 
 
