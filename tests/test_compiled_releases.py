@@ -114,3 +114,20 @@ def test_answers_shared_across_releases_are_the_ones_each_release_gets_alone():
             runs.setdefault(version, []).append(json.dumps([r.to_dict() for r in results.values()], sort_keys=True))
     assert all('"depth": "compiled"' in shared for shared, _ in runs.values())
     assert {version: shared == alone for version, (shared, alone) in runs.items()} == {"0.6.13": True, "0.6.12": True, "0.6.16": True}
+
+
+def test_a_shape_left_to_run_time_is_never_a_refusal_nor_always(cli_json):
+    """0.6.13's dense MLA at rank 256 on SM100: at batch 1 / KV 1024 the
+    CgaSmemReduction kernel falls back to GmemReduction by an occupancy query
+    hprobe cannot answer. Where no decided shape refuses (160..256 by 16, and
+    1..16 and 32, which launch elsewhere), the count is inconclusive with the
+    shape named: never `rejected`, never accepted at every shape."""
+    _, doc, _ = cli_json("matrix", "-k", "trtllm-mla[backend=trtllm-gen,kv_lora_rank=256]", "--sm", "100", "--flashinfer", "0.6.13", "--json")
+    result = _result(doc, "trtllm-mla[backend=trtllm-gen,kv_lora_rank=256]", 100)
+    heads = {h["heads"]: h for h in result["heads"]}
+    for h in (*range(160, 257, 16), 16, 32):
+        assert heads[h]["outcome"] == "inconclusive", heads[h]
+        assert heads[h]["cause"] == "runtime" and "decided at run time (batch 1, KV 1024: CgaSmemReduction" in heads[h]["reason"], heads[h]
+    assert not {16, 32, *range(160, 257, 16)} & set(result["accepted"])
+    # A count every decided shape refuses and none is left open stays refused.
+    assert heads[17]["outcome"] == "rejected" and heads[17]["error_type"] == "compiled check"

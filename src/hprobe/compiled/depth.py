@@ -6,7 +6,10 @@ launch is evaluated over a grid of batch sizes and KV lengths (top-k widths for 
 on the target GPU, and the h_q is then:
 - accepted at compiled depth when a kernel launches at every point of the grid;
 - accepted with `shapes` said when a kernel launches only at some points;
-- rejected at compiled depth, with the C++ check that refuses it, when none does.
+- rejected at compiled depth, with the C++ check that refuses it, when none does;
+- inconclusive, with the shape named, when some shape is left to a run-time
+  answer (the occupancy query behind the CGA fallback) and the shapes decided
+  either all launch or all refuse: neither "always" nor "never" is shown.
 An h_q the validators refused keeps its refusal; where a kernel exists for it, a note
 says so. An SM the runner's architecture check refuses is unsupported-arch for every
 h_q the validators let through, with or without a kernel table.
@@ -27,7 +30,7 @@ from hprobe.device.fakes import FakeDeviceProperties
 from hprobe.kernels import get_variant
 from hprobe.model.compiled import TrtllmGenCall
 from hprobe.model.heads import compact_set
-from hprobe.model.outcome import Depth, HeadResult, KernelSMResult, Outcome
+from hprobe.model.outcome import Cause, Depth, HeadResult, KernelSMResult, Outcome
 from hprobe.model.sm import SM
 
 # The shapes each h_q is tried at: decode batch sizes, and KV lengths (for DSv4,
@@ -167,8 +170,12 @@ def _evaluate(result: KernelSMResult, calls: dict[str, TrtllmGenCall], selection
                 refused_with_kernel.append(h)
             continue
         evaluated = True
-        if found.undetermined and not found.refused:
-            continue  # every shape launched or hangs on a runtime answer: as the validators said
+        if found.undetermined and (not found.launched or not found.refused):
+            # A count is refused only where every shape is refused, and served
+            # "always" only where every shape launches: a shape left to a
+            # runtime answer, with no refusal beside a launch, settles neither.
+            result.heads[h] = HeadResult(h, Outcome.INCONCLUSIVE, reason=_undetermined(found, call), cause=Cause.RUNTIME.value)
+            continue
         if not found.launched:
             batch, kv, refusal = found.refused[0]
             # As for any refusal, the evidence is the check's words and place (an
@@ -182,6 +189,20 @@ def _evaluate(result: KernelSMResult, calls: dict[str, TrtllmGenCall], selection
             "(the refusal is the Python check's alone)"
         )
     return evaluated
+
+
+def _undetermined(found: Existence, call: TrtllmGenCall) -> str:
+    what = "top-k" if call.dsv4 else "KV"
+    batch, kv, why = found.undetermined[0]
+    total = len(found.launched) + len(found.refused) + len(found.undetermined)
+    said = [f"compiled depth: at {len(found.undetermined)} of {total} shapes tried the launch is decided at run time (batch {batch}, {what} {kv}: {why})"]
+    if found.launched:
+        ok_batch, ok_kv, _ = found.launched[0]
+        said.append(f"a kernel launches at {len(found.launched)} (batch {ok_batch}, {what} {ok_kv})")
+    if found.refused:
+        no_batch, no_kv, refusal = found.refused[0]
+        said.append(f"none at {len(found.refused)} (batch {no_batch}, {what} {no_kv}: \"{refusal.message}\")")
+    return "; ".join(said)
 
 
 def _shapes(found: Existence, call: TrtllmGenCall) -> str:

@@ -137,6 +137,9 @@ class Cause(str, Enum):
     ENVIRONMENT = "environment"  # this machine: an import, a dependency's API, memory, a worker that could not run
     DEVICE = "device"  # a check on the tensors' device, which CPU tensors cannot pass
     PROBE = "probe"  # the probe's own inputs or stand-ins do not fit this release
+    # compiled code decides by what the GPU answers at run time (an occupancy
+    # query), at a shape where the kernel table alone does not settle it
+    RUNTIME = "runtime"
 
 
 @dataclass
