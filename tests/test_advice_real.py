@@ -59,8 +59,13 @@ def vllm_025_checkout(tmp_path_factory) -> Path:
 def test_every_patch_on_vllm_025_leaves_no_broken_finding(cli_json, vllm_025_checkout, tmp_path, judged_under, reduces):
     diff = tmp_path / "p.diff"
     code, doc, err = cli_json("suggest", "--repo", str(vllm_025_checkout), *judged_under, "--diff", str(diff))
-    assert code == 0, err
     patch = doc["patch"]
+    # A --diff asked for and not written is an error after the report, never a silent success.
+    assert (code, diff.exists()) in ((0, True), (2, False)), err
+    if not diff.exists():
+        assert f"hprobe: error: --diff {diff} not written: nothing to rewrite" in err
+    else:
+        assert f"wrote {diff}: " in err
     tree = tmp_path / "tree"
     shutil.copytree(vllm_025_checkout, tree)
     if diff.exists():
@@ -104,7 +109,7 @@ def test_sglang_fallback_is_flashmla_by_default_and_never_rewritten(cli_json, cl
     tree = engine_source(tmp_path, "sglang", version) / "sglang"
     diff = tmp_path / "s.diff"
     code, doc, err = cli_json("suggest", "--repo", str(tree), "--sm", "100", "--diff", str(diff))
-    assert code == 0, err
+    assert code == 2 and f"--diff {diff} not written: nothing to rewrite" in err, err  # the report still says why for each rule
     decode = [s for s in doc["suggestions"] if s["kernel"] == "dsv4-sparse-mla"]
     assert decode
     for s in decode:
@@ -159,4 +164,4 @@ def test_a_rule_kept_as_it_is_is_not_asked_to_be_changed_by_hand(cli_json, tmp_p
     assert all(c["current"] == c["suggested"] for c in prefill["changes"])
     assert not any("[prefill]" in line for line in doc["patch"]["not_rewritten"]), doc["patch"]["not_rewritten"]
     assert any("[decode]" in line and "change it by hand" in line for line in doc["patch"]["not_rewritten"])
-    assert code == 0, err
+    assert code == 2 and "not written: nothing to rewrite" in err, err

@@ -241,11 +241,25 @@ def suggest(
         _no_clobbering({"--output": output, "--diff": diff_file}, table, mapping, None, repo)
         with progress_line(fmt == "json") as progress:
             result = run_suggest(request, start=start, want_table=output is not None, diff_name=str(diff_file) if diff_file is not None else None, use_cache=not no_cache, progress=progress)
+        from hprobe.system.escaping import visible
+
+        written: list[str] = []
         if output is not None and result.table_toml is not None:
             write_output(output, result.table_toml, "--output", overwrite=force)
-        if diff_file is not None and result.patch is not None and result.patch.diff:
+            written.append(f"wrote {visible(str(output))}")
+        diff_written = diff_file is not None and result.patch is not None and bool(result.patch.diff)
+        if diff_written:
+            assert diff_file is not None and result.patch is not None
             write_output(diff_file, result.patch.diff, "--diff", overwrite=force)
+            written.append(f"wrote {visible(str(diff_file))}: {len(result.patch.changed)} change{'s' * (len(result.patch.changed) != 1)} (apply with `git apply` in the --repo directory)")
         _show(fmt, result)
+        for line in written:
+            say(line)
+        if diff_file is not None and not diff_written:
+            # Asked for and not written: a script's next step (`git apply`) must not run on nothing.
+            why = "nothing to rewrite" if result.patch is not None else "no patch was made"
+            say(f"hprobe: error: --diff {visible(str(diff_file))} not written: {why} (the report above says why for each rule)")
+            return result.exit_code if result.exit_code in (1, 3) else 2
         return result.exit_code
 
     run_job(job)
