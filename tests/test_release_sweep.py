@@ -174,13 +174,17 @@ def test_smaller_latent_rank(cli_json):
     old_heads, new_heads = ({h["heads"]: h for h in r["heads"]} for r in (old, new))
     # 0.6.14's validators take every h_q at rank 256; trtllm-gen's selection (head
     # dims 320/256) puts 17-31 heads in 16-head tiles and refuses the remainder.
-    assert all(h["outcome"] == "accepted" or h["error_type"] == "compiled check" for h in old_heads.values())
+    # A count with a shape left to a run-time answer (the CGA fallback) is inconclusive, that cause named.
+    assert all(h["outcome"] == "accepted" or h.get("error_type") == "compiled check" or h.get("cause") == "runtime" for h in old_heads.values())
     assert all(old_heads[n]["message"] == "The numHeadsQ/numHeadsKv is not supported." for n in range(17, 32))
     # From 0.6.16 auto routes the 256 latent to trtllm-gen, which refuses 64 < h_q
     # < 128 in Python (0.6.16 mla/_core.py, "trtllm-gen MLA decode does not support
     # 64 < num_heads_q < 128"); its selection pads 17-31 heads to one 32-head tile.
     assert all("64 < num_heads_q < 128" in (new_heads[n]["message"] or "") for n in range(65, 128))
-    assert set(range(17, 33)) <= set(new["accepted"])
+    for n in range(17, 33):
+        # Launched at every decided shape; where one is left to the run-time
+        # CGA fallback, inconclusive with that said (never refused).
+        assert n in new["accepted"] or (new_heads[n].get("cause") == "runtime" and "a kernel launches at" in new_heads[n]["reason"]), new_heads[n]
     # cute-dsl "cannot implement this configuration" for every h_q at rank 256,
     # a check it passes at rank 512: a configuration refusal.
     for version in ("0.6.14", "0.6.16"):
@@ -259,9 +263,11 @@ def test_a_refusal_in_stages_is_a_configuration_refusal(cli_json):
     fp8 = by["batch-mla[backend=cutlass,dtype=fp8]"]
     assert fp8["status"] == "unsupported-config"
     heads = {h["heads"]: h for h in fp8["heads"]}
-    assert heads[1]["message"] == "Expected 128 heads for cutlass backend, got 1."
+    # The head check's refusals stay what they are; the count it lets through is the configuration's.
+    assert heads[1]["outcome"] == "rejected" and heads[1]["message"] == "Expected 128 heads for cutlass backend, got 1."
+    assert heads[128]["outcome"] == "unsupported-config"
     assert "kv_data_type" in heads[128]["message"] and "cutlass_backend.py" in heads[128]["location"]
-    assert "batch-mla[backend=cutlass] passes on SM100" in heads[1]["reason"]
+    assert "batch-mla[backend=cutlass] passes on SM100" in heads[128]["reason"]
     assert by["batch-mla[backend=cutlass]"]["accepted"] == [128]
 
 

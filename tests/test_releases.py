@@ -207,3 +207,22 @@ def test_suggest_is_safe_on_every_release_probed(cli_json):
     code, doc, _ = cli_json("suggest", "--table", str(POST_48047), "--sm", "100", "--flashinfer", "0.6.14")
     [sm100] = [s for s in doc["suggestions"] if s["backend"] == "DeepseekV4FlashInferMLAAttention"]
     assert sm100["suggested"] == "pad_to {8, 16, 32, 64, 128}" and "keep" in sm100["advice"]
+
+
+def test_two_checks_splitting_the_counts_keep_a_decided_answer(cli_json):
+    """0.6.18.post1's SM120 sparse decode has no top-k 2048 entry in its DSv4
+    dispatch table: h_q 1..128 get past the head check and are refused by the
+    dispatch (which the default top-k passes for h_q 64), 129..256 by the head
+    check. A configuration refusal and head refusals, each with its evidence,
+    never an empty inconclusive."""
+    _, doc, _ = cli_json("matrix", "-k", "sm120-sparse-mla[topk=2048]", "--sm", "120", "--flashinfer", "0.6.18.post1", "--json")
+    [result] = [r for r in doc["results"] if r["sm"] == 120]
+    heads = {h["heads"]: h for h in result["heads"]}
+    for h in (1, 64, 128):
+        assert heads[h]["outcome"] == "unsupported-config", heads[h]
+        assert heads[h]["location"] == "flashinfer/mla/_sparse_mla_sm120.py:394 (_paged_attention)" and "no decode kernel for this shape" in heads[h]["message"]
+        assert "this configuration is refused, whatever h_q is" in heads[h]["reason"]
+    for h in (129, 256):
+        assert heads[h]["outcome"] == "rejected", heads[h]
+        assert heads[h]["message"] == f"max_num_heads must be in (0, 128], got {h}"
+    assert not any(h["outcome"] == "inconclusive" for h in result["heads"])

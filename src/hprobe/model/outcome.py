@@ -307,6 +307,9 @@ class KernelSMResult:
         if outcomes == {Outcome.REJECTED, Outcome.UNSUPPORTED_ARCH}:
             # the h_q the validators let through meet an architecture check: none runs here
             return Outcome.UNSUPPORTED_ARCH
+        if outcomes == {Outcome.REJECTED, Outcome.UNSUPPORTED_CONFIG}:
+            # the h_q the head check lets through meet a configuration check: none runs so configured
+            return Outcome.UNSUPPORTED_CONFIG
         return Outcome.INCONCLUSIVE
 
     @classmethod

@@ -340,6 +340,11 @@ def _refusal_groups(raw: dict[int, CallResult], reaches_elsewhere: Callable[[int
 _REFERENCE_SMS = (90, 100, 103, 120, 121)
 
 
+# Besides the h_q a refusal was read from, the counts a configuration witness
+# is tried at: those dispatch tables are keyed by.
+_WITNESS_HEADS = (64, 128, 16)
+
+
 class _Probing:
     """Turns one variant's raw calls into outcomes, SM by SM."""
 
@@ -349,6 +354,9 @@ class _Probing:
         self._reference_reached: dict[tuple[SM, int, int], bool] = {}  # (reference SM, h_q, input convention) -> reached
         self._everywhere: dict[SM, bool] = {}  # SM -> its uniform refusal refuses on every reference SM too
         self._witnessed: dict[CheckSite, str] = {}  # a configuration check -> which configuration passes it, where
+        # SM -> the checks on the configuration that refuse every h_q the
+        # earlier (head) checks let through; the h_q those refuse stay rejected
+        self._staged: dict[tuple[SM, int], set[CheckSite]] = {}  # (SM, input convention) -> late checks
 
     def classify(self, sm: SM, result: KernelSMResult) -> None:
         probe = self.variant.probe
@@ -392,7 +400,12 @@ class _Probing:
         if decided is not None:
             outcome, why, _, raw, self._chosen[sm] = decided
             assert outcome is not None  # arch and config are picked by their outcome
+            late = self._staged.get((sm, self._chosen[sm])) if outcome is Outcome.UNSUPPORTED_CONFIG else None
             for h, call in raw.items():
+                if late is not None and call.site not in late:
+                    # Refused by a check on h_q before the configuration's: what it refuses is h_q.
+                    result.heads[h] = _head_result(h, call, rejected_ok=True)
+                    continue
                 result.heads[h] = HeadResult(h, outcome, error_type=call.error_type, message=call.message, location=call.location, reason=why)
             return
         if self._refused_before_device_check(sm, result):
@@ -485,7 +498,7 @@ class _Probing:
             by_site.setdefault(call.site, []).append(h)
         if len(by_site) < 2:
             return None
-        late = [site for site, heads in by_site.items() if self._refusal_kind(sm, raw[heads[0]], heads[0], alternative)[0] is Outcome.UNSUPPORTED_CONFIG]
+        late = [site for site, heads in by_site.items() if self._refusal_kind(sm, raw[heads[0]], heads[0], alternative, heads)[0] is Outcome.UNSUPPORTED_CONFIG]
         if not late:
             return None
         # Not one check refusing every h_q: never an option value the release lacks.
@@ -495,6 +508,7 @@ class _Probing:
         for site in early:
             if not any(self._passes(sm, h, site, alternative) for h in passers):
                 return None
+        self._staged[sm, alternative] = set(late)
         first = " and ".join(raw[by_site[site][0]].location or "?" for site in early)
         then = "; ".join(f"h_q {compact_set(by_site[site])} at {raw[by_site[site][0]].location or '?'}, which {self._witnessed[site]}" for site in late)
         return Outcome.UNSUPPORTED_CONFIG, (
@@ -536,13 +550,15 @@ class _Probing:
         with self.session.quiet():
             return _one(self.session, variant.probe, self.entry, sm, h, variant.values, alternative, (site.filename, site.function), faked_cuda=faked)
 
-    def _refusal_kind(self, sm: SM, refusal: CallResult, h: int, alternative: int) -> tuple[Outcome | None, str]:
+    def _refusal_kind(self, sm: SM, refusal: CallResult, h: int, alternative: int, group: list[int] | None = None) -> tuple[Outcome | None, str]:
         """What a refusing check tests, from where it was seen to pass. The same
         call, traced on the other SMs: consulted and passed there -> it tests the
-        architecture. Otherwise the same h_q with another configuration (the
-        defaults, or one axis reset), on this SM or another: passed there -> it
-        tests this configuration. Seen to pass nowhere -> None: it may be the
-        probe's own inputs that no release takes."""
+        architecture. Otherwise an h_q it refuses with another configuration
+        (the defaults, or one axis reset), on this SM or another: passed there
+        -> it tests this configuration. Seen to pass nowhere -> None: it may be
+        the probe's own inputs that no release takes. `group`: the h_q the check
+        refuses; a dispatch table keyed by h_q and the configuration together
+        may take the witness only for some of them (powers of two)."""
         site = refusal.site
         assert site is not None
         everywhere = True
@@ -554,18 +570,23 @@ class _Probing:
             everywhere = everywhere and call.site == site and call.message == refusal.message
             if passed_elsewhere(site, call.lines_run or frozenset(), refused_here_too=call.site == site):
                 return Outcome.UNSUPPORTED_ARCH, f"the refusing check passes on {other} for the same call: it tests the architecture"
-        for witness in self._witnesses():
-            for number in dict.fromkeys((sm.number, *_REFERENCE_SMS)):
-                other = SM.from_number(number)
-                call = self._traced(witness, other, h, site, alternative, refusal.faked_device)
-                if passed_elsewhere(site, call.lines_run or frozenset(), refused_here_too=call.site == site):
-                    self._everywhere[sm] = everywhere
-                    self._witnessed[site] = f"{witness.key} passes on {other}"
-                    where = "on every SM" if everywhere else f"on {sm}"
-                    return Outcome.UNSUPPORTED_CONFIG, (
-                        f"every h_q is refused {where} by one check that {witness.key} passes on {other}: "
-                        "this configuration is refused, whatever h_q is"
-                    )
+        tried = [h, *(c for c in _WITNESS_HEADS if c != h and c in (group or ()))]
+        numbers = tuple(dict.fromkeys((sm.number, *_REFERENCE_SMS)))
+        for witness, count, number in ((w, c, n) for w in self._witnesses() for c in tried for n in numbers):
+            other = SM.from_number(number)
+            call = self._traced(witness, other, count, site, alternative, refusal.faked_device)
+            # Got past the check, or ran through its function into compiled
+            # code before the check's own test (a dispatch table taken first:
+            # SM120 sparse MLA returns from a matched kernel above the raise).
+            through = bool(call.reached and call.lines_run)
+            if through or passed_elsewhere(site, call.lines_run or frozenset(), refused_here_too=call.site == site):
+                self._everywhere[sm] = everywhere
+                self._witnessed[site] = f"{witness.key} passes on {other}" + (f" (h_q {count})" if count != h else "")
+                where = "on every SM" if everywhere else f"on {sm}"
+                return Outcome.UNSUPPORTED_CONFIG, (
+                    f"every h_q is refused {where} by one check that {self._witnessed[site]}: "
+                    "this configuration is refused, whatever h_q is"
+                )
         return None, ""
 
     def _witnesses(self) -> list[Variant]:
