@@ -207,3 +207,12 @@ def test_the_scope_names_the_pin_the_releases_came_from(cli_json, write_table):
     code, doc, err = cli_json("check", "--sm", "100", "--table", str(table), "--pin", "==0.6.14")
     [advice] = doc["advice"]
     assert advice["scope"] == "on flashinfer 0.6.14, the ends of pin ==0.6.14", err
+
+
+def test_the_scope_says_when_flashinfer_named_the_release_and_the_pin_was_not_judged(cli_json, write_table):
+    """--flashinfer chose the release: the scope never calls it the ends of the table's pin."""
+    table = write_table(V4_PRO_TABLE.replace('source = "tests"', 'source = "tests"\nrequires_flashinfer = "==0.6.13"').format(rule="pad_to = [64, 128]"))
+    installed = __import__("importlib.metadata").metadata.version("flashinfer-python")
+    code, doc, err = cli_json("check", "--sm", "100", "--table", str(table), "--flashinfer", installed)
+    [advice] = doc["advice"]
+    assert advice["scope"].endswith("given by --flashinfer (the pin ==0.6.13 was not judged)"), (advice, err)

@@ -36,8 +36,11 @@ def summarize(findings: list[Finding], tables: list[PaddingTable]) -> list[Table
         releases = tuple(sorted({r for f in rows for r in (f.releases or [f.flashinfer_version]) if r not in ("-", "")}))
         # The pin the releases were chosen by (--pin, else the table's own), so the
         # scope never names a pin whose releases were not the ones probed.
-        pin = next((f.pin for f in rows if f.pin), None) or pins.get(table)
-        out.append(TableAdvice(table, releases, pin, backends, table in own))
+        chosen_by = next((f.pin for f in rows if f.pin), None)
+        pin = chosen_by or pins.get(table)
+        # No finding rests on the table's pin while it has one: --flashinfer named the releases.
+        given = chosen_by is None and pin is not None and table not in own
+        out.append(TableAdvice(table, releases, pin, backends, table in own, given))
     return out
 
 

@@ -35,6 +35,7 @@ class TableAdvice:
     pin: str | None  # the table's requires_flashinfer (or --pin)
     backends: tuple[Advice, ...]
     own_release: bool = False  # the rules were evaluated against the release they are judged on
+    given: bool = False  # the releases were named with --flashinfer, not chosen by the pin
 
     @property
     def scope(self) -> str:
@@ -42,6 +43,8 @@ class TableAdvice:
         on = f"flashinfer {', '.join(self.releases)}" if self.releases else "no release"
         if self.own_release:
             return f"on {on}: the rules read its own tables"
+        if self.given and self.pin:
+            return f"on {on}, given by --flashinfer (the pin {self.pin} was not judged)"
         if self.pin:
             return f"on {on}, the ends of pin {self.pin}"
         return f"on {on} only: no pin"
