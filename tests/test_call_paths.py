@@ -138,3 +138,20 @@ def test_an_unknown_model_is_one_line(cli):
     assert err.startswith("hprobe: error: --model 'GPT-5': not a model hprobe knows (known: DeepSeek-V3,")
     code, _, err = cli("check", "--model", "Kimi-K3", "--heads", "96")
     assert code == 2 and "--model and --heads both choose the models judged" in err
+
+
+ALIASES = ROOT / "tests" / "fixtures" / "repos" / "aliases"
+
+
+def test_calls_through_an_alias_getattr_import_module_partial_or_a_table_are_found(cli_json):
+    sites = find_calls(RepoIndex.build(ALIASES), ENTRIES)
+    assert sorted(s.function for s in sites) == [
+        "through_a_local_alias", "through_a_module_alias", "through_a_table", "through_getattr", "through_import_module", "through_partial",
+    ]
+    # None is dropped: with no mapping entry each is shown on an assumed count,
+    # with the keywords it passes (the partial's backend among them).
+    code, doc, err = cli_json("check", "--repo", str(ALIASES), "--mapping", str(ALIASES / "mapping.toml"), "--sm", "100")
+    assert {p["function"]: p["status"] for p in doc["call_paths"]} == dict.fromkeys((s.function for s in sites), "assumed")
+    kernels = {f["backend"].split(":")[0].rsplit(".", 1)[1]: f["kernel"] for f in doc["findings"]}
+    assert kernels["through_partial"] == "trtllm-mla[backend=trtllm-gen]" and kernels["through_getattr"] == "trtllm-mla"
+    assert {f["verdict"] for f in doc["findings"]} == {"assumed"} and code == 3, err

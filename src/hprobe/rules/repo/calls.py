@@ -15,6 +15,11 @@ the module and of the function around it:
   _lazy_import_wrapper("flashinfer.mla", "trtllm_batch_decode_sparse_mla_dsv4")`),
   imported from the engine's own module.
 
+- a name the module or function binds to one of the above (`g =
+  flashinfer.decode.X`, `getattr(flashinfer.decode, "X")`,
+  `importlib.import_module("flashinfer.decode").X`, `functools.partial(X, ...)`,
+  a dispatch table `{"k": X}` called as `T[k](...)`), called through it.
+
 Mentioning an entry without calling it (`inspect.signature(X)`, `callable(X)`,
 an annotation) is not a call."""
 
@@ -89,28 +94,116 @@ def _calls_in(module: ModuleInfo, entries: frozenset[str], aliases: set[tuple[st
     # (node, qualname, class, imports in scope); iterative, so no file's depth can exhaust the stack.
     # Module-level imports include those under `if`/`try` (`try: from flashinfer import X`).
     top = {**module.imports, **_local_imports(module.tree, package)}
-    stack: list[tuple[ast.AST, str, str | None, dict[str, tuple[str, str | None]]]] = [(module.tree, "", None, top)]
+    top_aliases = _local_aliases(module.tree, top, entries, aliases, index, {})
+    stack: list[tuple[ast.AST, str, str | None, dict[str, tuple[str, str | None]], dict[str, str]]] = [(module.tree, "", None, top, top_aliases)]
     while stack:
-        node, qualname, cls, imports = stack.pop()
+        node, qualname, cls, imports, bound = stack.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             inner = dict(imports)
             inner.update(_local_imports(node, package))
+            inner_bound = _local_aliases(node, inner, entries, aliases, index, bound)
             name = f"{qualname}.{node.name}" if qualname else node.name
             for child in ast.iter_child_nodes(node):
-                stack.append((child, name, cls, inner))
+                stack.append((child, name, cls, inner, inner_bound))
             continue
         if isinstance(node, ast.ClassDef):
             name = f"{qualname}.{node.name}" if qualname else node.name
             for child in ast.iter_child_nodes(node):
-                stack.append((child, name, node.name, imports))
+                stack.append((child, name, node.name, imports, bound))
             continue
         if isinstance(node, ast.Call):
-            entry = _callee_entry(node.func, imports, entries, aliases, index)
+            entry = _callee_entry(node.func, imports, entries, aliases, index) or _bound_entry(node.func, bound)
+            if entry is None and isinstance(node.func, (ast.Attribute, ast.Call)):
+                # importlib.import_module("flashinfer.decode").X(...), getattr(flashinfer.decode, "X")(...), partial(X)(...)
+                entry = _referenced_entry(node.func, imports, entries, aliases, index, bound)
             if entry is not None:
                 out.append(_site(module, node, qualname, cls, entry))
         for child in ast.iter_child_nodes(node):
-            stack.append((child, qualname, cls, imports))
+            stack.append((child, qualname, cls, imports, bound))
     return out
+
+
+def _local_aliases(
+    scope: ast.AST, imports: dict[str, tuple[str, str | None]], entries: frozenset[str], aliases: set[tuple[str, str]], index: RepoIndex, outer: dict[str, str]
+) -> dict[str, str]:
+    """Names a function (or module) binds to an entry, so a call through them is
+    a call of the entry: `g = flashinfer.decode.X`, `g = getattr(flashinfer.decode,
+    "X")`, `g = functools.partial(X, ...)`, `g = importlib.import_module(
+    "flashinfer.decode").X`, and dispatch tables `T = {"k": X, ...}` (called as
+    `T[k](...)`, a table of one entry). Statements of nested functions and
+    classes are theirs."""
+    bound = dict(outer)
+    body = list(ast.iter_child_nodes(scope))
+    while body:
+        node = body.pop(0)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            entry = _referenced_entry(node.value, imports, entries, aliases, index, bound)
+            if entry is not None:
+                bound[node.targets[0].id] = entry
+        body.extend(ast.iter_child_nodes(node))
+    return bound
+
+
+def _referenced_entry(
+    value: ast.expr, imports: dict[str, tuple[str, str | None]], entries: frozenset[str], aliases: set[tuple[str, str]], index: RepoIndex, bound: dict[str, str]
+) -> str | None:
+    """The entry an expression refers to without calling it, or None."""
+    if isinstance(value, (ast.Name, ast.Attribute)):
+        return _callee_entry(value, imports, entries, aliases, index) or _bound_entry(value, bound) or _imported_module_attr(value, entries)
+    if isinstance(value, ast.Call):
+        func = value.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+        if name == "getattr" and len(value.args) >= 2 and isinstance(value.args[1], ast.Constant) and value.args[1].value in entries:
+            root = value.args[0]
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            module = _flashinfer_module(value.args[0], imports)
+            return str(value.args[1].value) if module or (isinstance(root, ast.Name) and root.id == "flashinfer") else None
+        if name == "partial" and value.args:
+            return _referenced_entry(value.args[0], imports, entries, aliases, index, bound)
+    if isinstance(value, ast.Dict):
+        found = {e for v in value.values if v is not None and (e := _referenced_entry(v, imports, entries, aliases, index, bound)) is not None}
+        return next(iter(found)) if len(found) == 1 else None
+    return None
+
+
+def _flashinfer_module(node: ast.expr, imports: dict[str, tuple[str, str | None]]) -> bool:
+    """`flashinfer.decode` (an imported flashinfer module, or an attribute chain from one)."""
+    root = node
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    if isinstance(root, ast.Name):
+        target = imports.get(root.id)
+        return target is not None and target[0].split(".")[0] == "flashinfer"
+    return _import_module_call(root) is not None
+
+
+def _import_module_call(node: ast.expr) -> str | None:
+    """The module `importlib.import_module("flashinfer...")` names, or None."""
+    if isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name)):
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+        if name == "import_module" and node.args and isinstance(node.args[0], ast.Constant) and str(node.args[0].value).split(".")[0] == "flashinfer":
+            return str(node.args[0].value)
+    return None
+
+
+def _imported_module_attr(node: ast.expr, entries: frozenset[str]) -> str | None:
+    """`importlib.import_module("flashinfer.decode").X` -> X."""
+    if isinstance(node, ast.Attribute) and node.attr in entries and _import_module_call(node.value) is not None:
+        return node.attr
+    return None
+
+
+def _bound_entry(func: ast.expr, bound: dict[str, str]) -> str | None:
+    """A call through a name bound to an entry (`g(...)`), or through a
+    dispatch table of one (`T[k](...)`)."""
+    if isinstance(func, ast.Name):
+        return bound.get(func.id)
+    if isinstance(func, ast.Subscript) and isinstance(func.value, ast.Name):
+        return bound.get(func.value.id)
+    return None
 
 
 def _local_imports(function: ast.AST, package: str) -> dict[str, tuple[str, str | None]]:

@@ -108,8 +108,9 @@ def read_keywords(
 
 def _call_states(scope: _Scope, function: ast.FunctionDef | ast.AsyncFunctionDef | None, call: ast.Call, depth: int) -> dict[str, State]:
     states: dict[str, State] = dict.fromkeys(scope.names, ABSENT)
-    spelled = {k.arg for k in call.keywords if k.arg is not None}
-    for keyword in call.keywords:
+    keywords = [*_partial_keywords(scope, function, call), *call.keywords]  # the call's own win, as in partial
+    spelled = {k.arg for k in keywords if k.arg is not None}
+    for keyword in keywords:
         if keyword.arg is None:
             spread = _spread(scope, function, keyword.value, call.lineno, depth)
             for name in scope.names - spelled:
@@ -118,6 +119,24 @@ def _call_states(scope: _Scope, function: ast.FunctionDef | ast.AsyncFunctionDef
         elif keyword.arg in scope.names:
             states[keyword.arg] = keyword.value
     return states
+
+
+def _partial_keywords(scope: _Scope, function: ast.FunctionDef | ast.AsyncFunctionDef | None, call: ast.Call) -> list[ast.keyword]:
+    """The keywords a `functools.partial` the call goes through binds
+    (`run = partial(X, backend="trtllm-gen"); run(...)`), from the function
+    or the module that binds the name."""
+    if not isinstance(call.func, ast.Name):
+        return []
+    name = call.func.id
+    for scope_node in (function, scope.module.tree):
+        if scope_node is None:
+            continue
+        for node in ast.walk(scope_node):
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets) and isinstance(node.value, ast.Call):
+                func = node.value.func
+                if (func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None) == "partial":
+                    return list(node.value.keywords)
+    return []
 
 
 def _spread(scope: _Scope, function: ast.FunctionDef | ast.AsyncFunctionDef | None, value: ast.expr, line: int, depth: int) -> dict[str, State]:
