@@ -9,7 +9,8 @@ list methods, a `global` rebinding in a function run at import, a rebinding
 under `if`, by `for`, `with ... as`, a walrus, a star import, `del`), a rule
 replaced after its class (a class decorator, `Cls.method = ...`, a class
 attribute reassigned, `del` of an override, `setattr`), f-string conversions,
-and `except` clauses matched by Python's exception hierarchy."""
+`except` clauses matched by Python's exception hierarchy, and classes made by
+hooks (a metaclass's `__new__` or `__getattribute__`, `__init_subclass__`)."""
 
 from __future__ import annotations
 
@@ -107,16 +108,38 @@ DECORATORS = {
     "none": "",
     "swap": "def _swap(c):\n    c.pad = classmethod(lambda cls, n: 9)\n    return c\n",
 }
+# Class-creation hooks on Base: each may make a class attribute read other
+# than its body says (or leave it be: "register"), so hprobe must refuse them
+# or agree with Python.
+HOOKS = {
+    "none": ("", ""),
+    "metaclass-new": (
+        "class _Meta(type):\n    def __new__(mcls, name, bases, ns):\n        ns['LIMIT'] = 128\n        return super().__new__(mcls, name, bases, ns)\n",
+        "metaclass=_Meta",
+    ),
+    "metaclass-getattribute": (
+        "class _Meta(type):\n    def __getattribute__(cls, name):\n        return 128 if name == 'LIMIT' else super().__getattribute__(name)\n",
+        "metaclass=_Meta",
+    ),
+    "metaclass-plain": ("import abc\n", "metaclass=abc.ABCMeta"),
+    "init-subclass": ("", "init_subclass"),
+    "register": ("_SEEN = []\n", "register"),
+}
+_INIT_SUBCLASS = "    def __init_subclass__(cls, **kwargs):\n        super().__init_subclass__(**kwargs)\n        cls.LIMIT = 128\n\n"
+_REGISTER = "    def __init_subclass__(cls, **kwargs):\n        super().__init_subclass__(**kwargs)\n        _SEEN.append(cls.__name__)\n\n"
 
 
-def _module(constant: str, mutation: str, base_body: str, override: str | None, post: str, decorator: str) -> str:
+def _module(constant: str, mutation: str, base_body: str, override: str | None, post: str, decorator: str, hook: str = "none") -> str:
     name = "pi" if constant == "math-name" else "HEADS"
 
     def method(body: str) -> str:
         return "    @classmethod\n    def pad(cls, n):\n" + textwrap.indent(textwrap.dedent(body).strip("\n"), "        ") + "\n"
 
-    parts = [CONSTANTS[constant], MUTATIONS[mutation].replace("HEADS", name), DECORATORS[decorator]]
-    parts.append("class Base:\n    LIMIT = 64\n\n" + method(BODIES[base_body].replace("HEADS", name)))
+    prelude, how = HOOKS[hook]
+    parts = [CONSTANTS[constant], MUTATIONS[mutation].replace("HEADS", name), DECORATORS[decorator], prelude]
+    keyword = f"({how})" if how.startswith("metaclass") else ""
+    body = {"init_subclass": _INIT_SUBCLASS, "register": _REGISTER}.get(how, "")
+    parts.append(f"class Base{keyword}:\n    LIMIT = 64\n\n" + body + method(BODIES[base_body].replace("HEADS", name)))
     rule = "class Rule(Base):\n" + (method(BODIES[override].replace("HEADS", name)) if override else "    pass\n")
     parts.append(("@_swap\n" if decorator == "swap" else "") + rule)
     parts.append(POST_CLASS[post])
@@ -174,11 +197,12 @@ def _often_none(choices: dict[str, str]) -> st.SearchStrategy[str]:
     override=st.one_of(st.none(), st.sampled_from(sorted(BODIES))),
     post=_often_none(POST_CLASS),
     decorator=_often_none(DECORATORS),
+    hook=_often_none({k: v[1] for k, v in HOOKS.items()}),
 )
-def test_a_value_hprobe_gives_is_the_value_python_computes(tmp_path_factory, constant, mutation, base_body, override, post, decorator):
+def test_a_value_hprobe_gives_is_the_value_python_computes(tmp_path_factory, constant, mutation, base_body, override, post, decorator, hook):
     if post == "del-override" and override is None:
         post = "none"  # nothing to delete: Python would fail the import
-    text = _module(constant, mutation, base_body, override, post, decorator)
+    text = _module(constant, mutation, base_body, override, post, decorator, hook)
     expected = _python(text)
     if expected is None:
         TALLY["does not import"] += 1
@@ -199,3 +223,23 @@ def test_the_generated_modules_were_compared():
         pytest.skip("the property test did not run in this process")
     assert TALLY["modules"] >= 1000, TALLY
     assert TALLY["evaluated"] >= TALLY["modules"] // 10, TALLY
+
+
+def test_a_rule_that_calls_a_replaced_builtin_is_not_evaluable(tmp_path):
+    """`builtins.max = ...` anywhere in the tree changes what every rule's
+    `max` is: never run here (it would patch this process), only read."""
+    (tmp_path / "rules.py").write_text(
+        "class Rule:\n    @classmethod\n    def pad(cls, n):\n        return max(n, 64)\n"
+    )
+    (tmp_path / "boot.py").write_text("import builtins\nbuiltins.max = lambda *args: 128\n")
+    index = RepoIndex.build(tmp_path)
+    module = index.module("rules")
+    assert module is not None
+    cls = module.classes["Rule"]
+    value = evaluate(index, cls, cls.methods["pad"], 8)
+    assert isinstance(value, NotEvaluable) and "the builtin max is replaced at boot.py:2" in value.what, value
+    (tmp_path / "boot.py").write_text("import builtins\nprint(builtins.max)\n")  # read, not replaced
+    index = RepoIndex.build(tmp_path)
+    module = index.module("rules")
+    assert module is not None
+    assert evaluate(index, module.classes["Rule"], module.classes["Rule"].methods["pad"], 8) == 64

@@ -742,6 +742,10 @@ class _Interpreter:
         if found is not None and found[0] != "module":
             return self._value_of(found)
         if node.id in _BUILTINS:
+            patched = self.index.patched_builtins()
+            where = patched.get(node.id) or patched.get("*")
+            if where is not None:
+                raise _Unsupported(node, f"the builtin {node.id} is replaced at {where}: what the rule calls is not Python's")
             return _BUILTINS[node.id]
         raise _Unsupported(node, f"name {node.id!r} is not a constant or function of the repo")
 

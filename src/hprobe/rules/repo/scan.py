@@ -97,6 +97,7 @@ class RepoIndex:
         self._mro_cache: dict[str, list[ClassInfo]] = {}
         self._texts: dict[str, str | None] = {}
         self._identifiers: dict[str, frozenset[str]] = {}
+        self._patched: dict[str, str] | None = None
 
     @classmethod
     def build(cls, root: Path, excludes: tuple[str, ...] = DEFAULT_EXCLUDES) -> RepoIndex:
@@ -255,12 +256,33 @@ class RepoIndex:
 
     def taint(self, cls: ClassInfo) -> str | None:
         """Why a class's hierarchy may not be what its source says (a class of
-        it decorated, assigned into or deleted from after its definition), or None."""
+        it decorated, assigned into or deleted from after its definition, or
+        made by a hook that may rewrite its body: a metaclass or other class
+        keyword, `__init_subclass__`, `__class_getitem__`), or None."""
         for klass in self.mro(cls):
             why = klass.module.rebound.get(klass.name)
             if why is not None:
                 return f"{klass.module.path}: class {klass.name} is changed after its definition ({why})"
+            if [k for k in klass.node.keywords if not (k.arg == "metaclass" and ast.unparse(k.value) in _PLAIN_METACLASSES)]:
+                written = ", ".join(f"{k.arg or '**'}={ast.unparse(k.value)[:40]}" for k in klass.node.keywords)
+                return f"{klass.module.path}:{klass.node.lineno}: class {klass.name} is made with {written}, which may rewrite what its body defines"
+            hook = next((name for name in _CLASS_HOOKS if name in klass.methods or name in klass.attributes), None)
+            if hook is not None:
+                return f"{klass.module.path}:{klass.node.lineno}: class {klass.name} defines {hook}, which may rewrite its subclasses or how their attributes read"
         return None
+
+    def patched_builtins(self) -> dict[str, str]:
+        """Builtins the tree replaces (`builtins.len = ...`, `setattr(builtins,
+        "len", ...)`, `__builtins__["len"] = ...`): name -> where. A rule that
+        calls one is not evaluable. Read once per index, in the files that
+        mention builtins."""
+        if self._patched is None:
+            self._patched = {}
+            for module in self.modules_mentioning({"builtins"}):
+                for node in ast.walk(module.tree):
+                    for name in _builtin_patches(node):
+                        self._patched.setdefault(name, f"{module.path}:{getattr(node, 'lineno', 0)}")
+        return self._patched
 
     def mro(self, cls: ClassInfo) -> list[ClassInfo]:
         """The class and its bases that live in the tree, depth-first, left to right
@@ -313,6 +335,35 @@ def _too_deep(tree: ast.AST, rel: Path) -> str | None:
             return f"{rel}:{getattr(node, 'lineno', '?')}: not read: nested deeper than {MAX_NESTING} levels"
         stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
     return None
+
+
+# Metaclasses that keep a class body as written (ABCMeta only records
+# abstract methods).
+_PLAIN_METACLASSES = ("ABCMeta", "abc.ABCMeta")
+# Class hooks that run when a class is made or read, so that what its body
+# says is not what its attributes are.
+_CLASS_HOOKS = ("__init_subclass__", "__class_getitem__", "__set_name__")
+
+
+def _builtin_patches(node: ast.AST) -> list[str]:
+    """The builtins one statement replaces."""
+    targets: list[ast.expr] = []
+    if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    elif isinstance(node, ast.Delete):
+        targets = node.targets
+    names = []
+    for target in targets:
+        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id in ("builtins", "__builtins__"):
+            names.append(target.attr)
+        elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and target.value.id == "__builtins__":
+            key = target.slice
+            names.append(key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else "*")
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr" and len(node.args) >= 2:
+        holder, key = node.args[0], node.args[1]
+        if isinstance(holder, ast.Name) and holder.id in ("builtins", "__builtins__"):
+            names.append(key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else "*")
+    return names
 
 
 def _module_name(rel: Path) -> str:
