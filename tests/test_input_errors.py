@@ -67,6 +67,8 @@ def test_heads_not_dividing_over_tp_override(cli, write_table):
         ("pad_to = []", "non-empty"),
         ('pad_map = { "16" = 8 }', "pads 16 down to 8"),
         ('pad_map = { "x" = 8 }', "is not a head count"),
+        # Past Python's int-string digit limit: refused by length, never an internal error.
+        ('pad_map = { "' + "9" * 5000 + '" = 64 }', "(5,000 digits) is above 4096"),
         ("", "exactly one of pad_to, pad_map, pad_multiple, pad_tile"),
         ("pad_to = [64]\npad_map = { \"8\" = 64 }", "exactly one"),
     ],

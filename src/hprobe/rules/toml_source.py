@@ -313,9 +313,11 @@ class _Parser:
             # leading zero (int() would also read "016", " 16" and "١٦").
             if not (isinstance(k, str) and k.isascii() and k.isdigit() and not k.startswith("0")):
                 raise self._fail(where, f"backend {name}: pad_map key {k!r} is not a head count (write it as digits, such as \"16\")")
+            # Length first: int() refuses strings past Python's digit limit (4,300), and no count is that long.
+            if len(k) > len(str(MAX_HEADS)) or int(k) > MAX_HEADS:
+                shown = k if len(k) <= 12 else f"{k[:6]}…({len(k):,} digits)"
+                raise self._fail(where, f"backend {name}: pad_map key {shown} is above {MAX_HEADS}, more than any model has")
             n = int(k)
-            if n > MAX_HEADS:
-                raise self._fail(where, f"backend {name}: pad_map key {k} is above {MAX_HEADS}, more than any model has")
             if n <= 0 or not _positive_int(v):
                 raise self._fail(where, f"backend {name}: pad_map entries must be positive integers, got {k} = {v!r}")
             if v < n:
