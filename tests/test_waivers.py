@@ -162,3 +162,15 @@ def test_a_waiver_file_lets_vllm_025_on_sm120_pass_and_an_expired_one_fails_it(c
     (tmp_path / "empty").mkdir()
     code, out, _ = cli("check", "--repo", str(vllm_025), "--sm", "120", "--waivers", str(_file(tmp_path / "empty", "")), "--ignore", f"sm=120,expires={FUTURE},reason=CLI")
     assert code == 0 and "waives 20 findings" in out
+
+
+@pytest.mark.pure
+def test_ignore_keys_in_any_order_each_once():
+    from hprobe.model.waiver import parse_ignore
+
+    early = parse_ignore("reason=tracked in #12, see the PR,expires=2027-03-01,sm=120")
+    assert early.reason == "tracked in #12, see the PR" and str(early.expires) == "2027-03-01" and early.match == (("sm", "120"),)
+    assert parse_ignore("sm=120,reason=a,b").reason == "a,b"
+    for text, needle in (("sm=100,sm=120", "sm is given twice"), ("nmae=x", "expected KEY=VALUE"), ("", "expected KEY=VALUE")):
+        with pytest.raises(InputError, match=needle):
+            parse_ignore(text)

@@ -47,7 +47,7 @@ PinOpt = Annotated[str | None, typer.Option("--pin", metavar="SPEC", help="The c
 FlashinferOpt = Annotated[str | None, typer.Option("--flashinfer", metavar="RELEASE", help="Probe these releases instead of the installed one: 0.6.13, a comma list, a wheel file or an unpacked directory. Fetched with your pip, cached, probed in a subprocess.")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Ignore cached probe results.")]
 WaiversOpt = Annotated[Path | None, typer.Option("--waivers", metavar="FILE", parser=path_value, help="Accepted findings (TOML [[waiver]] tables with reason and expires). Default: hprobe-waivers.toml in the current directory or the --repo root, when there is one.")]
-IgnoreOpt = Annotated[list[str] | None, typer.Option("--ignore", metavar="KEY=VALUE,...", help="Waive findings matching table, backend, kernel, sm, model, tp, release (every release the verdict rests on), verdict (globs); optional expires=YYYY-MM-DD and, last, reason=TEXT. Repeatable.")]
+IgnoreOpt = Annotated[list[str] | None, typer.Option("--ignore", metavar="KEY=VALUE,...", help="Waive findings matching table, backend, kernel, sm, model, tp, release (every release the verdict rests on), verdict (globs); optional expires=YYYY-MM-DD and reason=TEXT (it may hold commas), keys in any order, each once. Repeatable.")]
 # The formats `--format` offers, as the registry lists them (report/formats/__init__.py).
 FORMAT_HELP = format_help("matrix")
 CHECK_FORMAT_HELP = format_help("check")

@@ -75,20 +75,29 @@ def parse_waiver(entry: dict[str, Any], origin: str) -> Waiver:
 
 
 def parse_ignore(text: str) -> Waiver:
-    """`--ignore 'table=vllm*,sm=120,expires=2027-03-01,reason=tracked in #123'`.
-    The reason, when given, is last: it may hold commas."""
+    """`--ignore 'table=vllm*,sm=120,expires=2027-03-01,reason=tracked in #123'`,
+    keys in any order. A part that does not start with a known key continues
+    the value before it, so a reason may hold commas wherever it stands; a key
+    given twice is refused (the last one silently winning would waive more
+    or less than written)."""
+    keys = (*MATCH_KEYS, "expires", "reason")
+    expected = f"--ignore {text!r}: expected KEY=VALUE[,KEY=VALUE...] with keys {', '.join(keys)}"
     entry: dict[str, Any] = {}
-    rest = text.strip()
-    while rest:
-        key, eq, value = rest.partition("=")
-        key = key.strip()
-        if not eq or not key:
-            raise InputError(f"--ignore {text!r}: expected KEY=VALUE[,KEY=VALUE...] with keys {', '.join(MATCH_KEYS)}, expires, reason")
-        if key == "reason":
-            entry[key], rest = value, ""
-            continue
-        value, _, rest = value.partition(",")
-        entry[key] = value.strip()
+    current: str | None = None
+    for part in text.strip().split(","):
+        key, eq, value = part.partition("=")
+        if eq and key.strip() in keys:
+            current = key.strip()
+            if current in entry:
+                raise InputError(f"--ignore {text!r}: {current} is given twice; one --ignore waives one match (repeat --ignore for another)")
+            entry[current] = value
+        elif current == "reason":
+            entry[current] += "," + part  # a comma inside the reason
+        else:
+            raise InputError(expected)
+    if not entry:
+        raise InputError(expected)
+    entry = {k: v if k == "reason" else v.strip() for k, v in entry.items()}
     entry.setdefault("reason", "--ignore on the command line")
     return parse_waiver(entry, f"--ignore {text}")
 
