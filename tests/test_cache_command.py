@@ -129,3 +129,11 @@ def test_prune_options_are_checked_before_anything_is_removed(tmp_path, args, ne
     assert done.returncode == 2 and needle in done.stderr, (done.returncode, done.stderr)
     assert len(done.stderr.strip().splitlines()) == 1
     assert wheel.exists()
+
+
+def test_a_cache_dir_that_is_a_file_is_one_input_error(tmp_path):
+    where = tmp_path / "a-file"
+    where.write_text("mine")
+    done = _run(where, "cache")
+    assert done.returncode == 2 and done.stderr.strip() == f"hprobe: error: HPROBE_CACHE_DIR={where}: not a directory"
+    assert where.read_text() == "mine"

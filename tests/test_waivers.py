@@ -174,3 +174,12 @@ def test_ignore_keys_in_any_order_each_once():
     for text, needle in (("sm=100,sm=120", "sm is given twice"), ("nmae=x", "expected KEY=VALUE"), ("", "expected KEY=VALUE")):
         with pytest.raises(InputError, match=needle):
             parse_ignore(text)
+
+
+@pytest.mark.pure
+def test_an_expiry_with_an_offset_expires_by_its_utc_moment():
+    from hprobe.model.waiver import parse_waiver
+
+    # 2027-03-01T00:00+14:00 is 2027-02-28T10:00Z: on 2027-02-28 (UTC) it has passed.
+    waiver = parse_waiver({"sm": "120", "reason": "r", "expires": dt.datetime(2027, 3, 1, tzinfo=dt.timezone(dt.timedelta(hours=14)))}, "test")
+    assert waiver.expired(dt.date(2027, 2, 28))

@@ -112,7 +112,9 @@ def _date(value: Any, origin: str) -> dt.date | None:
     if value is None:
         return None
     if isinstance(value, dt.datetime):
-        return value.date()
+        # A waiver holds through its date. A moment with an offset holds
+        # through the last UTC day before that moment: at most a day early, never late.
+        return value.astimezone(dt.UTC).date() - dt.timedelta(days=1) if value.tzinfo is not None else value.date()
     if isinstance(value, dt.date):
         return value
     if isinstance(value, str):

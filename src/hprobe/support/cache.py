@@ -36,7 +36,10 @@ def configured_root() -> Path:
     if override is not None:
         if not override.strip():
             raise InputError("HPROBE_CACHE_DIR is set but empty; unset it or name a directory")
-        return Path(override).expanduser()
+        root = Path(override).expanduser()
+        if root.exists() and not root.is_dir():
+            raise InputError(f"HPROBE_CACHE_DIR={root}: not a directory")
+        return root
     from platformdirs import user_cache_dir
 
     return Path(user_cache_dir("hprobe"))
