@@ -208,14 +208,16 @@ def waive(findings: list[Finding], waivers: list[Waiver], today: dt.date) -> tup
     return out, [WaiverUse(w, matched[k], w.expired(today)) for k, w in enumerate(waivers)]
 
 
-def exit_code(findings: list[Finding], strict: bool, waivers: list[WaiverUse] | None = None, drift_code: int | None = None) -> int:
+def exit_code(findings: list[Finding], strict: bool, waivers: list[WaiverUse] | None = None, drift_code: int | None = None, unjudged: int = 0) -> int:
     """1 when a finding no waiver accepts fails the gate, or a waiver has
     expired; 3 when something is undecided or nothing was checked; else 0.
     With a baseline (`drift_code`, a DiffReport's), a drift of 1 fails the
-    gate and an undecided drift makes a passing gate undecided."""
-    if any(f.fails(strict) for f in findings) or any(u.expired for u in waivers or []):
+    gate and an undecided drift makes a passing gate undecided. `unjudged`:
+    calls of FlashInfer the engine makes that nothing judged (listed with
+    why): a gate cannot pass over them, and --strict fails on them."""
+    if any(f.fails(strict) for f in findings) or any(u.expired for u in waivers or []) or (strict and unjudged):
         code = EXIT_FINDINGS
-    elif any(f.undecided for f in findings) or not findings:
+    elif any(f.undecided for f in findings) or not findings or unjudged:
         code = EXIT_INCONCLUSIVE
     else:
         code = EXIT_OK

@@ -17,11 +17,17 @@ def conclude(report: CheckReport) -> CheckReport:
     sms = [s.number for s in report.targets.sms]
     return replace(
         report,
-        exit_code=exit_code(report.findings, report.strict, report.waivers, report.drift.exit_code if report.drift is not None else None),
+        exit_code=exit_code(report.findings, report.strict, report.waivers, report.drift.exit_code if report.drift is not None else None, _unjudged(report)),
         advice=summarize(report.findings, report.tables),
         verdict_grids=verdict_grids(report.tables, report.releases, sms),
         flashinfer=_flashinfer(report),
     )
+
+
+def _unjudged(report: CheckReport) -> int:
+    """Calls listed as not judged that no finding stands for (an assumed or
+    not-evaluable path has inconclusive or assumed rows of its own)."""
+    return sum(1 for p in report.call_paths if p.status == "unresolved")
 
 
 def _flashinfer(report: CheckReport) -> FlashinferInfo:

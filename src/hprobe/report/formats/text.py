@@ -12,7 +12,7 @@ from itertools import groupby
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from hprobe.model.heads import compact_set
-from hprobe.model.outcome import KernelSMResult, Outcome
+from hprobe.model.outcome import Cause, KernelSMResult, Outcome
 from hprobe.model.sm import sm_names
 from hprobe.model.verdict import Finding, Verdict
 from hprobe.report.formats.base import Formatter, RenderOptions, render_with
@@ -98,6 +98,29 @@ def _merged_notes(report: CheckReport) -> list[str]:
             slots.append((version, ""))
         unmet.setdefault(version, []).append(requirement)
     return [note if version is None else f"flashinfer {version} requires {', '.join(unmet[version])}, not installed here (--details for how to install)" for version, note in slots]
+
+
+def _matrix_notes(report: MatrixReport) -> list[str]:
+    """Each release's notes, its unmet requirements merged into one line for
+    every release, said to matter only where an answer is inconclusive for
+    this machine (an import, a dependency), with the command that fixes it."""
+    notes: list[str] = []
+    missing: dict[str, list[str]] = {}
+    for rel in report.releases:
+        unmet = {u.note(rel.info.version) for u in rel.unmet}
+        notes.extend(n for n in rel.notes if n not in unmet)
+        for u in rel.unmet:
+            missing.setdefault(u.requirement, []).append(rel.info.version)
+    if missing:
+        stopped = sum(1 for r in report.results for h in r.heads.values() if h.cause == Cause.ENVIRONMENT.value)
+        releases = ", ".join(dict.fromkeys(v for vs in missing.values() for v in vs))
+        needs = ", ".join(missing)
+        if stopped:
+            install = " ".join(f"'{r}'" for r in missing)
+            notes.append(f"flashinfer {releases} {'require' if ',' in releases else 'requires'} {needs}, not installed here: {stopped} answers are inconclusive for it (`pip install {install}` in a separate venv)")
+        else:
+            notes.append(f"flashinfer {releases} {'require' if ',' in releases else 'requires'} {needs}, not installed here; no answer depended on {'them' if len(missing) > 1 else 'it'}")
+    return notes
 
 
 class TextFormatter(Formatter):
@@ -285,12 +308,13 @@ class TextFormatter(Formatter):
     def matrix(self, report: MatrixReport, grid: bool = False, pivot: tuple[str, str] | None = None) -> None:
         out = self.out
         fi = report.flashinfer
-        out.line(_bold("hprobe matrix"), f"  flashinfer {visible(fi.version)}  ({visible(fi.location)})  h_q {compact_set(report.heads)}")
+        versions = ", ".join(dict.fromkeys(r.info.version for r in report.releases)) or fi.version
+        # The releases judged; where one lies is the JSON's (`releases[].location`), not a header's.
+        out.line(_bold("hprobe matrix"), f"  flashinfer {visible(versions)}  h_q {compact_set(report.heads)}")
         if report.targets.note:
             out.line(_dim("note:"), f" {visible(report.targets.note)}")
-        for rel in report.releases:
-            for note in rel.notes:
-                out.line(_dim("note:"), f" {visible(note)}")
+        for note in _matrix_notes(report):
+            out.line(_dim("note:"), f" {visible(note)}")
         if pivot is not None:
             self._pivot(report, *pivot)
             return
