@@ -340,8 +340,11 @@ def _refusal_groups(raw: dict[int, CallResult], reaches_elsewhere: Callable[[int
 _REFERENCE_SMS = (90, 100, 103, 120, 121)
 
 
-# Besides the h_q a refusal was read from, the counts a configuration witness
-# is tried at: those dispatch tables are keyed by.
+# Probe inputs, not answers: besides the h_q a refusal was read from, a few
+# more counts of the refused group a witness configuration is traced at, so a
+# check keyed by h_q and the configuration together can be seen to pass. They
+# decide only whether a witness is found; none is ever called accepted (with
+# no witness the refusal stays inconclusive).
 _WITNESS_HEADS = (64, 128, 16)
 
 

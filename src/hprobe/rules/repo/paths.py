@@ -195,8 +195,9 @@ def _assumed(context: PathContext, site: CallSite, shown: str, kernel: str, why:
         if keyword in reading.unknown:
             return f"cannot tell whether the call passes {keyword}: {reading.unknown[keyword]}"
         node = reading.passed.get(keyword)
-        if node is None or (isinstance(node, ast.Constant) and node.value is None):
+        if not _passes(node):
             continue
+        assert node is not None
         literal = node.value if isinstance(node, ast.Constant) else None
         if axis.choices == (0, 1):
             options[axis_name] = 1
@@ -309,6 +310,12 @@ def _backend_passed(context: PathContext, site: CallSite, probe: Any) -> str | i
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
+def _passes(node: ast.expr | None) -> bool:
+    """A keyword the call passes with a value (the literal None passes nothing,
+    as flashinfer's `is not None` reads it)."""
+    return node is not None and not (isinstance(node, ast.Constant) and node.value is None)
+
+
 def _call_options(context: PathContext, m: CallMapping, sites: list[CallSite], picked: str | None = None) -> dict[str, Any] | NotEvaluable:
     """Axis values the calls themselves set beyond the mapping's (a KV counter
     buffer passed), the same for every site of the entry; NotEvaluable naming
@@ -326,8 +333,7 @@ def _call_options(context: PathContext, m: CallMapping, sites: list[CallSite], p
             if keyword in reading.unknown:
                 why = reading.unknown[keyword]
                 return NotEvaluable(context.shown(site.path), site.line, f"cannot tell whether the call passes {keyword}: {why}")
-            node = reading.passed.get(keyword)
-            options[axis_name] = int(node is not None and not (isinstance(node, ast.Constant) and node.value is None))
+            options[axis_name] = int(_passes(reading.passed.get(keyword)))
         if found is not None and found != options:
             return NotEvaluable(context.shown(site.path), site.line, f"its calls pass {', '.join(probe.dispatch_keywords)} differently")
         found = options
