@@ -208,6 +208,27 @@ class _OpaqueUse(Exception):
     pass
 
 
+class Opaque:
+    """A value hprobe cannot know statically (astroid's `Uninferable`): a
+    caller hands it in (the head-count trail binds a parameter the engine
+    fills at run time). Expressions over it are Opaque; any use that decides
+    something (a branch, a loop, a count, a key) is not evaluable, with why."""
+
+    def __init__(self, why: str):
+        self.why = why
+
+    def _used(self, *_: Any) -> Any:
+        raise _OpaqueUse(self.why)
+
+    __bool__ = __iter__ = __len__ = __index__ = __int__ = __hash__ = __contains__ = _used
+
+    def __eq__(self, other: object) -> bool:
+        return self._used()
+
+    def __repr__(self) -> str:
+        return f"Opaque({self.why!r})"
+
+
 @dataclass(frozen=True)
 class Binding:
     """What a rule reads besides its head-count argument."""
@@ -591,15 +612,17 @@ class _Interpreter:
             self._check_size(node, shown)  # `t = (t, t)` in a loop doubles what any later walk would walk
             return shown
         if isinstance(node, ast.BinOp):
-            return self._binop(node, node.op, ev(node.left), ev(node.right))
+            left, right = ev(node.left), ev(node.right)
+            return _opaque_of(left, right) or self._binop(node, node.op, left, right)
         if isinstance(node, ast.UnaryOp):
-            return self._unary(node, ev(node.operand))
+            operand = ev(node.operand)
+            return _opaque_of(operand) or self._unary(node, operand)
         if isinstance(node, ast.BoolOp):
             return _bool_op(node, ev)
         if isinstance(node, ast.Compare):
             return self._compare(node, ev)
         if isinstance(node, ast.IfExp):
-            return ev(node.body) if ev(node.test) else ev(node.orelse)
+            return _if_expression(node, ev)
         if isinstance(node, ast.JoinedStr):
             return _f_string(node, ev)
         if isinstance(node, ast.Subscript):
@@ -639,10 +662,13 @@ class _Interpreter:
             return self._call_expr(node, frame, module, owner, depth)
         return self._attribute(node, frame, module, owner)
 
-    def _compare(self, node: ast.Compare, ev: Callable[[ast.expr], Any]) -> bool:
+    def _compare(self, node: ast.Compare, ev: Callable[[ast.expr], Any]) -> Any:
         left = ev(node.left)
         for op, right_node in zip(node.ops, node.comparators, strict=True):
             right = ev(right_node)
+            opaque = _opaque_of(left, right)
+            if opaque is not None:
+                return opaque
             self._work(node, left, right)
             try:
                 holds = _COMPARE[type(op)](left, right)
@@ -793,6 +819,8 @@ class _Interpreter:
         if isinstance(base, ast.Name) and base.id == "math" and node.attr in _MATH:
             return _MATH[node.attr]
         value = self.expr(base, frame, module, owner, 0)
+        if isinstance(value, Opaque):
+            return value
         if isinstance(value, ClassInfo):
             return self._member(value, node.attr, node)
         raise _Unsupported(node, f"attribute `{ast.unparse(node)}`")
@@ -831,6 +859,8 @@ class _Interpreter:
 
     def _call_expr(self, node: ast.Call, frame: dict, module: ModuleInfo, owner: ClassInfo | None, depth: int) -> Any:
         func = self.expr(node.func, frame, module, owner, depth)
+        if isinstance(func, Opaque):
+            return func
         if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
             raise _Unsupported(node, "a call with *args or **kwargs")
         args = [self.expr(a, frame, module, owner, depth) for a in node.args]
@@ -932,9 +962,25 @@ def _bool_op(node: ast.BoolOp, ev: Callable[[ast.expr], Any]) -> Any:
     result: Any = not stop_when
     for v in node.values:
         result = ev(v)
+        if isinstance(result, Opaque):
+            return result  # whether it decides is not known: the whole is not
         if bool(result) is stop_when:
             return result
     return result
+
+
+def _opaque_of(*values: Any) -> Opaque | None:
+    return next((v for v in values if isinstance(v, Opaque)), None)
+
+
+def _if_expression(node: ast.IfExp, ev: Callable[[ast.expr], Any]) -> Any:
+    """`a if test else b`; with an Opaque test, the value both sides agree on, else Opaque."""
+    test = ev(node.test)
+    if not isinstance(test, Opaque):
+        return ev(node.body) if test else ev(node.orelse)
+    body, orelse = ev(node.body), ev(node.orelse)
+    same = not isinstance(body, Opaque) and not isinstance(orelse, Opaque) and type(body) is type(orelse) and body == orelse
+    return body if same else test
 
 
 def _f_string(node: ast.JoinedStr, ev: Callable[[ast.expr], Any]) -> str:
@@ -964,6 +1010,8 @@ def _f_string(node: ast.JoinedStr, ev: Callable[[ast.expr], Any]) -> str:
 
 def _subscript(node: ast.Subscript, ev: Callable[[ast.expr], Any]) -> Any:
     base = ev(node.value)
+    if isinstance(base, Opaque):
+        return base
     if isinstance(base, (_Callable, ClassInfo)):
         raise _Unsupported(node, f"subscript of `{ast.unparse(node.value)}`")
     try:

@@ -5,6 +5,7 @@ extra arguments, platform predicates, a settings registry)."""
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -140,6 +141,11 @@ class Mapping:
     calls: list[CallMapping] = field(default_factory=list)  # call paths that hand FlashInfer a head count
     models_shipped: bool = False  # the models are hprobe's table (models/mla.toml), not the mapping's own
     versions: str | None = None  # the engine releases it describes (a specifier), None: any
+    # Where the engine hands its attention the layer's query, which carries the
+    # model's per-rank count: function name -> parameter ("forward_mqa(q)").
+    # The engine calls these through its layer objects, which no static reading
+    # ties to a call; a head-count trail (heads.py) starts there.
+    layer_query: dict[str, str] = field(default_factory=dict)
 
     @property
     def bound(self) -> bool:
@@ -171,7 +177,7 @@ def load_mapping(path: Path | None = None) -> Mapping:
         from hprobe.rules.models import shipped_models
 
         models = list(shipped_models())
-    method, package, versions = _header(data.get("mapping", {}), path)
+    method, package, versions, layer_query = _header(data.get("mapping", {}), path)
     instance = _string_table(data, "instance", path, allowed=BINDABLE)
     parameters = _string_table(data, "parameters", path)
     platform = _platforms(data.get("platform", []), path, parser)
@@ -190,16 +196,26 @@ def load_mapping(path: Path | None = None) -> Mapping:
             raise InputError(f"{where}: class {entry.name}: reaches_flashinfer_when = {entry.reaches_when!r} names no [[engine_setting]]")
         classes.setdefault(raw["name"], []).append(entry)
     calls = _calls(data.get("call", []), path, parser, engine_settings)
-    return Mapping(str(path), method, models, classes, package, instance, parameters, platform, settings, engine_settings, calls, shipped, versions)
+    return Mapping(str(path), method, models, classes, package, instance, parameters, platform, settings, engine_settings, calls, shipped, versions, layer_query)
 
 
 _READERS = (("declared_in",), ("priority_in", "branch"), ("assigned_in", "key"), ("default", "source"))
 
 
-def _header(header: object, path: Path) -> tuple[str, str | None, str | None]:
-    """[mapping]: (method, package, versions)."""
-    if not isinstance(header, dict) or set(header) - {"method", "package", "versions"}:
-        raise InputError(f"{path}: [mapping] takes `method` (the padding method's name), `package` (the engine's package) and `versions` (the engine releases it describes)")
+_LAYER_QUERY = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def _header(header: object, path: Path) -> tuple[str, str | None, str | None, dict[str, str]]:
+    """[mapping]: (method, package, versions, layer_query)."""
+    if not isinstance(header, dict) or set(header) - {"method", "package", "versions", "layer_query"}:
+        raise InputError(
+            f"{path}: [mapping] takes `method` (the padding method's name), `package` (the engine's package), `versions` (the engine releases it describes)"
+            " and `layer_query` (where the layer's query enters: [\"forward_mqa(q)\"])"
+        )
+    raw_roots = header.get("layer_query", [])
+    if not isinstance(raw_roots, list) or not all(isinstance(r, str) and _LAYER_QUERY.fullmatch(r) for r in raw_roots):
+        raise InputError(f"{path}: [mapping] layer_query must be a list of \"function(parameter)\" strings")
+    layer_query = {m.group(1): m.group(2) for r in raw_roots if (m := _LAYER_QUERY.fullmatch(r))}
     versions = header.get("versions")
     if versions is not None:
         from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -214,7 +230,7 @@ def _header(header: object, path: Path) -> tuple[str, str | None, str | None]:
     package = header.get("package")
     if package is not None and (not isinstance(package, str) or not package.isidentifier()):
         raise InputError(f"{path}: [mapping] package must be a Python package name")
-    return method, package, str(versions) if versions is not None else None
+    return method, package, str(versions) if versions is not None else None, layer_query
 
 
 def _calls(raw_calls: object, path: Path, parser: _Parser, engine_settings: dict[str, EngineSetting]) -> list[CallMapping]:

@@ -1,0 +1,884 @@
+"""The head count a call hands FlashInfer, followed back from its query
+through the engine's own code (read with `ast`, never imported).
+
+The query's head axis is the second from the end at the call (FlashInfer's
+MLA entries take `[batch, q_len, heads, dim]`; a dtype view, `unsqueeze(0|1)`,
+a row slice or `.contiguous()` leave it there). From the query the trail
+follows, in the function and the helpers and callers around it:
+
+- `x.view(a, b, H, d)` / `x.reshape(...)`, `torch.empty((..., H, d))`,
+  `x.new_empty((rows, *x.shape[1:]))`: the count becomes the expression `H`;
+- `rows, heads, dim = q.shape`, `q.shape[-2]`: a name that is a tensor's count;
+- a name assigned once before the call, a parameter filled by every caller in
+  the tree alike (followed up to MAX_TRAIL functions), a helper's `return`;
+- any other value the count depends on (`fold` of `fold * heads`) is the
+  engine's expression, evaluated per count by the sound evaluator, with
+  what callers hand in that hprobe cannot know kept `Opaque`.
+
+The trail starts where the engine hands its attention the layer's query:
+a parameter the mapping names (`layer_query`: "forward_mqa(q)"), which
+carries the model's per-rank count, heads // tp. Where the trail cannot go
+on, it ends with the file:line and why, and the call is shown under a stated
+assumption (paths.py): never a guess."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from hprobe.rules.repo.evaluate import Binding, NotEvaluable, Opaque, Raises, evaluate_expression
+from hprobe.rules.repo.scan import ClassInfo, ModuleInfo, RepoIndex, resolve_relative
+
+# How many functions (helpers and callers) a trail crosses before it ends.
+MAX_TRAIL = 8
+
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+# Methods that give a tensor of the same leading axes, or change only the
+# last one (a dtype view): the head axis, second from the end, is kept.
+_SAME_HEADS = frozenset({"contiguous", "clone", "detach", "to", "float", "half", "bfloat16", "cuda", "view_as", "reshape_as"})
+_SHAPED = frozenset({"view", "reshape", "expand", "new_empty", "new_zeros", "new_ones", "new_full"})
+_TORCH_SHAPED = frozenset({"empty", "zeros", "ones", "full", "randn", "rand"})
+_TORCH_LIKE = frozenset({"empty_like", "zeros_like", "ones_like", "full_like"})
+
+
+@dataclass(frozen=True)
+class TrailEnd:
+    """Where following the head count stopped, and why."""
+
+    path: str
+    line: int
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.why}"
+
+
+@dataclass(frozen=True)
+class _Frame:
+    """A function on the trail; `args` holds what its caller passed, when the
+    trail entered it from one call (else its callers are searched)."""
+
+    module: ModuleInfo
+    function: Function | None
+    owner: ClassInfo | None
+    args: tuple[tuple[str, ast.expr, _Frame], ...] | None = None
+    depth: int = 0
+
+    def where(self, node: ast.AST | None = None) -> tuple[str, int]:
+        line = getattr(node, "lineno", None) or (self.function.lineno if self.function else 1)
+        return self.module.path, line
+
+    def passed(self, name: str) -> tuple[ast.expr, _Frame] | None:
+        for param, node, frame in self.args or ():
+            if param == name:
+                return node, frame
+        return None
+
+
+# -- what a count is made of -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Root:
+    """The layer's query: the model's per-rank count."""
+
+    where: str
+
+
+@dataclass(frozen=True)
+class _Expr:
+    """An expression of the engine, its free names bound to other parts."""
+
+    node: ast.expr
+    frame: _Frame = field(compare=False)
+    names: tuple[tuple[str, Part], ...] = ()
+
+
+@dataclass(frozen=True)
+class _Item:
+    """Element `index` of a tuple another part gives."""
+
+    of: Part
+    index: int
+
+
+@dataclass(frozen=True)
+class _Callers:
+    """A parameter as the function's several callers fill it: they must agree."""
+
+    parts: tuple[Part, ...]
+    where: str
+
+
+@dataclass(frozen=True)
+class _Cond:
+    """A name bound under an `if`: the test decides; where it cannot, both sides must agree."""
+
+    test: Part
+    then: Part
+    orelse: Part
+    where: str
+
+
+@dataclass(frozen=True)
+class _Unknowable:
+    """A value the engine fills at run time: Opaque to the evaluator."""
+
+    why: str
+
+
+Part = _Root | _Expr | _Item | _Callers | _Cond | _Unknowable
+
+# What a trail looks for: a tensor's head count, a value, or the head count of
+# the tensor a dict holds at a key.
+_Want = tuple[str, str | None]
+_HEADS: _Want = ("heads", None)
+_VALUE: _Want = ("value", None)
+
+
+@dataclass(frozen=True)
+class HeadTrail:
+    """How a call's head count is computed from the model's per-rank count."""
+
+    count: Part
+    root: str  # where the layer's query enters, file:line
+    cited: tuple[tuple[str, int], ...]  # (file, line) of each step the trail read
+    said: str  # the count at the call as the engine writes it ("fold * heads")
+    index: RepoIndex = field(repr=False, compare=False)
+
+    @property
+    def unchanged(self) -> bool:
+        return isinstance(self.count, _Root)
+
+    def evaluate(self, n: int, binding: Binding | None = None) -> int | Raises | NotEvaluable:
+        """The count the call hands FlashInfer when the layer's query has `n`
+        heads; Raises when the engine raises on the way; NotEvaluable (with the
+        file:line) where it depends on what hprobe cannot know."""
+        try:
+            value = _value(self.count, n, self.index, binding or Binding())
+        except _Stop as stop:
+            return stop.result
+        if isinstance(value, Opaque):
+            path, _, rest = value.why.partition(":")
+            line, _, why = rest.partition(": ")
+            return NotEvaluable(path, int(line) if line.isdigit() else 0, why or value.why)
+        if isinstance(value, bool) or not isinstance(value, int):
+            return NotEvaluable(self.root, 0, f"the head count is {type(value).__name__}, not an int")
+        return value
+
+
+# A dict that holds nothing at the key asked (its callers' other spreads may).
+_ABSENT = TrailEnd("", 0, "absent")
+
+
+class _Stop(Exception):
+    def __init__(self, result: Raises | NotEvaluable):
+        self.result = result
+
+
+def _value(part: Part, n: int, index: RepoIndex, binding: Binding) -> Any:
+    if isinstance(part, _Root):
+        return n
+    if isinstance(part, _Unknowable):
+        return Opaque(part.why)
+    if isinstance(part, _Item):
+        of = _value(part.of, n, index, binding)
+        if isinstance(of, Opaque):
+            return of
+        if isinstance(of, (tuple, list)) and -len(of) <= part.index < len(of):
+            return of[part.index]
+        return Opaque(f"unpacks {type(of).__name__} into more names than it holds")
+    if isinstance(part, _Callers):
+        values = [_value(p, n, index, binding) for p in part.parts]
+        opaque = next((v for v in values if isinstance(v, Opaque)), None)
+        if opaque is not None:
+            return opaque
+        if any(type(v) is not type(values[0]) or v != values[0] for v in values[1:]):
+            return Opaque(f"{part.where}: its {len(values)} callers hand it different values ({', '.join(map(repr, values))[:80]})")
+        return values[0]
+    if isinstance(part, _Cond):
+        test = _value(part.test, n, index, binding)
+        if not isinstance(test, Opaque):
+            return _value(part.then if test else part.orelse, n, index, binding)
+        sides = [_value(side, n, index, binding) for side in (part.then, part.orelse)]
+        if any(isinstance(v, Opaque) for v in sides) or type(sides[0]) is not type(sides[1]) or sides[0] != sides[1]:
+            return test  # the `if` decides the count, on what hprobe cannot know: its reason is the trail's end
+        return sides[0]
+    frame = {name: _value(p, n, index, binding) for name, p in part.names}
+    result = evaluate_expression(index, part.frame.owner, part.frame.module, part.node, frame, binding).value
+    if isinstance(result, Raises):
+        raise _Stop(result)
+    if isinstance(result, NotEvaluable):
+        return Opaque(str(result))
+    return result
+
+
+# -- following the trail ---------------------------------------------------------------
+
+
+@dataclass
+class _Trail:
+    index: RepoIndex
+    roots: dict[str, str]  # function name -> the parameter that carries the layer's query
+    cited: list[tuple[str, int]] = field(default_factory=list)
+    root: str | None = None
+
+    def cite(self, frame: _Frame, node: ast.AST) -> None:
+        self.cited.append(frame.where(node))
+
+    # The head count of a tensor expression.
+    def heads(self, node: ast.expr, frame: _Frame) -> Part | TrailEnd:
+        self.cite(frame, node)
+        if isinstance(node, ast.Name):
+            return self._name(node.id, node, frame, _HEADS)
+        if isinstance(node, ast.Subscript):
+            if isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+                return self.entry(node.value, node.slice.value, frame)  # `common["query"]`
+            if isinstance(node.slice, ast.Tuple):
+                return self._end(frame, node, f"`{_text(node)}` indexes more than the first axis")
+            return self.heads(node.value, frame)
+        if isinstance(node, ast.Call):
+            return self._call_heads(node, frame)
+        return self._end(frame, node, f"the query is `{_text(node)}`, which hprobe does not follow")
+
+    def _call_heads(self, node: ast.Call, frame: _Frame) -> Part | TrailEnd:
+        func = node.func
+        if isinstance(func, ast.Attribute):
+            method, receiver = func.attr, func.value
+            if method in _SAME_HEADS:
+                return self.heads(receiver, frame)
+            if method == "unsqueeze" and len(node.args) == 1 and isinstance(node.args[0], ast.Constant) and node.args[0].value in (0, 1):
+                # An MLA query has at least [tokens, heads, dim]: a new axis at 0 or 1 is before the heads.
+                return self.heads(receiver, frame)
+            if method == "view" and len(node.args) == 1 and _dotted(node.args[0]).startswith("torch."):
+                return self.heads(receiver, frame)  # a dtype view changes only the last axis
+            if _dotted(receiver) == "torch" and method in ("cat", "concat") and _last_axis(node) and node.args:
+                # Joined along the last axis: the heads of each part (of the
+                # first, or of a pair such as the layer's (q_nope, q_pe)).
+                parts = node.args[0]
+                if isinstance(parts, (ast.List, ast.Tuple)):
+                    return self.heads(parts.elts[0], frame) if parts.elts else self._end(frame, node, "an empty join")
+                return self.heads(parts, frame)
+            if _dotted(receiver) == "torch" and method in _TORCH_LIKE and node.args:
+                return self.heads(node.args[0], frame)
+            if method in _SHAPED or (_dotted(receiver) == "torch" and method in _TORCH_SHAPED):
+                return self._shape_heads(node, frame, receiver if method in _SHAPED else None)
+        helper = self._function(func, frame)
+        if isinstance(helper, tuple):
+            return self._returned(node, frame, *helper)
+        return self._end(frame, node, f"the query comes from `{_text(func)}(...)`, which hprobe does not follow")
+
+    def _shape_heads(self, node: ast.Call, frame: _Frame, receiver: ast.expr | None) -> Part | TrailEnd:
+        dims: list[ast.expr] = list(node.args)
+        if len(dims) == 1 and isinstance(dims[0], (ast.Tuple, ast.List)):
+            dims = list(dims[0].elts)
+        if len(dims) < 2:
+            return self._end(frame, node, f"`{_text(node)}` gives no shape hprobe can read")
+        last = dims[-1]
+        if isinstance(last, ast.Starred):
+            tail = _shape_tail(last.value)
+            if tail is None:
+                return self._end(frame, node, f"`{_text(last)}` in a shape")
+            tensor, start = tail
+            # `(rows, *x.shape[1:])`: the last axes are x's own, heads among them
+            # when x has at least `start` + 2 axes, which a query [tokens, heads, dim] has for start <= 1.
+            if start > 1:
+                return self._end(frame, node, f"`{_text(last)}` in a shape")
+            return self.heads(tensor, frame)
+        head = dims[-2]
+        if isinstance(head, ast.Starred) or (isinstance(head, ast.UnaryOp) and isinstance(head.op, ast.USub)):
+            return self._end(frame, node, f"the head axis of `{_text(node)}` is inferred (`{_text(head)}`)")
+        return self.value(head, frame)
+
+    # The value of an expression (a count, a flag, a tuple).
+    def value(self, node: ast.expr, frame: _Frame) -> Part | TrailEnd:
+        shape_of = _shape_axis(node)
+        if shape_of is not None:
+            tensor, axis = shape_of
+            if axis == -2:
+                return self.heads(tensor, frame)
+            return _Unknowable(f"{frame.module.path}:{node.lineno}: `{_text(node)}` is not the head axis")
+        if isinstance(node, ast.Name):
+            return self._name(node.id, node, frame, _VALUE)
+        if isinstance(node, ast.Call) and not any(isinstance(a, ast.Starred) for a in node.args) and all(k.arg for k in node.keywords):
+            # Each argument a part of its own: one hprobe cannot know stays
+            # Opaque, and matters only if the callee uses it to decide something.
+            names: list[tuple[str, Part]] = []
+            args: list[ast.expr] = []
+            for i, arg in enumerate([*node.args, *(k.value for k in node.keywords)]):
+                part = self.value(arg, frame)
+                names.append((f"__arg{i}", part if not isinstance(part, TrailEnd) else _Unknowable(str(part))))
+                args.append(ast.Name(f"__arg{i}", ast.Load()))
+            keywords = [ast.keyword(k.arg, a) for k, a in zip(node.keywords, args[len(node.args) :], strict=True)]
+            call = ast.Call(node.func, args[: len(node.args)], keywords)
+            ast.copy_location(call, node)
+            return _Expr(call, frame, (*self._free(node.func, frame), *names))
+        return _Expr(node, frame, self._free(node, frame))
+
+    def _free(self, node: ast.expr, frame: _Frame) -> tuple[tuple[str, Part], ...]:
+        """Parts for the names an expression reads that the function binds."""
+        out: dict[str, Part] = {}
+        for name in _loaded_names(node):
+            if name in out or name in ("self", "cls") or not _binds(frame, name):
+                continue
+            part = self._name(name, node, frame, _VALUE)
+            out[name] = part if not isinstance(part, TrailEnd) else _Unknowable(str(part))
+        return tuple(out.items())
+
+    def _name(self, name: str, node: ast.AST, frame: _Frame, want: _Want) -> Part | TrailEnd:
+        return self._defined(_reaching(frame.function, name, getattr(node, "lineno", 0) or 10**9), name, node, frame, want)
+
+    def _follow(self, want: _Want, node: ast.expr, frame: _Frame) -> Part | TrailEnd:
+        kind, key = want
+        if kind == "heads":
+            return self.heads(node, frame)
+        if kind == "value":
+            return self.value(node, frame)
+        assert key is not None
+        return self.entry(node, key, frame)
+
+    def _defined(self, definition: Definition, name: str, node: ast.AST, frame: _Frame, want: _Want) -> Part | TrailEnd:
+        tensor = want[0] != "value"
+        if isinstance(definition, str) and definition != PARAMETER:
+            return self._end(frame, node, definition)
+        if isinstance(definition, _Chosen):
+            test = self.value(definition.test.test, frame)
+            chosen = [self._defined(side, name, node, frame, want) for side in (definition.body, definition.orelse)]
+            ended = next((c for c in chosen if isinstance(c, TrailEnd)), None)
+            if ended is not None:
+                return ended
+            where = f"{frame.module.path}:{definition.test.lineno}"
+            return _Cond(test if not isinstance(test, TrailEnd) else _Unknowable(str(test)), chosen[0], chosen[1], where)  # type: ignore[arg-type]
+        if isinstance(definition, tuple):
+            stmt, position = definition
+            self.cite(frame, stmt)
+            value = stmt.value
+            assert value is not None
+            if position is None:
+                return self._follow(want, value, frame)
+            size, at = position
+            if _dotted(value).endswith(".shape") or (isinstance(value, ast.Call) and _dotted(value.func).endswith(".size") and not value.args):
+                tensor_node = value.value if isinstance(value, ast.Attribute) else value.func.value  # type: ignore[attr-defined]
+                if at == size - 2 and want == _VALUE:
+                    return self.heads(tensor_node, frame)
+                if tensor:
+                    return self._end(frame, stmt, f"`{name}` is axis {at} of {size} of `{_text(tensor_node)}`")
+                return _Unknowable(f"{frame.module.path}:{stmt.lineno}: `{name}` is axis {at} of `{_text(tensor_node)}`")
+            if want == _HEADS:
+                # Unpacking iterates the first axis (or a pair like (q_nope, q_pe)
+                # of the layer's query): the head axis of each part is the whole's.
+                return self.heads(value, frame)
+            if tensor:
+                return self._end(frame, stmt, f"`{name}` is unpacked from `{_text(value)}`")
+            whole = self.value(value, frame)
+            return _Item(whole, at) if not isinstance(whole, TrailEnd) else whole
+        if frame.function is not None and name in _parameters(frame.function):
+            return self._parameter(name, frame, want)
+        closure = self._closure(name, frame)
+        if closure is not None:
+            return self._defined(closure[0], name, node, closure[1], want)
+        if tensor:
+            return self._end(frame, node, f"`{name}` is not bound in {frame.function.name if frame.function else 'the module'}")
+        return _Expr(ast.Name(name, ast.Load()), frame)  # a module-level name: the evaluator reads it
+
+    def _closure(self, name: str, frame: _Frame) -> tuple[Definition, _Frame] | None:
+        """A free name of a nested function: the enclosing function's one binding
+        of it (read when the nested function runs, so only a single binding is
+        sure to be the one it reads)."""
+        if frame.function is None:
+            return None
+        for outer in _enclosing(frame.module.tree, frame.function.lineno)[1:]:
+            bindings = [node for node in _own_nodes(outer) if any(name in _target_names(t) for t in _targets(node))]
+            if name in _parameters(outer) and not bindings:
+                return PARAMETER, _Frame(frame.module, outer, frame.owner, None, frame.depth)
+            if bindings:
+                if len(bindings) > 1:
+                    return f"`{name}` is bound {len(bindings)} times in {outer.name}, around the nested {frame.function.name}", frame
+                definition = _after(bindings[0], name, PARAMETER) if isinstance(bindings[0], ast.stmt) else f"`{name}` is bound at line {bindings[0].lineno}"  # type: ignore[attr-defined]
+                return definition, _Frame(frame.module, outer, frame.owner, None, frame.depth)
+        return None
+
+    def entry(self, node: ast.expr, key: str, frame: _Frame) -> Part | TrailEnd:
+        """The head count of the tensor a dict built by the engine holds at `key`
+        (`dict(common, query=q)`, `{"query": q}`, a name bound to one)."""
+        self.cite(frame, node)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" and len(node.args) <= 1:
+            for keyword in reversed(node.keywords):
+                if keyword.arg == key:
+                    return self.heads(keyword.value, frame)
+                if keyword.arg is None:
+                    found = self.entry(keyword.value, key, frame)
+                    if found is not _ABSENT:
+                        return found
+            return self.entry(node.args[0], key, frame) if node.args else _ABSENT
+        if isinstance(node, ast.Dict):
+            for dict_key, value in reversed(list(zip(node.keys, node.values, strict=True))):
+                if dict_key is None:
+                    found = self.entry(value, key, frame)
+                    if found is not _ABSENT:
+                        return found
+                elif not (isinstance(dict_key, ast.Constant) and isinstance(dict_key.value, str)):
+                    return self._end(frame, node, f"a key of `{_text(node)}` is not a literal string")
+                elif dict_key.value == key:
+                    return self.heads(value, frame)
+            return _ABSENT
+        if isinstance(node, ast.Name):
+            changed = _dict_changes(frame.function, node.id, key)
+            if changed is not None:
+                return self._end(frame, changed, f"`{node.id}` is changed at line {getattr(changed, 'lineno', 0)} in a way that may set {key!r}")
+            return self._name(node.id, node, frame, ("entry", key))
+        return self._end(frame, node, f"`**{_text(node)}` is not a dict hprobe can read")
+
+    def _parameter(self, name: str, frame: _Frame, want: _Want) -> Part | TrailEnd:
+        assert frame.function is not None
+        function = frame.function
+        tensor = want[0] != "value"
+        passed = frame.passed(name)
+        if passed is not None:
+            return self._follow(want, *passed)
+        if frame.args is not None:
+            default = _default(function, name)
+            if default is not None and not tensor:
+                return self.value(default, frame)
+            return self._end(frame, function, f"no argument for `{name}`" if default is None else f"`{name}` is its default")
+        if want == _HEADS and self.roots.get(function.name) == name:
+            where = f"{frame.module.path}:{function.lineno}"
+            self.root = where
+            return _Root(where)
+        if frame.depth >= MAX_TRAIL:
+            return self._end(frame, function, f"followed {MAX_TRAIL} functions deep")
+        callers = list(self._callers(frame))
+        if not callers:
+            if not tensor:
+                return _Unknowable(f"{frame.module.path}:{function.lineno}: `{name}` of {function.name} is filled by a caller hprobe does not follow")
+            return self._end(frame, function, f"no call of {function.name} in the tree hands it `{name}`; the engine calls it from code hprobe does not follow")
+        parts: list[Part] = []
+        for caller in callers:
+            if isinstance(caller, TrailEnd):
+                return caller if tensor else _Unknowable(str(caller))
+            handed = caller.passed(name)
+            part = self._follow(want, *handed) if handed else self._parameter(name, caller, want)
+            if isinstance(part, TrailEnd):
+                return part if tensor else _Unknowable(str(part))
+            parts.append(part)
+        return parts[0] if len(parts) == 1 else _Callers(tuple(parts), f"{frame.module.path}:{function.lineno}")
+
+    def _callers(self, frame: _Frame) -> Iterator[_Frame | TrailEnd]:
+        """Each call of `frame.function` in the tree, as the frame it enters
+        with that call's arguments (a TrailEnd for one hprobe cannot tie to it
+        or rule out)."""
+        assert frame.function is not None
+        function, owner = frame.function, frame.owner
+        shared = owner is not None and len(self.index.classes_with(function.name)) > 1
+        for module in self.index.modules_mentioning({function.name}):
+            for caller, call in _calls_named(module.tree, function.name):
+                caller_frame = _Frame(module, caller, _owner(module, call.lineno))
+                resolved = self._function(call.func, caller_frame)
+                entered = (module, caller, caller_frame.owner)
+                if not _fits(call, function, owner is not None):
+                    continue  # a call with these arguments would raise TypeError: not a call of it
+                if resolved is not None:
+                    if resolved[1].node is function:
+                        yield _enter(call, function, owner is not None, entered, frame.depth + 1, frame.module, owner)
+                    continue
+                if owner is None:
+                    # A function: a bare name bound to something else, or `obj.name(...)`, is not it.
+                    if isinstance(call.func, ast.Name) and not _bound_in(module, caller, call.func.id):
+                        yield TrailEnd(module.path, call.lineno, f"`{_text(call.func)}` may be {function.name}")
+                    continue
+                if not isinstance(call.func, ast.Attribute):
+                    continue  # a bare name never calls a method
+                if _is_self_call(call.func):
+                    related = caller_frame.owner is not None and (owner in self.index.mro(caller_frame.owner) or caller_frame.owner in self.index.mro(owner))
+                    if related:
+                        yield TrailEnd(module.path, call.lineno, f"`{_text(call.func)}(...)` may reach {function.name}")
+                    continue
+                if shared:
+                    yield TrailEnd(module.path, call.lineno, f"`{_text(call.func)}(...)` may call {owner.name}.{function.name} or another class's {function.name}")
+                    continue
+                yield _enter(call, function, True, entered, frame.depth + 1, frame.module, owner)
+
+    def _returned(self, call: ast.Call, frame: _Frame, module: ModuleInfo, helper: Any, owner: ClassInfo | None) -> Part | TrailEnd:
+        """A helper's returned query: every `return` must give the same count."""
+        function = helper.node
+        if frame.depth >= MAX_TRAIL:
+            return self._end(frame, call, f"followed {MAX_TRAIL} functions deep")
+        entered = _enter(call, function, owner is not None, (frame.module, frame.function, frame.owner), frame.depth + 1, module, owner)
+        if isinstance(entered, TrailEnd):
+            return entered
+        returns = [r for r in _own_nodes(function) if isinstance(r, ast.Return) and r.value is not None]
+        if len(returns) != 1:
+            return self._end(entered, function, f"{function.name} returns the query at {len(returns)} places")
+        return self.heads(returns[0].value, entered)  # type: ignore[arg-type]
+
+    def _function(self, func: ast.expr, frame: _Frame) -> tuple[ModuleInfo, Any, ClassInfo | None] | None:
+        """The tree's function (or method of the frame's class) a call names."""
+        if isinstance(func, ast.Attribute) and _is_self_call(func) and frame.owner is not None:
+            for cls in self.index.mro(frame.owner):
+                if func.attr in cls.rebound:
+                    return None
+                if func.attr in cls.methods:
+                    return cls.module, cls.methods[func.attr], frame.owner
+            return None
+        if not isinstance(func, ast.Name):
+            return None
+        local = _local_import(frame.module, func.lineno, func.id)
+        if local is not None:
+            module = self.index.by_suffix(local[0])
+            found = self.index.lookup(module, local[1]) if module is not None else None
+        else:
+            found = self.index.lookup(frame.module, func.id)
+        if found is None or found[0] != "function":
+            return None
+        return found[2], found[1], None
+
+    def _end(self, frame: _Frame, node: ast.AST, why: str) -> TrailEnd:
+        path, line = frame.where(node)
+        return TrailEnd(path, line, why)
+
+
+def trace_heads(index: RepoIndex, module: ModuleInfo, line: int, query: tuple[str, int], roots: dict[str, str]) -> HeadTrail | TrailEnd:
+    """Follow the query of the call at `line` of `module` (passed as keyword
+    `query[0]` or positionally at `query[1]`) back to the layer's query."""
+    function = _innermost(module.tree, line)
+    call = _call_at(function or module.tree, line)
+    if call is None:
+        return TrailEnd(module.path, line, "the call could not be found again")
+    frame = _Frame(module, function, _owner(module, line))
+    trail = _Trail(index, roots)
+    name, position = query
+    part: Part | TrailEnd = _ABSENT
+    if any(isinstance(a, ast.Starred) for a in call.args[: position + 1]):
+        part = TrailEnd(module.path, line, f"the call passes *{_text(next(a for a in call.args if isinstance(a, ast.Starred)))}")
+    elif len(call.args) > position:
+        part = trail.heads(call.args[position], frame)
+    else:
+        for keyword in reversed(call.keywords):
+            if keyword.arg == name:
+                part = trail.heads(keyword.value, frame)
+            elif keyword.arg is None:
+                part = trail.entry(keyword.value, name, frame)
+            if part is not _ABSENT:
+                break
+    if part is _ABSENT:
+        return TrailEnd(module.path, line, f"the call passes no {name} hprobe can find")
+    if isinstance(part, TrailEnd):
+        return part
+    said = _text(part.node) if isinstance(part, _Expr) else "the layer's count"
+    cited = tuple(dict.fromkeys(trail.cited))
+    return HeadTrail(part, trail.root or f"{module.path}:{line}", cited, said, index)
+
+
+# -- reading the source ----------------------------------------------------------------
+
+
+def _enter(call: ast.Call, function: Function, method: bool, caller: tuple[ModuleInfo, Function | None, ClassInfo | None], depth: int, module: ModuleInfo, owner: ClassInfo | None) -> _Frame | TrailEnd:
+    """The frame `function` (defined in `module`) runs in when `call`, in the caller's frame, calls it."""
+    caller_module, caller_function, caller_owner = caller
+    caller_frame = _Frame(caller_module, caller_function, caller_owner, None, depth - 1)
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+        return TrailEnd(caller_module.path, call.lineno, f"`{_text(call.func)}` is called with *args or **kwargs")
+    params = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+    if method and params and params[0] in ("self", "cls"):
+        params = params[1:]
+    if len(call.args) > len(params):
+        return TrailEnd(caller_module.path, call.lineno, f"`{_text(call.func)}` takes its arguments in a way hprobe does not follow")
+    args = [(p, a, caller_frame) for p, a in zip(params, call.args, strict=False)]
+    args += [(str(k.arg), k.value, caller_frame) for k in call.keywords]
+    return _Frame(module, function, owner, tuple(args), depth)
+
+
+def _last_axis(call: ast.Call) -> bool:
+    dims = [k.value for k in call.keywords if k.arg == "dim"] + call.args[1:2]
+    return len(dims) == 1 and _literal_int(dims[0]) == -1
+
+
+def _dict_changes(function: Function | None, name: str, key: str) -> ast.AST | None:
+    """A statement that may put `key` into dict `name` after it is built."""
+    if function is None:
+        return None
+    for node in _own_nodes(function):
+        if isinstance(node, (ast.Assign, ast.AugAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and target.value.id == name:
+                    literal = target.slice.value if isinstance(target.slice, ast.Constant) else None
+                    if not isinstance(literal, str) or literal == key:
+                        return node
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and node.func.value.id == name:
+            if node.func.attr in ("update", "setdefault", "__setitem__", "__ior__"):
+                if node.args or any(k.arg in (None, key) for k in node.keywords):
+                    return node
+    return None
+
+
+def _parameters(function: Function) -> set[str]:
+    a = function.args
+    return {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)} | ({a.vararg.arg} if a.vararg else set()) | ({a.kwarg.arg} if a.kwarg else set())
+
+
+def _default(function: Function, name: str) -> ast.expr | None:
+    a = function.args
+    positional = [*a.posonlyargs, *a.args]
+    for param, default in zip(positional[len(positional) - len(a.defaults) :], a.defaults, strict=True):
+        if param.arg == name:
+            return default
+    for param, kw_default in zip(a.kwonlyargs, a.kw_defaults, strict=True):
+        if param.arg == name:
+            return kw_default
+    return None
+
+
+def _own_nodes(function: Function | ast.Module) -> Iterator[ast.AST]:
+    """The nodes of a function's own body, not of functions or classes nested in it."""
+    stack = list(ast.iter_child_nodes(function))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _binds(frame: _Frame, name: str) -> bool:
+    if frame.function is None:
+        return False
+    return name in _parameters(frame.function) or any(name in _target_names(t) for node in _own_nodes(frame.function) for t in _targets(node))
+
+
+def _targets(node: ast.AST) -> list[ast.expr]:
+    if isinstance(node, ast.Assign):
+        return list(node.targets)
+    if isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor, ast.NamedExpr)):
+        return [node.target]
+    if isinstance(node, (ast.With, ast.AsyncWith)):
+        return [i.optional_vars for i in node.items if i.optional_vars is not None]
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return [ast.Name((a.asname or a.name).split(".")[0]) for a in node.names]
+    if isinstance(node, ast.ExceptHandler) and node.name:
+        return [ast.Name(node.name)]
+    return []
+
+
+def _target_names(target: ast.expr) -> list[str]:
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [n for e in target.elts for n in _target_names(e.value if isinstance(e, ast.Starred) else e)]
+    return []
+
+
+# A name's definition where it is used: the statement that binds it (with
+# its place in a tuple target), PARAMETER (none before the use), an `if`
+# that decides between two definitions, or why it is not one value.
+PARAMETER = "parameter"
+
+
+@dataclass(frozen=True)
+class _Chosen:
+    test: ast.If
+    body: Definition
+    orelse: Definition
+
+
+Definition = tuple[ast.Assign | ast.AnnAssign, tuple[int, int] | None] | _Chosen | str
+
+
+def _reaching(function: Function | None, name: str, line: int) -> Definition:
+    """The definition of `name` that reaches `line` in `function`'s body."""
+    if function is None:
+        return PARAMETER
+    return _through(function.body, name, line, PARAMETER)
+
+
+def _through(body: list[ast.stmt], name: str, line: int, current: Definition) -> Definition:
+    """Walk a statement list up to `line`, `current` the definition on entry."""
+    for stmt in body:
+        if stmt.lineno >= line:
+            break
+        if (stmt.end_lineno or stmt.lineno) >= line:
+            return _inside(stmt, name, line, current)  # the use is in this statement
+        current = _after(stmt, name, current)
+    return current
+
+
+def _after(stmt: ast.stmt, name: str, current: Definition) -> Definition:
+    """The definition after `stmt` runs (the use is past it)."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return f"`{name}` is bound by the definition at line {stmt.lineno}" if stmt.name == name else current
+    if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        if not any(name in _target_names(t) for t in targets):
+            return current if not _binds_inside(stmt, name) else f"`{name}` is bound inside line {stmt.lineno}"
+        if len(targets) != 1:
+            return f"`{name}` is bound with other names at line {stmt.lineno}"
+        target = targets[0]
+        if isinstance(target, ast.Name):
+            return stmt, None
+        if isinstance(target, ast.Tuple) and all(isinstance(e, ast.Name) for e in target.elts):
+            at = next(i for i, e in enumerate(target.elts) if isinstance(e, ast.Name) and e.id == name)
+            return stmt, (len(target.elts), at)
+        return f"`{name}` is bound by `{_text(target)}` at line {stmt.lineno}"
+    if isinstance(stmt, ast.If):
+        body, orelse = _through(stmt.body, name, 10**9, current), _through(stmt.orelse, name, 10**9, current)
+        return current if body is current and orelse is current else _Chosen(stmt, body, orelse)
+    if isinstance(stmt, (ast.With, ast.AsyncWith)) and not any(i.optional_vars is not None and name in _target_names(i.optional_vars) for i in stmt.items):
+        return _through(stmt.body, name, 10**9, current)
+    if _binds_inside(stmt, name):
+        return f"`{name}` is bound inside the `{type(stmt).__name__.lower()}` at line {stmt.lineno}"
+    return current
+
+
+def _inside(stmt: ast.stmt, name: str, line: int, current: Definition) -> Definition:
+    """The definition at `line`, inside the compound statement `stmt`."""
+    if isinstance(stmt, ast.If):
+        branch = stmt.body if _spans(stmt.body, line) else stmt.orelse
+        return _through(branch, name, line, current)
+    if isinstance(stmt, (ast.With, ast.AsyncWith)):
+        return _through(stmt.body, name, line, current)
+    if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
+        loop_binds = _binds_inside(stmt, name)
+        entry = f"`{name}` is bound again in the loop at line {stmt.lineno}" if loop_binds else current
+        return _through(stmt.body if _spans(stmt.body, line) else stmt.orelse, name, line, entry)
+    if isinstance(stmt, ast.Try):
+        if _spans(stmt.body, line):
+            return _through(stmt.body, name, line, current)
+        entry = f"`{name}` is bound in the `try` at line {stmt.lineno}" if _binds_inside(stmt, name) else current
+        for block in (*(h.body for h in stmt.handlers), stmt.orelse, stmt.finalbody):
+            if _spans(block, line):
+                return _through(block, name, line, entry)
+    # The use is in the statement itself (a call's argument on a later line).
+    return current
+
+
+def _spans(block: list[ast.stmt], line: int) -> bool:
+    return bool(block) and block[0].lineno <= line <= (block[-1].end_lineno or block[-1].lineno)
+
+
+def _binds_inside(stmt: ast.stmt, name: str) -> bool:
+    return any(name in _target_names(t) for node in [stmt, *_own_nodes(stmt)] for t in _targets(node))  # type: ignore[arg-type]
+
+
+def _shape_axis(node: ast.expr) -> tuple[ast.expr, int] | None:
+    """`x.shape[i]` or `x.size(i)` with a literal axis: (x, i)."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape":
+        axis = _literal_int(node.slice)
+        return (node.value.value, axis) if axis is not None else None
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size" and len(node.args) == 1:
+        axis = _literal_int(node.args[0])
+        return (node.func.value, axis) if axis is not None else None
+    return None
+
+
+def _shape_tail(node: ast.expr) -> tuple[ast.expr, int] | None:
+    """`x.shape[k:]`: (x, k)."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" and isinstance(node.slice, ast.Slice):
+        s = node.slice
+        if s.upper is None and s.step is None:
+            start = _literal_int(s.lower) if s.lower is not None else 0
+            return (node.value.value, start) if start is not None else None
+    return None
+
+
+def _literal_int(node: ast.expr) -> int | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) and isinstance(node.operand.value, int):
+        return -node.operand.value
+    return None
+
+
+def _loaded_names(node: ast.expr) -> list[str]:
+    return [n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+
+
+def _calls_named(tree: ast.Module, name: str) -> Iterator[tuple[Function | None, ast.Call]]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if (func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None) == name:
+                yield _innermost(tree, node.lineno), node
+
+
+def _fits(call: ast.Call, function: Function, method: bool) -> bool:
+    """Whether `call`'s arguments bind to `function`'s parameters (a call that
+    would raise TypeError is not one of its calls); spreads may fit anything."""
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+        return True
+    a = function.args
+    positional = [p.arg for p in (*a.posonlyargs, *a.args)]
+    if method and positional and positional[0] in ("self", "cls"):
+        positional = positional[1:]
+    if len(call.args) > len(positional) and a.vararg is None:
+        return False
+    names = set(positional) | {p.arg for p in a.kwonlyargs}
+    given = set(positional[: len(call.args)]) | {str(k.arg) for k in call.keywords}
+    if a.kwarg is None and any(str(k.arg) not in names for k in call.keywords):
+        return False
+    required = positional[: len(positional) - len(a.defaults)] + [p.arg for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is None]
+    return all(r in given for r in required)
+
+
+def _bound_in(module: ModuleInfo, function: Function | None, name: str) -> bool:
+    """Whether `name` is bound in the module or the function (so a call of it is of that binding)."""
+    if name in module.functions or name in module.classes or name in module.imports or name in module.constants:
+        return True
+    return function is not None and (name in _parameters(function) or any(name in _target_names(t) for node in _own_nodes(function) for t in _targets(node)))
+
+
+def _is_self_call(func: ast.Attribute) -> bool:
+    return isinstance(func.value, ast.Name) and func.value.id in ("self", "cls")
+
+
+def _local_import(module: ModuleInfo, line: int, name: str) -> tuple[str, str] | None:
+    """`from X import name` in a function around `line` (the innermost first): (X, the imported name)."""
+    package = module.name if module.path.endswith("__init__.py") else module.name.rpartition(".")[0]
+    for function in _enclosing(module.tree, line):
+        for node in _own_nodes(function):
+            if isinstance(node, ast.ImportFrom):
+                for alias in node.names:
+                    if (alias.asname or alias.name) == name:
+                        return resolve_relative(package, node.module, node.level), alias.name
+    return None
+
+
+def _enclosing(tree: ast.AST, line: int) -> list[Function]:
+    """The functions around `line`, the innermost first."""
+    around = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.lineno <= line <= (n.end_lineno or n.lineno)]
+    return sorted(around, key=lambda n: n.lineno, reverse=True)
+
+
+def _owner(module: ModuleInfo, line: int) -> ClassInfo | None:
+    owner = None
+    for cls in module.classes.values():
+        if cls.node.lineno <= line <= (cls.node.end_lineno or cls.node.lineno):
+            owner = cls
+    return owner
+
+
+def _innermost(tree: ast.AST, line: int) -> Function | None:
+    best: Function | None = None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            if best is None or node.lineno >= best.lineno:
+                best = node
+    return best
+
+
+def _call_at(tree: ast.AST, line: int) -> ast.Call | None:
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.lineno == line]
+    return min(calls, key=lambda c: c.col_offset) if calls else None
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    return ""
+
+
+def _text(node: ast.AST) -> str:
+    return ast.unparse(node)[:80]
