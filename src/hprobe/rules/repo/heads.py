@@ -45,15 +45,12 @@ _TORCH_LIKE = frozenset({"empty_like", "zeros_like", "ones_like", "full_like"})
 
 
 @dataclass(frozen=True)
-class TrailEnd:
-    """Where following the head count stopped, and why."""
+class TrailEnd(NotEvaluable):
+    """Where following the head count stopped (file:line), and why."""
 
-    path: str
-    line: int
-    why: str
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.why}"
+    @property
+    def why(self) -> str:
+        return self.what
 
 
 @dataclass(frozen=True)
