@@ -9,7 +9,8 @@ follows, in the function and the helpers and callers around it:
 - `x.view(a, b, H, d)` / `x.reshape(...)`, `torch.empty((..., H, d))`,
   `x.new_empty((rows, *x.shape[1:]))`: the count becomes the expression `H`;
 - `rows, heads, dim = q.shape`, `q.shape[-2]`: a name that is a tensor's count;
-- a name assigned once before the call, a parameter filled by every caller in
+- the binding of a name that reaches the call (an `if` between two is decided
+  by its test, or both sides must agree), a parameter filled by every caller in
   the tree alike (followed up to MAX_TRAIL functions), a helper's `return`;
 - any other value the count depends on (`fold` of `fold * heads`) is the
   engine's expression, evaluated per count by the sound evaluator, with
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hprobe.rules.repo.evaluate import Binding, NotEvaluable, Opaque, Raises, evaluate_expression
+from hprobe.rules.repo.keywords import call_at, function_at, innermost_function
 from hprobe.rules.repo.scan import ClassInfo, ModuleInfo, RepoIndex, resolve_relative
 
 # How many functions (helpers and callers) a trail crosses before it ends.
@@ -145,10 +147,6 @@ class HeadTrail:
     cited: tuple[tuple[str, int], ...]  # (file, line) of each step the trail read
     said: str  # the count at the call as the engine writes it ("fold * heads")
     index: RepoIndex = field(repr=False, compare=False)
-
-    @property
-    def unchanged(self) -> bool:
-        return isinstance(self.count, _Root)
 
     def evaluate(self, n: int, binding: Binding | None = None) -> int | Raises | NotEvaluable:
         """The count the call hands FlashInfer when the layer's query has `n`
@@ -319,7 +317,7 @@ class _Trail:
         """Parts for the names an expression reads that the function binds."""
         out: dict[str, Part] = {}
         for name in _loaded_names(node):
-            if name in out or name in ("self", "cls") or not _binds(frame, name):
+            if name in out or name in ("self", "cls") or not _binds(frame.function, name):
                 continue
             part = self._name(name, node, frame, _VALUE)
             out[name] = part if not isinstance(part, TrailEnd) else _Unknowable(str(part))
@@ -472,11 +470,11 @@ class _Trail:
         shared = owner is not None and len(self.index.classes_with(function.name)) > 1
         for module in self.index.modules_mentioning({function.name}):
             for caller, call in _calls_named(module.tree, function.name):
-                caller_frame = _Frame(module, caller, _owner(module, call.lineno))
-                resolved = self._function(call.func, caller_frame)
-                entered = (module, caller, caller_frame.owner)
                 if not _fits(call, function, owner is not None):
                     continue  # a call with these arguments would raise TypeError: not a call of it
+                caller_frame = _Frame(module, caller, function_at(self.index, module, call.lineno)[1])
+                resolved = self._function(call.func, caller_frame)
+                entered = (module, caller, caller_frame.owner)
                 if resolved is not None:
                     if resolved[1].node is function:
                         yield _enter(call, function, owner is not None, entered, frame.depth + 1, frame.module, owner)
@@ -540,11 +538,11 @@ class _Trail:
 def trace_heads(index: RepoIndex, module: ModuleInfo, line: int, query: tuple[str, int], roots: dict[str, str]) -> HeadTrail | TrailEnd:
     """Follow the query of the call at `line` of `module` (passed as keyword
     `query[0]` or positionally at `query[1]`) back to the layer's query."""
-    function = _innermost(module.tree, line)
-    call = _call_at(function or module.tree, line)
+    function, owner = function_at(index, module, line)
+    call = call_at(function or module.tree, line)
     if call is None:
         return TrailEnd(module.path, line, "the call could not be found again")
-    frame = _Frame(module, function, _owner(module, line))
+    frame = _Frame(module, function, owner)
     trail = _Trail(index, roots)
     name, position = query
     part: Part | TrailEnd = _ABSENT
@@ -639,10 +637,11 @@ def _own_nodes(function: Function | ast.Module) -> Iterator[ast.AST]:
         stack.extend(ast.iter_child_nodes(node))
 
 
-def _binds(frame: _Frame, name: str) -> bool:
-    if frame.function is None:
+def _binds(function: Function | None, name: str) -> bool:
+    """Whether the function binds `name` (a parameter or a target in its own body)."""
+    if function is None:
         return False
-    return name in _parameters(frame.function) or any(name in _target_names(t) for node in _own_nodes(frame.function) for t in _targets(node))
+    return name in _parameters(function) or any(name in _target_names(t) for node in _own_nodes(function) for t in _targets(node))
 
 
 def _targets(node: ast.AST) -> list[ast.expr]:
@@ -796,7 +795,7 @@ def _calls_named(tree: ast.Module, name: str) -> Iterator[tuple[Function | None,
         if isinstance(node, ast.Call):
             func = node.func
             if (func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None) == name:
-                yield _innermost(tree, node.lineno), node
+                yield innermost_function(tree, node.lineno), node
 
 
 def _fits(call: ast.Call, function: Function, method: bool) -> bool:
@@ -822,7 +821,7 @@ def _bound_in(module: ModuleInfo, function: Function | None, name: str) -> bool:
     """Whether `name` is bound in the module or the function (so a call of it is of that binding)."""
     if name in module.functions or name in module.classes or name in module.imports or name in module.constants:
         return True
-    return function is not None and (name in _parameters(function) or any(name in _target_names(t) for node in _own_nodes(function) for t in _targets(node)))
+    return _binds(function, name)
 
 
 def _is_self_call(func: ast.Attribute) -> bool:
@@ -845,28 +844,6 @@ def _enclosing(tree: ast.AST, line: int) -> list[Function]:
     """The functions around `line`, the innermost first."""
     around = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.lineno <= line <= (n.end_lineno or n.lineno)]
     return sorted(around, key=lambda n: n.lineno, reverse=True)
-
-
-def _owner(module: ModuleInfo, line: int) -> ClassInfo | None:
-    owner = None
-    for cls in module.classes.values():
-        if cls.node.lineno <= line <= (cls.node.end_lineno or cls.node.lineno):
-            owner = cls
-    return owner
-
-
-def _innermost(tree: ast.AST, line: int) -> Function | None:
-    best: Function | None = None
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno <= line <= (node.end_lineno or node.lineno):
-            if best is None or node.lineno >= best.lineno:
-                best = node
-    return best
-
-
-def _call_at(tree: ast.AST, line: int) -> ast.Call | None:
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.lineno == line]
-    return min(calls, key=lambda c: c.col_offset) if calls else None
 
 
 def _dotted(node: ast.AST) -> str:

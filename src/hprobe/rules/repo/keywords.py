@@ -87,8 +87,8 @@ def read_keywords(
     (or parts of them) by their source text, decided as the path runs them
     (the mapping's); `results`: what calls of a function return on this path
     (an engine's backend selector, evaluated per count)."""
-    function, owner = _function_at(index, module, line)
-    call = _call_at(function or module.tree, line)
+    function, owner = function_at(index, module, line)
+    call = call_at(function or module.tree, line)
     reading = KeywordReading()
     if call is None:
         for name in names:
@@ -369,7 +369,7 @@ def _from_callers(scope: _Scope, function: ast.FunctionDef | ast.AsyncFunctionDe
         for caller, call in _calls_of(module, function.name):
             if call is None:
                 continue
-            _, owner = _function_at(scope.index, module, call.lineno)
+            _, owner = function_at(scope.index, module, call.lineno)
             instance, _ = _constructor_values(scope.index, owner)
             inner = _Scope(scope.index, module, owner, instance, scope.names)
             found.append(_call_states(inner, caller, call, depth + 1))
@@ -390,11 +390,11 @@ def _calls_of(module: ModuleInfo, name: str) -> list[tuple[ast.FunctionDef | ast
             func = node.func
             called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
             if called == name:
-                out.append((_innermost(module.tree, node.lineno), node))
+                out.append((innermost_function(module.tree, node.lineno), node))
     return out
 
 
-def _innermost(tree: ast.AST, line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+def innermost_function(tree: ast.AST, line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     best: ast.FunctionDef | ast.AsyncFunctionDef | None = None
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno <= line <= (node.end_lineno or node.lineno):
@@ -403,8 +403,8 @@ def _innermost(tree: ast.AST, line: int) -> ast.FunctionDef | ast.AsyncFunctionD
     return best
 
 
-def _function_at(index: RepoIndex, module: ModuleInfo, line: int) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef | None, ClassInfo | None]:
-    function = _innermost(module.tree, line)
+def function_at(index: RepoIndex, module: ModuleInfo, line: int) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef | None, ClassInfo | None]:
+    function = innermost_function(module.tree, line)
     owner = None
     for cls in module.classes.values():
         if cls.node.lineno <= line <= (cls.node.end_lineno or cls.node.lineno):
@@ -412,7 +412,7 @@ def _function_at(index: RepoIndex, module: ModuleInfo, line: int) -> tuple[ast.F
     return function, owner
 
 
-def _call_at(tree: ast.AST, line: int) -> ast.Call | None:
+def call_at(tree: ast.AST, line: int) -> ast.Call | None:
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.lineno == line]
     # The outermost call on the line is the one the site names (an argument's call starts after it).
     return min(calls, key=lambda c: c.col_offset) if calls else None
