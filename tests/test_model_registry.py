@@ -42,6 +42,33 @@ def test_vllm_registry_keys_are_the_architectures_served(tmp_path):
 
 
 @pytest.mark.pure
+@pytest.mark.parametrize("top", ["tree", "package"])
+def test_code_inside_a_models_module_runs_only_for_its_architectures(tmp_path, top):
+    """A registry value names the module that implements the architecture,
+    beside the registry ("deepseek_v2") or absolute ("vllm.models.kimi_k3");
+    code in it, or in its package, serves only those architectures. Read from
+    the tree, or from the vllm package itself (names start below it)."""
+    registry = """
+        _MODELS = {
+            "DeepseekV3ForCausalLM": ("deepseek_v2", "DeepseekV3ForCausalLM"),
+            "KimiK3ForConditionalGeneration": ("vllm.models.kimi_k3", "KimiK3ForConditionalGeneration"),
+            "KimiK31ForConditionalGeneration": ("vllm.models.kimi_k3", "KimiK3ForConditionalGeneration"),
+        }
+        """
+    index = _tree(tmp_path, {"vllm/__init__.py": "", "vllm/model_executor/models/registry.py": registry})
+    root = "vllm." if top == "tree" else ""
+    if top == "package":
+        index = RepoIndex.build(tmp_path / "vllm")
+    served = served_architectures(index, {"DeepseekV3ForCausalLM"})
+    assert served is not None
+    assert served.only_for(f"{root}models.kimi_k3.nvidia.drafter.attention") == {"KimiK3ForConditionalGeneration", "KimiK31ForConditionalGeneration"}
+    assert served.only_for(f"{root}model_executor.models.deepseek_v2") == {"DeepseekV3ForCausalLM"}
+    # Shared code, and a module whose name only starts like a model's: every model.
+    assert served.only_for(f"{root}v1.attention.backends.mla.flashinfer_mla") is None
+    assert served.only_for(f"{root}models.kimi_k30") is None
+
+
+@pytest.mark.pure
 def test_sglang_entry_classes_are_the_architectures_served(tmp_path):
     index = _tree(tmp_path, {
         "sglang/srt/models/deepseek_v2.py": "class DeepseekV3ForCausalLM: ...\nEntryClass = [DeepseekV2ForCausalLM, DeepseekV3ForCausalLM]\n",

@@ -96,6 +96,10 @@ class KernelProbe(ABC):
     #: the axis each sets: an engine's call path is probed with what its call
     #: passes for them (read from its source), never with a simpler call
     dispatch_keywords: dict[str, str] = {}
+    #: where the entry takes the query whose second-to-last axis is the head
+    #: count (keyword, position): an engine's call of it is followed from there
+    #: back to the layer's query; None: hprobe does not follow this entry's count
+    query_argument: tuple[str, int] | None = None
 
     @property
     def called_as(self) -> tuple[str, ...]:

@@ -36,6 +36,7 @@ def _parameters(entry: Callable[..., Any]) -> Any:
 class DSv4SparseMLAProbe(KernelProbe):
     id = "dsv4-sparse-mla"
     entry_point = "flashinfer.mla._core.trtllm_batch_decode_sparse_mla_dsv4"
+    query_argument = ("query", 0)
     default_sms = (100, 103, 120, 121)
     summary = "DeepSeek V4 sparse-MLA decode (SM10x TRTLLM-GEN, SM12x packed sparse path)"
     axes = (

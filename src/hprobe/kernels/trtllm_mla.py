@@ -37,6 +37,7 @@ def unchecked_for(entry: str) -> str | None:
 class TrtllmMLAProbe(KernelProbe):
     id = "trtllm-mla"
     entry_point = "flashinfer.mla.trtllm_batch_decode_with_kv_cache_mla"
+    query_argument = ("query", 0)
     default_sms = (100, 103, 120, 121)
     summary = "MLA decode, dense or sparse top-k (trtllm-gen, cute-dsl, XQA, SM12x sparse)"
     axes = (

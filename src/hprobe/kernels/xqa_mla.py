@@ -13,6 +13,7 @@ from hprobe.model.sm import SM
 class XqaMLAProbe(KernelProbe):
     id = "xqa-mla"
     entry_point = "flashinfer.mla.xqa_batch_decode_with_kv_cache_mla"
+    query_argument = ("query", 0)
     default_sms = (120, 121)
     summary = "MLA decode on the SM12x XQA kernel (dense, q_len 1)"
     axes = (

@@ -25,7 +25,7 @@ from hprobe.rules.repo.evaluate import FlashinferSource, NotEvaluable, Raises, e
 from hprobe.rules.repo.mapping import ClassMapping, Mapping, shipped_mappings
 from hprobe.rules.repo.paths import PathContext, PathReading, read_paths
 from hprobe.rules.repo.pin import RepoPin, find_pin
-from hprobe.rules.repo.registry import served_architectures
+from hprobe.rules.repo.registry import Served, served_architectures
 from hprobe.rules.repo.scan import DEFAULT_EXCLUDES, ClassInfo, FunctionInfo, RepoIndex
 from hprobe.rules.repo.status import ClassStatus
 from hprobe.rules.toml_writer import table_toml as write_table_toml
@@ -181,12 +181,13 @@ def extract(root: Path, mapping: Mapping, excludes: tuple[str, ...] = (), flashi
             notes.append(f"{cls.qualname} ({item.where}) returns {v} for {n} heads: fewer than it has")
         found.append(item)
     found.sort(key=lambda c: (c.cls.module.name, c.cls.name))
-    mapping = replace(mapping, models=_served(index, mapping.models, notes))
+    served_models, served = _served(index, mapping.models, notes)
+    mapping = replace(mapping, models=served_models)
     reaches = {name: read_reach(index, setting) for name, setting in mapping.engine_settings.items()}
     shown = (lambda rel: os.path.normpath(str(root / rel))) if root.is_dir() else (lambda rel: str(root))
     # Judged through their own entries (inconclusive there where not evaluable).
     rule_classes = {c.cls.qualname: str(c.where) for c in found if c.status is not ClassStatus.UNMAPPED}
-    paths = read_paths(PathContext(index, mapping, list(mapping.models), rule_classes, settings, flashinfer, reaches, shown))
+    paths = read_paths(PathContext(index, mapping, list(mapping.models), rule_classes, settings, flashinfer, reaches, shown, served))
     if not found and not paths.paths:
         raise _NoRule(root, mapping, _read_summary(index))
     notes[:0] = index.problems  # files are parsed on demand: known only now
@@ -214,16 +215,17 @@ def extract(root: Path, mapping: Mapping, excludes: tuple[str, ...] = (), flashi
     return RepoTables(str(root), table, found, pin, notes, index, mapping, tuple(excludes), dict(overrides or {}), flashinfer.version if flashinfer else None, paths)
 
 
-def _served(index: RepoIndex, models: list[Model], notes: list[str]) -> list[Model]:
+def _served(index: RepoIndex, models: list[Model], notes: list[str]) -> tuple[list[Model], Served | None]:
     """The models this tree can load (its registry names one of their
     architectures), each other said once; models named with --model, and
-    those of a table or --heads (no architectures), are judged whatever."""
+    those of a table or --heads (no architectures), are judged whatever.
+    With them, what the registry says (None: no registry read)."""
     wanted = {a for m in models for a in m.architectures}
     served = served_architectures(index, wanted) if wanted else None
     if served is None:
         if wanted:
             notes.append("this tree has no model registry hprobe reads (vLLM's model_executor/models/registry.py, SGLang's EntryClass declarations): every model is judged")
-        return models
+        return models, None
     kept = []
     for model in models:
         if not model.architectures or set(model.architectures) & served.architectures:
@@ -233,7 +235,7 @@ def _served(index: RepoIndex, models: list[Model], notes: list[str]) -> list[Mod
             notes.append(f"{model.name}: judged as asked (--model), though this tree serves no {' or '.join(model.architectures)} ({served.where})")
         else:
             notes.append(f"{model.name}: not served by this tree (no {' or '.join(model.architectures)} in {served.where}): not judged")
-    return kept
+    return kept, served
 
 
 def _provenance(root: Path, index: RepoIndex, mapping: Mapping, found: list[PaddingClass], paths: PathReading) -> tuple[Provenance, ...]:

@@ -31,9 +31,11 @@ from hprobe.model.padding import Backend, CallPathRecord, Model, PadMap, Reach, 
 from hprobe.model.sm import sm_names
 from hprobe.rules.repo.calls import CallSite, find_calls
 from hprobe.rules.repo.evaluate import Binding, FlashinferSource, NotEvaluable, Raises, Settings, evaluate_call
+from hprobe.rules.repo.heads import HeadTrail, trace_heads
 from hprobe.rules.repo.inline import InlineSite, evaluate_inline, find_inline
 from hprobe.rules.repo.keywords import KeywordReading, read_keywords
 from hprobe.rules.repo.mapping import HEADS_INLINE, HEADS_RULE, HEADS_UNPADDED, CallMapping, Mapping
+from hprobe.rules.repo.registry import Served
 from hprobe.rules.repo.scan import RepoIndex
 
 
@@ -126,6 +128,7 @@ class PathContext:
     flashinfer: FlashinferSource | None
     reaches: dict[str, Reach]
     shown: Callable[[str], str]  # a tree-relative path as the user named the tree
+    served: Served | None = None  # the tree's model registry: which code serves which architectures
 
 
 def read_paths(context: PathContext) -> PathReading:
@@ -138,14 +141,10 @@ def read_paths(context: PathContext) -> PathReading:
         shown = f"{context.shown(site.path)}:{site.line}"
         described = [m for m in context.mapping.calls if m.matches(site.module, site.function, site.entry)]
         if not described:
-            detail = f"{site.function or 'module level'} calls {site.entry}; the mapping does not say what decides its head count"
-            assumed = _assumed(context, site, shown, called_as[site.entry], detail)
-            if isinstance(assumed, Backend):
-                reading.backends.append(assumed)
-                path = CallPath(site, shown, PathStatus.ASSUMED, f"{detail}: shown assuming the model's heads // tp, unpadded", assumed.kernel, backends=(assumed.name,))
-            else:
-                path = CallPath(site, shown, PathStatus.UNRESOLVED, f"{detail}; {assumed}", called_as.get(site.entry))
+            path, backend = _unmapped(context, site, shown, called_as[site.entry], reading.cited)
             reading.paths.append(path)
+            if backend is not None:
+                reading.backends.append(backend)
             continue
         for m in described:
             path = _describe(context, site, shown, m)
@@ -179,12 +178,74 @@ def read_paths(context: PathContext) -> PathReading:
 ASSUMED_TOPK = 2048
 
 
-def _assumed(context: PathContext, site: CallSite, shown: str, kernel: str, why: str) -> Backend | str:
-    """A call whose head count no mapping entry describes, as a backend judged
-    on the stated assumption (every model's heads // tp, unpadded, on the SMs
-    the kernel is built for), with the keywords the call itself passes; or
-    why even that cannot be shown."""
+def _unmapped(context: PathContext, site: CallSite, shown: str, kernel: str, cited: set[tuple[str, int]]) -> tuple[CallPath, Backend | None]:
+    """A call no mapping entry describes: its head count followed through the
+    engine's code from the layer's query (heads.py) and judged; where the trail
+    ends, shown on the stated assumption with the file:line where it ended."""
     probe = get_probe(kernel)
+    axes = _call_axes(context, site, probe)
+    unmapped = f"{site.function or 'module level'} calls {site.entry}; the mapping does not say what decides its head count"
+    # Dispatch keywords hprobe cannot read leave the variant unknown: the call is
+    # still shown, on the entry's defaults, and that is said (never dropped).
+    options, said = axes if not isinstance(axes, str) else ({}, [f"{axes}: shown with {probe.id}'s defaults"])
+    models, serves = _site_models(context, site)
+    if not models:
+        return CallPath(site, shown, PathStatus.JUDGED, f"{site.function or 'module level'} calls {site.entry}; {serves}, none of the models judged", kernel), None
+    restrict = tuple(model.name for model in models) if len(models) < len(context.models) else ()
+    end = _followed(context, site, probe)
+    counts = sorted({n for model in models for _, n in model.per_rank()})
+    name = f"{site.module}.{site.function or '<module>'}:{site.line}"
+    if isinstance(end, HeadTrail):
+        values = {n: end.evaluate(n) for n in counts}
+        stopped = next((v for v in values.values() if isinstance(v, NotEvaluable)), None)
+        if stopped is None:
+            cited.update(end.cited)
+            cited.add((site.path, site.line))
+            how = f"followed from the layer's query ({context.shown(end.root)}): {end.said}"
+            rule = PadMap(tuple((n, v) for n, v in values.items() if isinstance(v, int)))
+            branches = tuple(((model.name, n), f"{shown} [{how}]") for model in models for _, n in model.per_rank())
+            # A top-k the call does not spell is the one assumption left: the count is the engine's own, the variant is not.
+            taken = f"assumed: {'; '.join(said)} (the head count is the engine's own: {how})" if said else None
+            backend = Backend(name + " [traced]", kernel, probe.default_sms, rule, Where(context.shown(site.path), site.line), tuple(options.items()), models=restrict, branches=branches, assumed=taken)
+            detail = f"{site.function or 'module level'} calls {site.entry}; its head count {how}" + "".join(f"; {x}" for x in [serves, *said] if x)
+            return CallPath(site, shown, PathStatus.ASSUMED if said else PathStatus.JUDGED, detail, kernel, backends=(backend.name,)), backend
+        # The count is the engine's expression, but it depends on what the
+        # engine fills at run time: say both, with where evaluation stopped.
+        unmapped = f"{site.function or 'module level'} calls {site.entry} with {end.said} heads, followed from the layer's query ({context.shown(end.root)})"
+        end = NotEvaluable(stopped.path, stopped.line, f"{end.said} depends on {stopped.what}")
+    ended = f"{context.shown(end.path)}:{end.line}" if end.path else shown
+    assumption = f"assumed: the model's heads // tp, unpadded ({unmapped}; the trail ended at {ended}: {end.what}{'; ' + '; '.join(said) if said else ''})"
+    backend = Backend(name + " [assumed]", kernel, probe.default_sms, PadMap(tuple((n, n) for n in counts)), Where(context.shown(site.path), site.line), tuple(options.items()), models=restrict, assumed=assumption)
+    detail = f"{unmapped}; the trail ended at {ended}: {end.what}: shown assuming the model's heads // tp, unpadded" + (f"; {serves}" if serves else "")
+    return CallPath(site, shown, PathStatus.ASSUMED, detail, kernel, backends=(backend.name,)), backend
+
+
+def _site_models(context: PathContext, site: CallSite) -> tuple[list[Model], str]:
+    """The models a call can run for: where the tree's registry puts the call's
+    module inside one model's implementation, only the models of those
+    architectures; else every model. With that, in words ("" for every model)."""
+    owners = context.served.only_for(site.module) if context.served is not None else None
+    if owners is None:
+        return list(context.models), ""
+    assert context.served is not None
+    said = f"it runs only for {', '.join(sorted(owners))} ({context.served.where})"
+    return [model for model in context.models if set(model.architectures) & owners or not model.architectures], said
+
+
+def _followed(context: PathContext, site: CallSite, probe: Any) -> HeadTrail | NotEvaluable:
+    """The trail of the call's query back to the layer's, or where it ended."""
+    module = context.index.by_suffix(site.module)
+    if probe.query_argument is None or module is None:
+        return NotEvaluable("", 0, f"hprobe does not follow the head count of {probe.id}'s calls")
+    if not context.mapping.layer_query:
+        return NotEvaluable("", 0, "the mapping names no layer query (`layer_query`) to follow the count back to")
+    return trace_heads(context.index, module, site.line, probe.query_argument, context.mapping.layer_query)
+
+
+def _call_axes(context: PathContext, site: CallSite, probe: Any) -> tuple[dict[str, str | int], list[str]] | str:
+    """The axis values an unmapped call passes itself (what it says it passes
+    for the probe's dispatch keywords), with what was taken on assumption; or
+    why hprobe cannot read them."""
     reading = _dispatch(context, site, probe)
     options: dict[str, str | int] = {}
     said: list[str] = []
@@ -207,12 +268,11 @@ def _assumed(context: PathContext, site: CallSite, shown: str, kernel: str, why:
                 said.append(f"{keyword}={ast.unparse(node)[:40]} taken as {ASSUMED_TOPK}")
         elif isinstance(literal, str) and literal in axis.choices:
             options[axis_name] = literal
+        elif isinstance(literal, str):
+            return f"it passes {keyword}={literal!r}, a value {probe.id} is not probed with ({', '.join(map(str, axis.choices))})"
         else:
             return f"it passes {keyword}={ast.unparse(node)[:40]}, which hprobe cannot read"
-    counts = sorted({n for model in context.models for _, n in model.per_rank()})
-    assumption = f"assumed: the model's heads // tp, unpadded ({why}; the trail ended at {shown}{'; ' + '; '.join(said) if said else ''})"
-    name = f"{site.module}.{site.function or '<module>'}:{site.line} [assumed]"
-    return Backend(name, kernel, probe.default_sms, PadMap(tuple((n, n) for n in counts)), Where(context.shown(site.path), site.line), tuple(options.items()), assumed=assumption)
+    return options, said
 
 
 def _how(m: CallMapping) -> str:

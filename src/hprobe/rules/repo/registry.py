@@ -15,7 +15,7 @@ are all judged, and a note says the registry was not found."""
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hprobe.rules.repo.scan import ModuleInfo, RepoIndex
 
@@ -28,6 +28,15 @@ class Served:
 
     architectures: frozenset[str]
     where: str  # the registry file, or "EntryClass declarations under DIR"
+    # architecture -> the module (or package) that implements it, as the tree
+    # names modules: code under it runs only for those architectures
+    homes: dict[str, str] = field(default_factory=dict)
+
+    def only_for(self, module: str) -> frozenset[str] | None:
+        """The architectures whose implementation `module` is part of, or None
+        when it belongs to no model's (shared code: every model's)."""
+        owners = frozenset(arch for arch, home in self.homes.items() if home and module == home or module.startswith(home + "."))
+        return owners or None
 
 
 def served_architectures(index: RepoIndex, wanted: set[str]) -> Served | None:
@@ -36,27 +45,42 @@ def served_architectures(index: RepoIndex, wanted: set[str]) -> Served | None:
     are read only in the files that mention one of them)."""
     registry = index.by_suffix(VLLM_REGISTRY)
     if registry is not None:
-        return Served(frozenset(_registry_keys(registry)), registry.path)
+        registered = _registry_homes(registry)
+        return Served(frozenset(registered), registry.path, registered)
     # Only the files that name a wanted architecture are parsed (SGLang has
     # hundreds of model files); the rest are searched as text.
     declaring = index.mentioning("EntryClass")
     if not declaring:
         return None
-    found: set[str] = set()
+    homes: dict[str, str] = {}
     for module in index.modules_mentioning(wanted) if wanted else []:
-        found |= _entry_classes(module)
+        homes.update(dict.fromkeys(_entry_classes(module), module.name))
     folders = sorted({path.rpartition("/")[0] or "." for path in declaring})
     where = f"the EntryClass declarations under {folders[0]}" + (f" and {len(folders) - 1} more folders" if len(folders) > 1 else "")
-    return Served(frozenset(found), where)
+    return Served(frozenset(homes), where, homes)
 
 
-def _registry_keys(module: ModuleInfo) -> set[str]:
-    keys: set[str] = set()
+def _registry_homes(module: ModuleInfo) -> dict[str, str]:
+    """Each key of the registry's dicts with the module its value names:
+    `("deepseek_v2", cls)` beside the registry, `("vllm.models.deepseek_v4",
+    cls)` as written; a key whose value is not such a tuple has no home."""
+    beside = module.name.rpartition(".")[0]
+    top = module.name.partition(".")[0]  # "vllm"; the registry's own folder when the tree is the package itself
+    homes: dict[str, str] = {}
     for node in module.tree.body:
         value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
-        if isinstance(value, ast.Dict):
-            keys |= {k.value for k in value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
-    return keys
+        if not isinstance(value, ast.Dict):
+            continue
+        for key, item in zip(value.keys, value.values, strict=True):
+            if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+                continue
+            named = item.elts[0] if isinstance(item, ast.Tuple) and item.elts else None
+            if isinstance(named, ast.Constant) and isinstance(named.value, str) and named.value:
+                first, _, rest = named.value.partition(".")
+                homes[key.value] = f"{beside}.{named.value}" if not rest else named.value if first == top else rest
+            else:
+                homes.setdefault(key.value, "")
+    return homes
 
 
 def _entry_classes(module: ModuleInfo) -> set[str]:
