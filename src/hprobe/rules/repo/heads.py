@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hprobe.rules.repo.evaluate import Binding, NotEvaluable, Opaque, Raises, evaluate_expression
-from hprobe.rules.repo.keywords import call_at, function_at, innermost_function
+from hprobe.rules.repo.keywords import call_at, class_at, function_at
 from hprobe.rules.repo.scan import ClassInfo, ModuleInfo, RepoIndex, resolve_relative
 
 # How many functions (helpers and callers) a trail crosses before it ends.
@@ -215,11 +215,59 @@ def _value(part: Part, n: int, index: RepoIndex, binding: Binding) -> Any:
 
 
 @dataclass
+class TreeCalls:
+    """What the callers' search reads again and again in one tree, read once
+    for every trail in it: a large tree (vLLM) has thousands of modules, and
+    each trail asks per function."""
+
+    index: RepoIndex | None
+    _calls: dict[str, dict[str, list[tuple[Function | None, ast.Call]]]] = field(default_factory=dict)
+    _shared: dict[str, bool] = field(default_factory=dict)
+    _sites: dict[str, tuple[list[tuple[ModuleInfo, Function | None, ast.Call]], Iterator[tuple[ModuleInfo, Function | None, ast.Call]]]] = field(default_factory=dict)
+
+    def sites(self, index: RepoIndex, name: str) -> Iterator[tuple[ModuleInfo, Function | None, ast.Call]]:
+        """Every call of `name` in the tree with its module and holder, module
+        by module. A trail asks for the same function's callers once per
+        parameter and path: what one search found is replayed, and a module is
+        parsed only when some search gets that far."""
+        if name not in self._sites:
+            scan = ((module, caller, call) for module in index.each_module_naming(name) for caller, call in self.calls_named(module, name))
+            self._sites[name] = ([], scan)
+        found, rest = self._sites[name]
+        at = 0
+        while True:
+            if at == len(found):
+                site = next(rest, None)
+                if site is None:
+                    return
+                found.append(site)
+            yield found[at]
+            at += 1
+
+    def calls_named(self, module: ModuleInfo, name: str) -> list[tuple[Function | None, ast.Call]]:
+        """The calls of `name` (a bare name or an attribute) in `module`, each with the function that holds it."""
+        table = self._calls.get(module.path)
+        if table is None:
+            table = self._calls[module.path] = _calls_by_name(module.tree)
+        return table.get(name, [])
+
+    def shared(self, index: RepoIndex, name: str) -> bool:
+        """Whether more than one class of the tree defines a method `name`
+        (then `obj.name(...)` may call another class's): the files that spell
+        `def name(` are parsed until a second is found."""
+        if name not in self._shared:
+            definers = (cls for module in index.each_module_mentioning({f"def {name}("}) for cls in module.classes.values() if name in cls.methods)
+            self._shared[name] = next(definers, None) is not None and next(definers, None) is not None
+        return self._shared[name]
+
+
+@dataclass
 class _Trail:
     index: RepoIndex
     roots: dict[str, str]  # function name -> the parameter that carries the layer's query
     cited: list[tuple[str, int]] = field(default_factory=list)
     root: str | None = None
+    tree: TreeCalls = field(default_factory=lambda: TreeCalls(None))
 
     def cite(self, frame: _Frame, node: ast.AST) -> None:
         self.cited.append(frame.where(node))
@@ -445,13 +493,10 @@ class _Trail:
             return _Root(where)
         if frame.depth >= MAX_TRAIL:
             return self._end(frame, function, f"followed {MAX_TRAIL} functions deep")
-        callers = list(self._callers(frame))
-        if not callers:
-            if not tensor:
-                return _Unknowable(f"{frame.module.path}:{function.lineno}: `{name}` of {function.name} is filled by a caller hprobe does not follow")
-            return self._end(frame, function, f"no call of {function.name} in the tree hands it `{name}`; the engine calls it from code hprobe does not follow")
         parts: list[Part] = []
-        for caller in callers:
+        # Callers are searched lazily: the first that ends the trail ends the
+        # search, and the modules after it are never parsed.
+        for caller in self._callers(frame):
             if isinstance(caller, TrailEnd):
                 return caller if tensor else _Unknowable(str(caller))
             handed = caller.passed(name)
@@ -459,6 +504,10 @@ class _Trail:
             if isinstance(part, TrailEnd):
                 return part if tensor else _Unknowable(str(part))
             parts.append(part)
+        if not parts:
+            if not tensor:
+                return _Unknowable(f"{frame.module.path}:{function.lineno}: `{name}` of {function.name} is filled by a caller hprobe does not follow")
+            return self._end(frame, function, f"no call of {function.name} in the tree hands it `{name}`; the engine calls it from code hprobe does not follow")
         return parts[0] if len(parts) == 1 else _Callers(tuple(parts), f"{frame.module.path}:{function.lineno}")
 
     def _callers(self, frame: _Frame) -> Iterator[_Frame | TrailEnd]:
@@ -467,34 +516,33 @@ class _Trail:
         or rule out)."""
         assert frame.function is not None
         function, owner = frame.function, frame.owner
-        shared = owner is not None and len(self.index.classes_with(function.name)) > 1
-        for module in self.index.modules_mentioning({function.name}):
-            for caller, call in _calls_named(module.tree, function.name):
-                if not _fits(call, function, owner is not None):
-                    continue  # a call with these arguments would raise TypeError: not a call of it
-                caller_frame = _Frame(module, caller, function_at(self.index, module, call.lineno)[1])
-                resolved = self._function(call.func, caller_frame)
-                entered = (module, caller, caller_frame.owner)
-                if resolved is not None:
-                    if resolved[1].node is function:
-                        yield _enter(call, function, owner is not None, entered, frame.depth + 1, frame.module, owner)
-                    continue
-                if owner is None:
-                    # A function: a bare name bound to something else, or `obj.name(...)`, is not it.
-                    if isinstance(call.func, ast.Name) and not _bound_in(module, caller, call.func.id):
-                        yield TrailEnd(module.path, call.lineno, f"`{_text(call.func)}` may be {function.name}")
-                    continue
-                if not isinstance(call.func, ast.Attribute):
-                    continue  # a bare name never calls a method
-                if _is_self_call(call.func):
-                    related = caller_frame.owner is not None and (owner in self.index.mro(caller_frame.owner) or caller_frame.owner in self.index.mro(owner))
-                    if related:
-                        yield TrailEnd(module.path, call.lineno, f"`{_text(call.func)}(...)` may reach {function.name}")
-                    continue
-                if shared:
-                    yield TrailEnd(module.path, call.lineno, f"`{_text(call.func)}(...)` may call {owner.name}.{function.name} or another class's {function.name}")
-                    continue
-                yield _enter(call, function, True, entered, frame.depth + 1, frame.module, owner)
+        for module, caller, call in self.tree.sites(self.index, function.name):
+            if not _fits(call, function, owner is not None):
+                continue  # a call with these arguments would raise TypeError: not a call of it
+            caller_frame = _Frame(module, caller, class_at(module, call.lineno))
+            resolved = self._function(call.func, caller_frame)
+            entered = (module, caller, caller_frame.owner)
+            if resolved is not None:
+                if resolved[1].node is function:
+                    yield _enter(call, function, owner is not None, entered, frame.depth + 1, frame.module, owner)
+                continue
+            if owner is None:
+                # A function: a bare name bound to something else, or `obj.name(...)`, is not it.
+                if isinstance(call.func, ast.Name) and not _bound_in(module, caller, call.func.id):
+                    yield TrailEnd(module.path, call.lineno, f"`{_text(call.func)}` may be {function.name}")
+                continue
+            if not isinstance(call.func, ast.Attribute):
+                continue  # a bare name never calls a method
+            if _is_self_call(call.func):
+                related = caller_frame.owner is not None and (owner in self.index.mro(caller_frame.owner) or caller_frame.owner in self.index.mro(owner))
+                if related:
+                    yield TrailEnd(module.path, call.lineno, f"`{_text(call.func)}(...)` may reach {function.name}")
+                continue
+            # Whether another class defines the name is asked last: it parses every module that mentions it.
+            if self.tree.shared(self.index, function.name):
+                yield TrailEnd(module.path, call.lineno, f"`{_text(call.func)}(...)` may call {owner.name}.{function.name} or another class's {function.name}")
+                continue
+            yield _enter(call, function, True, entered, frame.depth + 1, frame.module, owner)
 
     def _returned(self, call: ast.Call, frame: _Frame, module: ModuleInfo, helper: Any, owner: ClassInfo | None) -> Part | TrailEnd:
         """A helper's returned query: every `return` must give the same count."""
@@ -535,15 +583,16 @@ class _Trail:
         return TrailEnd(path, line, why)
 
 
-def trace_heads(index: RepoIndex, module: ModuleInfo, line: int, query: tuple[str, int], roots: dict[str, str]) -> HeadTrail | TrailEnd:
+def trace_heads(index: RepoIndex, module: ModuleInfo, line: int, query: tuple[str, int], roots: dict[str, str], tree: TreeCalls | None = None) -> HeadTrail | TrailEnd:
     """Follow the query of the call at `line` of `module` (passed as keyword
-    `query[0]` or positionally at `query[1]`) back to the layer's query."""
+    `query[0]` or positionally at `query[1]`) back to the layer's query;
+    `tree`: what earlier trails in the same tree have read."""
     function, owner = function_at(index, module, line)
     call = call_at(function or module.tree, line)
     if call is None:
         return TrailEnd(module.path, line, "the call could not be found again")
     frame = _Frame(module, function, owner)
-    trail = _Trail(index, roots)
+    trail = _Trail(index, roots, tree=tree if tree is not None and tree.index is index else TreeCalls(index))
     name, position = query
     part: Part | TrailEnd = _ABSENT
     if any(isinstance(a, ast.Starred) for a in call.args[: position + 1]):
@@ -790,12 +839,22 @@ def _loaded_names(node: ast.expr) -> list[str]:
     return [n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
 
 
-def _calls_named(tree: ast.Module, name: str) -> Iterator[tuple[Function | None, ast.Call]]:
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            func = node.func
-            if (func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None) == name:
-                yield innermost_function(tree, node.lineno), node
+def _calls_by_name(tree: ast.Module) -> dict[str, list[tuple[Function | None, ast.Call]]]:
+    """Every call in `tree` by the name it calls (`f(...)`, `x.f(...)`), with
+    the innermost function that holds it: one walk of the module."""
+    table: dict[str, list[tuple[Function | None, ast.Call]]] = {}
+
+    def visit(node: ast.AST, holder: Function | None) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Call):
+                func = child.func
+                name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+                if name is not None:
+                    table.setdefault(name, []).append((holder, child))
+            visit(child, child if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else holder)
+
+    visit(tree, None)
+    return table
 
 
 def _fits(call: ast.Call, function: Function, method: bool) -> bool:

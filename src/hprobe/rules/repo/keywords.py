@@ -404,12 +404,12 @@ def innermost_function(tree: ast.AST, line: int) -> ast.FunctionDef | ast.AsyncF
 
 
 def function_at(index: RepoIndex, module: ModuleInfo, line: int) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef | None, ClassInfo | None]:
-    function = innermost_function(module.tree, line)
-    owner = None
-    for cls in module.classes.values():
-        if cls.node.lineno <= line <= (cls.node.end_lineno or cls.node.lineno):
-            owner = cls
-    return function, owner
+    return innermost_function(module.tree, line), class_at(module, line)
+
+
+def class_at(module: ModuleInfo, line: int) -> ClassInfo | None:
+    """The top-level class whose body holds `line`."""
+    return next((cls for cls in module.classes.values() if cls.node.lineno <= line <= (cls.node.end_lineno or cls.node.lineno)), None)
 
 
 def call_at(tree: ast.AST, line: int) -> ast.Call | None:

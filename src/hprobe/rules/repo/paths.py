@@ -31,7 +31,7 @@ from hprobe.model.padding import Backend, CallPathRecord, Model, PadMap, Reach, 
 from hprobe.model.sm import sm_names
 from hprobe.rules.repo.calls import CallSite, find_calls
 from hprobe.rules.repo.evaluate import Binding, FlashinferSource, NotEvaluable, Raises, Settings, evaluate_call
-from hprobe.rules.repo.heads import HeadTrail, trace_heads
+from hprobe.rules.repo.heads import HeadTrail, TreeCalls, trace_heads
 from hprobe.rules.repo.inline import InlineSite, evaluate_inline, find_inline
 from hprobe.rules.repo.keywords import KeywordReading, read_keywords
 from hprobe.rules.repo.mapping import HEADS_INLINE, HEADS_RULE, HEADS_UNPADDED, CallMapping, Mapping
@@ -136,12 +136,13 @@ def read_paths(context: PathContext) -> PathReading:
     reading = PathReading()
     called_as = probes_called_as()
     sites = find_calls(context.index, frozenset(called_as))
+    calls = TreeCalls(context.index)  # what one trail reads of the tree, the next reuses
     entries: dict[int, tuple[CallMapping, list[CallSite]]] = {}
     for site in sites:
         shown = f"{context.shown(site.path)}:{site.line}"
         described = [m for m in context.mapping.calls if m.matches(site.module, site.function, site.entry)]
         if not described:
-            path, backend = _unmapped(context, site, shown, called_as[site.entry], reading.cited)
+            path, backend = _unmapped(context, site, shown, called_as[site.entry], reading.cited, calls)
             reading.paths.append(path)
             if backend is not None:
                 reading.backends.append(backend)
@@ -178,7 +179,7 @@ def read_paths(context: PathContext) -> PathReading:
 ASSUMED_TOPK = 2048
 
 
-def _unmapped(context: PathContext, site: CallSite, shown: str, kernel: str, cited: set[tuple[str, int]]) -> tuple[CallPath, Backend | None]:
+def _unmapped(context: PathContext, site: CallSite, shown: str, kernel: str, cited: set[tuple[str, int]], calls: TreeCalls) -> tuple[CallPath, Backend | None]:
     """A call no mapping entry describes: its head count followed through the
     engine's code from the layer's query (heads.py) and judged; where the trail
     ends, shown on the stated assumption with the file:line where it ended."""
@@ -192,7 +193,7 @@ def _unmapped(context: PathContext, site: CallSite, shown: str, kernel: str, cit
     if not models:
         return CallPath(site, shown, PathStatus.JUDGED, f"{site.function or 'module level'} calls {site.entry}; {serves}, none of the models judged", kernel), None
     restrict = tuple(model.name for model in models) if len(models) < len(context.models) else ()
-    end = _followed(context, site, probe)
+    end = _followed(context, site, probe, calls)
     counts = sorted({n for model in models for _, n in model.per_rank()})
     name = f"{site.module}.{site.function or '<module>'}:{site.line}"
     if isinstance(end, HeadTrail):
@@ -232,14 +233,14 @@ def _site_models(context: PathContext, site: CallSite) -> tuple[list[Model], str
     return [model for model in context.models if set(model.architectures) & owners or not model.architectures], said
 
 
-def _followed(context: PathContext, site: CallSite, probe: Any) -> HeadTrail | NotEvaluable:
+def _followed(context: PathContext, site: CallSite, probe: Any, calls: TreeCalls) -> HeadTrail | NotEvaluable:
     """The trail of the call's query back to the layer's, or where it ended."""
     module = context.index.by_suffix(site.module)
     if probe.query_argument is None or module is None:
         return NotEvaluable("", 0, f"hprobe does not follow the head count of {probe.id}'s calls")
     if not context.mapping.layer_query:
         return NotEvaluable("", 0, "the mapping names no layer query (`layer_query`) to follow the count back to")
-    return trace_heads(context.index, module, site.line, probe.query_argument, context.mapping.layer_query)
+    return trace_heads(context.index, module, site.line, probe.query_argument, context.mapping.layer_query, calls)
 
 
 def _call_axes(context: PathContext, site: CallSite, probe: Any) -> tuple[dict[str, str | int], list[str]] | str:

@@ -46,7 +46,14 @@ class ModuleInfo:
     # `X[k] = v`), or, for a class or function, decorated, assigned into or
     # deleted from after its definition. name -> where and how, in words. A
     # rule that reads one is not evaluable: its value is not what it says.
-    rebound: dict[str, str] = field(default_factory=dict)
+    # Worked out on first read: most parsed modules are only searched for a call.
+    _rebound: dict[str, str] | None = field(default=None, repr=False)
+
+    @property
+    def rebound(self) -> dict[str, str]:
+        if self._rebound is None:
+            self._rebound = rebindings(self.tree)
+        return self._rebound
 
 
 @dataclass
@@ -109,14 +116,31 @@ class RepoIndex:
 
     def modules_mentioning(self, words: set[str]) -> list[ModuleInfo]:
         """Parsed modules whose source contains any of `words`."""
-        found = []
+        return list(self.each_module_mentioning(words))
+
+    def each_module_mentioning(self, words: set[str]) -> Iterator[ModuleInfo]:
+        """The same, each parsed only when the caller asks for it (a search
+        that stops at its first find parses no further)."""
         for name in list(self.files):
             text = self._text(name)
             if text is not None and self._mentions(name, text, words):
                 module = self.module(name, text)
                 if module is not None:
-                    found.append(module)
-        return found
+                    yield module
+
+    def each_module_naming(self, name: str) -> Iterator[ModuleInfo]:
+        """Parsed modules in which the identifier `name` appears whole and not
+        as the name of its own `def`: every module that may call it. A call is
+        spelt with the name as a word; a file that holds it only inside longer
+        names (`_forward` in `_forward_impl`) or only defines it is not parsed."""
+        whole = re.compile(rf"(?<!\w)(?<!def ){re.escape(name)}(?!\w)")
+        for module_name in list(self.files):
+            text = self._text(module_name)
+            # The substring test first: it runs in C over the whole tree.
+            if text is not None and name in text and whole.search(text):
+                module = self.module(module_name, text)
+                if module is not None:
+                    yield module
 
     def mentioning(self, word: str) -> list[str]:
         """The files whose source contains `word`, unparsed (as the tree shows them)."""
@@ -328,13 +352,13 @@ class RepoIndex:
 def _too_deep(tree: ast.AST, rel: Path) -> str | None:
     """Expressions nested deeper than MAX_NESTING are refused at parse time:
     the evaluator recurses over them, and no padding rule is written so."""
-    stack = [(tree, 0)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > MAX_NESTING:
-            return f"{rel}:{getattr(node, 'lineno', '?')}: not read: nested deeper than {MAX_NESTING} levels"
-        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
-    return None
+    # Level by level: one list per depth rather than a (node, depth) pair per node.
+    level: list[ast.AST] = [tree]
+    for _ in range(MAX_NESTING + 1):
+        level = [child for node in level for child in ast.iter_child_nodes(node)]
+        if not level:
+            return None
+    return f"{rel}:{getattr(level[0], 'lineno', '?')}: not read: nested deeper than {MAX_NESTING} levels"
 
 
 # Metaclasses that keep a class body as written (ABCMeta only records
@@ -374,7 +398,6 @@ def _module_name(rel: Path) -> str:
 
 
 def _fill(module: ModuleInfo, tree: ast.Module, package: str) -> None:
-    module.rebound = rebindings(tree)
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             module.constants[node.targets[0].id] = node.value
