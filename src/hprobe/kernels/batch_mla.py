@@ -48,9 +48,9 @@ def _conventions(wrapper_cls: Any, dtype: str, layout: str = "auto") -> tuple[tu
 
 # Inputs that do not depend on h_q are made once: a sweep makes ~10,000 calls.
 @lru_cache(maxsize=16)
-def _kv_views(dtype: str, page_size: int, rank: int) -> tuple[Any, Any, Any]:
-    """The paged KV cache [pages, page_size, rank + 64] and its ckv/kpe halves."""
-    kv = mi.paged_kv(dtype, page_size, 0, rank)[:, 0]
+def _kv_views(dtype: str, page_size: int, rank: int, rope: int) -> tuple[Any, Any, Any]:
+    """The paged KV cache [pages, page_size, rank + rope] and its ckv/kpe parts (kpe empty for NoPE)."""
+    kv = mi.paged_kv(dtype, page_size, 0, rank, rope)[:, 0]
     return kv, kv[..., :rank], kv[..., rank:]
 
 
@@ -69,13 +69,14 @@ def _page_table(pages: int) -> Any:
     return torch.zeros(1, pages, dtype=torch.int32)
 
 
-def _plan_and_run(wrapper_cls: Any, backend: str, heads: int, dtype: str, q_dtype: str, page_size: int, rank: int, layout: str) -> None:
+def _plan_and_run(wrapper_cls: Any, backend: str, heads: int, dtype: str, q_dtype: str, page_size: int, rank: int, layout: str, rope: int = mi.QK_ROPE_HEAD_DIM) -> None:
     ws = mi.workspace()
     kwargs = {} if backend == "auto" else {"backend": backend}
     wrapper = wrapper_cls(ws, **kwargs)
-    kv, ckv, kpe = _kv_views(dtype, page_size, rank)
-    # Split query halves are their own contiguous tensors, as callers pass them.
-    q_nope, q_pe = mi.zeros((1, heads, rank), q_dtype), mi.zeros((1, heads, mi.QK_ROPE_HEAD_DIM), q_dtype)
+    kv, ckv, kpe = _kv_views(dtype, page_size, rank, rope)
+    # Split query halves are their own contiguous tensors, as callers pass them
+    # (a NoPE model hands a zero-width rope part).
+    q_nope, q_pe = mi.zeros((1, heads, rank), q_dtype), mi.zeros((1, heads, rope), q_dtype)
     pages = mi.pages_for(page_size)
     # fp8 KV scales where run() takes them (0.7.x); 0.6.13's run() has none and
     # would fail on the keyword, not on heads.
@@ -89,12 +90,12 @@ def _plan_and_run(wrapper_cls: Any, backend: str, heads: int, dtype: str, q_dtyp
         mi.seq_lens(),
         heads,
         rank,
-        mi.QK_ROPE_HEAD_DIM,
+        rope,
         page_size,
         False,
         # DeepSeek's softmax scale, 1/sqrt(qk_nope + qk_rope) = 1/sqrt(192): what
         # callers pass, and what 0.7.4's cutlass plan contract requires (:189).
-        1.0 / ((mi.QK_NOPE_HEAD_DIM + mi.QK_ROPE_HEAD_DIM) ** 0.5),
+        1.0 / ((mi.QK_NOPE_HEAD_DIM + rope) ** 0.5),
         mi.torch_dtype(q_dtype),
         mi.torch_dtype(dtype),
     )
@@ -108,7 +109,7 @@ def _plan_and_run(wrapper_cls: Any, backend: str, heads: int, dtype: str, q_dtyp
         # 0.7.4's planned XQA run refuses to allocate its output: callers pass it.
         extra["out"] = mi.zeros((1, heads, rank), "bf16")
     if layout == "packed":
-        query = mi.zeros((1, heads, rank + mi.QK_ROPE_HEAD_DIM), q_dtype)
+        query = mi.zeros((1, heads, rank + rope), q_dtype)
         wrapper.run(query=query, kv_cache=kv, **scales, **extra)
     else:
         wrapper.run(query=(q_nope, q_pe), kv_cache=(ckv, kpe), **scales, **extra)
@@ -125,6 +126,7 @@ class BatchMLAProbe(KernelProbe):
         Axis("dtype", "bf16", mi.DTYPES, help="KV cache dtype (fp8: the query dtype the release requires beside it)"),
         Axis("page_size", 64, help="KV cache page size"),
         Axis("kv_lora_rank", mi.KV_LORA_RANK, mi.KV_LORA_RANKS, help="latent width (256: models with the smaller latent)"),
+        Axis("qk_rope_head_dim", mi.QK_ROPE_HEAD_DIM, (mi.QK_ROPE_HEAD_DIM, 0), help="the query's and cache's rope part (0: NoPE MLA, plan(head_dim_kpe=0))"),
         # The input form a caller uses. auto: the first of them under which any
         # call reaches compiled code; a named form is answered on its own.
         Axis("layout", "auto", ("auto", *_LAYOUTS), help="query/KV form: split-legacy (0.6.x), packed or split (plan(query_layout=...), 0.7.x); auto: the first that reaches compiled code"),
@@ -166,5 +168,6 @@ class BatchMLAProbe(KernelProbe):
                 "page_size": int(config["page_size"]),
                 "rank": int(config["kv_lora_rank"]),
                 "layout": layout,
+                "rope": int(config["qk_rope_head_dim"]),
             },
         )

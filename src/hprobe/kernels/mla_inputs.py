@@ -77,14 +77,14 @@ def pages_for(page_size: int, seq_len: int = SEQ_LEN) -> int:
 
 
 @lru_cache(maxsize=32)
-def paged_kv(dtype: str, page_size: int, packed_bytes: int = 0, kv_lora_rank: int = KV_LORA_RANK) -> Any:
-    """[pages, 1, page_size, rank + 64] in `dtype`, or a packed uint8 pool of `packed_bytes` per token."""
+def paged_kv(dtype: str, page_size: int, packed_bytes: int = 0, kv_lora_rank: int = KV_LORA_RANK, rope: int = QK_ROPE_HEAD_DIM) -> Any:
+    """[pages, 1, page_size, rank + rope] in `dtype` (rope 0: NoPE MLA), or a packed uint8 pool of `packed_bytes` per token."""
     import torch
 
     pages = max(NUM_PAGES, pages_for(page_size))
     if packed_bytes:
         return torch.zeros(pages, 1, page_size, packed_bytes, dtype=torch.uint8)
-    return torch.zeros(pages, 1, page_size, kv_lora_rank + QK_ROPE_HEAD_DIM, dtype=torch_dtype(dtype))
+    return torch.zeros(pages, 1, page_size, kv_lora_rank + rope, dtype=torch_dtype(dtype))
 
 
 @lru_cache(maxsize=32)

@@ -402,13 +402,39 @@ def _call_options(context: PathContext, m: CallMapping, sites: list[CallSite], p
 
 
 def _backends(context: PathContext, m: CallMapping, sites: list[CallSite], cited: set[tuple[str, int]]) -> tuple[list[Backend], list[PathProblem]]:
-    """The backends that judge one judged [[call]] entry: per group of SMs that
-    answer alike, per backend its count picks."""
+    """The backends that judge one judged [[call]] entry: per group of models
+    whose own attributes set the same probe axes, per group of SMs that answer
+    alike, per backend its count picks."""
     assert m.kernel is not None
-    site = sites[0]
     models = [mo for mo in context.models if mo.takes(m.model_family)]
     if not models:
         return [], []  # no model judged here takes this path (--model of another family)
+    groups = _by_model_axes(get_probe(m.kernel), models)
+    out: list[Backend] = []
+    for axes, members in groups.items():
+        backends, problems = _model_group_backends(context, m, sites, cited, members, dict(axes), len(groups) > 1)
+        if problems:
+            return [], problems
+        out.extend(backends)
+    return out, []
+
+
+def _by_model_axes(probe: Any, models: list[Model]) -> dict[tuple[tuple[str, Any], ...], list[Model]]:
+    """Models grouped by the probe axes their own attributes set: a NoPE
+    model (`qk_rope_head_dim = 0`) hands the same call a query without a rope
+    part, and is probed so."""
+    groups: dict[tuple[tuple[str, Any], ...], list[Model]] = {}
+    for model in models:
+        key = tuple((name, value) for name, value in model.attributes if probe.axis(name) is not None)
+        groups.setdefault(key, []).append(model)
+    return groups
+
+
+def _model_group_backends(
+    context: PathContext, m: CallMapping, sites: list[CallSite], cited: set[tuple[str, int]], models: list[Model], model_axes: dict[str, Any], split: bool
+) -> tuple[list[Backend], list[PathProblem]]:
+    assert m.kernel is not None
+    site = sites[0]
     restrict = tuple(mo.name for mo in models) if len(models) < len(context.models) else ()
     base = _base_name(m, site)
     prepared = _prepared(context, m, sites)
@@ -442,12 +468,12 @@ def _backends(context: PathContext, m: CallMapping, sites: list[CallSite], cited
             picked = _picked_backends(context, m, site, part)
             if isinstance(picked, NotEvaluable):
                 return [], [PathProblem(base, m.kernel, m.sms, restrict, picked)]
-            label = base + (f" ({'/'.join(names)})" if names != restrict else "")
+            label = base + (f" ({'/'.join(names)})" if names != restrict or split else "")
             for backend_value, counts in picked.items():
                 call_options = _call_options(context, m, sites, backend_value)
                 if isinstance(call_options, NotEvaluable):
                     return [], [PathProblem(base, m.kernel, m.sms, restrict, call_options)]
-                out.append(_backend(context, m, site, label, tuple(sms), names, part, branches, backend_value, counts, len(groups) > 1, call_options))
+                out.append(_backend(context, m, site, label, tuple(sms), names, part, branches, backend_value, counts, len(groups) > 1, {**call_options, **model_axes}))
     return out, []
 
 
