@@ -127,7 +127,7 @@ def vllm_025(tmp_path_factory) -> Path:
 @pytest.mark.slow
 def test_a_waiver_file_lets_vllm_025_on_sm120_pass_and_an_expired_one_fails_it(cli, vllm_025, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the file is found in the current directory
-    monkeypatch.delenv("COLUMNS")  # a log's lines, whole: the waiver lines name long temporary paths
+    monkeypatch.setenv("COLUMNS", "4000")  # a log's lines, whole: the waiver lines name long temporary paths
     code, out, err = cli("check", "--repo", str(vllm_025), "--sm", "120")
     assert code == 1, err
     # Two paths break on SM120 with 0.6.13: DSv4's padding rule, and the DSA

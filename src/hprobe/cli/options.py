@@ -16,7 +16,7 @@ AXIS_CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
 # Written out rather than read from the probes, which would load them for every
 # `--help` and every warm check; tests/test_cli_misc.py fails when a probe's
 # axes and this list differ.
-AXIS_NAMES = ("backend", "dtype", "family", "kv_counter", "kv_format", "kv_lora_rank", "kv_pool", "layout", "page_size", "q_len", "tokens", "topk")
+AXIS_NAMES = ("backend", "dtype", "family", "kv_counter", "kv_format", "kv_lora_rank", "kv_pool", "layout", "page_size", "q_len", "qk_rope_head_dim", "tokens", "topk")
 AXIS_EPILOG = (
     f"Axis options: {', '.join('--' + name.replace('_', '-') for name in AXIS_NAMES)} "
     "(every axis `hprobe kernels` lists; comma lists on matrix and diff)."

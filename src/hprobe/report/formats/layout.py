@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-# Width for output that is not a terminal (CI logs, pipes): wide enough that no
-# name is cut to `…` and no message is split; COLUMNS still wins when set.
+# The widest COLUMNS taken as a width (a larger one is read as unset).
 UNBOUNDED_WIDTH = 4000
+# Width for output that is not a terminal (CI logs, pipes) when COLUMNS is not
+# set: long lines and cells wrap, nothing is cut to `…`; COLUMNS wins when set.
+PIPED_WIDTH = 100
 
 # A piece of a line: text as written, or (text, rich style). Text from outside
 # hprobe goes through `escaping.visible` first; nothing here reads markup.

@@ -16,7 +16,7 @@ from hprobe.model.outcome import Cause, KernelSMResult, Outcome
 from hprobe.model.sm import sm_names
 from hprobe.model.verdict import Finding, Verdict
 from hprobe.report.formats.base import Formatter, RenderOptions, render_with
-from hprobe.report.formats.layout import UNBOUNDED_WIDTH, Cell, Column, Part, Row, Writer, isatty, plain_table_lines
+from hprobe.report.formats.layout import PIPED_WIDTH, UNBOUNDED_WIDTH, Cell, Column, Part, Row, Writer, isatty, plain_table_lines
 from hprobe.system.escaping import visible
 
 if TYPE_CHECKING:
@@ -31,22 +31,37 @@ if TYPE_CHECKING:
 
 
 class PlainWriter:
-    """Text without style, straight to the stream."""
+    """Text without style, straight to the stream, no line wider than `width`:
+    what rich writes without colour, without importing rich unless a line or a
+    table needs wrapping (rich wraps a line at spaces and folds a cell, never
+    cutting anything to `…`)."""
 
-    def __init__(self, stream: TextIO):
+    def __init__(self, stream: TextIO, width: int = PIPED_WIDTH):
         self.stream = stream
+        self.width = width
 
     def line(self, *parts: Part) -> None:
-        self.stream.write("".join(part if isinstance(part, str) else part[0] for part in parts) + "\n")
+        text = "".join(part if isinstance(part, str) else part[0] for part in parts)
+        if any(len(piece) > self.width for piece in text.split("\n")):
+            from rich.text import Text
+
+            self._console().print(Text(text))
+            return
+        self.stream.write(text + "\n")
 
     def table(self, columns: list[Column], rows: list[Row]) -> None:
-        lines = plain_table_lines(columns, rows, UNBOUNDED_WIDTH)
-        if lines is None:  # a cell of several lines, or wider than any log line: rich folds it
-            from hprobe.report.formats.terminal import make_console, rich_table
+        lines = plain_table_lines(columns, rows, self.width)
+        if lines is None:  # a cell of several lines, or a row wider than the width: rich folds it
+            from hprobe.report.formats.terminal import rich_table
 
-            make_console(stream=self.stream, width=UNBOUNDED_WIDTH).print(rich_table(columns, rows))
+            self._console().print(rich_table(columns, rows))
             return
         self.stream.write("\n".join(lines) + "\n")
+
+    def _console(self) -> Any:
+        from hprobe.report.formats.terminal import make_console
+
+        return make_console(stream=self.stream, width=self.width)
 
 
 def make_writer(stream: TextIO | None = None) -> Writer:
