@@ -69,7 +69,7 @@ def _page_table(pages: int) -> Any:
     return torch.zeros(1, pages, dtype=torch.int32)
 
 
-def _plan_and_run(wrapper_cls: Any, backend: str, heads: int, dtype: str, q_dtype: str, page_size: int, rank: int, layout: str, rope: int = mi.QK_ROPE_HEAD_DIM) -> None:
+def _plan_and_run(wrapper_cls: Any, backend: str, heads: int, dtype: str, q_dtype: str, page_size: int, rank: int, layout: str, rope: int) -> None:
     ws = mi.workspace()
     kwargs = {} if backend == "auto" else {"backend": backend}
     wrapper = wrapper_cls(ws, **kwargs)

@@ -220,18 +220,18 @@ class TreeCalls:
     for every trail in it: a large tree (vLLM) has thousands of modules, and
     each trail asks per function."""
 
-    index: RepoIndex | None
+    index: RepoIndex
     _calls: dict[str, dict[str, list[tuple[Function | None, ast.Call]]]] = field(default_factory=dict)
     _shared: dict[str, bool] = field(default_factory=dict)
     _sites: dict[str, tuple[list[tuple[ModuleInfo, Function | None, ast.Call]], Iterator[tuple[ModuleInfo, Function | None, ast.Call]]]] = field(default_factory=dict)
 
-    def sites(self, index: RepoIndex, name: str) -> Iterator[tuple[ModuleInfo, Function | None, ast.Call]]:
+    def sites(self, name: str) -> Iterator[tuple[ModuleInfo, Function | None, ast.Call]]:
         """Every call of `name` in the tree with its module and holder, module
         by module. A trail asks for the same function's callers once per
         parameter and path: what one search found is replayed, and a module is
         parsed only when some search gets that far."""
         if name not in self._sites:
-            scan = ((module, caller, call) for module in index.each_module_naming(name) for caller, call in self.calls_named(module, name))
+            scan = ((module, caller, call) for module in self.index.each_module_naming(name) for caller, call in self.calls_named(module, name))
             self._sites[name] = ([], scan)
         found, rest = self._sites[name]
         at = 0
@@ -251,12 +251,12 @@ class TreeCalls:
             table = self._calls[module.path] = _calls_by_name(module.tree)
         return table.get(name, [])
 
-    def shared(self, index: RepoIndex, name: str) -> bool:
+    def shared(self, name: str) -> bool:
         """Whether more than one class of the tree defines a method `name`
         (then `obj.name(...)` may call another class's): the files that spell
         `def name(` are parsed until a second is found."""
         if name not in self._shared:
-            definers = (cls for module in index.each_module_mentioning({f"def {name}("}) for cls in module.classes.values() if name in cls.methods)
+            definers = (cls for module in self.index.each_module_mentioning({f"def {name}("}) for cls in module.classes.values() if name in cls.methods)
             self._shared[name] = next(definers, None) is not None and next(definers, None) is not None
         return self._shared[name]
 
@@ -265,9 +265,9 @@ class TreeCalls:
 class _Trail:
     index: RepoIndex
     roots: dict[str, str]  # function name -> the parameter that carries the layer's query
+    tree: TreeCalls  # what the trails of this tree have read of it
     cited: list[tuple[str, int]] = field(default_factory=list)
     root: str | None = None
-    tree: TreeCalls = field(default_factory=lambda: TreeCalls(None))
 
     def cite(self, frame: _Frame, node: ast.AST) -> None:
         self.cited.append(frame.where(node))
@@ -516,7 +516,7 @@ class _Trail:
         or rule out)."""
         assert frame.function is not None
         function, owner = frame.function, frame.owner
-        for module, caller, call in self.tree.sites(self.index, function.name):
+        for module, caller, call in self.tree.sites(function.name):
             if not _fits(call, function, owner is not None):
                 continue  # a call with these arguments would raise TypeError: not a call of it
             caller_frame = _Frame(module, caller, class_at(module, call.lineno))
@@ -539,7 +539,7 @@ class _Trail:
                     yield TrailEnd(module.path, call.lineno, f"`{_text(call.func)}(...)` may reach {function.name}")
                 continue
             # Whether another class defines the name is asked last: it parses every module that mentions it.
-            if self.tree.shared(self.index, function.name):
+            if self.tree.shared(function.name):
                 yield TrailEnd(module.path, call.lineno, f"`{_text(call.func)}(...)` may call {owner.name}.{function.name} or another class's {function.name}")
                 continue
             yield _enter(call, function, True, entered, frame.depth + 1, frame.module, owner)
@@ -592,7 +592,8 @@ def trace_heads(index: RepoIndex, module: ModuleInfo, line: int, query: tuple[st
     if call is None:
         return TrailEnd(module.path, line, "the call could not be found again")
     frame = _Frame(module, function, owner)
-    trail = _Trail(index, roots, tree=tree if tree is not None and tree.index is index else TreeCalls(index))
+    # Another tree's reads are not this one's.
+    trail = _Trail(index, roots, tree if tree is not None and tree.index is index else TreeCalls(index))
     name, position = query
     part: Part | TrailEnd = _ABSENT
     if any(isinstance(a, ast.Starred) for a in call.args[: position + 1]):

@@ -121,12 +121,7 @@ class RepoIndex:
     def each_module_mentioning(self, words: set[str]) -> Iterator[ModuleInfo]:
         """The same, each parsed only when the caller asks for it (a search
         that stops at its first find parses no further)."""
-        for name in list(self.files):
-            text = self._text(name)
-            if text is not None and self._mentions(name, text, words):
-                module = self.module(name, text)
-                if module is not None:
-                    yield module
+        return self._each_module(lambda name, text: self._mentions(name, text, words))
 
     def each_module_naming(self, name: str) -> Iterator[ModuleInfo]:
         """Parsed modules in which the identifier `name` appears whole and not
@@ -134,10 +129,13 @@ class RepoIndex:
         spelt with the name as a word; a file that holds it only inside longer
         names (`_forward` in `_forward_impl`) or only defines it is not parsed."""
         whole = re.compile(rf"(?<!\w)(?<!def ){re.escape(name)}(?!\w)")
+        # The substring test first: it runs in C over the whole tree.
+        return self._each_module(lambda _, text: name in text and whole.search(text) is not None)
+
+    def _each_module(self, accept: Callable[[str, str], bool]) -> Iterator[ModuleInfo]:
         for module_name in list(self.files):
             text = self._text(module_name)
-            # The substring test first: it runs in C over the whole tree.
-            if text is not None and name in text and whole.search(text):
+            if text is not None and accept(module_name, text):
                 module = self.module(module_name, text)
                 if module is not None:
                     yield module
