@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 
 from hprobe.compiled.files import TABLE_SETTING
@@ -51,11 +52,22 @@ class Tables:
 
 @dataclass(frozen=True)
 class Existence:
-    """Whether a kernel launches for one h_q, over the grid of shapes."""
+    """Whether a kernel launches for one h_q, over the grid of shapes: how many
+    shapes launch, are refused and are left to a run-time answer, and the first
+    of each (batch, KV length or top-k, what happened), which is what a
+    conclusion cites. Small, so that answers worked out in a child cross a pipe
+    quickly."""
 
-    launched: tuple[tuple[int, int, Launch], ...]  # (batch, kv, launch)
-    refused: tuple[tuple[int, int, Refusal], ...]
-    undetermined: tuple[tuple[int, int, str], ...]
+    launched: int
+    refused: int
+    undetermined: int
+    first_launch: tuple[int, int, Launch] | None = None
+    first_refusal: tuple[int, int, Refusal] | None = None
+    first_undetermined: tuple[int, int, str] | None = None
+
+    @property
+    def shapes(self) -> int:
+        return self.launched + self.refused + self.undetermined
 
 
 def device_of(sm: SM) -> Device:
@@ -65,7 +77,9 @@ def device_of(sm: SM) -> Device:
 
 
 def existence(selection: Selection, call: TrtllmGenCall, heads: int) -> Existence:
-    launched, refused, undetermined = [], [], []
+    launched: list[tuple[int, int, Launch]] = []
+    refused: list[tuple[int, int, Refusal]] = []
+    undetermined: list[tuple[int, int, str]] = []
     lengths = DSV4_TOP_K if call.dsv4 else KV_LENGTHS
     for batch in BATCH_SIZES:
         for kv in lengths:
@@ -80,7 +94,10 @@ def existence(selection: Selection, call: TrtllmGenCall, heads: int) -> Existenc
                 refused.append((batch, kv, exc))
             except Undetermined as exc:
                 undetermined.append((batch, kv, str(exc)))
-    return Existence(tuple(launched), tuple(refused), tuple(undetermined))
+    return Existence(
+        len(launched), len(refused), len(undetermined),
+        launched[0] if launched else None, refused[0] if refused else None, undetermined[0] if undetermined else None,
+    )
 
 
 def deepen(result: KernelSMResult, package: Path, get_tables: Callable[[], Tables]) -> None:
@@ -113,7 +130,7 @@ def deepen(result: KernelSMResult, package: Path, get_tables: Callable[[], Table
         result.notes.append(f"compiled depth: not evaluated: {tables.missing}")
         return
     selection = _selection(port, tables.table, device_of(sm))
-    evaluated = _evaluate(result, calls, selection, package)
+    evaluated = _evaluate(result, calls, port.era, selection, package)
     if evaluated:
         # A weaker basis elsewhere in the result (partial, faked device) stays what it says.
         if result.depth in (Depth.VALIDATORS, Depth.DISPATCH):
@@ -138,21 +155,57 @@ def _selection(port: Port, table: KernelTable, device: Device) -> Selection:
     return _SELECTIONS[key]
 
 
+# What an answer rests on: the era's code, the table (its digest), the GPU, the call and h_q.
+AnswerKey = tuple[str, str, Device, TrtllmGenCall, int]
+
 # A selection's answer for one call and h_q, for the run: releases that share
 # an era's code and a kernel table (0.6.12 - 0.6.15, 0.6.16 - 0.6.17) ask the
-# same 6,144 launches each. Keyed by the selection itself (kept in _SELECTIONS
-# for the run, so its id is never reused).
-_EXISTENCES: dict[tuple[int, TrtllmGenCall, int], Existence] = {}
+# same 6,144 launches each, and answers worked out ahead (evaluate_ahead, in
+# a forked child) are adopted here.
+_EXISTENCES: dict[AnswerKey, Existence] = {}
 
 
-def _existence(selection: Selection, call: TrtllmGenCall, heads: int) -> Existence:
-    key = (id(selection), call, heads)
+def _existence(era: str, selection: Selection, call: TrtllmGenCall, heads: int) -> Existence:
+    key = (era, selection.table.sha256, selection.device, call, heads)
     if key not in _EXISTENCES:
         _EXISTENCES[key] = existence(selection, call, heads)
     return _EXISTENCES[key]
 
 
-def _evaluate(result: KernelSMResult, calls: dict[str, TrtllmGenCall], selection: Selection, package: Path) -> bool:
+def evaluate_ahead(package: Path, wanted: dict[str, list[int]], heads: list[int], tables: Tables) -> dict[AnswerKey, Existence]:
+    """Every answer `deepen` can ask of `tables` for these kernel variants
+    (key -> SMs) and counts, worked out before the probe says which counts
+    reach trtllm-gen: the calls each probe can make there
+    (KernelProbe.compiled_calls), at every count. Answers of the same code,
+    table, GPU, call and count as deepen's own, so adopting them changes no
+    conclusion; what is not here deepen evaluates itself."""
+    gate, port = runner_gate(package), port_for(package)
+    if tables.table is None or not isinstance(gate, Gate) or isinstance(port, str):
+        return {}
+    answers: dict[AnswerKey, Existence] = {}
+    for key, sms in wanted.items():
+        variant = get_variant(key)
+        calls = variant.probe.compiled_calls(variant.values)
+        for sm in sms:
+            if sm not in gate.sms:
+                continue  # refused by the runner whatever the count: no selection runs
+            selection = _selection(port, tables.table, device_of(SM.from_number(sm)))
+            for call in calls:
+                for h in heads:
+                    try:
+                        found = _existence(port.era, selection, call, h)
+                    except NotPorted:
+                        continue  # deepen meets it again, and says so
+                    answers[(port.era, selection.table.sha256, selection.device, call, h)] = found
+    return answers
+
+
+def adopt(answers: dict[AnswerKey, Existence]) -> None:
+    """Take answers worked out elsewhere (evaluate_ahead in a child) as this run's own."""
+    _EXISTENCES.update(answers)
+
+
+def _evaluate(result: KernelSMResult, calls: dict[str, TrtllmGenCall], era: str, selection: Selection, package: Path) -> bool:
     evaluated = False
     refused_with_kernel: list[int] = []
     # A refused h_q reached no entry; when the release has one route here, it is the call it would have made.
@@ -162,7 +215,7 @@ def _evaluate(result: KernelSMResult, calls: dict[str, TrtllmGenCall], selection
         if call is None or head.outcome not in (Outcome.ACCEPTED, Outcome.REJECTED):
             continue
         try:
-            found = _existence(selection, call, h)
+            found = _existence(era, selection, call, h)
         except NotPorted:
             continue
         if head.outcome is Outcome.REJECTED:
@@ -177,7 +230,8 @@ def _evaluate(result: KernelSMResult, calls: dict[str, TrtllmGenCall], selection
             result.heads[h] = HeadResult(h, Outcome.INCONCLUSIVE, reason=_undetermined(found, call), cause=Cause.RUNTIME.value)
             continue
         if not found.launched:
-            batch, kv, refusal = found.refused[0]
+            assert found.first_refusal is not None  # every shape tried launched, was refused or left to run time
+            batch, kv, refusal = found.first_refusal
             # As for any refusal, the evidence is the check's words and place (an
             # entry is what an accepted call reached).
             result.heads[h] = HeadResult(h, Outcome.REJECTED, error_type="compiled check", message=refusal.message, location=_location(package, refusal))
@@ -193,37 +247,43 @@ def _evaluate(result: KernelSMResult, calls: dict[str, TrtllmGenCall], selection
 
 def _undetermined(found: Existence, call: TrtllmGenCall) -> str:
     what = "top-k" if call.dsv4 else "KV"
-    batch, kv, why = found.undetermined[0]
-    total = len(found.launched) + len(found.refused) + len(found.undetermined)
-    said = [f"compiled depth: at {len(found.undetermined)} of {total} shapes tried the launch is decided at run time (batch {batch}, {what} {kv}: {why})"]
-    if found.launched:
-        ok_batch, ok_kv, _ = found.launched[0]
-        said.append(f"a kernel launches at {len(found.launched)} (batch {ok_batch}, {what} {ok_kv})")
-    if found.refused:
-        no_batch, no_kv, refusal = found.refused[0]
-        said.append(f"none at {len(found.refused)} (batch {no_batch}, {what} {no_kv}: \"{refusal.message}\")")
+    assert found.first_undetermined is not None
+    batch, kv, why = found.first_undetermined
+    said = [f"compiled depth: at {found.undetermined} of {found.shapes} shapes tried the launch is decided at run time (batch {batch}, {what} {kv}: {why})"]
+    if found.first_launch is not None:
+        ok_batch, ok_kv, _ = found.first_launch
+        said.append(f"a kernel launches at {found.launched} (batch {ok_batch}, {what} {ok_kv})")
+    if found.first_refusal is not None:
+        no_batch, no_kv, refusal = found.first_refusal
+        said.append(f"none at {found.refused} (batch {no_batch}, {what} {no_kv}: \"{refusal.message}\")")
     return "; ".join(said)
 
 
 def _shapes(found: Existence, call: TrtllmGenCall) -> str:
     what = "top-k" if call.dsv4 else "KV"
-    total = len(found.launched) + len(found.refused)
-    batch, kv, refusal = found.refused[0]
-    ok_batch, ok_kv, _ = found.launched[0]
+    assert found.first_refusal is not None and found.first_launch is not None
+    batch, kv, refusal = found.first_refusal
+    ok_batch, ok_kv, _ = found.first_launch
     return (
-        f"a kernel at {len(found.launched)} of {total} shapes tried: none at batch {batch}, {what} {kv} "
+        f"a kernel at {found.launched} of {found.launched + found.refused} shapes tried: none at batch {batch}, {what} {kv} "
         f"(\"{refusal.message}\"); one at batch {ok_batch}, {what} {ok_kv}"
     )
 
 
 def _location(package: Path, refusal: Refusal) -> str:
-    file = source(package, refusal.file)
+    return _located(package, refusal.file, refusal.function, refusal.needle)
+
+
+@lru_cache(maxsize=256)
+def _located(package: Path, relative: str, function: str, needle: str) -> str:
+    # Hundreds of counts cite one check: its line is found once.
+    file = source(package, relative)
     line = None
     if file is not None:
-        start = min((d.line for d in file.definitions(refusal.function)), default=0)
-        line = file.line_of(refusal.needle, after=start) or file.line_of(refusal.needle)
-    where = f"flashinfer/data/{refusal.file}" + (f":{line}" if line else "")
-    return f"{where} ({refusal.function})"
+        start = min((d.line for d in file.definitions(function)), default=0)
+        line = file.line_of(needle, after=start) or file.line_of(needle)
+    where = f"flashinfer/data/{relative}" + (f":{line}" if line else "")
+    return f"{where} ({function})"
 
 
 def _refuse_arch(result: KernelSMResult, calls: dict[str, TrtllmGenCall], gate: Gate, checks: set[str | None]) -> None:

@@ -139,6 +139,15 @@ class KernelProbe(ABC):
         inputs for `config` make it; None where `entry` is no such launcher."""
         return None
 
+    # The compiled entries `compiled_call` answers for (an entry reached starts
+    # with one of them): what deepen will ask can be worked out before the
+    # probe says which counts reach them.
+    compiled_launchers: tuple[str, ...] = ()
+
+    def compiled_calls(self, config: dict[str, Value]) -> set[TrtllmGenCall]:
+        """Every call into a launcher compiled depth evaluates that `config` can make."""
+        return {call for entry in self.compiled_launchers if (call := self.compiled_call(entry, config)) is not None}
+
     def path(self, entry: str, config: dict[str, Value]) -> str | None:
         """When reaching `entry` means a slower kernel serves the call than the
         one the kernel family is built around: why, in a few words. None: fast path."""

@@ -88,10 +88,12 @@ class DSv4SparseMLAProbe(KernelProbe):
         # trtllm-gen's FMHA cubins are the SM10x (Blackwell datacenter) kernels.
         return {10} if entry.startswith("get_trtllm_gen_fmha_module") else None
 
+    compiled_launchers = ("get_trtllm_gen_fmha_module",)
+
     def compiled_call(self, entry: str, config: dict[str, Value]) -> TrtllmGenCall | None:
         # The SM10x trtllm-gen path: a query and pools of one dtype, 512 wide, a
         # BF16 output, and top-k the width of the index rows (SWA_TOPK here).
-        if not entry.startswith("get_trtllm_gen_fmha_module") or config["kv_format"] != "fp8":
+        if not entry.startswith(self.compiled_launchers) or config["kv_format"] != "fp8":
             return None
         dtype = TRTLLM_GEN_DTYPES[str(config["dtype"])]
         return TrtllmGenCall("trtllm_paged_attention_decode_sparse_mla_dsv4", dtype, dtype, TRTLLM_GEN_DTYPES["bf16"], HEAD_DIM, HEAD_DIM, 1, PAGE_SIZE, SWA_TOPK)

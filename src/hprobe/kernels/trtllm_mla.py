@@ -58,11 +58,13 @@ class TrtllmMLAProbe(KernelProbe):
     def compiled_checks(self, entry: str) -> str | None:
         return unchecked_for(entry)
 
+    compiled_launchers = ("get_trtllm_gen_fmha_module",)
+
     def compiled_call(self, entry: str, config: dict[str, Value]) -> TrtllmGenCall | None:
         # trtllm_batch_decode_with_kv_cache_mla hands trtllm-gen the query as
         # [tokens, h_q, rank + rope], the cache of the same dtype, a BF16 output
         # of rank wide, and sparse_mla_top_k as given.
-        if not entry.startswith("get_trtllm_gen_fmha_module"):
+        if not entry.startswith(self.compiled_launchers):
             return None
         dtype = TRTLLM_GEN_DTYPES[str(config["dtype"])]
         rank = int(config["kv_lora_rank"])

@@ -49,6 +49,7 @@ def probe_installed(needed: dict[str, list[int]], heads: list[int], use_cache: b
         results = {(key, sm): cached[(key, sm)] for key, sms in needed.items() for sm in sms}
         _deepen(results, _package(info.location), info.version, progress, identity)
         return ProbedRelease(INSTALLED, info, results)
+    ahead = _deep_ahead(missing, heads, progress)
     fresh = _probe_in_process(missing, heads, workers)
     if identity is not None:
         for key, sms in missing.items():
@@ -58,8 +59,26 @@ def probe_installed(needed: dict[str, list[int]], heads: list[int], use_cache: b
                 cache_installed(identity, key, sms, heads, probed)
     merged = {**cached, **fresh.results}
     results = {(key, sm): merged[(key, sm)] for key, sms in needed.items() for sm in sms}
-    _deepen(results, _package(fresh.info.location), fresh.info.version, progress, identity)
+    package = _package(fresh.info.location)
+    fetching = ahead[2] if ahead is not None and ahead[:2] == (package, fresh.info.version) else None
+    _deepen(results, package, fresh.info.version, progress, identity, fetching)
     return ProbedRelease(INSTALLED, fresh.info, results)
+
+
+def _deep_ahead(needed: dict[str, list[int]], heads: list[int], progress: Progress) -> tuple[Path, str, Future[Tables]] | None:
+    """The installed release's kernel table and compiled-depth answers, worked
+    out in a child while this process imports the release (deep_ahead), where
+    a kernel asked for can reach a launcher compiled depth evaluates."""
+    if not any(_reaches_compiled_depth(key) for key in needed):
+        return None
+    from hprobe.support.deep_ahead import tables_ahead
+
+    info = installed_flashinfer_info()
+    package = _package(info.location)
+    if package is None or not package.is_dir():
+        return None
+    future = tables_ahead(package, info.version, needed, heads, progress)
+    return (package, info.version, future) if future is not None else None
 
 
 def _probe_in_process(needed: dict[str, list[int]], heads: list[int], workers: int | None = None) -> ProbedRelease:

@@ -64,9 +64,30 @@ def source(package: Path, relative: str) -> SourceFile | None:
     return _source(data_dir(package) / relative)
 
 
-@lru_cache(maxsize=16)
+# What a release's C++ was read to say, per package directory, for the run
+# (reading it costs ~0.15 s); a child that read it already hands it over (known).
+_GATES: dict[Path, Gate | str] = {}
+_PORTS: dict[Path, Port | str] = {}
+
+
+def known(package: Path) -> tuple[Gate | str, Port | str]:
+    """The gate and port of `package`, to hand to another process."""
+    return runner_gate(package), port_for(package)
+
+
+def adopt(package: Path, gate: Gate | str, port: Port | str) -> None:
+    """Take what another process read of `package` (known) as read here."""
+    _GATES[package], _PORTS[package] = gate, port
+
+
 def runner_gate(package: Path) -> Gate | str:
     """The runner's SM check in this release, or why it is not known."""
+    if package not in _GATES:
+        _GATES[package] = _read_gate(package)
+    return _GATES[package]
+
+
+def _read_gate(package: Path) -> Gate | str:
     runner = source(package, RUNNER)
     if runner is None:
         return f"{RUNNER} is not in this release"
@@ -77,9 +98,14 @@ def runner_gate(package: Path) -> Gate | str:
     return Gate(RUNNER_GATES[digest], f"flashinfer/data/{RUNNER}:{line}")
 
 
-@lru_cache(maxsize=16)
 def port_for(package: Path) -> Port | str:
     """The era whose port describes this release's selection, or why none does."""
+    if package not in _PORTS:
+        _PORTS[package] = _read_port(package)
+    return _PORTS[package]
+
+
+def _read_port(package: Path) -> Port | str:
     nearest: tuple[int, list[str]] | None = None
     for era, module in ERAS:
         differs: list[str] = []

@@ -104,6 +104,11 @@ class Refusal(Exception):
         super().__init__(message)
         self.function, self.message, self.file, self.needle = function, message, file, needle or message
 
+    def __reduce__(self) -> tuple[type[Refusal], tuple[str, str, str, str]]:
+        # Answers worked out in a child cross a pipe pickled; Exception's own
+        # reduce would call this class with the message alone.
+        return (type(self), (self.function, self.message, self.file, self.needle))
+
 
 class NotPorted(Exception):
     """The selection took a path this port does not follow."""

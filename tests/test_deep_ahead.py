@@ -1,0 +1,109 @@
+"""Compiled depth worked out in a child beside the probe (support/deep_ahead.py).
+
+The child's answers must be exactly deepen's own, must cover every answer
+deepen asks on a real probe of the installed release (else the speed is lost
+without a word), and a child that fails must cost nothing but its work."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import pickle
+from pathlib import Path
+
+import pytest
+
+from hprobe.compiled import depth, trtllm_gen
+from hprobe.compiled.depth import Tables
+from hprobe.compiled.trtllm_gen.era_0_6_12 import Refusal
+from hprobe.support import deep_ahead, kernel_tables
+from hprobe.support.kernel_tables import package_of
+
+PACKAGE = Path(next(iter(importlib.util.find_spec("flashinfer").submodule_search_locations)))  # type: ignore[union-attr]
+# A dense and a DSv4 variant, on an SM the runner takes and one it refuses.
+NEEDED = {"trtllm-mla[backend=trtllm-gen]": [100, 120], "dsv4-sparse-mla": [100]}
+HEADS = list(range(1, 257))
+
+
+@pytest.fixture(scope="module")
+def tables(cubin_wheel) -> Tables:
+    got = kernel_tables._from_wheel(cubin_wheel, package_of(PACKAGE), cubin_wheel.name)
+    assert not isinstance(got, str) and got is not None
+    return Tables(got)
+
+
+@pytest.fixture(scope="module")
+def probed():
+    from hprobe.support.gather import _probe_in_process
+
+    return _probe_in_process(NEEDED, HEADS, workers=1)
+
+
+def _deepened(probed, tables: Tables) -> list[dict]:
+    results = copy.deepcopy(probed.results)
+    for result in results.values():
+        depth.deepen(result, PACKAGE, lambda: tables)
+    return [r.to_dict() for r in results.values()]
+
+
+def test_answers_worked_out_ahead_are_every_answer_deepen_asks_and_the_same(probed, tables, monkeypatch):
+    depth._EXISTENCES.clear()
+    answers = depth.evaluate_ahead(PACKAGE, NEEDED, HEADS, tables)
+    assert answers, "nothing worked out ahead"
+    assert {key[2].sm for key in answers} == {100}  # SM120: the runner refuses it, no selection runs
+
+    depth._EXISTENCES.clear()
+    own = _deepened(probed, tables)
+    asked = set(depth._EXISTENCES)
+    assert asked and asked <= set(answers), "deepen asked for answers the child does not work out"
+
+    depth._EXISTENCES.clear()
+    depth.adopt(pickle.loads(pickle.dumps(answers)))  # as they cross the pipe
+
+    def evaluated(*_args, **_kwargs):
+        raise AssertionError("deepen evaluated a selection worked out ahead")
+
+    monkeypatch.setattr(depth, "existence", evaluated)
+    assert _deepened(probed, tables) == own
+    assert any(r["depth"] == "compiled" for r in own)
+
+
+def test_the_child_hands_back_the_table_the_answers_and_what_the_cxx_says(cubin_wheel, tables, monkeypatch):
+    monkeypatch.setenv("HPROBE_KERNEL_TABLE", str(cubin_wheel))
+    depth._EXISTENCES.clear()
+    trtllm_gen._PORTS.pop(PACKAGE, None)
+    trtllm_gen._GATES.pop(PACKAGE, None)
+    future = deep_ahead.tables_ahead(PACKAGE, "0.6.14", NEEDED, HEADS, lambda _m: None)
+    assert future is not None
+    handed = future.result(timeout=300)
+    assert handed.table is not None and handed.table.sha256 == tables.table.sha256  # type: ignore[union-attr]
+    assert handed.table.rows == tables.table.rows  # type: ignore[union-attr]
+    assert len(depth._EXISTENCES) == 256 * 2  # each count, for each call on SM100
+    assert isinstance(trtllm_gen._PORTS[PACKAGE], trtllm_gen.Port) and isinstance(trtllm_gen._GATES[PACKAGE], trtllm_gen.Gate)
+
+
+def test_a_child_that_fails_leaves_the_table_to_the_parent(cubin_wheel, tables, monkeypatch):
+    monkeypatch.setenv("HPROBE_KERNEL_TABLE", str(cubin_wheel))
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("the child fails")
+
+    monkeypatch.setattr(deep_ahead, "_work", broken)  # the fork inherits it
+    depth._EXISTENCES.clear()
+    future = deep_ahead.tables_ahead(PACKAGE, "0.6.14", NEEDED, HEADS, lambda _m: None)
+    assert future is not None
+    found = future.result(timeout=300)
+    assert found.table is not None and found.table.sha256 == tables.table.sha256  # type: ignore[union-attr]
+    assert not depth._EXISTENCES  # nothing adopted: deepen evaluates as without a child
+
+
+def test_no_child_where_compiled_depth_is_off(monkeypatch):
+    monkeypatch.setenv("HPROBE_KERNEL_TABLE", "off")
+    assert deep_ahead.tables_ahead(PACKAGE, "0.6.14", NEEDED, HEADS, lambda _m: None) is None
+
+
+def test_a_refusal_crosses_a_pipe_whole():
+    refusal = Refusal("trtllm_paged_attention_launcher", "Missing TRTLLM-GEN kernel (decode): x", "fmha/launcher.cu", "Missing TRTLLM-GEN kernel")
+    back = pickle.loads(pickle.dumps(refusal))
+    assert (back.function, back.message, back.file, back.needle) == (refusal.function, refusal.message, refusal.file, refusal.needle)
+    assert str(back) == str(refusal)
