@@ -1,24 +1,31 @@
-"""Compiled depth worked out beside the probe, in a forked child.
+"""Compiled depth worked out beside the probe, in a child process.
 
 A cold probe of the installed release spends most of its time importing torch
 and flashinfer, on one core. Compiled depth needs none of that: the kernel
 table (found, verified, parsed: about 0.5 s) and the selection over every
 count and shape `deepen` asks (about 1.2 s for the shipped tables) need only
-the release's files. So a child forked before the import finds the table and
+the release's files. So a child started before the import finds the table and
 evaluates every call the kernels asked for can make into trtllm-gen
 (`compiled.depth.evaluate_ahead`), on another core; the parent adopts what it
 hands back when it deepens its results.
 
+The child is a fresh interpreter running `main` below, not a fork: threads of the parent (a release fetched beside the probe) may hold a
+lock at the moment of a fork, and the forked child would wait on it forever.
+It runs bounded like every helper (its own group, a time limit, killed with
+hprobe).
+
 Only a faster road: the answers are the ones the parent would compute (same
 code, table, GPU, call and count), what the child did not answer the parent
-evaluates itself, and a child that fails or hands back nothing usable costs
-only its work: the table is then found by the parent, as without it.
+evaluates itself, and a child that fails, times out or hands back nothing
+usable costs only its work: the table is then found by the parent, as without it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -27,45 +34,57 @@ from pathlib import Path
 
 from hprobe.compiled import depth, trtllm_gen
 from hprobe.compiled.depth import Tables
+from hprobe.compiled.files import TABLE_SETTING
 from hprobe.compiled.trtllm_gen import Gate, Port
-from hprobe.system.lifetime import die_with_parent
+
+# The child finds the table as a probe worker fetches a release, and is bounded alike.
+CHILD_TIMEOUT = ("HPROBE_WORKER_TIMEOUT", 900.0)
 
 
 def tables_ahead(package: Path, version: str, wanted: dict[str, list[int]], heads: list[int], progress: Callable[[str], None]) -> Future[Tables] | None:
     """The release's kernel table, with the answers deepen will ask of it
-    adopted, as a future; None where no child can be forked (the caller
-    finds the table itself, when asked)."""
-    if not hasattr(os, "fork") or os.environ.get(depth.TABLE_SETTING, "").strip().lower() == "off":
+    adopted, as a future; None where compiled depth is off."""
+    if os.environ.get(TABLE_SETTING, "").strip().lower() == "off":
         return None
-    read_fd, write_fd = os.pipe()
-    parent = os.getpid()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child; what it hands back is checked by the parent
-        die_with_parent(parent)
-        os.close(read_fd)
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 1)  # the parent's report and progress only
-        os.dup2(devnull, 2)
-        try:
-            payload = pickle.dumps(_work(package, version, wanted, heads), protocol=pickle.HIGHEST_PROTOCOL)
-        except BaseException:  # noqa: BLE001 - the parent finds the table itself
-            payload = b""
-        with os.fdopen(write_fd, "wb") as out:
-            out.write(payload)
-        os._exit(0)
-    os.close(write_fd)
+    from hprobe.system.bounded import setting_from_env
+
+    limit = setting_from_env(CHILD_TIMEOUT)  # an invalid setting is the input error it is, here and now
     future: Future[Tables] = Future()
 
     def settle() -> None:
         try:
-            future.set_result(_received(read_fd, pid, package) or _found_here(package, version, progress))
+            future.set_result(_from_child(package, version, wanted, heads, limit) or _found_here(package, version, progress))
         except BaseException as exc:  # noqa: BLE001 - the asker gets it, whatever it is
             future.set_exception(exc)
 
-    # A daemon thread reads the pipe as the child writes (a payload larger than
-    # the pipe would otherwise hold the child until asked); nothing waits for it.
+    # Nothing waits for this thread: a run that never asks ends without it, its child killed with it.
     threading.Thread(target=settle, name="hprobe-deep-ahead", daemon=True).start()
     return future
+
+
+def _from_child(package: Path, version: str, wanted: dict[str, list[int]], heads: list[int], limit: float) -> Tables | None:
+    import shutil
+
+    import hprobe
+    from hprobe.system.bounded import Timeout, run_bounded
+    from hprobe.system.lifetime import scratch_dir
+
+    # This hprobe's own code first on the child's path, whatever the environment says.
+    code = Path(hprobe.__file__).resolve().parent.parent
+    bootstrap = f"import sys; sys.path.insert(0, {str(code)!r}); from hprobe.support.deep_ahead import main; main()"
+    workdir = scratch_dir(None, "hprobe-deep-ahead")  # named by its owner: a killed run's is removed later
+    try:
+        out = workdir / "answers.pickle"
+        request = {"package": str(package), "version": version, "wanted": wanted, "heads": heads, "out": str(out)}
+        try:
+            done = run_bounded([sys.executable, "-I", "-c", bootstrap], limit, input_text=json.dumps(request), cwd=workdir)
+        except Timeout:
+            return None
+        return _received(out.read_bytes(), package) if done.returncode == 0 else None
+    except OSError:
+        return None
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 Handed = tuple[Tables, dict[depth.AnswerKey, depth.Existence], tuple[Gate | str, Port | str]]
@@ -82,10 +101,7 @@ def _work(package: Path, version: str, wanted: dict[str, list[int]], heads: list
     return tables, answers, trtllm_gen.known(package)
 
 
-def _received(read_fd: int, pid: int, package: Path) -> Tables | None:
-    with os.fdopen(read_fd, "rb") as stream:
-        payload = stream.read()
-    os.waitpid(pid, 0)
+def _received(payload: bytes, package: Path) -> Tables | None:
     try:
         tables, answers, (gate, port) = pickle.loads(payload)
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError):
@@ -101,3 +117,15 @@ def _found_here(package: Path, version: str, progress: Callable[[str], None]) ->
     from hprobe.support.kernel_tables import tables_for
 
     return tables_for(package, version, progress)
+
+
+def main() -> None:
+    """The child: a request on stdin, what it worked out pickled into the file it names."""
+    request = json.loads(sys.stdin.read())
+    package = Path(request["package"])
+    handed = _work(package, request["version"], {str(k): [int(sm) for sm in v] for k, v in request["wanted"].items()}, [int(h) for h in request["heads"]])
+    Path(request["out"]).write_bytes(pickle.dumps(handed, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+if __name__ == "__main__":
+    main()
