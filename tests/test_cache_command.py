@@ -92,11 +92,39 @@ def test_prune_never_follows_a_linked_folder_out_of_the_cache(tmp_path, choice):
     assert not (cache / "wheels" / "flashinfer_python-0.6.12-py3-none-any.whl").exists()
 
 
-def test_clear_removes_a_link_never_what_it_points_at(tmp_path):
+def test_clear_leaves_a_link_and_what_it_points_at(tmp_path):
+    """hprobe never makes a link where it keeps a folder: one there is not its own."""
     cache, outside = _planted(tmp_path)
     done = _run(cache, "cache", "clear")
     assert done.returncode == 0, done.stderr
     assert (outside / "results" / "notes.json").is_file() and (outside / "trees" / "mine" / "data.txt").is_file()
+    assert (cache / "results").is_symlink() and (cache / "trees").is_symlink()
+    assert not (cache / "wheels").exists()  # its own wheel went, and the folder with it
+
+
+def test_a_shared_directory_keeps_the_users_own_folders_of_the_same_names(tmp_path):
+    """HPROBE_CACHE_DIR on a folder that already holds a `results/` and a
+    `names/` of the user's: prune and clear remove only what hprobe names its
+    entries, and a folder that still holds the user's files stays."""
+    cache = tmp_path / "shared"
+    key = "ab" * 32
+    users = [cache / "results" / "report.csv", cache / "names" / "people.txt", cache / "wheels" / "notes.md"]
+    ours = [cache / "results" / f"{key}.json", cache / "names" / f"{key}.json", cache / "wheels" / "flashinfer_python-0.6.12-py3-none-any.whl"]
+    for path in users + ours:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text('{"results": []}')
+    before = _du(cache)
+    pruned = _run(cache, "cache", "prune", "--older-than", "0", "--format", "json")
+    assert pruned.returncode == 0, pruned.stderr
+    assert all(p.is_file() for p in users)
+    assert not ours[0].exists() and not ours[2].exists()
+    freed = json.loads(pruned.stdout)["freed_bytes"]
+    assert freed > 0 and freed == before - _du(cache)  # what the disk gave back, the user's files not counted
+    cleared = _run(cache, "cache", "clear")
+    assert cleared.returncode == 0, cleared.stderr
+    assert all(p.is_file() for p in users) and not any(p.exists() for p in ours)
+    assert sorted(p.name for p in cache.iterdir()) == ["names", "results", "wheels"]  # each still holds the user's file
+
 
 
 def test_a_fifo_in_the_cache_does_not_hang_the_listing(tmp_path):

@@ -9,6 +9,7 @@ installed flashinfer-python (0.6.14, whose kernel package is the same).
 from __future__ import annotations
 
 import hashlib
+import os
 import importlib.util
 import zipfile
 from pathlib import Path
@@ -134,6 +135,41 @@ def test_a_directory_laid_out_as_the_artifact_store_is_read(cubin_wheel, tmp_pat
     monkeypatch.setenv("HPROBE_KERNEL_TABLE", "off")
     off = tables_for(PACKAGE, "0.6.14")
     assert off.table is None and off.disabled
+
+
+def test_a_checksums_file_no_package_has_is_refused_unread(tmp_path, monkeypatch):
+    """A 4 GiB sparse checksums.txt in a given folder, a FIFO in its place, and a
+    wheel whose checksums.txt inflates to 20 MiB are refused by their size or
+    kind before a byte is read (each once filled memory or blocked the run)."""
+    package = package_of(PACKAGE)
+    assert not isinstance(package, str)
+    store = tmp_path / "store"
+    (store / "include").mkdir(parents=True)
+    (store / "include" / "flashInferMetaInfo.h").write_bytes(b"")
+    with (store / "checksums.txt").open("wb") as sparse:
+        sparse.truncate(4 * 2**30)
+    with pytest.raises(ValueError, match="4294967296 bytes, larger than such a file"):
+        kernel_tables._given(store, package)
+    (store / "checksums.txt").unlink()
+    os.mkfifo(store / "checksums.txt")
+    refused = kernel_tables._given(store, package)  # returns: a FIFO is never opened
+    assert isinstance(refused, str) and "holds no checksums.txt" in refused
+
+    bomb = tmp_path / "flashinfer_cubin-0.6.13-py3-none-any.whl"
+    prefix = f"flashinfer_cubin/cubins/{package.path}"
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(prefix + "checksums.txt", b"0" * (20 * 2**20))
+        archive.writestr(prefix + "include/flashInferMetaInfo.h", b"")
+    assert bomb.stat().st_size < 2**20
+    with pytest.raises(ValueError, match="checksums.txt of 20971520 bytes"):
+        kernel_tables._from_wheel(bomb, package, bomb.name)
+    monkeypatch.setenv("HPROBE_KERNEL_TABLE", str(bomb))
+    monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "nowhere"))
+    monkeypatch.setenv("FLASHINFER_CUBINS_REPOSITORY", "https://127.0.0.1:9/")
+    found = tables_for(PACKAGE, "0.6.14")  # the run goes on without compiled depth, and says why
+    assert found.table is None and "checksums.txt of 20971520 bytes" in (found.missing or "")
 
 
 # --- the port against cases worked from the C++ ------------------------------------

@@ -6,7 +6,7 @@ import math
 
 from hprobe.model.errors import InputError
 from hprobe.report.cache import CacheReport
-from hprobe.support.cache_usage import HPROBE_ENTRIES, SHARED, Usage, remove, select, usage
+from hprobe.support.cache_usage import HPROBE_ENTRIES, SHARED, Usage, empty_of_ours, remove, select, usage
 
 
 def show_cache() -> CacheReport:
@@ -21,21 +21,23 @@ def prune_cache(releases: list[str] | None, older_than_days: float | None, keep:
     before = usage()
     kept = _kept(keep, before) if keep is not None else None
     chosen = select(before, releases, older_than_days, kept)
-    freed = remove(chosen)
-    return CacheReport(usage(), len(chosen), freed, "prune")
+    remove(chosen)
+    after = usage()
+    # What the disk gave back, as du counts it: an entry that could not be
+    # removed (a read-only cache) or a user's file left in a shared folder frees nothing.
+    return CacheReport(after, len(chosen), max(0, before.total - after.total), "prune")
 
 
 def clear_cache() -> CacheReport:
-    """Everything hprobe wrote in the cache's directory, the directories that
-    held it too; nothing else there (the directory may be shared)."""
-    from hprobe.support import cache
-
+    """Everything hprobe wrote in the cache's directory, and the folders that
+    held it once empty; nothing else there (the directory may be shared: a
+    `results/` of the user's own keeps their files, a link is left as it is)."""
     before = usage()
     tops = [p for p in before.root.iterdir() if p.name in HPROBE_ENTRIES] if before.root.is_dir() else []
     for top in tops:
-        cache.discard(top)
+        empty_of_ours(top)
     after = usage()
-    return CacheReport(after, sum(1 for e in before.entries if e.kind != "other"), before.total - after.total, "clear")
+    return CacheReport(after, sum(1 for e in before.entries if e.kind != "other"), max(0, before.total - after.total), "clear")
 
 
 def _kept(keep: str, found: Usage) -> list[str]:

@@ -12,6 +12,7 @@ at the same time never meets a half-removed tree."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -31,6 +32,31 @@ HPROBE_ENTRIES = frozenset({"wheels", "trees", "results", "pycache", "bytecode",
 # readings.
 _SHARED_KINDS = {"bytecode": "bytecode", "kernel-tables": "kernel-table", "deep": "answers", "names": "answers", "readings": "readings"}
 _WHEEL = re.compile(r"^flashinfer_python-([^-]+)-")
+# The names hprobe gives what it writes inside each of its folders. HPROBE_CACHE_DIR
+# may name a directory the user keeps other things in, their own `results/` among
+# them: an entry named otherwise is theirs, counted and never removed.
+_HEX64 = "[0-9a-f]{64}"
+_OURS = {
+    "wheels": re.compile(r"^flashinfer_[a-z_]+-[^/]+\.whl(\.sha256)?$"),
+    "trees": re.compile(rf"^{_HEX64}(\.slim)?$"),
+    "results": re.compile(rf"^{_HEX64}\.json$"),
+    "deep": re.compile(rf"^{_HEX64}\.json$"),
+    "names": re.compile(rf"^{_HEX64}\.json$"),
+    "readings": re.compile(rf"^{_HEX64}\.pickle$"),
+    "kernel-tables": re.compile(rf"^{_HEX64}$"),
+    "bytecode": re.compile(r"^[0-9a-f]{8}$"),  # the interpreter's magic number
+}
+# What runs leave while they write: temp files and folders, locks, entries set aside.
+_IN_PROGRESS = re.compile(r"^\.(unpack-|stale-|download-|.*\.tmp$|.*\.lock$)")
+
+
+def ours(folder: str, name: str) -> bool:
+    """Whether `name`, inside hprobe's `folder` of the cache, is one hprobe writes.
+    `pycache/` mirrors the paths it compiled, so all of it is hprobe's."""
+    if folder == "pycache":
+        return True
+    pattern = _OURS.get(folder)
+    return pattern is not None and (pattern.match(name) is not None or _IN_PROGRESS.match(name) is not None)
 _DIST_INFO = re.compile(r"^flashinfer_python-([^-]+)\.dist-info$")
 
 
@@ -43,6 +69,7 @@ class Entry:
     release: str
     size: int  # bytes on disk, as du counts them
     modified: float  # the newest mtime inside
+    folder: bool = False  # one of hprobe's folders at the top, shared by every release: emptied of what hprobe wrote
 
 
 @dataclass
@@ -159,27 +186,27 @@ def usage(root: Path | None = None) -> Usage:
     seen: set[tuple[int, int]] = set()
     trees = {t.name: _tree_release(t) for t in _children(root / "trees") if t.is_dir()}
 
-    def add(path: Path, kind: str, release: str) -> None:
+    def add(path: Path, kind: str, release: str, folder: bool = False) -> None:
         size, modified = _du(path, seen)
-        found.entries.append(Entry(path, kind, release, size, modified))
+        found.entries.append(Entry(path, kind, release, size, modified, folder))
 
     for top in _children(root):
-        if top.name in _CONTAINERS and not _real_directory(top):
-            # A link (or a file) where hprobe keeps a folder: what it points
-            # at is not the cache's, so it is neither walked nor removed.
+        if top.name in HPROBE_ENTRIES and not _real_directory(top):
+            # A link (or a file) where hprobe keeps a folder: hprobe never makes
+            # one, and what it points at is not the cache's: neither walked nor removed.
             found.entries.append(Entry(top, "other", SHARED, 0, 0.0))
             continue
         match top.name:
             case "wheels":
                 for w in _children(top):
                     m = _WHEEL.match(w.name)
-                    add(w, "wheel", m.group(1) if m else SHARED)
+                    add(w, "wheel" if ours("wheels", w.name) else "other", m.group(1) if m else SHARED)
             case "trees":
                 for t in _children(top):
-                    add(t, "tree" if t.is_dir() else "other", trees.get(t.name, SHARED))
+                    add(t, "tree" if t.is_dir() and ours("trees", t.name) else "other", trees.get(t.name, SHARED))
             case "results":
                 for r in _children(top):
-                    add(r, "results", _result_release(r))
+                    add(r, "results" if ours("results", r.name) else "other", _result_release(r))
             case "pycache":
                 # Bytecode mirrors the paths it was compiled from: a tree's is the tree's.
                 mirrored = top / str(root).lstrip(os.sep) / "trees"
@@ -187,21 +214,38 @@ def usage(root: Path | None = None) -> Usage:
                     add(t, "bytecode", trees.get(t.name, SHARED))
                 add(top, "bytecode", SHARED)  # the rest: the interpreter's own modules
             case _:
-                add(top, _SHARED_KINDS.get(top.name, "other"), SHARED)  # "other": not hprobe's, never removed
+                shared = top.name in _SHARED_KINDS
+                add(top, _SHARED_KINDS[top.name] if shared else "other", SHARED, folder=shared)  # "other": not hprobe's, never removed
     # The directories that hold the entries count too, as du counts them.
     directories = [root, *(p for p in (root / "wheels", root / "trees", root / "results") if p.is_dir())]
     found.total = sum(e.size for e in found.entries) + sum(d.lstat().st_blocks * 512 for d in directories)
     return found
 
 
-def remove(entries: list[Entry]) -> int:
-    """Remove `entries`; returns the bytes freed (as `usage` counted them)."""
-    freed = 0
+def remove(entries: list[Entry]) -> None:
+    """Remove `entries`. A shared folder (kernel tables, kept answers, bytecode)
+    loses only what hprobe wrote in it, and goes itself once nothing else is left."""
     for e in entries:
-        if e.path.exists() or e.path.is_symlink():
-            cache.discard(e.path)
-            freed += e.size
-    return freed
+        if e.folder:
+            empty_of_ours(e.path)
+        elif e.path.exists() or e.path.is_symlink():
+            cache.discard(e.path)  # a link goes, never what it points at
+
+
+def empty_of_ours(folder: Path) -> bool:
+    """Remove what hprobe wrote in one of its folders at the cache's top, then
+    the folder if that leaves it empty; True when something was removed. A
+    link in a folder's place is not walked: what it points at is not the cache's."""
+    if not _real_directory(folder):
+        return False
+    removed = False
+    for child in _children(folder):
+        if ours(folder.name, child.name):
+            cache.discard(child)
+            removed = True
+    with contextlib.suppress(OSError):
+        folder.rmdir()  # only when empty: the user's own files keep it
+    return removed
 
 
 def select(found: Usage, releases: list[str] | None = None, older_than_days: float | None = None, keep: list[str] | None = None) -> list[Entry]:

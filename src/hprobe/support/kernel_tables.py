@@ -47,6 +47,9 @@ HEADER = "include/flashInferMetaInfo.h"
 CHECKSUMS = "checksums.txt"
 FETCH_TIMEOUT = 20.0  # seconds, per file from the artifact store
 MAX_TABLE_BYTES = 64 * 2**20
+# checksums.txt lists every cubin of the package: 2.4 MB for 0.6.13's. Anything
+# far larger (a sparse file, a zip bomb) is not one, and is never read whole.
+MAX_CHECKSUMS_BYTES = 16 * 2**20
 CACHED = "hprobe's cache"  # the 0.6.13 table is 5.5 MB
 
 
@@ -171,7 +174,7 @@ def _cached(package: Package) -> Found:
     where = cache.directory("kernel-tables") / package.checksums_sha256
     if not (where / CHECKSUMS).is_file():
         return None
-    return _verified((where / CHECKSUMS).read_bytes(), _bounded_read(where / "flashInferMetaInfo.h"), package, f"{CACHED} ({where})")
+    return _verified(_bounded_read(where / CHECKSUMS, MAX_CHECKSUMS_BYTES), _bounded_read(where / "flashInferMetaInfo.h"), package, f"{CACHED} ({where})")
 
 
 def _given(path: Path, package: Package) -> Found:
@@ -179,7 +182,7 @@ def _given(path: Path, package: Package) -> Found:
         return _from_wheel(path, package, f"{path.name}")
     for root in (path, path / package.path, path / "cubins" / package.path, path / "flashinfer_cubin" / "cubins" / package.path):
         if (root / CHECKSUMS).is_file() and (root / HEADER).is_file():
-            return _verified((root / CHECKSUMS).read_bytes(), _bounded_read(root / HEADER), package, str(root))
+            return _verified(_bounded_read(root / CHECKSUMS, MAX_CHECKSUMS_BYTES), _bounded_read(root / HEADER), package, str(root))
     return f"{SETTING}={path}: holds no {CHECKSUMS} with {HEADER} for kernel package {package.short}"
 
 
@@ -192,7 +195,7 @@ def _installed_cubin(package: Package) -> Found:
     root = Path(next(iter(spec.submodule_search_locations))) / "cubins" / package.path
     if not (root / CHECKSUMS).is_file():
         return f"the installed flashinfer-cubin has no kernel package {package.short}"
-    return _verified((root / CHECKSUMS).read_bytes(), _bounded_read(root / HEADER), package, f"flashinfer-cubin installed at {root.parents[2]}")
+    return _verified(_bounded_read(root / CHECKSUMS, MAX_CHECKSUMS_BYTES), _bounded_read(root / HEADER), package, f"flashinfer-cubin installed at {root.parents[2]}")
 
 
 def _from_index(package: Package, version: str, progress: Callable[[str], None]) -> Found:
@@ -208,7 +211,8 @@ def _from_index(package: Package, version: str, progress: Callable[[str], None])
             for doc in answers:
                 if "members" in doc:
                     files = doc["members"]
-                    return _verified(Path(files[prefix + CHECKSUMS]).read_bytes(), _bounded_read(Path(files[prefix + HEADER])), package, str(doc["wheel"]))
+                    checksums = _bounded_read(Path(files[prefix + CHECKSUMS]), MAX_CHECKSUMS_BYTES)
+                    return _verified(checksums, _bounded_read(Path(files[prefix + HEADER])), package, str(doc["wheel"]))
                 wheel = doc.get("wheel")
                 problems.append(f"{wheel} holds no kernel package {package.short}" if wheel else f"{CUBIN_DIST}{doc['spec']}: not on the index")
             return "; ".join(problems) or f"{CUBIN_DIST}: not on the index"
@@ -241,10 +245,19 @@ def _from_wheel(wheel: Path, package: Package, origin: str) -> Found:
         names = set(archive.namelist())
         if prefix + CHECKSUMS not in names or prefix + HEADER not in names:
             return f"{origin} holds no kernel package {package.short}"
-        info = archive.getinfo(prefix + HEADER)
-        if info.file_size > MAX_TABLE_BYTES:
-            raise ValueError(f"{origin}: flashInferMetaInfo.h of {info.file_size} bytes, more than a table holds")
-        return _verified(archive.read(prefix + CHECKSUMS), archive.read(info), package, origin)
+        return _verified(_member(archive, prefix + CHECKSUMS, MAX_CHECKSUMS_BYTES, origin), _member(archive, prefix + HEADER, MAX_TABLE_BYTES, origin), package, origin)
+
+
+def _member(archive: zipfile.ZipFile, name: str, limit: int, origin: str) -> bytes:
+    """A wheel member read only when its size is one such a file has, and never past it."""
+    info = archive.getinfo(name)
+    if info.file_size > limit:
+        raise ValueError(f"{origin}: {name.rsplit('/', 1)[-1]} of {info.file_size} bytes, more than such a file holds")
+    with archive.open(info) as member:
+        data = member.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"{origin}: {name.rsplit('/', 1)[-1]} larger than such a file")
+    return data
 
 
 def _from_store(flashinfer: Path, package: Package, progress: Callable[[str], None]) -> Found:
@@ -283,8 +296,18 @@ def _download(url: str) -> bytes:
     return bytes(data)
 
 
-def _bounded_read(path: Path) -> bytes:
-    if path.stat().st_size > MAX_TABLE_BYTES:
-        raise ValueError(f"{path}: larger than a kernel table")
-    return path.read_bytes()
+def _bounded_read(path: Path, limit: int = MAX_TABLE_BYTES) -> bytes:
+    """A regular file's bytes, refused unread past `limit` (a FIFO would block, a sparse file would fill memory)."""
+    import stat
+
+    st = path.stat()
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"{path}: not a regular file")
+    if st.st_size > limit:
+        raise ValueError(f"{path}: {st.st_size} bytes, larger than such a file")
+    with path.open("rb") as stream:
+        data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"{path}: larger than such a file")
+    return data
 
