@@ -103,3 +103,14 @@ def test_every_readme_command_runs(tmp_path):
     assert {"check", "suggest", "apply", "matrix", "report", "cache"} <= set(ran)
     assert (vllm / "requirements" / "cuda.txt").read_text().startswith("flashinfer-python==0.6.14\n")  # the patch was applied
     assert (work / "site" / "index.html").is_file()
+
+
+def test_the_bounds_table_says_the_bounds_the_code_keeps():
+    """Each figure of docs/reference.md's Bounds table that names a constant is
+    that constant (the nesting bound said 500 where the parser stops at 120)."""
+    from hprobe.rules.repo.scan import MAX_NESTING
+    from hprobe.support.kernel_tables import MAX_CHECKSUMS_BYTES, MAX_TABLE_BYTES
+
+    bounds = (ROOT / "docs" / "reference.md").read_text().split("## Bounds", 1)[1].split("\n## ", 1)[0]
+    assert f"{MAX_NESTING} levels of nesting" in bounds
+    assert f"{MAX_TABLE_BYTES // 2**20} MiB and {MAX_CHECKSUMS_BYTES // 2**20} MiB" in bounds
