@@ -15,7 +15,7 @@ from hprobe.model.outcome import KernelSMResult, Outcome
 from hprobe.model.padding import CallPathRecord, PaddingTable
 from hprobe.model.release import FlashinferInfo, ProbedRelease
 from hprobe.model.targets import Targets
-from hprobe.model.verdict import Finding, VerdictGrid
+from hprobe.model.verdict import Finding, Verdict, VerdictGrid
 from hprobe.model.waiver import WaiverUse
 
 if TYPE_CHECKING:
@@ -70,6 +70,19 @@ class MatrixReport:
 
 
 @dataclass(frozen=True)
+class GateCounts:
+    """The counts a gate's verdict rests on: findings per verdict (in the
+    enum's order), the findings a waiver covers, waivers past their date, and
+    call paths judged on an assumption or not judged."""
+
+    counts: dict[Verdict, int]
+    waived: int
+    expired: int
+    assumed: int
+    not_judged: int
+
+
+@dataclass(frozen=True)
 class CheckReport:
     """What `check` prints: the findings of every table against every release
     it covers, and what they conclude. Built whole by `commands` (judge and
@@ -97,6 +110,18 @@ class CheckReport:
     def unresolved_paths(self) -> list[CallPathRecord]:
         """Calls whose head count hprobe could not judge, each with its file:line and why."""
         return [p for p in self.call_paths if not p.judged]
+
+    def gate(self) -> GateCounts:
+        """What the gate's line says beside its exit code, the same in every format."""
+        counts = {v: n for v in Verdict if (n := sum(1 for f in self.findings if f.verdict is v))}
+        assumed = sum(1 for p in self.unresolved_paths if p.status == "assumed")
+        return GateCounts(
+            counts,
+            waived=sum(1 for f in self.findings if f.waiver is not None and f.verdict is not Verdict.OK),
+            expired=sum(1 for u in self.waivers if u.expired),
+            assumed=assumed,
+            not_judged=len(self.unresolved_paths) - assumed,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         counts: dict[str, int] = {}

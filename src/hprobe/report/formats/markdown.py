@@ -30,10 +30,17 @@ class MarkdownFormatter(Formatter):
         self.stream.write(line + "\n")
 
     def check(self, report: CheckReport) -> None:
-        counts: dict[Verdict, int] = {}
-        for f in report.findings:
-            counts[f.verdict] = counts.get(f.verdict, 0) + 1
-        summary = ", ".join(f"{v.mark} {counts[v]} {v.value}" for v in Verdict if v in counts) or "nothing checked"
+        gate = report.gate()
+        said = [f"{v.mark} {n} {v.value}" for v, n in gate.counts.items()] or ["nothing checked"]
+        if gate.waived:
+            said.append(f"{gate.waived} waived")
+        if gate.expired:
+            said.append(f"{gate.expired} expired waiver{'s' * (gate.expired != 1)}")
+        if gate.assumed:
+            said.append(f"{gate.assumed} call path{'s' * (gate.assumed != 1)} assumed")
+        if gate.not_judged:
+            said.append(f"{gate.not_judged} call path{'s' * (gate.not_judged != 1)} not judged")
+        summary = ", ".join(said)
         releases = ", ".join(r.info.version for r in report.releases) or report.flashinfer.version
         self._w(f"## hprobe check — flashinfer {cell(releases)}")
         self._w()
@@ -48,9 +55,8 @@ class MarkdownFormatter(Formatter):
         self._w()
         unresolved = report.unresolved_paths
         if unresolved:
-            assumed = sum(1 for p in unresolved if p.status == "assumed")
-            said = f" ({assumed} shown on an assumed count)" if assumed else ""
-            self._w(f"**{len(unresolved)} call path{'s' * (len(unresolved) != 1)} not judged**{said} (of {len(report.call_paths)} calls of FlashInfer entries found):")
+            assumed = f" ({gate.assumed} shown on an assumed count)" if gate.assumed else ""
+            self._w(f"**{len(unresolved)} call path{'s' * (len(unresolved) != 1)} not judged**{assumed} (of {len(report.call_paths)} calls of FlashInfer entries found):")
             self._w()
             self._w("| site | calls | status | why |")
             self._w("|---|---|---|---|")

@@ -703,23 +703,17 @@ def _verdict_line(report: CheckReport) -> list[Part]:
     """What the gate says, with the counts it rests on: the first and the last line of `check`."""
     code = report.exit_code
     word = {0: ("pass", "bold green"), 1: ("fail", "bold red")}.get(code, ("undecided", "bold cyan"))
-    counts: dict[Verdict, int] = {}
-    for f in report.findings:
-        counts[f.verdict] = counts.get(f.verdict, 0) + 1
+    gate = report.gate()
     parts: list[Part] = [word, ": "]
-    parts += _joined([(f"{counts[v]} {v.value}", v.style) for v in Verdict if v in counts], ", ") or ["nothing checked"]
-    waived = sum(1 for f in report.findings if f.waiver is not None and f.verdict is not Verdict.OK)
-    if waived:
-        parts += [", ", (f"{waived} waived", "dim")]
-    expired = sum(1 for u in report.waivers if u.expired)
-    if expired:
-        parts += [", ", (f"{expired} expired waiver{'s' * (expired != 1)}", "bold red")]
-    assumed = sum(1 for p in report.unresolved_paths if p.status == "assumed")
-    unresolved = len(report.unresolved_paths) - assumed
-    if assumed:
-        parts += [", ", (f"{assumed} call path{'s' * (assumed != 1)} assumed", "blue")]
-    if unresolved:
-        parts += [", ", (f"{unresolved} call path{'s' * (unresolved != 1)} not judged", "cyan")]
+    parts += _joined([(f"{n} {v.value}", v.style) for v, n in gate.counts.items()], ", ") or ["nothing checked"]
+    if gate.waived:
+        parts += [", ", (f"{gate.waived} waived", "dim")]
+    if gate.expired:
+        parts += [", ", (f"{gate.expired} expired waiver{'s' * (gate.expired != 1)}", "bold red")]
+    if gate.assumed:
+        parts += [", ", (f"{gate.assumed} call path{'s' * (gate.assumed != 1)} assumed", "blue")]
+    if gate.not_judged:
+        parts += [", ", (f"{gate.not_judged} call path{'s' * (gate.not_judged != 1)} not judged", "cyan")]
     return [*parts, f"  → exit {code}{' (--strict)' if report.strict else ''}"]
 
 
