@@ -249,3 +249,17 @@ def test_a_url_requirement_is_no_version_pin_and_an_unversioned_one_yields(tmp_p
     pin = find_pin(root, problems)
     assert pin is not None and pin.spec == "==0.6.13" and pin.path.name == "requirements.txt"
     assert any(p.startswith("flashinfer is pinned differently in the tree: ==0.6.13 at ") and "the first that names a release" in p and ">=0 at " in p for p in problems), problems
+
+
+def test_a_pin_pip_cannot_read_is_said_never_passed_over(tmp_path):
+    """`==0.6.13,,>=` is no requirement pip reads, and a lock file's version
+    `latest` is no version: each is said, and neither is taken as the pin."""
+    root = _with_requirements(tmp_path, {"requirements.txt": "flashinfer-python==0.6.13,,>=\n"})
+    problems: list[str] = []
+    assert find_pin(root, problems) is None
+    assert len(problems) == 1 and problems[0].startswith("flashinfer-python==0.6.13,,>=: not a requirement pip reads ("), problems
+    (root / "requirements.txt").unlink()
+    (root / "pylock.toml").write_text('lock-version = "1.0"\n\n[[packages]]\nname = "flashinfer-python"\nversion = "latest"\n')
+    problems = []
+    assert find_pin(root, problems) is None
+    assert problems == [f"{root / 'pylock.toml'}: flashinfer-python version 'latest' is not a version; not read as the flashinfer pin"]

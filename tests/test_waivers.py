@@ -116,6 +116,26 @@ def test_the_file_is_found_in_the_first_place_that_has_one(tmp_path):
     assert w.reason == "b" and ignored.origin == "--ignore sm=90"
 
 
+def test_a_waiver_file_linked_out_of_its_directory_is_not_read(tmp_path):
+    """A tree that waives its own findings through a link to a file outside it:
+    nothing it waives could be seen in the tree. A link within is read, and a
+    file named with --waivers is the user's choice."""
+    (tmp_path / "elsewhere").mkdir()
+    outside = _file(tmp_path / "elsewhere", '[[waiver]]\nsm = 100\nreason = "hidden"\n')
+    repo = tmp_path / "repo"
+    (repo / "waivers").mkdir(parents=True)
+    (repo / "hprobe-waivers.toml").symlink_to(outside)
+    with pytest.raises(InputError, match="links out of its directory"):
+        gather_waivers(None, [], [repo])
+    (repo / "hprobe-waivers.toml").unlink()
+    _file(repo / "waivers", '[[waiver]]\nsm = 100\nreason = "seen"\n')
+    (repo / "hprobe-waivers.toml").symlink_to(repo / "waivers" / "hprobe-waivers.toml")
+    assert [w.reason for w in gather_waivers(None, [], [repo])] == ["seen"]  # a link within the tree is read
+    (repo / "hprobe-waivers.toml").unlink()
+    (repo / "hprobe-waivers.toml").symlink_to(outside)
+    assert [w.reason for w in gather_waivers(repo / "hprobe-waivers.toml", [], [])] == ["hidden"]  # named with --waivers: read
+
+
 # -- on vLLM 0.25.0 as released: SM120 on its pin (0.6.13) has no route -----------------
 
 

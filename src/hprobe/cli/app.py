@@ -41,7 +41,7 @@ from hprobe.cli.options import (
     path_value,
 )
 from hprobe.cli.run import progress as progress_line
-from hprobe.cli.run import run_app, run_job, say
+from hprobe.cli.run import run_app, run_job, say, working_directory
 from hprobe.model.errors import InputError
 from hprobe.model.padding import MAX_HEADS
 from hprobe.system.fileio import SiteWriter, check_output, write_output
@@ -172,7 +172,9 @@ def check(
         request = RuleRequest.parse("check", tables=table, repo=repo, mapping=mapping, exclude=exclude, settings=settings, pad_fn=pad_fn, kernel=kernel, sm=sm, heads=heads, tp=tp, pin=pin, flashinfer=flashinfer, extra_args=_axis_args(ctx), model=model)
         from hprobe.rules.waivers import gather_waivers
 
-        accepted = gather_waivers(waivers, list(ignore or []), [Path.cwd(), *([repo] if repo is not None else [])])  # read before probing
+        here = working_directory()  # none where it was removed: no waiver file to find there
+        places = [*([Path(here)] if here is not None else []), *([repo] if repo is not None else [])]
+        accepted = gather_waivers(waivers, list(ignore or []), places)  # read before probing
         if junit is not None:
             check_output(junit, "--junit")  # a bad path costs nothing: refused before probing
         _no_clobbering({"--junit": junit}, table, mapping, baseline, repo)

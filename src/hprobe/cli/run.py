@@ -113,6 +113,9 @@ def run_job(job: Callable[[], int]) -> None:
     except BrokenPipeError:
         raise typer.Exit(_broken_pipe()) from None
     except OSError as exc:
+        if working_directory() is None and not exc.filename:
+            say("hprobe: error: the working directory no longer exists, and a relative path needs one; cd to one that does")
+            raise typer.Exit(EXIT_INPUT) from None
         where = f"{exc.filename}: " if exc.filename else ""
         say(f"hprobe: error: {visible(where)}{visible(_errno_words(exc))}")
         raise typer.Exit(EXIT_INPUT) from None
@@ -137,6 +140,14 @@ def _kill_children() -> None:
     kill_running()
 
 
+def working_directory() -> str | None:
+    """The current directory, or None where it was removed under the run."""
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        return None
+
+
 def run_app(app: typer.Typer) -> None:
     """Set the process up (guarded streams, no probing of the working
     directory's packages), then run one command: a usage error is one line and
@@ -154,13 +165,10 @@ def run_app(app: typer.Typer) -> None:
     # Only that first entry goes: the same directory later on the path (a
     # site-packages one runs from) stays.
     guard.install()
-    try:
-        here = os.getcwd()
-    except FileNotFoundError:
-        say("hprobe: error: the working directory no longer exists; cd to one that does")
-        _exit(EXIT_INPUT)
-        return
-    if sys.path and sys.path[0] in ("", ".", here):
+    # A working directory removed under the shell does not stop a command whose
+    # paths are absolute; one that needs it (a relative path) ends on the
+    # OSError that follows, said as such (run_job).
+    if sys.path and sys.path[0] in ("", ".", working_directory()):
         del sys.path[0]
     if "stdout" in guard.CLOSED:
         say("hprobe: note: stdout is closed; the report goes nowhere, the exit code still gives the verdict")

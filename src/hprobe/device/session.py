@@ -118,6 +118,15 @@ class FlashinferSession:
 
     def open(self) -> None:
         try:
+            os.getcwd()
+        except FileNotFoundError:
+            # torch cannot load from a working directory removed under the run
+            # (MKL ends the process: "Cannot load libtorch_cpu.so"). Every path
+            # the run reads or writes was made absolute or refused before any
+            # probe (cli/run.py); an empty directory of the run's own stands in,
+            # so that a relative path met later finds nothing rather than another file.
+            os.chdir(scratch_dir(None, "hprobe-cwd"))
+        try:
             import torch
         except Exception as exc:  # noqa: BLE001
             raise EnvironmentProblem(f"torch is not importable: {type(exc).__name__}: {exc}") from None

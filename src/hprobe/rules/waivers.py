@@ -40,5 +40,9 @@ def gather_waivers(file: Path | None, ignores: list[str], places: list[Path]) ->
     has one (the current directory, the --repo root); then every --ignore."""
     if file is None:
         file = next((p / WAIVER_FILE for p in places if (p / WAIVER_FILE).is_file()), None)
+        if file is not None and file.is_symlink() and not file.resolve().is_relative_to(file.parent.resolve()):
+            # A tree under review that waives its own findings through a link to
+            # a file elsewhere: what it would waive is not in the tree to be seen.
+            raise InputError(f"{file}: links out of its directory (to {file.resolve()}); not read. Name the file with --waivers to use it")
     waivers = load_waivers(file) if file is not None else []
     return waivers + [parse_ignore(text) for text in ignores]

@@ -18,6 +18,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from hprobe.model.errors import InputError
 from hprobe.model.pins import NAMES
@@ -213,6 +214,13 @@ def _from_pylock(base: Path) -> list[RepoPin]:
             raise InputError(f"{path}: [[packages]] must be a list of tables")
         for item in packages:
             if isinstance(item, dict) and canonicalize_name(str(item.get("name", ""))) in NAMES and isinstance(item.get("version"), str):
+                try:
+                    Version(item["version"])
+                except InvalidVersion:
+                    skipped = _SKIPPED.get()
+                    if skipped is not None:
+                        skipped.append(f"{path}: {item['name']} version {item['version']!r} is not a version; not read as the flashinfer pin")
+                    continue
                 number = next((i for i, line in enumerate(text.split("\n"), 1) if line.strip() == f'version = "{item["version"]}"'), None)
                 out.append(RepoPin(f"=={item['version']}", path, number, "pylock", f"{item['name']}=={item['version']}"))
     return out
@@ -226,13 +234,17 @@ def _named(text: str, names: set[str]) -> Requirement | None:
     """A requirement on one of `names`; one without a version admits every
     release, said as `>=0` rather than dropped. One that names a URL, not a
     version, is no pin: said in find_pins' problems, never read as one."""
+    skipped = _SKIPPED.get()
     try:
         req = Requirement(text.strip())
-    except InvalidRequirement:
+    except InvalidRequirement as exc:
+        # pip refuses such a line too; one naming flashinfer is said, never passed over in silence.
+        named = _LEADING_NAME.match(text)
+        if skipped is not None and named and canonicalize_name(named.group(1)) in names:
+            skipped.append(f"{text.strip()}: not a requirement pip reads ({str(exc).splitlines()[0]}); not read as the flashinfer pin")
         return None
     if canonicalize_name(req.name) not in names:
         return None
-    skipped = _SKIPPED.get()
     if req.url:
         if skipped is not None:
             skipped.append(f"{text.strip()}: names a URL, not a version pin; not read as the flashinfer pin")
@@ -241,6 +253,8 @@ def _named(text: str, names: set[str]) -> Requirement | None:
         req.specifier = SpecifierSet(">=0")
     return req
 
+
+_LEADING_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 # What `_named` set aside in the current find_pins, for its problems.
 _SKIPPED: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("hprobe_skipped_pins", default=None)
