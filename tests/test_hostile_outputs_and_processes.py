@@ -195,3 +195,31 @@ def test_a_killed_reports_scratch_directory_goes_at_the_next_report(tmp_path):
     finally:
         writer.discard()
     assert sys.platform != "win32"
+
+
+def test_runs_replacing_one_site_put_in_their_files_one_set_at_a_time(tmp_path):
+    """Two `report -o DIR --force` at once left matrix.json of one and
+    matrix.md of the other: a run puts in its set only while it holds the
+    directory's lock, and the temp files a killed writer left go with the next."""
+    import fcntl
+    import threading
+
+    site = tmp_path / "site"
+    site.mkdir()
+    names = ("index.html", "matrix.md", "matrix.json")
+    for name in names:
+        (site / name).write_text("old")
+    dead = 2**22 + 12345
+    left = site / f".hprobe-site-{dead}-matrix.json.abcd.tmp"
+    left.write_text("a killed writer's")
+    writer = SiteWriter(site, names, "--output", True)
+    holder = os.open(site, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(holder, fcntl.LOCK_EX)  # as another run in the middle of putting in its files
+    done = threading.Thread(target=writer.commit, args=({name: "new" for name in names},))
+    done.start()
+    done.join(0.5)
+    assert done.is_alive() and {(site / n).read_text() for n in names} == {"old"}  # waits, touching nothing
+    os.close(holder)
+    done.join(30)
+    assert not done.is_alive() and {(site / n).read_text() for n in names} == {"new"}
+    assert not left.exists() and sorted(p.name for p in site.iterdir()) == sorted(names)

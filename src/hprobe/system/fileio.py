@@ -22,7 +22,7 @@ from pathlib import Path
 
 from hprobe.model.errors import InputError
 from hprobe.system.escaping import opens_command
-from hprobe.system.lifetime import scratch_dir
+from hprobe.system.lifetime import remove_orphans, scratch_dir
 
 MAX_INPUT_BYTES = 16 << 20  # tables, mappings, baselines, repo metadata
 # One Python file of a --repo tree: vLLM's and SGLang's largest are about 0.3 MiB;
@@ -258,6 +258,34 @@ def _reason(exc: BaseException) -> str:
     return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
 
 
+SITE_TEMP = ".hprobe-site"  # a file of a site being written: `.hprobe-site-<pid>-<name>.<random>.tmp`
+SITE_LOCK_WAIT_S = 60.0
+
+
+@contextlib.contextmanager
+def _locked_directory(path: Path) -> Iterator[None]:
+    """An exclusive lock on the directory itself (flock on its descriptor):
+    nothing is left in it. Waited for a bounded time: a run writes its files
+    in well under a second."""
+    import fcntl
+    import time
+
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        deadline = time.monotonic() + SITE_LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise InputError(f"{path}: another process has held it locked for {SITE_LOCK_WAIT_S:g} s; the site there is unchanged") from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)  # the lock goes with the descriptor
+
+
 class SiteWriter:
     """A directory of files written all or nothing (`hprobe report -o`).
 
@@ -311,20 +339,26 @@ class SiteWriter:
                 raise InputError(f"{self.option} {self.target}: cannot write: {_reason(exc)}") from None
             self.scratch = None
             return
-        written: list[tuple[str, Path]] = []
-        try:
-            for name, text in files.items():
-                fd, tmp = tempfile.mkstemp(dir=self.target, prefix=f".{name}.", suffix=".tmp")
-                written.append((tmp, self.target / name))
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(text.encode("utf-8"))
-                os.chmod(tmp, 0o666 & ~current_umask())
-        except OSError as exc:
-            for tmp, _ in written:
-                Path(tmp).unlink(missing_ok=True)
-            raise InputError(f"{self.option} {self.target}: cannot write: {_reason(exc)}; the site there is unchanged") from None
-        for tmp, path in written:
-            os.replace(tmp, path)
+        # Two runs replacing one site at once would each put some of their files
+        # in place: the directory is locked while a run puts in its set, so the
+        # site is always one run's. Temp files carry their writer's pid: a killed
+        # writer's are removed by the next.
+        with _locked_directory(self.target):
+            remove_orphans(self.target, SITE_TEMP)
+            written: list[tuple[str, Path]] = []
+            try:
+                for name, text in files.items():
+                    fd, tmp = tempfile.mkstemp(dir=self.target, prefix=f"{SITE_TEMP}-{os.getpid()}-{name}.", suffix=".tmp")
+                    written.append((tmp, self.target / name))
+                    with os.fdopen(fd, "wb") as fh:
+                        fh.write(text.encode("utf-8"))
+                    os.chmod(tmp, 0o666 & ~current_umask())
+            except OSError as exc:
+                for tmp, _ in written:
+                    Path(tmp).unlink(missing_ok=True)
+                raise InputError(f"{self.option} {self.target}: cannot write: {_reason(exc)}; the site there is unchanged") from None
+            for tmp, path in written:
+                os.replace(tmp, path)
 
     def discard(self) -> None:
         if self.scratch is not None:

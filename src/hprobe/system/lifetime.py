@@ -74,7 +74,10 @@ def remove_orphans(where: Path, stem: str) -> None:
     for entry in entries:
         owner = _owner(entry.name, stem)
         if owner is not None and owner != os.getpid() and not _alive(owner):
-            shutil.rmtree(entry, ignore_errors=True)
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)  # a temp file of a killed writer
 
 
 def _owner(name: str, stem: str) -> int | None:
