@@ -165,3 +165,24 @@ def test_a_cache_dir_that_is_a_file_is_one_input_error(tmp_path):
     done = _run(where, "cache")
     assert done.returncode == 2 and done.stderr.strip() == f"hprobe: error: HPROBE_CACHE_DIR={where}: not a directory"
     assert where.read_text() == "mine"
+
+
+def test_a_tree_a_running_probe_uses_is_left_by_prune_and_clear(tmp_path):
+    """A worker probing from a cached tree holds it (cache.in_use): a prune or
+    clear meanwhile leaves it, says so, and removes it once it is free."""
+    from hprobe.support import cache as cache_module
+
+    cache = tmp_path / "cache"
+    tree = cache / "trees" / ("cd" * 32)
+    (tree / "flashinfer_python-0.6.12.dist-info").mkdir(parents=True)
+    (tree / "flashinfer").mkdir()
+    (tree / "flashinfer" / "__init__.py").write_text("")
+    for action in (("prune", "--older-than", "0"), ("clear",)):
+        with cache_module.in_use(tree):
+            held = _run(cache, "cache", *action, "--format", "json")
+            assert held.returncode == 0, held.stderr
+            assert tree.is_dir() and json.loads(held.stdout)["in_use_entries"] == 1
+            text = _run(cache, "cache", *action)
+            assert "1 in use by a running hprobe, kept" in text.stdout
+    freed = _run(cache, "cache", "prune", "--older-than", "0", "--format", "json")
+    assert freed.returncode == 0 and not tree.exists() and json.loads(freed.stdout)["in_use_entries"] == 0

@@ -21,11 +21,11 @@ def prune_cache(releases: list[str] | None, older_than_days: float | None, keep:
     before = usage()
     kept = _kept(keep, before) if keep is not None else None
     chosen = select(before, releases, older_than_days, kept)
-    remove(chosen)
+    in_use = remove(chosen)
     after = usage()
     # What the disk gave back, as du counts it: an entry that could not be
     # removed (a read-only cache) or a user's file left in a shared folder frees nothing.
-    return CacheReport(after, len(chosen), max(0, before.total - after.total), "prune")
+    return CacheReport(after, len(chosen) - len(in_use), max(0, before.total - after.total), "prune", len(in_use))
 
 
 def clear_cache() -> CacheReport:
@@ -34,10 +34,14 @@ def clear_cache() -> CacheReport:
     `results/` of the user's own keeps their files, a link is left as it is)."""
     before = usage()
     tops = [p for p in before.root.iterdir() if p.name in HPROBE_ENTRIES] if before.root.is_dir() else []
+    # Trees a running hprobe probes from stay (prune's rule); the rest goes.
+    in_use = remove([e for e in before.entries if e.kind == "tree"])
+    kept = {e.path for e in in_use}
     for top in tops:
-        empty_of_ours(top)
+        empty_of_ours(top, keep=kept)
     after = usage()
-    return CacheReport(after, sum(1 for e in before.entries if e.kind != "other"), max(0, before.total - after.total), "clear")
+    removed = sum(1 for e in before.entries if e.kind != "other") - len(in_use)
+    return CacheReport(after, removed, max(0, before.total - after.total), "clear", len(in_use))
 
 
 def _kept(keep: str, found: Usage) -> list[str]:

@@ -11,6 +11,7 @@ works in a temporary directory of its own, says so once, and answers as usual.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import errno
 import functools
 import json
@@ -20,7 +21,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -171,6 +172,55 @@ def discard(path: Path) -> None:
         shutil.rmtree(aside, ignore_errors=True)
     else:
         aside.unlink(missing_ok=True)
+
+
+def tree_lock(tree: Path) -> Path:
+    """The lock file of a tree in the cache (`trees/<sha>` and `trees/<sha>.slim`
+    share one): unpacking takes it alone, a run using the tree takes it shared,
+    and prune removes the tree only when it can take it alone."""
+    return tree.parent / f".{tree.name.removesuffix('.slim')}.lock"
+
+
+@contextlib.contextmanager
+def in_use(tree: Path) -> Iterator[None]:
+    """Hold a cached tree against removal while a worker runs from it (a
+    concurrent `cache prune` or `clear` leaves it). Only a safeguard: where the
+    lock cannot be had, the run goes on as before."""
+    import fcntl
+
+    try:
+        fd = os.open(tree_lock(tree), os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        yield
+        return
+    try:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def held_alone(tree: Path) -> Iterator[bool]:
+    """True while no run holds `tree` (in_use) nor unpacks it, and none can
+    start to until the block ends: prune removes it inside the block."""
+    import fcntl
+
+    try:
+        fd = os.open(tree_lock(tree), os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        yield True  # no lock to be had: as before
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
 
 
 def clean_stale(parent: Path) -> None:

@@ -222,24 +222,38 @@ def usage(root: Path | None = None) -> Usage:
     return found
 
 
-def remove(entries: list[Entry]) -> None:
-    """Remove `entries`. A shared folder (kernel tables, kept answers, bytecode)
-    loses only what hprobe wrote in it, and goes itself once nothing else is left."""
+def remove(entries: list[Entry]) -> list[Entry]:
+    """Remove `entries`; returns those left because a running hprobe uses them
+    (a tree a worker probes from). A shared folder (kernel tables, kept
+    answers, bytecode) loses only what hprobe wrote in it, and goes itself
+    once nothing else is left."""
+    in_use: list[Entry] = []
     for e in entries:
         if e.folder:
             empty_of_ours(e.path)
+        elif e.kind == "tree":
+            with cache.held_alone(e.path) as alone:
+                if alone:
+                    cache.discard(e.path)
+                else:
+                    in_use.append(e)
         elif e.path.exists() or e.path.is_symlink():
             cache.discard(e.path)  # a link goes, never what it points at
+    return in_use
 
 
-def empty_of_ours(folder: Path) -> bool:
-    """Remove what hprobe wrote in one of its folders at the cache's top, then
-    the folder if that leaves it empty; True when something was removed. A
-    link in a folder's place is not walked: what it points at is not the cache's."""
+def empty_of_ours(folder: Path, keep: frozenset[Path] | set[Path] = frozenset()) -> bool:
+    """Remove what hprobe wrote in one of its folders at the cache's top (but
+    `keep`, with the locks that hold them), then the folder if that leaves it
+    empty; True when something was removed. A link in a folder's place is not
+    walked: what it points at is not the cache's."""
     if not _real_directory(folder):
         return False
+    held = {cache.tree_lock(path).name for path in keep}
     removed = False
     for child in _children(folder):
+        if child in keep or child.name in held:
+            continue
         if ours(folder.name, child.name):
             cache.discard(child)
             removed = True

@@ -5,6 +5,7 @@ asked cell inconclusive, with its reason."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -23,8 +24,15 @@ from hprobe.system.lifetime import scratch_dir
 
 
 def _run_worker(release: Release, kernel_ids: list[str], sms: list[int], heads: list[int]) -> list[KernelSMResult]:
-    request = {"tree": str(release.tree), "kernels": kernel_ids, "sms": sms, "heads": heads}
-    proc = _worker(request)
+    tree = release.tree  # checked (unpacked again if damaged) on first use
+    request = {"tree": str(tree), "kernels": kernel_ids, "sms": sms, "heads": heads}
+    # A tree of the cache is held while the worker runs from it: a `cache
+    # prune` or `clear` meanwhile leaves it (cache.held_alone).
+    with cache.in_use(tree) if _in_cache(tree) else contextlib.nullcontext():
+        if _in_cache(tree) and not tree.is_dir():
+            reason = f"flashinfer {release.version}: its tree was removed from the cache as this run began to use it (hprobe cache prune or clear); run again"
+            return [_inconclusive(k, sm, release.version, heads, reason) for k in kernel_ids for sm in sms]
+        proc = _worker(request)
     if isinstance(proc, str):
         reason = f"flashinfer {release.version} could not be probed here: {proc}"
         return [_inconclusive(k, sm, release.version, heads, reason) for k in kernel_ids for sm in sms]

@@ -581,7 +581,8 @@ class TextFormatter(Formatter):
         out, found = self.out, report.usage
         out.line(_bold("hprobe cache"), f"  {visible(str(found.root))}")
         if report.action != "show":
-            out.line(f"{report.action}: removed {report.removed} entr{'ies' if report.removed != 1 else 'y'}, freed {human_size(report.freed)}")
+            kept = f"; {report.in_use} in use by a running hprobe, kept" if report.in_use else ""
+            out.line(f"{report.action}: removed {report.removed} entr{'ies' if report.removed != 1 else 'y'}, freed {human_size(report.freed)}{kept}")
         rows: list[Row] = [[(visible(release), ""), (human_size(size), "")] for release, size in found.by_release().items()]
         if rows:
             out.table([("release", "left"), ("size", "right")], rows)
