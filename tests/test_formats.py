@@ -443,3 +443,15 @@ def test_formats_only_render_a_finished_report(monkeypatch):
     after = {fmt: _rendered(fmt, report) for fmt in _rendering("check")}
     assert after == before and set(after) == set(_rendering("check"))
     assert _rendered("page", SiteReport(_matrix(), report)) == page
+
+
+def test_markdown_pings_no_one_named_in_a_message():
+    """A release's message quoted in a PR body or comment (the upgrade
+    proposal posts suggest's markdown) must not mention the account it names."""
+    from hprobe.system.escaping import md_text
+
+    assert md_text("ask @octocat (a@b.c)") == "ask &#64;octocat (a&#64;b.c)"
+    report = _hostile_check()
+    report.notes.append("note: contact @octocat")
+    out = render("markdown", report)
+    assert "@octocat" not in out and "&#64;octocat" in out

@@ -74,3 +74,55 @@ def test_the_proposing_step_opens_a_pull_request_with_the_patch_and_the_evidence
     # A second run finds the branch proposed already and does nothing.
     again = subprocess.run(["bash", "-c", script], cwd=repo, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and "proposed already" in again.stdout
+
+
+def _propose(tmp_path: Path, *, pip: str, hprobe_rc: int, origin_ok: bool = True) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """The proposing step on a one-file repository, with `pip`, `hprobe` and `gh`
+    as scripts that answer as told."""
+    repo, origin = tmp_path / "repo", tmp_path / "origin.git"
+    repo.mkdir()
+    (repo / "requirements.txt").write_text("flashinfer-python==0.6.13\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
+    remote = str(origin) if origin_ok else str(tmp_path / "no-such-origin.git")
+    for cmd in (["init", "-q", "-b", "main"], ["add", "."], ["commit", "-qm", "x"], ["remote", "add", "origin", remote]):
+        subprocess.run([*git, *cmd], cwd=repo, check=True)
+    stubs, runner_temp = tmp_path / "stubs", tmp_path / "runner"
+    stubs.mkdir()
+    runner_temp.mkdir()
+    _stub(stubs / "pip", pip)
+    _stub(stubs / "hprobe", f'echo "## hprobe suggest — flashinfer 0.7.4"\nexit {hprobe_rc}\n')
+    _stub(stubs / "gh", f'printf "%s\\n" "$@" >> {tmp_path}/gh-args\n')
+    env = dict(os.environ, PATH=f"{stubs}{os.pathsep}{os.environ['PATH']}", RUNNER_TEMP=str(runner_temp), GH_TOKEN="x")
+    script = _workflow()["jobs"]["propose"]["steps"][3]["run"]
+    return subprocess.run(["bash", "-c", script], cwd=repo, env=env, capture_output=True, text=True, timeout=120), tmp_path / "gh-args"
+
+
+LISTED = 'echo "flashinfer-python (0.7.4)"; echo "Available versions: 0.7.4"\n'
+
+
+def test_an_index_that_cannot_be_listed_fails_the_job_saying_why(tmp_path):
+    proc, _ = _propose(tmp_path, pip='echo "ERROR: connection refused" >&2\nexit 1\n', hprobe_rc=0)
+    assert proc.returncode == 1 and "::error::pip index versions flashinfer-python failed: ERROR: connection refused" in proc.stdout
+
+
+def test_a_remote_that_cannot_be_read_is_not_taken_for_no_branch_yet(tmp_path):
+    proc, gh = _propose(tmp_path, pip=LISTED, hprobe_rc=0, origin_ok=False)
+    assert proc.returncode == 1 and "::error::git ls-remote origin failed (exit 128)" in proc.stdout
+    assert not gh.exists()
+
+
+def test_a_break_hprobe_cannot_patch_opens_an_issue_with_the_evidence(tmp_path):
+    proc, gh = _propose(tmp_path, pip=LISTED, hprobe_rc=1)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    calls = gh.read_text().splitlines()
+    assert calls[:2] == ["issue", "list"] and "create" in calls
+    created = calls[calls.index("create") - 1 :]
+    assert created[:4] == ["issue", "create", "--title", "flashinfer 0.7.4 breaks a padding rule hprobe cannot rewrite"]
+    assert (tmp_path / "runner" / "body.md").read_text().startswith("## hprobe suggest — flashinfer 0.7.4")
+    assert "::warning::flashinfer 0.7.4 breaks a rule hprobe cannot rewrite: issue opened" in proc.stdout
+
+
+def test_nothing_to_change_opens_nothing(tmp_path):
+    proc, gh = _propose(tmp_path, pip=LISTED, hprobe_rc=0)
+    assert proc.returncode == 0 and "flashinfer 0.7.4: nothing to change" in proc.stdout and not gh.exists()

@@ -109,6 +109,8 @@ _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 
 def md_text(value: object) -> str:
     """Markdown prose or a table cell: shown literally, no emphasis, link,
-    heading, list or HTML; pipes escaped for tables."""
+    heading, list, HTML or mention; pipes escaped for tables."""
     body = _MD_SPECIAL.sub(r"\\\1", visible(value))
-    return body.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    # An `@name` in a release's message would ping that account from a PR body
+    # or comment; as an entity it shows the same and pings no one.
+    return body.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("@", "&#64;")
