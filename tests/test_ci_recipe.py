@@ -25,6 +25,16 @@ def _recipe_command() -> str:
     return line
 
 
+def test_the_readme_and_the_ci_page_give_one_recipe():
+    """A runner pastes either: they are the same steps, installing the way that works today."""
+
+    def recipe(page: str) -> str:
+        return (ROOT / page).read_text().split("GitHub Actions steps", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
+
+    assert recipe("README.md") == recipe("docs/ci.md")
+    assert "scripts/setup" in recipe("README.md") and "pip install -q hprobe-mla" not in recipe("README.md")
+
+
 def test_the_actions_recipe_judges_only_the_consumers_code(tmp_path):
     consumer = tmp_path / "consumer"
     shutil.copytree(ROOT / "tests" / "fixtures" / "repos" / "pre48047" / "vllm", consumer / "vllm")
