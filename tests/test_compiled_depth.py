@@ -9,8 +9,8 @@ installed flashinfer-python (0.6.14, whose kernel package is the same).
 from __future__ import annotations
 
 import hashlib
-import os
 import importlib.util
+import os
 import zipfile
 from pathlib import Path
 

@@ -18,7 +18,7 @@ from hprobe.model.outcome import KernelSMResult, Outcome
 from hprobe.model.release import INSTALLED, FlashinferInfo, ProbedRelease, Progress
 from hprobe.model.sm import SM
 from hprobe.support import cache
-from hprobe.support.results import cache_installed, cached_installed, code_digest, installed_identity, probe_release
+from hprobe.support.results import cache_per_sm, cached_per_sm, code_digest, installed_identity, probe_release
 from hprobe.support.trees import Release, installed_release, prefetch, resolve
 from hprobe.support.workers import read_in_worker
 from hprobe.system.bounded import kill_running, resume
@@ -40,9 +40,12 @@ def probe_installed(needed: dict[str, list[int]], heads: list[int], use_cache: b
     missing = dict(needed)
     if identity is not None:
         for key, sms in needed.items():
-            hit = cached_installed(identity, key, sms, heads)
-            if hit is not None:
-                cached.update({(key, r.sm): r for r in hit})
+            hits = cached_per_sm(identity, key, sms, heads)
+            cached.update({(key, sm): r for sm, r in hits.items()})
+            left = [sm for sm in sms if sm not in hits]
+            if left:
+                missing[key] = left
+            else:
                 del missing[key]
     if not missing:
         info = installed_flashinfer_info()
@@ -53,10 +56,9 @@ def probe_installed(needed: dict[str, list[int]], heads: list[int], use_cache: b
     fresh = _probe_in_process(missing, heads, workers)
     if identity is not None:
         for key, sms in missing.items():
-            probed = [fresh.results[(key, sm)] for sm in sms]
             # An inconclusive answer may be this run's accident: asked again next time.
-            if not any(h.outcome is Outcome.INCONCLUSIVE for r in probed for h in r.heads.values()):
-                cache_installed(identity, key, sms, heads, probed)
+            probed = [r for r in (fresh.results[(key, sm)] for sm in sms) if not any(h.outcome is Outcome.INCONCLUSIVE for h in r.heads.values())]
+            cache_per_sm(identity, key, heads, probed)
     merged = {**cached, **fresh.results}
     results = {(key, sm): merged[(key, sm)] for key, sms in needed.items() for sm in sms}
     package = _package(fresh.info.location)
@@ -206,13 +208,18 @@ def _deepen(
     ]
     if not needs:
         return
-    memo = _deep_key([r for _, r in needs], identity, package) if identity else None
-    if memo is not None:
-        hit = cache.read_kept("deep", memo)
-        if isinstance(hit, list) and len(hit) == len(needs):
-            for (k, _), deep in zip(needs, hit, strict=True):
-                results[k] = KernelSMResult.from_dict(deep)
-            return
+    # One memo per result (kernel variant x SM), as the answers are kept: a run
+    # for a subset of SMs reads what a wider run concluded.
+    memos = {k: _deep_key([r], identity, package) for k, r in needs} if identity else {}
+    left = []
+    for k, result in needs:
+        hit = cache.read_kept("deep", memos[k]) if k in memos else None
+        if isinstance(hit, dict):
+            results[k] = KernelSMResult.from_dict(hit)
+        else:
+            left.append((k, result))
+    if not left:
+        return
     from hprobe.compiled.depth import deepen
     from hprobe.support.kernel_tables import tables_for
 
@@ -223,12 +230,13 @@ def _deepen(
             found.append(fetching.result() if fetching is not None else tables_for(package, version, progress))
         return found[0]
 
-    for _, result in needs:
+    for _, result in left:
         deepen(result, package, get_tables)
     # Kept once the table was in hand, or not needed (no port, no route): a
     # table that could not be had this time may be found the next.
-    if memo is not None and (not found or found[0].table is not None or found[0].disabled):
-        cache.keep("deep", memo, [r.to_dict() for _, r in needs])
+    if memos and (not found or found[0].table is not None or found[0].disabled):
+        for k, result in left:
+            cache.keep("deep", memos[k], result.to_dict())
 
 
 def _deep_key(probed: list[KernelSMResult], identity: str, package: Path) -> str:

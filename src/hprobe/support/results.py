@@ -47,12 +47,6 @@ def code_digest() -> str:
     return digest.hexdigest()[:16]
 
 
-def result_cache_key(release: Release, kernel_id: str, sms: list[int], heads: list[int]) -> str | None:
-    if release.wheel_sha256 is None:
-        return None
-    return _cache_key(release.wheel_sha256, kernel_id, sms, heads)
-
-
 def _cache_key(identity: str, kernel_id: str, sms: list[int], heads: list[int]) -> str:
     # The code digest stands for every probe's inputs: a probe changed is code changed.
     material = json.dumps([identity, kernel_id, __version__, code_digest(), sms, heads])
@@ -135,12 +129,24 @@ def _installed_distribution() -> tuple[str, str, list[str]] | None:
     return record, str(dist.locate_file("")), list(dist.requires or [])
 
 
-def cached_installed(identity: str, kernel_id: str, sms: list[int], heads: list[int]) -> list[KernelSMResult] | None:
-    return _read_cache(_cache_key(identity, kernel_id, sms, heads), kernel_id, sms, heads)
+# Answers are kept per kernel variant and SM: one SM's answer does not depend
+# on which others a run asked for (tests/test_results.py holds it), so a run for
+# SM100 alone reads what an every-SM run kept.
 
 
-def cache_installed(identity: str, kernel_id: str, sms: list[int], heads: list[int], results: list[KernelSMResult]) -> None:
-    _write_cache(_cache_key(identity, kernel_id, sms, heads), results)
+def cached_per_sm(identity: str, kernel_id: str, sms: list[int], heads: list[int]) -> dict[int, KernelSMResult]:
+    """The SMs of `sms` whose answer for `kernel_id` over `heads` is kept."""
+    found: dict[int, KernelSMResult] = {}
+    for sm in sms:
+        hit = _read_cache(_cache_key(identity, kernel_id, [sm], heads), kernel_id, [sm], heads)
+        if hit is not None:
+            found[sm] = hit[0]
+    return found
+
+
+def cache_per_sm(identity: str, kernel_id: str, heads: list[int], results: list[KernelSMResult]) -> None:
+    for result in results:
+        _write_cache(_cache_key(identity, kernel_id, [result.sm], heads), [result])  # a failed write loses only the entry
 
 
 def probe_release(
@@ -150,32 +156,26 @@ def probe_release(
     """Results for every kernel variant x SM x h_q on `release`, from the cache or a worker.
     `kernel_ids` are variant keys (`trtllm-mla[backend=xqa]`); `on_probe` is
     told which of them a worker is about to probe (none: every answer was cached)."""
-    results: list[KernelSMResult] = []
-    missing: list[str] = []
-    cached: dict[str, list[KernelSMResult]] = {}
-    for kernel_id in kernel_ids:
-        key = result_cache_key(release, kernel_id, sms, heads)
-        hit = _read_cache(key, kernel_id, sms, heads) if (use_cache and key) else None
-        if hit is None:
-            missing.append(kernel_id)
-        else:
-            cached[kernel_id] = hit
-    fresh: dict[str, list[KernelSMResult]] = {}
+    identity = release.wheel_sha256 if use_cache else None
+    cached = {kernel_id: cached_per_sm(identity, kernel_id, sms, heads) if identity else {} for kernel_id in kernel_ids}
+    missing = [kernel_id for kernel_id in kernel_ids if len(cached[kernel_id]) < len(set(sms))]
+    fresh: dict[str, dict[int, KernelSMResult]] = {}
     if missing:
         if on_probe is not None:
             on_probe(missing)
-        for result in _run_worker(release, missing, sms, heads):
-            fresh.setdefault(result.key, []).append(result)
-        for kernel_id, kernel_results in fresh.items():
-            key = result_cache_key(release, kernel_id, sms, heads)
+        # The SMs any of them lacks, for all of them: one worker, one import.
+        wanted = sorted({sm for kernel_id in missing for sm in sms if sm not in cached[kernel_id]})
+        for result in _run_worker(release, missing, wanted, heads):
+            fresh.setdefault(result.key, {})[result.sm] = result
+        for kernel_id, by_sm in fresh.items():
             # Environment failures depend on this machine, not the wheel: never cached.
-            if key and not any(r.unanswered for r in kernel_results):
-                _write_cache(key, kernel_results)  # a failed write loses only the cache entry, never the answer
+            if release.wheel_sha256 is not None and not any(r.unanswered for r in by_sm.values()):
+                cache_per_sm(release.wheel_sha256, kernel_id, heads, list(by_sm.values()))
+    results: list[KernelSMResult] = []
     for kernel_id in kernel_ids:
-        got = cached.get(kernel_id) or fresh.get(kernel_id) or []
-        results.extend(got)
-        for sm in sorted(set(sms) - {r.sm for r in got}):  # never a silent hole in the answer
-            results.append(_inconclusive(kernel_id, sm, release.version, heads, "the probe worker returned no result for it"))
+        for sm in sms:  # in the order asked; never a silent hole in the answer
+            got = cached[kernel_id].get(sm) or fresh.get(kernel_id, {}).get(sm)
+            results.append(got or _inconclusive(kernel_id, sm, release.version, heads, "the probe worker returned no result for it"))
     return results
 
 
