@@ -41,6 +41,11 @@ def test_help_shows_examples_and_real_placeholders(cli, command):
     assert "Examples:" in out and "  hprobe " in out.split("Examples:", 1)[1]
     assert not re.search(r"<(list\[|str>|int>|Path>|float>)", out), out
     assert "{old}" not in out and "{new}" not in out
+    # Every command says what its exit codes mean; the gates say what fails them.
+    codes = out.split("Exit codes:", 1)[1] if "Exit codes:" in out else ""
+    assert codes and "2 bad input" in codes and "5 internal error" in codes, out
+    if command[0] in ("check", "suggest"):
+        assert "1 something would crash" in codes and "3 undecided" in codes
 
 
 REPORTING = [("check",), ("suggest",), ("matrix",), ("diff",), ("bisect",), ("kernels",), ("env",), ("models",), ("cache",), ("cache", "prune"), ("cache", "clear")]

@@ -18,8 +18,12 @@ from hprobe.cli.coercion import install as install_light_coercion
 from hprobe.cli.options import (
     AXIS_CONTEXT,
     AXIS_EPILOG,
+    BISECT_EXITS,
     CHECK_FORMAT_HELP,
+    DIFF_EXITS,
     FORMAT_HELP,
+    GATE_EXITS,
+    MATRIX_EXITS,
     ExcludeOpt,
     FlashinferOpt,
     FormatOpt,
@@ -74,7 +78,7 @@ app = typer.Typer(
     no_args_is_help=True,
     help="Which query-head counts FlashInfer's MLA kernels accept, from their own validators, "
     "and whether a padding table pads too much, too little, or just right.",
-    epilog=examples("hprobe check --repo ~/vllm --flashinfer 0.7.4", "hprobe suggest --repo ~/vllm --flashinfer 0.7.4 --diff hprobe.diff", "hprobe matrix -k dsv4-sparse-mla --sm 100,120"),
+    epilog=examples("hprobe check --repo ~/vllm --flashinfer 0.7.4", "hprobe suggest --repo ~/vllm --flashinfer 0.7.4 --diff hprobe.diff", "hprobe matrix -k dsv4-sparse-mla --sm 100,120", exits=None),
 )
 
 
@@ -137,7 +141,7 @@ def main(
     """hprobe: a kernel compatibility probe for LLM-serving engineers."""
 
 
-@app.command(context_settings=AXIS_CONTEXT, epilog=examples('hprobe check', 'hprobe check --repo ~/vllm --flashinfer 0.7.4', 'hprobe check --table my-table.toml --sm 100,120 --strict', 'hprobe check --repo . --junit hprobe.xml --format markdown') + "\n\n" + AXIS_EPILOG)
+@app.command(context_settings=AXIS_CONTEXT, epilog=examples('hprobe check', 'hprobe check --repo ~/vllm --flashinfer 0.7.4', 'hprobe check --table my-table.toml --sm 100,120 --strict', 'hprobe check --repo . --junit hprobe.xml --format markdown', exits=GATE_EXITS) + "\n\n" + AXIS_EPILOG)
 def check(
     ctx: typer.Context,
     table: TableOpt = None,
@@ -203,7 +207,7 @@ def check(
     run_job(job)
 
 
-@app.command(context_settings=AXIS_CONTEXT, epilog=examples('hprobe suggest --repo ~/vllm --flashinfer 0.7.4 --diff hprobe.diff', 'hprobe suggest --table my-table.toml -o fixed.toml') + "\n\n" + AXIS_EPILOG)
+@app.command(context_settings=AXIS_CONTEXT, epilog=examples('hprobe suggest --repo ~/vllm --flashinfer 0.7.4 --diff hprobe.diff', 'hprobe suggest --table my-table.toml -o fixed.toml', exits=GATE_EXITS) + "\n\n" + AXIS_EPILOG)
 def suggest(
     ctx: typer.Context,
     table: TableOpt = None,
@@ -267,7 +271,7 @@ def suggest(
     run_job(job)
 
 
-@app.command(context_settings=AXIS_CONTEXT, epilog=examples('hprobe matrix -k dsv4-sparse-mla --sm 100,120', 'hprobe matrix -k trtllm-mla --sm 100 --flashinfer 0.6.13,0.7.4', 'hprobe matrix -k dsv4-sparse-mla --sm 100 --heads 1-128 --grid') + "\n\n" + AXIS_EPILOG)
+@app.command(context_settings=AXIS_CONTEXT, epilog=examples('hprobe matrix -k dsv4-sparse-mla --sm 100,120', 'hprobe matrix -k trtllm-mla --sm 100 --flashinfer 0.6.13,0.7.4', 'hprobe matrix -k dsv4-sparse-mla --sm 100 --heads 1-128 --grid', exits=MATRIX_EXITS) + "\n\n" + AXIS_EPILOG)
 def matrix(
     ctx: typer.Context,
     kernel: Optional[List[str]] = typer.Option(None, "--kernel", "-k", metavar="KERNEL", help="Kernel id(s); repeatable or comma list. Default: every probe."),
@@ -303,7 +307,7 @@ def matrix(
     run_job(job)
 
 
-@app.command(context_settings=AXIS_CONTEXT, epilog=examples('hprobe diff 0.6.13 0.6.14 -k dsv4-sparse-mla --sm 100') + "\n\n" + AXIS_EPILOG)
+@app.command(context_settings=AXIS_CONTEXT, epilog=examples('hprobe diff 0.6.13 0.6.14 -k dsv4-sparse-mla --sm 100', exits=DIFF_EXITS) + "\n\n" + AXIS_EPILOG)
 def diff(
     ctx: typer.Context,
     old: str = typer.Argument(..., metavar="OLD", help="The release before: 0.6.13, a wheel file or a directory."),
@@ -334,7 +338,7 @@ def diff(
     run_job(job)
 
 
-@app.command(epilog=examples("hprobe bisect -k dsv4-sparse-mla --sm 100 --heads 16", "hprobe bisect -k trtllm-mla --sm 100 --heads 96 --range 0.6.10..0.7.4"))
+@app.command(epilog=examples("hprobe bisect -k dsv4-sparse-mla --sm 100 --heads 16", "hprobe bisect -k trtllm-mla --sm 100 --heads 96 --range 0.6.10..0.7.4", exits=BISECT_EXITS))
 def bisect(
     kernel: str = typer.Option(..., "--kernel", "-k", metavar="KERNEL", help="Kernel id or variant, e.g. trtllm-mla[backend=xqa]."),
     sm: str = typer.Option(..., "--sm", metavar="SM", help="One target SM."),
@@ -365,7 +369,7 @@ def bisect(
     run_job(job)
 
 
-@app.command(context_settings=AXIS_CONTEXT, epilog=examples('hprobe report --releases 0.6.12..0.7.4 -k dsv4-sparse-mla --sm 100,120 -o site/') + "\n\n" + AXIS_EPILOG)
+@app.command(context_settings=AXIS_CONTEXT, epilog=examples('hprobe report --releases 0.6.12..0.7.4 -k dsv4-sparse-mla --sm 100,120 -o site/', exits=MATRIX_EXITS) + "\n\n" + AXIS_EPILOG)
 def report(
     ctx: typer.Context,
     releases: str = typer.Option(..., "--releases", metavar="RELEASES", help="LO..HI (every published release in it, inclusive) or a comma list of releases, wheels or directories."),

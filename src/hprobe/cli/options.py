@@ -54,6 +54,22 @@ CHECK_FORMAT_HELP = format_help("check")
 FormatOpt = Annotated[str, typer.Option("--format", metavar="FORMAT", help=FORMAT_HELP)]
 
 
-def examples(*lines: str) -> str:
-    """A help epilog of example command lines (click keeps \\b blocks as written)."""
-    return "Examples:\n\n\b\n" + "\n".join(f"  {line}" for line in lines)
+# What each command's exit code says, in its --help (docs/reference.md has the whole table).
+GATE_EXITS = (
+    "0 pass", "1 something would crash (broken, some-shapes; with --strict also reducible, table-refuses, off-fast-path)",
+    "2 bad input", "3 undecided: something inconclusive or not judged, nothing broken", "4 torch or flashinfer unusable here",
+)
+MATRIX_EXITS = ("0 answered", "2 bad input", "3 nothing answered (every cell inconclusive)", "4 torch or flashinfer unusable here")
+DIFF_EXITS = ("0 nothing changed", "1 an accepted set changed", "2 bad input", "3 nothing changed, some h_q inconclusive", "4 torch or flashinfer unusable here")
+BISECT_EXITS = ("0 found", "2 bad input", "3 not found for sure (an inconclusive release in the way)", "4 torch or flashinfer unusable here")
+TOOL_EXITS = ("0 done", "2 bad input")
+
+
+def examples(*lines: str, exits: tuple[str, ...] | None = TOOL_EXITS) -> str:
+    """A help epilog of example command lines and the command's exit codes
+    (None: a group, whose commands say theirs); click keeps \\b blocks as written."""
+    said = "Examples:\n\n\b\n" + "\n".join(f"  {line}" for line in lines)
+    if exits is None:
+        return said + "\n\nEach command's --help lists its exit codes."
+    codes = [*exits, "5 internal error (HPROBE_DEBUG=1 shows the traceback)", "130 Ctrl-C, 143 SIGTERM"]
+    return said + "\n\nExit codes:\n\n\b\n" + "\n".join(f"  {code}" for code in codes)
