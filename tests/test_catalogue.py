@@ -150,7 +150,18 @@ def test_pivot_on_two_axes_and_refuse_an_ambiguous_one(cli):
     assert rows["xqa"] == ["unsupported-arch", "{128}"]
     assert rows["auto"] == ["{64,", "128}", "{128}"]
     code, _, err = cli("matrix", "-k", "trtllm-mla", "--sm", "100", "--heads", "64", "--pivot", "heads,sm")
-    assert code == 2 and "several results fall in one cell" in err
+    assert code == 2 and "several results would fall in one cell" in err and "they differ in kernel" in err
+
+
+def test_an_ambiguous_pivot_is_refused_before_anything_is_probed(cli, monkeypatch):
+    import hprobe.commands.matrix
+
+    def probed(*_args, **_kwargs):
+        raise AssertionError("probed before the pivot was checked")
+
+    monkeypatch.setattr(hprobe.commands.matrix, "gather", probed)
+    code, out, err = cli("matrix", "-k", "dsv4-sparse-mla[backend=auto,dtype=bf16,kv_format=fp8,kv_pool=packed]", "--sm", "100,120", "--pivot", "release,heads")
+    assert code == 2 and out == "" and "several results would fall in one cell (installed; they differ in sm)" in err
 
 
 def test_an_axis_no_selected_kernel_has_is_an_input_error(cli):

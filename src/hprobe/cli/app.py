@@ -294,9 +294,9 @@ def matrix(
         from hprobe.support.trees import parse_spec
 
         check_release_options(flashinfer, None)
-        with progress_line(fmt == "json") as progress:
-            report = run_matrix(kernel_ids(kernel), sm, parse_heads(heads), parse_spec(flashinfer) if flashinfer else None, not no_cache, progress, parse_axes(_axis_args(ctx)))
         dims = parse_pivot(pivot)
+        with progress_line(fmt == "json") as progress:
+            report = run_matrix(kernel_ids(kernel), sm, parse_heads(heads), parse_spec(flashinfer) if flashinfer else None, not no_cache, progress, parse_axes(_axis_args(ctx)), dims)
         if dims is not None:
             from hprobe.report.pivot import pivot_cells
 

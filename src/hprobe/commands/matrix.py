@@ -46,12 +46,18 @@ def run_matrix(
     use_cache: bool = True,
     progress: Progress = quiet,
     axes: dict[str, list[Value]] | None = None,
+    pivot: tuple[str, str] | None = None,
 ) -> MatrixReport:
-    """`releases`: labels (versions, wheels, directories); None: the installed one."""
+    """`releases`: labels (versions, wheels, directories); None: the installed
+    one. `pivot`: checked against what is about to be probed, before probing."""
     keys = variant_keys(kernel_ids, axes)
     fallback = sorted({sm for k in keys for sm in get_variant(k).probe.default_sms})
     targets = resolve_targets(sm_option, fallback, "the kernels are built for")
     labels = releases or [INSTALLED]
+    if pivot is not None:
+        from hprobe.report.pivot import check_planned
+
+        check_planned(*pivot, labels, keys, [sm.number for sm in targets.sms])
     needed = {key: [sm.number for sm in targets.sms] for key in keys}
     probed = gather(labels, needed, heads, use_cache, progress)
     return MatrixReport([probed[label] for label in labels], targets, heads, keys)
