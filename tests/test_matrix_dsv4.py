@@ -72,6 +72,16 @@ def test_grid_marks(cli):
     assert out.index("marks: ✓ accepted  ✗ rejected  A unsupported-arch") < out.index("\n h_q ")  # the legend before the grid
 
 
+def test_a_grid_folds_runs_of_counts_marked_alike(cli):
+    """256 rows of mostly ✗ hid the five counts that differ: a run of
+    consecutive h_q marked alike is one row."""
+    code, out, _ = cli("matrix", "-k", "dsv4-sparse-mla", "--sm", "100,120", "--heads", "1-256", "--grid")
+    assert code == 0
+    rows = [line.split() for line in out.splitlines() if line.strip()[:1].isdigit()]
+    assert [r[0] for r in rows] == ["1-7", "8", "9-15", "16", "17-31", "32", "33-63", "64", "65-127", "128", "129-256"]
+    assert all(r[1:] == (["✓", "✓"] if "-" not in r[0] else ["✗", "✗"]) for r in rows)
+
+
 def test_grid_of_several_kernels_is_one_narrow_grid_each(cli):
     code, out, _ = cli("matrix", "-k", "dsv4-sparse-mla,xqa-mla", "--sm", "90,100,120", "--heads", "8", "--grid")
     assert code == 0

@@ -467,13 +467,19 @@ class TextFormatter(Formatter):
             if len(groups) > 1:
                 out.line(_bold(visible(key)), f"  flashinfer {visible(version)}" if several_releases else "")
             columns: list[Column] = [("h_q", "right"), *((f"SM{r.sm}", "center") for r in results)]
-            table_rows: list[Row] = []
+            # A run of consecutive h_q marked alike is one row (`9-15`): 256 rows of
+            # mostly the same marks hid the few counts that differ.
+            runs: list[tuple[int, int, list[Cell]]] = []
             for h in report.heads:
-                row: list[Cell] = [(str(h), "")]
+                marks: list[Cell] = []
                 for r in results:
                     outcome = r.outcome(h)
-                    row.append((outcome.mark, outcome.style) if outcome is not None else (" ", ""))
-                table_rows.append(row)
+                    marks.append((outcome.mark, outcome.style) if outcome is not None else (" ", ""))
+                if runs and runs[-1][1] == h - 1 and runs[-1][2] == marks:
+                    runs[-1] = (runs[-1][0], h, marks)
+                else:
+                    runs.append((h, h, marks))
+            table_rows: list[Row] = [[(str(a) if a == b else f"{a}-{b}", ""), *marks] for a, b, marks in runs]
             out.table(columns, table_rows)
         self._caveats(report)
 
