@@ -455,3 +455,28 @@ def test_markdown_pings_no_one_named_in_a_message():
     report.notes.append("note: contact @octocat")
     out = render("markdown", report)
     assert "@octocat" not in out and "&#64;octocat" in out
+
+
+def test_a_requirement_no_answer_depended_on_asks_nothing_of_the_summary():
+    """`check` ended on "flashinfer 0.7.2 requires cuda-python…, not installed
+    here" though every answer was conclusive: the summary says a release's
+    missing requirements only where an answer is inconclusive for them, on one
+    line with the command that fixes it; --details keeps each."""
+    from hprobe.model.outcome import Cause
+    from hprobe.model.release import Unmet
+
+    report = _check()
+    release = report.releases[0]
+    release.unmet = [Unmet("cuda-python>=12.0", "cuda-python"), Unmet("nccl4py>=0.4.1", "nccl4py")]
+    report.notes.extend(u.note(VERSION) for u in release.unmet)
+    summary = _rendered("text", report, details=False)
+    assert "cuda-python" not in summary and "nccl4py" not in summary
+    assert "cuda-python" in _rendered("text", report, details=True)
+    result = next(iter(release.results.values()))
+    some = next(iter(result.heads))
+    result.heads[some] = HeadResult(some, Outcome.INCONCLUSIVE, reason="ModuleNotFoundError: cuda", cause=Cause.ENVIRONMENT.value)
+    said = " ".join(_rendered("text", report, details=False).split())  # the note, wherever it wrapped
+    assert (
+        f"flashinfer {VERSION} requires cuda-python>=12.0, nccl4py>=0.4.1, not installed here: 1 answer is inconclusive for it "
+        "(`pip install 'cuda-python>=12.0' 'nccl4py>=0.4.1'` in a separate venv; --details for each)"
+    ) in said

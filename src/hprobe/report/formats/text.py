@@ -99,9 +99,15 @@ def _bold(text: str) -> Part:
 
 def _merged_notes(report: CheckReport) -> list[str]:
     """Notes for the summary view: a release's requirements that are not
-    installed on one line, where its first one stood (--details shows each with
-    how to install it)."""
+    installed on one line, where its first one stood, and only where an answer
+    of that release is inconclusive for it, with the command that fixes it; a
+    requirement no answer depended on asks nothing of the reader (--details
+    shows each)."""
     missing = {u.note(r.info.version): (r.info.version, u.requirement) for r in report.releases for u in r.unmet if u.installed is None}
+    stopped = {
+        r.info.version: sum(1 for result in r.results.values() for h in result.heads.values() if h.cause == Cause.ENVIRONMENT.value)
+        for r in report.releases
+    }
     unmet: dict[str, list[str]] = {}
     slots: list[tuple[str | None, str]] = []  # (release whose requirements go here, or None: the note itself)
     for note in report.notes:
@@ -109,10 +115,16 @@ def _merged_notes(report: CheckReport) -> list[str]:
             slots.append((None, note))
             continue
         version, requirement = missing[note]
-        if version not in unmet:
+        if version not in unmet and stopped.get(version):
             slots.append((version, ""))
         unmet.setdefault(version, []).append(requirement)
-    return [note if version is None else f"flashinfer {version} requires {', '.join(unmet[version])}, not installed here (--details for how to install)" for version, note in slots]
+    return [
+        note if version is None else
+        f"flashinfer {version} requires {', '.join(unmet[version])}, not installed here: "
+        f"{stopped[version]} {'answer is' if stopped[version] == 1 else 'answers are'} inconclusive for it "
+        f"(`pip install {' '.join(repr(u) for u in unmet[version])}` in a separate venv; --details for each)"
+        for version, note in slots
+    ]
 
 
 def _matrix_notes(report: MatrixReport) -> list[str]:
