@@ -480,3 +480,13 @@ def test_a_requirement_no_answer_depended_on_asks_nothing_of_the_summary():
         f"flashinfer {VERSION} requires cuda-python>=12.0, nccl4py>=0.4.1, not installed here: 1 answer is inconclusive for it "
         "(`pip install 'cuda-python>=12.0' 'nccl4py>=0.4.1'` in a separate venv; --details for each)"
     ) in said
+
+
+def test_counts_take_their_nouns_singular_at_one():
+    from hprobe.report.formats.text import counted
+
+    assert [counted(n, "more note") for n in (0, 1, 2)] == ["0 more notes", "1 more note", "2 more notes"]
+    report = _check()
+    report.notes.extend(f"note {i}" for i in range(40))  # more than the summary shows
+    summary = _rendered("text", report, details=False)
+    assert re.search(r"\b\d+ more notes?: --details", summary) and "1 more notes" not in summary

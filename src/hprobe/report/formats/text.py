@@ -89,6 +89,11 @@ def _plain(stream: TextIO) -> bool:
     return not isatty(stream)
 
 
+def counted(n: int, noun: str) -> str:
+    """`1 more note`, `2 more notes`: a count and its noun, singular where it is one."""
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
 def _dim(text: str) -> Part:
     return (text, "dim")
 
@@ -187,7 +192,7 @@ class TextFormatter(Formatter):
         for note in notes if cap is None else notes[: cap["notes"]]:
             out.line(_dim("note:"), f" {visible(note)}")
         if cap is not None and len(notes) > cap["notes"]:
-            out.line(_dim(f"{len(notes) - cap['notes']} more notes: --details"))
+            out.line(_dim(f"{counted(len(notes) - cap['notes'], 'more note')}: --details"))
         self._waivers(report, out)
         if report.drift:
             out.line()
@@ -222,9 +227,9 @@ class TextFormatter(Formatter):
         out.line()
         more = []
         if hidden_action:
-            more.append(f"{hidden_action} more rows that need action")
+            more.append(f"{counted(hidden_action, 'more row')} that need{'s' * (hidden_action == 1)} action")
         if hidden_ok:
-            more.append(f"{hidden_ok} rows that need none")
+            more.append(f"{counted(hidden_ok, 'row')} that need{'s' * (hidden_ok == 1)} none")
         if more:
             out.line(_dim(f"{' and '.join(more)} not shown: --details"))
         out.line(*verdict)
@@ -253,13 +258,13 @@ class TextFormatter(Formatter):
         out.line()
         judged = len(report.call_paths) - len(report.unresolved_paths)
         assumed = sum(1 for p in report.call_paths if p.status == "assumed")
-        out.line(_bold("call paths"), _dim(f"  {len(report.call_paths)} calls of FlashInfer entries found, {judged} judged" + (f", {assumed} assumed" if assumed else "")))
+        out.line(_bold("call paths"), _dim(f"  {counted(len(report.call_paths), 'call')} of FlashInfer entries found, {judged} judged" + (f", {assumed} assumed" if assumed else "")))
         for path in shown if cap is None else shown[:cap]:
             style = "" if path.judged else "cyan"
             phase = f" [{path.phase}]" if path.phase else ""
             out.line(f"  {visible(path.site)}", _dim(f" {visible(path.function)} → {visible(path.calls)}{phase}: "), (f"{path.status}", style), f" {visible(path.detail)}")
         if cap is not None and len(shown) > cap:
-            out.line("  ", _dim(f"{len(shown) - cap} more call paths not judged: --details"))
+            out.line("  ", _dim(f"{counted(len(shown) - cap, 'more call path')} not judged: --details"))
 
     def _advice(self, advice: list[TableAdvice], out: Writer, cap: int | None = None) -> None:
         """The summary: one line per table x backend x SMs, with what to do."""
@@ -283,7 +288,7 @@ class TextFormatter(Formatter):
                 out.line(f"    {visible(label)}: ", *tally, f" → {visible(a.action)}")
         total = sum(len(table.backends) for table in advice)
         if cap is not None and total > cap:
-            out.line("  ", _dim(f"{total - cap} more backends: --details"))
+            out.line("  ", _dim(f"{counted(total - cap, 'more backend')}: --details"))
         if any(not table.pin for table in advice):
             out.line("  ", _dim("no pin: add requires_flashinfer (or --pin) for advice that holds across the releases you allow"))
 
