@@ -72,14 +72,23 @@ class MatrixReport:
 @dataclass(frozen=True)
 class GateCounts:
     """The counts a gate's verdict rests on: findings per verdict (in the
-    enum's order), the findings a waiver covers, waivers past their date, and
-    call paths judged on an assumption or not judged."""
+    enum's order) and of them those a waiver covers, waivers past their date,
+    and call paths judged on an assumption or not judged."""
 
     counts: dict[Verdict, int]
-    waived: int
+    waived_of: dict[Verdict, int]  # of each verdict's findings, those a waiver covers
     expired: int
     assumed: int
     not_judged: int
+
+    @property
+    def waived(self) -> int:
+        return sum(self.waived_of.values())
+
+    def said(self, verdict: Verdict) -> str:
+        """`22 broken (22 waived)`: a verdict's count, and how many of them a waiver covers."""
+        waived = self.waived_of.get(verdict, 0)
+        return f"{self.counts[verdict]} {verdict.value}" + (f" ({waived} waived)" if waived else "")
 
 
 @dataclass(frozen=True)
@@ -114,10 +123,11 @@ class CheckReport:
     def gate(self) -> GateCounts:
         """What the gate's line says beside its exit code, the same in every format."""
         counts = {v: n for v in Verdict if (n := sum(1 for f in self.findings if f.verdict is v))}
+        waived = {v: n for v in Verdict if (n := sum(1 for f in self.findings if f.verdict is v and v is not Verdict.OK and f.waiver is not None))}
         assumed = sum(1 for p in self.unresolved_paths if p.status == "assumed")
         return GateCounts(
             counts,
-            waived=sum(1 for f in self.findings if f.waiver is not None and f.verdict is not Verdict.OK),
+            waived_of=waived,
             expired=sum(1 for u in self.waivers if u.expired),
             assumed=assumed,
             not_judged=len(self.unresolved_paths) - assumed,

@@ -31,9 +31,7 @@ class MarkdownFormatter(Formatter):
 
     def check(self, report: CheckReport) -> None:
         gate = report.gate()
-        said = [f"{v.mark} {n} {v.value}" for v, n in gate.counts.items()] or ["nothing checked"]
-        if gate.waived:
-            said.append(f"{gate.waived} waived")
+        said = [f"{v.mark} {gate.said(v)}" for v in gate.counts] or ["nothing checked"]
         if gate.expired:
             said.append(f"{gate.expired} expired waiver{'s' * (gate.expired != 1)}")
         if gate.assumed:

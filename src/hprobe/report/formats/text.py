@@ -729,9 +729,9 @@ def _verdict_line(report: CheckReport) -> list[Part]:
     word = {0: ("pass", "bold green"), 1: ("fail", "bold red")}.get(code, ("undecided", "bold cyan"))
     gate = report.gate()
     parts: list[Part] = [word, ": "]
-    parts += _joined([(f"{n} {v.value}", v.style) for v, n in gate.counts.items()], ", ") or ["nothing checked"]
-    if gate.waived:
-        parts += [", ", (f"{gate.waived} waived", "dim")]
+    # "pass: 56 ok, 22 broken (22 waived)": what a waiver covers is said beside
+    # its verdict, so a pass beside broken findings reads as what it is.
+    parts += _joined([(gate.said(v), v.style) for v in gate.counts], ", ") or ["nothing checked"]
     if gate.expired:
         parts += [", ", (f"{gate.expired} expired waiver{'s' * (gate.expired != 1)}", "bold red")]
     if gate.assumed:
