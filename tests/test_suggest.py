@@ -294,3 +294,22 @@ def test_a_pin_the_index_does_not_serve_is_judged_on_none_with_the_nearest(cli_j
     [note] = [n for n in doc["notes"] if "the pin ==0.7.3, cannot be fetched" in n]
     assert "No matching distribution found for flashinfer-python==0.7.3" in note, note
     assert "nearest published: 0.7.2.post1, 0.7.4" in note and note.endswith("judged on no release"), note
+
+
+@pytest.mark.pure  # the fast tier: no torch, flashinfer or subprocess
+def test_holds_from_x_holds_on_every_release_answered_from_x_on():
+    """Both ends hold, so the search asked nothing between them and called the
+    count "safe from 0", though the check's own probe found 15 refusing it:
+    releases answered already are weighed, a refusal moves the flip past it,
+    and a refusal at the newest release seen leaves no release it holds from."""
+    versions = list(range(20))
+    history = {v: v != 15 for v in versions}
+    checked = {15}  # the check probed it; the search would not ask it
+    found = first_true(versions, history.__getitem__, answered=checked.__contains__)
+    assert (found.first, found.last_false, found.adjacent) == (19, 15, False) and (0, 15) in found.regressions
+    newest = {v: 5 <= v < 19 for v in versions}
+    gone = first_true(versions, newest.__getitem__, exhaustive=True)
+    assert gone.first is None and gone.last_false == 19
+    from hprobe.advise.pins import CountPin
+
+    assert CountPin(24, gone).words() == "24: refused by 19, the newest release seen, after releases that accepted it"

@@ -18,8 +18,8 @@ V = TypeVar("V")
 
 @dataclass(frozen=True)
 class FirstTrue(Generic[V]):
-    first: V | None  # the earliest release seen holding, after one that does not (or at the start)
-    last_false: V | None  # the release just before it that does not hold (None: holds from the start)
+    first: V | None  # the earliest release from which every one seen holds (None: the newest seen does not)
+    last_false: V | None  # the newest release seen that does not hold, just before `first` (None: holds from the start)
     adjacent: bool  # no unprobed release lies between last_false and first: the boundary is exact
     seen: tuple[tuple[V, bool | None], ...]  # every state probed, oldest first
     regressions: tuple[tuple[V, V], ...]  # (held in, then not in a later one)
@@ -72,8 +72,14 @@ def first_true(
             at(i)
     elif versions:
         ready([0, len(versions) - 1])
-        if at(0) is not True and at(len(versions) - 1) is True:
+        oldest, newest = at(0), at(len(versions) - 1)  # both asked: both ends bound the answer
+        if oldest is not True and newest is True:
             _narrow(0, len(versions) - 1, k, at, ready, conclusive_near, lambda i: i in memo or (answered is not None and answered(versions[i])))
+        # Every release answered already (the check's own, another count's) is
+        # weighed too: they cost nothing, and "holds from X" must hold on each
+        # of them from X on, not only on those the search happened to ask.
+        for i in _answered_indices(versions, answered, memo):
+            at(i)
     seen = sorted(memo.items())
     conclusive = [(i, s) for i, s in seen if s is not None]
     regressions = tuple(
@@ -88,6 +94,10 @@ def first_true(
         seen=tuple((versions[i], s) for i, s in seen),
         regressions=regressions,
     )
+
+
+def _answered_indices(versions: Sequence[V], answered: Callable[[V], bool] | None, memo: dict[int, bool | None]) -> list[int]:
+    return [] if answered is None else [i for i, v in enumerate(versions) if i not in memo and answered(v)]
 
 
 def _round(lo: int, hi: int, k: int, asked: Callable[[int], bool]) -> list[int]:
@@ -152,4 +162,8 @@ def _last_flip(conclusive: Sequence[tuple[int, bool | None]]) -> tuple[int | Non
         if s and (k == 0 or not conclusive[k - 1][1]):
             first = i
             last_false = conclusive[k - 1][0] if k > 0 else None
+        elif not s:
+            # Refused again after holding: it does not hold from any release
+            # before this one (the regression is reported beside).
+            first, last_false = None, i
     return first, last_false

@@ -36,6 +36,8 @@ class CountPin:
 
     def words(self) -> str:
         f = self.found
+        if f.first is None and any(state for _, state in f.seen):
+            return f"{self.count}: refused by {f.last_false}, the newest release seen, after releases that accepted it"
         if f.first is None:
             return f"{self.count}: accepted by no release searched"
         if f.last_false is None:
