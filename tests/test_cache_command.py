@@ -177,12 +177,18 @@ def test_a_tree_a_running_probe_uses_is_left_by_prune_and_clear(tmp_path):
     (tree / "flashinfer_python-0.6.12.dist-info").mkdir(parents=True)
     (tree / "flashinfer").mkdir()
     (tree / "flashinfer" / "__init__.py").write_text("")
+    # A slim tree reads its files out of its wheel: the wheel is held with it.
+    wheel = cache / "wheels" / "flashinfer_python-0.6.12-py3-none-any.whl"
+    wheel.parent.mkdir()
+    wheel.write_bytes(b"a wheel")
+    wheel.with_name(wheel.name + ".sha256").write_text("cd" * 32 + "\n7 0\n")
+    held_entries = (tree, wheel, wheel.with_name(wheel.name + ".sha256"))
     for action in (("prune", "--older-than", "0"), ("clear",)):
         with cache_module.in_use(tree):
             held = _run(cache, "cache", *action, "--format", "json")
             assert held.returncode == 0, held.stderr
-            assert tree.is_dir() and json.loads(held.stdout)["in_use_entries"] == 1
+            assert all(p.exists() for p in held_entries) and json.loads(held.stdout)["in_use_entries"] == 3
             text = _run(cache, "cache", *action)
-            assert "1 in use by a running hprobe, kept" in text.stdout
+            assert "3 in use by a running hprobe, kept" in text.stdout
     freed = _run(cache, "cache", "prune", "--older-than", "0", "--format", "json")
-    assert freed.returncode == 0 and not tree.exists() and json.loads(freed.stdout)["in_use_entries"] == 0
+    assert freed.returncode == 0 and not any(p.exists() for p in held_entries) and json.loads(freed.stdout)["in_use_entries"] == 0

@@ -34,8 +34,8 @@ def clear_cache() -> CacheReport:
     `results/` of the user's own keeps their files, a link is left as it is)."""
     before = usage()
     tops = [p for p in before.root.iterdir() if p.name in HPROBE_ENTRIES] if before.root.is_dir() else []
-    # Trees a running hprobe probes from stay (prune's rule); the rest goes.
-    in_use = remove([e for e in before.entries if e.kind == "tree"])
+    # Trees a running hprobe probes from, and their wheels, stay (prune's rule); the rest goes.
+    in_use = remove([e for e in before.entries if e.kind in ("tree", "wheel")])
     kept = {e.path for e in in_use}
     for top in tops:
         empty_of_ours(top, keep=kept)

@@ -231,8 +231,11 @@ def remove(entries: list[Entry]) -> list[Entry]:
     for e in entries:
         if e.folder:
             empty_of_ours(e.path)
-        elif e.kind == "tree":
-            with cache.held_alone(e.path) as alone:
+        elif e.kind in ("tree", "wheel"):
+            # A slim tree reads its files out of its wheel as a probe opens
+            # them: a wheel is held with the tree made from it.
+            tree = e.path if e.kind == "tree" else _tree_of(e.path)
+            with cache.held_alone(tree) if tree is not None else contextlib.nullcontext(True) as alone:
                 if alone:
                     cache.discard(e.path)
                 else:
@@ -240,6 +243,18 @@ def remove(entries: list[Entry]) -> list[Entry]:
         elif e.path.exists() or e.path.is_symlink():
             cache.discard(e.path)  # a link goes, never what it points at
     return in_use
+
+
+def _tree_of(wheel: Path) -> Path | None:
+    """The tree unpacked from `wheel` (named by the wheel's digest, which its
+    `.sha256` file beside it keeps on its first line; for that file, its own)."""
+    sidecar = wheel if wheel.name.endswith(".sha256") else wheel.with_name(wheel.name + ".sha256")
+    try:
+        with open(sidecar, "rb") as kept:
+            digest = kept.read(200).split(b"\n", 1)[0].decode("ascii", "replace").strip()
+    except OSError:
+        return None
+    return wheel.parent.parent / "trees" / digest if re.fullmatch(_HEX64, digest) else None
 
 
 def empty_of_ours(folder: Path, keep: frozenset[Path] | set[Path] = frozenset()) -> bool:
