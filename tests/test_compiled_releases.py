@@ -81,15 +81,20 @@ def test_the_0616_era_pads_mla_tiles(cubin_wheel):
     assert isinstance(gate, Gate) and gate.sms == (100, 103, 107)
 
 
-def test_a_release_without_a_port_stays_at_the_validators_and_names_what_changed(cli_json):
+def test_a_release_without_a_port_stays_at_the_validators_and_names_what_changed(cli_json, monkeypatch, tmp_path):
     package = resolve("0.7.4").tree / "flashinfer"
     why = port_for(package)
     assert isinstance(why, str) and "no port" in why and "fmhaKernels.cuh" in why
     gate = runner_gate(package)
     assert isinstance(gate, Gate) and 120 not in gate.sms  # the runner's check still holds
+    # Its kernel table would never be read: it is not fetched (nor parsed) at all.
+    asked: list[str] = []
+    monkeypatch.setattr(kernel_tables, "tables_for", lambda *args, **_kw: asked.append(str(args[0])))
+    monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path / "cache"))  # probed here, not answered from a cache
     _, doc, _ = cli_json("matrix", "-k", "trtllm-mla[backend=trtllm-gen]", "--sm", "100", "--heads", "64", "--flashinfer", "0.7.4", "--json")
     (result,) = doc["results"]
     assert result["depth"] != "compiled" and any("compiled depth: not evaluated" in n and "no port" in n for n in result["notes"])
+    assert asked == []
 
 
 def test_answers_shared_across_releases_are_the_ones_each_release_gets_alone():

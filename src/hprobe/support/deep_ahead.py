@@ -93,12 +93,16 @@ Handed = tuple[Tables, dict[depth.AnswerKey, depth.Existence], tuple[Gate | str,
 def _work(package: Path, version: str, wanted: dict[str, list[int]], heads: list[int]) -> Handed:
     from hprobe.support.kernel_tables import tables_for
 
+    gate, port = trtllm_gen.known(package)
+    if not isinstance(port, Port):
+        # Never evaluated at compiled depth: deepen stops before asking for a table.
+        return Tables(None, "not fetched: no port of this release's selection code"), {}, (gate, port)
     tables = tables_for(package, version)
     answers = depth.evaluate_ahead(package, wanted, heads, tables)
     if tables.table is not None:
         # The file's bytes were kept in the cache by tables_for; the parent reads rows only.
         tables = replace(tables, table=replace(tables.table, data=b"", checksums=b""))
-    return tables, answers, trtllm_gen.known(package)
+    return tables, answers, (gate, port)
 
 
 def _received(payload: bytes, package: Path) -> Tables | None:
