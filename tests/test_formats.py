@@ -490,3 +490,11 @@ def test_counts_take_their_nouns_singular_at_one():
     report.notes.extend(f"note {i}" for i in range(40))  # more than the summary shows
     summary = _rendered("text", report, details=False)
     assert re.search(r"\b\d+ more notes?: --details", summary) and "1 more notes" not in summary
+
+
+def test_a_page_shows_a_line_break_as_a_space_and_other_controls_escaped():
+    """An SM120 caveat whose message spans lines showed a literal `\\x0a` on the page."""
+    from hprobe.system.escaping import html
+
+    assert html("dispatches by\n(h_q, top-k)\r\nin compiled code") == "dispatches by (h_q, top-k) in compiled code"
+    assert html("\x1b[31mred<b>") == "\\x1b[31mred&lt;b&gt;"

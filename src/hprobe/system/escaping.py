@@ -86,8 +86,10 @@ def xml(value: object) -> str:
 
 
 def html(value: object) -> str:
-    """For HTML text and attribute values."""
-    return _html.escape(visible(value), quote=True)
+    """For HTML text and attribute values. A line break in a message (a
+    release's multi-line error) is a space on a page, as HTML shows it anyway,
+    not a literal `\\x0a`; every other control is shown escaped."""
+    return _html.escape(visible(LINE_BREAK.sub(" ", str(value))), quote=True)
 
 
 def md_code(value: object) -> str:
