@@ -263,3 +263,18 @@ def test_a_pin_pip_cannot_read_is_said_never_passed_over(tmp_path):
     problems = []
     assert find_pin(root, problems) is None
     assert problems == [f"{root / 'pylock.toml'}: flashinfer-python version 'latest' is not a version; not read as the flashinfer pin"]
+
+
+def test_a_rule_left_to_the_reader_is_named_for_what_it_is():
+    """SGLang 0.5.20 on SM120: DSpark's inline `_PAD_NUM_HEADS` padding and an
+    unpadded call were both called "a rule that branches on the SM, phase or
+    settings"."""
+    from hprobe.model.padding import PadMap
+    from hprobe.rules.repo.patch import Adoption, _by_hand
+
+    suggested = PadTo((8, 16, 32, 64, 128))
+    unpadded = Adoption(suggested, current=PadMap(((4, 4), (8, 8), (16, 16))))
+    inline = Adoption(suggested, current=PadMap(((4, 64), (8, 64), (128, 128))))
+    assert _by_hand(None, unpadded).startswith("an unpadded call (the engine hands FlashInfer its count as it is)")
+    assert _by_hand(None, inline).startswith("padding written at the call itself")
+    assert _by_hand(object(), inline) == "a rule that branches on the SM, phase or settings"

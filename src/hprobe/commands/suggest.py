@@ -78,7 +78,7 @@ def run_suggest(
         for s in suggestions:
             rule, needs = adopted(s)
             if rule is not None:
-                chosen[s.backend.name] = Adoption(rule, needs, s.changed)
+                chosen[s.backend.name] = Adoption(rule, needs, s.changed, s.backend.rule)
         patch = build_patch(repo_tables, chosen, published)
         patch.not_rewritten.extend(f"{s.backend.name}: not rewritten: {s.shared}" for s in suggestions if s.shared and s.changed)
         if not patch.diff:

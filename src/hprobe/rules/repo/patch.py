@@ -30,7 +30,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from hprobe.model.errors import InputError
-from hprobe.model.padding import NoPadding, PaddingRule, PadTo
+from hprobe.model.padding import MAX_HEADS, NoPadding, PaddingRule, PadTo
 from hprobe.rules.repo.evaluate import NotEvaluable
 from hprobe.rules.repo.extract import PaddingClass, RepoTables, evaluate_class
 from hprobe.rules.repo.pin import NotRewritable, RepoPin, companion_pins, find_pins, rewrite
@@ -64,6 +64,7 @@ class Adoption:
     rule: PaddingRule
     needs: Version | None = None
     changes: bool = True  # False: the rule pads every count as the current one does (only its pin may move)
+    current: PaddingRule | None = None  # what the engine does now (a call path's: its counts as handed over)
 
 
 @dataclass
@@ -137,10 +138,8 @@ def _source_edits(repo: RepoTables, index: RepoIndex, adopted: dict[str, Adoptio
         rule = adoption.rule
         item = next((c for c in repo.classes if c.cls.qualname == qualname), None)
         if item is None or item.bound:
-            # A rule evaluated per SM, phase and setting (SGLang's): its branches
-            # are code, not one constant to rewrite.
             if adoption.changes:
-                patch.not_rewritten.append(f"{qualname}: a rule that branches on the SM, phase or settings; change it by hand to {rule.describe()}")
+                patch.not_rewritten.append(f"{qualname}: {_by_hand(item, adoption)}; change it by hand to {rule.describe()}")
             continue
         if item.rule == rule or not adoption.changes:
             settled.add(qualname)
@@ -165,6 +164,19 @@ def _source_edits(repo: RepoTables, index: RepoIndex, adopted: dict[str, Adoptio
         settled.add(qualname)
         edits[site] = (text, edits.get(site, ("", frozenset()))[1] | {qualname})
     return edits, settled
+
+
+def _by_hand(item: object | None, adoption: Adoption) -> str:
+    """Why a rule is not rewritten mechanically, as the engine writes it."""
+    if item is not None:
+        # A rule evaluated per SM, phase and setting (SGLang's): its branches
+        # are code, not one constant to rewrite.
+        return "a rule that branches on the SM, phase or settings"
+    current = adoption.current
+    launched = [] if current is None else [(n, padded) for n in range(1, MAX_HEADS + 1) if (padded := current.pad(n)) is not None]
+    if launched and all(n == padded for n, padded in launched):
+        return "an unpadded call (the engine hands FlashInfer its count as it is): padding it is code to add before the call"
+    return "padding written at the call itself (inline code, not a rule or a constant of counts hprobe rewrites)"
 
 
 def _apply_source(root: Path, index: RepoIndex, repo: RepoTables, edits: Edits, adopted: dict[str, Adoption], patch: Patch) -> dict[str, tuple[bytes, bytes]]:
