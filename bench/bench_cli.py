@@ -47,6 +47,11 @@ COMMANDS = {
 }
 
 
+# What each run said it added to the cache ("flashinfer X: fetched into the
+# cache, N MiB added", hprobe's own count on stderr), by the last run_once.
+ADDED_MIB: list[float] = []
+
+
 def run_once(argv: list[str]) -> tuple[float, float]:
     """(wall seconds, peak RSS MiB) of one child process."""
     env = dict(os.environ, NO_COLOR="1")
@@ -59,9 +64,12 @@ def run_once(argv: list[str]) -> tuple[float, float]:
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     code = os.waitstatus_to_exitcode(status)
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     if code not in (0, 1, 3):
-        err = proc.stderr.read().decode() if proc.stderr else ""
         raise SystemExit(f"{argv} exited {code}: {err}")
+    import re
+
+    ADDED_MIB[:] = [sum(float(m.replace(",", "")) for m in re.findall(r"fetched into the cache, ([\d.,]+) MiB added", err))]
     return wall, usage.ru_maxrss / 1024  # ru_maxrss is KiB on Linux
 
 
@@ -202,10 +210,12 @@ def cold_bench() -> None:
             return run_once(argv)[0]
 
         check = cold("check", HPROBE + ["check", "--repo", str(vllm)])
+        check_added = ADDED_MIB[0]
         suggest = cold("suggest", HPROBE + ["suggest", "--repo", str(vllm), "--diff", str(work / "fix.diff")])
-        print("\nvLLM 0.25.0 (pins flashinfer 0.6.13), cold: an empty cache each")
-        print(f"{'check --repo':<34} {check:>8.2f}")
-        print(f"{'suggest --repo --diff':<34} {suggest:>8.2f} {suggest / check:>6.2f}x of check")
+        suggest_added = ADDED_MIB[0]
+        print("\nvLLM 0.25.0 (pins flashinfer 0.6.13), cold: an empty cache each (wall s; MiB the run added to its cache)")
+        print(f"{'check --repo':<34} {check:>8.2f}          {check_added:>8.1f} MiB")
+        print(f"{'suggest --repo --diff':<34} {suggest:>8.2f} {suggest / check:>6.2f}x {suggest_added:>8.1f} MiB")
 
         report = cold("report", HPROBE + ["report", "--releases", "0.6.12..0.7.4", "-k", "dsv4-sparse-mla", "--sm", "100,120", "-o", str(work / "site"), "--force"])
         trees = sorted(p for p in (work / "cache-report" / "trees").iterdir() if p.is_dir())
