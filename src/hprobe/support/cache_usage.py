@@ -36,13 +36,15 @@ _WHEEL = re.compile(r"^flashinfer_python-([^-]+)-")
 # may name a directory the user keeps other things in, their own `results/` among
 # them: an entry named otherwise is theirs, counted and never removed.
 _HEX64 = "[0-9a-f]{64}"
+_KEPT = re.compile(r"^([a-z]+-)?[0-9a-f]{16,64}\.(json|pickle)$")
 _OURS = {
     "wheels": re.compile(r"^flashinfer_[a-z_]+-[^/]+\.whl(\.sha256)?$"),
     "trees": re.compile(rf"^{_HEX64}(\.slim)?$"),
     "results": re.compile(rf"^{_HEX64}\.json$"),
-    "deep": re.compile(rf"^{_HEX64}\.json$"),
-    "names": re.compile(rf"^{_HEX64}\.json$"),
-    "readings": re.compile(rf"^{_HEX64}\.pickle$"),
+    # What cache.keep and readings store: a digest, or a kind and a digest (`stat-…`, `requires-…`).
+    "deep": _KEPT,
+    "names": _KEPT,
+    "readings": _KEPT,
     "kernel-tables": re.compile(rf"^{_HEX64}$"),
     "bytecode": re.compile(r"^[0-9a-f]{8}$"),  # the interpreter's magic number
 }
