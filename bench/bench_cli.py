@@ -168,7 +168,9 @@ def suggest_bench(rounds: int) -> None:
     )
 
 
-ENGINES = (("sglang", "0.5.23", "100"), ("vllm", "0.33.0", "100,120"))
+# (distribution, version, SMs, the release judged: None for the tree's own pin).
+# vLLM 0.34.0 pins 0.7.3, which the index does not serve: judged on 0.7.4.
+ENGINES = (("sglang", "0.5.23", "100", None), ("vllm", "0.33.0", "100,120", None), ("vllm", "0.34.0", "90,100,120", "0.7.4"))
 
 
 def engines_bench(rounds: int) -> None:
@@ -179,13 +181,14 @@ def engines_bench(rounds: int) -> None:
     from engine_wheels import download_engine  # the tests' own downloader: source only, never imported
 
     where = Path(tempfile.mkdtemp(prefix="hprobe-bench-engines-"))
-    for distribution, version, sms in ENGINES:
+    for distribution, version, sms, release in ENGINES:
         tree = download_engine(where / f"{distribution}-{version}", distribution, version)
+        judged = ["--flashinfer", release] if release else []
         side_by_side(
             rounds,
-            f"{distribution} {version} (its own pin), SM{sms}, warm",
+            f"{distribution} {version} ({f'on flashinfer {release}' if release else 'its own pin'}), SM{sms}, warm",
             ("bare shimmed import", COMMANDS["bare shimmed import"]),
-            (f"check --repo {distribution}", HPROBE + ["check", "--repo", str(tree), "--sm", sms]),
+            (f"check --repo {distribution}", HPROBE + ["check", "--repo", str(tree), "--sm", sms, *judged]),
         )
 
 
@@ -279,7 +282,7 @@ def main() -> None:
     parser.add_argument("--report", action="store_true", help="also time a ten-release report against the same matrix, warm")
     parser.add_argument("--suggest", action="store_true", help="also time suggest (pin search, patch) against check on one repo, warm")
     parser.add_argument("--page-sizes", action="store_true", help="also write the report for every release from 0.5.0 (one kernel x 2 SMs; every variant x 5 SMs) and print its size")
-    parser.add_argument("--engines", action="store_true", help="also time a warm check --repo on SGLang 0.5.23 and vLLM 0.33.0 against the bare import")
+    parser.add_argument("--engines", action="store_true", help="also time a warm check --repo on SGLang 0.5.23, vLLM 0.33.0 and vLLM 0.34.0 against the bare import")
     parser.add_argument("--ci-step", action="store_true", help="also time the CI recipe's step repeated on warm caches: clone, scripts/setup, check")
     parser.add_argument("--cold", action="store_true", help="also time cold suggest --diff against cold check (vLLM 0.25.0), and a cold report over 0.6.12..0.7.4 against the releases' imports")
     args = parser.parse_args()
