@@ -40,10 +40,12 @@ INSTALLED_TABLES = [arg for path in sorted((ROOT / "matrices").glob("vllm-*.toml
 
 COMMANDS = {
     "bare shimmed import": [PYTHON, "-c", BARE_IMPORT],
-    "hprobe check (cold, --no-cache; vLLM tables, installed release)": HPROBE + ["check", "--no-cache", *INSTALLED_TABLES],
+    "hprobe check (cold, --no-cache; vLLM tables, installed release)": HPROBE
+    + ["check", "--no-cache", *INSTALLED_TABLES],
     "hprobe check (cold, --no-cache; all shipped, + SGLang's 0.7.2)": HPROBE + ["check", "--no-cache"],
     "hprobe check (warm)": HPROBE + ["check"],
-    "hprobe matrix (all probes x 5 SMs x 1..256, --no-cache)": HPROBE + ["matrix", "--sm", "90,100,103,120,121", "--heads", "1-256", "--no-cache"],
+    "hprobe matrix (all probes x 5 SMs x 1..256, --no-cache)": HPROBE
+    + ["matrix", "--sm", "90,100,103,120,121", "--heads", "1-256", "--no-cache"],
 }
 
 
@@ -69,7 +71,9 @@ def run_once(argv: list[str]) -> tuple[float, float]:
         raise SystemExit(f"{argv} exited {code}: {err}")
     import re
 
-    ADDED_MIB[:] = [sum(float(m.replace(",", "")) for m in re.findall(r"fetched into the cache, ([\d.,]+) MiB added", err))]
+    ADDED_MIB[:] = [
+        sum(float(m.replace(",", "")) for m in re.findall(r"fetched into the cache, ([\d.,]+) MiB added", err))
+    ]
     return wall, usage.ru_maxrss / 1024  # ru_maxrss is KiB on Linux
 
 
@@ -125,13 +129,19 @@ def report_bench(rounds: int) -> None:
         rounds,
         f"ten releases ({REPORT_RELEASES}), dsv4-sparse-mla + trtllm-mla, SM100+SM120, warm",
         ("matrix", HPROBE + ["matrix", *common, "--flashinfer", REPORT_RELEASES]),
-        ("report (index.html, md, json)", HPROBE + ["report", *common, "--releases", REPORT_RELEASES, "-o", site, "--force"]),
+        (
+            "report (index.html, md, json)",
+            HPROBE + ["report", *common, "--releases", REPORT_RELEASES, "-o", site, "--force"],
+        ),
     )
     print(f"{'site written':<34} {site_sizes(site)}")
 
 
 def site_sizes(site: str) -> str:
-    return ", ".join(f"{name} {os.path.getsize(os.path.join(site, name)) / 1024:.0f} KB" for name in ("index.html", "matrix.md", "matrix.json"))
+    return ", ".join(
+        f"{name} {os.path.getsize(os.path.join(site, name)) / 1024:.0f} KB"
+        for name in ("index.html", "matrix.md", "matrix.json")
+    )
 
 
 def page_sizes() -> None:
@@ -146,8 +156,16 @@ def page_sizes() -> None:
     ):
         site = tempfile.mkdtemp(prefix="hprobe-bench-page-")
         # The user's own cache: sizes do not depend on it, and nineteen releases probed cold take long.
-        env = {k: v for k, v in os.environ.items() if k != "HPROBE_CACHE_DIR"} | ({"HPROBE_CACHE_DIR": USER_CACHE} if USER_CACHE else {})
-        proc = subprocess.run(HPROBE + ["report", "--releases", "0.5.0..0.7.4", *args, "-o", site, "--force"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+        env = {k: v for k, v in os.environ.items() if k != "HPROBE_CACHE_DIR"} | (
+            {"HPROBE_CACHE_DIR": USER_CACHE} if USER_CACHE else {}
+        )
+        proc = subprocess.run(
+            HPROBE + ["report", "--releases", "0.5.0..0.7.4", *args, "-o", site, "--force"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         if proc.returncode != 0:
             raise SystemExit(f"hprobe report exited {proc.returncode}: {proc.stderr}")
         print(f"{label:<34} {site_sizes(site)}")
@@ -170,7 +188,11 @@ def suggest_bench(rounds: int) -> None:
 
 # (distribution, version, SMs, the release judged: None for the tree's own pin).
 # vLLM 0.34.0 pins 0.7.3, which the index does not serve: judged on 0.7.4.
-ENGINES = (("sglang", "0.5.23", "100", None), ("vllm", "0.33.0", "100,120", None), ("vllm", "0.34.0", "90,100,120", "0.7.4"))
+ENGINES = (
+    ("sglang", "0.5.23", "100", None),
+    ("vllm", "0.33.0", "100,120", None),
+    ("vllm", "0.34.0", "90,100,120", "0.7.4"),
+)
 
 
 def engines_bench(rounds: int) -> None:
@@ -216,11 +238,28 @@ def cold_bench() -> None:
         check_added = ADDED_MIB[0]
         suggest = cold("suggest", HPROBE + ["suggest", "--repo", str(vllm), "--diff", str(work / "fix.diff")])
         suggest_added = ADDED_MIB[0]
-        print("\nvLLM 0.25.0 (pins flashinfer 0.6.13), cold: an empty cache each (wall s; MiB the run added to its cache)")
+        print(
+            "\nvLLM 0.25.0 (pins flashinfer 0.6.13), cold: an empty cache each (wall s; MiB the run added to its cache)"
+        )
         print(f"{'check --repo':<34} {check:>8.2f}          {check_added:>8.1f} MiB")
         print(f"{'suggest --repo --diff':<34} {suggest:>8.2f} {suggest / check:>6.2f}x {suggest_added:>8.1f} MiB")
 
-        report = cold("report", HPROBE + ["report", "--releases", "0.6.12..0.7.4", "-k", "dsv4-sparse-mla", "--sm", "100,120", "-o", str(work / "site"), "--force"])
+        report = cold(
+            "report",
+            HPROBE
+            + [
+                "report",
+                "--releases",
+                "0.6.12..0.7.4",
+                "-k",
+                "dsv4-sparse-mla",
+                "--sm",
+                "100,120",
+                "-o",
+                str(work / "site"),
+                "--force",
+            ],
+        )
         trees = sorted(p for p in (work / "cache-report" / "trees").iterdir() if p.is_dir())
         imports = 0.0
         for tree in trees:
@@ -229,7 +268,10 @@ def cold_bench() -> None:
             # bytecode the report wrote is set aside, none written).
             for compiled in list(tree.rglob("__pycache__")):
                 shutil.rmtree(compiled)
-            code = f"import sys; sys.dont_write_bytecode = True; from pathlib import Path; from hprobe.support.slim import watch; watch(Path({str(tree)!r})); sys.path.insert(0, {str(tree)!r})\n" + BARE_IMPORT
+            code = (
+                f"import sys; sys.dont_write_bytecode = True; from pathlib import Path; from hprobe.support.slim import watch; watch(Path({str(tree)!r})); sys.path.insert(0, {str(tree)!r})\n"
+                + BARE_IMPORT
+            )
             imports += run_once([PYTHON, "-c", code])[0]
         cores = len(os.sched_getaffinity(0))
         floor = imports / cores
@@ -259,7 +301,9 @@ def ci_step() -> None:
         subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
         subprocess.run([str(clone / "scripts" / "setup")], check=True, stdout=subprocess.DEVNULL, env=env)
         setup = time.perf_counter() - start
-        proc = subprocess.run([str(clone / ".venv" / "bin" / "hprobe"), "check"], check=False, stdout=subprocess.DEVNULL, env=env)
+        proc = subprocess.run(
+            [str(clone / ".venv" / "bin" / "hprobe"), "check"], check=False, stdout=subprocess.DEVNULL, env=env
+        )
         if proc.returncode not in (0, 1):
             raise SystemExit(f"hprobe check exited {proc.returncode}")
         return setup, time.perf_counter() - start - setup
@@ -279,12 +323,32 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--releases", action="store_true", help="also time a five-release matrix, cold and warm")
-    parser.add_argument("--report", action="store_true", help="also time a ten-release report against the same matrix, warm")
-    parser.add_argument("--suggest", action="store_true", help="also time suggest (pin search, patch) against check on one repo, warm")
-    parser.add_argument("--page-sizes", action="store_true", help="also write the report for every release from 0.5.0 (one kernel x 2 SMs; every variant x 5 SMs) and print its size")
-    parser.add_argument("--engines", action="store_true", help="also time a warm check --repo on SGLang 0.5.23, vLLM 0.33.0 and vLLM 0.34.0 against the bare import")
-    parser.add_argument("--ci-step", action="store_true", help="also time the CI recipe's step repeated on warm caches: clone, scripts/setup, check")
-    parser.add_argument("--cold", action="store_true", help="also time cold suggest --diff against cold check (vLLM 0.25.0), and a cold report over 0.6.12..0.7.4 against the releases' imports")
+    parser.add_argument(
+        "--report", action="store_true", help="also time a ten-release report against the same matrix, warm"
+    )
+    parser.add_argument(
+        "--suggest", action="store_true", help="also time suggest (pin search, patch) against check on one repo, warm"
+    )
+    parser.add_argument(
+        "--page-sizes",
+        action="store_true",
+        help="also write the report for every release from 0.5.0 (one kernel x 2 SMs; every variant x 5 SMs) and print its size",
+    )
+    parser.add_argument(
+        "--engines",
+        action="store_true",
+        help="also time a warm check --repo on SGLang 0.5.23, vLLM 0.33.0 and vLLM 0.34.0 against the bare import",
+    )
+    parser.add_argument(
+        "--ci-step",
+        action="store_true",
+        help="also time the CI recipe's step repeated on warm caches: clone, scripts/setup, check",
+    )
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="also time cold suggest --diff against cold check (vLLM 0.25.0), and a cold report over 0.6.12..0.7.4 against the releases' imports",
+    )
     args = parser.parse_args()
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in COMMANDS}
     import tempfile

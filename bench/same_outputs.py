@@ -38,11 +38,16 @@ HPROBE_ARGS = {name: argv[3:] for name, argv in COMMANDS.items() if argv[1:3] ==
 def commands(work: Path, engines: bool, report: bool, suggest: bool) -> dict[str, tuple[list[str], list[str]]]:
     """name -> (hprobe arguments, files it writes, relative to its output folder {OUT})."""
     out: dict[str, tuple[list[str], list[str]]] = {name: (args, []) for name, args in HPROBE_ARGS.items()}
-    tables = [a for a in HPROBE_ARGS["hprobe check (cold, --no-cache; vLLM tables, installed release)"] if a != "--no-cache"]
+    tables = [
+        a for a in HPROBE_ARGS["hprobe check (cold, --no-cache; vLLM tables, installed release)"] if a != "--no-cache"
+    ]
     for fmt in ("json", "markdown"):
         out[f"hprobe check --format {fmt}"] = ([*tables, "--format", fmt], [])
     out["hprobe check --junit"] = ([*tables, "--junit", "{OUT}/junit.xml"], ["junit.xml"])
-    out["hprobe matrix --grid"] = (["matrix", "-k", "dsv4-sparse-mla", "--sm", "100,120", "--heads", "1-128", "--grid"], [])
+    out["hprobe matrix --grid"] = (
+        ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100,120", "--heads", "1-128", "--grid"],
+        [],
+    )
     if engines:
         sys.path.insert(0, str(ROOT / "tests"))
         from engine_wheels import download_engine  # the tests' own downloader: source only, never imported
@@ -50,12 +55,32 @@ def commands(work: Path, engines: bool, report: bool, suggest: bool) -> dict[str
         for distribution, version, sms in ENGINES:
             tree = download_engine(work / f"{distribution}-{version}", distribution, version)
             out[f"check --repo {distribution} {version}"] = (["check", "--repo", str(tree), "--sm", sms], [])
-            out[f"check --repo {distribution} {version} --format json"] = (["check", "--repo", str(tree), "--sm", sms, "--format", "json"], [])
+            out[f"check --repo {distribution} {version} --format json"] = (
+                ["check", "--repo", str(tree), "--sm", sms, "--format", "json"],
+                [],
+            )
     if report:
-        out["report (ten releases)"] = (["report", "-k", "dsv4-sparse-mla,trtllm-mla", "--sm", "100,120", "--releases", REPORT_RELEASES, "-o", "{OUT}/site", "--force"], ["site/index.html", "site/matrix.md", "site/matrix.json"])
+        out["report (ten releases)"] = (
+            [
+                "report",
+                "-k",
+                "dsv4-sparse-mla,trtllm-mla",
+                "--sm",
+                "100,120",
+                "--releases",
+                REPORT_RELEASES,
+                "-o",
+                "{OUT}/site",
+                "--force",
+            ],
+            ["site/index.html", "site/matrix.md", "site/matrix.json"],
+        )
     if suggest:
         fixture = str(ROOT / "tests" / "fixtures" / "repos" / "pre48047_helper")
-        out["suggest --repo --diff"] = (["suggest", "--repo", fixture, "--sm", "100,103", "--diff", "{OUT}/fix.diff", "--force"], ["fix.diff"])
+        out["suggest --repo --diff"] = (
+            ["suggest", "--repo", fixture, "--sm", "100,103", "--diff", "{OUT}/fix.diff", "--force"],
+            ["fix.diff"],
+        )
     return out
 
 
@@ -73,7 +98,9 @@ def run(source: Path, args: list[str], out: Path, files: list[str]) -> dict[str,
 
 # In a JSON document, the note as a string of a list; in text, a whole line
 # (one holding no quote: a compact JSON document is one line).
-_FETCHED = re.compile(rb'(?m),?\s*"flashinfer [^"]*: fetched into the cache, [^"]*"|^[^"\n]*: fetched into the cache, [^\n]*\n')
+_FETCHED = re.compile(
+    rb'(?m),?\s*"flashinfer [^"]*: fetched into the cache, [^"]*"|^[^"\n]*: fetched into the cache, [^\n]*\n'
+)
 
 
 def _comparable(data: bytes, out: Path) -> bytes:
@@ -84,8 +111,16 @@ def _comparable(data: bytes, out: Path) -> bytes:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--base", default="68f4d04", help="the earlier revision (default: before data flowed one way through the format registry)")
-    parser.add_argument("--engines", action="store_true", help="also check --repo on SGLang 0.5.23 and vLLM 0.33.0 (downloaded, never imported)")
+    parser.add_argument(
+        "--base",
+        default="68f4d04",
+        help="the earlier revision (default: before data flowed one way through the format registry)",
+    )
+    parser.add_argument(
+        "--engines",
+        action="store_true",
+        help="also check --repo on SGLang 0.5.23 and vLLM 0.33.0 (downloaded, never imported)",
+    )
     parser.add_argument("--report", action="store_true", help="also the ten-release report's three files")
     parser.add_argument("--suggest", action="store_true", help="also suggest --diff on the pre-#48047 fixture")
     parser.add_argument("--only", default="", help="only the commands whose name holds this text")
@@ -93,20 +128,35 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="hprobe-same-outputs-"))
     base = work / "base"
     subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(base), args.base], check=True)
-    os.environ["HPROBE_CACHE_DIR"] = str(work / "cache")  # shared: fetched wheels and trees do not depend on hprobe's code
+    os.environ["HPROBE_CACHE_DIR"] = str(
+        work / "cache"
+    )  # shared: fetched wheels and trees do not depend on hprobe's code
     differ = 0
     try:
-        jobs = {name: job for name, job in commands(work, args.engines, args.report, args.suggest).items() if args.only in name}
+        jobs = {
+            name: job
+            for name, job in commands(work, args.engines, args.report, args.suggest).items()
+            if args.only in name
+        }
         print(f"{len(jobs)} commands, {args.base} against this checkout, one run")
         for name, (hargs, files) in jobs.items():
             before = run(base, hargs, work / "out-base", files)
             after = run(ROOT, hargs, work / "out-now", files)
             same = before == after
             differ += not same
-            print(f"{'same' if same else 'DIFFERS':<8} {name}  ({sum(len(v) for v in after.values()):,} bytes compared)")
+            print(
+                f"{'same' if same else 'DIFFERS':<8} {name}  ({sum(len(v) for v in after.values()):,} bytes compared)"
+            )
             for part in after:
                 if before.get(part) != after[part]:
-                    lines = difflib.unified_diff(before.get(part, b"").decode(errors="replace").splitlines(), after[part].decode(errors="replace").splitlines(), f"{args.base}: {part}", f"now: {part}", lineterm="", n=1)
+                    lines = difflib.unified_diff(
+                        before.get(part, b"").decode(errors="replace").splitlines(),
+                        after[part].decode(errors="replace").splitlines(),
+                        f"{args.base}: {part}",
+                        f"now: {part}",
+                        lineterm="",
+                        n=1,
+                    )
                     print("\n".join(list(lines)[:40]))
     finally:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)

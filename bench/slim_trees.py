@@ -28,8 +28,27 @@ SMS = "90,100,103,120,121"
 def probe(cache: Path, releases: str, slim: bool) -> tuple[dict, float]:
     env = dict(os.environ, NO_COLOR="1", HPROBE_CACHE_DIR=str(cache), HPROBE_SLIM_TREES="1" if slim else "0")
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "hprobe", "matrix", "--sm", SMS, "--heads", "1-256", "--flashinfer", releases, "--format", "json"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=7200)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hprobe",
+            "matrix",
+            "--sm",
+            SMS,
+            "--heads",
+            "1-256",
+            "--flashinfer",
+            releases,
+            "--format",
+            "json",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=7200,
+    )
     wall = time.perf_counter() - start
     if proc.returncode not in (0, 3):
         raise SystemExit(f"hprobe matrix exited {proc.returncode}: {proc.stderr[-2000:]}")
@@ -70,12 +89,16 @@ def main() -> None:
         slim_doc, slim_wall = probe(work / "slim", args.releases, slim=True)
         cells = sum(len(r["heads"]) for r in slim_doc["results"])
         same = full_doc == slim_doc
-        print(f"{args.releases} x SM{SMS} x h_q 1..256, every default probe: {len(slim_doc['results'])} results, {cells:,} answers")
+        print(
+            f"{args.releases} x SM{SMS} x h_q 1..256, every default probe: {len(slim_doc['results'])} results, {cells:,} answers"
+        )
         print(f"answers: {'the same' if same else 'DIFFERENT'} on slim and full trees")
         print(f"{'wall, cold (fetch, unpack, probe)':<36} full {full_wall:7.1f} s   slim {slim_wall:7.1f} s")
         full_sizes, slim_sizes = tree_sizes(work / "full"), tree_sizes(work / "slim")
         print(f"{'release':<12} {'full tree MB':>13} {'slim tree MB':>13} {'slim/full':>10}")
-        for version in sorted(full_sizes, key=lambda v: [int(x) if x.isdigit() else x for x in v.replace('post', '.').split('.')]):
+        for version in sorted(
+            full_sizes, key=lambda v: [int(x) if x.isdigit() else x for x in v.replace("post", ".").split(".")]
+        ):
             f, s = full_sizes[version], slim_sizes.get(version, 0)
             print(f"{version:<12} {f / 2**20:>13.1f} {s / 2**20:>13.1f} {s / f:>9.1%}")
         if not same:

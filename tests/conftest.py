@@ -48,7 +48,9 @@ def engine_source(where: Path, distribution: str, version: str) -> Path:
     if key not in _ENGINE_TREES:
         # Per worker: two workers downloading into one directory would race.
         worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-        _ENGINE_TREES[key] = download_engine(SESSION_CACHE / "engines" / worker / f"{distribution}-{version}", distribution, version)
+        _ENGINE_TREES[key] = download_engine(
+            SESSION_CACHE / "engines" / worker / f"{distribution}-{version}", distribution, version
+        )
     return _ENGINE_TREES[key]
 
 
@@ -63,8 +65,22 @@ def cubin_wheel() -> Path:
     if not wheels:
         where.mkdir(parents=True, exist_ok=True)
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "flashinfer-cubin==0.6.13", "-d", str(where), "--disable-pip-version-check"],
-            check=True, capture_output=True, stdin=subprocess.DEVNULL, timeout=600,
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "flashinfer-cubin==0.6.13",
+                "-d",
+                str(where),
+                "--disable-pip-version-check",
+            ],
+            check=True,
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            timeout=600,
         )
         wheels = list(where.glob("flashinfer_cubin-*.whl"))
     return wheels[0]
@@ -92,7 +108,9 @@ def cli_json(cli):
             doc = json.loads(out)
         except ValueError:
             # What hprobe said instead of a document: the failure names it.
-            pytest.fail(f"hprobe {' '.join(args)} --json printed no JSON document (exit {code}); stderr: {err!r}; stdout: {out[:2000]!r}")
+            pytest.fail(
+                f"hprobe {' '.join(args)} --json printed no JSON document (exit {code}); stderr: {err!r}; stdout: {out[:2000]!r}"
+            )
         return code, doc, err
 
     return invoke

@@ -19,7 +19,18 @@ def download_engine(where: Path, distribution: str, version: str) -> Path:
     """The directory holding the package and its `.dist-info`, under `where`."""
     where.mkdir(parents=True, exist_ok=True)
     subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", f"{distribution}=={version}", "-d", str(where), "--disable-pip-version-check"],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            f"{distribution}=={version}",
+            "-d",
+            str(where),
+            "--disable-pip-version-check",
+        ],
         check=True,
         capture_output=True,
         stdin=subprocess.DEVNULL,

@@ -85,7 +85,11 @@ def test_every_patch_on_vllm_025_leaves_no_broken_finding(cli_json, vllm_025_che
     # trtllm-gen the per-rank count unpadded, and for GLM-5 at TP16 (4 heads)
     # trtllm-gen's own selection has no sparse kernel. (0.25.0 loads no Kimi
     # K3: none of its counts is judged here.)
-    failing = {(f["kernel"], f["model"], f["tp"], f["verdict"]) for f in checked["findings"] if f["verdict"] in ("broken", "some-shapes", "inconclusive")}
+    failing = {
+        (f["kernel"], f["model"], f["tp"], f["verdict"])
+        for f in checked["findings"]
+        if f["verdict"] in ("broken", "some-shapes", "inconclusive")
+    }
     assert failing == {("trtllm-mla[topk=2048]", "GLM-5", 16, "broken")}, failing
     assert not any(f["model"] == "Kimi-K3" for f in checked["findings"])
     assert code == 1
@@ -100,7 +104,9 @@ def test_vllm_033_first_safe_release_is_searched_not_the_pin_floor(cli_json, tmp
     assert mla["suggested"] == "pad_to {8, 16, 32, 64, 128}"
     assert mla["pin"]["current_pin"] == "==0.7.2.post1" and mla["pin"]["needs"] == "0.6.14", mla["pin"]
     assert any("safe from flashinfer 0.6.14 (first safe release" in line for line in mla["pin"]["advice"])
-    assert any("safe on every release your pin '==0.7.2.post1' admits (0.7.2.post1)" in line for line in mla["pin"]["advice"])
+    assert any(
+        "safe on every release your pin '==0.7.2.post1' admits (0.7.2.post1)" in line for line in mla["pin"]["advice"]
+    )
     assert code == 0, err
 
 
@@ -109,30 +115,50 @@ def test_sglang_fallback_is_flashmla_by_default_and_never_rewritten(cli_json, cl
     tree = engine_source(tmp_path, "sglang", version) / "sglang"
     diff = tmp_path / "s.diff"
     code, doc, err = cli_json("suggest", "--repo", str(tree), "--sm", "100", "--diff", str(diff))
-    assert code == 2 and f"--diff {diff} not written: nothing to rewrite" in err, err  # the report still says why for each rule
+    assert code == 2 and f"--diff {diff} not written: nothing to rewrite" in err, (
+        err
+    )  # the report still says why for each rule
     decode = [s for s in doc["suggestions"] if s["kernel"] == "dsv4-sparse-mla"]
     assert decode
     for s in decode:
         # The first safe release of the rule FlashInfer's path calls for, searched.
         assert s["suggested"] == "pad_to {8, 16, 32, 64, 128}" and s["pin"]["needs"] == "0.6.14", s["pin"]
         reach = s["reach"]
-        assert reach["flag"] == "--dsv4-attn-backend" and reach["value"] == "trtllm" and reach["default_reaches"] is False
+        assert (
+            reach["flag"] == "--dsv4-attn-backend" and reach["value"] == "trtllm" and reach["default_reaches"] is False
+        )
         assert "FlashMLA" in reach["otherwise"] and "under --dsv4-attn-backend trtllm only" in s["advice"]
     # SGLang 0.5.23 resolves `auto` in _default_dsv4_attention_backend: its
     # returns are read from the tree; 0.5.21 has only the declared default.
     if version == "0.5.23":
-        assert "flashmla_mega or flashmla" in decode[0]["reach"]["default"] and decode[0]["reach"]["source"].endswith("deepseek_v4_hook.py:45")
+        assert "flashmla_mega or flashmla" in decode[0]["reach"]["default"] and decode[0]["reach"]["source"].endswith(
+            "deepseek_v4_hook.py:45"
+        )
     else:
         assert decode[0]["reach"]["default"] == "'auto'"
     # No patch rewrites the shared fallback; each says why and which branch it would need.
     assert not diff.exists() and doc["patch"]["changed"] == []
-    shared = [line for line in doc["patch"]["not_rewritten"] if "needs a branch on --dsv4-attn-backend == trtllm" in line]
+    shared = [
+        line for line in doc["patch"]["not_rewritten"] if "needs a branch on --dsv4-attn-backend == trtllm" in line
+    ]
     # One per DSv4 decode rule behind that flag: the layer's, and DSpark's own inline rule where the tree has it.
-    behind_flag = [s for s in doc["suggestions"] if s["kernel"].startswith("dsv4-sparse-mla") and s["reach"] and not s["reach"]["default_reaches"] and s["changes"] and any(c["current"] != c["suggested"] for c in s["changes"])]
+    behind_flag = [
+        s
+        for s in doc["suggestions"]
+        if s["kernel"].startswith("dsv4-sparse-mla")
+        and s["reach"]
+        and not s["reach"]["default_reaches"]
+        and s["changes"]
+        and any(c["current"] != c["suggested"] for c in s["changes"])
+    ]
     assert len(shared) == len(behind_flag) >= len(decode)
     # The check's findings say it too, in JSON and in text.
     _, checked, _ = cli_json("check", "--repo", str(tree), "--sm", "100")
-    assert all(f["reach"] and f["reach"]["default_reaches"] is False for f in checked["findings"] if f["kernel"] == "dsv4-sparse-mla")
+    assert all(
+        f["reach"] and f["reach"]["default_reaches"] is False
+        for f in checked["findings"]
+        if f["kernel"] == "dsv4-sparse-mla"
+    )
     _, out, _ = cli("check", "--repo", str(tree), "--sm", "100", "--details")
     assert "reaches FlashInfer only under --dsv4-attn-backend trtllm" in out
     # --heads re-evaluates the rule for those heads, under a model named by its count.
@@ -158,7 +184,9 @@ def test_a_rule_kept_as_it_is_is_not_asked_to_be_changed_by_hand(cli_json, tmp_p
     from .conftest import ROOT
 
     like = ROOT / "tests" / "fixtures" / "repos" / "sglang_like"
-    code, doc, err = cli_json("suggest", "--repo", str(like), "--mapping", str(like / "mapping.toml"), "--diff", str(tmp_path / "d.diff"))
+    code, doc, err = cli_json(
+        "suggest", "--repo", str(like), "--mapping", str(like / "mapping.toml"), "--diff", str(tmp_path / "d.diff")
+    )
     [prefill] = [s for s in doc["suggestions"] if "[prefill]" in s["backend"]]
     assert prefill["advice"].startswith("SM120: keep ")
     assert all(c["current"] == c["suggested"] for c in prefill["changes"])

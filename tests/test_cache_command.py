@@ -14,12 +14,16 @@ HPROBE = Path(sys.executable).with_name("hprobe")
 
 
 def _du(path: Path) -> int:
-    return int(subprocess.run(["du", "-s", "-B1", str(path)], capture_output=True, text=True, check=True).stdout.split()[0])
+    return int(
+        subprocess.run(["du", "-s", "-B1", str(path)], capture_output=True, text=True, check=True).stdout.split()[0]
+    )
 
 
 def _run(cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, HPROBE_CACHE_DIR=str(cache), NO_COLOR="1")
-    return subprocess.run([str(HPROBE), *args], env=env, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [str(HPROBE), *args], env=env, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL
+    )
 
 
 @pytest.mark.slow
@@ -109,7 +113,11 @@ def test_a_shared_directory_keeps_the_users_own_folders_of_the_same_names(tmp_pa
     cache = tmp_path / "shared"
     key = "ab" * 32
     users = [cache / "results" / "report.csv", cache / "names" / "people.txt", cache / "wheels" / "notes.md"]
-    ours = [cache / "results" / f"{key}.json", cache / "names" / f"{key}.json", cache / "wheels" / "flashinfer_python-0.6.12-py3-none-any.whl"]
+    ours = [
+        cache / "results" / f"{key}.json",
+        cache / "names" / f"{key}.json",
+        cache / "wheels" / "flashinfer_python-0.6.12-py3-none-any.whl",
+    ]
     for path in users + ours:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text('{"results": []}')
@@ -124,7 +132,6 @@ def test_a_shared_directory_keeps_the_users_own_folders_of_the_same_names(tmp_pa
     assert cleared.returncode == 0, cleared.stderr
     assert all(p.is_file() for p in users) and not any(p.exists() for p in ours)
     assert sorted(p.name for p in cache.iterdir()) == ["names", "results", "wheels"]  # each still holds the user's file
-
 
 
 def test_a_fifo_in_the_cache_does_not_hang_the_listing(tmp_path):
@@ -191,4 +198,8 @@ def test_a_tree_a_running_probe_uses_is_left_by_prune_and_clear(tmp_path):
             text = _run(cache, "cache", *action)
             assert "3 in use by a running hprobe, kept" in text.stdout
     freed = _run(cache, "cache", "prune", "--older-than", "0", "--format", "json")
-    assert freed.returncode == 0 and not any(p.exists() for p in held_entries) and json.loads(freed.stdout)["in_use_entries"] == 0
+    assert (
+        freed.returncode == 0
+        and not any(p.exists() for p in held_entries)
+        and json.loads(freed.stdout)["in_use_entries"] == 0
+    )

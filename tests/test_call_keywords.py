@@ -21,7 +21,7 @@ NAMES = frozenset({"backend", "multi_ctas_kv_counter_buffer", "sparse_mla_top_k"
 
 # SGLang 0.5.22's TRTLLMMLABackend._run_decode_kernel, reduced: the backend is
 # passed only when it is not trtllm-gen, the counter buffer only when it is.
-BACKEND = '''
+BACKEND = """
 import flashinfer
 
 
@@ -59,10 +59,10 @@ class TRTLLMMLABackend(Base):
         kwargs = {}
         fill(kwargs)
         return flashinfer.decode.trtllm_batch_decode_with_kv_cache_mla(query=query, **kwargs)
-'''
+"""
 
 # SGLang's DSA decode context parallel helper: **attention_kwargs from its callers.
-HELPER = '''
+HELPER = """
 import flashinfer
 
 
@@ -72,24 +72,24 @@ def sharded(*, query, **attention_kwargs):
         attention_kwargs["enable_pdl"] = False
         out = flashinfer.decode.trtllm_batch_decode_with_kv_cache_mla(query=query, **attention_kwargs)
     return out
-'''
+"""
 
-CALLER = '''
+CALLER = """
 from .helper import sharded
 
 
 def forward(q, buffer):
     attention_kwargs = dict(backend="trtllm-gen", sparse_mla_top_k=2048, multi_ctas_kv_counter_buffer=buffer)
     return sharded(query=q, **attention_kwargs)
-'''
+"""
 
-OTHER_CALLER = '''
+OTHER_CALLER = """
 from .helper import sharded
 
 
 def forward_plain(q):
     return sharded(query=q, backend="trtllm-gen", sparse_mla_top_k=2048)
-'''
+"""
 
 
 def _tree(tmp_path: Path, files: dict[str, str]) -> RepoIndex:
@@ -108,7 +108,11 @@ def _passed(reading) -> dict[str, str]:
 def _calls(index: RepoIndex, module: str) -> list[int]:
     info = index.by_suffix(module)
     assert info is not None
-    return sorted(n.lineno for n in ast.walk(info.tree) if isinstance(n, ast.Call) and ast.unparse(n.func).endswith("trtllm_batch_decode_with_kv_cache_mla"))
+    return sorted(
+        n.lineno
+        for n in ast.walk(info.tree)
+        if isinstance(n, ast.Call) and ast.unparse(n.func).endswith("trtllm_batch_decode_with_kv_cache_mla")
+    )
 
 
 def _reading_at(index: RepoIndex, module: str, nth: int):
@@ -124,7 +128,9 @@ def test_a_dict_built_under_decided_tests_carries_the_counter_and_no_backend(tmp
     assert _passed(reading) == {"multi_ctas_kv_counter_buffer": "self._counter"}
     assert reading.unknown == {}
     # The value the tests read is said, with where it was set.
-    assert len(reading.assumed) == 1 and reading.assumed[0].startswith("self.backend = 'trtllm-gen' (TRTLLMMLABackend's constructor, ")
+    assert len(reading.assumed) == 1 and reading.assumed[0].startswith(
+        "self.backend = 'trtllm-gen' (TRTLLMMLABackend's constructor, "
+    )
 
 
 def test_a_keyword_set_under_an_undecided_test_is_unknown_with_its_line(tmp_path):
@@ -147,7 +153,11 @@ def test_a_popped_key_is_absent_and_a_dict_handed_to_a_call_is_unknown(tmp_path)
 def test_kwargs_of_a_helper_come_from_its_callers(tmp_path):
     index = _tree(tmp_path, {"helper.py": HELPER, "caller.py": CALLER})
     reading = _reading_at(index, "engine.helper", 0)
-    assert _passed(reading) == {"backend": "'trtllm-gen'", "sparse_mla_top_k": "2048", "multi_ctas_kv_counter_buffer": "buffer"}
+    assert _passed(reading) == {
+        "backend": "'trtllm-gen'",
+        "sparse_mla_top_k": "2048",
+        "multi_ctas_kv_counter_buffer": "buffer",
+    }
     assert reading.unknown == {}
 
 
@@ -155,7 +165,10 @@ def test_callers_that_disagree_leave_the_keyword_unknown(tmp_path):
     index = _tree(tmp_path, {"helper.py": HELPER, "caller.py": CALLER, "other.py": OTHER_CALLER})
     reading = _reading_at(index, "engine.helper", 0)
     assert _passed(reading) == {"backend": "'trtllm-gen'", "sparse_mla_top_k": "2048"}
-    assert "the 2 callers of sharded pass multi_ctas_kv_counter_buffer differently" in reading.unknown["multi_ctas_kv_counter_buffer"].why
+    assert (
+        "the 2 callers of sharded pass multi_ctas_kv_counter_buffer differently"
+        in reading.unknown["multi_ctas_kv_counter_buffer"].why
+    )
 
 
 def test_a_helper_no_one_calls_leaves_its_kwargs_unknown(tmp_path):
@@ -167,7 +180,7 @@ def test_a_helper_no_one_calls_leaves_its_kwargs_unknown(tmp_path):
 
 # vLLM 0.34.0's FlashInferMLAImpl.forward_mqa, reduced: the backend comes from a
 # selector per count; flashinfer's auto gets a counter buffer at pages of 32 or 64.
-SELECTED = '''
+SELECTED = """
 import flashinfer
 
 
@@ -192,7 +205,7 @@ class FlashInferMLAImpl:
         elif kv_c_and_k_pe_cache.shape[-2] in (32, 64):
             extra_kwargs["multi_ctas_kv_counter_buffer"] = make_counter()
         return flashinfer.decode.trtllm_batch_decode_with_kv_cache_mla(query=q, **extra_kwargs)
-'''
+"""
 
 
 def test_a_selector_result_and_the_paths_conditions_decide_the_keywords(tmp_path):

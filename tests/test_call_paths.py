@@ -17,7 +17,9 @@ from .test_repo import _installed_tree
 
 ENGINE = ROOT / "tests" / "fixtures" / "repos" / "callpaths"
 MAPPING = ENGINE / "mapping.toml"
-ENTRIES = frozenset({"trtllm_batch_decode_with_kv_cache_mla", "trtllm_batch_decode_sparse_mla_dsv4", "BatchMLAPagedAttentionWrapper"})
+ENTRIES = frozenset(
+    {"trtllm_batch_decode_with_kv_cache_mla", "trtllm_batch_decode_sparse_mla_dsv4", "BatchMLAPagedAttentionWrapper"}
+)
 
 
 def _paths(found) -> dict[str, object]:
@@ -97,17 +99,33 @@ def test_a_call_no_mapping_names_is_shown_on_an_assumed_count_and_undecided(cli_
     assumed = [f for f in doc["findings"] if f["backend"] == "engine.backends.sparse.unmapped:18 [assumed]"]
     assert assumed and {f["verdict"] for f in assumed} == {"assumed"}
     assert {(f["n"], f["padded"]) for f in assumed} == {(n, n) for n in {f["n"] for f in assumed}}  # unpadded
-    assert all(f["on_assumption"] in ("ok", "reducible", "broken", "some-shapes", "inconclusive", "off-fast-path") for f in assumed)
+    assert all(
+        f["on_assumption"] in ("ok", "reducible", "broken", "some-shapes", "inconclusive", "off-fast-path")
+        for f in assumed
+    )
     where = f"{ENGINE}/engine/backends/sparse.py:18"
-    assert all(f["notes"][0].startswith("assumed: the model's heads // tp, unpadded") and f"the trail ended at {where}" in f["notes"][0] for f in assumed)
+    assert all(
+        f["notes"][0].startswith("assumed: the model's heads // tp, unpadded")
+        and f"the trail ended at {where}" in f["notes"][0]
+        for f in assumed
+    )
     assert all(f["kernel"] == "trtllm-mla" for f in assumed)  # the call passes no backend, top-k or buffer
     # Dense-96's sparse path is broken (exit 1); with DSv4-Pro alone the assumed rows decide the gate.
     assert code == 1
     mapping = tmp_path / "mapping.toml"
-    mapping.write_text(MAPPING.read_text().replace('name = "Dense-96"\nnum_q_heads = 96\ntp = [1, 2, 4]\nfamilies = ["dense"]', 'name = "Dense-96"\nnum_q_heads = 96\ntp = [1, 2, 4]\nfamilies = ["none-here"]'))
+    mapping.write_text(
+        MAPPING.read_text().replace(
+            'name = "Dense-96"\nnum_q_heads = 96\ntp = [1, 2, 4]\nfamilies = ["dense"]',
+            'name = "Dense-96"\nnum_q_heads = 96\ntp = [1, 2, 4]\nfamilies = ["none-here"]',
+        )
+    )
     only, doc, _ = cli_json("check", "--repo", str(ENGINE), "--mapping", str(mapping), "--sm", "100")
-    assert {f["verdict"] for f in doc["findings"] if f["model"] == "DSv4-Pro" or not f["backend"].endswith("[assumed]")} <= {"ok", "reducible", "assumed"}
-    assert not any(f["verdict"] == "broken" for f in doc["findings"]), [f for f in doc["findings"] if f["verdict"] == "broken"]
+    assert {
+        f["verdict"] for f in doc["findings"] if f["model"] == "DSv4-Pro" or not f["backend"].endswith("[assumed]")
+    } <= {"ok", "reducible", "assumed"}
+    assert not any(f["verdict"] == "broken" for f in doc["findings"]), [
+        f for f in doc["findings"] if f["verdict"] == "broken"
+    ]
     assert only == 3 and doc["exit_code"] == 3  # reducible passes; assumed is undecided
     strict, doc, _ = cli_json("check", "--repo", str(ENGINE), "--mapping", str(mapping), "--sm", "100", "--strict")
     assert strict == 1 and any(f["verdict"] == "assumed" for f in doc["findings"])
@@ -125,11 +143,37 @@ def test_text_lists_the_calls_not_judged(cli):
 
 def test_model_picks_from_the_table_and_its_paths(cli_json):
     installed = _installed_tree()
-    code, doc, _ = cli_json("check", "--repo", str(ROOT / "tests" / "fixtures" / "repos" / "post48047"), "--model", "Kimi-K3", "--sm", "100", "--flashinfer", installed)
+    code, doc, _ = cli_json(
+        "check",
+        "--repo",
+        str(ROOT / "tests" / "fixtures" / "repos" / "post48047"),
+        "--model",
+        "Kimi-K3",
+        "--sm",
+        "100",
+        "--flashinfer",
+        installed,
+    )
     # The DSv4 classes serve the dsv4 family: Kimi K3 takes none of their paths.
     assert doc["findings"] == [] and code == 3
-    code, doc, _ = cli_json("check", "--repo", str(ROOT / "tests" / "fixtures" / "repos" / "post48047"), "--model", "DeepSeek-V4-Flash", "--sm", "100", "--flashinfer", installed)
-    assert {f["model"] for f in doc["findings"]} == {"DeepSeek-V4-Flash"} and {f["n"] for f in doc["findings"]} == {64, 32, 16, 8, 4}
+    code, doc, _ = cli_json(
+        "check",
+        "--repo",
+        str(ROOT / "tests" / "fixtures" / "repos" / "post48047"),
+        "--model",
+        "DeepSeek-V4-Flash",
+        "--sm",
+        "100",
+        "--flashinfer",
+        installed,
+    )
+    assert {f["model"] for f in doc["findings"]} == {"DeepSeek-V4-Flash"} and {f["n"] for f in doc["findings"]} == {
+        64,
+        32,
+        16,
+        8,
+        4,
+    }
 
 
 def test_an_unknown_model_is_one_line(cli):
@@ -146,12 +190,21 @@ ALIASES = ROOT / "tests" / "fixtures" / "repos" / "aliases"
 def test_calls_through_an_alias_getattr_import_module_partial_or_a_table_are_found(cli_json):
     sites = find_calls(RepoIndex.build(ALIASES), ENTRIES)
     assert sorted(s.function for s in sites) == [
-        "through_a_local_alias", "through_a_module_alias", "through_a_table", "through_getattr", "through_import_module", "through_partial",
+        "through_a_local_alias",
+        "through_a_module_alias",
+        "through_a_table",
+        "through_getattr",
+        "through_import_module",
+        "through_partial",
     ]
     # None is dropped: with no mapping entry each is shown on an assumed count,
     # with the keywords it passes (the partial's backend among them).
-    code, doc, err = cli_json("check", "--repo", str(ALIASES), "--mapping", str(ALIASES / "mapping.toml"), "--sm", "100")
-    assert {p["function"]: p["status"] for p in doc["call_paths"]} == dict.fromkeys((s.function for s in sites), "assumed")
+    code, doc, err = cli_json(
+        "check", "--repo", str(ALIASES), "--mapping", str(ALIASES / "mapping.toml"), "--sm", "100"
+    )
+    assert {p["function"]: p["status"] for p in doc["call_paths"]} == dict.fromkeys(
+        (s.function for s in sites), "assumed"
+    )
     kernels = {f["backend"].split(":")[0].rsplit(".", 1)[1]: f["kernel"] for f in doc["findings"]}
     assert kernels["through_partial"] == "trtllm-mla[backend=trtllm-gen]" and kernels["through_getattr"] == "trtllm-mla"
     assert {f["verdict"] for f in doc["findings"]} == {"assumed"} and code == 3, err

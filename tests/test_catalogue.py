@@ -105,7 +105,12 @@ def test_trtllm_mla_sweeps_the_backends_the_release_offers(cli_json):
     assert code == 0
     results = _results(doc)
     keys = {k for k, _ in results}
-    assert keys == {"trtllm-mla", "trtllm-mla[backend=trtllm-gen]", "trtllm-mla[backend=cute-dsl]", "trtllm-mla[backend=xqa]"}
+    assert keys == {
+        "trtllm-mla",
+        "trtllm-mla[backend=trtllm-gen]",
+        "trtllm-mla[backend=cute-dsl]",
+        "trtllm-mla[backend=xqa]",
+    }
     gen = results[("trtllm-mla[backend=trtllm-gen]", 100)]
     # Past the validators (which take all four), trtllm-gen's own selection on its
     # kernel table: 129 heads do not divide into CTAs of 64 or 16; 96 only where a
@@ -136,7 +141,9 @@ def test_auto_routes_sm120_dense_decode_to_xqa(cli_json):
 
 
 def test_sparse_top_k_axis_reaches_trtllm_gen_on_sm100(cli_json):
-    _, doc, _ = cli_json("matrix", "-k", "trtllm-mla", "--backend", "trtllm-gen", "--topk", "2048", "--sm", "100", "--heads", "16,128")
+    _, doc, _ = cli_json(
+        "matrix", "-k", "trtllm-mla", "--backend", "trtllm-gen", "--topk", "2048", "--sm", "100", "--heads", "16,128"
+    )
     [result] = doc["results"]
     assert result["key"] == "trtllm-mla[backend=trtllm-gen,topk=2048]"
     assert result["config"]["topk"] == 2048
@@ -160,7 +167,15 @@ def test_an_ambiguous_pivot_is_refused_before_anything_is_probed(cli, monkeypatc
         raise AssertionError("probed before the pivot was checked")
 
     monkeypatch.setattr(hprobe.commands.matrix, "gather", probed)
-    code, out, err = cli("matrix", "-k", "dsv4-sparse-mla[backend=auto,dtype=bf16,kv_format=fp8,kv_pool=packed]", "--sm", "100,120", "--pivot", "release,heads")
+    code, out, err = cli(
+        "matrix",
+        "-k",
+        "dsv4-sparse-mla[backend=auto,dtype=bf16,kv_format=fp8,kv_pool=packed]",
+        "--sm",
+        "100,120",
+        "--pivot",
+        "release,heads",
+    )
     assert code == 2 and out == "" and "several results would fall in one cell (installed; they differ in sm)" in err
 
 
@@ -196,7 +211,7 @@ pad_to = [128]
         (64, 128, "ok", "batch-mla[backend=cutlass]"),
         (8, 128, "ok", "batch-mla[backend=cutlass]"),
     }
-    bad = write_table(body.replace('backend = "cutlass"', 'tile_q = 16'), "bad.toml")
+    bad = write_table(body.replace('backend = "cutlass"', "tile_q = 16"), "bad.toml")
     code, out, err = cli("check", "--table", str(bad))
     assert code == 2 and out == ""
     assert "bad.toml:9:" in err and "has no axis 'tile_q'" in err
@@ -210,7 +225,10 @@ def test_kernels_lists_axes(cli_json):
     backend = next(a for a in rows["trtllm-mla"]["axes"] if a["name"] == "backend")
     assert backend["sweep"] and "cute-dsl" in backend["choices"]
     # The installed 0.6.14 predates the prefill entry point (0.7.1) and the public SM12x wrapper (0.7.0).
-    assert {k for k, r in rows.items() if not r["installed_flashinfer_has_entry_point"]} == {"trtllm-mla-prefill", "sm120-sparse-mla-wrapper"}
+    assert {k for k, r in rows.items() if not r["installed_flashinfer_has_entry_point"]} == {
+        "trtllm-mla-prefill",
+        "sm120-sparse-mla-wrapper",
+    }
 
 
 def test_metadata_disagreement_is_printed_never_used_instead_of_the_probe():
@@ -234,7 +252,10 @@ def test_metadata_disagreement_is_printed_never_used_instead_of_the_probe():
 def test_capability_decorator_is_shown_beside_the_probe(cli_json):
     _, doc, _ = cli_json("matrix", "-k", "sm120-sparse-mla", "--sm", "100,120", "--heads", "8")
     results = _results(doc)
-    assert results[("sm120-sparse-mla", 120)]["metadata"] == {"source": "supported_compute_capability", "sm_supported": True}
+    assert results[("sm120-sparse-mla", 120)]["metadata"] == {
+        "source": "supported_compute_capability",
+        "sm_supported": True,
+    }
     off = results[("sm120-sparse-mla", 100)]
     assert off["metadata"]["sm_supported"] is False
     # The JIT spec asks for SM12x (0.6.14 flashinfer/jit/mla.py:35-43) and the arch
@@ -259,7 +280,9 @@ def test_variant_keys_are_canonical(key, expected):
 
 def test_text_output_prints_variant_keys_verbatim(cli, write_table):
     """Variant keys carry brackets; they are text, not markup."""
-    code, out, _ = cli("matrix", "-k", "xqa-mla", "--sm", "120", "--heads", "64,128", "--dtype=fp8", "--page-size", "32")
+    code, out, _ = cli(
+        "matrix", "-k", "xqa-mla", "--sm", "120", "--heads", "64,128", "--dtype=fp8", "--page-size", "32"
+    )
     assert code == 0
     assert "xqa-mla[dtype=fp8,page_size=32]" in [line.strip() for line in out.splitlines()]
     table = write_table(
@@ -273,7 +296,9 @@ def test_text_output_prints_variant_keys_verbatim(cli, write_table):
 
 def test_axis_options_are_read_from_the_probes(cli):
     code, _, err = cli("matrix", "-k", "xqa-mla", "--bogus", "1")
-    assert code == 2 and err.startswith("hprobe: error: no such option: --bogus (`hprobe matrix --help` lists the options")
+    assert code == 2 and err.startswith(
+        "hprobe: error: no such option: --bogus (`hprobe matrix --help` lists the options"
+    )
     code, _, err = cli("matrix", "-k", "xqa-mla", "--page-sizes", "64")
     assert code == 2 and "(did you mean --page-size?)" in err
     code, _, err = cli("matrix", "-k", "xqa-mla", "--dtype")

@@ -28,7 +28,11 @@ def test_pre_48047_table_is_reducible_at_tp4_8_16(cli_json):
     assert doc["schema"] == "hprobe.check/2"
     findings = _by_tp(doc)
     assert {tp: f["verdict"] for tp, f in findings.items()} == {
-        1: "ok", 2: "ok", 4: "reducible", 8: "reducible", 16: "reducible",
+        1: "ok",
+        2: "ok",
+        4: "reducible",
+        8: "reducible",
+        16: "reducible",
     }
     assert [(findings[tp]["padded"], findings[tp]["best"]) for tp in (4, 8, 16)] == [(64, 32), (64, 16), (64, 8)]
     assert findings[16]["waste"] == 8.0
@@ -82,7 +86,10 @@ def test_text_report_names_verdicts_and_exit(cli):
     # No pin: what 0.6.14 accepts, never called removable.
     assert "reducible" in out and "8 accepted: 8.00× waste, accepted unpadded on flashinfer 0.6.14 only (no pin)" in out
     assert "removable" not in out
-    assert out.rstrip().endswith("→ exit 0") and out.splitlines()[0] == out.splitlines()[-1] == "pass: 3 ok, 7 reducible  → exit 0"
+    assert (
+        out.rstrip().endswith("→ exit 0")
+        and out.splitlines()[0] == out.splitlines()[-1] == "pass: 3 ok, 7 reducible  → exit 0"
+    )
 
 
 def test_default_tables_cover_every_sm_without_gpu(cli_json):
@@ -112,7 +119,11 @@ def test_default_tables_cover_every_sm_without_gpu(cli_json):
     # Kimi K3 at TP4 (24 per rank) on trtllm-gen: the tile rule pads to 32. The
     # validators accept 24, but trtllm-gen's selection puts 24 heads in 16-head
     # tiles and refuses the remainder: at compiled depth 32 is what serves.
-    k3 = [f for f in doc["findings"] if f["table"] == "vllm-flashinfer-mla-dense" and f["model"] == "Kimi-K3" and f["tp"] == 4]
+    k3 = [
+        f
+        for f in doc["findings"]
+        if f["table"] == "vllm-flashinfer-mla-dense" and f["model"] == "Kimi-K3" and f["tp"] == 4
+    ]
     assert {(f["padded"], f["label"]) for f in k3} == {(32, "ok (compiled)")}
 
 
@@ -130,7 +141,9 @@ def test_heads_and_tp_overrides(cli_json):
     findings = _by_tp(doc, model="96 heads")
     # Kimi-K3-like: 96 -> 128, 48 -> 64, 24 -> 32; all accepted, none smaller.
     assert [(findings[tp]["n"], findings[tp]["padded"], findings[tp]["verdict"]) for tp in (1, 2, 4)] == [
-        (96, 128, "ok"), (48, 64, "ok"), (24, 32, "ok"),
+        (96, 128, "ok"),
+        (48, 64, "ok"),
+        (24, 32, "ok"),
     ]
     assert code == 0
 
@@ -158,7 +171,12 @@ def test_a_warm_check_imports_neither_torch_nor_flashinfer(tmp_path, write_table
     assert not {"pydantic", "hprobe.device.session", "hprobe.probe.run"} & imported(warm)
     # Nor a requirement parser (its parse of the installed METADATA is kept),
     # nor report classes a check never builds.
-    assert not {"packaging.requirements", "hprobe.report.suggest", "hprobe.report.drift", "hprobe.report.cache"} & imported(warm)
+    assert not {
+        "packaging.requirements",
+        "hprobe.report.suggest",
+        "hprobe.report.drift",
+        "hprobe.report.cache",
+    } & imported(warm)
     # --no-cache asks flashinfer again.
     fresh = subprocess.run(argv + ["--no-cache"], env=env, capture_output=True, text=True, timeout=600)
     assert "flashinfer" in imported(fresh) and json.loads(fresh.stdout) == json.loads(cold.stdout)
@@ -174,7 +192,10 @@ def test_check_opens_with_one_line_of_advice_per_backend(cli, cli_json):
     assert mla["action"] == "for n={4, 8, 16, 32}, pad to {8, 16, 32} instead of {64}: saves 2–8× on TP2/4/8/16"
     code, out, _ = cli("check", "--table", str(PRE_48047), "--sm", "100,103")
     summary = out.split("\nsummary\n", 1)[1].split("\n\n", 1)[0]
-    assert "DeepseekV4FlashInferMLAAttention SM100/SM103: 3 ok, 7 reducible → for n={4, 8, 16, 32}, pad to {8, 16, 32} instead of {64}" in summary
+    assert (
+        "DeepseekV4FlashInferMLAAttention SM100/SM103: 3 ok, 7 reducible → for n={4, 8, 16, 32}, pad to {8, 16, 32} instead of {64}"
+        in summary
+    )
     assert "no pin: add requires_flashinfer" in summary
 
 
@@ -203,7 +224,11 @@ def test_the_answer_comes_before_the_notes(cli):
 
 def test_the_scope_names_the_pin_the_releases_came_from(cli_json, write_table):
     """--pin chose the releases: the scope names it, not the table's own pin."""
-    table = write_table(V4_PRO_TABLE.replace('source = "tests"', 'source = "tests"\nrequires_flashinfer = "==0.6.13"').format(rule="pad_to = [64, 128]"))
+    table = write_table(
+        V4_PRO_TABLE.replace('source = "tests"', 'source = "tests"\nrequires_flashinfer = "==0.6.13"').format(
+            rule="pad_to = [64, 128]"
+        )
+    )
     code, doc, err = cli_json("check", "--sm", "100", "--table", str(table), "--pin", "==0.6.14")
     [advice] = doc["advice"]
     assert advice["scope"] == "on flashinfer 0.6.14, the ends of pin ==0.6.14", err
@@ -211,7 +236,11 @@ def test_the_scope_names_the_pin_the_releases_came_from(cli_json, write_table):
 
 def test_the_scope_says_when_flashinfer_named_the_release_and_the_pin_was_not_judged(cli_json, write_table):
     """--flashinfer chose the release: the scope never calls it the ends of the table's pin."""
-    table = write_table(V4_PRO_TABLE.replace('source = "tests"', 'source = "tests"\nrequires_flashinfer = "==0.6.13"').format(rule="pad_to = [64, 128]"))
+    table = write_table(
+        V4_PRO_TABLE.replace('source = "tests"', 'source = "tests"\nrequires_flashinfer = "==0.6.13"').format(
+            rule="pad_to = [64, 128]"
+        )
+    )
     installed = __import__("importlib.metadata").metadata.version("flashinfer-python")
     code, doc, err = cli_json("check", "--sm", "100", "--table", str(table), "--flashinfer", installed)
     [advice] = doc["advice"]

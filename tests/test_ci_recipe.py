@@ -41,10 +41,17 @@ def test_the_actions_recipe_judges_only_the_consumers_code(tmp_path):
     # hprobe's fixtures inside the tree, as when it is checked out there.
     shutil.copytree(ROOT / "tests" / "fixtures", consumer / "third_party" / "hprobe" / "tests" / "fixtures")
     summary = tmp_path / "summary.md"
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", GITHUB_ACTIONS="true",
-               GITHUB_STEP_SUMMARY=str(summary), HPROBE_CACHE_DIR=str(tmp_path / "cache"))
+    env = dict(
+        os.environ,
+        PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}",
+        GITHUB_ACTIONS="true",
+        GITHUB_STEP_SUMMARY=str(summary),
+        HPROBE_CACHE_DIR=str(tmp_path / "cache"),
+    )
     env.pop("COLUMNS", None)
-    proc = subprocess.run(["bash", "-c", _recipe_command()], cwd=consumer, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        ["bash", "-c", _recipe_command()], cwd=consumer, env=env, capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 1, proc.stderr  # --strict: the pre-#48047 padding is reducible on 0.6.14
     markdown = summary.read_text()
     assert markdown.startswith("## hprobe check") and "::" not in markdown
@@ -61,10 +68,20 @@ def test_the_actions_recipe_judges_only_the_consumers_code(tmp_path):
 def test_piped_output_is_never_truncated(tmp_path):
     env = dict(os.environ, NO_COLOR="1", HPROBE_CACHE_DIR=str(tmp_path / "cache"))
     env.pop("COLUMNS", None)
-    proc = subprocess.run([str(BIN / "hprobe"), "check", "--sm", "100,120", "--details"], env=env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [str(BIN / "hprobe"), "check", "--sm", "100,120", "--details"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode in (0, 1), proc.stderr
     assert "…" not in proc.stdout
     assert re.search(r"SM120\s+DeepSeek-V4-Flash\s", proc.stdout)  # full model names
     # A long explanation is wrapped whole at the pipe's 100 columns, never cut.
-    assert 'validators only: trtllm-gen picks a cubin by head count inside compiled code ("Missing TRTLLM-GEN kernel")' in " ".join(proc.stdout.split())
+    assert (
+        'validators only: trtllm-gen picks a cubin by head count inside compiled code ("Missing TRTLLM-GEN kernel")'
+        in " ".join(proc.stdout.split())
+    )
     assert max(len(line) for line in proc.stdout.splitlines()) <= 100

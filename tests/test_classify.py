@@ -19,7 +19,7 @@ from hprobe.model.outcome import Cause
 pytestmark = pytest.mark.pure
 
 SOURCES = {
-    "flashinfer/mla.py": '''
+    "flashinfer/mla.py": """
 def decode(q_heads):
     if q_heads not in (64, 128):
         raise ValueError(f"Expected 64 or 128 query heads, got {q_heads}")
@@ -45,8 +45,8 @@ def ordinary(q_heads):
 
 def missing_dependency():
     import hprobe_test_no_such_module  # noqa: F401
-''',
-    "flashinfer/jit/spec.py": '''
+""",
+    "flashinfer/jit/spec.py": """
 def gen(arch):
     if arch not in ("sm_100a",):
         raise RuntimeError(f"no JIT spec for {arch}")
@@ -54,7 +54,7 @@ def gen(arch):
 
 def build(arch):
     return {}[arch]
-''',
+""",
 }
 
 

@@ -46,12 +46,21 @@ def test_dash_h_is_help_on_every_command():
     for args in ([], ["check"], ["matrix"], ["table", "extract"]):
         short = subprocess.run([str(hprobe), *args, "-h"], capture_output=True, text=True, timeout=60)
         long = subprocess.run([str(hprobe), *args, "--help"], capture_output=True, text=True, timeout=60)
-        assert short.returncode == 0 and short.stdout == long.stdout and short.stdout.startswith("Usage: hprobe"), (args, short.stderr)
+        assert short.returncode == 0 and short.stdout == long.stdout and short.stdout.startswith("Usage: hprobe"), (
+            args,
+            short.stderr,
+        )
 
 
 def test_shell_completion_completes_commands_and_options():
     hprobe = Path(sys.executable).with_name("hprobe")
-    script = subprocess.run([str(hprobe), "--show-completion", "bash"], capture_output=True, text=True, timeout=60, env=dict(os.environ, SHELL="/bin/bash"))
+    script = subprocess.run(
+        [str(hprobe), "--show-completion", "bash"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, SHELL="/bin/bash"),
+    )
     assert script.returncode == 0 and "_hprobe_completion" in script.stdout
     for words, cword, expected in (("hprobe ch", "1", "check"), ("hprobe check --ta", "2", "--table")):
         env = dict(os.environ, COMP_WORDS=words, COMP_CWORD=cword, _HPROBE_COMPLETE="complete_bash")
@@ -66,7 +75,10 @@ def test_the_axis_help_names_every_axis_the_probes_declare(cli):
     assert set(AXIS_NAMES) == {a.name for p in PROBES.values() for a in p.axes}
     code, out, _ = cli("matrix", "--help")
     # rich may wrap the list at a hyphen inside a name: compared without the wrapping.
-    assert code == 0 and all(f"--{name.replace('_', '-')}," in "".join(out.split()) or f"--{name.replace('_', '-')}(" in "".join(out.split()) for name in AXIS_NAMES)
+    assert code == 0 and all(
+        f"--{name.replace('_', '-')}," in "".join(out.split()) or f"--{name.replace('_', '-')}(" in "".join(out.split())
+        for name in AXIS_NAMES
+    )
 
 
 def test_a_format_a_command_cannot_write_is_refused_before_any_work(cli):

@@ -66,7 +66,13 @@ def test_a_kept_conclusion_is_keyed_on_every_file_a_port_reads():
 def test_a_table_is_read_by_field_name_not_position():
     table = read_table(FIXTURES / "reordered_table.h")
     (row,) = table.rows
-    assert (row.name, row.tile_size_q, row.tile_size_kv, row.head_dim_qk, row.sm) == ("fmhaDemoKernel_Q16", 16, 128, 576, "kSM_100f")
+    assert (row.name, row.tile_size_q, row.tile_size_kv, row.head_dim_qk, row.sm) == (
+        "fmhaDemoKernel_Q16",
+        16,
+        128,
+        576,
+        "kSM_100f",
+    )
     assert row.groups_heads_q is True and row.sparse_attn == 1 and row.sage_blocks == (0, 0, 0, 0)
 
 
@@ -82,7 +88,9 @@ def test_a_table_without_a_field_the_selection_reads_is_refused(tmp_path):
 
 @pytest.fixture(scope="module")
 def table(cubin_wheel):
-    got = kernel_tables._from_wheel(cubin_wheel, package_of(PACKAGE), cubin_wheel.name)  # verified against the release's digests
+    got = kernel_tables._from_wheel(
+        cubin_wheel, package_of(PACKAGE), cubin_wheel.name
+    )  # verified against the release's digests
     assert not isinstance(got, str) and got is not None
     return got
 
@@ -112,7 +120,10 @@ def test_a_table_that_is_not_the_named_one_is_refused(cubin_wheel, tmp_path):
     package = package_of(PACKAGE)
     prefix = f"flashinfer_cubin/cubins/{package.path}"  # type: ignore[union-attr]
     with zipfile.ZipFile(cubin_wheel) as archive:
-        checksums, header = archive.read(prefix + "checksums.txt"), archive.read(prefix + "include/flashInferMetaInfo.h")
+        checksums, header = (
+            archive.read(prefix + "checksums.txt"),
+            archive.read(prefix + "include/flashInferMetaInfo.h"),
+        )
     tampered = header.replace(b"Q16Kv128", b"Q16Kv12X", 1)
     with pytest.raises(ValueError, match="does not match its entry"):
         kernel_tables._verified(checksums, tampered, package, "tampered")  # type: ignore[arg-type]
@@ -202,7 +213,13 @@ def test_dsv4_64_heads_launch_split_over_kv_and_head_dim(selection):
     Pass 2: 512 / 128 = 4 CTAs in y; KV split min(8, 148 // 4) = 8 -> grid (8, 4, 1)."""
     launch = selection.launch(dsv4(64))
     row = launch.kernel
-    assert (row.tile_size_q, row.head_dim_per_cta_v, row.kernel_type, row.multi_ctas_kv_mode, row.sparse_attn) == (64, 128, 3, 2, 2)
+    assert (row.tile_size_q, row.head_dim_per_cta_v, row.kernel_type, row.multi_ctas_kv_mode, row.sparse_attn) == (
+        64,
+        128,
+        3,
+        2,
+        2,
+    )
     assert launch.ctas == (8, 4, 1) and launch.cluster_x == 1
 
 
@@ -221,7 +238,9 @@ def test_dsv32_4_heads_find_no_cubin(selection):
     the launcher's existence check, "Missing TRTLLM-GEN kernel (decode): ...tileSizeQ=4..."."""
     with pytest.raises(Refusal) as caught:
         selection.launch(dense(4, top_k=2048))
-    assert caught.value.message.startswith("Missing TRTLLM-GEN kernel (decode)") and "tileSizeQ=4," in caught.value.message
+    assert (
+        caught.value.message.startswith("Missing TRTLLM-GEN kernel (decode)") and "tileSizeQ=4," in caught.value.message
+    )
 
 
 def test_dense_96_heads_run_at_short_kv_and_not_at_long(selection):
@@ -294,7 +313,10 @@ def test_what_compiled_depth_concluded_is_keyed_by_the_cxx_it_read(tmp_path):
     from hprobe.support.gather import _deep_key
 
     package = tmp_path / "flashinfer"
-    shutil.copytree(PACKAGE / "data" / "include" / "flashinfer" / "trtllm" / "fmha", package / "data" / "include" / "flashinfer" / "trtllm" / "fmha")
+    shutil.copytree(
+        PACKAGE / "data" / "include" / "flashinfer" / "trtllm" / "fmha",
+        package / "data" / "include" / "flashinfer" / "trtllm" / "fmha",
+    )
     probed = [KernelSMResult("trtllm-mla", 100, "0.6.14")]
     key = _deep_key(probed, "installed:x", package)
     assert key == _deep_key(probed, "installed:x", package)

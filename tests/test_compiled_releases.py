@@ -35,11 +35,24 @@ def _result(doc: dict, key: str, sm: int) -> dict:
 
 
 def test_0613_sparse_and_dense_mla_past_the_validators(cli_json):
-    _, doc, _ = cli_json("matrix", "-k", "trtllm-mla[backend=trtllm-gen]", "--topk", "0,2048", "--sm", "100", "--flashinfer", "0.6.13", "--json")
+    _, doc, _ = cli_json(
+        "matrix",
+        "-k",
+        "trtllm-mla[backend=trtllm-gen]",
+        "--topk",
+        "0,2048",
+        "--sm",
+        "100",
+        "--flashinfer",
+        "0.6.13",
+        "--json",
+    )
     sparse = _result(doc, "trtllm-mla[backend=trtllm-gen,topk=2048]", 100)
     dense = _result(doc, "trtllm-mla[backend=trtllm-gen]", 100)
     assert sparse["depth"] == dense["depth"] == "compiled"
-    validators = {h["heads"] for h in sparse["heads"] if h["outcome"] == "accepted" or h.get("error_type") == "compiled check"}
+    validators = {
+        h["heads"] for h in sparse["heads"] if h["outcome"] == "accepted" or h.get("error_type") == "compiled check"
+    }
     assert validators == set(range(1, 257))  # every h_q passed the Python checks
     assert {8, 16, 32, 64, 128} <= set(sparse["accepted"])
     assert not set(sparse["accepted"]) & (set(range(1, 8)) | set(range(17, 32)))
@@ -56,7 +69,19 @@ def test_sm120_on_0613_is_not_ok_anywhere(cli_json, cli, tmp_path):
     assert any("Unsupported architecture" in (f["evidence"] or {}).get("message", "") for f in doc["findings"])
     code, out, _ = cli("check", "--table", str(PRE_48047), "--flashinfer", "0.6.13", "--sm", "120")
     assert " ok " not in out and "ok (" not in out
-    code, _, _ = cli("report", "--releases", "0.6.13", "-k", "dsv4-sparse-mla", "--sm", "120", "--table", str(PRE_48047), "-o", str(tmp_path / "page"))
+    code, _, _ = cli(
+        "report",
+        "--releases",
+        "0.6.13",
+        "-k",
+        "dsv4-sparse-mla",
+        "--sm",
+        "120",
+        "--table",
+        str(PRE_48047),
+        "-o",
+        str(tmp_path / "page"),
+    )
     assert code in (0, 1)
     page = json.loads((tmp_path / "page" / "matrix.json").read_text())
     assert page["results"] and all(r["accepted"] == [] and r["status"] == "unsupported-arch" for r in page["results"])
@@ -91,9 +116,22 @@ def test_a_release_without_a_port_stays_at_the_validators_and_names_what_changed
     asked: list[str] = []
     monkeypatch.setattr(kernel_tables, "tables_for", lambda *args, **_kw: asked.append(str(args[0])))
     monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path / "cache"))  # probed here, not answered from a cache
-    _, doc, _ = cli_json("matrix", "-k", "trtllm-mla[backend=trtllm-gen]", "--sm", "100", "--heads", "64", "--flashinfer", "0.7.4", "--json")
+    _, doc, _ = cli_json(
+        "matrix",
+        "-k",
+        "trtllm-mla[backend=trtllm-gen]",
+        "--sm",
+        "100",
+        "--heads",
+        "64",
+        "--flashinfer",
+        "0.7.4",
+        "--json",
+    )
     (result,) = doc["results"]
-    assert result["depth"] != "compiled" and any("compiled depth: not evaluated" in n and "no port" in n for n in result["notes"])
+    assert result["depth"] != "compiled" and any(
+        "compiled depth: not evaluated" in n and "no port" in n for n in result["notes"]
+    )
     assert asked == []
 
 
@@ -114,11 +152,17 @@ def test_answers_shared_across_releases_are_the_ones_each_release_gets_alone():
                 depth._EXISTENCES.clear()
                 cxx._DEFINITIONS.clear()
             release = resolve(version)
-            results = {(r.key, r.sm): r for r in probe_release(release, list(needed), [100, 120], heads, use_cache=True)}
+            results = {
+                (r.key, r.sm): r for r in probe_release(release, list(needed), [100, 120], heads, use_cache=True)
+            }
             gather._deepen(results, release.location / "flashinfer", release.version)
             runs.setdefault(version, []).append(json.dumps([r.to_dict() for r in results.values()], sort_keys=True))
     assert all('"depth": "compiled"' in shared for shared, _ in runs.values())
-    assert {version: shared == alone for version, (shared, alone) in runs.items()} == {"0.6.13": True, "0.6.12": True, "0.6.16": True}
+    assert {version: shared == alone for version, (shared, alone) in runs.items()} == {
+        "0.6.13": True,
+        "0.6.12": True,
+        "0.6.16": True,
+    }
 
 
 def test_a_shape_left_to_run_time_is_never_a_refusal_nor_always(cli_json):
@@ -127,12 +171,24 @@ def test_a_shape_left_to_run_time_is_never_a_refusal_nor_always(cli_json):
     hprobe cannot answer. Where no decided shape refuses (160..256 by 16, and
     1..16 and 32, which launch elsewhere), the count is inconclusive with the
     shape named: never `rejected`, never accepted at every shape."""
-    _, doc, _ = cli_json("matrix", "-k", "trtllm-mla[backend=trtllm-gen,kv_lora_rank=256]", "--sm", "100", "--flashinfer", "0.6.13", "--json")
+    _, doc, _ = cli_json(
+        "matrix",
+        "-k",
+        "trtllm-mla[backend=trtllm-gen,kv_lora_rank=256]",
+        "--sm",
+        "100",
+        "--flashinfer",
+        "0.6.13",
+        "--json",
+    )
     result = _result(doc, "trtllm-mla[backend=trtllm-gen,kv_lora_rank=256]", 100)
     heads = {h["heads"]: h for h in result["heads"]}
     for h in (*range(160, 257, 16), 16, 32):
         assert heads[h]["outcome"] == "inconclusive", heads[h]
-        assert heads[h]["cause"] == "runtime" and "decided at run time (batch 1, KV 1024: CgaSmemReduction" in heads[h]["reason"], heads[h]
+        assert (
+            heads[h]["cause"] == "runtime"
+            and "decided at run time (batch 1, KV 1024: CgaSmemReduction" in heads[h]["reason"]
+        ), heads[h]
     assert not {16, 32, *range(160, 257, 16)} & set(result["accepted"])
     # A count every decided shape refuses and none is left open stays refused.
     assert heads[17]["outcome"] == "rejected" and heads[17]["error_type"] == "compiled check"

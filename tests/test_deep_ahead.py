@@ -80,7 +80,9 @@ def test_the_child_hands_back_the_table_the_answers_and_what_the_cxx_says(cubin_
     assert handed.table is not None and handed.table.sha256 == tables.table.sha256  # type: ignore[union-attr]
     assert handed.table.rows == tables.table.rows  # type: ignore[union-attr]
     assert len(depth._EXISTENCES) == 256 * 2  # each count, for each call on SM100
-    assert isinstance(trtllm_gen._PORTS[PACKAGE], trtllm_gen.Port) and isinstance(trtllm_gen._GATES[PACKAGE], trtllm_gen.Gate)
+    assert isinstance(trtllm_gen._PORTS[PACKAGE], trtllm_gen.Port) and isinstance(
+        trtllm_gen._GATES[PACKAGE], trtllm_gen.Gate
+    )
 
 
 def test_a_lock_held_by_a_thread_of_the_parent_does_not_hold_the_child(cubin_wheel, tables, monkeypatch):
@@ -123,7 +125,17 @@ def test_no_child_where_compiled_depth_is_off(monkeypatch):
 
 
 def test_a_refusal_crosses_a_pipe_whole():
-    refusal = Refusal("trtllm_paged_attention_launcher", "Missing TRTLLM-GEN kernel (decode): x", "fmha/launcher.cu", "Missing TRTLLM-GEN kernel")
+    refusal = Refusal(
+        "trtllm_paged_attention_launcher",
+        "Missing TRTLLM-GEN kernel (decode): x",
+        "fmha/launcher.cu",
+        "Missing TRTLLM-GEN kernel",
+    )
     back = pickle.loads(pickle.dumps(refusal))
-    assert (back.function, back.message, back.file, back.needle) == (refusal.function, refusal.message, refusal.file, refusal.needle)
+    assert (back.function, back.message, back.file, back.needle) == (
+        refusal.function,
+        refusal.message,
+        refusal.file,
+        refusal.needle,
+    )
     assert str(back) == str(refusal)

@@ -73,7 +73,16 @@ def test_the_readme_shows_the_upgrade_recipe_first():
 # which runs ./scripts/setup), and the fast tier is run by tests/test_tiers.py:
 # not run again from inside this test.
 _CONTRACT = ("./scripts/setup", "./scripts/test", ".venv/bin/python -m pytest")
-_EXPECTED = {"check": {1}, "suggest": {0}, "matrix": {0}, "diff": {1}, "bisect": {0}, "report": {0}, "cache": {0}, "apply": {0}}
+_EXPECTED = {
+    "check": {1},
+    "suggest": {0},
+    "matrix": {0},
+    "diff": {1},
+    "bisect": {0},
+    "report": {0},
+    "cache": {0},
+    "apply": {0},
+}
 
 
 @pytest.mark.slow
@@ -93,15 +102,33 @@ def test_every_readme_command_runs(tmp_path):
         if command.startswith("hprobe cache"):
             # Its own cache: pruning must not take releases from under the other tests.
             run_env = dict(env, HPROBE_CACHE_DIR=str(tmp_path / "cache-for-prune"))
-            subprocess.run([str(BIN / "hprobe"), "kernels", "--releases", "0.6.13,0.6.14"], env=run_env, capture_output=True, check=True, timeout=900)
-        proc = subprocess.run(["bash", "-c", command], cwd=work, env=run_env, capture_output=True, text=True, timeout=1800, stdin=subprocess.DEVNULL)
+            subprocess.run(
+                [str(BIN / "hprobe"), "kernels", "--releases", "0.6.13,0.6.14"],
+                env=run_env,
+                capture_output=True,
+                check=True,
+                timeout=900,
+            )
+        proc = subprocess.run(
+            ["bash", "-c", command],
+            cwd=work,
+            env=run_env,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            stdin=subprocess.DEVNULL,
+        )
         words = shlex.split(command)
         verb = "apply" if words[0] == "git" else words[1]
-        assert proc.returncode in _EXPECTED[verb], f"{command}: exit {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+        assert proc.returncode in _EXPECTED[verb], (
+            f"{command}: exit {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+        )
         assert (proc.stdout + proc.stderr).strip() or verb == "apply", command  # report says what it wrote on stderr
         ran.append(verb)
     assert {"check", "suggest", "apply", "matrix", "report", "cache"} <= set(ran)
-    assert (vllm / "requirements" / "cuda.txt").read_text().startswith("flashinfer-python==0.6.14\n")  # the patch was applied
+    assert (
+        (vllm / "requirements" / "cuda.txt").read_text().startswith("flashinfer-python==0.6.14\n")
+    )  # the patch was applied
     assert (work / "site" / "index.html").is_file()
 
 

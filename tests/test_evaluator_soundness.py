@@ -129,11 +129,17 @@ _INIT_SUBCLASS = "    def __init_subclass__(cls, **kwargs):\n        super().__i
 _REGISTER = "    def __init_subclass__(cls, **kwargs):\n        super().__init_subclass__(**kwargs)\n        _SEEN.append(cls.__name__)\n\n"
 
 
-def _module(constant: str, mutation: str, base_body: str, override: str | None, post: str, decorator: str, hook: str = "none") -> str:
+def _module(
+    constant: str, mutation: str, base_body: str, override: str | None, post: str, decorator: str, hook: str = "none"
+) -> str:
     name = "pi" if constant == "math-name" else "HEADS"
 
     def method(body: str) -> str:
-        return "    @classmethod\n    def pad(cls, n):\n" + textwrap.indent(textwrap.dedent(body).strip("\n"), "        ") + "\n"
+        return (
+            "    @classmethod\n    def pad(cls, n):\n"
+            + textwrap.indent(textwrap.dedent(body).strip("\n"), "        ")
+            + "\n"
+        )
 
     prelude, how = HOOKS[hook]
     parts = [CONSTANTS[constant], MUTATIONS[mutation].replace("HEADS", name), DECORATORS[decorator], prelude]
@@ -189,7 +195,9 @@ def _often_none(choices: dict[str, str]) -> st.SearchStrategy[str]:
     return st.one_of(st.just("none"), st.sampled_from(sorted(choices)))
 
 
-@settings(max_examples=1200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=1200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(
     constant=st.sampled_from(sorted(CONSTANTS)),
     mutation=_often_none(MUTATIONS),
@@ -199,7 +207,9 @@ def _often_none(choices: dict[str, str]) -> st.SearchStrategy[str]:
     decorator=_often_none(DECORATORS),
     hook=_often_none({k: v[1] for k, v in HOOKS.items()}),
 )
-def test_a_value_hprobe_gives_is_the_value_python_computes(tmp_path_factory, constant, mutation, base_body, override, post, decorator, hook):
+def test_a_value_hprobe_gives_is_the_value_python_computes(
+    tmp_path_factory, constant, mutation, base_body, override, post, decorator, hook
+):
     if post == "del-override" and override is None:
         post = "none"  # nothing to delete: Python would fail the import
     text = _module(constant, mutation, base_body, override, post, decorator, hook)

@@ -16,7 +16,9 @@ from hprobe.model.outcome import Cause
 @pytest.fixture
 def maker(tmp_path):
     """A module standing for a probe's own code: what it makes reports cuda."""
-    (tmp_path / "maker.py").write_text("import torch\n\ndef make():\n    return torch.arange(6, dtype=torch.int32).view(2, 3)\n")
+    (tmp_path / "maker.py").write_text(
+        "import torch\n\ndef make():\n    return torch.arange(6, dtype=torch.int32).view(2, 3)\n"
+    )
     spec = importlib.util.spec_from_file_location("hprobe_test_maker", tmp_path / "maker.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

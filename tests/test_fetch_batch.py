@@ -29,7 +29,10 @@ def _sha(path: Path) -> str:
 def _pip_download(spec: str, where: Path) -> Path:
     subprocess.run(
         [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", str(where), spec],
-        check=True, capture_output=True, stdin=subprocess.DEVNULL, timeout=600,
+        check=True,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        timeout=600,
     )
     [wheel] = where.glob("*.whl")
     return wheel
@@ -39,7 +42,11 @@ def test_a_batch_fetches_the_wheels_pip_download_fetches(tmp_path, monkeypatch):
     monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path / "cache"))
     started: list[list[str]] = []
     real_start = fetch_batch.start
-    monkeypatch.setattr(fetch_batch, "start", lambda dist, versions, *a: (started.append(list(versions)), real_start(dist, versions, *a)))
+    monkeypatch.setattr(
+        fetch_batch,
+        "start",
+        lambda dist, versions, *a: (started.append(list(versions)), real_start(dist, versions, *a)),
+    )
     plain: list[list[str]] = []
     real_run_pip = trees.run_pip
     monkeypatch.setattr(trees, "run_pip", lambda cmd, what: (plain.append(cmd), real_run_pip(cmd, what))[1])
@@ -100,11 +107,18 @@ def test_a_helper_that_cannot_use_pip_costs_only_time(tmp_path, monkeypatch):
     """pip's internals differ (a newer pip): the helper says so, and every
     release is fetched by plain pip download."""
     monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path / "cache"))
-    broken = [sys.executable, "-c", "import json, sys; sys.stdin.read(); print(json.dumps({'error': 'ImportError: pip._internal'})); sys.exit(3)"]
+    broken = [
+        sys.executable,
+        "-c",
+        "import json, sys; sys.stdin.read(); print(json.dumps({'error': 'ImportError: pip._internal'})); sys.exit(3)",
+    ]
     monkeypatch.setattr(fetch_batch, "_helper_command", lambda: broken)
     trees.prefetch(["0.6.13", "0.6.14"])
     wheels = [trees.fetch_wheel(v) for v in ("0.6.13", "0.6.14")]
-    assert [trees._wheel_version(w) is not None and str(trees._wheel_version(w)) for w in wheels] == ["0.6.13", "0.6.14"]
+    assert [trees._wheel_version(w) is not None and str(trees._wheel_version(w)) for w in wheels] == [
+        "0.6.13",
+        "0.6.14",
+    ]
     assert not list((tmp_path / "cache" / "wheels").glob(".download-*"))  # nothing left behind
 
 
@@ -120,14 +134,22 @@ def test_the_kernel_table_read_from_the_index_is_the_one_in_the_wheel(tmp_path, 
     from_wheel = kernel_tables._from_wheel(cubin_wheel, package, cubin_wheel.name)
     assert plain == []  # not downloaded whole
     assert isinstance(from_index, kernel_tables.KernelTable) and isinstance(from_wheel, kernel_tables.KernelTable)
-    assert (from_index.sha256, from_index.rows, from_index.origin, from_index.checksums) == (from_wheel.sha256, from_wheel.rows, from_wheel.origin, from_wheel.checksums)
+    assert (from_index.sha256, from_index.rows, from_index.origin, from_index.checksums) == (
+        from_wheel.sha256,
+        from_wheel.rows,
+        from_wheel.origin,
+        from_wheel.checksums,
+    )
 
 
 def test_a_kernel_package_no_cubin_holds_is_said_as_before(tmp_path, monkeypatch):
     monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path / "cache"))
     package = kernel_tables.Package("0" * 40 + "/fmha/trtllm-gen/", "0" * 64)
     why = kernel_tables._from_index(package, "0.6.13", lambda _m: None)
-    assert why == "flashinfer_cubin-0.6.13-py3-none-any.whl holds no kernel package 0000000; flashinfer_cubin-0.6.13-py3-none-any.whl holds no kernel package 0000000"
+    assert (
+        why
+        == "flashinfer_cubin-0.6.13-py3-none-any.whl holds no kernel package 0000000; flashinfer_cubin-0.6.13-py3-none-any.whl holds no kernel package 0000000"
+    )
 
 
 def test_streamed_lines_arrive_before_the_command_ends(tmp_path):
@@ -140,7 +162,9 @@ def test_streamed_lines_arrive_before_the_command_ends(tmp_path):
     seen: list[tuple[str, float]] = []
     start = time.monotonic()
     script = "import sys, time; print('first', flush=True); time.sleep(2); print('second', flush=True)"
-    done = stream_bounded([sys.executable, "-c", script], 30, "", lambda line: seen.append((line.strip(), time.monotonic() - start)))
+    done = stream_bounded(
+        [sys.executable, "-c", script], 30, "", lambda line: seen.append((line.strip(), time.monotonic() - start))
+    )
     assert done.returncode == 0
     assert [line for line, _ in seen] == ["first", "second"]
     assert seen[1][1] - seen[0][1] > 1.5  # the first came two seconds before the second

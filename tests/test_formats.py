@@ -35,8 +35,20 @@ pytestmark = pytest.mark.pure
 VERSION = "0.6.14"
 HEADS = list(range(1, 13))
 # One h_q per outcome: 1-2 accepted, 3-4 rejected, then one stretch each.
-OUTCOME_AT = {1: Outcome.ACCEPTED, 2: Outcome.ACCEPTED, 3: Outcome.REJECTED, 4: Outcome.REJECTED, 5: Outcome.INCONCLUSIVE, 6: Outcome.ABSENT,
-              7: Outcome.UNSUPPORTED_ARCH, 8: Outcome.UNSUPPORTED_CONFIG, 9: Outcome.ACCEPTED, 10: Outcome.REJECTED, 11: Outcome.REJECTED, 12: Outcome.ACCEPTED}
+OUTCOME_AT = {
+    1: Outcome.ACCEPTED,
+    2: Outcome.ACCEPTED,
+    3: Outcome.REJECTED,
+    4: Outcome.REJECTED,
+    5: Outcome.INCONCLUSIVE,
+    6: Outcome.ABSENT,
+    7: Outcome.UNSUPPORTED_ARCH,
+    8: Outcome.UNSUPPORTED_CONFIG,
+    9: Outcome.ACCEPTED,
+    10: Outcome.REJECTED,
+    11: Outcome.REJECTED,
+    12: Outcome.ACCEPTED,
+}
 
 
 DEPTH_AT = {100: Depth.VALIDATORS, 103: Depth.DISPATCH, 120: Depth.PARTIAL, 121: Depth.FAKED_DEVICE, 90: Depth.COMPILED}
@@ -47,7 +59,8 @@ def _result(sm: int, depth: Depth) -> KernelSMResult:
     for h, outcome in OUTCOME_AT.items():
         refused = outcome is not Outcome.ACCEPTED
         result.heads[h] = HeadResult(
-            h, outcome,
+            h,
+            outcome,
             entry=None if refused else "get_trtllm_gen_fmha_module.trtllm_paged_attention_decode",
             error_type="ValueError" if refused else None,
             message=f"Expected 64 or 128 query heads, got {h}" if refused else None,
@@ -63,25 +76,68 @@ def _release() -> ProbedRelease:
 
 
 def _finding(verdict: Verdict, n: int) -> Finding:
-    evidence = HeadResult(n, Outcome.REJECTED if verdict is Verdict.BROKEN else Outcome.INCONCLUSIVE if verdict is Verdict.INCONCLUSIVE else Outcome.ACCEPTED,
-                          error_type="ValueError", message="Expected 64 or 128 query heads", location="flashinfer/decode.py:2131 (check)", reason="why not",
-                          slow_path="served by the fallback kernel")
+    evidence = HeadResult(
+        n,
+        Outcome.REJECTED
+        if verdict is Verdict.BROKEN
+        else Outcome.INCONCLUSIVE
+        if verdict is Verdict.INCONCLUSIVE
+        else Outcome.ACCEPTED,
+        error_type="ValueError",
+        message="Expected 64 or 128 query heads",
+        location="flashinfer/decode.py:2131 (check)",
+        reason="why not",
+        slow_path="served by the fallback kernel",
+    )
     padded = None if verdict is Verdict.TABLE_REFUSES else n + 1
     best = n if verdict in (Verdict.REDUCIBLE, Verdict.TABLE_REFUSES, Verdict.OFF_FAST_PATH) else None
-    return Finding("fixture", "t.toml", "model-x", 8, n, "flashinfer-trtllm", "dsv4-sparse-mla", 100, VERSION, padded, verdict,
-                   best=best, waste=(padded / n) if verdict is Verdict.REDUCIBLE and padded else None, evidence=evidence,
-                   releases=[VERSION], source="t.toml:7", depth=Depth.VALIDATORS)
+    return Finding(
+        "fixture",
+        "t.toml",
+        "model-x",
+        8,
+        n,
+        "flashinfer-trtllm",
+        "dsv4-sparse-mla",
+        100,
+        VERSION,
+        padded,
+        verdict,
+        best=best,
+        waste=(padded / n) if verdict is Verdict.REDUCIBLE and padded else None,
+        evidence=evidence,
+        releases=[VERSION],
+        source="t.toml:7",
+        depth=Depth.VALIDATORS,
+    )
 
 
 def _check() -> CheckReport:
-    table = PaddingTable("fixture", "tests", "t.toml", None, [Model("model-x", 96, (8,), Where("t.toml", 3))],
-                         [Backend("flashinfer-trtllm", "dsv4-sparse-mla", (100,), PadTo((2, 4, 12)), Where("t.toml", 7), key="dsv4-sparse-mla")])
+    table = PaddingTable(
+        "fixture",
+        "tests",
+        "t.toml",
+        None,
+        [Model("model-x", 96, (8,), Where("t.toml", 3))],
+        [
+            Backend(
+                "flashinfer-trtllm",
+                "dsv4-sparse-mla",
+                (100,),
+                PadTo((2, 4, 12)),
+                Where("t.toml", 7),
+                key="dsv4-sparse-mla",
+            )
+        ],
+    )
     findings = [_finding(v, n) for n, v in enumerate(Verdict, start=2)]
     return conclude(CheckReport([_release()], Targets([SM(10, 0)], "flag"), [table], findings, strict=False))
 
 
 def _matrix() -> MatrixReport:
-    return MatrixReport([_release()], Targets([SM.from_number(sm) for sm in DEPTH_AT], "flag"), HEADS, ["dsv4-sparse-mla"])
+    return MatrixReport(
+        [_release()], Targets([SM.from_number(sm) for sm in DEPTH_AT], "flag"), HEADS, ["dsv4-sparse-mla"]
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -197,8 +253,14 @@ _WORKFLOW_COMMAND = re.compile(r"::(?P<level>error|warning|notice) (?P<props>[^:
 @pytest.mark.parametrize(
     ("source", "where"),
     [
-        ("vllm/v1/attention/backends/mla/flashinfer_mla.py:218 [SM100/SM103, unpadded]", ("vllm/v1/attention/backends/mla/flashinfer_mla.py", "218", None)),
-        ("/a tree/with spaces/flashinfer_sparse.py:209:5 [SM120/SM121, decode]", ("/a tree/with spaces/flashinfer_sparse.py", "209", "5")),
+        (
+            "vllm/v1/attention/backends/mla/flashinfer_mla.py:218 [SM100/SM103, unpadded]",
+            ("vllm/v1/attention/backends/mla/flashinfer_mla.py", "218", None),
+        ),
+        (
+            "/a tree/with spaces/flashinfer_sparse.py:209:5 [SM120/SM121, decode]",
+            ("/a tree/with spaces/flashinfer_sparse.py", "209", "5"),
+        ),
         ("t.toml:7", ("t.toml", "7", None)),
     ],
 )
@@ -249,17 +311,34 @@ def test_runs_give_back_every_h_q_exactly():
     holds the template's `{h}` is never templated."""
     result = _result(100, Depth.VALIDATORS)
     for h in (10, 11):
-        result.heads[h] = HeadResult(h, Outcome.REJECTED, error_type="ValueError", message=f"got {h} of {{h}} (h={h})", location="x.py:1")
+        result.heads[h] = HeadResult(
+            h, Outcome.REJECTED, error_type="ValueError", message=f"got {h} of {{h}} (h={h})", location="x.py:1"
+        )
     for h in range(13, 40):
-        result.heads[h] = HeadResult(h, Outcome.REJECTED, error_type="ValueError", message=f"Expected 64 or 128 query heads, got {h} (DSv4, 13x)", location="decode.py:7")
+        result.heads[h] = HeadResult(
+            h,
+            Outcome.REJECTED,
+            error_type="ValueError",
+            message=f"Expected 64 or 128 query heads, got {h} (DSv4, 13x)",
+            location="decode.py:7",
+        )
     runs = result.head_runs()
     assert len(runs) < len(result.heads) // 3
     templated = next(run for run in runs if run["from"] == 13)
-    assert templated["to"] == 39 and templated["count_in"] == ["message"] and templated["message"] == "Expected 64 or 128 query heads, got {h} (DSv4, 13x)"
+    assert (
+        templated["to"] == 39
+        and templated["count_in"] == ["message"]
+        and templated["message"] == "Expected 64 or 128 query heads, got {h} (DSv4, 13x)"
+    )
     assert all("count_in" not in run for run in runs if run["from"] in (10, 11))
     back = KernelSMResult.from_dict(json.loads(json.dumps(result.to_dict(runs=True))))
     assert back.heads == result.heads
-    assert MatrixReport([_release()], Targets([SM(10, 0)], "flag"), HEADS, ["dsv4-sparse-mla"]).to_dict(runs=True)["schema"] == "hprobe.matrix/3"
+    assert (
+        MatrixReport([_release()], Targets([SM(10, 0)], "flag"), HEADS, ["dsv4-sparse-mla"]).to_dict(runs=True)[
+            "schema"
+        ]
+        == "hprobe.matrix/3"
+    )
 
 
 def test_a_head_result_writes_every_field():
@@ -290,7 +369,20 @@ def test_plain_tables_are_laid_out_as_rich_lays_them_out():
 
     from hprobe.report.formats.layout import plain_table_lines
 
-    words = ["", "a", "SM100", "reducible (validators only)", "模型名", "e\u0301t\u00e9", "✓", "🙂x", "  padded  ", "[bold]x[/bold]", "\\x1b", "2.00× waste"]
+    words = [
+        "",
+        "a",
+        "SM100",
+        "reducible (validators only)",
+        "模型名",
+        "e\u0301t\u00e9",
+        "✓",
+        "🙂x",
+        "  padded  ",
+        "[bold]x[/bold]",
+        "\\x1b",
+        "2.00× waste",
+    ]
     rng = random.Random(7)
     for _ in range(300):
         k = rng.randint(1, 5)
@@ -326,27 +418,78 @@ def _every_text_rendering(make) -> dict[str, str]:
     from hprobe.report.drift import BisectReport, BisectStep, DiffReport, KernelChange
 
     def change(**fields):
-        base = dict(kernel=f"k {HOSTILE}", sm=100, old_status="rejected", new_status="accepted", old_accepted=(), new_accepted=(8,), became_accepted=(),
-                    became_rejected=(), unknown=(), appeared=(), vanished=(), new_refusal=None)
+        base = dict(
+            kernel=f"k {HOSTILE}",
+            sm=100,
+            old_status="rejected",
+            new_status="accepted",
+            old_accepted=(),
+            new_accepted=(8,),
+            became_accepted=(),
+            became_rejected=(),
+            unknown=(),
+            appeared=(),
+            vanished=(),
+            new_refusal=None,
+        )
         return KernelChange(**{**base, **fields})
 
-    changes = (change(), change(became_accepted=(8, 16)), change(became_rejected=(4,), new_refusal={"error_type": "ValueError", "message": HOSTILE, "location": "f.py:1"}),
-               change(appeared=(2,), unknown=(3,)), change(vanished=(5,)))
+    changes = (
+        change(),
+        change(became_accepted=(8, 16)),
+        change(
+            became_rejected=(4,), new_refusal={"error_type": "ValueError", "message": HOSTILE, "location": "f.py:1"}
+        ),
+        change(appeared=(2,), unknown=(3,)),
+        change(vanished=(5,)),
+    )
     diff = DiffReport({"version": "0.6.13"}, {"version": f"0.6.14 {HOSTILE}"}, changes)
-    steps = (BisectStep("0.6.13", "rejected", None, "ValueError", HOSTILE, None), BisectStep("0.6.14", "accepted", "entry", None, None, None),
-             BisectStep("0.6.15", "inconclusive", None, None, None, HOSTILE))
-    bisect = BisectReport(f"k {HOSTILE}", 100, 32, ("0.6.13", "0.6.15"), 3, "binary search", "0.6.14", "0.6.13", False, (("0.6.14", "0.6.15"),), steps, 0)
+    steps = (
+        BisectStep("0.6.13", "rejected", None, "ValueError", HOSTILE, None),
+        BisectStep("0.6.14", "accepted", "entry", None, None, None),
+        BisectStep("0.6.15", "inconclusive", None, None, None, HOSTILE),
+    )
+    bisect = BisectReport(
+        f"k {HOSTILE}",
+        100,
+        32,
+        ("0.6.13", "0.6.15"),
+        3,
+        "binary search",
+        "0.6.14",
+        "0.6.13",
+        False,
+        (("0.6.14", "0.6.15"),),
+        steps,
+        0,
+    )
     renderings = {}
     jobs = {
         "check": lambda t: t.check(_hostile_check()),
         "matrix": lambda t: t.matrix(_matrix()),
-        "releases": lambda t: t.matrix(MatrixReport([_release(), _release()], _matrix().targets, HEADS, ["dsv4-sparse-mla"])),
+        "releases": lambda t: t.matrix(
+            MatrixReport([_release(), _release()], _matrix().targets, HEADS, ["dsv4-sparse-mla"])
+        ),
         "grid": lambda t: t.matrix(_matrix(), grid=True),
         "pivot": lambda t: t.matrix(_matrix(), pivot=("heads", "sm")),
         "diff": lambda t: t.diff(diff),
         "bisect": lambda t: t.bisect(bisect),
-        "kernels": lambda t: t.kernels(KernelsReport([{"id": f"k {HOSTILE}", "entry_point": "e", "summary": "s", "sms": [100], "installed_flashinfer_has_entry_point": True,
-                                         "axes": [{"name": "a", "default": 1, "choices": [1, 2], "sweep": True}], "releases": "0.6.14", "releases_without": ["0.5.0"]}])),
+        "kernels": lambda t: t.kernels(
+            KernelsReport(
+                [
+                    {
+                        "id": f"k {HOSTILE}",
+                        "entry_point": "e",
+                        "summary": "s",
+                        "sms": [100],
+                        "installed_flashinfer_has_entry_point": True,
+                        "axes": [{"name": "a", "default": 1, "choices": [1, 2], "sweep": True}],
+                        "releases": "0.6.14",
+                        "releases_without": ["0.5.0"],
+                    }
+                ]
+            )
+        ),
         "data": lambda t: t.data({"key": HOSTILE}, "title"),
     }
     for details in (False, True):
@@ -438,7 +581,13 @@ def test_formats_only_render_a_finished_report(monkeypatch):
     def refuse(*_args, **_kwargs):
         raise AssertionError("a format decided something")
 
-    for module, name in ((hprobe.judge, "judge"), (hprobe.judge, "judge_across"), (hprobe.judge, "exit_code"), (hprobe.judge, "verdict_grids"), (hprobe.advise.summary, "summarize")):
+    for module, name in (
+        (hprobe.judge, "judge"),
+        (hprobe.judge, "judge_across"),
+        (hprobe.judge, "exit_code"),
+        (hprobe.judge, "verdict_grids"),
+        (hprobe.advise.summary, "summarize"),
+    ):
         monkeypatch.setattr(module, name, refuse)
     after = {fmt: _rendered(fmt, report) for fmt in _rendering("check")}
     assert after == before and set(after) == set(_rendering("check"))
@@ -474,7 +623,9 @@ def test_a_requirement_no_answer_depended_on_asks_nothing_of_the_summary():
     assert "cuda-python" in _rendered("text", report, details=True)
     result = next(iter(release.results.values()))
     some = next(iter(result.heads))
-    result.heads[some] = HeadResult(some, Outcome.INCONCLUSIVE, reason="ModuleNotFoundError: cuda", cause=Cause.ENVIRONMENT.value)
+    result.heads[some] = HeadResult(
+        some, Outcome.INCONCLUSIVE, reason="ModuleNotFoundError: cuda", cause=Cause.ENVIRONMENT.value
+    )
     said = " ".join(_rendered("text", report, details=False).split())  # the note, wherever it wrapped
     assert (
         f"flashinfer {VERSION} requires cuda-python>=12.0, nccl4py>=0.4.1, not installed here: 1 answer is inconclusive for it "

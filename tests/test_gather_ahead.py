@@ -32,7 +32,9 @@ def test_a_release_probed_ahead_is_the_answer_when_asked(tmp_path, monkeypatch):
     monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path / "ahead"))
     probed: list[str] = []
     real_worker = results._run_worker
-    monkeypatch.setattr(results, "_run_worker", lambda release, *a: (probed.append(release.version), real_worker(release, *a))[1])
+    monkeypatch.setattr(
+        results, "_run_worker", lambda release, *a: (probed.append(release.version), real_worker(release, *a))[1]
+    )
     # 0.0.999 does not exist: a release probed ahead that fails is not the check's failure.
     assert list(gather_module.gather(["0.6.13"], NEEDED, HEADS, True, quiet, ahead=("0.0.999",))) == ["0.6.13"]
     # One core is idle beside one release (two here): one release ahead, and never one the check probes.

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.pure
 
 ROOTS = {"forward_mqa": "q"}
 
-FOLDED = '''
+FOLDED = """
 from flashinfer.decode import trtllm_batch_decode_with_kv_cache_mla
 
 MAX_HEADS = 128
@@ -43,7 +43,7 @@ class Impl:
         if isinstance(q, tuple):
             q = torch.cat(q, dim=-1)
         return folded_decode(q, 4, need_lse=True)
-'''
+"""
 
 
 def _tree(tmp_path: Path, text: str) -> tuple[RepoIndex, int]:
@@ -54,7 +54,11 @@ def _tree(tmp_path: Path, text: str) -> tuple[RepoIndex, int]:
     index = RepoIndex.build(tmp_path)
     module = index.by_suffix("engine.attn")
     assert module is not None
-    line = next(i for i, row in enumerate(text.splitlines(), 1) if "trtllm_batch_decode_with_kv_cache_mla(" in row and "import" not in row)
+    line = next(
+        i
+        for i, row in enumerate(text.splitlines(), 1)
+        if "trtllm_batch_decode_with_kv_cache_mla(" in row and "import" not in row
+    )
     return index, line
 
 
@@ -97,7 +101,7 @@ def test_a_query_without_a_caller_or_a_named_entry_ends_at_its_function(tmp_path
 
 
 def test_a_name_bound_under_an_if_is_decided_by_its_test_or_both_sides_must_agree(tmp_path: Path) -> None:
-    text = '''
+    text = """
     from flashinfer.decode import trtllm_batch_decode_with_kv_cache_mla
 
 
@@ -107,7 +111,7 @@ def test_a_name_bound_under_an_if_is_decided_by_its_test_or_both_sides_must_agre
             if self.pad:
                 q = q.new_zeros((q.shape[0], 1, 128, q.shape[-1]))
             return trtllm_batch_decode_with_kv_cache_mla(q, kv_cache)
-    '''
+    """
     index, line = _tree(tmp_path, text)
     trail = trace_heads(index, index.by_suffix("engine.attn"), line, ("query", 0), ROOTS)  # type: ignore[arg-type]
     assert isinstance(trail, HeadTrail), trail

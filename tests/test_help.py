@@ -31,7 +31,19 @@ COMMANDS = _commands()
 
 def test_every_command_is_found():
     names = {c[0] for c in COMMANDS}
-    assert {"check", "suggest", "matrix", "diff", "bisect", "report", "kernels", "env", "models", "cache", "table"} <= names
+    assert {
+        "check",
+        "suggest",
+        "matrix",
+        "diff",
+        "bisect",
+        "report",
+        "kernels",
+        "env",
+        "models",
+        "cache",
+        "table",
+    } <= names
 
 
 @pytest.mark.parametrize("command", [c for c in COMMANDS if c != ("table",)], ids=" ".join)
@@ -48,7 +60,19 @@ def test_help_shows_examples_and_real_placeholders(cli, command):
         assert "1 something would crash" in codes and "3 undecided" in codes
 
 
-REPORTING = [("check",), ("suggest",), ("matrix",), ("diff",), ("bisect",), ("kernels",), ("env",), ("models",), ("cache",), ("cache", "prune"), ("cache", "clear")]
+REPORTING = [
+    ("check",),
+    ("suggest",),
+    ("matrix",),
+    ("diff",),
+    ("bisect",),
+    ("kernels",),
+    ("env",),
+    ("models",),
+    ("cache",),
+    ("cache", "prune"),
+    ("cache", "clear"),
+]
 
 
 @pytest.mark.parametrize("command", REPORTING, ids=" ".join)

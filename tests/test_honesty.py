@@ -61,7 +61,10 @@ def test_jit_arch_check_is_a_validator_and_other_jit_failures_are_not():
         assert cc.CompilationContext().TARGET_CUDA_ARCHS == {(10, "0a")}
         arch = session.call(SM(10, 0), lambda: jit_core.current_compilation_context.get_nvcc_flags_list([12]))
         assert arch.validator and arch.site is not None and arch.site.function == "get_nvcc_flags_list"
-        assert session.call(SM(12, 0), lambda: jit_core.current_compilation_context.get_nvcc_flags_list([12])).error_type == "Returned"
+        assert (
+            session.call(SM(12, 0), lambda: jit_core.current_compilation_context.get_nvcc_flags_list([12])).error_type
+            == "Returned"
+        )
 
         # Ordinary code of the JIT machinery failing (here: a spec with no
         # sources asked for its library) is no check: inconclusive.
@@ -88,7 +91,10 @@ def test_everything_is_restored_after_a_session():
         import flashinfer.utils as fu
 
         seen: list = []
-        session.call(SM(10, 3), lambda: seen.extend([torch.cuda.get_device_capability(), fu.get_compute_capability(torch.device("cpu"))]))
+        session.call(
+            SM(10, 3),
+            lambda: seen.extend([torch.cuda.get_device_capability(), fu.get_compute_capability(torch.device("cpu"))]),
+        )
         assert seen == [(10, 3), (10, 3)]
     assert _global_state() == before
     import flashinfer.utils as fu
@@ -117,7 +123,9 @@ def test_broken_installed_flashinfer_is_one_line_exit_4(tmp_path):
     import sys
 
     env = dict(os.environ, PYTHONPATH=str(_broken_flashinfer(tmp_path)), NO_COLOR="1")
-    proc = subprocess.run([sys.executable, "-m", "hprobe", "matrix", "--sm", "100"], capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "hprobe", "matrix", "--sm", "100"], capture_output=True, text=True, env=env
+    )
     assert proc.returncode == 4
     assert proc.stderr.strip() == (
         "hprobe: error: flashinfer failed to import: ImportError: cannot import name cute from cutlass"
@@ -136,7 +144,16 @@ def test_release_that_fails_to_import_is_inconclusive_not_rejected(cli_json, tmp
 def test_probing_in_two_processes_gives_the_same_results(cli_json, monkeypatch):
     """hprobe.probe.parallel forks after import; the report must not depend on it."""
     # --no-cache: the second run must probe again, not read what the first one cached.
-    args = ("matrix", "-k", "trtllm-mla,xqa-mla,sm120-sparse-mla", "--sm", "100,120", "--heads", "1-20,96,128,129", "--no-cache")
+    args = (
+        "matrix",
+        "-k",
+        "trtllm-mla,xqa-mla,sm120-sparse-mla",
+        "--sm",
+        "100,120",
+        "--heads",
+        "1-20,96,128,129",
+        "--no-cache",
+    )
     from hprobe.probe import parallel as probing  # support.gather imports it when it probes
 
     calls = []

@@ -98,7 +98,12 @@ def _symlink(rel: str, target: str) -> Callable[[Path], None]:
 
 def _rule(body: str, extra: str = "") -> Callable[[Path], None]:
     """A repo whose padding rule has `body`; every module of it plants the marker."""
-    source = PLANT + extra + "class Rule:\n    @classmethod\n    def get_padded_num_q_heads(cls, n):\n" + "".join(f"        {line}\n" for line in body.splitlines())
+    source = (
+        PLANT
+        + extra
+        + "class Rule:\n    @classmethod\n    def get_padded_num_q_heads(cls, n):\n"
+        + "".join(f"        {line}\n" for line in body.splitlines())
+    )
     return _all(_write("repo/rules.py", source), _write("repo/__init__.py", PLANT))
 
 
@@ -159,7 +164,11 @@ def _settings_repo(arena: Path) -> None:
     _write("srepo/__init__.py", PLANT)(arena)
     _write("srepo/environ.py", PLANT + environ)(arena)
     _write("srepo/rules.py", PLANT + rules)(arena)
-    _write("sm.toml", '[mapping]\nmethod = "get_padded_num_q_heads"\n\n[instance]\nn_local = "n"\n\n[settings]\nmodule = "environ"\nobject = "envs"\naccessor = "get"\n' + MAPPING)(arena)
+    _write(
+        "sm.toml",
+        '[mapping]\nmethod = "get_padded_num_q_heads"\n\n[instance]\nn_local = "n"\n\n[settings]\nmodule = "environ"\nobject = "envs"\naccessor = "get"\n'
+        + MAPPING,
+    )(arena)
 
 
 def _renamed_fake_release(arena: Path) -> None:
@@ -175,26 +184,115 @@ CASES: list[Case] = [
     Case("table-fifo", ["check", "--table", "{A}/t.toml"], 2, "not a regular file", _fifo("t.toml")),
     Case("table-directory", ["check", "--table", "{A}"], 2, "is a directory"),
     Case("table-missing", ["check", "--table", "{A}/nope.toml"], 2, "no such table file"),
-    Case("table-too-large", ["check", "--table", "{A}/t.toml"], 2, "larger than 16 MiB", _write("t.toml", "# x\n" * (5 << 20))),
-    Case("table-not-utf8", ["check", "--table", "{A}/t.toml"], 2, "not UTF-8", _write("t.toml", b"name = '\xff\xfe'\n")),
-    Case("table-nul-byte", ["check", "--table", "{A}/t.toml"], 2, "malformed TOML", _write("t.toml", b"[table]\nname = \"a\x00\"\n")),
-    Case("table-deep-arrays", ["check", "--table", "{A}/t.toml"], 2, "t.toml", _write("t.toml", "x = " + "[" * 5000 + "]" * 5000 + "\n")),
-    Case("table-typo-name", ["check", "--table", "{A}/t.toml"], 2, "unknown key 'nmae'", _write("t.toml", TABLE.format(rule="pad_to = [64, 128]").replace('name = "DeepSeek-V4-Pro"', 'nmae = "x"\nname = "DeepSeek-V4-Pro"'))),
-    Case("table-typo-tp", ["check", "--table", "{A}/t.toml"], 2, "unknown key 'tpp'", _write("t.toml", TABLE.format(rule="pad_to = [64, 128]").replace("tp = [", "tpp = ["))),
-    Case("table-unknown-top", ["check", "--table", "{A}/t.toml"], 2, "unknown top-level key", _write("t.toml", "extra = 1\n" + TABLE.format(rule="no_padding = true"))),
-    Case("table-max-heads-beside-pad-to", ["check", "--table", "{A}/t.toml"], 2, "max_heads goes with pad_multiple", _write("t.toml", TABLE.format(rule="pad_to = [64, 128]\nmax_heads = 128"))),
-    Case("table-huge-heads", ["check", "--table", "{A}/t.toml"], 2, "above 4096", _write("t.toml", TABLE.format(rule="no_padding = true").replace("num_q_heads = 128", "num_q_heads = 4611686018427387904").replace("tp = [1, 2, 4, 8, 16]", "tp = [1]"))),
-    Case("table-huge-pad-to", ["check", "--table", "{A}/t.toml"], 2, "above 4096", _write("t.toml", TABLE.format(rule="pad_to = [8, 1000000000000]"))),
-    Case("table-huge-pad-map-key", ["check", "--table", "{A}/t.toml"], 2, "above 4096", _write("t.toml", TABLE.format(rule='pad_map = { "99999999999" = 100000000000 }'))),
-    Case("table-tp-zero", ["check", "--table", "{A}/t.toml"], 2, "tp must be", _write("t.toml", TABLE.format(rule="no_padding = true").replace("tp = [1, 2, 4, 8, 16]", "tp = [0]"))),
-    Case("table-unknown-axis", ["check", "--table", "{A}/t.toml"], 2, "no axis 'flavour'", _write("t.toml", TABLE.format(rule='no_padding = true\nflavour = "x"'))),
+    Case(
+        "table-too-large",
+        ["check", "--table", "{A}/t.toml"],
+        2,
+        "larger than 16 MiB",
+        _write("t.toml", "# x\n" * (5 << 20)),
+    ),
+    Case(
+        "table-not-utf8", ["check", "--table", "{A}/t.toml"], 2, "not UTF-8", _write("t.toml", b"name = '\xff\xfe'\n")
+    ),
+    Case(
+        "table-nul-byte",
+        ["check", "--table", "{A}/t.toml"],
+        2,
+        "malformed TOML",
+        _write("t.toml", b'[table]\nname = "a\x00"\n'),
+    ),
+    Case(
+        "table-deep-arrays",
+        ["check", "--table", "{A}/t.toml"],
+        2,
+        "t.toml",
+        _write("t.toml", "x = " + "[" * 5000 + "]" * 5000 + "\n"),
+    ),
+    Case(
+        "table-typo-name",
+        ["check", "--table", "{A}/t.toml"],
+        2,
+        "unknown key 'nmae'",
+        _write(
+            "t.toml",
+            TABLE.format(rule="pad_to = [64, 128]").replace(
+                'name = "DeepSeek-V4-Pro"', 'nmae = "x"\nname = "DeepSeek-V4-Pro"'
+            ),
+        ),
+    ),
+    Case(
+        "table-typo-tp",
+        ["check", "--table", "{A}/t.toml"],
+        2,
+        "unknown key 'tpp'",
+        _write("t.toml", TABLE.format(rule="pad_to = [64, 128]").replace("tp = [", "tpp = [")),
+    ),
+    Case(
+        "table-unknown-top",
+        ["check", "--table", "{A}/t.toml"],
+        2,
+        "unknown top-level key",
+        _write("t.toml", "extra = 1\n" + TABLE.format(rule="no_padding = true")),
+    ),
+    Case(
+        "table-max-heads-beside-pad-to",
+        ["check", "--table", "{A}/t.toml"],
+        2,
+        "max_heads goes with pad_multiple",
+        _write("t.toml", TABLE.format(rule="pad_to = [64, 128]\nmax_heads = 128")),
+    ),
+    Case(
+        "table-huge-heads",
+        ["check", "--table", "{A}/t.toml"],
+        2,
+        "above 4096",
+        _write(
+            "t.toml",
+            TABLE.format(rule="no_padding = true")
+            .replace("num_q_heads = 128", "num_q_heads = 4611686018427387904")
+            .replace("tp = [1, 2, 4, 8, 16]", "tp = [1]"),
+        ),
+    ),
+    Case(
+        "table-huge-pad-to",
+        ["check", "--table", "{A}/t.toml"],
+        2,
+        "above 4096",
+        _write("t.toml", TABLE.format(rule="pad_to = [8, 1000000000000]")),
+    ),
+    Case(
+        "table-huge-pad-map-key",
+        ["check", "--table", "{A}/t.toml"],
+        2,
+        "above 4096",
+        _write("t.toml", TABLE.format(rule='pad_map = { "99999999999" = 100000000000 }')),
+    ),
+    Case(
+        "table-tp-zero",
+        ["check", "--table", "{A}/t.toml"],
+        2,
+        "tp must be",
+        _write("t.toml", TABLE.format(rule="no_padding = true").replace("tp = [1, 2, 4, 8, 16]", "tp = [0]")),
+    ),
+    Case(
+        "table-unknown-axis",
+        ["check", "--table", "{A}/t.toml"],
+        2,
+        "no axis 'flavour'",
+        _write("t.toml", TABLE.format(rule='no_padding = true\nflavour = "x"')),
+    ),
     # -- command-line values -----------------------------------------------------------
     Case("heads-huge-check", ["check", "--heads", "300000000"], 2, "above 4096"),
     Case("heads-zero-check", ["check", "--heads", "0"], 2, "must be positive"),
     Case("heads-huge-range-matrix", ["matrix", "--heads", "1-10000000000"], 2, "above 4096"),
     Case("heads-backwards-matrix", ["matrix", "--heads", "9-1"], 2, "runs backwards"),
     Case("heads-garbage-matrix", ["matrix", "--heads", "a-b"], 2, "expected counts"),
-    Case("heads-huge-bisect", ["bisect", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "1000000000"], 2, "from 1 to 4096"),
+    Case(
+        "heads-huge-bisect",
+        ["bisect", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "1000000000"],
+        2,
+        "from 1 to 4096",
+    ),
     Case("tp-zero", ["check", "--tp", "0"], 2, "--tp"),
     Case("tp-huge", ["check", "--tp", "100000000000"], 2, "up to 4096"),
     Case("flashinfer-empty", ["check", "--flashinfer", ""], 2, "--flashinfer: empty"),
@@ -208,126 +306,829 @@ CASES: list[Case] = [
     Case("format-unknown", ["check", "--format", "yaml"], 2, "--format 'yaml'"),
     Case("kernel-unknown", ["matrix", "-k", "nope"], 2, "nope"),
     Case("axis-unknown", ["matrix", "--flavour", "x"], 2, "no such option: --flavour"),
-    Case("worker-timeout-bad", ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/fi"], 2, "HPROBE_WORKER_TIMEOUT", _write("fi/flashinfer/__init__.py", ""), {"HPROBE_WORKER_TIMEOUT": "-1"}),
-    Case("pad-fn-timeout-bad", ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"], 2, "HPROBE_PAD_FN_TIMEOUT", _write("r.py", "def pad(n):\n    return n\n"), {"HPROBE_PAD_FN_TIMEOUT": "0"}),
-    Case("unpack-limit-bad", ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/w.whl"], 2, "HPROBE_MAX_UNPACK_MB", _wheel("w.whl", {"flashinfer/__init__.py": b""}), {"HPROBE_MAX_UNPACK_MB": "lots"}),
+    Case(
+        "worker-timeout-bad",
+        ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/fi"],
+        2,
+        "HPROBE_WORKER_TIMEOUT",
+        _write("fi/flashinfer/__init__.py", ""),
+        {"HPROBE_WORKER_TIMEOUT": "-1"},
+    ),
+    Case(
+        "pad-fn-timeout-bad",
+        ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"],
+        2,
+        "HPROBE_PAD_FN_TIMEOUT",
+        _write("r.py", "def pad(n):\n    return n\n"),
+        {"HPROBE_PAD_FN_TIMEOUT": "0"},
+    ),
+    Case(
+        "unpack-limit-bad",
+        ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/w.whl"],
+        2,
+        "HPROBE_MAX_UNPACK_MB",
+        _wheel("w.whl", {"flashinfer/__init__.py": b""}),
+        {"HPROBE_MAX_UNPACK_MB": "lots"},
+    ),
     # -- output paths ------------------------------------------------------------------
-    Case("junit-missing-dir", ["check", "--table", "{A}/t.toml", "--junit", "{A}/no/such/dir/r.xml"], 2, "does not exist", _write("t.toml", TABLE.format(rule="no_padding = true"))),
-    Case("junit-directory", ["check", "--table", "{A}/t.toml", "--junit", "{A}"], 2, "not a regular file", _write("t.toml", TABLE.format(rule="no_padding = true"))),
-    Case("junit-symlink", ["check", "--table", "{A}/t.toml", "--junit", "{A}/link.xml"], 2, "is a symlink", _all(_write("t.toml", TABLE.format(rule="no_padding = true")), _write("target.xml", "keep"), _symlink("link.xml", "target.xml"))),
-    Case("junit-fifo", ["check", "--table", "{A}/t.toml", "--junit", "{A}/r.xml"], 2, "not a regular file", _all(_write("t.toml", TABLE.format(rule="no_padding = true")), _fifo("r.xml"))),
-    Case("junit-dev-null", ["check", "--table", "{A}/t.toml", "--junit", "/dev/null"], 0, "5 ok", _write("t.toml", TABLE.format(rule="pad_to = [8, 16, 32, 64, 128]")), bound_s=120, after=lambda a: _dev_null_intact(a)),
-    Case("junit-written", ["check", "--table", "{A}/t.toml", "--junit", "{A}/r.xml"], 0, "5 ok", _write("t.toml", TABLE.format(rule="pad_to = [8, 16, 32, 64, 128]")), bound_s=120, outputs=("r.xml",), after=lambda a: _junit_parses(a)),
-    Case("extract-output-missing-dir", ["table", "extract", "--repo", "{A}/repo", "-o", "{A}/missing/x.toml"], 2, "does not exist", _rule("return n")),
-    Case("extract-output-exists", ["table", "extract", "--repo", "{A}/repo", "-o", "{A}/x.toml"], 2, "pass --force", _all(_rule("return n"), _write("x.toml", "mine"))),
-    Case("extract-output-symlink", ["table", "extract", "--repo", "{A}/repo", "-o", "{A}/x.toml", "--force"], 2, "is a symlink", _all(_rule("return n"), _write("mine.toml", "mine"), _symlink("x.toml", "mine.toml"))),
-    Case("suggest-output-missing-dir", ["suggest", "--table", "{A}/t.toml", "-o", "{A}/missing/x.toml"], 2, "does not exist", _write("t.toml", TABLE.format(rule="no_padding = true"))),
-    Case("suggest-output-exists", ["suggest", "--table", "{A}/t.toml", "-o", "{A}/t.toml"], 2, "pass --force", _write("t.toml", TABLE.format(rule="no_padding = true"))),
+    Case(
+        "junit-missing-dir",
+        ["check", "--table", "{A}/t.toml", "--junit", "{A}/no/such/dir/r.xml"],
+        2,
+        "does not exist",
+        _write("t.toml", TABLE.format(rule="no_padding = true")),
+    ),
+    Case(
+        "junit-directory",
+        ["check", "--table", "{A}/t.toml", "--junit", "{A}"],
+        2,
+        "not a regular file",
+        _write("t.toml", TABLE.format(rule="no_padding = true")),
+    ),
+    Case(
+        "junit-symlink",
+        ["check", "--table", "{A}/t.toml", "--junit", "{A}/link.xml"],
+        2,
+        "is a symlink",
+        _all(
+            _write("t.toml", TABLE.format(rule="no_padding = true")),
+            _write("target.xml", "keep"),
+            _symlink("link.xml", "target.xml"),
+        ),
+    ),
+    Case(
+        "junit-fifo",
+        ["check", "--table", "{A}/t.toml", "--junit", "{A}/r.xml"],
+        2,
+        "not a regular file",
+        _all(_write("t.toml", TABLE.format(rule="no_padding = true")), _fifo("r.xml")),
+    ),
+    Case(
+        "junit-dev-null",
+        ["check", "--table", "{A}/t.toml", "--junit", "/dev/null"],
+        0,
+        "5 ok",
+        _write("t.toml", TABLE.format(rule="pad_to = [8, 16, 32, 64, 128]")),
+        bound_s=120,
+        after=lambda a: _dev_null_intact(a),
+    ),
+    Case(
+        "junit-written",
+        ["check", "--table", "{A}/t.toml", "--junit", "{A}/r.xml"],
+        0,
+        "5 ok",
+        _write("t.toml", TABLE.format(rule="pad_to = [8, 16, 32, 64, 128]")),
+        bound_s=120,
+        outputs=("r.xml",),
+        after=lambda a: _junit_parses(a),
+    ),
+    Case(
+        "extract-output-missing-dir",
+        ["table", "extract", "--repo", "{A}/repo", "-o", "{A}/missing/x.toml"],
+        2,
+        "does not exist",
+        _rule("return n"),
+    ),
+    Case(
+        "extract-output-exists",
+        ["table", "extract", "--repo", "{A}/repo", "-o", "{A}/x.toml"],
+        2,
+        "pass --force",
+        _all(_rule("return n"), _write("x.toml", "mine")),
+    ),
+    Case(
+        "extract-output-symlink",
+        ["table", "extract", "--repo", "{A}/repo", "-o", "{A}/x.toml", "--force"],
+        2,
+        "is a symlink",
+        _all(_rule("return n"), _write("mine.toml", "mine"), _symlink("x.toml", "mine.toml")),
+    ),
+    Case(
+        "suggest-output-missing-dir",
+        ["suggest", "--table", "{A}/t.toml", "-o", "{A}/missing/x.toml"],
+        2,
+        "does not exist",
+        _write("t.toml", TABLE.format(rule="no_padding = true")),
+    ),
+    Case(
+        "suggest-output-exists",
+        ["suggest", "--table", "{A}/t.toml", "-o", "{A}/t.toml"],
+        2,
+        "pass --force",
+        _write("t.toml", TABLE.format(rule="no_padding = true")),
+    ),
     Case("suggest-output-needs-one-table", ["suggest", "-o", "{A}/x.toml"], 2, "--output writes one table"),
-    Case("extract-output-written", ["table", "extract", "--repo", "{A}/repo", "-o", "{A}/x.toml"], 0, "", _rule("return n"), outputs=("x.toml",)),
+    Case(
+        "extract-output-written",
+        ["table", "extract", "--repo", "{A}/repo", "-o", "{A}/x.toml"],
+        0,
+        "",
+        _rule("return n"),
+        outputs=("x.toml",),
+    ),
     # -- baselines ---------------------------------------------------------------------
-    Case("baseline-not-utf8", ["check", "--table", "{A}/t.toml", "--baseline", "{A}/b.json"], 2, "not UTF-8", _all(_write("t.toml", TABLE.format(rule="no_padding = true")), _write("b.json", b"\xff\xfe{}"))),
-    Case("baseline-dev-zero", ["check", "--table", "{A}/t.toml", "--baseline", "/dev/zero"], 2, "not a regular file", _write("t.toml", TABLE.format(rule="no_padding = true"))),
-    Case("baseline-deep-json", ["check", "--table", "{A}/t.toml", "--baseline", "{A}/b.json"], 2, "--baseline", _all(_write("t.toml", TABLE.format(rule="no_padding = true")), _write("b.json", "[" * 200000 + "]" * 200000))),
+    Case(
+        "baseline-not-utf8",
+        ["check", "--table", "{A}/t.toml", "--baseline", "{A}/b.json"],
+        2,
+        "not UTF-8",
+        _all(_write("t.toml", TABLE.format(rule="no_padding = true")), _write("b.json", b"\xff\xfe{}")),
+    ),
+    Case(
+        "baseline-dev-zero",
+        ["check", "--table", "{A}/t.toml", "--baseline", "/dev/zero"],
+        2,
+        "not a regular file",
+        _write("t.toml", TABLE.format(rule="no_padding = true")),
+    ),
+    Case(
+        "baseline-deep-json",
+        ["check", "--table", "{A}/t.toml", "--baseline", "{A}/b.json"],
+        2,
+        "--baseline",
+        _all(_write("t.toml", TABLE.format(rule="no_padding = true")), _write("b.json", "[" * 200000 + "]" * 200000)),
+    ),
     # -- hostile --repo trees (never imported: the marker must not appear) --------------
     Case("repo-dev-zero", ["check", "--repo", "/dev/zero"], 2, "neither a directory nor a .py file"),
-    Case("repo-fifo-requirements", ["check", "--repo", "{A}/repo"], 2, "requirements.txt: not a regular file", _all(_rule("return n"), _fifo("repo/requirements.txt"))),
-    Case("repo-fifo-metadata", ["check", "--repo", "{A}/repo"], 2, "METADATA: not a regular file", _all(_rule("return n"), _fifo("repo/x-1.0.dist-info/METADATA"))),
-    Case("repo-malformed-pyproject", ["check", "--repo", "{A}/repo"], 2, "pyproject.toml:1: malformed TOML", _all(_rule("return n"), _write("repo/pyproject.toml", "[project\n"))),
-    Case("repo-pyproject-wrong-types", ["check", "--repo", "{A}/repo"], 2, "pyproject.toml", _all(_rule("return n"), _write("repo/pyproject.toml", "[project]\ndependencies = 'flashinfer'\n"))),
-    Case("repo-mapping-malformed", ["check", "--repo", "{A}/repo", "--mapping", "{A}/m.toml"], 2, "m.toml:1: malformed TOML", _all(_rule("return n"), _write("m.toml", "[[class]\n"))),
-    Case("repo-mapping-unknown-key", ["check", "--repo", "{A}/repo", "--mapping", "{A}/m.toml"], 2, "unknown top-level key 'clas'", _all(_rule("return n"), _write("m.toml", "[[clas]]\nname = 'x'\n"))),
-    Case("repo-mapping-bad-value", ["check", "--repo", "{A}/repo", "--mapping", "{A}/m.toml"], 2, "class Rule", _all(_rule("return n"), _write("m.toml", MAPPING + "backend = { a = 1 }\n"))),
-    Case("repo-mapping-fifo", ["check", "--repo", "{A}/repo", "--mapping", "{A}/m.toml"], 2, "not a regular file", _all(_rule("return n"), _fifo("m.toml"))),
-    Case("repo-syntax-error", ["table", "extract", "--repo", "{A}/repo", "--json"], 3, "rules.py:2: not parsed", _write("repo/rules.py", PLANT + "class Rule(:\n    def get_padded_num_q_heads(cls, n): return n\n")),
-    Case("repo-nul-byte", ["table", "extract", "--repo", "{A}/repo", "--json"], 3, "rules.py: not parsed", _write("repo/rules.py", (PLANT + "class Rule:\n    def get_padded_num_q_heads(cls, n): return n\x00\n").encode())),
-    Case("repo-no-rule", ["table", "extract", "--repo", "{A}/repo", "-o", "{A}/t.toml"], 3, "no class defines or inherits `get_padded_num_q_heads` (vllm.toml), `_kernel_num_heads` (sglang.toml, sglang-0.5.18.toml) and nothing calls a FlashInfer entry hprobe probes (2 Python files read); give --mapping", NO_RULE),
+    Case(
+        "repo-fifo-requirements",
+        ["check", "--repo", "{A}/repo"],
+        2,
+        "requirements.txt: not a regular file",
+        _all(_rule("return n"), _fifo("repo/requirements.txt")),
+    ),
+    Case(
+        "repo-fifo-metadata",
+        ["check", "--repo", "{A}/repo"],
+        2,
+        "METADATA: not a regular file",
+        _all(_rule("return n"), _fifo("repo/x-1.0.dist-info/METADATA")),
+    ),
+    Case(
+        "repo-malformed-pyproject",
+        ["check", "--repo", "{A}/repo"],
+        2,
+        "pyproject.toml:1: malformed TOML",
+        _all(_rule("return n"), _write("repo/pyproject.toml", "[project\n")),
+    ),
+    Case(
+        "repo-pyproject-wrong-types",
+        ["check", "--repo", "{A}/repo"],
+        2,
+        "pyproject.toml",
+        _all(_rule("return n"), _write("repo/pyproject.toml", "[project]\ndependencies = 'flashinfer'\n")),
+    ),
+    Case(
+        "repo-mapping-malformed",
+        ["check", "--repo", "{A}/repo", "--mapping", "{A}/m.toml"],
+        2,
+        "m.toml:1: malformed TOML",
+        _all(_rule("return n"), _write("m.toml", "[[class]\n")),
+    ),
+    Case(
+        "repo-mapping-unknown-key",
+        ["check", "--repo", "{A}/repo", "--mapping", "{A}/m.toml"],
+        2,
+        "unknown top-level key 'clas'",
+        _all(_rule("return n"), _write("m.toml", "[[clas]]\nname = 'x'\n")),
+    ),
+    Case(
+        "repo-mapping-bad-value",
+        ["check", "--repo", "{A}/repo", "--mapping", "{A}/m.toml"],
+        2,
+        "class Rule",
+        _all(_rule("return n"), _write("m.toml", MAPPING + "backend = { a = 1 }\n")),
+    ),
+    Case(
+        "repo-mapping-fifo",
+        ["check", "--repo", "{A}/repo", "--mapping", "{A}/m.toml"],
+        2,
+        "not a regular file",
+        _all(_rule("return n"), _fifo("m.toml")),
+    ),
+    Case(
+        "repo-syntax-error",
+        ["table", "extract", "--repo", "{A}/repo", "--json"],
+        3,
+        "rules.py:2: not parsed",
+        _write("repo/rules.py", PLANT + "class Rule(:\n    def get_padded_num_q_heads(cls, n): return n\n"),
+    ),
+    Case(
+        "repo-nul-byte",
+        ["table", "extract", "--repo", "{A}/repo", "--json"],
+        3,
+        "rules.py: not parsed",
+        _write(
+            "repo/rules.py", (PLANT + "class Rule:\n    def get_padded_num_q_heads(cls, n): return n\x00\n").encode()
+        ),
+    ),
+    Case(
+        "repo-no-rule",
+        ["table", "extract", "--repo", "{A}/repo", "-o", "{A}/t.toml"],
+        3,
+        "no class defines or inherits `get_padded_num_q_heads` (vllm.toml), `_kernel_num_heads` (sglang.toml, sglang-0.5.18.toml) and nothing calls a FlashInfer entry hprobe probes (2 Python files read); give --mapping",
+        NO_RULE,
+    ),
     Case("repo-no-rule-check", ["check", "--repo", "{A}/repo"], 3, "no class defines or inherits", NO_RULE),
-    Case("repo-deep-expression", ["table", "extract", "--repo", "{A}/repo", "--json"], 3, "nested deeper than 120", _deep_expression(1500)),
-    Case("repo-deeper-than-ast", ["table", "extract", "--repo", "{A}/repo", "--json"], 3, "rules.py: not parsed: nested too deeply", _deep_expression(5000)),
-    Case("repo-deep-parentheses", ["table", "extract", "--repo", "{A}/repo", "--json"], 3, "rules.py:5: not parsed: too many nested parentheses", _deep_parentheses),
+    Case(
+        "repo-deep-expression",
+        ["table", "extract", "--repo", "{A}/repo", "--json"],
+        3,
+        "nested deeper than 120",
+        _deep_expression(1500),
+    ),
+    Case(
+        "repo-deeper-than-ast",
+        ["table", "extract", "--repo", "{A}/repo", "--json"],
+        3,
+        "rules.py: not parsed: nested too deeply",
+        _deep_expression(5000),
+    ),
+    Case(
+        "repo-deep-parentheses",
+        ["table", "extract", "--repo", "{A}/repo", "--json"],
+        3,
+        "rules.py:5: not parsed: too many nested parentheses",
+        _deep_parentheses,
+    ),
     # Round four: bounds checked before the work, however the size hides.
-    Case("repo-fstring-doubling", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, "an f-string of more than", _rule('s = "x" * 1000\nfor i in range(20):\n    s = f"{s}{s}"\nreturn n')),
-    Case("repo-bytes-repeat", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, "a repetition to more than", _rule('b = b"x" * 10**9\nreturn n')),
-    Case("repo-nested-tuple-str", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, "more than 100000 items", _rule("t = ((0,) * 12000,) * 12000\nreturn n + len(str(t))")),
-    Case("repo-nested-tuple-fstring", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, "more than 100000 items", _rule('t = ((0,) * 12000,) * 12000\nreturn n + len(f"{t}")')),
-    Case("repo-percent-width", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, "a %-format width or precision of 200000000", _rule('return n + len("%0200000000d" % n)')),
-    Case("repo-nested-comprehension", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, "more than 100000", _rule("return n + len([[i for i in range(100000)] for j in range(100000)])")),
-    Case("repo-tuple-chain", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, "a value of more than 100000 items", _rule("t = (0,)\nfor i in range(200):\n    t = (t, t)\nreturn n")),
-    Case("repo-max-identical", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, "more than 100000", _rule("t = (tuple(range(60000)),)\nu = t + t\nreturn n if max(u) else n")),
-    Case("repo-eq-identical", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, "more than 100000", _rule("t = (tuple(range(90000)),)\nreturn n if t == (tuple(range(90000)),) else n")),
-    Case("repo-huge-list-file", ["table", "extract", "--repo", "{A}/repo", "--json"], 3, "at most 1 MiB", _write("repo/rules.py", PLANT + "HEADS = [" + "1, " * 2_200_000 + "]\nclass Rule:\n    @classmethod\n    def get_padded_num_q_heads(cls, n):\n        return n\n")),
-    Case("repo-deep-binop-under-bound", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, '"rule": "no padding"', _rule("return " + " + ".join(["n"] + ["0"] * 110))),
-    Case("repo-deep-raise", ["table", "extract", "--repo", "{A}/repo", "--json"], 3, "nested deeper than 120", _rule("raise ValueError(" + "-" * 450 + "n)")),
-    Case("repo-deep-bases", ["table", "extract", "--repo", "{A}/repo", "--json"], 3, "nested deeper than 120", _write("repo/rules.py", PLANT + "class Rule(" + "a." * 450 + "b):\n    @classmethod\n    def get_padded_num_q_heads(cls, n):\n        return n\n")),
-    Case("repo-deep-decorator", ["table", "extract", "--repo", "{A}/repo", "--json"], 3, "nested deeper than 120", _write("repo/rules.py", PLANT + "class Rule:\n    @x" + "(" * 1 + "1" + " + 1" * 450 + ")\n    def get_padded_num_q_heads(cls, n):\n        return n\n")),
-    Case("repo-deep-unary", ["table", "extract", "--repo", "{A}/repo", "--json"], 3, "rules.py: not parsed: nested too deeply", _rule("return " + "-" * 100_000 + "n")),
-    Case("repo-deep-setup-py", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, '"status"', _all(_rule("return n"), _write("repo/setup.py", "setup(install_requires=[" + "a." * 100_000 + "b])\n"))),
-    Case("mapping-deep-platform", ["table", "extract", "--repo", "{A}/repo", "--mapping", "{A}/m.toml"], 2, "nested deeper than 120", _all(_rule("return n"), _write("m.toml", MAPPING + '[[platform]]\nexpr = "' + "-" * 450 + 'x"\nsm = [120]\n'))),
-    Case("repo-pow-assign", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, "a power of about", _rule("x = n\nx **= 10**9\nreturn x")),
-    Case("repo-all-range", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, "a range of", _rule("return n if all(range(1, 10**12)) else 0")),
-    Case("repo-min-range", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, "a range of", _rule("return n + min(range(10**12))")),
-    Case("repo-list-range", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, "a range of", _rule("return n + len(list(range(10**12)))")),
-    Case("repo-format-width", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, "format width", _rule('return len(f"{n:>2000000000}")')),
-    Case("repo-repeat-in", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, "a repetition to", _rule("return n if 'x' in 'a' * 10**9 else n")),
-    Case("repo-repeat-memory", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, "a repetition to", _rule("s = 'a' * 10**10\nreturn n")),
-    Case("repo-shift-assign", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, "a shift to about", _rule("x = 1\nx <<= 10**11\nreturn n")),
-    Case("repo-huge-fstring-int", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, "a power of about", _rule('return len(f"{10**4300}") + n')),
-    Case("repo-self-constant", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, "too deep", _rule("return A", extra="A = A\n")),
-    Case("repo-class-chain", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, '"class": "C0"', _class_chain, bound_s=60),
-    Case("repo-rule-raises-index", ["check", "--repo", "{A}/repo", "--mapping", "{A}/m.toml", "--json"], 0, "table-refuses", _all(_rule("return (8, 16, 32, 64, 128)[n]"), _write("m.toml", MAPPING)), bound_s=120),
-    Case("repo-rule-raises-type", ["table", "extract", "--repo", "{A}/repo", "--json"], 0, '"classes"', _rule('return 64 if n < "64" else n')),
-    Case("repo-probe-package-in-cwd", ["check", "--repo", "{A}", "--mapping", "{A}/m.toml", "--flashinfer", "{A}/fi", "--sm", "100"], 3, "", _all(_rule("return n"), _write("m.toml", MAPPING), _write("probe/__init__.py", PLANT), _write("probe/worker.py", PLANT), _write("hprobe/__init__.py", PLANT), _write("sitecustomize.py", PLANT), _write("fi/flashinfer/__init__.py", "raise ImportError('not a real release')\n")), bound_s=120),
+    Case(
+        "repo-fstring-doubling",
+        ["table", "extract", "--repo", "{A}/repo", "--json"],
+        0,
+        "an f-string of more than",
+        _rule('s = "x" * 1000\nfor i in range(20):\n    s = f"{s}{s}"\nreturn n'),
+    ),
+    Case(
+        "repo-bytes-repeat",
+        ["table", "extract", "--repo", "{A}/repo", "--json"],
+        0,
+        "a repetition to more than",
+        _rule('b = b"x" * 10**9\nreturn n'),
+    ),
+    Case(
+        "repo-nested-tuple-str",
+        ["table", "extract", "--repo", "{A}/repo", "--json"],
+        0,
+        "more than 100000 items",
+        _rule("t = ((0,) * 12000,) * 12000\nreturn n + len(str(t))"),
+    ),
+    Case(
+        "repo-nested-tuple-fstring",
+        ["table", "extract", "--repo", "{A}/repo", "--json"],
+        0,
+        "more than 100000 items",
+        _rule('t = ((0,) * 12000,) * 12000\nreturn n + len(f"{t}")'),
+    ),
+    Case(
+        "repo-percent-width",
+        ["table", "extract", "--repo", "{A}/repo", "--json"],
+        0,
+        "a %-format width or precision of 200000000",
+        _rule('return n + len("%0200000000d" % n)'),
+    ),
+    Case(
+        "repo-nested-comprehension",
+        ["table", "extract", "--repo", "{A}/repo", "--json"],
+        0,
+        "more than 100000",
+        _rule("return n + len([[i for i in range(100000)] for j in range(100000)])"),
+    ),
+    Case(
+        "repo-tuple-chain",
+        ["table", "extract", "--repo", "{A}/repo", "--json"],
+        0,
+        "a value of more than 100000 items",
+        _rule("t = (0,)\nfor i in range(200):\n    t = (t, t)\nreturn n"),
+    ),
+    Case(
+        "repo-max-identical",
+        ["table", "extract", "--repo", "{A}/repo", "--json"],
+        0,
+        "more than 100000",
+        _rule("t = (tuple(range(60000)),)\nu = t + t\nreturn n if max(u) else n"),
+    ),
+    Case(
+        "repo-eq-identical",
+        ["table", "extract", "--repo", "{A}/repo", "--json"],
+        0,
+        "more than 100000",
+        _rule("t = (tuple(range(90000)),)\nreturn n if t == (tuple(range(90000)),) else n"),
+    ),
+    Case(
+        "repo-huge-list-file",
+        ["table", "extract", "--repo", "{A}/repo", "--json"],
+        3,
+        "at most 1 MiB",
+        _write(
+            "repo/rules.py",
+            PLANT
+            + "HEADS = ["
+            + "1, " * 2_200_000
+            + "]\nclass Rule:\n    @classmethod\n    def get_padded_num_q_heads(cls, n):\n        return n\n",
+        ),
+    ),
+    Case(
+        "repo-deep-binop-under-bound",
+        ["table", "extract", "--repo", "{A}/repo", "--json"],
+        0,
+        '"rule": "no padding"',
+        _rule("return " + " + ".join(["n"] + ["0"] * 110)),
+    ),
+    Case(
+        "repo-deep-raise",
+        ["table", "extract", "--repo", "{A}/repo", "--json"],
+        3,
+        "nested deeper than 120",
+        _rule("raise ValueError(" + "-" * 450 + "n)"),
+    ),
+    Case(
+        "repo-deep-bases",
+        ["table", "extract", "--repo", "{A}/repo", "--json"],
+        3,
+        "nested deeper than 120",
+        _write(
+            "repo/rules.py",
+            PLANT
+            + "class Rule("
+            + "a." * 450
+            + "b):\n    @classmethod\n    def get_padded_num_q_heads(cls, n):\n        return n\n",
+        ),
+    ),
+    Case(
+        "repo-deep-decorator",
+        ["table", "extract", "--repo", "{A}/repo", "--json"],
+        3,
+        "nested deeper than 120",
+        _write(
+            "repo/rules.py",
+            PLANT
+            + "class Rule:\n    @x"
+            + "(" * 1
+            + "1"
+            + " + 1" * 450
+            + ")\n    def get_padded_num_q_heads(cls, n):\n        return n\n",
+        ),
+    ),
+    Case(
+        "repo-deep-unary",
+        ["table", "extract", "--repo", "{A}/repo", "--json"],
+        3,
+        "rules.py: not parsed: nested too deeply",
+        _rule("return " + "-" * 100_000 + "n"),
+    ),
+    Case(
+        "repo-deep-setup-py",
+        ["table", "extract", "--repo", "{A}/repo", "--json"],
+        0,
+        '"status"',
+        _all(_rule("return n"), _write("repo/setup.py", "setup(install_requires=[" + "a." * 100_000 + "b])\n")),
+    ),
+    Case(
+        "mapping-deep-platform",
+        ["table", "extract", "--repo", "{A}/repo", "--mapping", "{A}/m.toml"],
+        2,
+        "nested deeper than 120",
+        _all(_rule("return n"), _write("m.toml", MAPPING + '[[platform]]\nexpr = "' + "-" * 450 + 'x"\nsm = [120]\n')),
+    ),
+    Case(
+        "repo-pow-assign",
+        ["table", "extract", "--repo", "{A}/repo", "--json"],
+        0,
+        "a power of about",
+        _rule("x = n\nx **= 10**9\nreturn x"),
+    ),
+    Case(
+        "repo-all-range",
+        ["table", "extract", "--repo", "{A}/repo", "--json"],
+        0,
+        "a range of",
+        _rule("return n if all(range(1, 10**12)) else 0"),
+    ),
+    Case(
+        "repo-min-range",
+        ["table", "extract", "--repo", "{A}/repo", "--json"],
+        0,
+        "a range of",
+        _rule("return n + min(range(10**12))"),
+    ),
+    Case(
+        "repo-list-range",
+        ["table", "extract", "--repo", "{A}/repo", "--json"],
+        0,
+        "a range of",
+        _rule("return n + len(list(range(10**12)))"),
+    ),
+    Case(
+        "repo-format-width",
+        ["table", "extract", "--repo", "{A}/repo", "--json"],
+        0,
+        "format width",
+        _rule('return len(f"{n:>2000000000}")'),
+    ),
+    Case(
+        "repo-repeat-in",
+        ["table", "extract", "--repo", "{A}/repo", "--json"],
+        0,
+        "a repetition to",
+        _rule("return n if 'x' in 'a' * 10**9 else n"),
+    ),
+    Case(
+        "repo-repeat-memory",
+        ["table", "extract", "--repo", "{A}/repo", "--json"],
+        0,
+        "a repetition to",
+        _rule("s = 'a' * 10**10\nreturn n"),
+    ),
+    Case(
+        "repo-shift-assign",
+        ["table", "extract", "--repo", "{A}/repo", "--json"],
+        0,
+        "a shift to about",
+        _rule("x = 1\nx <<= 10**11\nreturn n"),
+    ),
+    Case(
+        "repo-huge-fstring-int",
+        ["table", "extract", "--repo", "{A}/repo", "--json"],
+        0,
+        "a power of about",
+        _rule('return len(f"{10**4300}") + n'),
+    ),
+    Case(
+        "repo-self-constant",
+        ["table", "extract", "--repo", "{A}/repo", "--json"],
+        0,
+        "too deep",
+        _rule("return A", extra="A = A\n"),
+    ),
+    Case(
+        "repo-class-chain",
+        ["table", "extract", "--repo", "{A}/repo", "--json"],
+        0,
+        '"class": "C0"',
+        _class_chain,
+        bound_s=60,
+    ),
+    Case(
+        "repo-rule-raises-index",
+        ["check", "--repo", "{A}/repo", "--mapping", "{A}/m.toml", "--json"],
+        0,
+        "table-refuses",
+        _all(_rule("return (8, 16, 32, 64, 128)[n]"), _write("m.toml", MAPPING)),
+        bound_s=120,
+    ),
+    Case(
+        "repo-rule-raises-type",
+        ["table", "extract", "--repo", "{A}/repo", "--json"],
+        0,
+        '"classes"',
+        _rule('return 64 if n < "64" else n'),
+    ),
+    Case(
+        "repo-probe-package-in-cwd",
+        ["check", "--repo", "{A}", "--mapping", "{A}/m.toml", "--flashinfer", "{A}/fi", "--sm", "100"],
+        3,
+        "",
+        _all(
+            _rule("return n"),
+            _write("m.toml", MAPPING),
+            _write("probe/__init__.py", PLANT),
+            _write("probe/worker.py", PLANT),
+            _write("hprobe/__init__.py", PLANT),
+            _write("sitecustomize.py", PLANT),
+            _write("fi/flashinfer/__init__.py", "raise ImportError('not a real release')\n"),
+        ),
+        bound_s=120,
+    ),
     # -- --pad-fn (an explicit opt-in to running the user's code, contained) ------------
-    Case("pad-fn-sys-exit-0", ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"], 2, "the process ended while called for 8 heads (exit code 0)", _write("r.py", "import sys\ndef pad(n):\n    sys.exit(0)\n")),
-    Case("pad-fn-os-exit-0", ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"], 2, "exit code 0", _write("r.py", "import os\ndef pad(n):\n    os._exit(0)\n")),
-    Case("pad-fn-sys-exit-msg", ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"], 2, "exit code 1", _write("r.py", "import sys\ndef pad(n):\n    sys.exit('msg')\n")),
-    Case("pad-fn-exits-on-import", ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"], 2, "importing", _write("r.py", "import sys\nsys.exit(0)\n")),
-    Case("pad-fn-hangs", ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"], 2, "did not return within 3 s", _write("r.py", "def pad(n):\n    while True:\n        pass\n"), {"HPROBE_PAD_FN_TIMEOUT": "3"}),
-    Case("pad-fn-wrong-signature", ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"], 2, "cannot be called with one head count", _write("r.py", "def pad(a, b):\n    return a\n")),
-    Case("pad-fn-returns-text", ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"], 2, "returned 'x' for 8", _write("r.py", "def pad(n):\n    return 'x'\n")),
-    Case("pad-fn-returns-fewer", ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"], 2, "returned 7 for 8", _write("r.py", "def pad(n):\n    return n - 1\n")),
-    Case("pad-fn-returns-huge", ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"], 2, "above 4096", _write("r.py", "def pad(n):\n    return 10**9\n")),
-    Case("pad-fn-no-such-file", ["check", "--pad-fn", "{A}/none.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"], 2, "no such file"),
-    Case("pad-fn-no-such-module", ["check", "--pad-fn", "hprobe_no_such_module:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"], 2, "ModuleNotFoundError"),
-    Case("pad-fn-bad-spec", ["check", "--pad-fn", "nocolon", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"], 2, "expected MODULE:QUALNAME"),
-    Case("pad-fn-raises-always", ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128", "--json"], 0, "table-refuses", _write("r.py", "def pad(n):\n    raise ValueError('no')\n"), bound_s=120),
-    Case("pad-fn-prints-json-intact", ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128", "--json"], 0, '"schema": "hprobe.check/2"', _write("r.py", "def pad(n):\n    print('noise', n)\n    return 128\n"), bound_s=120),
+    Case(
+        "pad-fn-sys-exit-0",
+        ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"],
+        2,
+        "the process ended while called for 8 heads (exit code 0)",
+        _write("r.py", "import sys\ndef pad(n):\n    sys.exit(0)\n"),
+    ),
+    Case(
+        "pad-fn-os-exit-0",
+        ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"],
+        2,
+        "exit code 0",
+        _write("r.py", "import os\ndef pad(n):\n    os._exit(0)\n"),
+    ),
+    Case(
+        "pad-fn-sys-exit-msg",
+        ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"],
+        2,
+        "exit code 1",
+        _write("r.py", "import sys\ndef pad(n):\n    sys.exit('msg')\n"),
+    ),
+    Case(
+        "pad-fn-exits-on-import",
+        ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"],
+        2,
+        "importing",
+        _write("r.py", "import sys\nsys.exit(0)\n"),
+    ),
+    Case(
+        "pad-fn-hangs",
+        ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"],
+        2,
+        "did not return within 3 s",
+        _write("r.py", "def pad(n):\n    while True:\n        pass\n"),
+        {"HPROBE_PAD_FN_TIMEOUT": "3"},
+    ),
+    Case(
+        "pad-fn-wrong-signature",
+        ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"],
+        2,
+        "cannot be called with one head count",
+        _write("r.py", "def pad(a, b):\n    return a\n"),
+    ),
+    Case(
+        "pad-fn-returns-text",
+        ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"],
+        2,
+        "returned 'x' for 8",
+        _write("r.py", "def pad(n):\n    return 'x'\n"),
+    ),
+    Case(
+        "pad-fn-returns-fewer",
+        ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"],
+        2,
+        "returned 7 for 8",
+        _write("r.py", "def pad(n):\n    return n - 1\n"),
+    ),
+    Case(
+        "pad-fn-returns-huge",
+        ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"],
+        2,
+        "above 4096",
+        _write("r.py", "def pad(n):\n    return 10**9\n"),
+    ),
+    Case(
+        "pad-fn-no-such-file",
+        ["check", "--pad-fn", "{A}/none.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"],
+        2,
+        "no such file",
+    ),
+    Case(
+        "pad-fn-no-such-module",
+        ["check", "--pad-fn", "hprobe_no_such_module:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"],
+        2,
+        "ModuleNotFoundError",
+    ),
+    Case(
+        "pad-fn-bad-spec",
+        ["check", "--pad-fn", "nocolon", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"],
+        2,
+        "expected MODULE:QUALNAME",
+    ),
+    Case(
+        "pad-fn-raises-always",
+        ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128", "--json"],
+        0,
+        "table-refuses",
+        _write("r.py", "def pad(n):\n    raise ValueError('no')\n"),
+        bound_s=120,
+    ),
+    Case(
+        "pad-fn-prints-json-intact",
+        ["check", "--pad-fn", "{A}/r.py:pad", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "128", "--json"],
+        0,
+        '"schema": "hprobe.check/2"',
+        _write("r.py", "def pad(n):\n    print('noise', n)\n    return 128\n"),
+        bound_s=120,
+    ),
     # -- wheels and trees (made here) --------------------------------------------------
-    Case("wheel-not-a-zip", ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/w.whl"], 2, "not a valid wheel", _write("w.whl", b"not a zip at all")),
-    Case("wheel-truncated", ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/w.whl"], 2, "not a valid wheel", _truncated_wheel),
-    Case("wheel-traversal", ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/w.whl"], 2, "outside the tree", _wheel("w.whl", {"flashinfer/__init__.py": b"", "../../escaped.py": b"x"})),
-    Case("wheel-absolute", ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/w.whl"], 2, "outside the tree", _wheel("w.whl", {"flashinfer/__init__.py": b"", "/tmp/hprobe-escaped.py": b"x"})),
-    Case("wheel-symlink", ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/w.whl"], 2, "symlink member", _wheel("w.whl", {"flashinfer/__init__.py": b""}, symlink="flashinfer/link")),
-    Case("wheel-bomb", ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/bomb.whl"], 2, "would unpack to 160 MiB", _bomb),
-    Case("wheel-no-flashinfer", ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/w.whl"], 2, "holds no flashinfer package", _wheel("w.whl", {"other/__init__.py": b""})),
-    Case("wheel-hanging-import", ["check", "--table", "{A}/t.toml", "--flashinfer", "{A}/w.whl"], 3, "did not finish within 3 s", _all(_write("t.toml", TABLE.format(rule="no_padding = true")), _wheel("w.whl", {"flashinfer/__init__.py": b"import time\ntime.sleep(600)\n"})), {"HPROBE_WORKER_TIMEOUT": "3"}, bound_s=60),
-    Case("wheel-exits-on-import", ["check", "--table", "{A}/t.toml", "--flashinfer", "{A}/w.whl"], 3, "could not be probed here", _all(_write("t.toml", TABLE.format(rule="no_padding = true")), _wheel("w.whl", {"flashinfer/__init__.py": b"import os\nos._exit(0)\n"}))),
-    Case("directory-is-a-fifo-package", ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/fi"], 2, "no flashinfer package", _fifo("fi/flashinfer/__init__.py")),
+    Case(
+        "wheel-not-a-zip",
+        ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/w.whl"],
+        2,
+        "not a valid wheel",
+        _write("w.whl", b"not a zip at all"),
+    ),
+    Case(
+        "wheel-truncated",
+        ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/w.whl"],
+        2,
+        "not a valid wheel",
+        _truncated_wheel,
+    ),
+    Case(
+        "wheel-traversal",
+        ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/w.whl"],
+        2,
+        "outside the tree",
+        _wheel("w.whl", {"flashinfer/__init__.py": b"", "../../escaped.py": b"x"}),
+    ),
+    Case(
+        "wheel-absolute",
+        ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/w.whl"],
+        2,
+        "outside the tree",
+        _wheel("w.whl", {"flashinfer/__init__.py": b"", "/tmp/hprobe-escaped.py": b"x"}),
+    ),
+    Case(
+        "wheel-symlink",
+        ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/w.whl"],
+        2,
+        "symlink member",
+        _wheel("w.whl", {"flashinfer/__init__.py": b""}, symlink="flashinfer/link"),
+    ),
+    Case(
+        "wheel-bomb",
+        ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/bomb.whl"],
+        2,
+        "would unpack to 160 MiB",
+        _bomb,
+    ),
+    Case(
+        "wheel-no-flashinfer",
+        ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/w.whl"],
+        2,
+        "holds no flashinfer package",
+        _wheel("w.whl", {"other/__init__.py": b""}),
+    ),
+    Case(
+        "wheel-hanging-import",
+        ["check", "--table", "{A}/t.toml", "--flashinfer", "{A}/w.whl"],
+        3,
+        "did not finish within 3 s",
+        _all(
+            _write("t.toml", TABLE.format(rule="no_padding = true")),
+            _wheel("w.whl", {"flashinfer/__init__.py": b"import time\ntime.sleep(600)\n"}),
+        ),
+        {"HPROBE_WORKER_TIMEOUT": "3"},
+        bound_s=60,
+    ),
+    Case(
+        "wheel-exits-on-import",
+        ["check", "--table", "{A}/t.toml", "--flashinfer", "{A}/w.whl"],
+        3,
+        "could not be probed here",
+        _all(
+            _write("t.toml", TABLE.format(rule="no_padding = true")),
+            _wheel("w.whl", {"flashinfer/__init__.py": b"import os\nos._exit(0)\n"}),
+        ),
+    ),
+    Case(
+        "directory-is-a-fifo-package",
+        ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/fi"],
+        2,
+        "no flashinfer package",
+        _fifo("fi/flashinfer/__init__.py"),
+    ),
     # -- the cache -------------------------------------------------------------------------
-    Case("cache-dir-is-a-file", ["check", "--table", "{A}/t.toml", "--flashinfer", "{A}/w.whl"], 2, "HPROBE_CACHE_DIR", _all(_write("t.toml", TABLE.format(rule="no_padding = true")), _wheel("w.whl", {"flashinfer/__init__.py": b""}), _write("cachefile", "x")), {"HPROBE_CACHE_DIR": "{A}/cachefile"}),
-    Case("cache-dir-empty-setting", ["check", "--table", "{A}/t.toml", "--flashinfer", "{A}/w.whl"], 2, "HPROBE_CACHE_DIR is set but empty", _all(_write("t.toml", TABLE.format(rule="no_padding = true")), _wheel("w.whl", {"flashinfer/__init__.py": b""})), {"HPROBE_CACHE_DIR": ""}),
-    Case("cache-unwritable", ["check", "--table", "{A}/t.toml", "--flashinfer", "{A}/w.whl"], 1, "cannot be written", _all(_write("t.toml", TABLE.format(rule="no_padding = true")), _wheel("w.whl", {"flashinfer/__init__.py": b""})), {"HPROBE_CACHE_DIR": "/proc/hprobe-cache"}, bound_s=60),
+    Case(
+        "cache-dir-is-a-file",
+        ["check", "--table", "{A}/t.toml", "--flashinfer", "{A}/w.whl"],
+        2,
+        "HPROBE_CACHE_DIR",
+        _all(
+            _write("t.toml", TABLE.format(rule="no_padding = true")),
+            _wheel("w.whl", {"flashinfer/__init__.py": b""}),
+            _write("cachefile", "x"),
+        ),
+        {"HPROBE_CACHE_DIR": "{A}/cachefile"},
+    ),
+    Case(
+        "cache-dir-empty-setting",
+        ["check", "--table", "{A}/t.toml", "--flashinfer", "{A}/w.whl"],
+        2,
+        "HPROBE_CACHE_DIR is set but empty",
+        _all(
+            _write("t.toml", TABLE.format(rule="no_padding = true")), _wheel("w.whl", {"flashinfer/__init__.py": b""})
+        ),
+        {"HPROBE_CACHE_DIR": ""},
+    ),
+    Case(
+        "cache-unwritable",
+        ["check", "--table", "{A}/t.toml", "--flashinfer", "{A}/w.whl"],
+        1,
+        "cannot be written",
+        _all(
+            _write("t.toml", TABLE.format(rule="no_padding = true")), _wheel("w.whl", {"flashinfer/__init__.py": b""})
+        ),
+        {"HPROBE_CACHE_DIR": "/proc/hprobe-cache"},
+        bound_s=60,
+    ),
     # -- round three: failures the user or the machine causes, each one line ----------------
-    Case("repo-too-many-files", ["check", "--repo", "{A}/big"], 2, "more than 20,000 Python files", _many_files, bound_s=120),
+    Case(
+        "repo-too-many-files",
+        ["check", "--repo", "{A}/big"],
+        2,
+        "more than 20,000 Python files",
+        _many_files,
+        bound_s=120,
+    ),
     Case("repo-proc", ["check", "--repo", "/proc"], 3, "0 Python files read"),
     Case("table-through-a-file", ["check", "--table", "{A}/f/t.toml"], 2, "Not a directory", _write("f", "x")),
-    Case("table-symlink-loop", ["check", "--table", "{A}/loop"], 2, "Too many levels of symbolic links", _symlink("loop", "loop")),
+    Case(
+        "table-symlink-loop",
+        ["check", "--table", "{A}/loop"],
+        2,
+        "Too many levels of symbolic links",
+        _symlink("loop", "loop"),
+    ),
     Case("output-empty-report", ["report", "--releases", "0.6.14", "-o", ""], 2, "empty path"),
     Case("output-empty-junit", ["check", "--junit", ""], 2, "empty path"),
     Case("output-empty-repo", ["check", "--repo", ""], 2, "empty path"),
-    Case("report-dangling-symlink", ["report", "--releases", "0.6.14", "-o", "{A}/site"], 2, "is a symlink", _symlink("site", "nowhere"), bound_s=15),
-    Case("report-under-proc", ["report", "--releases", "0.6.14", "-o", "/proc/hprobe-site"], 2, "cannot create it", bound_s=15),
-    Case("report-existing-files", ["report", "--releases", "0.6.14", "-o", "{A}/site"], 2, "pass --force", _write("site/matrix.md", "mine"), bound_s=15),
-    Case("rule-result-above-bound", ["check", "--repo", "{A}/repo", "--mapping", "{A}/m.toml"], 3, "returns 100000000 for 8 heads, above 4096", _all(_rule("return 10**8 if n == 8 else max(n, 64)"), _write("m.toml", MAPPING)), bound_s=120),
-    Case("set-integer-too-large", ["check", "--repo", "{A}/srepo", "--mapping", "{A}/sm.toml", "--set", "PAD=" + "9" * 4000], 2, "more than 4096", lambda a: _settings_repo(a)),
-    Case("set-makes-rule-ask-100000", ["check", "--repo", "{A}/srepo", "--mapping", "{A}/sm.toml", "--set", "PAD=100000"], 3, "returns 100000 for", lambda a: _settings_repo(a), bound_s=120),
-    Case("set-float-not-finite", ["check", "--repo", "{A}/srepo", "--mapping", "{A}/sm.toml", "--set", "SCALE=1e999"], 2, "not a value of its type", lambda a: _settings_repo(a)),
-    Case("wheel-name-and-metadata-differ", ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/flashinfer_python-0.6.14-py3-none-any.whl"], 2, "file name says 0.6.14 but its METADATA says 0.0.1", lambda a: _renamed_fake_release(a)),
-    Case("matrix-all-inconclusive", ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/fi"], 3, "inconclusive", _write("fi/flashinfer/__init__.py", "raise ImportError('not a real release')\n"), bound_s=120),
-    Case("columns-zero", ["check", "--table", "{A}/t.toml"], 0, "5 ok", _write("t.toml", TABLE.format(rule="pad_to = [8, 16, 32, 64, 128]")), {"COLUMNS": "0"}, bound_s=120),
-    Case("ascii-stdout", ["check", "--table", "{A}/t.toml", "--details"], 0, "\\u2192", lambda a: _hostile_table(a), {"PYTHONIOENCODING": "ascii", "LC_ALL": "C"}, bound_s=120),
-
+    Case(
+        "report-dangling-symlink",
+        ["report", "--releases", "0.6.14", "-o", "{A}/site"],
+        2,
+        "is a symlink",
+        _symlink("site", "nowhere"),
+        bound_s=15,
+    ),
+    Case(
+        "report-under-proc",
+        ["report", "--releases", "0.6.14", "-o", "/proc/hprobe-site"],
+        2,
+        "cannot create it",
+        bound_s=15,
+    ),
+    Case(
+        "report-existing-files",
+        ["report", "--releases", "0.6.14", "-o", "{A}/site"],
+        2,
+        "pass --force",
+        _write("site/matrix.md", "mine"),
+        bound_s=15,
+    ),
+    Case(
+        "rule-result-above-bound",
+        ["check", "--repo", "{A}/repo", "--mapping", "{A}/m.toml"],
+        3,
+        "returns 100000000 for 8 heads, above 4096",
+        _all(_rule("return 10**8 if n == 8 else max(n, 64)"), _write("m.toml", MAPPING)),
+        bound_s=120,
+    ),
+    Case(
+        "set-integer-too-large",
+        ["check", "--repo", "{A}/srepo", "--mapping", "{A}/sm.toml", "--set", "PAD=" + "9" * 4000],
+        2,
+        "more than 4096",
+        lambda a: _settings_repo(a),
+    ),
+    Case(
+        "set-makes-rule-ask-100000",
+        ["check", "--repo", "{A}/srepo", "--mapping", "{A}/sm.toml", "--set", "PAD=100000"],
+        3,
+        "returns 100000 for",
+        lambda a: _settings_repo(a),
+        bound_s=120,
+    ),
+    Case(
+        "set-float-not-finite",
+        ["check", "--repo", "{A}/srepo", "--mapping", "{A}/sm.toml", "--set", "SCALE=1e999"],
+        2,
+        "not a value of its type",
+        lambda a: _settings_repo(a),
+    ),
+    Case(
+        "wheel-name-and-metadata-differ",
+        [
+            "matrix",
+            "-k",
+            "dsv4-sparse-mla",
+            "--sm",
+            "100",
+            "--heads",
+            "8",
+            "--flashinfer",
+            "{A}/flashinfer_python-0.6.14-py3-none-any.whl",
+        ],
+        2,
+        "file name says 0.6.14 but its METADATA says 0.0.1",
+        lambda a: _renamed_fake_release(a),
+    ),
+    Case(
+        "matrix-all-inconclusive",
+        ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", "{A}/fi"],
+        3,
+        "inconclusive",
+        _write("fi/flashinfer/__init__.py", "raise ImportError('not a real release')\n"),
+        bound_s=120,
+    ),
+    Case(
+        "columns-zero",
+        ["check", "--table", "{A}/t.toml"],
+        0,
+        "5 ok",
+        _write("t.toml", TABLE.format(rule="pad_to = [8, 16, 32, 64, 128]")),
+        {"COLUMNS": "0"},
+        bound_s=120,
+    ),
+    Case(
+        "ascii-stdout",
+        ["check", "--table", "{A}/t.toml", "--details"],
+        0,
+        "\\u2192",
+        lambda a: _hostile_table(a),
+        {"PYTHONIOENCODING": "ascii", "LC_ALL": "C"},
+        bound_s=120,
+    ),
 ]
 
 
@@ -343,14 +1144,21 @@ def _snapshot(*roots: Path) -> dict[str, tuple]:
     return seen
 
 
-def run_hprobe(args: list[str], arena: Path, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def run_hprobe(
+    args: list[str], arena: Path, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
     full = dict(os.environ, NO_COLOR="1", COLUMNS="200", HPROBE_TEST_ARENA=str(arena), TMPDIR=str(arena / "tmp"))
     full["HPROBE_CACHE_DIR"] = str(arena / "cache")  # each case its own cache, whatever the session's is
     full.update({k: v.replace("{A}", str(arena)) for k, v in (env or {}).items()})
     full["HPROBE_CACHE_DIR"] = full["HPROBE_CACHE_DIR"].replace("{A}", str(arena))
     return subprocess.run(
         [str(HPROBE), *[a.replace("{A}", str(arena)) for a in args]],
-        cwd=arena, env=full, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=timeout,
+        cwd=arena,
+        env=full,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=timeout,
     )
 
 
@@ -416,7 +1224,13 @@ def _free_port() -> int:
 
 def test_an_unreachable_index_is_named(tmp_path):
     (tmp_path / "tmp").mkdir()
-    env = {"PIP_INDEX_URL": f"http://127.0.0.1:{_free_port()}/simple", "PIP_RETRIES": "1", "PIP_TIMEOUT": "2", "PIP_NO_CACHE_DIR": "1", "PIP_FIND_LINKS": ""}
+    env = {
+        "PIP_INDEX_URL": f"http://127.0.0.1:{_free_port()}/simple",
+        "PIP_RETRIES": "1",
+        "PIP_TIMEOUT": "2",
+        "PIP_NO_CACHE_DIR": "1",
+        "PIP_FIND_LINKS": "",
+    }
     proc = run_hprobe(["check", "--flashinfer", "0.6.99", "--sm", "100"], tmp_path, env, timeout=120)
     assert proc.returncode == 2, proc.stderr
     [line] = proc.stderr.strip().splitlines()
@@ -452,7 +1266,12 @@ def test_a_trickling_index_is_cut_off_at_the_pip_timeout(tmp_path):
     thread = threading.Thread(target=trickle, daemon=True)
     thread.start()
     try:
-        env = {"PIP_INDEX_URL": f"http://127.0.0.1:{port}/simple", "PIP_NO_CACHE_DIR": "1", "HPROBE_PIP_TIMEOUT": "4", "PIP_FIND_LINKS": ""}
+        env = {
+            "PIP_INDEX_URL": f"http://127.0.0.1:{port}/simple",
+            "PIP_NO_CACHE_DIR": "1",
+            "HPROBE_PIP_TIMEOUT": "4",
+            "PIP_FIND_LINKS": "",
+        }
         start = time.monotonic()
         proc = run_hprobe(["check", "--flashinfer", "0.6.99", "--sm", "100"], tmp_path, env, timeout=60)
         elapsed = time.monotonic() - start
@@ -473,11 +1292,14 @@ def _fake_release(arena: Path) -> Path:
     """A wheel whose flashinfer has no kernels: every probe is `absent`, fast."""
     init = b"__version__ = '0.0.1'\n"
     record = f"flashinfer/__init__.py,,{len(init)}\nflashinfer_python-0.0.1.dist-info/RECORD,,\n"
-    _wheel("fake.whl", {
-        "flashinfer/__init__.py": init,
-        "flashinfer_python-0.0.1.dist-info/METADATA": b"Metadata-Version: 2.1\nName: flashinfer-python\nVersion: 0.0.1\n",
-        "flashinfer_python-0.0.1.dist-info/RECORD": record.encode(),
-    })(arena)
+    _wheel(
+        "fake.whl",
+        {
+            "flashinfer/__init__.py": init,
+            "flashinfer_python-0.0.1.dist-info/METADATA": b"Metadata-Version: 2.1\nName: flashinfer-python\nVersion: 0.0.1\n",
+            "flashinfer_python-0.0.1.dist-info/RECORD": record.encode(),
+        },
+    )(arena)
     return arena / "fake.whl"
 
 
@@ -510,11 +1332,31 @@ def test_damaged_cache_entries_heal(tmp_path):
 def test_four_concurrent_runs_on_one_wheel_and_an_empty_cache(tmp_path):
     (tmp_path / "tmp").mkdir()
     wheels = tmp_path / "wheel"
-    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", str(wheels), "flashinfer-python==0.6.14"], check=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "-q",
+            "-d",
+            str(wheels),
+            "flashinfer-python==0.6.14",
+        ],
+        check=True,
+        timeout=300,
+    )
     [wheel] = wheels.glob("*.whl")
     args = ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--flashinfer", str(wheel), "--json"]
     env = dict(os.environ, NO_COLOR="1", HPROBE_CACHE_DIR=str(tmp_path / "cache"), TMPDIR=str(tmp_path / "tmp"))
-    procs = [subprocess.Popen([str(HPROBE), *args], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    procs = [
+        subprocess.Popen(
+            [str(HPROBE), *args], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(4)
+    ]
     outs = [p.communicate(timeout=600) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0, 0], [o[1] for o in outs]
     # One document, byte for byte, whichever run fetched: what a run added to
@@ -537,12 +1379,15 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-@pytest.mark.parametrize("signame, code, said", [
-    ("SIGTERM", 143, "hprobe: terminated"),
-    ("SIGHUP", 129, "hprobe: stopped by SIGHUP"),
-    ("SIGQUIT", 131, "hprobe: stopped by SIGQUIT"),
-    ("SIGINT", 130, "hprobe: interrupted"),
-])
+@pytest.mark.parametrize(
+    "signame, code, said",
+    [
+        ("SIGTERM", 143, "hprobe: terminated"),
+        ("SIGHUP", 129, "hprobe: stopped by SIGHUP"),
+        ("SIGQUIT", 131, "hprobe: stopped by SIGQUIT"),
+        ("SIGINT", 130, "hprobe: interrupted"),
+    ],
+)
 def test_every_ending_signal_leaves_no_worker_behind(tmp_path, signame, code, said):
     """A CI job cancelled (TERM), a terminal closed (HUP), Ctrl-\\ (QUIT) or Ctrl-C
     ends hprobe with 128+signal and takes the release worker, hanging in a
@@ -554,8 +1399,25 @@ def test_every_ending_signal_leaves_no_worker_behind(tmp_path, signame, code, sa
     init = f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)\n"
     _write("fi/flashinfer/__init__.py", init)(tmp_path)
     env = dict(os.environ, NO_COLOR="1", HPROBE_CACHE_DIR=str(tmp_path / "cache"), TMPDIR=str(tmp_path / "tmp"))
-    proc = subprocess.Popen([str(HPROBE), "matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", str(tmp_path / "fi")],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            str(HPROBE),
+            "matrix",
+            "-k",
+            "dsv4-sparse-mla",
+            "--sm",
+            "100",
+            "--heads",
+            "8",
+            "--flashinfer",
+            str(tmp_path / "fi"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while not pid_file.exists() or not pid_file.read_text():
         assert time.monotonic() < deadline and proc.poll() is None, "the worker never started"
@@ -596,7 +1458,7 @@ def test_a_damaged_cached_wheel_is_fetched_again(tmp_path):
 HOSTILE = (
     "\n::error::injected%0A::warning::pct\r\n  ::stop-commands::tok\r::notice::cr ##[error]v1 "
     "[/] [bold red]mk[/] [link=https://e.x]l[/link] \x1b[31mred\x1b]8;;http://e.x\x07 "
-    "\x00\x07\x0b\x0c\x7f\x85\x9b\u2028\u202e\ufffe `tick`` a|b <script>alert(1)</script> &amp; *em* _u_ ~~s~~ \U0001F600 end\\"
+    "\x00\x07\x0b\x0c\x7f\x85\x9b\u2028\u202e\ufffe `tick`` a|b <script>alert(1)</script> &amp; *em* _u_ ~~s~~ \U0001f600 end\\"
 )
 VISIBLE = "\\x1b[31mred"  # how the text formats show the corpus's ESC sequence
 # What hprobe's own annotations look like; any other line a runner would read as a command is an injection.
@@ -621,7 +1483,7 @@ def _hostile_table(arena: Path) -> None:
     body = (
         f"[table]\nname = {q('T' + HOSTILE)}\nsource = {q('S' + HOSTILE)}\n\n"
         f"[model]\nname = {q('M' + HOSTILE)}\nnum_q_heads = 128\ntp = [1, 2, 4, 8, 16]\n\n"
-        f"[[backend]]\nname = {q('B' + HOSTILE)}\nkernel = \"dsv4-sparse-mla\"\nsm = [100]\npad_to = [64, 128]\n"
+        f'[[backend]]\nname = {q("B" + HOSTILE)}\nkernel = "dsv4-sparse-mla"\nsm = [100]\npad_to = [64, 128]\n'
     )
     _write("t.toml", body)(arena)
 
@@ -632,8 +1494,15 @@ HOSTILE_DIR = "r\n::error::dir ##[error]d"
 def _hostile_repo(arena: Path) -> None:
     """A tree whose directory name, mapping model and setting default are the corpus."""
     root = arena / HOSTILE_DIR
-    environ = PLANT + "class EnvStr:\n    def __init__(self, default):\n        self.default = default\n\n" + f"class Envs:\n    MODE = EnvStr({HOSTILE!r})\n\nenvs = Envs()\n"
-    rules = PLANT + "from .environ import envs\n\nclass Rule:\n    def get_padded_num_q_heads(self):\n        if envs.MODE.get() == 'unpadded':\n            return self.n_local\n        return max(self.n_local, 64)\n"
+    environ = (
+        PLANT
+        + "class EnvStr:\n    def __init__(self, default):\n        self.default = default\n\n"
+        + f"class Envs:\n    MODE = EnvStr({HOSTILE!r})\n\nenvs = Envs()\n"
+    )
+    rules = (
+        PLANT
+        + "from .environ import envs\n\nclass Rule:\n    def get_padded_num_q_heads(self):\n        if envs.MODE.get() == 'unpadded':\n            return self.n_local\n        return max(self.n_local, 64)\n"
+    )
     _write(f"{HOSTILE_DIR}/__init__.py", PLANT)(arena)
     _write(f"{HOSTILE_DIR}/environ.py", environ)(arena)
     _write(f"{HOSTILE_DIR}/rules.py", rules)(arena)
@@ -663,7 +1532,9 @@ def _runner_commands(text: str, annotations_allowed: bool) -> list[str]:
 def _shown_as_text(output: str) -> None:
     """Text output: no control character but newline (NO_COLOR, a pipe: Rich sends
     no styling), the corpus shown, markup shown rather than read."""
-    bad = [hex(ord(c)) for c in output if (unicodedata.category(c) == "Cc" and c not in "\n") or c in "\u2028\u2029\u202e"]
+    bad = [
+        hex(ord(c)) for c in output if (unicodedata.category(c) == "Cc" and c not in "\n") or c in "\u2028\u2029\u202e"
+    ]
     assert not bad, bad[:10]
     assert VISIBLE in output and "[bold red]mk[/]" in output and "[link=https://e.x]l[/link]" in output
 
@@ -693,7 +1564,23 @@ def _markdown_holds(text: str, holds_corpus: bool = True) -> None:
     parser = _Cells()
     parser.feed(html_out)
     # Only hprobe's own markup: bold, code, its tables, lists and <details>.
-    assert set(parser.tags) <= {"h2", "h3", "p", "strong", "code", "ul", "li", "table", "thead", "tbody", "tr", "th", "td", "details", "summary"}, set(parser.tags)
+    assert set(parser.tags) <= {
+        "h2",
+        "h3",
+        "p",
+        "strong",
+        "code",
+        "ul",
+        "li",
+        "table",
+        "thead",
+        "tbody",
+        "tr",
+        "th",
+        "td",
+        "details",
+        "summary",
+    }, set(parser.tags)
     widths = set(parser.rows)
     assert len(widths) <= 2, f"table rows of differing widths: {widths}"  # the findings table and the ok table
     assert "<script" not in html_out and ("alert(1)" in html_out) == holds_corpus
@@ -708,7 +1595,9 @@ class TestEveryFormatEscapesEveryField:
         (arena / "tmp").mkdir()
         _hostile_table(arena)
         proc = run_hprobe(["check", "--table", "{A}/t.toml", "--format", fmt, "--details"], arena)
-        assert proc.returncode == 0 and "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr[-2000:]
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr and "internal error" not in proc.stderr, (
+            proc.stderr[-2000:]
+        )
         assert not _runner_commands(proc.stdout + proc.stderr, annotations_allowed=False)
         if fmt == "text":
             _shown_as_text(proc.stdout)
@@ -727,7 +1616,9 @@ class TestEveryFormatEscapesEveryField:
         arena = tmp_path
         (arena / "tmp").mkdir()
         _hostile_table(arena)
-        proc = run_hprobe(["check", "--table", "{A}/t.toml", "--junit", "{A}/r.xml"], arena, env={"GITHUB_ACTIONS": "true"})
+        proc = run_hprobe(
+            ["check", "--table", "{A}/t.toml", "--junit", "{A}/r.xml"], arena, env={"GITHUB_ACTIONS": "true"}
+        )
         assert proc.returncode == 0, proc.stderr[-2000:]
         annotations = [line for line in proc.stderr.splitlines() if line.startswith("::")]
         assert annotations and all(OWN_ANNOTATION.fullmatch(line) for line in annotations), annotations
@@ -742,8 +1633,26 @@ class TestEveryFormatEscapesEveryField:
         arena = tmp_path
         (arena / "tmp").mkdir()
         _hostile_table(arena)
-        proc = run_hprobe(["report", "--releases", "0.6.14", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "1-16", "--table", "{A}/t.toml", "-o", "{A}/site"], arena,
-                          env={"HPROBE_CACHE_DIR": str(_user_cache())}, timeout=900)
+        proc = run_hprobe(
+            [
+                "report",
+                "--releases",
+                "0.6.14",
+                "-k",
+                "dsv4-sparse-mla",
+                "--sm",
+                "100",
+                "--heads",
+                "1-16",
+                "--table",
+                "{A}/t.toml",
+                "-o",
+                "{A}/site",
+            ],
+            arena,
+            env={"HPROBE_CACHE_DIR": str(_user_cache())},
+            timeout=900,
+        )
         assert proc.returncode == 0, proc.stderr[-2000:]
         page = (arena / "site" / "index.html").read_text()
         parser = _Cells()
@@ -773,15 +1682,23 @@ class TestEveryFormatEscapesEveryField:
         arena = tmp_path
         (arena / "tmp").mkdir()
         _hostile_repo(arena)
-        proc = run_hprobe(["check", "--repo", "{A}/" + HOSTILE_DIR, "--mapping", "{A}/m.toml", "--format", fmt, "--details"], arena, env={"GITHUB_ACTIONS": "true"})
-        assert proc.returncode in (0, 3) and "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr[-2000:]
+        proc = run_hprobe(
+            ["check", "--repo", "{A}/" + HOSTILE_DIR, "--mapping", "{A}/m.toml", "--format", fmt, "--details"],
+            arena,
+            env={"GITHUB_ACTIONS": "true"},
+        )
+        assert proc.returncode in (0, 3) and "Traceback" not in proc.stderr and "internal error" not in proc.stderr, (
+            proc.stderr[-2000:]
+        )
         assert not _runner_commands(proc.stdout + proc.stderr, annotations_allowed=True)
         assert "\\x0a::error::dir" in proc.stdout + proc.stderr  # the directory, shown
         assert "MODE=\\x0a::error::injected" in proc.stdout  # the setting's declared default, shown as the branch taken
         if fmt == "markdown":
             _markdown_holds(proc.stdout)
         assert not (arena / RAN).exists()
-        extract = run_hprobe(["table", "extract", "--repo", "{A}/" + HOSTILE_DIR, "--mapping", "{A}/m.toml", "-o", "{A}/x.toml"], arena)
+        extract = run_hprobe(
+            ["table", "extract", "--repo", "{A}/" + HOSTILE_DIR, "--mapping", "{A}/m.toml", "-o", "{A}/x.toml"], arena
+        )
         assert extract.returncode == 0, extract.stderr
         import tomllib
 
@@ -797,14 +1714,18 @@ class TestErrorLinesEscapeWhatTheyQuote:
     """An error line quoting a path or a value from the user is still one line,
     and no runner command."""
 
-    @pytest.mark.parametrize("args", [
-        ["check", "--table", "{A}/x\n::error::path.toml"],
-        ["check", "--tp", "\n::error::value"],
-        ["check", "--repo", "{A}/repo", "--set", "no-equals\n::error::set"],
-        ["matrix", "-k", "\n::error::kernel"],
-        ["check", "--pin", "flashinfer-python==\n::error::pin"],
-        ["check", "--flashinfer", "\n::error::release"],
-    ], ids=["path", "int-value", "set-value", "kernel", "pin", "release"])
+    @pytest.mark.parametrize(
+        "args",
+        [
+            ["check", "--table", "{A}/x\n::error::path.toml"],
+            ["check", "--tp", "\n::error::value"],
+            ["check", "--repo", "{A}/repo", "--set", "no-equals\n::error::set"],
+            ["matrix", "-k", "\n::error::kernel"],
+            ["check", "--pin", "flashinfer-python==\n::error::pin"],
+            ["check", "--flashinfer", "\n::error::release"],
+        ],
+        ids=["path", "int-value", "set-value", "kernel", "pin", "release"],
+    )
     def test_one_line_no_command(self, tmp_path, args):
         (tmp_path / "tmp").mkdir()
         _rule("return n")(tmp_path)
@@ -822,12 +1743,29 @@ class TestStreamsAndWriters:
     def _env(self, arena: Path, **extra: str) -> dict[str, str]:
         # A log, not a terminal: no width from the environment wraps a line these tests read whole.
         env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-        return env | {"NO_COLOR": "1", "HPROBE_CACHE_DIR": str(arena / "cache"), "TMPDIR": str(arena / "tmp"), "HPROBE_TEST_ARENA": str(arena)} | extra
+        return (
+            env
+            | {
+                "NO_COLOR": "1",
+                "HPROBE_CACHE_DIR": str(arena / "cache"),
+                "TMPDIR": str(arena / "tmp"),
+                "HPROBE_TEST_ARENA": str(arena),
+            }
+            | extra
+        )
 
     def test_a_full_stdout_is_one_line(self, tmp_path):
         (tmp_path / "tmp").mkdir()
         with open("/dev/full", "w") as full:
-            proc = subprocess.run([str(HPROBE), "kernels"], cwd=tmp_path, env=self._env(tmp_path), stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+            proc = subprocess.run(
+                [str(HPROBE), "kernels"],
+                cwd=tmp_path,
+                env=self._env(tmp_path),
+                stdout=full,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=120,
+            )
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.splitlines() == ["hprobe: error: stdout: No space left on device (ENOSPC)"]
 
@@ -837,7 +1775,15 @@ class TestStreamsAndWriters:
             read_end, write_end = os.pipe()
             os.close(read_end)  # the reader is gone before the first byte (`| head` that already ended)
             try:
-                proc = subprocess.run([str(HPROBE), *args], cwd=tmp_path, env=self._env(tmp_path), stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120)
+                proc = subprocess.run(
+                    [str(HPROBE), *args],
+                    cwd=tmp_path,
+                    env=self._env(tmp_path),
+                    stdout=write_end,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    timeout=120,
+                )
             finally:
                 os.close(write_end)
             assert proc.returncode == 141 and proc.stderr == "", (args, proc.returncode, proc.stderr)
@@ -846,15 +1792,44 @@ class TestStreamsAndWriters:
         (tmp_path / "tmp").mkdir()
         _write("t.toml", TABLE.format(rule="pad_to = [8, 16, 32, 64, 128]"))(tmp_path)
         with open(tmp_path / "out.txt", "w") as out:
-            proc = subprocess.run([str(HPROBE), "check", "--table", str(tmp_path / "t.toml"), "--junit", "/dev/stdout"], cwd=tmp_path, env=self._env(tmp_path), stdout=out, stderr=subprocess.PIPE, text=True, timeout=120)
+            proc = subprocess.run(
+                [str(HPROBE), "check", "--table", str(tmp_path / "t.toml"), "--junit", "/dev/stdout"],
+                cwd=tmp_path,
+                env=self._env(tmp_path),
+                stdout=out,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=120,
+            )
         assert proc.returncode == 0, proc.stderr
         written = (tmp_path / "out.txt").read_text()
         assert "hprobe check" in written and "<testsuites" in written  # the report kept, the XML after it
 
     def test_python_m_does_not_probe_the_working_directory(self, tmp_path):
         (tmp_path / "tmp").mkdir()
-        _write("flashinfer/__init__.py", PLANT + "raise ImportError('the tree being checked, not a release')\n")(tmp_path)
-        proc = subprocess.run([sys.executable, "-m", "hprobe", "matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--json"], cwd=tmp_path, env=self._env(tmp_path), capture_output=True, text=True, timeout=300)
+        _write("flashinfer/__init__.py", PLANT + "raise ImportError('the tree being checked, not a release')\n")(
+            tmp_path
+        )
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "hprobe",
+                "matrix",
+                "-k",
+                "dsv4-sparse-mla",
+                "--sm",
+                "100",
+                "--heads",
+                "8",
+                "--json",
+            ],
+            cwd=tmp_path,
+            env=self._env(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout)["results"][0]["accepted"] == [8]
         assert not (tmp_path / RAN).exists()
@@ -869,7 +1844,14 @@ class TestStreamsAndWriters:
         for name, text in old.items():
             (site / name).write_text(text)
         args = ["report", "--releases", "0.6.14", "-k", "dsv4-sparse-mla", "--sm", "100", "-o", str(site), "--force"]
-        proc = subprocess.run([str(HPROBE), *args], cwd=tmp_path, env=self._env(tmp_path, HPROBE_CACHE_DIR=str(_user_cache())), capture_output=True, text=True, timeout=900)
+        proc = subprocess.run(
+            [str(HPROBE), *args],
+            cwd=tmp_path,
+            env=self._env(tmp_path, HPROBE_CACHE_DIR=str(_user_cache())),
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         assert proc.returncode == 2, proc.stderr
         [line] = proc.stderr.splitlines()
         assert "No space left on device" in line and "unchanged" in line
@@ -882,10 +1864,18 @@ class TestStreamsAndWriters:
         with zipfile.ZipFile(wheel, "w", zipfile.ZIP_STORED) as zf:
             zf.writestr("flashinfer/__init__.py", "raise ImportError('not a real release')\n")
             zf.writestr("flashinfer/data.bin", os.urandom(200_000))  # more than the disk holds
-        proc = subprocess.run([str(HPROBE), "check", "--table", str(tmp_path / "t.toml"), "--flashinfer", str(wheel), "--details"], cwd=tmp_path,
-                              env=self._env(tmp_path, HPROBE_CACHE_DIR=str(small_disk / "cache")), capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [str(HPROBE), "check", "--table", str(tmp_path / "t.toml"), "--flashinfer", str(wheel), "--details"],
+            cwd=tmp_path,
+            env=self._env(tmp_path, HPROBE_CACHE_DIR=str(small_disk / "cache")),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 3, proc.stderr  # the fake release cannot be probed: inconclusive, not an error
-        assert "cannot be written (No space left on device): this run fetched and probed without it" in proc.stdout, proc.stdout
+        assert "cannot be written (No space left on device): this run fetched and probed without it" in proc.stdout, (
+            proc.stdout
+        )
         assert not list((tmp_path / "tmp").iterdir()), "the temporary cache is removed at exit"
 
 
@@ -894,7 +1884,9 @@ def small_disk(tmp_path):
     """A 16 KiB tmpfs: room for a few small files, not for a site or a release."""
     mount = tmp_path / "disk"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(mount)], capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(mount)], capture_output=True, text=True
+    )
     if done.returncode != 0:
         pytest.skip(f"a full disk needs a tmpfs mount, refused here: {done.stderr.strip()}")
     try:

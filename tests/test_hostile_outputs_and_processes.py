@@ -44,14 +44,19 @@ def test_an_output_that_is_an_input_is_refused_before_any_work(tmp_path):
     # A hard link or a `..` spelling is the same file.
     os.link(table, tmp_path / "again.toml")
     (tmp_path / "sub").mkdir()
-    _one_error(run_hprobe(["check", "--junit", str(tmp_path / "sub" / ".." / "again.toml"), "--table", str(table)], tmp_path), "is the --table input")
+    _one_error(
+        run_hprobe(["check", "--junit", str(tmp_path / "sub" / ".." / "again.toml"), "--table", str(table)], tmp_path),
+        "is the --table input",
+    )
     assert table.read_bytes() == before
 
 
 def test_two_outputs_of_one_run_are_refused(tmp_path):
     (tmp_path / "tmp").mkdir()
     out = tmp_path / "same"
-    proc = run_hprobe(["suggest", "--table", str(PRE_48047), "--sm", "100", "-o", str(out), "--diff", str(out)], tmp_path)
+    proc = run_hprobe(
+        ["suggest", "--table", str(PRE_48047), "--sm", "100", "-o", str(out), "--diff", str(out)], tmp_path
+    )
     _one_error(proc, "is also --output's output")
     assert not out.exists()
 
@@ -63,7 +68,10 @@ def test_a_file_the_repo_reads_is_never_an_output(tmp_path):
     rule = repo / "rules.py"
     rule.write_text("class Rule:\n    @classmethod\n    def get_padded_num_q_heads(cls, n):\n        return n\n")
     before = rule.read_bytes()
-    _one_error(run_hprobe(["table", "extract", "--repo", str(repo), "-o", str(rule), "--force"], tmp_path), "is a file of --repo")
+    _one_error(
+        run_hprobe(["table", "extract", "--repo", str(repo), "-o", str(rule), "--force"], tmp_path),
+        "is a file of --repo",
+    )
     assert rule.read_bytes() == before
 
 
@@ -71,13 +79,37 @@ def test_closed_stdout_and_stderr_keep_the_exit_code_and_say_no_traceback(tmp_pa
     (tmp_path / "tmp").mkdir()
     env = dict(os.environ, HPROBE_CACHE_DIR=str(tmp_path / "cache"), TMPDIR=str(tmp_path / "tmp"))
     # stdout closed: the verdict is still the exit code; stderr says where the report went.
-    proc = subprocess.run(f"{HPROBE} check --sm 100 --table {POST_48047} >&-", shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        f"{HPROBE} check --sm 100 --table {POST_48047} >&-",
+        shell=True,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0 and "Traceback" not in proc.stderr and "stdout is closed" in proc.stderr
     # stderr closed on an input error: the documented exit code, nothing crashes.
-    proc = subprocess.run(f"{HPROBE} check --table {tmp_path / 'missing.toml'} 2>&-", shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        f"{HPROBE} check --table {tmp_path / 'missing.toml'} 2>&-",
+        shell=True,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and proc.stdout == ""
     # Every stream closed.
-    proc = subprocess.run(f"{HPROBE} check --table {tmp_path / 'missing.toml'} <&- >&- 2>&-", shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        f"{HPROBE} check --table {tmp_path / 'missing.toml'} <&- >&- 2>&-",
+        shell=True,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
 
 
@@ -91,7 +123,15 @@ def test_a_working_directory_that_is_gone_stops_only_what_needs_it(tmp_path):
     def gone_then(*args: str) -> subprocess.CompletedProcess[str]:
         gone = tmp_path / "gone"
         gone.mkdir()
-        return subprocess.run([str(HPROBE), *args], cwd=gone, env=env, capture_output=True, text=True, timeout=300, preexec_fn=lambda: os.rmdir(gone))
+        return subprocess.run(
+            [str(HPROBE), *args],
+            cwd=gone,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            preexec_fn=lambda: os.rmdir(gone),
+        )
 
     proc = gone_then("check", "--no-cache", "--sm", "100", "--table", str(POST_48047))
     assert proc.returncode == 0 and proc.stdout.splitlines()[-1].startswith("pass: "), proc.stderr
@@ -105,7 +145,13 @@ def test_a_non_blocking_pipe_gets_the_whole_document(tmp_path):
     flags = fcntl.fcntl(write_fd, fcntl.F_GETFL)
     fcntl.fcntl(write_fd, fcntl.F_SETFL, flags | os.O_NONBLOCK)  # as a parent that left its pipe non-blocking
     env = dict(os.environ, HPROBE_CACHE_DIR=str(tmp_path / "cache"), TMPDIR=str(tmp_path / "tmp"), NO_COLOR="1")
-    proc = subprocess.Popen([str(HPROBE), "matrix", "--sm", "90,100,103,120,121", "--json"], stdout=write_fd, stderr=subprocess.DEVNULL, cwd=tmp_path, env=env)
+    proc = subprocess.Popen(
+        [str(HPROBE), "matrix", "--sm", "90,100,103,120,121", "--json"],
+        stdout=write_fd,
+        stderr=subprocess.DEVNULL,
+        cwd=tmp_path,
+        env=env,
+    )
     os.close(write_fd)
     chunks = []
     time.sleep(1.0)  # let the writer fill the pipe before anyone reads
@@ -139,22 +185,40 @@ def test_an_encrypted_or_absurdly_deep_member_is_refused(tmp_path):
     (tmp_path / "tmp").mkdir()
     encrypted = tmp_path / "flashinfer_python-9.9.9-py3-none-any.whl"
     with zipfile.ZipFile(encrypted, "w") as zf:
-        zf.writestr("flashinfer_python-9.9.9.dist-info/METADATA", "Metadata-Version: 2.1\nName: flashinfer-python\nVersion: 9.9.9\n")
+        zf.writestr(
+            "flashinfer_python-9.9.9.dist-info/METADATA",
+            "Metadata-Version: 2.1\nName: flashinfer-python\nVersion: 9.9.9\n",
+        )
         zf.writestr("flashinfer/__init__.py", b"x")
     _mark_encrypted(encrypted, b"flashinfer/__init__.py")
-    _one_error(run_hprobe(["matrix", "--flashinfer", str(encrypted), "--sm", "100", "-k", "dsv4-sparse-mla"], tmp_path), "encrypted member")
+    _one_error(
+        run_hprobe(["matrix", "--flashinfer", str(encrypted), "--sm", "100", "-k", "dsv4-sparse-mla"], tmp_path),
+        "encrypted member",
+    )
     deep = tmp_path / "flashinfer_python-9.9.8-py3-none-any.whl"
     with zipfile.ZipFile(deep, "w") as zf:
-        zf.writestr("flashinfer_python-9.9.8.dist-info/METADATA", "Metadata-Version: 2.1\nName: flashinfer-python\nVersion: 9.9.8\n")
+        zf.writestr(
+            "flashinfer_python-9.9.8.dist-info/METADATA",
+            "Metadata-Version: 2.1\nName: flashinfer-python\nVersion: 9.9.8\n",
+        )
         zf.writestr("flashinfer/__init__.py", b"")
         zf.writestr("/".join(["d"] * 2500) + "/x.py", b"")
-    _one_error(run_hprobe(["matrix", "--flashinfer", str(deep), "--sm", "100", "-k", "dsv4-sparse-mla"], tmp_path), "folders deep")
+    _one_error(
+        run_hprobe(["matrix", "--flashinfer", str(deep), "--sm", "100", "-k", "dsv4-sparse-mla"], tmp_path),
+        "folders deep",
+    )
 
 
 def test_sigkill_mid_probe_takes_the_worker_with_it(tmp_path):
     (tmp_path / "tmp").mkdir()
     env = dict(os.environ, HPROBE_CACHE_DIR=str(tmp_path / "cache"), TMPDIR=str(tmp_path / "tmp"))
-    proc = subprocess.Popen([str(HPROBE), "matrix", "--flashinfer", _installed_tree(), "--no-cache"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path, env=env)
+    proc = subprocess.Popen(
+        [str(HPROBE), "matrix", "--flashinfer", _installed_tree(), "--no-cache"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=tmp_path,
+        env=env,
+    )
     worker = None
     deadline = time.monotonic() + 120
     while worker is None and time.monotonic() < deadline and proc.poll() is None:
@@ -180,7 +244,9 @@ def test_sigkill_mid_probe_takes_the_worker_with_it(tmp_path):
     # Its scratch directory is left by the kill, and removed by the next run that makes one.
     left = list((tmp_path / "tmp").glob("hprobe-worker-*"))
     assert left
-    run_hprobe(["matrix", "--flashinfer", _installed_tree(), "-k", "dsv4-sparse-mla", "--sm", "100", "--no-cache"], tmp_path)
+    run_hprobe(
+        ["matrix", "--flashinfer", _installed_tree(), "-k", "dsv4-sparse-mla", "--sm", "100", "--no-cache"], tmp_path
+    )
     assert not any(p.exists() for p in left)
 
 

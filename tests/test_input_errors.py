@@ -21,7 +21,7 @@ def _one_line_error(code, out, err, *needles):
 
 
 def test_malformed_toml_names_file_and_line(cli, write_table):
-    path = write_table("[table]\nname = \"x\"\n[model\nname = 1\n")
+    path = write_table('[table]\nname = "x"\n[model\nname = 1\n')
     _one_line_error(*cli("check", "--table", str(path), "--sm", "100"), f"{path}:3", "malformed TOML")
 
 
@@ -70,7 +70,7 @@ def test_heads_not_dividing_over_tp_override(cli, write_table):
         # Past Python's int-string digit limit: refused by length, never an internal error.
         ('pad_map = { "' + "9" * 5000 + '" = 64 }', "(5,000 digits) is above 4096"),
         ("", "exactly one of pad_to, pad_map, pad_multiple, pad_tile"),
-        ("pad_to = [64]\npad_map = { \"8\" = 64 }", "exactly one"),
+        ('pad_to = [64]\npad_map = { "8" = 64 }', "exactly one"),
     ],
 )
 def test_bad_rules(cli, write_table, rule, needle):
@@ -79,7 +79,9 @@ def test_bad_rules(cli, write_table, rule, needle):
 
 
 def test_bad_pin(cli, write_table):
-    body = V4_PRO_TABLE.format(rule="pad_to = [64, 128]").replace('source = "tests"', 'source = "tests"\nrequires_flashinfer = "latest"')
+    body = V4_PRO_TABLE.format(rule="pad_to = [64, 128]").replace(
+        'source = "tests"', 'source = "tests"\nrequires_flashinfer = "latest"'
+    )
     path = write_table(body)
     _one_line_error(*cli("check", "--table", str(path), "--sm", "100"), "PEP 440", f"{path}:5")
 
@@ -134,6 +136,10 @@ def test_every_option_coerces_as_typer_itself_would():
             light += type(param.get_runtime_param()).__name__ == "_LightParam"
             for value in samples:
                 ours = outcome(param.get_runtime_param(), param, value)
-                assert ours == outcome(_coercion.build_runtime_param(param.type_descriptor), param, value), (command.name, param.name, value)
+                assert ours == outcome(_coercion.build_runtime_param(param.type_descriptor), param, value), (
+                    command.name,
+                    param.name,
+                    value,
+                )
                 checked += 1
     assert checked > 100 and light > 20  # and the light path is the one in use

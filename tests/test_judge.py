@@ -13,15 +13,21 @@ from hprobe.model.verdict import Finding, Verdict
 pytestmark = pytest.mark.pure
 
 
-def _support(version: str, accepted: set[int], *, unclear: set[int] = frozenset(), slow: set[int] = frozenset(), up_to: int = 128) -> KernelSMResult:
+def _support(
+    version: str, accepted: set[int], *, unclear: set[int] = frozenset(), slow: set[int] = frozenset(), up_to: int = 128
+) -> KernelSMResult:
     result = KernelSMResult("dsv4-sparse-mla", 100, version)
     for h in range(1, up_to + 1):
         if h in unclear:
             result.heads[h] = HeadResult(h, Outcome.INCONCLUSIVE, reason="stopped by this machine")
         elif h in accepted:
-            result.heads[h] = HeadResult(h, Outcome.ACCEPTED, entry="m.f", slow_path="the fallback kernel" if h in slow else None)
+            result.heads[h] = HeadResult(
+                h, Outcome.ACCEPTED, entry="m.f", slow_path="the fallback kernel" if h in slow else None
+            )
         else:
-            result.heads[h] = HeadResult(h, Outcome.REJECTED, error_type="ValueError", message=f"Expected 64 or 128 query heads, got {h}")
+            result.heads[h] = HeadResult(
+                h, Outcome.REJECTED, error_type="ValueError", message=f"Expected 64 or 128 query heads, got {h}"
+            )
     return result
 
 
@@ -33,7 +39,11 @@ def test_one_release():
     assert judge(16, 64, NEW)[:3] == (Verdict.REDUCIBLE, 16, 4.0)
     assert judge(16, 64, OLD)[:2] == (Verdict.OK, 64)
     verdict, best, _, evidence, _ = judge(16, 16, OLD)
-    assert verdict is Verdict.BROKEN and evidence is not None and evidence.message == "Expected 64 or 128 query heads, got 16"
+    assert (
+        verdict is Verdict.BROKEN
+        and evidence is not None
+        and evidence.message == "Expected 64 or 128 query heads, got 16"
+    )
     assert judge(16, None, NEW)[:2] == (Verdict.TABLE_REFUSES, 16)
 
 

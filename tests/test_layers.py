@@ -48,7 +48,12 @@ def _imports() -> dict[str, set[str]]:
     for name, path in modules.items():
         found: set[str] = set()
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module.split(".")[0] == "hprobe":
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.level == 0
+                and node.module.split(".")[0] == "hprobe"
+            ):
                 for alias in node.names:
                     sub = f"{node.module}.{alias.name}"
                     found.add(sub if sub in modules else node.module)
@@ -77,7 +82,9 @@ def test_every_module_sits_in_a_layer():
     assert top <= ROOT_MODULES, f"top-level modules that are no layer's face: {sorted(top - ROOT_MODULES)}"
     packages = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert packages <= set(LAYERS) | {"matrices"}, sorted(packages - set(LAYERS))
-    assert {m.split(".")[1] for m in GRAPH if "." in m and m.split(".")[1] not in ("__main__",)} <= set(LAYERS) | ROOT_MODULES
+    assert {m.split(".")[1] for m in GRAPH if "." in m and m.split(".")[1] not in ("__main__",)} <= set(
+        LAYERS
+    ) | ROOT_MODULES
 
 
 def test_no_import_points_up_a_layer():
@@ -93,7 +100,7 @@ def test_no_import_cycles():
         state[node] = 1
         for nxt in sorted(GRAPH.get(node, set())):
             if state.get(nxt) == 1:
-                cycles.append(path[path.index(nxt):] + [nxt])
+                cycles.append(path[path.index(nxt) :] + [nxt])
             elif nxt not in state:
                 visit(nxt, path + [nxt])
         state[node] = 2
@@ -107,14 +114,24 @@ def test_no_import_cycles():
 @pytest.mark.parametrize("module", sorted(m for m in GRAPH if m.startswith("hprobe.report.formats.")))
 def test_formats_only_render(module):
     """A format renders a report: it never decides a verdict or gives advice itself."""
-    deciders = sorted(d for d in GRAPH[module] if d == "hprobe.judge" or d.startswith(("hprobe.advise", "hprobe.support", "hprobe.probe", "hprobe.commands")))
+    deciders = sorted(
+        d
+        for d in GRAPH[module]
+        if d == "hprobe.judge" or d.startswith(("hprobe.advise", "hprobe.support", "hprobe.probe", "hprobe.commands"))
+    )
     assert deciders == []
 
 
 def test_the_cli_decides_nothing():
     """The CLI parses, calls one command, renders and exits: it reaches the
     layers that decide only through `commands`."""
-    deciders = sorted(d for m in GRAPH if m.startswith("hprobe.cli") for d in GRAPH[m] if d == "hprobe.judge" or d.startswith(("hprobe.advise", "hprobe.probe", "hprobe.device")))
+    deciders = sorted(
+        d
+        for m in GRAPH
+        if m.startswith("hprobe.cli")
+        for d in GRAPH[m]
+        if d == "hprobe.judge" or d.startswith(("hprobe.advise", "hprobe.probe", "hprobe.device"))
+    )
     assert deciders == []
 
 

@@ -59,7 +59,10 @@ def test_sm90_is_unsupported_arch_not_rejected(cli_json):
 
 
 def test_sm_spellings_agree(cli_json):
-    docs = [cli_json("matrix", "-k", "dsv4-sparse-mla", "--sm", spelling, "--heads", "8,24")[1] for spelling in ("sm_100a", "10.0", "SM100")]
+    docs = [
+        cli_json("matrix", "-k", "dsv4-sparse-mla", "--sm", spelling, "--heads", "8,24")[1]
+        for spelling in ("sm_100a", "10.0", "SM100")
+    ]
     assert {tuple(_only(d, 100)["accepted"]) for d in docs} == {(8,)}
 
 
@@ -69,7 +72,9 @@ def test_grid_marks(cli):
     lines = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.strip()[:2].strip().isdigit()}
     assert lines["8"] == ["A", "✓"]  # SM90: no route (the architecture); SM100 accepts 8
     assert lines["24"] == ["A", "✗"]
-    assert out.index("marks: ✓ accepted  ✗ rejected  A unsupported-arch") < out.index("\n h_q ")  # the legend before the grid
+    assert out.index("marks: ✓ accepted  ✗ rejected  A unsupported-arch") < out.index(
+        "\n h_q "
+    )  # the legend before the grid
 
 
 def test_a_grid_folds_runs_of_counts_marked_alike(cli):

@@ -25,4 +25,7 @@ def test_a_nope_model_is_probed_without_a_rope_part(cli_json):
     assert code == 1
     # One judged call path, its backends named per model.
     (fa2,) = [p for p in doc["call_paths"] if p["site"].endswith("sparse_sm90.py:8")]
-    assert fa2["status"] == "judged" and sorted(fa2["backends"]) == ["engine.sparse_sm90.SparseState.__init__ (NoPE-128)", "engine.sparse_sm90.SparseState.__init__ (Rope-128)"]
+    assert fa2["status"] == "judged" and sorted(fa2["backends"]) == [
+        "engine.sparse_sm90.SparseState.__init__ (NoPE-128)",
+        "engine.sparse_sm90.SparseState.__init__ (Rope-128)",
+    ]

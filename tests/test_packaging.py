@@ -22,7 +22,9 @@ DEV_HPROBE = Path(sys.executable).with_name("hprobe")
 
 
 def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=timeout)
+    return subprocess.run(
+        cmd, cwd=cwd, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=timeout
+    )
 
 
 @pytest.fixture(scope="module")
@@ -34,13 +36,34 @@ def installed(tmp_path_factory) -> Path:
     # Built from a copy without build outputs: setuptools reuses an in-tree
     # build/ and would ship files since deleted from the checkout.
     source = base / "source"
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", "test-artifacts"))
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(base / "dist"), str(source)], check=True, timeout=300)
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", "test-artifacts"),
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(base / "dist"),
+            str(source),
+        ],
+        check=True,
+        timeout=300,
+    )
     [wheel] = (base / "dist").glob("hprobe_mla-*.whl")
     subprocess.run([sys.executable, "-m", "venv", str(base / "venv")], check=True, timeout=300)
     py = base / "venv" / "bin" / "python"
     subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True, timeout=300)
-    site = _run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], base, dict(os.environ)).stdout.strip()
+    site = _run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], base, dict(os.environ)
+    ).stdout.strip()
     Path(site, "dev-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return base / "venv" / "bin"
 
@@ -60,9 +83,20 @@ def _consumer_repo(tmp_path: Path) -> Path:
 
 
 def test_the_installed_wheel_answers_like_the_checkout(installed, tmp_path):
-    loaded = _run([str(installed / "python"), "-c", "import hprobe, hprobe.matrices; print(hprobe.__file__); print(hprobe.matrices.__file__)"], tmp_path, _env(tmp_path))
+    loaded = _run(
+        [
+            str(installed / "python"),
+            "-c",
+            "import hprobe, hprobe.matrices; print(hprobe.__file__); print(hprobe.matrices.__file__)",
+        ],
+        tmp_path,
+        _env(tmp_path),
+    )
     assert str(ROOT) not in loaded.stdout and "site-packages" in loaded.stdout, loaded.stdout
-    for args in (["check", "--sm", "100,120", "--json"], ["check", "--repo", str(_consumer_repo(tmp_path)), "--sm", "100", "--json"]):
+    for args in (
+        ["check", "--sm", "100,120", "--json"],
+        ["check", "--repo", str(_consumer_repo(tmp_path)), "--sm", "100", "--json"],
+    ):
         wheel = _run([str(installed / "hprobe"), *args], tmp_path, _env(tmp_path))
         dev = _run([str(DEV_HPROBE), *args], tmp_path, _env(tmp_path))
         assert wheel.returncode == dev.returncode, wheel.stderr
@@ -81,7 +115,11 @@ def test_pre_commit_try_repo_passes_on_a_consumer_repo(installed, tmp_path):
     repo = _consumer_repo(tmp_path)
     env = _env(tmp_path, installed)
     env["PRE_COMMIT_HOME"] = str(tmp_path / "pre-commit-home")
-    for cmd in (["git", "init", "-q"], ["git", "add", "."], ["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "fixture"]):
+    for cmd in (
+        ["git", "init", "-q"],
+        ["git", "add", "."],
+        ["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "fixture"],
+    ):
         subprocess.run(cmd, cwd=repo, check=True, env=env)
     proc = _run([str(installed / "pre-commit"), "try-repo", str(ROOT), "hprobe-check", "--all-files"], repo, env)
     assert proc.returncode == 0, proc.stdout + proc.stderr

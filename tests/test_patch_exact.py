@@ -53,7 +53,12 @@ class Attn:
 """
 
 
-def _tree(tmp_path: Path, module: bytes, name: str = "attention.py", pin: str | None = 'dependencies = ["flashinfer-python>=0.6.14"]') -> Path:
+def _tree(
+    tmp_path: Path,
+    module: bytes,
+    name: str = "attention.py",
+    pin: str | None = 'dependencies = ["flashinfer-python>=0.6.14"]',
+) -> Path:
     root = tmp_path / "tree"
     (root / "engine").mkdir(parents=True)
     (root / "engine" / name).write_bytes(module)
@@ -136,7 +141,9 @@ def test_the_requirement_read_is_the_one_raised_not_a_comment_above_it(tmp_path)
     root = _with_requirements(tmp_path, {"requirements/cuda.txt": cuda, "requirements/common.txt": "numpy\n"})
     patch = _patch(tmp_path, root, needs="0.6.14")
     _apply(root, patch.diff)
-    assert (root / "requirements/cuda.txt").read_text() == cuda.replace("flashinfer-python==0.6.13 ", "flashinfer-python==0.6.14 ").replace("cubin==0.6.13", "cubin==0.6.14")
+    assert (root / "requirements/cuda.txt").read_text() == cuda.replace(
+        "flashinfer-python==0.6.13 ", "flashinfer-python==0.6.14 "
+    ).replace("cubin==0.6.13", "cubin==0.6.14")
     assert b"(8, 16, 32, 64, 128)" in (root / "engine" / "attention.py").read_bytes()
     assert [p.spec for p in find_pins(root)] == ["==0.6.14"]
 
@@ -164,7 +171,11 @@ def test_dependencies_are_read_before_optional_dependencies_whatever_the_order(t
         ({"requirements.txt": "flashinfer-python==0.6.13 --hash=sha256:00\n"}, None, "options (--hash)"),
         ({}, None, "declares no flashinfer requirement"),
         ({}, 'dependencies = ["flashinfer-python~=0.6.13"]', "cannot be raised mechanically"),
-        ({"e-0.dist-info/METADATA": "Metadata-Version: 2.1\nName: e\nRequires-Dist: flashinfer-python==0.6.13\n"}, None, "metadata"),
+        (
+            {"e-0.dist-info/METADATA": "Metadata-Version: 2.1\nName: e\nRequires-Dist: flashinfer-python==0.6.13\n"},
+            None,
+            "metadata",
+        ),
     ],
     ids=["hashes", "no requirement", "compatible release", "installed metadata"],
 )
@@ -172,7 +183,9 @@ def test_padding_is_left_alone_when_the_requirement_cannot_move(tmp_path, files,
     root = _with_requirements(tmp_path, files, pin)
     patch = _patch(tmp_path, root, needs="0.6.14")
     assert patch.diff == b"" and not patch.changed
-    assert len(patch.not_rewritten) == 1 and why in patch.not_rewritten[0] and "0.6.14" in patch.not_rewritten[0], patch.not_rewritten
+    assert len(patch.not_rewritten) == 1 and why in patch.not_rewritten[0] and "0.6.14" in patch.not_rewritten[0], (
+        patch.not_rewritten
+    )
 
 
 def test_a_rule_safe_on_every_release_the_pin_admits_needs_no_pin_change(tmp_path):
@@ -200,7 +213,14 @@ def test_several_requirements_in_one_file_are_each_raised_in_place(tmp_path):
 
 
 def test_a_requirement_included_with_r_or_c_is_read_and_raised(tmp_path):
-    root = _with_requirements(tmp_path, {"requirements.txt": "-r deps/gpu.txt\n-c constraints.txt\n", "deps/gpu.txt": "flashinfer-python>=0.6.9\n", "constraints.txt": "flashinfer-python<0.8\n"})
+    root = _with_requirements(
+        tmp_path,
+        {
+            "requirements.txt": "-r deps/gpu.txt\n-c constraints.txt\n",
+            "deps/gpu.txt": "flashinfer-python>=0.6.9\n",
+            "constraints.txt": "flashinfer-python<0.8\n",
+        },
+    )
     assert {(p.path.name, p.spec) for p in find_pins(root)} == {("gpu.txt", ">=0.6.9"), ("constraints.txt", "<0.8")}
     _apply(root, _patch(tmp_path, root, needs="0.6.14").diff)
     assert (root / "deps/gpu.txt").read_text() == "flashinfer-python>=0.6.14\n"
@@ -215,7 +235,11 @@ def test_a_requirement_included_with_r_or_c_is_read_and_raised(tmp_path):
         # A byte-order mark, and a line continued inside the specifier.
         ("\ufeffflashinfer-python==\\\n0.6.13\n", "==0.6.13", 1),
         # Of two marker-guarded pins the one pip installs here is the pin.
-        ('flashinfer-python==0.6.12 ; sys_platform == "win32"\nflashinfer-python==0.6.13 ; sys_platform != "win32"\n', "==0.6.13", 2),
+        (
+            'flashinfer-python==0.6.12 ; sys_platform == "win32"\nflashinfer-python==0.6.13 ; sys_platform != "win32"\n',
+            "==0.6.13",
+            2,
+        ),
     ],
     ids=["hashes", "bom and continuation", "markers"],
 )
@@ -225,7 +249,7 @@ def test_pins_are_read_as_pip_reads_requirements(tmp_path, text, spec, line):
     pin = find_pin(root, problems)
     assert pin is not None and (pin.spec, pin.line) == (spec, line), (pin, problems)
     if "win32" in text:
-        assert any("its marker (sys_platform == \"win32\") is false here" in p for p in problems), problems
+        assert any('its marker (sys_platform == "win32") is false here' in p for p in problems), problems
 
 
 def test_a_pin_with_hashes_is_read_but_never_rewritten(tmp_path):
@@ -240,7 +264,9 @@ def test_a_url_requirement_is_no_version_pin_and_an_unversioned_one_yields(tmp_p
     root = _with_requirements(tmp_path, {"requirements.txt": "flashinfer-python @ file:///wheels/flashinfer.whl\n"})
     problems: list[str] = []
     assert find_pin(root, problems) is None
-    assert problems == ["flashinfer-python @ file:///wheels/flashinfer.whl: names a URL, not a version pin; not read as the flashinfer pin"]
+    assert problems == [
+        "flashinfer-python @ file:///wheels/flashinfer.whl: names a URL, not a version pin; not read as the flashinfer pin"
+    ]
     # An unversioned requirement in pyproject says nothing of the release: the lock file's pin is taken, and both are said.
     (root / "requirements.txt").unlink()
     (root / "pyproject.toml").write_text('[project]\nname = "x"\nversion = "1"\ndependencies = ["flashinfer-python"]\n')
@@ -248,7 +274,12 @@ def test_a_url_requirement_is_no_version_pin_and_an_unversioned_one_yields(tmp_p
     problems = []
     pin = find_pin(root, problems)
     assert pin is not None and pin.spec == "==0.6.13" and pin.path.name == "requirements.txt"
-    assert any(p.startswith("flashinfer is pinned differently in the tree: ==0.6.13 at ") and "the first that names a release" in p and ">=0 at " in p for p in problems), problems
+    assert any(
+        p.startswith("flashinfer is pinned differently in the tree: ==0.6.13 at ")
+        and "the first that names a release" in p
+        and ">=0 at " in p
+        for p in problems
+    ), problems
 
 
 def test_a_pin_pip_cannot_read_is_said_never_passed_over(tmp_path):
@@ -257,12 +288,18 @@ def test_a_pin_pip_cannot_read_is_said_never_passed_over(tmp_path):
     root = _with_requirements(tmp_path, {"requirements.txt": "flashinfer-python==0.6.13,,>=\n"})
     problems: list[str] = []
     assert find_pin(root, problems) is None
-    assert len(problems) == 1 and problems[0].startswith("flashinfer-python==0.6.13,,>=: not a requirement pip reads ("), problems
+    assert len(problems) == 1 and problems[0].startswith(
+        "flashinfer-python==0.6.13,,>=: not a requirement pip reads ("
+    ), problems
     (root / "requirements.txt").unlink()
-    (root / "pylock.toml").write_text('lock-version = "1.0"\n\n[[packages]]\nname = "flashinfer-python"\nversion = "latest"\n')
+    (root / "pylock.toml").write_text(
+        'lock-version = "1.0"\n\n[[packages]]\nname = "flashinfer-python"\nversion = "latest"\n'
+    )
     problems = []
     assert find_pin(root, problems) is None
-    assert problems == [f"{root / 'pylock.toml'}: flashinfer-python version 'latest' is not a version; not read as the flashinfer pin"]
+    assert problems == [
+        f"{root / 'pylock.toml'}: flashinfer-python version 'latest' is not a version; not read as the flashinfer pin"
+    ]
 
 
 def test_a_rule_left_to_the_reader_is_named_for_what_it_is():

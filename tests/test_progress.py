@@ -24,7 +24,9 @@ def _on_a_terminal(args: list[str], cache: Path) -> tuple[int, str, str]:
     master, slave = os.openpty()
     env = dict(os.environ, HPROBE_CACHE_DIR=str(cache), COLUMNS="120", TERM="xterm")
     env.pop("NO_COLOR", None)
-    proc = subprocess.Popen([str(HPROBE), *args], stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL, env=env)
+    proc = subprocess.Popen(
+        [str(HPROBE), *args], stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL, env=env
+    )
     os.close(slave)
     chunks = []
     while True:

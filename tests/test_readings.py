@@ -32,7 +32,11 @@ def tree(tmp_path: Path) -> Path:
 
 def _summary(found) -> dict:
     doc = found.to_dict()
-    return {**doc, "table": [(b.name, b.kernel, b.sms, b.rule.describe(), str(b.where)) for b in found.table.backends], "provenance": found.table.provenance}
+    return {
+        **doc,
+        "table": [(b.name, b.kernel, b.sms, b.rule.describe(), str(b.where)) for b in found.table.backends],
+        "provenance": found.table.provenance,
+    }
 
 
 def _forbid_reading(monkeypatch) -> None:
@@ -53,7 +57,9 @@ def test_a_kept_reading_is_the_reading_and_parses_nothing(tree, monkeypatch):
     monkeypatch.undo()
     again = kept.indexed()
     assert again.index is not None and _summary(again) == _summary(fresh)
-    assert {c.cls.qualname: c.function.node.lineno for c in again.classes} == {c.cls.qualname: c.function.node.lineno for c in fresh.classes}
+    assert {c.cls.qualname: c.function.node.lineno for c in again.classes} == {
+        c.cls.qualname: c.function.node.lineno for c in fresh.classes
+    }
 
 
 def test_an_edit_is_seen_even_when_the_mtime_is_put_back(tree):
@@ -67,7 +73,9 @@ def test_an_edit_is_seen_even_when_the_mtime_is_put_back(tree):
     source.write_text(text.replace("64", "32"))
     os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # as a restore from an archive would
     after = KeptReadings().extract(tree, load_mapping())
-    assert {c.cls.name: c.rule.describe() for c in after.classes}["DeepseekV4FlashInferMLAAttention"] == "pad_to {32, 128}"
+    assert {c.cls.name: c.rule.describe() for c in after.classes}[
+        "DeepseekV4FlashInferMLAAttention"
+    ] == "pad_to {32, 128}"
 
 
 def test_a_digest_kept_by_file_identity_sees_an_edit_that_puts_size_and_mtime_back(tree, monkeypatch):
@@ -90,7 +98,9 @@ def test_a_digest_kept_by_file_identity_sees_an_edit_that_puts_size_and_mtime_ba
     assert source.stat().st_size == stat.st_size
     after = KeptReadings().extract(tree, load_mapping())
     assert opened == [str(source)]
-    assert {c.cls.name: c.rule.describe() for c in after.classes}["DeepseekV4FlashInferMLAAttention"] == "pad_to {32, 128}"
+    assert {c.cls.name: c.rule.describe() for c in after.classes}[
+        "DeepseekV4FlashInferMLAAttention"
+    ] == "pad_to {32, 128}"
 
 
 def test_a_file_changed_just_now_is_never_answered_from_its_identity(tree, monkeypatch):
@@ -154,7 +164,11 @@ def test_a_foreign_or_corrupt_entry_is_discarded_never_run(tree, tmp_path):
         def __reduce__(self):
             return (os.system, (f"touch {marker}",))
 
-    for body in (pickle.dumps((readings.SCHEMA, key, {}, pickle.dumps(Payload()))), b"not a pickle", pickle.dumps(("hprobe.reading/0", key, {}, b""))):
+    for body in (
+        pickle.dumps((readings.SCHEMA, key, {}, pickle.dumps(Payload()))),
+        b"not a pickle",
+        pickle.dumps(("hprobe.reading/0", key, {}, b"")),
+    ):
         entry.parent.mkdir(parents=True, exist_ok=True)
         entry.write_bytes(body)
         found = reader.extract(tree, load_mapping())

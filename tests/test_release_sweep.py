@@ -28,7 +28,9 @@ def sweep(request):
 
     from hprobe.cli.app import app
 
-    result = CliRunner().invoke(app, ["matrix", "--flashinfer", ",".join(RELEASES), "--sm", SMS, "--json"], catch_exceptions=False)
+    result = CliRunner().invoke(
+        app, ["matrix", "--flashinfer", ",".join(RELEASES), "--sm", SMS, "--json"], catch_exceptions=False
+    )
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
     return {(r["flashinfer_version"], r["key"], r["sm"]): r for r in doc["results"]}
@@ -42,7 +44,12 @@ def test_every_release_and_variant_was_probed(sweep):
     versions = {v for v, _, _ in sweep}
     assert versions == set(RELEASES)
     keys = {k for _, k, _ in sweep}
-    assert {"dsv4-sparse-mla", "trtllm-mla[backend=cute-dsl]", "batch-mla[backend=trtllm-gen]", "sm120-sparse-mla"} <= keys
+    assert {
+        "dsv4-sparse-mla",
+        "trtllm-mla[backend=cute-dsl]",
+        "batch-mla[backend=trtllm-gen]",
+        "sm120-sparse-mla",
+    } <= keys
 
 
 def test_no_variant_is_inconclusive_everywhere_for_want_of_inputs(sweep):
@@ -58,7 +65,9 @@ def test_no_variant_is_inconclusive_everywhere_for_want_of_inputs(sweep):
         if outcomes == {"inconclusive"}:
             causes = {h.get("cause") for r in results for h in r["heads"]}
             if not causes <= MACHINE:
-                reasons = sorted({h.get("reason") or "" for r in results for h in r["heads"] if h.get("cause") not in MACHINE})
+                reasons = sorted(
+                    {h.get("reason") or "" for r in results for h in r["heads"] if h.get("cause") not in MACHINE}
+                )
                 defects.append(f"{version} {key}: cause {sorted(map(str, causes - MACHINE))}: {reasons[0][:200]}")
     assert not defects, "\n".join(defects)
 
@@ -78,7 +87,11 @@ def test_thin_forwarder_backends_are_probed_not_absent(sweep):
     assert _accepted(sweep, "0.7.4", "trtllm-mla[backend=cute-dsl]", 100) == set(range(1, 129))
     assert _accepted(sweep, "0.7.4", "trtllm-mla[backend=xqa]", 120) == {128}
     for version in ("0.7.2.post1", "0.7.4"):
-        assert not any(sweep[(version, k, sm)]["status"] == "absent" for k in ("trtllm-mla[backend=trtllm-gen]", "trtllm-mla[backend=cute-dsl]", "trtllm-mla[backend=xqa]") for sm in (100, 120))
+        assert not any(
+            sweep[(version, k, sm)]["status"] == "absent"
+            for k in ("trtllm-mla[backend=trtllm-gen]", "trtllm-mla[backend=cute-dsl]", "trtllm-mla[backend=xqa]")
+            for sm in (100, 120)
+        )
 
 
 def test_batch_mla_plans_consistent_pages_and_backends_present(sweep):
@@ -120,7 +133,9 @@ def test_dsv4_validator_history(sweep):
 def test_fp8_kv_scales_only_where_run_takes_them(cli_json):
     # 0.6.13 mla/_core.py:872-919: run() takes no ckv_scale/kpe_scale; an fp8 KV
     # cache with a bf16 query is accepted for every h_q on SM90 by fa2 and fa3.
-    _, doc, _ = cli_json("matrix", "-k", "batch-mla", "--dtype", "fp8", "--backend", "fa2,fa3", "--sm", "90", "--flashinfer", "0.6.13")
+    _, doc, _ = cli_json(
+        "matrix", "-k", "batch-mla", "--dtype", "fp8", "--backend", "fa2,fa3", "--sm", "90", "--flashinfer", "0.6.13"
+    )
     by = {r["key"]: r for r in doc["results"]}
     for key in ("batch-mla[backend=fa2,dtype=fp8]", "batch-mla[backend=fa3,dtype=fp8]"):
         assert set(by[key]["accepted"]) == set(range(1, 257)), by[key]["heads"][0]
@@ -134,7 +149,21 @@ def test_dsv4_cute_dsl_gets_hca_inputs(cli_json):
     # (batch_hca.py:441) on tensors that report a CUDA device, and past
     # `torch.cuda.device` (faked like the device queries), to the CuTe DSL
     # compile: decided, never an input misfit.
-    _, doc, _ = cli_json("matrix", "-k", "dsv4-sparse-mla", "--backend", "cute-dsl", "--dtype", "bf16,fp8", "--sm", "100", "--heads", "8,64,129", "--flashinfer", "0.7.4")
+    _, doc, _ = cli_json(
+        "matrix",
+        "-k",
+        "dsv4-sparse-mla",
+        "--backend",
+        "cute-dsl",
+        "--dtype",
+        "bf16,fp8",
+        "--sm",
+        "100",
+        "--heads",
+        "8,64,129",
+        "--flashinfer",
+        "0.7.4",
+    )
     by = {r["key"]: r for r in doc["results"]}
     assert by["dsv4-sparse-mla[backend=cute-dsl]"]["status"] == "unsupported-config"
     fp8 = {h["heads"]: h for h in by["dsv4-sparse-mla[backend=cute-dsl,dtype=fp8]"]["heads"]}
@@ -157,7 +186,9 @@ def test_dispatch_getter_runs_for_real_and_config_refusals(cli_json):
         if r["key"] == "trtllm-mla[backend=xqa,topk=2048]":
             # "XQA MLA does not support sparse_mla_top_k": a configuration refusal.
             assert r["status"] == "unsupported-config"
-    _, doc, _ = cli_json("matrix", "-k", "trtllm-mla[backend=xqa]", "--q-len", "2", "--sm", "120", "--flashinfer", "0.7.4")
+    _, doc, _ = cli_json(
+        "matrix", "-k", "trtllm-mla[backend=xqa]", "--q-len", "2", "--sm", "120", "--flashinfer", "0.7.4"
+    )
     [r] = doc["results"]
     assert r["status"] == "unsupported-config"
     assert "q_len" in r["heads"][0]["message"]
@@ -165,8 +196,17 @@ def test_dispatch_getter_runs_for_real_and_config_refusals(cli_json):
 
 def test_smaller_latent_rank(cli_json):
     _, doc, _ = cli_json(
-        "matrix", "-k", "trtllm-mla", "-k", "trtllm-mla[backend=cute-dsl]", "--kv-lora-rank", "256",
-        "--sm", "100", "--flashinfer", "0.6.14,0.6.16",
+        "matrix",
+        "-k",
+        "trtllm-mla",
+        "-k",
+        "trtllm-mla[backend=cute-dsl]",
+        "--kv-lora-rank",
+        "256",
+        "--sm",
+        "100",
+        "--flashinfer",
+        "0.6.14,0.6.16",
     )
     results = {(r["flashinfer_version"], r["key"]): r for r in doc["results"]}
     old, new = results[("0.6.14", "trtllm-mla[kv_lora_rank=256]")], results[("0.6.16", "trtllm-mla[kv_lora_rank=256]")]
@@ -175,7 +215,10 @@ def test_smaller_latent_rank(cli_json):
     # 0.6.14's validators take every h_q at rank 256; trtllm-gen's selection (head
     # dims 320/256) puts 17-31 heads in 16-head tiles and refuses the remainder.
     # A count with a shape left to a run-time answer (the CGA fallback) is inconclusive, that cause named.
-    assert all(h["outcome"] == "accepted" or h.get("error_type") == "compiled check" or h.get("cause") == "runtime" for h in old_heads.values())
+    assert all(
+        h["outcome"] == "accepted" or h.get("error_type") == "compiled check" or h.get("cause") == "runtime"
+        for h in old_heads.values()
+    )
     assert all(old_heads[n]["message"] == "The numHeadsQ/numHeadsKv is not supported." for n in range(17, 32))
     # From 0.6.16 auto routes the 256 latent to trtllm-gen, which refuses 64 < h_q
     # < 128 in Python (0.6.16 mla/_core.py, "trtllm-gen MLA decode does not support
@@ -184,7 +227,9 @@ def test_smaller_latent_rank(cli_json):
     for n in range(17, 33):
         # Launched at every decided shape; where one is left to the run-time
         # CGA fallback, inconclusive with that said (never refused).
-        assert n in new["accepted"] or (new_heads[n].get("cause") == "runtime" and "a kernel launches at" in new_heads[n]["reason"]), new_heads[n]
+        assert n in new["accepted"] or (
+            new_heads[n].get("cause") == "runtime" and "a kernel launches at" in new_heads[n]["reason"]
+        ), new_heads[n]
     # cute-dsl "cannot implement this configuration" for every h_q at rank 256,
     # a check it passes at rank 512: a configuration refusal.
     for version in ("0.6.14", "0.6.16"):
@@ -192,7 +237,17 @@ def test_smaller_latent_rank(cli_json):
 
 
 def test_published_claims_are_shown_beside_the_probe_with_disagreements(cli_json):
-    _, doc, _ = cli_json("matrix", "-k", "dsv4-sparse-mla[kv_format=nvfp4]", "-k", "trtllm-mla", "--sm", "100,120", "--flashinfer", "0.7.4")
+    _, doc, _ = cli_json(
+        "matrix",
+        "-k",
+        "dsv4-sparse-mla[kv_format=nvfp4]",
+        "-k",
+        "trtllm-mla",
+        "--sm",
+        "100,120",
+        "--flashinfer",
+        "0.7.4",
+    )
     results = {(r["key"], r["sm"]): r for r in doc["results"]}
     nvfp4 = results[("dsv4-sparse-mla[kv_format=nvfp4]", 120)]
     # supported_sparse_mla_sm120_configs(kv_cache_format="nvfp4") lists 8, while
@@ -209,13 +264,17 @@ def test_published_claims_are_shown_beside_the_probe_with_disagreements(cli_json
 def test_new_entry_points_and_backends(cli_json, sweep):
     # trtllm_prefill_with_kv_cache_mla arrives in 0.7.1; SparseMLASm120Wrapper in 0.7.0.
     assert sweep[("0.7.0", "trtllm-mla-prefill", 100)]["status"] == "absent"
-    assert _accepted(sweep, "0.7.4", "trtllm-mla-prefill[backend=trtllm-gen]", 100) == set(range(1, 65)) | set(range(128, 257))
+    assert _accepted(sweep, "0.7.4", "trtllm-mla-prefill[backend=trtllm-gen]", 100) == set(range(1, 65)) | set(
+        range(128, 257)
+    )
     # "XQA MLA only supports q_len_per_request == 1": auto on SM12x picks XQA,
     # so prefill with 4 query tokens is a configuration refusal there.
     assert sweep[("0.7.4", "trtllm-mla-prefill", 120)]["status"] == "unsupported-config"
     assert sweep[("0.6.18", "sm120-sparse-mla-wrapper", 120)]["status"] == "absent"
     assert _accepted(sweep, "0.7.0", "sm120-sparse-mla-wrapper", 120) == set(range(1, 129))
-    _, doc, _ = cli_json("matrix", "-k", "dsv4-sparse-mla[backend=cake,kv_format=nvfp4]", "--sm", "120", "--flashinfer", "0.7.0,0.7.4")
+    _, doc, _ = cli_json(
+        "matrix", "-k", "dsv4-sparse-mla[backend=cake,kv_format=nvfp4]", "--sm", "120", "--flashinfer", "0.7.0,0.7.4"
+    )
     old, new = doc["results"]
     # 0.7.0 refuses the value itself: "backend must be one of 'auto', ... got 'cake'".
     assert old["status"] == "absent"
@@ -241,7 +300,9 @@ def test_text_groups_rejections_by_their_own_check(cli):
     assert code == 0
     lines = [ln.strip() for ln in out.splitlines() if ln.strip().startswith("rejected")]
     assert len(lines) == 2
-    assert lines[1].startswith("rejected {8}: ValueError: NVFP4 sparse MLA does not yet support 8 query heads [flashinfer/mla/_core.py:")
+    assert lines[1].startswith(
+        "rejected {8}: ValueError: NVFP4 sparse MLA does not yet support 8 query heads [flashinfer/mla/_core.py:"
+    )
     assert "None" not in out
 
 
@@ -258,7 +319,19 @@ def test_a_refusal_in_stages_is_a_configuration_refusal(cli_json):
     # contract) lets only h_q 128 through; 128 with an fp8 KV cache is then
     # refused by a dtype check (:597/:602 run_planless, :164 plan contract) that
     # the bf16 cache passes. fp8 KV is refused on SM100 whatever h_q is.
-    _, doc, _ = cli_json("matrix", "-k", "batch-mla", "--backend", "cutlass", "--dtype", "fp8,bf16", "--sm", "100", "--flashinfer", "0.7.4")
+    _, doc, _ = cli_json(
+        "matrix",
+        "-k",
+        "batch-mla",
+        "--backend",
+        "cutlass",
+        "--dtype",
+        "fp8,bf16",
+        "--sm",
+        "100",
+        "--flashinfer",
+        "0.7.4",
+    )
     by = {r["key"]: r for r in doc["results"]}
     fp8 = by["batch-mla[backend=cutlass,dtype=fp8]"]
     assert fp8["status"] == "unsupported-config"
@@ -276,7 +349,9 @@ def test_dsv4_fp8_path(cli_json):
     # (0.6.14 mla/_core.py:344; 0.7.4 mla/_core.py:1005, 1075): FP8 has the bf16
     # head sets. SM12x takes only a BF16 query (0.6.14 mla/_core.py:1046, 0.7.4
     # :1305); 0.6.13 has no SM12x path and checks neither.
-    _, doc, _ = cli_json("matrix", "-k", "dsv4-sparse-mla", "--dtype", "fp8", "--sm", "100,120", "--flashinfer", "0.6.13,0.6.14,0.7.4")
+    _, doc, _ = cli_json(
+        "matrix", "-k", "dsv4-sparse-mla", "--dtype", "fp8", "--sm", "100,120", "--flashinfer", "0.6.13,0.6.14,0.7.4"
+    )
     by = {(r["flashinfer_version"], r["sm"]): r for r in doc["results"]}
     assert by[("0.6.13", 100)]["accepted"] == [64, 128]
     for version in ("0.6.14", "0.7.4"):
@@ -292,7 +367,9 @@ def test_a_device_check_is_passed_on_tensors_that_report_cuda(cli_json, cli):
     # Made again on tensors that report a CUDA device, 128 meets the checks
     # after it: on SM12x it reaches the XQA kernel (its run needs `out`, which
     # the probe passes); elsewhere xqa_backend.py:69-75 refuses the SM.
-    _, doc, _ = cli_json("matrix", "-k", "batch-mla", "--backend", "xqa", "--sm", "90,100,120,121", "--flashinfer", "0.7.4")
+    _, doc, _ = cli_json(
+        "matrix", "-k", "batch-mla", "--backend", "xqa", "--sm", "90,100,120,121", "--flashinfer", "0.7.4"
+    )
     by = {r["sm"]: r for r in doc["results"]}
     for sm in (120, 121):
         heads = {h["heads"]: h for h in by[sm]["heads"]}
@@ -303,7 +380,10 @@ def test_a_device_check_is_passed_on_tensors_that_report_cuda(cli_json, cli):
     for sm in (90, 100):
         assert by[sm]["status"] == "unsupported-arch"
         evidence = by[sm]["heads"][127]
-        assert evidence["message"].startswith("XQA MLA wrapper requires SM120a") and "xqa_backend.py:71" in evidence["location"]
+        assert (
+            evidence["message"].startswith("XQA MLA wrapper requires SM120a")
+            and "xqa_backend.py:71" in evidence["location"]
+        )
     code, out, _ = cli("matrix", "-k", "batch-mla", "--backend", "xqa", "--sm", "120", "--flashinfer", "0.7.4")
     assert code == 0 and "accepted {128}" in out and "faked CUDA" in out and "None" not in out
 
@@ -313,12 +393,17 @@ def test_dsv4_sm12x_unpacked_caches_are_their_own_answer(cli_json):
     # dtype, 512 wide (0.7.4 mla/_core.py:1388-1401). 0.6.14 and 0.7.0 refuse
     # them by the packed row check (_sparse_mla_sm120.py): a configuration refusal,
     # never answered with the packed form's heads.
-    _, doc, _ = cli_json("matrix", "-k", "dsv4-sparse-mla[kv_pool=unpacked]", "--sm", "120", "--flashinfer", "0.6.14,0.7.0,0.7.1,0.7.4")
+    _, doc, _ = cli_json(
+        "matrix", "-k", "dsv4-sparse-mla[kv_pool=unpacked]", "--sm", "120", "--flashinfer", "0.6.14,0.7.0,0.7.1,0.7.4"
+    )
     by = {r["flashinfer_version"]: r for r in doc["results"]}
     for version in ("0.6.14", "0.7.0"):
         assert by[version]["status"] == "unsupported-config", version
         heads = {h["heads"]: h for h in by[version]["heads"]}
-        assert heads[8]["message"].startswith("kv_cache last dim must be") and "_sparse_mla_sm120.py" in heads[8]["location"]
+        assert (
+            heads[8]["message"].startswith("kv_cache last dim must be")
+            and "_sparse_mla_sm120.py" in heads[8]["location"]
+        )
     for version in ("0.7.1", "0.7.4"):
         assert by[version]["accepted"] == [8, 16, 32, 64, 128], version
         assert by[version]["depth"] == "partial"  # stopped at the compiled resolve_format query, said so
@@ -329,7 +414,19 @@ def test_the_batch_mla_packed_form_is_its_own_answer(cli_json):
     # the signature). 0.7.4 cutlass: the packed form is planned (cutlass_backend.py
     # :155 head check, :189 DeepSeek's fixed softmax scale, :194 the SM), the split
     # form refused by a view check (:227) that the packed form passes.
-    _, doc, _ = cli_json("matrix", "-k", "batch-mla", "--backend", "cutlass", "--layout", "packed,split", "--sm", "100,120", "--flashinfer", "0.6.14,0.7.4")
+    _, doc, _ = cli_json(
+        "matrix",
+        "-k",
+        "batch-mla",
+        "--backend",
+        "cutlass",
+        "--layout",
+        "packed,split",
+        "--sm",
+        "100,120",
+        "--flashinfer",
+        "0.6.14,0.7.4",
+    )
     by = {(r["flashinfer_version"], r["key"], r["sm"]): r for r in doc["results"]}
     assert by[("0.6.14", "batch-mla[backend=cutlass,layout=packed]", 100)]["status"] == "absent"
     assert by[("0.7.4", "batch-mla[backend=cutlass,layout=packed]", 100)]["accepted"] == [128]
@@ -342,7 +439,9 @@ def test_the_only_inconclusive_cells_are_this_machines(sweep):
     """Across the sweep (8 releases x every default variant x 5 SMs), the cells
     left inconclusive are 0.6.12's cute-dsl, whose import fails beside the only
     nvidia-cutlass-dsl this registry holds: a dependency of this machine."""
-    undecided = sorted((v, k, sm) for (v, k, sm), r in sweep.items() if any(h["outcome"] == "inconclusive" for h in r["heads"]))
+    undecided = sorted(
+        (v, k, sm) for (v, k, sm), r in sweep.items() if any(h["outcome"] == "inconclusive" for h in r["heads"])
+    )
     assert undecided == [("0.6.12", "trtllm-mla[backend=cute-dsl]", sm) for sm in (100, 103, 120, 121)]
     for v, k, sm in undecided:
         for head in sweep[(v, k, sm)]["heads"]:

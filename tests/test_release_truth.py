@@ -51,7 +51,10 @@ def test_the_five_dsv4_variants_are_decided_on_sm100(cli_json, release):
         # Refused by name outside the five, with the release's own words; the five get through.
         assert {h for h, r in heads.items() if r["outcome"] == "accepted"} == FIVE
         refused = {h: r for h, r in heads.items() if h not in FIVE}
-        assert all(r["outcome"] == "rejected" and "query heads" in r["message"] and r["location"].startswith("flashinfer/mla/") for r in refused.values())
+        assert all(
+            r["outcome"] == "rejected" and "query heads" in r["message"] and r["location"].startswith("flashinfer/mla/")
+            for r in refused.values()
+        )
     fp8 = results["dsv4-sparse-mla[backend=cute-dsl,dtype=fp8]"]
     # CuTe DSL HCA: 1..128 through, 129..256 refused by its own head check.
     assert {h for h, r in fp8.items() if r["outcome"] == "accepted"} == set(range(1, 129))

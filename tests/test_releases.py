@@ -25,7 +25,9 @@ def _cache_env(monkeypatch, release_cache):
 
 
 def _pip_state() -> str:
-    return subprocess.run([sys.executable, "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True).stdout
+    return subprocess.run(
+        [sys.executable, "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True
+    ).stdout
 
 
 def _by_tp(doc: dict) -> dict[int, dict]:
@@ -141,13 +143,19 @@ def test_multi_release_matrix_and_warm_cache_imports_nothing(cli_json, release_c
 
 
 def test_wheel_path_and_directory_specs(cli_json, release_cache, tmp_path):
-    code, doc, _ = cli_json("matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "16,64", "--flashinfer", "0.6.13")
+    code, doc, _ = cli_json(
+        "matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "16,64", "--flashinfer", "0.6.13"
+    )
     [wheel] = (release_cache / "wheels").glob("flashinfer_python-0.6.13-*.whl")
-    code, by_wheel, _ = cli_json("matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "16,64", "--flashinfer", str(wheel))
+    code, by_wheel, _ = cli_json(
+        "matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "16,64", "--flashinfer", str(wheel)
+    )
     assert by_wheel["results"][0]["accepted"] == [64]
     tree = tmp_path / "unpacked"
     shutil.unpack_archive(str(wheel), str(tree), format="zip")
-    code, by_dir, _ = cli_json("matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "16,64", "--flashinfer", str(tree))
+    code, by_dir, _ = cli_json(
+        "matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "16,64", "--flashinfer", str(tree)
+    )
     assert by_dir["results"][0]["accepted"] == [64]
     assert by_dir["results"][0]["flashinfer_version"] == "0.6.13"
 
@@ -215,12 +223,17 @@ def test_two_checks_splitting_the_counts_keep_a_decided_answer(cli_json):
     dispatch (which the default top-k passes for h_q 64), 129..256 by the head
     check. A configuration refusal and head refusals, each with its evidence,
     never an empty inconclusive."""
-    _, doc, _ = cli_json("matrix", "-k", "sm120-sparse-mla[topk=2048]", "--sm", "120", "--flashinfer", "0.6.18.post1", "--json")
+    _, doc, _ = cli_json(
+        "matrix", "-k", "sm120-sparse-mla[topk=2048]", "--sm", "120", "--flashinfer", "0.6.18.post1", "--json"
+    )
     [result] = [r for r in doc["results"] if r["sm"] == 120]
     heads = {h["heads"]: h for h in result["heads"]}
     for h in (1, 64, 128):
         assert heads[h]["outcome"] == "unsupported-config", heads[h]
-        assert heads[h]["location"] == "flashinfer/mla/_sparse_mla_sm120.py:394 (_paged_attention)" and "no decode kernel for this shape" in heads[h]["message"]
+        assert (
+            heads[h]["location"] == "flashinfer/mla/_sparse_mla_sm120.py:394 (_paged_attention)"
+            and "no decode kernel for this shape" in heads[h]["message"]
+        )
         assert "this configuration is refused, whatever h_q is" in heads[h]["reason"]
     for h in (129, 256):
         assert heads[h]["outcome"] == "rejected", heads[h]

@@ -70,7 +70,9 @@ def test_a_construct_outside_the_subset_is_not_evaluable_and_exit_3(cli_json):
     assert isinstance(item.problem, NotEvaluable)
     assert str(item.problem).startswith(f"{EDGE / 'engine' / 'attention.py'}:10: name 'os'")
     assert found.pin.spec == "==0.6.13" and found.pin.source.endswith("requirements.txt:2")
-    code, doc, _ = cli_json("check", "--repo", str(EDGE), "--mapping", str(EDGE / "mapping.toml"), "--flashinfer", _installed_tree())
+    code, doc, _ = cli_json(
+        "check", "--repo", str(EDGE), "--mapping", str(EDGE / "mapping.toml"), "--flashinfer", _installed_tree()
+    )
     assert code == 3
     assert {(f["verdict"], f["padded"], f["rule_unknown"]) for f in doc["findings"]} == {("inconclusive", None, True)}
     assert all(f["source"].endswith("engine/attention.py:10") for f in doc["findings"])
@@ -84,7 +86,9 @@ def test_check_repo_judges_the_extracted_rule(cli_json):
     pro_tp4 = by_tp[("DeepSeek-V4-Pro", 4)]
     assert (pro_tp4["n"], pro_tp4["padded"], pro_tp4["verdict"], pro_tp4["best"]) == (32, 64, "reducible", 32)
     assert pro_tp4["source"].endswith("nvidia/flashinfer_sparse.py:10")
-    assert any("DeepseekV4FlashMLAAttention" in n and "not probed" in n and "pad_to {64, 128}" in n for n in doc["notes"])
+    assert any(
+        "DeepseekV4FlashMLAAttention" in n and "not probed" in n and "pad_to {64, 128}" in n for n in doc["notes"]
+    )
     strict, _, _ = cli_json("check", "--repo", str(PRE), "--sm", "100", "--flashinfer", _installed_tree(), "--strict")
     assert strict == 1
 
@@ -95,7 +99,7 @@ def test_nothing_in_the_repo_is_imported(cli):
     code, out, err = cli("table", "extract", "--repo", str(PRE))
     assert code == 0 and "hprobe imported" not in out + err
     assert not [m for m in set(sys.modules) - before if "deepseek_v4" in m or m.startswith("vllm")]
-    assert 'pad_to = [16, 32, 64, 128]' in out and 'kernel = "sm120-sparse-mla"' in out
+    assert "pad_to = [16, 32, 64, 128]" in out and 'kernel = "sm120-sparse-mla"' in out
 
 
 def test_extracted_toml_reads_back_as_a_table(cli, tmp_path):
@@ -141,14 +145,18 @@ def test_junit_report_follows_the_junit_schema(cli, write_table, tmp_path):
     failed = {c.get("name"): c.find("failure") for c in cases if c.find("failure") is not None}
     # 128/TP4 = 32 per rank, padded to 128 is fine; TP8/16 pad 16 and 8 to 24: refused.
     assert set(failed) == {"SM100 DeepSeek-V4-Pro TP8 n=16", "SM100 DeepSeek-V4-Pro TP16 n=8"}
-    assert "Expected 8, 16, 32, 64, or 128 query heads, got 24" in failed["SM100 DeepSeek-V4-Pro TP8 n=16"].get("message")
+    assert "Expected 8, 16, 32, 64, or 128 query heads, got 24" in failed["SM100 DeepSeek-V4-Pro TP8 n=16"].get(
+        "message"
+    )
 
 
 def test_junit_reducible_passes_with_a_message_and_fails_under_strict(cli, write_table, tmp_path):
     table = write_table(V4_PRO_TABLE.format(rule="pad_to = [64, 128]"))
     report = tmp_path / "r.xml"
     for strict, expect_failures in ((False, 0), (True, 3)):
-        args = ["check", "--table", str(table), "--sm", "100", "--junit", str(report)] + (["--strict"] if strict else [])
+        args = ["check", "--table", str(table), "--sm", "100", "--junit", str(report)] + (
+            ["--strict"] if strict else []
+        )
         cli(*args)
         root = ET.parse(report).getroot()
         assert int(root.get("failures")) == expect_failures
@@ -196,7 +204,15 @@ def test_baseline_reports_drift(cli_json, cli, tmp_path):
     assert code == 0
     same = tmp_path / "same.json"
     same.write_text(json.dumps(recorded))
-    code, doc, _ = cli_json("check", "--table", str(ROOT / "matrices" / "vllm-dsv4-flashinfer-post-48047.toml"), "--sm", "100", "--baseline", str(same))
+    code, doc, _ = cli_json(
+        "check",
+        "--table",
+        str(ROOT / "matrices" / "vllm-dsv4-flashinfer-post-48047.toml"),
+        "--sm",
+        "100",
+        "--baseline",
+        str(same),
+    )
     assert code == 0 and doc["drift"]["changed"] is False
     # A baseline recorded when 8 and 16 were refused (as before 0.6.14).
     old = json.loads(same.read_text())
@@ -207,12 +223,28 @@ def test_baseline_reports_drift(cli_json, cli, tmp_path):
     old["results"][0]["accepted"] = [32]
     changed = tmp_path / "old.json"
     changed.write_text(json.dumps(old))
-    code, doc, _ = cli_json("check", "--table", str(ROOT / "matrices" / "vllm-dsv4-flashinfer-post-48047.toml"), "--sm", "100", "--baseline", str(changed))
+    code, doc, _ = cli_json(
+        "check",
+        "--table",
+        str(ROOT / "matrices" / "vllm-dsv4-flashinfer-post-48047.toml"),
+        "--sm",
+        "100",
+        "--baseline",
+        str(changed),
+    )
     assert code == 1
     [change] = doc["drift"]["changes"]
     assert change["became_accepted"] == [8, 16] and change["became_rejected"] == []
     # Text output says what changed, not only the exit code.
-    code, out, _ = cli("check", "--table", str(ROOT / "matrices" / "vllm-dsv4-flashinfer-post-48047.toml"), "--sm", "100", "--baseline", str(changed))
+    code, out, _ = cli(
+        "check",
+        "--table",
+        str(ROOT / "matrices" / "vllm-dsv4-flashinfer-post-48047.toml"),
+        "--sm",
+        "100",
+        "--baseline",
+        str(changed),
+    )
     assert code == 1
     assert "drift against the baseline" in out and "dsv4-sparse-mla SM100: became accepted {8, 16}" in out
 
@@ -227,17 +259,18 @@ def test_bad_baseline_is_one_line(cli, tmp_path):
 def test_pad_fn_calls_the_users_function(cli_json, cli, tmp_path):
     rule = tmp_path / "rule.py"
     rule.write_text(
-        "def pad(n):\n"
-        "    if n > 128:\n"
-        "        raise ValueError(f'{n} heads')\n"
-        "    return 64 if n <= 64 else 128\n"
+        "def pad(n):\n    if n > 128:\n        raise ValueError(f'{n} heads')\n    return 64 if n <= 64 else 128\n"
     )
-    code, doc, _ = cli_json("check", "--pad-fn", f"{rule}:pad", "--kernel", "dsv4-sparse-mla", "--sm", "100", "--heads", "128")
+    code, doc, _ = cli_json(
+        "check", "--pad-fn", f"{rule}:pad", "--kernel", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"
+    )
     assert code == 0
     by_n = {f["n"]: f for f in doc["findings"]}
     assert (by_n[32]["padded"], by_n[32]["verdict"]) == (64, "reducible")
     assert by_n[8]["source"] == f"{rule}:1"
-    code, _, err = cli("check", "--pad-fn", f"{rule}:nope", "--kernel", "dsv4-sparse-mla", "--sm", "100", "--heads", "128")
+    code, _, err = cli(
+        "check", "--pad-fn", f"{rule}:nope", "--kernel", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"
+    )
     assert code == 2 and "has no nope" in err
     code, _, err = cli("check", "--pad-fn", f"{rule}:pad", "--sm", "100", "--heads", "128")
     assert code == 2 and "needs --kernel" in err
@@ -263,10 +296,7 @@ def _installed_tree() -> str:
 
 def test_a_huge_power_is_not_evaluated(tmp_path):
     (tmp_path / "m.py").write_text(
-        "class A:\n"
-        "    @classmethod\n"
-        "    def get_padded_num_q_heads(cls, n):\n"
-        "        return n + 2 ** 10 ** 8\n"
+        "class A:\n    @classmethod\n    def get_padded_num_q_heads(cls, n):\n        return n + 2 ** 10 ** 8\n"
     )
     index = RepoIndex.build(tmp_path)
     [cls] = index.classes_with("get_padded_num_q_heads")
@@ -286,9 +316,17 @@ def test_an_extracted_table_reads_back_as_the_same_table(tmp_path):
         path.write_text(table_toml(found))
         back = TomlTableSource(path).collect()
         written = found.table
-        assert (back.name, back.source, back.requires_flashinfer) == (written.name, written.source, written.requires_flashinfer)
-        assert [(m.name, m.num_q_heads, m.tp) for m in back.models] == [(m.name, m.num_q_heads, m.tp) for m in written.models]
-        assert [(b.name, b.kernel, b.sms, b.rule, b.options) for b in back.backends] == [(b.name, b.kernel, b.sms, b.rule, b.options) for b in written.backends]
+        assert (back.name, back.source, back.requires_flashinfer) == (
+            written.name,
+            written.source,
+            written.requires_flashinfer,
+        )
+        assert [(m.name, m.num_q_heads, m.tp) for m in back.models] == [
+            (m.name, m.num_q_heads, m.tp) for m in written.models
+        ]
+        assert [(b.name, b.kernel, b.sms, b.rule, b.options) for b in back.backends] == [
+            (b.name, b.kernel, b.sms, b.rule, b.options) for b in written.backends
+        ]
         assert written.backends
 
 
@@ -297,8 +335,14 @@ def test_the_writer_leaves_out_padding_down(tmp_path):
     from hprobe.rules import TomlTableSource
     from hprobe.rules.toml_writer import table_toml
 
-    table = PaddingTable("t", "s", "p", None, [Model("M", 64, (1, 2), Where("p"))],
-                         [Backend("B", "dsv4-sparse-mla", (100,), PadMap(((32, 64), (64, 32))), Where("p"))])
+    table = PaddingTable(
+        "t",
+        "s",
+        "p",
+        None,
+        [Model("M", 64, (1, 2), Where("p"))],
+        [Backend("B", "dsv4-sparse-mla", (100,), PadMap(((32, 64), (64, 32))), Where("p"))],
+    )
     text = table_toml(table)
     assert "# not written: pads 64 down to 32" in text
     path = tmp_path / "t.toml"

@@ -49,12 +49,20 @@ def test_instance_attributes_platform_setting_and_flashinfer_table(cli_json):
     # Each count names the branch that padded it, with the conditions it held under.
     sm120 = next(b for b in decode["bound"] if b["sms"] == [120] and b["phase"] == "decode")
     branch = {(x["model"], x["n"]): x["branch"] for x in sm120["branches"]}
-    assert branch["DeepSeek-V4-Flash", 8].endswith("engine/attention.py:22 [SM120, decode, ENGINE_DECODE_BACKEND=flashinfer, ENGINE_PAD_FLOOR=64]")
-    assert branch["DeepSeek-V4-Flash", 4].endswith("engine/attention.py:24 [SM120, decode, ENGINE_DECODE_BACKEND=flashinfer, ENGINE_PAD_FLOOR=64]")
-    assert branch["DeepSeek-V4-Flash", 64].endswith("engine/attention.py:14 [SM120, decode, ENGINE_DECODE_BACKEND=flashinfer, ENGINE_PAD_FLOOR=64]")
+    assert branch["DeepSeek-V4-Flash", 8].endswith(
+        "engine/attention.py:22 [SM120, decode, ENGINE_DECODE_BACKEND=flashinfer, ENGINE_PAD_FLOOR=64]"
+    )
+    assert branch["DeepSeek-V4-Flash", 4].endswith(
+        "engine/attention.py:24 [SM120, decode, ENGINE_DECODE_BACKEND=flashinfer, ENGINE_PAD_FLOOR=64]"
+    )
+    assert branch["DeepSeek-V4-Flash", 64].endswith(
+        "engine/attention.py:14 [SM120, decode, ENGINE_DECODE_BACKEND=flashinfer, ENGINE_PAD_FLOOR=64]"
+    )
     # Outside the subset: said with its file and line, never guessed.
     shape = classes["ShapeLayer"]
-    assert shape["status"] == "not-evaluable" and shape["not_evaluable"].endswith("engine/attention.py:42: ShapeLayer.weight is not defined in the repo")
+    assert shape["status"] == "not-evaluable" and shape["not_evaluable"].endswith(
+        "engine/attention.py:42: ShapeLayer.weight is not defined in the repo"
+    )
     dynamic = classes["DynamicLayer"]
     assert "ENGINE_DYNAMIC: its default is computed at run time (_default_dynamic)" in dynamic["not_evaluable"]
     assert not any(m == "engine" or m.startswith("engine.") for m in sys.modules)  # read, never imported
@@ -101,10 +109,14 @@ def test_check_judges_each_branch_against_the_kernel(cli_json):
     assert (sm100["n"], sm100["padded"], sm100["verdict"], sm100["best"]) == (8, 64, "reducible", 8)
     sm120 = by["engine.attention.DecodeLayer [decode] (SM120)", 120, 8]
     assert (sm120["n"], sm120["padded"], sm120["verdict"]) == (8, 8, "ok")
-    assert sm120["source"].endswith("attention.py:22 [SM120, decode, ENGINE_DECODE_BACKEND=flashinfer, ENGINE_PAD_FLOOR=64]")
+    assert sm120["source"].endswith(
+        "attention.py:22 [SM120, decode, ENGINE_DECODE_BACKEND=flashinfer, ENGINE_PAD_FLOOR=64]"
+    )
     # The class outside the subset is inconclusive where it would run, with its file:line.
     shape = [f for f in doc["findings"] if f["backend"].startswith("engine.attention.ShapeLayer")]
-    assert shape and {f["verdict"] for f in shape} == {"inconclusive"} and shape[0]["source"].endswith("attention.py:42")
+    assert (
+        shape and {f["verdict"] for f in shape} == {"inconclusive"} and shape[0]["source"].endswith("attention.py:42")
+    )
     assert code == 3  # inconclusive rows: undecided, never a silent pass
 
 
@@ -141,16 +153,28 @@ def test_sglang_extract_finds_the_rule_and_its_subclasses(cli_json, sglang_tree)
 def test_sglang_check_against_its_pin(cli_json, sglang_tree):
     code, doc, err = cli_json("check", "--repo", str(sglang_tree / "sglang"), "--sm", "100,120")
     assert [r["version"] for r in doc["releases"]] == ["0.7.2"], err
-    mqa = {(f["backend"].split(" (")[0], f["sm"], f["model"], f["tp"]): f for f in doc["findings"] if f["backend"].startswith(MQA)}
+    mqa = {
+        (f["backend"].split(" (")[0], f["sm"], f["model"], f["tp"]): f
+        for f in doc["findings"]
+        if f["backend"].startswith(MQA)
+    }
     # SM100, TP >= 2: padded to 64, where 0.7.2 accepts the per-rank count itself.
-    for model, tp, n in (("DeepSeek-V4-Pro", 4, 32), ("DeepSeek-V4-Pro", 8, 16), ("DeepSeek-V4-Flash", 2, 32), ("DeepSeek-V4-Flash", 8, 8)):
+    for model, tp, n in (
+        ("DeepSeek-V4-Pro", 4, 32),
+        ("DeepSeek-V4-Pro", 8, 16),
+        ("DeepSeek-V4-Flash", 2, 32),
+        ("DeepSeek-V4-Flash", 8, 8),
+    ):
         f = mqa[f"{MQA} [decode]", 100, model, tp]
         assert (f["n"], f["padded"], f["verdict"], f["best"]) == (n, 64, "reducible", n), f
         assert f["waste"] == 64 / n and f["source"].endswith("deepseek_v4.py:1235 [SM100/SM103, decode]")
     assert mqa[f"{MQA} [decode]", 100, "DeepSeek-V4-Pro", 2]["verdict"] == "ok"  # 64 -> 64
     # SM120 decode, default setting: n where 0.7.2's dispatch covers it.
     f = mqa[f"{MQA} [decode]", 120, "DeepSeek-V4-Pro", 8]
-    assert (f["n"], f["padded"]) == (16, 16) and "deepseek_v4.py:1232 [SM120/SM121, decode, SGLANG_SM120_FLASHMLA_BACKEND=flashinfer]" in f["source"]
+    assert (f["n"], f["padded"]) == (
+        16,
+        16,
+    ) and "deepseek_v4.py:1232 [SM120/SM121, decode, SGLANG_SM120_FLASHMLA_BACKEND=flashinfer]" in f["source"]
     # SM120 prefill: n.
     f = mqa[f"{MQA} [prefill]", 120, "DeepSeek-V4-Flash", 16]
     assert (f["n"], f["padded"]) == (4, 4) and f["source"].endswith("deepseek_v4.py:1222 [SM120/SM121, prefill]")
@@ -185,23 +209,37 @@ DSPARK = "DSparkAttention.forward (inline)"
 
 @pytest.mark.slow
 def test_sglang_call_paths_dspark_and_the_unpadded_dense_path(cli_json, sglang_tree):
-    code, doc, err = cli_json("check", "--repo", str(sglang_tree / "sglang"), "--sm", "100,120", "--model", "DeepSeek-V4-Pro,DeepSeek-V3")
+    code, doc, err = cli_json(
+        "check", "--repo", str(sglang_tree / "sglang"), "--sm", "100,120", "--model", "DeepSeek-V4-Pro,DeepSeek-V3"
+    )
     sites = {p["site"].split("/sglang/", 1)[1]: p for p in doc["call_paths"]}
     # trtllm_mla (the SM100 default for DeepseekV3ForCausalLM) passes num_local_heads unpadded.
     dense = sites["srt/layers/attention/trtllm_mla_backend.py:1041"]
     assert dense["status"] == "judged" and dense["detail"] == "unpadded (heads // tp)"
     rows = [f for f in doc["findings"] if f["backend"].endswith("TRTLLMMLABackend._run_decode_kernel")]
-    assert sorted((f["tp"], f["n"], f["padded"]) for f in rows) == [(1, 128, 128), (2, 64, 64), (4, 32, 32), (8, 16, 16), (16, 8, 8)]
+    assert sorted((f["tp"], f["n"], f["padded"]) for f in rows) == [
+        (1, 128, 128),
+        (2, 64, 64),
+        (4, 32, 32),
+        (8, 16, 16),
+        (16, 8, 8),
+    ]
     assert rows[0]["reach"]["default_reaches"] is True and "trtllm_mla" in rows[0]["reach"]["default"]
     # DSpark on SM120 (FlashInfer by default, a pool that is not uniform FP8): 64 for Pro TP4/8/16.
-    dspark = {(f["tp"]): f for f in doc["findings"] if f["backend"].startswith(DSPARK) and "_flash_mla_flashinfer" in f["backend"] and f["sm"] == 120}
+    dspark = {
+        (f["tp"]): f
+        for f in doc["findings"]
+        if f["backend"].startswith(DSPARK) and "_flash_mla_flashinfer" in f["backend"] and f["sm"] == 120
+    }
     for tp, n in ((4, 32), (8, 16), (16, 8)):
         f = dspark[tp]
         assert (f["n"], f["padded"], f["verdict"]) == (n, 64, "reducible"), f
         assert "srt/models/deepseek_v4_dspark.py:293 [SM120/SM121, decode, pool.uniform_fp8=False]" in f["source"]
     # The DSv4 calls MQALayer serves are judged through its rule; every call found is listed.
     assert sites["srt/layers/attention/deepseek_v4_trtllm_backend.py:357"]["status"] in ("by-rule", "judged")
-    assert all(p["status"] in ("judged", "by-rule") for p in doc["call_paths"]), [p for p in doc["call_paths"] if p["status"] not in ("judged", "by-rule")]
+    assert all(p["status"] in ("judged", "by-rule") for p in doc["call_paths"]), [
+        p for p in doc["call_paths"] if p["status"] not in ("judged", "by-rule")
+    ]
     assert code in (0, 1, 3), err
 
 
@@ -213,7 +251,11 @@ def test_sglang_inline_rule_of_0518_and_0519(cli_json, version):
     assert code in (0, 1), err  # judged, no error
     pins = {"0.5.18": "0.6.17", "0.5.19": "0.6.18"}
     assert [r["version"] for r in doc["releases"]] == [pins[version]]
-    decode = {(f["model"], f["tp"]): f for f in doc["findings"] if f["backend"].startswith("MQALayer.forward (inline)") and "[decode]" in f["backend"]}
+    decode = {
+        (f["model"], f["tp"]): f
+        for f in doc["findings"]
+        if f["backend"].startswith("MQALayer.forward (inline)") and "[decode]" in f["backend"]
+    }
     # Padded inline to 64 under TP > 1; the SM120 decode kernels take the per-rank count itself.
     for model, tp, n in (("DeepSeek-V4-Pro", 4, 32), ("DeepSeek-V4-Pro", 8, 16), ("DeepSeek-V4-Flash", 8, 8)):
         f = decode[model, tp]
@@ -234,7 +276,9 @@ def test_sglang_trtllm_mla_is_probed_with_the_counter_buffer_it_passes(cli_json)
     assert {f["kernel"] for f in rows.values()} == {"trtllm-mla[kv_counter=1]"}, rows
     assert (rows[1]["n"], rows[1]["padded"], rows[1]["verdict"]) == (96, 96, "broken"), rows[1]
     evidence = rows[1]["evidence"]
-    assert evidence["message"] == "multi_ctas_kv_counter_buffer is only supported when a trtllm-gen runner is selected", evidence
+    assert (
+        evidence["message"] == "multi_ctas_kv_counter_buffer is only supported when a trtllm-gen runner is selected"
+    ), evidence
     assert evidence["location"].startswith("flashinfer/mla/_core.py:"), evidence
     assert rows[2]["verdict"] == "ok" and rows[2]["n"] == 48  # auto keeps trtllm-gen at 48
     # The cute-dsl backend's own call passes backend="cute-dsl" and no buffer: probed as that.

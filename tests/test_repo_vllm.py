@@ -60,11 +60,18 @@ def test_check_repo_judges_vllm_against_the_flashinfer_it_pins(cli_json, vllm_tr
 def test_vllm_call_paths_dense_and_sparse_at_96_heads(cli_json, vllm_tree):
     code, doc, _ = cli_json("check", "--repo", str(vllm_tree / "vllm"), "--sm", "100", "--heads", "96", "--tp", "1,2,4")
     dense = {f["tp"]: f for f in doc["findings"] if ".flashinfer_mla.FlashInferMLAImpl.forward_mqa" in f["backend"]}
-    sparse = {f["tp"]: f for f in doc["findings"] if ".flashinfer_mla_sparse.FlashInferMLASparseImpl._forward_mqa_kernel" in f["backend"]}
+    sparse = {
+        f["tp"]: f
+        for f in doc["findings"]
+        if ".flashinfer_mla_sparse.FlashInferMLASparseImpl._forward_mqa_kernel" in f["backend"]
+    }
     assert sorted(dense) == sorted(sparse) == [1, 2, 4]
     # vLLM's own selector sends 96 and 24 to cute-dsl, 48 to auto: each judged on the backend it picks.
     assert dense[1]["backend"].endswith("-> backend=cute-dsl") and dense[4]["backend"].endswith("-> backend=cute-dsl")
-    assert dense[2]["backend"].endswith("-> backend=auto") and "_select_mla_decode_backend() picks auto" in dense[2]["source"]
+    assert (
+        dense[2]["backend"].endswith("-> backend=auto")
+        and "_select_mla_decode_backend() picks auto" in dense[2]["source"]
+    )
     # The sparse path passes 96 unpadded, which 0.7.2.post1 refuses with top-k.
     assert (sparse[1]["n"], sparse[1]["padded"]) == (96, 96) and sparse[1]["verdict"] == "broken"
     assert "64 < num_heads_q < 128" in sparse[1]["evidence"]["message"]

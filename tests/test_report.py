@@ -34,7 +34,19 @@ def site(tmp_path_factory) -> Path:
     from hprobe.cli.app import app
 
     out = tmp_path_factory.mktemp("site") / "out"
-    args = ["report", "--releases", "0.6.13..0.6.14", "-k", "dsv4-sparse-mla", "--sm", "100,120", "--table", str(POST_48047), "-o", str(out)]
+    args = [
+        "report",
+        "--releases",
+        "0.6.13..0.6.14",
+        "-k",
+        "dsv4-sparse-mla",
+        "--sm",
+        "100,120",
+        "--table",
+        str(POST_48047),
+        "-o",
+        str(out),
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.stderr
     return out
@@ -78,7 +90,11 @@ def test_the_pages_are_written_with_one_heatmap_row_per_release(site):
     sm100 = svgs[0]
     cells = _cells(sm100)
     outcome, title = cells["0.6.13"][8]
-    assert outcome == "rejected" and title.startswith("flashinfer 0.6.13, h_q ") and "Expected 64 or 128 query heads" in title
+    assert (
+        outcome == "rejected"
+        and title.startswith("flashinfer 0.6.13, h_q ")
+        and "Expected 64 or 128 query heads" in title
+    )
     assert "Δ<title>0.6.14: +{8, 16, 32}</title>" in sm100  # where the boundary moved
     assert 'id="legend"' in html
     doc = json.loads((site / "matrix.json").read_text())
@@ -94,7 +110,10 @@ def _cells(svg: str) -> dict[str, dict[int, tuple[str, str]]]:
     order = [version for _, version in versions]
     by_y = {int(y) - (16 - 4): i for i, (y, _) in enumerate(versions)}  # the row's top, as the rects give it
     cells: dict[str, dict[int, tuple[str, str]]] = {v: {} for v in order}
-    for y, span, rows, outcome, title in re.findall(r'<rect x="\d+" y="(\d+)"[^>]*data-heads="([\d-]+)" data-rows="(\d+)" class="o-([a-z-]+)"><title>([^<]*)</title>', svg):
+    for y, span, rows, outcome, title in re.findall(
+        r'<rect x="\d+" y="(\d+)"[^>]*data-heads="([\d-]+)" data-rows="(\d+)" class="o-([a-z-]+)"><title>([^<]*)</title>',
+        svg,
+    ):
         low, _, high = span.partition("-")
         first = by_y[int(y)]
         for version in order[first : first + int(rows)]:
@@ -121,14 +140,20 @@ def test_every_cell_keeps_its_outcome_and_evidence(site):
                 assert outcome == head.outcome.value
                 said = title.split(": ", 1)[1]
                 words = visible(head.entry or head.message or head.reason or "")
-                assert words and words in said.replace("#", str(h)).replace(RELEASE_MARK, result.flashinfer_version), (h, words, said)
+                assert words and words in said.replace("#", str(h)).replace(RELEASE_MARK, result.flashinfer_version), (
+                    h,
+                    words,
+                    said,
+                )
 
 
 def test_a_table_is_judged_release_by_release(site):
     """After #48047 on SM100: broken on 0.6.13 for n = 32/16/8 (TP4/8/16 of
     DeepSeek-V4-Pro), ok on 0.6.14 -- the crash the PR would have shipped."""
     html = (site / "index.html").read_text()
-    table = re.search(r'<table class="verdicts"><caption>DeepseekV4FlashInferMLAAttention[^<]*SM100.*?</table>', html, re.S)
+    table = re.search(
+        r'<table class="verdicts"><caption>DeepseekV4FlashInferMLAAttention[^<]*SM100.*?</table>', html, re.S
+    )
     assert table, "no verdict table for the SM100 backend"
     rows = dict(re.findall(r"<tr[^>]*><th>([0-9.]+)</th>(.*?)</tr>", table.group(0), re.S))
     cells = {v: re.findall(r'<td class="v-([a-z-]+)"', row) for v, row in rows.items()}
@@ -146,17 +171,24 @@ def _chromium() -> str | None:
 
 # In CI the browser is a requirement (scripts/test installs it): a needed test never skips there.
 @pytest.mark.browser
-@pytest.mark.skipif(_chromium() is None and not os.environ.get("CI"), reason="no chromium here (scripts/test installs it from the distribution's packages when run as root)")
+@pytest.mark.skipif(
+    _chromium() is None and not os.environ.get("CI"),
+    reason="no chromium here (scripts/test installs it from the distribution's packages when run as root)",
+)
 def test_the_page_renders_in_headless_chromium(site):
     assert _chromium(), "chromium is missing: scripts/test installs it as root with apt-get"
     shot = site / "shot.png"
     base = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1400,1000"]
-    proc = subprocess.run([*base, f"--screenshot={shot}", (site / "index.html").as_uri()], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [*base, f"--screenshot={shot}", (site / "index.html").as_uri()], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0 and shot.is_file(), proc.stderr[-500:]
     width, height, pixels = _png_pixels(shot.read_bytes())
     assert (width, height) == (1400, 1000)
     assert len(set(pixels[i : i + 3] for i in range(0, len(pixels), 3 * 97))) > 8, "blank screenshot"
-    dom = subprocess.run([*base, "--dump-dom", (site / "index.html").as_uri()], capture_output=True, text=True, timeout=120).stdout
+    dom = subprocess.run(
+        [*base, "--dump-dom", (site / "index.html").as_uri()], capture_output=True, text=True, timeout=120
+    ).stdout
     # What the browser built, not what the legend lists: every shape of the page, and one cell's evidence.
     page = (site / "index.html").read_text()
     assert 'id="legend"' in dom
@@ -178,21 +210,39 @@ _MEASURE = """<script>window.addEventListener("load", () => {
 
 
 @pytest.mark.browser
-@pytest.mark.skipif(_chromium() is None and not os.environ.get("CI"), reason="no chromium here (scripts/test installs it from the distribution's packages when run as root)")
+@pytest.mark.skipif(
+    _chromium() is None and not os.environ.get("CI"),
+    reason="no chromium here (scripts/test installs it from the distribution's packages when run as root)",
+)
 def test_the_page_over_every_release_fits_1280_px_and_shows_its_accepted_counts(tmp_path):
     from typer.testing import CliRunner
 
     from hprobe.cli.app import app
 
     out = tmp_path / "site"
-    result = CliRunner().invoke(app, ["report", "--releases", "0.6.12..0.7.4", "-k", "dsv4-sparse-mla", "--sm", "100,120", "-o", str(out)])
+    result = CliRunner().invoke(
+        app, ["report", "--releases", "0.6.12..0.7.4", "-k", "dsv4-sparse-mla", "--sm", "100,120", "-o", str(out)]
+    )
     assert result.exit_code == 0, result.stderr
     page = (out / "index.html").read_text()
     assert "<script" not in page
     measured = out / "measured.html"
     measured.write_text(page.replace("</body>", _MEASURE + "</body>"))
-    dom = subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1280,1000", "--virtual-time-budget=3000", "--dump-dom", measured.as_uri()],
-                         capture_output=True, text=True, timeout=120).stdout
+    dom = subprocess.run(
+        [
+            _chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--window-size=1280,1000",
+            "--virtual-time-budget=3000",
+            "--dump-dom",
+            measured.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
     found = re.search(r'<pre id="measured">([^<]*)</pre>', dom)
     assert found, dom[-500:]
     laid_out = json.loads(html.unescape(found.group(1)))
@@ -242,8 +292,13 @@ def test_shapes_run_down_the_releases_that_agree_and_keep_each_answer():
         for h in heads:
             if version == "0.6.9":
                 accepted = h in (8, 16, 32)
-                result.heads[h] = HeadResult(h, Outcome.ACCEPTED if accepted else Outcome.REJECTED, entry="m.run" if accepted else None,
-                                             error_type=None if accepted else "ValueError", message=None if accepted else f"Expected 8, 16 or 32 heads, got {h}")
+                result.heads[h] = HeadResult(
+                    h,
+                    Outcome.ACCEPTED if accepted else Outcome.REJECTED,
+                    entry="m.run" if accepted else None,
+                    error_type=None if accepted else "ValueError",
+                    message=None if accepted else f"Expected 8, 16 or 32 heads, got {h}",
+                )
             else:
                 result.heads[h] = HeadResult(h, Outcome.ABSENT, reason=f"flashinfer {version} has no m.run")
         releases.append(ProbedRelease(version, FlashinferInfo(version, "/x"), {("k", 100): result}))

@@ -23,7 +23,9 @@ def test_the_kinds_are_asked_in_order_repo_then_pad_fn_then_tables(tmp_path):
     assert [k.name for k in sources.KINDS] == ["repo", "pad-fn", "tables"]
     [repo] = sources.rule_sources(RuleInputs(repo=tmp_path, pad_fn="x.py:f", tables=(tmp_path / "t.toml",)))
     assert isinstance(repo, RepoRuleSource) and repo.root == tmp_path
-    [fn] = sources.rule_sources(RuleInputs(pad_fn="x.py:f", kernel="dsv4-sparse-mla", sm="100", heads=128, tables=(tmp_path / "t.toml",)))
+    [fn] = sources.rule_sources(
+        RuleInputs(pad_fn="x.py:f", kernel="dsv4-sparse-mla", sm="100", heads=128, tables=(tmp_path / "t.toml",))
+    )
     assert isinstance(fn, PadFnRuleSource) and fn.kernel == "dsv4-sparse-mla" and fn.sms == (100,)
     named = sources.rule_sources(RuleInputs(tables=(tmp_path / "a.toml", tmp_path / "b.toml")))
     assert [s.path for s in named if isinstance(s, TomlTableSource)] == [tmp_path / "a.toml", tmp_path / "b.toml"]

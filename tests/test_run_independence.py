@@ -20,7 +20,12 @@ HEADS = range(1, 257)
 # and formats: the paths whose answers rest on tracing and faked devices.
 VARIANTS = sorted(
     {v.key for p in PROBES.values() for v in p.variants()}
-    | {v.key for v in PROBES["dsv4-sparse-mla"].variants({"backend": ["auto", "trtllm-gen", "cute-dsl", "sparse", "cake"], "dtype": ["bf16", "fp8"]})}
+    | {
+        v.key
+        for v in PROBES["dsv4-sparse-mla"].variants(
+            {"backend": ["auto", "trtllm-gen", "cute-dsl", "sparse", "cake"], "dtype": ["bf16", "fp8"]}
+        )
+    }
 )
 
 
@@ -54,7 +59,9 @@ def everything(session):
     return cells
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(
     keys=st.lists(st.sampled_from(VARIANTS), min_size=1, max_size=2, unique=True),
     sms=st.lists(st.sampled_from(SMS), min_size=1, max_size=3, unique=True),

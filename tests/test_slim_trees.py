@@ -23,12 +23,28 @@ from .conftest import ROOT
 pytestmark = pytest.mark.slow
 
 RELEASE = "0.6.14"
-ARGS = ["matrix", "-k", "dsv4-sparse-mla,trtllm-mla", "--sm", "100,120", "--heads", "1-128", "--flashinfer", RELEASE, "--format", "json"]
+ARGS = [
+    "matrix",
+    "-k",
+    "dsv4-sparse-mla,trtllm-mla",
+    "--sm",
+    "100,120",
+    "--heads",
+    "1-128",
+    "--flashinfer",
+    RELEASE,
+    "--format",
+    "json",
+]
 
 
 def _hprobe(args: list[str], cache: Path, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "hprobe", *args], cwd=ROOT, capture_output=True, text=True, timeout=900,
+        [sys.executable, "-m", "hprobe", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
         env={**os.environ, "NO_COLOR": "1", "HPROBE_CACHE_DIR": str(cache), **env},
     )
 
@@ -36,7 +52,9 @@ def _hprobe(args: list[str], cache: Path, **env: str) -> subprocess.CompletedPro
 def _answers(stdout: str, cache: Path) -> dict:
     doc = json.loads(stdout.replace(str(cache), "CACHE").replace(".slim", ""))
     for release in doc["releases"]:
-        release["notes"] = [n for n in release["notes"] if "fetched into the cache" not in n]  # the sizes differ, by design
+        release["notes"] = [
+            n for n in release["notes"] if "fetched into the cache" not in n
+        ]  # the sizes differ, by design
     return doc
 
 
@@ -52,7 +70,9 @@ def test_a_slim_tree_answers_as_the_full_one_at_a_fraction_of_its_size(tmp_path)
     def wheel_files(tree: Path) -> list[Path]:
         # The wheel's files: the bytecode the imports wrote beside them is
         # in both trees alike (it lived in the cache's pycache before).
-        return [p for p in tree.rglob("*") if p.is_file() and "__pycache__" not in p.parts and not p.name.endswith(".part")]
+        return [
+            p for p in tree.rglob("*") if p.is_file() and "__pycache__" not in p.parts and not p.name.endswith(".part")
+        ]
 
     def on_disk(tree: Path) -> int:
         return sum(p.stat().st_blocks * 512 for p in wheel_files(tree))
@@ -76,7 +96,9 @@ def test_what_is_opened_is_the_wheels_own_bytes(tmp_path, monkeypatch):
     assert path.stat().st_blocks == 0 and path.stat().st_mtime_ns == slim.PLACEHOLDER_MTIME_NS  # a placeholder
     # Opened in another process, as a probe worker would: the hook writes it first.
     code = f"from pathlib import Path; from hprobe.support.slim import watch; watch(Path({str(tree)!r})); print(open({str(path)!r}, 'rb').read().hex())"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120).stdout.strip()
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    ).stdout.strip()
     assert bytes.fromhex(out) == expected
     assert path.read_bytes() == expected and path.stat().st_mtime_ns == slim.MATERIALISED_MTIME_NS
 
@@ -112,7 +134,6 @@ def test_a_file_the_wheel_cannot_give_is_a_fault_never_an_answer(tmp_path):
     cells = [h for r in doc["results"] for h in r["heads"]]
     assert cells and {h["outcome"] for h in cells} == {"inconclusive"}
     assert all("could not be written from" in h["reason"] for h in cells)
-
 
 
 def test_an_entry_point_read_from_the_wheel_is_the_one_read_from_the_tree(tmp_path, monkeypatch):

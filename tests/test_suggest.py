@@ -68,7 +68,12 @@ def test_a_search_k_releases_a_round_finds_what_the_binary_one_finds_in_fewer_ro
             rounds: list[list[int]] = []
             one = first_true(list(range(n)), history.__getitem__)
             many = first_true(list(range(n)), history.__getitem__, parallel=k, prepare=rounds.append)
-            assert (many.first, many.last_false, many.adjacent) == (one.first, one.last_false, one.adjacent), (n, flip, gap, k)
+            assert (many.first, many.last_false, many.adjacent) == (one.first, one.last_false, one.adjacent), (
+                n,
+                flip,
+                gap,
+                k,
+            )
             assert all(1 < len(batch) <= k + 1 for batch in rounds)
             sequential_steps = len(one.seen)
             assert len(rounds) + sum(1 for v, _ in many.seen if not any(v in b for b in rounds)) <= sequential_steps + 1
@@ -89,15 +94,29 @@ def test_releases_already_answered_leave_no_core_idle(k):
             plain_rounds: list[list[int]] = []
             plain = first_true(list(range(n)), history.__getitem__, parallel=k, prepare=plain_rounds.append)
             rounds: list[list[int]] = []
-            found = first_true(list(range(n)), history.__getitem__, parallel=k, prepare=rounds.append, answered=had.__contains__)
-            assert (found.first, found.last_false, found.adjacent) == (plain.first, plain.last_false, plain.adjacent), (n, flip, had)
+            found = first_true(
+                list(range(n)), history.__getitem__, parallel=k, prepare=rounds.append, answered=had.__contains__
+            )
+            assert (found.first, found.last_false, found.adjacent) == (plain.first, plain.last_false, plain.adjacent), (
+                n,
+                flip,
+                had,
+            )
             for batch in rounds[1:]:  # the first round is the two ends
                 new = [v for v in batch if v not in had]
                 assert len(new) <= k
-                assert len(new) in (0, k) or len(batch) == len(set(range(min(batch), max(batch) + 1))) or len(new) == len(batch), (n, flip, had, batch)
+                assert (
+                    len(new) in (0, k)
+                    or len(batch) == len(set(range(min(batch), max(batch) + 1)))
+                    or len(new) == len(batch)
+                ), (n, flip, had, batch)
             assert len(rounds) <= len(plain_rounds), (n, flip, had)
             # Filling a round costs at most k - 1 probes more than the plain round.
-            assert len({v for v, _ in found.seen} - had) <= len({v for v, _ in plain.seen}) + (k - 1) * len(rounds), (n, flip, had)
+            assert len({v for v, _ in found.seen} - had) <= len({v for v, _ in plain.seen}) + (k - 1) * len(rounds), (
+                n,
+                flip,
+                had,
+            )
 
 
 @pytest.mark.pure  # the fast tier: no torch, flashinfer or subprocess
@@ -152,7 +171,13 @@ def test_patch_rewrites_a_threshold_and_refuses_a_shared_constant(tmp_path):
 
 
 def test_diff_needs_a_repo(cli, tmp_path):
-    code, _, err = cli("suggest", "--table", str(ROOT / "matrices" / "vllm-dsv4-flashinfer-pre-48047.toml"), "--diff", str(tmp_path / "x.diff"))
+    code, _, err = cli(
+        "suggest",
+        "--table",
+        str(ROOT / "matrices" / "vllm-dsv4-flashinfer-pre-48047.toml"),
+        "--diff",
+        str(tmp_path / "x.diff"),
+    )
     assert code == 2 and err.count("hprobe: error:") == 1 and "--repo" in err
     assert not (tmp_path / "x.diff").exists()
 
@@ -176,7 +201,13 @@ def unlisted_index(monkeypatch):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again: nothing listens there
-    for name, value in {"PIP_INDEX_URL": f"http://127.0.0.1:{port}/simple", "PIP_RETRIES": "0", "PIP_TIMEOUT": "2", "PIP_FIND_LINKS": "", "PIP_NO_CACHE_DIR": "1"}.items():
+    for name, value in {
+        "PIP_INDEX_URL": f"http://127.0.0.1:{port}/simple",
+        "PIP_RETRIES": "0",
+        "PIP_TIMEOUT": "2",
+        "PIP_FIND_LINKS": "",
+        "PIP_NO_CACHE_DIR": "1",
+    }.items():
         monkeypatch.setenv(name, value)
 
 
@@ -185,11 +216,21 @@ def test_an_index_that_cannot_be_listed_leaves_the_pin_unsearched(cli_json, tmp_
     reach that is a fact of the network, not an input error: the rules are
     judged, no pin (and so no rule) is adopted, and the run is inconclusive."""
     written = tmp_path / "t.toml"
-    code, doc, err = cli_json("suggest", "--table", str(ROOT / "matrices" / "vllm-dsv4-flashinfer-pre-48047.toml"), "--sm", "100", "-o", str(written))
+    code, doc, err = cli_json(
+        "suggest",
+        "--table",
+        str(ROOT / "matrices" / "vllm-dsv4-flashinfer-pre-48047.toml"),
+        "--sm",
+        "100",
+        "-o",
+        str(written),
+    )
     assert code == 3 and "hprobe: error" not in err, err
     [mla] = doc["suggestions"]
     assert mla["suggested"] == "pad_to {8, 16, 32, 64, 128}"  # judged on the installed release
-    assert mla["pin"] is None and mla["pin_not_searched"].startswith("not searched: cannot list flashinfer-python releases")
+    assert mla["pin"] is None and mla["pin_not_searched"].startswith(
+        "not searched: cannot list flashinfer-python releases"
+    )
     assert any(n.startswith("pin search: cannot list flashinfer-python releases") for n in doc["notes"])
     # The table written keeps the current rule: no floor, no change.
     text = written.read_text()
@@ -200,15 +241,27 @@ def test_a_pin_whose_releases_cannot_be_listed_is_judged_on_none(cli_json, unlis
     """A pin's ends come from the index; unlisted, no other release stands in
     for them: every count is inconclusive, the note says why, exit 3 (a gate
     reads "undecided", never "safe" and never a usage error)."""
-    code, doc, err = cli_json("check", "--table", str(ROOT / "matrices" / "vllm-dsv4-flashinfer-pre-48047.toml"), "--pin", ">=0.6.13", "--sm", "100")
+    code, doc, err = cli_json(
+        "check",
+        "--table",
+        str(ROOT / "matrices" / "vllm-dsv4-flashinfer-pre-48047.toml"),
+        "--pin",
+        ">=0.6.13",
+        "--sm",
+        "100",
+    )
     assert code == 3 and doc["exit_code"] == 3 and "hprobe: error" not in err, err
     assert doc["findings"] and {f["verdict"] for f in doc["findings"]} == {"inconclusive"}
     assert all(f["releases"] == [] for f in doc["findings"])
-    assert any("pin >=0.6.13: cannot list flashinfer-python releases" in n and n.endswith("judged on no release") for n in doc["notes"])
+    assert any(
+        "pin >=0.6.13: cannot list flashinfer-python releases" in n and n.endswith("judged on no release")
+        for n in doc["notes"]
+    )
     assert doc["advice"][0]["scope"] == "on no release, the ends of pin >=0.6.13"
 
 
 # -- against published releases --------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_suggest_repo_before_48047_raises_the_pin_and_patches_both(cli_json, tmp_path):
@@ -227,7 +280,10 @@ def test_suggest_repo_before_48047_raises_the_pin_and_patches_both(cli_json, tmp
     assert any("your pin '>=0.6.13' admits 0.6.13, which refuses {8, 16, 32}" in line for line in pin["advice"])
     # The patch: the constant and the pin, which `git apply --check` accepts.
     text = diff.read_text()
-    assert "-_SPARSE_MLA_SUPPORTED_Q_HEADS = (64, 128)" in text and "+_SPARSE_MLA_SUPPORTED_Q_HEADS = (8, 16, 32, 64, 128)" in text
+    assert (
+        "-_SPARSE_MLA_SUPPORTED_Q_HEADS = (64, 128)" in text
+        and "+_SPARSE_MLA_SUPPORTED_Q_HEADS = (8, 16, 32, 64, 128)" in text
+    )
     assert '+dependencies = ["torch", "flashinfer-python>=0.6.14"]' in text
     tree = tmp_path / "tree"
     shutil.copytree(HELPER, tree)
@@ -243,7 +299,9 @@ def test_suggest_repo_before_48047_raises_the_pin_and_patches_both(cli_json, tmp
 def test_suggest_repo_after_48047_with_an_old_pin_offers_both_ways(cli_json, tmp_path):
     tree = tmp_path / "post"
     shutil.copytree(POST, tree)
-    (tree / "pyproject.toml").write_text('[project]\nname = "f"\nversion = "0"\ndependencies = ["flashinfer-python>=0.6.13"]\n')
+    (tree / "pyproject.toml").write_text(
+        '[project]\nname = "f"\nversion = "0"\ndependencies = ["flashinfer-python>=0.6.13"]\n'
+    )
     code, doc, _ = cli_json("suggest", "--repo", str(tree), "--sm", "100")
     [mla] = [s for s in doc["suggestions"] if s["backend"] == MLA]
     # The rule crashes on 0.6.13 for these per-rank counts ...
@@ -271,10 +329,18 @@ def test_suggest_on_vllm_026_proposes_the_smaller_counts_with_the_saving(cli_jso
     assert mla["source"].endswith("deepseek_v4/nvidia/flashinfer_sparse.py:166")
     assert (mla["current"], mla["suggested"]) == ("pad_to {64, 128}", "pad_to {8, 16, 32, 64, 128}")
     saving = {(c["model"], c["tp"]): c["saving"] for c in mla["changes"]}
-    assert saving[("DeepSeek-V4-Pro", 4)] == 2.0 and saving[("DeepSeek-V4-Pro", 8)] == 4.0 and saving[("DeepSeek-V4-Pro", 16)] == 8.0
+    assert (
+        saving[("DeepSeek-V4-Pro", 4)] == 2.0
+        and saving[("DeepSeek-V4-Pro", 8)] == 4.0
+        and saving[("DeepSeek-V4-Pro", 16)] == 8.0
+    )
     assert saving[("DeepSeek-V4-Pro", 1)] is None  # 128 stays 128
     # The pin ==0.6.14 already admits only a release that accepts the smaller counts.
-    assert mla["pin"]["current_pin"] == "==0.6.14" and mla["pin"]["pin_admits_unsafe"] == [] and mla["pin"]["new_pin"] is None
+    assert (
+        mla["pin"]["current_pin"] == "==0.6.14"
+        and mla["pin"]["pin_admits_unsafe"] == []
+        and mla["pin"]["new_pin"] is None
+    )
     assert mla["pin"]["needs"] == "0.6.14"
     sm120 = by["DeepseekV4FlashInferSM120Attention"]
     assert sm120["sms"] == [120] and sm120["suggested"] == "pad_to {8, 16, 32, 64, 128}"
@@ -288,7 +354,15 @@ def test_a_pin_the_index_does_not_serve_is_judged_on_none_with_the_nearest(cli_j
     serve: the whole report, every count inconclusive, the note naming pip's
     reason and the nearest published releases, exit 3 (never 2: the input is
     right, the release is missing)."""
-    code, doc, err = cli_json("check", "--table", str(ROOT / "matrices" / "vllm-dsv4-flashinfer-pre-48047.toml"), "--pin", "==0.7.3", "--sm", "100")
+    code, doc, err = cli_json(
+        "check",
+        "--table",
+        str(ROOT / "matrices" / "vllm-dsv4-flashinfer-pre-48047.toml"),
+        "--pin",
+        "==0.7.3",
+        "--sm",
+        "100",
+    )
     assert code == 3 and doc["exit_code"] == 3 and "hprobe: error" not in err, err
     assert doc["findings"] and {f["verdict"] for f in doc["findings"]} == {"inconclusive"}
     [note] = [n for n in doc["notes"] if "the pin ==0.7.3, cannot be fetched" in n]

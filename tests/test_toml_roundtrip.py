@@ -37,12 +37,18 @@ def test_a_table_written_reads_back_equal(tmp_path, text):
         models=[Model(f"model {text}", 128, (1, 2), Where("t"))],
         backends=[
             Backend(
-                f"backend {text}", "dsv4-sparse-mla", (100,), PadTo((64, 128)), Where("t"),
+                f"backend {text}",
+                "dsv4-sparse-mla",
+                (100,),
+                PadTo((64, 128)),
+                Where("t"),
                 reach=Reach(f"--flag{text}", text, text, False, text, text),
             )
         ],
     )
-    written = table_toml(table, header=[f"header {text}"], backend_comments={table.backends[0].name: f"note {text}"}, footer=[text])
+    written = table_toml(
+        table, header=[f"header {text}"], backend_comments={table.backends[0].name: f"note {text}"}, footer=[text]
+    )
     tomllib.loads(written)  # valid TOML, comments included
     path = tmp_path / "t.toml"
     path.write_text(written, encoding="utf-8")

@@ -26,13 +26,20 @@ def test_a_folded_count_is_judged_as_the_helper_folds_it(cli_json):
     # The module belongs to KimiForCausalLM's implementation: Dense-64 never runs it.
     assert {model for model, _ in folded} == {"Kimi-96"}
     source = folded["Kimi-96", 2]["source"]
-    assert source.startswith(f"{ENGINE}/engine/models/kimi/attn.py:15 ") and "fold * heads" in source and "attn.py:19" in source
+    assert (
+        source.startswith(f"{ENGINE}/engine/models/kimi/attn.py:15 ")
+        and "fold * heads" in source
+        and "attn.py:19" in source
+    )
     # Judged on the folded count, not on 48: the 96-head row's verdict, never the 48-head one's.
     assert folded["Kimi-96", 2]["verdict"] == folded["Kimi-96", 1]["verdict"]
     assert folded["Kimi-96", 8]["verdict"] == "broken" and code == 1
     paths = {p["site"].rpartition("traced/")[2]: p for p in doc["call_paths"]}
     assert paths["engine/models/kimi/attn.py:15"]["status"] == "judged"
-    assert "it runs only for KimiForCausalLM (engine/model_executor/models/registry.py)" in paths["engine/models/kimi/attn.py:15"]["detail"]
+    assert (
+        "it runs only for KimiForCausalLM (engine/model_executor/models/registry.py)"
+        in paths["engine/models/kimi/attn.py:15"]["detail"]
+    )
 
 
 def test_a_query_reshaped_through_a_helper_is_the_layers_count(cli_json):
@@ -40,12 +47,20 @@ def test_a_query_reshaped_through_a_helper_is_the_layers_count(cli_json):
     reshaped = _rows(doc, RESHAPED)
     # Shared backend code (no model's module): every model, each count as the layer has it.
     assert {(model, f["n"], f["padded"]) for (model, _), f in reshaped.items()} == {
-        ("Kimi-96", 96, 96), ("Kimi-96", 48, 48), ("Kimi-96", 24, 24), ("Kimi-96", 12, 12), ("Dense-64", 64, 64), ("Dense-64", 32, 32),
+        ("Kimi-96", 96, 96),
+        ("Kimi-96", 48, 48),
+        ("Kimi-96", 24, 24),
+        ("Kimi-96", 12, 12),
+        ("Dense-64", 64, 64),
+        ("Dense-64", 32, 32),
     }
     assert all(f["verdict"] != "assumed" for f in reshaped.values())
     paths = {p["site"].rpartition("traced/")[2]: p for p in doc["call_paths"]}
     assert paths["engine/backends/mla.py:12"]["status"] == "judged"
-    assert "followed from the layer's query" in paths["engine/backends/mla.py:12"]["detail"] and "mla.py:6" in paths["engine/backends/mla.py:12"]["detail"]
+    assert (
+        "followed from the layer's query" in paths["engine/backends/mla.py:12"]["detail"]
+        and "mla.py:6" in paths["engine/backends/mla.py:12"]["detail"]
+    )
 
 
 def test_where_the_trail_ends_the_call_is_assumed_with_the_line_and_strict_fails(cli_json, cli):
@@ -54,12 +69,17 @@ def test_where_the_trail_ends_the_call_is_assumed_with_the_line_and_strict_fails
     assert set(staged) == {("Kimi-96", tp) for tp in (1, 2, 4, 8)}
     assert {f["verdict"] for f in staged.values()} == {"assumed"}
     note = staged["Kimi-96", 1]["notes"][0]
-    assert note.startswith("assumed: the model's heads // tp, unpadded") and f"the trail ended at {ENGINE}/engine/models/kimi/attn.py:23: the query is `self.staged`" in note
+    assert (
+        note.startswith("assumed: the model's heads // tp, unpadded")
+        and f"the trail ended at {ENGINE}/engine/models/kimi/attn.py:23: the query is `self.staged`" in note
+    )
     # With every traced row passing, the assumed path alone keeps the gate undecided; --strict fails on it.
     code, doc, _ = cli_json("check", "--repo", str(ENGINE), "--mapping", str(MAPPING), "--sm", "100", "--heads", "64")
     assert code == 3 and doc["exit_code"] == 3
     assert {f["verdict"] for f in doc["findings"] if f["backend"] != STAGED} <= {"ok", "reducible"}
-    strict, _, _ = cli_json("check", "--repo", str(ENGINE), "--mapping", str(MAPPING), "--sm", "100", "--heads", "64", "--strict")
+    strict, _, _ = cli_json(
+        "check", "--repo", str(ENGINE), "--mapping", str(MAPPING), "--sm", "100", "--heads", "64", "--strict"
+    )
     assert strict == 1
     _, out, _ = cli("check", "--repo", str(ENGINE), "--mapping", str(MAPPING), "--sm", "100", "--heads", "64")
     assert "call paths  3 calls of FlashInfer entries found, 2 judged, 1 assumed" in out

@@ -24,9 +24,15 @@ PUBLISHED = [Version(v) for v in ("0.6.12", "0.6.13", "0.6.14", "0.7.4")]
 
 
 def test_pins_in_setup_cfg_poetry_and_pylock_are_read(tmp_path):
-    (tmp_path / "setup.cfg").write_text("[metadata]\nname = x\n\n[options]\ninstall_requires =\n    numpy\n    flashinfer-python>=0.6.13\n")
-    (tmp_path / "pyproject.toml").write_text('[tool.poetry.dependencies]\npython = "^3.11"\nflashinfer-python = "^0.6.13"\n\n[tool.poetry.group.dev.dependencies]\nflashinfer-python = { version = "~0.7.2" }\n')
-    (tmp_path / "pylock.toml").write_text('lock-version = "1.0"\n\n[[packages]]\nname = "flashinfer-python"\nversion = "0.7.2.post1"\n')
+    (tmp_path / "setup.cfg").write_text(
+        "[metadata]\nname = x\n\n[options]\ninstall_requires =\n    numpy\n    flashinfer-python>=0.6.13\n"
+    )
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.poetry.dependencies]\npython = "^3.11"\nflashinfer-python = "^0.6.13"\n\n[tool.poetry.group.dev.dependencies]\nflashinfer-python = { version = "~0.7.2" }\n'
+    )
+    (tmp_path / "pylock.toml").write_text(
+        'lock-version = "1.0"\n\n[[packages]]\nname = "flashinfer-python"\nversion = "0.7.2.post1"\n'
+    )
     pins = {(p.kind, p.spec, p.line) for p in find_pins(tmp_path)}
     assert ("setup.cfg", ">=0.6.13", 7) in pins
     # Poetry's caret and tilde, as the PEP 440 ranges they mean, each on its own line.
@@ -34,7 +40,17 @@ def test_pins_in_setup_cfg_poetry_and_pylock_are_read(tmp_path):
     assert ("pylock", "==0.7.2.post1", 5) in pins
 
 
-@pytest.mark.parametrize(("constraint", "spec"), [("^0.6.13", ">=0.6.13,<0.7"), ("^1.2.3", ">=1.2.3,<2"), ("~0.6.13", ">=0.6.13,<0.7"), ("0.7.2", "==0.7.2"), (">=0.6,<0.8", ">=0.6,<0.8"), ("*", None)])
+@pytest.mark.parametrize(
+    ("constraint", "spec"),
+    [
+        ("^0.6.13", ">=0.6.13,<0.7"),
+        ("^1.2.3", ">=1.2.3,<2"),
+        ("~0.6.13", ">=0.6.13,<0.7"),
+        ("0.7.2", "==0.7.2"),
+        (">=0.6,<0.8", ">=0.6,<0.8"),
+        ("*", None),
+    ],
+)
 def test_poetry_constraints_mean_what_poetry_means(constraint, spec):
     assert poetry_specifier(constraint) == spec
 
@@ -113,4 +129,11 @@ def test_a_recorded_result_with_a_million_counts_is_refused_before_expanding():
     with pytest.raises(ValueError, match="more head counts than a result holds"):
         KernelSMResult.from_dict({"kernel": "trtllm-mla", "sm": 100, "flashinfer_version": "x", "runs": runs})
     with pytest.raises(ValueError, match="more than a result holds"):
-        KernelSMResult.from_dict({"kernel": "trtllm-mla", "sm": 100, "flashinfer_version": "x", "heads": [{"heads": 1, "outcome": "accepted"}] * 5000})
+        KernelSMResult.from_dict(
+            {
+                "kernel": "trtllm-mla",
+                "sm": 100,
+                "flashinfer_version": "x",
+                "heads": [{"heads": 1, "outcome": "accepted"}] * 5000,
+            }
+        )

@@ -21,8 +21,16 @@ pytestmark = pytest.mark.pure
 
 @pytest.mark.parametrize(
     "text, expected",
-    [("100", SM(10, 0)), ("sm100", SM(10, 0)), ("sm_100a", SM(10, 0)), ("SM_90a", SM(9, 0)),
-     ("10.0", SM(10, 0)), ("12.1", SM(12, 1)), ("120f", SM(12, 0)), (" 103 ", SM(10, 3))],
+    [
+        ("100", SM(10, 0)),
+        ("sm100", SM(10, 0)),
+        ("sm_100a", SM(10, 0)),
+        ("SM_90a", SM(9, 0)),
+        ("10.0", SM(10, 0)),
+        ("12.1", SM(12, 1)),
+        ("120f", SM(12, 0)),
+        (" 103 ", SM(10, 3)),
+    ],
 )
 def test_parse_sm(text, expected):
     assert parse_sm(text) == expected
@@ -93,7 +101,19 @@ def test_unsupported_arch_is_broken():
 
 def test_exit_codes():
     def F(verdict):
-        return Finding(table="t", table_path="t.toml", model="m", tp=1, n=8, backend="b", kernel="k", sm=100, flashinfer_version="0.6.14", padded=8, verdict=verdict)
+        return Finding(
+            table="t",
+            table_path="t.toml",
+            model="m",
+            tp=1,
+            n=8,
+            backend="b",
+            kernel="k",
+            sm=100,
+            flashinfer_version="0.6.14",
+            padded=8,
+            verdict=verdict,
+        )
 
     assert exit_code([F(Verdict.OK)], strict=False) == 0
     assert exit_code([F(Verdict.REDUCIBLE)], strict=False) == 0
@@ -133,7 +153,12 @@ def test_unsupported_config_is_broken_and_partial_is_never_plain_ok():
 
     refused = KernelSMResult("trtllm-mla", 120, "x")
     for h in (64, 128):
-        refused.heads[h] = HeadResult(h, Outcome.UNSUPPORTED_CONFIG, error_type="ValueError", message="XQA MLA only supports q_len_per_request == 1")
+        refused.heads[h] = HeadResult(
+            h,
+            Outcome.UNSUPPORTED_CONFIG,
+            error_type="ValueError",
+            message="XQA MLA only supports q_len_per_request == 1",
+        )
     verdict, *_ = judge(64, 128, refused)
     assert verdict is Verdict.BROKEN
 
@@ -144,8 +169,13 @@ def test_unsupported_config_is_broken_and_partial_is_never_plain_ok():
 def test_refusal_messages_group_by_check_not_by_the_count_they_name():
     from hprobe.model.outcome import without_count
 
-    assert without_count("Expected 8, 16, 32, 64, or 128 query heads for SM120 DSv4 sparse MLA, got 4", 4).endswith("DSv4 sparse MLA, got #")
-    assert without_count("unsupported configuration (q_len=1, num_heads=120, page_size=64)", 120) == "unsupported configuration (q_len=1, num_heads=#, page_size=64)"
+    assert without_count("Expected 8, 16, 32, 64, or 128 query heads for SM120 DSv4 sparse MLA, got 4", 4).endswith(
+        "DSv4 sparse MLA, got #"
+    )
+    assert (
+        without_count("unsupported configuration (q_len=1, num_heads=120, page_size=64)", 120)
+        == "unsupported configuration (q_len=1, num_heads=#, page_size=64)"
+    )
     assert without_count("requires SM120", 120) == "requires SM120"
     # A release number is not a head count: "0.6.13" keeps its 6 and its 13.
     assert without_count("flashinfer 0.6.13 has no x, got 13.", 13) == "flashinfer 0.6.13 has no x, got #."
@@ -209,7 +239,11 @@ def test_the_installed_identity_rests_on_the_package_not_the_venv(monkeypatch):
     dist = md.distribution("flashinfer-python")
     record, base, requires = releases._installed_distribution()
     # Line endings aside (pip writes CRLF; read_text reads universal newlines).
-    assert (record.splitlines(), base, requires) == (dist.read_text("RECORD").splitlines(), str(dist.locate_file("")), list(dist.requires or []))
+    assert (record.splitlines(), base, requires) == (
+        dist.read_text("RECORD").splitlines(),
+        str(dist.locate_file("")),
+        list(dist.requires or []),
+    )
     assert "flashinfer/__init__.py" in record and requires
 
     def identity(text):
@@ -247,7 +281,9 @@ def test_an_edit_to_hprobe_changes_the_code_digest_and_a_fresh_clone_does_not(mo
     digest = releases.code_digest.__wrapped__
     original = digest()
     package = tmp_path / "hprobe"
-    shutil.copytree(os.path.dirname(hprobe.__file__), package, ignore=shutil.ignore_patterns("__pycache__"))  # new mtimes
+    shutil.copytree(
+        os.path.dirname(hprobe.__file__), package, ignore=shutil.ignore_patterns("__pycache__")
+    )  # new mtimes
     monkeypatch.setattr(hprobe, "__file__", str(package / "__init__.py"))
     assert digest() == original
 
@@ -301,7 +337,6 @@ def test_a_name_the_listing_cannot_see_is_asked_of_the_metadata(monkeypatch, tmp
     assert envinfo.distribution_version("laid-egg") == md.version("laid-egg") == "5.6"
     monkeypatch.undo()
     envinfo._listed.cache_clear()  # the next caller lists the real sys.path
-
 
 
 def test_a_value_taken_once_is_computed_once_when_two_threads_ask_together():

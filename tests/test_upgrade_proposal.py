@@ -32,7 +32,12 @@ def test_the_workflow_is_valid_and_scheduled():
     assert on["schedule"][0]["cron"] and "workflow_dispatch" in on
     assert doc["permissions"] == {"contents": "write", "pull-requests": "write"}
     steps = doc["jobs"]["propose"]["steps"]
-    assert [s.get("uses", s.get("name")) for s in steps] == ["actions/checkout@v4", "actions/setup-python@v5", "Install hprobe (CPU torch)", "Propose"]
+    assert [s.get("uses", s.get("name")) for s in steps] == [
+        "actions/checkout@v4",
+        "actions/setup-python@v5",
+        "Install hprobe (CPU torch)",
+        "Propose",
+    ]
     # The install the README's CI recipe uses (hprobe is not on PyPI yet): a clone and scripts/setup, a CPU torch.
     assert steps[2]["env"]["HPROBE_TORCH_INDEX"] == "https://download.pytorch.org/whl/cpu"
     assert '"$RUNNER_TEMP/hprobe/scripts/setup"' in steps[2]["run"] and "pip install" not in steps[2]["run"]
@@ -52,32 +57,59 @@ def test_the_proposing_step_opens_a_pull_request_with_the_patch_and_the_evidence
     origin = tmp_path / "origin.git"
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
-    for cmd in (["init", "-q", "-b", "main"], ["add", "."], ["commit", "-qm", "vllm 0.25.0"], ["remote", "add", "origin", str(origin)], ["push", "-q", "origin", "main"]):
+    for cmd in (
+        ["init", "-q", "-b", "main"],
+        ["add", "."],
+        ["commit", "-qm", "vllm 0.25.0"],
+        ["remote", "add", "origin", str(origin)],
+        ["push", "-q", "origin", "main"],
+    ):
         subprocess.run([*git, *cmd], cwd=repo, check=True)
     stubs = tmp_path / "stubs"
     stubs.mkdir()
-    _stub(stubs / "pip", 'if [ "$1 $2" = "index versions" ]; then echo "flashinfer-python (0.6.14)"; echo "Available versions: 0.6.14, 0.6.13"; exit 0; fi\nexit 1\n')
+    _stub(
+        stubs / "pip",
+        'if [ "$1 $2" = "index versions" ]; then echo "flashinfer-python (0.6.14)"; echo "Available versions: 0.6.14, 0.6.13"; exit 0; fi\nexit 1\n',
+    )
     _stub(stubs / "gh", f'printf "%s\\n" "$@" > {tmp_path}/gh-args\n')
     runner_temp = tmp_path / "runner"
     runner_temp.mkdir()
-    env = dict(os.environ, PATH=f"{stubs}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}", RUNNER_TEMP=str(runner_temp), GH_TOKEN="x",
-               GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
+    env = dict(
+        os.environ,
+        PATH=f"{stubs}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}",
+        RUNNER_TEMP=str(runner_temp),
+        GH_TOKEN="x",
+        GIT_AUTHOR_NAME="t",
+        GIT_AUTHOR_EMAIL="t@t",
+        GIT_COMMITTER_NAME="t",
+        GIT_COMMITTER_EMAIL="t@t",
+    )
     script = _workflow()["jobs"]["propose"]["steps"][3]["run"]
     proc = subprocess.run(["bash", "-c", script], cwd=repo, env=env, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    pushed = subprocess.run(["git", "--git-dir", str(origin), "show", "hprobe/flashinfer-0.6.14", "--", "requirements/cuda.txt", "vllm"], capture_output=True, text=True, check=True).stdout
+    pushed = subprocess.run(
+        ["git", "--git-dir", str(origin), "show", "hprobe/flashinfer-0.6.14", "--", "requirements/cuda.txt", "vllm"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "+flashinfer-python==0.6.14" in pushed and "-        return 64 if num_heads <= 64 else 128" in pushed
     args = (tmp_path / "gh-args").read_text().splitlines()
     assert args[:2] == ["pr", "create"] and "hprobe/flashinfer-0.6.14" in args
     body = (runner_temp / "body.md").read_text()
-    assert body.startswith("## hprobe suggest — flashinfer 0.6.14") and "### The current rules on flashinfer 0.6.14" in body
+    assert (
+        body.startswith("## hprobe suggest — flashinfer 0.6.14")
+        and "### The current rules on flashinfer 0.6.14" in body
+    )
     assert "reducible" in body and "flashinfer_sparse.py" in body
     # A second run finds the branch proposed already and does nothing.
     again = subprocess.run(["bash", "-c", script], cwd=repo, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and "proposed already" in again.stdout
 
 
-def _propose(tmp_path: Path, *, pip: str, hprobe_rc: int, origin_ok: bool = True) -> tuple[subprocess.CompletedProcess[str], Path]:
+def _propose(
+    tmp_path: Path, *, pip: str, hprobe_rc: int, origin_ok: bool = True
+) -> tuple[subprocess.CompletedProcess[str], Path]:
     """The proposing step on a one-file repository, with `pip`, `hprobe` and `gh`
     as scripts that answer as told."""
     repo, origin = tmp_path / "repo", tmp_path / "origin.git"
@@ -86,7 +118,12 @@ def _propose(tmp_path: Path, *, pip: str, hprobe_rc: int, origin_ok: bool = True
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
     remote = str(origin) if origin_ok else str(tmp_path / "no-such-origin.git")
-    for cmd in (["init", "-q", "-b", "main"], ["add", "."], ["commit", "-qm", "x"], ["remote", "add", "origin", remote]):
+    for cmd in (
+        ["init", "-q", "-b", "main"],
+        ["add", "."],
+        ["commit", "-qm", "x"],
+        ["remote", "add", "origin", remote],
+    ):
         subprocess.run([*git, *cmd], cwd=repo, check=True)
     stubs, runner_temp = tmp_path / "stubs", tmp_path / "runner"
     stubs.mkdir()
@@ -96,7 +133,9 @@ def _propose(tmp_path: Path, *, pip: str, hprobe_rc: int, origin_ok: bool = True
     _stub(stubs / "gh", f'printf "%s\\n" "$@" >> {tmp_path}/gh-args\n')
     env = dict(os.environ, PATH=f"{stubs}{os.pathsep}{os.environ['PATH']}", RUNNER_TEMP=str(runner_temp), GH_TOKEN="x")
     script = _workflow()["jobs"]["propose"]["steps"][3]["run"]
-    return subprocess.run(["bash", "-c", script], cwd=repo, env=env, capture_output=True, text=True, timeout=120), tmp_path / "gh-args"
+    return subprocess.run(
+        ["bash", "-c", script], cwd=repo, env=env, capture_output=True, text=True, timeout=120
+    ), tmp_path / "gh-args"
 
 
 LISTED = 'echo "flashinfer-python (0.7.4)"; echo "Available versions: 0.7.4"\n'
@@ -104,7 +143,10 @@ LISTED = 'echo "flashinfer-python (0.7.4)"; echo "Available versions: 0.7.4"\n'
 
 def test_an_index_that_cannot_be_listed_fails_the_job_saying_why(tmp_path):
     proc, _ = _propose(tmp_path, pip='echo "ERROR: connection refused" >&2\nexit 1\n', hprobe_rc=0)
-    assert proc.returncode == 1 and "::error::pip index versions flashinfer-python failed: ERROR: connection refused" in proc.stdout
+    assert (
+        proc.returncode == 1
+        and "::error::pip index versions flashinfer-python failed: ERROR: connection refused" in proc.stdout
+    )
 
 
 def test_a_remote_that_cannot_be_read_is_not_taken_for_no_branch_yet(tmp_path):

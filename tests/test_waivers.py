@@ -28,9 +28,27 @@ FUTURE = (TODAY + dt.timedelta(days=90)).isoformat()
 PAST = (TODAY - dt.timedelta(days=1)).isoformat()
 
 
-def _finding(verdict: Verdict, sm: int = 120, table: str = "vllm-0.25.0 (get_padded_num_q_heads)", release: str = "0.6.13", tp: int = 4) -> Finding:
-    return Finding(table=table, table_path="t.toml", model="DeepSeek-V4-Pro", tp=tp, n=128 // tp, backend="B", kernel="dsv4-sparse-mla",
-                   sm=sm, flashinfer_version=release, padded=128 // tp, verdict=verdict, releases=[release])
+def _finding(
+    verdict: Verdict,
+    sm: int = 120,
+    table: str = "vllm-0.25.0 (get_padded_num_q_heads)",
+    release: str = "0.6.13",
+    tp: int = 4,
+) -> Finding:
+    return Finding(
+        table=table,
+        table_path="t.toml",
+        model="DeepSeek-V4-Pro",
+        tp=tp,
+        n=128 // tp,
+        backend="B",
+        kernel="dsv4-sparse-mla",
+        sm=sm,
+        flashinfer_version=release,
+        padded=128 // tp,
+        verdict=verdict,
+        releases=[release],
+    )
 
 
 def _file(tmp_path: Path, body: str) -> Path:
@@ -40,10 +58,18 @@ def _file(tmp_path: Path, body: str) -> Path:
 
 
 def test_a_waiver_accepts_what_it_matches_and_nothing_else(tmp_path):
-    path = _file(tmp_path, f'\n[[waiver]]\ntable = "vllm-0.25.0*"\nsm = 120\nrelease = "0.6.13"\nreason = "waits for 0.6.14"\nexpires = {FUTURE}\n')
+    path = _file(
+        tmp_path,
+        f'\n[[waiver]]\ntable = "vllm-0.25.0*"\nsm = 120\nrelease = "0.6.13"\nreason = "waits for 0.6.14"\nexpires = {FUTURE}\n',
+    )
     [waiver] = load_waivers(path)
     assert waiver.origin == f"{path}:2"  # the [[waiver]] header's line
-    findings = [_finding(Verdict.BROKEN), _finding(Verdict.BROKEN, sm=100), _finding(Verdict.BROKEN, release="0.6.12"), _finding(Verdict.OK)]
+    findings = [
+        _finding(Verdict.BROKEN),
+        _finding(Verdict.BROKEN, sm=100),
+        _finding(Verdict.BROKEN, release="0.6.12"),
+        _finding(Verdict.OK),
+    ]
     assert exit_code(findings, strict=False) == 1
     waived, [use] = waive(findings, [waiver], TODAY)
     assert [f.waiver is not None for f in waived] == [True, False, False, False]
@@ -93,12 +119,12 @@ def test_ignore_reads_keys_and_a_reason_last(spec, match, reason):
 @pytest.mark.parametrize(
     ("body", "said"),
     [
-        ('[[waiver]]\nsm = 120\n', "must give its reason"),
+        ("[[waiver]]\nsm = 120\n", "must give its reason"),
         ('[[waiver]]\nreason = "x"\n', "must name what it matches"),
         ('[[waiver]]\nsm = 120\nreason = "x"\ncolour = "red"\n', "unknown waiver key 'colour'"),
         ('[[waiver]]\nsm = 120\nreason = "x"\nexpires = "soon"\n', "expected a date"),
-        ('[waivers]\nsm = 120\n', "holds [[waiver]] tables only"),
-        ('[[waiver]\n', "malformed TOML"),
+        ("[waivers]\nsm = 120\n", "holds [[waiver]] tables only"),
+        ("[[waiver]\n", "malformed TOML"),
     ],
 )
 def test_a_bad_waiver_file_is_one_input_error_naming_the_file(tmp_path, body, said):
@@ -133,7 +159,9 @@ def test_a_waiver_file_linked_out_of_its_directory_is_not_read(tmp_path):
     assert [w.reason for w in gather_waivers(None, [], [repo])] == ["seen"]  # a link within the tree is read
     (repo / "hprobe-waivers.toml").unlink()
     (repo / "hprobe-waivers.toml").symlink_to(outside)
-    assert [w.reason for w in gather_waivers(repo / "hprobe-waivers.toml", [], [])] == ["hidden"]  # named with --waivers: read
+    assert [w.reason for w in gather_waivers(repo / "hprobe-waivers.toml", [], [])] == [
+        "hidden"
+    ]  # named with --waivers: read
 
 
 # -- on vLLM 0.25.0 as released: SM120 on its pin (0.6.13) has no route -----------------
@@ -172,8 +200,13 @@ def test_a_waiver_file_lets_vllm_025_on_sm120_pass_and_an_expired_one_fails_it(c
     assert doc["exit_code"] == 0 and sorted(u["matched"] for u in doc["waivers"]) == [0, 10, 10]
     code, md, _ = cli("check", "--repo", str(vllm_025), "--sm", "120", "--format", "markdown")
     headline = next(line for line in md.splitlines() if line.startswith("**") and "exit 0" in line)
-    assert "20 broken (20 waived)" in headline and "20 broken (20 waived)" in lines[0]  # beside its verdict, the same in both formats
-    assert {f["waiver"]["reason"] for f in doc["findings"] if f["verdict"] == "broken"} == {"SM120 waits for the 0.6.14 bump", "DSA on SM120 waits for the bump too"}
+    assert (
+        "20 broken (20 waived)" in headline and "20 broken (20 waived)" in lines[0]
+    )  # beside its verdict, the same in both formats
+    assert {f["waiver"]["reason"] for f in doc["findings"] if f["verdict"] == "broken"} == {
+        "SM120 waits for the 0.6.14 bump",
+        "DSA on SM120 waits for the bump too",
+    }
 
     _file(tmp_path, body.format(PAST, FUTURE))
     code, out, err = cli("check", "--repo", str(vllm_025), "--sm", "120", "--junit", str(junit))
@@ -183,7 +216,17 @@ def test_a_waiver_file_lets_vllm_025_on_sm120_pass_and_an_expired_one_fails_it(c
     assert ET.parse(junit).getroot().find(".//failure[@type='expired-waiver']") is not None
     # --ignore on the command line does what a file entry does
     (tmp_path / "empty").mkdir()
-    code, out, _ = cli("check", "--repo", str(vllm_025), "--sm", "120", "--waivers", str(_file(tmp_path / "empty", "")), "--ignore", f"sm=120,expires={FUTURE},reason=CLI")
+    code, out, _ = cli(
+        "check",
+        "--repo",
+        str(vllm_025),
+        "--sm",
+        "120",
+        "--waivers",
+        str(_file(tmp_path / "empty", "")),
+        "--ignore",
+        f"sm=120,expires={FUTURE},reason=CLI",
+    )
     assert code == 0 and "waives 20 findings" in out
 
 
@@ -192,9 +235,17 @@ def test_ignore_keys_in_any_order_each_once():
     from hprobe.model.waiver import parse_ignore
 
     early = parse_ignore("reason=tracked in #12, see the PR,expires=2027-03-01,sm=120")
-    assert early.reason == "tracked in #12, see the PR" and str(early.expires) == "2027-03-01" and early.match == (("sm", "120"),)
+    assert (
+        early.reason == "tracked in #12, see the PR"
+        and str(early.expires) == "2027-03-01"
+        and early.match == (("sm", "120"),)
+    )
     assert parse_ignore("sm=120,reason=a,b").reason == "a,b"
-    for text, needle in (("sm=100,sm=120", "sm is given twice"), ("nmae=x", "expected KEY=VALUE"), ("", "expected KEY=VALUE")):
+    for text, needle in (
+        ("sm=100,sm=120", "sm is given twice"),
+        ("nmae=x", "expected KEY=VALUE"),
+        ("", "expected KEY=VALUE"),
+    ):
         with pytest.raises(InputError, match=needle):
             parse_ignore(text)
 
@@ -204,5 +255,8 @@ def test_an_expiry_with_an_offset_expires_by_its_utc_moment():
     from hprobe.model.waiver import parse_waiver
 
     # 2027-03-01T00:00+14:00 is 2027-02-28T10:00Z: on 2027-02-28 (UTC) it has passed.
-    waiver = parse_waiver({"sm": "120", "reason": "r", "expires": dt.datetime(2027, 3, 1, tzinfo=dt.timezone(dt.timedelta(hours=14)))}, "test")
+    waiver = parse_waiver(
+        {"sm": "120", "reason": "r", "expires": dt.datetime(2027, 3, 1, tzinfo=dt.timezone(dt.timedelta(hours=14)))},
+        "test",
+    )
     assert waiver.expired(dt.date(2027, 2, 28))

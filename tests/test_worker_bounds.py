@@ -27,7 +27,11 @@ def _run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[
 def test_a_hanging_release_is_inconclusive_after_the_worker_timeout(tmp_path):
     tree = _tree(tmp_path / "hangs", "import time\ntime.sleep(600)\n")
     start = time.monotonic()
-    proc = _run(["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", str(tree), "--json"], tmp_path, HPROBE_WORKER_TIMEOUT="3")
+    proc = _run(
+        ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", str(tree), "--json"],
+        tmp_path,
+        HPROBE_WORKER_TIMEOUT="3",
+    )
     assert time.monotonic() - start < 60
     assert proc.returncode == 3, proc.stderr  # a matrix with no answer at all is inconclusive, not a pass
     [result] = json.loads(proc.stdout)["results"]
@@ -37,9 +41,15 @@ def test_a_hanging_release_is_inconclusive_after_the_worker_timeout(tmp_path):
 
 def test_a_bad_timeout_setting_is_one_line_exit_2(tmp_path):
     tree = _tree(tmp_path / "empty", "")
-    proc = _run(["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", str(tree)], tmp_path, HPROBE_WORKER_TIMEOUT="soon")
+    proc = _run(
+        ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", str(tree)],
+        tmp_path,
+        HPROBE_WORKER_TIMEOUT="soon",
+    )
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == ["hprobe: error: HPROBE_WORKER_TIMEOUT='soon': expected a number of seconds above 0"]
+    assert proc.stderr.strip().splitlines() == [
+        "hprobe: error: HPROBE_WORKER_TIMEOUT='soon': expected a number of seconds above 0"
+    ]
 
 
 def test_the_worker_never_imports_a_probe_package_from_the_working_directory(tmp_path):
@@ -49,7 +59,10 @@ def test_the_worker_never_imports_a_probe_package_from_the_working_directory(tmp
         (tmp_path / name / "__init__.py").write_text(f"open({str(marker)!r}, 'w').write({name!r})\n")
         (tmp_path / name / "worker.py").write_text(f"open({str(marker)!r}, 'w').write('worker')\n")
     tree = _tree(tmp_path / "release", "")
-    proc = _run(["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", str(tree), "--json"], tmp_path)
+    proc = _run(
+        ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", str(tree), "--json"],
+        tmp_path,
+    )
     assert not marker.exists(), marker.read_text()
     # The tree has no such entry point: absent, probed by hprobe's own worker.
     [result] = json.loads(proc.stdout)["results"]
@@ -62,7 +75,10 @@ def test_a_module_that_fails_to_import_is_inconclusive_never_absent(tmp_path):
     tree = _tree(tmp_path / "broken", "")
     (tree / "flashinfer" / "mla").mkdir()
     (tree / "flashinfer" / "mla" / "__init__.py").write_text("import hprobe_test_missing_dependency\n")
-    proc = _run(["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", str(tree), "--json"], tmp_path)
+    proc = _run(
+        ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8", "--flashinfer", str(tree), "--json"],
+        tmp_path,
+    )
     [result] = json.loads(proc.stdout)["results"]
     head = result["heads"][0]
     assert head["outcome"] == "inconclusive"

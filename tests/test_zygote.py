@@ -20,7 +20,12 @@ RELEASE = "0.6.14"
 
 
 def _probe_request(tree) -> dict:
-    return {"tree": str(tree), "kernels": ["dsv4-sparse-mla", "trtllm-mla"], "sms": [90, 100, 120], "heads": list(range(1, 129))}
+    return {
+        "tree": str(tree),
+        "kernels": ["dsv4-sparse-mla", "trtllm-mla"],
+        "sms": [90, 100, 120],
+        "heads": list(range(1, 129)),
+    }
 
 
 def _read_request(tree) -> dict:
@@ -39,7 +44,9 @@ def test_a_forked_worker_answers_as_a_fresh_one(monkeypatch):
     tree = resolve(RELEASE).tree
     used: list[bool] = []
     real_run = zygote.Zygote.run
-    monkeypatch.setattr(zygote.Zygote, "run", lambda self, *a: (lambda out: (used.append(out is not None), out)[1])(real_run(self, *a)))
+    monkeypatch.setattr(
+        zygote.Zygote, "run", lambda self, *a: (lambda out: (used.append(out is not None), out)[1])(real_run(self, *a))
+    )
     for request in (_probe_request(tree), _read_request(tree)):
         forked, fresh = _both(request, monkeypatch)
         assert isinstance(forked, dict) and "error" not in forked

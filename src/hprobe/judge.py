@@ -30,7 +30,7 @@ def judge(n: int, padded: int | None, support: KernelSMResult) -> Judgement:
     # The probed counts >= n in order; scanned lazily, since a check judges each
     # of a table's counts against every SM and release it covers.
     ordered = sorted(heads)
-    above = ordered[bisect_left(ordered, n):]
+    above = ordered[bisect_left(ordered, n) :]
     accepted_above: Iterator[int] = (h for h in above if heads[h].outcome is Outcome.ACCEPTED)
     best = next(accepted_above, None)
     if padded is None:
@@ -91,15 +91,33 @@ def judge_across(n: int, padded: int | None, supports: list[KernelSMResult]) -> 
     unclear = [(v, j) for v, j in per if j[0] is Verdict.INCONCLUSIVE]
     if unclear:
         _, (_, best, _, evidence, notes) = unclear[0]
-        return Verdict.INCONCLUSIVE, best, None, evidence, [f"inconclusive on flashinfer {', '.join(v for v, _ in unclear)}"] + notes
+        return (
+            Verdict.INCONCLUSIVE,
+            best,
+            None,
+            evidence,
+            [f"inconclusive on flashinfer {', '.join(v for v, _ in unclear)}"] + notes,
+        )
     shaped = [(v, j) for v, j in per if j[0] is Verdict.SOME_SHAPES]
     if shaped:
         _, (_, best, _, evidence, notes) = shaped[0]
-        return Verdict.SOME_SHAPES, best, None, evidence, [f"a kernel only at some shapes on flashinfer {', '.join(v for v, _ in shaped)}"] + notes
+        return (
+            Verdict.SOME_SHAPES,
+            best,
+            None,
+            evidence,
+            [f"a kernel only at some shapes on flashinfer {', '.join(v for v, _ in shaped)}"] + notes,
+        )
     slow = [(v, j) for v, j in per if j[0] is Verdict.OFF_FAST_PATH]
     if slow:
         _, (_, best, _, evidence, notes) = slow[0]
-        return Verdict.OFF_FAST_PATH, best, None, evidence, [f"off the fast path on flashinfer {', '.join(v for v, _ in slow)}"] + notes
+        return (
+            Verdict.OFF_FAST_PATH,
+            best,
+            None,
+            evidence,
+            [f"off the fast path on flashinfer {', '.join(v for v, _ in slow)}"] + notes,
+        )
     accepted_by_all = set.intersection(*({h for h in s.accepted() if s.heads[h].serves} for s in supports))
     evidence = per[-1][1][3]
     if padded is None:
@@ -208,7 +226,13 @@ def waive(findings: list[Finding], waivers: list[Waiver], today: dt.date) -> tup
     return out, [WaiverUse(w, matched[k], w.expired(today)) for k, w in enumerate(waivers)]
 
 
-def exit_code(findings: list[Finding], strict: bool, waivers: list[WaiverUse] | None = None, drift_code: int | None = None, unjudged: int = 0) -> int:
+def exit_code(
+    findings: list[Finding],
+    strict: bool,
+    waivers: list[WaiverUse] | None = None,
+    drift_code: int | None = None,
+    unjudged: int = 0,
+) -> int:
     """1 when a finding no waiver accepts fails the gate, or a waiver has
     expired; 3 when something is undecided or nothing was checked; else 0.
     With a baseline (`drift_code`, a DiffReport's), a drift of 1 fails the
@@ -221,7 +245,11 @@ def exit_code(findings: list[Finding], strict: bool, waivers: list[WaiverUse] | 
         code = EXIT_INCONCLUSIVE
     else:
         code = EXIT_OK
-    if drift_code is not None and code != EXIT_FINDINGS and (drift_code == EXIT_FINDINGS or (drift_code == EXIT_INCONCLUSIVE and code == EXIT_OK)):
+    if (
+        drift_code is not None
+        and code != EXIT_FINDINGS
+        and (drift_code == EXIT_FINDINGS or (drift_code == EXIT_INCONCLUSIVE and code == EXIT_OK))
+    ):
         code = drift_code
     return code
 
@@ -238,7 +266,10 @@ def verdict_grids(tables: list[PaddingTable], releases: list[ProbedRelease], sms
                 rows = []
                 for rel in releases:
                     result = rel.results.get((backend.variant_key, sm))
-                    cells = tuple(None if result is None else _cell(judge(n, padded, result), backend) for _model, _tp, n, padded in cases)
+                    cells = tuple(
+                        None if result is None else _cell(judge(n, padded, result), backend)
+                        for _model, _tp, n, padded in cases
+                    )
                     rows.append((rel.info.version, cells))
                 grids.append(VerdictGrid(table, backend, sm, cases, tuple(rows)))
     return grids

@@ -74,7 +74,15 @@ def first_true(
         ready([0, len(versions) - 1])
         oldest, newest = at(0), at(len(versions) - 1)  # both asked: both ends bound the answer
         if oldest is not True and newest is True:
-            _narrow(0, len(versions) - 1, k, at, ready, conclusive_near, lambda i: i in memo or (answered is not None and answered(versions[i])))
+            _narrow(
+                0,
+                len(versions) - 1,
+                k,
+                at,
+                ready,
+                conclusive_near,
+                lambda i: i in memo or (answered is not None and answered(versions[i])),
+            )
         # Every release answered already (the check's own, another count's) is
         # weighed too: they cost nothing, and "holds from X" must hold on each
         # of them from X on, not only on those the search happened to ask.
@@ -83,7 +91,10 @@ def first_true(
     seen = sorted(memo.items())
     conclusive = [(i, s) for i, s in seen if s is not None]
     regressions = tuple(
-        (versions[a], versions[b]) for m, (a, sa) in enumerate(conclusive) for b, sb in conclusive[m + 1 :] if sa and not sb
+        (versions[a], versions[b])
+        for m, (a, sa) in enumerate(conclusive)
+        for b, sb in conclusive[m + 1 :]
+        if sa and not sb
     )
     first, last_false = _last_flip(conclusive)
     adjacent = first is not None and last_false is not None and first - last_false == 1
@@ -96,7 +107,9 @@ def first_true(
     )
 
 
-def _answered_indices(versions: Sequence[V], answered: Callable[[V], bool] | None, memo: dict[int, bool | None]) -> list[int]:
+def _answered_indices(
+    versions: Sequence[V], answered: Callable[[V], bool] | None, memo: dict[int, bool | None]
+) -> list[int]:
     return [] if answered is None else [i for i, v in enumerate(versions) if i not in memo and answered(v)]
 
 
@@ -116,8 +129,13 @@ def _round(lo: int, hi: int, k: int, asked: Callable[[int], bool]) -> list[int]:
 
 
 def _narrow(
-    lo: int, hi: int, k: int, at: Callable[[int], bool | None], ready: Callable[[list[int]], None],
-    conclusive_near: Callable[[int, int, int], int | None], asked: Callable[[int], bool],
+    lo: int,
+    hi: int,
+    k: int,
+    at: Callable[[int], bool | None],
+    ready: Callable[[list[int]], None],
+    conclusive_near: Callable[[int, int, int], int | None],
+    asked: Callable[[int], bool],
 ) -> None:
     """Close in on the flip between `lo` (does not hold, or unknown) and `hi`
     (holds): k releases a round where k > 1, else the middle one. A round

@@ -87,7 +87,13 @@ class PinAdvice:
 
     @property
     def regressions(self) -> list[str]:
-        return sorted({f"{p.count} accepted in {a}, refused in {b}" for p in [*self.rule_counts.values(), *self.no_padding.values()] for a, b in p.found.regressions})
+        return sorted(
+            {
+                f"{p.count} accepted in {a}, refused in {b}"
+                for p in [*self.rule_counts.values(), *self.no_padding.values()]
+                for a, b in p.found.regressions
+            }
+        )
 
     def new_pin(self) -> str | None:
         """The current pin with its lower bound raised to `needs`; None when it
@@ -103,31 +109,47 @@ class PinAdvice:
         needs = self.needs
         if needs is None:
             never = [p.count for p in self.rule_counts.values() if p.since is None]
-            lines.append(f"{sms}: the suggested rule's counts {compact_set(never)} are accepted by no release in {self.searched[0]}..{self.searched[1]}")
+            lines.append(
+                f"{sms}: the suggested rule's counts {compact_set(never)} are accepted by no release in {self.searched[0]}..{self.searched[1]}"
+            )
         else:
             start = "--since" if self.explicit_start else "where the entry point first exists"
-            exact = self.rule_counts and all(p.found.adjacent or p.found.last_false is None for p in self.rule_counts.values())
-            first = "first safe release" if exact else "first release seen safe; releases just below it were inconclusive"
-            lines.append(f"{sms}: the suggested rule is safe from flashinfer {needs} ({first}; searched {self.searched[0]}..{self.searched[1]}, from {start})")
+            exact = self.rule_counts and all(
+                p.found.adjacent or p.found.last_false is None for p in self.rule_counts.values()
+            )
+            first = (
+                "first safe release" if exact else "first release seen safe; releases just below it were inconclusive"
+            )
+            lines.append(
+                f"{sms}: the suggested rule is safe from flashinfer {needs} ({first}; searched {self.searched[0]}..{self.searched[1]}, from {start})"
+            )
             if self.current_pin is not None and not self.admitted_below and self.admitted:
                 span = self.admitted[0] if len(self.admitted) == 1 else f"{self.admitted[0]}–{self.admitted[-1]}"
                 lines.append(f"{sms}: safe on every release your pin {self.current_pin!r} admits ({span})")
             if self.admitted_below:
-                refused = sorted(p.count for p in self.rule_counts.values() if p.since is not None and p.since > Version(self.admitted_below[0]))
+                refused = sorted(
+                    p.count
+                    for p in self.rule_counts.values()
+                    if p.since is not None and p.since > Version(self.admitted_below[0])
+                )
                 new = self.new_pin()
                 raise_to = f"raise it to {new!r}" if new else f"raise its lower bound to {needs}"
                 lines.append(
                     f"{sms}: your pin {self.current_pin!r} admits {self.admitted_below[0]}, which refuses {compact_set(refused)}: {raise_to}, or keep the current padding"
                 )
             elif self.current_pin is None:
-                lines.append(f"{sms}: no pin: add requires_flashinfer '>={needs}' so that no older release is installed beside this rule")
+                lines.append(
+                    f"{sms}: no pin: add requires_flashinfer '>={needs}' so that no older release is installed beside this rule"
+                )
         no_pad = self.no_padding_needs
         if no_pad is not None:
             lines.append(f"{sms}: no padding at all is safe from flashinfer {no_pad}")
         else:
             never = [p.count for p in self.no_padding.values() if p.since is None]
             if never:
-                lines.append(f"{sms}: no padding at all: n={compact_set(never)} is accepted by no release in {self.searched[0]}..{self.searched[1]}")
+                lines.append(
+                    f"{sms}: no padding at all: n={compact_set(never)} is accepted by no release in {self.searched[0]}..{self.searched[1]}"
+                )
         lines.extend(f"{sms}: history is not monotonic: {r}" for r in self.regressions)
         return lines
 
@@ -165,8 +187,11 @@ def advise(
     release is probed once and shared by every count (safe_at caches);
     `parallel`, `prepare` and `answered`: a round of releases probed at once
     (history.py)."""
-    advice = PinAdvice(sms, (str(versions[0]), str(versions[-1])), current_pin, admitted=admitted or [], explicit_start=explicit_start)
+    advice = PinAdvice(
+        sms, (str(versions[0]), str(versions[-1])), current_pin, admitted=admitted or [], explicit_start=explicit_start
+    )
     for count in sorted(rule_counts | per_rank):
+
         def state(v: Version, c: int = count) -> bool | None:
             return safe_at(v, sms, c)
 

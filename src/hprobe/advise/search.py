@@ -19,8 +19,13 @@ from hprobe.model.release import ProbedRelease, Progress, quiet
 
 
 def search_pins(
-    tables: list[PaddingTable], releases: list[ProbedRelease], suggestions: list[BackendSuggestion], pin: str | None,
-    use_cache: bool = True, progress: Progress = quiet, start: Version | None = None,
+    tables: list[PaddingTable],
+    releases: list[ProbedRelease],
+    suggestions: list[BackendSuggestion],
+    pin: str | None,
+    use_cache: bool = True,
+    progress: Progress = quiet,
+    start: Version | None = None,
 ) -> tuple[list[BackendSuggestion], list[Version], list[str], bool]:
     """The suggestions with their pin advice: per count of its suggested rule (and
     per count unpadded), the first published release from which every SM of
@@ -51,7 +56,12 @@ def search_pins(
         # and the run is inconclusive with pip's reason, never an input error.
         why = f"not searched: {exc.message}"
         unsearched = {id(s) for s in todo + stranded}
-        return [replace(s, pin_note=why) if id(s) in unsearched else s for s in suggestions], [], [f"pin search: {exc.message}"], False
+        return (
+            [replace(s, pin_note=why) if id(s) in unsearched else s for s in suggestions],
+            [],
+            [f"pin search: {exc.message}"],
+            False,
+        )
     prober = _Prober(releases, use_cache, progress)
     newest_probed = max((Version(v) for v in prober.known if _is_version(v)), default=None)
     width = search_width()
@@ -59,7 +69,11 @@ def search_pins(
     # Where each kernel's entry point first exists is read from wheels, which
     # waits on the index more than on the cores: read while the route-ahead
     # search probes.
-    entries = [] if start is not None else list(dict.fromkeys(get_variant(s.backend.variant_key).probe.entry_point for s in todo + stranded))
+    entries = (
+        []
+        if start is not None
+        else list(dict.fromkeys(get_variant(s.backend.variant_key).probe.entry_point for s in todo + stranded))
+    )
     with alongside(lambda: [entry_since(entry, published, progress, width) for entry in entries]) as since:
         todo.extend(_routed_ahead(stranded, ahead, {t.name: t for t in tables}, prober, width))
         firsts = dict(zip(entries, since.result(), strict=True))
@@ -74,7 +88,11 @@ def search_pins(
             searched[id(s)] = replace(s, pin_note="no published release to search")
     # Every search asks its two ends first when it asks more than one release
     # a round: one round for all of them, not one per backend.
-    ends = [v for v in dict.fromkeys(v for _, versions in searches for v in (versions[0], versions[-1])) if not prober.answered(v)]
+    ends = [
+        v
+        for v in dict.fromkeys(v for _, versions in searches for v in (versions[0], versions[-1]))
+        if not prober.answered(v)
+    ]
     for at in range(0, len(ends) if width > 1 else 0, width):
         prober.prepare(ends[at : at + width])
     for s, versions in searches:
@@ -82,7 +100,19 @@ def search_pins(
         specifier = parse_pin(current) if current else None
         admitted = [str(v) for v in published if specifier is None or specifier.contains(v)]
         safe_at = functools.partial(_safe_at, prober, s.backend.variant_key)
-        advice = advise(s.sms, s.rule_counts(), s.per_rank(), versions, str(specifier) if specifier is not None else None, safe_at, admitted, start is not None, width, prober.prepare, prober.answered)
+        advice = advise(
+            s.sms,
+            s.rule_counts(),
+            s.per_rank(),
+            versions,
+            str(specifier) if specifier is not None else None,
+            safe_at,
+            admitted,
+            start is not None,
+            width,
+            prober.prepare,
+            prober.answered,
+        )
         searched[id(s)] = replace(s, pins=advice)
     notes = [f"pin search: flashinfer {v} answered nothing: {why}" for v, why in prober.unreachable.items()]
     return [searched.get(id(s), s) for s in suggestions], published, notes, True
@@ -145,7 +175,11 @@ def _safe_at(prober: _Prober, key: str, v: Version, sms: tuple[int, ...], count:
 
 
 def _routed_ahead(
-    stranded: list[BackendSuggestion], ahead: list[Version], tables: dict[str, PaddingTable], prober: _Prober, width: int
+    stranded: list[BackendSuggestion],
+    ahead: list[Version],
+    tables: dict[str, PaddingTable],
+    prober: _Prober,
+    width: int,
 ) -> list[BackendSuggestion]:
     """The suggestions no release probed can serve (an SM with no route
     there), each now resting on the release after them that brings one. Each
@@ -158,7 +192,9 @@ def _routed_ahead(
 
         def results_at(v: Version, key: str = key, sms: tuple[int, ...] = s.sms) -> dict[int, KernelSMResult] | None:
             probed = prober.release(v)
-            return None if probed is None else {sm: probed.results[(key, sm)] for sm in sms if (key, sm) in probed.results}
+            return (
+                None if probed is None else {sm: probed.results[(key, sm)] for sm in sms if (key, sm) in probed.results}
+            )
 
         if ahead and route_ahead(s, tables[s.table], ahead, results_at, width, prober.prepare, prober.answered):
             routed.append(s)

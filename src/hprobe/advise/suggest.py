@@ -40,7 +40,9 @@ class BackendSuggestion:
     changes: list[CountChange] = field(default_factory=list)
     unsafe: dict[int, list[int]] = field(default_factory=dict)  # n -> SMs with no safe count
     inconclusive: list[str] = field(default_factory=list)  # why some answers are unknown
-    refused_now: dict[str, list[int]] = field(default_factory=dict)  # release -> counts whose current padding it refuses
+    refused_now: dict[str, list[int]] = field(
+        default_factory=dict
+    )  # release -> counts whose current padding it refuses
     pins: PinAdvice | None = None  # the pin `suggested` needs (None: not searched)
     pin_note: str | None = None  # why the pin was not searched
 
@@ -85,7 +87,9 @@ class BackendSuggestion:
             return f"{sms}: keep {current}: it is what flashinfer {self.newest} calls for{refused}{keep}"
         savings = [c.saving for c in self.changes if c.saving]
         gain = f"; saves up to {max(savings):.3g}×" if savings else ""
-        fixes = [c for c in self.changes if c.current is not None and c.suggested is not None and c.suggested > c.current]
+        fixes = [
+            c for c in self.changes if c.current is not None and c.suggested is not None and c.suggested > c.current
+        ]
         fix = f"; fixes {len(fixes)} refused count(s)" if fixes else ""
         return f"{sms}: {current} → {self.suggested.describe()} (on flashinfer {self.newest}){gain}{fix}{refused}{keep}"
 
@@ -119,7 +123,9 @@ class BackendSuggestion:
         }
 
 
-def suggest(findings: list[Finding], releases: list[ProbedRelease], tables: list[PaddingTable], newest_only: bool = True) -> list[BackendSuggestion]:
+def suggest(
+    findings: list[Finding], releases: list[ProbedRelease], tables: list[PaddingTable], newest_only: bool = True
+) -> list[BackendSuggestion]:
     """`newest_only`: suggest what the newest release probed accepts (a pin
     search then says what it needs); else what every release probed accepts
     (the releases were named outright: nothing to search, nothing to raise)."""
@@ -141,14 +147,23 @@ def _results(releases: list[ProbedRelease], key: str, sm: int, versions: tuple[s
     return [r for r in found if r.flashinfer_version in versions] or found
 
 
-def _suggest_backend(table: PaddingTable, backend: Backend, sms: tuple[int, ...], versions: tuple[str, ...], results: dict[int, list[KernelSMResult]], newest_only: bool) -> BackendSuggestion:
+def _suggest_backend(
+    table: PaddingTable,
+    backend: Backend,
+    sms: tuple[int, ...],
+    versions: tuple[str, ...],
+    results: dict[int, list[KernelSMResult]],
+    newest_only: bool,
+) -> BackendSuggestion:
     suggestion = BackendSuggestion(table.name, backend, sms, versions, None)
     cases = backend.cases(table.models)
     counts = sorted({n for _, _, n in cases})
     safe_everywhere: dict[int, set[int]] = {}
     safe_newest: dict[int, set[int]] = {}
     for sm, per_release in results.items():
-        unknown = [r for r in per_release if any(h >= min(counts) and r.outcome(h) is Outcome.INCONCLUSIVE for h in r.heads)]
+        unknown = [
+            r for r in per_release if any(h >= min(counts) and r.outcome(h) is Outcome.INCONCLUSIVE for h in r.heads)
+        ]
         if unknown:
             suggestion.inconclusive.append(f"SM{sm} on flashinfer {unknown[0].flashinfer_version}")
         sets = [_fast(r) for r in per_release]
@@ -166,7 +181,16 @@ def _suggest_backend(table: PaddingTable, backend: Backend, sms: tuple[int, ...]
     # padding removal ahead of a flashinfer bump would have crashed on.
     for per_release in results.values():
         for r in per_release:
-            refused = sorted({n for n in counts if (p := backend.rule.pad(n)) is not None and p in r.heads and r.outcome(p) is not Outcome.ACCEPTED and r.outcome(p) is not Outcome.INCONCLUSIVE})
+            refused = sorted(
+                {
+                    n
+                    for n in counts
+                    if (p := backend.rule.pad(n)) is not None
+                    and p in r.heads
+                    and r.outcome(p) is not Outcome.ACCEPTED
+                    and r.outcome(p) is not Outcome.INCONCLUSIVE
+                }
+            )
             if refused:
                 merged = suggestion.refused_now.setdefault(r.flashinfer_version, [])
                 merged.extend(n for n in refused if n not in merged)
@@ -202,8 +226,13 @@ def _choose(counts: list[int], safe: dict[int, set[int]], unsafe: dict[int, list
 
 
 def route_ahead(
-    s: BackendSuggestion, table: PaddingTable, versions: list[Version], results_at: Callable[[Version], dict[int, KernelSMResult] | None],
-    parallel: int = 1, prepare: Callable[[list[Version]], None] | None = None, answered: Callable[[Version], bool] | None = None,
+    s: BackendSuggestion,
+    table: PaddingTable,
+    versions: list[Version],
+    results_at: Callable[[Version], dict[int, KernelSMResult] | None],
+    parallel: int = 1,
+    prepare: Callable[[list[Version]], None] | None = None,
+    answered: Callable[[Version], bool] | None = None,
 ) -> bool:
     """For a backend that no release probed can serve (no count is safe for
     some n on some SM: an SM with no route there, say): the first of `versions`
@@ -230,7 +259,13 @@ def route_ahead(
     results = results_at(found)
     assert results is not None
     ahead = _suggest_backend(table, s.backend, s.sms, (str(found),), {sm: [results[sm]] for sm in s.sms}, True)
-    s.suggested, s.changes, s.newest, s.unsafe, s.keep_pin = ahead.suggested, ahead.changes, str(found), ahead.unsafe, None
+    s.suggested, s.changes, s.newest, s.unsafe, s.keep_pin = (
+        ahead.suggested,
+        ahead.changes,
+        str(found),
+        ahead.unsafe,
+        None,
+    )
     return s.suggested is not None
 
 
@@ -288,5 +323,11 @@ def rewritten(tables: list[PaddingTable], suggestions: list[BackendSuggestion]) 
         kept = [s for s in mine if not (blocked and s.pins and s.pins.admitted_below)]
         rules = {s.backend.name: rule for s in kept if (rule := adopted(s)[0]) is not None}
         pin = new_requirement(t.requires_flashinfer, kept)
-        out.append(replace(t, backends=[replace(b, rule=rules.get(b.name, b.rule)) for b in t.backends], requires_flashinfer=pin or t.requires_flashinfer))
+        out.append(
+            replace(
+                t,
+                backends=[replace(b, rule=rules.get(b.name, b.rule)) for b in t.backends],
+                requires_flashinfer=pin or t.requires_flashinfer,
+            )
+        )
     return out

@@ -32,8 +32,12 @@ def summarize(findings: list[Finding], tables: list[PaddingTable]) -> list[Table
                 counts[f.verdict.value] = counts.get(f.verdict.value, 0) + 1
             kernels[backend] = group[0].kernel
             merged.setdefault((backend, tuple(counts.items()), _action(group)), []).append(sm)
-        backends = tuple(Advice(table, b, kernels[b], tuple(sms), dict(c), action) for (b, c, action), sms in merged.items())
-        releases = tuple(sorted({r for f in rows for r in (f.releases or [f.flashinfer_version]) if r not in ("-", "")}))
+        backends = tuple(
+            Advice(table, b, kernels[b], tuple(sms), dict(c), action) for (b, c, action), sms in merged.items()
+        )
+        releases = tuple(
+            sorted({r for f in rows for r in (f.releases or [f.flashinfer_version]) if r not in ("-", "")})
+        )
         # The pin the releases were chosen by (--pin, else the table's own), so the
         # scope never names a pin whose releases were not the ones probed.
         chosen_by = next((f.pin for f in rows if f.pin), None)
@@ -58,7 +62,9 @@ def _action(rows: list[Finding]) -> str:
     scoped = f"under {reach.flag} {reach.value} only: {action}"
     if all(f.verdict is Verdict.OK for f in rows):
         return scoped
-    return f"{scoped} — the default backend ({reach.otherwise}) shares this rule: change it behind a {reach.flag} branch"
+    return (
+        f"{scoped} — the default backend ({reach.otherwise}) shares this rule: change it behind a {reach.flag} branch"
+    )
 
 
 def _urgency(verdict: Verdict) -> int:
@@ -91,7 +97,9 @@ def _verdict_action(rows: list[Finding]) -> str:
     match verdict:
         case Verdict.BROKEN:
             padded = compact_set({f.padded for f in group if f.padded is not None})
-            return f"broken for {_tps(group)}: the kernel refuses {padded}; pad to counts it accepts before shipping this"
+            return (
+                f"broken for {_tps(group)}: the kernel refuses {padded}; pad to counts it accepts before shipping this"
+            )
         case Verdict.SOME_SHAPES:
             padded = compact_set({f.padded for f in group if f.padded is not None})
             whole = compact_set({f.best for f in group if f.best is not None})

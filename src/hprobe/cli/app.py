@@ -78,11 +78,18 @@ app = typer.Typer(
     no_args_is_help=True,
     help="Which query-head counts FlashInfer's MLA kernels accept, from their own validators, "
     "and whether a padding table pads too much, too little, or just right.",
-    epilog=examples("hprobe check --repo ~/vllm --flashinfer 0.7.4", "hprobe suggest --repo ~/vllm --flashinfer 0.7.4 --diff hprobe.diff", "hprobe matrix -k dsv4-sparse-mla --sm 100,120", exits=None),
+    epilog=examples(
+        "hprobe check --repo ~/vllm --flashinfer 0.7.4",
+        "hprobe suggest --repo ~/vllm --flashinfer 0.7.4 --diff hprobe.diff",
+        "hprobe matrix -k dsv4-sparse-mla --sm 100,120",
+        exits=None,
+    ),
 )
 
 
-def _show(fmt: str, report: object, details: bool = True, grid: bool = False, pivot: tuple[str, str] | None = None) -> None:
+def _show(
+    fmt: str, report: object, details: bool = True, grid: bool = False, pivot: tuple[str, str] | None = None
+) -> None:
     """The report, rendered, on stdout (styled for it): formats only render."""
     from hprobe.report.formats import RenderOptions, render
 
@@ -120,11 +127,21 @@ def _axis_args(ctx: typer.Context) -> list[str]:
     return ctx.args
 
 
-def _no_clobbering(outputs: dict[str, Optional[Path]], tables: Optional[List[Path]] = None, mapping: Optional[Path] = None, baseline: Optional[Path] = None, repo: Optional[Path] = None) -> None:
+def _no_clobbering(
+    outputs: dict[str, Optional[Path]],
+    tables: Optional[List[Path]] = None,
+    mapping: Optional[Path] = None,
+    baseline: Optional[Path] = None,
+    repo: Optional[Path] = None,
+) -> None:
     """Refuse, before any work, an output that would replace an input or another output."""
     from hprobe.system.fileio import refuse_clobbering
 
-    inputs = {"--table": list(tables or []), "--mapping": [mapping] if mapping else [], "--baseline": [baseline] if baseline else []}
+    inputs = {
+        "--table": list(tables or []),
+        "--mapping": [mapping] if mapping else [],
+        "--baseline": [baseline] if baseline else [],
+    }
     refuse_clobbering(outputs, inputs, repo)
 
 
@@ -136,12 +153,25 @@ def _version_callback(value: bool) -> None:
 
 @app.callback()
 def main(
-    version: bool = typer.Option(False, "--version", callback=_version_callback, is_eager=True, help="Print the version and exit."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version_callback, is_eager=True, help="Print the version and exit."
+    ),
 ) -> None:
     """hprobe: a kernel compatibility probe for LLM-serving engineers."""
 
 
-@app.command(context_settings=AXIS_CONTEXT, epilog=examples('hprobe check', 'hprobe check --repo ~/vllm --flashinfer 0.7.4', 'hprobe check --table my-table.toml --sm 100,120 --strict', 'hprobe check --repo . --junit hprobe.xml --format markdown', exits=GATE_EXITS) + "\n\n" + AXIS_EPILOG)
+@app.command(
+    context_settings=AXIS_CONTEXT,
+    epilog=examples(
+        "hprobe check",
+        "hprobe check --repo ~/vllm --flashinfer 0.7.4",
+        "hprobe check --table my-table.toml --sm 100,120 --strict",
+        "hprobe check --repo . --junit hprobe.xml --format markdown",
+        exits=GATE_EXITS,
+    )
+    + "\n\n"
+    + AXIS_EPILOG,
+)
 def check(
     ctx: typer.Context,
     table: TableOpt = None,
@@ -152,28 +182,63 @@ def check(
     pad_fn: PadFnOpt = None,
     kernel: PadFnKernelOpt = None,
     sm: TablesSmOpt = None,
-    strict: bool = typer.Option(False, "--strict", help="Exit 1 on reducible, table-refuses or off-fast-path findings too."),
+    strict: bool = typer.Option(
+        False, "--strict", help="Exit 1 on reducible, table-refuses or off-fast-path findings too."
+    ),
     heads: ModelHeadsOpt = None,
     model: ModelOpt = None,
     tp: TpOpt = None,
     pin: PinOpt = None,
     flashinfer: FlashinferOpt = None,
-    baseline: Optional[Path] = typer.Option(None, "--baseline", metavar="FILE", parser=path_value, help="A recorded `hprobe matrix --json`: also report what changed since (exit 1 on change)."),
-    junit: Optional[Path] = typer.Option(None, "--junit", metavar="FILE", parser=path_value, help="Also write a JUnit XML report here (one test case per backend x SM x per-rank count)."),
+    baseline: Optional[Path] = typer.Option(
+        None,
+        "--baseline",
+        metavar="FILE",
+        parser=path_value,
+        help="A recorded `hprobe matrix --json`: also report what changed since (exit 1 on change).",
+    ),
+    junit: Optional[Path] = typer.Option(
+        None,
+        "--junit",
+        metavar="FILE",
+        parser=path_value,
+        help="Also write a JUnit XML report here (one test case per backend x SM x per-rank count).",
+    ),
     output_format: str = typer.Option("text", "--format", metavar="FORMAT", help=CHECK_FORMAT_HELP),
-    details: bool = typer.Option(False, "--details", help="Text: show every row after the summary, not only those that are not ok."),
+    details: bool = typer.Option(
+        False, "--details", help="Text: show every row after the summary, not only those that are not ok."
+    ),
     no_cache: NoCacheOpt = False,
     waivers: WaiversOpt = None,
     ignore: IgnoreOpt = None,
-    json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.check/2 JSON document (same as --format json)."),
+    json_output: bool = typer.Option(
+        False, "--json", help="Emit the hprobe.check/2 JSON document (same as --format json)."
+    ),
 ) -> None:
     """Check padding tables (or the rules in a repo) against flashinfer's own validators."""
 
     def job() -> int:
         from hprobe.commands.request import RuleRequest
         from hprobe.commands.rules import run_check_command
+
         fmt = _format(output_format, json_output, "check")
-        request = RuleRequest.parse("check", tables=table, repo=repo, mapping=mapping, exclude=exclude, settings=settings, pad_fn=pad_fn, kernel=kernel, sm=sm, heads=heads, tp=tp, pin=pin, flashinfer=flashinfer, extra_args=_axis_args(ctx), model=model)
+        request = RuleRequest.parse(
+            "check",
+            tables=table,
+            repo=repo,
+            mapping=mapping,
+            exclude=exclude,
+            settings=settings,
+            pad_fn=pad_fn,
+            kernel=kernel,
+            sm=sm,
+            heads=heads,
+            tp=tp,
+            pin=pin,
+            flashinfer=flashinfer,
+            extra_args=_axis_args(ctx),
+            model=model,
+        )
         from hprobe.rules.waivers import gather_waivers
 
         here = working_directory()  # none where it was removed: no waiver file to find there
@@ -207,7 +272,16 @@ def check(
     run_job(job)
 
 
-@app.command(context_settings=AXIS_CONTEXT, epilog=examples('hprobe suggest --repo ~/vllm --flashinfer 0.7.4 --diff hprobe.diff', 'hprobe suggest --table my-table.toml -o fixed.toml', exits=GATE_EXITS) + "\n\n" + AXIS_EPILOG)
+@app.command(
+    context_settings=AXIS_CONTEXT,
+    epilog=examples(
+        "hprobe suggest --repo ~/vllm --flashinfer 0.7.4 --diff hprobe.diff",
+        "hprobe suggest --table my-table.toml -o fixed.toml",
+        exits=GATE_EXITS,
+    )
+    + "\n\n"
+    + AXIS_EPILOG,
+)
 def suggest(
     ctx: typer.Context,
     table: TableOpt = None,
@@ -223,10 +297,28 @@ def suggest(
     tp: TpOpt = None,
     pin: PinOpt = None,
     flashinfer: FlashinferOpt = None,
-    output: Optional[Path] = typer.Option(None, "--output", "-o", metavar="FILE", parser=path_value, help="Write the table(s) with the suggested rules here as TOML (readable by `check --table`)."),
-    diff_file: Optional[Path] = typer.Option(None, "--diff", metavar="FILE", parser=path_value, help="With --repo: write the suggested rules and pin as a unified diff of the tree's own source here (apply with `git apply` in the --repo directory)."),
+    output: Optional[Path] = typer.Option(
+        None,
+        "--output",
+        "-o",
+        metavar="FILE",
+        parser=path_value,
+        help="Write the table(s) with the suggested rules here as TOML (readable by `check --table`).",
+    ),
+    diff_file: Optional[Path] = typer.Option(
+        None,
+        "--diff",
+        metavar="FILE",
+        parser=path_value,
+        help="With --repo: write the suggested rules and pin as a unified diff of the tree's own source here (apply with `git apply` in the --repo directory).",
+    ),
     force: bool = typer.Option(False, "--force", help="Overwrite --output / --diff."),
-    since: Optional[str] = typer.Option(None, "--since", metavar="RELEASE", help="Start the search for the first safe release here (default: the first release whose source defines the kernel's entry point)."),
+    since: Optional[str] = typer.Option(
+        None,
+        "--since",
+        metavar="RELEASE",
+        help="Start the search for the first safe release here (default: the first release whose source defines the kernel's entry point).",
+    ),
     no_cache: NoCacheOpt = False,
     output_format: str = typer.Option("text", "--format", metavar="FORMAT", help=CHECK_FORMAT_HELP),
     json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.suggest/1 JSON document."),
@@ -238,7 +330,23 @@ def suggest(
         from hprobe.commands.suggest import run_suggest
 
         fmt = _format(output_format, json_output, "suggest")
-        request = RuleRequest.parse("suggest", tables=table, repo=repo, mapping=mapping, exclude=exclude, settings=settings, pad_fn=pad_fn, kernel=kernel, sm=sm, heads=heads, tp=tp, pin=pin, flashinfer=flashinfer, extra_args=_axis_args(ctx), model=model)
+        request = RuleRequest.parse(
+            "suggest",
+            tables=table,
+            repo=repo,
+            mapping=mapping,
+            exclude=exclude,
+            settings=settings,
+            pad_fn=pad_fn,
+            kernel=kernel,
+            sm=sm,
+            heads=heads,
+            tp=tp,
+            pin=pin,
+            flashinfer=flashinfer,
+            extra_args=_axis_args(ctx),
+            model=model,
+        )
         start = release_number(since, "--since") if since is not None else None  # refused before any probing
         if output is not None:
             check_output(output, "--output", overwrite=force)
@@ -246,7 +354,14 @@ def suggest(
             check_output(diff_file, "--diff", overwrite=force)
         _no_clobbering({"--output": output, "--diff": diff_file}, table, mapping, None, repo)
         with progress_line(fmt == "json") as progress:
-            result = run_suggest(request, start=start, want_table=output is not None, diff_name=str(diff_file) if diff_file is not None else None, use_cache=not no_cache, progress=progress)
+            result = run_suggest(
+                request,
+                start=start,
+                want_table=output is not None,
+                diff_name=str(diff_file) if diff_file is not None else None,
+                use_cache=not no_cache,
+                progress=progress,
+            )
         from hprobe.system.escaping import visible
 
         written: list[str] = []
@@ -257,31 +372,66 @@ def suggest(
         if diff_written:
             assert diff_file is not None and result.patch is not None
             write_output(diff_file, result.patch.diff, "--diff", overwrite=force)
-            written.append(f"wrote {visible(str(diff_file))}: {len(result.patch.changed)} change{'s' * (len(result.patch.changed) != 1)} (apply with `git apply` in the --repo directory)")
+            written.append(
+                f"wrote {visible(str(diff_file))}: {len(result.patch.changed)} change{'s' * (len(result.patch.changed) != 1)} (apply with `git apply` in the --repo directory)"
+            )
         _show(fmt, result)
         for line in written:
             say(line)
         if diff_file is not None and not diff_written:
             # Asked for and not written: a script's next step (`git apply`) must not run on nothing.
             why = "nothing to rewrite" if result.patch is not None else "no patch was made"
-            say(f"hprobe: error: --diff {visible(str(diff_file))} not written: {why} (the report above says why for each rule)")
+            say(
+                f"hprobe: error: --diff {visible(str(diff_file))} not written: {why} (the report above says why for each rule)"
+            )
             return result.exit_code if result.exit_code in (1, 3) else 2
         return result.exit_code
 
     run_job(job)
 
 
-@app.command(context_settings=AXIS_CONTEXT, epilog=examples('hprobe matrix -k dsv4-sparse-mla --sm 100,120', 'hprobe matrix -k trtllm-mla --sm 100 --flashinfer 0.6.13,0.7.4', 'hprobe matrix -k dsv4-sparse-mla --sm 100 --heads 1-128 --grid', exits=MATRIX_EXITS) + "\n\n" + AXIS_EPILOG)
+@app.command(
+    context_settings=AXIS_CONTEXT,
+    epilog=examples(
+        "hprobe matrix -k dsv4-sparse-mla --sm 100,120",
+        "hprobe matrix -k trtllm-mla --sm 100 --flashinfer 0.6.13,0.7.4",
+        "hprobe matrix -k dsv4-sparse-mla --sm 100 --heads 1-128 --grid",
+        exits=MATRIX_EXITS,
+    )
+    + "\n\n"
+    + AXIS_EPILOG,
+)
 def matrix(
     ctx: typer.Context,
-    kernel: Optional[List[str]] = typer.Option(None, "--kernel", "-k", metavar="KERNEL", help="Kernel id(s); repeatable or comma list. Default: every probe."),
-    sm: Optional[str] = typer.Option(None, "--sm", metavar="SM", help="Target SM(s). Default: the visible GPUs, else every SM the kernels are built for."),
-    heads: str = typer.Option("1-256", "--heads", metavar="HEADS", help="Head counts to probe: 1-256, 8,16,24, 1-8,16."),
-    grid: bool = typer.Option(False, "--grid", help="A table of marks, one row per h_q, one column per kernel variant and SM."),
-    pivot: Optional[str] = typer.Option(None, "--pivot", metavar="ROWS,COLS", help="ROWS,COLS: any two of heads, sm, release, kernel or an axis (topk, backend, ...)."),
+    kernel: Optional[List[str]] = typer.Option(
+        None, "--kernel", "-k", metavar="KERNEL", help="Kernel id(s); repeatable or comma list. Default: every probe."
+    ),
+    sm: Optional[str] = typer.Option(
+        None,
+        "--sm",
+        metavar="SM",
+        help="Target SM(s). Default: the visible GPUs, else every SM the kernels are built for.",
+    ),
+    heads: str = typer.Option(
+        "1-256", "--heads", metavar="HEADS", help="Head counts to probe: 1-256, 8,16,24, 1-8,16."
+    ),
+    grid: bool = typer.Option(
+        False, "--grid", help="A table of marks, one row per h_q, one column per kernel variant and SM."
+    ),
+    pivot: Optional[str] = typer.Option(
+        None,
+        "--pivot",
+        metavar="ROWS,COLS",
+        help="ROWS,COLS: any two of heads, sm, release, kernel or an axis (topk, backend, ...).",
+    ),
     json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.matrix/2 JSON document."),
     output_format: FormatOpt = "text",
-    flashinfer: Optional[str] = typer.Option(None, "--flashinfer", metavar="RELEASE", help="Probe these releases instead of the installed one: 0.6.13, a comma list, a wheel file or an unpacked directory. Fetched with your pip, cached, probed in a subprocess."),
+    flashinfer: Optional[str] = typer.Option(
+        None,
+        "--flashinfer",
+        metavar="RELEASE",
+        help="Probe these releases instead of the installed one: 0.6.13, a comma list, a wheel file or an unpacked directory. Fetched with your pip, cached, probed in a subprocess.",
+    ),
     no_cache: bool = typer.Option(False, "--no-cache", help="Ignore cached probe results for fetched releases."),
 ) -> None:
     """Print the h_q each kernel accepts on each SM with the installed flashinfer."""
@@ -296,7 +446,16 @@ def matrix(
         check_release_options(flashinfer, None)
         dims = parse_pivot(pivot)
         with progress_line(fmt == "json") as progress:
-            report = run_matrix(kernel_ids(kernel), sm, parse_heads(heads), parse_spec(flashinfer) if flashinfer else None, not no_cache, progress, parse_axes(_axis_args(ctx)), dims)
+            report = run_matrix(
+                kernel_ids(kernel),
+                sm,
+                parse_heads(heads),
+                parse_spec(flashinfer) if flashinfer else None,
+                not no_cache,
+                progress,
+                parse_axes(_axis_args(ctx)),
+                dims,
+            )
         if dims is not None:
             from hprobe.report.pivot import pivot_cells
 
@@ -307,13 +466,20 @@ def matrix(
     run_job(job)
 
 
-@app.command(context_settings=AXIS_CONTEXT, epilog=examples('hprobe diff 0.6.13 0.6.14 -k dsv4-sparse-mla --sm 100', exits=DIFF_EXITS) + "\n\n" + AXIS_EPILOG)
+@app.command(
+    context_settings=AXIS_CONTEXT,
+    epilog=examples("hprobe diff 0.6.13 0.6.14 -k dsv4-sparse-mla --sm 100", exits=DIFF_EXITS) + "\n\n" + AXIS_EPILOG,
+)
 def diff(
     ctx: typer.Context,
     old: str = typer.Argument(..., metavar="OLD", help="The release before: 0.6.13, a wheel file or a directory."),
     new: str = typer.Argument(..., metavar="NEW", help="The release after."),
-    kernel: Optional[List[str]] = typer.Option(None, "--kernel", "-k", metavar="KERNEL", help="Kernel id(s). Default: every probe."),
-    sm: Optional[str] = typer.Option(None, "--sm", metavar="SM", help="Target SM(s). Default: every SM the kernels are built for."),
+    kernel: Optional[List[str]] = typer.Option(
+        None, "--kernel", "-k", metavar="KERNEL", help="Kernel id(s). Default: every probe."
+    ),
+    sm: Optional[str] = typer.Option(
+        None, "--sm", metavar="SM", help="Target SM(s). Default: every SM the kernels are built for."
+    ),
     heads: str = typer.Option("1-256", "--heads", metavar="HEADS", help="Head counts to compare."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Ignore cached probe results."),
     json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.diff/1 JSON document."),
@@ -330,7 +496,15 @@ def diff(
         from hprobe.support.trees import parse_spec
 
         with progress_line(fmt == "json") as progress:
-            report = run_matrix(kernel_ids(kernel), sm, parse_heads(heads), parse_spec(old) + parse_spec(new), not no_cache, progress, parse_axes(_axis_args(ctx)))
+            report = run_matrix(
+                kernel_ids(kernel),
+                sm,
+                parse_heads(heads),
+                parse_spec(old) + parse_spec(new),
+                not no_cache,
+                progress,
+                parse_axes(_axis_args(ctx)),
+            )
         result = diff_reports(report)
         _show(fmt, result)
         return result.exit_code
@@ -338,13 +512,25 @@ def diff(
     run_job(job)
 
 
-@app.command(epilog=examples("hprobe bisect -k dsv4-sparse-mla --sm 100 --heads 16", "hprobe bisect -k trtllm-mla --sm 100 --heads 96 --range 0.6.10..0.7.4", exits=BISECT_EXITS))
+@app.command(
+    epilog=examples(
+        "hprobe bisect -k dsv4-sparse-mla --sm 100 --heads 16",
+        "hprobe bisect -k trtllm-mla --sm 100 --heads 96 --range 0.6.10..0.7.4",
+        exits=BISECT_EXITS,
+    )
+)
 def bisect(
-    kernel: str = typer.Option(..., "--kernel", "-k", metavar="KERNEL", help="Kernel id or variant, e.g. trtllm-mla[backend=xqa]."),
+    kernel: str = typer.Option(
+        ..., "--kernel", "-k", metavar="KERNEL", help="Kernel id or variant, e.g. trtllm-mla[backend=xqa]."
+    ),
     sm: str = typer.Option(..., "--sm", metavar="SM", help="One target SM."),
     heads: int = typer.Option(..., "--heads", metavar="N", help="The per-rank head count in question."),
-    range_: Optional[str] = typer.Option(None, "--range", metavar="LO..HI", help="LO..HI release range, inclusive, e.g. 0.6.10..0.6.16."),
-    exhaustive: bool = typer.Option(False, "--exhaustive", help="Probe every release in the range, not a binary search."),
+    range_: Optional[str] = typer.Option(
+        None, "--range", metavar="LO..HI", help="LO..HI release range, inclusive, e.g. 0.6.10..0.6.16."
+    ),
+    exhaustive: bool = typer.Option(
+        False, "--exhaustive", help="Probe every release in the range, not a binary search."
+    ),
     no_cache: bool = typer.Option(False, "--no-cache", help="Ignore cached probe results."),
     json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.bisect/1 JSON document."),
     output_format: FormatOpt = "text",
@@ -369,14 +555,37 @@ def bisect(
     run_job(job)
 
 
-@app.command(context_settings=AXIS_CONTEXT, epilog=examples('hprobe report --releases 0.6.12..0.7.4 -k dsv4-sparse-mla --sm 100,120 -o site/', exits=MATRIX_EXITS) + "\n\n" + AXIS_EPILOG)
+@app.command(
+    context_settings=AXIS_CONTEXT,
+    epilog=examples(
+        "hprobe report --releases 0.6.12..0.7.4 -k dsv4-sparse-mla --sm 100,120 -o site/", exits=MATRIX_EXITS
+    )
+    + "\n\n"
+    + AXIS_EPILOG,
+)
 def report(
     ctx: typer.Context,
-    releases: str = typer.Option(..., "--releases", metavar="RELEASES", help="LO..HI (every published release in it, inclusive) or a comma list of releases, wheels or directories."),
-    kernel: Optional[List[str]] = typer.Option(None, "--kernel", "-k", metavar="KERNEL", help="Kernel id(s); repeatable or comma list. Default: every probe."),
-    sm: Optional[str] = typer.Option(None, "--sm", metavar="SM", help="Target SM(s). Default: every SM the kernels are built for."),
+    releases: str = typer.Option(
+        ...,
+        "--releases",
+        metavar="RELEASES",
+        help="LO..HI (every published release in it, inclusive) or a comma list of releases, wheels or directories.",
+    ),
+    kernel: Optional[List[str]] = typer.Option(
+        None, "--kernel", "-k", metavar="KERNEL", help="Kernel id(s); repeatable or comma list. Default: every probe."
+    ),
+    sm: Optional[str] = typer.Option(
+        None, "--sm", metavar="SM", help="Target SM(s). Default: every SM the kernels are built for."
+    ),
     heads: str = typer.Option("1-256", "--heads", metavar="HEADS", help="Head counts: 1-256, 8,16,24."),
-    output: Path = typer.Option(..., "--output", "-o", metavar="DIR", parser=path_value, help="Directory to write index.html, matrix.md and matrix.json into."),
+    output: Path = typer.Option(
+        ...,
+        "--output",
+        "-o",
+        metavar="DIR",
+        parser=path_value,
+        help="Directory to write index.html, matrix.md and matrix.json into.",
+    ),
     table: TableOpt = None,
     repo: RepoOpt = None,
     mapping: MappingOpt = None,
@@ -387,7 +596,13 @@ def report(
     and with --table or --repo each padding table's verdicts release by release."""
 
     def job() -> int:
-        _no_clobbering({f"--output ({name})": output / name for name in ("index.html", "matrix.md", "matrix.json")}, table, mapping, None, repo)
+        _no_clobbering(
+            {f"--output ({name})": output / name for name in ("index.html", "matrix.md", "matrix.json")},
+            table,
+            mapping,
+            None,
+            repo,
+        )
         site = SiteWriter(output, ("index.html", "matrix.md", "matrix.json"), "--output", force)
         try:
             return _report(site)
@@ -405,12 +620,35 @@ def report(
         wanted, kernels, axes = parse_heads(heads), kernel_ids(kernel), parse_axes(_axis_args(ctx))
         rules = None
         if table or repo is not None:  # read and checked before anything is probed
-            request = RuleRequest.parse("report", tables=table, repo=repo, mapping=mapping, exclude=None, settings=None, pad_fn=None, kernel=None, sm=sm, heads=None, tp=None, pin=None, flashinfer=None, extra_args=[])
+            request = RuleRequest.parse(
+                "report",
+                tables=table,
+                repo=repo,
+                mapping=mapping,
+                exclude=None,
+                settings=None,
+                pad_fn=None,
+                kernel=None,
+                sm=sm,
+                heads=None,
+                tp=None,
+                pin=None,
+                flashinfer=None,
+                extra_args=[],
+            )
             rules = (request, *collect_rules(request, not no_cache))
         with progress_line(False) as progress:
             report = run_report(releases, kernels, sm, wanted, axes, rules, not no_cache, progress)
-        site.commit({"index.html": render("page", report), "matrix.md": render("markdown", report), "matrix.json": render("json", report)})
-        say(f"wrote {visible(str(output))}/index.html, matrix.md, matrix.json: {len(report.matrix.releases)} releases, {len(report.matrix.keys)} variants")
+        site.commit(
+            {
+                "index.html": render("page", report),
+                "matrix.md": render("markdown", report),
+                "matrix.json": render("json", report),
+            }
+        )
+        say(
+            f"wrote {visible(str(output))}/index.html, matrix.md, matrix.json: {len(report.matrix.releases)} releases, {len(report.matrix.keys)} variants"
+        )
         return 0
 
     run_job(job)
@@ -422,13 +660,36 @@ app.add_typer(table_app, name="table")
 
 @table_app.command("extract", epilog=examples("hprobe table extract --repo ~/vllm -o vllm-table.toml"))
 def table_extract(
-    repo: Path = typer.Option(..., "--repo", metavar="DIR", parser=path_value, help="Source tree or installed package to read (static analysis: nothing is imported or run)."),
+    repo: Path = typer.Option(
+        ...,
+        "--repo",
+        metavar="DIR",
+        parser=path_value,
+        help="Source tree or installed package to read (static analysis: nothing is imported or run).",
+    ),
     mapping: MappingOpt = None,
-    exclude: Optional[List[str]] = typer.Option(None, "--exclude", metavar="GLOB", help="Also skip paths matching this glob (repeatable). Tests, fixtures, venvs, site-packages and build outputs inside the tree are always skipped."),
+    exclude: Optional[List[str]] = typer.Option(
+        None,
+        "--exclude",
+        metavar="GLOB",
+        help="Also skip paths matching this glob (repeatable). Tests, fixtures, venvs, site-packages and build outputs inside the tree are always skipped.",
+    ),
     settings: SetOpt = None,
     model: ModelOpt = None,
-    flashinfer: Optional[str] = typer.Option(None, "--flashinfer", metavar="RELEASE", help="For rules that read flashinfer's own tables (SGLang): the release to evaluate them against. Default: the repo's pin when it names one release, else the installed flashinfer."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", metavar="FILE", parser=path_value, help="Write the TOML here instead of stdout (an existing file is not overwritten without --force)."),
+    flashinfer: Optional[str] = typer.Option(
+        None,
+        "--flashinfer",
+        metavar="RELEASE",
+        help="For rules that read flashinfer's own tables (SGLang): the release to evaluate them against. Default: the repo's pin when it names one release, else the installed flashinfer.",
+    ),
+    output: Optional[Path] = typer.Option(
+        None,
+        "--output",
+        "-o",
+        metavar="FILE",
+        parser=path_value,
+        help="Write the TOML here instead of stdout (an existing file is not overwritten without --force).",
+    ),
     force: bool = typer.Option(False, "--force", help="Overwrite --output."),
     json_output: bool = typer.Option(False, "--json", help="Emit what was found as JSON instead of TOML."),
 ) -> None:
@@ -453,7 +714,9 @@ def table_extract(
             sys.stdout.write(text)
         else:
             write_output(output, text, "--output", overwrite=force)
-            typer.echo(f"wrote {output}: {len(found.table.backends)} backends, {len(found.classes)} padding classes", err=True)
+            typer.echo(
+                f"wrote {output}: {len(found.table.backends)} backends, {len(found.classes)} padding classes", err=True
+            )
         return 0
 
     run_job(job)
@@ -461,7 +724,12 @@ def table_extract(
 
 @app.command(epilog=examples("hprobe kernels", "hprobe kernels --releases 0.6.10..0.7.4"))
 def kernels(
-    releases: Optional[str] = typer.Option(None, "--releases", metavar="RELEASES", help="Also say which of these releases define each entry point: a comma list or LO..HI (fetched, read without importing)."),
+    releases: Optional[str] = typer.Option(
+        None,
+        "--releases",
+        metavar="RELEASES",
+        help="Also say which of these releases define each entry point: a comma list or LO..HI (fetched, read without importing).",
+    ),
     json_output: bool = typer.Option(False, "--json", help="Emit JSON."),
     output_format: FormatOpt = "text",
 ) -> None:
@@ -520,7 +788,9 @@ cache_app = typer.Typer(
     no_args_is_help=False,
     invoke_without_command=True,
     help="What hprobe's cache holds per flashinfer release (wheels, unpacked trees, answers), and freeing it.",
-    epilog=examples("hprobe cache", "hprobe cache --format json", "hprobe cache prune --keep '>=0.7'", "hprobe cache clear"),
+    epilog=examples(
+        "hprobe cache", "hprobe cache --format json", "hprobe cache prune --keep '>=0.7'", "hprobe cache clear"
+    ),
 )
 app.add_typer(cache_app, name="cache")
 CacheFormatOpt = typer.Option("text", "--format", metavar="FORMAT", help=FORMAT_HELP)
@@ -544,11 +814,30 @@ def cache_show(ctx: typer.Context, output_format: str = CacheFormatOpt) -> None:
         _cache_job(show_cache, output_format)
 
 
-@cache_app.command("prune", epilog=examples("hprobe cache prune --release 0.6.13", "hprobe cache prune --keep '>=0.6.14,<0.8'", "hprobe cache prune --older-than 30"))
+@cache_app.command(
+    "prune",
+    epilog=examples(
+        "hprobe cache prune --release 0.6.13",
+        "hprobe cache prune --keep '>=0.6.14,<0.8'",
+        "hprobe cache prune --older-than 30",
+    ),
+)
 def cache_prune(
-    release: Optional[List[str]] = typer.Option(None, "--release", metavar="RELEASE", help="Remove this release's wheel, tree, bytecode and answers (repeatable)."),
-    older_than: Optional[float] = typer.Option(None, "--older-than", metavar="DAYS", help="Remove entries not written for DAYS days."),
-    keep: Optional[str] = typer.Option(None, "--keep", metavar="PIN", help="Remove every release but these: a comma list (0.6.13,0.7.2) or a pin ('>=0.6.13,<0.8')."),
+    release: Optional[List[str]] = typer.Option(
+        None,
+        "--release",
+        metavar="RELEASE",
+        help="Remove this release's wheel, tree, bytecode and answers (repeatable).",
+    ),
+    older_than: Optional[float] = typer.Option(
+        None, "--older-than", metavar="DAYS", help="Remove entries not written for DAYS days."
+    ),
+    keep: Optional[str] = typer.Option(
+        None,
+        "--keep",
+        metavar="PIN",
+        help="Remove every release but these: a comma list (0.6.13,0.7.2) or a pin ('>=0.6.13,<0.8').",
+    ),
     output_format: str = CacheFormatOpt,
 ) -> None:
     """Remove part of the cache; says what it freed."""
@@ -582,7 +871,11 @@ def _only_the_command_named(group: typer.Typer, first: list[str]) -> None:
 
     if not first:
         return
-    named = [info for info in group.registered_commands if (info.name or get_command_name(getattr(info.callback, "__name__", ""))) == first[0]]
+    named = [
+        info
+        for info in group.registered_commands
+        if (info.name or get_command_name(getattr(info.callback, "__name__", ""))) == first[0]
+    ]
     if len(named) == 1:
         group.registered_commands = named
         group.registered_groups = []

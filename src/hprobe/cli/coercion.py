@@ -22,7 +22,11 @@ def install() -> None:
         from typer.core import _TyperParameter
     except ImportError:
         return
-    if not (hasattr(_TyperParameter, "get_runtime_param") and hasattr(_coercion, "RuntimeParam") and hasattr(_coercion, "build_runtime_param")):
+    if not (
+        hasattr(_TyperParameter, "get_runtime_param")
+        and hasattr(_coercion, "RuntimeParam")
+        and hasattr(_coercion, "build_runtime_param")
+    ):
         return
     base = _coercion.RuntimeParam
     build = _coercion.build_runtime_param
@@ -39,7 +43,9 @@ def install() -> None:
         if self._runtime_param is None:
             descriptor = self.type_descriptor
             if descriptor.file_annotation is None:
-                self._runtime_param = _LightParam(parameter_info=descriptor.parameter_info, annotation=descriptor.annotation)
+                self._runtime_param = _LightParam(
+                    parameter_info=descriptor.parameter_info, annotation=descriptor.annotation
+                )
             else:
                 self._runtime_param = build(descriptor)
         return self._runtime_param

@@ -101,7 +101,11 @@ def run_job(job: Callable[[], int]) -> None:
         _said_what_was_added()
     except _Terminated as exc:
         _kill_children()
-        say("hprobe: terminated" if exc.signum == signal.SIGTERM else f"hprobe: stopped by {signal.Signals(exc.signum).name}")
+        say(
+            "hprobe: terminated"
+            if exc.signum == signal.SIGTERM
+            else f"hprobe: stopped by {signal.Signals(exc.signum).name}"
+        )
         raise typer.Exit(128 + exc.signum) from None
     except HprobeError as exc:
         say(f"hprobe: error: {visible(exc.message)}")
@@ -114,7 +118,9 @@ def run_job(job: Callable[[], int]) -> None:
         raise typer.Exit(_broken_pipe()) from None
     except OSError as exc:
         if working_directory() is None and not exc.filename:
-            say("hprobe: error: the working directory no longer exists, and a relative path needs one; cd to one that does")
+            say(
+                "hprobe: error: the working directory no longer exists, and a relative path needs one; cd to one that does"
+            )
             raise typer.Exit(EXIT_INPUT) from None
         where = f"{exc.filename}: " if exc.filename else ""
         say(f"hprobe: error: {visible(where)}{visible(_errno_words(exc))}")
@@ -260,5 +266,3 @@ def _errno_words(exc: OSError) -> str:
     name = errno.errorcode.get(exc.errno or 0, "")
     reason = exc.strerror or str(exc) or type(exc).__name__
     return f"{reason} ({name})" if name else reason
-
-

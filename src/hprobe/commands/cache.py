@@ -15,7 +15,9 @@ def show_cache() -> CacheReport:
 
 def prune_cache(releases: list[str] | None, older_than_days: float | None, keep: str | None) -> CacheReport:
     if releases is None and older_than_days is None and keep is None:
-        raise InputError("cache prune: name what to remove: --release, --older-than or --keep (or `hprobe cache clear`)")
+        raise InputError(
+            "cache prune: name what to remove: --release, --older-than or --keep (or `hprobe cache clear`)"
+        )
     if older_than_days is not None and not (math.isfinite(older_than_days) and older_than_days >= 0):
         raise InputError(f"--older-than {older_than_days!r}: expected a number of days, 0 or more")
     before = usage()
@@ -74,11 +76,12 @@ def _kept(keep: str, found: Usage) -> list[str]:
         try:
             canonical = str(Version(release))
         except InvalidVersion:
-            raise InputError(f"--keep {keep!r}: {release!r} is neither a flashinfer release nor a version specifier") from None
+            raise InputError(
+                f"--keep {keep!r}: {release!r} is neither a flashinfer release nor a version specifier"
+            ) from None
         if canonical != release:
             raise InputError(f"--keep {keep!r}: write the release as {canonical}")
         if release not in cached:
             held = ", ".join(sorted(cached)) or "none"
             raise InputError(f"--keep {keep!r}: the cache holds no flashinfer {release} (it holds: {held})")
     return named
-

@@ -28,7 +28,9 @@ def env_report() -> RecordsReport:
     info = collect()
     shown = {k: v for k, v in info.items() if k != "gpus"}
     shown["gpus"] = ", ".join(f"{g['index']}: {g['name']} (SM{g['sm']})" for g in info["gpus"]) or "none visible"
-    return RecordsReport("hprobe env", {"schema": "hprobe.env/1", **info}, {k: ("-" if v is None else v) for k, v in shown.items()})
+    return RecordsReport(
+        "hprobe env", {"schema": "hprobe.env/1", **info}, {k: ("-" if v is None else v) for k, v in shown.items()}
+    )
 
 
 def models_report() -> RecordsReport:
@@ -37,10 +39,23 @@ def models_report() -> RecordsReport:
     from hprobe.rules.models import shipped_models
 
     rows = shipped_models()
-    document = {"schema": "hprobe.models/1", "models": [
-        {"name": m.name, "num_q_heads": m.num_q_heads, "tp": list(m.tp), "families": list(m.families), "citation": m.citation} for m in rows
-    ]}
-    shown = {m.name: f"{m.num_q_heads} query heads, TP {'/'.join(map(str, m.tp))}, paths {', '.join(m.families) or 'every'}; {m.citation}" for m in rows}
+    document = {
+        "schema": "hprobe.models/1",
+        "models": [
+            {
+                "name": m.name,
+                "num_q_heads": m.num_q_heads,
+                "tp": list(m.tp),
+                "families": list(m.families),
+                "citation": m.citation,
+            }
+            for m in rows
+        ],
+    }
+    shown = {
+        m.name: f"{m.num_q_heads} query heads, TP {'/'.join(map(str, m.tp))}, paths {', '.join(m.families) or 'every'}; {m.citation}"
+        for m in rows
+    }
     return RecordsReport("hprobe models", document, shown)
 
 
@@ -57,14 +72,19 @@ def kernel_rows(releases: str | None, progress: Progress = quiet) -> list[dict[s
     from hprobe.kernels import PROBES
     from hprobe.support.presence import entry_point_present, releases_with_entry_points
 
-    present_in = releases_with_entry_points(releases, [p.entry_point for p in PROBES.values()], progress) if releases else None
+    present_in = (
+        releases_with_entry_points(releases, [p.entry_point for p in PROBES.values()], progress) if releases else None
+    )
     rows = []
     for probe in PROBES.values():
         row: dict[str, Any] = {
             "id": probe.id,
             "entry_point": probe.entry_point,
             "sms": list(probe.default_sms),
-            "axes": [{"name": a.name, "default": a.default, "choices": list(a.choices), "sweep": a.sweep, "help": a.help} for a in probe.axes],
+            "axes": [
+                {"name": a.name, "default": a.default, "choices": list(a.choices), "sweep": a.sweep, "help": a.help}
+                for a in probe.axes
+            ],
             "summary": probe.summary,
             "installed_flashinfer_has_entry_point": entry_point_present(probe.entry_point),
         }
@@ -76,7 +96,14 @@ def kernel_rows(releases: str | None, progress: Progress = quiet) -> list[dict[s
     return rows
 
 
-def extract_table(repo: Path, mapping: Path | None, exclude: tuple[str, ...], settings: dict[str, str], flashinfer: str | None, model: str | None = None) -> RepoTables:
+def extract_table(
+    repo: Path,
+    mapping: Path | None,
+    exclude: tuple[str, ...],
+    settings: dict[str, str],
+    flashinfer: str | None,
+    model: str | None = None,
+) -> RepoTables:
     """The padding table read from `repo`; rules that read flashinfer's own
     tables are evaluated against `flashinfer`, else the release the repo's pin
     names exactly, else the installed one. `model`: --model, the models of
@@ -91,7 +118,14 @@ def extract_table(repo: Path, mapping: Path | None, exclude: tuple[str, ...], se
         check_release_options(flashinfer, None)
     picked = pick_models(list(shipped_models()), [m.strip() for m in model.split(",") if m.strip()]) if model else None
     chosen = load_mapping(mapping) if mapping is not None else None
-    found = extract_any(repo, chosen, exclude, None, settings, (lambda models: overridden_models(models, None, None, picked)) if picked else None)
+    found = extract_any(
+        repo,
+        chosen,
+        exclude,
+        None,
+        settings,
+        (lambda models: overridden_models(models, None, None, picked)) if picked else None,
+    )
     if found.per_release:
         from hprobe.support.gather import release_reader
         from hprobe.support.trees import parse_spec

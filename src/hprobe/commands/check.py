@@ -20,7 +20,6 @@ from hprobe.support.gather import gather
 from hprobe.support.published import pinned_releases
 
 if TYPE_CHECKING:
-
     from hprobe.model.padding import Model
     from hprobe.rules.repo.evaluate import NotEvaluable
     from hprobe.rules.repo.extract import RepoTables
@@ -38,12 +37,16 @@ def run_check(
 ) -> CheckReport:
     """`check --table`: each table judged on the releases its pin (or
     --flashinfer, its release labels) names; `ahead` is gather's."""
-    return _said_if_nothing_checked(_judge_tables(tables, sm_option, strict, flashinfer, pin, use_cache, progress, ahead=ahead))
+    return _said_if_nothing_checked(
+        _judge_tables(tables, sm_option, strict, flashinfer, pin, use_cache, progress, ahead=ahead)
+    )
 
 
 def _said_if_nothing_checked(report: CheckReport) -> CheckReport:
     if not report.findings:
-        return replace(report, notes=[*report.notes, "nothing was checked: no backend of the tables runs on the SMs selected"])
+        return replace(
+            report, notes=[*report.notes, "nothing was checked: no backend of the tables runs on the SMs selected"]
+        )
     return report
 
 
@@ -98,7 +101,9 @@ def _judge_tables(
     return CheckReport(list(probed.values()), targets, tables, findings, strict, notes, planned=planned)
 
 
-def releases_for(table: PaddingTable, flashinfer: list[str] | None, pin: str | None, progress: Progress = quiet) -> tuple[list[str], list[str]]:
+def releases_for(
+    table: PaddingTable, flashinfer: list[str] | None, pin: str | None, progress: Progress = quiet
+) -> tuple[list[str], list[str]]:
     """(release labels a table is judged on, notes): its own when its rules were
     evaluated against one release, else --flashinfer, else the pin's ends, else
     the installed release."""
@@ -113,7 +118,11 @@ def releases_for(table: PaddingTable, flashinfer: list[str] | None, pin: str | N
         except IndexUnlisted as exc:
             # The pin's ends are unknown, so no release stands for them: the
             # table is judged on none (inconclusive), never on another.
-            return [], [f"pin {spec}: {exc.message}; judged on no release" if type(exc) is IndexUnlisted else f"{exc.message}; judged on no release"]
+            return [], [
+                f"pin {spec}: {exc.message}; judged on no release"
+                if type(exc) is IndexUnlisted
+                else f"{exc.message}; judged on no release"
+            ]
     return [INSTALLED], []
 
 
@@ -158,12 +167,28 @@ def run_repo_check(
             progress(f"evaluating the repo's rules against flashinfer {label}")
             readings.append(repo.against(release_reader(label), label))
         repo = readings[-1]  # classes and notes as the newest release reads them
-    report = _judge_tables([r.table for r in readings], sm_option, strict, flashinfer, pin, use_cache, progress, fallback_sms=mapped_sms, ahead=ahead)
-    said = f"flashinfer pin {repo.pin.spec} read from {repo.pin.source}" if repo.pin else f"no flashinfer requirement found in {repo.root}'s metadata"
+    report = _judge_tables(
+        [r.table for r in readings],
+        sm_option,
+        strict,
+        flashinfer,
+        pin,
+        use_cache,
+        progress,
+        fallback_sms=mapped_sms,
+        ahead=ahead,
+    )
+    said = (
+        f"flashinfer pin {repo.pin.spec} read from {repo.pin.source}"
+        if repo.pin
+        else f"no flashinfer requirement found in {repo.root}'s metadata"
+    )
     notes = [said, *report.notes, *repo.notes]
     numbers = [sm.number for sm in report.targets.sms]
     for item in repo.classes:
-        rule = item.rule.describe() if item.rule else "; ".join(b.describe() for b in item.bound) or "rule not evaluated"
+        rule = (
+            item.rule.describe() if item.rule else "; ".join(b.describe() for b in item.bound) or "rule not evaluated"
+        )
         why = item.not_probed_because()
         if item.status is ClassStatus.NOT_EVALUABLE:
             # One probed entry makes it an inconclusive finding instead (below).
@@ -202,18 +227,35 @@ def _unevaluated(repo: RepoTables, numbers: list[int]) -> list[Finding]:
             continue
         for entry in probed:
             for sm in [s for s in entry.sms if s in numbers] or list(entry.sms):
-                out.extend(_not_evaluable(repo, repo.table.models, f"{item.cls.qualname}{entry.label}", entry.kernel or "", sm, problem))
+                out.extend(
+                    _not_evaluable(
+                        repo, repo.table.models, f"{item.cls.qualname}{entry.label}", entry.kernel or "", sm, problem
+                    )
+                )
     return out
 
 
-def _not_evaluable(repo: RepoTables, models: list[Model], backend: str, kernel: str, sm: int, problem: NotEvaluable) -> list[Finding]:
+def _not_evaluable(
+    repo: RepoTables, models: list[Model], backend: str, kernel: str, sm: int, problem: NotEvaluable
+) -> list[Finding]:
     """One inconclusive finding per model and TP: the rule or count that feeds
     `backend` on `sm` could not be read, so nothing about it is judged."""
     return [
         Finding(
-            table=repo.table.name, table_path=repo.table.path, model=model.name, tp=tp, n=n, backend=backend, kernel=kernel, sm=sm,
-            flashinfer_version="-", padded=None, verdict=Verdict.INCONCLUSIVE, notes=[f"not evaluable: {problem}"],
-            source=f"{problem.path}:{problem.line}", rule_unknown=True,
+            table=repo.table.name,
+            table_path=repo.table.path,
+            model=model.name,
+            tp=tp,
+            n=n,
+            backend=backend,
+            kernel=kernel,
+            sm=sm,
+            flashinfer_version="-",
+            padded=None,
+            verdict=Verdict.INCONCLUSIVE,
+            notes=[f"not evaluable: {problem}"],
+            source=f"{problem.path}:{problem.line}",
+            rule_unknown=True,
         )
         for model in models
         for tp, n in model.per_rank()

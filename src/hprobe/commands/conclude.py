@@ -17,7 +17,13 @@ def conclude(report: CheckReport) -> CheckReport:
     sms = [s.number for s in report.targets.sms]
     return replace(
         report,
-        exit_code=exit_code(report.findings, report.strict, report.waivers, report.drift.exit_code if report.drift is not None else None, _unjudged(report)),
+        exit_code=exit_code(
+            report.findings,
+            report.strict,
+            report.waivers,
+            report.drift.exit_code if report.drift is not None else None,
+            _unjudged(report),
+        ),
         advice=summarize(report.findings, report.tables),
         verdict_grids=verdict_grids(report.tables, report.releases, sms),
         flashinfer=_flashinfer(report),

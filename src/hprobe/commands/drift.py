@@ -31,10 +31,7 @@ def diff_reports(report: MatrixReport) -> DiffReport:
         a, b = old.results.get(key), new.results.get(key)
         if a is None or b is None:
             continue
-        unknown = sorted(
-            h for h in b.heads
-            if Outcome.INCONCLUSIVE in (a.outcome(h), b.outcome(h))
-        )
+        unknown = sorted(h for h in b.heads if Outcome.INCONCLUSIVE in (a.outcome(h), b.outcome(h)))
         # `absent` is its own state: an entry point or option value that a
         # release lacks did not start rejecting anything.
         absent = sorted(h for h in b.heads if Outcome.ABSENT in (a.outcome(h), b.outcome(h)) and h not in unknown)
@@ -52,11 +49,21 @@ def diff_reports(report: MatrixReport) -> DiffReport:
                 became_accepted=tuple(became_accepted),
                 became_rejected=tuple(became_rejected),
                 unknown=tuple(unknown),
-                appeared=tuple(h for h in absent if a.outcome(h) is Outcome.ABSENT and b.outcome(h) is not Outcome.ABSENT),
-                vanished=tuple(h for h in absent if b.outcome(h) is Outcome.ABSENT and a.outcome(h) is not Outcome.ABSENT),
+                appeared=tuple(
+                    h for h in absent if a.outcome(h) is Outcome.ABSENT and b.outcome(h) is not Outcome.ABSENT
+                ),
+                vanished=tuple(
+                    h for h in absent if b.outcome(h) is Outcome.ABSENT and a.outcome(h) is not Outcome.ABSENT
+                ),
                 new_refusal=(
-                    {"outcome": sample.outcome.value, "error_type": sample.error_type, "message": sample.message or sample.reason, "location": sample.location}
-                    if sample else None
+                    {
+                        "outcome": sample.outcome.value,
+                        "error_type": sample.error_type,
+                        "message": sample.message or sample.reason,
+                        "location": sample.location,
+                    }
+                    if sample
+                    else None
                 ),
             )
         )
@@ -117,7 +124,9 @@ def run_bisect(
             probed[v] = BisectStep(str(v), Outcome.INCONCLUSIVE.value, None, None, None, f"not probed: {exc.message}")
             return None
         result = rel.results[(kernel_id, sm.number)].heads[heads]
-        probed[v] = BisectStep(str(v), result.outcome.value, result.entry, result.error_type, result.message, result.reason)
+        probed[v] = BisectStep(
+            str(v), result.outcome.value, result.entry, result.error_type, result.message, result.reason
+        )
         progress(f"flashinfer {v}: {result.outcome.value}")
         return None if result.outcome is Outcome.INCONCLUSIVE else result.outcome.value == accepted
 
@@ -168,7 +177,9 @@ def load_baseline(path: str) -> Baseline:
     except json.JSONDecodeError as exc:
         raise InputError(f"--baseline {path}: not JSON ({exc.msg} at line {exc.lineno})") from None
     if not isinstance(doc, dict) or doc.get("schema") not in ("hprobe.matrix/1", "hprobe.matrix/2", "hprobe.matrix/3"):
-        raise InputError(f"--baseline {path}: not an hprobe matrix document (record one with `hprobe matrix --json > FILE`)")
+        raise InputError(
+            f"--baseline {path}: not an hprobe matrix document (record one with `hprobe matrix --json > FILE`)"
+        )
     try:
         recorded = [KernelSMResult.from_dict(r) for r in doc["results"]]
         first_version = doc["releases"][0]["version"] if doc.get("releases") else doc["flashinfer"]["version"]
@@ -188,17 +199,25 @@ def load_baseline(path: str) -> Baseline:
     if any(not isinstance(h, int) or not 0 < h <= MAX_HEADS for h in heads):
         raise InputError(f"--baseline {path}: records head counts outside 1..{MAX_HEADS}")
     parse_sm_list(",".join(str(sm) for sms in needed.values() for sm in sms))  # an impossible SM is an input error
-    old = ProbedRelease(f"baseline {path}", FlashinferInfo(first_version, str(path)), {(get_variant(r.key).key, r.sm): r for r in recorded})
+    old = ProbedRelease(
+        f"baseline {path}",
+        FlashinferInfo(first_version, str(path)),
+        {(get_variant(r.key).key, r.sm): r for r in recorded},
+    )
     return Baseline(old, needed, sorted(heads))
 
 
-def baseline_drift(baseline: Baseline, flashinfer_spec: str | None, use_cache: bool, progress: Progress = quiet) -> DiffReport:
+def baseline_drift(
+    baseline: Baseline, flashinfer_spec: str | None, use_cache: bool, progress: Progress = quiet
+) -> DiffReport:
     """`check --baseline FILE`: probe the kernels, SMs and h_q a recorded
     `hprobe matrix --json` covers, and say what changed since."""
     label = flashinfer_spec or INSTALLED
     new = gather([label], baseline.needed, baseline.heads, use_cache, progress)[label]
     sms = sorted({sm for v in baseline.needed.values() for sm in v})
-    report = MatrixReport([baseline.release, new], Targets([SM.from_number(s) for s in sms], "baseline"), baseline.heads)
+    report = MatrixReport(
+        [baseline.release, new], Targets([SM.from_number(s) for s in sms], "baseline"), baseline.heads
+    )
     return diff_reports(report)
 
 

@@ -38,4 +38,6 @@ def run_report(
     if rules is None:
         return SiteReport(matrix)
     request, tables, repo_tables = rules
-    return SiteReport(matrix, conclude(judge_rules(request, tables, repo_tables, False, use_cache, progress, flashinfer=labels)))
+    return SiteReport(
+        matrix, conclude(judge_rules(request, tables, repo_tables, False, use_cache, progress, flashinfer=labels))
+    )

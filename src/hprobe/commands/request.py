@@ -173,7 +173,9 @@ def parse_axes(args: list[str]) -> dict[str, list[Value]]:
         flag, eq, value = token.partition("=")
         name = flag[2:].replace("-", "_")
         if name not in known:
-            raise InputError(f"no such option: {flag} (axis options: {', '.join('--' + n.replace('_', '-') for n in sorted(known))})")
+            raise InputError(
+                f"no such option: {flag} (axis options: {', '.join('--' + n.replace('_', '-') for n in sorted(known))})"
+            )
         if not eq:
             if not rest or rest[0].startswith("--"):
                 raise InputError(f"{flag} needs a value")

@@ -33,9 +33,18 @@ def collect_rules(request: RuleRequest, use_cache: bool = True) -> tuple[list[Pa
 
         picked = pick_models(list(shipped_models()), list(request.models))
     inputs = RuleInputs(
-        tables=request.tables, repo=request.repo, mapping=request.mapping, exclude=request.exclude, settings=request.settings,
-        pad_fn=request.pad_fn, kernel=request.kernel, sm=request.sm, heads=request.heads, tp=request.tp,
-        picked=tuple(picked) if picked is not None else None, read_tree=_tree_reader(use_cache) if request.repo is not None else None,
+        tables=request.tables,
+        repo=request.repo,
+        mapping=request.mapping,
+        exclude=request.exclude,
+        settings=request.settings,
+        pad_fn=request.pad_fn,
+        kernel=request.kernel,
+        sm=request.sm,
+        heads=request.heads,
+        tp=request.tp,
+        picked=tuple(picked) if picked is not None else None,
+        read_tree=_tree_reader(use_cache) if request.repo is not None else None,
     )
     sources = rule_sources(inputs)
     repo_tables: RepoTables | None = None
@@ -50,7 +59,10 @@ def collect_rules(request: RuleRequest, use_cache: bool = True) -> tuple[list[Pa
     # A repo's rules and a --pad-fn were evaluated for the overridden models already.
     evaluated = repo_tables is not None or request.pad_fn is not None
     tp_list = list(request.tp) if request.tp is not None else None
-    tables = [override_options(override_models(t, request.heads, tp_list, evaluated, picked), request.axis_values) for t in tables]
+    tables = [
+        override_options(override_models(t, request.heads, tp_list, evaluated, picked), request.axis_values)
+        for t in tables
+    ]
     if repo_tables is not None:
         repo_tables = replace(repo_tables, table=tables[0])  # the table as overridden is the one judged and patched
     return tables, repo_tables
@@ -86,13 +98,22 @@ def judge_rules(
     from hprobe.commands.check import run_check, run_repo_check
     from hprobe.support.trees import parse_spec
 
-    releases = flashinfer if flashinfer is not None else (parse_spec(request.flashinfer) if request.flashinfer else None)
+    releases = (
+        flashinfer if flashinfer is not None else (parse_spec(request.flashinfer) if request.flashinfer else None)
+    )
     if repo_tables is not None:
         return run_repo_check(repo_tables, request.sm, strict, releases, request.pin, use_cache, progress, ahead)
     return run_check(tables, request.sm, strict, releases, request.pin, use_cache, progress, ahead)
 
 
-def run_check_command(request: RuleRequest, strict: bool, baseline: Baseline | None, use_cache: bool, progress: Progress = quiet, waivers: list[Waiver] | None = None) -> CheckReport:
+def run_check_command(
+    request: RuleRequest,
+    strict: bool,
+    baseline: Baseline | None,
+    use_cache: bool,
+    progress: Progress = quiet,
+    waivers: list[Waiver] | None = None,
+) -> CheckReport:
     """`hprobe check`: the rules judged, waivers applied, and with a baseline what changed since it."""
     import datetime as dt
 

@@ -50,13 +50,17 @@ def run_suggest(
         raise InputError("--output writes one table: name one with --table (or use --repo)")
     report = judge_rules(request, tables, repo_tables, False, use_cache, progress, ahead=ahead)
     # The tables judged: a repo whose rules read flashinfer's own tables gives one per release.
-    suggestions = make_suggestions(report.findings, report.releases, report.tables, newest_only=request.flashinfer is None)
+    suggestions = make_suggestions(
+        report.findings, report.releases, report.tables, newest_only=request.flashinfer is None
+    )
     published: list[Version] = []
     listed = True
     if searching:
         # --flashinfer names the releases to judge on; what is written
         # (-o, --diff) is still checked against every release a pin admits.
-        suggestions, published, pin_notes, listed = search_pins(report.tables, report.releases, suggestions, request.pin, use_cache, progress, start)
+        suggestions, published, pin_notes, listed = search_pins(
+            report.tables, report.releases, suggestions, request.pin, use_cache, progress, start
+        )
         report = replace(report, notes=[*report.notes, *pin_notes])
     table_text = None
     if want_table:
@@ -64,9 +68,13 @@ def run_suggest(
 
         judged = rewritten(report.tables, suggestions)
         if len(judged) != 1:
-            raise InputError(f"--output writes one table; these rules were judged as {len(judged)} (one per release): name one release with --flashinfer")
+            raise InputError(
+                f"--output writes one table; these rules were judged as {len(judged)} (one per release): name one release with --flashinfer"
+            )
         [new_table] = judged
-        header = [f"Suggested by `hprobe suggest` from {new_table.path}: each rule is the smallest count every release probed accepts."]
+        header = [
+            f"Suggested by `hprobe suggest` from {new_table.path}: each rule is the smallest count every release probed accepts."
+        ]
         table_text = table_toml(new_table, header)
     patch = None
     if diff_name is not None and repo_tables is not None:
@@ -80,11 +88,15 @@ def run_suggest(
             if rule is not None:
                 chosen[s.backend.name] = Adoption(rule, needs, s.changed, s.backend.rule)
         patch = build_patch(repo_tables, chosen, published)
-        patch.not_rewritten.extend(f"{s.backend.name}: not rewritten: {s.shared}" for s in suggestions if s.shared and s.changed)
+        patch.not_rewritten.extend(
+            f"{s.backend.name}: not rewritten: {s.shared}" for s in suggestions if s.shared and s.changed
+        )
         if not patch.diff:
             patch.not_rewritten.append(f"--diff {diff_name}: nothing to rewrite, not written")
     undecided = any(s.inconclusive or s.unsafe for s in suggestions) or not suggestions or not listed
-    return SuggestReport(conclude(report), list(suggestions), patch, table_text, EXIT_INCONCLUSIVE if undecided else EXIT_OK)
+    return SuggestReport(
+        conclude(report), list(suggestions), patch, table_text, EXIT_INCONCLUSIVE if undecided else EXIT_OK
+    )
 
 
 def _newest_published() -> tuple[str, ...]:

@@ -148,7 +148,12 @@ def _body_after(code: str, open_paren: int) -> int | None:
             return None
         elif ch == "{":
             before = code[:i].rstrip()
-            if initializers and before and (before[-1].isalnum() or before[-1] == "_") and not before.endswith(("const", "noexcept", "override")):
+            if (
+                initializers
+                and before
+                and (before[-1].isalnum() or before[-1] == "_")
+                and not before.endswith(("const", "noexcept", "override"))
+            ):
                 end = _match(code, i, "{", "}")  # a brace initializer: `mX{1}`
                 if end is None:
                     return None

@@ -84,9 +84,18 @@ def existence(selection: Selection, call: TrtllmGenCall, heads: int) -> Existenc
     for batch in BATCH_SIZES:
         for kv in lengths:
             mla = MlaCall(
-                dsv4=call.dsv4, dtype_q=call.dtype_q, dtype_kv=call.dtype_kv, dtype_o=call.dtype_o, num_qo_heads=heads,
-                head_dim_q=call.head_dim_q, head_dim_o=call.head_dim_o, batch_size=batch, max_q_len=call.q_len,
-                max_kv_len=kv, page_size=call.page_size, sparse_mla_top_k=kv if call.dsv4 else call.sparse_mla_top_k,
+                dsv4=call.dsv4,
+                dtype_q=call.dtype_q,
+                dtype_kv=call.dtype_kv,
+                dtype_o=call.dtype_o,
+                num_qo_heads=heads,
+                head_dim_q=call.head_dim_q,
+                head_dim_o=call.head_dim_o,
+                batch_size=batch,
+                max_q_len=call.q_len,
+                max_kv_len=kv,
+                page_size=call.page_size,
+                sparse_mla_top_k=kv if call.dsv4 else call.sparse_mla_top_k,
             )
             try:
                 launched.append((batch, kv, selection.launch(mla)))
@@ -95,8 +104,12 @@ def existence(selection: Selection, call: TrtllmGenCall, heads: int) -> Existenc
             except Undetermined as exc:
                 undetermined.append((batch, kv, str(exc)))
     return Existence(
-        len(launched), len(refused), len(undetermined),
-        launched[0] if launched else None, refused[0] if refused else None, undetermined[0] if undetermined else None,
+        len(launched),
+        len(refused),
+        len(undetermined),
+        launched[0] if launched else None,
+        refused[0] if refused else None,
+        undetermined[0] if undetermined else None,
     )
 
 
@@ -108,7 +121,11 @@ def deepen(result: KernelSMResult, package: Path, get_tables: Callable[[], Table
     if os.environ.get(TABLE_SETTING, "").strip().lower() == "off":
         return
     probe = get_variant(result.key).probe
-    calls = {e: c for e in {r.entry for r in result.heads.values() if r.entry} if (c := probe.compiled_call(e, result.config)) is not None}
+    calls = {
+        e: c
+        for e in {r.entry for r in result.heads.values() if r.entry}
+        if (c := probe.compiled_call(e, result.config)) is not None
+    }
     if not calls:
         return
     sm = SM.from_number(result.sm)
@@ -172,7 +189,9 @@ def _existence(era: str, selection: Selection, call: TrtllmGenCall, heads: int) 
     return _EXISTENCES[key]
 
 
-def evaluate_ahead(package: Path, wanted: dict[str, list[int]], heads: list[int], tables: Tables) -> dict[AnswerKey, Existence]:
+def evaluate_ahead(
+    package: Path, wanted: dict[str, list[int]], heads: list[int], tables: Tables
+) -> dict[AnswerKey, Existence]:
     """Every answer `deepen` can ask of `tables` for these kernel variants
     (key -> SMs) and counts, worked out before the probe says which counts
     reach trtllm-gen: the calls each probe can make there
@@ -205,7 +224,9 @@ def adopt(answers: dict[AnswerKey, Existence]) -> None:
     _EXISTENCES.update(answers)
 
 
-def _evaluate(result: KernelSMResult, calls: dict[str, TrtllmGenCall], era: str, selection: Selection, package: Path) -> bool:
+def _evaluate(
+    result: KernelSMResult, calls: dict[str, TrtllmGenCall], era: str, selection: Selection, package: Path
+) -> bool:
     evaluated = False
     refused_with_kernel: list[int] = []
     # A refused h_q reached no entry; when the release has one route here, it is the call it would have made.
@@ -227,14 +248,22 @@ def _evaluate(result: KernelSMResult, calls: dict[str, TrtllmGenCall], era: str,
             # A count is refused only where every shape is refused, and served
             # "always" only where every shape launches: a shape left to a
             # runtime answer, with no refusal beside a launch, settles neither.
-            result.heads[h] = HeadResult(h, Outcome.INCONCLUSIVE, reason=_undetermined(found, call), cause=Cause.RUNTIME.value)
+            result.heads[h] = HeadResult(
+                h, Outcome.INCONCLUSIVE, reason=_undetermined(found, call), cause=Cause.RUNTIME.value
+            )
             continue
         if not found.launched:
             assert found.first_refusal is not None  # every shape tried launched, was refused or left to run time
             batch, kv, refusal = found.first_refusal
             # As for any refusal, the evidence is the check's words and place (an
             # entry is what an accepted call reached).
-            result.heads[h] = HeadResult(h, Outcome.REJECTED, error_type="compiled check", message=refusal.message, location=_location(package, refusal))
+            result.heads[h] = HeadResult(
+                h,
+                Outcome.REJECTED,
+                error_type="compiled check",
+                message=refusal.message,
+                location=_location(package, refusal),
+            )
         elif found.refused:
             result.heads[h] = replace(head, shapes=_shapes(found, call))
     if refused_with_kernel:
@@ -249,13 +278,15 @@ def _undetermined(found: Existence, call: TrtllmGenCall) -> str:
     what = "top-k" if call.dsv4 else "KV"
     assert found.first_undetermined is not None
     batch, kv, why = found.first_undetermined
-    said = [f"compiled depth: at {found.undetermined} of {found.shapes} shapes tried the launch is decided at run time (batch {batch}, {what} {kv}: {why})"]
+    said = [
+        f"compiled depth: at {found.undetermined} of {found.shapes} shapes tried the launch is decided at run time (batch {batch}, {what} {kv}: {why})"
+    ]
     if found.first_launch is not None:
         ok_batch, ok_kv, _ = found.first_launch
         said.append(f"a kernel launches at {found.launched} (batch {ok_batch}, {what} {ok_kv})")
     if found.first_refusal is not None:
         no_batch, no_kv, refusal = found.first_refusal
-        said.append(f"none at {found.refused} (batch {no_batch}, {what} {no_kv}: \"{refusal.message}\")")
+        said.append(f'none at {found.refused} (batch {no_batch}, {what} {no_kv}: "{refusal.message}")')
     return "; ".join(said)
 
 
@@ -266,7 +297,7 @@ def _shapes(found: Existence, call: TrtllmGenCall) -> str:
     ok_batch, ok_kv, _ = found.first_launch
     return (
         f"a kernel at {found.launched} of {found.launched + found.refused} shapes tried: none at batch {batch}, {what} {kv} "
-        f"(\"{refusal.message}\"); one at batch {ok_batch}, {what} {ok_kv}"
+        f'("{refusal.message}"); one at batch {ok_batch}, {what} {ok_kv}'
     )
 
 
@@ -290,7 +321,11 @@ def _refuse_arch(result: KernelSMResult, calls: dict[str, TrtllmGenCall], gate: 
     for h, head in result.heads.items():
         if head.outcome is Outcome.ACCEPTED and head.entry in calls:
             result.heads[h] = HeadResult(
-                h, Outcome.UNSUPPORTED_ARCH, error_type="compiled check", message="Unsupported architecture", location=f"{gate.location} (TllmGenFmhaRunner)"
+                h,
+                Outcome.UNSUPPORTED_ARCH,
+                error_type="compiled check",
+                message="Unsupported architecture",
+                location=f"{gate.location} (TllmGenFmhaRunner)",
             )
     if result.depth in (Depth.VALIDATORS, Depth.DISPATCH):
         result.depth = Depth.COMPILED
@@ -298,7 +333,7 @@ def _refuse_arch(result: KernelSMResult, calls: dict[str, TrtllmGenCall], gate: 
     # What the runner's check settles: the cubin caveat, and "no SMxxx route".
     result.unchecked = [u for u in result.unchecked if u not in checks and " route, " not in u]
     result.notes.append(
-        f"compiled depth: trtllm-gen's runner takes {allowed} only (\"Unsupported architecture\", {gate.location}): "
+        f'compiled depth: trtllm-gen\'s runner takes {allowed} only ("Unsupported architecture", {gate.location}): '
         f"SM{result.sm} has no trtllm-gen route in flashinfer {result.flashinfer_version}, whatever h_q is"
     )
 

@@ -75,7 +75,7 @@ def reports_cuda(value: Any) -> Any:
 
 
 def _device_type(value: Any) -> str | None:
-    """"cuda", "cpu", ... for anything that names a device; None otherwise (a dtype, a tensor, nothing)."""
+    """ "cuda", "cpu", ... for anything that names a device; None otherwise (a dtype, a tensor, nothing)."""
     import torch
 
     if value is None or isinstance(value, torch.Tensor):

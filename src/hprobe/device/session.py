@@ -265,7 +265,9 @@ class FlashinferSession:
             self._patch_new_modules()
         return getattr(module, attr, None)
 
-    def call(self, sm: SM, fn: Callable[..., Any], *args: Any, trace: tuple[str, str] | None = None, **kwargs: Any) -> CallResult:
+    def call(
+        self, sm: SM, fn: Callable[..., Any], *args: Any, trace: tuple[str, str] | None = None, **kwargs: Any
+    ) -> CallResult:
         """Run one probe call on the faked `sm` and say how it ended.
 
         `trace` = (code filename, function name): record which lines of that
@@ -438,7 +440,12 @@ class FlashinferSession:
         ctx_cls = getattr(sys.modules.get("flashinfer.compilation_context"), "CompilationContext", None)
         if ctx_cls is None:
             return
-        found = [v for _, mod in modules for v in vars(mod).values() if isinstance(v, ctx_cls) and hasattr(v, "TARGET_CUDA_ARCHS")]
+        found = [
+            v
+            for _, mod in modules
+            for v in vars(mod).values()
+            if isinstance(v, ctx_cls) and hasattr(v, "TARGET_CUDA_ARCHS")
+        ]
         new = [c for c in found if not any(c is known for known in self._contexts)]
         if new:
             self._contexts.extend(new)
@@ -508,7 +515,9 @@ class FlashinferSession:
 
         self._set_attr(cute, "compile", compile)
 
-    def _import_hook(self, name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
+    def _import_hook(
+        self, name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0
+    ) -> Any:
         module = self._real_import(name, globals, locals, fromlist, level)
         # Inlined from _patch_new_modules' first test: this runs on every import
         # statement a probed call executes, tens of thousands per matrix.
@@ -548,5 +557,3 @@ def _line_tracer(target: tuple[str, str], lines: set[int]) -> Callable[..., Any]
         return None
 
     return global_
-
-

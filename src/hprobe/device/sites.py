@@ -94,7 +94,10 @@ def _reads_device(test: ast.expr) -> bool:
             if node.attr == "is_cuda":
                 return True
             inner = node.value
-            if node.attr == "type" and ((isinstance(inner, ast.Attribute) and inner.attr == "device") or (isinstance(inner, ast.Name) and inner.id == "device")):
+            if node.attr == "type" and (
+                (isinstance(inner, ast.Attribute) and inner.attr == "device")
+                or (isinstance(inner, ast.Name) and inner.id == "device")
+            ):
                 return True
     return False
 
@@ -106,7 +109,11 @@ def _preceding_guards(function: ast.AST, line: int) -> tuple[frozenset[int], boo
             if not isinstance(block, list):
                 continue
             for index, stmt in enumerate(block):
-                if isinstance(stmt, ast.stmt) and _holds(stmt, line) and not isinstance(stmt, (ast.If, ast.For, ast.While, ast.With, ast.Try)):
+                if (
+                    isinstance(stmt, ast.stmt)
+                    and _holds(stmt, line)
+                    and not isinstance(stmt, (ast.If, ast.For, ast.While, ast.With, ast.Try))
+                ):
                     tests = {t for prior in block[:index] if isinstance(prior, ast.If) for t in _chain_tests(prior)}
                     if tests:
                         return frozenset(tests), False

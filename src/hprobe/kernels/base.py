@@ -107,7 +107,9 @@ class KernelProbe(ABC):
         return (self.entry_point.rsplit(".", 1)[-1], *self.also_called_as)
 
     @abstractmethod
-    def prepare(self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value], alternative: int = 0) -> PreparedCall:
+    def prepare(
+        self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value], alternative: int = 0
+    ) -> PreparedCall:
         """Build the call for `heads` query heads on `sm` with the axis values in
         `config`. `entry` is the loaded release's entry point; adapt to its
         signature by inspecting it. `alternative` picks one of the input
@@ -158,7 +160,9 @@ class KernelProbe(ABC):
         on the way (the answer then rests on validators and dispatch)."""
         return False
 
-    def metadata(self, session: Any, entry: Callable[..., Any], sm: SM, config: dict[str, Value], heads: list[int]) -> Metadata | None:
+    def metadata(
+        self, session: Any, entry: Callable[..., Any], sm: SM, config: dict[str, Value], heads: list[int]
+    ) -> Metadata | None:
         """What the release's capability metadata claims, if it exposes any:
         by default the entry point's `supported_compute_capability` /
         `backend_requirement` attributes."""

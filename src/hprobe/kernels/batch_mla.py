@@ -39,7 +39,9 @@ def _conventions(wrapper_cls: Any, dtype: str, layout: str = "auto") -> tuple[tu
     0.6.x form only, and trying the others would fail on the keyword. Beside
     an fp8 KV cache the query is bf16 in some releases and fp8 in others.
     `layout` other than auto: that input form only, answered on its own."""
-    layouts: tuple[str, ...] = _LAYOUTS if "query_layout" in inspect.signature(wrapper_cls.plan).parameters else _LAYOUTS[:1]
+    layouts: tuple[str, ...] = (
+        _LAYOUTS if "query_layout" in inspect.signature(wrapper_cls.plan).parameters else _LAYOUTS[:1]
+    )
     if layout != "auto":
         layouts = tuple(name for name in layouts if name == layout)
     q_dtypes = ("bf16", "fp8") if dtype == "fp8" else (dtype,)
@@ -59,7 +61,11 @@ def _plan_indices(pages: int) -> tuple[Any, Any, Any]:
     """qo_indptr, kv_indptr and kv_indices of one request over `pages` pages."""
     import torch
 
-    return torch.tensor([0, 1], dtype=torch.int32), torch.tensor([0, pages], dtype=torch.int32), torch.arange(pages, dtype=torch.int32)
+    return (
+        torch.tensor([0, 1], dtype=torch.int32),
+        torch.tensor([0, pages], dtype=torch.int32),
+        torch.arange(pages, dtype=torch.int32),
+    )
 
 
 @lru_cache(maxsize=8)
@@ -69,7 +75,17 @@ def _page_table(pages: int) -> Any:
     return torch.zeros(1, pages, dtype=torch.int32)
 
 
-def _plan_and_run(wrapper_cls: Any, backend: str, heads: int, dtype: str, q_dtype: str, page_size: int, rank: int, layout: str, rope: int) -> None:
+def _plan_and_run(
+    wrapper_cls: Any,
+    backend: str,
+    heads: int,
+    dtype: str,
+    q_dtype: str,
+    page_size: int,
+    rank: int,
+    layout: str,
+    rope: int,
+) -> None:
     ws = mi.workspace()
     kwargs = {} if backend == "auto" else {"backend": backend}
     wrapper = wrapper_cls(ws, **kwargs)
@@ -122,14 +138,32 @@ class BatchMLAProbe(KernelProbe):
     summary = "MLA attention via BatchMLAPagedAttentionWrapper plan/run (fa2, fa3, cutlass; trtllm-gen, xqa, cute-dsl from 0.7.1)"
     pass_through_calls = ("plan",)
     axes = (
-        Axis("backend", "auto", ("auto", "fa2", "fa3", "cutlass", "trtllm-gen", "xqa", "cute-dsl"), sweep=True, help="wrapper backend"),
+        Axis(
+            "backend",
+            "auto",
+            ("auto", "fa2", "fa3", "cutlass", "trtllm-gen", "xqa", "cute-dsl"),
+            sweep=True,
+            help="wrapper backend",
+        ),
         Axis("dtype", "bf16", mi.DTYPES, help="KV cache dtype (fp8: the query dtype the release requires beside it)"),
         Axis("page_size", 64, help="KV cache page size"),
-        Axis("kv_lora_rank", mi.KV_LORA_RANK, mi.KV_LORA_RANKS, help="latent width (256: models with the smaller latent)"),
-        Axis("qk_rope_head_dim", mi.QK_ROPE_HEAD_DIM, (mi.QK_ROPE_HEAD_DIM, 0), help="the query's and cache's rope part (0: NoPE MLA, plan(head_dim_kpe=0))"),
+        Axis(
+            "kv_lora_rank", mi.KV_LORA_RANK, mi.KV_LORA_RANKS, help="latent width (256: models with the smaller latent)"
+        ),
+        Axis(
+            "qk_rope_head_dim",
+            mi.QK_ROPE_HEAD_DIM,
+            (mi.QK_ROPE_HEAD_DIM, 0),
+            help="the query's and cache's rope part (0: NoPE MLA, plan(head_dim_kpe=0))",
+        ),
         # The input form a caller uses. auto: the first of them under which any
         # call reaches compiled code; a named form is answered on its own.
-        Axis("layout", "auto", ("auto", *_LAYOUTS), help="query/KV form: split-legacy (0.6.x), packed or split (plan(query_layout=...), 0.7.x); auto: the first that reaches compiled code"),
+        Axis(
+            "layout",
+            "auto",
+            ("auto", *_LAYOUTS),
+            help="query/KV form: split-legacy (0.6.x), packed or split (plan(query_layout=...), 0.7.x); auto: the first that reaches compiled code",
+        ),
     )
 
     def families(self, config: dict[str, Value] | None = None) -> set[int]:
@@ -152,7 +186,9 @@ class BatchMLAProbe(KernelProbe):
             return f"this release's plan() has no query_layout parameter: it takes the {_LAYOUTS[0]} form only"
         return None
 
-    def prepare(self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value], alternative: int = 0) -> PreparedCall:
+    def prepare(
+        self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value], alternative: int = 0
+    ) -> PreparedCall:
         dtype = str(config["dtype"])
         # A witness of another dtype is traced under the index of this one's convention.
         conventions = _conventions(entry, dtype, str(config.get("layout", "auto")))

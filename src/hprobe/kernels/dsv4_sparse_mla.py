@@ -40,14 +40,24 @@ class DSv4SparseMLAProbe(KernelProbe):
     default_sms = (100, 103, 120, 121)
     summary = "DeepSeek V4 sparse-MLA decode (SM10x TRTLLM-GEN, SM12x packed sparse path)"
     axes = (
-        Axis("backend", "auto", ("auto", "trtllm-gen", "cute-dsl", "sparse", "cake"), help="flashinfer backend (0.7.x; cake: 0.7.2+)"),
+        Axis(
+            "backend",
+            "auto",
+            ("auto", "trtllm-gen", "cute-dsl", "sparse", "cake"),
+            help="flashinfer backend (0.7.x; cake: 0.7.2+)",
+        ),
         Axis("kv_format", "fp8", ("fp8", "nvfp4"), help="SM12x packed KV cache format (nvfp4: 0.7.x)"),
         # SM10x: the query and both KV pools share one dtype (0.7.4 mla/_core.py:1005, 1075).
         Axis("dtype", "bf16", mi.DTYPES, help="query dtype, and the SM10x KV pools' (fp8: FP8 E4M3 throughout)"),
         # Two input forms on SM12x, each answered on its own (never the first that
         # reaches compiled code): packed uint8 rows, or caches of the query's
         # dtype, 512 wide (0.7.4 mla/_core.py:1388-1401 reads both).
-        Axis("kv_pool", "packed", ("packed", "unpacked"), help="SM12x KV pools: packed uint8 rows, or unpacked caches of the query's dtype"),
+        Axis(
+            "kv_pool",
+            "packed",
+            ("packed", "unpacked"),
+            help="SM12x KV pools: packed uint8 rows, or unpacked caches of the query's dtype",
+        ),
     )
 
     def offered(self, entry: Callable[..., Any], config: dict[str, Value]) -> str | None:
@@ -59,7 +69,9 @@ class DSv4SparseMLAProbe(KernelProbe):
             return reason
         return None
 
-    def metadata(self, session: Any, entry: Callable[..., Any], sm: SM, config: dict[str, Value], heads: list[int]) -> Metadata | None:
+    def metadata(
+        self, session: Any, entry: Callable[..., Any], sm: SM, config: dict[str, Value], heads: list[int]
+    ) -> Metadata | None:
         """On SM12x, where the release publishes it (0.7.x), the h_q its DSv4
         decode kernels are claimed for in this KV format (the cake NVFP4 list
         for backend=cake), beside the SM claim."""
@@ -96,11 +108,21 @@ class DSv4SparseMLAProbe(KernelProbe):
         if not entry.startswith(self.compiled_launchers) or config["kv_format"] != "fp8":
             return None
         dtype = TRTLLM_GEN_DTYPES[str(config["dtype"])]
-        return TrtllmGenCall("trtllm_paged_attention_decode_sparse_mla_dsv4", dtype, dtype, TRTLLM_GEN_DTYPES["bf16"], HEAD_DIM, HEAD_DIM, 1, PAGE_SIZE, SWA_TOPK)
+        return TrtllmGenCall(
+            "trtllm_paged_attention_decode_sparse_mla_dsv4",
+            dtype,
+            dtype,
+            TRTLLM_GEN_DTYPES["bf16"],
+            HEAD_DIM,
+            HEAD_DIM,
+            1,
+            PAGE_SIZE,
+            SWA_TOPK,
+        )
 
     def compiled_checks(self, entry: str) -> str | None:
         if entry.startswith("get_trtllm_gen_fmha_module"):
-            return "trtllm-gen picks a cubin by head count inside compiled code (\"Missing TRTLLM-GEN kernel\")"
+            return 'trtllm-gen picks a cubin by head count inside compiled code ("Missing TRTLLM-GEN kernel")'
         if "sparse_mla_sm120" in entry:
             return "the SM12x binding dispatches decode vs paged kernels by (h_q, top-k, tokens) in compiled code"
         return None
@@ -116,9 +138,12 @@ class DSv4SparseMLAProbe(KernelProbe):
         """Tensors that do not depend on h_q, made once."""
         torch = self._torch
         return {
-            "kv": {name: torch.zeros(NUM_PAGES, 1, PAGE_SIZE, HEAD_DIM, dtype=mi.torch_dtype(name)) for name in mi.DTYPES},
+            "kv": {
+                name: torch.zeros(NUM_PAGES, 1, PAGE_SIZE, HEAD_DIM, dtype=mi.torch_dtype(name)) for name in mi.DTYPES
+            },
             "kv_packed": {
-                fmt: torch.zeros(NUM_PAGES, PAGE_SIZE, size, dtype=torch.uint8) for fmt, size in SM120_PACKED_BYTES.items()
+                fmt: torch.zeros(NUM_PAGES, PAGE_SIZE, size, dtype=torch.uint8)
+                for fmt, size in SM120_PACKED_BYTES.items()
             },
             "kv_nvfp4": torch.zeros(NUM_PAGES, 1, PAGE_SIZE, SM120_PACKED_BYTES["nvfp4"], dtype=torch.uint8),
             "indices": torch.zeros(1, SWA_TOPK, dtype=torch.int32),
@@ -151,7 +176,9 @@ class DSv4SparseMLAProbe(KernelProbe):
             "sinks": mi.zeros((heads,), "fp32"),
         }
 
-    def prepare(self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value], alternative: int = 0) -> PreparedCall:
+    def prepare(
+        self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value], alternative: int = 0
+    ) -> PreparedCall:
         shared = self._shared
         params = _parameters(entry)
         has_sm12x_path = "swa_topk_lens" in params
@@ -161,7 +188,11 @@ class DSv4SparseMLAProbe(KernelProbe):
         # SM12x paths (auto, sparse, and cake from 0.7.2) read the packed pools.
         packed = has_sm12x_path and sm.major == 12 and config["backend"] in ("auto", "sparse", "cake")
         if packed:
-            pool = shared["kv_packed"][str(config["kv_format"])] if config["kv_pool"] == "packed" else shared["kv"][dtype][:, 0]
+            pool = (
+                shared["kv_packed"][str(config["kv_format"])]
+                if config["kv_pool"] == "packed"
+                else shared["kv"][dtype][:, 0]
+            )
             kwargs = {
                 "query": query,
                 "swa_kv_cache": pool,

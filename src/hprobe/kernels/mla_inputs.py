@@ -28,7 +28,13 @@ KV_LORA_RANKS = (512, 256)
 def torch_dtype(name: str) -> Any:
     import torch
 
-    return {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn, "fp16": torch.float16, "fp32": torch.float32, "int32": torch.int32}[name]
+    return {
+        "bf16": torch.bfloat16,
+        "fp8": torch.float8_e4m3fn,
+        "fp16": torch.float16,
+        "fp32": torch.float32,
+        "int32": torch.int32,
+    }[name]
 
 
 # Workspace dtypes releases have asked for (cute-dsl in 0.6.13 asserts int8).
@@ -77,7 +83,9 @@ def pages_for(page_size: int, seq_len: int = SEQ_LEN) -> int:
 
 
 @lru_cache(maxsize=32)
-def paged_kv(dtype: str, page_size: int, packed_bytes: int = 0, kv_lora_rank: int = KV_LORA_RANK, rope: int = QK_ROPE_HEAD_DIM) -> Any:
+def paged_kv(
+    dtype: str, page_size: int, packed_bytes: int = 0, kv_lora_rank: int = KV_LORA_RANK, rope: int = QK_ROPE_HEAD_DIM
+) -> Any:
     """[pages, 1, page_size, rank + rope] in `dtype` (rope 0: NoPE MLA), or a packed uint8 pool of `packed_bytes` per token."""
     import torch
 

@@ -29,7 +29,9 @@ class Metadata:
         return cls(data["source"], data.get("sm_supported"), data.get("heads"))
 
 
-def sm120_decode_claim(session: Any, family_key: str, kv_format: str, heads: list[int], topk: int, tokens: int, page_size: int) -> list[int] | None:
+def sm120_decode_claim(
+    session: Any, family_key: str, kv_format: str, heads: list[int], topk: int, tokens: int, page_size: int
+) -> list[int] | None:
     """The h_q `supported_sparse_mla_sm120_configs()` (0.7.x) claims SM12x decode
     kernels for, for one model family and KV format at this top-k, token count
     and page size; None where the release publishes no such claim."""
@@ -45,7 +47,9 @@ def sm120_decode_claim(session: Any, family_key: str, kv_format: str, heads: lis
     family = configs.get(family_key)
     if family is None:
         return None
-    return [h for h in heads if family.supports_decode(num_heads=h, topk=topk, num_tokens=tokens, page_block_size=page_size)]
+    return [
+        h for h in heads if family.supports_decode(num_heads=h, topk=topk, num_tokens=tokens, page_block_size=page_size)
+    ]
 
 
 def missing_parameter(entry: Callable[..., Any], name: str) -> str | None:
@@ -54,7 +58,11 @@ def missing_parameter(entry: Callable[..., Any], name: str) -> str | None:
         params = inspect.signature(entry).parameters
     except (TypeError, ValueError):
         return None
-    return None if name in params else f"this release's {getattr(entry, '__name__', 'entry point')} has no {name!r} parameter"
+    return (
+        None
+        if name in params
+        else f"this release's {getattr(entry, '__name__', 'entry point')} has no {name!r} parameter"
+    )
 
 
 def capability_metadata(entry: Callable[..., Any], sm: Any, backend: Any = None) -> Any:
@@ -70,7 +78,9 @@ def capability_metadata(entry: Callable[..., Any], sm: Any, backend: Any = None)
     for fn in candidates:
         if backend not in (None, "auto") and callable(getattr(fn, "is_backend_supported", None)):
             try:
-                return Metadata("backend_requirement.is_backend_supported", bool(fn.is_backend_supported(backend, sm.number)))
+                return Metadata(
+                    "backend_requirement.is_backend_supported", bool(fn.is_backend_supported(backend, sm.number))
+                )
             except Exception:  # noqa: BLE001 - a decorator without backend choices raises
                 pass
         if callable(getattr(fn, "is_compute_capability_supported", None)):

@@ -57,7 +57,9 @@ class SM120SparseMLAProbe(KernelProbe):
     )
 
     def dispatch_depth(self, entry: str) -> bool:
-        return entry.endswith(("sparse_mla_sm120_paged_attention", "sparse_mla_sm120_decode_dsv4", "sparse_mla_sm120_decode_dsv3_2"))
+        return entry.endswith(
+            ("sparse_mla_sm120_paged_attention", "sparse_mla_sm120_decode_dsv4", "sparse_mla_sm120_decode_dsv3_2")
+        )
 
     def compiled_checks(self, entry: str) -> str | None:
         return "tile and split limits of the chosen kernel are checked in compiled code"
@@ -69,14 +71,21 @@ class SM120SparseMLAProbe(KernelProbe):
             return "general paged kernel, not a decode kernel: off the fast path"
         return None
 
-    def metadata(self, session: Any, entry: Callable[..., Any], sm: SM, config: dict[str, Value], heads: list[int]) -> Metadata | None:
+    def metadata(
+        self, session: Any, entry: Callable[..., Any], sm: SM, config: dict[str, Value], heads: list[int]
+    ) -> Metadata | None:
         """`supported_sparse_mla_sm120_configs()` where the release has it: the
         decode-kernel envelope it claims for this family, top-k and token count.
         Shown beside the probe, which reports where calls really went."""
         claim = super().metadata(session, entry, sm, config, heads)
         decode = sm120_decode_claim(
-            session, CONFIG_KEYS[str(config["family"])], "fp8", heads,
-            int(config["topk"]), int(config["tokens"]), int(config["page_size"]),
+            session,
+            CONFIG_KEYS[str(config["family"])],
+            "fp8",
+            heads,
+            int(config["topk"]),
+            int(config["tokens"]),
+            int(config["page_size"]),
         )
         if decode is None:
             return claim
@@ -86,7 +95,9 @@ class SM120SparseMLAProbe(KernelProbe):
             decode,
         )
 
-    def prepare(self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value], alternative: int = 0) -> PreparedCall:
+    def prepare(
+        self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value], alternative: int = 0
+    ) -> PreparedCall:
         return PreparedCall(
             _run,
             {

@@ -41,12 +41,20 @@ class TrtllmMLAProbe(KernelProbe):
     default_sms = (100, 103, 120, 121)
     summary = "MLA decode, dense or sparse top-k (trtllm-gen, cute-dsl, XQA, SM12x sparse)"
     axes = (
-        Axis("backend", "auto", ("auto", "trtllm-gen", "cute-dsl", "xqa", "sparse"), sweep=True, help="flashinfer backend"),
+        Axis(
+            "backend",
+            "auto",
+            ("auto", "trtllm-gen", "cute-dsl", "xqa", "sparse"),
+            sweep=True,
+            help="flashinfer backend",
+        ),
         Axis("dtype", "bf16", mi.DTYPES, help="query and KV cache dtype"),
         Axis("topk", 0, help="sparse_mla_top_k; 0 = dense MLA"),
         Axis("q_len", 1, help="query tokens per request (MTP)", witnesses=(1,)),
         Axis("page_size", 64, help="KV cache page size"),
-        Axis("kv_lora_rank", mi.KV_LORA_RANK, mi.KV_LORA_RANKS, help="latent width (256: models with the smaller latent)"),
+        Axis(
+            "kv_lora_rank", mi.KV_LORA_RANK, mi.KV_LORA_RANKS, help="latent width (256: models with the smaller latent)"
+        ),
         # Releases that take the buffer accept it only where a trtllm-gen
         # runner is selected: `auto` that falls to cute-dsl raises, so an
         # engine passing it crashes on counts the plain call serves.
@@ -69,23 +77,38 @@ class TrtllmMLAProbe(KernelProbe):
         dtype = TRTLLM_GEN_DTYPES[str(config["dtype"])]
         rank = int(config["kv_lora_rank"])
         return TrtllmGenCall(
-            "trtllm_paged_attention_decode", dtype, dtype, TRTLLM_GEN_DTYPES["bf16"], rank + mi.QK_ROPE_HEAD_DIM, rank,
-            int(config["q_len"]), int(config["page_size"]), int(config["topk"]),
+            "trtllm_paged_attention_decode",
+            dtype,
+            dtype,
+            TRTLLM_GEN_DTYPES["bf16"],
+            rank + mi.QK_ROPE_HEAD_DIM,
+            rank,
+            int(config["q_len"]),
+            int(config["page_size"]),
+            int(config["topk"]),
         )
 
-    def metadata(self, session: Any, entry: Callable[..., Any], sm: SM, config: dict[str, Value], heads: list[int]) -> Metadata | None:
+    def metadata(
+        self, session: Any, entry: Callable[..., Any], sm: SM, config: dict[str, Value], heads: list[int]
+    ) -> Metadata | None:
         """`supported_mla_layer_dimensions` where the release publishes it: the
         head counts it lists for this latent width, beside the SM claim."""
         claim = super().metadata(session, entry, sm, config, heads)
         # The list describes the dense trtllm-gen (SM10x) MLA layers.
         if sm.major != 10 or config["backend"] not in ("auto", "trtllm-gen") or int(config["topk"]):
             return claim
-        layers = session.resolve("flashinfer.mla.supported_mla_layer_dimensions") or session.resolve("flashinfer.mla._core.supported_mla_layer_dimensions")
+        layers = session.resolve("flashinfer.mla.supported_mla_layer_dimensions") or session.resolve(
+            "flashinfer.mla._core.supported_mla_layer_dimensions"
+        )
         if not isinstance(layers, (list, tuple)):
             return claim
         rank = int(config["kv_lora_rank"])
-        listed = sorted({layer.num_heads for layer in layers if getattr(layer.head_dimensions, "kv_lora_rank", None) == rank})
-        return Metadata("supported_mla_layer_dimensions", claim.sm_supported if claim else None, [h for h in heads if h in listed])
+        listed = sorted(
+            {layer.num_heads for layer in layers if getattr(layer.head_dimensions, "kv_lora_rank", None) == rank}
+        )
+        return Metadata(
+            "supported_mla_layer_dimensions", claim.sm_supported if claim else None, [h for h in heads if h in listed]
+        )
 
     def families(self, config: dict[str, Value] | None = None) -> set[int]:
         # trtllm-gen and cute-dsl are Blackwell (SM10x) kernels; XQA MLA and the
@@ -104,9 +127,16 @@ class TrtllmMLAProbe(KernelProbe):
     def swept_needlessly(self, config: dict[str, Value]) -> bool:
         return config["backend"] == "sparse" and int(config["topk"]) == 0
 
-    def prepare(self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value], alternative: int = 0) -> PreparedCall:
+    def prepare(
+        self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value], alternative: int = 0
+    ) -> PreparedCall:
         backend, dtype = str(config["backend"]), str(config["dtype"])
-        topk, q_len, page, rank = int(config["topk"]), int(config["q_len"]), int(config["page_size"]), int(config["kv_lora_rank"])
+        topk, q_len, page, rank = (
+            int(config["topk"]),
+            int(config["q_len"]),
+            int(config["page_size"]),
+            int(config["kv_lora_rank"]),
+        )
         # The SM12x sparse path reads a packed uint8 pool; every other path a dense one.
         packed = topk > 0 and sm.major == 12 and backend in ("auto", "sparse")
         kwargs: dict[str, Any] = {

@@ -21,7 +21,9 @@ class XqaMLAProbe(KernelProbe):
         Axis("page_size", 64, help="KV cache page size"),
     )
 
-    def prepare(self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value], alternative: int = 0) -> PreparedCall:
+    def prepare(
+        self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value], alternative: int = 0
+    ) -> PreparedCall:
         dtype, page = str(config["dtype"]), int(config["page_size"])
         return PreparedCall(
             entry,

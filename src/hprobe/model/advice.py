@@ -23,7 +23,14 @@ class Advice:
     action: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"table": self.table, "backend": self.backend, "kernel": self.kernel, "sms": list(self.sms), "counts": self.counts, "action": self.action}
+        return {
+            "table": self.table,
+            "backend": self.backend,
+            "kernel": self.kernel,
+            "sms": list(self.sms),
+            "counts": self.counts,
+            "action": self.action,
+        }
 
 
 @dataclass(frozen=True)
@@ -50,7 +57,13 @@ class TableAdvice:
         return f"on {on} only: no pin"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"table": self.table, "releases": list(self.releases), "pin": self.pin, "scope": self.scope, "backends": [b.to_dict() for b in self.backends]}
+        return {
+            "table": self.table,
+            "releases": list(self.releases),
+            "pin": self.pin,
+            "scope": self.scope,
+            "backends": [b.to_dict() for b in self.backends],
+        }
 
 
 @dataclass(frozen=True)
@@ -68,7 +81,14 @@ class CountChange:
         return self.current / self.suggested
 
     def to_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "tp": self.tp, "n": self.n, "current": self.current, "suggested": self.suggested, "saving": self.saving}
+        return {
+            "model": self.model,
+            "tp": self.tp,
+            "n": self.n,
+            "current": self.current,
+            "suggested": self.suggested,
+            "saving": self.saving,
+        }
 
 
 class PinWords(Protocol):

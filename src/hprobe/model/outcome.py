@@ -259,12 +259,19 @@ class KernelSMResult:
             return []
         out = [f"validators only: {item}" for item in self.unchecked]
         if self.depth is Depth.PARTIAL:
-            out.insert(0, "partial: a compiled query answered before the launch; the Python acting on its answer did not run")
+            out.insert(
+                0, "partial: a compiled query answered before the launch; the Python acting on its answer did not run"
+            )
         shaped = sorted(h for h, r in self.heads.items() if r.outcome is Outcome.ACCEPTED and r.shapes)
         if shaped:
-            out.insert(0, f"some shapes: h_q {compact_set(shaped)} have a kernel only at some batch sizes and KV lengths")
+            out.insert(
+                0, f"some shapes: h_q {compact_set(shaped)} have a kernel only at some batch sizes and KV lengths"
+            )
         if self.depth is Depth.FAKED_DEVICE:
-            out.insert(0, "faked device: past a check on the tensors' device with CPU tensors that report cuda:0; the checks after it ran on them")
+            out.insert(
+                0,
+                "faked device: past a check on the tensors' device with CPU tensors that report cuda:0; the checks after it ran on them",
+            )
         return out
 
     def by_outcome(self, outcome: Outcome) -> list[int]:
@@ -315,7 +322,9 @@ class KernelSMResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> KernelSMResult:
         """Read back `to_dict` (per-h `heads`) or `to_dict(runs=True)` (`runs`)."""
-        result = cls(data["kernel"], int(data["sm"]), data["flashinfer_version"], Depth(data.get("depth", "validators")))
+        result = cls(
+            data["kernel"], int(data["sm"]), data["flashinfer_version"], Depth(data.get("depth", "validators"))
+        )
         result.notes = list(data.get("notes", []))
         result.config = dict(data.get("config", {}))
         result.key = data.get("key") or result.kernel
@@ -349,7 +358,9 @@ class KernelSMResult:
     def to_dict(self, runs: bool = False) -> dict[str, Any]:
         """`runs`: the answers as `head_runs()` (hprobe.matrix/3) instead of one
         entry per h_q (hprobe.matrix/2)."""
-        answers = {"runs": self.head_runs()} if runs else {"heads": [self.heads[h].to_dict() for h in sorted(self.heads)]}
+        answers = (
+            {"runs": self.head_runs()} if runs else {"heads": [self.heads[h].to_dict() for h in sorted(self.heads)]}
+        )
         return {
             "kernel": self.kernel,
             "key": self.key,

@@ -184,7 +184,11 @@ class Backend:
 
     def covers(self, model: str, n: int, tp: int | None = None) -> bool:
         """Whether this backend serves `model` at per-rank count `n` (at TP degree `tp`)."""
-        return (not self.models or model in self.models) and (not self.counts or n in self.counts) and (tp is None or not self.tps or tp in self.tps)
+        return (
+            (not self.models or model in self.models)
+            and (not self.counts or n in self.counts)
+            and (tp is None or not self.tps or tp in self.tps)
+        )
 
     def cases(self, models: list[Model]) -> list[tuple[Model, int, int]]:
         """(model, tp, per-rank count) of every case this backend serves."""
@@ -218,7 +222,15 @@ class Reach:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"flag": self.flag, "value": self.value, "default": self.default, "default_reaches": self.default_reaches, "otherwise": self.otherwise, "source": self.source, "words": self.words()}
+        return {
+            "flag": self.flag,
+            "value": self.value,
+            "default": self.default,
+            "default_reaches": self.default_reaches,
+            "otherwise": self.otherwise,
+            "source": self.source,
+            "words": self.words(),
+        }
 
 
 @dataclass(frozen=True)

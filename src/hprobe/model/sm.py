@@ -11,9 +11,7 @@ from hprobe.model.errors import InputError
 
 # Compute capabilities NVIDIA has shipped (CUDA's -arch list). This says which
 # numbers are GPUs at all; it says nothing about what any kernel accepts.
-KNOWN_SMS = frozenset(
-    {50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 88, 89, 90, 100, 101, 103, 110, 120, 121}
-)
+KNOWN_SMS = frozenset({50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 88, 89, 90, 100, 101, 103, 110, 120, 121})
 
 _SM_RE = re.compile(r"^(?:sm)?_?(\d{2,3})([af])?$")
 _DOTTED_RE = re.compile(r"^(\d{1,2})\.(\d)([af])?$")

@@ -36,22 +36,66 @@ class Verdict(str, Enum):
         # An exhaustive match: a verdict without its presentation fails mypy here.
         match self:
             case Verdict.OK:
-                return _Traits("the kernel accepts the padded count, and no smaller count serves", "✅", "green", Gate.PASS, None, "#e3f4e8")
+                return _Traits(
+                    "the kernel accepts the padded count, and no smaller count serves",
+                    "✅",
+                    "green",
+                    Gate.PASS,
+                    None,
+                    "#e3f4e8",
+                )
             case Verdict.REDUCIBLE:
-                return _Traits("the kernel accepts a smaller count: the padding wastes compute", "🟡", "yellow", Gate.SOFT, "notice", "#fff4d6")
+                return _Traits(
+                    "the kernel accepts a smaller count: the padding wastes compute",
+                    "🟡",
+                    "yellow",
+                    Gate.SOFT,
+                    "notice",
+                    "#fff4d6",
+                )
             case Verdict.BROKEN:
-                return _Traits("the kernel refuses the padded count: a crash in production", "❌", "bold red", Gate.FAIL, "error", "#f9d6d5")
+                return _Traits(
+                    "the kernel refuses the padded count: a crash in production",
+                    "❌",
+                    "bold red",
+                    Gate.FAIL,
+                    "error",
+                    "#f9d6d5",
+                )
             case Verdict.TABLE_REFUSES:
-                return _Traits("the table raises for a count the kernel accepts", "🟣", "magenta", Gate.SOFT, "notice", "#efe0f5")
+                return _Traits(
+                    "the table raises for a count the kernel accepts", "🟣", "magenta", Gate.SOFT, "notice", "#efe0f5"
+                )
             case Verdict.OFF_FAST_PATH:
-                return _Traits("accepted, but served by a slower kernel than the family's own", "🟡", "yellow", Gate.SOFT, "notice", "#fff4d6")
+                return _Traits(
+                    "accepted, but served by a slower kernel than the family's own",
+                    "🟡",
+                    "yellow",
+                    Gate.SOFT,
+                    "notice",
+                    "#fff4d6",
+                )
             case Verdict.SOME_SHAPES:
-                return _Traits("a kernel exists for the padded count only at some batch sizes and KV lengths: a crash at the others", "🟠", "red", Gate.FAIL, "error", "#fbe0c8")
+                return _Traits(
+                    "a kernel exists for the padded count only at some batch sizes and KV lengths: a crash at the others",
+                    "🟠",
+                    "red",
+                    Gate.FAIL,
+                    "error",
+                    "#fbe0c8",
+                )
             case Verdict.INCONCLUSIVE:
-                return _Traits("the kernel's answer could not be shown here", "❔", "cyan", Gate.UNDECIDED, "warning", "#fde9c8")
+                return _Traits(
+                    "the kernel's answer could not be shown here", "❔", "cyan", Gate.UNDECIDED, "warning", "#fde9c8"
+                )
             case Verdict.ASSUMED:
                 return _Traits(
-                    "judged on an assumed count (the model's heads // tp, unpadded): the call's own count was not followed", "🔷", "blue", Gate.ASSUMED, "warning", "#dfe8f6"
+                    "judged on an assumed count (the model's heads // tp, unpadded): the call's own count was not followed",
+                    "🔷",
+                    "blue",
+                    Gate.ASSUMED,
+                    "warning",
+                    "#dfe8f6",
                 )
             case _:
                 assert_never(self)
@@ -116,7 +160,6 @@ class _Traits:
     page_colour: str
 
 
-
 @dataclass
 class Finding:
     """One backend x SM x model x TP verdict, with its evidence."""
@@ -171,7 +214,10 @@ class Finding:
     def _verdict_label(self) -> str:
         """The verdict as printed: `ok (validators only)` where compiled code is
         known to check more than the Python a CPU probe runs."""
-        if self.verdict in (Verdict.OK, Verdict.REDUCIBLE, Verdict.OFF_FAST_PATH, Verdict.SOME_SHAPES) and self.padded is not None:
+        if (
+            self.verdict in (Verdict.OK, Verdict.REDUCIBLE, Verdict.OFF_FAST_PATH, Verdict.SOME_SHAPES)
+            and self.padded is not None
+        ):
             match self.depth:
                 case Depth.PARTIAL:
                     # Never a plain "ok": Python after a compiled policy query did not run.
@@ -210,7 +256,9 @@ class Finding:
         """One line of evidence, the same in every output format (`note`:
         with the first note, which a caller showing it once may leave out)."""
         e = self.evidence
-        parts = [f"waived by {self.waiver.origin}"] if self.waiver else []  # its reason: in the waivers section and the JSON
+        parts = (
+            [f"waived by {self.waiver.origin}"] if self.waiver else []
+        )  # its reason: in the waivers section and the JSON
         if self.verdict is Verdict.REDUCIBLE and self.waste is not None:
             # Removable on the releases probed: said with them, never as a general truth.
             # "Removable" only under a pin, whose ends were probed; without one,
@@ -224,7 +272,11 @@ class Finding:
                 removable = f", accepted unpadded on flashinfer {on} only (no pin)"
             parts.append(f"{self.best} accepted: {self.waste:.2f}× waste{removable}")
         elif self.verdict is Verdict.BROKEN and e is not None:
-            parts.append(f"{e.outcome.value}: {e.error_type}: {e.message}" if e.error_type else f"{e.outcome.value}: {e.reason or ''}")
+            parts.append(
+                f"{e.outcome.value}: {e.error_type}: {e.message}"
+                if e.error_type
+                else f"{e.outcome.value}: {e.reason or ''}"
+            )
         elif self.verdict is Verdict.TABLE_REFUSES:
             parts.append(f"table raises, kernel accepts {self.best}")
         elif self.verdict is Verdict.OFF_FAST_PATH and e is not None:
@@ -232,7 +284,11 @@ class Finding:
         elif self.verdict is Verdict.INCONCLUSIVE and e is not None:
             parts.append(f"{e.reason} [{e.error_type}: {e.message}]")
         elif self.verdict is Verdict.ASSUMED and self.on_assumption is not None:
-            refusal = f" ({e.error_type}: {e.message})" if e is not None and e.error_type and self.on_assumption is Verdict.BROKEN else ""
+            refusal = (
+                f" ({e.error_type}: {e.message})"
+                if e is not None and e.error_type and self.on_assumption is Verdict.BROKEN
+                else ""
+            )
             parts.append(f"on the assumed count: {self.on_assumption.value}{refusal}")
         if note:
             parts.extend(self.notes[:1])

@@ -41,7 +41,12 @@ class Waiver:
         return f"{said}{until} ({self.origin})"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"match": dict(self.match), "reason": self.reason, "expires": self.expires.isoformat() if self.expires else None, "origin": self.origin}
+        return {
+            "match": dict(self.match),
+            "reason": self.reason,
+            "expires": self.expires.isoformat() if self.expires else None,
+            "origin": self.origin,
+        }
 
 
 @dataclass(frozen=True)
@@ -64,13 +69,15 @@ def parse_waiver(entry: dict[str, Any], origin: str) -> Waiver:
     """One `[[waiver]]` table, or the keys of one `--ignore`."""
     unknown = sorted(set(entry) - {*MATCH_KEYS, "reason", "expires"})
     if unknown:
-        raise InputError(f"{origin}: unknown waiver key {unknown[0]!r}: expected {', '.join(MATCH_KEYS)}, reason, expires")
+        raise InputError(
+            f"{origin}: unknown waiver key {unknown[0]!r}: expected {', '.join(MATCH_KEYS)}, reason, expires"
+        )
     match = tuple((key, _text(entry[key], origin, key)) for key in MATCH_KEYS if key in entry)
     if not match:
         raise InputError(f"{origin}: a waiver must name what it matches ({', '.join(MATCH_KEYS)})")
     reason = entry.get("reason", "")
     if not isinstance(reason, str) or not reason.strip():
-        raise InputError(f"{origin}: a waiver must give its reason (reason = \"...\")")
+        raise InputError(f'{origin}: a waiver must give its reason (reason = "...")')
     return Waiver(match, reason.strip(), _date(entry.get("expires"), origin), origin)
 
 
@@ -89,7 +96,9 @@ def parse_ignore(text: str) -> Waiver:
         if eq and key.strip() in keys:
             current = key.strip()
             if current in entry:
-                raise InputError(f"--ignore {text!r}: {current} is given twice; one --ignore waives one match (repeat --ignore for another)")
+                raise InputError(
+                    f"--ignore {text!r}: {current} is given twice; one --ignore waives one match (repeat --ignore for another)"
+                )
             entry[current] = value
         elif current == "reason":
             entry[current] += "," + part  # a comma inside the reason

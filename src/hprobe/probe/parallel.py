@@ -75,7 +75,10 @@ def probe_split(keys: list[str], job: Job, workers: int | None = None) -> list[K
     theirs: dict[str, list[KernelSMResult]] = {}
     try:
         data = pickle.loads(payload)
-        if isinstance(data, dict) and all(isinstance(k, str) and isinstance(v, list) and all(isinstance(r, KernelSMResult) for r in v) for k, v in data.items()):
+        if isinstance(data, dict) and all(
+            isinstance(k, str) and isinstance(v, list) and all(isinstance(r, KernelSMResult) for r in v)
+            for k, v in data.items()
+        ):
             theirs = data
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError):
         pass

@@ -54,7 +54,9 @@ def probe_kernel(
 CANONICAL_HEADS = range(1, 257)
 
 
-def _probe_kernel(session: FlashinferSession, variant: Variant, sms: list[SM], heads: list[int]) -> list[KernelSMResult]:
+def _probe_kernel(
+    session: FlashinferSession, variant: Variant, sms: list[SM], heads: list[int]
+) -> list[KernelSMResult]:
     probe, config = variant.probe, variant.values
     version = session.version
     results = [KernelSMResult(probe.id, sm.number, version, config=dict(config), key=variant.key) for sm in sms]
@@ -64,7 +66,12 @@ def _probe_kernel(session: FlashinferSession, variant: Variant, sms: list[SM], h
         # The module exists but does not import here: the environment, not the kernel.
         for result in results:
             for h in heads:
-                result.heads[h] = HeadResult(h, Outcome.INCONCLUSIVE, reason=f"{exc}; an import failure says nothing about the kernel", cause=Cause.ENVIRONMENT.value)
+                result.heads[h] = HeadResult(
+                    h,
+                    Outcome.INCONCLUSIVE,
+                    reason=f"{exc}; an import failure says nothing about the kernel",
+                    cause=Cause.ENVIRONMENT.value,
+                )
         return results
     absent = f"flashinfer {version} has no {probe.entry_point}" if entry is None else probe.offered(entry, config)
     if absent is not None:
@@ -112,7 +119,9 @@ def _run_alternatives(session: FlashinferSession, variant: Variant, entry, sms: 
     return tries
 
 
-def _on_faked_cuda(session: FlashinferSession, variant: Variant, entry, sm: SM, raw: dict[int, CallResult], alternative: int) -> dict[int, CallResult]:
+def _on_faked_cuda(
+    session: FlashinferSession, variant: Variant, entry, sm: SM, raw: dict[int, CallResult], alternative: int
+) -> dict[int, CallResult]:
     """The calls a check on the tensors' device stopped, made again with
     tensors that report a CUDA device (device/fake_cuda.py): every check after
     the device check runs on them, flashinfer's own code as before. Only an
@@ -180,7 +189,14 @@ def _past_device_checks(raw: dict[int, CallResult]) -> dict[int, CallResult]:
             f"passed the checks that refused other h_q, then stopped at a check on the tensors' device "
             f"({call.location or '?'}), which a CPU probe cannot pass: the checks after it did not run"
         )
-        out[h] = CallResult(error_type=call.error_type, message=call.message, location=call.location, reason=reason, passed=call.passed, site=call.site)
+        out[h] = CallResult(
+            error_type=call.error_type,
+            message=call.message,
+            location=call.location,
+            reason=reason,
+            passed=call.passed,
+            site=call.site,
+        )
     return out
 
 
@@ -202,7 +218,9 @@ def _describe_depth(probe: KernelProbe, raw: dict[int, CallResult], result: Kern
     if foreign:
         families = ", ".join(f"SM{f}x" for f in sorted(probe.built_for(foreign[0]) or ()))
         # The caveat a reader needs before trusting an `ok` on this SM.
-        result.unchecked.append(f"SM{result.sm} reaches {', '.join(foreign)}, built for {families}: this release has no SM{result.sm} route, so an acceptance here is not expected to hold on the GPU")
+        result.unchecked.append(
+            f"SM{result.sm} reaches {', '.join(foreign)}, built for {families}: this release has no SM{result.sm} route, so an acceptance here is not expected to hold on the GPU"
+        )
     toolkit: dict[str, tuple[list[int], str]] = {}  # the check's location -> (h_q, its first message)
     for h, c in sorted(raw.items()):
         if c.toolkit and (c.reached or c.validator):
@@ -211,7 +229,7 @@ def _describe_depth(probe: KernelProbe, raw: dict[int, CallResult], result: Kern
     for where, (hs, said) in toolkit.items():
         result.notes.append(
             f"toolkit: h_q {compact_set(hs)} pass the JIT check at {where} only under a CUDA toolkit newer than {BASELINE_TOOLKIT} "
-            f"(\"{said.split('. ')[0]}\"): the serving machine's toolkit decides that check, not h_q; shown is the answer past it"
+            f'("{said.split(". ")[0]}"): the serving machine\'s toolkit decides that check, not h_q; shown is the answer past it'
         )
     passed = sorted({p for c in raw.values() for p in c.passed})
     if passed:
@@ -220,7 +238,15 @@ def _describe_depth(probe: KernelProbe, raw: dict[int, CallResult], result: Kern
         )
 
 
-def _attach_metadata(session: FlashinferSession, probe: KernelProbe, entry, sm: SM, config: dict, heads: list[int], result: KernelSMResult) -> None:
+def _attach_metadata(
+    session: FlashinferSession,
+    probe: KernelProbe,
+    entry,
+    sm: SM,
+    config: dict,
+    heads: list[int],
+    result: KernelSMResult,
+) -> None:
     """Put the release's own claim beside the probed answer; flag disagreement."""
     try:
         claim = probe.metadata(session, entry, sm, config, heads)
@@ -232,7 +258,9 @@ def _attach_metadata(session: FlashinferSession, probe: KernelProbe, entry, sm: 
     result.metadata = claim.to_dict()
     accepted = set(result.accepted())
     if claim.sm_supported is False and accepted:
-        result.notes.append(f"disagreement: {claim.source} says {sm} is not supported, yet the validators accepted h_q {compact_set(accepted)}")
+        result.notes.append(
+            f"disagreement: {claim.source} says {sm} is not supported, yet the validators accepted h_q {compact_set(accepted)}"
+        )
     if claim.sm_supported is True and result.status is Outcome.UNSUPPORTED_ARCH:
         result.notes.append(f"disagreement: {claim.source} says {sm} is supported, yet the validators refuse it")
     if claim.heads is not None:
@@ -241,12 +269,18 @@ def _attach_metadata(session: FlashinferSession, probe: KernelProbe, entry, sm: 
         only_claimed = sorted((claimed - accepted) & decided)
         only_probed = sorted(accepted - claimed)
         if only_claimed:
-            result.notes.append(f"disagreement: {claim.source} claims h_q {compact_set(only_claimed)}, which the probe saw refused")
+            result.notes.append(
+                f"disagreement: {claim.source} claims h_q {compact_set(only_claimed)}, which the probe saw refused"
+            )
         if only_probed:
-            result.notes.append(f"{claim.source} does not list h_q {compact_set(only_probed)}, which the validators accepted")
+            result.notes.append(
+                f"{claim.source} does not list h_q {compact_set(only_probed)}, which the validators accepted"
+            )
 
 
-def _run(session: FlashinferSession, variant: Variant, entry, sm: SM, heads: list[int], alternative: int = 0) -> dict[int, CallResult]:
+def _run(
+    session: FlashinferSession, variant: Variant, entry, sm: SM, heads: list[int], alternative: int = 0
+) -> dict[int, CallResult]:
     probe, config = variant.probe, variant.values
     raw: dict[int, CallResult] = {}
     with session.quiet():
@@ -276,7 +310,8 @@ def _one(
                 return CallResult(
                     error_type=type(exc).__name__,
                     message=str(exc),
-                    reason="the probe could not build inputs for this release" + (" on a faked CUDA device" if faked_cuda else ""),
+                    reason="the probe could not build inputs for this release"
+                    + (" on a faked CUDA device" if faked_cuda else ""),
                     faked_device=faked_cuda,
                 )
             kwargs = {k: reports_cuda(v) for k, v in call.kwargs.items()} if faked_cuda else call.kwargs
@@ -289,7 +324,9 @@ def _one(
     return result
 
 
-def _past_toolkit_check(session: FlashinferSession, sm: SM, fn, trace: tuple[str, str] | None, kwargs: dict, result: CallResult) -> CallResult:
+def _past_toolkit_check(
+    session: FlashinferSession, sm: SM, fn, trace: tuple[str, str] | None, kwargs: dict, result: CallResult
+) -> CallResult:
     """A refusal by a check in JIT-spec generation, made again under a newer
     CUDA toolkit: a check that then passes tests the serving machine's toolkit,
     not the kernel, so the h_q's answer is the one past it, with the
@@ -310,7 +347,9 @@ def _past_toolkit_check(session: FlashinferSession, sm: SM, fn, trace: tuple[str
     return again
 
 
-def _refusal_groups(raw: dict[int, CallResult], reaches_elsewhere: Callable[[int], bool]) -> list[tuple[CallResult, list[int], bool]]:
+def _refusal_groups(
+    raw: dict[int, CallResult], reaches_elsewhere: Callable[[int], bool]
+) -> list[tuple[CallResult, list[int], bool]]:
     """When every h_q was refused by a validator: the refusals worth tracing,
     as (first call, its h_q, exact). Exact groups share one check and one
     message word for word, for several h_q (or the only one probed), largest
@@ -330,7 +369,10 @@ def _refusal_groups(raw: dict[int, CallResult], reaches_elsewhere: Callable[[int
     chosen = [(first[k], hs, True) for k, hs in exact.items() if len(hs) >= 2 or len(raw) == 1]
     chosen.sort(key=lambda item: -len(item[1]))
     singles = (hs for hs in exact.values() if len(hs) == 1 and len(raw) > 1)
-    chosen += [(first[(raw[hs[0]].site, raw[hs[0]].message)], hs, True) for hs in islice((hs for hs in singles if reaches_elsewhere(hs[0])), 4)]
+    chosen += [
+        (first[(raw[hs[0]].site, raw[hs[0]].message)], hs, True)
+        for hs in islice((hs for hs in singles if reaches_elsewhere(hs[0])), 4)
+    ]
     if len({c.site for c in raw.values()}) == 1 and len(exact) > 1:
         chosen.append((raw[min(raw)], sorted(raw), False))
     return chosen
@@ -354,7 +396,9 @@ class _Probing:
     def __init__(self, session: FlashinferSession, variant: Variant, entry, heads: list[int], tries: Tries):
         self.session, self.variant, self.entry, self.heads, self.tries = session, variant, entry, heads, tries
         self._chosen: dict[SM, int] = {}  # SM -> the input convention its outcome was read from
-        self._reference_reached: dict[tuple[SM, int, int], bool] = {}  # (reference SM, h_q, input convention) -> reached
+        self._reference_reached: dict[
+            tuple[SM, int, int], bool
+        ] = {}  # (reference SM, h_q, input convention) -> reached
         self._everywhere: dict[SM, bool] = {}  # SM -> its uniform refusal refuses on every reference SM too
         self._witnessed: dict[CheckSite, str] = {}  # a configuration check -> which configuration passes it, where
         # SM -> the checks on the configuration that refuse every h_q the
@@ -409,13 +453,17 @@ class _Probing:
                     # Refused by a check on h_q before the configuration's: what it refuses is h_q.
                     result.heads[h] = _head_result(h, call, rejected_ok=True)
                     continue
-                result.heads[h] = HeadResult(h, outcome, error_type=call.error_type, message=call.message, location=call.location, reason=why)
+                result.heads[h] = HeadResult(
+                    h, outcome, error_type=call.error_type, message=call.message, location=call.location, reason=why
+                )
             return
         if self._refused_before_device_check(sm, result):
             return
         # Shown: the convention stopped by this machine (an environment failure,
         # CPU tensors) if any -- the likeliest reason no convention got through.
-        _, reason, _, raw, self._chosen[sm] = next((v for v in verdicts if any(map(_stopped_here, v[3].values()))), verdicts[0])
+        _, reason, _, raw, self._chosen[sm] = next(
+            (v for v in verdicts if any(map(_stopped_here, v[3].values()))), verdicts[0]
+        )
         if len(verdicts) > 1:
             reason += f" ({len(verdicts)} input conventions tried)"
         stopped = next(filter(_stopped_here, raw.values()), None)
@@ -453,7 +501,9 @@ class _Probing:
             for h, call in calls.items():
                 result.heads[h] = _head_result(h, call, rejected_ok=True)
                 if h in stopped:
-                    result.heads[h].reason = call.reason or "stopped at a check on the tensors' device, which a CPU probe cannot pass"
+                    result.heads[h].reason = (
+                        call.reason or "stopped at a check on the tensors' device, which a CPU probe cannot pass"
+                    )
                     result.heads[h].cause = Cause.DEVICE.value
             return True
         return False
@@ -464,7 +514,9 @@ class _Probing:
         not fit this release at all (one check refuses every h_q, and no probed
         call of any configuration on any SM was seen to pass it)."""
         groups = _refusal_groups(raw, lambda h: self._reaches_elsewhere(sm, h, alternative))
-        kinds = [(self._refusal_kind(sm, refusal, heads[0], alternative), heads, exact) for refusal, heads, exact in groups]
+        kinds = [
+            (self._refusal_kind(sm, refusal, heads[0], alternative), heads, exact) for refusal, heads, exact in groups
+        ]
         # One architecture check, word for word the same for several h_q (or for
         # one that reaches the boundary elsewhere), is enough to refuse the SM. A
         # configuration refusal must be one check refusing every probed h_q: a
@@ -480,11 +532,19 @@ class _Probing:
             return (*staged, False)
         if kinds:
             unfit = any(heads == everyone for _, heads, _ in kinds)
-            return None, (
-                "every h_q was refused by a check that no probed call was seen to pass (not this configuration on another SM, "
-                "nor another configuration): the probe's inputs may not fit this release"
-            ), unfit
-        return None, "no h_q reached the launch boundary on this SM, and the refusals depend on h_q or come from outside a validator", False
+            return (
+                None,
+                (
+                    "every h_q was refused by a check that no probed call was seen to pass (not this configuration on another SM, "
+                    "nor another configuration): the probe's inputs may not fit this release"
+                ),
+                unfit,
+            )
+        return (
+            None,
+            "no h_q reached the launch boundary on this SM, and the refusals depend on h_q or come from outside a validator",
+            False,
+        )
 
     def _staged_config(self, sm: SM, raw: dict[int, CallResult], alternative: int) -> tuple[Outcome, str] | None:
         """Every h_q refused in stages: the h_q one check lets through are refused
@@ -501,7 +561,11 @@ class _Probing:
             by_site.setdefault(call.site, []).append(h)
         if len(by_site) < 2:
             return None
-        late = [site for site, heads in by_site.items() if self._refusal_kind(sm, raw[heads[0]], heads[0], alternative, heads)[0] is Outcome.UNSUPPORTED_CONFIG]
+        late = [
+            site
+            for site, heads in by_site.items()
+            if self._refusal_kind(sm, raw[heads[0]], heads[0], alternative, heads)[0] is Outcome.UNSUPPORTED_CONFIG
+        ]
         if not late:
             return None
         # Not one check refusing every h_q: never an option value the release lacks.
@@ -513,7 +577,10 @@ class _Probing:
                 return None
         self._staged[sm, alternative] = set(late)
         first = " and ".join(raw[by_site[site][0]].location or "?" for site in early)
-        then = "; ".join(f"h_q {compact_set(by_site[site])} at {raw[by_site[site][0]].location or '?'}, which {self._witnessed[site]}" for site in late)
+        then = "; ".join(
+            f"h_q {compact_set(by_site[site])} at {raw[by_site[site][0]].location or '?'}, which {self._witnessed[site]}"
+            for site in late
+        )
         return Outcome.UNSUPPORTED_CONFIG, (
             f"every h_q is refused on {sm}: the h_q that get past {first} are refused after it by a check on the configuration "
             f"({then}): this configuration is refused, whatever h_q is"
@@ -534,12 +601,17 @@ class _Probing:
             other = SM.from_number(number)
             if other == sm:
                 continue
-            known = next((calls[h].reached for alt, calls in self.tries.get(other, []) if alt == alternative and h in calls), None)
+            known = next(
+                (calls[h].reached for alt, calls in self.tries.get(other, []) if alt == alternative and h in calls),
+                None,
+            )
             if known is None:
                 key = (other, h, alternative)
                 if key not in self._reference_reached:
                     with self.session.quiet():
-                        call = _one(self.session, self.variant.probe, self.entry, other, h, self.variant.values, alternative)
+                        call = _one(
+                            self.session, self.variant.probe, self.entry, other, h, self.variant.values, alternative
+                        )
                     again = _on_faked_cuda(self.session, self.variant, self.entry, other, {h: call}, alternative)
                     self._reference_reached[key] = again[h].reached
                 known = self._reference_reached[key]
@@ -547,13 +619,27 @@ class _Probing:
                 return True
         return False
 
-    def _traced(self, variant: Variant, sm: SM, h: int, site: CheckSite, alternative: int, faked: bool = False) -> CallResult:
+    def _traced(
+        self, variant: Variant, sm: SM, h: int, site: CheckSite, alternative: int, faked: bool = False
+    ) -> CallResult:
         """The call traced through `site`'s function; `faked`: on CUDA-reporting
         tensors, as the refusal being explained was made."""
         with self.session.quiet():
-            return _one(self.session, variant.probe, self.entry, sm, h, variant.values, alternative, (site.filename, site.function), faked_cuda=faked)
+            return _one(
+                self.session,
+                variant.probe,
+                self.entry,
+                sm,
+                h,
+                variant.values,
+                alternative,
+                (site.filename, site.function),
+                faked_cuda=faked,
+            )
 
-    def _refusal_kind(self, sm: SM, refusal: CallResult, h: int, alternative: int, group: list[int] | None = None) -> tuple[Outcome | None, str]:
+    def _refusal_kind(
+        self, sm: SM, refusal: CallResult, h: int, alternative: int, group: list[int] | None = None
+    ) -> tuple[Outcome | None, str]:
         """What a refusing check tests, from where it was seen to pass. The same
         call, traced on the other SMs: consulted and passed there -> it tests the
         architecture. Otherwise an h_q it refuses with another configuration
@@ -572,7 +658,10 @@ class _Probing:
             call = self._traced(self.variant, other, h, site, alternative, refusal.faked_device)
             everywhere = everywhere and call.site == site and call.message == refusal.message
             if passed_elsewhere(site, call.lines_run or frozenset(), refused_here_too=call.site == site):
-                return Outcome.UNSUPPORTED_ARCH, f"the refusing check passes on {other} for the same call: it tests the architecture"
+                return (
+                    Outcome.UNSUPPORTED_ARCH,
+                    f"the refusing check passes on {other} for the same call: it tests the architecture",
+                )
         tried = [h, *(c for c in _WITNESS_HEADS if c != h and c in (group or ()))]
         numbers = tuple(dict.fromkeys((sm.number, *_REFERENCE_SMS)))
         for witness, count, number in ((w, c, n) for w in self._witnesses() for c in tried for n in numbers):

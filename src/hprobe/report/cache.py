@@ -18,4 +18,10 @@ class CacheReport:
     in_use: int = 0  # entries left because a running hprobe probes from them
 
     def to_dict(self) -> dict[str, object]:
-        return {**self.usage.to_dict(), "action": self.action, "removed_entries": self.removed, "freed_bytes": self.freed, "in_use_entries": self.in_use}
+        return {
+            **self.usage.to_dict(),
+            "action": self.action,
+            "removed_entries": self.removed,
+            "freed_bytes": self.freed,
+            "in_use_entries": self.in_use,
+        }

@@ -63,7 +63,9 @@ class DiffReport:
     @property
     def exit_code(self) -> int:
         """1 when an accepted set changed (a drift gate), 3 when nothing changed but some h_q were inconclusive."""
-        return EXIT_FINDINGS if self.changed else (EXIT_INCONCLUSIVE if any(c.unknown for c in self.changes) else EXIT_OK)
+        return (
+            EXIT_FINDINGS if self.changed else (EXIT_INCONCLUSIVE if any(c.unknown for c in self.changes) else EXIT_OK)
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -89,7 +91,14 @@ class BisectStep:
     reason: str | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"version": self.version, "outcome": self.outcome, "entry": self.entry, "error_type": self.error_type, "message": self.message, "reason": self.reason}
+        return {
+            "version": self.version,
+            "outcome": self.outcome,
+            "entry": self.entry,
+            "error_type": self.error_type,
+            "message": self.message,
+            "reason": self.reason,
+        }
 
 
 @dataclass(frozen=True)

@@ -123,7 +123,11 @@ class CheckReport:
     def gate(self) -> GateCounts:
         """What the gate's line says beside its exit code, the same in every format."""
         counts = {v: n for v in Verdict if (n := sum(1 for f in self.findings if f.verdict is v))}
-        waived = {v: n for v in Verdict if (n := sum(1 for f in self.findings if f.verdict is v and v is not Verdict.OK and f.waiver is not None))}
+        waived = {
+            v: n
+            for v in Verdict
+            if (n := sum(1 for f in self.findings if f.verdict is v and v is not Verdict.OK and f.waiver is not None))
+        }
         assumed = sum(1 for p in self.unresolved_paths if p.status == "assumed")
         return GateCounts(
             counts,
@@ -142,7 +146,10 @@ class CheckReport:
             "strict": self.strict,
             "exit_code": self.exit_code,
             "summary": counts,
-            "tables": [{"name": t.name, "path": t.path, "source": t.source, "requires_flashinfer": t.requires_flashinfer} for t in self.tables],
+            "tables": [
+                {"name": t.name, "path": t.path, "source": t.source, "requires_flashinfer": t.requires_flashinfer}
+                for t in self.tables
+            ],
             "findings": [f.to_dict() for f in self.findings],
             "drift": self.drift.to_dict() if self.drift else None,
             "call_paths": [p.to_dict() for p in self.call_paths],

@@ -21,7 +21,9 @@ def check_planned(rows: str, cols: str, releases: list[str], keys: list[str], sm
     axes = {name for config in values.values() for name in config}
     for dim in (rows, cols):
         if dim not in PIVOT_FIXED and dim not in axes:
-            raise InputError(f"--pivot {rows},{cols}: {dim!r} is not heads, sm, release, kernel or an axis of the kernels probed ({', '.join(sorted(axes)) or 'none'})")
+            raise InputError(
+                f"--pivot {rows},{cols}: {dim!r} is not heads, sm, release, kernel or an axis of the kernels probed ({', '.join(sorted(axes)) or 'none'})"
+            )
     if rows == cols:
         raise InputError(f"--pivot {rows},{cols}: pick two different dimensions")
     shown = [d for d in (rows, cols) if d != "heads"]  # h_q spreads one result over a row or column
@@ -29,10 +31,16 @@ def check_planned(rows: str, cols: str, releases: list[str], keys: list[str], sm
     for release in releases:
         for key in keys:
             for sm in sms:
-                cell = tuple({"sm": f"SM{sm}", "release": release, "kernel": key}.get(d, values[key].get(d, "-")) for d in shown)
+                cell = tuple(
+                    {"sm": f"SM{sm}", "release": release, "kernel": key}.get(d, values[key].get(d, "-")) for d in shown
+                )
                 if cell in seen:
                     other = seen[cell]
-                    differ = [n for n, a, b in (("release", release, other[0]), ("kernel", key, other[1]), ("sm", sm, other[2])) if a != b]
+                    differ = [
+                        n
+                        for n, a, b in (("release", release, other[0]), ("kernel", key, other[1]), ("sm", sm, other[2]))
+                        if a != b
+                    ]
                     raise InputError(
                         f"--pivot {rows},{cols}: several results would fall in one cell ({', '.join(map(str, cell)) or 'each h_q'}; "
                         f"they differ in {' and '.join(differ)}); narrow the others with --kernel, --sm, --flashinfer or an axis option"
@@ -51,7 +59,9 @@ def pivot_cells(report: MatrixReport, rows: str, cols: str) -> tuple[list[Any], 
     axes = {name for r in report.results for name in r.config}
     for dim in (rows, cols):
         if dim not in PIVOT_FIXED and dim not in axes:
-            raise InputError(f"--pivot {rows},{cols}: {dim!r} is not heads, sm, release, kernel or an axis of the kernels probed ({', '.join(sorted(axes)) or 'none'})")
+            raise InputError(
+                f"--pivot {rows},{cols}: {dim!r} is not heads, sm, release, kernel or an axis of the kernels probed ({', '.join(sorted(axes)) or 'none'})"
+            )
     if rows == cols:
         raise InputError(f"--pivot {rows},{cols}: pick two different dimensions")
 
@@ -63,7 +73,7 @@ def pivot_cells(report: MatrixReport, rows: str, cols: str) -> tuple[list[Any], 
     cells: dict[tuple[Any, Any], Any] = {}
     for rel in report.releases:
         for r in rel.results.values():
-            for h in (r.heads if "heads" in (rows, cols) else [None]):
+            for h in r.heads if "heads" in (rows, cols) else [None]:
                 rv = h if rows == "heads" else value(rows, rel, r)
                 cv = h if cols == "heads" else value(cols, rel, r)
                 cell = r.heads[h].outcome if h is not None else r

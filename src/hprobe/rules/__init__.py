@@ -22,7 +22,13 @@ def load_tables(paths: list[Path] | None) -> list[PaddingTable]:
     return [source.collect() for source in table_sources(paths)]
 
 
-def override_models(table: PaddingTable, heads: int | None, tp: list[int] | None, maps_cover_every_count: bool = False, picked: list[Model] | None = None) -> PaddingTable:
+def override_models(
+    table: PaddingTable,
+    heads: int | None,
+    tp: list[int] | None,
+    maps_cover_every_count: bool = False,
+    picked: list[Model] | None = None,
+) -> PaddingTable:
     """Apply --heads/--tp to every model of a table. --heads replaces the models
     with one named by its count (a model's name must not outlive its head
     count). A pad_map written for the table's own models says nothing about a
@@ -47,7 +53,9 @@ def override_models(table: PaddingTable, heads: int | None, tp: list[int] | None
     return replace(table, models=models, backends=backends)
 
 
-def overridden_models(models: list[Model], heads: int | None, tp: list[int] | None, picked: list[Model] | None = None) -> list[Model]:
+def overridden_models(
+    models: list[Model], heads: int | None, tp: list[int] | None, picked: list[Model] | None = None
+) -> list[Model]:
     """The models judged: one of `heads` (--heads), those `picked` (--model),
     or the given ones; with `tp`, at those TP degrees."""
     if picked is not None:
@@ -61,7 +69,9 @@ def overridden_models(models: list[Model], heads: int | None, tp: list[int] | No
     for model in models:
         for t in model.tp:
             if model.num_q_heads % t:
-                raise InputError(f"model {model.name}: {model.num_q_heads} query heads do not divide evenly over tp={t}")
+                raise InputError(
+                    f"model {model.name}: {model.num_q_heads} query heads do not divide evenly over tp={t}"
+                )
     return list(models)
 
 
@@ -73,7 +83,9 @@ def override_options(table: PaddingTable, axes: dict[str, list[Value]]) -> Paddi
 
     for name, values in axes.items():
         if len(values) != 1:
-            raise InputError(f"--{name.replace('_', '-')}: check takes one value per axis, got {', '.join(map(str, values))}")
+            raise InputError(
+                f"--{name.replace('_', '-')}: check takes one value per axis, got {', '.join(map(str, values))}"
+            )
     backends = []
     for backend in table.backends:
         try:

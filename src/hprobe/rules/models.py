@@ -47,6 +47,8 @@ def pick_models(models: list[Model], names: list[str]) -> list[Model]:
         found = by_name.get(name.strip().lower())
         if found is None:
             known = ", ".join(m.name for m in models)
-            raise InputError(f"--model {name!r}: not a model hprobe knows (known: {known}); give --heads N for another count")
+            raise InputError(
+                f"--model {name!r}: not a model hprobe knows (known: {known}); give --heads N for another count"
+            )
         out.append(replace(found, asked=True))
     return out

@@ -10,7 +10,21 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from hprobe.model.errors import InputError
-from hprobe.model.padding import MAX_HEADS, Backend, Model, NoPadding, PaddingRule, PaddingTable, PadMap, PadMultiple, PadTile, PadTo, Provenance, Reach, Where
+from hprobe.model.padding import (
+    MAX_HEADS,
+    Backend,
+    Model,
+    NoPadding,
+    PaddingRule,
+    PaddingTable,
+    PadMap,
+    PadMultiple,
+    PadTile,
+    PadTo,
+    Provenance,
+    Reach,
+    Where,
+)
 from hprobe.model.sm import parse_sm
 from hprobe.rules.interface import RuleInputs, RuleSource, SourceKind
 from hprobe.system.fileio import read_text
@@ -158,11 +172,18 @@ class _Parser:
         released engine each fact of the table is written."""
         keys = {"engine", "release", "file", "line", "says"}
         if not isinstance(raw, list) or not all(isinstance(item, dict) and set(item) == keys for item in raw):
-            raise self._fail(self.locate("table", 0, "provenance"), "provenance is a list of { engine, release, file, line, says }")
+            raise self._fail(
+                self.locate("table", 0, "provenance"), "provenance is a list of { engine, release, file, line, says }"
+            )
         out = []
         for item in raw:
-            if not all(isinstance(item[k], str) and item[k] for k in ("engine", "release", "file", "says")) or not _positive_int(item["line"]):
-                raise self._fail(self.locate("table", 0, "provenance"), "provenance: engine, release, file and says are strings, line a positive integer")
+            if not all(
+                isinstance(item[k], str) and item[k] for k in ("engine", "release", "file", "says")
+            ) or not _positive_int(item["line"]):
+                raise self._fail(
+                    self.locate("table", 0, "provenance"),
+                    "provenance: engine, release, file and says are strings, line a positive integer",
+                )
             out.append(Provenance(item["engine"], item["release"], item["file"], item["line"], item["says"]))
         return tuple(out)
 
@@ -176,13 +197,21 @@ class _Parser:
             raise self._fail(where, "model needs a name")
         heads = raw.get("num_q_heads")
         if not isinstance(heads, int) or not _positive_int(heads):
-            raise self._fail(self.locate("model", index, "num_q_heads"), f"model {name}: num_q_heads must be a positive integer")
+            raise self._fail(
+                self.locate("model", index, "num_q_heads"), f"model {name}: num_q_heads must be a positive integer"
+            )
         if heads > MAX_HEADS:
-            raise self._fail(self.locate("model", index, "num_q_heads"), f"model {name}: num_q_heads {heads} is above {MAX_HEADS}, more than any model has")
+            raise self._fail(
+                self.locate("model", index, "num_q_heads"),
+                f"model {name}: num_q_heads {heads} is above {MAX_HEADS}, more than any model has",
+            )
         tp = raw.get("tp", [1])
         tp = [tp] if isinstance(tp, int) and not isinstance(tp, bool) else tp
         if not isinstance(tp, list) or not tp or not all(_positive_int(t) and t <= MAX_HEADS for t in tp):
-            raise self._fail(self.locate("model", index, "tp"), f"model {name}: tp must be a list of positive integers up to {MAX_HEADS}")
+            raise self._fail(
+                self.locate("model", index, "tp"),
+                f"model {name}: tp must be a list of positive integers up to {MAX_HEADS}",
+            )
         for t in tp:
             if heads % t:
                 raise self._fail(
@@ -191,22 +220,53 @@ class _Parser:
                 )
         families = raw.get("families", [])
         if not isinstance(families, list) or not all(isinstance(f, str) and f for f in families):
-            raise self._fail(self.locate("model", index, "families"), f"model {name}: families must be a list of names such as [\"dense-mla\"]")
+            raise self._fail(
+                self.locate("model", index, "families"),
+                f'model {name}: families must be a list of names such as ["dense-mla"]',
+            )
         attributes = raw.get("attributes", {})
-        if not isinstance(attributes, dict) or not all(isinstance(k, str) and k.isidentifier() and isinstance(v, (bool, int, str)) for k, v in attributes.items()):
-            raise self._fail(self.locate("model", index, "attributes"), f"model {name}: attributes maps config names to true/false, integers or strings")
+        if not isinstance(attributes, dict) or not all(
+            isinstance(k, str) and k.isidentifier() and isinstance(v, (bool, int, str)) for k, v in attributes.items()
+        ):
+            raise self._fail(
+                self.locate("model", index, "attributes"),
+                f"model {name}: attributes maps config names to true/false, integers or strings",
+            )
         kv = raw.get("num_kv_heads", 1)
         if not _positive_int(kv) or heads % kv:
-            raise self._fail(self.locate("model", index, "num_kv_heads"), f"model {name}: num_kv_heads must be a positive integer that divides num_q_heads")
+            raise self._fail(
+                self.locate("model", index, "num_kv_heads"),
+                f"model {name}: num_kv_heads must be a positive integer that divides num_q_heads",
+            )
         architectures = raw.get("architectures", [])
-        if not isinstance(architectures, list) or not all(isinstance(a, str) and a.isidentifier() for a in architectures) or not isinstance(raw.get("architectures_cited", ""), str):
-            raise self._fail(self.locate("model", index, "architectures"), f"model {name}: architectures is a list of class names such as [\"DeepseekV3ForCausalLM\"]")
+        if (
+            not isinstance(architectures, list)
+            or not all(isinstance(a, str) and a.isidentifier() for a in architectures)
+            or not isinstance(raw.get("architectures_cited", ""), str)
+        ):
+            raise self._fail(
+                self.locate("model", index, "architectures"),
+                f'model {name}: architectures is a list of class names such as ["DeepseekV3ForCausalLM"]',
+            )
         citation = raw.get("config", "")
-        if not isinstance(citation, str) or not isinstance(raw.get("field", ""), str) or not isinstance(raw.get("corroborated", ""), str):
+        if (
+            not isinstance(citation, str)
+            or not isinstance(raw.get("field", ""), str)
+            or not isinstance(raw.get("corroborated", ""), str)
+        ):
             raise self._fail(where, f"model {name}: config, field and corroborated are strings")
         if citation and raw.get("field"):
             citation = f"{citation} ({raw['field']})"
-        return Model(name, heads, tuple(tp), where, tuple(families), tuple(sorted(attributes.items())), citation, tuple(architectures))
+        return Model(
+            name,
+            heads,
+            tuple(tp),
+            where,
+            tuple(families),
+            tuple(sorted(attributes.items())),
+            citation,
+            tuple(architectures),
+        )
 
     def backend(self, raw: Any, index: int) -> Backend:
         where = self.locate("backend", index)
@@ -221,29 +281,51 @@ class _Parser:
         sms = raw.get("sm")
         sms = [sms] if isinstance(sms, (int, str)) and not isinstance(sms, bool) else sms
         if not isinstance(sms, list) or not sms:
-            raise self._fail(self.locate("backend", index, "sm"), f"backend {name}: sm must be a list such as [100, 103]")
+            raise self._fail(
+                self.locate("backend", index, "sm"), f"backend {name}: sm must be a list such as [100, 103]"
+            )
         try:
             parsed = tuple(dict.fromkeys(parse_sm(str(s)).number for s in sms))
         except InputError as exc:
-            raise self._fail(self.locate("backend", index, "sm"), f"backend {name}: {exc.message.removeprefix('--sm ')}") from None
+            raise self._fail(
+                self.locate("backend", index, "sm"), f"backend {name}: {exc.message.removeprefix('--sm ')}"
+            ) from None
         rule = self.rule(raw, index, name)
         options = []
         for key, value in raw.items():
             if key in _BACKEND_KEYS:
                 continue
             if isinstance(value, bool) or not isinstance(value, (str, int)):
-                raise self._fail(self.locate("backend", index, key), f"backend {name}: {key} must be a string or an integer")
+                raise self._fail(
+                    self.locate("backend", index, key), f"backend {name}: {key} must be a string or an integer"
+                )
             options.append((key, value))
         models = raw.get("models", [])
         if not isinstance(models, list) or not all(isinstance(m, str) for m in models):
-            raise self._fail(self.locate("backend", index, "models"), f"backend {name}: models must be a list of model names")
+            raise self._fail(
+                self.locate("backend", index, "models"), f"backend {name}: models must be a list of model names"
+            )
         counts = raw.get("counts", [])
         if not isinstance(counts, list) or not all(_positive_int(c) and c <= MAX_HEADS for c in counts):
-            raise self._fail(self.locate("backend", index, "counts"), f"backend {name}: counts must be a list of per-rank head counts up to {MAX_HEADS}")
+            raise self._fail(
+                self.locate("backend", index, "counts"),
+                f"backend {name}: counts must be a list of per-rank head counts up to {MAX_HEADS}",
+            )
         tps = raw.get("tps", [])
         if not isinstance(tps, list) or not all(_positive_int(t) and t <= MAX_HEADS for t in tps):
             raise self._fail(self.locate("backend", index, "tps"), f"backend {name}: tps must be a list of TP degrees")
-        return Backend(name, kernel, parsed, rule, where, tuple(options), models=tuple(models), reach=self.reach(raw, index, name), counts=tuple(sorted(set(counts))), tps=tuple(sorted(set(tps))))
+        return Backend(
+            name,
+            kernel,
+            parsed,
+            rule,
+            where,
+            tuple(options),
+            models=tuple(models),
+            reach=self.reach(raw, index, name),
+            counts=tuple(sorted(set(counts))),
+            tps=tuple(sorted(set(tps))),
+        )
 
     def reach(self, raw: dict[str, Any], index: int, name: str) -> Reach | None:
         """`reach = { flag, value, default, default_reaches, otherwise, source }`:
@@ -259,18 +341,33 @@ class _Parser:
             or not isinstance(value.get("source", ""), str)
             or not isinstance(value.get("default_reaches", False), bool)
         ):
-            raise self._fail(self.locate("backend", index, "reach"), f"backend {name}: reach takes flag, value, default, otherwise (strings), default_reaches (true/false) and source")
-        return Reach(value["flag"], value["value"], value["default"], value.get("default_reaches"), value["otherwise"], value.get("source", ""))
+            raise self._fail(
+                self.locate("backend", index, "reach"),
+                f"backend {name}: reach takes flag, value, default, otherwise (strings), default_reaches (true/false) and source",
+            )
+        return Reach(
+            value["flag"],
+            value["value"],
+            value["default"],
+            value.get("default_reaches"),
+            value["otherwise"],
+            value.get("source", ""),
+        )
 
     def rule(self, raw: dict[str, Any], index: int, name: str) -> PaddingRule:
         keys = [k for k in _RULE_KEYS if k in raw]
         if len(keys) != 1:
-            raise self._fail(self.locate("backend", index), f"backend {name}: give exactly one of {', '.join(_RULE_KEYS)}")
+            raise self._fail(
+                self.locate("backend", index), f"backend {name}: give exactly one of {', '.join(_RULE_KEYS)}"
+            )
         key = keys[0]
         where = self.locate("backend", index, key)
         value = raw[key]
         if "max_heads" in raw and key != "pad_multiple":
-            raise self._fail(self.locate("backend", index, "max_heads"), f"backend {name}: max_heads goes with pad_multiple only, not {key}")
+            raise self._fail(
+                self.locate("backend", index, "max_heads"),
+                f"backend {name}: max_heads goes with pad_multiple only, not {key}",
+            )
         if _largest_int(value) > MAX_HEADS or _largest_int(raw.get("max_heads")) > MAX_HEADS:
             raise self._fail(where, f"backend {name}: {key} names a count above {MAX_HEADS}, more than any model has")
         if key == "no_padding":
@@ -298,7 +395,10 @@ class _Parser:
             or not value
             or not all(isinstance(p, list) and len(p) == 2 and all(_positive_int(x) for x in p) for p in value)
         ):
-            raise self._fail(where, f"backend {name}: pad_tile must be a list of [largest n, tile] pairs such as [[8, 8], [32, 16], [128, 64]]")
+            raise self._fail(
+                where,
+                f"backend {name}: pad_tile must be a list of [largest n, tile] pairs such as [[8, 8], [32, 16], [128, 64]]",
+            )
         uptos = [p[0] for p in value]
         if sorted(set(uptos)) != uptos:
             raise self._fail(where, f"backend {name}: pad_tile's largest-n values must be strictly increasing")
@@ -312,11 +412,15 @@ class _Parser:
             # A count as people write one: ASCII digits, no sign, no space, no
             # leading zero (int() would also read "016", " 16" and "١٦").
             if not (isinstance(k, str) and k.isascii() and k.isdigit() and not k.startswith("0")):
-                raise self._fail(where, f"backend {name}: pad_map key {k!r} is not a head count (write it as digits, such as \"16\")")
+                raise self._fail(
+                    where, f'backend {name}: pad_map key {k!r} is not a head count (write it as digits, such as "16")'
+                )
             # Length first: int() refuses strings past Python's digit limit (4,300), and no count is that long.
             if len(k) > len(str(MAX_HEADS)) or int(k) > MAX_HEADS:
                 shown = k if len(k) <= 12 else f"{k[:6]}…({len(k):,} digits)"
-                raise self._fail(where, f"backend {name}: pad_map key {shown} is above {MAX_HEADS}, more than any model has")
+                raise self._fail(
+                    where, f"backend {name}: pad_map key {shown} is above {MAX_HEADS}, more than any model has"
+                )
             n = int(k)
             if n <= 0 or not _positive_int(v):
                 raise self._fail(where, f"backend {name}: pad_map entries must be positive integers, got {k} = {v!r}")
@@ -332,7 +436,21 @@ _BACKEND_KEYS = frozenset({"name", "kernel", "sm", "max_heads", "models", "count
 
 
 _TABLE_KEYS = frozenset({"name", "source", "requires_flashinfer", "provenance"})
-_MODEL_KEYS = frozenset({"name", "num_q_heads", "tp", "num_kv_heads", "families", "attributes", "config", "field", "corroborated", "architectures", "architectures_cited"})
+_MODEL_KEYS = frozenset(
+    {
+        "name",
+        "num_q_heads",
+        "tp",
+        "num_kv_heads",
+        "families",
+        "attributes",
+        "config",
+        "field",
+        "corroborated",
+        "architectures",
+        "architectures_cited",
+    }
+)
 
 
 def _largest_int(value: Any) -> int:

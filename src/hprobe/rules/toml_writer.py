@@ -32,7 +32,13 @@ def table_toml(
         ]
         lines.append("]")
     for model in table.models:
-        lines += ["", "[[model]]", f"name = {quote(model.name)}", f"num_q_heads = {model.num_q_heads}", f"tp = [{', '.join(map(str, model.tp))}]"]
+        lines += [
+            "",
+            "[[model]]",
+            f"name = {quote(model.name)}",
+            f"num_q_heads = {model.num_q_heads}",
+            f"tp = [{', '.join(map(str, model.tp))}]",
+        ]
         if model.families:
             lines.append(f"families = [{', '.join(quote(f) for f in model.families)}]")
         if model.attributes:
@@ -48,7 +54,12 @@ def table_toml(
 
 
 def _backend(backend: Backend) -> list[str]:
-    lines = ["[[backend]]", f"name = {quote(backend.name)}", f"kernel = {quote(backend.kernel)}", f"sm = [{', '.join(map(str, backend.sms))}]"]
+    lines = [
+        "[[backend]]",
+        f"name = {quote(backend.name)}",
+        f"kernel = {quote(backend.kernel)}",
+        f"sm = [{', '.join(map(str, backend.sms))}]",
+    ]
     for key, value in backend.options:
         lines.append(f"{key} = {quote(value) if isinstance(value, str) else value}")
     if backend.models:

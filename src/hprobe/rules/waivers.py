@@ -1,11 +1,11 @@
 """The waiver file: `[[waiver]]` tables in TOML, each read with its file:line.
 
-    [[waiver]]
-    table = "vllm*"          # globs; sm and tp match exactly
-    sm = 120
-    release = "0.6.13"
-    reason = "SM120 decode waits for the 0.6.14 bump (#1234)"
-    expires = 2027-01-31     # after it, the waiver fails the gate
+[[waiver]]
+table = "vllm*"          # globs; sm and tp match exactly
+sm = 120
+release = "0.6.13"
+reason = "SM120 decode waits for the 0.6.14 bump (#1234)"
+expires = 2027-01-31     # after it, the waiver fails the gate
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ def gather_waivers(file: Path | None, ignores: list[str], places: list[Path]) ->
         if file is not None and file.is_symlink() and not file.resolve().is_relative_to(file.parent.resolve()):
             # A tree under review that waives its own findings through a link to
             # a file elsewhere: what it would waive is not in the tree to be seen.
-            raise InputError(f"{file}: links out of its directory (to {file.resolve()}); not read. Name the file with --waivers to use it")
+            raise InputError(
+                f"{file}: links out of its directory (to {file.resolve()}); not read. Name the file with --waivers to use it"
+            )
     waivers = load_waivers(file) if file is not None else []
     return waivers + [parse_ignore(text) for text in ignores]

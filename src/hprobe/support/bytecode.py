@@ -57,7 +57,9 @@ def share(tree: Path, store: Path) -> None:
     # The interpreter's own loaders, in its own order, with the source loader
     # swapped for the one above: only for directories inside the tree.
     hook = FileFinder.path_hook(
-        (ExtensionFileLoader, EXTENSION_SUFFIXES), (SharedLoader, SOURCE_SUFFIXES), (SourcelessFileLoader, BYTECODE_SUFFIXES)
+        (ExtensionFileLoader, EXTENSION_SUFFIXES),
+        (SharedLoader, SOURCE_SUFFIXES),
+        (SourcelessFileLoader, BYTECODE_SUFFIXES),
     )
 
     def in_tree(entry: str) -> PathEntryFinder:

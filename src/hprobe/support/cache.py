@@ -80,7 +80,9 @@ def _fall_back(configured: Path, exc: OSError) -> Path:
             path = Path(tempfile.mkdtemp(prefix="hprobe-cache-"))
             atexit.register(shutil.rmtree, path, True)
             reason = exc.strerror or type(exc).__name__
-            _fallback.append((path, f"the cache {configured} cannot be written ({reason}): this run fetched and probed without it"))
+            _fallback.append(
+                (path, f"the cache {configured} cannot be written ({reason}): this run fetched and probed without it")
+            )
         return _fallback[0][0]
 
 
@@ -104,7 +106,11 @@ def added_lines() -> list[str]:
         added = sorted(_added.items())
     if _fallback:
         return []  # the temporary cache this run used is gone at exit
-    return [f"flashinfer {label}: fetched into the cache, {size / 2**20:,.1f} MiB added (`hprobe cache` lists it, `hprobe cache prune` frees it)" for label, size in added if size]
+    return [
+        f"flashinfer {label}: fetched into the cache, {size / 2**20:,.1f} MiB added (`hprobe cache` lists it, `hprobe cache prune` frees it)"
+        for label, size in added
+        if size
+    ]
 
 
 def root() -> Path:
@@ -232,7 +238,9 @@ def clean_stale(parent: Path) -> None:
         return
     for entry in entries:
         name = entry.name
-        if not (name.startswith((".unpack-", ".stale-", ".download-")) or (name.startswith(".") and name.endswith(".tmp"))):
+        if not (
+            name.startswith((".unpack-", ".stale-", ".download-")) or (name.startswith(".") and name.endswith(".tmp"))
+        ):
             continue
         try:
             old = now - entry.lstat().st_mtime > STALE_AFTER_S

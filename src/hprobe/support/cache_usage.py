@@ -26,11 +26,19 @@ from hprobe.support import cache
 SHARED = "shared"
 # What hprobe writes at the top of its cache. Anything else there (HPROBE_CACHE_DIR
 # may name a directory that holds other things) is counted, never removed.
-HPROBE_ENTRIES = frozenset({"wheels", "trees", "results", "pycache", "bytecode", "kernel-tables", "deep", "names", "readings"})
+HPROBE_ENTRIES = frozenset(
+    {"wheels", "trees", "results", "pycache", "bytecode", "kernel-tables", "deep", "names", "readings"}
+)
 # What no one release owns: bytecode keyed by source content (every release
 # shipping the file shares it), kernel tables, deep answers, and source trees'
 # readings.
-_SHARED_KINDS = {"bytecode": "bytecode", "kernel-tables": "kernel-table", "deep": "answers", "names": "answers", "readings": "readings"}
+_SHARED_KINDS = {
+    "bytecode": "bytecode",
+    "kernel-tables": "kernel-table",
+    "deep": "answers",
+    "names": "answers",
+    "readings": "readings",
+}
 _WHEEL = re.compile(r"^flashinfer_python-([^-]+)-")
 # The names hprobe gives what it writes inside each of its folders. HPROBE_CACHE_DIR
 # may name a directory the user keeps other things in, their own `results/` among
@@ -59,6 +67,8 @@ def ours(folder: str, name: str) -> bool:
         return True
     pattern = _OURS.get(folder)
     return pattern is not None and (pattern.match(name) is not None or _IN_PROGRESS.match(name) is not None)
+
+
 _DIST_INFO = re.compile(r"^flashinfer_python-([^-]+)\.dist-info$")
 
 
@@ -92,7 +102,9 @@ class Usage:
             "location": str(self.root),
             "total_bytes": self.total,
             "releases": [{"release": r, "bytes": b} for r, b in self.by_release().items()],
-            "entries": [{"path": str(e.path), "kind": e.kind, "release": e.release, "bytes": e.size} for e in self.entries],
+            "entries": [
+                {"path": str(e.path), "kind": e.kind, "release": e.release, "bytes": e.size} for e in self.entries
+            ],
         }
 
 
@@ -217,7 +229,9 @@ def usage(root: Path | None = None) -> Usage:
                 add(top, "bytecode", SHARED)  # the rest: the interpreter's own modules
             case _:
                 shared = top.name in _SHARED_KINDS
-                add(top, _SHARED_KINDS[top.name] if shared else "other", SHARED, folder=shared)  # "other": not hprobe's, never removed
+                add(
+                    top, _SHARED_KINDS[top.name] if shared else "other", SHARED, folder=shared
+                )  # "other": not hprobe's, never removed
     # The directories that hold the entries count too, as du counts them.
     directories = [root, *(p for p in (root / "wheels", root / "trees", root / "results") if p.is_dir())]
     found.total = sum(e.size for e in found.entries) + sum(d.lstat().st_blocks * 512 for d in directories)
@@ -279,7 +293,9 @@ def empty_of_ours(folder: Path, keep: frozenset[Path] | set[Path] = frozenset())
     return removed
 
 
-def select(found: Usage, releases: list[str] | None = None, older_than_days: float | None = None, keep: list[str] | None = None) -> list[Entry]:
+def select(
+    found: Usage, releases: list[str] | None = None, older_than_days: float | None = None, keep: list[str] | None = None
+) -> list[Entry]:
     """The entries a prune removes: of the releases named; not written for
     `older_than_days`; of every release but those kept. Shared entries are
     removed only by `clear` (or by age)."""

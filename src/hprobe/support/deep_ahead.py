@@ -41,7 +41,9 @@ from hprobe.compiled.trtllm_gen import Gate, Port
 CHILD_TIMEOUT = ("HPROBE_WORKER_TIMEOUT", 900.0)
 
 
-def tables_ahead(package: Path, version: str, wanted: dict[str, list[int]], heads: list[int], progress: Callable[[str], None]) -> Future[Tables] | None:
+def tables_ahead(
+    package: Path, version: str, wanted: dict[str, list[int]], heads: list[int], progress: Callable[[str], None]
+) -> Future[Tables] | None:
     """The release's kernel table, with the answers deepen will ask of it
     adopted, as a future; None where compiled depth is off."""
     if os.environ.get(TABLE_SETTING, "").strip().lower() == "off":
@@ -53,7 +55,9 @@ def tables_ahead(package: Path, version: str, wanted: dict[str, list[int]], head
 
     def settle() -> None:
         try:
-            future.set_result(_from_child(package, version, wanted, heads, limit) or _found_here(package, version, progress))
+            future.set_result(
+                _from_child(package, version, wanted, heads, limit) or _found_here(package, version, progress)
+            )
         except BaseException as exc:  # noqa: BLE001 - the asker gets it, whatever it is
             future.set_exception(exc)
 
@@ -62,7 +66,9 @@ def tables_ahead(package: Path, version: str, wanted: dict[str, list[int]], head
     return future
 
 
-def _from_child(package: Path, version: str, wanted: dict[str, list[int]], heads: list[int], limit: float) -> Tables | None:
+def _from_child(
+    package: Path, version: str, wanted: dict[str, list[int]], heads: list[int], limit: float
+) -> Tables | None:
     import shutil
 
     import hprobe
@@ -77,7 +83,9 @@ def _from_child(package: Path, version: str, wanted: dict[str, list[int]], heads
         out = workdir / "answers.pickle"
         request = {"package": str(package), "version": version, "wanted": wanted, "heads": heads, "out": str(out)}
         try:
-            done = run_bounded([sys.executable, "-I", "-c", bootstrap], limit, input_text=json.dumps(request), cwd=workdir)
+            done = run_bounded(
+                [sys.executable, "-I", "-c", bootstrap], limit, input_text=json.dumps(request), cwd=workdir
+            )
         except Timeout:
             return None
         return _received(out.read_bytes(), package) if done.returncode == 0 else None
@@ -110,7 +118,12 @@ def _received(payload: bytes, package: Path) -> Tables | None:
         tables, answers, (gate, port) = pickle.loads(payload)
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError):
         return None
-    if not isinstance(tables, Tables) or not isinstance(answers, dict) or not isinstance(gate, Gate | str) or not isinstance(port, Port | str):
+    if (
+        not isinstance(tables, Tables)
+        or not isinstance(answers, dict)
+        or not isinstance(gate, Gate | str)
+        or not isinstance(port, Port | str)
+    ):
         return None
     depth.adopt(answers)
     trtllm_gen.adopt(package, gate, port)
@@ -127,7 +140,12 @@ def main() -> None:
     """The child: a request on stdin, what it worked out pickled into the file it names."""
     request = json.loads(sys.stdin.read())
     package = Path(request["package"])
-    handed = _work(package, request["version"], {str(k): [int(sm) for sm in v] for k, v in request["wanted"].items()}, [int(h) for h in request["heads"]])
+    handed = _work(
+        package,
+        request["version"],
+        {str(k): [int(sm) for sm in v] for k, v in request["wanted"].items()},
+        [int(h) for h in request["heads"]],
+    )
     Path(request["out"]).write_bytes(pickle.dumps(handed, protocol=pickle.HIGHEST_PROTOCOL))
 
 

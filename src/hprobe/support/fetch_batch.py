@@ -32,7 +32,9 @@ class Batch:
         self.keys = [(dist, version, str(folder)) for version in versions]
         self._done = {version: threading.Event() for version in versions}
         self._publish, self._refuse = publish, refuse
-        self._thread = threading.Thread(target=self._run, args=(dist, versions, folder, timeout), name="hprobe-fetch", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, args=(dist, versions, folder, timeout), name="hprobe-fetch", daemon=True
+        )
 
     def begin(self) -> None:
         self._thread.start()
@@ -109,7 +111,9 @@ def wait(dist: str, version: str, folder: Path) -> None:
         batch.wait(version)
 
 
-def members(dist: str, specs: list[str], names: list[str], folder: Path, timeout: float, max_bytes: int) -> list[dict] | None:
+def members(
+    dist: str, specs: list[str], names: list[str], folder: Path, timeout: float, max_bytes: int
+) -> list[dict] | None:
     """What the helper answered, per specifier in order, for the first wheel
     holding every member `names` (their bytes written under `folder`); None
     when it could not answer, and the caller fetches the plain way."""

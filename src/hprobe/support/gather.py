@@ -31,7 +31,13 @@ if TYPE_CHECKING:
     from hprobe.rules.repo.scan import RepoIndex
 
 
-def probe_installed(needed: dict[str, list[int]], heads: list[int], use_cache: bool = True, workers: int | None = None, progress: Progress = lambda _m: None) -> ProbedRelease:
+def probe_installed(
+    needed: dict[str, list[int]],
+    heads: list[int],
+    use_cache: bool = True,
+    workers: int | None = None,
+    progress: Progress = lambda _m: None,
+) -> ProbedRelease:
     """Probe the flashinfer importable here, in this process; answers for an
     installed distribution pip can vouch for are cached like fetched ones, so
     a warm run (a pre-commit hook) imports neither flashinfer nor torch."""
@@ -57,7 +63,11 @@ def probe_installed(needed: dict[str, list[int]], heads: list[int], use_cache: b
     if identity is not None:
         for key, sms in missing.items():
             # An inconclusive answer may be this run's accident: asked again next time.
-            probed = [r for r in (fresh.results[(key, sm)] for sm in sms) if not any(h.outcome is Outcome.INCONCLUSIVE for h in r.heads.values())]
+            probed = [
+                r
+                for r in (fresh.results[(key, sm)] for sm in sms)
+                if not any(h.outcome is Outcome.INCONCLUSIVE for h in r.heads.values())
+            ]
             cache_per_sm(identity, key, heads, probed)
     merged = {**cached, **fresh.results}
     results = {(key, sm): merged[(key, sm)] for key, sms in needed.items() for sm in sms}
@@ -67,7 +77,9 @@ def probe_installed(needed: dict[str, list[int]], heads: list[int], use_cache: b
     return ProbedRelease(INSTALLED, fresh.info, results)
 
 
-def _deep_ahead(needed: dict[str, list[int]], heads: list[int], progress: Progress) -> tuple[Path, str, Future[Tables]] | None:
+def _deep_ahead(
+    needed: dict[str, list[int]], heads: list[int], progress: Progress
+) -> tuple[Path, str, Future[Tables]] | None:
     """The installed release's kernel table and compiled-depth answers, worked
     out in a child while this process imports the release (deep_ahead), where
     a kernel asked for can reach a launcher compiled depth evaluates."""
@@ -92,6 +104,7 @@ def _probe_in_process(needed: dict[str, list[int]], heads: list[int], workers: i
     session = FlashinferSession()
     session.open()
     try:
+
         def job(keys: list[str]) -> list[KernelSMResult]:
             out: list[KernelSMResult] = []
             for key in keys:
@@ -108,7 +121,9 @@ def _probe_in_process(needed: dict[str, list[int]], heads: list[int], workers: i
     return ProbedRelease(INSTALLED, info, results)
 
 
-def probe_named(item: str, needed: dict[str, list[int]], heads: list[int], use_cache: bool, progress: Progress) -> ProbedRelease:
+def probe_named(
+    item: str, needed: dict[str, list[int]], heads: list[int], use_cache: bool, progress: Progress
+) -> ProbedRelease:
     """Probe a release that is not installed: fetched, cached and run in a
     subprocess; or the answer of the same probe started ahead (probe_ahead)."""
     if use_cache:
@@ -122,7 +137,9 @@ def probe_named(item: str, needed: dict[str, list[int]], heads: list[int], use_c
     return _probe_named(item, needed, heads, use_cache, progress)
 
 
-def _probe_named(item: str, needed: dict[str, list[int]], heads: list[int], use_cache: bool, progress: Progress) -> ProbedRelease:
+def _probe_named(
+    item: str, needed: dict[str, list[int]], heads: list[int], use_cache: bool, progress: Progress
+) -> ProbedRelease:
     progress(f"fetching flashinfer {item}")
     release = resolve(item)
     progress(f"probing flashinfer {release.version}")
@@ -142,11 +159,20 @@ def _probe_named(item: str, needed: dict[str, list[int]], heads: list[int], use_
     for result in probe_release(release, list(needed), sms, heads, use_cache=use_cache, on_probe=fetch_tables):
         if result.key in needed and result.sm in needed[result.key]:
             results[(result.key, result.sm)] = result
-    _deepen(results, package, release.version, progress, f"wheel {release.wheel_sha256}" if use_cache and release.wheel_sha256 else None, tables[0] if tables else None)
+    _deepen(
+        results,
+        package,
+        release.version,
+        progress,
+        f"wheel {release.wheel_sha256}" if use_cache and release.wheel_sha256 else None,
+        tables[0] if tables else None,
+    )
     notes = [u.note(release.version) for u in release.unmet[:MAX_UNMET_NOTES]]
     if len(release.unmet) > MAX_UNMET_NOTES:
         rest = release.unmet[MAX_UNMET_NOTES:]
-        notes.append(f"flashinfer {release.version}: {len(rest)} more requirements not met here ({', '.join(u.name for u in rest[:5])}, ...)")
+        notes.append(
+            f"flashinfer {release.version}: {len(rest)} more requirements not met here ({', '.join(u.name for u in rest[:5])}, ...)"
+        )
     cache_note = cache.note()
     if cache_note:
         notes.append(cache_note)  # the temporary cache this run used is gone at exit: nothing was added
@@ -200,8 +226,12 @@ def _settle_unwaited(future: Future[T], work: Callable[[], T], name: str) -> Non
 
 
 def _deepen(
-    results: dict[tuple[str, int], KernelSMResult], package: Path | None, version: str, progress: Progress = lambda _m: None,
-    identity: str | None = None, fetching: Future[Tables] | None = None,
+    results: dict[tuple[str, int], KernelSMResult],
+    package: Path | None,
+    version: str,
+    progress: Progress = lambda _m: None,
+    identity: str | None = None,
+    fetching: Future[Tables] | None = None,
 ) -> None:
     """Take each result past the validators where its h_q reached compiled code
     hprobe evaluates (compiled/depth.py). The results cache holds what the probe
@@ -215,7 +245,8 @@ def _deepen(
     if package is None or not package.is_dir():
         return
     needs = [
-        (k, r) for k, r in results.items()
+        (k, r)
+        for k, r in results.items()
         if any(get_variant(r.key).probe.compiled_call(h.entry, r.config) for h in r.heads.values() if h.entry)
     ]
     if not needs:
@@ -258,7 +289,12 @@ def _deep_key(probed: list[KernelSMResult], identity: str, package: Path) -> str
     from hprobe.compiled.files import READ, TABLE_SETTING, data_dir
 
     digest = hashlib.sha256()
-    for part in (identity, code_digest(), os.environ.get(TABLE_SETTING, ""), json.dumps([r.to_dict() for r in probed], sort_keys=True)):
+    for part in (
+        identity,
+        code_digest(),
+        os.environ.get(TABLE_SETTING, ""),
+        json.dumps([r.to_dict() for r in probed], sort_keys=True),
+    ):
         digest.update(part.encode() + b"\0")
     # The C++ compiled depth reads, by content: an installed release's identity
     # leaves its C++ out (no probe compiles it), and an edit there must not
@@ -282,7 +318,12 @@ MAX_UNMET_NOTES = 8
 
 
 def gather(
-    labels: list[str], needed: dict[str, list[int]], heads: list[int], use_cache: bool, progress: Progress, ahead: tuple[str, ...] = ()
+    labels: list[str],
+    needed: dict[str, list[int]],
+    heads: list[int],
+    use_cache: bool,
+    progress: Progress,
+    ahead: tuple[str, ...] = (),
 ) -> dict[str, ProbedRelease]:
     """Every release probed, in the order given. Releases that are not installed
     are fetched and probed by worker processes while this one probes the
@@ -307,7 +348,10 @@ def gather(
     if not named:
         return {INSTALLED: probe_installed(needed, heads, use_cache, progress=progress)} if order else {}
     with _release_threads(len(named), "hprobe-release") as (pool, submitted):
-        futures = {label: pool.submit(probe_named, label, needed, heads, use_cache, _counted(progress, k, len(order))) for k, label in enumerate(named, 1 + (INSTALLED in order))}
+        futures = {
+            label: pool.submit(probe_named, label, needed, heads, use_cache, _counted(progress, k, len(order)))
+            for k, label in enumerate(named, 1 + (INSTALLED in order))
+        }
         submitted.extend(futures.values())
         if INSTALLED in order:
             # Forking beside these threads is safe: they wait on a pipe or
@@ -359,7 +403,11 @@ def probe_ahead(labels: list[str], needed: dict[str, list[int]], heads: list[int
             future: Future[ProbedRelease] = Future()
             _AHEAD[key] = future
 
-        _settle_unwaited(future, functools.partial(_probe_named, label, needed, heads, True, lambda message: progress(f"ahead: {message}")), "hprobe-ahead")
+        _settle_unwaited(
+            future,
+            functools.partial(_probe_named, label, needed, heads, True, lambda message: progress(f"ahead: {message}")),
+            "hprobe-ahead",
+        )
 
 
 @contextlib.contextmanager

@@ -76,14 +76,29 @@ def package_of(flashinfer: Path) -> Package | str:
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name in ("ArtifactPath", "CheckSumHash"):
             for item in node.body:
-                target = item.target if isinstance(item, ast.AnnAssign) else item.targets[0] if isinstance(item, ast.Assign) and len(item.targets) == 1 else None
+                target = (
+                    item.target
+                    if isinstance(item, ast.AnnAssign)
+                    else item.targets[0]
+                    if isinstance(item, ast.Assign) and len(item.targets) == 1
+                    else None
+                )
                 value = item.value if isinstance(item, (ast.AnnAssign, ast.Assign)) else None
-                if isinstance(target, ast.Name) and target.id == "TRTLLM_GEN_FMHA" and isinstance(value, ast.Constant) and isinstance(value.value, str):
+                if (
+                    isinstance(target, ast.Name)
+                    and target.id == "TRTLLM_GEN_FMHA"
+                    and isinstance(value, ast.Constant)
+                    and isinstance(value.value, str)
+                ):
                     found[node.name] = value.value
     if len(found) < 2:
         return "flashinfer/artifacts.py names no trtllm-gen FMHA kernel package (ArtifactPath/CheckSumHash.TRTLLM_GEN_FMHA)"
     # Both become parts of paths and URLs: a digest and a relative path, nothing else.
-    if not re.fullmatch(r"[0-9a-f]{64}", found["CheckSumHash"]) or not re.fullmatch(r"[0-9a-f]{40}/[\w./-]+/", found["ArtifactPath"]) or ".." in found["ArtifactPath"]:
+    if (
+        not re.fullmatch(r"[0-9a-f]{64}", found["CheckSumHash"])
+        or not re.fullmatch(r"[0-9a-f]{40}/[\w./-]+/", found["ArtifactPath"])
+        or ".." in found["ArtifactPath"]
+    ):
         return "flashinfer/artifacts.py names a trtllm-gen FMHA kernel package hprobe cannot use (not a digest and a relative path)"
     return Package(found["ArtifactPath"], found["CheckSumHash"])
 
@@ -115,11 +130,22 @@ _SEARCHES: dict[str, threading.Lock] = {}
 def _search(package: Package, setting: str, flashinfer: Path, version: str, progress: Callable[[str], None]) -> Tables:
     tried: list[str] = []
     sources: list[Callable[[], Found]] = [lambda: _given(Path(setting).expanduser(), package)] if setting else []
-    sources += [lambda: _cached(package), lambda: _installed_cubin(package), lambda: _from_index(package, version, progress), lambda: _from_store(flashinfer, package, progress)]
+    sources += [
+        lambda: _cached(package),
+        lambda: _installed_cubin(package),
+        lambda: _from_index(package, version, progress),
+        lambda: _from_store(flashinfer, package, progress),
+    ]
     for source in sources:
         try:
             found = source()
-        except (OSError, InputError, TableError, zipfile.BadZipFile, ValueError) as exc:  # urllib's URLError is an OSError
+        except (
+            OSError,
+            InputError,
+            TableError,
+            zipfile.BadZipFile,
+            ValueError,
+        ) as exc:  # urllib's URLError is an OSError
             tried.append(" ".join(str(exc).split())[:300])
             continue
         if isinstance(found, str):
@@ -130,7 +156,9 @@ def _search(package: Package, setting: str, flashinfer: Path, version: str, prog
                 _keep(package, found)
             return Tables(found)
     why = "; ".join(tried) or "no source holds it"
-    return Tables(None, f"no kernel table for trtllm-gen kernel package {package.short} could be had ({why}); {SETTING} names one")
+    return Tables(
+        None, f"no kernel table for trtllm-gen kernel package {package.short} could be had ({why}); {SETTING} names one"
+    )
 
 
 def _verified(checksums: bytes, header: bytes, package: Package, origin: str) -> KernelTable:
@@ -174,15 +202,27 @@ def _cached(package: Package) -> Found:
     where = cache.directory("kernel-tables") / package.checksums_sha256
     if not (where / CHECKSUMS).is_file():
         return None
-    return _verified(_bounded_read(where / CHECKSUMS, MAX_CHECKSUMS_BYTES), _bounded_read(where / "flashInferMetaInfo.h"), package, f"{CACHED} ({where})")
+    return _verified(
+        _bounded_read(where / CHECKSUMS, MAX_CHECKSUMS_BYTES),
+        _bounded_read(where / "flashInferMetaInfo.h"),
+        package,
+        f"{CACHED} ({where})",
+    )
 
 
 def _given(path: Path, package: Package) -> Found:
     if path.suffix == ".whl" and path.is_file():
         return _from_wheel(path, package, f"{path.name}")
-    for root in (path, path / package.path, path / "cubins" / package.path, path / "flashinfer_cubin" / "cubins" / package.path):
+    for root in (
+        path,
+        path / package.path,
+        path / "cubins" / package.path,
+        path / "flashinfer_cubin" / "cubins" / package.path,
+    ):
         if (root / CHECKSUMS).is_file() and (root / HEADER).is_file():
-            return _verified(_bounded_read(root / CHECKSUMS, MAX_CHECKSUMS_BYTES), _bounded_read(root / HEADER), package, str(root))
+            return _verified(
+                _bounded_read(root / CHECKSUMS, MAX_CHECKSUMS_BYTES), _bounded_read(root / HEADER), package, str(root)
+            )
     return f"{SETTING}={path}: holds no {CHECKSUMS} with {HEADER} for kernel package {package.short}"
 
 
@@ -195,7 +235,12 @@ def _installed_cubin(package: Package) -> Found:
     root = Path(next(iter(spec.submodule_search_locations))) / "cubins" / package.path
     if not (root / CHECKSUMS).is_file():
         return f"the installed flashinfer-cubin has no kernel package {package.short}"
-    return _verified(_bounded_read(root / CHECKSUMS, MAX_CHECKSUMS_BYTES), _bounded_read(root / HEADER), package, f"flashinfer-cubin installed at {root.parents[2]}")
+    return _verified(
+        _bounded_read(root / CHECKSUMS, MAX_CHECKSUMS_BYTES),
+        _bounded_read(root / HEADER),
+        package,
+        f"flashinfer-cubin installed at {root.parents[2]}",
+    )
 
 
 def _from_index(package: Package, version: str, progress: Callable[[str], None]) -> Found:
@@ -205,7 +250,14 @@ def _from_index(package: Package, version: str, progress: Callable[[str], None])
         progress(f"reading trtllm-gen's kernel table from {CUBIN_DIST} on the index")
         # The two files read out of the wheel on the index (through range
         # requests where it answers them), not the 458 MB wheel downloaded.
-        answers = fetch_batch.members(CUBIN_DIST, specs, [prefix + CHECKSUMS, prefix + HEADER], Path(tmp), setting_from_env(PIP_TIMEOUT), MAX_TABLE_BYTES)
+        answers = fetch_batch.members(
+            CUBIN_DIST,
+            specs,
+            [prefix + CHECKSUMS, prefix + HEADER],
+            Path(tmp),
+            setting_from_env(PIP_TIMEOUT),
+            MAX_TABLE_BYTES,
+        )
         if answers is not None:
             problems: list[str] = []
             for doc in answers:
@@ -214,7 +266,11 @@ def _from_index(package: Package, version: str, progress: Callable[[str], None])
                     checksums = _bounded_read(Path(files[prefix + CHECKSUMS]), MAX_CHECKSUMS_BYTES)
                     return _verified(checksums, _bounded_read(Path(files[prefix + HEADER])), package, str(doc["wheel"]))
                 wheel = doc.get("wheel")
-                problems.append(f"{wheel} holds no kernel package {package.short}" if wheel else f"{CUBIN_DIST}{doc['spec']}: not on the index")
+                problems.append(
+                    f"{wheel} holds no kernel package {package.short}"
+                    if wheel
+                    else f"{CUBIN_DIST}{doc['spec']}: not on the index"
+                )
             return "; ".join(problems) or f"{CUBIN_DIST}: not on the index"
     return _downloaded(package, version, progress)
 
@@ -226,7 +282,19 @@ def _downloaded(package: Package, version: str, progress: Callable[[str], None])
     for spec in (f"{CUBIN_DIST}=={version}", f"{CUBIN_DIST}<={version}"):
         with tempfile.TemporaryDirectory(dir=cache.directory("kernel-tables"), prefix=".download-") as tmp:
             progress(f"fetching {spec} for trtllm-gen's kernel table")
-            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check", "-q", "-d", tmp, spec]
+            cmd = [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--disable-pip-version-check",
+                "-q",
+                "-d",
+                tmp,
+                spec,
+            ]
             proc = run_pip(cmd, f"cannot fetch {spec}")
             wheels = list(Path(tmp).glob("*.whl"))
             if proc.returncode != 0 or not wheels:
@@ -245,7 +313,12 @@ def _from_wheel(wheel: Path, package: Package, origin: str) -> Found:
         names = set(archive.namelist())
         if prefix + CHECKSUMS not in names or prefix + HEADER not in names:
             return f"{origin} holds no kernel package {package.short}"
-        return _verified(_member(archive, prefix + CHECKSUMS, MAX_CHECKSUMS_BYTES, origin), _member(archive, prefix + HEADER, MAX_TABLE_BYTES, origin), package, origin)
+        return _verified(
+            _member(archive, prefix + CHECKSUMS, MAX_CHECKSUMS_BYTES, origin),
+            _member(archive, prefix + HEADER, MAX_TABLE_BYTES, origin),
+            package,
+            origin,
+        )
 
 
 def _member(archive: zipfile.ZipFile, name: str, limit: int, origin: str) -> bytes:
@@ -310,4 +383,3 @@ def _bounded_read(path: Path, limit: int = MAX_TABLE_BYTES) -> bytes:
     if len(data) > limit:
         raise ValueError(f"{path}: larger than such a file")
     return data
-

@@ -53,7 +53,12 @@ def main() -> int:
                         # Listed, with no wheel of this release pip's finder
                         # can take: what `pip download` ends with (its
                         # resolver's words).
-                        _say({"version": version, "refused": f"ERROR: No matching distribution found for {request['dist']}=={version}"})
+                        _say(
+                            {
+                                "version": version,
+                                "refused": f"ERROR: No matching distribution found for {request['dist']}=={version}",
+                            }
+                        )
                         continue
                     path = _download(session, found.link, os.path.join(request["dest"], version))
                     _say({"version": version, "file": path})
@@ -166,10 +171,14 @@ class _Ranges:
 
     def _fetch(self, first: int, last: int) -> None:
         start, stop = first * self.BLOCK, min(self.size, (last + 1) * self.BLOCK) - 1
-        response = self._session.get(self._url, headers={"Range": f"bytes={start}-{stop}", "Accept-Encoding": "identity"})
+        response = self._session.get(
+            self._url, headers={"Range": f"bytes={start}-{stop}", "Accept-Encoding": "identity"}
+        )
         response.raise_for_status()
         if response.status_code != 206 or len(response.content) != stop - start + 1:
-            raise OSError(f"the server answered bytes {start}-{stop} with {response.status_code}, {len(response.content)} bytes")
+            raise OSError(
+                f"the server answered bytes {start}-{stop} with {response.status_code}, {len(response.content)} bytes"
+            )
         for b in range(first, last + 1):
             offset = (b - first) * self.BLOCK
             self._blocks[b] = response.content[offset : offset + self.BLOCK]

@@ -90,7 +90,9 @@ def _defined_names(path: str, text: str, read: Reader, depth: int = 0) -> set[st
     return names
 
 
-def releases_with_entry_points(spec: str, entry_points: list[str], progress=lambda _m: None) -> dict[str, dict[str, bool]]:
+def releases_with_entry_points(
+    spec: str, entry_points: list[str], progress=lambda _m: None
+) -> dict[str, dict[str, bool]]:
     """For each entry point, which releases in `spec` (comma list or LO..HI over
     published releases) define it. Wheels are fetched and unpacked, never imported."""
     from packaging.version import InvalidVersion, Version

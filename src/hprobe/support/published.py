@@ -79,7 +79,9 @@ def pinned_releases(spec: str, progress: Callable[[str], None] = lambda _message
                 # pin's ends include it, it is not fetched and probed a second time.
                 labels = [label for label in labels if Version(label) != Version(installed)] + [INSTALLED]
             else:
-                notes.append(f"the installed flashinfer {installed} does not satisfy the pin {spec}: this environment does not match the repo's pin")
+                notes.append(
+                    f"the installed flashinfer {installed} does not satisfy the pin {spec}: this environment does not match the repo's pin"
+                )
         except InvalidVersion:
             pass
     return labels, notes
@@ -99,11 +101,13 @@ def _fetchable(spec: str, version: str) -> None:
     try:
         fetch_wheel(version)
     except InputError as exc:
-        raise PinUnserved(f"flashinfer {version}, the pin {spec}, cannot be fetched: {exc.message}{_nearest(version)}") from None
+        raise PinUnserved(
+            f"flashinfer {version}, the pin {spec}, cannot be fetched: {exc.message}{_nearest(version)}"
+        ) from None
 
 
 def _nearest(version: str) -> str:
-    """"; nearest published: A, B — ..." or "" when the index cannot be listed."""
+    """ "; nearest published: A, B — ..." or "" when the index cannot be listed."""
     try:
         published = final_releases()
     except IndexUnlisted:

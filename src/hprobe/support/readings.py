@@ -75,11 +75,20 @@ class KeptReadings:
         steady = all(seen is None or seen == covered[path] for path, seen in reads.items() if path in covered)
         if steady and getattr(flashinfer, "unkept", 0) == unkept_before:
             release_tree = getattr(getattr(flashinfer, "release", None), "tree", None)
-            rest = {path: seen for path, seen in reads.items() if path not in covered and not _under(path, release_tree)}
+            rest = {
+                path: seen for path, seen in reads.items() if path not in covered and not _under(path, release_tree)
+            }
             _store(key, rest, tables)
         return tables
 
-    def _key(self, root: Path, mapping: Mapping, excludes: tuple[str, ...], flashinfer: FlashinferSource | None, overrides: dict[str, str] | None) -> str | None:
+    def _key(
+        self,
+        root: Path,
+        mapping: Mapping,
+        excludes: tuple[str, ...],
+        flashinfer: FlashinferSource | None,
+        overrides: dict[str, str] | None,
+    ) -> str | None:
         if not root.is_dir():
             return None  # a single file: read in a moment anyway
         release = None
@@ -92,8 +101,16 @@ class KeptReadings:
         if shape is None:
             shape = self._shapes[(str(root), tuple(excludes))] = _tree_digest(root, excludes)
         material = [
-            SCHEMA, code_digest(), list(sys.version_info[:2]), str(root), shape[0], _beside(root),
-            repr(mapping), list(excludes), sorted((overrides or {}).items()), release,
+            SCHEMA,
+            code_digest(),
+            list(sys.version_info[:2]),
+            str(root),
+            shape[0],
+            _beside(root),
+            repr(mapping),
+            list(excludes),
+            sorted((overrides or {}).items()),
+            release,
         ]
         return hashlib.sha256(repr(material).encode()).hexdigest()
 
@@ -129,7 +146,9 @@ class _StatMemo:
     def __init__(self, root: Path, excludes: tuple[str, ...]):
         self.key = f"stat-{content_digest(repr((SCHEMA, str(root), list(excludes))).encode())}"
         loaded = cache.read_kept("readings", self.key)
-        self.kept: dict[str, list] = loaded if isinstance(loaded, dict) else {}  # none yet, or damaged: every file is read
+        self.kept: dict[str, list] = (
+            loaded if isinstance(loaded, dict) else {}
+        )  # none yet, or damaged: every file is read
         self.fresh: dict[str, list] = {}
         self.taken = time.time()
 
@@ -236,7 +255,11 @@ class _Unpickler(pickle.Unpickler):
 
     def find_class(self, module: str, name: str) -> Any:
         top = module.split(".")[0]
-        if (module, name) not in _BUILDERS and top not in ("hprobe", "ast", "packaging") and name not in _ALLOWED.get(module, ()):
+        if (
+            (module, name) not in _BUILDERS
+            and top not in ("hprobe", "ast", "packaging")
+            and name not in _ALLOWED.get(module, ())
+        ):
             raise pickle.UnpicklingError(f"{module}.{name} is not a type a reading holds")
         found = super().find_class(module, name)
         if (module, name) not in _BUILDERS and not isinstance(found, type):
@@ -251,7 +274,9 @@ def _path(key: str) -> Path:
 def _store(key: str, reads: dict[str, str | None], tables: RepoTables) -> None:
     body = io.BytesIO()
     _Pickler(body, protocol=pickle.HIGHEST_PROTOCOL).dump(replace(tables, index=None, reader=None))
-    cache.write_atomically(_path(key), pickle.dumps((SCHEMA, key, reads, body.getvalue()), protocol=pickle.HIGHEST_PROTOCOL))
+    cache.write_atomically(
+        _path(key), pickle.dumps((SCHEMA, key, reads, body.getvalue()), protocol=pickle.HIGHEST_PROTOCOL)
+    )
 
 
 def _load(key: str) -> RepoTables | None:

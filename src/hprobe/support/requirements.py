@@ -64,8 +64,15 @@ def _marker_inputs() -> list[object]:
     # Field by field, as packaging reads them: iterating uname() would ask
     # for the processor too, which runs `uname -p` in a subprocess.
     return [
-        sys.version, sys.implementation.name, list(sys.implementation.version), os.name, sys.platform,
-        platform.system(), platform.release(), platform.version(), platform.machine(),
+        sys.version,
+        sys.implementation.name,
+        list(sys.implementation.version),
+        os.name,
+        sys.platform,
+        platform.system(),
+        platform.release(),
+        platform.version(),
+        platform.machine(),
     ]
 
 
@@ -76,7 +83,12 @@ def _valid(kept: object, count: int) -> list[Parsed | None] | None:
     for row in kept:
         if row is None:
             parsed.append(None)
-        elif isinstance(row, list) and len(row) == 4 and all(isinstance(v, str) for v in row[:3]) and isinstance(row[3], bool):
+        elif (
+            isinstance(row, list)
+            and len(row) == 4
+            and all(isinstance(v, str) for v in row[:3])
+            and isinstance(row[3], bool)
+        ):
             parsed.append(Parsed(*row))
         else:
             return None

@@ -146,11 +146,17 @@ def cached_per_sm(identity: str, kernel_id: str, sms: list[int], heads: list[int
 
 def cache_per_sm(identity: str, kernel_id: str, heads: list[int], results: list[KernelSMResult]) -> None:
     for result in results:
-        _write_cache(_cache_key(identity, kernel_id, [result.sm], heads), [result])  # a failed write loses only the entry
+        _write_cache(
+            _cache_key(identity, kernel_id, [result.sm], heads), [result]
+        )  # a failed write loses only the entry
 
 
 def probe_release(
-    release: Release, kernel_ids: list[str], sms: list[int], heads: list[int], use_cache: bool = True,
+    release: Release,
+    kernel_ids: list[str],
+    sms: list[int],
+    heads: list[int],
+    use_cache: bool = True,
     on_probe: Callable[[list[str]], None] | None = None,
 ) -> list[KernelSMResult]:
     """Results for every kernel variant x SM x h_q on `release`, from the cache or a worker.
@@ -175,7 +181,10 @@ def probe_release(
     for kernel_id in kernel_ids:
         for sm in sms:  # in the order asked; never a silent hole in the answer
             got = cached[kernel_id].get(sm) or fresh.get(kernel_id, {}).get(sm)
-            results.append(got or _inconclusive(kernel_id, sm, release.version, heads, "the probe worker returned no result for it"))
+            results.append(
+                got
+                or _inconclusive(kernel_id, sm, release.version, heads, "the probe worker returned no result for it")
+            )
     return results
 
 

@@ -101,7 +101,9 @@ def run_pip(cmd: list[str], what: str) -> subprocess.CompletedProcess[str]:
     try:
         return run_bounded(cmd, limit)
     except Timeout:
-        raise InputError(f"{what}: pip did not finish within {limit:g} s (is the package index reachable? {PIP_TIMEOUT[0]} sets the limit)") from None
+        raise InputError(
+            f"{what}: pip did not finish within {limit:g} s (is the package index reachable? {PIP_TIMEOUT[0]} sets the limit)"
+        ) from None
 
 
 def prefetch(items: list[str]) -> None:
@@ -124,6 +126,7 @@ def prefetch(items: list[str]) -> None:
             missing.append(item)
     if len(missing) > 1:
         cache.clean_stale(wheels)
+
         def refuse(version: str, words: str) -> None:
             _UNFETCHABLE[_fetch_key(wheels, version)] = f"cannot fetch {DIST}=={version}: {words}"
 
@@ -149,8 +152,19 @@ def fetch_wheel(version: str) -> Path:
     # A temp dir of this process's own, then an atomic rename: concurrent
     # fetches of one release publish identical files, whichever lands last.
     with tempfile.TemporaryDirectory(dir=wheels, prefix=".download-") as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               "--disable-pip-version-check", "-q", "-d", tmp, f"{DIST}=={version}"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--disable-pip-version-check",
+            "-q",
+            "-d",
+            tmp,
+            f"{DIST}=={version}",
+        ]
         proc = run_pip(cmd, f"cannot fetch {DIST}=={version}")
         got = list(Path(tmp).glob("*.whl"))
         if proc.returncode != 0 and ("[Errno 28]" in proc.stderr or "No space left" in proc.stderr):
@@ -183,9 +197,21 @@ def _publish(downloaded: Path, version: str) -> Path:
 
 
 def _pip_reason(proc: subprocess.CompletedProcess[str]) -> str:
-    lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip() and "is ignored" not in ln and "experimental" not in ln]
+    lines = [
+        ln.strip()
+        for ln in proc.stderr.splitlines()
+        if ln.strip() and "is ignored" not in ln and "experimental" not in ln
+    ]
     why = lines[-1] if lines else f"pip exited {proc.returncode}"
-    unreachable = ("NewConnectionError", "Connection refused", "Max retries exceeded", "Failed to establish", "ReadTimeoutError", "Name or service not known", "Temporary failure in name resolution")
+    unreachable = (
+        "NewConnectionError",
+        "Connection refused",
+        "Max retries exceeded",
+        "Failed to establish",
+        "ReadTimeoutError",
+        "Name or service not known",
+        "Temporary failure in name resolution",
+    )
     if any(marker in proc.stderr for marker in unreachable):
         why += " (the package index could not be reached; check the network or pip's index-url)"
     return why
@@ -298,7 +324,9 @@ def _from_wheel(wheel: Path, label: str, slim: bool = False) -> Release:
         metadata = _metadata(tree)
         version = metadata.get("Version", ["unknown"])[0]
     if named is not None and not _same_version(named, version):
-        raise InputError(f"--flashinfer {label}: the wheel's file name says {named} but its METADATA says {version}; which release it is cannot be told, so it is not probed")
+        raise InputError(
+            f"--flashinfer {label}: the wheel's file name says {named} but its METADATA says {version}; which release it is cannot be told, so it is not probed"
+        )
     verify = None if verified else functools.partial(_ensure_intact, wheel, tree, sha, label)
     return Release(label, version, tree, sha, unmet_requirements(metadata), verify)
 
@@ -413,7 +441,9 @@ def _unpack(wheel: Path, tree: Path, label: str) -> None:
     except OSError as exc:
         if exc.errno in cache.UNWRITABLE:
             raise  # the cache's own failure: the caller moves to a temporary one
-        raise InputError(f"--flashinfer {label}: cannot unpack {wheel} into {tree.parent}: {exc.strerror or exc}") from None
+        raise InputError(
+            f"--flashinfer {label}: cannot unpack {wheel} into {tree.parent}: {exc.strerror or exc}"
+        ) from None
 
 
 # Folders in one member's path: flashinfer's deepest is about 12; thousands
@@ -423,18 +453,26 @@ MAX_MEMBER_DEPTH = 64
 
 def _check_members(members: list[zipfile.ZipInfo], packed: int, limit_mb: float, label: str, wheel: Path) -> None:
     if len(members) > MAX_MEMBERS:
-        raise InputError(f"--flashinfer {label}: {wheel} has {len(members)} members, more than {MAX_MEMBERS}; not unpacked")
+        raise InputError(
+            f"--flashinfer {label}: {wheel} has {len(members)} members, more than {MAX_MEMBERS}; not unpacked"
+        )
     total = 0
     for info in members:
         name = info.filename
         if info.flag_bits & 0x1:
-            raise InputError(f"--flashinfer {label}: {wheel} has an encrypted member ({name!r}), which no wheel holds; not unpacked")
+            raise InputError(
+                f"--flashinfer {label}: {wheel} has an encrypted member ({name!r}), which no wheel holds; not unpacked"
+            )
         if name.count("/") > MAX_MEMBER_DEPTH:
-            raise InputError(f"--flashinfer {label}: {wheel} has a member {name.count('/')} folders deep, more than {MAX_MEMBER_DEPTH}; not unpacked")
+            raise InputError(
+                f"--flashinfer {label}: {wheel} has a member {name.count('/')} folders deep, more than {MAX_MEMBER_DEPTH}; not unpacked"
+            )
         if name.startswith(("/", "\\")) or ".." in Path(name).parts or ":" in name.split("/")[0]:
             raise InputError(f"--flashinfer {label}: {wheel} has a member outside the tree ({name!r}); not unpacked")
         if stat.S_ISLNK(info.external_attr >> 16):
-            raise InputError(f"--flashinfer {label}: {wheel} has a symlink member ({name!r}), which no wheel may hold; not unpacked")
+            raise InputError(
+                f"--flashinfer {label}: {wheel} has a symlink member ({name!r}), which no wheel may hold; not unpacked"
+            )
         total += info.file_size
     if total > limit_mb * (1 << 20) or total > MAX_RATIO * max(packed, 1):
         raise InputError(
@@ -470,7 +508,9 @@ def _metadata(tree: Path) -> dict[str, list[str]]:
         return {}
     text = read_text_or_none(found[0], MAX_INPUT_BYTES)
     if text is None:
-        raise InputError(f"{found[0]}: not a regular file of at most {MAX_INPUT_BYTES >> 20} MiB, so not read as package metadata")
+        raise InputError(
+            f"{found[0]}: not a regular file of at most {MAX_INPUT_BYTES >> 20} MiB, so not read as package metadata"
+        )
     return _metadata_fields(text)
 
 

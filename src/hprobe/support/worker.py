@@ -75,7 +75,11 @@ def _read(tree: Path, request: dict) -> dict:
         except ImportError as exc:
             # `missing`: the module that is not there. Only when it is the one
             # asked for (or a parent) is the release itself without it.
-            return {"version": session.version, "import_error": f"{type(exc).__name__}: {exc}", "missing": getattr(exc, "name", None)}
+            return {
+                "version": session.version,
+                "import_error": f"{type(exc).__name__}: {exc}",
+                "missing": getattr(exc, "name", None),
+            }
         values = {}
         for name in names:
             values[name] = _data(getattr(module, name)) if hasattr(module, name) else {"missing": True}
@@ -103,7 +107,14 @@ def _data(value: object, depth: int = 0) -> dict:
 
 # What every worker imports before a release's flashinfer: a zygote
 # (support/zygote.py) imports it once and forks a worker per request.
-PRELOAD = ("torch", "hprobe.device.session", "hprobe.probe.run", "hprobe.kernels", "hprobe.support.slim", "hprobe.support.bytecode")
+PRELOAD = (
+    "torch",
+    "hprobe.device.session",
+    "hprobe.probe.run",
+    "hprobe.kernels",
+    "hprobe.support.slim",
+    "hprobe.support.bytecode",
+)
 
 
 def serve() -> int:
@@ -205,7 +216,11 @@ EXIT_NOT_FRESH = 76
 
 def _preloaded_from(tree: Path) -> bool:
     try:
-        tops = {entry.name.removesuffix(".py") for entry in tree.iterdir() if not entry.name.endswith((".dist-info", ".data"))}
+        tops = {
+            entry.name.removesuffix(".py")
+            for entry in tree.iterdir()
+            if not entry.name.endswith((".dist-info", ".data"))
+        }
     except OSError:
         return True
     return any(name in sys.modules or any(m.startswith(name + ".") for m in sys.modules) for name in tops)

@@ -59,7 +59,9 @@ def _worker(request: dict) -> dict | str:
     # PYTHON* variables) in a directory of its own, importing this very
     # package by path: a `probe/` in the user's working tree is never run.
     package_root = str(Path(hprobe.__file__).resolve().parent.parent)
-    bootstrap = f"import sys; sys.path.insert(0, {package_root!r}); from hprobe.support.worker import main; sys.exit(main())"
+    bootstrap = (
+        f"import sys; sys.path.insert(0, {package_root!r}); from hprobe.support.worker import main; sys.exit(main())"
+    )
     # Compiled bytecode never goes beside a tree the user named (`--flashinfer
     # DIR`): there it goes to hprobe's cache. A tree hprobe unpacked keeps its
     # own beside its sources, as an installed package does: a prefix applies
@@ -91,7 +93,9 @@ def _worker(request: dict) -> dict | str:
                 if left <= 0:
                     raise Timeout()
                 env = dict(os.environ, TMPDIR=str(workdir), HPROBE_WORKER="1")
-                proc = run_bounded([sys.executable, "-I", "-c", bootstrap], left, json.dumps(request), cwd=workdir, env=env)
+                proc = run_bounded(
+                    [sys.executable, "-I", "-c", bootstrap], left, json.dumps(request), cwd=workdir, env=env
+                )
         except (Timeout, TimedOut):
             return f"the probe worker did not finish within {limit:g} s ({WORKER_TIMEOUT[0]} sets the limit)"
     finally:
@@ -113,7 +117,17 @@ def _in_cache(tree: Path) -> bool:
 
 def _inconclusive(key: str, sm: int, version: str, heads: list[int], reason: str) -> KernelSMResult:
     variant = get_variant(key)
-    result = KernelSMResult(variant.probe.id, sm, version, notes=[f"worker: {reason}"], config=variant.values, key=variant.key, unanswered=True)
+    result = KernelSMResult(
+        variant.probe.id,
+        sm,
+        version,
+        notes=[f"worker: {reason}"],
+        config=variant.values,
+        key=variant.key,
+        unanswered=True,
+    )
     for h in heads:
-        result.heads[h] = HeadResult(h, Outcome.INCONCLUSIVE, reason=reason, cause=Cause.ENVIRONMENT.value)  # the release could not run here
+        result.heads[h] = HeadResult(
+            h, Outcome.INCONCLUSIVE, reason=reason, cause=Cause.ENVIRONMENT.value
+        )  # the release could not run here
     return result

@@ -68,7 +68,9 @@ class Zygote:
     def alive(self) -> bool:
         return self.usable and self._proc.poll() is None
 
-    def run(self, request: dict, workdir: Path, pycache: str | None, limit: float) -> subprocess.CompletedProcess[str] | None:
+    def run(
+        self, request: dict, workdir: Path, pycache: str | None, limit: float
+    ) -> subprocess.CompletedProcess[str] | None:
         """The worker's end, TimedOut past `limit`, or None when the zygote
         could not run it (the caller runs a plain worker)."""
         if not self._ready.wait(READY_TIMEOUT) or not self.alive():
@@ -80,7 +82,10 @@ class Zygote:
             number = self._next
             self._jobs[number] = job
             env = dict(os.environ, TMPDIR=str(workdir), HPROBE_WORKER="1")  # as a fresh worker's
-            line = json.dumps({"id": number, "request": request, "workdir": str(workdir), "pycache": pycache, "env": env}) + "\n"
+            line = (
+                json.dumps({"id": number, "request": request, "workdir": str(workdir), "pycache": pycache, "env": env})
+                + "\n"
+            )
             try:
                 assert self._proc.stdin is not None
                 self._proc.stdin.write(line.encode())

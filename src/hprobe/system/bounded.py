@@ -123,7 +123,9 @@ def run_bounded(
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
-def stream_bounded(cmd: list[str], timeout: float, input_text: str, on_line: Callable[[str], None]) -> subprocess.CompletedProcess[str]:
+def stream_bounded(
+    cmd: list[str], timeout: float, input_text: str, on_line: Callable[[str], None]
+) -> subprocess.CompletedProcess[str]:
     """As run_bounded, but each line the command writes to stdout is handed to
     `on_line` as it is written (stdout is not kept; stderr is)."""
     if _STOPPING.is_set():

@@ -70,7 +70,8 @@ def _listed() -> _Listing:
     decided: set[str] = set()
     left: set[str] = set()
     partial = any(
-        hasattr(finder, "find_distributions") and finder is not importlib.machinery.PathFinder for finder in sys.meta_path
+        hasattr(finder, "find_distributions") and finder is not importlib.machinery.PathFinder
+        for finder in sys.meta_path
     )
     for entry in sys.path:
         if entry.lower().endswith(".egg"):

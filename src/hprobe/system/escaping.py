@@ -16,7 +16,9 @@ import re
 # Characters a terminal, a log viewer or a parser would act on rather than show:
 # C0 and C1 controls and DEL, line and paragraph separators, and the bidi
 # controls that reorder what is shown. Tab is shown as a tab.
-_INVISIBLE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff\ufffe\uffff\ud800-\udfff]")
+_INVISIBLE = re.compile(
+    "[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff\ufffe\uffff\ud800-\udfff]"
+)
 
 
 def _visible_one(match: re.Match[str]) -> str:
@@ -47,6 +49,7 @@ def toml_escapes(text: str) -> str:
     """For a TOML basic string's body: what `visible` shows, as the `\\uXXXX`
     escapes TOML reads back to the same characters; a lone surrogate, which
     TOML cannot hold, as U+FFFD."""
+
     def one(match: re.Match[str]) -> str:
         code = ord(match.group())
         return "\ufffd" if 0xD800 <= code <= 0xDFFF else f"\\u{code:04X}"

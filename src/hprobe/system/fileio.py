@@ -141,7 +141,9 @@ def check_output(path: Path, option: str, overwrite: bool = True) -> None:
             # /dev/stdout, /dev/stderr, /dev/fd/N: links to a terminal or pipe, written in place.
             info = os.stat(path)
         if stat.S_ISLNK(info.st_mode):
-            raise InputError(f"{option} {path}: is a symlink; hprobe writes only regular files (give the target's path)")
+            raise InputError(
+                f"{option} {path}: is a symlink; hprobe writes only regular files (give the target's path)"
+            )
         if stat.S_ISCHR(info.st_mode):
             if not os.access(path, os.W_OK):
                 raise InputError(f"{option} {path}: not writable")
@@ -240,11 +242,13 @@ def _write_to_stream(fd: int, data: str | bytes) -> None:
     if opens_command(data.decode("utf-8", errors="replace")):
         # Bytes are written exactly or not at all: a patch whose own lines would
         # act on a CI log goes to a file instead.
-        raise InputError(f"{'stdout' if fd == 1 else 'stderr'}: the patch holds a line a CI runner would read as a workflow command (`::` or `##[`); write it to a file")
+        raise InputError(
+            f"{'stdout' if fd == 1 else 'stderr'}: the patch holds a line a CI runner would read as a workflow command (`::` or `##[`); write it to a file"
+        )
     stream.flush()
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def current_umask() -> int:
@@ -279,7 +283,9 @@ def _locked_directory(path: Path) -> Iterator[None]:
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    raise InputError(f"{path}: another process has held it locked for {SITE_LOCK_WAIT_S:g} s; the site there is unchanged") from None
+                    raise InputError(
+                        f"{path}: another process has held it locked for {SITE_LOCK_WAIT_S:g} s; the site there is unchanged"
+                    ) from None
                 time.sleep(0.05)
         yield
     finally:
@@ -348,7 +354,9 @@ class SiteWriter:
             written: list[tuple[str, Path]] = []
             try:
                 for name, text in files.items():
-                    fd, tmp = tempfile.mkstemp(dir=self.target, prefix=f"{SITE_TEMP}-{os.getpid()}-{name}.", suffix=".tmp")
+                    fd, tmp = tempfile.mkstemp(
+                        dir=self.target, prefix=f"{SITE_TEMP}-{os.getpid()}-{name}.", suffix=".tmp"
+                    )
                     written.append((tmp, self.target / name))
                     with os.fdopen(fd, "wb") as fh:
                         fh.write(text.encode("utf-8"))
@@ -356,7 +364,9 @@ class SiteWriter:
             except OSError as exc:
                 for tmp, _ in written:
                     Path(tmp).unlink(missing_ok=True)
-                raise InputError(f"{self.option} {self.target}: cannot write: {_reason(exc)}; the site there is unchanged") from None
+                raise InputError(
+                    f"{self.option} {self.target}: cannot write: {_reason(exc)}; the site there is unchanged"
+                ) from None
             for tmp, path in written:
                 os.replace(tmp, path)
 
@@ -384,12 +394,16 @@ def refuse_clobbering(outputs: dict[str, Path | None], inputs: dict[str, list[Pa
         for other_option, other in inputs.items():
             for item in other:
                 if _identity(item) == key:
-                    raise InputError(f"{option} {path}: is the {other_option} input {item}; give another path for the output")
+                    raise InputError(
+                        f"{option} {path}: is the {other_option} input {item}; give another path for the output"
+                    )
         if key in seen:
             raise InputError(f"{option} {path}: is also {seen[key]}'s output; give each output its own path")
         seen[key] = option
         if repo is not None and _inside_repo(path, repo):
-            raise InputError(f"{option} {path}: is a file of --repo {repo} that hprobe reads; write the output elsewhere")
+            raise InputError(
+                f"{option} {path}: is a file of --repo {repo} that hprobe reads; write the output elsewhere"
+            )
 
 
 def _identity(path: Path) -> str:
@@ -409,4 +423,6 @@ def _inside_repo(path: Path, repo: Path) -> bool:
     if not resolved.exists() or (root != resolved and root not in resolved.parents):
         return False
     name = resolved.name
-    return name.endswith(".py") or name in _READ_FROM_A_TREE or (name.startswith("requirements") and name.endswith(".txt"))
+    return (
+        name.endswith(".py") or name in _READ_FROM_A_TREE or (name.startswith("requirements") and name.endswith(".txt"))
+    )

@@ -41,4 +41,3 @@ class Once(Generic[T]):
 
     def _new_lock(self) -> None:
         self._lock = threading.Lock()
-

@@ -177,7 +177,9 @@ class SelectKernelParams:
         return cls(
             kernel_type=params.kernel_type,
             head_dim_per_cta_v=params.head_dim_v,
-            multi_ctas_kv_mode=MultiCtasKvMode.GMEM_REDUCTION if params.multi_ctas_kv_mode else MultiCtasKvMode.DISABLED,
+            multi_ctas_kv_mode=MultiCtasKvMode.GMEM_REDUCTION
+            if params.multi_ctas_kv_mode
+            else MultiCtasKvMode.DISABLED,
             force_gmem_reduction=False,
             mask_type=params.mask_type,
             num_tokens_per_page=params.num_tokens_per_page,
@@ -239,21 +241,39 @@ class Selection:
         """The kernel the call launches, or the Refusal the compiled code raises."""
         if call.dsv4:
             self._dsv4_checks(call)
-            params = self._launcher_params(call, max_kv_len=call.sparse_mla_top_k, page_size=1, window_left=127, dynamic_sparse=True)
+            params = self._launcher_params(
+                call, max_kv_len=call.sparse_mla_top_k, page_size=1, window_left=127, dynamic_sparse=True
+            )
         else:
             self._decode_checks(call)
-            params = self._launcher_params(call, max_kv_len=call.max_kv_len, page_size=call.page_size, window_left=-1, dynamic_sparse=False)
+            params = self._launcher_params(
+                call, max_kv_len=call.max_kv_len, page_size=call.page_size, window_left=-1, dynamic_sparse=False
+            )
         kernels = self._runner(call)
         found, info = self.check_if_kernel_exist(kernels, params)
         if not found:
-            raise Refusal("trtllm_paged_attention_launcher", f"Missing TRTLLM-GEN kernel (decode): {info}", LAUNCHER, "Missing TRTLLM-GEN kernel")
+            raise Refusal(
+                "trtllm_paged_attention_launcher",
+                f"Missing TRTLLM-GEN kernel (decode): {info}",
+                LAUNCHER,
+                "Missing TRTLLM-GEN kernel",
+            )
         return self.run(kernels, params)
 
     def _decode_checks(self, call: MlaCall) -> None:
         # trtllm_paged_attention_decode: head dims of q/k and v/o (no 4-bit dtypes here).
         head_v = call.head_dim_q  # key_cache == value_cache for MLA: v's last dim is q's
-        if not ((head_v == 576 and call.head_dim_o == 512) or (head_v == 320 and call.head_dim_o == 256) or head_v == call.head_dim_o):
-            raise Refusal("trtllm_paged_attention_decode", "head_dim_v and head_dim_o must be the same for non-MLA attention, or equal to (576, 512) or (320, 256) for MLA attention", LAUNCHER, "head_dim_v and head_dim_o must be the same")
+        if not (
+            (head_v == 576 and call.head_dim_o == 512)
+            or (head_v == 320 and call.head_dim_o == 256)
+            or head_v == call.head_dim_o
+        ):
+            raise Refusal(
+                "trtllm_paged_attention_decode",
+                "head_dim_v and head_dim_o must be the same for non-MLA attention, or equal to (576, 512) or (320, 256) for MLA attention",
+                LAUNCHER,
+                "head_dim_v and head_dim_o must be the same",
+            )
 
     def _dsv4_checks(self, call: MlaCall) -> None:
         # trtllm_paged_attention_decode_sparse_mla_dsv4, in its order.
@@ -265,18 +285,33 @@ class Selection:
         if call.dtype_o != "DATA_TYPE_BF16":
             raise Refusal(f, "DeepSeek V4 sparse MLA output must be BF16", LAUNCHER)
         if call.head_dim_q != 512 or call.head_dim_o != 512:
-            raise Refusal(f, f"Check failed: head_dim_q == 512 ({call.head_dim_q} vs. 512)", LAUNCHER, "TVM_FFI_ICHECK_EQ(head_dim_q, 512)")
+            raise Refusal(
+                f,
+                f"Check failed: head_dim_q == 512 ({call.head_dim_q} vs. 512)",
+                LAUNCHER,
+                "TVM_FFI_ICHECK_EQ(head_dim_q, 512)",
+            )
         if call.sparse_mla_top_k % 4:
             raise Refusal(f, "sparse topK must be a multiple of 4", LAUNCHER)
 
-    def _launcher_params(self, call: MlaCall, max_kv_len: int, page_size: int, window_left: int, dynamic_sparse: bool) -> RunnerParams:
+    def _launcher_params(
+        self, call: MlaCall, max_kv_len: int, page_size: int, window_left: int, dynamic_sparse: bool
+    ) -> RunnerParams:
         # trtllm_paged_attention_launcher, mode ForGen; num_kv_heads is 1 for MLA.
         num_kv_heads = 1
         top_k = call.sparse_mla_top_k
-        sparse = SparseMlaType.NONE if top_k <= 0 else SparseMlaType.DYNAMIC_TOKEN_SPARSE if dynamic_sparse else SparseMlaType.STATIC_TOKEN_SPARSE
+        sparse = (
+            SparseMlaType.NONE
+            if top_k <= 0
+            else SparseMlaType.DYNAMIC_TOKEN_SPARSE
+            if dynamic_sparse
+            else SparseMlaType.STATIC_TOKEN_SPARSE
+        )
         head_dim_qk, head_dim_vo = call.head_dim_q, call.head_dim_o
         is_dsv4 = sparse is not SparseMlaType.NONE and head_dim_qk == 512 and head_dim_vo == 512
-        is_mla_decode = (head_dim_qk == 576 and head_dim_vo == 512) or (head_dim_qk == 320 and head_dim_vo == 256) or is_dsv4
+        is_mla_decode = (
+            (head_dim_qk == 576 and head_dim_vo == 512) or (head_dim_qk == 320 and head_dim_vo == 256) or is_dsv4
+        )
         if not (is_mla_decode or top_k <= 0):
             raise Refusal("trtllm_paged_attention_launcher", "Only decode MLA supports sparse MLA", LAUNCHER)
         return RunnerParams(
@@ -325,7 +360,12 @@ class Selection:
                 out[key] = row
                 continue
             if not self._family_specific_pair(existing.sm, row.sm):
-                raise Refusal("loadKernels", f"Hash conflicts exist between {existing.name} and {row.name}.", KERNELS, "Hash conflicts exist")
+                raise Refusal(
+                    "loadKernels",
+                    f"Hash conflicts exist between {existing.name} and {row.name}.",
+                    KERNELS,
+                    "Hash conflicts exist",
+                )
             if existing.sm == "kSM_100f":
                 out[key] = row  # the specific SM's build over the family's
         return out
@@ -344,14 +384,31 @@ class Selection:
 
     @staticmethod
     def hash_id(
-        qkv_layout: int, mask_type: int, kernel_type: int, scheduler: int, multi_ctas_kv_mode: int,
-        head_dim_per_cta_v: int, head_dim_qk: int, head_dim_v: int, tile_size_q: int, tile_size_kv: int,
-        num_tokens_per_page: int, dynamic_num_tokens_per_page: bool, reuse_smem_k_for_v: bool, uses_2cta_mma: bool,
-        sparse_mla_type: int, skips_softmax: bool,
+        qkv_layout: int,
+        mask_type: int,
+        kernel_type: int,
+        scheduler: int,
+        multi_ctas_kv_mode: int,
+        head_dim_per_cta_v: int,
+        head_dim_qk: int,
+        head_dim_v: int,
+        tile_size_q: int,
+        tile_size_kv: int,
+        num_tokens_per_page: int,
+        dynamic_num_tokens_per_page: bool,
+        reuse_smem_k_for_v: bool,
+        uses_2cta_mma: bool,
+        sparse_mla_type: int,
+        skips_softmax: bool,
     ) -> int:
         f = "hashID"
         if not (32 <= head_dim_per_cta_v <= 1024 and 32 <= head_dim_qk <= 1024 and 32 <= head_dim_v <= 1024):
-            raise Refusal(f, f"Expect (32 <= headDim <= 1024), got headDimPerCtaV={head_dim_per_cta_v}, headDimQk={head_dim_qk}, headDimV={head_dim_v}", KERNELS, "Expect (32 <= headDim <= 1024)")
+            raise Refusal(
+                f,
+                f"Expect (32 <= headDim <= 1024), got headDimPerCtaV={head_dim_per_cta_v}, headDimQk={head_dim_qk}, headDimV={head_dim_v}",
+                KERNELS,
+                "Expect (32 <= headDim <= 1024)",
+            )
         if not (num_tokens_per_page == 0 or _power_of_two(num_tokens_per_page)):
             raise Refusal(f, "The numTokensPerPage must be 0 or power of 2.", KERNELS)
         if not (tile_size_q <= 128 and tile_size_kv <= 128):
@@ -390,10 +447,22 @@ class Selection:
 
     def hash_of_row(self, row: KernelMeta) -> int:
         return self.hash_id(
-            row.qkv_layout, row.mask_type, row.kernel_type, row.tile_scheduler, row.multi_ctas_kv_mode,
-            row.head_dim_per_cta_v, row.head_dim_qk, row.head_dim_v, row.tile_size_q, row.tile_size_kv,
-            row.num_tokens_per_page, self.is_dynamic_pages_kernel(row), row.reuse_smem_k_for_v, row.uses_2cta_mma,
-            row.sparse_attn, row.skips_softmax,
+            row.qkv_layout,
+            row.mask_type,
+            row.kernel_type,
+            row.tile_scheduler,
+            row.multi_ctas_kv_mode,
+            row.head_dim_per_cta_v,
+            row.head_dim_qk,
+            row.head_dim_v,
+            row.tile_size_q,
+            row.tile_size_kv,
+            row.num_tokens_per_page,
+            self.is_dynamic_pages_kernel(row),
+            row.reuse_smem_k_for_v,
+            row.uses_2cta_mma,
+            row.sparse_attn,
+            row.skips_softmax,
         )
 
     def check_if_kernel_exist(self, kernels: dict[int, KernelMeta], params: RunnerParams) -> tuple[bool, str]:
@@ -416,18 +485,29 @@ class Selection:
             if not select.select_new_kernel:
                 break
             if not selection_pass + 1 < self.MAX_SELECTION_PASSES:
-                raise Refusal("run", f"trtllm-gen kernel selection did not converge in {self.MAX_SELECTION_PASSES} passes.", KERNELS, "did not converge in")
+                raise Refusal(
+                    "run",
+                    f"trtllm-gen kernel selection did not converge in {self.MAX_SELECTION_PASSES} passes.",
+                    KERNELS,
+                    "did not converge in",
+                )
         assert row is not None and launch is not None
         if select.multi_ctas_kv_mode is MultiCtasKvMode.CGA_SMEM_REDUCTION:
             # run() asks cuOccupancyMaxActiveClusters whether one wave holds the clusters.
-            raise Undetermined("CgaSmemReduction: run() falls back to GmemReduction when cuOccupancyMaxActiveClusters says the clusters need more than one wave")
+            raise Undetermined(
+                "CgaSmemReduction: run() falls back to GmemReduction when cuOccupancyMaxActiveClusters says the clusters need more than one wave"
+            )
         return Launch(row, launch[0], launch[1])
 
     def is_mla_gen_kernel(self, params: RunnerParams) -> bool:
         return (
             (params.head_dim_qk == 576 and params.head_dim_v == 512)
             or (params.head_dim_qk == 320 and params.head_dim_v == 256)
-            or (params.sparse_mla_type is not SparseMlaType.NONE and params.head_dim_qk == 512 and params.head_dim_v == 512)
+            or (
+                params.sparse_mla_type is not SparseMlaType.NONE
+                and params.head_dim_qk == 512
+                and params.head_dim_v == 512
+            )
         )
 
     def use_dynamic_num_tokens_per_page(self, params: RunnerParams) -> bool:
@@ -447,17 +527,29 @@ class Selection:
             select.num_tokens_per_page = 0
         elif self.use_dynamic_num_tokens_per_page(params):
             if not _power_of_two(params.num_tokens_per_page):
-                raise Refusal("selectNumTokensPerPage", f"Dynamic numTokensPerPage requires a power-of-2 page size, got {params.num_tokens_per_page}.", KERNELS, "Dynamic numTokensPerPage requires")
+                raise Refusal(
+                    "selectNumTokensPerPage",
+                    f"Dynamic numTokensPerPage requires a power-of-2 page size, got {params.num_tokens_per_page}.",
+                    KERNELS,
+                    "Dynamic numTokensPerPage requires",
+                )
             select.dynamic_num_tokens_per_page = True
             select.num_tokens_per_page = self.DYNAMIC_PAGE_KEY
         else:
             select.num_tokens_per_page = params.num_tokens_per_page
 
-    def compute_cta_and_cluster_config(self, params: RunnerParams, row: KernelMeta, select: SelectKernelParams) -> tuple[tuple[int, int, int], int]:  # noqa: C901 - the C++ function's shape, branch for branch
+    def compute_cta_and_cluster_config(  # noqa: C901 - the C++ function's shape, branch for branch
+        self, params: RunnerParams, row: KernelMeta, select: SelectKernelParams
+    ) -> tuple[tuple[int, int, int], int]:
         """computeCtaAndClusterConfig: the grid, and whether another kernel fits better."""
         f = "computeCtaAndClusterConfig"
         mp = params.multi_processor_count
-        dsv3_min_latency = params.batch_size == 1 and 1 <= params.max_seq_len_q <= 16 and params.head_dim_qk == 576 and params.head_dim_v == 512
+        dsv3_min_latency = (
+            params.batch_size == 1
+            and 1 <= params.max_seq_len_q <= 16
+            and params.head_dim_qk == 576
+            and params.head_dim_v == 512
+        )
         select.select_new_kernel = False
         ctas_per_seq_q = (params.max_seq_len_q + row.step_q - 1) // row.step_q
         if params.max_seq_len_q > 1 and params.kernel_type is not KernelType.CONTEXT:
@@ -499,7 +591,13 @@ class Selection:
                 select.multi_ctas_kv_mode = MultiCtasKvMode.DISABLED
                 select.tile_scheduler = TileScheduler.PERSISTENT
                 select.select_new_kernel = True
-            elif total < mp and self.is_mla_gen_kernel(params) and params.sparse_mla_type is SparseMlaType.NONE and select.tile_size_kv == 128 and self.env_tile_size_kv64:
+            elif (
+                total < mp
+                and self.is_mla_gen_kernel(params)
+                and params.sparse_mla_type is SparseMlaType.NONE
+                and select.tile_size_kv == 128
+                and self.env_tile_size_kv64
+            ):
                 select.tile_size_kv = 64
                 select.select_new_kernel = True
             if (
@@ -516,7 +614,12 @@ class Selection:
         if select.multi_ctas_kv_mode is MultiCtasKvMode.CGA_SMEM_REDUCTION:
             cluster_x *= ctas_per_seq_kv
         total = ctas_x * ctas_z * ctas_y
-        if self.is_mla_gen_kernel(params) and not select.reuse_smem_k_for_v and not select.select_new_kernel and not select.uses_2cta_mma:
+        if (
+            self.is_mla_gen_kernel(params)
+            and not select.reuse_smem_k_for_v
+            and not select.select_new_kernel
+            and not select.uses_2cta_mma
+        ):
             corr = 1 if dsv3_min_latency else 2
             if select.head_dim_per_cta_v == 512 and total * corr <= mp:
                 select.head_dim_per_cta_v = 128 if total * 2 * corr <= mp else 256
@@ -551,7 +654,9 @@ class Selection:
             if select.multi_ctas_kv_mode is MultiCtasKvMode.GMEM_REDUCTION:
                 select.multi_ctas_kv_mode = MultiCtasKvMode.GMEM_REDUCTION_WITH_SEPARATE_KERNEL
             ctas_per_token = params.num_heads_q_per_kv // 64
-            use_2cta = params.num_heads_q_per_kv == 128 and (params.max_seq_len_q > 1 or params.batch_size * ctas_per_token * 8 > params.multi_processor_count)
+            use_2cta = params.num_heads_q_per_kv == 128 and (
+                params.max_seq_len_q > 1 or params.batch_size * ctas_per_token * 8 > params.multi_processor_count
+            )
             if use_2cta:
                 select.uses_2cta_mma = True
                 select.head_dim_per_cta_v = 256
@@ -578,15 +683,29 @@ class Selection:
             raise NotPorted("only the MLA generation selection is ported")
         self.select_mla_generation_kernel(params, select)
         select.mask_type = MaskType.DENSE
-        if params.sparse_mla_type is SparseMlaType.NONE and not (params.max_seq_len_kv <= params.attention_window_size and params.chunked_attention_size == INT_MAX):
-            raise Refusal("selectKernel", "TRTLLM-GEN MLA generation does not support sliding-window or chunked attention.", KERNELS, "does not support sliding-window or chunked attention")
+        if params.sparse_mla_type is SparseMlaType.NONE and not (
+            params.max_seq_len_kv <= params.attention_window_size and params.chunked_attention_size == INT_MAX
+        ):
+            raise Refusal(
+                "selectKernel",
+                "TRTLLM-GEN MLA generation does not support sliding-window or chunked attention.",
+                KERNELS,
+                "does not support sliding-window or chunked attention",
+            )
         if (
             params.sparse_mla_type is SparseMlaType.NONE
             and (select.mask_type is MaskType.CAUSAL or params.kernel_type is not KernelType.CONTEXT)
             and (params.max_seq_len_kv > params.attention_window_size or params.chunked_attention_size != INT_MAX)
         ):
-            if not (params.max_seq_len_kv <= params.attention_window_size or params.max_seq_len_kv <= params.chunked_attention_size):
-                raise Refusal("selectKernel", "Sliding window attention and chunked attention should not be used together", KERNELS)
+            if not (
+                params.max_seq_len_kv <= params.attention_window_size
+                or params.max_seq_len_kv <= params.chunked_attention_size
+            ):
+                raise Refusal(
+                    "selectKernel",
+                    "Sliding window attention and chunked attention should not be used together",
+                    KERNELS,
+                )
             select.mask_type = MaskType.SLIDING_OR_CHUNKED_CAUSAL
 
     def hash_from_runner_params(self, params: RunnerParams, select: SelectKernelParams) -> tuple[int, str]:
@@ -599,21 +718,36 @@ class Selection:
             f"uses2CtaMma={int(select.uses_2cta_mma)}, sparseMlaType={int(params.sparse_mla_type)}, skipsSoftmax={int(select.skips_softmax)}"
         )
         key = self.hash_id(
-            params.qkv_layout, select.mask_type, select.kernel_type, select.tile_scheduler, select.multi_ctas_kv_mode,
-            select.head_dim_per_cta_v, params.head_dim_qk, params.head_dim_v, select.tile_size_q, select.tile_size_kv,
-            select.num_tokens_per_page, select.dynamic_num_tokens_per_page, select.reuse_smem_k_for_v, select.uses_2cta_mma,
-            params.sparse_mla_type, select.skips_softmax,
+            params.qkv_layout,
+            select.mask_type,
+            select.kernel_type,
+            select.tile_scheduler,
+            select.multi_ctas_kv_mode,
+            select.head_dim_per_cta_v,
+            params.head_dim_qk,
+            params.head_dim_v,
+            select.tile_size_q,
+            select.tile_size_kv,
+            select.num_tokens_per_page,
+            select.dynamic_num_tokens_per_page,
+            select.reuse_smem_k_for_v,
+            select.uses_2cta_mma,
+            params.sparse_mla_type,
+            select.skips_softmax,
         )
         return key, info
 
-    def load_kernel(self, kernels: dict[int, KernelMeta], params: RunnerParams, select: SelectKernelParams) -> KernelMeta:
+    def load_kernel(
+        self, kernels: dict[int, KernelMeta], params: RunnerParams, select: SelectKernelParams
+    ) -> KernelMeta:
         key, info = self.hash_from_runner_params(params, select)
         row = kernels.get(key)
         if row is None:
-            raise Refusal("loadKernel", f"Trtllm-gen kernels not found: {info}", KERNELS, "Trtllm-gen kernels not found")
+            raise Refusal(
+                "loadKernel", f"Trtllm-gen kernels not found: {info}", KERNELS, "Trtllm-gen kernels not found"
+            )
         return row
 
 
 def _power_of_two(n: int) -> bool:
     return n & (n - 1) == 0  # as the C++ tests it (0 passes)
-

@@ -65,11 +65,21 @@ class Selection(previous.Selection):
     def padded_mla_tile_size_q(heads_per_kv: int) -> int:
         """getPaddedMlaTileSizeQ: 0 to keep the heuristic, else the one tile that holds the group."""
         if heads_per_kv <= 0:
-            raise Refusal("getPaddedMlaTileSizeQ", f"The numHeadsQPerKv must be positive, got {heads_per_kv}.", KERNELS, "The numHeadsQPerKv must be positive")
+            raise Refusal(
+                "getPaddedMlaTileSizeQ",
+                f"The numHeadsQPerKv must be positive, got {heads_per_kv}.",
+                KERNELS,
+                "The numHeadsQPerKv must be positive",
+            )
         if heads_per_kv >= 128 or heads_per_kv & (heads_per_kv - 1) == 0:
             return 0
         if heads_per_kv > 64:
-            raise Refusal("getPaddedMlaTileSizeQ", f"Non-power-of-two MLA numHeadsQPerKv must be <= 64, got {heads_per_kv}.", KERNELS, "Non-power-of-two MLA numHeadsQPerKv must be")
+            raise Refusal(
+                "getPaddedMlaTileSizeQ",
+                f"Non-power-of-two MLA numHeadsQPerKv must be <= 64, got {heads_per_kv}.",
+                KERNELS,
+                "Non-power-of-two MLA numHeadsQPerKv must be",
+            )
         return max(8, 1 << (heads_per_kv - 1).bit_length())
 
     def select_sparse_mla_generation_kernel(self, params: RunnerParams, select: SelectKernelParams) -> None:
@@ -83,7 +93,11 @@ class Selection(previous.Selection):
             self.select_sparse_mla_generation_kernel(params, select)
             return
         padded = self.padded_mla_tile_size_q(params.num_heads_q_per_kv)
-        swaps = padded <= 32 if padded != 0 else params.num_heads_q_per_kv <= 32 or self.use_swaps_mma_ab_mla_gen_kernel(params)
+        swaps = (
+            padded <= 32
+            if padded != 0
+            else params.num_heads_q_per_kv <= 32 or self.use_swaps_mma_ab_mla_gen_kernel(params)
+        )
         if swaps:
             select.kernel_type = previous.KernelType.SWAPS_MMA_AB_FOR_GENERATION
             select.tile_size_q = padded if padded != 0 else (8 if params.num_heads_q_per_kv <= 8 else 16)

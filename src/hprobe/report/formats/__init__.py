@@ -42,9 +42,27 @@ FORMATS: dict[str, Format] = {
         Format("json", "versioned documents for tools", "hprobe.report.formats.json_format"),
         Format("markdown", "$GITHUB_STEP_SUMMARY and PR comments", "hprobe.report.formats.markdown"),
         Format("sarif", "SARIF 2.1.0 for code scanning", "hprobe.report.formats.sarif", commands=("check", "suggest")),
-        Format("junit", "JUnit XML, a test case per backend × SM × count", "hprobe.report.formats.junit", option="--junit", commands=("check", "suggest")),
-        Format("github", "GitHub Actions annotations at the rule's line", "hprobe.report.formats.github", option="GITHUB_ACTIONS=true", commands=("check",)),
-        Format("page", "the report's self-contained HTML page", "hprobe.report.formats.html_site", option="hprobe report -o", commands=("report", "matrix")),
+        Format(
+            "junit",
+            "JUnit XML, a test case per backend × SM × count",
+            "hprobe.report.formats.junit",
+            option="--junit",
+            commands=("check", "suggest"),
+        ),
+        Format(
+            "github",
+            "GitHub Actions annotations at the rule's line",
+            "hprobe.report.formats.github",
+            option="GITHUB_ACTIONS=true",
+            commands=("check",),
+        ),
+        Format(
+            "page",
+            "the report's self-contained HTML page",
+            "hprobe.report.formats.html_site",
+            option="hprobe report -o",
+            commands=("report", "matrix"),
+        ),
     )
 }
 
@@ -54,7 +72,14 @@ CHOICES: tuple[str, ...] = tuple(name for name, f in FORMATS.items() if f.option
 
 def format_help(command: str | None = None) -> str:
     """--format's help: the choices a command offers, each with what it is for."""
-    return " | ".join(f"{f.name} ({f.summary})" for f in FORMATS.values() if f.option is None and (command is None or f.renders(command))) + "."
+    return (
+        " | ".join(
+            f"{f.name} ({f.summary})"
+            for f in FORMATS.values()
+            if f.option is None and (command is None or f.renders(command))
+        )
+        + "."
+    )
 
 
 def render(name: str, report: object, options: RenderOptions | None = None) -> str:

@@ -112,7 +112,10 @@ def _rendered(formatter: Formatter, report: object, options: RenderOptions) -> b
     if "hprobe.report.model" in loaded:
         from hprobe.report.model import CheckReport, MatrixReport
 
-        renderings += [(CheckReport, formatter.check), (MatrixReport, lambda r: formatter.matrix(r, grid=options.grid, pivot=options.pivot))]
+        renderings += [
+            (CheckReport, formatter.check),
+            (MatrixReport, lambda r: formatter.matrix(r, grid=options.grid, pivot=options.pivot)),
+        ]
     if "hprobe.report.suggest" in loaded:
         from hprobe.report.suggest import SuggestReport
 
@@ -124,7 +127,11 @@ def _rendered(formatter: Formatter, report: object, options: RenderOptions) -> b
     if "hprobe.report.catalogue" in loaded:
         from hprobe.report.catalogue import KernelsReport, RecordsReport, SiteReport
 
-        renderings += [(SiteReport, formatter.site), (KernelsReport, formatter.kernels), (RecordsReport, formatter.records)]
+        renderings += [
+            (SiteReport, formatter.site),
+            (KernelsReport, formatter.kernels),
+            (RecordsReport, formatter.records),
+        ]
     if "hprobe.report.cache" in loaded:
         from hprobe.report.cache import CacheReport
 

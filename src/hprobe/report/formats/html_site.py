@@ -93,7 +93,10 @@ def _table_sections(check: CheckReport) -> str:
         scope = f"pin {table.requires_flashinfer}: the releases it admits are shaded" if pin else "no pin"
         out.append(f"<h3>{escape(table.name)}</h3><p>{escape(scope)}</p>")
         for grid in (g for g in check.verdict_grids if g.table is table):
-            head = "".join(f"<th>{escape(model)} TP{tp}<br>{n} → {'raises' if p is None else p}</th>" for model, tp, n, p in grid.cases)
+            head = "".join(
+                f"<th>{escape(model)} TP{tp}<br>{n} → {'raises' if p is None else p}</th>"
+                for model, tp, n, p in grid.cases
+            )
             rows = []
             for version, row in grid.rows:
                 cells = []
@@ -102,8 +105,18 @@ def _table_sections(check: CheckReport) -> str:
                         cells.append("<td>–</td>")
                         continue
                     evidence = cell.evidence
-                    tip = f"{cell.verdict.value}" + (f"; {cell.best} accepted" if cell.best else "") + (f"; {evidence.error_type}: {evidence.message}" if evidence is not None and evidence.error_type else "")
-                    cells.append(f'<td class="v-{escape(cell.verdict.value)}" title="{escape(tip)}">{escape(cell.verdict.value)}</td>')
+                    tip = (
+                        f"{cell.verdict.value}"
+                        + (f"; {cell.best} accepted" if cell.best else "")
+                        + (
+                            f"; {evidence.error_type}: {evidence.message}"
+                            if evidence is not None and evidence.error_type
+                            else ""
+                        )
+                    )
+                    cells.append(
+                        f'<td class="v-{escape(cell.verdict.value)}" title="{escape(tip)}">{escape(cell.verdict.value)}</td>'
+                    )
                 shade = ' class="in-pin"' if pin is not None and _admits(pin, version) else ""
                 rows.append(f"<tr{shade}><th>{escape(version)}</th>{''.join(cells)}</tr>")
             backend = grid.backend
@@ -139,7 +152,8 @@ def _legend(verdicts: bool) -> str:
     items += f'<li><span class="swatch" style="background:{Outcome.INCONCLUSIVE.colour}"> </span> not probed</li>'
     if verdicts:
         items += "".join(
-            f'<li><span class="swatch" style="background:{v.page_colour}">{escape(v.mark)}</span> {escape(v.value)}: {escape(v.explanation)}</li>' for v in Verdict
+            f'<li><span class="swatch" style="background:{v.page_colour}">{escape(v.mark)}</span> {escape(v.value)}: {escape(v.explanation)}</li>'
+            for v in Verdict
         )
     return f'<ul class="legend" id="legend" aria-label="legend">{items}</ul>'
 
@@ -154,8 +168,12 @@ class _Shape:
     heads: list[int]
     outcome: Outcome | None
     said: str  # in the first release's own words
-    template: str  # with the release it names written RELEASE_MARK and no file:line, as every release of the shape says it
-    places: dict[str, list[str]] = field(default_factory=dict)  # the message's file:line -> the releases that raise it there
+    template: (
+        str  # with the release it names written RELEASE_MARK and no file:line, as every release of the shape says it
+    )
+    places: dict[str, list[str]] = field(
+        default_factory=dict
+    )  # the message's file:line -> the releases that raise it there
 
 
 # Where an answer names its release ("flashinfer 0.6.3 has no ..."), a shape
@@ -190,7 +208,9 @@ def _heatmap(key: str, sm: int, rows: list[tuple[str, KernelSMResult | None]], h
         if h in AXIS_TICKS:
             out.append(f'<text x="{xs[i]:g}" y="{TOP - 6}" class="axis">{h}</text>')
     shapes: list[_Shape] = []
-    open_shapes: dict[tuple[int, int, Outcome | None, str], _Shape] = {}  # the previous row's, by what they cover and say
+    open_shapes: dict[
+        tuple[int, int, Outcome | None, str], _Shape
+    ] = {}  # the previous row's, by what they cover and say
     previous: KernelSMResult | None = None
     for row, (version, result) in enumerate(rows):
         y = TOP + row * CELL_H
@@ -211,7 +231,9 @@ def _heatmap(key: str, sm: int, rows: list[tuple[str, KernelSMResult | None]], h
         open_shapes = still_open
         change = _change(previous, result)
         if change:
-            out.append(f'<text x="{xs[-1] + 6:g}" y="{y + CELL_H - 4}" class="change">Δ<title>{escape(version)}: {escape(change)}</title></text>')
+            out.append(
+                f'<text x="{xs[-1] + 6:g}" y="{y + CELL_H - 4}" class="change">Δ<title>{escape(version)}: {escape(change)}</title></text>'
+            )
         previous = result
     for shape in shapes:
         first, last, run = shape.first, shape.last, shape.heads
@@ -311,7 +333,13 @@ def _evidence(rows: list[tuple[str, KernelSMResult | None]]) -> str:
         else:
             refused = [
                 _placed(f"{compact_set(hs)}: {_why(hr)}")
-                for outcome in (Outcome.REJECTED, Outcome.UNSUPPORTED_ARCH, Outcome.UNSUPPORTED_CONFIG, Outcome.ABSENT, Outcome.INCONCLUSIVE)
+                for outcome in (
+                    Outcome.REJECTED,
+                    Outcome.UNSUPPORTED_ARCH,
+                    Outcome.UNSUPPORTED_CONFIG,
+                    Outcome.ABSENT,
+                    Outcome.INCONCLUSIVE,
+                )
                 for hs, hr in result.refusal_groups(outcome)[:4]
             ]
             said = (compact_set(result.accepted()), tuple(text for text, _ in refused), "\n".join(result.caveats()))
@@ -323,17 +351,31 @@ def _evidence(rows: list[tuple[str, KernelSMResult | None]]) -> str:
         for where, place in zip(runs[-1][2], places, strict=True):
             if place:
                 where.setdefault(place, []).append(version)
-    lines = ['<table class="evidence"><thead><tr><th>release</th><th>accepted h_q</th><th>refused by</th><th>caveats</th></tr></thead><tbody>']
+    lines = [
+        '<table class="evidence"><thead><tr><th>release</th><th>accepted h_q</th><th>refused by</th><th>caveats</th></tr></thead><tbody>'
+    ]
     above: tuple[str, ...] = ()
     for versions, (accepted, refusals, caveats), wheres in runs:
-        named = escape(versions[0]) if len(versions) == 1 else f"{escape(versions[0])} – {escape(versions[-1])} ({len(versions)})"
+        named = (
+            escape(versions[0])
+            if len(versions) == 1
+            else f"{escape(versions[0])} – {escape(versions[-1])} ({len(versions)})"
+        )
         refused_html = "<br>".join(
-            escape(text) + (f' <span class="where">({escape("; ".join(f"{place}: {_span(vs)}" if len(spots) > 1 else place for place, vs in spots.items()))})</span>' if spots else "")
+            escape(text)
+            + (
+                f' <span class="where">({escape("; ".join(f"{place}: {_span(vs)}" if len(spots) > 1 else place for place, vs in spots.items()))})</span>'
+                if spots
+                else ""
+            )
             for text, spots in zip(refusals, wheres, strict=True)
         )
         cells = (escape(accepted), refused_html, escape(caveats).replace("\n", "<br>"))
         # Evidence the row above gave already is said once.
-        shown = [text if not text or i >= len(above) or text != above[i] else '<span class="same">as above</span>' for i, text in enumerate(cells)]
+        shown = [
+            text if not text or i >= len(above) or text != above[i] else '<span class="same">as above</span>'
+            for i, text in enumerate(cells)
+        ]
         above = cells
         lines.append(f"<tr><td>{named}</td><td>{shown[0]}</td><td>{shown[1]}</td><td>{shown[2]}</td></tr>")
     lines.append("</tbody></table>")

@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from hprobe.report.model import CheckReport
 
 
-
 def junit_xml(report: CheckReport) -> ET.ElementTree:
     suites = ET.Element("testsuites", name="hprobe check")
     by_table: dict[str, list[Finding]] = {}
@@ -55,10 +54,29 @@ def junit_xml(report: CheckReport) -> ET.ElementTree:
     expired = [u for u in report.waivers if u.expired]
     if expired:
         # An expired waiver fails the gate on its own: a case of its own says why.
-        suite = ET.SubElement(suites, "testsuite", name="hprobe waivers", tests=str(len(expired)), failures=str(len(expired)), errors="0", skipped="0")
+        suite = ET.SubElement(
+            suites,
+            "testsuite",
+            name="hprobe waivers",
+            tests=str(len(expired)),
+            failures=str(len(expired)),
+            errors="0",
+            skipped="0",
+        )
         for u in expired:
-            case = ET.SubElement(suite, "testcase", classname="waivers", name=u.waiver.describe, file=source_location(u.waiver.origin).path)
-            ET.SubElement(case, "failure", message=f"waiver expired on {u.waiver.expires}: {u.waiver.reason}", type="expired-waiver")
+            case = ET.SubElement(
+                suite,
+                "testcase",
+                classname="waivers",
+                name=u.waiver.describe,
+                file=source_location(u.waiver.origin).path,
+            )
+            ET.SubElement(
+                case,
+                "failure",
+                message=f"waiver expired on {u.waiver.expires}: {u.waiver.reason}",
+                type="expired-waiver",
+            )
     total = len(report.findings) + len(expired)
     suites.set("tests", str(total))
     suites.set("failures", str(sum(int(s.get("failures", 0)) for s in suites)))
@@ -90,4 +108,3 @@ def render(report: object, options: RenderOptions) -> str:
     if not isinstance(report, CheckReport):
         raise NotRendered(f"junit renders check reports, not {type(report).__name__}")
     return junit_text(report)
-

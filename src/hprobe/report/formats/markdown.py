@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from hprobe.report.suggest import SuggestReport
 
 
-
 cell = md_text  # prose and table cells alike
+
 
 class MarkdownFormatter(Formatter):
     def __init__(self, stream: TextIO | None = None):
@@ -42,7 +42,9 @@ class MarkdownFormatter(Formatter):
         releases = ", ".join(r.info.version for r in report.releases) or report.flashinfer.version
         self._w(f"## hprobe check — flashinfer {cell(releases)}")
         self._w()
-        self._w(f"**{summary}** → exit {report.exit_code}{' (`--strict`)' if report.strict else ''}; SMs {', '.join(str(s) for s in report.targets.sms)}")
+        self._w(
+            f"**{summary}** → exit {report.exit_code}{' (`--strict`)' if report.strict else ''}; SMs {', '.join(str(s) for s in report.targets.sms)}"
+        )
         self._w()
         for table in report.advice:
             self._w(f"- **{cell(table.table)}** ({cell(table.scope)})")
@@ -54,7 +56,9 @@ class MarkdownFormatter(Formatter):
         unresolved = report.unresolved_paths
         if unresolved:
             assumed = f" ({gate.assumed} shown on an assumed count)" if gate.assumed else ""
-            self._w(f"**{len(unresolved)} call path{'s' * (len(unresolved) != 1)} not judged**{assumed} (of {len(report.call_paths)} calls of FlashInfer entries found):")
+            self._w(
+                f"**{len(unresolved)} call path{'s' * (len(unresolved) != 1)} not judged**{assumed} (of {len(report.call_paths)} calls of FlashInfer entries found):"
+            )
             self._w()
             self._w("| site | calls | status | why |")
             self._w("|---|---|---|---|")
@@ -66,7 +70,13 @@ class MarkdownFormatter(Formatter):
             self._w("Waivers:")
             self._w()
             for use in report.waivers:
-                state = f"**expired on {use.waiver.expires}: fails the gate**" if use.expired else "matches no finding that needs a waiver" if use.unmatched else f"waives {use.matched}"
+                state = (
+                    f"**expired on {use.waiver.expires}: fails the gate**"
+                    if use.expired
+                    else "matches no finding that needs a waiver"
+                    if use.unmatched
+                    else f"waives {use.matched}"
+                )
                 self._w(f"- {md_code(use.waiver.describe)}: {state} — {cell(use.waiver.reason)}")
             self._w()
         ok = [f for f in report.findings if f.verdict is Verdict.OK]
@@ -77,7 +87,9 @@ class MarkdownFormatter(Formatter):
             self._w("|---|---|---|---|---:|---:|---:|")
             for f in ok:
                 padded = f.padded_text
-                self._w(f"| {cell(f.label)} | {cell(f.table)} · {md_code(f.backend)} | SM{f.sm} | {cell(f.model)} | {f.tp} | {f.n} | {padded} |")
+                self._w(
+                    f"| {cell(f.label)} | {cell(f.table)} · {md_code(f.backend)} | SM{f.sm} | {cell(f.model)} | {f.tp} | {f.n} | {padded} |"
+                )
             self._w()
             self._w("</details>")
             self._w()
@@ -97,7 +109,9 @@ class MarkdownFormatter(Formatter):
         self._w("| kernel | SM | became accepted | became rejected |")
         self._w("|---|---|---|---|")
         for c in changed:
-            self._w(f"| {md_code(c.kernel)} | SM{c.sm} | {compact_set(list(c.became_accepted))} | {compact_set(list(c.became_rejected))} |")
+            self._w(
+                f"| {md_code(c.kernel)} | SM{c.sm} | {compact_set(list(c.became_accepted))} | {compact_set(list(c.became_rejected))} |"
+            )
         self._w()
 
     def matrix(self, report: MatrixReport, grid: bool = False, pivot: tuple[str, str] | None = None) -> None:
@@ -110,12 +124,17 @@ class MarkdownFormatter(Formatter):
                 accepted = compact_set(r.accepted()) if r.status is Outcome.ACCEPTED else ""
                 depth = r.depth.value + (" (compiled checks not seen)" if r.unchecked else "")
                 refusals = "<br>".join(
-                    cell(f"{compact_set(hs)}: {hr.error_type}: {hr.message}" + (f" ({hr.location})" if hr.location else ""))
+                    cell(
+                        f"{compact_set(hs)}: {hr.error_type}: {hr.message}"
+                        + (f" ({hr.location})" if hr.location else "")
+                    )
                     for outcome in (Outcome.REJECTED, Outcome.UNSUPPORTED_ARCH, Outcome.UNSUPPORTED_CONFIG)
                     for hs, hr in r.refusal_groups(outcome)[:3]
                 )
                 flagged = "<br>".join(cell(n) for n in r.notes if n.startswith(("disagreement", "partial")))
-                self._w(f"| {md_code(r.key)} | SM{r.sm} | {cell(rel.info.version)} | {r.status.value} | {accepted} | {depth} | {refusals} | {flagged} |")
+                self._w(
+                    f"| {md_code(r.key)} | SM{r.sm} | {cell(rel.info.version)} | {r.status.value} | {accepted} | {depth} | {refusals} | {flagged} |"
+                )
 
     def _problems(self, report: CheckReport) -> None:
         """Every finding that is not ok, with its evidence and the rule's place."""
@@ -137,7 +156,9 @@ class MarkdownFormatter(Formatter):
         self._w(f"## hprobe suggest — flashinfer {cell(releases)}")
         self._w()
         for s in suggestions:
-            self._w(f"- **{cell(s.table)}** · {md_code(s.backend.name)} ({cell(str(s.backend.where))}): {cell(s.words())}")
+            self._w(
+                f"- **{cell(s.table)}** · {md_code(s.backend.name)} ({cell(str(s.backend.where))}): {cell(s.words())}"
+            )
             for line in s.pins.words() if s.pins else []:
                 self._w(f"  - pin: {cell(line)}")
         for line in (patch.changed + patch.not_rewritten) if patch else []:
@@ -170,7 +191,9 @@ class MarkdownFormatter(Formatter):
         self._w("|---|---|---|---|")
         for row in report.rows:
             axes = ", ".join(f"{a['name']}={a['default']}" for a in row["axes"])
-            self._w(f"| {md_code(row['id'])} | {md_code(row['entry_point'])} | {', '.join(map(str, row['sms']))} | {cell(axes)} |")
+            self._w(
+                f"| {md_code(row['id'])} | {md_code(row['entry_point'])} | {', '.join(map(str, row['sms']))} | {cell(axes)} |"
+            )
 
     def data(self, payload: dict[str, Any], title: str) -> None:
         self._w(f"## {title}")
@@ -181,4 +204,3 @@ class MarkdownFormatter(Formatter):
 
 def render(report: object, options: RenderOptions) -> str:
     return render_with(MarkdownFormatter, report, options)
-

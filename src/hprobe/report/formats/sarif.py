@@ -51,35 +51,48 @@ def sarif_log(report: CheckReport) -> dict[str, Any]:
         cases: dict[str, list[str]] = {}
         for f in findings:
             cases.setdefault(f.explain(), []).append(f"{f.model} TP{f.tp} (n={f.n})")
-        message = f"{backend} on SM{sm}: {label}. " + "; ".join(f"{', '.join(who)}: {why}" for why, who in cases.items())
-        results.append({
-            "ruleId": verdict.value,
-            "level": level,
-            "message": {"text": message},
-            "locations": [_location(source)] if source else [],
-            "partialFingerprints": {"hprobe/v1": f"{source}|{backend}|SM{sm}|{verdict.value}"},
-            "properties": {
-                "kernel": findings[0].kernel,
-                "sm": sm,
-                "flashinfer": sorted({f.flashinfer_version for f in findings}),
-                "counts": [{"model": f.model, "tp": f.tp, "n": f.n, "padded": f.padded} for f in findings],
-            },
-        })
-    rules = [{
-        "id": v.value,
-        "name": v.name.title().replace("_", ""),
-        "shortDescription": {"text": v.value},
-        "fullDescription": {"text": v.explanation},
-        "defaultConfiguration": {"level": _LEVELS.get(v.ci_level(report.strict) or "", "none")},
-    } for v in Verdict]
+        message = f"{backend} on SM{sm}: {label}. " + "; ".join(
+            f"{', '.join(who)}: {why}" for why, who in cases.items()
+        )
+        results.append(
+            {
+                "ruleId": verdict.value,
+                "level": level,
+                "message": {"text": message},
+                "locations": [_location(source)] if source else [],
+                "partialFingerprints": {"hprobe/v1": f"{source}|{backend}|SM{sm}|{verdict.value}"},
+                "properties": {
+                    "kernel": findings[0].kernel,
+                    "sm": sm,
+                    "flashinfer": sorted({f.flashinfer_version for f in findings}),
+                    "counts": [{"model": f.model, "tp": f.tp, "n": f.n, "padded": f.padded} for f in findings],
+                },
+            }
+        )
+    rules = [
+        {
+            "id": v.value,
+            "name": v.name.title().replace("_", ""),
+            "shortDescription": {"text": v.value},
+            "fullDescription": {"text": v.explanation},
+            "defaultConfiguration": {"level": _LEVELS.get(v.ci_level(report.strict) or "", "none")},
+        }
+        for v in Verdict
+    ]
     return {
         "$schema": SCHEMA,
         "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {"name": "hprobe", "version": __version__, "rules": rules}},
-            "results": results,
-            "properties": {"releases": [r.info.version for r in report.releases], "sms": [sm.number for sm in report.targets.sms], "exit_code": report.exit_code},
-        }],
+        "runs": [
+            {
+                "tool": {"driver": {"name": "hprobe", "version": __version__, "rules": rules}},
+                "results": results,
+                "properties": {
+                    "releases": [r.info.version for r in report.releases],
+                    "sms": [sm.number for sm in report.targets.sms],
+                    "exit_code": report.exit_code,
+                },
+            }
+        ],
     }
 
 

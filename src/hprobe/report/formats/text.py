@@ -16,7 +16,17 @@ from hprobe.model.outcome import Cause, KernelSMResult, Outcome
 from hprobe.model.sm import sm_names
 from hprobe.model.verdict import Finding, Verdict
 from hprobe.report.formats.base import Formatter, RenderOptions, render_with
-from hprobe.report.formats.layout import PIPED_WIDTH, UNBOUNDED_WIDTH, Cell, Column, Part, Row, Writer, isatty, plain_table_lines
+from hprobe.report.formats.layout import (
+    PIPED_WIDTH,
+    UNBOUNDED_WIDTH,
+    Cell,
+    Column,
+    Part,
+    Row,
+    Writer,
+    isatty,
+    plain_table_lines,
+)
 from hprobe.system.escaping import visible
 
 if TYPE_CHECKING:
@@ -108,9 +118,16 @@ def _merged_notes(report: CheckReport) -> list[str]:
     of that release is inconclusive for it, with the command that fixes it; a
     requirement no answer depended on asks nothing of the reader (--details
     shows each)."""
-    missing = {u.note(r.info.version): (r.info.version, u.requirement) for r in report.releases for u in r.unmet if u.installed is None}
+    missing = {
+        u.note(r.info.version): (r.info.version, u.requirement)
+        for r in report.releases
+        for u in r.unmet
+        if u.installed is None
+    }
     stopped = {
-        r.info.version: sum(1 for result in r.results.values() for h in result.heads.values() if h.cause == Cause.ENVIRONMENT.value)
+        r.info.version: sum(
+            1 for result in r.results.values() for h in result.heads.values() if h.cause == Cause.ENVIRONMENT.value
+        )
         for r in report.releases
     }
     unmet: dict[str, list[str]] = {}
@@ -124,8 +141,9 @@ def _merged_notes(report: CheckReport) -> list[str]:
             slots.append((version, ""))
         unmet.setdefault(version, []).append(requirement)
     return [
-        note if version is None else
-        f"flashinfer {version} requires {', '.join(unmet[version])}, not installed here: "
+        note
+        if version is None
+        else f"flashinfer {version} requires {', '.join(unmet[version])}, not installed here: "
         f"{stopped[version]} {'answer is' if stopped[version] == 1 else 'answers are'} inconclusive for it "
         f"(`pip install {' '.join(repr(u) for u in unmet[version])}` in a separate venv; --details for each)"
         for version, note in slots
@@ -149,9 +167,13 @@ def _matrix_notes(report: MatrixReport) -> list[str]:
         needs = ", ".join(missing)
         if stopped:
             install = " ".join(f"'{r}'" for r in missing)
-            notes.append(f"flashinfer {releases} {'require' if ',' in releases else 'requires'} {needs}, not installed here: {stopped} answers are inconclusive for it (`pip install {install}` in a separate venv)")
+            notes.append(
+                f"flashinfer {releases} {'require' if ',' in releases else 'requires'} {needs}, not installed here: {stopped} answers are inconclusive for it (`pip install {install}` in a separate venv)"
+            )
         else:
-            notes.append(f"flashinfer {releases} {'require' if ',' in releases else 'requires'} {needs}, not installed here; no answer depended on {'them' if len(missing) > 1 else 'it'}")
+            notes.append(
+                f"flashinfer {releases} {'require' if ',' in releases else 'requires'} {needs}, not installed here; no answer depended on {'them' if len(missing) > 1 else 'it'}"
+            )
     return notes
 
 
@@ -179,7 +201,9 @@ class TextFormatter(Formatter):
         fi = report.flashinfer
         sms = ", ".join(str(sm) for sm in report.targets.sms)
         versions = ", ".join(dict.fromkeys(r.info.version for r in report.releases)) or fi.version
-        where = "  " + ", ".join(f"{r.info.version}: {r.info.location}" for r in report.releases) if self.details else ""
+        where = (
+            "  " + ", ".join(f"{r.info.version}: {r.info.location}" for r in report.releases) if self.details else ""
+        )
         verdict = _verdict_line(report)
         out.line(*verdict)
         out.line(_bold("hprobe check"), f"  flashinfer {visible(versions)}  targets: {sms}{visible(where)}")
@@ -197,12 +221,17 @@ class TextFormatter(Formatter):
         if report.drift:
             out.line()
             drift = report.drift
-            out.line(_bold("drift against the baseline"), f"  flashinfer {visible(drift.old['version'])} → {visible(drift.new['version'])}")
+            out.line(
+                _bold("drift against the baseline"),
+                f"  flashinfer {visible(drift.old['version'])} → {visible(drift.new['version'])}",
+            )
             lines = self._changes(drift, changed_only=True)
             for parts in lines or [["  ", _dim("no accepted set changed")]]:
                 out.line(*parts)
         paths_lines = 0 if cap is None else _call_paths_lines(report, cap["paths"])
-        budget = None if cap is None else SCREEN_LINES - out.count - paths_lines - 3  # the "more" line, a blank, the verdict
+        budget = (
+            None if cap is None else SCREEN_LINES - out.count - paths_lines - 3
+        )  # the "more" line, a blank, the verdict
         hidden_ok, hidden_action = 0, 0
         for (table, backend), group in groupby(report.findings, key=lambda f: (f.table, f.backend)):
             rows = list(group)
@@ -258,11 +287,22 @@ class TextFormatter(Formatter):
         out.line()
         judged = len(report.call_paths) - len(report.unresolved_paths)
         assumed = sum(1 for p in report.call_paths if p.status == "assumed")
-        out.line(_bold("call paths"), _dim(f"  {counted(len(report.call_paths), 'call')} of FlashInfer entries found, {judged} judged" + (f", {assumed} assumed" if assumed else "")))
+        out.line(
+            _bold("call paths"),
+            _dim(
+                f"  {counted(len(report.call_paths), 'call')} of FlashInfer entries found, {judged} judged"
+                + (f", {assumed} assumed" if assumed else "")
+            ),
+        )
         for path in shown if cap is None else shown[:cap]:
             style = "" if path.judged else "cyan"
             phase = f" [{path.phase}]" if path.phase else ""
-            out.line(f"  {visible(path.site)}", _dim(f" {visible(path.function)} → {visible(path.calls)}{phase}: "), (f"{path.status}", style), f" {visible(path.detail)}")
+            out.line(
+                f"  {visible(path.site)}",
+                _dim(f" {visible(path.function)} → {visible(path.calls)}{phase}: "),
+                (f"{path.status}", style),
+                f" {visible(path.detail)}",
+            )
         if cap is not None and len(shown) > cap:
             out.line("  ", _dim(f"{counted(len(shown) - cap, 'more call path')} not judged: --details"))
 
@@ -290,7 +330,10 @@ class TextFormatter(Formatter):
         if cap is not None and total > cap:
             out.line("  ", _dim(f"{counted(total - cap, 'more backend')}: --details"))
         if any(not table.pin for table in advice):
-            out.line("  ", _dim("no pin: add requires_flashinfer (or --pin) for advice that holds across the releases you allow"))
+            out.line(
+                "  ",
+                _dim("no pin: add requires_flashinfer (or --pin) for advice that holds across the releases you allow"),
+            )
 
     def _findings(self, table: str, backend: str, rows: list[Finding], out: Writer) -> None:
         """One table x backend: a row per SM x model x TP, then what the rows rest on.
@@ -298,8 +341,15 @@ class TextFormatter(Formatter):
         shared = _shared_note(rows)
         out.line()
         out.line(_bold(visible(table)), f" · {visible(backend)} → {visible(rows[0].kernel)}")
-        columns: list[Column] = [("SM", "left"), ("model", "left"), ("TP", "right"), ("n", "right"),
-                                 ("padded", "right"), ("verdict", "left"), ("evidence", "left")]
+        columns: list[Column] = [
+            ("SM", "left"),
+            ("model", "left"),
+            ("TP", "right"),
+            ("n", "right"),
+            ("padded", "right"),
+            ("verdict", "left"),
+            ("evidence", "left"),
+        ]
         table_rows: list[Row] = []
         entries: dict[int, set[str]] = {}
         previous_sm = None
@@ -309,15 +359,17 @@ class TextFormatter(Formatter):
             previous_sm = f.sm
             if f.evidence is not None and f.evidence.entry:
                 entries.setdefault(f.sm, set()).add(f.evidence.entry)
-            table_rows.append([
-                (f"SM{f.sm}", ""),
-                (visible(f.model), ""),
-                (str(f.tp), ""),
-                (str(f.n), ""),
-                (visible(f.padded_text), ""),
-                (visible(f.label), f.verdict.style),
-                (visible(f.explain(note=shared is None)), ""),
-            ])
+            table_rows.append(
+                [
+                    (f"SM{f.sm}", ""),
+                    (visible(f.model), ""),
+                    (str(f.tp), ""),
+                    (str(f.n), ""),
+                    (visible(f.padded_text), ""),
+                    (visible(f.label), f.verdict.style),
+                    (visible(f.explain(note=shared is None)), ""),
+                ]
+            )
         out.table(columns, table_rows)
         if shared is not None:
             out.line("  ", _dim(visible(shared)))
@@ -385,7 +437,12 @@ class TextFormatter(Formatter):
                 out.line(indent, (f"some shapes only {compact_set(hs)}: {visible(sample.shapes or '')}", "yellow"))
             for hs, sample in r.refusal_groups(Outcome.REJECTED):
                 where = f" [{sample.location}]" if sample.location else ""
-                out.line(indent, _dim(f"rejected {compact_set(hs)}: {visible(sample.error_type)}: {visible(sample.message or '')}{visible(where)}"))
+                out.line(
+                    indent,
+                    _dim(
+                        f"rejected {compact_set(hs)}: {visible(sample.error_type)}: {visible(sample.message or '')}{visible(where)}"
+                    ),
+                )
             unclear = r.by_outcome(Outcome.INCONCLUSIVE)
             if unclear:
                 sample = r.heads[unclear[0]]
@@ -400,12 +457,26 @@ class TextFormatter(Formatter):
             out.line(head, (f"inconclusive {compact_set(unclear)}", "cyan"), f"  {visible(said + where)}")
             for hs, refused in r.refusal_groups(Outcome.REJECTED):
                 where = f" [{refused.location}]" if refused.location else ""
-                out.line(indent, _dim(f"rejected {compact_set(hs)}: {visible(refused.error_type)}: {visible(refused.message or '')}{visible(where)}"))
+                out.line(
+                    indent,
+                    _dim(
+                        f"rejected {compact_set(hs)}: {visible(refused.error_type)}: {visible(refused.message or '')}{visible(where)}"
+                    ),
+                )
         else:
             # The evidence of the status itself: an SM whose validator-accepted h_q
             # meet an architecture check shows that check, not the validators'.
             sample = next((h for h in r.heads.values() if h.outcome is status), next(iter(r.heads.values())))
-            detail = " ".join(filter(None, [sample.error_type and f"{sample.error_type}:", sample.message, sample.location and f"[{sample.location}]"]))
+            detail = " ".join(
+                filter(
+                    None,
+                    [
+                        sample.error_type and f"{sample.error_type}:",
+                        sample.message,
+                        sample.location and f"[{sample.location}]",
+                    ],
+                )
+            )
             if status is Outcome.INCONCLUSIVE:
                 detail = f"{sample.reason}" + (f" [{sample.error_type}: {sample.message}]" if sample.error_type else "")
             elif status is Outcome.ABSENT:
@@ -458,7 +529,11 @@ class TextFormatter(Formatter):
                 self.out.line(_dim(line))
 
     def _release_columns(self, report: MatrixReport) -> None:
-        columns: list[Column] = [("kernel", "left"), ("SM", "left"), *((f"flashinfer {visible(rel.info.version)}", "left") for rel in report.releases)]
+        columns: list[Column] = [
+            ("kernel", "left"),
+            ("SM", "left"),
+            *((f"flashinfer {visible(rel.info.version)}", "left") for rel in report.releases),
+        ]
         keys = list(dict.fromkeys(key for rel in report.releases for key in rel.results))
         table_rows: list[Row] = []
         for key in keys:
@@ -509,7 +584,11 @@ class TextFormatter(Formatter):
         out.line(_bold("hprobe suggest"), f"  flashinfer {visible(releases)}")
         for s in suggestions:
             out.line()
-            out.line(_bold(visible(s.table)), f" · {visible(s.backend.name)} → {visible(s.backend.variant_key)}  ", _dim(visible(str(s.backend.where))))
+            out.line(
+                _bold(visible(s.table)),
+                f" · {visible(s.backend.name)} → {visible(s.backend.variant_key)}  ",
+                _dim(visible(str(s.backend.where))),
+            )
             out.line(f"  {visible(s.words())}")
             for ch in s.changes:
                 if ch.current == ch.suggested:
@@ -556,8 +635,22 @@ class TextFormatter(Formatter):
                 parts.append([(f"became accepted {compact_set(list(ch.became_accepted))}", "green")])
             if ch.became_rejected:
                 refusal = ch.new_refusal or {}
-                why = " ".join(filter(None, [refusal.get("error_type") and f"{refusal['error_type']}:", refusal.get("message"), refusal.get("location") and f"[{refusal['location']}]"]))
-                parts.append([(f"became rejected {compact_set(list(ch.became_rejected))}", "red"), *([f" ({visible(why)})"] if why else [])])
+                why = " ".join(
+                    filter(
+                        None,
+                        [
+                            refusal.get("error_type") and f"{refusal['error_type']}:",
+                            refusal.get("message"),
+                            refusal.get("location") and f"[{refusal['location']}]",
+                        ],
+                    )
+                )
+                parts.append(
+                    [
+                        (f"became rejected {compact_set(list(ch.became_rejected))}", "red"),
+                        *([f" ({visible(why)})"] if why else []),
+                    ]
+                )
             if ch.appeared:
                 parts.append([("present from here on", "green"), f" (absent in {visible(old['version'])})"])
             if ch.vanished:
@@ -591,8 +684,11 @@ class TextFormatter(Formatter):
             out.line(("non-monotonic:", "bold red"), f" accepted in {visible(accepted_in)}, not in {visible(then_not)}")
         if result.first_accepting:
             out.line(
-                "first accepting release: ", _bold(visible(result.first_accepting)),
-                f"; last rejecting: {visible(result.last_rejecting)}" if result.last_rejecting else " (the start of the range)",
+                "first accepting release: ",
+                _bold(visible(result.first_accepting)),
+                f"; last rejecting: {visible(result.last_rejecting)}"
+                if result.last_rejecting
+                else " (the start of the range)",
             )
         else:
             out.line("no probed release in the range accepts it")
@@ -605,25 +701,37 @@ class TextFormatter(Formatter):
         out.line(_bold("hprobe cache"), f"  {visible(str(found.root))}")
         if report.action != "show":
             kept = f"; {report.in_use} in use by a running hprobe, kept" if report.in_use else ""
-            out.line(f"{report.action}: removed {report.removed} entr{'ies' if report.removed != 1 else 'y'}, freed {human_size(report.freed)}{kept}")
-        rows: list[Row] = [[(visible(release), ""), (human_size(size), "")] for release, size in found.by_release().items()]
+            out.line(
+                f"{report.action}: removed {report.removed} entr{'ies' if report.removed != 1 else 'y'}, freed {human_size(report.freed)}{kept}"
+            )
+        rows: list[Row] = [
+            [(visible(release), ""), (human_size(size), "")] for release, size in found.by_release().items()
+        ]
         if rows:
             out.table([("release", "left"), ("size", "right")], rows)
-        out.line(f"total {human_size(found.total)}", _dim("  (as du -s counts it; `hprobe cache prune --help` to free space)"))
+        out.line(
+            f"total {human_size(found.total)}",
+            _dim("  (as du -s counts it; `hprobe cache prune --help` to free space)"),
+        )
 
     # -- plain records ---------------------------------------------------------------
 
     def kernels(self, report: KernelsReport) -> None:
         out = self.out
         for row in report.rows:
-            present = {True: "yes", False: "absent", None: "no flashinfer installed"}[row["installed_flashinfer_has_entry_point"]]
+            present = {True: "yes", False: "absent", None: "no flashinfer installed"}[
+                row["installed_flashinfer_has_entry_point"]
+            ]
             out.line(_bold(visible(row["id"])), f"  {visible(row['entry_point'])}")
             out.line(f"    {visible(row['summary'])}")
             out.line(f"    SMs {', '.join(map(str, row['sms']))} · installed flashinfer: {present}")
             axes = []
             for a in row["axes"]:
                 choices = "|".join(map(str, a["choices"]))
-                axes.append(f"{a['name']}={a['default']}" + (f" (swept: {choices})" if a["sweep"] else f" ({choices})" if choices else ""))
+                axes.append(
+                    f"{a['name']}={a['default']}"
+                    + (f" (swept: {choices})" if a["sweep"] else f" ({choices})" if choices else "")
+                )
             if axes:
                 out.line(f"    axes: {visible(', '.join(axes))}")
             if "releases" in row:
@@ -753,4 +861,3 @@ def human_size(size: int) -> str:
 
 def render(report: object, options: RenderOptions) -> str:
     return render_with(TextFormatter, report, options)
-

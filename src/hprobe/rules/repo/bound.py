@@ -15,7 +15,15 @@ from typing import Any
 from hprobe.model.errors import InputError
 from hprobe.model.padding import Model, PadMap
 from hprobe.model.sm import sm_names
-from hprobe.rules.repo.evaluate import Binding, Evaluation, FlashinferSource, NotEvaluable, Raises, Settings, evaluate_bound
+from hprobe.rules.repo.evaluate import (
+    Binding,
+    Evaluation,
+    FlashinferSource,
+    NotEvaluable,
+    Raises,
+    Settings,
+    evaluate_bound,
+)
 from hprobe.rules.repo.mapping import ClassMapping, Mapping, SettingsSpec
 from hprobe.rules.repo.scan import ClassInfo, FunctionInfo, RepoIndex
 
@@ -77,7 +85,7 @@ def load_settings(index: RepoIndex, spec: SettingsSpec | None, overrides: dict[s
     cls = None
     if module is not None and isinstance(registry, ast.Call) and isinstance(registry.func, ast.Name):
         cls = module.classes.get(registry.func.id)
-    for name, value in (cls.attributes.items() if cls else []):
+    for name, value in cls.attributes.items() if cls else []:
         if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
             continue
         kinds[name] = value.func.id
@@ -88,7 +96,9 @@ def load_settings(index: RepoIndex, spec: SettingsSpec | None, overrides: dict[s
         try:
             values[name] = ast.literal_eval(default)
         except ValueError:
-            problems[name] = f"its default is computed at run time ({ast.unparse(default)}); give it with --set {name}=VALUE"
+            problems[name] = (
+                f"its default is computed at run time ({ast.unparse(default)}); give it with --set {name}=VALUE"
+            )
     for name, text in overrides.items():
         if name not in kinds:
             where = f"{spec.module}.{cls.name}" if cls else f"{spec.module} (not found in the tree)"
@@ -123,13 +133,22 @@ def _parse_setting(name: str, kind: str, text: str) -> Any:
     return text
 
 
-def evaluate_entries(index: RepoIndex, site: RuleSite, entries: list[ClassMapping], mapping: Mapping, settings: Settings | None, flashinfer: FlashinferSource | None) -> BoundResult:
+def evaluate_entries(
+    index: RepoIndex,
+    site: RuleSite,
+    entries: list[ClassMapping],
+    mapping: Mapping,
+    settings: Settings | None,
+    flashinfer: FlashinferSource | None,
+) -> BoundResult:
     """Every entry x SM x model x TP of one class's rule."""
     result = BoundResult()
     for entry in entries:
         if entry.kernel is None:
             continue
-        models = [m for m in mapping.models if (not entry.models or m.name in entry.models) and m.takes(entry.model_family)]
+        models = [
+            m for m in mapping.models if (not entry.models or m.name in entry.models) and m.takes(entry.model_family)
+        ]
         per_sm: dict[int, tuple[dict[tuple[str, int], int | Raises], dict[tuple[str, int], int | None], str]] = {}
         for sm in entry.sms:
             outputs: dict[tuple[str, int], int | Raises] = {}
@@ -149,14 +168,27 @@ def evaluate_entries(index: RepoIndex, site: RuleSite, entries: list[ClassMappin
         # SMs that answer alike (SM100 and SM103) are one rule.
         groups: dict[str, list[int]] = {}
         for sm, (outputs, lines, settings_text) in per_sm.items():
-            groups.setdefault(repr((sorted(outputs.items(), key=str), sorted(lines.items()), settings_text)), []).append(sm)
+            groups.setdefault(
+                repr((sorted(outputs.items(), key=str), sorted(lines.items()), settings_text)), []
+            ).append(sm)
         for sms in groups.values():
             outputs, lines, settings_text = per_sm[sms[0]]
             result.rules.extend(_rules(site, entry, tuple(sms), models, outputs, lines, settings_text))
     return result
 
 
-def _evaluate(index: RepoIndex, site: RuleSite, mapping: Mapping, entry: ClassMapping, sm: int, model: Model, tp: int, n: int, settings: Settings | None, flashinfer: FlashinferSource | None) -> Evaluation:
+def _evaluate(
+    index: RepoIndex,
+    site: RuleSite,
+    mapping: Mapping,
+    entry: ClassMapping,
+    sm: int,
+    model: Model,
+    tp: int,
+    n: int,
+    settings: Settings | None,
+    flashinfer: FlashinferSource | None,
+) -> Evaluation:
     values = {"n": n, "total": model.num_q_heads, "tp": tp}
     instance = {attr: values[kind] for attr, kind in mapping.instance.items()}
     args: dict[str, Any] = dict(entry.args)
@@ -165,11 +197,21 @@ def _evaluate(index: RepoIndex, site: RuleSite, mapping: Mapping, entry: ClassMa
         if param not in args and axis in options:
             args[param] = options[axis]
     platform = {expr: sm in sms for expr, sms in mapping.platform}
-    binding = Binding(head_arg=False, instance=instance, args=args, platform=platform, settings=settings, flashinfer=flashinfer, sm=sm)
+    binding = Binding(
+        head_arg=False, instance=instance, args=args, platform=platform, settings=settings, flashinfer=flashinfer, sm=sm
+    )
     return evaluate_bound(index, site.cls, site.function, n, binding)
 
 
-def _rules(site: RuleSite, entry: ClassMapping, sms: tuple[int, ...], models: list[Model], outputs: dict[tuple[str, int], int | Raises], lines: dict[tuple[str, int], int | None], settings_text: str) -> list[BoundRule]:
+def _rules(
+    site: RuleSite,
+    entry: ClassMapping,
+    sms: tuple[int, ...],
+    models: list[Model],
+    outputs: dict[tuple[str, int], int | Raises],
+    lines: dict[tuple[str, int], int | None],
+    settings_text: str,
+) -> list[BoundRule]:
     where = sm_names(sms)
     conditions = ", ".join(x for x in (where, entry.phase, settings_text) if x)
     path = site.function.module.path
@@ -185,7 +227,11 @@ def _rules(site: RuleSite, entry: ClassMapping, sms: tuple[int, ...], models: li
             if merged.setdefault(n, value) != value:
                 consistent = False
     # One map for every model when they agree on each n; else one per model.
-    sets = [((), outputs)] if consistent else [((m.name,), {k: v for k, v in outputs.items() if k[0] == m.name}) for m in models]
+    sets = (
+        [((), outputs)]
+        if consistent
+        else [((m.name,), {k: v for k, v in outputs.items() if k[0] == m.name}) for m in models]
+    )
     out = []
     for names, part in sets:
         mapping = tuple(sorted({n: v for (_, n), v in part.items() if isinstance(v, int)}.items()))

@@ -70,7 +70,10 @@ def _engine_aliases(index: RepoIndex, entries: frozenset[str]) -> set[tuple[str,
     out: set[tuple[str, str]] = set()
     for module in index.modules_mentioning(set(entries)):
         for name, value in module.constants.items():
-            if isinstance(value, ast.Call) and any(isinstance(a, ast.Constant) and a.value in entries for a in (*value.args, *(k.value for k in value.keywords))):
+            if isinstance(value, ast.Call) and any(
+                isinstance(a, ast.Constant) and a.value in entries
+                for a in (*value.args, *(k.value for k in value.keywords))
+            ):
                 out.add((module.name, name))
     return out
 
@@ -88,14 +91,18 @@ def _alias_entry(index: RepoIndex, module: str, name: str, entries: frozenset[st
     return None
 
 
-def _calls_in(module: ModuleInfo, entries: frozenset[str], aliases: set[tuple[str, str]], index: RepoIndex) -> list[CallSite]:
+def _calls_in(
+    module: ModuleInfo, entries: frozenset[str], aliases: set[tuple[str, str]], index: RepoIndex
+) -> list[CallSite]:
     package = module.name if module.path.endswith("__init__.py") else module.name.rpartition(".")[0]
     out: list[CallSite] = []
     # (node, qualname, class, imports in scope); iterative, so no file's depth can exhaust the stack.
     # Module-level imports include those under `if`/`try` (`try: from flashinfer import X`).
     top = {**module.imports, **_local_imports(module.tree, package)}
     top_aliases = _local_aliases(module.tree, top, entries, aliases, index, {})
-    stack: list[tuple[ast.AST, str, str | None, dict[str, tuple[str, str | None]], dict[str, str]]] = [(module.tree, "", None, top, top_aliases)]
+    stack: list[tuple[ast.AST, str, str | None, dict[str, tuple[str, str | None]], dict[str, str]]] = [
+        (module.tree, "", None, top, top_aliases)
+    ]
     while stack:
         node, qualname, cls, imports, bound = stack.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -124,7 +131,12 @@ def _calls_in(module: ModuleInfo, entries: frozenset[str], aliases: set[tuple[st
 
 
 def _local_aliases(
-    scope: ast.AST, imports: dict[str, tuple[str, str | None]], entries: frozenset[str], aliases: set[tuple[str, str]], index: RepoIndex, outer: dict[str, str]
+    scope: ast.AST,
+    imports: dict[str, tuple[str, str | None]],
+    entries: frozenset[str],
+    aliases: set[tuple[str, str]],
+    index: RepoIndex,
+    outer: dict[str, str],
 ) -> dict[str, str]:
     """Names a function (or module) binds to an entry, so a call through them is
     a call of the entry: `g = flashinfer.decode.X`, `g = getattr(flashinfer.decode,
@@ -147,24 +159,44 @@ def _local_aliases(
 
 
 def _referenced_entry(
-    value: ast.expr, imports: dict[str, tuple[str, str | None]], entries: frozenset[str], aliases: set[tuple[str, str]], index: RepoIndex, bound: dict[str, str]
+    value: ast.expr,
+    imports: dict[str, tuple[str, str | None]],
+    entries: frozenset[str],
+    aliases: set[tuple[str, str]],
+    index: RepoIndex,
+    bound: dict[str, str],
 ) -> str | None:
     """The entry an expression refers to without calling it, or None."""
     if isinstance(value, (ast.Name, ast.Attribute)):
-        return _callee_entry(value, imports, entries, aliases, index) or _bound_entry(value, bound) or _imported_module_attr(value, entries)
+        return (
+            _callee_entry(value, imports, entries, aliases, index)
+            or _bound_entry(value, bound)
+            or _imported_module_attr(value, entries)
+        )
     if isinstance(value, ast.Call):
         func = value.func
         name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
-        if name == "getattr" and len(value.args) >= 2 and isinstance(value.args[1], ast.Constant) and value.args[1].value in entries:
+        if (
+            name == "getattr"
+            and len(value.args) >= 2
+            and isinstance(value.args[1], ast.Constant)
+            and value.args[1].value in entries
+        ):
             root = value.args[0]
             while isinstance(root, ast.Attribute):
                 root = root.value
             module = _flashinfer_module(value.args[0], imports)
-            return str(value.args[1].value) if module or (isinstance(root, ast.Name) and root.id == "flashinfer") else None
+            return (
+                str(value.args[1].value) if module or (isinstance(root, ast.Name) and root.id == "flashinfer") else None
+            )
         if name == "partial" and value.args:
             return _referenced_entry(value.args[0], imports, entries, aliases, index, bound)
     if isinstance(value, ast.Dict):
-        found = {e for v in value.values if v is not None and (e := _referenced_entry(v, imports, entries, aliases, index, bound)) is not None}
+        found = {
+            e
+            for v in value.values
+            if v is not None and (e := _referenced_entry(v, imports, entries, aliases, index, bound)) is not None
+        }
         return next(iter(found)) if len(found) == 1 else None
     return None
 
@@ -184,7 +216,12 @@ def _import_module_call(node: ast.expr) -> str | None:
     """The module `importlib.import_module("flashinfer...")` names, or None."""
     if isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name)):
         name = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
-        if name == "import_module" and node.args and isinstance(node.args[0], ast.Constant) and str(node.args[0].value).split(".")[0] == "flashinfer":
+        if (
+            name == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and str(node.args[0].value).split(".")[0] == "flashinfer"
+        ):
             return str(node.args[0].value)
     return None
 
@@ -228,7 +265,13 @@ def _local_imports(function: ast.AST, package: str) -> dict[str, tuple[str, str 
     return out
 
 
-def _callee_entry(func: ast.expr, imports: dict[str, tuple[str, str | None]], entries: frozenset[str], aliases: set[tuple[str, str]], index: RepoIndex) -> str | None:
+def _callee_entry(
+    func: ast.expr,
+    imports: dict[str, tuple[str, str | None]],
+    entries: frozenset[str],
+    aliases: set[tuple[str, str]],
+    index: RepoIndex,
+) -> str | None:
     if isinstance(func, ast.Name):
         target = imports.get(func.id)
         if target is None:
@@ -238,7 +281,10 @@ def _callee_entry(func: ast.expr, imports: dict[str, tuple[str, str | None]], en
             return None
         if source.split(".")[0] == "flashinfer":
             return attr if attr in entries else None
-        if any(name == attr and (module == source or module.endswith("." + source) or source.endswith("." + module)) for module, name in aliases):
+        if any(
+            name == attr and (module == source or module.endswith("." + source) or source.endswith("." + module))
+            for module, name in aliases
+        ):
             return _alias_entry(index, source, attr, entries)
         return None
     if isinstance(func, ast.Attribute) and func.attr in entries:
@@ -257,7 +303,10 @@ def _site(module: ModuleInfo, node: ast.Call, qualname: str, cls: str | None, en
     constants = tuple(
         (k.arg, k.value.value)
         for k in node.keywords
-        if k.arg is not None and isinstance(k.value, ast.Constant) and isinstance(k.value.value, (str, int)) and not isinstance(k.value.value, bool)
+        if k.arg is not None
+        and isinstance(k.value, ast.Constant)
+        and isinstance(k.value.value, (str, int))
+        and not isinstance(k.value.value, bool)
     )
     spreads = any(k.arg is None for k in node.keywords)
     return CallSite(module.name, module.path, node.lineno, qualname, cls, entry, keywords, constants, spreads)

@@ -24,7 +24,14 @@ def read_reach(index: RepoIndex, setting: EngineSetting) -> Reach:
     if setting.assigned_in is not None:
         return _assigned(index, setting)
     if setting.default is not None:
-        return Reach(setting.flag, setting.value, f"{setting.default} (as the mapping states it)", setting.default_reaches, setting.otherwise, setting.source or "")
+        return Reach(
+            setting.flag,
+            setting.value,
+            f"{setting.default} (as the mapping states it)",
+            setting.default_reaches,
+            setting.otherwise,
+            setting.source or "",
+        )
     declared = _declared_default(index, setting)
     resolved = _returned_strings(index, setting.resolved_by) if setting.resolved_by else None
     if resolved is not None and resolved[0]:
@@ -46,7 +53,12 @@ def _declared_default(index: RepoIndex, setting: EngineSetting) -> tuple[object,
     if module is None:
         return None
     for node in ast.walk(module.tree):
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == setting.name and node.value is not None:
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and node.target.id == setting.name
+            and node.value is not None
+        ):
             value = node.value.value if isinstance(node.value, ast.Constant) else ast.unparse(node.value)
             return value, f"{module.path}:{node.lineno}"
         # A settings registry's field: `NAME = EnvStr("flashinfer")` (SGLang's environ.py).
@@ -70,7 +82,11 @@ def _returned_strings(index: RepoIndex, dotted: str) -> tuple[list[str], str] | 
     if module is None or function not in module.functions:
         return None
     info = module.functions[function]
-    values = [n.value.value for n in ast.walk(info.node) if isinstance(n, ast.Return) and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)]
+    values = [
+        n.value.value
+        for n in ast.walk(info.node)
+        if isinstance(n, ast.Return) and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)
+    ]
     return list(dict.fromkeys(values)), f"{module.path}:{info.node.lineno}"
 
 
@@ -83,7 +99,9 @@ def _priority(index: RepoIndex, setting: EngineSetting) -> Reach:
     module = index.by_suffix(module_name)
     info = module.functions.get(function) if module is not None else None
     if module is None or info is None:
-        return Reach(setting.flag, setting.value, f"not found in the tree ({setting.priority_in})", None, setting.otherwise, "")
+        return Reach(
+            setting.flag, setting.value, f"not found in the tree ({setting.priority_in})", None, setting.otherwise, ""
+        )
     wanted = ast.unparse(ast.parse(setting.branch, mode="eval").body)
     for node in ast.walk(info.node):
         if isinstance(node, ast.If) and ast.unparse(node.test) == wanted:
@@ -94,9 +112,18 @@ def _priority(index: RepoIndex, setting: EngineSetting) -> Reach:
                     default = f"{names[0]} (first of the priority list where {wanted})"
                     reaches = names[0] == setting.value
                     if not reaches and setting.value in names:
-                        default += f"; {setting.value} is tried only after {', '.join(names[: names.index(setting.value)])}"
+                        default += (
+                            f"; {setting.value} is tried only after {', '.join(names[: names.index(setting.value)])}"
+                        )
                     return Reach(setting.flag, setting.value, default, reaches, setting.otherwise, where)
-    return Reach(setting.flag, setting.value, f"no priority list under `{wanted}` in {setting.priority_in}", None, setting.otherwise, f"{module.path}:{info.node.lineno}")
+    return Reach(
+        setting.flag,
+        setting.value,
+        f"no priority list under `{wanted}` in {setting.priority_in}",
+        None,
+        setting.otherwise,
+        f"{module.path}:{info.node.lineno}",
+    )
 
 
 def _assigned(index: RepoIndex, setting: EngineSetting) -> Reach:
@@ -105,16 +132,27 @@ def _assigned(index: RepoIndex, setting: EngineSetting) -> Reach:
     assert setting.assigned_in is not None and setting.key is not None
     module = index.by_suffix(setting.assigned_in)
     if module is None:
-        return Reach(setting.flag, setting.value, f"not found in the tree ({setting.assigned_in})", None, setting.otherwise, "")
+        return Reach(
+            setting.flag, setting.value, f"not found in the tree ({setting.assigned_in})", None, setting.otherwise, ""
+        )
     found: list[tuple[str, int]] = []
     wanted = ast.unparse(ast.parse(setting.branch, mode="eval").body) if setting.branch else None
     # (node, the tests of the `if`s it sits under), so `branch` can pick one assignment.
     stack: list[tuple[ast.AST, tuple[str, ...]]] = [(module.tree, ())]
     while stack:
         node, tests = stack.pop()
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
             target = node.targets[0]
-            if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant) and target.slice.value == setting.key:
+            if (
+                isinstance(target, ast.Subscript)
+                and isinstance(target.slice, ast.Constant)
+                and target.slice.value == setting.key
+            ):
                 if wanted is None or wanted in tests:
                     found.append((node.value.value, node.lineno))
         inner = (*tests, ast.unparse(node.test)) if isinstance(node, ast.If) else tests
@@ -126,4 +164,11 @@ def _assigned(index: RepoIndex, setting: EngineSetting) -> Reach:
     where = f"{module.path}:{found[0][1]}"
     reaches = True if values == [setting.value] else (False if setting.value not in values else None)
     under = f" under `{wanted}`" if wanted else ""
-    return Reach(setting.flag, setting.value, f"{' or '.join(values)}, set by {module.path}{under} when none is given", reaches, setting.otherwise, where)
+    return Reach(
+        setting.flag,
+        setting.value,
+        f"{' or '.join(values)}, set by {module.path}{under} when none is given",
+        reaches,
+        setting.otherwise,
+        where,
+    )

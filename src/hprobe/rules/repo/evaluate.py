@@ -157,9 +157,20 @@ _BUILTINS: dict[str, Callable[..., Any]] = {
     "str": str,
 }
 _MATH = {"ceil": math.ceil, "floor": math.floor, "log2": math.log2, "gcd": math.gcd}
-_LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical", "debug_once", "info_once", "warning_once"})
+_LOG_METHODS = frozenset(
+    {"debug", "info", "warning", "warn", "error", "exception", "critical", "debug_once", "info_once", "warning_once"}
+)
 _LOGGER_FACTORIES = frozenset({"init_logger", "getLogger", "get_logger"})
-_EXCEPTIONS = {"ValueError", "RuntimeError", "NotImplementedError", "AssertionError", "TypeError", "KeyError", "ImportError", "AttributeError"}
+_EXCEPTIONS = {
+    "ValueError",
+    "RuntimeError",
+    "NotImplementedError",
+    "AssertionError",
+    "TypeError",
+    "KeyError",
+    "ImportError",
+    "AttributeError",
+}
 
 
 @dataclass(frozen=True)
@@ -257,7 +268,9 @@ def evaluate(index: RepoIndex, owner: ClassInfo | None, function: FunctionInfo, 
     return evaluate_bound(index, owner, function, n, Binding()).value
 
 
-def evaluate_bound(index: RepoIndex, owner: ClassInfo | None, function: FunctionInfo, n: int, binding: Binding) -> Evaluation:
+def evaluate_bound(
+    index: RepoIndex, owner: ClassInfo | None, function: FunctionInfo, n: int, binding: Binding
+) -> Evaluation:
     """As `evaluate`, with what the rule reads besides `n`, and which branch
     (the line of its `return`) gave the answer."""
     args = [n] if binding.head_arg else []
@@ -277,7 +290,9 @@ def _as_count(result: Any, path: str, line: int, n: int) -> int | NotEvaluable:
     return result
 
 
-def evaluate_call(index: RepoIndex, owner: ClassInfo | None, function: FunctionInfo, args: list[Any], binding: Binding) -> Evaluation:
+def evaluate_call(
+    index: RepoIndex, owner: ClassInfo | None, function: FunctionInfo, args: list[Any], binding: Binding
+) -> Evaluation:
     """What `function(*args)` returns (any value the subset computes: a count,
     a backend name, None), what it raises, or why it cannot be evaluated."""
     interp = _Interpreter(index, binding)
@@ -292,14 +307,29 @@ def evaluate_call(index: RepoIndex, owner: ClassInfo | None, function: FunctionI
     except (RecursionError, MemoryError) as exc:
         # Constants defined through each other without end, or too deep to follow.
         module = interp.where or function.module
-        value = NotEvaluable(module.path, function.node.lineno, f"evaluation too deep or too large ({type(exc).__name__})")
+        value = NotEvaluable(
+            module.path, function.node.lineno, f"evaluation too deep or too large ({type(exc).__name__})"
+        )
     except _OpaqueUse as exc:
         module = interp.where or function.module
         value = NotEvaluable(module.path, function.node.lineno, str(exc))
-    return Evaluation(value, interp.returned_at, interp.reads_flashinfer, tuple(interp.settings_read.items()), tuple(interp.platform_read.items()))
+    return Evaluation(
+        value,
+        interp.returned_at,
+        interp.reads_flashinfer,
+        tuple(interp.settings_read.items()),
+        tuple(interp.platform_read.items()),
+    )
 
 
-def evaluate_expression(index: RepoIndex, owner: ClassInfo | None, module: ModuleInfo, node: ast.expr, frame: dict[str, Any], binding: Binding) -> Evaluation:
+def evaluate_expression(
+    index: RepoIndex,
+    owner: ClassInfo | None,
+    module: ModuleInfo,
+    node: ast.expr,
+    frame: dict[str, Any],
+    binding: Binding,
+) -> Evaluation:
     """The value of one expression of `module` (a test or an assignment of an
     inline rule), with `frame` for the names it binds locally."""
     interp = _Interpreter(index, binding)
@@ -310,12 +340,18 @@ def evaluate_expression(index: RepoIndex, owner: ClassInfo | None, module: Modul
     except _Raised as exc:
         value = Raises(exc.error_type, exc.message)
     except _Unsupported as exc:
-        value = NotEvaluable((exc.module or module).path, getattr(exc.node, "lineno", getattr(node, "lineno", 0)), exc.what)
+        value = NotEvaluable(
+            (exc.module or module).path, getattr(exc.node, "lineno", getattr(node, "lineno", 0)), exc.what
+        )
     except (RecursionError, MemoryError) as exc:
-        value = NotEvaluable(module.path, getattr(node, "lineno", 0), f"evaluation too deep or too large ({type(exc).__name__})")
+        value = NotEvaluable(
+            module.path, getattr(node, "lineno", 0), f"evaluation too deep or too large ({type(exc).__name__})"
+        )
     except _OpaqueUse as exc:
         value = NotEvaluable(module.path, getattr(node, "lineno", 0), str(exc))
-    return Evaluation(value, None, interp.reads_flashinfer, tuple(interp.settings_read.items()), tuple(interp.platform_read.items()))
+    return Evaluation(
+        value, None, interp.reads_flashinfer, tuple(interp.settings_read.items()), tuple(interp.platform_read.items())
+    )
 
 
 class _Interpreter:
@@ -359,7 +395,16 @@ class _Interpreter:
         node = fn.node
         for deco in node.decorator_list:
             name = _dotted(deco)
-            if name not in ("classmethod", "staticmethod", "functools.cache", "cache", "lru_cache", "functools.lru_cache", "override", "typing.override"):
+            if name not in (
+                "classmethod",
+                "staticmethod",
+                "functools.cache",
+                "cache",
+                "lru_cache",
+                "functools.lru_cache",
+                "override",
+                "typing.override",
+            ):
                 raise _Unsupported(deco, f"decorator @{name or ast.unparse(deco)}")
         a = node.args
         if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs:
@@ -410,7 +455,9 @@ class _Interpreter:
         if isinstance(node, (ast.Return, ast.If, ast.For, ast.Break, ast.Continue, ast.Raise, ast.Assert, ast.Try)):
             self._control(node, ev, frame, module, owner, depth)
             return
-        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and self._assign(node, ev, frame, module, owner):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and self._assign(
+            node, ev, frame, module, owner
+        ):
             return
         if isinstance(node, ast.ImportFrom):
             self._import_from(node, frame, module)
@@ -436,9 +483,21 @@ class _Interpreter:
         if not (isinstance(func, ast.Attribute) and func.attr in _LOG_METHODS and isinstance(func.value, ast.Name)):
             return False
         bound = module.constants.get(func.value.id)
-        return isinstance(bound, ast.Call) and _dotted(bound.func).rsplit(".", 1)[-1] in _LOGGER_FACTORIES and func.value.id not in module.rebound
+        return (
+            isinstance(bound, ast.Call)
+            and _dotted(bound.func).rsplit(".", 1)[-1] in _LOGGER_FACTORIES
+            and func.value.id not in module.rebound
+        )
 
-    def _control(self, node: ast.stmt, ev: Callable[[ast.expr], Any], frame: dict, module: ModuleInfo, owner: ClassInfo | None, depth: int) -> None:
+    def _control(
+        self,
+        node: ast.stmt,
+        ev: Callable[[ast.expr], Any],
+        frame: dict,
+        module: ModuleInfo,
+        owner: ClassInfo | None,
+        depth: int,
+    ) -> None:
         """Statements that decide what runs next: return, if, for, break, continue, raise, assert, try."""
         if isinstance(node, ast.Return):
             value = ev(node.value) if node.value is not None else None
@@ -472,7 +531,14 @@ class _Interpreter:
         elif isinstance(node, ast.Try):
             self._try(node, frame, module, owner, depth)
 
-    def _assign(self, node: ast.Assign | ast.AnnAssign | ast.AugAssign, ev: Callable[[ast.expr], Any], frame: dict, module: ModuleInfo, owner: ClassInfo | None) -> bool:
+    def _assign(
+        self,
+        node: ast.Assign | ast.AnnAssign | ast.AugAssign,
+        ev: Callable[[ast.expr], Any],
+        frame: dict,
+        module: ModuleInfo,
+        owner: ClassInfo | None,
+    ) -> bool:
         """An assignment to names (or one tuple of names); False for any other target."""
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple):
             self._unpack(node.targets[0], ev(node.value), frame, node)
@@ -489,7 +555,9 @@ class _Interpreter:
         if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
             if _BINOPS.get(type(node.op)) is None:
                 raise _Unsupported(node, f"operator {type(node.op).__name__}")
-            frame[node.target.id] = self._binop(node, node.op, self._name(node.target, frame, module, owner), ev(node.value))
+            frame[node.target.id] = self._binop(
+                node, node.op, self._name(node.target, frame, module, owner), ev(node.value)
+            )
             return True
         return False
 
@@ -568,23 +636,32 @@ class _Interpreter:
         self.reads_flashinfer = True
         source, dotted = self.binding.flashinfer, node.module or ""
         if source is None:
-            raise _Unsupported(node, f"reads flashinfer ({dotted}): evaluated per release, with --flashinfer or the repo's pin")
+            raise _Unsupported(
+                node, f"reads flashinfer ({dotted}): evaluated per release, with --flashinfer or the repo's pin"
+            )
         values = _literals(source.index, dotted, [a.name for a in node.names]) if source.index is not None else {}
         rest = [a.name for a in node.names if a.name not in values]
         if rest:
             doc = source.import_names(dotted, rest, self.binding.sm)
             if "error" in doc:
-                raise _Unsupported(node, f"flashinfer {source.version}: {dotted} could not be read here: {doc['error']}")
+                raise _Unsupported(
+                    node, f"flashinfer {source.version}: {dotted} could not be read here: {doc['error']}"
+                )
             if "import_error" in doc:
                 missing = doc.get("missing") or ""
                 if not (missing and (dotted == missing or dotted.startswith(missing + "."))):
                     # Another module failed to import: this environment, not the release.
-                    raise _Unsupported(node, f"flashinfer {source.version}: importing {dotted} failed here ({doc['import_error']}), for a reason of this environment")
+                    raise _Unsupported(
+                        node,
+                        f"flashinfer {source.version}: importing {dotted} failed here ({doc['import_error']}), for a reason of this environment",
+                    )
                 raise _Raised("ImportError", doc["import_error"])
             for name in rest:
                 item = doc["values"][name]
                 if item.get("missing"):
-                    raise _Raised("ImportError", f"cannot import name {name!r} from {dotted!r} (flashinfer {source.version})")
+                    raise _Raised(
+                        "ImportError", f"cannot import name {name!r} from {dotted!r} (flashinfer {source.version})"
+                    )
                 values[name] = _from_data(item, node)
         for alias in node.names:
             frame[alias.asname or alias.name] = values[alias.name]
@@ -638,7 +715,11 @@ class _Interpreter:
     def _unary(self, node: ast.UnaryOp, value: Any) -> Any:
         if isinstance(node.op, ast.Not):
             return not value
-        unaries: dict[type, Callable[[Any], Any]] = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert}
+        unaries: dict[type, Callable[[Any], Any]] = {
+            ast.USub: operator.neg,
+            ast.UAdd: operator.pos,
+            ast.Invert: operator.invert,
+        }
         unary = unaries.get(type(node.op))
         if unary is None or isinstance(value, (_Callable, ClassInfo)):
             raise _Unsupported(node, f"operator {type(node.op).__name__}")
@@ -647,7 +728,9 @@ class _Interpreter:
         except TypeError as exc:
             raise _Raised("TypeError", str(exc)) from None
 
-    def _reference(self, node: ast.Call | ast.Attribute, frame: dict, module: ModuleInfo, owner: ClassInfo | None, depth: int) -> Any:
+    def _reference(
+        self, node: ast.Call | ast.Attribute, frame: dict, module: ModuleInfo, owner: ClassInfo | None, depth: int
+    ) -> Any:
         """A call or an attribute: a platform predicate the binding decides, a
         setting, or the consumer's own code followed."""
         if self.binding.platform:
@@ -686,13 +769,24 @@ class _Interpreter:
         if op is None:
             raise _Unsupported(node, f"operator {type(op_node).__name__}")
         ints = isinstance(left, int) and isinstance(right, int)
-        if ints and isinstance(op_node, ast.Pow) and right > 0 and abs(left) > 1 and right * left.bit_length() > MAX_INT_BITS:
+        if (
+            ints
+            and isinstance(op_node, ast.Pow)
+            and right > 0
+            and abs(left) > 1
+            and right * left.bit_length() > MAX_INT_BITS
+        ):
             raise _Unsupported(node, f"a power of about {right * left.bit_length()} bits")
         if ints and isinstance(op_node, ast.LShift) and right > 0 and left and left.bit_length() + right > MAX_INT_BITS:
             raise _Unsupported(node, f"a shift to about {left.bit_length() + right} bits")
         if isinstance(op_node, ast.Mult):
             for seq, times in ((left, right), (right, left)):
-                if isinstance(seq, _SIZED) and isinstance(times, int) and not isinstance(times, bool) and deep_size(seq) * max(times, 0) > MAX_ITEMS:
+                if (
+                    isinstance(seq, _SIZED)
+                    and isinstance(times, int)
+                    and not isinstance(times, bool)
+                    and deep_size(seq) * max(times, 0) > MAX_ITEMS
+                ):
                     raise _Unsupported(node, f"a repetition to more than {MAX_ITEMS} items")
         if isinstance(op_node, ast.Add) and isinstance(left, _SIZED) and isinstance(right, _SIZED):
             if deep_size(left) + deep_size(right) > MAX_ITEMS:
@@ -771,7 +865,9 @@ class _Interpreter:
             patched = self.index.patched_builtins()
             where = patched.get(node.id) or patched.get("*")
             if where is not None:
-                raise _Unsupported(node, f"the builtin {node.id} is replaced at {where}: what the rule calls is not Python's")
+                raise _Unsupported(
+                    node, f"the builtin {node.id} is replaced at {where}: what the rule calls is not Python's"
+                )
             return _BUILTINS[node.id]
         raise _Unsupported(node, f"name {node.id!r} is not a constant or function of the repo")
 
@@ -796,10 +892,20 @@ class _Interpreter:
         """`envs.NAME.get()`: (NAME, its value), or None when `node` is not a read of the registry."""
         settings = self.binding.settings
         func = node.func
-        if settings is None or node.args or node.keywords or not isinstance(func, ast.Attribute) or func.attr != settings.accessor:
+        if (
+            settings is None
+            or node.args
+            or node.keywords
+            or not isinstance(func, ast.Attribute)
+            or func.attr != settings.accessor
+        ):
             return None
         holder = func.value
-        if not (isinstance(holder, ast.Attribute) and isinstance(holder.value, ast.Name) and holder.value.id == settings.object_name):
+        if not (
+            isinstance(holder, ast.Attribute)
+            and isinstance(holder.value, ast.Name)
+            and holder.value.id == settings.object_name
+        ):
             return None
         name = holder.attr
         if name not in settings.values:
@@ -810,9 +916,20 @@ class _Interpreter:
 
     def _attribute(self, node: ast.Attribute, frame: dict, module: ModuleInfo, owner: ClassInfo | None) -> Any:
         base = node.value
-        if isinstance(base, ast.Call) and _dotted(base.func) == "super" and not base.args and owner is not None and self.calls:
+        if (
+            isinstance(base, ast.Call)
+            and _dotted(base.func) == "super"
+            and not base.args
+            and owner is not None
+            and self.calls
+        ):
             return self._super_member(owner, node.attr, node)
-        if isinstance(base, ast.Name) and base.id == "self" and node.attr in self.binding.instance and "self" not in frame:
+        if (
+            isinstance(base, ast.Name)
+            and base.id == "self"
+            and node.attr in self.binding.instance
+            and "self" not in frame
+        ):
             return self.binding.instance[node.attr]
         if isinstance(base, ast.Name) and base.id in ("cls", "self") and owner is not None and base.id not in frame:
             return self._member(owner, node.attr, node)
@@ -979,7 +1096,12 @@ def _if_expression(node: ast.IfExp, ev: Callable[[ast.expr], Any]) -> Any:
     if not isinstance(test, Opaque):
         return ev(node.body) if test else ev(node.orelse)
     body, orelse = ev(node.body), ev(node.orelse)
-    same = not isinstance(body, Opaque) and not isinstance(orelse, Opaque) and type(body) is type(orelse) and body == orelse
+    same = (
+        not isinstance(body, Opaque)
+        and not isinstance(orelse, Opaque)
+        and type(body) is type(orelse)
+        and body == orelse
+    )
     return body if same else test
 
 

@@ -15,7 +15,18 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from hprobe.model.errors import InputError, NothingToCheck
-from hprobe.model.padding import Backend, Model, NoPadding, PaddingRule, PaddingTable, PadMap, PadTo, Provenance, Reach, Where
+from hprobe.model.padding import (
+    Backend,
+    Model,
+    NoPadding,
+    PaddingRule,
+    PaddingTable,
+    PadMap,
+    PadTo,
+    Provenance,
+    Reach,
+    Where,
+)
 from hprobe.model.sm import sm_names
 from hprobe.rules import shipped_data
 from hprobe.rules.interface import RuleSource
@@ -147,7 +158,13 @@ class RepoTables:
         }
 
 
-def extract(root: Path, mapping: Mapping, excludes: tuple[str, ...] = (), flashinfer: FlashinferSource | None = None, overrides: dict[str, str] | None = None) -> RepoTables:
+def extract(
+    root: Path,
+    mapping: Mapping,
+    excludes: tuple[str, ...] = (),
+    flashinfer: FlashinferSource | None = None,
+    overrides: dict[str, str] | None = None,
+) -> RepoTables:
     """Find the padding classes under `root`, evaluate their rules, build a table.
     `flashinfer`: the release judged, for rules that read its tables;
     `overrides`: --set values for the consumer's settings."""
@@ -172,7 +189,9 @@ def extract(root: Path, mapping: Mapping, excludes: tuple[str, ...] = (), flashi
             result = evaluate_entries(index, item.site, item.entries, mapping, settings, flashinfer)
             item.bound, item.reads_flashinfer = result.rules, result.reads_flashinfer
             if result.problem is not None:
-                item.problem = NotEvaluable(shown_path(item.site, result.problem.path), result.problem.line, result.problem.what)
+                item.problem = NotEvaluable(
+                    shown_path(item.site, result.problem.path), result.problem.line, result.problem.what
+                )
         else:
             _evaluate_rule(index, item)
         fewer = [(n, v) for n, v in item.outputs.items() if isinstance(v, int) and v < n]
@@ -187,7 +206,9 @@ def extract(root: Path, mapping: Mapping, excludes: tuple[str, ...] = (), flashi
     shown = (lambda rel: os.path.normpath(str(root / rel))) if root.is_dir() else (lambda rel: str(root))
     # Judged through their own entries (inconclusive there where not evaluable).
     rule_classes = {c.cls.qualname: str(c.where) for c in found if c.status is not ClassStatus.UNMAPPED}
-    paths = read_paths(PathContext(index, mapping, list(mapping.models), rule_classes, settings, flashinfer, reaches, shown, served))
+    paths = read_paths(
+        PathContext(index, mapping, list(mapping.models), rule_classes, settings, flashinfer, reaches, shown, served)
+    )
     if not found and not paths.paths:
         raise _NoRule(root, mapping, _read_summary(index))
     notes[:0] = index.problems  # files are parsed on demand: known only now
@@ -212,7 +233,19 @@ def extract(root: Path, mapping: Mapping, excludes: tuple[str, ...] = (), flashi
     table.provenance = _provenance(root, index, mapping, found, paths)
     if any(c.reads_flashinfer for c in found) and flashinfer is None:
         notes.append("some rules read flashinfer's own tables: they are evaluated against each release judged")
-    return RepoTables(str(root), table, found, pin, notes, index, mapping, tuple(excludes), dict(overrides or {}), flashinfer.version if flashinfer else None, paths)
+    return RepoTables(
+        str(root),
+        table,
+        found,
+        pin,
+        notes,
+        index,
+        mapping,
+        tuple(excludes),
+        dict(overrides or {}),
+        flashinfer.version if flashinfer else None,
+        paths,
+    )
 
 
 def _served(index: RepoIndex, models: list[Model], notes: list[str]) -> tuple[list[Model], Served | None]:
@@ -224,7 +257,9 @@ def _served(index: RepoIndex, models: list[Model], notes: list[str]) -> tuple[li
     served = served_architectures(index, wanted) if wanted else None
     if served is None:
         if wanted:
-            notes.append("this tree has no model registry hprobe reads (vLLM's model_executor/models/registry.py, SGLang's EntryClass declarations): every model is judged")
+            notes.append(
+                "this tree has no model registry hprobe reads (vLLM's model_executor/models/registry.py, SGLang's EntryClass declarations): every model is judged"
+            )
         return models, None
     kept = []
     for model in models:
@@ -232,13 +267,19 @@ def _served(index: RepoIndex, models: list[Model], notes: list[str]) -> tuple[li
             kept.append(model)
         elif model.asked:
             kept.append(model)
-            notes.append(f"{model.name}: judged as asked (--model), though this tree serves no {' or '.join(model.architectures)} ({served.where})")
+            notes.append(
+                f"{model.name}: judged as asked (--model), though this tree serves no {' or '.join(model.architectures)} ({served.where})"
+            )
         else:
-            notes.append(f"{model.name}: not served by this tree (no {' or '.join(model.architectures)} in {served.where}): not judged")
+            notes.append(
+                f"{model.name}: not served by this tree (no {' or '.join(model.architectures)} in {served.where}): not judged"
+            )
     return kept, served
 
 
-def _provenance(root: Path, index: RepoIndex, mapping: Mapping, found: list[PaddingClass], paths: PathReading) -> tuple[Provenance, ...]:
+def _provenance(
+    root: Path, index: RepoIndex, mapping: Mapping, found: list[PaddingClass], paths: PathReading
+) -> tuple[Provenance, ...]:
     """Where each judged rule and call is, in the engine release the tree is
     (its wheel's own paths): an extracted table carries its own citations.
     Empty when the tree does not say which release it is."""
@@ -270,7 +311,9 @@ class _NoRule(NothingToCheck):
     """No class of the tree has the mapping's method; `read` says what was read."""
 
     def __init__(self, root: Path, mapping: Mapping, read: str):
-        super().__init__(f"--repo {root}: no class defines or inherits `{mapping.method}` and nothing calls a FlashInfer entry hprobe probes ({read})")
+        super().__init__(
+            f"--repo {root}: no class defines or inherits `{mapping.method}` and nothing calls a FlashInfer entry hprobe probes ({read})"
+        )
         self.read = read
 
 
@@ -293,7 +336,19 @@ def _backends(item: PaddingClass, reaches: dict[str, Reach], models: list[Model]
             served = b.models or family_models(models, b.entry.model_family)
             if served is None:
                 continue
-            out.append(Backend(name, b.entry.kernel, b.sms, b.rule, item.where, b.entry.options, models=served, branches=b.branches, reach=reach))
+            out.append(
+                Backend(
+                    name,
+                    b.entry.kernel,
+                    b.sms,
+                    b.rule,
+                    item.where,
+                    b.entry.options,
+                    models=served,
+                    branches=b.branches,
+                    reach=reach,
+                )
+            )
         return out
     if m is None or m.kernel is None or item.rule is None:
         return []
@@ -367,7 +422,9 @@ def table_toml(tables: RepoTables) -> str:
     t = tables.table
     header = ["Extracted by `hprobe table extract`: padding rules read from source with ast.", f"Tree: {tables.root}"]
     if tables.flashinfer_version:
-        header.append(f"Rules evaluated against flashinfer {tables.flashinfer_version}: they read its own tables, so another release may pad differently")
+        header.append(
+            f"Rules evaluated against flashinfer {tables.flashinfer_version}: they read its own tables, so another release may pad differently"
+        )
     if t.requires_flashinfer and tables.pin:
         header.append(f"requires_flashinfer read from {tables.pin.source}")
     footer = []
@@ -409,7 +466,12 @@ def engine_version(root: Path, package: str) -> Version | None:
             except (SyntaxError, ValueError, OSError):
                 continue
             for node in tree.body:
-                if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in ("__version__", "version") for t in node.targets) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+                if (
+                    isinstance(node, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id in ("__version__", "version") for t in node.targets)
+                    and isinstance(node.value, ast.Constant)
+                    and isinstance(node.value.value, str)
+                ):
                     try:
                         return Version(node.value.value)
                     except InvalidVersion:
@@ -445,13 +507,28 @@ def extract_any(
     `reader`: `extract` itself, or one through a cache (support/readings.py)."""
     read_tree = reader or extract
     if mapping is not None:
-        return replace(read_tree(root, replace(mapping, models=models(mapping.models)) if models else mapping, excludes, flashinfer, overrides), reader=read_tree)
+        return replace(
+            read_tree(
+                root,
+                replace(mapping, models=models(mapping.models)) if models else mapping,
+                excludes,
+                flashinfer,
+                overrides,
+            ),
+            reader=read_tree,
+        )
     candidates = [replace(m, models=models(m.models)) if models else m for m in shipped_mappings()]
     detected = [m for m in candidates if m.package and _mentions_package(root, m.package)]
     # Several mappings of one engine (one per era of its source): the one whose
     # `versions` admit the tree's release, when the tree says which it is.
     release = engine_version(root, detected[0].package) if detected and detected[0].package else None
-    fitting = [m for m in detected if release is not None and m.versions is not None and SpecifierSet(m.versions).contains(release, prereleases=True)]
+    fitting = [
+        m
+        for m in detected
+        if release is not None
+        and m.versions is not None
+        and SpecifierSet(m.versions).contains(release, prereleases=True)
+    ]
     detected = fitting or detected
     tried = detected if len(detected) == 1 else (detected or candidates)
     read = ""
@@ -464,13 +541,17 @@ def extract_any(
             read = max(read, exc.read, key=len)
             continue
         if overrides and not m.bound:
-            raise InputError(f"--set {next(iter(overrides))}: the rules of this tree ({Path(m.path).name}) read no settings")
+            raise InputError(
+                f"--set {next(iter(overrides))}: the rules of this tree ({Path(m.path).name}) read no settings"
+            )
         return found
     by_method: dict[str, list[str]] = {}
     for m in tried:
         by_method.setdefault(m.method, []).append(Path(m.path).name)
     methods = ", ".join(f"`{method}` ({', '.join(names)})" for method, names in by_method.items())
-    raise NothingToCheck(f"--repo {root}: no class defines or inherits {methods} and nothing calls a FlashInfer entry hprobe probes ({read}); give --mapping for another engine")
+    raise NothingToCheck(
+        f"--repo {root}: no class defines or inherits {methods} and nothing calls a FlashInfer entry hprobe probes ({read}); give --mapping for another engine"
+    )
 
 
 class RepoRuleSource(RuleSource):
@@ -495,4 +576,3 @@ class RepoRuleSource(RuleSource):
 
     def collect(self) -> PaddingTable:
         return self.read().table
-

@@ -40,7 +40,9 @@ Function = ast.FunctionDef | ast.AsyncFunctionDef
 
 # Methods that give a tensor of the same leading axes, or change only the
 # last one (a dtype view): the head axis, second from the end, is kept.
-_SAME_HEADS = frozenset({"contiguous", "clone", "detach", "to", "float", "half", "bfloat16", "cuda", "view_as", "reshape_as"})
+_SAME_HEADS = frozenset(
+    {"contiguous", "clone", "detach", "to", "float", "half", "bfloat16", "cuda", "view_as", "reshape_as"}
+)
 _SHAPED = frozenset({"view", "reshape", "expand", "new_empty", "new_zeros", "new_ones", "new_full"})
 _TORCH_SHAPED = frozenset({"empty", "zeros", "ones", "full", "randn", "rand"})
 _TORCH_LIKE = frozenset({"empty_like", "zeros_like", "ones_like", "full_like"})
@@ -192,7 +194,9 @@ def _value(part: Part, n: int, index: RepoIndex, binding: Binding) -> Any:
         if opaque is not None:
             return opaque
         if any(type(v) is not type(values[0]) or v != values[0] for v in values[1:]):
-            return Opaque(f"{part.where}: its {len(values)} callers hand it different values ({', '.join(map(repr, values))[:80]})")
+            return Opaque(
+                f"{part.where}: its {len(values)} callers hand it different values ({', '.join(map(repr, values))[:80]})"
+            )
         return values[0]
     if isinstance(part, _Cond):
         test = _value(part.test, n, index, binding)
@@ -223,7 +227,12 @@ class TreeCalls:
     index: RepoIndex
     _calls: dict[str, dict[str, list[tuple[Function | None, ast.Call]]]] = field(default_factory=dict)
     _shared: dict[str, bool] = field(default_factory=dict)
-    _sites: dict[str, tuple[list[tuple[ModuleInfo, Function | None, ast.Call]], Iterator[tuple[ModuleInfo, Function | None, ast.Call]]]] = field(default_factory=dict)
+    _sites: dict[
+        str,
+        tuple[
+            list[tuple[ModuleInfo, Function | None, ast.Call]], Iterator[tuple[ModuleInfo, Function | None, ast.Call]]
+        ],
+    ] = field(default_factory=dict)
 
     def sites(self, name: str) -> Iterator[tuple[ModuleInfo, Function | None, ast.Call]]:
         """Every call of `name` in the tree with its module and holder, module
@@ -231,7 +240,11 @@ class TreeCalls:
         parameter and path: what one search found is replayed, and a module is
         parsed only when some search gets that far."""
         if name not in self._sites:
-            scan = ((module, caller, call) for module in self.index.each_module_naming(name) for caller, call in self.calls_named(module, name))
+            scan = (
+                (module, caller, call)
+                for module in self.index.each_module_naming(name)
+                for caller, call in self.calls_named(module, name)
+            )
             self._sites[name] = ([], scan)
         found, rest = self._sites[name]
         at = 0
@@ -256,7 +269,12 @@ class TreeCalls:
         (then `obj.name(...)` may call another class's): the files that spell
         `def name(` are parsed until a second is found."""
         if name not in self._shared:
-            definers = (cls for module in self.index.each_module_mentioning({f"def {name}("}) for cls in module.classes.values() if name in cls.methods)
+            definers = (
+                cls
+                for module in self.index.each_module_mentioning({f"def {name}("})
+                for cls in module.classes.values()
+                if name in cls.methods
+            )
             self._shared[name] = next(definers, None) is not None and next(definers, None) is not None
         return self._shared[name]
 
@@ -293,7 +311,12 @@ class _Trail:
             method, receiver = func.attr, func.value
             if method in _SAME_HEADS:
                 return self.heads(receiver, frame)
-            if method == "unsqueeze" and len(node.args) == 1 and isinstance(node.args[0], ast.Constant) and node.args[0].value in (0, 1):
+            if (
+                method == "unsqueeze"
+                and len(node.args) == 1
+                and isinstance(node.args[0], ast.Constant)
+                and node.args[0].value in (0, 1)
+            ):
                 # An MLA query has at least [tokens, heads, dim]: a new axis at 0 or 1 is before the heads.
                 return self.heads(receiver, frame)
             if method == "view" and len(node.args) == 1 and _dotted(node.args[0]).startswith("torch."):
@@ -346,7 +369,11 @@ class _Trail:
             return _Unknowable(f"{frame.module.path}:{node.lineno}: `{_text(node)}` is not the head axis")
         if isinstance(node, ast.Name):
             return self._name(node.id, node, frame, _VALUE)
-        if isinstance(node, ast.Call) and not any(isinstance(a, ast.Starred) for a in node.args) and all(k.arg for k in node.keywords):
+        if (
+            isinstance(node, ast.Call)
+            and not any(isinstance(a, ast.Starred) for a in node.args)
+            and all(k.arg for k in node.keywords)
+        ):
             # Each argument a part of its own: one hprobe cannot know stays
             # Opaque, and matters only if the callee uses it to decide something.
             names: list[tuple[str, Part]] = []
@@ -372,7 +399,9 @@ class _Trail:
         return tuple(out.items())
 
     def _name(self, name: str, node: ast.AST, frame: _Frame, want: _Want) -> Part | TrailEnd:
-        return self._defined(_reaching(frame.function, name, getattr(node, "lineno", 0) or 10**9), name, node, frame, want)
+        return self._defined(
+            _reaching(frame.function, name, getattr(node, "lineno", 0) or 10**9), name, node, frame, want
+        )
 
     def _follow(self, want: _Want, node: ast.expr, frame: _Frame) -> Part | TrailEnd:
         kind, key = want
@@ -394,7 +423,12 @@ class _Trail:
             if ended is not None:
                 return ended
             where = f"{frame.module.path}:{definition.test.lineno}"
-            return _Cond(test if not isinstance(test, TrailEnd) else _Unknowable(str(test)), chosen[0], chosen[1], where)  # type: ignore[arg-type]
+            return _Cond(
+                test if not isinstance(test, TrailEnd) else _Unknowable(str(test)),
+                chosen[0],  # type: ignore[arg-type]
+                chosen[1],  # type: ignore[arg-type]
+                where,
+            )
         if isinstance(definition, tuple):
             stmt, position = definition
             self.cite(frame, stmt)
@@ -403,13 +437,17 @@ class _Trail:
             if position is None:
                 return self._follow(want, value, frame)
             size, at = position
-            if _dotted(value).endswith(".shape") or (isinstance(value, ast.Call) and _dotted(value.func).endswith(".size") and not value.args):
+            if _dotted(value).endswith(".shape") or (
+                isinstance(value, ast.Call) and _dotted(value.func).endswith(".size") and not value.args
+            ):
                 tensor_node = value.value if isinstance(value, ast.Attribute) else value.func.value  # type: ignore[attr-defined]
                 if at == size - 2 and want == _VALUE:
                     return self.heads(tensor_node, frame)
                 if tensor:
                     return self._end(frame, stmt, f"`{name}` is axis {at} of {size} of `{_text(tensor_node)}`")
-                return _Unknowable(f"{frame.module.path}:{stmt.lineno}: `{name}` is axis {at} of `{_text(tensor_node)}`")
+                return _Unknowable(
+                    f"{frame.module.path}:{stmt.lineno}: `{name}` is axis {at} of `{_text(tensor_node)}`"
+                )
             if want == _HEADS:
                 # Unpacking iterates the first axis (or a pair like (q_nope, q_pe)
                 # of the layer's query): the head axis of each part is the whole's.
@@ -424,7 +462,9 @@ class _Trail:
         if closure is not None:
             return self._defined(closure[0], name, node, closure[1], want)
         if tensor:
-            return self._end(frame, node, f"`{name}` is not bound in {frame.function.name if frame.function else 'the module'}")
+            return self._end(
+                frame, node, f"`{name}` is not bound in {frame.function.name if frame.function else 'the module'}"
+            )
         return _Expr(ast.Name(name, ast.Load()), frame)  # a module-level name: the evaluator reads it
 
     def _closure(self, name: str, frame: _Frame) -> tuple[Definition, _Frame] | None:
@@ -439,8 +479,15 @@ class _Trail:
                 return PARAMETER, _Frame(frame.module, outer, frame.owner, None, frame.depth)
             if bindings:
                 if len(bindings) > 1:
-                    return f"`{name}` is bound {len(bindings)} times in {outer.name}, around the nested {frame.function.name}", frame
-                definition = _after(bindings[0], name, PARAMETER) if isinstance(bindings[0], ast.stmt) else f"`{name}` is bound at line {bindings[0].lineno}"  # type: ignore[attr-defined]
+                    return (
+                        f"`{name}` is bound {len(bindings)} times in {outer.name}, around the nested {frame.function.name}",
+                        frame,
+                    )
+                definition = (
+                    _after(bindings[0], name, PARAMETER)
+                    if isinstance(bindings[0], ast.stmt)
+                    else f"`{name}` is bound at line {bindings[0].lineno}"  # type: ignore[attr-defined]
+                )
                 return definition, _Frame(frame.module, outer, frame.owner, None, frame.depth)
         return None
 
@@ -448,7 +495,12 @@ class _Trail:
         """The head count of the tensor a dict built by the engine holds at `key`
         (`dict(common, query=q)`, `{"query": q}`, a name bound to one)."""
         self.cite(frame, node)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" and len(node.args) <= 1:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "dict"
+            and len(node.args) <= 1
+        ):
             for keyword in reversed(node.keywords):
                 if keyword.arg == key:
                     return self.heads(keyword.value, frame)
@@ -471,7 +523,11 @@ class _Trail:
         if isinstance(node, ast.Name):
             changed = _dict_changes(frame.function, node.id, key)
             if changed is not None:
-                return self._end(frame, changed, f"`{node.id}` is changed at line {getattr(changed, 'lineno', 0)} in a way that may set {key!r}")
+                return self._end(
+                    frame,
+                    changed,
+                    f"`{node.id}` is changed at line {getattr(changed, 'lineno', 0)} in a way that may set {key!r}",
+                )
             return self._name(node.id, node, frame, ("entry", key))
         return self._end(frame, node, f"`**{_text(node)}` is not a dict hprobe can read")
 
@@ -486,7 +542,9 @@ class _Trail:
             default = _default(function, name)
             if default is not None and not tensor:
                 return self.value(default, frame)
-            return self._end(frame, function, f"no argument for `{name}`" if default is None else f"`{name}` is its default")
+            return self._end(
+                frame, function, f"no argument for `{name}`" if default is None else f"`{name}` is its default"
+            )
         if want == _HEADS and self.roots.get(function.name) == name:
             where = f"{frame.module.path}:{function.lineno}"
             self.root = where
@@ -506,8 +564,14 @@ class _Trail:
             parts.append(part)
         if not parts:
             if not tensor:
-                return _Unknowable(f"{frame.module.path}:{function.lineno}: `{name}` of {function.name} is filled by a caller hprobe does not follow")
-            return self._end(frame, function, f"no call of {function.name} in the tree hands it `{name}`; the engine calls it from code hprobe does not follow")
+                return _Unknowable(
+                    f"{frame.module.path}:{function.lineno}: `{name}` of {function.name} is filled by a caller hprobe does not follow"
+                )
+            return self._end(
+                frame,
+                function,
+                f"no call of {function.name} in the tree hands it `{name}`; the engine calls it from code hprobe does not follow",
+            )
         return parts[0] if len(parts) == 1 else _Callers(tuple(parts), f"{frame.module.path}:{function.lineno}")
 
     def _callers(self, frame: _Frame) -> Iterator[_Frame | TrailEnd]:
@@ -534,22 +598,38 @@ class _Trail:
             if not isinstance(call.func, ast.Attribute):
                 continue  # a bare name never calls a method
             if _is_self_call(call.func):
-                related = caller_frame.owner is not None and (owner in self.index.mro(caller_frame.owner) or caller_frame.owner in self.index.mro(owner))
+                related = caller_frame.owner is not None and (
+                    owner in self.index.mro(caller_frame.owner) or caller_frame.owner in self.index.mro(owner)
+                )
                 if related:
                     yield TrailEnd(module.path, call.lineno, f"`{_text(call.func)}(...)` may reach {function.name}")
                 continue
             # Whether another class defines the name is asked last: it parses every module that mentions it.
             if self.tree.shared(function.name):
-                yield TrailEnd(module.path, call.lineno, f"`{_text(call.func)}(...)` may call {owner.name}.{function.name} or another class's {function.name}")
+                yield TrailEnd(
+                    module.path,
+                    call.lineno,
+                    f"`{_text(call.func)}(...)` may call {owner.name}.{function.name} or another class's {function.name}",
+                )
                 continue
             yield _enter(call, function, True, entered, frame.depth + 1, frame.module, owner)
 
-    def _returned(self, call: ast.Call, frame: _Frame, module: ModuleInfo, helper: Any, owner: ClassInfo | None) -> Part | TrailEnd:
+    def _returned(
+        self, call: ast.Call, frame: _Frame, module: ModuleInfo, helper: Any, owner: ClassInfo | None
+    ) -> Part | TrailEnd:
         """A helper's returned query: every `return` must give the same count."""
         function = helper.node
         if frame.depth >= MAX_TRAIL:
             return self._end(frame, call, f"followed {MAX_TRAIL} functions deep")
-        entered = _enter(call, function, owner is not None, (frame.module, frame.function, frame.owner), frame.depth + 1, module, owner)
+        entered = _enter(
+            call,
+            function,
+            owner is not None,
+            (frame.module, frame.function, frame.owner),
+            frame.depth + 1,
+            module,
+            owner,
+        )
         if isinstance(entered, TrailEnd):
             return entered
         returns = [r for r in _own_nodes(function) if isinstance(r, ast.Return) and r.value is not None]
@@ -583,7 +663,14 @@ class _Trail:
         return TrailEnd(path, line, why)
 
 
-def trace_heads(index: RepoIndex, module: ModuleInfo, line: int, query: tuple[str, int], roots: dict[str, str], tree: TreeCalls | None = None) -> HeadTrail | TrailEnd:
+def trace_heads(
+    index: RepoIndex,
+    module: ModuleInfo,
+    line: int,
+    query: tuple[str, int],
+    roots: dict[str, str],
+    tree: TreeCalls | None = None,
+) -> HeadTrail | TrailEnd:
     """Follow the query of the call at `line` of `module` (passed as keyword
     `query[0]` or positionally at `query[1]`) back to the layer's query;
     `tree`: what earlier trails in the same tree have read."""
@@ -597,7 +684,9 @@ def trace_heads(index: RepoIndex, module: ModuleInfo, line: int, query: tuple[st
     name, position = query
     part: Part | TrailEnd = _ABSENT
     if any(isinstance(a, ast.Starred) for a in call.args[: position + 1]):
-        part = TrailEnd(module.path, line, f"the call passes *{_text(next(a for a in call.args if isinstance(a, ast.Starred)))}")
+        part = TrailEnd(
+            module.path, line, f"the call passes *{_text(next(a for a in call.args if isinstance(a, ast.Starred)))}"
+        )
     elif len(call.args) > position:
         part = trail.heads(call.args[position], frame)
     else:
@@ -620,7 +709,15 @@ def trace_heads(index: RepoIndex, module: ModuleInfo, line: int, query: tuple[st
 # -- reading the source ----------------------------------------------------------------
 
 
-def _enter(call: ast.Call, function: Function, method: bool, caller: tuple[ModuleInfo, Function | None, ClassInfo | None], depth: int, module: ModuleInfo, owner: ClassInfo | None) -> _Frame | TrailEnd:
+def _enter(
+    call: ast.Call,
+    function: Function,
+    method: bool,
+    caller: tuple[ModuleInfo, Function | None, ClassInfo | None],
+    depth: int,
+    module: ModuleInfo,
+    owner: ClassInfo | None,
+) -> _Frame | TrailEnd:
     """The frame `function` (defined in `module`) runs in when `call`, in the caller's frame, calls it."""
     caller_module, caller_function, caller_owner = caller
     caller_frame = _Frame(caller_module, caller_function, caller_owner, None, depth - 1)
@@ -630,7 +727,9 @@ def _enter(call: ast.Call, function: Function, method: bool, caller: tuple[Modul
     if method and params and params[0] in ("self", "cls"):
         params = params[1:]
     if len(call.args) > len(params):
-        return TrailEnd(caller_module.path, call.lineno, f"`{_text(call.func)}` takes its arguments in a way hprobe does not follow")
+        return TrailEnd(
+            caller_module.path, call.lineno, f"`{_text(call.func)}` takes its arguments in a way hprobe does not follow"
+        )
     args = [(p, a, caller_frame) for p, a in zip(params, call.args, strict=False)]
     args += [(str(k.arg), k.value, caller_frame) for k in call.keywords]
     return _Frame(module, function, owner, tuple(args), depth)
@@ -652,7 +751,12 @@ def _dict_changes(function: Function | None, name: str, key: str) -> ast.AST | N
                     literal = target.slice.value if isinstance(target.slice, ast.Constant) else None
                     if not isinstance(literal, str) or literal == key:
                         return node
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and node.func.value.id == name:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == name
+        ):
             if node.func.attr in ("update", "setdefault", "__setitem__", "__ior__"):
                 if node.args or any(k.arg in (None, key) for k in node.keywords):
                     return node
@@ -661,7 +765,11 @@ def _dict_changes(function: Function | None, name: str, key: str) -> ast.AST | N
 
 def _parameters(function: Function) -> set[str]:
     a = function.args
-    return {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)} | ({a.vararg.arg} if a.vararg else set()) | ({a.kwarg.arg} if a.kwarg else set())
+    return (
+        {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
+        | ({a.vararg.arg} if a.vararg else set())
+        | ({a.kwarg.arg} if a.kwarg else set())
+    )
 
 
 def _default(function: Function, name: str) -> ast.expr | None:
@@ -691,7 +799,9 @@ def _binds(function: Function | None, name: str) -> bool:
     """Whether the function binds `name` (a parameter or a target in its own body)."""
     if function is None:
         return False
-    return name in _parameters(function) or any(name in _target_names(t) for node in _own_nodes(function) for t in _targets(node))
+    return name in _parameters(function) or any(
+        name in _target_names(t) for node in _own_nodes(function) for t in _targets(node)
+    )
 
 
 def _targets(node: ast.AST) -> list[ast.expr]:
@@ -770,7 +880,9 @@ def _after(stmt: ast.stmt, name: str, current: Definition) -> Definition:
     if isinstance(stmt, ast.If):
         body, orelse = _through(stmt.body, name, 10**9, current), _through(stmt.orelse, name, 10**9, current)
         return current if body is current and orelse is current else _Chosen(stmt, body, orelse)
-    if isinstance(stmt, (ast.With, ast.AsyncWith)) and not any(i.optional_vars is not None and name in _target_names(i.optional_vars) for i in stmt.items):
+    if isinstance(stmt, (ast.With, ast.AsyncWith)) and not any(
+        i.optional_vars is not None and name in _target_names(i.optional_vars) for i in stmt.items
+    ):
         return _through(stmt.body, name, 10**9, current)
     if _binds_inside(stmt, name):
         return f"`{name}` is bound inside the `{type(stmt).__name__.lower()}` at line {stmt.lineno}"
@@ -812,7 +924,12 @@ def _shape_axis(node: ast.expr) -> tuple[ast.expr, int] | None:
     if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape":
         axis = _literal_int(node.slice)
         return (node.value.value, axis) if axis is not None else None
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size" and len(node.args) == 1:
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "size"
+        and len(node.args) == 1
+    ):
         axis = _literal_int(node.args[0])
         return (node.func.value, axis) if axis is not None else None
     return None
@@ -820,7 +937,12 @@ def _shape_axis(node: ast.expr) -> tuple[ast.expr, int] | None:
 
 def _shape_tail(node: ast.expr) -> tuple[ast.expr, int] | None:
     """`x.shape[k:]`: (x, k)."""
-    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" and isinstance(node.slice, ast.Slice):
+    if (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr == "shape"
+        and isinstance(node.slice, ast.Slice)
+    ):
         s = node.slice
         if s.upper is None and s.step is None:
             start = _literal_int(s.lower) if s.lower is not None else 0
@@ -831,7 +953,12 @@ def _shape_tail(node: ast.expr) -> tuple[ast.expr, int] | None:
 def _literal_int(node: ast.expr) -> int | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
         return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) and isinstance(node.operand.value, int):
+    if (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, ast.USub)
+        and isinstance(node.operand, ast.Constant)
+        and isinstance(node.operand.value, int)
+    ):
         return -node.operand.value
     return None
 
@@ -873,7 +1000,9 @@ def _fits(call: ast.Call, function: Function, method: bool) -> bool:
     given = set(positional[: len(call.args)]) | {str(k.arg) for k in call.keywords}
     if a.kwarg is None and any(str(k.arg) not in names for k in call.keywords):
         return False
-    required = positional[: len(positional) - len(a.defaults)] + [p.arg for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is None]
+    required = positional[: len(positional) - len(a.defaults)] + [
+        p.arg for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is None
+    ]
     return all(r in given for r in required)
 
 
@@ -902,7 +1031,11 @@ def _local_import(module: ModuleInfo, line: int, name: str) -> tuple[str, str] |
 
 def _enclosing(tree: ast.AST, line: int) -> list[Function]:
     """The functions around `line`, the innermost first."""
-    around = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.lineno <= line <= (n.end_lineno or n.lineno)]
+    around = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.lineno <= line <= (n.end_lineno or n.lineno)
+    ]
     return sorted(around, key=lambda n: n.lineno, reverse=True)
 
 

@@ -51,7 +51,9 @@ def find_inline(index: RepoIndex, rule: InlineRule) -> InlineSite | str:
     return f"no class {cls_name} in the tree"
 
 
-def evaluate_inline(index: RepoIndex, site: InlineSite, rule: InlineRule, n: int, binding: Binding) -> tuple[int | Raises | NotEvaluable, int | None]:
+def evaluate_inline(
+    index: RepoIndex, site: InlineSite, rule: InlineRule, n: int, binding: Binding
+) -> tuple[int | Raises | NotEvaluable, int | None]:
     """The count the method hands on for per-rank count `n`: (count, the line
     of the assignment that gave it, or None where none ran and `n` stands)."""
     function = site.function
@@ -87,7 +89,9 @@ def evaluate_inline(index: RepoIndex, site: InlineSite, rule: InlineRule, n: int
             count, line = n, None  # `variable = None`: no padding on this way
             continue
         if isinstance(value, bool) or not isinstance(value, int):
-            return NotEvaluable(path, stmt.lineno, f"{rule.variable} is {type(value).__name__}, not a head count"), stmt.lineno
+            return NotEvaluable(
+                path, stmt.lineno, f"{rule.variable} is {type(value).__name__}, not a head count"
+            ), stmt.lineno
         count, line = value, stmt.lineno
     return count, line
 
@@ -96,19 +100,31 @@ def _value(index: RepoIndex, site: InlineSite, node: ast.expr, binding: Binding)
     return evaluate_expression(index, site.cls, site.function.module, node, {}, binding).value
 
 
-def _assigned(index: RepoIndex, site: InlineSite, stmt: ast.Assign | ast.AnnAssign, rule: InlineRule, binding: Binding) -> Any:
+def _assigned(
+    index: RepoIndex, site: InlineSite, stmt: ast.Assign | ast.AnnAssign, rule: InlineRule, binding: Binding
+) -> Any:
     value = stmt.value
     assert value is not None  # _assignments keeps assignments with a value
     if isinstance(value, ast.Constant) and value.value is None:
         return None
     if rule.size_arg is None:
         return _value(index, site, value, binding)
-    if not isinstance(value, ast.Call) or rule.size_arg >= len(value.args) or any(isinstance(a, ast.Starred) for a in value.args):
-        return NotEvaluable(site.function.module.path, stmt.lineno, f"{rule.variable} is not an allocation with a positional argument {rule.size_arg}")
+    if (
+        not isinstance(value, ast.Call)
+        or rule.size_arg >= len(value.args)
+        or any(isinstance(a, ast.Starred) for a in value.args)
+    ):
+        return NotEvaluable(
+            site.function.module.path,
+            stmt.lineno,
+            f"{rule.variable} is not an allocation with a positional argument {rule.size_arg}",
+        )
     return _value(index, site, value.args[rule.size_arg], binding)
 
 
-def _assignments(function: ast.FunctionDef | ast.AsyncFunctionDef, variable: str) -> list[tuple[ast.Assign | ast.AnnAssign, Path_]] | NotEvaluable:
+def _assignments(
+    function: ast.FunctionDef | ast.AsyncFunctionDef, variable: str
+) -> list[tuple[ast.Assign | ast.AnnAssign, Path_]] | NotEvaluable:
     """Every assignment of `variable` with the `if` tests on its way, in source
     order; NotEvaluable when it is bound in any way this module does not model."""
     found: list[tuple[ast.Assign | ast.AnnAssign, Path_]] = []
@@ -123,21 +139,40 @@ def _assignments(function: ast.FunctionDef | ast.AsyncFunctionDef, variable: str
                 stack.append((stmt.orelse, (*way, (stmt, False))))
     for body, way in blocks:
         for stmt in body:
-            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id == variable:
+            if (
+                isinstance(stmt, ast.Assign)
+                and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)
+                and stmt.targets[0].id == variable
+            ):
                 found.append((stmt, way))
-            elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id == variable and stmt.value is not None:
+            elif (
+                isinstance(stmt, ast.AnnAssign)
+                and isinstance(stmt.target, ast.Name)
+                and stmt.target.id == variable
+                and stmt.value is not None
+            ):
                 found.append((stmt, way))
     modelled = {id(stmt.targets[0] if isinstance(stmt, ast.Assign) else stmt.target) for stmt, _ in found}
     for node in ast.walk(function):
         if id(node) in modelled:
             continue
         if isinstance(node, ast.Name) and node.id == variable and isinstance(node.ctx, (ast.Store, ast.Del)):
-            return NotEvaluable("", node.lineno, f"{variable} is bound here in a way an inline rule does not model (a loop, try, with, unpacking or nested function)")
+            return NotEvaluable(
+                "",
+                node.lineno,
+                f"{variable} is bound here in a way an inline rule does not model (a loop, try, with, unpacking or nested function)",
+            )
     found.sort(key=lambda item: (item[0].lineno, item[0].col_offset))
     return found
 
 
-def _reads_are_stable(function: ast.FunctionDef | ast.AsyncFunctionDef, assignments: list[tuple[ast.Assign | ast.AnnAssign, Path_]], rule: InlineRule, binding: Binding) -> tuple[int, str] | None:
+def _reads_are_stable(
+    function: ast.FunctionDef | ast.AsyncFunctionDef,
+    assignments: list[tuple[ast.Assign | ast.AnnAssign, Path_]],
+    rule: InlineRule,
+    binding: Binding,
+) -> tuple[int, str] | None:
     """(line, why) when something the deciding statements read is changed in
     the method (so its value there is not what the binding says), else None."""
     read: list[ast.expr] = []
@@ -169,8 +204,17 @@ def _reads_are_stable(function: ast.FunctionDef | ast.AsyncFunctionDef, assignme
             return node.lineno, f"{node.id}, which the inline rule reads, is bound in {function.name}()"
         if isinstance(node, ast.arg) and node.arg in names:
             return node.lineno, f"{node.arg}, which the inline rule reads, is a parameter of {function.name}()"
-        if isinstance(node, ast.Attribute) and node.attr in attributes and isinstance(node.value, ast.Name) and node.value.id == "self" and isinstance(node.ctx, (ast.Store, ast.Del)):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr in attributes
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "self"
+            and isinstance(node.ctx, (ast.Store, ast.Del))
+        ):
             return node.lineno, f"self.{node.attr}, which the inline rule reads, is assigned in {function.name}()"
         if isinstance(node, (ast.Global, ast.Nonlocal)) and names & set(node.names):
-            return node.lineno, f"{sorted(names & set(node.names))[0]} is declared {type(node).__name__.lower()} in {function.name}()"
+            return (
+                node.lineno,
+                f"{sorted(names & set(node.names))[0]} is declared {type(node).__name__.lower()} in {function.name}()",
+            )
     return None

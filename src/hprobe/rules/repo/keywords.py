@@ -53,7 +53,9 @@ class KeywordReading:
     unknown: dict[str, Unknown] = field(default_factory=dict)
     assumed: list[str] = field(default_factory=list)  # instance values read from a constructor, in words
 
-    def value(self, index: RepoIndex, module: ModuleInfo, owner: ClassInfo | None, name: str, instance: dict[str, Any]) -> Any:
+    def value(
+        self, index: RepoIndex, module: ModuleInfo, owner: ClassInfo | None, name: str, instance: dict[str, Any]
+    ) -> Any:
         """The value passed for `name` as the evaluator computes it; None when absent."""
         node = self.passed.get(name)
         if node is None:
@@ -69,7 +71,9 @@ class _Scope:
     instance: dict[str, Any]
     names: frozenset[str]
     read: set[str] = field(default_factory=set)  # instance attributes a decided test read
-    conditions: dict[str, Any] = field(default_factory=dict)  # expression text -> its value on this path (the mapping's)
+    conditions: dict[str, Any] = field(
+        default_factory=dict
+    )  # expression text -> its value on this path (the mapping's)
     results: dict[str, Any] = field(default_factory=dict)  # function name -> what a call of it returns on this path
     frame: dict[str, Any] = field(default_factory=dict)  # locals known before the call
 
@@ -95,7 +99,9 @@ def read_keywords(
             reading.unknown[name] = Unknown(f"{module.path}:{line}", "the call could not be found again")
         return reading, {}, owner
     instance, assumed = _constructor_values(index, owner)
-    scope = _Scope(index, module, owner, instance, names, conditions=dict(conditions or {}), results=dict(results or {}))
+    scope = _Scope(
+        index, module, owner, instance, names, conditions=dict(conditions or {}), results=dict(results or {})
+    )
     states = _call_states(scope, function, call, 0)
     reading.assumed = [said for attr, said in assumed.items() if attr in scope.read]
     for name, state in states.items():
@@ -106,7 +112,9 @@ def read_keywords(
     return reading, instance, owner
 
 
-def _call_states(scope: _Scope, function: ast.FunctionDef | ast.AsyncFunctionDef | None, call: ast.Call, depth: int) -> dict[str, State]:
+def _call_states(
+    scope: _Scope, function: ast.FunctionDef | ast.AsyncFunctionDef | None, call: ast.Call, depth: int
+) -> dict[str, State]:
     states: dict[str, State] = dict.fromkeys(scope.names, ABSENT)
     keywords = [*_partial_keywords(scope, function, call), *call.keywords]  # the call's own win, as in partial
     spelled = {k.arg for k in keywords if k.arg is not None}
@@ -121,7 +129,9 @@ def _call_states(scope: _Scope, function: ast.FunctionDef | ast.AsyncFunctionDef
     return states
 
 
-def _partial_keywords(scope: _Scope, function: ast.FunctionDef | ast.AsyncFunctionDef | None, call: ast.Call) -> list[ast.keyword]:
+def _partial_keywords(
+    scope: _Scope, function: ast.FunctionDef | ast.AsyncFunctionDef | None, call: ast.Call
+) -> list[ast.keyword]:
     """The keywords a `functools.partial` the call goes through binds
     (`run = partial(X, backend="trtllm-gen"); run(...)`), from the function
     or the module that binds the name."""
@@ -132,14 +142,22 @@ def _partial_keywords(scope: _Scope, function: ast.FunctionDef | ast.AsyncFuncti
         if scope_node is None:
             continue
         for node in ast.walk(scope_node):
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets) and isinstance(node.value, ast.Call):
+            if (
+                isinstance(node, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+                and isinstance(node.value, ast.Call)
+            ):
                 func = node.value.func
-                if (func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None) == "partial":
+                if (
+                    func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+                ) == "partial":
                     return list(node.value.keywords)
     return []
 
 
-def _spread(scope: _Scope, function: ast.FunctionDef | ast.AsyncFunctionDef | None, value: ast.expr, line: int, depth: int) -> dict[str, State]:
+def _spread(
+    scope: _Scope, function: ast.FunctionDef | ast.AsyncFunctionDef | None, value: ast.expr, line: int, depth: int
+) -> dict[str, State]:
     where = f"{scope.module.path}:{getattr(value, 'lineno', line)}"
     if isinstance(value, (ast.Dict, ast.Call)):
         built = _built(scope, value, where)
@@ -156,14 +174,18 @@ def _built(scope: _Scope, node: ast.expr, where: str) -> dict[str, State] | None
     if isinstance(node, ast.Dict):
         for key, value in zip(node.keys, node.values, strict=True):
             if key is None or not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
-                return dict.fromkeys(scope.names, Unknown(where, f"a key of {ast.unparse(node)[:60]} is not a literal string"))
+                return dict.fromkeys(
+                    scope.names, Unknown(where, f"a key of {ast.unparse(node)[:60]} is not a literal string")
+                )
             if key.value in scope.names:
                 out[key.value] = value
         return out
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" and not node.args:
         for keyword in node.keywords:
             if keyword.arg is None:
-                return dict.fromkeys(scope.names, Unknown(where, f"dict(**{ast.unparse(keyword.value)}) carries keys hprobe cannot read"))
+                return dict.fromkeys(
+                    scope.names, Unknown(where, f"dict(**{ast.unparse(keyword.value)}) carries keys hprobe cannot read")
+                )
             if keyword.arg in scope.names:
                 out[keyword.arg] = keyword.value
         return out
@@ -172,7 +194,12 @@ def _built(scope: _Scope, node: ast.expr, where: str) -> dict[str, State] | None
 
 def _decide(scope: _Scope, test: ast.expr) -> bool | None:
     scope.read.update(
-        n.attr for n in ast.walk(test) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self" and n.attr in scope.instance
+        n.attr
+        for n in ast.walk(test)
+        if isinstance(n, ast.Attribute)
+        and isinstance(n.value, ast.Name)
+        and n.value.id == "self"
+        and n.attr in scope.instance
     )
     text = ast.unparse(test)
     if text in scope.conditions:
@@ -187,21 +214,29 @@ def _decide(scope: _Scope, test: ast.expr) -> bool | None:
         return None
 
 
-def _dict_variable(scope: _Scope, function: ast.FunctionDef | ast.AsyncFunctionDef, name: str, line: int, depth: int) -> dict[str, State]:
+def _dict_variable(
+    scope: _Scope, function: ast.FunctionDef | ast.AsyncFunctionDef, name: str, line: int, depth: int
+) -> dict[str, State]:
     """The keys `name` holds at `line`, from the statements before it."""
     where = f"{scope.module.path}:{function.lineno}"
     params = function.args
     if params.kwarg is not None and params.kwarg.arg == name:
         states = _from_callers(scope, function, depth)
     elif any(a.arg == name for a in (*params.posonlyargs, *params.args, *params.kwonlyargs)):
-        states = dict.fromkeys(scope.names, Unknown(where, f"**{name} is a parameter of {function.name}: its keys come from the callers"))
+        states = dict.fromkeys(
+            scope.names, Unknown(where, f"**{name} is a parameter of {function.name}: its keys come from the callers")
+        )
     else:
-        states = dict.fromkeys(scope.names, Unknown(where, f"{name} is not assigned before the call in {function.name}"))
+        states = dict.fromkeys(
+            scope.names, Unknown(where, f"{name} is not assigned before the call in {function.name}")
+        )
     _walk(scope, function.body, name, line, states, conditional=None)
     return states
 
 
-def _walk(scope: _Scope, body: list[ast.stmt], name: str, line: int, states: dict[str, State], conditional: str | None) -> None:
+def _walk(
+    scope: _Scope, body: list[ast.stmt], name: str, line: int, states: dict[str, State], conditional: str | None
+) -> None:
     """Apply the statements of `body` before `line` that touch `name`;
     `conditional` is where an undecided test encloses them (their changes to a
     dispatch keyword then make it unknown)."""
@@ -209,12 +244,18 @@ def _walk(scope: _Scope, body: list[ast.stmt], name: str, line: int, states: dic
         if stmt.lineno >= line:
             return
         here = f"{scope.module.path}:{stmt.lineno}"
-        if line <= (stmt.end_lineno or stmt.lineno) and isinstance(stmt, (ast.If, ast.For, ast.While, ast.With, ast.AsyncFor, ast.AsyncWith, ast.Try)):
+        if line <= (stmt.end_lineno or stmt.lineno) and isinstance(
+            stmt, (ast.If, ast.For, ast.While, ast.With, ast.AsyncFor, ast.AsyncWith, ast.Try)
+        ):
             _around(scope, stmt, name, line, states, conditional)
             return
         if isinstance(stmt, ast.If):
             decided = _decide(scope, stmt.test)
-            inner = conditional if decided is not None else conditional or f"{here} (test not decided: {ast.unparse(stmt.test)[:60]})"
+            inner = (
+                conditional
+                if decided is not None
+                else conditional or f"{here} (test not decided: {ast.unparse(stmt.test)[:60]})"
+            )
             if decided is not False:
                 _walk(scope, stmt.body, name, line, states, inner)
             if decided is not True:
@@ -230,13 +271,17 @@ def _walk(scope: _Scope, body: list[ast.stmt], name: str, line: int, states: dic
         _statement(scope, stmt, name, states, conditional, here)
 
 
-def _around(scope: _Scope, stmt: ast.stmt, name: str, line: int, states: dict[str, State], conditional: str | None) -> None:
+def _around(
+    scope: _Scope, stmt: ast.stmt, name: str, line: int, states: dict[str, State], conditional: str | None
+) -> None:
     """A compound statement that holds the call: the block holding it runs
     before the call whenever the call runs, so its statements are as
     unconditional as the compound statement; in a loop, what the body does
     after the call may carry into the next pass, so that part is conditional."""
     here = f"{scope.module.path}:{stmt.lineno}"
-    blocks = [getattr(stmt, b, []) for b in ("body", "orelse", "finalbody")] + [h.body for h in getattr(stmt, "handlers", [])]
+    blocks = [getattr(stmt, b, []) for b in ("body", "orelse", "finalbody")] + [
+        h.body for h in getattr(stmt, "handlers", [])
+    ]
     for block in blocks:
         if block and block[0].lineno <= line <= (block[-1].end_lineno or block[-1].lineno):
             _walk(scope, block, name, line, states, conditional)
@@ -263,7 +308,11 @@ def _local(scope: _Scope, stmt: ast.stmt, conditional: str | None) -> None:
         value: Any = _FORGOTTEN
         if isinstance(stmt.value, ast.Constant):
             value = stmt.value.value
-        elif isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Name) and stmt.value.func.id in scope.results:
+        elif (
+            isinstance(stmt.value, ast.Call)
+            and isinstance(stmt.value.func, ast.Name)
+            and stmt.value.func.id in scope.results
+        ):
             value = scope.results[stmt.value.func.id]
         if value is _FORGOTTEN or (conditional is not None and scope.frame.get(target.id, _FORGOTTEN) != value):
             scope.frame.pop(target.id, None)
@@ -274,7 +323,9 @@ def _local(scope: _Scope, stmt: ast.stmt, conditional: str | None) -> None:
 _FORGOTTEN = object()
 
 
-def _statement(scope: _Scope, stmt: ast.stmt, name: str, states: dict[str, State], conditional: str | None, here: str) -> None:
+def _statement(
+    scope: _Scope, stmt: ast.stmt, name: str, states: dict[str, State], conditional: str | None, here: str
+) -> None:
     _local(scope, stmt, conditional)
     change: dict[str, State] | None = None
     if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
@@ -314,13 +365,17 @@ def _assigned(scope: _Scope, value: ast.expr, here: str) -> dict[str, State]:
     built = _built(scope, value, here)
     if built is not None:
         return built
-    return dict.fromkeys(scope.names, Unknown(here, f"assigned {ast.unparse(value)[:60]}, which hprobe cannot read as a dict"))
+    return dict.fromkeys(
+        scope.names, Unknown(here, f"assigned {ast.unparse(value)[:60]}, which hprobe cannot read as a dict")
+    )
 
 
 def _subscript(scope: _Scope, target: ast.Subscript, value: ast.expr | None, here: str) -> dict[str, State] | None:
     key = target.slice
     if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
-        return dict.fromkeys(scope.names, Unknown(here, f"a key set by {ast.unparse(target)[:60]} is not a literal string"))
+        return dict.fromkeys(
+            scope.names, Unknown(here, f"a key set by {ast.unparse(target)[:60]} is not a literal string")
+        )
     if key.value not in scope.names:
         return None
     return {key.value: value if value is not None else ABSENT}
@@ -330,7 +385,12 @@ def _method(scope: _Scope, call: ast.Call, name: str, here: str) -> dict[str, St
     func = call.func
     if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == name):
         return None
-    if func.attr in ("pop", "setdefault") and call.args and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str):
+    if (
+        func.attr in ("pop", "setdefault")
+        and call.args
+        and isinstance(call.args[0], ast.Constant)
+        and isinstance(call.args[0].value, str)
+    ):
         key = call.args[0].value
         if key not in scope.names:
             return None
@@ -349,7 +409,9 @@ def _other_use(scope: _Scope, stmt: ast.stmt, name: str, here: str) -> dict[str,
         if isinstance(node, ast.NamedExpr) and node.target.id == name:
             return dict.fromkeys(scope.names, Unknown(here, f"{name} rebound by :="))
         if isinstance(node, ast.Call) and any(isinstance(a, ast.Name) and a.id == name for a in node.args):
-            return dict.fromkeys(scope.names, Unknown(here, f"{name} is handed to {ast.unparse(node.func)[:40]}(), which may change it"))
+            return dict.fromkeys(
+                scope.names, Unknown(here, f"{name} is handed to {ast.unparse(node.func)[:40]}(), which may change it")
+            )
     return None
 
 
@@ -363,7 +425,13 @@ def _from_callers(scope: _Scope, function: ast.FunctionDef | ast.AsyncFunctionDe
     """A `**kwargs` parameter: what every call of the function in the tree puts in it."""
     where = f"{scope.module.path}:{function.lineno}"
     if depth >= MAX_CALLER_DEPTH:
-        return dict.fromkeys(scope.names, Unknown(where, f"**{function.args.kwarg.arg if function.args.kwarg else ''} followed {MAX_CALLER_DEPTH} callers deep"))
+        return dict.fromkeys(
+            scope.names,
+            Unknown(
+                where,
+                f"**{function.args.kwarg.arg if function.args.kwarg else ''} followed {MAX_CALLER_DEPTH} callers deep",
+            ),
+        )
     found: list[dict[str, State]] = []
     for module in scope.index.modules_mentioning({function.name}):
         for caller, call in _calls_of(module, function.name):
@@ -379,11 +447,15 @@ def _from_callers(scope: _Scope, function: ast.FunctionDef | ast.AsyncFunctionDe
     for key in scope.names:
         first = found[0][key]
         agree = all(_same(f[key], first) for f in found[1:])
-        out[key] = first if agree else Unknown(where, f"the {len(found)} callers of {function.name} pass {key} differently")
+        out[key] = (
+            first if agree else Unknown(where, f"the {len(found)} callers of {function.name} pass {key} differently")
+        )
     return out
 
 
-def _calls_of(module: ModuleInfo, name: str) -> list[tuple[ast.FunctionDef | ast.AsyncFunctionDef | None, ast.Call | None]]:
+def _calls_of(
+    module: ModuleInfo, name: str
+) -> list[tuple[ast.FunctionDef | ast.AsyncFunctionDef | None, ast.Call | None]]:
     out: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef | None, ast.Call | None]] = []
     for node in ast.walk(module.tree):
         if isinstance(node, ast.Call):
@@ -397,19 +469,26 @@ def _calls_of(module: ModuleInfo, name: str) -> list[tuple[ast.FunctionDef | ast
 def innermost_function(tree: ast.AST, line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     best: ast.FunctionDef | ast.AsyncFunctionDef | None = None
     for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno <= line <= (node.end_lineno or node.lineno):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno <= line <= (
+            node.end_lineno or node.lineno
+        ):
             if best is None or node.lineno >= best.lineno:
                 best = node
     return best
 
 
-def function_at(index: RepoIndex, module: ModuleInfo, line: int) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef | None, ClassInfo | None]:
+def function_at(
+    index: RepoIndex, module: ModuleInfo, line: int
+) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef | None, ClassInfo | None]:
     return innermost_function(module.tree, line), class_at(module, line)
 
 
 def class_at(module: ModuleInfo, line: int) -> ClassInfo | None:
     """The top-level class whose body holds `line`."""
-    return next((cls for cls in module.classes.values() if cls.node.lineno <= line <= (cls.node.end_lineno or cls.node.lineno)), None)
+    return next(
+        (cls for cls in module.classes.values() if cls.node.lineno <= line <= (cls.node.end_lineno or cls.node.lineno)),
+        None,
+    )
 
 
 def call_at(tree: ast.AST, line: int) -> ast.Call | None:
@@ -433,7 +512,11 @@ def _constructor_values(index: RepoIndex, owner: ClassInfo | None) -> tuple[dict
             if not isinstance(node, ast.Assign):
                 continue
             for target in node.targets:
-                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+                if (
+                    isinstance(target, ast.Attribute)
+                    and isinstance(target.value, ast.Name)
+                    and target.value.id == "self"
+                ):
                     value = _literal(node.value, defaults)
                     seen.setdefault(target.attr, []).append((value, f"{cls.module.path}:{node.lineno}"))
     instance: dict[str, Any] = {}

@@ -24,5 +24,9 @@ class RepoSourceKind(SourceKind):
         chosen = load_mapping(inputs.mapping) if inputs.mapping is not None else None
         heads, tp = inputs.heads, list(inputs.tp) if inputs.tp is not None else None
         picked = list(inputs.picked) if inputs.picked is not None else None
-        models = (lambda found: overridden_models(found, heads, tp, picked)) if heads is not None or tp is not None or picked is not None else None
+        models = (
+            (lambda found: overridden_models(found, heads, tp, picked))
+            if heads is not None or tp is not None or picked is not None
+            else None
+        )
         return [RepoRuleSource(inputs.repo, chosen, inputs.exclude, dict(inputs.settings), models, inputs.read_tree)]

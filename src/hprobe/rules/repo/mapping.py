@@ -122,7 +122,11 @@ class CallMapping:
 
     def matches(self, module: str, function: str, entry: str) -> bool:
         same_module = module == self.module or module.endswith("." + self.module) or self.module.endswith("." + module)
-        return same_module and entry == self.entry and (function == self.function or function.startswith(self.function + "."))
+        return (
+            same_module
+            and entry == self.entry
+            and (function == self.function or function.startswith(self.function + "."))
+        )
 
 
 @dataclass
@@ -193,10 +197,27 @@ def load_mapping(path: Path | None = None) -> Mapping:
             raise InputError(f"{where}: [[class]] needs a name")
         entry = _class_entry(raw, where, set(parameters))
         if entry.reaches_when is not None and entry.reaches_when not in engine_settings:
-            raise InputError(f"{where}: class {entry.name}: reaches_flashinfer_when = {entry.reaches_when!r} names no [[engine_setting]]")
+            raise InputError(
+                f"{where}: class {entry.name}: reaches_flashinfer_when = {entry.reaches_when!r} names no [[engine_setting]]"
+            )
         classes.setdefault(raw["name"], []).append(entry)
     calls = _calls(data.get("call", []), path, parser, engine_settings)
-    return Mapping(str(path), method, models, classes, package, instance, parameters, platform, settings, engine_settings, calls, shipped, versions, layer_query)
+    return Mapping(
+        str(path),
+        method,
+        models,
+        classes,
+        package,
+        instance,
+        parameters,
+        platform,
+        settings,
+        engine_settings,
+        calls,
+        shipped,
+        versions,
+        layer_query,
+    )
 
 
 _READERS = (("declared_in",), ("priority_in", "branch"), ("assigned_in", "key"), ("default", "source"))
@@ -210,11 +231,11 @@ def _header(header: object, path: Path) -> tuple[str, str | None, str | None, di
     if not isinstance(header, dict) or set(header) - {"method", "package", "versions", "layer_query"}:
         raise InputError(
             f"{path}: [mapping] takes `method` (the padding method's name), `package` (the engine's package), `versions` (the engine releases it describes)"
-            " and `layer_query` (where the layer's query enters: [\"forward_mqa(q)\"])"
+            ' and `layer_query` (where the layer\'s query enters: ["forward_mqa(q)"])'
         )
     raw_roots = header.get("layer_query", [])
     if not isinstance(raw_roots, list) or not all(isinstance(r, str) and _LAYER_QUERY.fullmatch(r) for r in raw_roots):
-        raise InputError(f"{path}: [mapping] layer_query must be a list of \"function(parameter)\" strings")
+        raise InputError(f'{path}: [mapping] layer_query must be a list of "function(parameter)" strings')
     layer_query = {m.group(1): m.group(2) for r in raw_roots if (m := _LAYER_QUERY.fullmatch(r))}
     versions = header.get("versions")
     if versions is not None:
@@ -223,7 +244,9 @@ def _header(header: object, path: Path) -> tuple[str, str | None, str | None, di
         try:
             SpecifierSet(str(versions))
         except InvalidSpecifier:
-            raise InputError(f"{path}: [mapping] versions {versions!r} is not a version specifier such as \">=0.5.20\"") from None
+            raise InputError(
+                f'{path}: [mapping] versions {versions!r} is not a version specifier such as ">=0.5.20"'
+            ) from None
     method = header.get("method", "get_padded_num_q_heads")
     if not isinstance(method, str) or not method.isidentifier():
         raise InputError(f"{path}: [mapping] method must be a Python method name")
@@ -233,14 +256,18 @@ def _header(header: object, path: Path) -> tuple[str, str | None, str | None, di
     return method, package, str(versions) if versions is not None else None, layer_query
 
 
-def _calls(raw_calls: object, path: Path, parser: _Parser, engine_settings: dict[str, EngineSetting]) -> list[CallMapping]:
+def _calls(
+    raw_calls: object, path: Path, parser: _Parser, engine_settings: dict[str, EngineSetting]
+) -> list[CallMapping]:
     if not isinstance(raw_calls, list):
         raise InputError(f"{path}: [[call]] must be a list of tables")
     calls = []
     for i, raw in enumerate(raw_calls):
         call = _call_entry(raw, parser.locate("call", i))
         if call.reaches_when is not None and call.reaches_when not in engine_settings:
-            raise InputError(f"{call.where}: call {call.site}: reaches_flashinfer_when = {call.reaches_when!r} names no [[engine_setting]]")
+            raise InputError(
+                f"{call.where}: call {call.site}: reaches_flashinfer_when = {call.reaches_when!r} names no [[engine_setting]]"
+            )
         calls.append(call)
     return calls
 
@@ -250,7 +277,17 @@ def _engine_settings(raw: object, path: Path, parser: _Parser) -> dict[str, Engi
         raise InputError(f"{path}: [[engine_setting]] must be a list of tables")
     out = {}
     required = {"name", "flag", "value", "otherwise"}
-    optional = {"declared_in", "resolved_by", "priority_in", "branch", "assigned_in", "key", "default", "default_reaches", "source"}
+    optional = {
+        "declared_in",
+        "resolved_by",
+        "priority_in",
+        "branch",
+        "assigned_in",
+        "key",
+        "default",
+        "default_reaches",
+        "source",
+    }
     usage = (
         f"{path}: [[engine_setting]] takes name, flag, value, otherwise (strings) and where its default is read: "
         "declared_in (and resolved_by), priority_in and branch, assigned_in and key, or default and source (with default_reaches)"
@@ -259,14 +296,31 @@ def _engine_settings(raw: object, path: Path, parser: _Parser) -> dict[str, Engi
         where = parser.locate("engine_setting", i)
         if not isinstance(item, dict) or not required <= set(item) or set(item) - required - optional:
             raise InputError(f"{where}: {usage.removeprefix(f'{path}: ')}")
-        if not all(isinstance(v, str) and v for k, v in item.items() if k != "default_reaches") or not isinstance(item.get("default_reaches", False), bool):
+        if not all(isinstance(v, str) and v for k, v in item.items() if k != "default_reaches") or not isinstance(
+            item.get("default_reaches", False), bool
+        ):
             raise InputError(f"{where}: {usage.removeprefix(f'{path}: ')}")
         readers = [keys for keys in _READERS if keys[0] in item]
-        if len(readers) != 1 or not all(k in item for k in readers[0]) or ("branch" in item and not {"priority_in", "assigned_in"} & set(item)):
+        if (
+            len(readers) != 1
+            or not all(k in item for k in readers[0])
+            or ("branch" in item and not {"priority_in", "assigned_in"} & set(item))
+        ):
             raise InputError(f"{where}: {usage.removeprefix(f'{path}: ')}")
         out[item["name"]] = EngineSetting(
-            item["name"], item["flag"], item["value"], item.get("declared_in"), item["otherwise"], item.get("resolved_by"),
-            item.get("priority_in"), item.get("branch"), item.get("assigned_in"), item.get("key"), item.get("default"), item.get("default_reaches"), item.get("source"),
+            item["name"],
+            item["flag"],
+            item["value"],
+            item.get("declared_in"),
+            item["otherwise"],
+            item.get("resolved_by"),
+            item.get("priority_in"),
+            item.get("branch"),
+            item.get("assigned_in"),
+            item.get("key"),
+            item.get("default"),
+            item.get("default_reaches"),
+            item.get("source"),
         )
     return out
 
@@ -276,7 +330,9 @@ BINDABLE = ("n", "total", "tp")  # what an instance attribute can be bound to
 
 def _string_table(data: dict, key: str, path: Path, allowed: tuple[str, ...] | None = None) -> dict[str, str]:
     raw = data.get(key, {})
-    if not isinstance(raw, dict) or not all(isinstance(k, str) and k.isidentifier() and isinstance(v, str) for k, v in raw.items()):
+    if not isinstance(raw, dict) or not all(
+        isinstance(k, str) and k.isidentifier() and isinstance(v, str) for k, v in raw.items()
+    ):
         raise InputError(f"{path}: [{key}] maps names to strings")
     for name, value in raw.items():
         if allowed is not None and value not in allowed:
@@ -290,8 +346,15 @@ def _platforms(raw: object, path: Path, parser: _Parser) -> list[tuple[str, tupl
     out = []
     for i, item in enumerate(raw):
         where = parser.locate("platform", i)
-        if not isinstance(item, dict) or set(item) != {"expr", "sm"} or not isinstance(item["expr"], str) or not isinstance(item["sm"], list):
-            raise InputError(f"{where}: [[platform]] takes expr (the predicate as the source writes it) and sm (where it is true)")
+        if (
+            not isinstance(item, dict)
+            or set(item) != {"expr", "sm"}
+            or not isinstance(item["expr"], str)
+            or not isinstance(item["sm"], list)
+        ):
+            raise InputError(
+                f"{where}: [[platform]] takes expr (the predicate as the source writes it) and sm (where it is true)"
+            )
         try:
             expr = normalised_expression(item["expr"])  # as the evaluator sees it
             sms = tuple(parse_sm(str(x)).number for x in item["sm"])
@@ -308,7 +371,9 @@ def _settings_spec(raw: object, path: Path) -> SettingsSpec | None:
         return None
     keys = {"module", "object", "accessor"}
     if not isinstance(raw, dict) or set(raw) != keys or not all(isinstance(v, str) and v for v in raw.values()):
-        raise InputError(f"{path}: [settings] takes module (the registry's module), object (its instance, e.g. envs) and accessor (e.g. get)")
+        raise InputError(
+            f"{path}: [settings] takes module (the registry's module), object (its instance, e.g. envs) and accessor (e.g. get)"
+        )
     return SettingsSpec(raw["module"], raw["object"], raw["accessor"])
 
 
@@ -332,8 +397,12 @@ def _class_entry(raw: dict, where: Where, parameters: set[str]) -> ClassMapping:
     if phase is not None and not isinstance(phase, str):
         raise InputError(f"{where}: class {name}: phase must be a string (decode, prefill)")
     args = raw.get("args", {})
-    if not isinstance(args, dict) or not all(k in parameters and isinstance(v, (str, int)) and not isinstance(v, bool) for k, v in args.items()):
-        raise InputError(f"{where}: class {name}: args gives values to the parameters [parameters] declares, as strings or integers")
+    if not isinstance(args, dict) or not all(
+        k in parameters and isinstance(v, (str, int)) and not isinstance(v, bool) for k, v in args.items()
+    ):
+        raise InputError(
+            f"{where}: class {name}: args gives values to the parameters [parameters] declares, as strings or integers"
+        )
     reaches_when = raw.get("reaches_flashinfer_when")
     if reaches_when is not None and not isinstance(reaches_when, str):
         raise InputError(f"{where}: class {name}: reaches_flashinfer_when names an [[engine_setting]]")
@@ -345,16 +414,49 @@ def _class_entry(raw: dict, where: Where, parameters: set[str]) -> ClassMapping:
         if key in ("name", "kernel", "sm", "models", "phase", "args", "reaches_flashinfer_when", "model_family"):
             continue
         if isinstance(value, bool) or not isinstance(value, (str, int)):
-            raise InputError(f"{where}: class {name}: unknown key {key!r}, or an axis value that is not a string or integer")
+            raise InputError(
+                f"{where}: class {name}: unknown key {key!r}, or an axis value that is not a string or integer"
+            )
         options.append((key, value))
     restrict = raw.get("models", [])
     if not isinstance(restrict, list) or not all(isinstance(m, str) for m in restrict):
         raise InputError(f"{where}: class {name}: models must be a list of model names")
-    return ClassMapping(name, kernel, parsed, tuple(options), None, tuple(restrict), where, phase, tuple(args.items()), reaches_when, family)
+    return ClassMapping(
+        name,
+        kernel,
+        parsed,
+        tuple(options),
+        None,
+        tuple(restrict),
+        where,
+        phase,
+        tuple(args.items()),
+        reaches_when,
+        family,
+    )
 
 
 _CALL_KEYS = frozenset(
-    {"site", "entry", "kernel", "sm", "unresolved", "heads", "padded_by", "inline", "variable", "size_arg", "backend_by", "backend_none", "conditions", "model_family", "phase", "reaches_flashinfer_when", "note", "tp"}
+    {
+        "site",
+        "entry",
+        "kernel",
+        "sm",
+        "unresolved",
+        "heads",
+        "padded_by",
+        "inline",
+        "variable",
+        "size_arg",
+        "backend_by",
+        "backend_none",
+        "conditions",
+        "model_family",
+        "phase",
+        "reaches_flashinfer_when",
+        "note",
+        "tp",
+    }
 )
 
 
@@ -363,31 +465,62 @@ def _call_entry(raw: object, where: Where) -> CallMapping:
     either `unresolved = "why"` or the kernel, SMs, axis values and what decides
     the count. Keys that are not the entry's own are probe axes."""
     if not isinstance(raw, dict) or not isinstance(raw.get("site"), str) or not isinstance(raw.get("entry"), str):
-        raise InputError(f"{where}: [[call]] needs site (\"module:Class.function\") and entry (the FlashInfer name it calls)")
+        raise InputError(
+            f'{where}: [[call]] needs site ("module:Class.function") and entry (the FlashInfer name it calls)'
+        )
     module, colon, function = raw["site"].partition(":")
-    if not colon or not module or not function or not all(part.isidentifier() for part in (*module.split("."), *function.split("."))):
-        raise InputError(f"{where}: call site {raw['site']!r}: expected module:Class.function, such as vllm.v1.attention.backends.mla.flashinfer_mla:FlashInferMLAImpl.forward_mqa")
-    texts = {k: raw.get(k) for k in ("unresolved", "padded_by", "inline", "variable", "backend_by", "backend_none", "model_family", "phase", "reaches_flashinfer_when", "note")}
+    if (
+        not colon
+        or not module
+        or not function
+        or not all(part.isidentifier() for part in (*module.split("."), *function.split(".")))
+    ):
+        raise InputError(
+            f"{where}: call site {raw['site']!r}: expected module:Class.function, such as vllm.v1.attention.backends.mla.flashinfer_mla:FlashInferMLAImpl.forward_mqa"
+        )
+    texts = {
+        k: raw.get(k)
+        for k in (
+            "unresolved",
+            "padded_by",
+            "inline",
+            "variable",
+            "backend_by",
+            "backend_none",
+            "model_family",
+            "phase",
+            "reaches_flashinfer_when",
+            "note",
+        )
+    }
     if not all(v is None or (isinstance(v, str) and v) for v in texts.values()):
-        raise InputError(f"{where}: call {raw['site']}: {', '.join(k for k, v in texts.items() if v is not None and not (isinstance(v, str) and v))} must be a non-empty string")
+        raise InputError(
+            f"{where}: call {raw['site']}: {', '.join(k for k, v in texts.items() if v is not None and not (isinstance(v, str) and v))} must be a non-empty string"
+        )
     base = {"module": module, "function": function, "entry": raw["entry"], "where": where, "note": texts["note"]}
     if texts["unresolved"] is not None:
         extra = set(raw) - {"site", "entry", "unresolved", "note", "model_family", "sm", "kernel"}
         if extra:
-            raise InputError(f"{where}: call {raw['site']}: an unresolved path takes only site, entry, unresolved and note, not {sorted(extra)[0]}")
+            raise InputError(
+                f"{where}: call {raw['site']}: an unresolved path takes only site, entry, unresolved and note, not {sorted(extra)[0]}"
+            )
         return CallMapping(**base, unresolved=texts["unresolved"], model_family=texts["model_family"])
     kernel, parsed = _kernel_and_sms(raw, f"{where}: call {raw['site']}", 'unresolved = "why"')
     heads, inline = _call_heads(raw, where, texts)
     normalised = _call_conditions(raw, where)
     tps = raw.get("tp", [])
     if not isinstance(tps, list) or not all(isinstance(t, int) and not isinstance(t, bool) and t > 0 for t in tps):
-        raise InputError(f"{where}: call {raw['site']}: tp lists the TP degrees the engine takes this path at, e.g. [8, 16]")
+        raise InputError(
+            f"{where}: call {raw['site']}: tp lists the TP degrees the engine takes this path at, e.g. [8, 16]"
+        )
     options = []
     for key, value in raw.items():
         if key in _CALL_KEYS:
             continue
         if isinstance(value, bool) or not isinstance(value, (str, int)):
-            raise InputError(f"{where}: call {raw['site']}: unknown key {key!r}, or an axis value that is not a string or integer")
+            raise InputError(
+                f"{where}: call {raw['site']}: unknown key {key!r}, or an axis value that is not a string or integer"
+            )
         options.append((key, value))
     return CallMapping(
         **base,
@@ -414,21 +547,27 @@ def shipped_mappings() -> list[Mapping]:
     return [load_mapping(shipped_data("mappings", name)) for name in SHIPPED_MAPPINGS]
 
 
-
-
 def _call_heads(raw: dict, where: Where, texts: dict) -> tuple[str, InlineRule | None]:
     heads = raw.get("heads", HEADS_UNPADDED)
     if heads not in HEADS_KINDS:
         raise InputError(f"{where}: call {raw['site']}: heads = {heads!r}: expected one of {', '.join(HEADS_KINDS)}")
     if (heads == HEADS_RULE) != (texts["padded_by"] is not None):
-        raise InputError(f"{where}: call {raw['site']}: heads = \"rule\" goes with padded_by (the class whose padding method gives the count)")
+        raise InputError(
+            f'{where}: call {raw["site"]}: heads = "rule" goes with padded_by (the class whose padding method gives the count)'
+        )
     if heads != HEADS_INLINE:
         if any(raw.get(k) is not None for k in ("inline", "variable", "size_arg")):
-            raise InputError(f"{where}: call {raw['site']}: inline, variable and size_arg go with heads = \"inline\"")
+            raise InputError(f'{where}: call {raw["site"]}: inline, variable and size_arg go with heads = "inline"')
         return heads, None
     size_arg = raw.get("size_arg")
-    if texts["inline"] is None or texts["variable"] is None or (size_arg is not None and (not isinstance(size_arg, int) or isinstance(size_arg, bool) or size_arg < 0)):
-        raise InputError(f"{where}: call {raw['site']}: heads = \"inline\" takes inline (Class.method), variable and optionally size_arg")
+    if (
+        texts["inline"] is None
+        or texts["variable"] is None
+        or (size_arg is not None and (not isinstance(size_arg, int) or isinstance(size_arg, bool) or size_arg < 0))
+    ):
+        raise InputError(
+            f'{where}: call {raw["site"]}: heads = "inline" takes inline (Class.method), variable and optionally size_arg'
+        )
     return heads, InlineRule(texts["inline"], texts["variable"], size_arg)
 
 
@@ -437,7 +576,9 @@ def _call_conditions(raw: dict, where: Where) -> tuple[tuple[str, bool | int | s
     `ast.unparse` writes it) -> its value on this path."""
     conditions = raw.get("conditions", {})
     if not isinstance(conditions, dict) or not all(isinstance(v, (bool, int, str)) for v in conditions.values()):
-        raise InputError(f"{where}: call {raw['site']}: conditions maps expressions as the source writes them to their values")
+        raise InputError(
+            f"{where}: call {raw['site']}: conditions maps expressions as the source writes them to their values"
+        )
     try:
         return tuple((normalised_expression(k), v) for k, v in conditions.items())
     except SyntaxError as exc:

@@ -40,12 +40,21 @@ def call_pad_fn(spec: str, counts: list[int]) -> tuple[Where, dict[int, int | tu
         # their code leaves in temp goes with this directory.
         env = dict(os.environ, TMPDIR=tmp)
         try:
-            proc = run_bounded([sys.executable, "-I", "-B", "-c", _CHILD.read_text(encoding="utf-8")], limit, json.dumps(request), env=env)
+            proc = run_bounded(
+                [sys.executable, "-I", "-B", "-c", _CHILD.read_text(encoding="utf-8")],
+                limit,
+                json.dumps(request),
+                env=env,
+            )
         except Timeout:
             raise InputError(
                 f"--pad-fn {spec!r}: did not return within {limit:g} s for {len(counts)} head counts ({PAD_FN_TIMEOUT[0]} sets the limit)"
             ) from None
-        records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines() if line.strip()] if out.exists() else []
+        records = (
+            [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines() if line.strip()]
+            if out.exists()
+            else []
+        )
     for item in records:
         if "error" in item:
             raise InputError(f"--pad-fn {spec!r}: {item['error']}")
@@ -68,7 +77,9 @@ def call_pad_fn(spec: str, counts: list[int]) -> tuple[Where, dict[int, int | tu
             continue
         value = item["value"]
         if not isinstance(value, int) or value < n:
-            raise InputError(f"--pad-fn {spec!r}: returned {value if isinstance(value, str) else repr(value)} for {n}, not a count >= {n}")
+            raise InputError(
+                f"--pad-fn {spec!r}: returned {value if isinstance(value, str) else repr(value)} for {n}, not a count >= {n}"
+            )
         if value > MAX_HEADS:
             raise InputError(f"--pad-fn {spec!r}: returned {value} for {n}, above {MAX_HEADS}")
         outputs[n] = value
@@ -95,7 +106,9 @@ class PadFnRuleSource(RuleSource):
             else:
                 pairs.append((n, value))
         backend = Backend(spec, self.kernel, self.sms, PadMap(tuple(pairs)), where, self.options)
-        return PaddingTable(f"--pad-fn {spec}", f"called {spec}", os.fspath(where.path), None, self.models, [backend], notes)
+        return PaddingTable(
+            f"--pad-fn {spec}", f"called {spec}", os.fspath(where.path), None, self.models, [backend], notes
+        )
 
 
 class PadFnSourceKind(SourceKind):
@@ -113,11 +126,12 @@ class PadFnSourceKind(SourceKind):
         spec, kernel, sm, heads = inputs.pad_fn, inputs.kernel, inputs.sm, inputs.heads
         assert spec is not None
         if not kernel or not sm or heads is None:
-            raise InputError("--pad-fn needs --kernel (the kernel it feeds), --sm and --heads (the model's total query heads)")
+            raise InputError(
+                "--pad-fn needs --kernel (the kernel it feeds), --sm and --heads (the model's total query heads)"
+            )
         variant = get_variant(kernel)
         tps = tuple(inputs.tp or [t for t in (1, 2, 4, 8, 16) if heads % t == 0])
         model = Model(f"{heads} heads", heads, tps, Where("--heads"))
         sms = tuple(s.number for s in parse_sm_list(sm))
         options = tuple((k, v) for k, v in variant.config if v != dict(variant.probe.variant().config)[k])
         return [PadFnRuleSource(spec, variant.probe.id, sms, [model], options)]
-

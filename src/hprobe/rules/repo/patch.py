@@ -107,7 +107,9 @@ def build_patch(repo: RepoTables, adopted: dict[str, Adoption], published: list[
             break
         why = "; ".join(dict.fromkeys(blocked.values()))
         for q in sorted(held):
-            patch.not_rewritten.append(f"{q}: {adopted[q].rule.describe()} needs flashinfer >= {adopted[q].needs}, and {why}: its padding is left as it is")
+            patch.not_rewritten.append(
+                f"{q}: {adopted[q].rule.describe()} needs flashinfer >= {adopted[q].needs}, and {why}: its padding is left as it is"
+            )
         settled -= held
         edits = {site: (text, owners - held) for site, (text, owners) in edits.items() if owners - held}
     files = _apply_source(root, index, repo, edits, adopted, patch)
@@ -128,7 +130,9 @@ def _admits_below(pin: RepoPin | None, needs: Version, published: list[Version])
     return [v for v in published if v < needs and (pin is None or pin.specifier.contains(v, prereleases=True))]
 
 
-def _source_edits(repo: RepoTables, index: RepoIndex, adopted: dict[str, Adoption], patch: Patch) -> tuple[Edits, set[str]]:
+def _source_edits(
+    repo: RepoTables, index: RepoIndex, adopted: dict[str, Adoption], patch: Patch
+) -> tuple[Edits, set[str]]:
     """The source edits the adopted rules ask for, and the classes whose rule
     the patched tree holds (rewritten, or already so)."""
     sites: dict[str, list[Site]] = {c.cls.qualname: _sites(index, c) for c in repo.classes if c.rule is not None}
@@ -139,24 +143,35 @@ def _source_edits(repo: RepoTables, index: RepoIndex, adopted: dict[str, Adoptio
         item = next((c for c in repo.classes if c.cls.qualname == qualname), None)
         if item is None or item.bound:
             if adoption.changes:
-                patch.not_rewritten.append(f"{qualname}: {_by_hand(item, adoption)}; change it by hand to {rule.describe()}")
+                patch.not_rewritten.append(
+                    f"{qualname}: {_by_hand(item, adoption)}; change it by hand to {rule.describe()}"
+                )
             continue
         if item.rule == rule or not adoption.changes:
             settled.add(qualname)
             continue
         site = _pick(sites.get(qualname, []), item.rule, rule)
         if site is None:
-            patch.not_rewritten.append(f"{qualname} ({item.where}): not a constant of counts or a threshold expression; change it by hand to {rule.describe()}")
+            patch.not_rewritten.append(
+                f"{qualname} ({item.where}): not a constant of counts or a threshold expression; change it by hand to {rule.describe()}"
+            )
             continue
         sharers = [q for q, s in sites.items() if q != qualname and site in s]
         differ = [q for q in sharers if q not in adopted or adopted[q].rule != rule]
         if differ:
-            why = ", ".join(f"{q} ({'not judged on the SMs selected' if q not in adopted else adopted[q].rule.describe()})" for q in differ)
-            patch.not_rewritten.append(f"{qualname}: {site.name} ({site.path}:{site.line}) is shared with {why}: change it by hand")
+            why = ", ".join(
+                f"{q} ({'not judged on the SMs selected' if q not in adopted else adopted[q].rule.describe()})"
+                for q in differ
+            )
+            patch.not_rewritten.append(
+                f"{qualname}: {site.name} ({site.path}:{site.line}) is shared with {why}: change it by hand"
+            )
             continue
         text = _replacement(site, rule)
         if text is None:
-            patch.not_rewritten.append(f"{qualname} ({item.where}): {rule.describe()} is not expressible at {site.path}:{site.line}; change it by hand")
+            patch.not_rewritten.append(
+                f"{qualname} ({item.where}): {rule.describe()} is not expressible at {site.path}:{site.line}; change it by hand"
+            )
             continue
         if site in edits and edits[site][0] != text:
             patch.not_rewritten.append(f"{qualname}: {site.path}:{site.line} is asked for two different rules")
@@ -173,13 +188,19 @@ def _by_hand(item: object | None, adoption: Adoption) -> str:
         # are code, not one constant to rewrite.
         return "a rule that branches on the SM, phase or settings"
     current = adoption.current
-    launched = [] if current is None else [(n, padded) for n in range(1, MAX_HEADS + 1) if (padded := current.pad(n)) is not None]
+    launched = (
+        []
+        if current is None
+        else [(n, padded) for n in range(1, MAX_HEADS + 1) if (padded := current.pad(n)) is not None]
+    )
     if launched and all(n == padded for n, padded in launched):
         return "an unpadded call (the engine hands FlashInfer its count as it is): padding it is code to add before the call"
     return "padding written at the call itself (inline code, not a rule or a constant of counts hprobe rewrites)"
 
 
-def _apply_source(root: Path, index: RepoIndex, repo: RepoTables, edits: Edits, adopted: dict[str, Adoption], patch: Patch) -> dict[str, tuple[bytes, bytes]]:
+def _apply_source(
+    root: Path, index: RepoIndex, repo: RepoTables, edits: Edits, adopted: dict[str, Adoption], patch: Patch
+) -> dict[str, tuple[bytes, bytes]]:
     """Each edited file's (old bytes, new bytes), after checking that it parses
     and that every rewritten rule evaluates to the rule adopted for it: a patch
     that would not is an error, never written."""
@@ -194,7 +215,9 @@ def _apply_source(root: Path, index: RepoIndex, repo: RepoTables, edits: Edits, 
         real = real_path_in_tree(root / shown_rel, root)
         if real is None:
             classes = sorted({q for _, _, o in items for q in o})
-            raise InputError(f"{shown_rel}: a symlink to a file outside the tree; a patch of the tree cannot change it; nothing written; change {', '.join(classes)} by hand")
+            raise InputError(
+                f"{shown_rel}: a symlink to a file outside the tree; a patch of the tree cannot change it; nothing written; change {', '.join(classes)} by hand"
+            )
         rel = real
         try:
             source = PythonSource.read(root / rel, rel)
@@ -202,13 +225,17 @@ def _apply_source(root: Path, index: RepoIndex, repo: RepoTables, edits: Edits, 
             PythonSource.from_bytes(new.raw, rel).parse(rel)
         except (InputError, ValueError, SyntaxError) as exc:
             classes = sorted({q for _, _, o in items for q in o})
-            raise InputError(f"{rel}: the patch would not be exact ({getattr(exc, 'message', None) or exc}); nothing written; change {', '.join(classes)} by hand") from None
+            raise InputError(
+                f"{rel}: the patch would not be exact ({getattr(exc, 'message', None) or exc}); nothing written; change {', '.join(classes)} by hand"
+            ) from None
         name = index.module_name_of(shown_rel)
         if name is not None:
             texts[name] = new.text
         out[rel] = (source.raw, new.raw)
         for site, _, owners in items:
-            patch.changed.append(f"{site.path}:{site.line}: {site.name} ({site.kind}) → {adopted[min(owners)].rule.describe()}")
+            patch.changed.append(
+                f"{site.path}:{site.line}: {site.name} ({site.kind}) → {adopted[min(owners)].rule.describe()}"
+            )
     if texts:
         again = index.with_texts(texts)
         edited = {q for _, (_, owners) in edits.items() for q in owners}
@@ -219,11 +246,15 @@ def _apply_source(root: Path, index: RepoIndex, repo: RepoTables, edits: Edits, 
             got = evaluate_class(again, item, repo.mapping.method if repo.mapping else "get_padded_num_q_heads")
             if got != want:
                 shown = f"not evaluable ({got})" if isinstance(got, NotEvaluable) else got.describe()
-                raise InputError(f"{item.cls.qualname}: the patched source evaluates to {shown}, not {want.describe()}; nothing written")
+                raise InputError(
+                    f"{item.cls.qualname}: the patched source evaluates to {shown}, not {want.describe()}; nothing written"
+                )
     return out
 
 
-def _pin_edits(pins: list[RepoPin], root: Path, floor: Version | None, published: list[Version]) -> tuple[dict[str, tuple[str, str, list[str]]], dict[RepoPin, str]]:
+def _pin_edits(
+    pins: list[RepoPin], root: Path, floor: Version | None, published: list[Version]
+) -> tuple[dict[str, tuple[str, str, list[str]]], dict[RepoPin, str]]:
     """The requirement files rewritten so that none admits a release below
     `floor`: path -> (old text, new text, words); and the requirements that
     would have to move but cannot: requirement -> why, in words."""
@@ -232,7 +263,9 @@ def _pin_edits(pins: list[RepoPin], root: Path, floor: Version | None, published
     if floor is None or not _admits_below(None, floor, published):
         return {}, {}
     if not pins:
-        return {}, {_NO_PIN: f"the tree declares no flashinfer requirement (pyproject.toml, requirements*.txt, requirements/*.txt, setup.py): add 'flashinfer-python>={floor}'"}
+        return {}, {
+            _NO_PIN: f"the tree declares no flashinfer requirement (pyproject.toml, requirements*.txt, requirements/*.txt, setup.py): add 'flashinfer-python>={floor}'"
+        }
     files: dict[str, tuple[str, str, list[str]]] = {}
     blocked: dict[RepoPin, str] = {}
     for pin in pins:
@@ -242,14 +275,20 @@ def _pin_edits(pins: list[RepoPin], root: Path, floor: Version | None, published
         new_spec = raised_pin(pin.spec, floor)
         where = _shown(pin, root)
         if new_spec is None:
-            blocked[pin] = f"{where} requires flashinfer{pin.spec}, which admits {below[0]} and cannot be raised mechanically: make it admit only >= {floor}"
+            blocked[pin] = (
+                f"{where} requires flashinfer{pin.spec}, which admits {below[0]} and cannot be raised mechanically: make it admit only >= {floor}"
+            )
             continue
         if pin.kind == "metadata" or not pin.path.is_relative_to(root):
-            blocked[pin] = f"{where} (flashinfer{pin.spec}) is built or installed metadata, not a requirement the tree declares: raise it to {new_spec} where it is declared"
+            blocked[pin] = (
+                f"{where} (flashinfer{pin.spec}) is built or installed metadata, not a requirement the tree declares: raise it to {new_spec} where it is declared"
+            )
             continue
         real = real_path_in_tree(pin.path, root)
         if real is None:
-            blocked[pin] = f"{where} is a symlink to a file outside the tree, which a patch of the tree cannot change: raise it to {new_spec} there"
+            blocked[pin] = (
+                f"{where} is a symlink to a file outside the tree, which a patch of the tree cannot change: raise it to {new_spec} there"
+            )
             continue
         rel = real
         if rel not in files:
@@ -279,7 +318,9 @@ def _companions(pin: RepoPin, rel: str, text: str, new_spec: str, words: list[st
             text = rewrite(other, text, new_spec)
         except NotRewritable:
             continue
-        words.append(f"{rel}:{other.line}: {other.name} requirement {other.spec} → {new_spec} (released with flashinfer-python)")
+        words.append(
+            f"{rel}:{other.line}: {other.name} requirement {other.spec} → {new_spec} (released with flashinfer-python)"
+        )
     return text
 
 
@@ -319,11 +360,20 @@ def _sites(index: RepoIndex, item: PaddingClass) -> list[Site]:
                     found.append(_site(hit[2], hit[1], "constant", node.id))
                 elif hit and hit[0] == "function":
                     walk(hit[1], None, hops + 1)
-            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ("cls", "self") and owner is not None:
+            elif (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in ("cls", "self")
+                and owner is not None
+            ):
                 for klass in index.mro(owner):
                     if node.attr in klass.attributes:
                         if _counts(klass.attributes[node.attr]):
-                            found.append(_site(klass.module, klass.attributes[node.attr], "constant", f"{klass.name}.{node.attr}"))
+                            found.append(
+                                _site(
+                                    klass.module, klass.attributes[node.attr], "constant", f"{klass.name}.{node.attr}"
+                                )
+                            )
                         break
                     if node.attr in klass.methods:
                         walk(klass.methods[node.attr], owner, hops + 1)
@@ -341,8 +391,13 @@ def _site(module: ModuleInfo, node: ast.expr, kind: str, name: str) -> Site:
 
 
 def _counts(node: ast.expr) -> bool:
-    return isinstance(node, (ast.Tuple, ast.List, ast.Set)) and bool(node.elts) and all(
-        isinstance(e, ast.Constant) and isinstance(e.value, int) and not isinstance(e.value, bool) for e in node.elts
+    return (
+        isinstance(node, (ast.Tuple, ast.List, ast.Set))
+        and bool(node.elts)
+        and all(
+            isinstance(e, ast.Constant) and isinstance(e.value, int) and not isinstance(e.value, bool)
+            for e in node.elts
+        )
     )
 
 
@@ -423,7 +478,17 @@ def _git_lines(data: bytes) -> list[str]:
     return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
 
-_ESCAPES = {0x07: "\\a", 0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0B: "\\v", 0x0C: "\\f", 0x0D: "\\r", 0x22: '\\"', 0x5C: "\\\\"}
+_ESCAPES = {
+    0x07: "\\a",
+    0x08: "\\b",
+    0x09: "\\t",
+    0x0A: "\\n",
+    0x0B: "\\v",
+    0x0C: "\\f",
+    0x0D: "\\r",
+    0x22: '\\"',
+    0x5C: "\\\\",
+}
 
 
 def git_quoted(name: str) -> str:

@@ -77,7 +77,16 @@ class CallPath:
     entry: CallMapping | None = field(default=None, repr=False, compare=False)  # the [[call]] entry that describes it
 
     def record(self) -> CallPathRecord:
-        return CallPathRecord(self.shown, self.site.function, self.site.entry, self.status.value, self.detail, self.kernel, self.phase, self.backends)
+        return CallPathRecord(
+            self.shown,
+            self.site.function,
+            self.site.entry,
+            self.status.value,
+            self.detail,
+            self.kernel,
+            self.phase,
+            self.backends,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -169,7 +178,8 @@ def read_paths(context: PathContext) -> PathReading:
     reading.notes.extend(
         f"the mapping's call at {m.site} ({m.entry}, {m.where}) is not in this tree's {context.shown(module.path)}"
         for m in context.mapping.calls
-        if not any(m.matches(s.module, s.function, s.entry) for s in sites) and (module := context.index.by_suffix(m.module)) is not None
+        if not any(m.matches(s.module, s.function, s.entry) for s in sites)
+        and (module := context.index.by_suffix(m.module)) is not None
     )
     return reading
 
@@ -179,19 +189,29 @@ def read_paths(context: PathContext) -> PathReading:
 ASSUMED_TOPK = 2048
 
 
-def _unmapped(context: PathContext, site: CallSite, shown: str, kernel: str, cited: set[tuple[str, int]], calls: TreeCalls) -> tuple[CallPath, Backend | None]:
+def _unmapped(
+    context: PathContext, site: CallSite, shown: str, kernel: str, cited: set[tuple[str, int]], calls: TreeCalls
+) -> tuple[CallPath, Backend | None]:
     """A call no mapping entry describes: its head count followed through the
     engine's code from the layer's query (heads.py) and judged; where the trail
     ends, shown on the stated assumption with the file:line where it ended."""
     probe = get_probe(kernel)
     axes = _call_axes(context, site, probe)
-    unmapped = f"{site.function or 'module level'} calls {site.entry}; the mapping does not say what decides its head count"
+    unmapped = (
+        f"{site.function or 'module level'} calls {site.entry}; the mapping does not say what decides its head count"
+    )
     # Dispatch keywords hprobe cannot read leave the variant unknown: the call is
     # still shown, on the entry's defaults, and that is said (never dropped).
     options, said = axes if not isinstance(axes, str) else ({}, [f"{axes}: shown with {probe.id}'s defaults"])
     models, serves = _site_models(context, site)
     if not models:
-        return CallPath(site, shown, PathStatus.JUDGED, f"{site.function or 'module level'} calls {site.entry}; {serves}, none of the models judged", kernel), None
+        return CallPath(
+            site,
+            shown,
+            PathStatus.JUDGED,
+            f"{site.function or 'module level'} calls {site.entry}; {serves}, none of the models judged",
+            kernel,
+        ), None
     restrict = tuple(model.name for model in models) if len(models) < len(context.models) else ()
     end = _followed(context, site, probe, calls)
     counts = sorted({n for model in models for _, n in model.per_rank()})
@@ -207,17 +227,42 @@ def _unmapped(context: PathContext, site: CallSite, shown: str, kernel: str, cit
             branches = tuple(((model.name, n), f"{shown} [{how}]") for model in models for _, n in model.per_rank())
             # A top-k the call does not spell is the one assumption left: the count is the engine's own, the variant is not.
             taken = f"assumed: {'; '.join(said)} (the head count is the engine's own: {how})" if said else None
-            backend = Backend(name + " [traced]", kernel, probe.default_sms, rule, Where(context.shown(site.path), site.line), tuple(options.items()), models=restrict, branches=branches, assumed=taken)
-            detail = f"{site.function or 'module level'} calls {site.entry}; its head count {how}" + "".join(f"; {x}" for x in [serves, *said] if x)
-            return CallPath(site, shown, PathStatus.ASSUMED if said else PathStatus.JUDGED, detail, kernel, backends=(backend.name,)), backend
+            backend = Backend(
+                name + " [traced]",
+                kernel,
+                probe.default_sms,
+                rule,
+                Where(context.shown(site.path), site.line),
+                tuple(options.items()),
+                models=restrict,
+                branches=branches,
+                assumed=taken,
+            )
+            detail = f"{site.function or 'module level'} calls {site.entry}; its head count {how}" + "".join(
+                f"; {x}" for x in [serves, *said] if x
+            )
+            return CallPath(
+                site, shown, PathStatus.ASSUMED if said else PathStatus.JUDGED, detail, kernel, backends=(backend.name,)
+            ), backend
         # The count is the engine's expression, but it depends on what the
         # engine fills at run time: say both, with where evaluation stopped.
         unmapped = f"{site.function or 'module level'} calls {site.entry} with {end.said} heads, followed from the layer's query ({context.shown(end.root)})"
         end = NotEvaluable(stopped.path, stopped.line, f"{end.said} depends on {stopped.what}")
     ended = f"{context.shown(end.path)}:{end.line}" if end.path else shown
     assumption = f"assumed: the model's heads // tp, unpadded ({unmapped}; the trail ended at {ended}: {end.what}{'; ' + '; '.join(said) if said else ''})"
-    backend = Backend(name + " [assumed]", kernel, probe.default_sms, PadMap(tuple((n, n) for n in counts)), Where(context.shown(site.path), site.line), tuple(options.items()), models=restrict, assumed=assumption)
-    detail = f"{unmapped}; the trail ended at {ended}: {end.what}: shown assuming the model's heads // tp, unpadded" + (f"; {serves}" if serves else "")
+    backend = Backend(
+        name + " [assumed]",
+        kernel,
+        probe.default_sms,
+        PadMap(tuple((n, n) for n in counts)),
+        Where(context.shown(site.path), site.line),
+        tuple(options.items()),
+        models=restrict,
+        assumed=assumption,
+    )
+    detail = f"{unmapped}; the trail ended at {ended}: {end.what}: shown assuming the model's heads // tp, unpadded" + (
+        f"; {serves}" if serves else ""
+    )
     return CallPath(site, shown, PathStatus.ASSUMED, detail, kernel, backends=(backend.name,)), backend
 
 
@@ -264,7 +309,9 @@ def _call_axes(context: PathContext, site: CallSite, probe: Any) -> tuple[dict[s
         if axis.choices == (0, 1):
             options[axis_name] = 1
         elif isinstance(axis.default, int):
-            options[axis_name] = literal if isinstance(literal, int) and not isinstance(literal, bool) and literal > 0 else ASSUMED_TOPK
+            options[axis_name] = (
+                literal if isinstance(literal, int) and not isinstance(literal, bool) and literal > 0 else ASSUMED_TOPK
+            )
             if literal is None:
                 said.append(f"{keyword}={ast.unparse(node)[:40]} taken as {ASSUMED_TOPK}")
         elif isinstance(literal, str) and literal in axis.choices:
@@ -297,13 +344,37 @@ def _describe(context: PathContext, site: CallSite, shown: str, m: CallMapping) 
     reach = context.reaches.get(m.reaches_when) if m.reaches_when else None
     mismatch = _mismatch(context, site, m)
     if mismatch is not None:
-        return CallPath(site, shown, PathStatus.UNRESOLVED, f"the mapping ({m.where}) no longer fits this call: {mismatch}", m.kernel, phase=m.phase, reach=reach)
+        return CallPath(
+            site,
+            shown,
+            PathStatus.UNRESOLVED,
+            f"the mapping ({m.where}) no longer fits this call: {mismatch}",
+            m.kernel,
+            phase=m.phase,
+            reach=reach,
+        )
     if m.heads == HEADS_RULE:
         assert m.padded_by is not None
         where = _rule_class(context, site, m.padded_by)
         if where is None:
-            return CallPath(site, shown, PathStatus.UNRESOLVED, f"padded by {m.padded_by}'s rule, which this tree does not define (or whose rule is not evaluable)", m.kernel, phase=m.phase, reach=reach)
-        return CallPath(site, shown, PathStatus.BY_RULE, f"padded by {m.padded_by}'s rule ({where}), judged with it", m.kernel, phase=m.phase, reach=reach)
+            return CallPath(
+                site,
+                shown,
+                PathStatus.UNRESOLVED,
+                f"padded by {m.padded_by}'s rule, which this tree does not define (or whose rule is not evaluable)",
+                m.kernel,
+                phase=m.phase,
+                reach=reach,
+            )
+        return CallPath(
+            site,
+            shown,
+            PathStatus.BY_RULE,
+            f"padded by {m.padded_by}'s rule ({where}), judged with it",
+            m.kernel,
+            phase=m.phase,
+            reach=reach,
+        )
     return CallPath(site, shown, PathStatus.JUDGED, _how(m), m.kernel, phase=m.phase, reach=reach)
 
 
@@ -345,7 +416,9 @@ def _mismatch(context: PathContext, site: CallSite, m: CallMapping) -> str | Non
     return None
 
 
-def _dispatch(context: PathContext, site: CallSite, probe: Any, m: CallMapping | None = None, picked: str | None = None) -> KeywordReading:
+def _dispatch(
+    context: PathContext, site: CallSite, probe: Any, m: CallMapping | None = None, picked: str | None = None
+) -> KeywordReading:
     """What the call passes for the probe's dispatch keywords, read from the
     tree; on a path whose backend a selector picks per count, as the call runs
     where the selector returned `picked`."""
@@ -377,7 +450,9 @@ def _passes(node: ast.expr | None) -> bool:
     return node is not None and not (isinstance(node, ast.Constant) and node.value is None)
 
 
-def _call_options(context: PathContext, m: CallMapping, sites: list[CallSite], picked: str | None = None) -> dict[str, Any] | NotEvaluable:
+def _call_options(
+    context: PathContext, m: CallMapping, sites: list[CallSite], picked: str | None = None
+) -> dict[str, Any] | NotEvaluable:
     """Axis values the calls themselves set beyond the mapping's (a KV counter
     buffer passed), the same for every site of the entry; NotEvaluable naming
     the keyword where hprobe cannot tell what a call passes."""
@@ -393,15 +468,21 @@ def _call_options(context: PathContext, m: CallMapping, sites: list[CallSite], p
                 continue  # backend and top-k are the mapping's, checked against the call in _mismatch
             if keyword in reading.unknown:
                 why = reading.unknown[keyword]
-                return NotEvaluable(context.shown(site.path), site.line, f"cannot tell whether the call passes {keyword}: {why}")
+                return NotEvaluable(
+                    context.shown(site.path), site.line, f"cannot tell whether the call passes {keyword}: {why}"
+                )
             options[axis_name] = int(_passes(reading.passed.get(keyword)))
         if found is not None and found != options:
-            return NotEvaluable(context.shown(site.path), site.line, f"its calls pass {', '.join(probe.dispatch_keywords)} differently")
+            return NotEvaluable(
+                context.shown(site.path), site.line, f"its calls pass {', '.join(probe.dispatch_keywords)} differently"
+            )
         found = options
     return found or {}
 
 
-def _backends(context: PathContext, m: CallMapping, sites: list[CallSite], cited: set[tuple[str, int]]) -> tuple[list[Backend], list[PathProblem]]:
+def _backends(
+    context: PathContext, m: CallMapping, sites: list[CallSite], cited: set[tuple[str, int]]
+) -> tuple[list[Backend], list[PathProblem]]:
     """The backends that judge one judged [[call]] entry: per group of models
     whose own attributes set the same probe axes, per group of SMs that answer
     alike, per backend its count picks."""
@@ -431,7 +512,13 @@ def _by_model_axes(probe: Any, models: list[Model]) -> dict[tuple[tuple[str, Any
 
 
 def _model_group_backends(
-    context: PathContext, m: CallMapping, sites: list[CallSite], cited: set[tuple[str, int]], models: list[Model], model_axes: dict[str, Any], split: bool
+    context: PathContext,
+    m: CallMapping,
+    sites: list[CallSite],
+    cited: set[tuple[str, int]],
+    models: list[Model],
+    model_axes: dict[str, Any],
+    split: bool,
 ) -> tuple[list[Backend], list[PathProblem]]:
     assert m.kernel is not None
     site = sites[0]
@@ -473,7 +560,22 @@ def _model_group_backends(
                 call_options = _call_options(context, m, sites, backend_value)
                 if isinstance(call_options, NotEvaluable):
                     return [], [PathProblem(base, m.kernel, m.sms, restrict, call_options)]
-                out.append(_backend(context, m, site, label, tuple(sms), names, part, branches, backend_value, counts, len(groups) > 1, {**call_options, **model_axes}))
+                out.append(
+                    _backend(
+                        context,
+                        m,
+                        site,
+                        label,
+                        tuple(sms),
+                        names,
+                        part,
+                        branches,
+                        backend_value,
+                        counts,
+                        len(groups) > 1,
+                        {**call_options, **model_axes},
+                    )
+                )
     return out, []
 
 
@@ -489,7 +591,9 @@ def _prepared(context: PathContext, m: CallMapping, sites: list[CallSite]) -> In
     return found
 
 
-def _per_model(outputs: dict[tuple[str, int], int | Raises], models: list[Model], restrict: tuple[str, ...]) -> list[tuple[tuple[str, ...], dict[tuple[str, int], int | Raises]]]:
+def _per_model(
+    outputs: dict[tuple[str, int], int | Raises], models: list[Model], restrict: tuple[str, ...]
+) -> list[tuple[tuple[str, ...], dict[tuple[str, int], int | Raises]]]:
     """One map for every model when they agree on each count; else one per
     model (a rule that reads a model's own attributes may pad the same count
     differently for two models)."""
@@ -511,7 +615,16 @@ def _base_name(m: CallMapping, site: CallSite) -> str:
     return name + (f" [{m.phase}]" if m.phase else "")
 
 
-def _count(context: PathContext, m: CallMapping, inline: InlineSite | None, site: CallSite, sm: int, model: Model, tp: int, n: int) -> tuple[int | Raises | NotEvaluable, str]:
+def _count(
+    context: PathContext,
+    m: CallMapping,
+    inline: InlineSite | None,
+    site: CallSite,
+    sm: int,
+    model: Model,
+    tp: int,
+    n: int,
+) -> tuple[int | Raises | NotEvaluable, str]:
     """The count this path hands FlashInfer for one model x TP on one SM, and
     the branch that decided it, in words."""
     where = f"{context.shown(site.path)}:{site.line}"
@@ -522,16 +635,28 @@ def _count(context: PathContext, m: CallMapping, inline: InlineSite | None, site
     instance.update(model.attributes)
     platform: dict[str, Any] = {expr: sm in sms for expr, sms in context.mapping.platform}
     platform.update(dict(m.conditions))
-    binding = Binding(head_arg=False, instance=instance, platform=platform, settings=context.settings, flashinfer=context.flashinfer, sm=sm)
+    binding = Binding(
+        head_arg=False,
+        instance=instance,
+        platform=platform,
+        settings=context.settings,
+        flashinfer=context.flashinfer,
+        sm=sm,
+    )
     assert m.inline is not None
     value, line = evaluate_inline(context.index, inline, m.inline, n, binding)
     path = context.shown(inline.function.module.path)
     if line is None:
-        return value, f"{path}:{inline.function.line}\t{m.inline.variable} not assigned in {inline.function.qualname}: unpadded"
+        return (
+            value,
+            f"{path}:{inline.function.line}\t{m.inline.variable} not assigned in {inline.function.qualname}: unpadded",
+        )
     return value, f"{path}:{line}\t"
 
 
-def _picked_backends(context: PathContext, m: CallMapping, site: CallSite, outputs: dict[tuple[str, int], int | Raises]) -> dict[str | None, tuple[int, ...]] | NotEvaluable:
+def _picked_backends(
+    context: PathContext, m: CallMapping, site: CallSite, outputs: dict[tuple[str, int], int | Raises]
+) -> dict[str | None, tuple[int, ...]] | NotEvaluable:
     """backend value -> the counts that take it ({None: ()} when the backend is
     not picked by count: every count, the variant's own backend)."""
     if m.backend_by is None:
@@ -548,9 +673,21 @@ def _picked_backends(context: PathContext, m: CallMapping, site: CallSite, outpu
     for n in sorted({v for v in outputs.values() if isinstance(v, int)}):
         value = evaluate_call(context.index, None, function, [n], Binding()).value
         if isinstance(value, (NotEvaluable, Raises)):
-            return value if isinstance(value, NotEvaluable) else NotEvaluable(context.shown(function.module.path), function.line, f"{m.backend_by}({n}) raises {value.error_type}: {value.message}")
+            return (
+                value
+                if isinstance(value, NotEvaluable)
+                else NotEvaluable(
+                    context.shown(function.module.path),
+                    function.line,
+                    f"{m.backend_by}({n}) raises {value.error_type}: {value.message}",
+                )
+            )
         if value is not None and not isinstance(value, str):
-            return NotEvaluable(context.shown(function.module.path), function.line, f"{m.backend_by}({n}) returned {type(value).__name__}, not a backend name")
+            return NotEvaluable(
+                context.shown(function.module.path),
+                function.line,
+                f"{m.backend_by}({n}) returned {type(value).__name__}, not a backend name",
+            )
         picked.setdefault(value if value is not None else m.backend_none, []).append(n)
     return {k: tuple(v) for k, v in picked.items()}
 
@@ -578,10 +715,20 @@ def _backend(
         options["backend"] = backend_value
     elif literal is not None and probe.axis("backend") is not None:
         options["backend"] = literal
-    name = base + (f" -> backend={backend_value}" if m.backend_by and backend_value is not None else "") + (f" ({sm_names(sms)})" if split_by_sm else "")
+    name = (
+        base
+        + (f" -> backend={backend_value}" if m.backend_by and backend_value is not None else "")
+        + (f" ({sm_names(sms)})" if split_by_sm else "")
+    )
     chosen = set(counts)
     # The counts this backend takes (all of the path's, unless its backend is picked per count).
-    rule = PadMap(tuple(sorted({n: v for (_, n), v in outputs.items() if isinstance(v, int) and (not chosen or n in chosen)}.items())))
+    rule = PadMap(
+        tuple(
+            sorted(
+                {n: v for (_, n), v in outputs.items() if isinstance(v, int) and (not chosen or n in chosen)}.items()
+            )
+        )
+    )
     conditions = [f"{k}={v}" for k, v in m.conditions]
     picks = [f"{m.backend_by}() picks {backend_value}"] if m.backend_by and backend_value is not None else []
 
@@ -591,6 +738,22 @@ def _backend(
         words = [sm_names(sms), *([m.phase] if m.phase else []), *conditions, *([how] if how else []), *picks]
         return f"{where} [{', '.join(words)}]"
 
-    said = tuple((key, said_for(branch)) for key, branch in branches.items() if key in outputs and (not chosen or key[1] in chosen))
+    said = tuple(
+        (key, said_for(branch))
+        for key, branch in branches.items()
+        if key in outputs and (not chosen or key[1] in chosen)
+    )
     reach = context.reaches.get(m.reaches_when) if m.reaches_when else None
-    return Backend(name, m.kernel, sms, rule, Where(context.shown(site.path), site.line), tuple(options.items()), models=restrict, branches=said, reach=reach, counts=counts, tps=m.tps)
+    return Backend(
+        name,
+        m.kernel,
+        sms,
+        rule,
+        Where(context.shown(site.path), site.line),
+        tuple(options.items()),
+        models=restrict,
+        branches=said,
+        reach=reach,
+        counts=counts,
+        tps=m.tps,
+    )

@@ -67,10 +67,18 @@ def find_pin(root: Path, problems: list[str] | None = None) -> RepoPin | None:
     # An unversioned requirement says nothing of the release: a source that
     # names one is taken before it, and when sources disagree each is said.
     taken = next((p for p in pins if p.spec != ">=0"), pins[0])
-    others = [p for p in pins if p is not taken and p.spec != taken.spec and canonicalize_name(p.name) not in COMPANIONS]
+    others = [
+        p for p in pins if p is not taken and p.spec != taken.spec and canonicalize_name(p.name) not in COMPANIONS
+    ]
     if others and problems is not None:
-        why = "the first that names a release" if pins[0].spec == ">=0" and taken is not pins[0] else "the most authoritative source (metadata, pyproject, lock files, requirements, setup.py)"
-        problems.append(f"flashinfer is pinned differently in the tree: {taken.spec} at {taken.source} is taken ({why}); also {', '.join(f'{p.spec} at {p.source}' for p in others[:3])}")
+        why = (
+            "the first that names a release"
+            if pins[0].spec == ">=0" and taken is not pins[0]
+            else "the most authoritative source (metadata, pyproject, lock files, requirements, setup.py)"
+        )
+        problems.append(
+            f"flashinfer is pinned differently in the tree: {taken.spec} at {taken.source} is taken ({why}); also {', '.join(f'{p.spec} at {p.source}' for p in others[:3])}"
+        )
     return taken
 
 
@@ -83,7 +91,15 @@ def find_pins(root: Path, problems: list[str] | None = None) -> list[RepoPin]:
     skipped: list[str] = []
     token = _SKIPPED.set(skipped)
     try:
-        for finder in (_from_metadata, _from_pyproject, _from_poetry, _from_pylock, _from_requirements, _from_setup_py, _from_setup_cfg):
+        for finder in (
+            _from_metadata,
+            _from_pyproject,
+            _from_poetry,
+            _from_pylock,
+            _from_requirements,
+            _from_setup_py,
+            _from_setup_cfg,
+        ):
             try:
                 out.extend(finder(base))
             except _Unreadable as exc:
@@ -104,7 +120,9 @@ def _installs_here(pin: RepoPin, problems: list[str] | None) -> bool:
     if marker is None or marker.evaluate({"extra": ""}):
         return True
     if problems is not None:
-        problems.append(f"{pin.written} at {pin.source}: its marker ({marker}) is false here, so pip would not install it; not read as the flashinfer pin")
+        problems.append(
+            f"{pin.written} at {pin.source}: its marker ({marker}) is false here, so pip would not install it; not read as the flashinfer pin"
+        )
     return False
 
 
@@ -165,8 +183,17 @@ def _from_poetry(base: Path) -> list[RepoPin]:
             constraint = value.get("version") if isinstance(value, dict) else value
             spec = poetry_specifier(str(constraint)) if isinstance(constraint, str) else None
             if spec is None:
-                raise InputError(f"{path}: [tool.poetry] {name} = {value!r}: not a Poetry version constraint hprobe reads")
-            number = next((i for i, line in enumerate(text.split("\n"), 1) if line.strip().startswith(str(name)) and str(constraint) in line), None)
+                raise InputError(
+                    f"{path}: [tool.poetry] {name} = {value!r}: not a Poetry version constraint hprobe reads"
+                )
+            number = next(
+                (
+                    i
+                    for i, line in enumerate(text.split("\n"), 1)
+                    if line.strip().startswith(str(name)) and str(constraint) in line
+                ),
+                None,
+            )
             out.append(RepoPin(spec, path, number, "poetry", f"{name} {constraint}"))
     return out
 
@@ -213,16 +240,31 @@ def _from_pylock(base: Path) -> list[RepoPin]:
         if not isinstance(packages, list):
             raise InputError(f"{path}: [[packages]] must be a list of tables")
         for item in packages:
-            if isinstance(item, dict) and canonicalize_name(str(item.get("name", ""))) in NAMES and isinstance(item.get("version"), str):
+            if (
+                isinstance(item, dict)
+                and canonicalize_name(str(item.get("name", ""))) in NAMES
+                and isinstance(item.get("version"), str)
+            ):
                 try:
                     Version(item["version"])
                 except InvalidVersion:
                     skipped = _SKIPPED.get()
                     if skipped is not None:
-                        skipped.append(f"{path}: {item['name']} version {item['version']!r} is not a version; not read as the flashinfer pin")
+                        skipped.append(
+                            f"{path}: {item['name']} version {item['version']!r} is not a version; not read as the flashinfer pin"
+                        )
                     continue
-                number = next((i for i, line in enumerate(text.split("\n"), 1) if line.strip() == f'version = "{item["version"]}"'), None)
-                out.append(RepoPin(f"=={item['version']}", path, number, "pylock", f"{item['name']}=={item['version']}"))
+                number = next(
+                    (
+                        i
+                        for i, line in enumerate(text.split("\n"), 1)
+                        if line.strip() == f'version = "{item["version"]}"'
+                    ),
+                    None,
+                )
+                out.append(
+                    RepoPin(f"=={item['version']}", path, number, "pylock", f"{item['name']}=={item['version']}")
+                )
     return out
 
 
@@ -241,7 +283,9 @@ def _named(text: str, names: set[str]) -> Requirement | None:
         # pip refuses such a line too; one naming flashinfer is said, never passed over in silence.
         named = _LEADING_NAME.match(text)
         if skipped is not None and named and canonicalize_name(named.group(1)) in names:
-            skipped.append(f"{text.strip()}: not a requirement pip reads ({str(exc).splitlines()[0]}); not read as the flashinfer pin")
+            skipped.append(
+                f"{text.strip()}: not a requirement pip reads ({str(exc).splitlines()[0]}); not read as the flashinfer pin"
+            )
         return None
     if canonicalize_name(req.name) not in names:
         return None
@@ -263,7 +307,9 @@ _SKIPPED: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("hpr
 def _from_metadata(base: Path) -> list[RepoPin]:
     # An unpacked wheel holds NAME-VERSION.dist-info beside the package; an
     # installed package (site-packages/vllm) has it as a sibling.
-    candidates = sorted(base.glob("*.dist-info/METADATA")) + sorted(base.parent.glob(f"{base.name}-*.dist-info/METADATA"))
+    candidates = sorted(base.glob("*.dist-info/METADATA")) + sorted(
+        base.parent.glob(f"{base.name}-*.dist-info/METADATA")
+    )
     out = []
     for meta in candidates:
         for number, line in enumerate(read_text(meta, "package metadata").split("\n"), 1):
@@ -297,7 +343,9 @@ def _from_pyproject(base: Path) -> list[RepoPin]:
             req = _flashinfer(str(dep))
             if req is not None:
                 locator = (*where, index)
-                out.append(RepoPin(str(req.specifier), path, _pyproject_line(text, locator), "pyproject", str(dep), locator))
+                out.append(
+                    RepoPin(str(req.specifier), path, _pyproject_line(text, locator), "pyproject", str(dep), locator)
+                )
     return out
 
 
@@ -401,7 +449,16 @@ def _requirement_lines(path: Path, text: str, names: set[str]) -> list[RepoPin]:
             # line; one with options or continued lines is read, never rewritten.
             plain = not continued and stripped == requirement
             begin = start + body.index(requirement) if plain else start
-            out.append(RepoPin(str(req.specifier), path, first, "requirements", requirement, (begin, begin + len(requirement), not plain)))
+            out.append(
+                RepoPin(
+                    str(req.specifier),
+                    path,
+                    first,
+                    "requirements",
+                    requirement,
+                    (begin, begin + len(requirement), not plain),
+                )
+            )
     return out
 
 
@@ -414,11 +471,17 @@ def _from_setup_py(base: Path) -> list[RepoPin]:
     try:
         tree = ast.parse(read_text(path, "setup.py"))
     except (SyntaxError, ValueError, InputError, RecursionError, MemoryError) as exc:
-        why = getattr(exc, "message", None) or ("nested too deeply for Python's parser" if isinstance(exc, (RecursionError, MemoryError)) else str(exc))
+        why = getattr(exc, "message", None) or (
+            "nested too deeply for Python's parser" if isinstance(exc, (RecursionError, MemoryError)) else str(exc)
+        )
         raise _Unreadable(f"{path}: not read for a flashinfer requirement ({why})") from None
     out = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.keyword) and node.arg == "install_requires" and isinstance(node.value, (ast.List, ast.Tuple)):
+        if (
+            isinstance(node, ast.keyword)
+            and node.arg == "install_requires"
+            and isinstance(node.value, (ast.List, ast.Tuple))
+        ):
             for item in node.value.elts:
                 if isinstance(item, ast.Constant) and isinstance(item.value, str):
                     req = _flashinfer(item.value)
@@ -452,7 +515,12 @@ def with_specifier(written: str, new_spec: str) -> str:
     gap = spec_text[len(spec_text.rstrip()) :]  # the space before a marker, as written
     new = f"{prefix}{new_spec}{gap}{tail}"
     again = Requirement(new)
-    if (again.name, again.extras, str(again.marker), again.specifier) != (old.name, old.extras, str(old.marker), SpecifierSet(new_spec)):
+    if (again.name, again.extras, str(again.marker), again.specifier) != (
+        old.name,
+        old.extras,
+        str(old.marker),
+        SpecifierSet(new_spec),
+    ):
         raise NotRewritable(f"{written!r}: rewriting it changed more than its version")
     return new
 
@@ -463,12 +531,21 @@ def rewrite(pin: RepoPin, text: str, new_spec: str) -> str:
         raise NotRewritable(f"{pin.source}: installed or built metadata, not the tree's own requirement")
     if pin.kind in ("setup.cfg", "poetry", "pylock"):
         # Read so that no pin goes unseen; rewritten by the tool that owns the file.
-        raise NotRewritable(f"{pin.source}: a {pin.kind} requirement ({pin.written}), which hprobe reads but does not rewrite")
+        raise NotRewritable(
+            f"{pin.source}: a {pin.kind} requirement ({pin.written}), which hprobe reads but does not rewrite"
+        )
     new_written = with_specifier(pin.written, new_spec)
     if pin.kind == "requirements":
         # Located again in `text`: an earlier rewrite on another line of the
         # same file may have moved it (a line's number never changes).
-        here = next((p for p in _requirement_lines(pin.path, text, NAMES | COMPANIONS) if p.line == pin.line and p.written == pin.written), None)
+        here = next(
+            (
+                p
+                for p in _requirement_lines(pin.path, text, NAMES | COMPANIONS)
+                if p.line == pin.line and p.written == pin.written
+            ),
+            None,
+        )
         if here is None:
             raise NotRewritable(f"{pin.source}: the file changed since it was read")
         begin, end, extra = here.locator
@@ -479,7 +556,9 @@ def rewrite(pin: RepoPin, text: str, new_spec: str) -> str:
         try:
             new = _pyproject_with(text, pin.locator, new_written)
         except Exception as exc:  # noqa: BLE001  # tomlkit's own errors on a file tomllib read: not rewritten, said why
-            raise NotRewritable(f"{pin.source}: not rewritable with a round-trip TOML parser ({type(exc).__name__})") from None
+            raise NotRewritable(
+                f"{pin.source}: not rewritable with a round-trip TOML parser ({type(exc).__name__})"
+            ) from None
         changed = [i for i, (a, b) in enumerate(zip(text.split("\n"), new.split("\n"), strict=False)) if a != b]
         if len(text.split("\n")) != len(new.split("\n")) or len(changed) != 1:
             raise NotRewritable(f"{pin.source}: rewriting the requirement would change more than its line")
@@ -497,5 +576,3 @@ def rewrite(pin: RepoPin, text: str, new_spec: str) -> str:
             raise NotRewritable(f"{pin.source}: the new requirement needs escaping")
         return source.replaced([(span, literal)]).text
     raise NotRewritable(f"{pin.source}: unknown requirement source")
-
-

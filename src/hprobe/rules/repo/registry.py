@@ -35,7 +35,9 @@ class Served:
     def only_for(self, module: str) -> frozenset[str] | None:
         """The architectures whose implementation `module` is part of, or None
         when it belongs to no model's (shared code: every model's)."""
-        owners = frozenset(arch for arch, home in self.homes.items() if home and module == home or module.startswith(home + "."))
+        owners = frozenset(
+            arch for arch, home in self.homes.items() if home and module == home or module.startswith(home + ".")
+        )
         return owners or None
 
 
@@ -56,7 +58,9 @@ def served_architectures(index: RepoIndex, wanted: set[str]) -> Served | None:
     for module in index.modules_mentioning(wanted) if wanted else []:
         homes.update(dict.fromkeys(_entry_classes(module), module.name))
     folders = sorted({path.rpartition("/")[0] or "." for path in declaring})
-    where = f"the EntryClass declarations under {folders[0]}" + (f" and {len(folders) - 1} more folders" if len(folders) > 1 else "")
+    where = f"the EntryClass declarations under {folders[0]}" + (
+        f" and {len(folders) - 1} more folders" if len(folders) > 1 else ""
+    )
     return Served(frozenset(homes), where, homes)
 
 
@@ -88,4 +92,8 @@ def _entry_classes(module: ModuleInfo) -> set[str]:
     if value is None:
         return set()
     items = value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]
-    return {item.id if isinstance(item, ast.Name) else item.attr for item in items if isinstance(item, (ast.Name, ast.Attribute))}
+    return {
+        item.id if isinstance(item, ast.Name) else item.attr
+        for item in items
+        if isinstance(item, (ast.Name, ast.Attribute))
+    }

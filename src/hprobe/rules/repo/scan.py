@@ -70,7 +70,9 @@ class FunctionInfo:
     def abstract(self) -> bool:
         decorated = any(ast.unparse(d).endswith("abstractmethod") for d in self.node.decorator_list)
         body = [s for s in self.node.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
-        raises_only = len(body) == 1 and isinstance(body[0], ast.Raise) and "NotImplementedError" in ast.unparse(body[0])
+        raises_only = (
+            len(body) == 1 and isinstance(body[0], ast.Raise) and "NotImplementedError" in ast.unparse(body[0])
+        )
         return decorated or raises_only or not body
 
 
@@ -174,7 +176,9 @@ class RepoIndex:
                     # positions name the same characters a patch edits.
                     text = PythonSource.read(path, str(self._shown(path))).text
                 except InputError as exc:
-                    self.problems.append(f"{self._shown(path)}: not read ({exc.message}; at most {MAX_SOURCE_BYTES >> 20} MiB of Python source)")
+                    self.problems.append(
+                        f"{self._shown(path)}: not read ({exc.message}; at most {MAX_SOURCE_BYTES >> 20} MiB of Python source)"
+                    )
             self._texts[name] = text
         return self._texts[name]
 
@@ -211,7 +215,9 @@ class RepoIndex:
         except SyntaxError as exc:
             problem = f"{rel}{f':{exc.lineno}' if exc.lineno else ''}: not parsed: {exc.msg}"
         except (ValueError, RecursionError, MemoryError) as exc:
-            problem = f"{rel}: not parsed: {exc if isinstance(exc, ValueError) else 'nested too deeply for Python parser'}"
+            problem = (
+                f"{rel}: not parsed: {exc if isinstance(exc, ValueError) else 'nested too deeply for Python parser'}"
+            )
         else:
             problem = _too_deep(tree, rel)
         if problem is not None:
@@ -285,7 +291,11 @@ class RepoIndex:
             why = klass.module.rebound.get(klass.name)
             if why is not None:
                 return f"{klass.module.path}: class {klass.name} is changed after its definition ({why})"
-            if [k for k in klass.node.keywords if not (k.arg == "metaclass" and ast.unparse(k.value) in _PLAIN_METACLASSES)]:
+            if [
+                k
+                for k in klass.node.keywords
+                if not (k.arg == "metaclass" and ast.unparse(k.value) in _PLAIN_METACLASSES)
+            ]:
                 written = ", ".join(f"{k.arg or '**'}={ast.unparse(k.value)[:40]}" for k in klass.node.keywords)
                 return f"{klass.module.path}:{klass.node.lineno}: class {klass.name} is made with {written}, which may rewrite what its body defines"
             hook = next((name for name in _CLASS_HOOKS if name in klass.methods or name in klass.attributes), None)
@@ -376,12 +386,25 @@ def _builtin_patches(node: ast.AST) -> list[str]:
         targets = node.targets
     names = []
     for target in targets:
-        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id in ("builtins", "__builtins__"):
+        if (
+            isinstance(target, ast.Attribute)
+            and isinstance(target.value, ast.Name)
+            and target.value.id in ("builtins", "__builtins__")
+        ):
             names.append(target.attr)
-        elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and target.value.id == "__builtins__":
+        elif (
+            isinstance(target, ast.Subscript)
+            and isinstance(target.value, ast.Name)
+            and target.value.id == "__builtins__"
+        ):
             key = target.slice
             names.append(key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else "*")
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr" and len(node.args) >= 2:
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "setattr"
+        and len(node.args) >= 2
+    ):
         holder, key = node.args[0], node.args[1]
         if isinstance(holder, ast.Name) and holder.id in ("builtins", "__builtins__"):
             names.append(key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else "*")
@@ -447,15 +470,21 @@ def tree_shape(root: Path, excludes: tuple[str, ...]) -> tuple[list[str], list[s
     problems: list[str] = []
     # Strings, ordered part by part as Paths order (SGLang's 4,000 files:
     # building and sorting Paths was a third of a warm check's reading).
-    files = sorted(_python_paths(root, DEFAULT_EXCLUDES + tuple(excludes), problems, names), key=lambda path: path.split(os.sep))
+    files = sorted(
+        _python_paths(root, DEFAULT_EXCLUDES + tuple(excludes), problems, names), key=lambda path: path.split(os.sep)
+    )
     return files, sorted(names) + problems
 
 
-def _python_files(root: Path, excludes: tuple[str, ...], problems: list[str] | None = None, names: list[str] | None = None) -> Iterator[Path]:
+def _python_files(
+    root: Path, excludes: tuple[str, ...], problems: list[str] | None = None, names: list[str] | None = None
+) -> Iterator[Path]:
     return (Path(path) for path in _python_paths(root, excludes, problems, names))
 
 
-def _python_paths(root: Path, excludes: tuple[str, ...], problems: list[str] | None = None, names: list[str] | None = None) -> Iterator[str]:
+def _python_paths(
+    root: Path, excludes: tuple[str, ...], problems: list[str] | None = None, names: list[str] | None = None
+) -> Iterator[str]:
     """The paths of the tree's Python files, walked without following
     symlinked directories. A directory that cannot be listed (permissions,
     /proc) is skipped and named in `problems`; a tree larger than the bounds
@@ -476,11 +505,15 @@ def _python_paths(root: Path, excludes: tuple[str, ...], problems: list[str] | N
                 entries = list(listing)
         except OSError as exc:
             if problems is not None:
-                problems.append(f"{directory[len(prefix):] if directory != str(root) else directory}: not read ({exc.strerror or type(exc).__name__}); its Python files were not searched")
+                problems.append(
+                    f"{directory[len(prefix) :] if directory != str(root) else directory}: not read ({exc.strerror or type(exc).__name__}); its Python files were not searched"
+                )
             continue
         seen += len(entries)
         if seen > MAX_ENTRIES:
-            raise InputError(f"--repo {root}: more than {MAX_ENTRIES:,} files and directories to walk; point --repo at the engine's source tree, or --exclude what is not")
+            raise InputError(
+                f"--repo {root}: more than {MAX_ENTRIES:,} files and directories to walk; point --repo at the engine's source tree, or --exclude what is not"
+            )
         for entry in entries:
             try:
                 is_dir = entry.is_dir(follow_symlinks=False)
@@ -491,12 +524,18 @@ def _python_paths(root: Path, excludes: tuple[str, ...], problems: list[str] | N
             if names is not None:
                 names.append(f"{rel}/" if is_dir else rel)
             if is_dir:
-                if entry.name not in _SKIP_DIRS and not entry.name.endswith(".dist-info") and not excluded(rel, entry.name):
+                if (
+                    entry.name not in _SKIP_DIRS
+                    and not entry.name.endswith(".dist-info")
+                    and not excluded(rel, entry.name)
+                ):
                     stack.append(entry.path)
             elif is_file and not excluded(rel, entry.name):
                 found += 1
                 if found > MAX_FILES:
-                    raise InputError(f"--repo {root}: more than {MAX_FILES:,} Python files; point --repo at the engine's source tree, or --exclude what is not")
+                    raise InputError(
+                        f"--repo {root}: more than {MAX_FILES:,} Python files; point --repo at the engine's source tree, or --exclude what is not"
+                    )
                 yield entry.path[strip:]
 
 
@@ -510,13 +549,39 @@ def _exclusion(patterns: tuple[str, ...]) -> Callable[[str, str], bool]:
     by_name = re.compile("|".join(f"(?:{p})" for p in names)).match if names else None
 
     def excluded(rel: str, name: str) -> bool:
-        return bool((by_name is not None and by_name(os.path.normcase(name))) or (by_path is not None and by_path(os.path.normcase(rel))))
+        return bool(
+            (by_name is not None and by_name(os.path.normcase(name)))
+            or (by_path is not None and by_path(os.path.normcase(rel)))
+        )
 
     return excluded
 
 
 # Methods that change a list, dict or set in place.
-_MUTATORS = frozenset({"append", "extend", "insert", "remove", "pop", "popitem", "clear", "update", "add", "discard", "setdefault", "sort", "reverse", "__setitem__", "__delitem__", "__iadd__", "__ior__", "difference_update", "intersection_update", "symmetric_difference_update"})
+_MUTATORS = frozenset(
+    {
+        "append",
+        "extend",
+        "insert",
+        "remove",
+        "pop",
+        "popitem",
+        "clear",
+        "update",
+        "add",
+        "discard",
+        "setdefault",
+        "sort",
+        "reverse",
+        "__setitem__",
+        "__delitem__",
+        "__iadd__",
+        "__ior__",
+        "difference_update",
+        "intersection_update",
+        "symmetric_difference_update",
+    }
+)
 # Class decorators that never replace what the class body defines.
 _HARMLESS_CLASS_DECORATORS = frozenset({"dataclass", "dataclasses.dataclass"})
 
@@ -565,7 +630,19 @@ def _module_bindings(tree: ast.Module, out: dict[str, str]) -> tuple[dict[str, l
         if isinstance(node, ast.Lambda):
             continue
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.stmt, ast.expr, ast.excepthandler, ast.comprehension, ast.withitem, ast.match_case, ast.arguments, ast.keyword)):
+            if isinstance(
+                child,
+                (
+                    ast.stmt,
+                    ast.expr,
+                    ast.excepthandler,
+                    ast.comprehension,
+                    ast.withitem,
+                    ast.match_case,
+                    ast.arguments,
+                    ast.keyword,
+                ),
+            ):
                 stack.append((child, False))
     return bound, stars
 
@@ -579,7 +656,11 @@ def _decorated(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, out:
     if isinstance(node, ast.ClassDef):
         named = [n for n in named if n not in _HARMLESS_CLASS_DECORATORS]
     else:
-        named = [n for n in named if n not in _HARMLESS_FUNCTION_DECORATORS and not n.startswith(("lru_cache(", "functools.lru_cache("))]
+        named = [
+            n
+            for n in named
+            if n not in _HARMLESS_FUNCTION_DECORATORS and not n.startswith(("lru_cache(", "functools.lru_cache("))
+        ]
     if named:
         out[node.name] = f"line {node.lineno}: decorated with @{named[0]}, which may replace what its body defines"
 
@@ -606,7 +687,11 @@ def _targets(node: ast.AST, top: bool) -> list[tuple[str, str]]:
     if isinstance(node, ast.ExceptHandler) and node.name:
         return [(node.name, "except ... as")]
     if isinstance(node, (ast.Import, ast.ImportFrom)):
-        return [((a.asname or a.name.split(".")[0]), "import" if top else "a conditional import") for a in node.names if a.name != "*"]
+        return [
+            ((a.asname or a.name.split(".")[0]), "import" if top else "a conditional import")
+            for a in node.names
+            if a.name != "*"
+        ]
     if isinstance(node, ast.Delete):
         return [(n, "del") for t in node.targets for n in _names_in(t)]
     if isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
@@ -633,7 +718,12 @@ def _mutations(node: ast.AST, out: dict[str, str]) -> None:
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr in _MUTATORS and isinstance(func.value, ast.Name):
             out.setdefault(func.value.id, f"line {line}: changed in place ({func.value.id}.{func.attr})")
-        if isinstance(func, ast.Name) and func.id in ("setattr", "delattr") and node.args and isinstance(node.args[0], ast.Name):
+        if (
+            isinstance(func, ast.Name)
+            and func.id in ("setattr", "delattr")
+            and node.args
+            and isinstance(node.args[0], ast.Name)
+        ):
             out.setdefault(node.args[0].id, f"line {line}: {func.id}() on it")
     elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
         targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
@@ -644,9 +734,13 @@ def _mutations(node: ast.AST, out: dict[str, str]) -> None:
                     while isinstance(root, (ast.Subscript, ast.Attribute)):
                         root = root.value
                     if isinstance(root, ast.Name) and root.id not in ("self", "cls"):
-                        out.setdefault(root.id, f"line {line}: assigned into or deleted from ({ast.unparse(target)[:60]})")
+                        out.setdefault(
+                            root.id, f"line {line}: assigned into or deleted from ({ast.unparse(target)[:60]})"
+                        )
     elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        declared = {name for stmt in ast.walk(node) if isinstance(stmt, (ast.Global, ast.Nonlocal)) for name in stmt.names}
+        declared = {
+            name for stmt in ast.walk(node) if isinstance(stmt, (ast.Global, ast.Nonlocal)) for name in stmt.names
+        }
         for name in sorted(declared):
             out.setdefault(name, f"line {line}: declared global in {node.name}(), which may rebind it")
 
@@ -661,20 +755,41 @@ def _class_rebindings(node: ast.ClassDef) -> dict[str, str]:
         if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names = [item.name]
             if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
-                ast.unparse(d) not in ("classmethod", "staticmethod", "functools.cache", "cache", "lru_cache", "functools.lru_cache", "override", "typing.override", "property", "abstractmethod", "abc.abstractmethod")
+                ast.unparse(d)
+                not in (
+                    "classmethod",
+                    "staticmethod",
+                    "functools.cache",
+                    "cache",
+                    "lru_cache",
+                    "functools.lru_cache",
+                    "override",
+                    "typing.override",
+                    "property",
+                    "abstractmethod",
+                    "abc.abstractmethod",
+                )
                 for d in item.decorator_list
             ):
                 out.setdefault(item.name, f"line {item.lineno}: decorated with @{ast.unparse(item.decorator_list[0])}")
         elif isinstance(item, (ast.If, ast.For, ast.While, ast.Try, ast.With, ast.Match)):
             for inner in ast.walk(item):
                 for name, _ in _targets(inner, False):
-                    out.setdefault(name, f"line {getattr(inner, 'lineno', item.lineno)}: bound under a {type(item).__name__.lower()} in the class body")
+                    out.setdefault(
+                        name,
+                        f"line {getattr(inner, 'lineno', item.lineno)}: bound under a {type(item).__name__.lower()} in the class body",
+                    )
                 if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                    out.setdefault(inner.name, f"line {inner.lineno}: defined under a {type(item).__name__.lower()} in the class body")
+                    out.setdefault(
+                        inner.name,
+                        f"line {inner.lineno}: defined under a {type(item).__name__.lower()} in the class body",
+                    )
             continue
         else:
             names = [n for n, how in _targets(item, True)]
-            if isinstance(item, (ast.AugAssign, ast.Delete)) or (isinstance(item, ast.Assign) and not (len(item.targets) == 1 and isinstance(item.targets[0], ast.Name))):
+            if isinstance(item, (ast.AugAssign, ast.Delete)) or (
+                isinstance(item, ast.Assign) and not (len(item.targets) == 1 and isinstance(item.targets[0], ast.Name))
+            ):
                 for name in names:
                     out.setdefault(name, f"line {item.lineno}: bound by {type(item).__name__} in the class body")
         for name in names:

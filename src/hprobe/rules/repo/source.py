@@ -89,7 +89,10 @@ class PythonSource:
     def replaced(self, edits: Sequence[tuple[Span, str]]) -> PythonSource:
         """This file with each span replaced; spans must not overlap."""
         starts = self._line_starts()
-        ranges = sorted(((self.offset(s.line, s.col, starts), self.offset(s.end_line, s.end_col, starts), new) for s, new in edits), reverse=True)
+        ranges = sorted(
+            ((self.offset(s.line, s.col, starts), self.offset(s.end_line, s.end_col, starts), new) for s, new in edits),
+            reverse=True,
+        )
         for (begin, _, _), (_, end, _) in zip(ranges, ranges[1:], strict=False):
             if end > begin:
                 raise ValueError("overlapping edits")
