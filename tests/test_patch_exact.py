@@ -312,6 +312,15 @@ def test_a_rule_left_to_the_reader_is_named_for_what_it_is():
     suggested = PadTo((8, 16, 32, 64, 128))
     unpadded = Adoption(suggested, current=PadMap(((4, 4), (8, 8), (16, 16))))
     inline = Adoption(suggested, current=PadMap(((4, 64), (8, 64), (128, 128))))
-    assert _by_hand(None, unpadded).startswith("an unpadded call (the engine hands FlashInfer its count as it is)")
-    assert _by_hand(None, inline).startswith("padding written at the call itself")
-    assert _by_hand(object(), inline) == "a rule that branches on the SM, phase or settings"
+    call = "sglang.kernels.ops.attention.flash_mla_sm120.flashinfer_sparse_mla_forward"
+    assert _by_hand(call, None, unpadded).startswith(
+        "an unpadded call (the engine hands FlashInfer its count as it is)"
+    )
+    dspark = "DSparkAttention.forward (inline) -> _flash_mla_flashinfer [decode]"
+    assert _by_hand(dspark, None, inline).startswith("padding written at the call itself")
+    per_phase = "sglang.srt.models.deepseek_v4.MQALayer [decode] (SM120/SM121)"  # its rule read per SM and phase
+    assert (
+        _by_hand(per_phase, None, inline)
+        == _by_hand("MQALayer", object(), inline)
+        == "a rule that branches on the SM, phase or settings"
+    )

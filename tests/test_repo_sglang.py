@@ -5,6 +5,7 @@ judged against the flashinfer it pins (0.7.2) and against 0.6.13."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -285,3 +286,38 @@ def test_sglang_trtllm_mla_is_probed_with_the_counter_buffer_it_passes(cli_json)
     cute = {f["kernel"] for f in doc["findings"] if f["backend"].endswith("CuteDslMLABackend._run_decode_kernel")}
     assert cute == {"trtllm-mla[backend=cute-dsl]"}, cute
     assert code == 1, err
+
+
+@pytest.mark.slow
+def test_one_plan_on_sglang_0520_sm120_a_pin_raise_after_which_check_is_clean(cli, tmp_path):
+    """SGLang 0.5.20 pinned ==0.6.18, on SM120: an unpadded call crashes at n=4
+    on 0.6.18 (safe as it is from 0.7.0), the prefill rule kept as it is needs
+    0.7.2, and the rules hprobe cannot rewrite (per-phase, inline) are safe as
+    they are from 0.6.14. The patch is one change: the pin raised to the
+    release every rule, as the patched tree holds it, is safe from; `check` on
+    the patched tree then passes where it failed before."""
+    from .engine_wheels import as_checkout
+
+    checkout = as_checkout(
+        engine_source(tmp_path / "src", "sglang", "0.5.20"), tmp_path / "repo", "flashinfer-python==0.6.18\n"
+    )
+    code, out, err = cli("check", "--repo", str(checkout), "--sm", "120")
+    assert code == 1 and "broken" in out.splitlines()[-1], err
+    diff = tmp_path / "fix.diff"
+    code, out, err = cli("suggest", "--repo", str(checkout), "--sm", "120", "--diff", str(diff))
+    assert code in (0, 1), err
+    text = diff.read_text()
+    assert (
+        "-flashinfer-python==0.6.18\n+flashinfer-python==0.7.2\n" in text and text.count("+++ ") == 1
+    )  # the pin, nothing else
+    said = " ".join(out.split())
+    assert (
+        "flashinfer_sparse_mla_forward: an unpadded call" in said
+        and "as it is, it holds from flashinfer 0.7.0, and the pin moves with it" in said
+    )
+    assert (
+        "DSparkAttention.forward (inline) -> _flash_mla_flashinfer [decode]: padding written at the call itself" in said
+    )
+    subprocess.run(["git", "apply", str(diff)], cwd=checkout, check=True)
+    code, out, err = cli("check", "--repo", str(checkout), "--sm", "120")
+    assert code == 0 and out.splitlines()[-1].startswith("pass: "), out[-2000:]

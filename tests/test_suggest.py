@@ -387,3 +387,37 @@ def test_holds_from_x_holds_on_every_release_answered_from_x_on():
     from hprobe.advise.pins import CountPin
 
     assert CountPin(24, gone).words() == "24: refused by 19, the newest release seen, after releases that accepted it"
+
+
+@pytest.mark.pure  # the fast tier: no torch, flashinfer or subprocess
+def test_the_current_padding_is_safe_from_the_newest_floor_of_the_counts_it_launches():
+    """An unpadded call that crashes on the pinned release at n=4 (safe from
+    0.7.0 as it is), and a padded rule whose counts are among the suggested
+    rule's: where their rule is left to the reader, the plan keeps the current
+    padding and needs the release it is safe from."""
+    from hprobe.advise.history import FirstTrue
+    from hprobe.advise.pins import CountPin, PinAdvice
+    from hprobe.advise.suggest import BackendSuggestion
+    from hprobe.model.advice import CountChange
+    from hprobe.model.padding import Backend, NoPadding, Where
+
+    def since(count: int, version: str | None) -> CountPin:
+        return CountPin(count, FirstTrue(Version(version) if version else None, None, False, (), ()))
+
+    def suggestion(changes: list[CountChange], pins: PinAdvice) -> BackendSuggestion:
+        backend = Backend("call", "sm120-sparse-mla", (120,), NoPadding(), Where("x.py", 1))
+        return BackendSuggestion("t", backend, (120,), ("0.6.18",), PadTo((8, 16)), changes=changes, pins=pins)
+
+    unpadded = PinAdvice(
+        (120,), ("0.6.14", "0.7.4"), "==0.6.18", no_padding={4: since(4, "0.7.0"), 8: since(8, "0.6.14")}
+    )
+    assert suggestion(
+        [CountChange("m", 16, 4, 4, 8), CountChange("m", 8, 8, 8, 8)], unpadded
+    ).current_safe_from() == Version("0.7.0")
+    padded = PinAdvice((120,), ("0.6.14", "0.7.4"), None, rule_counts={8: since(8, "0.6.14"), 16: since(16, "0.6.12")})
+    assert suggestion([CountChange("m", 16, 4, 16, 8)], padded).current_safe_from() == Version("0.6.12")
+    # A count nobody searched, a count no release accepts, a rule that raises: not known.
+    assert suggestion([CountChange("m", 16, 4, 64, 8)], padded).current_safe_from() is None
+    never = PinAdvice((120,), ("0.6.14", "0.7.4"), None, no_padding={4: since(4, None)})
+    assert suggestion([CountChange("m", 16, 4, 4, 8)], never).current_safe_from() is None
+    assert suggestion([CountChange("m", 16, 4, None, 8)], unpadded).current_safe_from() is None

@@ -100,6 +100,22 @@ class BackendSuggestion:
     def per_rank(self) -> set[int]:
         return {c.n for c in self.changes}
 
+    def current_safe_from(self) -> Version | None:
+        """The first release from which the current padding is safe on every SM,
+        as the pin search found it for each count the current rule launches
+        (they are among the suggested rule's or the unpadded counts); None where
+        it raises for a count or launches one the search did not ask."""
+        if self.pins is None:
+            return None
+        found = {**self.pins.no_padding, **self.pins.rule_counts}
+        launched = {c.current for c in self.changes}
+        if not launched or None in launched:
+            return None
+        since = [found[count].since if count in found else None for count in launched if count is not None]
+        if any(v is None for v in since):
+            return None
+        return max(v for v in since if v is not None)
+
     def to_dict(self) -> dict:
         return {
             "table": self.table,

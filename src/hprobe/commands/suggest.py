@@ -86,7 +86,7 @@ def run_suggest(
         for s in suggestions:
             rule, needs = adopted(s)
             if rule is not None:
-                chosen[s.backend.name] = Adoption(rule, needs, s.changed, s.backend.rule)
+                chosen[s.backend.name] = Adoption(rule, needs, s.changed, s.backend.rule, s.current_safe_from())
         patch = build_patch(repo_tables, chosen, published)
         patch.not_rewritten.extend(
             f"{s.backend.name}: not rewritten: {s.shared}" for s in suggestions if s.shared and s.changed

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import ast
 import difflib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from packaging.version import Version
@@ -65,6 +65,7 @@ class Adoption:
     needs: Version | None = None
     changes: bool = True  # False: the rule pads every count as the current one does (only its pin may move)
     current: PaddingRule | None = None  # what the engine does now (a call path's: its counts as handed over)
+    current_safe_from: Version | None = None  # where the current padding is safe from (None: not known)
 
 
 @dataclass
@@ -142,10 +143,21 @@ def _source_edits(
         rule = adoption.rule
         item = next((c for c in repo.classes if c.cls.qualname == qualname), None)
         if item is None or item.bound:
+            # Code hprobe does not rewrite. Its pin still moves with the plan: a
+            # rule kept as it is needs the release it is safe from, and where the
+            # suggested rule is left to the reader, the current padding is kept
+            # and the pin raised to where it is safe as it stands (an unpadded
+            # call that crashes on the pinned release, safe from a later one).
             if adoption.changes:
+                kept = adoption.current_safe_from
+                also = f"; as it is, it holds from flashinfer {kept}, and the pin moves with it" if kept else ""
                 patch.not_rewritten.append(
-                    f"{qualname}: {_by_hand(item, adoption)}; change it by hand to {rule.describe()}"
+                    f"{qualname}: {_by_hand(qualname, item, adoption)}; change it by hand to {rule.describe()}{also}"
                 )
+                if kept is None:
+                    continue
+                adopted[qualname] = replace(adoption, needs=kept, changes=False)
+            settled.add(qualname)
             continue
         if item.rule == rule or not adoption.changes:
             settled.add(qualname)
@@ -181,21 +193,21 @@ def _source_edits(
     return edits, settled
 
 
-def _by_hand(item: object | None, adoption: Adoption) -> str:
+def _by_hand(qualname: str, item: object | None, adoption: Adoption) -> str:
     """Why a rule is not rewritten mechanically, as the engine writes it."""
-    if item is not None:
-        # A rule evaluated per SM, phase and setting (SGLang's): its branches
-        # are code, not one constant to rewrite.
-        return "a rule that branches on the SM, phase or settings"
     current = adoption.current
     launched = (
         []
         if current is None
         else [(n, padded) for n in range(1, MAX_HEADS + 1) if (padded := current.pad(n)) is not None]
     )
-    if launched and all(n == padded for n, padded in launched):
+    if item is None and launched and all(n == padded for n, padded in launched):
         return "an unpadded call (the engine hands FlashInfer its count as it is): padding it is code to add before the call"
-    return "padding written at the call itself (inline code, not a rule or a constant of counts hprobe rewrites)"
+    if item is None and "(inline)" in qualname:
+        return "padding written at the call itself (inline code, not a rule or a constant of counts hprobe rewrites)"
+    # A rule evaluated per SM, phase and setting (SGLang's): its branches are
+    # code, not one constant to rewrite.
+    return "a rule that branches on the SM, phase or settings"
 
 
 def _apply_source(
