@@ -79,7 +79,9 @@ def test_every_patch_on_vllm_025_leaves_no_broken_finding(cli_json, vllm_025_che
     raised = "0.7.4" if "--flashinfer" in judged_under else "0.6.14"
     if removed_padding:
         # The padding went, so the real requirement line moved with it; comments did not.
-        assert text == CUDA_TXT.replace("python==0.6.13", f"python=={raised}").replace("cubin==0.6.13", f"cubin=={raised}")
+        assert text == CUDA_TXT.replace("python==0.6.13", f"python=={raised}").replace(
+            "cubin==0.6.13", f"cubin=={raised}"
+        )
     else:
         assert text == CUDA_TXT
     code, checked, err = cli_json("check", "--repo", str(tree), "--sm", judged_under[1])
