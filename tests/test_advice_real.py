@@ -71,6 +71,14 @@ def test_every_patch_on_vllm_025_leaves_no_broken_finding(cli_json, vllm_025_che
     if diff.exists():
         subprocess.run(["git", "apply", "--check", str(diff)], cwd=tree, check=True)
         subprocess.run(["git", "apply", str(diff)], cwd=tree, check=True)
+    # A floor whose answers rest on the validators only says so beside it.
+    shallow = {r: s for s in doc["suggestions"] if s.get("pin") for r in s["pin"]["validators_only"]}
+    for release, s in shallow.items():
+        assert any(
+            f"at flashinfer {release} the answers rest on its validators only" in line for line in s["pin"]["advice"]
+        )
+    if "--flashinfer" in judged_under:
+        assert "0.7.4" in shallow  # the plan's floor: no port of 0.7.4's selection yet
     text = (tree / "requirements" / "cuda.txt").read_text()
     removed_padding = any("→ pad_to {8, 16, 32, 64, 128}" in line for line in patch["changed"])
     # Judged on 0.7.4, the plan keeps the DSA sparse call unpadded and moves

@@ -69,6 +69,10 @@ class PinAdvice:
     admitted_below: list[str] = field(default_factory=list)  # releases the pin admits below `needs`
     admitted: list[str] = field(default_factory=list)  # published releases the pin admits
     explicit_start: bool = False  # the search started at --since, not where the entry point first exists
+    # What the answers at a release the advice names rest on, where that is
+    # less than the kernel checks (release -> why): "safe from 0.7.4" at its
+    # validators only says so.
+    shallow: dict[str, str] = field(default_factory=dict)
 
     @staticmethod
     def _needs(pins: dict[int, CountPin]) -> Version | None:
@@ -144,6 +148,10 @@ class PinAdvice:
         no_pad = self.no_padding_needs
         if no_pad is not None:
             lines.append(f"{sms}: no padding at all is safe from flashinfer {no_pad}")
+        for release in sorted({str(v) for v in (needs, no_pad) if v is not None} & set(self.shallow)):
+            lines.append(
+                f"{sms}: at flashinfer {release} the answers rest on its validators only ({self.shallow[release]})"
+            )
         else:
             never = [p.count for p in self.no_padding.values() if p.since is None]
             if never:
@@ -166,6 +174,7 @@ class PinAdvice:
             "rule_counts": [p.to_dict() for p in self.rule_counts.values()],
             "no_padding": [p.to_dict() for p in self.no_padding.values()],
             "non_monotonic": self.regressions,
+            "validators_only": dict(self.shallow),
             "advice": self.words(),
         }
 

@@ -113,6 +113,10 @@ def search_pins(
             prober.prepare,
             prober.answered,
         )
+        for floor in {v for v in (advice.needs, advice.no_padding_needs) if v is not None}:
+            caveat = _validators_only(prober, s.backend.variant_key, floor, s.sms)
+            if caveat is not None:
+                advice.shallow[str(floor)] = caveat
         searched[id(s)] = replace(s, pins=advice)
     notes = [f"pin search: flashinfer {v} answered nothing: {why}" for v, why in prober.unreachable.items()]
     return [searched.get(id(s), s) for s in suggestions], published, notes, True
@@ -172,6 +176,18 @@ def _safe_at(prober: _Prober, key: str, v: Version, sms: tuple[int, ...], count:
     if False in states:
         return False
     return None if None in states else True
+
+
+def _validators_only(prober: _Prober, key: str, v: Version, sms: tuple[int, ...]) -> str | None:
+    """What the compiled code at `v` checks that the answers there did not see
+    (the first such caveat), where the kernel's answers rest on its validators
+    only; None where they reached as deep as the kernel checks."""
+    probed = prober.release(v)
+    for sm in sms:
+        result = probed.results.get((key, sm)) if probed is not None else None
+        if result is not None and result.unchecked:
+            return result.unchecked[0]
+    return None
 
 
 def _routed_ahead(
