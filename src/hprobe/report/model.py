@@ -85,6 +85,18 @@ class GateCounts:
     def waived(self) -> int:
         return sum(self.waived_of.values())
 
+    def beside(self) -> list[tuple[str, str]]:
+        """What the gate's line says after the verdicts, each with what it is
+        (`expired`, `assumed`, `not_judged`: a format styles it by that)."""
+        out = []
+        if self.expired:
+            out.append((f"{self.expired} expired waiver{'s' * (self.expired != 1)}", "expired"))
+        if self.assumed:
+            out.append((f"{self.assumed} call path{'s' * (self.assumed != 1)} assumed", "assumed"))
+        if self.not_judged:
+            out.append((f"{self.not_judged} call path{'s' * (self.not_judged != 1)} not judged", "not_judged"))
+        return out
+
     def said(self, verdict: Verdict) -> str:
         """`22 broken (22 waived)`: a verdict's count, and how many of them a waiver covers."""
         waived = self.waived_of.get(verdict, 0)

@@ -32,12 +32,7 @@ class MarkdownFormatter(Formatter):
     def check(self, report: CheckReport) -> None:
         gate = report.gate()
         said = [f"{v.mark} {gate.said(v)}" for v in gate.counts] or ["nothing checked"]
-        if gate.expired:
-            said.append(f"{gate.expired} expired waiver{'s' * (gate.expired != 1)}")
-        if gate.assumed:
-            said.append(f"{gate.assumed} call path{'s' * (gate.assumed != 1)} assumed")
-        if gate.not_judged:
-            said.append(f"{gate.not_judged} call path{'s' * (gate.not_judged != 1)} not judged")
+        said += [phrase for phrase, _ in gate.beside()]
         summary = ", ".join(said)
         releases = ", ".join(r.info.version for r in report.releases) or report.flashinfer.version
         self._w(f"## hprobe check — flashinfer {cell(releases)}")

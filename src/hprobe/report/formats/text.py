@@ -840,12 +840,9 @@ def _verdict_line(report: CheckReport) -> list[Part]:
     # "pass: 56 ok, 22 broken (22 waived)": what a waiver covers is said beside
     # its verdict, so a pass beside broken findings reads as what it is.
     parts += _joined([(gate.said(v), v.style) for v in gate.counts], ", ") or ["nothing checked"]
-    if gate.expired:
-        parts += [", ", (f"{gate.expired} expired waiver{'s' * (gate.expired != 1)}", "bold red")]
-    if gate.assumed:
-        parts += [", ", (f"{gate.assumed} call path{'s' * (gate.assumed != 1)} assumed", "blue")]
-    if gate.not_judged:
-        parts += [", ", (f"{gate.not_judged} call path{'s' * (gate.not_judged != 1)} not judged", "cyan")]
+    styles = {"expired": "bold red", "assumed": "blue", "not_judged": "cyan"}
+    for phrase, kind in gate.beside():
+        parts += [", ", (phrase, styles[kind])]
     return [*parts, f"  → exit {code}{' (--strict)' if report.strict else ''}"]
 
 
