@@ -9,10 +9,10 @@ evaluates every call the kernels asked for can make into trtllm-gen
 (`compiled.depth.evaluate_ahead`), on another core; the parent adopts what it
 hands back when it deepens its results.
 
-The child is a fresh interpreter running `main` below, not a fork: threads of the parent (a release fetched beside the probe) may hold a
-lock at the moment of a fork, and the forked child would wait on it forever.
-It runs bounded like every helper (its own group, a time limit, killed with
-hprobe).
+The child is a fresh interpreter running `main` below, not a fork: threads of
+the parent (a release fetched beside the probe) may hold a lock at the moment
+of a fork, and the forked child would wait on it forever. It runs bounded like
+every helper (its own group, the probe worker's time limit, killed with hprobe).
 
 Only a faster road: the answers are the ones the parent would compute (same
 code, table, GPU, call and count), what the child did not answer the parent
@@ -37,9 +37,6 @@ from hprobe.compiled.depth import Tables
 from hprobe.compiled.files import TABLE_SETTING
 from hprobe.compiled.trtllm_gen import Gate, Port
 
-# The child finds the table as a probe worker fetches a release, and is bounded alike.
-CHILD_TIMEOUT = ("HPROBE_WORKER_TIMEOUT", 900.0)
-
 
 def tables_ahead(
     package: Path, version: str, wanted: dict[str, list[int]], heads: list[int], progress: Callable[[str], None]
@@ -48,9 +45,12 @@ def tables_ahead(
     adopted, as a future; None where compiled depth is off."""
     if os.environ.get(TABLE_SETTING, "").strip().lower() == "off":
         return None
+    from hprobe.support.trees import WORKER_TIMEOUT
     from hprobe.system.bounded import setting_from_env
 
-    limit = setting_from_env(CHILD_TIMEOUT)  # an invalid setting is the input error it is, here and now
+    # Bounded as a probe worker is (it may fetch the table as a worker fetches a
+    # release); an invalid setting is the input error it is, here and now.
+    limit = setting_from_env(WORKER_TIMEOUT)
     future: Future[Tables] = Future()
 
     def settle() -> None:
