@@ -138,6 +138,10 @@ def test_a_fifo_in_the_cache_does_not_hang_the_listing(tmp_path):
     cache = tmp_path / "cache"
     (cache / "results").mkdir(parents=True)
     os.mkfifo(cache / "results" / "answer.json")
+    # A wheel's digest file as a FIFO: read to find the tree that holds the wheel, never opened.
+    (cache / "wheels").mkdir()
+    (cache / "wheels" / "flashinfer_python-0.6.12-py3-none-any.whl").write_bytes(b"a wheel")
+    os.mkfifo(cache / "wheels" / "flashinfer_python-0.6.12-py3-none-any.whl.sha256")
     shown = _run(cache, "cache", "--format", "json")  # bounded by _run's timeout: a hang fails it
     assert shown.returncode == 0, shown.stderr
     pruned = _run(cache, "cache", "prune", "--older-than", "0")

@@ -228,10 +228,9 @@ def usage(root: Path | None = None) -> Usage:
                     add(t, "bytecode", trees.get(t.name, SHARED))
                 add(top, "bytecode", SHARED)  # the rest: the interpreter's own modules
             case _:
+                # "other": not hprobe's, never removed.
                 shared = top.name in _SHARED_KINDS
-                add(
-                    top, _SHARED_KINDS[top.name] if shared else "other", SHARED, folder=shared
-                )  # "other": not hprobe's, never removed
+                add(top, _SHARED_KINDS[top.name] if shared else "other", SHARED, folder=shared)
     # The directories that hold the entries count too, as du counts them.
     directories = [root, *(p for p in (root / "wheels", root / "trees", root / "results") if p.is_dir())]
     found.total = sum(e.size for e in found.entries) + sum(d.lstat().st_blocks * 512 for d in directories)
@@ -266,6 +265,8 @@ def _tree_of(wheel: Path) -> Path | None:
     `.sha256` file beside it keeps on its first line; for that file, its own)."""
     sidecar = wheel if wheel.name.endswith(".sha256") else wheel.with_name(wheel.name + ".sha256")
     try:
+        if not stat.S_ISREG(sidecar.lstat().st_mode):
+            return None  # a FIFO would block the read; a link is not one hprobe wrote
         with open(sidecar, "rb") as kept:
             digest = kept.read(200).split(b"\n", 1)[0].decode("ascii", "replace").strip()
     except OSError:
