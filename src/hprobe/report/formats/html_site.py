@@ -390,7 +390,7 @@ table { max-width: 100%; } .evidence td:nth-child(3), .evidence td:nth-child(4) 
 h2 { margin-top: 2em; border-bottom: 1px solid #ccc; }
 .legend { list-style: none; padding: 0; display: flex; gap: 1.2em; flex-wrap: wrap; }
 .swatch { display: inline-block; width: 1.4em; text-align: center; border: 1px solid #999; }
-.heatmap { display: block; margin: .5em 0; }
+.heatmap { display: block; margin: .5em 0; max-width: 100%; height: auto; }  /* scaled down to a narrow window, never scrolled sideways */
 .heatmap .axis, .heatmap .release, .heatmap .change { font: 11px monospace; fill: #333; }
 .heatmap .change { fill: #a0522d; }
 .evidence, .verdicts { border-collapse: collapse; font-size: 12px; margin-bottom: 1em; }
