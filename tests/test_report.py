@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from hprobe.model.outcome import KernelSMResult
+from hprobe.model.outcome import KernelSMResult, Outcome
 from hprobe.report.formats.html_site import RELEASE_MARK
 from hprobe.system.escaping import visible
 
@@ -97,6 +97,8 @@ def test_the_pages_are_written_with_one_heatmap_row_per_release(site):
     )
     assert "Δ<title>0.6.14: +{8, 16, 32}</title>" in sm100  # where the boundary moved
     assert 'id="legend"' in html
+    legend = html.split('id="legend"', 1)[1].split("</ul>", 1)[0]
+    assert all(f">{mark}</span>" in legend for mark in ("Δ", *(o.mark for o in Outcome)))  # every mark of the charts
     doc = json.loads((site / "matrix.json").read_text())
     assert doc["schema"] == "hprobe.matrix/3" and [r["version"] for r in doc["releases"]] == ["0.6.13", "0.6.14"]
     assert all(len(r["runs"]) < 16 for r in doc["results"])  # runs of h_q, not 256 entries

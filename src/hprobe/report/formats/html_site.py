@@ -150,6 +150,8 @@ def _legend(verdicts: bool) -> str:
         for outcome in Outcome
     )
     items += f'<li><span class="swatch" style="background:{Outcome.INCONCLUSIVE.colour}"> </span> not probed</li>'
+    # Every mark in the charts is in the legend: Δ too, and where its set is read.
+    items += '<li><span class="swatch change-mark">Δ</span> the accepted set changed from the release above (hover it for the change)</li>'
     if verdicts:
         items += "".join(
             f'<li><span class="swatch" style="background:{v.page_colour}">{escape(v.mark)}</span> {escape(v.value)}: {escape(v.explanation)}</li>'
@@ -392,7 +394,7 @@ h2 { margin-top: 2em; border-bottom: 1px solid #ccc; }
 .swatch { display: inline-block; width: 1.4em; text-align: center; border: 1px solid #999; }
 .heatmap { display: block; margin: .5em 0; max-width: 100%; height: auto; }  /* scaled down to a narrow window, never scrolled sideways */
 .heatmap .axis, .heatmap .release, .heatmap .change { font: 11px monospace; fill: #333; }
-.heatmap .change { fill: #a0522d; }
+.heatmap .change { fill: #a0522d; } .change-mark { color: #a0522d; font-family: monospace; }
 .evidence, .verdicts { border-collapse: collapse; font-size: 12px; margin-bottom: 1em; }
 .verdicts td, .verdicts th { border: 1px solid #ddd; padding: 2px 6px; }
 .verdicts caption { text-align: left; font-weight: bold; padding: 4px 0; }
