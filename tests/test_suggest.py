@@ -421,3 +421,16 @@ def test_the_current_padding_is_safe_from_the_newest_floor_of_the_counts_it_laun
     never = PinAdvice((120,), ("0.6.14", "0.7.4"), None, no_padding={4: since(4, None)})
     assert suggestion([CountChange("m", 16, 4, 4, 8)], never).current_safe_from() is None
     assert suggestion([CountChange("m", 16, 4, None, 8)], unpadded).current_safe_from() is None
+
+
+@pytest.mark.pure  # the fast tier: no torch, flashinfer or subprocess
+def test_a_search_says_up_front_how_many_releases_it_may_fetch(tmp_path, monkeypatch):
+    """A cold suggest probed ~30 releases (2 min, 1 GB) without a word: the
+    search says its range, and how many of it the cache does not hold yet."""
+    from hprobe.support.trees import fetched_versions
+
+    monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path))
+    (tmp_path / "wheels").mkdir()
+    for name in ("flashinfer_python-0.6.13-py3-none-any.whl", "flashinfer_python-0.7.4-py3-none-any.whl", "notes.txt"):
+        (tmp_path / "wheels" / name).write_bytes(b"")
+    assert fetched_versions() == {Version("0.6.13"), Version("0.7.4")}

@@ -63,6 +63,18 @@ def search_pins(
             False,
         )
     prober = _Prober(releases, use_cache, progress)
+    # Said before the search starts (it may fetch tens of releases): how many
+    # it may ask and how many of those are not in the cache yet.
+    from hprobe.support.trees import fetched_versions
+
+    have = fetched_versions()
+    missing = sum(1 for v in published if v not in have and str(v) not in prober.known)
+    progress(
+        f"pin search over flashinfer {published[0]}..{published[-1]} ({len(published)} releases): a binary search "
+        f"asks some of them; {missing} not fetched yet (each 7 to 35 MiB into the cache, once)"
+        if published
+        else "pin search: no published release"
+    )
     newest_probed = max((Version(v) for v in prober.known if _is_version(v)), default=None)
     width = search_width()
     ahead = [v for v in published if newest_probed is None or v > newest_probed]

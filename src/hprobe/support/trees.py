@@ -232,6 +232,18 @@ def _record_digest(wheel: Path, record: Path) -> None:
     cache.write_atomically(record, f"{_sha256(wheel)}\n{_stamp(info)}\n".encode())
 
 
+def fetched_versions() -> set[Version]:
+    """The releases whose wheel the cache holds (by file name: what a search
+    will not download again)."""
+    wheels = cache.root() / "wheels"
+    found: set[Version] = set()
+    for wheel in wheels.glob(f"{_WHEEL_PREFIX}*.whl") if wheels.is_dir() else []:
+        version = _wheel_version(wheel)
+        if version is not None:
+            found.add(version)
+    return found
+
+
 def _cached_wheel(wheels: Path, version: str) -> Path | None:
     """A cached wheel of `version` whose digest matches the one recorded when it
     was fetched; a damaged one is discarded, so the caller fetches it again. A
