@@ -205,6 +205,12 @@ def test_a_rule_kept_as_it_is_is_not_asked_to_be_changed_by_hand(cli_json, tmp_p
     [prefill] = [s for s in doc["suggestions"] if "[prefill]" in s["backend"]]
     assert prefill["advice"].startswith("SM120: keep ")
     assert all(c["current"] == c["suggested"] for c in prefill["changes"])
-    assert not any("[prefill]" in line for line in doc["patch"]["not_rewritten"]), doc["patch"]["not_rewritten"]
+    prefill_lines = [line for line in doc["patch"]["not_rewritten"] if "[prefill]" in line]
+    assert not any("by hand" in line for line in prefill_lines), prefill_lines
+    # What it does need is said: the tree declares no flashinfer requirement to raise.
+    assert all(
+        "as it is, it needs flashinfer >= " in line and "declares no flashinfer requirement" in line
+        for line in prefill_lines
+    )
     assert any("[decode]" in line and "change it by hand" in line for line in doc["patch"]["not_rewritten"])
     assert code == 2 and "not written: nothing to rewrite" in err, err

@@ -108,9 +108,12 @@ def build_patch(repo: RepoTables, adopted: dict[str, Adoption], published: list[
             break
         why = "; ".join(dict.fromkeys(blocked.values()))
         for q in sorted(held):
-            patch.not_rewritten.append(
-                f"{q}: {adopted[q].rule.describe()} needs flashinfer >= {adopted[q].needs}, and {why}: its padding is left as it is"
-            )
+            if adopted[q].changes:
+                said = f"{adopted[q].rule.describe()} needs flashinfer >= {adopted[q].needs}, and {why}: its padding is left as it is"
+            else:
+                # Kept as it is: nothing of its code changes, only the pin it needs cannot be written.
+                said = f"as it is, it needs flashinfer >= {adopted[q].needs}, and {why}"
+            patch.not_rewritten.append(f"{q}: {said}")
         settled -= held
         edits = {site: (text, owners - held) for site, (text, owners) in edits.items() if owners - held}
     files = _apply_source(root, index, repo, edits, adopted, patch)
@@ -156,7 +159,7 @@ def _source_edits(
                 )
                 if kept is None:
                     continue
-                adopted[qualname] = replace(adoption, needs=kept, changes=False)
+                adopted[qualname] = replace(adoption, rule=adoption.current or rule, needs=kept, changes=False)
             settled.add(qualname)
             continue
         if item.rule == rule or not adoption.changes:
