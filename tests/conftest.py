@@ -38,6 +38,18 @@ POST_48047 = MATRICES / "vllm-dsv4-flashinfer-post-48047.toml"
 _ENGINE_TREES: dict[tuple[str, str], Path] = {}
 
 
+def checkout_copy(dest: Path) -> Path:
+    """This checkout copied to `dest` without build outputs, to build a release
+    from: setuptools reuses an in-tree build/ and would ship files since
+    deleted from the checkout."""
+    shutil.copytree(
+        ROOT,
+        dest,
+        ignore=shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", "test-artifacts"),
+    )
+    return dest
+
+
 def engine_source(where: Path, distribution: str, version: str) -> Path:
     """A serving engine's own source, as its wheel ships it: downloaded with pip
     (bounded in time), only `.py` files and METADATA unpacked, never imported.

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT
+from .conftest import ROOT, checkout_copy
 
 pytestmark = pytest.mark.slow
 DEV_HPROBE = Path(sys.executable).with_name("hprobe")
@@ -33,14 +33,7 @@ def installed(tmp_path_factory) -> Path:
     flashinfer, typer, ...) come from the development venv through a .pth
     line, not a second multi-GB install; hprobe itself only from the wheel."""
     base = tmp_path_factory.mktemp("packaging")
-    # Built from a copy without build outputs: setuptools reuses an in-tree
-    # build/ and would ship files since deleted from the checkout.
-    source = base / "source"
-    shutil.copytree(
-        ROOT,
-        source,
-        ignore=shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", "test-artifacts"),
-    )
+    source = checkout_copy(base / "source")
     subprocess.run(
         [
             sys.executable,

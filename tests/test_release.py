@@ -7,7 +7,6 @@ workflow runs them, on a copy of this checkout."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -16,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import ROOT
+from .conftest import ROOT, checkout_copy
 
 pytestmark = pytest.mark.slow
 WORKFLOW = ROOT / ".github" / "workflows" / "release.yml"
@@ -45,13 +44,7 @@ def test_a_tag_builds_checks_then_publishes_with_trusted_publishing():
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory) -> Path:
     """The workflow's build step, run on a copy of the checkout without build outputs."""
-    base = tmp_path_factory.mktemp("release")
-    source = base / "source"
-    shutil.copytree(
-        ROOT,
-        source,
-        ignore=shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", "test-artifacts"),
-    )
+    source = checkout_copy(tmp_path_factory.mktemp("release") / "source")
     build = next(s["run"] for s in _workflow()["jobs"]["build"]["steps"] if "python -m build" in s.get("run", ""))
     # The venv's python first: `python` in the step is the one setup-python puts on PATH.
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
