@@ -180,9 +180,7 @@ def _safe_at(prober: _Prober, key: str, v: Version, sms: tuple[int, ...], count:
     """Whether every SM of `sms` serves `count` heads on kernel `key` at `v`
     (None: some SM could not answer, and none refused)."""
     states: list[bool | None] = []
-    probed = prober.release(v)
-    for sm in sms:
-        result = probed.results.get((key, sm)) if probed is not None else None
+    for result in _results_at(prober, key, v, sms):
         hr = result.heads.get(count) if result is not None else None
         states.append(None if hr is None or hr.outcome is Outcome.INCONCLUSIVE else hr.serves)
     if False in states:
@@ -194,12 +192,16 @@ def _validators_only(prober: _Prober, key: str, v: Version, sms: tuple[int, ...]
     """What the compiled code at `v` checks that the answers there did not see
     (the first such caveat), where the kernel's answers rest on its validators
     only; None where they reached as deep as the kernel checks."""
-    probed = prober.release(v)
-    for sm in sms:
-        result = probed.results.get((key, sm)) if probed is not None else None
+    for result in _results_at(prober, key, v, sms):
         if result is not None and result.unchecked:
             return result.unchecked[0]
     return None
+
+
+def _results_at(prober: _Prober, key: str, v: Version, sms: tuple[int, ...]) -> list[KernelSMResult | None]:
+    """Kernel `key`'s result at `v` on each SM (None: that release or SM answered nothing)."""
+    probed = prober.release(v)
+    return [probed.results.get((key, sm)) if probed is not None else None for sm in sms]
 
 
 def _routed_ahead(

@@ -178,7 +178,7 @@ AnswerKey = tuple[str, str, Device, TrtllmGenCall, int]
 # A selection's answer for one call and h_q, for the run: releases that share
 # an era's code and a kernel table (0.6.12 - 0.6.15, 0.6.16 - 0.6.17) ask the
 # same 6,144 launches each, and answers worked out ahead (evaluate_ahead, in
-# a forked child) are adopted here.
+# a child process: support/deep_ahead.py) are adopted here.
 _EXISTENCES: dict[AnswerKey, Existence] = {}
 
 

@@ -99,18 +99,14 @@ Handed = tuple[Tables, dict[depth.AnswerKey, depth.Existence], tuple[Gate | str,
 
 
 def _work(package: Path, version: str, wanted: dict[str, list[int]], heads: list[int]) -> Handed:
-    from hprobe.support.kernel_tables import tables_for
+    from hprobe.support.kernel_tables import tables_if_ported
 
-    gate, port = trtllm_gen.known(package)
-    if not isinstance(port, Port):
-        # Never evaluated at compiled depth: deepen stops before asking for a table.
-        return Tables(None, "not fetched: no port of this release's selection code"), {}, (gate, port)
-    tables = tables_for(package, version)
+    tables = tables_if_ported(package, version)
     answers = depth.evaluate_ahead(package, wanted, heads, tables)
     if tables.table is not None:
         # The file's bytes were kept in the cache by tables_for; the parent reads rows only.
         tables = replace(tables, table=replace(tables.table, data=b"", checksums=b""))
-    return tables, answers, (gate, port)
+    return tables, answers, trtllm_gen.known(package)
 
 
 def _received(payload: bytes, package: Path) -> Tables | None:
@@ -131,9 +127,9 @@ def _received(payload: bytes, package: Path) -> Tables | None:
 
 
 def _found_here(package: Path, version: str, progress: Callable[[str], None]) -> Tables:
-    from hprobe.support.kernel_tables import tables_for
+    from hprobe.support.kernel_tables import tables_if_ported
 
-    return tables_for(package, version, progress)
+    return tables_if_ported(package, version, progress)
 
 
 def main() -> None:

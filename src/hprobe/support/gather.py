@@ -193,22 +193,10 @@ def _reaches_compiled_depth(key: str) -> bool:
 def _tables_alongside(package: Path, version: str, progress: Progress) -> Future[Tables]:
     """The release's kernel table, fetched in a thread not waited for (a run
     that never asks ends without it; its helpers end with hprobe)."""
-    from hprobe.support.kernel_tables import tables_for
-
-    def fetched() -> Tables:
-        from hprobe.compiled.depth import Tables
-        from hprobe.compiled.trtllm_gen import Port, port_for
-
-        # A release whose selection code has no port is never evaluated at
-        # compiled depth (deepen stops before asking for the table): its table
-        # is not fetched nor parsed (0.6.0 - 0.6.11 and 0.6.18 on cost a
-        # download and half a second each in a pin search).
-        if not isinstance(port_for(package), Port):
-            return Tables(None, "not fetched: no port of this release's selection code")
-        return tables_for(package, version, progress)
+    from hprobe.support.kernel_tables import tables_if_ported
 
     future: Future[Tables] = Future()
-    _settle_unwaited(future, fetched, "hprobe-tables")
+    _settle_unwaited(future, lambda: tables_if_ported(package, version, progress), "hprobe-tables")
     return future
 
 

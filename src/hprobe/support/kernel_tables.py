@@ -25,7 +25,6 @@ import functools
 import hashlib
 import os
 import re
-import sys
 import tempfile
 import threading
 import zipfile
@@ -38,7 +37,7 @@ from hprobe.compiled.files import TABLE_SETTING
 from hprobe.compiled.table import KernelTable, TableError, parse_table
 from hprobe.model.errors import InputError
 from hprobe.support import cache, fetch_batch
-from hprobe.support.trees import PIP_TIMEOUT, run_pip
+from hprobe.support.trees import PIP_TIMEOUT, download_command, run_pip
 from hprobe.system.bounded import setting_from_env
 
 SETTING = TABLE_SETTING
@@ -121,6 +120,18 @@ def tables_for(flashinfer: Path, version: str, progress: Callable[[str], None] =
         lock = _SEARCHES.setdefault(package.checksums_sha256, threading.Lock())
     with lock:
         return _search(package, setting, flashinfer, version, progress)
+
+
+def tables_if_ported(flashinfer: Path, version: str, progress: Callable[[str], None] = lambda _message: None) -> Tables:
+    """tables_for, where the release's selection code has a port: one without
+    is never evaluated at compiled depth (deepen stops before asking for the
+    table), so its table is not fetched nor parsed (0.6.0 - 0.6.11 and 0.6.18
+    on cost a download and half a second each in a pin search)."""
+    from hprobe.compiled.trtllm_gen import Port, port_for
+
+    if not isinstance(port_for(flashinfer), Port):
+        return Tables(None, "not fetched: no port of this release's selection code")
+    return tables_for(flashinfer, version, progress)
 
 
 _GUARD = threading.Lock()
@@ -282,20 +293,7 @@ def _downloaded(package: Package, version: str, progress: Callable[[str], None])
     for spec in (f"{CUBIN_DIST}=={version}", f"{CUBIN_DIST}<={version}"):
         with tempfile.TemporaryDirectory(dir=cache.directory("kernel-tables"), prefix=".download-") as tmp:
             progress(f"fetching {spec} for trtllm-gen's kernel table")
-            cmd = [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--no-deps",
-                "--only-binary=:all:",
-                "--disable-pip-version-check",
-                "-q",
-                "-d",
-                tmp,
-                spec,
-            ]
-            proc = run_pip(cmd, f"cannot fetch {spec}")
+            proc = run_pip(download_command(Path(tmp), spec), f"cannot fetch {spec}")
             wheels = list(Path(tmp).glob("*.whl"))
             if proc.returncode != 0 or not wheels:
                 problems.append(f"{spec}: not on the index")

@@ -95,6 +95,23 @@ PIP_TIMEOUT = ("HPROBE_PIP_TIMEOUT", 300.0)  # one `pip download` / `pip index`
 WORKER_TIMEOUT = ("HPROBE_WORKER_TIMEOUT", 900.0)  # probing one release
 
 
+def download_command(folder: Path, spec: str) -> list[str]:
+    """`pip download` of one wheel (no dependencies, never a build) into `folder`, with the user's pip settings."""
+    return [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "-q",
+        "-d",
+        str(folder),
+        spec,
+    ]
+
+
 def run_pip(cmd: list[str], what: str) -> subprocess.CompletedProcess[str]:
     """Run pip with the user's configuration, bounded in time; one line on failure."""
     limit = setting_from_env(PIP_TIMEOUT)
@@ -152,20 +169,7 @@ def fetch_wheel(version: str) -> Path:
     # A temp dir of this process's own, then an atomic rename: concurrent
     # fetches of one release publish identical files, whichever lands last.
     with tempfile.TemporaryDirectory(dir=wheels, prefix=".download-") as tmp:
-        cmd = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--only-binary=:all:",
-            "--disable-pip-version-check",
-            "-q",
-            "-d",
-            tmp,
-            f"{DIST}=={version}",
-        ]
-        proc = run_pip(cmd, f"cannot fetch {DIST}=={version}")
+        proc = run_pip(download_command(Path(tmp), f"{DIST}=={version}"), f"cannot fetch {DIST}=={version}")
         got = list(Path(tmp).glob("*.whl"))
         if proc.returncode != 0 and ("[Errno 28]" in proc.stderr or "No space left" in proc.stderr):
             raise OSError(errno.ENOSPC, f"no space left in {wheels}")  # the cache's disk, not the index
