@@ -261,6 +261,46 @@ def test_dense_128_heads_use_two_ctas_at_long_kv(selection):
     assert launch.kernel.uses_2cta_mma and launch.kernel.head_dim_per_cta_v == 256 and launch.cluster_x == 2
 
 
+def rank256(heads: int, batch: int = 1, kv: int = 1024) -> MlaCall:
+    # kv_lora_rank 256: query 320 (256 latent + 64 rope), out 256, page 64.
+    return MlaCall(False, BF16, BF16, BF16, heads, 320, 256, batch, 1, kv, 64, 0)
+
+
+def test_a_cga_kernel_whose_gmem_fallback_launches_launches_either_way(selection):
+    """Rank 256, 16 heads, batch 1, KV 1024: 16 <= 32 -> SwapsMmaAb, tileSizeQ 16.
+    computeCtaAndClusterConfig (the Q16 kernel steps 256 over KV): KV split
+    min((1024 + 511) // 512, 148) = 2, and 1 < 2 <= 16 with SwapsMmaAb, GmemReduction,
+    headDimV 256 < 512 -> CgaSmemReduction, select again; the CGA kernel (also stepKv
+    256): grid (2, 1, 1), cluster 1 * 2. run(): the occupancy query may force GmemReduction:
+    selected again, that kernel exists and nothing asks for another selection. Either
+    way a kernel launches; the one-wave launch is the CgaSmemReduction one."""
+    launch = selection.launch(rank256(16))
+    assert (launch.kernel.multi_ctas_kv_mode, launch.kernel.tile_size_q, launch.ctas, launch.cluster_x) == (
+        3,
+        16,
+        (2, 1, 1),
+        2,
+    )
+
+
+def test_a_cga_kernel_whose_fallback_is_refused_is_left_to_the_occupancy_answer(selection):
+    """run()'s fallback on a kernel map without the GmemReduction kernel (a fixture: the
+    launcher's existence check selects that very kernel first, so a real table that
+    passes it always has it). One wave launches the CgaSmemReduction kernel, more
+    than one falls back and finds nothing: neither a launch nor a refusal."""
+    from hprobe.compiled.trtllm_gen.era_0_6_12 import MultiCtasKvMode, SelectKernelParams, Undetermined
+
+    call = rank256(16)
+    params = selection._launcher_params(call, call.max_kv_len, call.page_size, -1, False)
+    kernels = dict(selection._runner(call))
+    select = SelectKernelParams.of(params)
+    selection.select_kernel(params, select)
+    del kernels[selection.hash_from_runner_params(params, select)[0]]  # the GmemReduction kernel
+    select.multi_ctas_kv_mode = MultiCtasKvMode.CGA_SMEM_REDUCTION
+    with pytest.raises(Undetermined, match=r"fit one wave.*Trtllm-gen kernels not found.*multiCtasKvMode=1"):
+        selection._gmem_fallback(kernels, params, select)
+
+
 def test_the_runner_refuses_sm120(table):
     """TllmGenFmhaRunner: FLASHINFER_CHECK(mSM == kSM_100 || mSM == kSM_103, "Unsupported architecture")."""
     port = port_for(PACKAGE)

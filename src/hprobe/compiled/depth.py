@@ -8,8 +8,10 @@ on the target GPU, and the h_q is then:
 - accepted with `shapes` said when a kernel launches only at some points;
 - rejected at compiled depth, with the C++ check that refuses it, when none does;
 - inconclusive, with the shape named, when some shape is left to a run-time
-  answer (the occupancy query behind the CGA fallback) and the shapes decided
-  either all launch or all refuse: neither "always" nor "never" is shown.
+  answer and the shapes decided either all launch or all refuse: neither
+  "always" nor "never" is shown. The one such answer is the occupancy query
+  behind run()'s CgaSmemReduction fallback, and only where the fallback's own
+  selection is refused; where it launches, the count launches either way.
 An h_q the validators refused keeps its refusal; where a kernel exists for it, a note
 says so. An SM the runner's architecture check refuses is unsupported-arch for every
 h_q the validators let through, with or without a kernel table.

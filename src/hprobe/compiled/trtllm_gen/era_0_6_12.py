@@ -493,11 +493,34 @@ class Selection:
                 )
         assert row is not None and launch is not None
         if select.multi_ctas_kv_mode is MultiCtasKvMode.CGA_SMEM_REDUCTION:
-            # run() asks cuOccupancyMaxActiveClusters whether one wave holds the clusters.
-            raise Undetermined(
-                "CgaSmemReduction: run() falls back to GmemReduction when cuOccupancyMaxActiveClusters says the clusters need more than one wave"
-            )
+            self._gmem_fallback(kernels, params, select)
         return Launch(row, launch[0], launch[1])
+
+    def _gmem_fallback(self, kernels: dict[int, KernelMeta], params: RunnerParams, select: SelectKernelParams) -> None:
+        """run()'s CgaSmemReduction fallback. Whether it is taken is a run-time answer
+        (cuOccupancyMaxActiveClusters: do the clusters fit one wave?); what it does
+        once taken is not: select again with GmemReduction forced, load, and check the
+        selection settled. Where that launches too, the call launches either way (the
+        CgaSmemReduction kernel is the one-wave launch, returned by run); where it is
+        refused, the launch hangs on the occupancy answer."""
+        select.force_gmem_reduction = True
+        select.multi_ctas_kv_mode = MultiCtasKvMode.GMEM_REDUCTION
+        try:
+            self.select_kernel(params, select)
+            row = self.load_kernel(kernels, params, select)
+            self.compute_cta_and_cluster_config(params, row, select)
+            if select.select_new_kernel:
+                raise Refusal(
+                    "run",
+                    "trtllm-gen kernel selection did not converge after CgaSmemReduction fallback to GmemReduction.",
+                    KERNELS,
+                    "did not converge after CgaSmemReduction",
+                )
+        except Refusal as refusal:
+            raise Undetermined(
+                "CgaSmemReduction: the kernel launches when cuOccupancyMaxActiveClusters says its clusters fit one "
+                f'wave; otherwise run() falls back to GmemReduction, which is refused ("{refusal.message}")'
+            ) from None
 
     def is_mla_gen_kernel(self, params: RunnerParams) -> bool:
         return (
