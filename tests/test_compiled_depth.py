@@ -372,6 +372,8 @@ def test_an_sm_outside_the_runners_is_unsupported_arch_on_every_output(cli, cubi
     assert code == 0
     assert "SM120 unsupported-arch" in out and "Unsupported architecture" in out and "fmhaRunner.cuh:37" in out
     assert "accepted" not in out.split("SM120", 1)[1].split("\n", 1)[0]
+    # The runner's check answered: no note says only the validators did.
+    assert "only the validators answered" not in out
 
 
 def test_without_a_table_the_answer_stays_at_the_validators_and_says_why(cli_json, monkeypatch, tmp_path):

@@ -35,6 +35,7 @@ from hprobe.model.compiled import TrtllmGenCall
 from hprobe.model.heads import compact_set
 from hprobe.model.outcome import Cause, Depth, HeadResult, KernelSMResult, Outcome
 from hprobe.model.sm import SM
+from hprobe.probe.run import OUTSIDE_FAMILIES_UNCHECKED
 
 # The shapes each h_q is tried at: decode batch sizes, and KV lengths (for DSv4,
 # the top-k width the launcher takes as its KV length; multiples of 4).
@@ -331,6 +332,8 @@ def _refuse_arch(result: KernelSMResult, calls: dict[str, TrtllmGenCall], gate: 
             )
     if result.depth in (Depth.VALIDATORS, Depth.DISPATCH):
         result.depth = Depth.COMPILED
+    # The runner's check answered, where the probe could say only that the validators had.
+    result.notes = [n for n in result.notes if not n.endswith(OUTSIDE_FAMILIES_UNCHECKED)]
     allowed = "/".join(f"SM{s}" for s in gate.sms)
     # What the runner's check settles: the cubin caveat, and "no SMxxx route".
     result.unchecked = [u for u in result.unchecked if u not in checks and " route, " not in u]

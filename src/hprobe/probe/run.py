@@ -22,6 +22,9 @@ from hprobe.model.heads import compact_set
 from hprobe.model.outcome import Cause, Depth, HeadResult, KernelSMResult, Outcome, without_count
 from hprobe.model.sm import SM
 
+# Said of an SM outside a kernel's families that no Python check refused; compiled
+# depth takes it back where the runner's own architecture check answers.
+OUTSIDE_FAMILIES_UNCHECKED = "this release has no Python check for it, so only the validators answered"
 # Compiled calls that answer a question (format, dispatch policy) rather than launch.
 _POLICY_QUERY = re.compile(r"^(resolve_|query|format_info|metadata|get_|supported_|is_)")
 
@@ -427,7 +430,7 @@ class _Probing:
             if sm.major not in families:
                 result.notes.append(
                     f"{sm} is outside the SM families this kernel is built for (SM{'x, SM'.join(str(f) for f in sorted(families))}x); "
-                    "this release has no Python check for it, so only the validators answered"
+                    + OUTSIDE_FAMILIES_UNCHECKED
                 )
             return
         # Nothing reached on this SM under any input convention. An architecture

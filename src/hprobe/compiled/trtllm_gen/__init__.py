@@ -16,19 +16,22 @@ from types import ModuleType
 
 from hprobe.compiled.cxx import SourceFile
 from hprobe.compiled.files import data_dir
-from hprobe.compiled.trtllm_gen import era_0_6_12, era_0_6_16
+from hprobe.compiled.trtllm_gen import era_0_6_11, era_0_6_12, era_0_6_16
 from hprobe.compiled.trtllm_gen.era_0_6_12 import RUNNER, Selection
 
 # Newest first: the first era whose every digest matches is the release's.
 ERAS: tuple[tuple[str, ModuleType], ...] = (
     ("0.6.16 – 0.6.17", era_0_6_16),
     ("0.6.12 – 0.6.15.post1", era_0_6_12),
+    ("0.6.11 – 0.6.11.post3", era_0_6_11),
 )
 
 # TllmGenFmhaRunner's constructor, by digest: the SMs (major*10+minor) it takes
 # ("FLASHINFER_CHECK(mSM == kSM_100 || mSM == kSM_103, \"Unsupported architecture\")").
 RUNNER_GATES: dict[str, tuple[int, ...]] = {
-    "426fda3329ae8737": (100, 103),  # 0.6.11 - 0.6.15.post1
+    "c3fb98dc90a18c55": (100, 103),  # 0.5.0 - 0.6.6 (one K/V dtype)
+    "7a923d82e4bbaf35": (100, 103),  # 0.6.7.post1 - 0.6.10 (E2M1 K/V)
+    "426fda3329ae8737": (100, 103),  # 0.6.11 - 0.6.15.post1 (separate K and V dtypes)
     "3ad615d96f27a434": (100, 103, 107),  # 0.6.16 - 0.7.4
 }
 

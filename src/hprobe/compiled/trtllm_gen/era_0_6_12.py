@@ -676,13 +676,17 @@ class Selection:
             select.tile_size_kv = 128
             if select.multi_ctas_kv_mode is MultiCtasKvMode.GMEM_REDUCTION:
                 select.multi_ctas_kv_mode = MultiCtasKvMode.GMEM_REDUCTION_WITH_SEPARATE_KERNEL
-            ctas_per_token = params.num_heads_q_per_kv // 64
-            use_2cta = params.num_heads_q_per_kv == 128 and (
-                params.max_seq_len_q > 1 or params.batch_size * ctas_per_token * 8 > params.multi_processor_count
-            )
-            if use_2cta:
+            if self.sparse_uses_2cta(params):
                 select.uses_2cta_mma = True
                 select.head_dim_per_cta_v = 256
+
+    @staticmethod
+    def sparse_uses_2cta(params: RunnerParams) -> bool:
+        """selectSparseMlaGenerationKernel's 2-CTA rule for 128 heads (use2Cta)."""
+        ctas_per_token = params.num_heads_q_per_kv // 64
+        return params.num_heads_q_per_kv == 128 and (
+            params.max_seq_len_q > 1 or params.batch_size * ctas_per_token * 8 > params.multi_processor_count
+        )
 
     def select_mla_generation_kernel(self, params: RunnerParams, select: SelectKernelParams) -> None:
         if params.sparse_mla_type is not SparseMlaType.NONE:

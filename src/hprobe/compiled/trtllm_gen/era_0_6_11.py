@@ -1,0 +1,238 @@
+"""trtllm-gen FMHA kernel selection for MLA decode, as flashinfer 0.6.11 – 0.6.11.post3 ship it.
+
+The era before 0.6.12 (era_0_6_12), whose kernel package (1d876ee…) flashinfer-cubin
+0.6.11.post3 carries. What 0.6.12 changed, undone here method by method:
+- sparse MLA is a flag (`mSparseMla = sparse_mla_top_k > 0`), not a type: `hashID` packs
+  it in one bit (55) with skipsSoftmax at 56 and no dynamic-page bit, and requires a
+  power-of-two page size;
+- no DeepSeek V4 launcher (`trtllm_paged_attention_decode_sparse_mla_dsv4` is absent), and
+  `isMlaGenKernel` knows only head dims 576/512: rank-256 MLA (320/256) takes the GQA
+  generation selector, which is not ported;
+- the launcher hands generation kernels a causal mask and `selectKernel` keeps it (the
+  table's MLA generation rows are exported causal), with no sliding-window refusal;
+- no dynamic tokens per page: `selectKernel` sets 1 for sparse MLA and keeps the page size;
+- the sparse selector's 2-CTA rule for 128 heads reads the batch alone (0.6.12 added
+  `mMaxSeqLenQ > 1`).
+"""
+
+from __future__ import annotations
+
+from hprobe.compiled.table import KernelMeta
+from hprobe.compiled.trtllm_gen import era_0_6_12 as later
+from hprobe.compiled.trtllm_gen.era_0_6_12 import (
+    INT_MAX,
+    KERNELS,
+    LAUNCHER,
+    RUNNER,
+    KernelType,
+    Launch,
+    MaskType,
+    MlaCall,
+    NotPorted,
+    QkvLayout,
+    Refusal,
+    RunnerParams,
+    SelectKernelParams,
+    SparseMlaType,
+    TileScheduler,
+)
+
+FINGERPRINT: dict[str, dict[str, tuple[str, ...]]] = {
+    KERNELS: {
+        **{
+            name: digests
+            for name, digests in later.FINGERPRINT[KERNELS].items()
+            # Functions 0.6.12 added.
+            if name not in ("isDynamicNumTokensPerPageKernel", "useDynamicNumTokensPerPage", "selectNumTokensPerPage")
+        },
+        "hashID": ("1ee17f71da098fcc",),
+        "run": ("0573618f9c2e0bb2",),  # the LSE call after the launch differs; the selection loop as 0.6.12's
+        "isMlaGenKernel": ("9e49cd685941445f",),
+        "computeCtaAndClusterConfig": ("c911aa5631afa401",),  # mSparseMla for isSparseMla(mSparseMlaType)
+        "selectSparseMlaGenerationKernel": ("52b984e41d2d55ae",),
+        "selectMlaGenerationKernel": ("90b6f19b0527116b",),  # mSparseMla for isSparseMla(mSparseMlaType)
+        "selectKernel": ("924425463089bedf",),
+        "hashFromRunnerParams": ("b25923e3e4fb9f09",),
+    },
+    RUNNER: later.FINGERPRINT[RUNNER],
+    LAUNCHER: {
+        "trtllm_paged_attention_launcher": ("7b9cf561298c0678",),
+        "trtllm_paged_attention_decode": ("74f8555dce68acdd",),
+    },
+}
+
+
+def hash_id(
+    qkv_layout: int,
+    mask_type: int,
+    kernel_type: int,
+    scheduler: int,
+    multi_ctas_kv_mode: int,
+    head_dim_per_cta_v: int,
+    head_dim_qk: int,
+    head_dim_v: int,
+    tile_size_q: int,
+    tile_size_kv: int,
+    num_tokens_per_page: int,
+    reuse_smem_k_for_v: bool,
+    uses_2cta_mma: bool,
+    sparse_mla: bool,
+    skips_softmax: bool,
+) -> int:
+    """TllmGenFmhaKernel::hashID, its checks in order."""
+    f = "hashID"
+    if not (32 <= head_dim_per_cta_v <= 1024 and 32 <= head_dim_qk <= 1024 and 32 <= head_dim_v <= 1024):
+        raise Refusal(
+            f,
+            f"Expect (32 <= headDim <= 1024), got headDimPerCtaV={head_dim_per_cta_v}, headDimQk={head_dim_qk}, headDimV={head_dim_v}",
+            KERNELS,
+            "Expect (32 <= headDim <= 1024)",
+        )
+    if num_tokens_per_page & (num_tokens_per_page - 1):
+        raise Refusal(f, "The numTokensPerPage must be power of 2.", KERNELS)
+    if not (tile_size_q <= 128 and tile_size_kv <= 128):
+        raise Refusal(f, "The tileSizeQ and tileSizeKv must be <= 128.", KERNELS)
+    if tile_size_q & (tile_size_q - 1) or tile_size_kv & (tile_size_kv - 1):
+        raise Refusal(f, "The tileSizeQ and tileSizeKv must be power of 2.", KERNELS)
+    if tile_size_kv not in (64, 128):
+        raise Refusal(f, "The tileSizeKv must be 64 or 128.", KERNELS)
+    # log2(0) is no page size a paged MLA call or a paged kernel row has; as a shift it is 0 here.
+    pages_log2 = max(num_tokens_per_page.bit_length() - 1, 0)
+    return (
+        qkv_layout
+        | mask_type << 4
+        | kernel_type << 8
+        | scheduler << 12
+        | multi_ctas_kv_mode << 16
+        | (head_dim_per_cta_v >> 3) << 18
+        | (head_dim_qk >> 3) << 26
+        | (head_dim_v >> 3) << 34
+        | (tile_size_kv >> 6) << 42
+        | pages_log2 << 44
+        | (tile_size_q.bit_length() - 1) << 49
+        | int(reuse_smem_k_for_v) << 53
+        | int(uses_2cta_mma) << 54
+        | int(sparse_mla) << 55
+        | int(skips_softmax) << 56
+    )
+
+
+class Selection(later.Selection):
+    def launch(self, call: MlaCall) -> Launch:
+        if call.dsv4:
+            raise NotPorted("this release has no DeepSeek V4 sparse MLA launcher")
+        return super().launch(call)
+
+    def _launcher_params(
+        self, call: MlaCall, max_kv_len: int, page_size: int, window_left: int, dynamic_sparse: bool
+    ) -> RunnerParams:
+        # trtllm_paged_attention_launcher, mode ForGen: the sparse flag, its head-dim
+        # check, and a causal mask for every generation kernel.
+        head_dim_qk, head_dim_vo, top_k = call.head_dim_q, call.head_dim_o, call.sparse_mla_top_k
+        if not (
+            (head_dim_qk == 576 and head_dim_vo == 512) or (head_dim_qk == 320 and head_dim_vo == 256) or top_k <= 0
+        ):
+            raise Refusal("trtllm_paged_attention_launcher", "Only decode MLA supports sparse MLA", LAUNCHER)
+        return RunnerParams(
+            qkv_layout=QkvLayout.PAGED_KV,
+            mask_type=MaskType.CAUSAL,
+            kernel_type=KernelType.GENERATION,
+            tile_scheduler=TileScheduler.STATIC,  # use_multi_block = true
+            multi_ctas_kv_mode=True,
+            head_dim_qk=head_dim_qk,
+            head_dim_v=head_dim_vo,
+            num_heads_q=call.num_qo_heads,
+            num_heads_kv=1,
+            num_heads_q_per_kv=call.num_qo_heads,
+            batch_size=call.batch_size,
+            max_seq_len_q=call.max_q_len,
+            max_seq_len_kv=max_kv_len,
+            num_tokens_per_page=page_size,
+            multi_processor_count=self.device.multiprocessor_count,
+            # mSparseMla, a flag: STATIC_TOKEN_SPARSE stands for "true" in the shared code.
+            sparse_mla_type=SparseMlaType.STATIC_TOKEN_SPARSE if top_k > 0 else SparseMlaType.NONE,
+            sparse_mla_top_k=top_k,
+            attention_window_size=INT_MAX if window_left == -1 else window_left + 1,
+            chunked_attention_size=INT_MAX,
+            skips_softmax=False,
+        )
+
+    def hash_of_row(self, row: KernelMeta) -> int:
+        return hash_id(
+            row.qkv_layout,
+            row.mask_type,
+            row.kernel_type,
+            row.tile_scheduler,
+            row.multi_ctas_kv_mode,
+            row.head_dim_per_cta_v,
+            row.head_dim_qk,
+            row.head_dim_v,
+            row.tile_size_q,
+            row.tile_size_kv,
+            row.num_tokens_per_page,
+            row.reuse_smem_k_for_v,
+            row.uses_2cta_mma,
+            row.sparse_attn != 0,
+            row.skips_softmax,
+        )
+
+    def is_mla_gen_kernel(self, params: RunnerParams) -> bool:
+        return params.head_dim_qk == 576 and params.head_dim_v == 512
+
+    @staticmethod
+    def sparse_uses_2cta(params: RunnerParams) -> bool:
+        return params.num_heads_q_per_kv == 128 and (
+            params.batch_size * (params.num_heads_q_per_kv // 64) * 8 > params.multi_processor_count
+        )
+
+    def select_kernel(self, params: RunnerParams, select: SelectKernelParams) -> None:
+        if not (params.kernel_type is KernelType.GENERATION and self.is_mla_gen_kernel(params)):
+            raise NotPorted("only the MLA generation selection is ported")
+        self.select_mla_generation_kernel(params, select)
+        # headDimV > 256 outside MLA generation: not reached here.
+        if (select.mask_type is MaskType.CAUSAL or params.kernel_type is not KernelType.CONTEXT) and (
+            params.max_seq_len_kv > params.attention_window_size or params.chunked_attention_size != INT_MAX
+        ):
+            if not (
+                params.max_seq_len_kv <= params.attention_window_size
+                or params.max_seq_len_kv <= params.chunked_attention_size
+            ):
+                raise Refusal(
+                    "selectKernel",
+                    "Sliding window attention and chunked attention should not be used together",
+                    KERNELS,
+                )
+            select.mask_type = MaskType.SLIDING_OR_CHUNKED_CAUSAL
+        if params.sparse_mla_type is not SparseMlaType.NONE:
+            select.num_tokens_per_page = 1
+        elif params.qkv_layout is not QkvLayout.PAGED_KV:
+            select.num_tokens_per_page = 0
+
+    def hash_from_runner_params(self, params: RunnerParams, select: SelectKernelParams) -> tuple[int, str]:
+        sparse = params.sparse_mla_type is not SparseMlaType.NONE
+        info = (
+            f"qkvLayout={int(params.qkv_layout)}, maskType={int(select.mask_type)}, kernelType={int(select.kernel_type)}, "
+            f"tileScheduler={int(select.tile_scheduler)}, multiCtasKvMode={int(select.multi_ctas_kv_mode)}, "
+            f"headDimPerCtaV={select.head_dim_per_cta_v}, headDimQk={params.head_dim_qk}, headDimV={params.head_dim_v}, "
+            f"tileSizeQ={select.tile_size_q}, tileSizeKv={select.tile_size_kv}, numTokensPerPage={select.num_tokens_per_page}, "
+            f"reuseSmemKForV={int(select.reuse_smem_k_for_v)}, uses2CtaMma={int(select.uses_2cta_mma)}, "
+            f"sparseMla={int(sparse)}, skipsSoftmax={int(select.skips_softmax)}"
+        )
+        key = hash_id(
+            params.qkv_layout,
+            select.mask_type,
+            select.kernel_type,
+            select.tile_scheduler,
+            select.multi_ctas_kv_mode,
+            select.head_dim_per_cta_v,
+            params.head_dim_qk,
+            params.head_dim_v,
+            select.tile_size_q,
+            select.tile_size_kv,
+            select.num_tokens_per_page,
+            select.reuse_smem_k_for_v,
+            select.uses_2cta_mma,
+            sparse,
+            select.skips_softmax,
+        )
+        return key, info
