@@ -148,6 +148,79 @@ def test_a_directory_laid_out_as_the_artifact_store_is_read(cubin_wheel, tmp_pat
     assert off.table is None and off.disabled
 
 
+@pytest.fixture
+def local_store(cubin_wheel, tmp_path, monkeypatch):
+    """An artifact store on 127.0.0.1 holding 0.6.13's kernel package as NVIDIA's
+    store lays it out (<package path>/checksums.txt, include/flashInferMetaInfo.h),
+    and nothing else answering: no table named, an empty cache, no index."""
+    import functools
+    import http.server
+    import threading
+
+    package = package_of(PACKAGE)
+    assert not isinstance(package, str)
+    root = tmp_path / "store"
+    with zipfile.ZipFile(cubin_wheel) as archive:
+        for member in ("checksums.txt", "include/flashInferMetaInfo.h"):
+            target = root / package.path / member
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(archive.read(f"flashinfer_cubin/cubins/{package.path}{member}"))
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    handler.log_message = lambda *_args: None  # type: ignore[attr-defined]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.delenv("HPROBE_KERNEL_TABLE", raising=False)
+    monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "no-wheels"))
+    monkeypatch.setenv("FLASHINFER_CUBINS_REPOSITORY", f"http://127.0.0.1:{server.server_address[1]}/")
+    kernel_tables._parsed.cache_clear()
+    yield root / package.path
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_table_from_a_store_on_this_machine_is_fetched_and_verified(local_store):
+    got = tables_for(PACKAGE, "0.6.14")
+    assert got.table is not None and got.table.origin.startswith("http://127.0.0.1:"), got.missing
+    assert len(got.table) == 13452
+
+
+def test_a_check_answers_at_compiled_depth_on_a_table_only_the_store_holds(local_store, cli_json, tmp_path):
+    _, doc, _ = cli_json(
+        "matrix", "-k", "trtllm-mla[backend=trtllm-gen]", "--sm", "100", "--heads", "64,96,17", "--no-cache", "--json"
+    )
+    (result,) = doc["results"]
+    assert result["depth"] == "compiled"
+    assert 64 in result["accepted"] and 17 not in result["accepted"]
+    assert any("13,452 kernels" in n for n in result["notes"])
+    # It came from the store: nothing else could answer, and the run kept what it fetched.
+    package = package_of(PACKAGE)
+    assert not isinstance(package, str)
+    assert (tmp_path / "cache" / "kernel-tables" / package.checksums_sha256 / "flashInferMetaInfo.h").is_file()
+
+
+def test_a_table_from_the_store_that_is_not_the_named_one_is_refused_with_the_reason(local_store):
+    header = local_store / "include" / "flashInferMetaInfo.h"
+    header.write_bytes(header.read_bytes().replace(b"kSM_100f", b"kSM_100a", 1))
+    got = tables_for(PACKAGE, "0.6.14")
+    assert got.table is None
+    assert "flashInferMetaInfo.h does not match its entry in checksums.txt" in str(got.missing)
+    # One line saying what would make the table reachable, with the store's own URLs.
+    assert "to make it reachable: `curl -fL" in str(got.missing) and "HPROBE_KERNEL_TABLE=DIR" in str(got.missing)
+    assert "\n" not in str(got.missing)
+
+
+def test_a_store_in_the_clear_across_a_network_is_not_fetched_from(tmp_path, monkeypatch):
+    monkeypatch.delenv("HPROBE_KERNEL_TABLE", raising=False)
+    monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path))
+    monkeypatch.setenv("FLASHINFER_CUBINS_REPOSITORY", "http://192.0.2.1/")
+    got = tables_for(PACKAGE, "0.6.14")
+    assert got.table is None and "neither an https URL nor http on this machine" in str(got.missing)
+
+
 def test_a_checksums_file_no_package_has_is_refused_unread(tmp_path, monkeypatch):
     """A 4 GiB sparse checksums.txt in a given folder, a FIFO in its place, and a
     wheel whose checksums.txt inflates to 20 MiB are refused by their size or

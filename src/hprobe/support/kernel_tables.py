@@ -168,7 +168,9 @@ def _search(package: Package, setting: str, flashinfer: Path, version: str, prog
             return Tables(found)
     why = "; ".join(tried) or "no source holds it"
     return Tables(
-        None, f"no kernel table for trtllm-gen kernel package {package.short} could be had ({why}); {SETTING} names one"
+        None,
+        f"no kernel table for trtllm-gen kernel package {package.short} could be had ({why}); "
+        f"to make it reachable: {reachable_by(flashinfer, package)}",
     )
 
 
@@ -332,15 +334,51 @@ def _member(archive: zipfile.ZipFile, name: str, limit: int, origin: str) -> byt
 
 
 def _from_store(flashinfer: Path, package: Package, progress: Callable[[str], None]) -> Found:
-    base = os.environ.get("FLASHINFER_CUBINS_REPOSITORY") or _store_default(flashinfer)
+    base = _store(flashinfer)
     if not base:
         return "the release names no artifact store"
-    if not base.startswith("https://"):
-        return f"the artifact store {base!r} is not an https URL"
+    if problem := _unfetchable(base):
+        return problem
     progress(f"fetching trtllm-gen's kernel table from {base}")
-    url = base.rstrip("/") + "/" + package.path
+    url = _package_url(base, package)
     checksums = _download(url + CHECKSUMS)
     return _verified(checksums, _download(url + HEADER), package, url + HEADER)
+
+
+def _store(flashinfer: Path) -> str | None:
+    return os.environ.get("FLASHINFER_CUBINS_REPOSITORY") or _store_default(flashinfer)
+
+
+def _package_url(base: str, package: Package) -> str:
+    return base.rstrip("/") + "/" + package.path
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def _unfetchable(base: str) -> str | None:
+    """Why hprobe will not fetch from `base`: https anywhere, plain http only from
+    this machine (a mirror on loopback). What is fetched is verified by digest
+    either way; the scheme keeps a table from crossing a network in the clear."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(base)
+    if parts.scheme == "https" or (parts.scheme == "http" and parts.hostname in LOOPBACK):
+        return None
+    return f"the artifact store {base!r} is neither an https URL nor http on this machine (127.0.0.1, localhost)"
+
+
+def reachable_by(flashinfer: Path, package: Package) -> str:
+    """What makes a table hprobe could not fetch reachable: its two files, laid
+    out as the store has them, named by HPROBE_KERNEL_TABLE."""
+    base = _store(flashinfer)
+    if not base:
+        return f"{SETTING}=DIR, DIR holding {CHECKSUMS} and {HEADER} of kernel package {package.short}"
+    url = _package_url(base, package)
+    return (
+        f"`curl -fL --create-dirs -o DIR/{CHECKSUMS} {url}{CHECKSUMS} -o DIR/{HEADER} {url}{HEADER}` "
+        f"where the store answers, then {SETTING}=DIR"
+    )
 
 
 def _store_default(flashinfer: Path) -> str | None:
@@ -360,7 +398,7 @@ def _store_default(flashinfer: Path) -> str | None:
 def _download(url: str) -> bytes:
     import urllib.request  # only where a store is fetched from: a warm run never is
 
-    with urllib.request.urlopen(url, timeout=FETCH_TIMEOUT) as response:  # https only, checked by _from_store
+    with urllib.request.urlopen(url, timeout=FETCH_TIMEOUT) as response:  # https, or http on loopback (_unfetchable)
         data = response.read(MAX_TABLE_BYTES + 1)
     if len(data) > MAX_TABLE_BYTES:
         raise ValueError(f"{url}: larger than a kernel table")
