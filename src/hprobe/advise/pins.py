@@ -45,10 +45,32 @@ class CountPin:
         exact = "" if f.adjacent else f" (somewhere after {f.last_false}; releases between were inconclusive)"
         return f"{self.count}: from {f.first}{exact}"
 
+    def safe_ranges(self) -> list[tuple[Version, Version | None]]:
+        """The runs of releases seen safe, oldest first, each from its first to its
+        last release seen safe (None: up to the newest seen). A release between two
+        seen ones was not probed; a run is what was seen, not a promise for those."""
+        runs: list[tuple[Version, Version | None]] = []
+        start: Version | None = None
+        last: Version | None = None
+        for version, state in self.found.seen:
+            if state is None:
+                continue
+            if state and start is None:
+                start = version
+            if not state and start is not None:
+                assert last is not None
+                runs.append((start, last))
+                start = None
+            last = version
+        if start is not None:
+            runs.append((start, None))
+        return runs
+
     def to_dict(self) -> dict:
         f = self.found
         return {
             "count": self.count,
+            "safe_ranges": [{"from": str(a), "to": str(b) if b else None} for a, b in self.safe_ranges()],
             "since": str(f.first) if f.first else None,
             "last_refusing": str(f.last_false) if f.last_false else None,
             "exact": f.adjacent or (f.first is not None and f.last_false is None),
@@ -69,9 +91,9 @@ class PinAdvice:
     admitted_below: list[str] = field(default_factory=list)  # releases the pin admits below `needs`
     admitted: list[str] = field(default_factory=list)  # published releases the pin admits
     explicit_start: bool = False  # the search started at --since, not where the entry point first exists
-    # What the answers at a release the advice names rest on, where that is
-    # less than the kernel checks (release -> why): "safe from 0.7.4" at its
-    # validators only says so.
+    # What the answers at a release seen rest on, where that is less than the
+    # kernel checks (release -> why): "safe from 0.7.4" at its validators only
+    # says so, and so does each run of a count safe, refused and safe again.
     shallow: dict[str, str] = field(default_factory=dict)
 
     @staticmethod
@@ -148,18 +170,45 @@ class PinAdvice:
         no_pad = self.no_padding_needs
         if no_pad is not None:
             lines.append(f"{sms}: no padding at all is safe from flashinfer {no_pad}")
-        for release in sorted({str(v) for v in (needs, no_pad) if v is not None} & set(self.shallow)):
-            lines.append(
-                f"{sms}: at flashinfer {release} the answers rest on its validators only ({self.shallow[release]})"
-            )
         else:
             never = [p.count for p in self.no_padding.values() if p.since is None]
             if never:
                 lines.append(
                     f"{sms}: no padding at all: n={compact_set(never)} is accepted by no release in {self.searched[0]}..{self.searched[1]}"
                 )
+        for release in sorted({str(v) for v in (needs, no_pad) if v is not None} & set(self.shallow)):
+            lines.append(
+                f"{sms}: at flashinfer {release} the answers rest on its validators only ({self.shallow[release]})"
+            )
         lines.extend(f"{sms}: history is not monotonic: {r}" for r in self.regressions)
+        lines.extend(self._holes(sms))
         return lines
+
+    def _holes(self, sms: str) -> list[str]:
+        """Where a count is safe, refused and safe again: each run it was seen safe
+        in, with the depth its answers rest on."""
+        lines = []
+        for name, pins in (("the suggested rule", self.rule_counts), ("no padding", self.no_padding)):
+            for pin in pins.values():
+                runs = pin.safe_ranges()
+                if not pin.found.regressions or not runs:
+                    continue
+                said = "; ".join(self._run_words(pin, a, b) for a, b in runs)
+                lines.append(f"{sms}: {name}, n={pin.count}: safe on {said}")
+        return lines
+
+    def _run_words(self, pin: CountPin, first: Version, last: Version | None) -> str:
+        inside = [str(v) for v, state in pin.found.seen if state and v >= first and (last is None or v <= last)]
+        shallow = [v for v in inside if v in self.shallow]
+        depth = (
+            "validators only"
+            if len(shallow) == len(inside)
+            else "every check seen"
+            if not shallow
+            else f"validators only at {', '.join(shallow)}"
+        )
+        span = f"{first} and later" if last is None else (str(first) if first == last else f"{first}..{last}")
+        return f"{span} ({depth}; {len(inside)} seen)"
 
     def to_dict(self) -> dict:
         return {

@@ -125,10 +125,11 @@ def search_pins(
             prober.prepare,
             prober.answered,
         )
-        for floor in {v for v in (advice.needs, advice.no_padding_needs) if v is not None}:
-            caveat = _validators_only(prober, s.backend.variant_key, floor, s.sms)
+        seen = {v for pin in (*advice.rule_counts.values(), *advice.no_padding.values()) for v, _ in pin.found.seen}
+        for release in seen | {v for v in (advice.needs, advice.no_padding_needs) if v is not None}:
+            caveat = _validators_only(prober, s.backend.variant_key, release, s.sms)
             if caveat is not None:
-                advice.shallow[str(floor)] = caveat
+                advice.shallow[str(release)] = caveat
         searched[id(s)] = replace(s, pins=advice)
     notes = [f"pin search: flashinfer {v} answered nothing: {why}" for v, why in prober.unreachable.items()]
     return [searched.get(id(s), s) for s in suggestions], published, notes, True

@@ -1,0 +1,62 @@
+"""advise/pins.py: the pin a rule needs, and how a count's history across
+releases is told (runs seen safe, with the depth each rests on)."""
+
+from __future__ import annotations
+
+import pytest
+from packaging.version import Version
+
+from hprobe.advise.history import first_true
+from hprobe.advise.pins import CountPin, PinAdvice
+
+pytestmark = pytest.mark.pure
+
+RELEASES = [Version(v) for v in ("0.6.0", "0.6.8", "0.6.12", "0.6.13", "0.6.14", "0.7.0", "0.7.4")]
+
+
+def _pin(count: int, safe: dict[str, bool | None]) -> CountPin:
+    return CountPin(count, first_true(RELEASES, lambda v: safe[str(v)], exhaustive=True))
+
+
+def test_a_count_safe_refused_and_safe_again_is_told_run_by_run_with_its_depth():
+    # Safe on the old releases at their validators only, refused at 0.6.12 - 0.6.13
+    # (compiled depth found no kernel), safe again from 0.6.14.
+    states = {"0.6.0": True, "0.6.8": True, "0.6.12": False, "0.6.13": None, "0.6.14": True, "0.7.0": True}
+    pin = _pin(24, {**states, "0.7.4": True})
+    assert pin.safe_ranges() == [(Version("0.6.0"), Version("0.6.8")), (Version("0.6.14"), None)]
+    assert pin.since == Version("0.6.14")
+    advice = PinAdvice((100,), ("0.6.0", "0.7.4"), "==0.6.14", rule_counts={24: pin})
+    advice.shallow = {"0.6.0": "trtllm-gen's kernel existence", "0.6.8": "…", "0.7.4": "…"}
+    lines = advice.words()
+    assert (
+        "SM100: the suggested rule, n=24: safe on 0.6.0..0.6.8 (validators only; 2 seen); "
+        "0.6.14 and later (validators only at 0.7.4; 3 seen)"
+    ) in lines
+    assert any("history is not monotonic: 24 accepted in 0.6.0, refused in 0.6.12" in line for line in lines)
+    assert advice.to_dict()["rule_counts"][0]["safe_ranges"] == [
+        {"from": "0.6.0", "to": "0.6.8"},
+        {"from": "0.6.14", "to": None},
+    ]
+
+
+def test_a_count_that_only_became_safe_has_no_holes_to_tell():
+    pin = _pin(
+        32,
+        {
+            "0.6.0": False,
+            "0.6.8": False,
+            "0.6.12": False,
+            "0.6.13": False,
+            "0.6.14": True,
+            "0.7.0": True,
+            "0.7.4": True,
+        },
+    )
+    assert pin.safe_ranges() == [(Version("0.6.14"), None)]
+    advice = PinAdvice((100,), ("0.6.0", "0.7.4"), None, rule_counts={32: pin})
+    assert not any("safe on" in line for line in advice.words())
+    # A run ending before a refusal at the newest release is closed at its last safe one.
+    gone = _pin(
+        8, {"0.6.0": True, "0.6.8": True, "0.6.12": True, "0.6.13": True, "0.6.14": True, "0.7.0": True, "0.7.4": False}
+    )
+    assert gone.safe_ranges() == [(Version("0.6.0"), Version("0.7.0"))] and gone.since is None
