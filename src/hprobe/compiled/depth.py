@@ -26,7 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from hprobe.compiled.files import TABLE_SETTING
-from hprobe.compiled.table import KernelTable
+from hprobe.compiled.table import KernelTable, TableError
 from hprobe.compiled.trtllm_gen import Gate, Port, port_for, runner_gate, source
 from hprobe.compiled.trtllm_gen.era_0_6_12 import Device, Launch, MlaCall, NotPorted, Refusal, Selection, Undetermined
 from hprobe.device.fakes import FakeDeviceProperties
@@ -149,7 +149,11 @@ def deepen(result: KernelSMResult, package: Path, get_tables: Callable[[], Table
     if tables.table is None:
         result.notes.append(f"compiled depth: not evaluated: {tables.missing}")
         return
-    selection = _selection(port, tables.table, device_of(sm))
+    try:
+        selection = _selection(port, tables.table, device_of(sm))
+    except TableError as exc:
+        result.notes.append(f"compiled depth: not evaluated: {exc}")
+        return
     evaluated = _evaluate(result, calls, port.era, selection, package)
     if evaluated:
         # A weaker basis elsewhere in the result (partial, faked device) stays what it says.
@@ -211,7 +215,10 @@ def evaluate_ahead(
         for sm in sms:
             if sm not in gate.sms:
                 continue  # refused by the runner whatever the count: no selection runs
-            selection = _selection(port, tables.table, device_of(SM.from_number(sm)))
+            try:
+                selection = _selection(port, tables.table, device_of(SM.from_number(sm)))
+            except TableError:
+                return answers  # deepen meets it again, and says so
             for call in calls:
                 for h in heads:
                     try:

@@ -43,6 +43,17 @@ _FIELDS = {
 }
 # Present only in tables that build SageAttention kernels; absent means 0 (none).
 _SAGE = ("mNumEltsPerSageAttnBlkQ", "mNumEltsPerSageAttnBlkK", "mNumEltsPerSageAttnBlkP", "mNumEltsPerSageAttnBlkV")
+# Fields later kernel packages added, which later selection code hashes: None where
+# a table has no such field. A port that reads one refuses a table without it
+# (Selection.TABLE_FIELDS); older ports never look.
+LATER_FIELDS = {
+    "mEnablesBf16QFp8KvKOnlyTransform": "enables_bf16q_fp8kv_k_only_transform",  # 0.6.18
+    "mSeparateTransformedKv": "separate_transformed_kv",  # 0.6.18
+    "mFp16Softmax": "fp16_softmax",  # 0.6.18
+    "mUsesSpcompress": "uses_spcompress",  # 0.6.18
+    "mFusesDsv4InvRopeFp8Quant": "fuses_dsv4_inv_rope_fp8_quant",  # 0.7.0
+    "mUsesDsv4Ue8m0ScaleO": "uses_dsv4_ue8m0_scale_o",  # 0.7.0
+}
 
 
 class TableError(ValueError):
@@ -80,6 +91,12 @@ class KernelMeta:
     sparse_attn: int
     skips_softmax: bool
     sage_blocks: tuple[int, int, int, int] = (0, 0, 0, 0)
+    enables_bf16q_fp8kv_k_only_transform: bool | None = None
+    separate_transformed_kv: bool | None = None
+    fp16_softmax: bool | None = None
+    uses_spcompress: bool | None = None
+    fuses_dsv4_inv_rope_fp8_quant: bool | None = None
+    uses_dsv4_ue8m0_scale_o: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -133,7 +150,8 @@ def parse_table(data: bytes, origin: str, checksums: bytes = b"") -> KernelTable
             raise TableError(f"{origin}: a row of {len(values)} values for a struct of {len(members)} fields")
         fields = {attr: _value(values[position[c]]) for c, attr in _FIELDS.items()}
         sage = tuple(int(_value(values[position[c]])) if c in position else 0 for c in _SAGE)
-        rows.append(KernelMeta(**fields, sage_blocks=sage))  # type: ignore[arg-type]
+        later = {attr: bool(_value(values[position[c]])) for c, attr in LATER_FIELDS.items() if c in position}
+        rows.append(KernelMeta(**fields, sage_blocks=sage, **later))  # type: ignore[arg-type]
     if not rows:
         raise TableError(f"{origin}: the table has no rows")
     return KernelTable(tuple(rows), hashlib.sha256(data).hexdigest(), origin, data, checksums)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from hprobe.compiled.files import KERNELS, LAUNCHER, RUNNER
-from hprobe.compiled.table import KernelMeta, KernelTable
+from hprobe.compiled.table import LATER_FIELDS, KernelMeta, KernelTable, TableError
 
 # The functions this port follows, per file, with their digests as these releases ship them.
 FINGERPRINT: dict[str, dict[str, tuple[str, ...]]] = {
@@ -151,6 +151,14 @@ class RunnerParams:
     attention_window_size: int
     chunked_attention_size: int
     skips_softmax: bool
+    # Read by later eras only. The runner's dtypes (TllmGenFmhaKernel's mDtypeQ, K = V, Out).
+    dtype_q: str = ""
+    dtype_kv: str = ""
+    dtype_o: str = ""
+    bf16q_fp8kv_transform_mode: int = 0  # Bf16QFp8KvTransformMode: 0 Full, 1 KOnly, 2 SeparateKv
+    use_fp16_softmax: bool = False
+    uses_spcompress: bool = False
+    fuses_dsv4_inv_rope_fp8_quant: bool = False
 
 
 @dataclass
@@ -171,6 +179,12 @@ class SelectKernelParams:
     tile_size_q: int
     tile_size_kv: int
     uses_2cta_mma: bool
+    # Read by later eras only.
+    groups_tokens_heads_q: bool = False
+    bf16q_fp8kv_transform_mode: int = 0
+    use_fp16_softmax: bool = False
+    uses_spcompress: bool = False
+    fuses_dsv4_inv_rope_fp8_quant: bool = False
 
     @classmethod
     def of(cls, params: RunnerParams) -> SelectKernelParams:
@@ -191,6 +205,10 @@ class SelectKernelParams:
             tile_size_q=128,
             tile_size_kv=128,
             uses_2cta_mma=False,
+            bf16q_fp8kv_transform_mode=params.bf16q_fp8kv_transform_mode,
+            use_fp16_softmax=params.use_fp16_softmax,
+            uses_spcompress=params.uses_spcompress,
+            fuses_dsv4_inv_rope_fp8_quant=params.fuses_dsv4_inv_rope_fp8_quant,
         )
 
 
@@ -231,7 +249,15 @@ class Selection:
     COMPATIBLE: dict[int, tuple[str, ...]] = {103: ("kSM_100f", "kSM_103"), 100: ("kSM_100f", "kSM_100")}
     FAMILY_SPECIFIC: tuple[str, ...] = ("kSM_100", "kSM_103")
 
+    # Kernel-table fields (C names) this era hashes beyond those every table has.
+    TABLE_FIELDS: tuple[str, ...] = ()
+
     def __init__(self, table: KernelTable, device: Device):
+        lacking = [name for name in self.TABLE_FIELDS if getattr(table.rows[0], LATER_FIELDS[name]) is None]
+        if lacking:
+            raise TableError(
+                f"{table.origin}: the struct has no {', '.join(lacking)}, which this release's selection hashes"
+            )
         self.table, self.device = table, device
         self._maps: dict[tuple[str, str, str, str], dict[int, KernelMeta]] = {}
 
@@ -335,6 +361,9 @@ class Selection:
             attention_window_size=INT_MAX if window_left == -1 else window_left + 1,
             chunked_attention_size=INT_MAX,
             skips_softmax=False,
+            dtype_q=call.dtype_q,
+            dtype_kv=call.dtype_kv,
+            dtype_o=call.dtype_o,
         )
 
     # --- TllmGenFmhaRunner (fmhaRunner.cuh) and the factory (fmhaKernels.cuh) ---
@@ -607,7 +636,10 @@ class Selection:
                 else:
                     window = min(params.max_seq_len_kv, params.chunked_attention_size)
             max_ctas_per_seq_kv = (window + 2 * row.step_kv - 1) // (2 * row.step_kv)
-            ctas_per_seq_kv = min(max_ctas_per_seq_kv, max(1, mp // (ctas_x * ctas_y * ctas_z)))
+            tuned = self.tuned_max_ctas_per_seq_kv(
+                params, select, max_ctas_per_seq_kv, window, ctas_for_all_heads_q, (ctas_x, ctas_y, ctas_z)
+            )
+            ctas_per_seq_kv = min(tuned, max(1, mp // (ctas_x * ctas_y * ctas_z)))
             ctas_x *= ctas_per_seq_kv
             total = ctas_x * ctas_z * ctas_y
             if ctas_per_seq_kv <= 1:
@@ -624,12 +656,11 @@ class Selection:
                 select.tile_size_kv = 64
                 select.select_new_kernel = True
             if (
-                not dsv3_min_latency
+                self.uses_cga_smem_reduction(params, select, dsv3_min_latency)
                 and 1 < ctas_per_seq_kv <= 16
                 and select.kernel_type is KernelType.SWAPS_MMA_AB_FOR_GENERATION
                 and select.multi_ctas_kv_mode is MultiCtasKvMode.GMEM_REDUCTION
                 and not select.force_gmem_reduction
-                and params.head_dim_v < 512
             ):
                 select.multi_ctas_kv_mode = MultiCtasKvMode.CGA_SMEM_REDUCTION
                 select.select_new_kernel = True
@@ -637,17 +668,39 @@ class Selection:
         if select.multi_ctas_kv_mode is MultiCtasKvMode.CGA_SMEM_REDUCTION:
             cluster_x *= ctas_per_seq_kv
         total = ctas_x * ctas_z * ctas_y
-        if (
-            self.is_mla_gen_kernel(params)
-            and not select.reuse_smem_k_for_v
-            and not select.select_new_kernel
-            and not select.uses_2cta_mma
-        ):
+        if self.splits_head_dim_v(params, select):
             corr = 1 if dsv3_min_latency else 2
             if select.head_dim_per_cta_v == 512 and total * corr <= mp:
                 select.head_dim_per_cta_v = 128 if total * 2 * corr <= mp else 256
                 select.select_new_kernel = True
         return (ctas_x, ctas_y, ctas_z), cluster_x
+
+    # Where later eras' computeCtaAndClusterConfig differs; as these releases read it.
+
+    def tuned_max_ctas_per_seq_kv(
+        self,
+        params: RunnerParams,
+        select: SelectKernelParams,
+        max_ctas_per_seq_kv: int,
+        window: int,
+        ctas_for_all_heads_q: int,
+        ctas: tuple[int, int, int],
+    ) -> int:
+        """The cap on the KV split (maxNumCtasPerSeqKv, as is here)."""
+        return max_ctas_per_seq_kv
+
+    def uses_cga_smem_reduction(self, params: RunnerParams, select: SelectKernelParams, dsv3_min_latency: bool) -> bool:
+        """Whether a KV split may take CgaSmemReduction (besides the split and kernel-type tests)."""
+        return not dsv3_min_latency and params.head_dim_v < 512
+
+    def splits_head_dim_v(self, params: RunnerParams, select: SelectKernelParams) -> bool:
+        """Whether headDimV may be split over CTAs to fill idle SMs."""
+        return (
+            self.is_mla_gen_kernel(params)
+            and not select.reuse_smem_k_for_v
+            and not select.select_new_kernel
+            and not select.uses_2cta_mma
+        )
 
     # TRTLLM_GEN_ENABLE_TILE_SIZE_KV64 (common.h getEnvUseTileSizeKv64ForTrtllmGen): off
     # unless the serving process sets it; the port answers for the default.

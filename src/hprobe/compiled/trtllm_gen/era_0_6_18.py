@@ -1,0 +1,320 @@
+"""trtllm-gen FMHA kernel selection for MLA decode, as flashinfer 0.6.18 – 0.6.18.post1 ship it.
+
+What changed since 0.6.16 – 0.6.17 (era_0_6_16), each a method overridden here:
+- `hashID` packs its enum fields to their widths (a new layout, with range checks) and
+  hashes five more traits: groupsTokensHeadsQ, the BF16-query/FP8-KV transform mode,
+  the 2Qx1KV sliding-window kernel, FP16 softmax and spcompress. A row's come from
+  four fields the kernel table gained (TABLE_FIELDS); a table without them is refused;
+- MLA generation with 2..16 query tokens, 8/16/32 heads, 32-token pages and batch <= 16
+  takes a grouped kernel (`usesGroupedMlaGenerationKernel`, `selectGroupedMlaGenerationKernel`);
+- `computeCtaAndClusterConfig` caps the KV split of BF16-query/FP8-KV SeparateKv kernels,
+  and splits headDimV only for kernels that do not group tokens and heads;
+- the launcher takes a transform mode, FP16 softmax and spcompress: MLA decode calls pass
+  mode Full (`0`), and FP16 softmax only when the caller asks (the probes' calls do not),
+  and never spcompress, which the port follows.
+"""
+
+from __future__ import annotations
+
+from hprobe.compiled.table import KernelMeta
+from hprobe.compiled.trtllm_gen import era_0_6_16 as previous
+from hprobe.compiled.trtllm_gen.era_0_6_12 import (
+    KERNELS,
+    LAUNCHER,
+    RUNNER,
+    KernelType,
+    MaskType,
+    MultiCtasKvMode,
+    Refusal,
+    RunnerParams,
+    SelectKernelParams,
+    SparseMlaType,
+    TileScheduler,
+)
+
+FINGERPRINT: dict[str, dict[str, tuple[str, ...]]] = {
+    KERNELS: {
+        **previous.FINGERPRINT[KERNELS],
+        "hashID": ("8d08b7ce19a3d5da",),
+        "run": ("683d7fed9c43e456",),  # the LSE call after the launch is checked; the selection loop as before
+        "computeCtaAndClusterConfig": ("ae7a313b3c68b6b0",),
+        "selectMlaGenerationKernel": ("abe9108da6c1e2ec",),
+        "hashFromRunnerParams": ("62eef4e443eb29df",),
+        "queryMaxDeviceSmemSize": ("1ce60abe23fb10c7",),  # SM107's oversized query needs CUDA 13.4 now
+        "getBf16QFp8KvTransformMode": ("1e49f620d3df80f4",),
+        "isBf16QFp8KvGeneration": ("9021eb07890a5dda",),
+        "is2QSlidingWindowKernel": ("997320c796b6b10a",),
+        "usesGroupedMlaGenerationKernel": ("50b0ad6f744630d1",),
+        "selectGroupedMlaGenerationKernel": ("ad312fb3f43b571e",),
+    },
+    RUNNER: previous.FINGERPRINT[RUNNER],
+    LAUNCHER: {
+        # The transform mode (checked only when not Full), FP16 softmax and spcompress
+        # flags; what the selection reads is assigned as before.
+        "trtllm_paged_attention_launcher": ("3b71711bd2ce83ba",),
+        "trtllm_paged_attention_decode": ("8033637db9004605",),
+        "trtllm_paged_attention_decode_sparse_mla_dsv4": ("0e6b9f8adfc1b645",),
+    },
+}
+
+FULL, K_ONLY, SEPARATE_KV = 0, 1, 2  # Bf16QFp8KvTransformMode
+
+
+def _check(ok: bool, message: str, needle: str | None = None) -> None:
+    if not ok:
+        raise Refusal("hashID", message, KERNELS, needle)
+
+
+def hash_id(
+    qkv_layout: int,
+    mask_type: int,
+    kernel_type: int,
+    scheduler: int,
+    multi_ctas_kv_mode: int,
+    head_dim_per_cta_v: int,
+    head_dim_qk: int,
+    head_dim_v: int,
+    tile_size_q: int,
+    tile_size_kv: int,
+    num_tokens_per_page: int,
+    dynamic_num_tokens_per_page: bool,
+    reuse_smem_k_for_v: bool,
+    uses_2cta_mma: bool,
+    groups_tokens_heads_q: bool,
+    sparse_mla_type: int,
+    skips_softmax: bool,
+    bf16q_fp8kv_transform_mode: int,
+    uses_2q_sliding_window_kernel: bool,
+    fp16_softmax: bool,
+    uses_spcompress: bool,
+) -> int:
+    """TllmGenFmhaKernel::hashID, its checks in order."""
+    _check(
+        32 <= head_dim_per_cta_v <= 1024 and 32 <= head_dim_qk <= 1024 and 32 <= head_dim_v <= 1024,
+        f"Expect (32 <= headDim <= 1024), got headDimPerCtaV={head_dim_per_cta_v}, headDimQk={head_dim_qk}, headDimV={head_dim_v}",
+        "Expect (32 <= headDim <= 1024)",
+    )
+    _check(
+        num_tokens_per_page == 0 or num_tokens_per_page & (num_tokens_per_page - 1) == 0,
+        "The numTokensPerPage must be 0 or power of 2.",
+    )
+    _check(tile_size_q <= 128 and tile_size_kv <= 128, "The tileSizeQ and tileSizeKv must be <= 128.")
+    _check(
+        tile_size_q & (tile_size_q - 1) == 0 and tile_size_kv & (tile_size_kv - 1) == 0,
+        "The tileSizeQ and tileSizeKv must be power of 2.",
+    )
+    _check(tile_size_kv in (64, 128), "The tileSizeKv must be 64 or 128.")
+    _check(0 <= sparse_mla_type <= 3, "The sparse MLA type must fit in 2 bits.")
+    _check(0 <= bf16q_fp8kv_transform_mode <= 2, "The BF16Q FP8KV transform mode must fit in 2 bits.")
+    pages_log2 = 0 if num_tokens_per_page == 0 else num_tokens_per_page.bit_length() - 1
+    _check(
+        0 <= qkv_layout < 4
+        and 0 <= mask_type < 8
+        and 0 <= kernel_type < 8
+        and 0 <= scheduler < 4
+        and 0 <= multi_ctas_kv_mode < 4
+        and pages_log2 < 16,
+        f"Kernel attribute out of range for the hash key: qkvLayout={qkv_layout}, maskType={mask_type}, "
+        f"kernelType={kernel_type}, tileScheduler={scheduler}, multiCtasKvMode={multi_ctas_kv_mode}, "
+        f"bf16QFp8KvTransformMode={bf16q_fp8kv_transform_mode}, numTokensPerPage={num_tokens_per_page}",
+        "Kernel attribute out of range for the hash key",
+    )
+    return (
+        qkv_layout
+        | mask_type << 2
+        | kernel_type << 5
+        | scheduler << 8
+        | multi_ctas_kv_mode << 10
+        | (head_dim_per_cta_v >> 3) << 12
+        | (head_dim_qk >> 3) << 20
+        | (head_dim_v >> 3) << 28
+        | (tile_size_kv >> 6) << 36
+        | pages_log2 << 38
+        | (tile_size_q.bit_length() - 1) << 42
+        | int(reuse_smem_k_for_v) << 45
+        | int(uses_2cta_mma) << 46
+        | sparse_mla_type << 47
+        | int(skips_softmax) << 49
+        | int(dynamic_num_tokens_per_page) << 50
+        | bf16q_fp8kv_transform_mode << 51
+        | int(groups_tokens_heads_q) << 53
+        | int(uses_2q_sliding_window_kernel) << 54
+        | int(fp16_softmax) << 55
+        | int(uses_spcompress) << 56
+    )
+
+
+class Selection(previous.Selection):
+    TABLE_FIELDS = ("mEnablesBf16QFp8KvKOnlyTransform", "mSeparateTransformedKv", "mFp16Softmax", "mUsesSpcompress")
+
+    @staticmethod
+    def bf16q_fp8kv_transform_mode(k_only: bool, separate: bool) -> int:
+        """getBf16QFp8KvTransformMode."""
+        if k_only and separate:
+            raise Refusal(
+                "getBf16QFp8KvTransformMode",
+                "BF16Q FP8KV transform mode cannot be both K-only and separate K/V.",
+                KERNELS,
+            )
+        return K_ONLY if k_only else SEPARATE_KV if separate else FULL
+
+    @staticmethod
+    def is_2q_sliding_window_kernel(row: KernelMeta) -> bool:
+        return (
+            row.kernel_type == KernelType.KEEPS_MMA_AB_FOR_GENERATION
+            and row.groups_tokens_heads_q
+            and row.step_q == 2 * row.tile_size_q
+        )
+
+    @staticmethod
+    def is_bf16q_fp8kv_generation(params: RunnerParams) -> bool:
+        return (params.dtype_q, params.dtype_kv, params.dtype_o) == (
+            "DATA_TYPE_BF16",
+            "DATA_TYPE_E4M3",
+            "DATA_TYPE_BF16",
+        )
+
+    def hash_of_row(self, row: KernelMeta) -> int:
+        return hash_id(
+            row.qkv_layout,
+            row.mask_type,
+            row.kernel_type,
+            row.tile_scheduler,
+            row.multi_ctas_kv_mode,
+            row.head_dim_per_cta_v,
+            row.head_dim_qk,
+            row.head_dim_v,
+            row.tile_size_q,
+            row.tile_size_kv,
+            row.num_tokens_per_page,
+            self.is_dynamic_pages_kernel(row),
+            row.reuse_smem_k_for_v,
+            row.uses_2cta_mma,
+            row.groups_tokens_heads_q,
+            row.sparse_attn,
+            row.skips_softmax,
+            self.bf16q_fp8kv_transform_mode(
+                bool(row.enables_bf16q_fp8kv_k_only_transform), bool(row.separate_transformed_kv)
+            ),
+            self.is_2q_sliding_window_kernel(row),
+            bool(row.fp16_softmax),
+            bool(row.uses_spcompress),
+        )
+
+    def hash_from_runner_params(self, params: RunnerParams, select: SelectKernelParams) -> tuple[int, str]:
+        info = (
+            f"qkvLayout={int(params.qkv_layout)}, maskType={int(select.mask_type)}, kernelType={int(select.kernel_type)}, "
+            f"tileScheduler={int(select.tile_scheduler)}, multiCtasKvMode={int(select.multi_ctas_kv_mode)}, "
+            f"headDimPerCtaV={select.head_dim_per_cta_v}, headDimQk={params.head_dim_qk}, headDimV={params.head_dim_v}, "
+            f"tileSizeQ={select.tile_size_q}, tileSizeKv={select.tile_size_kv}, numTokensPerPage={select.num_tokens_per_page}, "
+            f"dynamicNumTokensPerPage={int(select.dynamic_num_tokens_per_page)}, reuseSmemKForV={int(select.reuse_smem_k_for_v)}, "
+            f"uses2CtaMma={int(select.uses_2cta_mma)}, groupsTokensHeadsQ={int(select.groups_tokens_heads_q)}, "
+            f"sparseMlaType={int(params.sparse_mla_type)}, skipsSoftmax={int(select.skips_softmax)}, "
+            f"bf16QFp8KvTransformMode={select.bf16q_fp8kv_transform_mode}, fp16Softmax={int(select.use_fp16_softmax)}, "
+            f"usesSpcompress={int(select.uses_spcompress)}"
+        )
+        return self._hash_of_selection(params, select), info + self._info_tail(select)
+
+    def _info_tail(self, select: SelectKernelParams) -> str:
+        return ""
+
+    def _hash_of_selection(self, params: RunnerParams, select: SelectKernelParams) -> int:
+        return hash_id(
+            params.qkv_layout,
+            select.mask_type,
+            select.kernel_type,
+            select.tile_scheduler,
+            select.multi_ctas_kv_mode,
+            select.head_dim_per_cta_v,
+            params.head_dim_qk,
+            params.head_dim_v,
+            select.tile_size_q,
+            select.tile_size_kv,
+            select.num_tokens_per_page,
+            select.dynamic_num_tokens_per_page,
+            select.reuse_smem_k_for_v,
+            select.uses_2cta_mma,
+            select.groups_tokens_heads_q,
+            params.sparse_mla_type,
+            select.skips_softmax,
+            select.bf16q_fp8kv_transform_mode,
+            False,  # uses2QSlidingWindowKernel: never asked for by a runtime selection
+            select.use_fp16_softmax,
+            select.uses_spcompress,
+        )
+
+    def uses_grouped_mla_generation_kernel(self, params: RunnerParams) -> bool:
+        dtypes = (params.dtype_q, params.dtype_kv, params.dtype_o)
+        return (
+            dtypes in (("DATA_TYPE_BF16",) * 3, ("DATA_TYPE_E4M3", "DATA_TYPE_E4M3", "DATA_TYPE_BF16"))
+            and params.num_heads_q_per_kv in (8, 16, 32)
+            and params.sparse_mla_type is SparseMlaType.NONE
+            and params.max_seq_len_q > 1
+            and 1 <= params.batch_size <= 16
+            and params.num_tokens_per_page == 32
+            and params.head_dim_qk == 576
+            and params.head_dim_v == 512
+        )
+
+    def select_grouped_mla_generation_kernel(self, params: RunnerParams, select: SelectKernelParams) -> None:
+        select.kernel_type = KernelType.KEEPS_MMA_AB_FOR_GENERATION
+        select.tile_size_q = 64
+        select.tile_size_kv = 128
+        if select.multi_ctas_kv_mode is not MultiCtasKvMode.DISABLED:
+            select.multi_ctas_kv_mode = MultiCtasKvMode.GMEM_REDUCTION_WITH_SEPARATE_KERNEL
+            select.tile_scheduler = TileScheduler.STATIC
+        select.force_gmem_reduction = True
+        select.mask_type = MaskType.DENSE
+        select.reuse_smem_k_for_v = False
+        select.groups_tokens_heads_q = True
+        select.uses_2cta_mma = False
+        rows = params.max_seq_len_q * params.num_heads_q_per_kv
+        base_ctas = params.batch_size * params.num_heads_kv * -(-rows // 64)
+        per_cta = 128 if base_ctas <= 1 else 256 if base_ctas <= 4 else 512
+        select.head_dim_per_cta_v = min(per_cta, params.head_dim_v)
+
+    def select_mla_generation_kernel(self, params: RunnerParams, select: SelectKernelParams) -> None:
+        if self.uses_grouped_mla_generation_kernel(params):
+            self.select_grouped_mla_generation_kernel(params, select)
+            return
+        select.groups_tokens_heads_q = False
+        super().select_mla_generation_kernel(params, select)
+
+    def tuned_max_ctas_per_seq_kv(
+        self,
+        params: RunnerParams,
+        select: SelectKernelParams,
+        max_ctas_per_seq_kv: int,
+        window: int,
+        ctas_for_all_heads_q: int,
+        ctas: tuple[int, int, int],
+    ) -> int:
+        """Cap BF16Q+FP8KV separate-transform splits so that the runtime key selects
+        CGA reduction when the smaller split is expected."""
+        if not (
+            self.is_bf16q_fp8kv_generation(params)
+            and select.bf16q_fp8kv_transform_mode == SEPARATE_KV
+            and select.kernel_type is KernelType.SWAPS_MMA_AB_FOR_GENERATION
+            and select.multi_ctas_kv_mode is not MultiCtasKvMode.GMEM_REDUCTION_WITH_SEPARATE_KERNEL
+            and params.head_dim_v < 512
+        ):
+            return max_ctas_per_seq_kv
+        cluster_x = 2 if select.uses_2cta_mma else 1
+        max_splits = 16 // cluster_x
+        if max_ctas_per_seq_kv > ctas_for_all_heads_q * max_splits:
+            return max_ctas_per_seq_kv
+        ctas_x, ctas_y, ctas_z = ctas
+        launched = -(-ctas_x // cluster_x) * ctas_y * ctas_z
+        budget = max(4, -(-(params.multi_processor_count * 13 // 20) // launched))
+        target = min(max_ctas_per_seq_kv, max_splits, budget)
+        if not 1 < target < max_ctas_per_seq_kv:
+            return max_ctas_per_seq_kv
+        per_cta = (
+            -(-params.attention_window_size // (target - 1))
+            if select.mask_type is MaskType.SLIDING_OR_CHUNKED_CAUSAL
+            else -(-window // target)
+        )
+        return target if per_cta <= 1024 else max_ctas_per_seq_kv
+
+    def splits_head_dim_v(self, params: RunnerParams, select: SelectKernelParams) -> bool:
+        return not select.groups_tokens_heads_q and super().splits_head_dim_v(params, select)
