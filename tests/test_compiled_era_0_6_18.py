@@ -9,22 +9,20 @@ the C++ 0.6.18 ships (fmhaKernels.cuh, trtllm_fmha_kernel_launcher.cu).
 
 from __future__ import annotations
 
-import re
-import zipfile
-
 import pytest
 
 from hprobe.compiled.table import TableError, parse_table
 from hprobe.compiled.trtllm_gen import Port, port_for
 from hprobe.compiled.trtllm_gen.era_0_6_12 import Device, MlaCall, Refusal
 from hprobe.compiled.trtllm_gen.era_0_6_18 import hash_id
-from hprobe.support.kernel_tables import package_of
 from hprobe.support.trees import resolve
+
+from . import later_tables
+from .later_tables import ADDED_0_6_18, header_of
 
 pytestmark = pytest.mark.slow
 B200 = Device(sm=100, multiprocessor_count=148, max_shared_memory_per_block_optin=227 * 1024)
 BF16 = "DATA_TYPE_BF16"
-ADDED = ("mEnablesBf16QFp8KvKOnlyTransform", "mSeparateTransformedKv", "mFp16Softmax", "mUsesSpcompress")
 Q16_P64 = "fmhaSm100fKernel_QkvBfloat16OBfloat16HQk576HV512HVPerCta128PagedKvDenseP64MultiCtasKvVarSeqQ16Kv128StaticSwapsAbForGen"
 
 
@@ -38,24 +36,11 @@ def release():
 
 @pytest.fixture(scope="module")
 def header_0613(cubin_wheel) -> str:
-    package = package_of(resolve("0.6.13").location / "flashinfer")
-    assert not isinstance(package, str)
-    with zipfile.ZipFile(cubin_wheel) as archive:
-        name = f"flashinfer_cubin/cubins/{package.path}include/flashInferMetaInfo.h"
-        return archive.read(name).decode()
+    return header_of(cubin_wheel, resolve("0.6.13").location / "flashinfer")
 
 
 def later_table(header: str, fp16_softmax: tuple[str, ...] = ()):
-    """0.6.13's table as a 0.6.18 table: the added fields false, FP16 softmax true on the named kernels."""
-    header = header.replace(
-        "    const char* sha256;\n", "".join(f"    bool {name};\n" for name in ADDED) + "    const char* sha256;\n", 1
-    )
-
-    def row(match: re.Match[str]) -> str:
-        fp16 = "true" if any(f'"{name}"' in match.group(0) for name in fp16_softmax) else "false"
-        return re.sub(r', ("[0-9a-f]{64}")\}', f", false, false, {fp16}, false, \\1}}", match.group(0))
-
-    return parse_table(re.sub(r"^\{ DATA_TYPE.*\},?$", row, header, flags=re.M).encode(), "0.6.13 rows as 0.6.18's")
+    return later_tables.later_table(header, ADDED_0_6_18, {"mFp16Softmax": fp16_softmax})
 
 
 def dense(heads: int, q_len: int = 1, page: int = 64) -> MlaCall:

@@ -317,8 +317,13 @@ class Selection:
                 LAUNCHER,
                 "TVM_FFI_ICHECK_EQ(head_dim_q, 512)",
             )
+        self._dsv4_top_k_checks(call)
+
+    def _dsv4_top_k_checks(self, call: MlaCall) -> None:
         if call.sparse_mla_top_k % 4:
-            raise Refusal(f, "sparse topK must be a multiple of 4", LAUNCHER)
+            raise Refusal(
+                "trtllm_paged_attention_decode_sparse_mla_dsv4", "sparse topK must be a multiple of 4", LAUNCHER
+            )
 
     def _launcher_params(
         self, call: MlaCall, max_kv_len: int, page_size: int, window_left: int, dynamic_sparse: bool
@@ -721,8 +726,7 @@ class Selection:
             half = full // 2
             effective_kv = min(params.max_seq_len_kv, params.sparse_mla_top_k)
             max_ctas_per_seq_kv = -(-effective_kv // select.tile_size_kv)
-            use_half = half >= 8 and params.batch_size * max_ctas_per_seq_kv <= params.multi_processor_count // 8
-            select.tile_size_q = half if use_half else full
+            select.tile_size_q = half if self.sparse_uses_half_tile(params, half, max_ctas_per_seq_kv) else full
         else:
             select.kernel_type = KernelType.KEEPS_MMA_AB_FOR_GENERATION
             select.tile_size_q = 64
@@ -732,6 +736,11 @@ class Selection:
             if self.sparse_uses_2cta(params):
                 select.uses_2cta_mma = True
                 select.head_dim_per_cta_v = 256
+
+    @staticmethod
+    def sparse_uses_half_tile(params: RunnerParams, half: int, max_ctas_per_seq_kv: int) -> bool:
+        """selectSparseMlaGenerationKernel's half tileSizeQ for small batches (useHalfTileSizeQ)."""
+        return half >= 8 and params.batch_size * max_ctas_per_seq_kv <= params.multi_processor_count // 8
 
     @staticmethod
     def sparse_uses_2cta(params: RunnerParams) -> bool:

@@ -16,6 +16,8 @@ What changed since 0.6.16 – 0.6.17 (era_0_6_16), each a method overridden here
 
 from __future__ import annotations
 
+from typing import Any
+
 from hprobe.compiled.table import KernelMeta
 from hprobe.compiled.trtllm_gen import era_0_6_16 as previous
 from hprobe.compiled.trtllm_gen.era_0_6_12 import (
@@ -65,7 +67,62 @@ def _check(ok: bool, message: str, needle: str | None = None) -> None:
         raise Refusal("hashID", message, KERNELS, needle)
 
 
-def hash_id(
+def early_checks(
+    head_dim_per_cta_v: int,
+    head_dim_qk: int,
+    head_dim_v: int,
+    tile_size_q: int,
+    tile_size_kv: int,
+    num_tokens_per_page: int,
+    sparse_mla_type: int,
+    bf16q_fp8kv_transform_mode: int,
+) -> None:
+    """hashID's checks up to the transform mode's, in order."""
+    _check(
+        32 <= head_dim_per_cta_v <= 1024 and 32 <= head_dim_qk <= 1024 and 32 <= head_dim_v <= 1024,
+        f"Expect (32 <= headDim <= 1024), got headDimPerCtaV={head_dim_per_cta_v}, headDimQk={head_dim_qk}, headDimV={head_dim_v}",
+        "Expect (32 <= headDim <= 1024)",
+    )
+    _check(
+        num_tokens_per_page == 0 or num_tokens_per_page & (num_tokens_per_page - 1) == 0,
+        "The numTokensPerPage must be 0 or power of 2.",
+    )
+    _check(tile_size_q <= 128 and tile_size_kv <= 128, "The tileSizeQ and tileSizeKv must be <= 128.")
+    _check(
+        tile_size_q & (tile_size_q - 1) == 0 and tile_size_kv & (tile_size_kv - 1) == 0,
+        "The tileSizeQ and tileSizeKv must be power of 2.",
+    )
+    _check(tile_size_kv in (64, 128), "The tileSizeKv must be 64 or 128.")
+    _check(0 <= sparse_mla_type <= 3, "The sparse MLA type must fit in 2 bits.")
+    _check(0 <= bf16q_fp8kv_transform_mode <= 2, "The BF16Q FP8KV transform mode must fit in 2 bits.")
+
+
+def range_check(
+    qkv_layout: int,
+    mask_type: int,
+    kernel_type: int,
+    scheduler: int,
+    multi_ctas_kv_mode: int,
+    bf16q_fp8kv_transform_mode: int,
+    num_tokens_per_page: int,
+) -> None:
+    """hashID's last check: the enum fields fit the widths they are packed to."""
+    pages_log2 = 0 if num_tokens_per_page == 0 else num_tokens_per_page.bit_length() - 1
+    _check(
+        0 <= qkv_layout < 4
+        and 0 <= mask_type < 8
+        and 0 <= kernel_type < 8
+        and 0 <= scheduler < 4
+        and 0 <= multi_ctas_kv_mode < 4
+        and pages_log2 < 16,
+        f"Kernel attribute out of range for the hash key: qkvLayout={qkv_layout}, maskType={mask_type}, "
+        f"kernelType={kernel_type}, tileScheduler={scheduler}, multiCtasKvMode={multi_ctas_kv_mode}, "
+        f"bf16QFp8KvTransformMode={bf16q_fp8kv_transform_mode}, numTokensPerPage={num_tokens_per_page}",
+        "Kernel attribute out of range for the hash key",
+    )
+
+
+def pack(
     qkv_layout: int,
     mask_type: int,
     kernel_type: int,
@@ -88,37 +145,8 @@ def hash_id(
     fp16_softmax: bool,
     uses_spcompress: bool,
 ) -> int:
-    """TllmGenFmhaKernel::hashID, its checks in order."""
-    _check(
-        32 <= head_dim_per_cta_v <= 1024 and 32 <= head_dim_qk <= 1024 and 32 <= head_dim_v <= 1024,
-        f"Expect (32 <= headDim <= 1024), got headDimPerCtaV={head_dim_per_cta_v}, headDimQk={head_dim_qk}, headDimV={head_dim_v}",
-        "Expect (32 <= headDim <= 1024)",
-    )
-    _check(
-        num_tokens_per_page == 0 or num_tokens_per_page & (num_tokens_per_page - 1) == 0,
-        "The numTokensPerPage must be 0 or power of 2.",
-    )
-    _check(tile_size_q <= 128 and tile_size_kv <= 128, "The tileSizeQ and tileSizeKv must be <= 128.")
-    _check(
-        tile_size_q & (tile_size_q - 1) == 0 and tile_size_kv & (tile_size_kv - 1) == 0,
-        "The tileSizeQ and tileSizeKv must be power of 2.",
-    )
-    _check(tile_size_kv in (64, 128), "The tileSizeKv must be 64 or 128.")
-    _check(0 <= sparse_mla_type <= 3, "The sparse MLA type must fit in 2 bits.")
-    _check(0 <= bf16q_fp8kv_transform_mode <= 2, "The BF16Q FP8KV transform mode must fit in 2 bits.")
+    """The key's layout, bits 0 - 56."""
     pages_log2 = 0 if num_tokens_per_page == 0 else num_tokens_per_page.bit_length() - 1
-    _check(
-        0 <= qkv_layout < 4
-        and 0 <= mask_type < 8
-        and 0 <= kernel_type < 8
-        and 0 <= scheduler < 4
-        and 0 <= multi_ctas_kv_mode < 4
-        and pages_log2 < 16,
-        f"Kernel attribute out of range for the hash key: qkvLayout={qkv_layout}, maskType={mask_type}, "
-        f"kernelType={kernel_type}, tileScheduler={scheduler}, multiCtasKvMode={multi_ctas_kv_mode}, "
-        f"bf16QFp8KvTransformMode={bf16q_fp8kv_transform_mode}, numTokensPerPage={num_tokens_per_page}",
-        "Kernel attribute out of range for the hash key",
-    )
     return (
         qkv_layout
         | mask_type << 2
@@ -144,8 +172,25 @@ def hash_id(
     )
 
 
+KeyFields = tuple[
+    int, int, int, int, int, int, int, int, int, int, int, bool, bool, bool, bool, int, bool, int, bool, bool, bool
+]
+
+
+def hash_id(*key: Any) -> int:
+    """TllmGenFmhaKernel::hashID (the 21 fields of `pack`, in its order), its checks in order."""
+    early_checks(key[5], key[6], key[7], key[8], key[9], key[10], key[15], key[17])
+    range_check(key[0], key[1], key[2], key[3], key[4], key[17], key[10])
+    return pack(*key)
+
+
 class Selection(previous.Selection):
-    TABLE_FIELDS = ("mEnablesBf16QFp8KvKOnlyTransform", "mSeparateTransformedKv", "mFp16Softmax", "mUsesSpcompress")
+    TABLE_FIELDS: tuple[str, ...] = (
+        "mEnablesBf16QFp8KvKOnlyTransform",
+        "mSeparateTransformedKv",
+        "mFp16Softmax",
+        "mUsesSpcompress",
+    )
 
     @staticmethod
     def bf16q_fp8kv_transform_mode(k_only: bool, separate: bool) -> int:
@@ -174,8 +219,9 @@ class Selection(previous.Selection):
             "DATA_TYPE_BF16",
         )
 
-    def hash_of_row(self, row: KernelMeta) -> int:
-        return hash_id(
+    def row_key(self, row: KernelMeta) -> KeyFields:
+        """hashID(KernelMeta)'s arguments."""
+        return (
             row.qkv_layout,
             row.mask_type,
             row.kernel_type,
@@ -201,25 +247,9 @@ class Selection(previous.Selection):
             bool(row.uses_spcompress),
         )
 
-    def hash_from_runner_params(self, params: RunnerParams, select: SelectKernelParams) -> tuple[int, str]:
-        info = (
-            f"qkvLayout={int(params.qkv_layout)}, maskType={int(select.mask_type)}, kernelType={int(select.kernel_type)}, "
-            f"tileScheduler={int(select.tile_scheduler)}, multiCtasKvMode={int(select.multi_ctas_kv_mode)}, "
-            f"headDimPerCtaV={select.head_dim_per_cta_v}, headDimQk={params.head_dim_qk}, headDimV={params.head_dim_v}, "
-            f"tileSizeQ={select.tile_size_q}, tileSizeKv={select.tile_size_kv}, numTokensPerPage={select.num_tokens_per_page}, "
-            f"dynamicNumTokensPerPage={int(select.dynamic_num_tokens_per_page)}, reuseSmemKForV={int(select.reuse_smem_k_for_v)}, "
-            f"uses2CtaMma={int(select.uses_2cta_mma)}, groupsTokensHeadsQ={int(select.groups_tokens_heads_q)}, "
-            f"sparseMlaType={int(params.sparse_mla_type)}, skipsSoftmax={int(select.skips_softmax)}, "
-            f"bf16QFp8KvTransformMode={select.bf16q_fp8kv_transform_mode}, fp16Softmax={int(select.use_fp16_softmax)}, "
-            f"usesSpcompress={int(select.uses_spcompress)}"
-        )
-        return self._hash_of_selection(params, select), info + self._info_tail(select)
-
-    def _info_tail(self, select: SelectKernelParams) -> str:
-        return ""
-
-    def _hash_of_selection(self, params: RunnerParams, select: SelectKernelParams) -> int:
-        return hash_id(
+    def selection_key(self, params: RunnerParams, select: SelectKernelParams) -> KeyFields:
+        """hashFromRunnerParams's arguments to hashID."""
+        return (
             params.qkv_layout,
             select.mask_type,
             select.kernel_type,
@@ -242,6 +272,23 @@ class Selection(previous.Selection):
             select.use_fp16_softmax,
             select.uses_spcompress,
         )
+
+    def hash_of_row(self, row: KernelMeta) -> int:
+        return hash_id(*self.row_key(row))
+
+    def hash_from_runner_params(self, params: RunnerParams, select: SelectKernelParams) -> tuple[int, str]:
+        info = (
+            f"qkvLayout={int(params.qkv_layout)}, maskType={int(select.mask_type)}, kernelType={int(select.kernel_type)}, "
+            f"tileScheduler={int(select.tile_scheduler)}, multiCtasKvMode={int(select.multi_ctas_kv_mode)}, "
+            f"headDimPerCtaV={select.head_dim_per_cta_v}, headDimQk={params.head_dim_qk}, headDimV={params.head_dim_v}, "
+            f"tileSizeQ={select.tile_size_q}, tileSizeKv={select.tile_size_kv}, numTokensPerPage={select.num_tokens_per_page}, "
+            f"dynamicNumTokensPerPage={int(select.dynamic_num_tokens_per_page)}, reuseSmemKForV={int(select.reuse_smem_k_for_v)}, "
+            f"uses2CtaMma={int(select.uses_2cta_mma)}, groupsTokensHeadsQ={int(select.groups_tokens_heads_q)}, "
+            f"sparseMlaType={int(params.sparse_mla_type)}, skipsSoftmax={int(select.skips_softmax)}, "
+            f"bf16QFp8KvTransformMode={select.bf16q_fp8kv_transform_mode}, fp16Softmax={int(select.use_fp16_softmax)}, "
+            f"usesSpcompress={int(select.uses_spcompress)}"
+        )
+        return hash_id(*self.selection_key(params, select)), info
 
     def uses_grouped_mla_generation_kernel(self, params: RunnerParams) -> bool:
         dtypes = (params.dtype_q, params.dtype_kv, params.dtype_o)
