@@ -211,6 +211,43 @@ def test_a_table_from_the_store_that_is_not_the_named_one_is_refused_with_the_re
     assert "\n" not in str(got.missing)
 
 
+def test_a_search_that_found_nothing_is_the_answer_for_a_while_and_a_found_table_ends_it(
+    local_store, tmp_path, monkeypatch
+):
+    """A machine that cannot reach a table pays for the search once, not on every
+    warm run: the miss is remembered (MISS_TTL) and said with its time; a table
+    given or found later is read as before, and forgets the miss."""
+    import http.server
+
+    asked: list[str] = []
+    original = http.server.SimpleHTTPRequestHandler.do_GET
+
+    def counting(handler):  # type: ignore[no-untyped-def]
+        asked.append(handler.path)
+        return original(handler)
+
+    monkeypatch.setattr(http.server.SimpleHTTPRequestHandler, "do_GET", counting)
+    header = local_store / "include" / "flashInferMetaInfo.h"
+    kept = header.read_bytes()
+    header.unlink()  # the store holds checksums.txt only
+    first = tables_for(PACKAGE, "0.6.14")
+    assert first.table is None and asked, first.missing
+    fetched = len(asked)
+    second = tables_for(PACKAGE, "0.6.14")
+    assert second.table is None and len(asked) == fetched  # nothing fetched again
+    assert "as a search at " in str(second.missing) and "searched again 12 h after it" in str(second.missing)
+    assert kernel_tables.miss_settled(PACKAGE)
+    given = tmp_path / "given"
+    (given / "include").mkdir(parents=True)
+    (given / "checksums.txt").write_bytes((local_store / "checksums.txt").read_bytes())
+    (given / "include" / "flashInferMetaInfo.h").write_bytes(kept)
+    monkeypatch.setenv("HPROBE_KERNEL_TABLE", str(given))
+    assert tables_for(PACKAGE, "0.6.14").table is not None
+    monkeypatch.delenv("HPROBE_KERNEL_TABLE")
+    assert not kernel_tables.miss_settled(PACKAGE)
+    assert tables_for(PACKAGE, "0.6.14").table is not None  # from the cache now
+
+
 def test_a_store_in_the_clear_across_a_network_is_not_fetched_from(tmp_path, monkeypatch):
     monkeypatch.delenv("HPROBE_KERNEL_TABLE", raising=False)
     monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path / "cache"))

@@ -241,7 +241,12 @@ def _deepen(
         return
     # One memo per result (kernel variant x SM), as the answers are kept: a run
     # for a subset of SMs reads what a wider run concluded.
-    memos = {k: _deep_key([r], identity, package) for k, r in needs} if identity else {}
+    from hprobe.support.kernel_tables import miss_settled
+
+    # A table a recent search could not find settles, until the next search, what
+    # is concluded without it: kept under that search's time.
+    settled = miss_settled(package)
+    memos = {k: _deep_key([r], identity, package, settled) for k, r in needs} if identity else {}
     left = []
     for k, result in needs:
         hit = cache.read_kept("deep", memos[k]) if k in memos else None
@@ -265,12 +270,12 @@ def _deepen(
         deepen(result, package, get_tables)
     # Kept once the table was in hand, or not needed (no port, no route): a
     # table that could not be had this time may be found the next.
-    if memos and (not found or found[0].table is not None or found[0].disabled):
+    if memos and (not found or found[0].table is not None or found[0].disabled or settled):
         for k, result in left:
             cache.keep("deep", memos[k], result.to_dict())
 
 
-def _deep_key(probed: list[KernelSMResult], identity: str, package: Path) -> str:
+def _deep_key(probed: list[KernelSMResult], identity: str, package: Path, settled: str = "") -> str:
     import hashlib
     import os
 
@@ -281,6 +286,7 @@ def _deep_key(probed: list[KernelSMResult], identity: str, package: Path) -> str
         identity,
         code_digest(),
         os.environ.get(TABLE_SETTING, ""),
+        settled,
         json.dumps([r.to_dict() for r in probed], sort_keys=True),
     ):
         digest.update(part.encode() + b"\0")

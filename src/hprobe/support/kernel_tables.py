@@ -15,6 +15,8 @@ it came from, in this order:
    version, else the newest not newer than it (one kernel package serves several
    releases); only the two files are kept;
 5. the artifact store the release itself downloads from (`FLASHINFER_CUBINS_REPOSITORY`).
+A search of 4 and 5 that found nothing is remembered for MISS_TTL and said with its
+time, so that a machine that cannot reach them does not pay for trying on every run.
 `HPROBE_KERNEL_TABLE=off` turns compiled depth off. Nothing here imports the release.
 """
 
@@ -140,38 +142,100 @@ _SEARCHES: dict[str, threading.Lock] = {}
 
 def _search(package: Package, setting: str, flashinfer: Path, version: str, progress: Callable[[str], None]) -> Tables:
     tried: list[str] = []
-    sources: list[Callable[[], Found]] = [lambda: _given(Path(setting).expanduser(), package)] if setting else []
-    sources += [
-        lambda: _cached(package),
-        lambda: _installed_cubin(package),
+    here: list[Callable[[], Found]] = [lambda: _given(Path(setting).expanduser(), package)] if setting else []
+    here += [lambda: _cached(package), lambda: _installed_cubin(package)]
+    # Fetched only when no recent search found nothing: a machine that cannot
+    # reach the index's cubin or the store would pay for the attempt (a
+    # second, or a connect timeout) on every warm run.
+    fetched: list[Callable[[], Found]] = [
         lambda: _from_index(package, version, progress),
         lambda: _from_store(flashinfer, package, progress),
     ]
-    for source in sources:
-        try:
-            found = source()
-        except (
-            OSError,
-            InputError,
-            TableError,
-            zipfile.BadZipFile,
-            ValueError,
-        ) as exc:  # urllib's URLError is an OSError
-            tried.append(" ".join(str(exc).split())[:300])
-            continue
-        if isinstance(found, str):
-            tried.append(found)
-            continue
+    for source in here:
+        found = _tried(source, tried)
         if found is not None:
             if not found.origin.startswith(CACHED):
                 _keep(package, found)
             return Tables(found)
-    why = "; ".join(tried) or "no source holds it"
+    missed = _recent_miss(package)
+    if missed is None:
+        for source in fetched:
+            found = _tried(source, tried)
+            if found is not None:
+                _keep(package, found)
+                return Tables(found)
+        missed = "; ".join(tried) or "no source holds it"
+        if not setting:
+            _remember_miss(package, missed)
     return Tables(
         None,
-        f"no kernel table for trtllm-gen kernel package {package.short} could be had ({why}); "
+        f"no kernel table for trtllm-gen kernel package {package.short} could be had ({missed}); "
         f"to make it reachable: {reachable_by(flashinfer, package)}",
     )
+
+
+def _tried(source: Callable[[], Found], tried: list[str]) -> KernelTable | None:
+    """The table `source` gives, or None with why not added to `tried`."""
+    try:
+        found = source()
+    except (OSError, InputError, TableError, zipfile.BadZipFile, ValueError) as exc:  # URLError is an OSError
+        tried.append(" ".join(str(exc).split())[:300])
+        return None
+    if isinstance(found, str):
+        tried.append(found)
+        return None
+    return found
+
+
+MISS = "missing.json"
+MISS_TTL = 12 * 3600  # seconds a search that found nothing is taken as the answer
+
+
+def miss_settled(flashinfer: Path) -> str:
+    """When a search for this release's table last found nothing, if that is still
+    the answer (MISS_TTL); "" otherwise. Conclusions drawn without the table may be
+    kept under it: they hold until the next search."""
+    package = package_of(flashinfer)
+    if isinstance(package, str) or os.environ.get(SETTING, "").strip():
+        return ""
+    seen = _miss(package)
+    return repr(seen[0]) if seen is not None else ""
+
+
+def _miss(package: Package) -> tuple[float, str] | None:
+    import json
+    import time
+
+    try:
+        seen = json.loads(_bounded_read(cache.directory("kernel-tables") / package.checksums_sha256 / MISS, 65536))
+        at, why = float(seen["at"]), str(seen["why"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return (at, why) if 0 <= time.time() - at < MISS_TTL else None
+
+
+def _recent_miss(package: Package) -> str | None:
+    """Why the last search found nothing, and when, if it was less than MISS_TTL ago."""
+    import time
+
+    seen = _miss(package)
+    if seen is None:
+        return None
+    at, why = seen
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(at))
+    return f"as a search at {when} found: {why}; searched again {MISS_TTL // 3600} h after it"
+
+
+def _remember_miss(package: Package, why: str) -> None:
+    import json
+    import time
+
+    try:
+        where = cache.directory("kernel-tables") / package.checksums_sha256
+        where.mkdir(parents=True, exist_ok=True)
+        cache.write_atomically(where / MISS, json.dumps({"at": time.time(), "why": why}).encode())
+    except OSError:
+        pass
 
 
 def _verified(checksums: bytes, header: bytes, package: Package, origin: str) -> KernelTable:
@@ -207,6 +271,7 @@ def _keep(package: Package, table: KernelTable) -> None:
         where.mkdir(parents=True, exist_ok=True)
         cache.write_atomically(where / CHECKSUMS, table.checksums)
         cache.write_atomically(where / "flashInferMetaInfo.h", table.data)
+        cache.discard(where / MISS)
     except OSError:
         pass
 

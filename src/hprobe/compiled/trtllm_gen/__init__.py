@@ -16,11 +16,21 @@ from types import ModuleType
 
 from hprobe.compiled.cxx import SourceFile
 from hprobe.compiled.files import data_dir
-from hprobe.compiled.trtllm_gen import era_0_6_11, era_0_6_12, era_0_6_16, era_0_6_18, era_0_7_0
+from hprobe.compiled.trtllm_gen import (
+    era_0_6_11,
+    era_0_6_12,
+    era_0_6_16,
+    era_0_6_18,
+    era_0_7_0,
+    era_0_7_2,
+    era_0_7_2_post1,
+)
 from hprobe.compiled.trtllm_gen.era_0_6_12 import RUNNER, Selection
 
 # Newest first: the first era whose every digest matches is the release's.
 ERAS: tuple[tuple[str, ModuleType], ...] = (
+    ("0.7.2.post1", era_0_7_2_post1),
+    ("0.7.2", era_0_7_2),
     ("0.7.0 – 0.7.0.post1", era_0_7_0),
     ("0.6.18 – 0.6.18.post1", era_0_6_18),
     ("0.6.16 – 0.6.17", era_0_6_16),

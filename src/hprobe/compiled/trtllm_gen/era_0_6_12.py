@@ -645,6 +645,7 @@ class Selection:
                 params, select, max_ctas_per_seq_kv, window, ctas_for_all_heads_q, (ctas_x, ctas_y, ctas_z)
             )
             ctas_per_seq_kv = min(tuned, max(1, mp // (ctas_x * ctas_y * ctas_z)))
+            ctas_per_seq_kv = self.clamped_ctas_per_seq_kv(params, select, ctas_per_seq_kv, window, dsv3_min_latency)
             ctas_x *= ctas_per_seq_kv
             total = ctas_x * ctas_z * ctas_y
             if ctas_per_seq_kv <= 1:
@@ -693,6 +694,17 @@ class Selection:
     ) -> int:
         """The cap on the KV split (maxNumCtasPerSeqKv, as is here)."""
         return max_ctas_per_seq_kv
+
+    def clamped_ctas_per_seq_kv(
+        self,
+        params: RunnerParams,
+        select: SelectKernelParams,
+        ctas_per_seq_kv: int,
+        window: int,
+        dsv3_min_latency: bool,
+    ) -> int:
+        """The KV split after any clamp (none here)."""
+        return ctas_per_seq_kv
 
     def uses_cga_smem_reduction(self, params: RunnerParams, select: SelectKernelParams, dsv3_min_latency: bool) -> bool:
         """Whether a KV split may take CgaSmemReduction (besides the split and kernel-type tests)."""

@@ -1,0 +1,50 @@
+"""trtllm-gen FMHA kernel selection for MLA decode, as flashinfer 0.7.2 ships it.
+
+What changed since 0.7.0 (era_0_7_0): `getPaddedMlaTileSizeQ` pads head groups of 1, 2
+and 4 to one 8-row tile too (0.7.0 padded only counts that are no power of two), so
+sparse MLA with fewer than 8 heads asks for a Q8 kernel instead of a Q1/Q2/Q4 one. The
+launchers pass an LSE scale and `run()` hands it to the LSE kernel after the launch;
+neither reaches the selection.
+"""
+
+from __future__ import annotations
+
+from hprobe.compiled.trtllm_gen import era_0_7_0 as previous
+from hprobe.compiled.trtllm_gen.era_0_6_12 import KERNELS, LAUNCHER, RUNNER, Refusal
+
+FINGERPRINT: dict[str, dict[str, tuple[str, ...]]] = {
+    KERNELS: {
+        **previous.FINGERPRINT[KERNELS],
+        "run": ("cb31ca33d97a5151",),
+        "getPaddedMlaTileSizeQ": ("41ba255394f4733d",),
+    },
+    RUNNER: previous.FINGERPRINT[RUNNER],
+    LAUNCHER: {
+        "trtllm_paged_attention_launcher": ("8335f39393dd2444",),
+        "trtllm_paged_attention_decode": ("7963a7737598e4fc",),
+        "trtllm_paged_attention_decode_sparse_mla_dsv4": ("a232cf19d508ce73",),
+    },
+}
+
+
+class Selection(previous.Selection):
+    @staticmethod
+    def padded_mla_tile_size_q(heads_per_kv: int) -> int:
+        """getPaddedMlaTileSizeQ: 0 to keep the heuristic, else the one tile that holds the group."""
+        if heads_per_kv <= 0:
+            raise Refusal(
+                "getPaddedMlaTileSizeQ",
+                f"The numHeadsQPerKv must be positive, got {heads_per_kv}.",
+                KERNELS,
+                "The numHeadsQPerKv must be positive",
+            )
+        if heads_per_kv >= 128 or (heads_per_kv >= 8 and heads_per_kv & (heads_per_kv - 1) == 0):
+            return 0
+        if heads_per_kv > 64:
+            raise Refusal(
+                "getPaddedMlaTileSizeQ",
+                f"Non-power-of-two MLA numHeadsQPerKv must be <= 64, got {heads_per_kv}.",
+                KERNELS,
+                "Non-power-of-two MLA numHeadsQPerKv must be",
+            )
+        return max(8, 1 << (heads_per_kv - 1).bit_length())
