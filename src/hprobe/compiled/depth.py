@@ -33,9 +33,8 @@ from hprobe.device.fakes import FakeDeviceProperties
 from hprobe.kernels import get_variant
 from hprobe.model.compiled import TrtllmGenCall
 from hprobe.model.heads import compact_set
-from hprobe.model.outcome import Cause, Depth, HeadResult, KernelSMResult, Outcome
+from hprobe.model.outcome import OUTSIDE_FAMILIES_UNCHECKED, Cause, Depth, HeadResult, KernelSMResult, Outcome
 from hprobe.model.sm import SM
-from hprobe.probe.run import OUTSIDE_FAMILIES_UNCHECKED
 
 # The shapes each h_q is tried at: decode batch sizes, and KV lengths (for DSv4,
 # the top-k width the launcher takes as its KV length; multiples of 4).

@@ -62,6 +62,11 @@ def _expand_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return items
 
 
+# Said of an SM outside a kernel's families that no Python check refused (probe/run.py);
+# compiled depth takes it back where the runner's own architecture check answers.
+OUTSIDE_FAMILIES_UNCHECKED = "this release has no Python check for it, so only the validators answered"
+
+
 class Outcome(str, Enum):
     ACCEPTED = "accepted"  # reached the launch boundary: every Python validator accepted
     REJECTED = "rejected"  # a validator raised, while other h_q reached the boundary

@@ -19,12 +19,17 @@ from hprobe.device.session import BASELINE_TOOLKIT, FlashinferSession
 from hprobe.device.sites import CheckSite, passed_elsewhere
 from hprobe.kernels.base import KernelProbe, Value, Variant
 from hprobe.model.heads import compact_set
-from hprobe.model.outcome import Cause, Depth, HeadResult, KernelSMResult, Outcome, without_count
+from hprobe.model.outcome import (
+    OUTSIDE_FAMILIES_UNCHECKED,
+    Cause,
+    Depth,
+    HeadResult,
+    KernelSMResult,
+    Outcome,
+    without_count,
+)
 from hprobe.model.sm import SM
 
-# Said of an SM outside a kernel's families that no Python check refused; compiled
-# depth takes it back where the runner's own architecture check answers.
-OUTSIDE_FAMILIES_UNCHECKED = "this release has no Python check for it, so only the validators answered"
 # Compiled calls that answer a question (format, dispatch policy) rather than launch.
 _POLICY_QUERY = re.compile(r"^(resolve_|query|format_info|metadata|get_|supported_|is_)")
 
