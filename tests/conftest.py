@@ -24,6 +24,10 @@ _INHERITED = os.environ.get("HPROBE_TEST_SESSION_CACHE")
 SESSION_CACHE = Path(_INHERITED or tempfile.mkdtemp(prefix="hprobe-test-cache-"))
 os.environ["HPROBE_TEST_SESSION_CACHE"] = str(SESSION_CACHE)
 os.environ["HPROBE_CACHE_DIR"] = str(SESSION_CACHE)
+# NVIDIA's artifact store serves the kernel tables of flashinfer 0.6.18 on. Whether
+# a test machine reaches it must not change what a test sees: the suite's store is
+# a port on this machine nothing listens on (a test that needs a store serves one).
+os.environ["FLASHINFER_CUBINS_REPOSITORY"] = "http://127.0.0.1:9/"
 
 from hprobe.cli.app import app  # noqa: E402 - after the cache is chosen
 

@@ -81,12 +81,12 @@ def test_every_patch_on_vllm_025_leaves_no_broken_finding(cli_json, vllm_025_che
                 for line in s["pin"]["advice"]
             )
     if "--flashinfer" in judged_under:
-        assert "0.7.4" in shallow  # the plan's floor: no port of 0.7.4's selection yet
+        assert "0.7.4" in shallow  # the plan's floor: 0.7.4's kernel table is not reachable here
     text = (tree / "requirements" / "cuda.txt").read_text()
     removed_padding = any("→ pad_to {8, 16, 32, 64, 128}" in line for line in patch["changed"])
     # Judged on 0.7.4, the plan keeps the DSA sparse call unpadded and moves
     # the pin to where it takes GLM-5's 4 heads as they are (0.7.4, at its
-    # validators: no port of 0.7.4's selection yet); elsewhere to 0.6.14.
+    # validators: its kernel table is not reachable here); elsewhere to 0.6.14.
     raised = "0.7.4" if "--flashinfer" in judged_under else "0.6.14"
     if removed_padding:
         # The padding went, so the real requirement line moved with it; comments did not.

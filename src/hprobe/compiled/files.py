@@ -15,9 +15,10 @@ TABLE_SETTING = "HPROBE_KERNEL_TABLE"
 KERNELS = "include/flashinfer/trtllm/fmha/fmhaKernels.cuh"
 RUNNER = "include/flashinfer/trtllm/fmha/fmhaRunner.cuh"
 LAUNCHER = "csrc/trtllm_fmha_kernel_launcher.cu"
+PARAMS = "include/flashinfer/trtllm/fmha/fmhaRunnerParams.h"  # 0.7.4 on: RunnerParams' own predicates
 # Every file a port reads (trtllm_gen.read_files() derives the same from the
 # ports' fingerprints; a test holds them equal).
-READ = tuple(sorted((KERNELS, RUNNER, LAUNCHER)))
+READ = tuple(sorted((KERNELS, RUNNER, LAUNCHER, PARAMS)))
 
 
 def data_dir(package: Path) -> Path:

@@ -24,11 +24,13 @@ from hprobe.compiled.trtllm_gen import (
     era_0_7_0,
     era_0_7_2,
     era_0_7_2_post1,
+    era_0_7_4,
 )
 from hprobe.compiled.trtllm_gen.era_0_6_12 import RUNNER, Selection
 
 # Newest first: the first era whose every digest matches is the release's.
 ERAS: tuple[tuple[str, ModuleType], ...] = (
+    ("0.7.4", era_0_7_4),
     ("0.7.2.post1", era_0_7_2_post1),
     ("0.7.2", era_0_7_2),
     ("0.7.0 – 0.7.0.post1", era_0_7_0),

@@ -159,6 +159,10 @@ class RunnerParams:
     use_fp16_softmax: bool = False
     uses_spcompress: bool = False
     fuses_dsv4_inv_rope_fp8_quant: bool = False
+    # 0.7.4's window (mLeftSlidingWindow, mRightSlidingWindow; -1: none), beside the
+    # attention window size earlier releases derive from the same window_left.
+    left_sliding_window: int = -1
+    right_sliding_window: int = -1
 
 
 @dataclass
@@ -369,6 +373,8 @@ class Selection:
             dtype_q=call.dtype_q,
             dtype_kv=call.dtype_kv,
             dtype_o=call.dtype_o,
+            left_sliding_window=window_left,
+            right_sliding_window=0 if window_left >= 0 else -1,
         )
 
     # --- TllmGenFmhaRunner (fmhaRunner.cuh) and the factory (fmhaKernels.cuh) ---
