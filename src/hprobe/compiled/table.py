@@ -15,8 +15,6 @@ from pathlib import Path
 # The struct's fields the selection reads, by their C names.
 _FIELDS = {
     "mDataTypeQ": "dtype_q",
-    "mDataTypeK": "dtype_k",
-    "mDataTypeV": "dtype_v",
     "mDataTypeO": "dtype_o",
     "mTileSizeQ": "tile_size_q",
     "mTileSizeKv": "tile_size_kv",
@@ -43,10 +41,14 @@ _FIELDS = {
 }
 # Present only in tables that build SageAttention kernels; absent means 0 (none).
 _SAGE = ("mNumEltsPerSageAttnBlkQ", "mNumEltsPerSageAttnBlkK", "mNumEltsPerSageAttnBlkP", "mNumEltsPerSageAttnBlkV")
-# Fields later kernel packages added, which later selection code hashes: None where
-# a table has no such field. A port that reads one refuses a table without it
-# (Selection.TABLE_FIELDS); older ports never look.
+# Fields not every kernel package has, read where present: None where a table has
+# no such field. A port that reads one refuses a table without it
+# (Selection.TABLE_FIELDS); ports that do not read it never look.
 LATER_FIELDS = {
+    # One K/V dtype up to 0.6.10's tables; from 0.6.11's, K and V each (beside it).
+    "mDataTypeKv": "dtype_kv",
+    "mDataTypeK": "dtype_k",
+    "mDataTypeV": "dtype_v",
     "mEnablesBf16QFp8KvKOnlyTransform": "enables_bf16q_fp8kv_k_only_transform",  # 0.6.18
     "mSeparateTransformedKv": "separate_transformed_kv",  # 0.6.18
     "mFp16Softmax": "fp16_softmax",  # 0.6.18
@@ -65,8 +67,6 @@ class KernelMeta:
     """One row: a cubin and the traits the selection hashes and reads."""
 
     dtype_q: str
-    dtype_k: str
-    dtype_v: str
     dtype_o: str
     tile_size_q: int
     tile_size_kv: int
@@ -91,6 +91,9 @@ class KernelMeta:
     sparse_attn: int
     skips_softmax: bool
     sage_blocks: tuple[int, int, int, int] = (0, 0, 0, 0)
+    dtype_kv: str | None = None
+    dtype_k: str | None = None
+    dtype_v: str | None = None
     enables_bf16q_fp8kv_k_only_transform: bool | None = None
     separate_transformed_kv: bool | None = None
     fp16_softmax: bool | None = None
@@ -150,7 +153,7 @@ def parse_table(data: bytes, origin: str, checksums: bytes = b"") -> KernelTable
             raise TableError(f"{origin}: a row of {len(values)} values for a struct of {len(members)} fields")
         fields = {attr: _value(values[position[c]]) for c, attr in _FIELDS.items()}
         sage = tuple(int(_value(values[position[c]])) if c in position else 0 for c in _SAGE)
-        later = {attr: bool(_value(values[position[c]])) for c, attr in LATER_FIELDS.items() if c in position}
+        later = {attr: _later(_value(values[position[c]])) for c, attr in LATER_FIELDS.items() if c in position}
         rows.append(KernelMeta(**fields, sage_blocks=sage, **later))  # type: ignore[arg-type]
     if not rows:
         raise TableError(f"{origin}: the table has no rows")
@@ -166,3 +169,8 @@ def _value(token: str) -> str | int | bool:
         return int(token, 0)
     except ValueError:
         return token  # an enumerator's name: DATA_TYPE_BF16, kSM_100f
+
+
+def _later(value: str | int | bool) -> str | bool:
+    # A dtype's enumerator name, else a flag.
+    return value if isinstance(value, str) else bool(value)

@@ -253,14 +253,14 @@ class Selection:
     COMPATIBLE: dict[int, tuple[str, ...]] = {103: ("kSM_100f", "kSM_103"), 100: ("kSM_100f", "kSM_100")}
     FAMILY_SPECIFIC: tuple[str, ...] = ("kSM_100", "kSM_103")
 
-    # Kernel-table fields (C names) this era hashes beyond those every table has.
-    TABLE_FIELDS: tuple[str, ...] = ()
+    # Kernel-table fields (C names) this era reads beyond those every table has.
+    TABLE_FIELDS: tuple[str, ...] = ("mDataTypeK", "mDataTypeV")
 
     def __init__(self, table: KernelTable, device: Device):
         lacking = [name for name in self.TABLE_FIELDS if getattr(table.rows[0], LATER_FIELDS[name]) is None]
         if lacking:
             raise TableError(
-                f"{table.origin}: the struct has no {', '.join(lacking)}, which this release's selection hashes"
+                f"{table.origin}: the struct has no {', '.join(lacking)}, which this release's selection reads"
             )
         self.table, self.device = table, device
         self._maps: dict[tuple[str, str, str, str], dict[int, KernelMeta]] = {}

@@ -186,6 +186,7 @@ def hash_id(*key: Any) -> int:
 
 class Selection(previous.Selection):
     TABLE_FIELDS: tuple[str, ...] = (
+        *previous.Selection.TABLE_FIELDS,
         "mEnablesBf16QFp8KvKOnlyTransform",
         "mSeparateTransformedKv",
         "mFp16Softmax",
