@@ -36,7 +36,6 @@ _FIELDS = {
     "mGroupsTokensHeadsQ": "groups_tokens_heads_q",
     "mReuseSmemKForV": "reuse_smem_k_for_v",
     "m2CtaMma": "uses_2cta_mma",
-    "mSparseAttn": "sparse_attn",
     "mSkipsSoftmaxWhenPossible": "skips_softmax",
 }
 # Present only in tables that build SageAttention kernels; absent means 0 (none).
@@ -49,6 +48,9 @@ LATER_FIELDS = {
     "mDataTypeKv": "dtype_kv",
     "mDataTypeK": "dtype_k",
     "mDataTypeV": "dtype_v",
+    # Sparse MLA as a flag up to 0.6.8's tables; as a kind from 0.6.10's.
+    "mSparseMla": "sparse_mla",
+    "mSparseAttn": "sparse_attn",
     "mEnablesBf16QFp8KvKOnlyTransform": "enables_bf16q_fp8kv_k_only_transform",  # 0.6.18
     "mSeparateTransformedKv": "separate_transformed_kv",  # 0.6.18
     "mFp16Softmax": "fp16_softmax",  # 0.6.18
@@ -88,12 +90,13 @@ class KernelMeta:
     groups_tokens_heads_q: bool
     reuse_smem_k_for_v: bool
     uses_2cta_mma: bool
-    sparse_attn: int
     skips_softmax: bool
     sage_blocks: tuple[int, int, int, int] = (0, 0, 0, 0)
     dtype_kv: str | None = None
     dtype_k: str | None = None
     dtype_v: str | None = None
+    sparse_attn: int | None = None  # 0 dense, 1 DSv3.2-style top-k, 2 DSv4 (0.6.10's tables on)
+    sparse_mla: bool | None = None  # up to 0.6.8's tables: sparse or not
     enables_bf16q_fp8kv_k_only_transform: bool | None = None
     separate_transformed_kv: bool | None = None
     fp16_softmax: bool | None = None
@@ -153,7 +156,7 @@ def parse_table(data: bytes, origin: str, checksums: bytes = b"") -> KernelTable
             raise TableError(f"{origin}: a row of {len(values)} values for a struct of {len(members)} fields")
         fields = {attr: _value(values[position[c]]) for c, attr in _FIELDS.items()}
         sage = tuple(int(_value(values[position[c]])) if c in position else 0 for c in _SAGE)
-        later = {attr: _later(_value(values[position[c]])) for c, attr in LATER_FIELDS.items() if c in position}
+        later = {attr: _value(values[position[c]]) for c, attr in LATER_FIELDS.items() if c in position}
         rows.append(KernelMeta(**fields, sage_blocks=sage, **later))  # type: ignore[arg-type]
     if not rows:
         raise TableError(f"{origin}: the table has no rows")
@@ -169,8 +172,3 @@ def _value(token: str) -> str | int | bool:
         return int(token, 0)
     except ValueError:
         return token  # an enumerator's name: DATA_TYPE_BF16, kSM_100f
-
-
-def _later(value: str | int | bool) -> str | bool:
-    # A dtype's enumerator name, else a flag.
-    return value if isinstance(value, str) else bool(value)

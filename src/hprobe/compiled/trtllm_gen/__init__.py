@@ -17,6 +17,7 @@ from types import ModuleType
 from hprobe.compiled.cxx import SourceFile
 from hprobe.compiled.files import data_dir
 from hprobe.compiled.trtllm_gen import (
+    era_0_6_8,
     era_0_6_10,
     era_0_6_11,
     era_0_6_12,
@@ -40,6 +41,7 @@ ERAS: tuple[tuple[str, ModuleType], ...] = (
     ("0.6.12 – 0.6.15.post1", era_0_6_12),
     ("0.6.11 – 0.6.11.post3", era_0_6_11),
     ("0.6.10", era_0_6_10),
+    ("0.6.8 – 0.6.8.post1", era_0_6_8),
 )
 
 # TllmGenFmhaRunner's constructor, by digest: the SMs (major*10+minor) it takes

@@ -33,7 +33,7 @@ FINGERPRINT: dict[str, dict[str, tuple[str, ...]]] = {
 
 
 class Selection(later.Selection):
-    TABLE_FIELDS = ("mDataTypeKv",)
+    TABLE_FIELDS = ("mDataTypeKv", "mSparseAttn")
 
     def _loads(self, row: KernelMeta, compatible: tuple[str, ...], q: str, k: str, v: str, o: str) -> bool:
         # k == v: the launcher asks for the runner of (q, kv, o).

@@ -172,7 +172,7 @@ class Selection(later.Selection):
             row.num_tokens_per_page,
             row.reuse_smem_k_for_v,
             row.uses_2cta_mma,
-            row.sparse_attn != 0,
+            bool(row.sparse_attn),  # mSparseAttn != 0
             row.skips_softmax,
         )
 

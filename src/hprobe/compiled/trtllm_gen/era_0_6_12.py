@@ -254,7 +254,7 @@ class Selection:
     FAMILY_SPECIFIC: tuple[str, ...] = ("kSM_100", "kSM_103")
 
     # Kernel-table fields (C names) this era reads beyond those every table has.
-    TABLE_FIELDS: tuple[str, ...] = ("mDataTypeK", "mDataTypeV")
+    TABLE_FIELDS: tuple[str, ...] = ("mDataTypeK", "mDataTypeV", "mSparseAttn")
 
     def __init__(self, table: KernelTable, device: Device):
         lacking = [name for name in self.TABLE_FIELDS if getattr(table.rows[0], LATER_FIELDS[name]) is None]
@@ -501,7 +501,7 @@ class Selection:
             self.is_dynamic_pages_kernel(row),
             row.reuse_smem_k_for_v,
             row.uses_2cta_mma,
-            row.sparse_attn,
+            row.sparse_attn or 0,  # present: TABLE_FIELDS
             row.skips_softmax,
         )
 

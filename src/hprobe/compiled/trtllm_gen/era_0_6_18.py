@@ -238,7 +238,7 @@ class Selection(previous.Selection):
             row.reuse_smem_k_for_v,
             row.uses_2cta_mma,
             row.groups_tokens_heads_q,
-            row.sparse_attn,
+            row.sparse_attn or 0,  # present: TABLE_FIELDS
             row.skips_softmax,
             self.bf16q_fp8kv_transform_mode(
                 bool(row.enables_bf16q_fp8kv_k_only_transform), bool(row.separate_transformed_kv)
