@@ -23,7 +23,7 @@ BF16 = "DATA_TYPE_BF16"
 def release():
     package = resolve("0.6.10").location / "flashinfer"
     port = port_for(package)
-    assert isinstance(port, Port) and port.era == "0.6.10", port
+    assert isinstance(port, Port) and port.era == "0.6.10 – 0.6.10.post1", port
     tables = tables_for(package, "0.6.10")
     assert tables.table is not None, tables.missing
     return port, tables.table

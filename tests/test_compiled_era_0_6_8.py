@@ -30,7 +30,7 @@ def _release(version: str, era: str) -> tuple[Port, KernelTable]:
 
 @pytest.fixture(scope="module")
 def release():
-    return _release("0.6.8", "0.6.8 – 0.6.8.post1")
+    return _release("0.6.8", "0.6.8 – 0.6.9")
 
 
 def test_the_table_marks_sparse_mla_with_a_flag_only_this_eras_port_reads(release):
@@ -50,7 +50,7 @@ def test_mla_with_a_small_tile_takes_the_cga_reduction(release):
     port, table = release
     launch = port.selection(table, B200).launch(CALL)
     assert (launch.kernel.multi_ctas_kv_mode, launch.ctas, launch.cluster_x) == (3, (8, 4, 2), 8)
-    port_0610, table_0610 = _release("0.6.10", "0.6.10")
+    port_0610, table_0610 = _release("0.6.10", "0.6.10 – 0.6.10.post1")
     before = port_0610.selection(table_0610, B200).launch(CALL)
     assert (before.kernel.multi_ctas_kv_mode, before.ctas, before.cluster_x) == (1, (8, 4, 2), 1)
 
@@ -75,3 +75,20 @@ def test_a_kernel_missing_at_load_is_a_crash_said_as_such(release):
     assert caught.value.function == "loadKernel"
     assert "multiCtasKvMode=3, headDimPerCtaV=128" in caught.value.message
     assert "undefined behaviour, most likely a crash" in caught.value.message
+
+
+def test_0_6_7_post3_divides_by_zero_where_0_6_8_takes_one_token(release):
+    """computeCtaAndClusterConfig, a kernel that groups tokens and heads: 0.6.7.post3
+    computes numTokensPerCtaQ = stepQ / numHeadsQPerKv, 16 / 32 = 0, then divides by it
+    (SIGFPE); 0.6.8 takes max(1, 0) = 1."""
+    from dataclasses import replace as with_
+
+    port_0607, table_0607 = _release("0.6.7.post3", "0.6.7.post2 – 0.6.7.post3")
+    row = with_(next(r for r in table_0607.rows if r.step_q == 16), groups_tokens_heads_q=True)
+    selection = port_0607.selection(table_0607, B200)
+    params = selection._launcher_params(CALL, CALL.max_kv_len, CALL.page_size, -1, False)
+    params.num_heads_q_per_kv = 32
+    with pytest.raises(Refusal, match=r"integer division by zero: numTokensPerCtaQ = stepQ 16 / numHeadsQPerKv 32 = 0"):
+        selection.tokens_per_cta_q(row, params)
+    port, table = release
+    assert port.selection(table, B200).tokens_per_cta_q(row, params) == 1

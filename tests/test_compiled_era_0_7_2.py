@@ -16,7 +16,7 @@ from .later_tables import ADDED_0_7_0, header_of, later_table
 pytestmark = pytest.mark.slow
 B200 = Device(sm=100, multiprocessor_count=148, max_shared_memory_per_block_optin=227 * 1024)
 BF16 = "DATA_TYPE_BF16"
-ERAS = {"0.7.0": "0.7.0 – 0.7.0.post1", "0.7.2": "0.7.2", "0.7.2.post1": "0.7.2.post1"}
+ERAS = {"0.7.0": "0.7.0 – 0.7.0.post1", "0.7.2": "0.7.1 – 0.7.2", "0.7.2.post1": "0.7.2.post1"}
 
 
 @pytest.fixture(scope="module")

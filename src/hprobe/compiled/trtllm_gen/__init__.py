@@ -17,6 +17,7 @@ from types import ModuleType
 from hprobe.compiled.cxx import SourceFile
 from hprobe.compiled.files import data_dir
 from hprobe.compiled.trtllm_gen import (
+    era_0_6_7,
     era_0_6_8,
     era_0_6_10,
     era_0_6_11,
@@ -34,14 +35,15 @@ from hprobe.compiled.trtllm_gen.era_0_6_12 import RUNNER, Selection
 ERAS: tuple[tuple[str, ModuleType], ...] = (
     ("0.7.4", era_0_7_4),
     ("0.7.2.post1", era_0_7_2_post1),
-    ("0.7.2", era_0_7_2),
+    ("0.7.1 – 0.7.2", era_0_7_2),
     ("0.7.0 – 0.7.0.post1", era_0_7_0),
     ("0.6.18 – 0.6.18.post1", era_0_6_18),
     ("0.6.16 – 0.6.17", era_0_6_16),
     ("0.6.12 – 0.6.15.post1", era_0_6_12),
     ("0.6.11 – 0.6.11.post3", era_0_6_11),
-    ("0.6.10", era_0_6_10),
-    ("0.6.8 – 0.6.8.post1", era_0_6_8),
+    ("0.6.10 – 0.6.10.post1", era_0_6_10),
+    ("0.6.8 – 0.6.9", era_0_6_8),
+    ("0.6.7.post2 – 0.6.7.post3", era_0_6_7),
 )
 
 # TllmGenFmhaRunner's constructor, by digest: the SMs (major*10+minor) it takes

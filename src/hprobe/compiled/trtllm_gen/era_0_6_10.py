@@ -1,4 +1,4 @@
-"""trtllm-gen FMHA kernel selection for MLA decode, as flashinfer 0.6.10 ships it.
+"""trtllm-gen FMHA kernel selection for MLA decode, as flashinfer 0.6.10 – 0.6.10.post1 ship it.
 
 The release before 0.6.11 (era_0_6_11), whose kernel package (1348506…)
 flashinfer-cubin 0.6.10 carries. Its selection is 0.6.11's; what differs is which

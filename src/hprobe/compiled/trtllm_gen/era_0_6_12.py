@@ -619,7 +619,7 @@ class Selection:
             if not row.groups_tokens_heads_q:
                 ctas_per_seq_q = params.max_seq_len_q
             else:
-                tokens_per_cta_q = max(1, row.step_q // params.num_heads_q_per_kv)
+                tokens_per_cta_q = self.tokens_per_cta_q(row, params)
                 ctas_per_seq_q = -(-params.max_seq_len_q // tokens_per_cta_q)
         heads_per_cta = min(params.num_heads_q_per_kv, row.step_q) if row.groups_heads_q else 1
         ctas_for_all_heads_q = params.num_heads_q // heads_per_cta
@@ -700,6 +700,10 @@ class Selection:
     ) -> int:
         """The cap on the KV split (maxNumCtasPerSeqKv, as is here)."""
         return max_ctas_per_seq_kv
+
+    def tokens_per_cta_q(self, row: KernelMeta, params: RunnerParams) -> int:
+        """numTokensPerCtaQ of a kernel that groups tokens and heads: at least one."""
+        return max(1, row.step_q // params.num_heads_q_per_kv)
 
     def clamped_ctas_per_seq_kv(
         self,

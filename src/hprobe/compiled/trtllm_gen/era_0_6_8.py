@@ -1,4 +1,4 @@
-"""trtllm-gen FMHA kernel selection for MLA decode, as flashinfer 0.6.8 – 0.6.8.post1 ship it.
+"""trtllm-gen FMHA kernel selection for MLA decode, as flashinfer 0.6.8 – 0.6.9 ship it.
 
 The era before 0.6.10 (era_0_6_10), whose kernel package (55bba55…) flashinfer-cubin
 0.6.8 carries. What 0.6.10 changed, undone here:

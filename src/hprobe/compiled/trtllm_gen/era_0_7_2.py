@@ -1,4 +1,4 @@
-"""trtllm-gen FMHA kernel selection for MLA decode, as flashinfer 0.7.2 ships it.
+"""trtllm-gen FMHA kernel selection for MLA decode, as flashinfer 0.7.1 – 0.7.2 ship it.
 
 What changed since 0.7.0 (era_0_7_0): `getPaddedMlaTileSizeQ` pads head groups of 1, 2
 and 4 to one 8-row tile too (0.7.0 padded only counts that are no power of two), so
