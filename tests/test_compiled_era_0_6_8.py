@@ -83,7 +83,7 @@ def test_0_6_7_post3_divides_by_zero_where_0_6_8_takes_one_token(release):
     (SIGFPE); 0.6.8 takes max(1, 0) = 1."""
     from dataclasses import replace as with_
 
-    port_0607, table_0607 = _release("0.6.7.post3", "0.6.7.post2 – 0.6.7.post3")
+    port_0607, table_0607 = _release("0.6.7.post3", "0.6.7 – 0.6.7.post3")
     row = with_(next(r for r in table_0607.rows if r.step_q == 16), groups_tokens_heads_q=True)
     selection = port_0607.selection(table_0607, B200)
     params = selection._launcher_params(CALL, CALL.max_kv_len, CALL.page_size, -1, False)

@@ -43,7 +43,7 @@ ERAS: tuple[tuple[str, ModuleType], ...] = (
     ("0.6.11 – 0.6.11.post3", era_0_6_11),
     ("0.6.10 – 0.6.10.post1", era_0_6_10),
     ("0.6.8 – 0.6.9", era_0_6_8),
-    ("0.6.7.post2 – 0.6.7.post3", era_0_6_7),
+    ("0.6.7 – 0.6.7.post3", era_0_6_7),
 )
 
 # TllmGenFmhaRunner's constructor, by digest: the SMs (major*10+minor) it takes

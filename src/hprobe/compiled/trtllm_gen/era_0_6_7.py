@@ -1,4 +1,4 @@
-"""trtllm-gen FMHA kernel selection for MLA decode, as flashinfer 0.6.7.post2 – 0.6.7.post3 ship it.
+"""trtllm-gen FMHA kernel selection for MLA decode, as flashinfer 0.6.7 – 0.6.7.post3 ship it.
 
 0.6.8's (era_0_6_8), but for one line of `computeCtaAndClusterConfig`: a kernel that
 groups query tokens and heads fits `stepQ / numHeadsQPerKv` tokens in a CTA, and 0.6.8
@@ -10,11 +10,19 @@ from __future__ import annotations
 
 from hprobe.compiled.table import KernelMeta
 from hprobe.compiled.trtllm_gen import era_0_6_8 as later
-from hprobe.compiled.trtllm_gen.era_0_6_12 import KERNELS, Refusal, RunnerParams
+from hprobe.compiled.trtllm_gen.era_0_6_12 import KERNELS, LAUNCHER, Refusal, RunnerParams
 
 FINGERPRINT: dict[str, dict[str, tuple[str, ...]]] = {
     **later.FINGERPRINT,
     KERNELS: {**later.FINGERPRINT[KERNELS], "computeCtaAndClusterConfig": ("efbd159ab0291c61",)},
+    LAUNCHER: {
+        # 0.6.7 - 0.6.7.post1 derive NVFP4 scale-factor strides from the KV strides
+        # (post2 reads them from the scale tensors); nothing the selection reads.
+        name: (*digests, previous)
+        for (name, digests), previous in zip(
+            later.FINGERPRINT[LAUNCHER].items(), ("10eff360e8ead760", "bc2b3b7b4031d7cf"), strict=True
+        )
+    },
 }
 
 
