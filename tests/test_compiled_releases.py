@@ -3,7 +3,7 @@
 0.6.13's validators accept every h_q 1..256 on trtllm-gen's MLA decode; its own
 kernel table and selection code say which of them launch. SM120 on 0.6.13 reaches
 only trtllm-gen, whose runner refuses it. 0.6.16 changed the selection (padded
-tiles); 0.6.10's has no port, and says so.
+tiles); 0.6.6's has no port, and says so.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def test_the_0616_era_pads_mla_tiles(cubin_wheel):
 
 
 def test_a_release_without_a_port_stays_at_the_validators_and_names_what_changed(cli_json, monkeypatch, tmp_path):
-    package = resolve("0.6.10").tree / "flashinfer"
+    package = resolve("0.6.6").tree / "flashinfer"
     why = port_for(package)
     assert isinstance(why, str) and "no port" in why and "fmhaKernels.cuh" in why
     gate = runner_gate(package)
@@ -125,7 +125,7 @@ def test_a_release_without_a_port_stays_at_the_validators_and_names_what_changed
         "--heads",
         "64",
         "--flashinfer",
-        "0.6.10",
+        "0.6.6",
         "--json",
     )
     (result,) = doc["results"]

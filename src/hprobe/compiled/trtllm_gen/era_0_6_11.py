@@ -35,6 +35,9 @@ from hprobe.compiled.trtllm_gen.era_0_6_12 import (
     SelectKernelParams,
     SparseMlaType,
     TileScheduler,
+    check_head_dims,
+    check_tiles,
+    pack_to_2cta,
 )
 
 FINGERPRINT: dict[str, dict[str, tuple[str, ...]]] = {
@@ -80,41 +83,28 @@ def hash_id(
     skips_softmax: bool,
 ) -> int:
     """TllmGenFmhaKernel::hashID, its checks in order."""
-    f = "hashID"
-    if not (32 <= head_dim_per_cta_v <= 1024 and 32 <= head_dim_qk <= 1024 and 32 <= head_dim_v <= 1024):
-        raise Refusal(
-            f,
-            f"Expect (32 <= headDim <= 1024), got headDimPerCtaV={head_dim_per_cta_v}, headDimQk={head_dim_qk}, headDimV={head_dim_v}",
-            KERNELS,
-            "Expect (32 <= headDim <= 1024)",
-        )
+    check_head_dims(head_dim_per_cta_v, head_dim_qk, head_dim_v)
     if num_tokens_per_page & (num_tokens_per_page - 1):
-        raise Refusal(f, "The numTokensPerPage must be power of 2.", KERNELS)
-    if not (tile_size_q <= 128 and tile_size_kv <= 128):
-        raise Refusal(f, "The tileSizeQ and tileSizeKv must be <= 128.", KERNELS)
-    if tile_size_q & (tile_size_q - 1) or tile_size_kv & (tile_size_kv - 1):
-        raise Refusal(f, "The tileSizeQ and tileSizeKv must be power of 2.", KERNELS)
-    if tile_size_kv not in (64, 128):
-        raise Refusal(f, "The tileSizeKv must be 64 or 128.", KERNELS)
+        raise Refusal("hashID", "The numTokensPerPage must be power of 2.", KERNELS)
+    check_tiles(tile_size_q, tile_size_kv)
     # log2(0) is no page size a paged MLA call or a paged kernel row has; as a shift it is 0 here.
     pages_log2 = max(num_tokens_per_page.bit_length() - 1, 0)
-    return (
-        qkv_layout
-        | mask_type << 4
-        | kernel_type << 8
-        | scheduler << 12
-        | multi_ctas_kv_mode << 16
-        | (head_dim_per_cta_v >> 3) << 18
-        | (head_dim_qk >> 3) << 26
-        | (head_dim_v >> 3) << 34
-        | (tile_size_kv >> 6) << 42
-        | pages_log2 << 44
-        | (tile_size_q.bit_length() - 1) << 49
-        | int(reuse_smem_k_for_v) << 53
-        | int(uses_2cta_mma) << 54
-        | int(sparse_mla) << 55
-        | int(skips_softmax) << 56
+    key = pack_to_2cta(
+        qkv_layout,
+        mask_type,
+        kernel_type,
+        scheduler,
+        multi_ctas_kv_mode,
+        head_dim_per_cta_v,
+        head_dim_qk,
+        head_dim_v,
+        tile_size_kv,
+        pages_log2,
+        tile_size_q,
+        reuse_smem_k_for_v,
+        uses_2cta_mma,
     )
+    return key | int(sparse_mla) << 55 | int(skips_softmax) << 56
 
 
 class Selection(later.Selection):
@@ -172,9 +162,14 @@ class Selection(later.Selection):
             row.num_tokens_per_page,
             row.reuse_smem_k_for_v,
             row.uses_2cta_mma,
-            bool(row.sparse_attn),  # mSparseAttn != 0
+            self.row_sparse(row),
             row.skips_softmax,
         )
+
+    @staticmethod
+    def row_sparse(row: KernelMeta) -> bool:
+        """The sparse flag hashID(KernelMeta) packs: mSparseAttn != 0."""
+        return bool(row.sparse_attn)
 
     def is_mla_gen_kernel(self, params: RunnerParams) -> bool:
         return params.head_dim_qk == 576 and params.head_dim_v == 512

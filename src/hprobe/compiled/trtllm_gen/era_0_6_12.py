@@ -441,43 +441,29 @@ class Selection:
         sparse_mla_type: int,
         skips_softmax: bool,
     ) -> int:
-        f = "hashID"
-        if not (32 <= head_dim_per_cta_v <= 1024 and 32 <= head_dim_qk <= 1024 and 32 <= head_dim_v <= 1024):
-            raise Refusal(
-                f,
-                f"Expect (32 <= headDim <= 1024), got headDimPerCtaV={head_dim_per_cta_v}, headDimQk={head_dim_qk}, headDimV={head_dim_v}",
-                KERNELS,
-                "Expect (32 <= headDim <= 1024)",
-            )
+        check_head_dims(head_dim_per_cta_v, head_dim_qk, head_dim_v)
         if not (num_tokens_per_page == 0 or _power_of_two(num_tokens_per_page)):
-            raise Refusal(f, "The numTokensPerPage must be 0 or power of 2.", KERNELS)
-        if not (tile_size_q <= 128 and tile_size_kv <= 128):
-            raise Refusal(f, "The tileSizeQ and tileSizeKv must be <= 128.", KERNELS)
-        if not (_power_of_two(tile_size_q) and _power_of_two(tile_size_kv)):
-            raise Refusal(f, "The tileSizeQ and tileSizeKv must be power of 2.", KERNELS)
-        if tile_size_kv not in (64, 128):
-            raise Refusal(f, "The tileSizeKv must be 64 or 128.", KERNELS)
+            raise Refusal("hashID", "The numTokensPerPage must be 0 or power of 2.", KERNELS)
+        check_tiles(tile_size_q, tile_size_kv)
         if not 0 <= sparse_mla_type <= 3:
-            raise Refusal(f, "The sparse MLA type must fit in 2 bits.", KERNELS)
+            raise Refusal("hashID", "The sparse MLA type must fit in 2 bits.", KERNELS)
         pages_log2 = 0 if num_tokens_per_page == 0 else num_tokens_per_page.bit_length() - 1
-        return (
-            qkv_layout
-            | mask_type << 4
-            | kernel_type << 8
-            | scheduler << 12
-            | multi_ctas_kv_mode << 16
-            | (head_dim_per_cta_v >> 3) << 18
-            | (head_dim_qk >> 3) << 26
-            | (head_dim_v >> 3) << 34
-            | (tile_size_kv >> 6) << 42
-            | pages_log2 << 44
-            | (tile_size_q.bit_length() - 1) << 49
-            | int(reuse_smem_k_for_v) << 53
-            | int(uses_2cta_mma) << 54
-            | sparse_mla_type << 55
-            | int(skips_softmax) << 57
-            | int(dynamic_num_tokens_per_page) << 58
+        key = pack_to_2cta(
+            qkv_layout,
+            mask_type,
+            kernel_type,
+            scheduler,
+            multi_ctas_kv_mode,
+            head_dim_per_cta_v,
+            head_dim_qk,
+            head_dim_v,
+            tile_size_kv,
+            pages_log2,
+            tile_size_q,
+            reuse_smem_k_for_v,
+            uses_2cta_mma,
         )
+        return key | sparse_mla_type << 55 | int(skips_softmax) << 57 | int(dynamic_num_tokens_per_page) << 58
 
     DYNAMIC_PAGE_THRESHOLD = 128  # kDynamicNumTokensPerPageThreshold
     DYNAMIC_PAGE_KEY = 128  # kDynamicNumTokensPerPageKernelKey
@@ -862,3 +848,58 @@ class Selection:
 
 def _power_of_two(n: int) -> bool:
     return n & (n - 1) == 0  # as the C++ tests it (0 passes)
+
+
+# hashID's checks and bits that 0.6.8 - 0.7.x share (0.6.18 repacked the bits: its own).
+
+
+def check_head_dims(head_dim_per_cta_v: int, head_dim_qk: int, head_dim_v: int) -> None:
+    if not (32 <= head_dim_per_cta_v <= 1024 and 32 <= head_dim_qk <= 1024 and 32 <= head_dim_v <= 1024):
+        raise Refusal(
+            "hashID",
+            f"Expect (32 <= headDim <= 1024), got headDimPerCtaV={head_dim_per_cta_v}, headDimQk={head_dim_qk}, headDimV={head_dim_v}",
+            KERNELS,
+            "Expect (32 <= headDim <= 1024)",
+        )
+
+
+def check_tiles(tile_size_q: int, tile_size_kv: int) -> None:
+    if not (tile_size_q <= 128 and tile_size_kv <= 128):
+        raise Refusal("hashID", "The tileSizeQ and tileSizeKv must be <= 128.", KERNELS)
+    if not (_power_of_two(tile_size_q) and _power_of_two(tile_size_kv)):
+        raise Refusal("hashID", "The tileSizeQ and tileSizeKv must be power of 2.", KERNELS)
+    if tile_size_kv not in (64, 128):
+        raise Refusal("hashID", "The tileSizeKv must be 64 or 128.", KERNELS)
+
+
+def pack_to_2cta(
+    qkv_layout: int,
+    mask_type: int,
+    kernel_type: int,
+    scheduler: int,
+    multi_ctas_kv_mode: int,
+    head_dim_per_cta_v: int,
+    head_dim_qk: int,
+    head_dim_v: int,
+    tile_size_kv: int,
+    pages_log2: int,
+    tile_size_q: int,
+    reuse_smem_k_for_v: bool,
+    uses_2cta_mma: bool,
+) -> int:
+    """Bits 0 - 54 of the key up to 0.6.17: layout to uses2CtaMma."""
+    return (
+        qkv_layout
+        | mask_type << 4
+        | kernel_type << 8
+        | scheduler << 12
+        | multi_ctas_kv_mode << 16
+        | (head_dim_per_cta_v >> 3) << 18
+        | (head_dim_qk >> 3) << 26
+        | (head_dim_v >> 3) << 34
+        | (tile_size_kv >> 6) << 42
+        | pages_log2 << 44
+        | (tile_size_q.bit_length() - 1) << 49
+        | int(reuse_smem_k_for_v) << 53
+        | int(uses_2cta_mma) << 54
+    )

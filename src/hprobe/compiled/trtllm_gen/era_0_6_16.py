@@ -62,7 +62,12 @@ class Selection(previous.Selection):
         )
 
     @staticmethod
-    def padded_mla_tile_size_q(heads_per_kv: int) -> int:
+    def keeps_heuristic_tile(heads_per_kv: int) -> bool:
+        """getPaddedMlaTileSizeQ's groups that keep the heuristic's tile (no padding)."""
+        return heads_per_kv >= 128 or heads_per_kv & (heads_per_kv - 1) == 0
+
+    @classmethod
+    def padded_mla_tile_size_q(cls, heads_per_kv: int) -> int:
         """getPaddedMlaTileSizeQ: 0 to keep the heuristic, else the one tile that holds the group."""
         if heads_per_kv <= 0:
             raise Refusal(
@@ -71,7 +76,7 @@ class Selection(previous.Selection):
                 KERNELS,
                 "The numHeadsQPerKv must be positive",
             )
-        if heads_per_kv >= 128 or heads_per_kv & (heads_per_kv - 1) == 0:
+        if cls.keeps_heuristic_tile(heads_per_kv):
             return 0
         if heads_per_kv > 64:
             raise Refusal(

@@ -32,6 +32,8 @@ from hprobe.compiled.trtllm_gen.era_0_6_12 import (
     SelectKernelParams,
     SparseMlaType,
     TileScheduler,
+    check_head_dims,
+    check_tiles,
 )
 
 FINGERPRINT: dict[str, dict[str, tuple[str, ...]]] = {
@@ -67,6 +69,10 @@ def _check(ok: bool, message: str, needle: str | None = None) -> None:
         raise Refusal("hashID", message, KERNELS, needle)
 
 
+def _pages_log2(num_tokens_per_page: int) -> int:
+    return 0 if num_tokens_per_page == 0 else num_tokens_per_page.bit_length() - 1
+
+
 def early_checks(
     head_dim_per_cta_v: int,
     head_dim_qk: int,
@@ -78,21 +84,12 @@ def early_checks(
     bf16q_fp8kv_transform_mode: int,
 ) -> None:
     """hashID's checks up to the transform mode's, in order."""
-    _check(
-        32 <= head_dim_per_cta_v <= 1024 and 32 <= head_dim_qk <= 1024 and 32 <= head_dim_v <= 1024,
-        f"Expect (32 <= headDim <= 1024), got headDimPerCtaV={head_dim_per_cta_v}, headDimQk={head_dim_qk}, headDimV={head_dim_v}",
-        "Expect (32 <= headDim <= 1024)",
-    )
+    check_head_dims(head_dim_per_cta_v, head_dim_qk, head_dim_v)
     _check(
         num_tokens_per_page == 0 or num_tokens_per_page & (num_tokens_per_page - 1) == 0,
         "The numTokensPerPage must be 0 or power of 2.",
     )
-    _check(tile_size_q <= 128 and tile_size_kv <= 128, "The tileSizeQ and tileSizeKv must be <= 128.")
-    _check(
-        tile_size_q & (tile_size_q - 1) == 0 and tile_size_kv & (tile_size_kv - 1) == 0,
-        "The tileSizeQ and tileSizeKv must be power of 2.",
-    )
-    _check(tile_size_kv in (64, 128), "The tileSizeKv must be 64 or 128.")
+    check_tiles(tile_size_q, tile_size_kv)
     _check(0 <= sparse_mla_type <= 3, "The sparse MLA type must fit in 2 bits.")
     _check(0 <= bf16q_fp8kv_transform_mode <= 2, "The BF16Q FP8KV transform mode must fit in 2 bits.")
 
@@ -107,7 +104,7 @@ def range_check(
     num_tokens_per_page: int,
 ) -> None:
     """hashID's last check: the enum fields fit the widths they are packed to."""
-    pages_log2 = 0 if num_tokens_per_page == 0 else num_tokens_per_page.bit_length() - 1
+    pages_log2 = _pages_log2(num_tokens_per_page)
     _check(
         0 <= qkv_layout < 4
         and 0 <= mask_type < 8
@@ -146,7 +143,7 @@ def pack(
     uses_spcompress: bool,
 ) -> int:
     """The key's layout, bits 0 - 56."""
-    pages_log2 = 0 if num_tokens_per_page == 0 else num_tokens_per_page.bit_length() - 1
+    pages_log2 = _pages_log2(num_tokens_per_page)
     return (
         qkv_layout
         | mask_type << 2

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from hprobe.compiled.table import KernelMeta
 from hprobe.compiled.trtllm_gen import era_0_6_10 as later
-from hprobe.compiled.trtllm_gen.era_0_6_11 import hash_id
 from hprobe.compiled.trtllm_gen.era_0_6_12 import KERNELS, Refusal, RunnerParams, SelectKernelParams
 
 FINGERPRINT: dict[str, dict[str, tuple[str, ...]]] = {
@@ -37,24 +36,9 @@ class Selection(later.Selection):
     def _loads(self, row: KernelMeta, compatible: tuple[str, ...], q: str, k: str, v: str, o: str) -> bool:
         return row.sm in compatible and (row.dtype_q, row.dtype_kv, row.dtype_o) == (q, k, o)
 
-    def hash_of_row(self, row: KernelMeta) -> int:
-        return hash_id(
-            row.qkv_layout,
-            row.mask_type,
-            row.kernel_type,
-            row.tile_scheduler,
-            row.multi_ctas_kv_mode,
-            row.head_dim_per_cta_v,
-            row.head_dim_qk,
-            row.head_dim_v,
-            row.tile_size_q,
-            row.tile_size_kv,
-            row.num_tokens_per_page,
-            row.reuse_smem_k_for_v,
-            row.uses_2cta_mma,
-            bool(row.sparse_mla),
-            row.skips_softmax,
-        )
+    @staticmethod
+    def row_sparse(row: KernelMeta) -> bool:
+        return bool(row.sparse_mla)
 
     def uses_cga_smem_reduction(self, params: RunnerParams, select: SelectKernelParams, dsv3_min_latency: bool) -> bool:
         return not dsv3_min_latency and (not self.is_mla_gen_kernel(params) or select.tile_size_q < 32)

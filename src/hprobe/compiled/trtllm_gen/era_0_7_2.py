@@ -10,7 +10,7 @@ neither reaches the selection.
 from __future__ import annotations
 
 from hprobe.compiled.trtllm_gen import era_0_7_0 as previous
-from hprobe.compiled.trtllm_gen.era_0_6_12 import KERNELS, LAUNCHER, RUNNER, Refusal
+from hprobe.compiled.trtllm_gen.era_0_6_12 import KERNELS, LAUNCHER, RUNNER
 
 FINGERPRINT: dict[str, dict[str, tuple[str, ...]]] = {
     KERNELS: {
@@ -29,22 +29,5 @@ FINGERPRINT: dict[str, dict[str, tuple[str, ...]]] = {
 
 class Selection(previous.Selection):
     @staticmethod
-    def padded_mla_tile_size_q(heads_per_kv: int) -> int:
-        """getPaddedMlaTileSizeQ: 0 to keep the heuristic, else the one tile that holds the group."""
-        if heads_per_kv <= 0:
-            raise Refusal(
-                "getPaddedMlaTileSizeQ",
-                f"The numHeadsQPerKv must be positive, got {heads_per_kv}.",
-                KERNELS,
-                "The numHeadsQPerKv must be positive",
-            )
-        if heads_per_kv >= 128 or (heads_per_kv >= 8 and heads_per_kv & (heads_per_kv - 1) == 0):
-            return 0
-        if heads_per_kv > 64:
-            raise Refusal(
-                "getPaddedMlaTileSizeQ",
-                f"Non-power-of-two MLA numHeadsQPerKv must be <= 64, got {heads_per_kv}.",
-                KERNELS,
-                "Non-power-of-two MLA numHeadsQPerKv must be",
-            )
-        return max(8, 1 << (heads_per_kv - 1).bit_length())
+    def keeps_heuristic_tile(heads_per_kv: int) -> bool:
+        return heads_per_kv >= 128 or (heads_per_kv >= 8 and heads_per_kv & (heads_per_kv - 1) == 0)
