@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import re
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 from hprobe.compiled.table import KernelTable, parse_table
+from hprobe.compiled.trtllm_gen import Port, port_for
+from hprobe.compiled.trtllm_gen.era_0_6_12 import Device, Selection
 from hprobe.support.kernel_tables import package_of
+from hprobe.support.trees import resolve
 
 ADDED_0_6_18 = ("mEnablesBf16QFp8KvKOnlyTransform", "mSeparateTransformedKv", "mFp16Softmax", "mUsesSpcompress")
 ADDED_0_7_0 = (*ADDED_0_6_18, "mFusesDsv4InvRopeFp8Quant", "mUsesDsv4Ue8m0ScaleO")
@@ -42,3 +46,19 @@ def later_table(header: str, added: tuple[str, ...], true_on: dict[str, tuple[st
 
     text = re.sub(r"^\{ DATA_TYPE.*\},?$", row, header, flags=re.M)
     return parse_table(text.encode(), f"0.6.13's rows with {', '.join(added)}")
+
+
+def selections_on(table: KernelTable, eras: dict[str, str], device: Device) -> Callable[[str], Selection]:
+    """Each release's selection (`eras`: release -> the era its port must be) on `table`."""
+
+    def at(version: str) -> Selection:
+        port = port_for(resolve(version).location / "flashinfer")
+        assert isinstance(port, Port) and port.era == eras[version], port
+        return port.selection(table, device)
+
+    return at
+
+
+def table_0_7(cubin_wheel: Path) -> KernelTable:
+    """A 0.7.x-shaped table: 0.6.13's rows with the six fields 0.7.0's hash reads."""
+    return later_table(header_of(cubin_wheel, resolve("0.6.13").location / "flashinfer"), ADDED_0_7_0)

@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from hprobe.compiled.trtllm_gen import Port, port_for
-from hprobe.compiled.trtllm_gen.era_0_6_12 import Device, MlaCall, Refusal, Selection
-from hprobe.support.trees import resolve
+from hprobe.compiled.trtllm_gen.era_0_6_12 import Device, MlaCall, Refusal
 
-from .later_tables import ADDED_0_7_0, header_of, later_table
+from .later_tables import selections_on, table_0_7
 
 pytestmark = pytest.mark.slow
 B200 = Device(sm=100, multiprocessor_count=148, max_shared_memory_per_block_optin=227 * 1024)
@@ -21,14 +19,7 @@ ERAS = {"0.7.0": "0.7.0 – 0.7.0.post1", "0.7.2": "0.7.1 – 0.7.2", "0.7.2.pos
 
 @pytest.fixture(scope="module")
 def selection(cubin_wheel):
-    table = later_table(header_of(cubin_wheel, resolve("0.6.13").location / "flashinfer"), ADDED_0_7_0)
-
-    def at(version: str) -> Selection:
-        port = port_for(resolve(version).location / "flashinfer")
-        assert isinstance(port, Port) and port.era == ERAS[version], port
-        return port.selection(table, B200)
-
-    return at
+    return selections_on(table_0_7(cubin_wheel), ERAS, B200)
 
 
 def test_sparse_mla_below_8_heads_asks_for_a_padded_q8_kernel(selection):

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from hprobe.compiled.trtllm_gen import Port, port_for
 from hprobe.compiled.trtllm_gen.era_0_6_12 import Device, MlaCall, Refusal, Selection, SelectKernelParams
-from hprobe.support.trees import resolve
 
-from .later_tables import ADDED_0_7_0, header_of, later_table
+from .later_tables import selections_on, table_0_7
 
 pytestmark = pytest.mark.slow
 B200 = Device(sm=100, multiprocessor_count=148, max_shared_memory_per_block_optin=227 * 1024)
@@ -20,14 +18,7 @@ ERAS = {"0.7.2.post1": "0.7.2.post1", "0.7.4": "0.7.4"}
 
 @pytest.fixture(scope="module")
 def selection(cubin_wheel):
-    table = later_table(header_of(cubin_wheel, resolve("0.6.13").location / "flashinfer"), ADDED_0_7_0)
-
-    def at(version: str) -> Selection:
-        port = port_for(resolve(version).location / "flashinfer")
-        assert isinstance(port, Port) and port.era == ERAS[version], port
-        return port.selection(table, B200)
-
-    return at
+    return selections_on(table_0_7(cubin_wheel), ERAS, B200)
 
 
 def _select(selection: Selection, window_left: int, kv: int = 1024) -> SelectKernelParams:
