@@ -127,8 +127,8 @@ def tables_for(flashinfer: Path, version: str, progress: Callable[[str], None] =
 def tables_if_ported(flashinfer: Path, version: str, progress: Callable[[str], None] = lambda _message: None) -> Tables:
     """tables_for, where the release's selection code has a port: one without
     is never evaluated at compiled depth (deepen stops before asking for the
-    table), so its table is not fetched nor parsed (0.6.0 - 0.6.10 and 0.6.18
-    on cost a download and half a second each in a pin search)."""
+    table), so its table is not fetched nor parsed (0.5.0 - 0.6.6 would cost a
+    download and half a second each in a pin search)."""
     from hprobe.compiled.trtllm_gen import Port, port_for
 
     if not isinstance(port_for(flashinfer), Port):
@@ -159,17 +159,21 @@ def _search(package: Package, setting: str, flashinfer: Path, version: str, prog
             return Tables(found)
     missed = _recent_miss(package)
     if missed is None:
+        afar: list[str] = []
         for source in fetched:
-            found = _tried(source, tried)
+            found = _tried(source, afar)
             if found is not None:
                 _keep(package, found)
                 return Tables(found)
-        missed = "; ".join(tried) or "no source holds it"
         if not setting:
-            _remember_miss(package, missed)
+            _remember_miss(package, "; ".join(afar))
+        tried += afar
+    else:
+        tried.append(missed)
+    why = "; ".join(tried) or "no source holds it"
     return Tables(
         None,
-        f"no kernel table for trtllm-gen kernel package {package.short} could be had ({missed}); "
+        f"no kernel table for trtllm-gen kernel package {package.short} could be had ({why}); "
         f"to make it reachable: {reachable_by(flashinfer, package)}",
     )
 
