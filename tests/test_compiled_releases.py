@@ -3,7 +3,8 @@
 0.6.13's validators accept every h_q 1..256 on trtllm-gen's MLA decode; its own
 kernel table and selection code say which of them launch. SM120 on 0.6.13 reaches
 only trtllm-gen, whose runner refuses it. 0.6.16 changed the selection (padded
-tiles); 0.6.6's has no port, and says so.
+tiles); a release whose C++ no port reads stays at
+the validators, and says so.
 """
 
 from __future__ import annotations
@@ -107,15 +108,34 @@ def test_the_0616_era_pads_mla_tiles(cubin_wheel):
 
 
 def test_a_release_without_a_port_stays_at_the_validators_and_names_what_changed(cli_json, monkeypatch, tmp_path):
-    package = resolve("0.6.6").tree / "flashinfer"
+    """Every published release from 0.6.0 has a port; the next may not. A fixture:
+    0.7.4's files as compiled depth reads them, one function of its selection edited
+    (as a release that changed it would ship it). Its answers stay at the validators,
+    the note names the function, and its kernel table is never fetched nor parsed."""
+    import shutil
+
+    from hprobe.compiled.depth import deepen
+    from hprobe.compiled.files import KERNELS, data_dir
+    from hprobe.compiled.trtllm_gen import read_files
+    from hprobe.model.outcome import KernelSMResult
+
+    real = resolve("0.7.4").tree / "flashinfer"
+    package = tmp_path / "flashinfer"
+    for relative in read_files():
+        (data_dir(package) / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(data_dir(real) / relative, data_dir(package) / relative)
+    shutil.copyfile(real / "artifacts.py", package / "artifacts.py")
+    kernels = data_dir(package) / KERNELS
+    text = kernels.read_text()
+    assert "numCtasPerSeqKv > 1 && numCtasPerSeqKv <= 16" in text
+    kernels.write_text(
+        text.replace("numCtasPerSeqKv > 1 && numCtasPerSeqKv <= 16", "numCtasPerSeqKv > 2 && numCtasPerSeqKv <= 16")
+    )
     why = port_for(package)
-    assert isinstance(why, str) and "no port" in why and "fmhaKernels.cuh" in why
+    assert isinstance(why, str) and "no port" in why and "fmhaKernels.cuh computeCtaAndClusterConfig" in why
     gate = runner_gate(package)
     assert isinstance(gate, Gate) and 120 not in gate.sms  # the runner's check still holds
-    # Its kernel table would never be read: it is not fetched (nor parsed) at all.
-    asked: list[str] = []
-    monkeypatch.setattr(kernel_tables, "tables_for", lambda *args, **_kw: asked.append(str(args[0])))
-    monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path / "cache"))  # probed here, not answered from a cache
+    monkeypatch.setenv("HPROBE_KERNEL_TABLE", "off")  # the probe's answer, at the validators
     _, doc, _ = cli_json(
         "matrix",
         "-k",
@@ -125,12 +145,21 @@ def test_a_release_without_a_port_stays_at_the_validators_and_names_what_changed
         "--heads",
         "64",
         "--flashinfer",
-        "0.6.6",
+        "0.7.4",
         "--json",
     )
-    (result,) = doc["results"]
-    assert result["depth"] != "compiled" and any(
-        "compiled depth: not evaluated" in n and "no port" in n for n in result["notes"]
+    monkeypatch.delenv("HPROBE_KERNEL_TABLE")
+    # Its kernel table would never be read: it is not fetched (nor parsed) at all.
+    asked: list[str] = []
+    monkeypatch.setattr(kernel_tables, "tables_for", lambda *args, **_kw: asked.append(str(args[0])))
+    assert kernel_tables.tables_if_ported(package, "0.7.4").table is None and asked == []
+    (probed,) = doc["results"]
+    result = KernelSMResult.from_dict(probed)
+    deepen(result, package, lambda: kernel_tables.tables_if_ported(package, "0.7.4"))
+    assert result.depth.value != "compiled"
+    assert any(
+        "compiled depth: not evaluated" in n and "no port" in n and "computeCtaAndClusterConfig" in n
+        for n in result.notes
     )
     assert asked == []
 

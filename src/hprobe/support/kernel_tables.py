@@ -127,8 +127,8 @@ def tables_for(flashinfer: Path, version: str, progress: Callable[[str], None] =
 def tables_if_ported(flashinfer: Path, version: str, progress: Callable[[str], None] = lambda _message: None) -> Tables:
     """tables_for, where the release's selection code has a port: one without
     is never evaluated at compiled depth (deepen stops before asking for the
-    table), so its table is not fetched nor parsed (0.5.0 - 0.6.6 would cost a
-    download and half a second each in a pin search)."""
+    table), so its table is not fetched nor parsed (0.5.x would cost a download
+    and half a second each in a pin search)."""
     from hprobe.compiled.trtllm_gen import Port, port_for
 
     if not isinstance(port_for(flashinfer), Port):

@@ -17,6 +17,9 @@ from types import ModuleType
 from hprobe.compiled.cxx import SourceFile
 from hprobe.compiled.files import data_dir
 from hprobe.compiled.trtllm_gen import (
+    era_0_6_0,
+    era_0_6_4,
+    era_0_6_6,
     era_0_6_7,
     era_0_6_8,
     era_0_6_10,
@@ -44,6 +47,9 @@ ERAS: tuple[tuple[str, ModuleType], ...] = (
     ("0.6.10 – 0.6.10.post1", era_0_6_10),
     ("0.6.8 – 0.6.9", era_0_6_8),
     ("0.6.7 – 0.6.7.post3", era_0_6_7),
+    ("0.6.6", era_0_6_6),
+    ("0.6.4 – 0.6.5", era_0_6_4),
+    ("0.6.0 – 0.6.3", era_0_6_0),
 )
 
 # TllmGenFmhaRunner's constructor, by digest: the SMs (major*10+minor) it takes
