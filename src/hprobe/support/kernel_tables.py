@@ -15,8 +15,9 @@ it came from, in this order:
    version, else the newest not newer than it (one kernel package serves several
    releases); only the two files are kept;
 5. the artifact store the release itself downloads from (`FLASHINFER_CUBINS_REPOSITORY`).
-A search of 4 and 5 that found nothing is remembered for MISS_TTL and said with its
-time, so that a machine that cannot reach them does not pay for trying on every run.
+A search of 4 and 5 that found nothing is remembered for MISS_TTL and said in the
+same words, so that a machine that cannot reach them does not pay for trying on every
+run (and a report reads the same either way).
 `HPROBE_KERNEL_TABLE=off` turns compiled depth off. Nothing here imports the release.
 """
 
@@ -219,15 +220,11 @@ def _miss(package: Package) -> tuple[float, str] | None:
 
 
 def _recent_miss(package: Package) -> str | None:
-    """Why the last search found nothing, and when, if it was less than MISS_TTL ago."""
-    import time
-
+    """Why the last search found nothing, if it was less than MISS_TTL ago: said
+    in the same words as then, so that a report does not depend on whether this
+    run searched or remembered."""
     seen = _miss(package)
-    if seen is None:
-        return None
-    at, why = seen
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(at))
-    return f"as a search at {when} found: {why}; searched again {MISS_TTL // 3600} h after it"
+    return seen[1] if seen is not None else None
 
 
 def _remember_miss(package: Package, why: str) -> None:
