@@ -113,18 +113,3 @@ def test_matrix_on_0611_answers_at_compiled_depth(cli_json):
     heads = {h["heads"]: h for h in result["heads"]}
     assert heads[17]["outcome"] == "rejected" and heads[17]["error_type"] == "compiled check"
     assert "fmhaKernels.cuh" in heads[17]["location"]
-
-
-def test_older_runners_refuse_sm120_though_their_selection_has_no_port(cli_json):
-    """0.6.6's TllmGenFmhaRunner: FLASHINFER_CHECK(mSM == kSM_100 || mSM == kSM_103,
-    "Unsupported architecture") (fmhaRunner.cuh:30), read though 0.6.6's selection
-    code has no port: SM120 is refused at compiled depth, SM100 stays at the validators."""
-    _, doc, _ = cli_json(
-        "matrix", "-k", "trtllm-mla[backend=trtllm-gen]", "--sm", "100,120", "--flashinfer", "0.6.6", "--json"
-    )
-    by_sm = {r["sm"]: r for r in doc["results"] if r["key"] == "trtllm-mla[backend=trtllm-gen]"}
-    sm120 = {h["outcome"] for h in by_sm[120]["heads"]}
-    assert sm120 == {"unsupported-arch"} and by_sm[120]["depth"] == "compiled"
-    assert "fmhaRunner.cuh:30" in by_sm[120]["heads"][0]["location"]
-    assert by_sm[100]["depth"] != "compiled"
-    assert any("has no port in hprobe yet" in n for n in by_sm[100]["notes"])

@@ -103,3 +103,18 @@ def test_0_6_0_hashes_no_skip_softmax_bit_and_says_so_in_its_message():
     row = tables.table.rows[0]
     assert selection.hash_of_row(replace(row, skips_softmax=True)) == selection.hash_of_row(row)  # no such bit
     assert selection.launch(MlaCall(False, BF16, BF16, BF16, 16, 576, 512, 1, 1, 1024, 64, 0)).kernel.tile_size_q == 16
+
+
+def test_0_6_6s_runner_refuses_sm120_and_its_selection_answers_sm100(cli_json):
+    """0.6.6's TllmGenFmhaRunner: FLASHINFER_CHECK(mSM == kSM_100 || mSM == kSM_103,
+    "Unsupported architecture") (fmhaRunner.cuh:30): SM120 is refused at compiled depth,
+    whatever h_q is; SM100 is answered by the 0.6.6 port on 0.6.6's table."""
+    _, doc, _ = cli_json(
+        "matrix", "-k", "trtllm-mla[backend=trtllm-gen]", "--sm", "100,120", "--flashinfer", "0.6.6", "--json"
+    )
+    by_sm = {r["sm"]: r for r in doc["results"] if r["key"] == "trtllm-mla[backend=trtllm-gen]"}
+    sm120 = {h["outcome"] for h in by_sm[120]["heads"]}
+    assert sm120 == {"unsupported-arch"} and by_sm[120]["depth"] == "compiled"
+    assert "fmhaRunner.cuh:30" in by_sm[120]["heads"][0]["location"]
+    assert by_sm[100]["depth"] == "compiled"
+    assert any("(0.6.6 port)" in n for n in by_sm[100]["notes"])
