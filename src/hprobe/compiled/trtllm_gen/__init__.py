@@ -56,7 +56,7 @@ ERAS: tuple[tuple[str, ModuleType], ...] = (
 # ("FLASHINFER_CHECK(mSM == kSM_100 || mSM == kSM_103, \"Unsupported architecture\")").
 RUNNER_GATES: dict[str, tuple[int, ...]] = {
     "c3fb98dc90a18c55": (100, 103),  # 0.5.0 - 0.6.6 (one K/V dtype)
-    "7a923d82e4bbaf35": (100, 103),  # 0.6.7.post1 - 0.6.10 (E2M1 K/V)
+    "7a923d82e4bbaf35": (100, 103),  # 0.6.7 - 0.6.10.post1 (E2M1 K/V)
     "426fda3329ae8737": (100, 103),  # 0.6.11 - 0.6.15.post1 (separate K and V dtypes)
     "3ad615d96f27a434": (100, 103, 107),  # 0.6.16 - 0.7.4
 }
