@@ -109,6 +109,38 @@ def test_network_is_refused_during_a_probe():
     assert not result.reached and result.error_type == "NetworkRefused"
 
 
+def test_hprobes_own_fetch_beside_a_probe_goes_through():
+    """A kernel table fetched from a store in a thread while a release is probed in
+    this process: the probe's refusal is for what flashinfer runs, not for hprobe's
+    own fetch (own_network). A release's call in the same moment is still refused."""
+    import threading
+
+    from hprobe.device.boundary import own_network
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    outcome: list[str] = []
+
+    def fetch() -> None:
+        with own_network():
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        outcome.append("connected")
+
+    def probe_call() -> None:
+        thread = threading.Thread(target=fetch)
+        thread.start()
+        thread.join(10)
+        socket.create_connection(("127.0.0.1", port))  # flashinfer's, in the probe
+
+    try:
+        with FlashinferSession(SM(10, 0)) as session:
+            result = session.call(SM(10, 0), probe_call)
+    finally:
+        listener.close()
+    assert outcome == ["connected"]
+    assert not result.reached and result.error_type == "NetworkRefused"
+
+
 def _broken_flashinfer(root):
     """A directory whose `flashinfer` fails at import, as a release does beside
     dependencies it was not built for."""

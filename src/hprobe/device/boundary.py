@@ -7,6 +7,9 @@ schedule) are let through when a probe says so."""
 from __future__ import annotations
 
 import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,5 +128,29 @@ def loader_label(spec_name: str) -> str:
     return f"jit:{spec_name}"
 
 
-def refuse_network(*args: Any, **kwargs: Any) -> Any:
-    raise NetworkRefused("network access refused during a probe")
+# hprobe's own fetches beside a probe (a kernel table from an artifact store, in a
+# thread while the release is probed) are not the probe's: they go through.
+_OWN_NETWORK = threading.local()
+
+
+@contextmanager
+def own_network() -> Iterator[None]:
+    """Network calls of this thread, inside the block, are hprobe's own: a probe's
+    refusal (network_guard) lets them through."""
+    _OWN_NETWORK.allowed = True
+    try:
+        yield
+    finally:
+        _OWN_NETWORK.allowed = False
+
+
+def network_guard(original: Callable[..., Any]) -> Callable[..., Any]:
+    """`original` (a socket function) refused to everything a probe runs: a network
+    call there means a download of kernels or metadata, reported instead of made."""
+
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        if getattr(_OWN_NETWORK, "allowed", False):
+            return original(*args, **kwargs)
+        raise NetworkRefused("network access refused during a probe")
+
+    return guarded

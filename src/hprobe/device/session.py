@@ -34,7 +34,7 @@ from hprobe.device.boundary import (
     artefact_boundary,
     do_nothing,
     loader_label,
-    refuse_network,
+    network_guard,
 )
 from hprobe.device.classify import CallResult, classify, one_line
 from hprobe.device.fakes import FakeDeviceProperties
@@ -351,9 +351,9 @@ class FlashinferSession:
         self._set_attr(torch.version, "cuda", self._state.toolkit)
         # Network access during a probe means a download of kernels or metadata:
         # refuse it, so such a call is reported instead of hanging or fetching.
-        self._set_attr(socket.socket, "connect", refuse_network)
-        self._set_attr(socket, "create_connection", refuse_network)
-        self._set_attr(socket, "getaddrinfo", refuse_network)
+        self._set_attr(socket.socket, "connect", network_guard(socket.socket.connect))
+        self._set_attr(socket, "create_connection", network_guard(socket.create_connection))
+        self._set_attr(socket, "getaddrinfo", network_guard(socket.getaddrinfo))
         self._set_attr(builtins, "__import__", self._import_hook)
 
     def _install_flashinfer_fakes(self) -> None:

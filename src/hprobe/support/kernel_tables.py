@@ -464,7 +464,11 @@ def _store_default(flashinfer: Path) -> str | None:
 def _download(url: str) -> bytes:
     import urllib.request  # only where a store is fetched from: a warm run never is
 
-    with urllib.request.urlopen(url, timeout=FETCH_TIMEOUT) as response:  # https, or http on loopback (_unfetchable)
+    from hprobe.device.boundary import own_network
+
+    # hprobe's own fetch, perhaps in a thread while a release is probed in this
+    # process (whose network the probe refuses to flashinfer).
+    with own_network(), urllib.request.urlopen(url, timeout=FETCH_TIMEOUT) as response:  # https, or loopback http
         data = response.read(MAX_TABLE_BYTES + 1)
     if len(data) > MAX_TABLE_BYTES:
         raise ValueError(f"{url}: larger than a kernel table")
