@@ -163,8 +163,11 @@ class Selection(later.Selection):
             row.reuse_smem_k_for_v,
             row.uses_2cta_mma,
             self.row_sparse(row),
-            row.skips_softmax,
+            row.skips_softmax and self.HASHES_SKIPS_SOFTMAX,
         )
+
+    # Whether hashID has a skipsSoftmax bit (56): from 0.6.4.
+    HASHES_SKIPS_SOFTMAX = True
 
     @staticmethod
     def row_sparse(row: KernelMeta) -> bool:
@@ -211,8 +214,10 @@ class Selection(later.Selection):
             f"headDimPerCtaV={select.head_dim_per_cta_v}, headDimQk={params.head_dim_qk}, headDimV={params.head_dim_v}, "
             f"tileSizeQ={select.tile_size_q}, tileSizeKv={select.tile_size_kv}, numTokensPerPage={select.num_tokens_per_page}, "
             f"reuseSmemKForV={int(select.reuse_smem_k_for_v)}, uses2CtaMma={int(select.uses_2cta_mma)}, "
-            f"sparseMla={int(sparse)}, skipsSoftmax={int(select.skips_softmax)}"
+            f"sparseMla={int(sparse)}"
         )
+        if self.HASHES_SKIPS_SOFTMAX:
+            info += f", skipsSoftmax={int(select.skips_softmax)}"
         key = hash_id(
             params.qkv_layout,
             select.mask_type,
@@ -228,6 +233,6 @@ class Selection(later.Selection):
             select.reuse_smem_k_for_v,
             select.uses_2cta_mma,
             sparse,
-            select.skips_softmax,
+            select.skips_softmax and self.HASHES_SKIPS_SOFTMAX,
         )
         return key, info
