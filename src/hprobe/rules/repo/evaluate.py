@@ -30,7 +30,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from hprobe.model.padding import MAX_HEADS
-from hprobe.rules.repo.scan import ClassInfo, FunctionInfo, ModuleInfo, RepoIndex, resolve_relative
+from hprobe.rules.repo.scan import (
+    TRANSPARENT_METHOD_DECORATORS,
+    ClassInfo,
+    FunctionInfo,
+    ModuleInfo,
+    RepoIndex,
+    resolve_relative,
+)
 
 # Work bounds. Steps count statements and expressions plus the items every
 # builtin walks, and sizes are checked *before* an operation computes them, so
@@ -395,16 +402,7 @@ class _Interpreter:
         node = fn.node
         for deco in node.decorator_list:
             name = _dotted(deco)
-            if name not in (
-                "classmethod",
-                "staticmethod",
-                "functools.cache",
-                "cache",
-                "lru_cache",
-                "functools.lru_cache",
-                "override",
-                "typing.override",
-            ):
+            if name not in TRANSPARENT_METHOD_DECORATORS:
                 raise _Unsupported(deco, f"decorator @{name or ast.unparse(deco)}")
         a = node.args
         if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs:

@@ -648,6 +648,12 @@ def _module_bindings(tree: ast.Module, out: dict[str, str]) -> tuple[dict[str, l
 
 
 _HARMLESS_FUNCTION_DECORATORS = frozenset({"functools.cache", "cache", "lru_cache", "functools.lru_cache"})
+# Decorators that leave a method what its body defines (the evaluator follows
+# calls through them), and those a class body may bind besides without rebinding.
+TRANSPARENT_METHOD_DECORATORS = frozenset(
+    {"classmethod", "staticmethod", "override", "typing.override", *_HARMLESS_FUNCTION_DECORATORS}
+)
+_DECLARING_DECORATORS = TRANSPARENT_METHOD_DECORATORS | {"property", "abstractmethod", "abc.abstractmethod"}
 
 
 def _decorated(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, out: dict[str, str]) -> None:
@@ -755,21 +761,7 @@ def _class_rebindings(node: ast.ClassDef) -> dict[str, str]:
         if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names = [item.name]
             if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
-                ast.unparse(d)
-                not in (
-                    "classmethod",
-                    "staticmethod",
-                    "functools.cache",
-                    "cache",
-                    "lru_cache",
-                    "functools.lru_cache",
-                    "override",
-                    "typing.override",
-                    "property",
-                    "abstractmethod",
-                    "abc.abstractmethod",
-                )
-                for d in item.decorator_list
+                ast.unparse(d) not in _DECLARING_DECORATORS for d in item.decorator_list
             ):
                 out.setdefault(item.name, f"line {item.lineno}: decorated with @{ast.unparse(item.decorator_list[0])}")
         elif isinstance(item, (ast.If, ast.For, ast.While, ast.Try, ast.With, ast.Match)):
