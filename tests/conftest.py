@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -31,7 +29,7 @@ os.environ["FLASHINFER_CUBINS_REPOSITORY"] = "http://127.0.0.1:9/"
 
 from hprobe.cli.app import app  # noqa: E402 - after the cache is chosen
 
-from .engine_wheels import download_engine  # noqa: E402
+from .engine_wheels import download_engine, pip_download  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MATRICES = ROOT / "matrices"
@@ -79,25 +77,7 @@ def cubin_wheel() -> Path:
     where = SESSION_CACHE / "cubin" / os.environ.get("PYTEST_XDIST_WORKER", "main")
     wheels = list(where.glob("flashinfer_cubin-*.whl"))
     if not wheels:
-        where.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--no-deps",
-                "--only-binary=:all:",
-                "flashinfer-cubin==0.6.13",
-                "-d",
-                str(where),
-                "--disable-pip-version-check",
-            ],
-            check=True,
-            capture_output=True,
-            stdin=subprocess.DEVNULL,
-            timeout=600,
-        )
+        pip_download(where, "flashinfer-cubin==0.6.13")
         wheels = list(where.glob("flashinfer_cubin-*.whl"))
     return wheels[0]
 

@@ -7,9 +7,19 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
+
+from hprobe.support.trees import download_command
+
+
+def pip_download(where: Path, spec: str, timeout: float = 600) -> None:
+    """One wheel into `where`, as hprobe downloads one (trees.download_command), bounded."""
+    where.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        download_command(where, spec), check=True, capture_output=True, stdin=subprocess.DEVNULL, timeout=timeout
+    )
+
 
 # vLLM 0.25.0's CUDA pins, as its wheel's METADATA records them.
 VLLM_025_PINS = "flashinfer-python==0.6.13\nflashinfer-cubin==0.6.13\n"
@@ -17,25 +27,7 @@ VLLM_025_PINS = "flashinfer-python==0.6.13\nflashinfer-cubin==0.6.13\n"
 
 def download_engine(where: Path, distribution: str, version: str) -> Path:
     """The directory holding the package and its `.dist-info`, under `where`."""
-    where.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--only-binary=:all:",
-            f"{distribution}=={version}",
-            "-d",
-            str(where),
-            "--disable-pip-version-check",
-        ],
-        check=True,
-        capture_output=True,
-        stdin=subprocess.DEVNULL,
-        timeout=600,
-    )
+    pip_download(where, f"{distribution}=={version}")
     wheel = next(where.glob(f"{distribution}-*.whl"))
     tree = where / "tree"
     with zipfile.ZipFile(wheel) as z:

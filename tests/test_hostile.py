@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import V4_PRO_TABLE
+from .engine_wheels import pip_download
 
 HPROBE = Path(sys.executable).with_name("hprobe")
 RAN = "RAN"  # marker a hostile repo's code would create if it were executed
@@ -1332,22 +1333,7 @@ def test_damaged_cache_entries_heal(tmp_path):
 def test_four_concurrent_runs_on_one_wheel_and_an_empty_cache(tmp_path):
     (tmp_path / "tmp").mkdir()
     wheels = tmp_path / "wheel"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--only-binary=:all:",
-            "-q",
-            "-d",
-            str(wheels),
-            "flashinfer-python==0.6.14",
-        ],
-        check=True,
-        timeout=300,
-    )
+    pip_download(wheels, "flashinfer-python==0.6.14", timeout=300)
     [wheel] = wheels.glob("*.whl")
     args = ["matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--flashinfer", str(wheel), "--json"]
     env = dict(os.environ, NO_COLOR="1", HPROBE_CACHE_DIR=str(tmp_path / "cache"), TMPDIR=str(tmp_path / "tmp"))
