@@ -441,12 +441,9 @@ class Selection:
         sparse_mla_type: int,
         skips_softmax: bool,
     ) -> int:
-        check_head_dims(head_dim_per_cta_v, head_dim_qk, head_dim_v)
-        if not (num_tokens_per_page == 0 or _power_of_two(num_tokens_per_page)):
-            raise Refusal("hashID", "The numTokensPerPage must be 0 or power of 2.", KERNELS)
-        check_tiles(tile_size_q, tile_size_kv)
-        if not 0 <= sparse_mla_type <= 3:
-            raise Refusal("hashID", "The sparse MLA type must fit in 2 bits.", KERNELS)
+        check_key_fields(
+            head_dim_per_cta_v, head_dim_qk, head_dim_v, tile_size_q, tile_size_kv, num_tokens_per_page, sparse_mla_type
+        )
         pages_log2 = 0 if num_tokens_per_page == 0 else num_tokens_per_page.bit_length() - 1
         key = pack_to_2cta(
             qkv_layout,
@@ -780,6 +777,11 @@ class Selection:
             raise NotPorted("only the MLA generation selection is ported")
         self.select_mla_generation_kernel(params, select)
         select.mask_type = MaskType.DENSE
+        self.check_window(params, select)
+
+    def check_window(self, params: RunnerParams, select: SelectKernelParams) -> None:
+        """selectKernel after the MLA selector: the window dense MLA generation takes,
+        and the sliding-window mask where a window binds."""
         if params.sparse_mla_type is SparseMlaType.NONE and not (
             params.max_seq_len_kv <= params.attention_window_size and params.chunked_attention_size == INT_MAX
         ):
@@ -870,6 +872,24 @@ def check_tiles(tile_size_q: int, tile_size_kv: int) -> None:
         raise Refusal("hashID", "The tileSizeQ and tileSizeKv must be power of 2.", KERNELS)
     if tile_size_kv not in (64, 128):
         raise Refusal("hashID", "The tileSizeKv must be 64 or 128.", KERNELS)
+
+
+def check_key_fields(
+    head_dim_per_cta_v: int,
+    head_dim_qk: int,
+    head_dim_v: int,
+    tile_size_q: int,
+    tile_size_kv: int,
+    num_tokens_per_page: int,
+    sparse_mla_type: int,
+) -> None:
+    """hashID's checks from 0.6.12 on, in order (0.6.18 adds the transform mode's after them)."""
+    check_head_dims(head_dim_per_cta_v, head_dim_qk, head_dim_v)
+    if not (num_tokens_per_page == 0 or _power_of_two(num_tokens_per_page)):
+        raise Refusal("hashID", "The numTokensPerPage must be 0 or power of 2.", KERNELS)
+    check_tiles(tile_size_q, tile_size_kv)
+    if not 0 <= sparse_mla_type <= 3:
+        raise Refusal("hashID", "The sparse MLA type must fit in 2 bits.", KERNELS)
 
 
 def pack_to_2cta(

@@ -32,8 +32,7 @@ from hprobe.compiled.trtllm_gen.era_0_6_12 import (
     SelectKernelParams,
     SparseMlaType,
     TileScheduler,
-    check_head_dims,
-    check_tiles,
+    check_key_fields,
 )
 
 FINGERPRINT: dict[str, dict[str, tuple[str, ...]]] = {
@@ -84,13 +83,9 @@ def early_checks(
     bf16q_fp8kv_transform_mode: int,
 ) -> None:
     """hashID's checks up to the transform mode's, in order."""
-    check_head_dims(head_dim_per_cta_v, head_dim_qk, head_dim_v)
-    _check(
-        num_tokens_per_page == 0 or num_tokens_per_page & (num_tokens_per_page - 1) == 0,
-        "The numTokensPerPage must be 0 or power of 2.",
+    check_key_fields(
+        head_dim_per_cta_v, head_dim_qk, head_dim_v, tile_size_q, tile_size_kv, num_tokens_per_page, sparse_mla_type
     )
-    check_tiles(tile_size_q, tile_size_kv)
-    _check(0 <= sparse_mla_type <= 3, "The sparse MLA type must fit in 2 bits.")
     _check(0 <= bf16q_fp8kv_transform_mode <= 2, "The BF16Q FP8KV transform mode must fit in 2 bits.")
 
 

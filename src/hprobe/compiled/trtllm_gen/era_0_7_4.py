@@ -20,9 +20,6 @@ from hprobe.compiled.trtllm_gen.era_0_6_12 import (
     KERNELS,
     LAUNCHER,
     RUNNER,
-    KernelType,
-    MaskType,
-    NotPorted,
     Refusal,
     RunnerParams,
     SelectKernelParams,
@@ -53,12 +50,7 @@ CHUNKED_OFF = 0  # FlashInfer does not expose chunked attention; the launcher se
 
 
 class Selection(previous.Selection):
-    def select_kernel(self, params: RunnerParams, select: SelectKernelParams) -> None:
-        self.select_num_tokens_per_page(params, select)
-        if not (params.kernel_type is KernelType.GENERATION and self.is_mla_gen_kernel(params)):
-            raise NotPorted("only the MLA generation selection is ported")
-        self.select_mla_generation_kernel(params, select)
-        select.mask_type = MaskType.DENSE
+    def check_window(self, params: RunnerParams, select: SelectKernelParams) -> None:
         left, right = params.left_sliding_window, params.right_sliding_window
         if params.sparse_mla_type is SparseMlaType.NONE and not (
             (left == -1 or params.max_seq_len_kv <= left + 1) and right <= 0 and CHUNKED_OFF == 0
