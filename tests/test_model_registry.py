@@ -45,12 +45,14 @@ def test_vllm_registry_keys_are_the_architectures_served(tmp_path):
 
 
 @pytest.mark.pure
-@pytest.mark.parametrize("top", ["tree", "package"])
+@pytest.mark.parametrize("top", ["tree", "package", "nested"])
 def test_code_inside_a_models_module_runs_only_for_its_architectures(tmp_path, top):
     """A registry value names the module that implements the architecture,
     beside the registry ("deepseek_v2") or absolute ("vllm.models.kimi_k3");
     code in it, or in its package, serves only those architectures. Read from
-    the tree, or from the vllm package itself (names start below it)."""
+    the tree, from the vllm package itself (names start below it), or from a
+    folder that holds the package one level down (an unpacked wheel beside its
+    archive: names start above it)."""
     registry = """
         _MODELS = {
             "DeepseekV3ForCausalLM": ("deepseek_v2", "DeepseekV3ForCausalLM"),
@@ -58,8 +60,9 @@ def test_code_inside_a_models_module_runs_only_for_its_architectures(tmp_path, t
             "KimiK31ForConditionalGeneration": ("vllm.models.kimi_k3", "KimiK3ForConditionalGeneration"),
         }
         """
-    index = _tree(tmp_path, {"vllm/__init__.py": "", "vllm/model_executor/models/registry.py": registry})
-    root = "vllm." if top == "tree" else ""
+    base = "tree/" if top == "nested" else ""
+    index = _tree(tmp_path, {f"{base}vllm/__init__.py": "", f"{base}vllm/model_executor/models/registry.py": registry})
+    root = {"tree": "vllm.", "package": "", "nested": "tree.vllm."}[top]
     if top == "package":
         index = RepoIndex.build(tmp_path / "vllm")
     served = served_architectures(index, {"DeepseekV3ForCausalLM"})

@@ -69,7 +69,11 @@ def _registry_homes(module: ModuleInfo) -> dict[str, str]:
     `("deepseek_v2", cls)` beside the registry, `("vllm.models.deepseek_v4",
     cls)` as written; a key whose value is not such a tuple has no home."""
     beside = module.name.rpartition(".")[0]
-    top = module.name.partition(".")[0]  # "vllm"; the registry's own folder when the tree is the package itself
+    # What the index puts before the package's own names: "vllm." (the tree
+    # holds the package), "" (the tree is the package), "tree.vllm." (the
+    # package one folder down). Absolute names are re-rooted onto it.
+    above = module.name[: -len(VLLM_REGISTRY)]
+    package = above.rstrip(".").rpartition(".")[2]
     homes: dict[str, str] = {}
     for node in module.tree.body:
         value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
@@ -81,7 +85,12 @@ def _registry_homes(module: ModuleInfo) -> dict[str, str]:
             named = item.elts[0] if isinstance(item, ast.Tuple) and item.elts else None
             if isinstance(named, ast.Constant) and isinstance(named.value, str) and named.value:
                 first, _, rest = named.value.partition(".")
-                homes[key.value] = f"{beside}.{named.value}" if not rest else named.value if first == top else rest
+                if not rest:
+                    homes[key.value] = f"{beside}.{named.value}"
+                elif first == package:
+                    homes[key.value] = above[: -len(package) - 1] + named.value
+                else:
+                    homes[key.value] = rest  # the tree is the package: its names start below it
             else:
                 homes.setdefault(key.value, "")
     return homes
