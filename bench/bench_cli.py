@@ -10,6 +10,7 @@ side by side in this one run.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -52,6 +53,23 @@ COMMANDS = {
 # What each run said it added to the cache ("flashinfer X: fetched into the
 # cache, N MiB added", hprobe's own count on stderr), by the last run_once.
 ADDED_MIB: list[float] = []
+# What the last run_once said it downloaded, MiB by kind ("downloaded N MiB
+# this run (wheels A MiB, kernel tables B MiB; ...)", hprobe's own count).
+DOWNLOADED_MIB: dict[str, float] = {}
+
+# The figures of the previous bench run on this machine, to print beside this
+# run's; this run's replace them at the end.
+LAST_RUN = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hprobe-bench" / "last.json"
+PREVIOUS: dict[str, float] = {}
+FIGURES: dict[str, float] = {}
+
+
+def figure(name: str, value: float, unit: str = "x") -> str:
+    """`value` kept under `name` for the next run, and what the previous run
+    measured, as text to print beside it ("" when it has none)."""
+    FIGURES[name] = value
+    was = PREVIOUS.get(name)
+    return f"  (previous run {was:.2f}{unit})" if was is not None else ""
 
 
 def run_once(argv: list[str]) -> tuple[float, float]:
@@ -74,6 +92,10 @@ def run_once(argv: list[str]) -> tuple[float, float]:
     ADDED_MIB[:] = [
         sum(float(m.replace(",", "")) for m in re.findall(r"fetched into the cache, ([\d.,]+) MiB added", err))
     ]
+    DOWNLOADED_MIB.clear()
+    said = re.search(r"downloaded [\d.,]+ MiB this run \(([^;]*);", err)
+    for kind, mib in re.findall(r"([a-z ]+) ([\d.,]+) MiB", said.group(1) if said else ""):
+        DOWNLOADED_MIB[kind.strip()] = float(mib.replace(",", ""))
     return wall, usage.ru_maxrss / 1024  # ru_maxrss is KiB on Linux
 
 
@@ -116,7 +138,8 @@ def side_by_side(rounds: int, title: str, base: tuple[str, list[str]], other: tu
     b, o = statistics.median(times[base[0]]), statistics.median(times[other[0]])
     print(f"\n{title}")
     print(f"{base[0]:<34} {b:>8.2f}")
-    print(f"{other[0]:<34} {o:>8.2f} {o / b:>6.2f}x of {base[0].split()[0]}")
+    was = figure(f"{title}: {other[0]}", o / b)
+    print(f"{other[0]:<34} {o:>8.2f} {o / b:>6.2f}x of {base[0].split()[0]}{was}")
 
 
 def report_bench(rounds: int) -> None:
@@ -234,6 +257,16 @@ def cold_bench() -> None:
             os.environ["HPROBE_CACHE_DIR"] = str(work / f"cache-{name}")
             return run_once(argv)[0]
 
+        network = cold("network", HPROBE + ["check"])
+        downloaded = dict(DOWNLOADED_MIB)
+        beyond = sum(mib for kind, mib in downloaded.items() if kind != "wheels")
+        print("\ncheck on the shipped tables, cold (an empty cache): what hprobe downloaded, by its own count")
+        print(f"{'wall s':<34} {network:>8.2f}")
+        for kind, mib in sorted(downloaded.items()):
+            print(f"{kind:<34} {mib:>8.1f} MiB")
+        print(
+            f"{'beyond the release wheels':<34} {beyond:>8.1f} MiB (goal <= 30 MB){figure('network beyond wheels MiB', beyond, ' MiB')}"
+        )
         check = cold("check", HPROBE + ["check", "--repo", str(vllm)])
         check_added = ADDED_MIB[0]
         suggest = cold("suggest", HPROBE + ["suggest", "--repo", str(vllm), "--diff", str(work / "fix.diff")])
@@ -350,6 +383,10 @@ def main() -> None:
         help="also time cold suggest --diff against cold check (vLLM 0.25.0), and a cold report over 0.6.12..0.7.4 against the releases' imports",
     )
     args = parser.parse_args()
+    try:
+        PREVIOUS.update(json.loads(LAST_RUN.read_text()))
+    except (OSError, ValueError):
+        pass  # a first run: nothing to compare with
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in COMMANDS}
     import tempfile
 
@@ -367,7 +404,8 @@ def main() -> None:
     for name, values in samples.items():
         wall = statistics.median(w for w, _ in values)
         rss = statistics.median(r for _, r in values)
-        print(f"{name:<66} {wall:>8.2f} {wall / base_wall:>6.2f}x {rss:>9.0f} {rss / base_rss:>6.2f}x")
+        was = figure(name, wall / base_wall)
+        print(f"{name:<66} {wall:>8.2f} {wall / base_wall:>6.2f}x {rss:>9.0f} {rss / base_rss:>6.2f}x{was}")
     if args.releases:
         releases_bench(max(1, args.rounds // 2))
     if args.report:
@@ -382,6 +420,8 @@ def main() -> None:
         ci_step()
     if args.cold:
         cold_bench()
+    LAST_RUN.parent.mkdir(parents=True, exist_ok=True)
+    LAST_RUN.write_text(json.dumps({**PREVIOUS, **FIGURES}, indent=1))
 
 
 if __name__ == "__main__":

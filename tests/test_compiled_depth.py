@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import zipfile
 from pathlib import Path
@@ -187,9 +188,13 @@ def test_a_table_from_a_store_on_this_machine_is_fetched_and_verified(local_stor
 
 
 def test_a_check_answers_at_compiled_depth_on_a_table_only_the_store_holds(local_store, cli_json, tmp_path):
-    _, doc, _ = cli_json(
+    _, doc, err = cli_json(
         "matrix", "-k", "trtllm-mla[backend=trtllm-gen]", "--sm", "100", "--heads", "64,96,17", "--no-cache", "--json"
     )
+    # What crossed the network is counted by hprobe and said on stderr, never in the document.
+    table_bytes = sum(p.stat().st_size for p in local_store.rglob("*") if p.is_file())
+    assert f"downloaded {table_bytes / 2**20:,.1f} MiB this run (kernel tables {table_bytes / 2**20:,.1f} MiB" in err
+    assert "downloaded" not in json.dumps(doc)
     (result,) = doc["results"]
     assert result["depth"] == "compiled"
     assert 64 in result["accepted"] and 17 not in result["accepted"]

@@ -10,12 +10,13 @@ import hashlib
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 
 from hprobe.model.errors import InputError
-from hprobe.support import fetch_batch, kernel_tables, trees
+from hprobe.support import cache, fetch_batch, kernel_tables, trees
 from hprobe.support.kernel_tables import package_of
 from hprobe.system.bounded import run_bounded
 
@@ -130,7 +131,19 @@ def test_the_kernel_table_read_from_the_index_is_the_one_in_the_wheel(tmp_path, 
     assert not isinstance(package, str)
     plain: list[list[str]] = []
     monkeypatch.setattr(kernel_tables, "run_pip", lambda cmd, what: plain.append(cmd))
+    monkeypatch.setattr(cache, "_received", {})
     from_index = kernel_tables._from_index(package, "0.6.13", lambda _m: None)
+    # The range requests' bytes are counted: the two members and the zip
+    # directory around them, not the wheel (hundreds of MB).
+    with zipfile.ZipFile(cubin_wheel) as wheel:
+        members = sum(
+            i.compress_size
+            for i in wheel.infolist()
+            if i.filename.startswith(f"flashinfer_cubin/cubins/{package.path}")
+            and i.filename.endswith(("checksums.txt", "flashInferMetaInfo.h"))
+        )
+    received = cache._received["kernel tables"]
+    assert members <= received < members + 8 * 2**20 < cubin_wheel.stat().st_size / 10
     from_wheel = kernel_tables._from_wheel(cubin_wheel, package, cubin_wheel.name)
     assert plain == []  # not downloaded whole
     assert isinstance(from_index, kernel_tables.KernelTable) and isinstance(from_wheel, kernel_tables.KernelTable)

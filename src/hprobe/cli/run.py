@@ -96,6 +96,8 @@ def run_job(job: Callable[[], int]) -> None:
     from hprobe.system.escaping import visible
 
     previous = {signum: signal.signal(signum, _on_signal) for signum in _ENDING_SIGNALS}
+    if (cache := sys.modules.get("hprobe.support.cache")) is not None:
+        cache.new_run()  # what is said at the end is this run's alone
     try:
         code = job()
         _said_what_was_added()

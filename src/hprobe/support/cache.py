@@ -88,11 +88,44 @@ def _fall_back(configured: Path, exc: OSError) -> Path:
 
 # Bytes this run put into the cache, per release label (what a fetch says it added).
 _added: dict[str, int] = {}
+_received: dict[str, int] = {}
 
 
 def record_added(label: str, size: int) -> None:
     with _lock:
         _added[label] = _added.get(label, 0) + size
+
+
+def new_run() -> None:
+    """Forget what an earlier run in this process added and downloaded (a
+    host that runs hprobe's commands in-process runs several)."""
+    with _lock:
+        _added.clear()
+        _received.clear()
+
+
+def record_received(kind: str, size: int) -> None:
+    """Bytes this run took off the network for `kind` ("wheels", "kernel
+    tables"): hprobe's own count of what it fetched, said on stderr at exit."""
+    with _lock:
+        _received[kind] = _received.get(kind, 0) + size
+
+
+def received_by_kind() -> dict[str, int]:
+    """This process's count so far (a child hands it to the run that started it)."""
+    with _lock:
+        return dict(_received)
+
+
+def received_line() -> str | None:
+    """What this run downloaded, one line for stderr; None when nothing."""
+    with _lock:
+        received = sorted(_received.items())
+    total = sum(size for _, size in received)
+    if not total:
+        return None
+    parts = ", ".join(f"{kind} {size / 2**20:,.1f} MiB" for kind, size in received if size)
+    return f"downloaded {total / 2**20:,.1f} MiB this run ({parts}; the index's listings pip reads are not counted)"
 
 
 def added_for(label: str) -> int:
@@ -101,16 +134,18 @@ def added_for(label: str) -> int:
 
 
 def added_lines() -> list[str]:
-    """What this run added to the cache, a line per release, for stderr."""
+    """What this run added to the cache, a line per release, and what it
+    downloaded, for stderr."""
     with _lock:
         added = sorted(_added.items())
+    downloaded = [line] if (line := received_line()) else []
     if _fallback:
-        return []  # the temporary cache this run used is gone at exit
+        return downloaded  # the temporary cache this run used is gone at exit
     return [
         f"flashinfer {label}: fetched into the cache, {size / 2**20:,.1f} MiB added (`hprobe cache` lists it, `hprobe cache prune` frees it)"
         for label, size in added
         if size
-    ]
+    ] + downloaded
 
 
 def root() -> Path:

@@ -36,6 +36,7 @@ from hprobe.compiled import depth, trtllm_gen
 from hprobe.compiled.depth import Tables
 from hprobe.compiled.files import TABLE_SETTING
 from hprobe.compiled.trtllm_gen import Gate, Port
+from hprobe.support import cache
 
 
 def tables_ahead(
@@ -95,7 +96,10 @@ def _from_child(
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-Handed = tuple[Tables, dict[depth.AnswerKey, depth.Existence], tuple[Gate | str, Port | str]]
+# What the child hands back: the tables, the answers worked out ahead, the
+# release's gate and port, and the bytes it took off the network by kind (the
+# parent says them at exit, as if it had fetched them itself).
+Handed = tuple[Tables, dict[depth.AnswerKey, depth.Existence], tuple[Gate | str, Port | str], dict[str, int]]
 
 
 def _work(package: Path, version: str, wanted: dict[str, list[int]], heads: list[int]) -> Handed:
@@ -106,12 +110,12 @@ def _work(package: Path, version: str, wanted: dict[str, list[int]], heads: list
     if tables.table is not None:
         # The file's bytes were kept in the cache by tables_for; the parent reads rows only.
         tables = replace(tables, table=replace(tables.table, data=b"", checksums=b""))
-    return tables, answers, trtllm_gen.known(package)
+    return tables, answers, trtllm_gen.known(package), cache.received_by_kind()
 
 
 def _received(payload: bytes, package: Path) -> Tables | None:
     try:
-        tables, answers, (gate, port) = pickle.loads(payload)
+        tables, answers, (gate, port), received = pickle.loads(payload)
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError):
         return None
     if (
@@ -119,8 +123,12 @@ def _received(payload: bytes, package: Path) -> Tables | None:
         or not isinstance(answers, dict)
         or not isinstance(gate, Gate | str)
         or not isinstance(port, Port | str)
+        or not isinstance(received, dict)
     ):
         return None
+    for kind, size in received.items():
+        if isinstance(kind, str) and isinstance(size, int):
+            cache.record_received(kind, size)
     depth.adopt(answers)
     trtllm_gen.adopt(package, gate, port)
     return tables

@@ -340,6 +340,9 @@ def _from_index(package: Package, version: str, progress: Callable[[str], None])
         if answers is not None:
             problems: list[str] = []
             for doc in answers:
+                received = doc.get("received")
+                if isinstance(received, int) and not isinstance(received, bool) and received > 0:
+                    cache.record_received("kernel tables", received)
                 if "members" in doc:
                     files = doc["members"]
                     checksums = _bounded_read(Path(files[prefix + CHECKSUMS]), MAX_CHECKSUMS_BYTES)
@@ -366,6 +369,7 @@ def _downloaded(package: Package, version: str, progress: Callable[[str], None])
             if proc.returncode != 0 or not wheels:
                 problems.append(f"{spec}: not on the index")
                 continue
+            cache.record_received("kernel tables", wheels[0].stat().st_size)
             found = _from_wheel(wheels[0], package, wheels[0].name)
             if isinstance(found, KernelTable):
                 return found
@@ -470,6 +474,7 @@ def _download(url: str) -> bytes:
     # process (whose network the probe refuses to flashinfer).
     with own_network(), urllib.request.urlopen(url, timeout=FETCH_TIMEOUT) as response:  # https, or loopback http
         data = response.read(MAX_TABLE_BYTES + 1)
+    cache.record_received("kernel tables", len(data))
     if len(data) > MAX_TABLE_BYTES:
         raise ValueError(f"{url}: larger than a kernel table")
     return bytes(data)

@@ -90,16 +90,20 @@ def _members(request: dict, session: Any, finder: Any, specifier_set: Any) -> in
             link = found.link
             folder = os.path.join(request["dest"], str(k))
             os.makedirs(folder, exist_ok=True)
+            received = 0  # bytes off the network for this wheel (a local file: none)
             if link.is_file:
                 source: Any = open(link.file_path, "rb")
             else:
                 source = _Ranges.open(session, link.url_without_fragment)
                 if source is None:  # no range requests here: the whole file
-                    source = open(_download(session, link, folder), "rb")
+                    whole = _download(session, link, folder)
+                    received = os.path.getsize(whole)
+                    source = open(whole, "rb")
             with source, zipfile.ZipFile(source) as wheel:
                 names = set(wheel.namelist())
                 if any(m not in names for m in request["members"]):
-                    _say({"spec": spec, "wheel": link.filename, "absent": True})
+                    received += getattr(source, "received", 0)
+                    _say({"spec": spec, "wheel": link.filename, "absent": True, "received": received})
                     continue
                 written = {}
                 for n, member in enumerate(request["members"]):
@@ -108,7 +112,8 @@ def _members(request: dict, session: Any, finder: Any, specifier_set: Any) -> in
                     written[member] = os.path.join(folder, f"{n}.member")
                     with open(written[member], "wb") as out:
                         out.write(wheel.read(member))  # the member's CRC is checked
-            _say({"spec": spec, "wheel": link.filename, "members": written})
+                received += getattr(source, "received", 0)
+            _say({"spec": spec, "wheel": link.filename, "members": written, "received": received})
             return 0
         except Exception as exc:  # noqa: BLE001 - the caller fetches the plain way
             _say({"spec": spec, "error": f"{type(exc).__name__}: {exc}"})
@@ -127,6 +132,7 @@ class _Ranges:
         self._session, self._url, self.size = session, url, size
         self._pos = 0
         self._blocks: dict[int, bytes] = {}
+        self.received = 1  # the one byte of the probe that asked whether ranges are answered
 
     @classmethod
     def open(cls, session: Any, url: str) -> _Ranges | None:
@@ -175,6 +181,7 @@ class _Ranges:
             self._url, headers={"Range": f"bytes={start}-{stop}", "Accept-Encoding": "identity"}
         )
         response.raise_for_status()
+        self.received += len(response.content)
         if response.status_code != 206 or len(response.content) != stop - start + 1:
             raise OSError(
                 f"the server answered bytes {start}-{stop} with {response.status_code}, {len(response.content)} bytes"

@@ -196,7 +196,9 @@ def _publish(downloaded: Path, version: str) -> Path:
     # later runs can tell a damaged cached wheel from a good one.
     _record_digest(downloaded, _digest_file(target))
     os.replace(downloaded, target)  # a rename keeps the size and mtime the record was stamped with
-    cache.record_added(version, target.stat().st_size)
+    size = target.stat().st_size
+    cache.record_added(version, size)
+    cache.record_received("wheels", size)  # a wheel arrives whole: its size is what crossed the network
     return target
 
 
