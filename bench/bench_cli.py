@@ -53,7 +53,7 @@ COMMANDS = {
 # What each run said it added to the cache ("flashinfer X: fetched into the
 # cache, N MiB added", hprobe's own count on stderr), by the last run_once.
 ADDED_MIB: list[float] = []
-# What the last run_once said it downloaded, MiB by kind ("downloaded N MiB
+# What the last run_once said it downloaded, MiB by kind ("fetched N MiB
 # this run (wheels A MiB, kernel tables B MiB; ...)", hprobe's own count).
 DOWNLOADED_MIB: dict[str, float] = {}
 
@@ -93,7 +93,7 @@ def run_once(argv: list[str]) -> tuple[float, float]:
         sum(float(m.replace(",", "")) for m in re.findall(r"fetched into the cache, ([\d.,]+) MiB added", err))
     ]
     DOWNLOADED_MIB.clear()
-    said = re.search(r"downloaded [\d.,]+ MiB this run \(([^;]*);", err)
+    said = re.search(r"fetched [\d.,]+ MiB this run \(([^;]*);", err)
     for kind, mib in re.findall(r"([a-z ]+) ([\d.,]+) MiB", said.group(1) if said else ""):
         DOWNLOADED_MIB[kind.strip()] = float(mib.replace(",", ""))
     return wall, usage.ru_maxrss / 1024  # ru_maxrss is KiB on Linux

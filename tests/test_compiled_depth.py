@@ -193,8 +193,8 @@ def test_a_check_answers_at_compiled_depth_on_a_table_only_the_store_holds(local
     )
     # What crossed the network is counted by hprobe and said on stderr, never in the document.
     table_bytes = sum(p.stat().st_size for p in local_store.rglob("*") if p.is_file())
-    assert f"downloaded {table_bytes / 2**20:,.1f} MiB this run (kernel tables {table_bytes / 2**20:,.1f} MiB" in err
-    assert "downloaded" not in json.dumps(doc)
+    assert f"fetched {table_bytes / 2**20:,.1f} MiB this run (kernel tables {table_bytes / 2**20:,.1f} MiB" in err
+    assert "fetched" not in json.dumps(doc)
     (result,) = doc["results"]
     assert result["depth"] == "compiled"
     assert 64 in result["accepted"] and 17 not in result["accepted"]

@@ -125,7 +125,9 @@ def received_line() -> str | None:
     if not total:
         return None
     parts = ", ".join(f"{kind} {size / 2**20:,.1f} MiB" for kind, size in received if size)
-    return f"downloaded {total / 2**20:,.1f} MiB this run ({parts}; the index's listings pip reads are not counted)"
+    # Wheels come through the user's pip: from the index, or from a folder pip
+    # is told to read; either way they are what this run had to bring in.
+    return f"fetched {total / 2**20:,.1f} MiB this run ({parts}; not counting the index listings pip reads)"
 
 
 def added_for(label: str) -> int:
