@@ -16,6 +16,7 @@ from hprobe.model.errors import IndexUnlisted, InputError
 from hprobe.model.outcome import KernelSMResult, Outcome
 from hprobe.model.padding import PaddingTable
 from hprobe.model.release import ProbedRelease, Progress, quiet
+from hprobe.system.progress import Statement
 
 
 def search_pins(
@@ -70,10 +71,12 @@ def search_pins(
     have = fetched_versions()
     missing = sum(1 for v in published if v not in have and str(v) not in prober.known)
     progress(
-        f"pin search over flashinfer {published[0]}..{published[-1]} ({len(published)} releases): a binary search "
-        f"asks some of them; {missing} not fetched yet (each 7 to 35 MiB into the cache, once)"
-        if published
-        else "pin search: no published release"
+        Statement(
+            f"pin search over flashinfer {published[0]}..{published[-1]} ({len(published)} releases): a binary search "
+            f"asks some of them; {missing} not fetched yet (each 7 to 35 MiB into the cache, once)"
+            if published
+            else "pin search: no published release"
+        )
     )
     newest_probed = max((Version(v) for v in prober.known if _is_version(v)), default=None)
     width = search_width()

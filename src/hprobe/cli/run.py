@@ -26,9 +26,21 @@ def progress(json_output: bool) -> Iterator[Callable[[str], None]]:
     """One transient status line on stderr for slow steps, in the style of pip
     and uv: shown after SHOW_PROGRESS_AFTER_S, replaced by each message, gone
     when the command ends (nothing left in the scrollback). Silent with --json
-    or when stderr is not a terminal."""
-    if json_output or not sys.stderr.isatty():
+    or when stderr is not a terminal, but for a Statement (what a long search
+    will ask of the index and the disk), which stays as a line either way."""
+    from hprobe.system.escaping import visible
+    from hprobe.system.progress import Statement
+
+    if json_output:
         yield lambda _message: None
+        return
+    if not sys.stderr.isatty():
+
+        def statements_only(message: str) -> None:
+            if isinstance(message, Statement):
+                say(f"hprobe: {visible(message)}")
+
+        yield statements_only
         return
     import threading
 
@@ -57,6 +69,8 @@ def progress(json_output: bool) -> Iterator[Callable[[str], None]]:
 
     def update(message: str) -> None:
         with lock:
+            if isinstance(message, Statement):
+                console.print(Text(f"hprobe: {visible(message)}"), highlight=False)  # above the status line, kept
             latest[0] = message
             if shown[0]:
                 status.update(Text(message))
