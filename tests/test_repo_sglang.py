@@ -321,3 +321,35 @@ def test_one_plan_on_sglang_0520_sm120_a_pin_raise_after_which_check_is_clean(cl
     subprocess.run(["git", "apply", str(diff)], cwd=checkout, check=True)
     code, out, err = cli("check", "--repo", str(checkout), "--sm", "120")
     assert code == 0 and out.splitlines()[-1].startswith("pass: "), out[-2000:]
+
+
+@pytest.mark.slow
+def test_sglang_as_its_repository_lays_it_out(cli_json, tmp_path):
+    """SGLang's repository keeps its Python project in python/ (the package
+    and the pyproject.toml that pins flashinfer). `--repo` at the repository's
+    root is read as SGLang, with that pin, and judged as `--repo python/` is:
+    never with another engine's mapping, never without its pin."""
+    import shutil
+
+    repo = tmp_path / "sglang"
+    shutil.copytree(engine_source(tmp_path / "src", "sglang", "0.5.20") / "sglang", repo / "python" / "sglang")
+    (repo / "python" / "pyproject.toml").write_text(
+        '[project]\nname = "sglang"\nversion = "0.5.20"\ndependencies = ["flashinfer_python==0.7.2"]\n'
+    )
+    (repo / "docs").mkdir()  # the rest of a repository, no project of its own
+
+    def judged(tree: Path) -> tuple[dict, set]:
+        code, doc, err = cli_json("check", "--repo", str(tree), "--sm", "120")
+        assert code in (0, 1, 3), err
+        rows = {
+            (f["backend"].removeprefix("python."), f["sm"], f["model"], f["tp"], f["n"], f["padded"], f["verdict"])
+            for f in doc["findings"]
+        }
+        return doc, rows
+
+    whole, rows = judged(repo)
+    _, alone = judged(repo / "python")
+    assert [r["version"] for r in whole["releases"]] == ["0.7.2"]  # the pin in python/pyproject.toml
+    assert whole["tables"][0]["requires_flashinfer"] == "==0.7.2"
+    assert "_kernel_num_heads" in whole["tables"][0]["name"]  # SGLang's mapping, not vLLM's
+    assert rows == alone and rows

@@ -35,7 +35,7 @@ from hprobe.rules.repo.engine import read_reach
 from hprobe.rules.repo.evaluate import FlashinferSource, NotEvaluable, Raises, evaluate
 from hprobe.rules.repo.mapping import ClassMapping, Mapping, shipped_mappings
 from hprobe.rules.repo.paths import PathContext, PathReading, read_paths
-from hprobe.rules.repo.pin import RepoPin, find_pin
+from hprobe.rules.repo.pin import RepoPin, find_pin, project_folders
 from hprobe.rules.repo.registry import Served, served_architectures
 from hprobe.rules.repo.scan import DEFAULT_EXCLUDES, ClassInfo, FunctionInfo, RepoIndex
 from hprobe.rules.repo.status import ClassStatus
@@ -445,6 +445,8 @@ def engine_version(root: Path, package: str) -> Version | None:
     `.dist-info` name, else its `_version.py`/`version.py` literal; None when
     the tree does not say."""
     base = root if root.is_dir() else root.parent
+    if not (base.name == package or (base / package).is_dir()):
+        base = next(iter(project_folders(base, package)), base)  # a repository with the package in python/
     prefix = package.replace("-", "_").lower() + "-"
     for folder in (base, base.parent):
         try:
@@ -480,13 +482,16 @@ def engine_version(root: Path, package: str) -> Version | None:
 
 
 def _mentions_package(root: Path, package: str) -> bool:
-    """The tree is that engine's package, holds it, or is an unpacked wheel of it."""
+    """The tree is that engine's package, holds it (itself, or in a project
+    folder one level down, as SGLang's repository keeps it in python/), or is
+    an unpacked wheel of it."""
     base = root if root.is_dir() else root.parent
     return (
         base.name == package
         or (base / package).is_dir()
         or any(base.glob(f"{package}-*.dist-info"))
         or any(base.parent.glob(f"{package}-*.dist-info"))
+        or bool(project_folders(base, package))
     )
 
 

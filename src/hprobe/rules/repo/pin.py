@@ -23,7 +23,7 @@ from packaging.version import InvalidVersion, Version
 from hprobe.model.errors import InputError
 from hprobe.model.pins import NAMES
 from hprobe.rules.toml_source import parse_toml
-from hprobe.system.fileio import present, read_text
+from hprobe.system.fileio import present, read_text, regular_file
 
 # Released in lockstep with flashinfer-python: an exact pin on the same version
 # moves with it (vLLM pins flashinfer-cubin beside flashinfer-python).
@@ -82,29 +82,58 @@ def find_pin(root: Path, problems: list[str] | None = None) -> RepoPin | None:
     return taken
 
 
+# Files that make a folder a Python project (its requirements live there).
+PROJECT_FILES = ("pyproject.toml", "setup.py", "setup.cfg")
+
+
+def project_folders(base: Path, package: str | None = None) -> list[Path]:
+    """The folders one level below `base` that are a Python project holding a
+    package (`package` itself when named): where a repository keeps its Python
+    part apart (SGLang's python/ with sglang/ and its pyproject.toml). Only
+    where `base` is no project itself."""
+    if any(present(base / name) for name in PROJECT_FILES):
+        return []
+    try:
+        children = sorted(d for d in base.iterdir() if d.is_dir() and not d.name.startswith("."))
+    except OSError:
+        return []
+    return [
+        d
+        for d in children
+        if any(present(d / name) for name in PROJECT_FILES)
+        and (
+            regular_file(d / package / "__init__.py")
+            if package
+            else any(regular_file(p) for p in d.glob("*/__init__.py"))
+        )
+    ]
+
+
 def find_pins(root: Path, problems: list[str] | None = None) -> list[RepoPin]:
     """Every flashinfer requirement of the tree, most authoritative first: a
     patch that raises one must raise each that would still admit a release its
-    rules crash on."""
+    rules crash on. Those of a project folder one level down (project_folders)
+    come after the tree's own."""
     base = root if root.is_dir() else root.parent
     out: list[RepoPin] = []
     skipped: list[str] = []
     token = _SKIPPED.set(skipped)
     try:
-        for finder in (
-            _from_metadata,
-            _from_pyproject,
-            _from_poetry,
-            _from_pylock,
-            _from_requirements,
-            _from_setup_py,
-            _from_setup_cfg,
-        ):
-            try:
-                out.extend(finder(base))
-            except _Unreadable as exc:
-                if problems is not None:
-                    problems.append(str(exc))
+        for folder in [base, *project_folders(base)]:
+            for finder in (
+                _from_metadata,
+                _from_pyproject,
+                _from_poetry,
+                _from_pylock,
+                _from_requirements,
+                _from_setup_py,
+                _from_setup_cfg,
+            ):
+                try:
+                    out.extend(finder(folder))
+                except _Unreadable as exc:
+                    if problems is not None:
+                        problems.append(str(exc))
     finally:
         _SKIPPED.reset(token)
     if problems is not None:
