@@ -32,7 +32,7 @@ def test_a_count_safe_refused_and_safe_again_is_told_run_by_run_with_its_depth()
         "SM100: the suggested rule, n=24: safe on 0.6.0..0.6.8 (validators only; 2 seen); "
         "0.6.14 and later (validators only at 0.7.4; 3 seen)"
     ) in lines
-    assert any("history is not monotonic: 24 accepted in 0.6.0, refused in 0.6.12" in line for line in lines)
+    assert "SM100: history is not monotonic: 24 accepted in 0.6.0, 0.6.8, then refused in 0.6.12" in lines
     assert advice.to_dict()["rule_counts"][0]["safe_ranges"] == [
         {"from": "0.6.0", "to": "0.6.8"},
         {"from": "0.6.14", "to": None},
@@ -60,3 +60,21 @@ def test_a_count_that_only_became_safe_has_no_holes_to_tell():
         8, {"0.6.0": True, "0.6.8": True, "0.6.12": True, "0.6.13": True, "0.6.14": True, "0.7.0": True, "0.7.4": False}
     )
     assert gone.safe_ranges() == [(Version("0.6.0"), Version("0.7.0"))] and gone.since is None
+
+
+def test_counts_with_one_history_share_one_line_of_it():
+    """Two counts accepted by three releases and refused by the two after: one
+    line naming both and each side once, not a line per pair of releases."""
+    releases = [Version(v) for v in ("0.6.14", "0.6.15", "0.6.16.post3", "0.6.16.post4", "0.6.18", "0.6.18.post1")]
+    states = {"0.6.14": True, "0.6.15": True, "0.6.16.post3": True, "0.6.16.post4": True}
+
+    def pin(count: int) -> CountPin:
+        return CountPin(count, first_true(releases, lambda v: states.get(str(v), False), exhaustive=True))
+
+    advice = PinAdvice((120,), ("0.6.14", "0.6.18.post1"), None, rule_counts={12: pin(12), 24: pin(24)})
+    told = [line for line in advice.words() if "not monotonic" in line]
+    assert told == [
+        "SM120: history is not monotonic: n={12, 24} accepted in 0.6.14..0.6.16.post4 (4 releases seen), "
+        "then refused in 0.6.18, 0.6.18.post1"
+    ]
+    assert advice.to_dict()["non_monotonic"] == [told[0].removeprefix("SM120: history is not monotonic: ")]

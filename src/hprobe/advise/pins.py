@@ -113,13 +113,23 @@ class PinAdvice:
 
     @property
     def regressions(self) -> list[str]:
-        return sorted(
-            {
-                f"{p.count} accepted in {a}, refused in {b}"
-                for p in [*self.rule_counts.values(), *self.no_padding.values()]
-                for a, b in p.found.regressions
-            }
-        )
+        """Counts accepted by a release and refused by a later one, one line
+        per history: counts with the same releases on each side share it
+        (every pair of such releases, said one by one, ran to dozens of lines)."""
+        sides: dict[int, tuple[set[Version], set[Version]]] = {}
+        for p in [*self.rule_counts.values(), *self.no_padding.values()]:
+            accepted, refused = sides.setdefault(p.count, (set(), set()))
+            for a, b in p.found.regressions:
+                accepted.add(Version(str(a)))
+                refused.add(Version(str(b)))
+        histories: dict[tuple[tuple[Version, ...], tuple[Version, ...]], list[int]] = {}
+        for count, (accepted, refused) in sorted(sides.items()):
+            if accepted:
+                histories.setdefault((tuple(sorted(accepted)), tuple(sorted(refused))), []).append(count)
+        return [
+            f"{_counts_words(counts)} accepted in {_releases_words(accepted)}, then refused in {_releases_words(refused)}"
+            for (accepted, refused), counts in histories.items()
+        ]
 
     def new_pin(self) -> str | None:
         """The current pin with its lower bound raised to `needs`; None when it
@@ -263,3 +273,14 @@ def advise(
         specifier = SpecifierSet(current_pin)
         advice.admitted_below = [str(v) for v in versions if v < needs and specifier.contains(v)]
     return advice
+
+
+def _counts_words(counts: list[int]) -> str:
+    return str(counts[0]) if len(counts) == 1 else f"n={compact_set(counts)}"
+
+
+def _releases_words(releases: tuple[Version, ...]) -> str:
+    """A few releases by name; more as their span and how many were seen in it."""
+    if len(releases) <= 3:
+        return ", ".join(map(str, releases))
+    return f"{releases[0]}..{releases[-1]} ({len(releases)} releases seen)"
