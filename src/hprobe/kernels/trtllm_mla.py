@@ -44,7 +44,7 @@ class TrtllmMLAProbe(KernelProbe):
         Axis(
             "backend",
             "auto",
-            ("auto", "trtllm-gen", "cute-dsl", "xqa", "sparse"),
+            ("auto", "trtllm-gen", "cute-dsl", "xqa", "sparse", "cake"),
             sweep=True,
             help="flashinfer backend",
         ),
