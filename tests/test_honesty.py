@@ -197,5 +197,5 @@ def test_probing_in_two_processes_gives_the_same_results(cli_json, monkeypatch):
     monkeypatch.setenv("HPROBE_WORKERS", "2")
     _, two, _ = cli_json(*args)
     assert probed_once and len(calls) == 2 * probed_once, "the second run did not probe"
-    assert len(one["results"]) == 12
+    assert len(one["results"]) == 14
     assert one["results"] == two["results"]
