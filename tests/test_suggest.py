@@ -349,7 +349,7 @@ def test_suggest_on_vllm_026_proposes_the_smaller_counts_with_the_saving(cli_jso
 
 
 @pytest.mark.slow
-def test_a_pin_the_index_does_not_serve_is_judged_on_none_with_the_nearest(cli_json):
+def test_a_pin_the_index_does_not_serve_is_judged_on_none_with_the_nearest(cli, cli_json):
     """vLLM 0.34.0 pins flashinfer-python==0.7.3, which the index does not
     serve: the whole report, every count inconclusive, the note naming pip's
     reason and the nearest published releases, exit 3 (never 2: the input is
@@ -368,6 +368,13 @@ def test_a_pin_the_index_does_not_serve_is_judged_on_none_with_the_nearest(cli_j
     [note] = [n for n in doc["notes"] if "the pin ==0.7.3, cannot be fetched" in n]
     assert "No matching distribution found for flashinfer-python==0.7.3" in note, note
     assert "nearest published: 0.7.2.post1, 0.7.4" in note and note.endswith("judged on no release"), note
+    assert doc["releases"] == []
+    # The headers name no release: none answered (the installed one was not asked).
+    table = str(ROOT / "matrices" / "vllm-dsv4-flashinfer-pre-48047.toml")
+    _, text, _ = cli("check", "--table", table, "--pin", "==0.7.3", "--sm", "100")
+    assert "hprobe check  flashinfer none judged  targets: SM100" in text
+    _, markdown, _ = cli("check", "--table", table, "--pin", "==0.7.3", "--sm", "100", "--format", "markdown")
+    assert "## hprobe check — flashinfer none judged" in markdown
 
 
 @pytest.mark.pure  # the fast tier: no torch, flashinfer or subprocess

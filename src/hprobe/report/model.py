@@ -128,6 +128,13 @@ class CheckReport:
     flashinfer: FlashinferInfo = field(default_factory=lambda: FlashinferInfo("unknown", "not probed"))
 
     @property
+    def releases_judged(self) -> str:
+        """The releases the findings rest on, for a header; "none judged" where
+        none could be had (a pin the index does not serve), never the number
+        of a release that answered nothing."""
+        return ", ".join(dict.fromkeys(r.info.version for r in self.releases)) or "none judged"
+
+    @property
     def unresolved_paths(self) -> list[CallPathRecord]:
         """Calls whose head count hprobe could not judge, each with its file:line and why."""
         return [p for p in self.call_paths if not p.judged]

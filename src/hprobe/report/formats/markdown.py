@@ -34,8 +34,7 @@ class MarkdownFormatter(Formatter):
         said = [f"{v.mark} {gate.said(v)}" for v in gate.counts] or ["nothing checked"]
         said += [phrase for phrase, _ in gate.beside()]
         summary = ", ".join(said)
-        releases = ", ".join(r.info.version for r in report.releases) or report.flashinfer.version
-        self._w(f"## hprobe check — flashinfer {cell(releases)}")
+        self._w(f"## hprobe check — flashinfer {cell(report.releases_judged)}")
         self._w()
         self._w(
             f"**{summary}** → exit {report.exit_code}{' (`--strict`)' if report.strict else ''}; SMs {', '.join(str(s) for s in report.targets.sms)}"
@@ -147,8 +146,7 @@ class MarkdownFormatter(Formatter):
 
     def suggest(self, result: SuggestReport) -> None:
         report, suggestions, patch = result.check, result.suggestions, result.patch
-        releases = ", ".join(r.info.version for r in report.releases) or report.flashinfer.version
-        self._w(f"## hprobe suggest — flashinfer {cell(releases)}")
+        self._w(f"## hprobe suggest — flashinfer {cell(report.releases_judged)}")
         self._w()
         for s in suggestions:
             self._w(
@@ -161,7 +159,7 @@ class MarkdownFormatter(Formatter):
         self._w()
         if any(f.verdict is not Verdict.OK for f in report.findings):
             # The evidence the suggestion rests on: the current rules on the releases judged.
-            self._w(f"### The current rules on flashinfer {cell(releases)}")
+            self._w(f"### The current rules on flashinfer {cell(report.releases_judged)}")
             self._w()
             self._problems(report)
         for note in report.notes:

@@ -198,9 +198,8 @@ class TextFormatter(Formatter):
         SCREEN_LINES lines when nothing wraps): the summary, the rows that
         need action, each section capped with how many more `--details` shows."""
         out = _Counted(self.out)
-        fi = report.flashinfer
         sms = ", ".join(str(sm) for sm in report.targets.sms)
-        versions = ", ".join(dict.fromkeys(r.info.version for r in report.releases)) or fi.version
+        versions = report.releases_judged
         where = (
             "  " + ", ".join(f"{r.info.version}: {r.info.location}" for r in report.releases) if self.details else ""
         )
@@ -580,8 +579,7 @@ class TextFormatter(Formatter):
     def suggest(self, result: SuggestReport) -> None:
         report, suggestions, patch = result.check, result.suggestions, result.patch
         out = self.out
-        releases = ", ".join(r.info.version for r in report.releases) or report.flashinfer.version
-        out.line(_bold("hprobe suggest"), f"  flashinfer {visible(releases)}")
+        out.line(_bold("hprobe suggest"), f"  flashinfer {visible(report.releases_judged)}")
         for s in suggestions:
             out.line()
             out.line(
