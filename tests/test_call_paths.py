@@ -208,3 +208,58 @@ def test_calls_through_an_alias_getattr_import_module_partial_or_a_table_are_fou
     kernels = {f["backend"].split(":")[0].rsplit(".", 1)[1]: f["kernel"] for f in doc["findings"]}
     assert kernels["through_partial"] == "trtllm-mla[backend=trtllm-gen]" and kernels["through_getattr"] == "trtllm-mla"
     assert {f["verdict"] for f in doc["findings"]} == {"assumed"} and code == 3, err
+
+
+def test_an_inline_padding_to_one_constant_is_rewritten_by_that_constant(cli, cli_json, tmp_path):
+    """The fixture's Attention.forward pads below `_PAD = 64` to 64 (DSpark's
+    `_PAD_NUM_HEADS` in SGLang). On a release that takes every DSv4-Pro count as
+    it is, the patch is that one literal (0: no count is below it), checked by
+    reading the tree again before it is written; `check` on the patched tree
+    then finds the inline path padding nothing."""
+    import shutil
+    import subprocess
+
+    tree = tmp_path / "engine"
+    shutil.copytree(ENGINE, tree)
+    diff = tmp_path / "fix.diff"
+    code, out, err = cli("suggest", "--repo", str(tree), "--mapping", str(MAPPING), "--sm", "100", "--diff", str(diff))
+    assert code in (0, 1, 3) and diff.exists(), err
+    text = diff.read_text()
+    assert "-_PAD = 64\n+_PAD = 0\n" in text and text.count("+++ b/engine/models/v4.py") == 1
+    said = " ".join(out.split())
+    assert "engine/models/v4.py:3: _PAD → 0: no count is below it, so none is padded (no padding, as suggested)" in said
+    subprocess.run(["git", "apply", str(diff)], cwd=tree, check=True)
+    _, doc, _ = cli_json("check", "--repo", str(tree), "--mapping", str(MAPPING), "--sm", "100")
+    inline = [f for f in doc["findings"] if f["backend"].startswith("Attention.forward (inline)")]
+    assert {(f["n"], f["padded"], f["verdict"]) for f in inline} == {(128, 128, "ok"), (32, 32, "ok"), (8, 8, "ok")}
+
+
+def test_an_inline_padding_constant_read_elsewhere_is_not_rewritten(tmp_path):
+    """A constant another function also reads: a new value would change code
+    no one judged, so the inline padding is the reader's to change."""
+    from hprobe.rules.repo.inline import find_inline, floor_constant
+    from hprobe.rules.repo.mapping import InlineRule
+
+    models = tmp_path / "engine" / "models"
+    models.mkdir(parents=True)
+    (tmp_path / "engine" / "__init__.py").write_text("")
+    (models / "__init__.py").write_text("")
+    (models / "v4.py").write_text(
+        "_PAD = 64\n\n\nclass Attention:\n    def forward(self, x):\n        q_padded = None\n"
+        "        if self.n_local_heads < _PAD:\n            q_padded = x.new_empty(x.shape[0], _PAD, 512)\n"
+        "        return q_padded\n\n\ndef workspace():\n    return _PAD * 4\n"
+    )
+    index = RepoIndex.build(tmp_path)
+    rule = InlineRule("Attention.forward", "q_padded", 1)
+    site = find_inline(index, rule)
+    assert not isinstance(site, str)
+    assert (
+        floor_constant(index, site, rule)
+        == "_PAD (engine/models/v4.py:1) is read elsewhere too (engine/models/v4.py:13)"
+    )
+    (models / "v4.py").write_text((models / "v4.py").read_text().replace("return _PAD * 4", "return 256"))
+    index = RepoIndex.build(tmp_path)
+    site = find_inline(index, rule)
+    assert not isinstance(site, str)
+    found = floor_constant(index, site, rule)
+    assert not isinstance(found, str) and (found.name, found.literal.value, found.literal.lineno) == ("_PAD", 64, 1)

@@ -164,15 +164,18 @@ def extract(
     excludes: tuple[str, ...] = (),
     flashinfer: FlashinferSource | None = None,
     overrides: dict[str, str] | None = None,
+    index: RepoIndex | None = None,
 ) -> RepoTables:
     """Find the padding classes under `root`, evaluate their rules, build a table.
     `flashinfer`: the release judged, for rules that read its tables;
-    `overrides`: --set values for the consumer's settings."""
+    `overrides`: --set values for the consumer's settings; `index`: the tree
+    as already read (a patch checked before it is written), else read here."""
     if not root.exists():
         raise InputError(f"--repo {root}: no such file or directory")
     if not root.is_dir() and not (regular_file(root) and root.suffix == ".py"):
         raise InputError(f"--repo {root}: neither a directory nor a .py file")
-    index = RepoIndex.build(root, DEFAULT_EXCLUDES + tuple(excludes))
+    if index is None:
+        index = RepoIndex.build(root, DEFAULT_EXCLUDES + tuple(excludes))
     notes: list[str] = []
     found: list[PaddingClass] = []
     settings = load_settings(index, mapping.settings, overrides or {}) if mapping.bound else None

@@ -24,7 +24,7 @@ from typing import Any
 
 from hprobe.rules.repo.evaluate import Binding, NotEvaluable, Raises, evaluate_expression
 from hprobe.rules.repo.mapping import InlineRule
-from hprobe.rules.repo.scan import ClassInfo, FunctionInfo, RepoIndex
+from hprobe.rules.repo.scan import ClassInfo, FunctionInfo, ModuleInfo, RepoIndex
 
 Path_ = tuple[tuple[ast.If, bool], ...]  # the `if` tests on the way to a statement, and the branch taken
 
@@ -218,3 +218,60 @@ def _reads_are_stable(
                 f"{sorted(names & set(node.names))[0]} is declared {type(node).__name__.lower()} in {function.name}()",
             )
     return None
+
+
+@dataclass(frozen=True)
+class FloorConstant:
+    """The module constant an inline padding pads up to, where it is that
+    constant alone (DSpark's `_PAD_NUM_HEADS = 64`): one edit of its literal
+    changes the padding and nothing else."""
+
+    name: str
+    module: ModuleInfo
+    literal: ast.Constant  # the int the constant is bound to
+
+
+def floor_constant(index: RepoIndex, site: InlineSite, rule: InlineRule) -> FloorConstant | str:
+    """The one module-level int constant the count an inline padding assigns
+    is (`x.new_empty(T, _PAD, D)` at its size argument), where nothing else in
+    the tree reads that constant; or why the padding is not that constant.
+    Whether a new value pads as wanted is for the caller to read again."""
+    function = site.function
+    assignments = _assignments(function.node, rule.variable)
+    if isinstance(assignments, NotEvaluable) or not assignments:
+        return f"{function.qualname} does not assign {rule.variable} in a way hprobe reads"
+    constants: dict[str, tuple[ModuleInfo, ast.Constant]] = {}
+    for stmt, _ in assignments:
+        value = stmt.value
+        if rule.size_arg is not None and isinstance(value, ast.Call) and rule.size_arg < len(value.args):
+            value = value.args[rule.size_arg]
+        if value is None or (isinstance(value, ast.Constant) and value.value is None):
+            continue  # `q_padded = None`: no padding on this way
+        if not isinstance(value, ast.Name):
+            return f"{function.qualname} pads to {ast.unparse(value)[:40]}, not to a constant"
+        hit = index.lookup(function.module, value.id)
+        bound = hit[1] if hit is not None and hit[0] == "constant" else None
+        if not (isinstance(bound, ast.Constant) and isinstance(bound.value, int) and not isinstance(bound.value, bool)):
+            return f"{value.id} is not a module constant bound to an int"
+        assert hit is not None
+        constants[value.id] = (hit[2], bound)
+    if len(constants) != 1:
+        return f"{function.qualname} pads to {len(constants)} constants, not one"
+    ((name, (module, literal)),) = constants.items()
+    if module.path != function.module.path:
+        return f"{name} is defined in {module.path}, not beside {function.qualname}"
+    # Read anywhere else (another method, another module), a new value would change code no one judged.
+    inside = range(function.node.lineno, (function.node.end_lineno or function.node.lineno) + 1)
+    outside = [
+        node.lineno
+        for node in ast.walk(module.tree)
+        if isinstance(node, ast.Name)
+        and node.id == name
+        and isinstance(node.ctx, ast.Load)
+        and node.lineno not in inside
+    ]
+    elsewhere = [m.path for m in index.modules_mentioning({name}) if m.path != module.path]
+    if outside or elsewhere:
+        where = f"{module.path}:{outside[0]}" if outside else elsewhere[0]
+        return f"{name} ({module.path}:{literal.lineno}) is read elsewhere too ({where})"
+    return FloorConstant(name, module, literal)

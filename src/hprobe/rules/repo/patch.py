@@ -32,7 +32,9 @@ from packaging.version import Version
 from hprobe.model.errors import InputError
 from hprobe.model.padding import MAX_HEADS, NoPadding, PaddingRule, PadTo
 from hprobe.rules.repo.evaluate import NotEvaluable
-from hprobe.rules.repo.extract import PaddingClass, RepoTables, evaluate_class
+from hprobe.rules.repo.extract import PaddingClass, RepoTables, evaluate_class, extract
+from hprobe.rules.repo.inline import find_inline, floor_constant
+from hprobe.rules.repo.mapping import HEADS_INLINE
 from hprobe.rules.repo.pin import NotRewritable, RepoPin, companion_pins, find_pins, rewrite
 from hprobe.rules.repo.scan import ClassInfo, FunctionInfo, ModuleInfo, RepoIndex
 from hprobe.rules.repo.source import PythonSource, Span
@@ -145,6 +147,17 @@ def _source_edits(
     for qualname, adoption in adopted.items():
         rule = adoption.rule
         item = next((c for c in repo.classes if c.cls.qualname == qualname), None)
+        floor = _inline_floor(repo, index, qualname, adopted) if item is None and adoption.changes else None
+        if isinstance(floor, tuple):
+            written, value = floor
+            if written in edits and edits[written][0] != value:
+                patch.not_rewritten.append(
+                    f"{qualname}: {written.path}:{written.line} is asked for two different rules"
+                )
+                continue
+            settled.add(qualname)
+            edits[written] = (value, edits.get(written, ("", frozenset()))[1] | {qualname})
+            continue
         if item is None or item.bound:
             # Code hprobe does not rewrite. Its pin still moves with the plan: a
             # rule kept as it is needs the release it is safe from, and where the
@@ -154,9 +167,12 @@ def _source_edits(
             if adoption.changes:
                 kept = adoption.current_safe_from
                 also = f"; as it is, it holds from flashinfer {kept}, and the pin moves with it" if kept else ""
-                patch.not_rewritten.append(
-                    f"{qualname}: {_by_hand(qualname, item, adoption)}; change it by hand to {rule.describe()}{also}"
+                why = (
+                    f"padding written at the call itself: {floor}"
+                    if isinstance(floor, str)
+                    else _by_hand(qualname, item, adoption)
                 )
+                patch.not_rewritten.append(f"{qualname}: {why}; change it by hand to {rule.describe()}{also}")
                 if kept is None:
                     continue
                 adopted[qualname] = replace(adoption, rule=adoption.current or rule, needs=kept, changes=False)
@@ -194,6 +210,92 @@ def _source_edits(
         settled.add(qualname)
         edits[site] = (text, edits.get(site, ("", frozenset()))[1] | {qualname})
     return edits, settled
+
+
+def _inline_floor(
+    repo: RepoTables, index: RepoIndex, qualname: str, adopted: dict[str, Adoption]
+) -> tuple[Site, str] | str | None:
+    """An inline padding that is "every count below one constant padded to
+    it" rewritten by that constant's literal: the smallest value for which the
+    tree, read again with it, pads each count judged as the adopted rule does
+    and every other path of that code as before. None: not an inline
+    padding; a string: why it is not rewritten."""
+    mapping = repo.mapping
+    inline = next(
+        (
+            m.inline
+            for m in (mapping.calls if mapping is not None else [])
+            if m.heads == HEADS_INLINE
+            and m.inline is not None
+            and qualname.startswith(f"{m.inline.function} (inline) -> ")
+        ),
+        None,
+    )
+    if inline is None or mapping is None:
+        return None
+    adoption = adopted[qualname]
+    found = find_inline(index, inline)
+    if isinstance(found, str):
+        return found
+    floor = floor_constant(index, found, inline)
+    if isinstance(floor, str):
+        return floor
+    current = adoption.current
+    want = {
+        n: adoption.rule.pad(n) for n in range(1, MAX_HEADS + 1) if current is not None and current.pad(n) is not None
+    }
+    value = next(
+        (
+            c
+            for c in sorted({0, *[v for v in want.values() if v is not None]})
+            if all((c if n < c else n) == v for n, v in want.items())
+        ),
+        None,
+    )
+    if value is None or not want:
+        return f"{adoption.rule.describe()} is not every count below one number padded to it"
+    literal = floor.literal
+    end = (literal.end_lineno or literal.lineno, literal.end_col_offset or literal.col_offset)
+    site = Site(
+        floor.module.path, Span(literal.lineno, literal.col_offset, *end), "floor", floor.name, frozenset({value})
+    )
+    # Read again with the new value: the count each judged path hands on is
+    # the adopted one, and every other path of the code pads as it did.
+    root = Path(repo.root) if Path(repo.root).is_dir() else Path(repo.root).parent
+    name = index.module_name_of(site.path)
+    try:
+        source = PythonSource.read(root / site.path, site.path)
+        patched = source.replaced([(site.span, str(value))]).text
+        again = extract(
+            Path(repo.root),
+            mapping,
+            repo.excludes,
+            None,
+            repo.overrides,
+            index=index.with_texts({name: patched}) if name else None,
+        )
+    except (InputError, ValueError, SyntaxError) as exc:
+        return f"the tree could not be read again with {floor.name} = {value} ({getattr(exc, 'message', None) or exc})"
+    prefix = f"{inline.function} (inline) -> "
+    before = {(b.name, b.sms, b.models): b.rule for b in repo.table.backends if b.name.startswith(prefix)}
+    after = {(b.name, b.sms, b.models): b.rule for b in again.table.backends if b.name.startswith(prefix)}
+    for key, rule in after.items():
+        path = key[0]
+        counts = [n for n in range(1, MAX_HEADS + 1) if rule.pad(n) is not None]
+        if path in adopted:  # judged in this run: it must get its own adopted rule, on the counts judged
+            judged = adopted[path].current
+            expected = adopted[path].rule.pad
+            counts = [n for n in counts if judged is None or judged.pad(n) is not None]
+        else:  # not judged: it must pad as it did
+            expected = before.get(key, rule).pad
+        if any(rule.pad(n) != expected(n) for n in counts):
+            sms = "/".join(f"SM{sm}" for sm in key[1])
+            return (
+                f"{floor.name} also pads {path} on {sms}, whose padding this patch does not change"
+                if path not in adopted
+                else f"{floor.name} = {value} pads {path} otherwise than its own suggestion"
+            )
+    return site, str(value)
 
 
 def _by_hand(qualname: str, item: object | None, adoption: Adoption) -> str:
@@ -247,10 +349,15 @@ def _apply_source(
         if name is not None:
             texts[name] = new.text
         out[rel] = (source.raw, new.raw)
-        for site, _, owners in items:
-            patch.changed.append(
-                f"{site.path}:{site.line}: {site.name} ({site.kind}) → {adopted[min(owners)].rule.describe()}"
-            )
+        for site, text, owners in items:
+            rule = adopted[min(owners)].rule.describe()
+            if site.kind != "floor":
+                said = f"{site.name} ({site.kind}) → {rule}"
+            elif text == "0":
+                said = f"{site.name} → 0: no count is below it, so none is padded ({rule}, as suggested)"
+            else:
+                said = f"{site.name} → {text}: counts below {text} padded to {text}, as {rule} pads the counts judged"
+            patch.changed.append(f"{site.path}:{site.line}: {said}")
     if texts:
         again = index.with_texts(texts)
         edited = {q for _, (_, owners) in edits.items() for q in owners}
@@ -458,8 +565,12 @@ def _replacement(site: Site, rule: PaddingRule) -> str | None:
 
 def _rendered(source: PythonSource, site: Site, replacement: str) -> str:
     """The text that replaces `site`: a constant keeps its brackets, a threshold
-    names the rule's own parameter."""
+    names the rule's own parameter, a floor is the new int."""
     original = source.segment(site.span)
+    if site.kind == "floor":
+        if not original.isdigit():
+            raise ValueError(f"{site.path}:{site.line}: {original[:40]!r} is not the literal that was read")
+        return replacement
     if site.kind == "constant":
         opener, closer = original[:1], original[-1:]
         if opener not in ("(", "[", "{") or closer not in (")", "]", "}"):
