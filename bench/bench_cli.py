@@ -4,7 +4,8 @@ Runs every command in a fresh process, interleaved round by round so that
 machine noise hits all of them alike, and prints medians and ratios measured
 side by side in this one run.
 
-    .venv/bin/python bench/bench_cli.py [--rounds 5] [--releases] [--report] [--suggest] [--page-sizes] [--engines] [--ci-step] [--cold]
+    .venv/bin/python bench/bench_cli.py [--rounds 5] [--releases] [--report] [--suggest]
+        [--page-sizes] [--engines] [--ci-step] [--cold]
 """
 
 from __future__ import annotations
@@ -265,7 +266,8 @@ def cold_bench() -> None:
         for kind, mib in sorted(downloaded.items()):
             print(f"{kind:<34} {mib:>8.1f} MiB")
         print(
-            f"{'beyond the release wheels':<34} {beyond:>8.1f} MiB (goal <= 30 MB){figure('network beyond wheels MiB', beyond, ' MiB')}"
+            f"{'beyond the release wheels':<34} {beyond:>8.1f} MiB (goal <= 30 "
+            f"MB){figure('network beyond wheels MiB', beyond, ' MiB')}"
         )
         check = cold("check", HPROBE + ["check", "--repo", str(vllm)])
         check_added = ADDED_MIB[0]
@@ -302,8 +304,8 @@ def cold_bench() -> None:
             for compiled in list(tree.rglob("__pycache__")):
                 shutil.rmtree(compiled)
             code = (
-                f"import sys; sys.dont_write_bytecode = True; from pathlib import Path; from hprobe.support.slim import watch; watch(Path({str(tree)!r})); sys.path.insert(0, {str(tree)!r})\n"
-                + BARE_IMPORT
+                "import sys; sys.dont_write_bytecode = True; from pathlib import Path; from hprobe.support.slim "
+                f"import watch; watch(Path({str(tree)!r})); sys.path.insert(0, {str(tree)!r})\n" + BARE_IMPORT
             )
             imports += run_once([PYTHON, "-c", code])[0]
         cores = len(os.sched_getaffinity(0))
@@ -365,7 +367,10 @@ def main() -> None:
     parser.add_argument(
         "--page-sizes",
         action="store_true",
-        help="also write the report for every release from 0.5.0 (one kernel x 2 SMs; every variant x 5 SMs) and print its size",
+        help=(
+            "also write the report for every release from 0.5.0 (one kernel x 2 SMs; every variant x 5 SMs) and print "
+            "its size"
+        ),
     )
     parser.add_argument(
         "--engines",
@@ -380,7 +385,10 @@ def main() -> None:
     parser.add_argument(
         "--cold",
         action="store_true",
-        help="also time cold suggest --diff against cold check (vLLM 0.25.0), and a cold report over 0.6.12..0.7.4 against the releases' imports",
+        help=(
+            "also time cold suggest --diff against cold check (vLLM 0.25.0), and a cold report over 0.6.12..0.7.4 "
+            "against the releases' imports"
+        ),
     )
     args = parser.parse_args()
     try:

@@ -90,7 +90,8 @@ def main() -> None:
         cells = sum(len(r["heads"]) for r in slim_doc["results"])
         same = full_doc == slim_doc
         print(
-            f"{args.releases} x SM{SMS} x h_q 1..256, every default probe: {len(slim_doc['results'])} results, {cells:,} answers"
+            f"{args.releases} x SM{SMS} x h_q 1..256, every default probe: {len(slim_doc['results'])} results, "
+            f"{cells:,} answers"
         )
         print(f"answers: {'the same' if same else 'DIFFERENT'} on slim and full trees")
         print(f"{'wall, cold (fetch, unpack, probe)':<36} full {full_wall:7.1f} s   slim {slim_wall:7.1f} s")

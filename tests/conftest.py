@@ -105,7 +105,8 @@ def cli_json(cli):
         except ValueError:
             # What hprobe said instead of a document: the failure names it.
             pytest.fail(
-                f"hprobe {' '.join(args)} --json printed no JSON document (exit {code}); stderr: {err!r}; stdout: {out[:2000]!r}"
+                f"hprobe {' '.join(args)} --json printed no JSON document (exit {code}); stderr: {err!r}; stdout: "
+                f"{out[:2000]!r}"
             )
         return code, doc, err
 

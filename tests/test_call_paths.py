@@ -227,7 +227,8 @@ def test_an_inline_padding_to_one_constant_is_rewritten_by_that_constant(cli, cl
     text = diff.read_text()
     assert "-_PAD = 64\n+_PAD = 0\n" in text and text.count("+++ b/engine/models/v4.py") == 1
     said = " ".join(out.split())
-    assert "engine/models/v4.py:3: _PAD → 0: no count is below it, so none is padded (no padding, as suggested)" in said
+    changed = "engine/models/v4.py:3: _PAD → 0: no count is below it, so none is padded (no padding, as suggested)"
+    assert changed in said
     subprocess.run(["git", "apply", str(diff)], cwd=tree, check=True)
     _, doc, _ = cli_json("check", "--repo", str(tree), "--mapping", str(MAPPING), "--sm", "100")
     inline = [f for f in doc["findings"] if f["backend"].startswith("Attention.forward (inline)")]

@@ -186,7 +186,8 @@ def test_an_axis_no_selected_kernel_has_is_an_input_error(cli):
     code, out, err = cli("matrix", "-k", "xqa-mla", "--topk", "256")
     assert code == 2 and out == ""
     assert err.strip().splitlines() == [
-        "hprobe: error: --topk: none of the kernels probed has this axis (kernels with it: sm120-sparse-mla, sm120-sparse-mla-wrapper, trtllm-mla, trtllm-mla-prefill)"
+        "hprobe: error: --topk: none of the kernels probed has this axis (kernels with it: sm120-sparse-mla, "
+        "sm120-sparse-mla-wrapper, trtllm-mla, trtllm-mla-prefill)"
     ]
     code, _, err = cli("matrix", "-k", "batch-mla", "--backend", "no-such")
     assert code == 2 and "backend 'no-such': expected one of auto, fa2, fa3, cutlass" in err

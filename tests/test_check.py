@@ -84,7 +84,8 @@ def test_text_report_names_verdicts_and_exit(cli):
     code, out, _ = cli("check", "--sm", "100", "--table", str(PRE_48047), "--details")
     assert code == 0
     # No pin: what 0.6.14 accepts, never called removable.
-    assert "reducible" in out and "8 accepted: 8.00× waste, accepted unpadded on flashinfer 0.6.14 only (no pin)" in out
+    assert "reducible" in out
+    assert "8 accepted: 8.00× waste, accepted unpadded on flashinfer 0.6.14 only (no pin)" in out
     assert "removable" not in out
     assert (
         out.rstrip().endswith("→ exit 0")
@@ -193,8 +194,8 @@ def test_check_opens_with_one_line_of_advice_per_backend(cli, cli_json):
     code, out, _ = cli("check", "--table", str(PRE_48047), "--sm", "100,103")
     summary = out.split("\nsummary\n", 1)[1].split("\n\n", 1)[0]
     assert (
-        "DeepseekV4FlashInferMLAAttention SM100/SM103: 3 ok, 7 reducible → for n={4, 8, 16, 32}, pad to {8, 16, 32} instead of {64}"
-        in summary
+        "DeepseekV4FlashInferMLAAttention SM100/SM103: 3 ok, 7 reducible → for n={4, 8, 16, 32}, pad to {8, 16, 32} "
+        "instead of {64}" in summary
     )
     assert "no pin: add requires_flashinfer" in summary
 

@@ -23,7 +23,10 @@ from .later_tables import ADDED_0_6_18, header_of
 pytestmark = pytest.mark.slow
 B200 = Device(sm=100, multiprocessor_count=148, max_shared_memory_per_block_optin=227 * 1024)
 BF16 = "DATA_TYPE_BF16"
-Q16_P64 = "fmhaSm100fKernel_QkvBfloat16OBfloat16HQk576HV512HVPerCta128PagedKvDenseP64MultiCtasKvVarSeqQ16Kv128StaticSwapsAbForGen"
+Q16_P64 = (
+    "fmhaSm100fKernel_QkvBfloat16OBfloat16HQk576HV512HVPerCta128"
+    "PagedKvDenseP64MultiCtasKvVarSeqQ16Kv128StaticSwapsAbForGen"
+)
 
 
 @pytest.fixture(scope="module")

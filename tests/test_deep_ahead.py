@@ -20,7 +20,8 @@ from hprobe.compiled.trtllm_gen.era_0_6_12 import Refusal
 from hprobe.support import deep_ahead, kernel_tables
 from hprobe.support.kernel_tables import package_of
 
-PACKAGE = Path(next(iter(importlib.util.find_spec("flashinfer").submodule_search_locations)))  # type: ignore[union-attr]
+_SPEC = importlib.util.find_spec("flashinfer")
+PACKAGE = Path(next(iter(_SPEC.submodule_search_locations)))  # type: ignore[union-attr]
 # A dense and a DSv4 variant, on an SM the runner takes and one it refuses.
 NEEDED = {"trtllm-mla[backend=trtllm-gen]": [100, 120], "dsv4-sparse-mla": [100]}
 HEADS = list(range(1, 257))

@@ -114,19 +114,27 @@ DECORATORS = {
 HOOKS = {
     "none": ("", ""),
     "metaclass-new": (
-        "class _Meta(type):\n    def __new__(mcls, name, bases, ns):\n        ns['LIMIT'] = 128\n        return super().__new__(mcls, name, bases, ns)\n",
+        "class _Meta(type):\n    def __new__(mcls, name, bases, ns):\n        ns['LIMIT'] = 128\n        return "
+        "super().__new__(mcls, name, bases, ns)\n",
         "metaclass=_Meta",
     ),
     "metaclass-getattribute": (
-        "class _Meta(type):\n    def __getattribute__(cls, name):\n        return 128 if name == 'LIMIT' else super().__getattribute__(name)\n",
+        "class _Meta(type):\n    def __getattribute__(cls, name):\n        return 128 if name == 'LIMIT' else "
+        "super().__getattribute__(name)\n",
         "metaclass=_Meta",
     ),
     "metaclass-plain": ("import abc\n", "metaclass=abc.ABCMeta"),
     "init-subclass": ("", "init_subclass"),
     "register": ("_SEEN = []\n", "register"),
 }
-_INIT_SUBCLASS = "    def __init_subclass__(cls, **kwargs):\n        super().__init_subclass__(**kwargs)\n        cls.LIMIT = 128\n\n"
-_REGISTER = "    def __init_subclass__(cls, **kwargs):\n        super().__init_subclass__(**kwargs)\n        _SEEN.append(cls.__name__)\n\n"
+_INIT_SUBCLASS = (
+    "    def __init_subclass__(cls, **kwargs):\n        super().__init_subclass__(**kwargs)\n        cls.LIMIT = "
+    "128\n\n"
+)
+_REGISTER = (
+    "    def __init_subclass__(cls, **kwargs):\n        super().__init_subclass__(**kwargs)\n        "
+    "_SEEN.append(cls.__name__)\n\n"
+)
 
 
 def _module(

@@ -159,9 +159,9 @@ def test_a_kernel_package_no_cubin_holds_is_said_as_before(tmp_path, monkeypatch
     monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path / "cache"))
     package = kernel_tables.Package("0" * 40 + "/fmha/trtllm-gen/", "0" * 64)
     why = kernel_tables._from_index(package, "0.6.13", lambda _m: None)
-    assert (
-        why
-        == "flashinfer_cubin-0.6.13-py3-none-any.whl holds no kernel package 0000000; flashinfer_cubin-0.6.13-py3-none-any.whl holds no kernel package 0000000"
+    assert why == (
+        "flashinfer_cubin-0.6.13-py3-none-any.whl holds no kernel package 0000000; "
+        "flashinfer_cubin-0.6.13-py3-none-any.whl holds no kernel package 0000000"
     )
 
 

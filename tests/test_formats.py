@@ -628,7 +628,8 @@ def test_a_requirement_no_answer_depended_on_asks_nothing_of_the_summary():
     )
     said = " ".join(_rendered("text", report, details=False).split())  # the note, wherever it wrapped
     assert (
-        f"flashinfer {VERSION} requires cuda-python>=12.0, nccl4py>=0.4.1, not installed here: 1 answer is inconclusive for it "
+        f"flashinfer {VERSION} requires cuda-python>=12.0, nccl4py>=0.4.1, not installed here: 1 answer is "
+        "inconclusive for it "
         "(`pip install 'cuda-python>=12.0' 'nccl4py>=0.4.1'` in a separate venv; --details for each)"
     ) in said
 

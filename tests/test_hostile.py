@@ -160,15 +160,21 @@ def _many_files(arena: Path) -> None:
 
 def _settings_repo(arena: Path) -> None:
     """A rule that pads to an integer setting, beside a float one."""
-    environ = "class EnvInt:\n    def __init__(self, default):\n        self.default = default\n\nclass EnvFloat(EnvInt):\n    pass\n\nclass Envs:\n    PAD = EnvInt(64)\n    SCALE = EnvFloat(1.0)\n\nenvs = Envs()\n"
-    rules = "from .environ import envs\n\nclass Rule:\n    def get_padded_num_q_heads(self):\n        return max(self.n_local, envs.PAD.get())\n"
+    environ = (
+        "class EnvInt:\n    def __init__(self, default):\n        self.default = default\n\nclass EnvFloat(EnvInt):\n  "
+        "  pass\n\nclass Envs:\n    PAD = EnvInt(64)\n    SCALE = EnvFloat(1.0)\n\nenvs = Envs()\n"
+    )
+    rules = (
+        "from .environ import envs\n\nclass Rule:\n    def get_padded_num_q_heads(self):\n        return "
+        "max(self.n_local, envs.PAD.get())\n"
+    )
     _write("srepo/__init__.py", PLANT)(arena)
     _write("srepo/environ.py", PLANT + environ)(arena)
     _write("srepo/rules.py", PLANT + rules)(arena)
     _write(
         "sm.toml",
-        '[mapping]\nmethod = "get_padded_num_q_heads"\n\n[instance]\nn_local = "n"\n\n[settings]\nmodule = "environ"\nobject = "envs"\naccessor = "get"\n'
-        + MAPPING,
+        '[mapping]\nmethod = "get_padded_num_q_heads"\n\n[instance]\nn_local = "n"\n\n[settings]\nmodule = '
+        '"environ"\nobject = "envs"\naccessor = "get"\n' + MAPPING,
     )(arena)
 
 
@@ -527,7 +533,8 @@ CASES: list[Case] = [
         "repo-no-rule",
         ["table", "extract", "--repo", "{A}/repo", "-o", "{A}/t.toml"],
         3,
-        "no class defines or inherits `get_padded_num_q_heads` (vllm.toml), `_kernel_num_heads` (sglang.toml, sglang-0.5.18.toml) and nothing calls a FlashInfer entry hprobe probes (2 Python files read); give --mapping",
+        "no class defines or inherits `get_padded_num_q_heads` (vllm.toml), `_kernel_num_heads` (sglang.toml, "
+        "sglang-0.5.18.toml) and nothing calls a FlashInfer entry hprobe probes (2 Python files read); give --mapping",
         NO_RULE,
     ),
     Case("repo-no-rule-check", ["check", "--repo", "{A}/repo"], 3, "no class defines or inherits", NO_RULE),
@@ -1297,7 +1304,9 @@ def _fake_release(arena: Path) -> Path:
         "fake.whl",
         {
             "flashinfer/__init__.py": init,
-            "flashinfer_python-0.0.1.dist-info/METADATA": b"Metadata-Version: 2.1\nName: flashinfer-python\nVersion: 0.0.1\n",
+            "flashinfer_python-0.0.1.dist-info/METADATA": (
+                b"Metadata-Version: 2.1\nName: flashinfer-python\nVersion: 0.0.1\n"
+            ),
             "flashinfer_python-0.0.1.dist-info/RECORD": record.encode(),
         },
     )(arena)
@@ -1444,7 +1453,8 @@ def test_a_damaged_cached_wheel_is_fetched_again(tmp_path):
 HOSTILE = (
     "\n::error::injected%0A::warning::pct\r\n  ::stop-commands::tok\r::notice::cr ##[error]v1 "
     "[/] [bold red]mk[/] [link=https://e.x]l[/link] \x1b[31mred\x1b]8;;http://e.x\x07 "
-    "\x00\x07\x0b\x0c\x7f\x85\x9b\u2028\u202e\ufffe `tick`` a|b <script>alert(1)</script> &amp; *em* _u_ ~~s~~ \U0001f600 end\\"
+    "\x00\x07\x0b\x0c\x7f\x85\x9b\u2028\u202e\ufffe `tick`` a|b <script>alert(1)</script> &amp; *em* _u_ ~~s~~ "
+    "\U0001f600 end\\"
 )
 VISIBLE = "\\x1b[31mred"  # how the text formats show the corpus's ESC sequence
 # What hprobe's own annotations look like; any other line a runner would read as a command is an injection.
@@ -1485,9 +1495,9 @@ def _hostile_repo(arena: Path) -> None:
         + "class EnvStr:\n    def __init__(self, default):\n        self.default = default\n\n"
         + f"class Envs:\n    MODE = EnvStr({HOSTILE!r})\n\nenvs = Envs()\n"
     )
-    rules = (
-        PLANT
-        + "from .environ import envs\n\nclass Rule:\n    def get_padded_num_q_heads(self):\n        if envs.MODE.get() == 'unpadded':\n            return self.n_local\n        return max(self.n_local, 64)\n"
+    rules = PLANT + (
+        "from .environ import envs\n\nclass Rule:\n    def get_padded_num_q_heads(self):\n        if "
+        "envs.MODE.get() == 'unpadded':\n            return self.n_local\n        return max(self.n_local, 64)\n"
     )
     _write(f"{HOSTILE_DIR}/__init__.py", PLANT)(arena)
     _write(f"{HOSTILE_DIR}/environ.py", environ)(arena)

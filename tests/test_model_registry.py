@@ -82,7 +82,9 @@ def test_sglang_entry_classes_are_the_architectures_served(tmp_path):
     index = _tree(
         tmp_path,
         {
-            "sglang/srt/models/deepseek_v2.py": "class DeepseekV3ForCausalLM: ...\nEntryClass = [DeepseekV2ForCausalLM, DeepseekV3ForCausalLM]\n",
+            "sglang/srt/models/deepseek_v2.py": (
+                "class DeepseekV3ForCausalLM: ...\nEntryClass = [DeepseekV2ForCausalLM, DeepseekV3ForCausalLM]\n"
+            ),
             "sglang/srt/models/kimi_k3.py": "EntryClass = KimiK3ForConditionalGeneration\n",
             "sglang/srt/models/other.py": "EntryClass = [OtherForCausalLM]\n",
         },

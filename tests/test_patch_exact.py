@@ -97,7 +97,10 @@ def test_a_constant_is_rewritten_in_place_whatever_the_file_holds(tmp_path, case
 
 
 def test_a_threshold_with_a_non_ascii_parameter_name_is_rewritten_and_still_compiles(tmp_path):
-    text = "# é\nclass Attn:\n    @classmethod\n    def get_padded_num_q_heads(cls, köpfe):\n        x = 'ü'; return 64 if köpfe <= 64 else 128\n"
+    text = (
+        "# é\nclass Attn:\n    @classmethod\n    def get_padded_num_q_heads(cls, köpfe):\n        x = 'ü'; return 64 "
+        "if köpfe <= 64 else 128\n"
+    )
     root = _tree(tmp_path, text.encode("utf-8"))
     _apply(root, _patch(tmp_path, root).diff)
     after = (root / "engine" / "attention.py").read_text(encoding="utf-8")
@@ -137,7 +140,10 @@ def _with_requirements(tmp_path: Path, files: dict[str, str], pin: str | None = 
 
 
 def test_the_requirement_read_is_the_one_raised_not_a_comment_above_it(tmp_path):
-    cuda = "# flashinfer-python>=0.6.0 was the floor once\n-r common.txt\ntorch==2.13.0\nflashinfer-python==0.6.13  # keep in step\nflashinfer-cubin==0.6.13\n"
+    cuda = (
+        "# flashinfer-python>=0.6.0 was the floor once\n-r common.txt\ntorch==2.13.0\nflashinfer-python==0.6.13  # "
+        "keep in step\nflashinfer-cubin==0.6.13\n"
+    )
     root = _with_requirements(tmp_path, {"requirements/cuda.txt": cuda, "requirements/common.txt": "numpy\n"})
     patch = _patch(tmp_path, root, needs="0.6.14")
     _apply(root, patch.diff)
@@ -206,7 +212,10 @@ def test_heads_on_a_table_whose_pad_map_does_not_cover_them_is_one_input_error(c
 
 
 def test_several_requirements_in_one_file_are_each_raised_in_place(tmp_path):
-    text = 'flashinfer-python>=0.6.9; platform_machine == "x86_64"\nflashinfer-python>=0.6.9; platform_machine == "aarch64"  # arm\n'
+    text = (
+        'flashinfer-python>=0.6.9; platform_machine == "x86_64"\nflashinfer-python>=0.6.9; platform_machine == '
+        '"aarch64"  # arm\n'
+    )
     root = _with_requirements(tmp_path, {"requirements.txt": text})
     _apply(root, _patch(tmp_path, root, needs="0.6.14").diff)
     assert (root / "requirements.txt").read_text() == text.replace(">=0.6.9", ">=0.6.14")
@@ -236,7 +245,8 @@ def test_a_requirement_included_with_r_or_c_is_read_and_raised(tmp_path):
         ("\ufeffflashinfer-python==\\\n0.6.13\n", "==0.6.13", 1),
         # Of two marker-guarded pins the one pip installs here is the pin.
         (
-            'flashinfer-python==0.6.12 ; sys_platform == "win32"\nflashinfer-python==0.6.13 ; sys_platform != "win32"\n',
+            'flashinfer-python==0.6.12 ; sys_platform == "win32"\nflashinfer-python==0.6.13 ; sys_platform != '
+            '"win32"\n',
             "==0.6.13",
             2,
         ),
@@ -265,9 +275,11 @@ def test_a_url_requirement_is_no_version_pin_and_an_unversioned_one_yields(tmp_p
     problems: list[str] = []
     assert find_pin(root, problems) is None
     assert problems == [
-        "flashinfer-python @ file:///wheels/flashinfer.whl: names a URL, not a version pin; not read as the flashinfer pin"
+        "flashinfer-python @ file:///wheels/flashinfer.whl: names a URL, not a version pin; not read as the flashinfer "
+        "pin"
     ]
-    # An unversioned requirement in pyproject says nothing of the release: the lock file's pin is taken, and both are said.
+    # An unversioned requirement in pyproject says nothing of the release: the
+    # lock file's pin is taken, and both are said.
     (root / "requirements.txt").unlink()
     (root / "pyproject.toml").write_text('[project]\nname = "x"\nversion = "1"\ndependencies = ["flashinfer-python"]\n')
     (root / "requirements.txt").write_text("flashinfer-python==0.6.13\n")

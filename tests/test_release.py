@@ -84,5 +84,6 @@ def test_a_tag_that_names_another_version_stops_before_anything_is_published(dis
     done = _check(dist, "v9.9.9")
     assert done.returncode == 1
     assert done.stderr.strip().endswith(
-        f"tag v9.9.9 does not name the version built ({__version__}): publish v{__version__}, or set the version in pyproject.toml"
+        f"tag v9.9.9 does not name the version built ({__version__}): publish v{__version__}, or set the version in "
+        "pyproject.toml"
     )

@@ -113,7 +113,8 @@ def _cells(svg: str) -> dict[str, dict[int, tuple[str, str]]]:
     by_y = {int(y) - (16 - 4): i for i, (y, _) in enumerate(versions)}  # the row's top, as the rects give it
     cells: dict[str, dict[int, tuple[str, str]]] = {v: {} for v in order}
     for y, span, rows, outcome, title in re.findall(
-        r'<rect x="\d+" y="(\d+)"[^>]*data-heads="([\d-]+)" data-rows="(\d+)" class="o-([a-z-]+)"><title>([^<]*)</title>',
+        r'<rect x="\d+" y="(\d+)"[^>]*data-heads="([\d-]+)" data-rows="(\d+)" '
+        r'class="o-([a-z-]+)"><title>([^<]*)</title>',
         svg,
     ):
         low, _, high = span.partition("-")
@@ -207,7 +208,8 @@ _MEASURE = """<script>window.addEventListener("load", () => {
   const accepted = [...document.querySelectorAll("rect.o-accepted")].map(r => r.getBoundingClientRect());
   const out = {scrollWidth: d.scrollWidth, clientWidth: d.clientWidth, accepted: accepted.length,
     narrowest: Math.min(...accepted.map(r => r.width)), right: Math.max(...accepted.map(r => r.right))};
-  const pre = document.createElement("pre"); pre.id = "measured"; pre.textContent = JSON.stringify(out); document.body.appendChild(pre);
+  const pre = document.createElement("pre"); pre.id = "measured";
+  pre.textContent = JSON.stringify(out); document.body.appendChild(pre);
 });</script>"""
 
 

@@ -95,7 +95,10 @@ def test_what_is_opened_is_the_wheels_own_bytes(tmp_path, monkeypatch):
     path = tree / member.filename
     assert path.stat().st_blocks == 0 and path.stat().st_mtime_ns == slim.PLACEHOLDER_MTIME_NS  # a placeholder
     # Opened in another process, as a probe worker would: the hook writes it first.
-    code = f"from pathlib import Path; from hprobe.support.slim import watch; watch(Path({str(tree)!r})); print(open({str(path)!r}, 'rb').read().hex())"
+    code = (
+        f"from pathlib import Path; from hprobe.support.slim import watch; watch(Path({str(tree)!r})); "
+        f"print(open({str(path)!r}, 'rb').read().hex())"
+    )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     ).stdout.strip()

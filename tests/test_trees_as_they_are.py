@@ -28,7 +28,8 @@ def test_pins_in_setup_cfg_poetry_and_pylock_are_read(tmp_path):
         "[metadata]\nname = x\n\n[options]\ninstall_requires =\n    numpy\n    flashinfer-python>=0.6.13\n"
     )
     (tmp_path / "pyproject.toml").write_text(
-        '[tool.poetry.dependencies]\npython = "^3.11"\nflashinfer-python = "^0.6.13"\n\n[tool.poetry.group.dev.dependencies]\nflashinfer-python = { version = "~0.7.2" }\n'
+        '[tool.poetry.dependencies]\npython = "^3.11"\nflashinfer-python = '
+        '"^0.6.13"\n\n[tool.poetry.group.dev.dependencies]\nflashinfer-python = { version = "~0.7.2" }\n'
     )
     (tmp_path / "pylock.toml").write_text(
         'lock-version = "1.0"\n\n[[packages]]\nname = "flashinfer-python"\nversion = "0.7.2.post1"\n'

@@ -69,7 +69,8 @@ def test_the_proposing_step_opens_a_pull_request_with_the_patch_and_the_evidence
     stubs.mkdir()
     _stub(
         stubs / "pip",
-        'if [ "$1 $2" = "index versions" ]; then echo "flashinfer-python (0.6.14)"; echo "Available versions: 0.6.14, 0.6.13"; exit 0; fi\nexit 1\n',
+        'if [ "$1 $2" = "index versions" ]; then echo "flashinfer-python (0.6.14)"; echo "Available versions: 0.6.14, '
+        '0.6.13"; exit 0; fi\nexit 1\n',
     )
     _stub(stubs / "gh", f'printf "%s\\n" "$@" > {tmp_path}/gh-args\n')
     runner_temp = tmp_path / "runner"

@@ -60,7 +60,8 @@ def _file(tmp_path: Path, body: str) -> Path:
 def test_a_waiver_accepts_what_it_matches_and_nothing_else(tmp_path):
     path = _file(
         tmp_path,
-        f'\n[[waiver]]\ntable = "vllm-0.25.0*"\nsm = 120\nrelease = "0.6.13"\nreason = "waits for 0.6.14"\nexpires = {FUTURE}\n',
+        '\n[[waiver]]\ntable = "vllm-0.25.0*"\nsm = 120\nrelease = "0.6.13"\nreason = "waits for 0.6.14"\nexpires = '
+        f"{FUTURE}\n",
     )
     [waiver] = load_waivers(path)
     assert waiver.origin == f"{path}:2"  # the [[waiver]] header's line
@@ -181,8 +182,10 @@ def test_a_waiver_file_lets_vllm_025_on_sm120_pass_and_an_expired_one_fails_it(c
     # Two paths break on SM120 with 0.6.13: DSv4's padding rule, and the DSA
     # sparse backend's call (a packed cache that 0.6.13's auto hands XQA).
     body = (
-        '[[waiver]]\nkernel = "dsv4-sparse-mla"\nsm = 120\nrelease = "0.6.13"\nreason = "SM120 waits for the 0.6.14 bump"\nexpires = {}\n\n'
-        '[[waiver]]\nbackend = "*FlashInferMLASparseSM120Impl*"\nsm = 120\nrelease = "0.6.13"\nreason = "DSA on SM120 waits for the bump too"\nexpires = {}\n\n'
+        '[[waiver]]\nkernel = "dsv4-sparse-mla"\nsm = 120\nrelease = "0.6.13"\nreason = "SM120 waits for the 0.6.14 '
+        'bump"\nexpires = {}\n\n'
+        '[[waiver]]\nbackend = "*FlashInferMLASparseSM120Impl*"\nsm = 120\nrelease = "0.6.13"\nreason = "DSA on SM120 '
+        'waits for the bump too"\nexpires = {}\n\n'
         '[[waiver]]\nsm = 90\nreason = "nothing on Hopper"\n'
     )
     _file(tmp_path, body.format(FUTURE, FUTURE))

@@ -127,7 +127,8 @@ class PinAdvice:
             if accepted:
                 histories.setdefault((tuple(sorted(accepted)), tuple(sorted(refused))), []).append(count)
         return [
-            f"{_counts_words(counts)} accepted in {_releases_words(accepted)}, then refused in {_releases_words(refused)}"
+            f"{_counts_words(counts)} accepted in {_releases_words(accepted)}, then refused in "
+            f"{_releases_words(refused)}"
             for (accepted, refused), counts in histories.items()
         ]
 
@@ -146,7 +147,8 @@ class PinAdvice:
         if needs is None:
             never = [p.count for p in self.rule_counts.values() if p.since is None]
             lines.append(
-                f"{sms}: the suggested rule's counts {compact_set(never)} are accepted by no release in {self.searched[0]}..{self.searched[1]}"
+                f"{sms}: the suggested rule's counts {compact_set(never)} are accepted by no release in "
+                f"{self.searched[0]}..{self.searched[1]}"
             )
         else:
             start = "--since" if self.explicit_start else "where the entry point first exists"
@@ -157,7 +159,8 @@ class PinAdvice:
                 "first safe release" if exact else "first release seen safe; releases just below it were inconclusive"
             )
             lines.append(
-                f"{sms}: the suggested rule is safe from flashinfer {needs} ({first}; searched {self.searched[0]}..{self.searched[1]}, from {start})"
+                f"{sms}: the suggested rule is safe from flashinfer {needs} ({first}; searched "
+                f"{self.searched[0]}..{self.searched[1]}, from {start})"
             )
             if self.current_pin is not None and not self.admitted_below and self.admitted:
                 span = self.admitted[0] if len(self.admitted) == 1 else f"{self.admitted[0]}–{self.admitted[-1]}"
@@ -171,11 +174,13 @@ class PinAdvice:
                 new = self.new_pin()
                 raise_to = f"raise it to {new!r}" if new else f"raise its lower bound to {needs}"
                 lines.append(
-                    f"{sms}: your pin {self.current_pin!r} admits {self.admitted_below[0]}, which refuses {compact_set(refused)}: {raise_to}, or keep the current padding"
+                    f"{sms}: your pin {self.current_pin!r} admits {self.admitted_below[0]}, which refuses "
+                    f"{compact_set(refused)}: {raise_to}, or keep the current padding"
                 )
             elif self.current_pin is None:
                 lines.append(
-                    f"{sms}: no pin: add requires_flashinfer '>={needs}' so that no older release is installed beside this rule"
+                    f"{sms}: no pin: add requires_flashinfer '>={needs}' so that no older release is installed beside "
+                    "this rule"
                 )
         no_pad = self.no_padding_needs
         if no_pad is not None:
@@ -184,7 +189,8 @@ class PinAdvice:
             never = [p.count for p in self.no_padding.values() if p.since is None]
             if never:
                 lines.append(
-                    f"{sms}: no padding at all: n={compact_set(never)} is accepted by no release in {self.searched[0]}..{self.searched[1]}"
+                    f"{sms}: no padding at all: n={compact_set(never)} is accepted by no release in "
+                    f"{self.searched[0]}..{self.searched[1]}"
                 )
         for release in sorted({str(v) for v in (needs, no_pad) if v is not None} & set(self.shallow)):
             lines.append(

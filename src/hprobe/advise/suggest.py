@@ -77,7 +77,8 @@ class BackendSuggestion:
         if self.suggested is None:
             return f"{sms}: keep {current}; no count is safe for n={compact_set(list(self.unsafe))}"
         refused = "".join(
-            f"; the current rule crashes on flashinfer {version} for n={compact_set(ns)} (require a release that accepts them, or pad as below)"
+            f"; the current rule crashes on flashinfer {version} for n={compact_set(ns)} (require a release that "
+            "accepts them, or pad as below)"
             for version, ns in self.refused_now.items()
         )
         keep = ""
@@ -91,7 +92,8 @@ class BackendSuggestion:
             c for c in self.changes if c.current is not None and c.suggested is not None and c.suggested > c.current
         ]
         fix = f"; fixes {len(fixes)} refused count(s)" if fixes else ""
-        return f"{sms}: {current} → {self.suggested.describe()} (on flashinfer {self.newest}){gain}{fix}{refused}{keep}"
+        said = f"{current} → {self.suggested.describe()} (on flashinfer {self.newest})"
+        return f"{sms}: {said}{gain}{fix}{refused}{keep}"
 
     def rule_counts(self) -> set[int]:
         """The counts the suggested rule pads to, for the models' per-rank counts."""

@@ -116,7 +116,10 @@ def _verdict_action(rows: list[Finding]) -> str:
         case Verdict.ASSUMED:
             crash = compact_set({f.n for f in group if f.on_assumption is not None and f.on_assumption.fails(False)})
             shown = f"; on it the kernel refuses n={crash}" if crash != "{}" else ""
-            return f"undecided: the head count this call hands FlashInfer was not followed; shown as heads // tp, unpadded{shown} (see the call paths)"
+            return (
+                "undecided: the head count this call hands FlashInfer was not followed; shown as heads // tp, "
+                f"unpadded{shown} (see the call paths)"
+            )
         case Verdict.OK:
             return "ok: every count runs as padded"
         case _:

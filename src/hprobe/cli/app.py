@@ -310,14 +310,20 @@ def suggest(
         "--diff",
         metavar="FILE",
         parser=path_value,
-        help="With --repo: write the suggested rules and pin as a unified diff of the tree's own source here (apply with `git apply` in the --repo directory).",
+        help=(
+            "With --repo: write the suggested rules and pin as a unified diff of the tree's own source here (apply "
+            "with `git apply` in the --repo directory)."
+        ),
     ),
     force: bool = typer.Option(False, "--force", help="Overwrite --output / --diff."),
     since: Optional[str] = typer.Option(
         None,
         "--since",
         metavar="RELEASE",
-        help="Start the search for the first safe release here (default: the first release whose source defines the kernel's entry point).",
+        help=(
+            "Start the search for the first safe release here (default: the first release whose source defines the "
+            "kernel's entry point)."
+        ),
     ),
     no_cache: NoCacheOpt = False,
     output_format: str = typer.Option("text", "--format", metavar="FORMAT", help=CHECK_FORMAT_HELP),
@@ -373,7 +379,8 @@ def suggest(
             assert diff_file is not None and result.patch is not None
             write_output(diff_file, result.patch.diff, "--diff", overwrite=force)
             written.append(
-                f"wrote {visible(str(diff_file))}: {len(result.patch.changed)} change{'s' * (len(result.patch.changed) != 1)} (apply with `git apply` in the --repo directory)"
+                f"wrote {visible(str(diff_file))}: {len(result.patch.changed)} "
+                f"change{'s' * (len(result.patch.changed) != 1)} (apply with `git apply` in the --repo directory)"
             )
         _show(fmt, result)
         for line in written:
@@ -382,7 +389,8 @@ def suggest(
             # Asked for and not written: a script's next step (`git apply`) must not run on nothing.
             why = "nothing to rewrite" if result.patch is not None else "no patch was made"
             say(
-                f"hprobe: error: --diff {visible(str(diff_file))} not written: {why} (the report above says why for each rule)"
+                f"hprobe: error: --diff {visible(str(diff_file))} not written: {why} (the report above says why for "
+                "each rule)"
             )
             return result.exit_code if result.exit_code in (1, 3) else 2
         return result.exit_code
@@ -430,7 +438,10 @@ def matrix(
         None,
         "--flashinfer",
         metavar="RELEASE",
-        help="Probe these releases instead of the installed one: 0.6.13, a comma list, a wheel file or an unpacked directory. Fetched with your pip, cached, probed in a subprocess.",
+        help=(
+            "Probe these releases instead of the installed one: 0.6.13, a comma list, a wheel file or an unpacked "
+            "directory. Fetched with your pip, cached, probed in a subprocess."
+        ),
     ),
     no_cache: bool = typer.Option(False, "--no-cache", help="Ignore cached probe results for fetched releases."),
 ) -> None:
@@ -647,7 +658,8 @@ def report(
             }
         )
         say(
-            f"wrote {visible(str(output))}/index.html, matrix.md, matrix.json: {len(report.matrix.releases)} releases, {len(report.matrix.keys)} variants"
+            f"wrote {visible(str(output))}/index.html, matrix.md, matrix.json: {len(report.matrix.releases)} releases, "
+            f"{len(report.matrix.keys)} variants"
         )
         return 0
 
@@ -672,7 +684,10 @@ def table_extract(
         None,
         "--exclude",
         metavar="GLOB",
-        help="Also skip paths matching this glob (repeatable). Tests, fixtures, venvs, site-packages and build outputs inside the tree are always skipped.",
+        help=(
+            "Also skip paths matching this glob (repeatable). Tests, fixtures, venvs, site-packages and build outputs "
+            "inside the tree are always skipped."
+        ),
     ),
     settings: SetOpt = None,
     model: ModelOpt = None,
@@ -680,7 +695,10 @@ def table_extract(
         None,
         "--flashinfer",
         metavar="RELEASE",
-        help="For rules that read flashinfer's own tables (SGLang): the release to evaluate them against. Default: the repo's pin when it names one release, else the installed flashinfer.",
+        help=(
+            "For rules that read flashinfer's own tables (SGLang): the release to evaluate them against. Default: the "
+            "repo's pin when it names one release, else the installed flashinfer."
+        ),
     ),
     output: Optional[Path] = typer.Option(
         None,
@@ -728,7 +746,10 @@ def kernels(
         None,
         "--releases",
         metavar="RELEASES",
-        help="Also say which of these releases define each entry point: a comma list or LO..HI (fetched, read without importing).",
+        help=(
+            "Also say which of these releases define each entry point: a comma list or LO..HI (fetched, read without "
+            "importing)."
+        ),
     ),
     json_output: bool = typer.Option(False, "--json", help="Emit JSON."),
     output_format: FormatOpt = "text",
@@ -772,7 +793,8 @@ def models(
     json_output: bool = typer.Option(False, "--json", help="Emit JSON (same as --format json)."),
     output_format: FormatOpt = "text",
 ) -> None:
-    """The models `check --model` knows: total query heads, TP degrees, the engine paths they take, and the config each count comes from."""
+    """The models `check --model` knows: total query heads, TP degrees, the
+    engine paths they take, and the config each count comes from."""
 
     def job() -> int:
         from hprobe.commands.catalogue import models_report

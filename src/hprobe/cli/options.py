@@ -62,7 +62,10 @@ RepoOpt = Annotated[
         "--repo",
         metavar="DIR",
         parser=path_value,
-        help="Read the padding rules from this source tree or installed package (static analysis: nothing is imported or run).",
+        help=(
+            "Read the padding rules from this source tree or installed package (static analysis: nothing is imported "
+            "or run)."
+        ),
     ),
 ]
 MappingOpt = Annotated[
@@ -71,7 +74,10 @@ MappingOpt = Annotated[
         "--mapping",
         metavar="FILE",
         parser=path_value,
-        help="With --repo: which padding class feeds which kernel. Default: the shipped mapping of the engine the tree is (vLLM or SGLang), else each in turn.",
+        help=(
+            "With --repo: which padding class feeds which kernel. Default: the shipped mapping of the engine the tree "
+            "is (vLLM or SGLang), else each in turn."
+        ),
     ),
 ]
 SetOpt = Annotated[
@@ -79,7 +85,10 @@ SetOpt = Annotated[
     typer.Option(
         "--set",
         metavar="NAME=VALUE",
-        help="With --repo: NAME=VALUE, a setting the consumer's rule reads (SGLang's envs), instead of its declared default (repeatable).",
+        help=(
+            "With --repo: NAME=VALUE, a setting the consumer's rule reads (SGLang's envs), instead of its declared "
+            "default (repeatable)."
+        ),
     ),
 ]
 ExcludeOpt = Annotated[
@@ -87,7 +96,10 @@ ExcludeOpt = Annotated[
     typer.Option(
         "--exclude",
         metavar="GLOB",
-        help="With --repo: also skip paths matching this glob (repeatable). Tests, fixtures, venvs, site-packages and build outputs inside the tree are always skipped.",
+        help=(
+            "With --repo: also skip paths matching this glob (repeatable). Tests, fixtures, venvs, site-packages and "
+            "build outputs inside the tree are always skipped."
+        ),
     ),
 ]
 PadFnOpt = Annotated[
@@ -95,7 +107,10 @@ PadFnOpt = Annotated[
     typer.Option(
         "--pad-fn",
         metavar="MODULE:QUALNAME",
-        help="Call your padding function (MODULE:QUALNAME or FILE.py:QUALNAME): imports and runs your code. Needs --kernel, --sm, --heads.",
+        help=(
+            "Call your padding function (MODULE:QUALNAME or FILE.py:QUALNAME): imports and runs your code. Needs "
+            "--kernel, --sm, --heads."
+        ),
     ),
 ]
 PadFnKernelOpt = Annotated[
@@ -107,7 +122,10 @@ TablesSmOpt = Annotated[
     typer.Option(
         "--sm",
         metavar="SM",
-        help="Target SM(s): 100, sm_100a, 10.0, 12.1, or a comma list. Default: the visible GPUs, else every SM the tables name.",
+        help=(
+            "Target SM(s): 100, sm_100a, 10.0, 12.1, or a comma list. Default: the visible GPUs, else every SM the "
+            "tables name."
+        ),
     ),
 ]
 ModelHeadsOpt = Annotated[
@@ -118,7 +136,10 @@ ModelOpt = Annotated[
     typer.Option(
         "--model",
         metavar="NAME",
-        help="Judge these models (comma list) of hprobe's model table (DeepSeek-V3, Kimi-K3, GLM-5, ...), each on the paths of its family. `hprobe models` lists them.",
+        help=(
+            "Judge these models (comma list) of hprobe's model table (DeepSeek-V3, Kimi-K3, GLM-5, ...), each on the "
+            "paths of its family. `hprobe models` lists them."
+        ),
     ),
 ]
 TpOpt = Annotated[
@@ -129,7 +150,10 @@ PinOpt = Annotated[
     typer.Option(
         "--pin",
         metavar="SPEC",
-        help="The consumer's flashinfer requirement, e.g. 'flashinfer-python>=0.6.13': probe the lowest and highest releases it admits.",
+        help=(
+            "The consumer's flashinfer requirement, e.g. 'flashinfer-python>=0.6.13': probe the lowest and highest "
+            "releases it admits."
+        ),
     ),
 ]
 FlashinferOpt = Annotated[
@@ -137,7 +161,10 @@ FlashinferOpt = Annotated[
     typer.Option(
         "--flashinfer",
         metavar="RELEASE",
-        help="Probe these releases instead of the installed one: 0.6.13, a comma list, a wheel file or an unpacked directory. Fetched with your pip, cached, probed in a subprocess.",
+        help=(
+            "Probe these releases instead of the installed one: 0.6.13, a comma list, a wheel file or an unpacked "
+            "directory. Fetched with your pip, cached, probed in a subprocess."
+        ),
     ),
 ]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Ignore cached probe results.")]
@@ -147,7 +174,10 @@ WaiversOpt = Annotated[
         "--waivers",
         metavar="FILE",
         parser=path_value,
-        help="Accepted findings (TOML [[waiver]] tables with reason and expires). Default: hprobe-waivers.toml in the current directory or the --repo root, when there is one.",
+        help=(
+            "Accepted findings (TOML [[waiver]] tables with reason and expires). Default: hprobe-waivers.toml in the "
+            "current directory or the --repo root, when there is one."
+        ),
     ),
 ]
 IgnoreOpt = Annotated[
@@ -155,7 +185,11 @@ IgnoreOpt = Annotated[
     typer.Option(
         "--ignore",
         metavar="KEY=VALUE,...",
-        help="Waive findings matching table, backend, kernel, sm, model, tp, release (every release the verdict rests on), verdict (globs); optional expires=YYYY-MM-DD and reason=TEXT (it may hold commas), keys in any order, each once. Repeatable.",
+        help=(
+            "Waive findings matching table, backend, kernel, sm, model, tp, release (every release the verdict rests "
+            "on), verdict (globs); optional expires=YYYY-MM-DD and reason=TEXT (it may hold commas), keys in any "
+            "order, each once. Repeatable."
+        ),
     ),
 ]
 # The formats `--format` offers, as the registry lists them (report/formats/__init__.py).

@@ -135,7 +135,8 @@ def run_job(job: Callable[[], int]) -> None:
     except OSError as exc:
         if working_directory() is None and not exc.filename:
             say(
-                "hprobe: error: the working directory no longer exists, and a relative path needs one; cd to one that does"
+                "hprobe: error: the working directory no longer exists, and a relative path needs one; cd to one that "
+                "does"
             )
             raise typer.Exit(EXIT_INPUT) from None
         where = f"{exc.filename}: " if exc.filename else ""

@@ -53,7 +53,10 @@ def models_report() -> RecordsReport:
         ],
     }
     shown = {
-        m.name: f"{m.num_q_heads} query heads, TP {'/'.join(map(str, m.tp))}, paths {', '.join(m.families) or 'every'}; {m.citation}"
+        m.name: (
+            f"{m.num_q_heads} query heads, TP {'/'.join(map(str, m.tp))}, paths {', '.join(m.families) or 'every'}; "
+            f"{m.citation}"
+        )
         for m in rows
     }
     return RecordsReport("hprobe models", document, shown)

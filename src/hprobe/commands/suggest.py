@@ -69,11 +69,13 @@ def run_suggest(
         judged = rewritten(report.tables, suggestions)
         if len(judged) != 1:
             raise InputError(
-                f"--output writes one table; these rules were judged as {len(judged)} (one per release): name one release with --flashinfer"
+                f"--output writes one table; these rules were judged as {len(judged)} (one per release): name one "
+                "release with --flashinfer"
             )
         [new_table] = judged
         header = [
-            f"Suggested by `hprobe suggest` from {new_table.path}: each rule is the smallest count every release probed accepts."
+            f"Suggested by `hprobe suggest` from {new_table.path}: each rule is the smallest count every release "
+            "probed accepts."
         ]
         table_text = table_toml(new_table, header)
     patch = None

@@ -162,8 +162,10 @@ def deepen(result: KernelSMResult, package: Path, get_tables: Callable[[], Table
         result.unchecked = [u for u in result.unchecked if u not in checks]
         result.notes.append(
             f"compiled depth: trtllm-gen's selection ({port.era} port) on its kernel table "
-            f"(flashInferMetaInfo.h sha256 {tables.table.sha256[:12]}, {len(tables.table):,} kernels), for a GPU of {selection.device.multiprocessor_count} SMs, "
-            f"batch sizes {_span(BATCH_SIZES)} and {'top-k ' + _span(DSV4_TOP_K) if next(iter(calls.values())).dsv4 else 'KV lengths ' + _span(KV_LENGTHS)}"
+            f"(flashInferMetaInfo.h sha256 {tables.table.sha256[:12]}, {len(tables.table):,} kernels), for a GPU of "
+            f"{selection.device.multiprocessor_count} SMs, "
+            f"batch sizes {_span(BATCH_SIZES)} and "
+            f"{'top-k ' + _span(DSV4_TOP_K) if next(iter(calls.values())).dsv4 else 'KV lengths ' + _span(KV_LENGTHS)}"
         )
 
 
@@ -277,7 +279,8 @@ def _evaluate(
             result.heads[h] = replace(head, shapes=_shapes(found, call))
     if refused_with_kernel:
         result.notes.append(
-            f"h_q {compact_set(refused_with_kernel)}: refused by the validators, yet the kernel table has a kernel for them "
+            f"h_q {compact_set(refused_with_kernel)}: refused by the validators, yet the kernel table has a kernel for "
+            "them "
             "(the refusal is the Python check's alone)"
         )
     return evaluated
@@ -288,7 +291,8 @@ def _undetermined(found: Existence, call: TrtllmGenCall) -> str:
     assert found.first_undetermined is not None
     batch, kv, why = found.first_undetermined
     said = [
-        f"compiled depth: at {found.undetermined} of {found.shapes} shapes tried the launch is decided at run time (batch {batch}, {what} {kv}: {why})"
+        f"compiled depth: at {found.undetermined} of {found.shapes} shapes tried the launch is decided at run time "
+        f"(batch {batch}, {what} {kv}: {why})"
     ]
     if found.first_launch is not None:
         ok_batch, ok_kv, _ = found.first_launch
@@ -305,7 +309,8 @@ def _shapes(found: Existence, call: TrtllmGenCall) -> str:
     batch, kv, refusal = found.first_refusal
     ok_batch, ok_kv, _ = found.first_launch
     return (
-        f"a kernel at {found.launched} of {found.launched + found.refused} shapes tried: none at batch {batch}, {what} {kv} "
+        f"a kernel at {found.launched} of {found.launched + found.refused} shapes tried: none at batch {batch}, {what} "
+        f"{kv} "
         f'("{refusal.message}"); one at batch {ok_batch}, {what} {ok_kv}'
     )
 

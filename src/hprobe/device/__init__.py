@@ -1,1 +1,2 @@
-"""The emulated GPU: a flashinfer session on a faked SM, stand-ins at the compiled boundary, faked CUDA tensors, and how a call ended."""
+"""The emulated GPU: a flashinfer session on a faked SM, stand-ins at the
+compiled boundary, faked CUDA tensors, and how a call ended."""

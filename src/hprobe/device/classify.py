@@ -61,10 +61,19 @@ def _environment_reason(exc: BaseException, cause: Cause) -> str:
     missing = _MISSING_MODULE_ATTRIBUTE.match(str(exc))
     if cause is Cause.ENVIRONMENT and missing:
         # A dependency's API, not flashinfer's: the version installed on this machine.
-        return f"{type(exc).__name__}: {missing.group(1)}, as installed on this machine, lacks a name this release uses: an environment failure, not a validator's answer"
+        return (
+            f"{type(exc).__name__}: {missing.group(1)}, as installed on this machine, lacks a name this release uses: "
+            "an environment failure, not a validator's answer"
+        )
     if cause is Cause.ENVIRONMENT:
-        return f"{type(exc).__name__} on this machine (an import, the OS, memory) is an environment failure, not a validator's answer"
-    return f"{type(exc).__name__}: a name this release lacks, so the probe's inputs or stand-ins do not fit it; not a validator's answer"
+        return (
+            f"{type(exc).__name__} on this machine (an import, the OS, memory) is an environment failure, not a "
+            "validator's answer"
+        )
+    return (
+        f"{type(exc).__name__}: a name this release lacks, so the probe's inputs or stand-ins do not fit it; not a "
+        "validator's answer"
+    )
 
 
 def classify(exc: Exception, flashinfer_prefix: str) -> CallResult:
@@ -96,7 +105,10 @@ def classify(exc: Exception, flashinfer_prefix: str) -> CallResult:
         result.cause = cause_of(exc).value
         result.reason = _environment_reason(exc, Cause(result.cause))
     elif result.site is not None and result.site.device_check:
-        result.reason = "a check on the tensors' device refused: the probe's tensors live on the CPU, so this says nothing about the kernel"
+        result.reason = (
+            "a check on the tensors' device refused: the probe's tensors live on the CPU, so this says nothing about "
+            "the kernel"
+        )
         result.cause = Cause.DEVICE.value
     elif in_flashinfer and rel.startswith(("jit" + os.sep, "compilation_context.py")) and is_check:
         # A check in JIT-spec generation (the arch list it compiles for is

@@ -135,7 +135,10 @@ class BatchMLAProbe(KernelProbe):
     id = "batch-mla"
     entry_point = "flashinfer.mla.BatchMLAPagedAttentionWrapper"
     default_sms = (90, 100, 103, 120, 121)
-    summary = "MLA attention via BatchMLAPagedAttentionWrapper plan/run (fa2, fa3, cutlass; trtllm-gen, xqa, cute-dsl from 0.7.1)"
+    summary = (
+        "MLA attention via BatchMLAPagedAttentionWrapper plan/run (fa2, fa3, cutlass; trtllm-gen, xqa, cute-dsl from "
+        "0.7.1)"
+    )
     pass_through_calls = ("plan",)
     axes = (
         Axis(
@@ -162,7 +165,10 @@ class BatchMLAProbe(KernelProbe):
             "layout",
             "auto",
             ("auto", *_LAYOUTS),
-            help="query/KV form: split-legacy (0.6.x), packed or split (plan(query_layout=...), 0.7.x); auto: the first that reaches compiled code",
+            help=(
+                "query/KV form: split-legacy (0.6.x), packed or split (plan(query_layout=...), 0.7.x); auto: the first "
+                "that reaches compiled code"
+            ),
         ),
     )
 

@@ -86,7 +86,8 @@ def pages_for(page_size: int, seq_len: int = SEQ_LEN) -> int:
 def paged_kv(
     dtype: str, page_size: int, packed_bytes: int = 0, kv_lora_rank: int = KV_LORA_RANK, rope: int = QK_ROPE_HEAD_DIM
 ) -> Any:
-    """[pages, 1, page_size, rank + rope] in `dtype` (rope 0: NoPE MLA), or a packed uint8 pool of `packed_bytes` per token."""
+    """[pages, 1, page_size, rank + rope] in `dtype` (rope 0: NoPE MLA), or a
+    packed uint8 pool of `packed_bytes` per token."""
     import torch
 
     pages = max(NUM_PAGES, pages_for(page_size))

@@ -16,4 +16,6 @@ class TrtllmMLAPrefillProbe(TrtllmMLAProbe):
     id = "trtllm-mla-prefill"
     entry_point = "flashinfer.mla.trtllm_prefill_with_kv_cache_mla"
     summary = "MLA prefill / multi-token decode (same backends as trtllm-mla, several query tokens per request)"
-    axes = tuple(replace(a, default=PREFILL_Q_LEN) if a.name == "q_len" else a for a in TrtllmMLAProbe.axes)  # type: ignore[assignment]
+    axes = tuple(  # type: ignore[assignment]
+        replace(a, default=PREFILL_Q_LEN) if a.name == "q_len" else a for a in TrtllmMLAProbe.axes
+    )

@@ -1,1 +1,2 @@
-"""Data and its presentation: SMs, outcomes, verdicts, padding tables, releases, advice, errors. Imports nothing of hprobe's above it."""
+"""Data and its presentation: SMs, outcomes, verdicts, padding tables,
+releases, advice, errors. Imports nothing of hprobe's above it."""

@@ -275,7 +275,8 @@ class KernelSMResult:
         if self.depth is Depth.FAKED_DEVICE:
             out.insert(
                 0,
-                "faked device: past a check on the tensors' device with CPU tensors that report cuda:0; the checks after it ran on them",
+                "faked device: past a check on the tensors' device with CPU tensors that report cuda:0; the checks "
+                "after it ran on them",
             )
         return out
 

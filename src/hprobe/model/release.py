@@ -29,7 +29,10 @@ class Unmet:
     def __str__(self) -> str:
         if self.installed is None:
             return f"{self.requirement} (not installed; try `pip install '{self.requirement}'` in a separate venv)"
-        return f"{self.requirement} (installed {self.name} {self.installed}; try a separate venv with `pip install '{self.requirement}'`)"
+        return (
+            f"{self.requirement} (installed {self.name} {self.installed}; try a separate venv with `pip install "
+            f"'{self.requirement}'`)"
+        )
 
     def note(self, version: str) -> str:
         return f"flashinfer {version} requires {self}"

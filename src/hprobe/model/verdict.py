@@ -77,7 +77,8 @@ class Verdict(str, Enum):
                 )
             case Verdict.SOME_SHAPES:
                 return _Traits(
-                    "a kernel exists for the padded count only at some batch sizes and KV lengths: a crash at the others",
+                    "a kernel exists for the padded count only at some batch sizes and KV lengths: a crash at the "
+                    "others",
                     "🟠",
                     "red",
                     Gate.FAIL,
@@ -90,7 +91,8 @@ class Verdict(str, Enum):
                 )
             case Verdict.ASSUMED:
                 return _Traits(
-                    "judged on an assumed count (the model's heads // tp, unpadded): the call's own count was not followed",
+                    "judged on an assumed count (the model's heads // tp, unpadded): the call's own count was not "
+                    "followed",
                     "🔷",
                     "blue",
                     Gate.ASSUMED,

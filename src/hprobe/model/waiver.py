@@ -97,7 +97,8 @@ def parse_ignore(text: str) -> Waiver:
             current = key.strip()
             if current in entry:
                 raise InputError(
-                    f"--ignore {text!r}: {current} is given twice; one --ignore waives one match (repeat --ignore for another)"
+                    f"--ignore {text!r}: {current} is given twice; one --ignore waives one match (repeat --ignore for "
+                    "another)"
                 )
             entry[current] = value
         elif current == "reason":

@@ -150,7 +150,10 @@ def _on_faked_cuda(
             elif not _stopped_by_device({h: again}):
                 call = raw[h]
                 met = again.reason or f"{again.error_type}: {again.message}"
-                reason = f"{call.reason}; on CPU tensors that report cuda:0 it went on to {again.location or '?'}, where it stopped: {met}"
+                reason = (
+                    f"{call.reason}; on CPU tensors that report cuda:0 it went on to {again.location or '?'}, where it "
+                    f"stopped: {met}"
+                )
                 out[h] = replace(call, reason=reason)
     return out
 
@@ -217,7 +220,8 @@ def _describe_depth(probe: KernelProbe, raw: dict[int, CallResult], result: Kern
     if faked and result.depth is not Depth.PARTIAL:
         result.depth = Depth.FAKED_DEVICE
         result.notes.append(
-            f"faked device: h_q {compact_set(faked)} stopped at a check that the tensors are on a CUDA device; made again with CPU tensors "
+            f"faked device: h_q {compact_set(faked)} stopped at a check that the tensors are on a CUDA device; made "
+            "again with CPU tensors "
             "that report cuda:0 (values, shapes and dtypes real), every check after it ran on them"
         )
     result.unchecked = list(dict.fromkeys(filter(None, (probe.compiled_checks(e) for e in entries))))
@@ -227,7 +231,8 @@ def _describe_depth(probe: KernelProbe, raw: dict[int, CallResult], result: Kern
         families = ", ".join(f"SM{f}x" for f in sorted(probe.built_for(foreign[0]) or ()))
         # The caveat a reader needs before trusting an `ok` on this SM.
         result.unchecked.append(
-            f"SM{result.sm} reaches {', '.join(foreign)}, built for {families}: this release has no SM{result.sm} route, so an acceptance here is not expected to hold on the GPU"
+            f"SM{result.sm} reaches {', '.join(foreign)}, built for {families}: this release has no SM{result.sm} "
+            "route, so an acceptance here is not expected to hold on the GPU"
         )
     toolkit: dict[str, tuple[list[int], str]] = {}  # the check's location -> (h_q, its first message)
     for h, c in sorted(raw.items()):
@@ -236,8 +241,10 @@ def _describe_depth(probe: KernelProbe, raw: dict[int, CallResult], result: Kern
             toolkit.setdefault(where, ([], said))[0].append(h)
     for where, (hs, said) in toolkit.items():
         result.notes.append(
-            f"toolkit: h_q {compact_set(hs)} pass the JIT check at {where} only under a CUDA toolkit newer than {BASELINE_TOOLKIT} "
-            f'("{said.split(". ")[0]}"): the serving machine\'s toolkit decides that check, not h_q; shown is the answer past it'
+            f"toolkit: h_q {compact_set(hs)} pass the JIT check at {where} only under a CUDA toolkit newer than "
+            f"{BASELINE_TOOLKIT} "
+            f'("{said.split(". ")[0]}"): the serving machine\'s toolkit decides that check, not h_q; shown is the '
+            "answer past it"
         )
     passed = sorted({p for c in raw.values() for p in c.passed})
     if passed:
@@ -267,7 +274,8 @@ def _attach_metadata(
     accepted = set(result.accepted())
     if claim.sm_supported is False and accepted:
         result.notes.append(
-            f"disagreement: {claim.source} says {sm} is not supported, yet the validators accepted h_q {compact_set(accepted)}"
+            f"disagreement: {claim.source} says {sm} is not supported, yet the validators accepted h_q "
+            f"{compact_set(accepted)}"
         )
     if claim.sm_supported is True and result.status is Outcome.UNSUPPORTED_ARCH:
         result.notes.append(f"disagreement: {claim.source} says {sm} is supported, yet the validators refuse it")
@@ -434,8 +442,8 @@ class _Probing:
             families = probe.families(self.variant.values)
             if sm.major not in families:
                 result.notes.append(
-                    f"{sm} is outside the SM families this kernel is built for (SM{'x, SM'.join(str(f) for f in sorted(families))}x); "
-                    + OUTSIDE_FAMILIES_UNCHECKED
+                    f"{sm} is outside the SM families this kernel is built for "
+                    f"(SM{'x, SM'.join(str(f) for f in sorted(families))}x); " + OUTSIDE_FAMILIES_UNCHECKED
                 )
             return
         # Nothing reached on this SM under any input convention. An architecture
@@ -543,14 +551,16 @@ class _Probing:
             return (
                 None,
                 (
-                    "every h_q was refused by a check that no probed call was seen to pass (not this configuration on another SM, "
+                    "every h_q was refused by a check that no probed call was seen to pass (not this configuration on "
+                    "another SM, "
                     "nor another configuration): the probe's inputs may not fit this release"
                 ),
                 unfit,
             )
         return (
             None,
-            "no h_q reached the launch boundary on this SM, and the refusals depend on h_q or come from outside a validator",
+            "no h_q reached the launch boundary on this SM, and the refusals depend on h_q or come from outside a "
+            "validator",
             False,
         )
 
@@ -586,11 +596,13 @@ class _Probing:
         self._staged[sm, alternative] = set(late)
         first = " and ".join(raw[by_site[site][0]].location or "?" for site in early)
         then = "; ".join(
-            f"h_q {compact_set(by_site[site])} at {raw[by_site[site][0]].location or '?'}, which {self._witnessed[site]}"
+            f"h_q {compact_set(by_site[site])} at {raw[by_site[site][0]].location or '?'}, which "
+            f"{self._witnessed[site]}"
             for site in late
         )
         return Outcome.UNSUPPORTED_CONFIG, (
-            f"every h_q is refused on {sm}: the h_q that get past {first} are refused after it by a check on the configuration "
+            f"every h_q is refused on {sm}: the h_q that get past {first} are refused after it by a check on the "
+            "configuration "
             f"({then}): this configuration is refused, whatever h_q is"
         )
 

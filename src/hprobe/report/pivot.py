@@ -22,7 +22,8 @@ def check_planned(rows: str, cols: str, releases: list[str], keys: list[str], sm
     for dim in (rows, cols):
         if dim not in PIVOT_FIXED and dim not in axes:
             raise InputError(
-                f"--pivot {rows},{cols}: {dim!r} is not heads, sm, release, kernel or an axis of the kernels probed ({', '.join(sorted(axes)) or 'none'})"
+                f"--pivot {rows},{cols}: {dim!r} is not heads, sm, release, kernel or an axis of the kernels probed "
+                f"({', '.join(sorted(axes)) or 'none'})"
             )
     if rows == cols:
         raise InputError(f"--pivot {rows},{cols}: pick two different dimensions")
@@ -42,8 +43,10 @@ def check_planned(rows: str, cols: str, releases: list[str], keys: list[str], sm
                         if a != b
                     ]
                     raise InputError(
-                        f"--pivot {rows},{cols}: several results would fall in one cell ({', '.join(map(str, cell)) or 'each h_q'}; "
-                        f"they differ in {' and '.join(differ)}); narrow the others with --kernel, --sm, --flashinfer or an axis option"
+                        f"--pivot {rows},{cols}: several results would fall in one cell "
+                        f"({', '.join(map(str, cell)) or 'each h_q'}; "
+                        f"they differ in {' and '.join(differ)}); narrow the others with --kernel, --sm, --flashinfer "
+                        "or an axis option"
                     )
                 seen[cell] = (release, key, sm)
 
@@ -60,7 +63,8 @@ def pivot_cells(report: MatrixReport, rows: str, cols: str) -> tuple[list[Any], 
     for dim in (rows, cols):
         if dim not in PIVOT_FIXED and dim not in axes:
             raise InputError(
-                f"--pivot {rows},{cols}: {dim!r} is not heads, sm, release, kernel or an axis of the kernels probed ({', '.join(sorted(axes)) or 'none'})"
+                f"--pivot {rows},{cols}: {dim!r} is not heads, sm, release, kernel or an axis of the kernels probed "
+                f"({', '.join(sorted(axes)) or 'none'})"
             )
     if rows == cols:
         raise InputError(f"--pivot {rows},{cols}: pick two different dimensions")

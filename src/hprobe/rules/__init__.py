@@ -46,8 +46,10 @@ def override_models(
             missing = [n for n in counts if n not in dict(backend.rule.mapping) and n not in own]
             if missing:
                 raise InputError(
-                    f"--heads/--tp: backend {backend.name}'s pad_map ({backend.where}) does not say what n={', '.join(map(str, missing))} pads to; "
-                    "re-extract it for these heads (`hprobe table extract --repo PATH`) or check the repo itself (--repo)"
+                    f"--heads/--tp: backend {backend.name}'s pad_map ({backend.where}) does not say what "
+                    f"n={', '.join(map(str, missing))} pads to; "
+                    "re-extract it for these heads (`hprobe table extract --repo PATH`) or check the repo itself "
+                    "(--repo)"
                 )
         backends.append(replace(backend, models=()) if heads is not None else backend)
     return replace(table, models=models, backends=backends)

@@ -343,7 +343,8 @@ class _Parser:
         ):
             raise self._fail(
                 self.locate("backend", index, "reach"),
-                f"backend {name}: reach takes flag, value, default, otherwise (strings), default_reaches (true/false) and source",
+                f"backend {name}: reach takes flag, value, default, otherwise (strings), default_reaches (true/false) "
+                "and source",
             )
         return Reach(
             value["flag"],
@@ -397,7 +398,8 @@ class _Parser:
         ):
             raise self._fail(
                 where,
-                f"backend {name}: pad_tile must be a list of [largest n, tile] pairs such as [[8, 8], [32, 16], [128, 64]]",
+                f"backend {name}: pad_tile must be a list of [largest n, tile] pairs such as [[8, 8], [32, 16], [128, "
+                "64]]",
             )
         uptos = [p[0] for p in value]
         if sorted(set(uptos)) != uptos:

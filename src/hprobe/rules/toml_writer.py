@@ -27,7 +27,8 @@ def table_toml(
     if table.provenance:
         lines.append("provenance = [")
         lines += [
-            f"  {{ engine = {quote(p.engine)}, release = {quote(p.release)}, file = {quote(p.file)}, line = {p.line}, says = {quote(p.says)} }},"
+            f"  {{ engine = {quote(p.engine)}, release = {quote(p.release)}, file = {quote(p.file)}, line = {p.line}, "
+            f"says = {quote(p.says)} }},"
             for p in table.provenance
         ]
         lines.append("]")
@@ -72,7 +73,8 @@ def _backend(backend: Backend) -> list[str]:
         r = backend.reach
         known = "" if r.default_reaches is None else f", default_reaches = {'true' if r.default_reaches else 'false'}"
         lines.append(
-            f"reach = {{ flag = {quote(r.flag)}, value = {quote(r.value)}, default = {quote(r.default)}{known}, otherwise = {quote(r.otherwise)}, source = {quote(r.source)} }}"
+            f"reach = {{ flag = {quote(r.flag)}, value = {quote(r.value)}, default = {quote(r.default)}{known}, "
+            f"otherwise = {quote(r.otherwise)}, source = {quote(r.source)} }}"
         )
     return lines + _rule(backend.rule)
 

@@ -44,7 +44,8 @@ def gather_waivers(file: Path | None, ignores: list[str], places: list[Path]) ->
             # A tree under review that waives its own findings through a link to
             # a file elsewhere: what it would waive is not in the tree to be seen.
             raise InputError(
-                f"{file}: links out of its directory (to {file.resolve()}); not read. Name the file with --waivers to use it"
+                f"{file}: links out of its directory (to {file.resolve()}); not read. Name the file with --waivers to "
+                "use it"
             )
     waivers = load_waivers(file) if file is not None else []
     return waivers + [parse_ignore(text) for text in ignores]

@@ -1,1 +1,2 @@
-"""Where answers come from: the installed flashinfer in process, other releases fetched and probed in workers, the results cache."""
+"""Where answers come from: the installed flashinfer in process, other
+releases fetched and probed in workers, the results cache."""

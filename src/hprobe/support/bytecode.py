@@ -46,7 +46,8 @@ def share(tree: Path, store: Path) -> None:
     root = os.path.join(os.path.abspath(tree), "")
 
     class SharedLoader(SourceFileLoader):
-        def source_to_code(self, data: bytes, path: str, *, _optimize: int = -1) -> CodeType:  # type: ignore[override]  # SourceLoader's own signature
+        # SourceLoader's own signature (typeshed's differs).
+        def source_to_code(self, data: bytes, path: str, *, _optimize: int = -1) -> CodeType:  # type: ignore[override]
             return _code(store, data, path, _optimize, super().source_to_code)
 
         def _cache_bytecode(self, source_path: str, bytecode_path: str, data: bytes) -> None:

@@ -144,7 +144,8 @@ def added_lines() -> list[str]:
     if _fallback:
         return downloaded  # the temporary cache this run used is gone at exit
     return [
-        f"flashinfer {label}: fetched into the cache, {size / 2**20:,.1f} MiB added (`hprobe cache` lists it, `hprobe cache prune` frees it)"
+        f"flashinfer {label}: fetched into the cache, {size / 2**20:,.1f} MiB added (`hprobe cache` lists it, `hprobe "
+        "cache prune` frees it)"
         for label, size in added
         if size
     ] + downloaded

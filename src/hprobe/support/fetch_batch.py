@@ -82,7 +82,10 @@ def _helper_command() -> list[str]:
     # pip's configuration comes from the environment too), importing only
     # this one module of hprobe's, by path.
     package_root = str(Path(hprobe.__file__).resolve().parent.parent)
-    code = f"import sys; sys.path.insert(0, {package_root!r}); from hprobe.support.pip_download import main; sys.exit(main())"
+    code = (
+        f"import sys; sys.path.insert(0, {package_root!r}); from hprobe.support.pip_download import main; "
+        "sys.exit(main())"
+    )
     return [sys.executable, "-c", code]
 
 

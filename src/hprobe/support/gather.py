@@ -171,7 +171,8 @@ def _probe_named(
     if len(release.unmet) > MAX_UNMET_NOTES:
         rest = release.unmet[MAX_UNMET_NOTES:]
         notes.append(
-            f"flashinfer {release.version}: {len(rest)} more requirements not met here ({', '.join(u.name for u in rest[:5])}, ...)"
+            f"flashinfer {release.version}: {len(rest)} more requirements not met here "
+            f"({', '.join(u.name for u in rest[:5])}, ...)"
         )
     cache_note = cache.note()
     if cache_note:

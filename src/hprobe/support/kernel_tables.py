@@ -94,14 +94,20 @@ def package_of(flashinfer: Path) -> Package | str:
                 ):
                     found[node.name] = value.value
     if len(found) < 2:
-        return "flashinfer/artifacts.py names no trtllm-gen FMHA kernel package (ArtifactPath/CheckSumHash.TRTLLM_GEN_FMHA)"
+        return (
+            "flashinfer/artifacts.py names no trtllm-gen FMHA kernel package "
+            "(ArtifactPath/CheckSumHash.TRTLLM_GEN_FMHA)"
+        )
     # Both become parts of paths and URLs: a digest and a relative path, nothing else.
     if (
         not re.fullmatch(r"[0-9a-f]{64}", found["CheckSumHash"])
         or not re.fullmatch(r"[0-9a-f]{40}/[\w./-]+/", found["ArtifactPath"])
         or ".." in found["ArtifactPath"]
     ):
-        return "flashinfer/artifacts.py names a trtllm-gen FMHA kernel package hprobe cannot use (not a digest and a relative path)"
+        return (
+            "flashinfer/artifacts.py names a trtllm-gen FMHA kernel package hprobe cannot use (not a digest and a "
+            "relative path)"
+        )
     return Package(found["ArtifactPath"], found["CheckSumHash"])
 
 

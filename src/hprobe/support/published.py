@@ -80,7 +80,8 @@ def pinned_releases(spec: str, progress: Callable[[str], None] = lambda _message
                 labels = [label for label in labels if Version(label) != Version(installed)] + [INSTALLED]
             else:
                 notes.append(
-                    f"the installed flashinfer {installed} does not satisfy the pin {spec}: this environment does not match the repo's pin"
+                    f"the installed flashinfer {installed} does not satisfy the pin {spec}: this environment does not "
+                    "match the repo's pin"
                 )
         except InvalidVersion:
             pass

@@ -119,7 +119,8 @@ def run_pip(cmd: list[str], what: str) -> subprocess.CompletedProcess[str]:
         return run_bounded(cmd, limit)
     except Timeout:
         raise InputError(
-            f"{what}: pip did not finish within {limit:g} s (is the package index reachable? {PIP_TIMEOUT[0]} sets the limit)"
+            f"{what}: pip did not finish within {limit:g} s (is the package index reachable? {PIP_TIMEOUT[0]} sets the "
+            "limit)"
         ) from None
 
 
@@ -343,7 +344,8 @@ def _from_wheel(wheel: Path, label: str, slim: bool = False) -> Release:
         version = metadata.get("Version", ["unknown"])[0]
     if named is not None and not _same_version(named, version):
         raise InputError(
-            f"--flashinfer {label}: the wheel's file name says {named} but its METADATA says {version}; which release it is cannot be told, so it is not probed"
+            f"--flashinfer {label}: the wheel's file name says {named} but its METADATA says {version}; which release "
+            "it is cannot be told, so it is not probed"
         )
     verify = None if verified else functools.partial(_ensure_intact, wheel, tree, sha, label)
     return Release(label, version, tree, sha, unmet_requirements(metadata), verify)
@@ -483,7 +485,8 @@ def _check_members(members: list[zipfile.ZipInfo], packed: int, limit_mb: float,
             )
         if name.count("/") > MAX_MEMBER_DEPTH:
             raise InputError(
-                f"--flashinfer {label}: {wheel} has a member {name.count('/')} folders deep, more than {MAX_MEMBER_DEPTH}; not unpacked"
+                f"--flashinfer {label}: {wheel} has a member {name.count('/')} folders deep, more than "
+                f"{MAX_MEMBER_DEPTH}; not unpacked"
             )
         if name.startswith(("/", "\\")) or ".." in Path(name).parts or ":" in name.split("/")[0]:
             raise InputError(f"--flashinfer {label}: {wheel} has a member outside the tree ({name!r}); not unpacked")

@@ -101,7 +101,8 @@ def _data(value: object, depth: int = 0) -> dict:
         return {"dict": [[_data(k, depth + 1), _data(v, depth + 1)] for k, v in list(value.items())[:10_000]]}
     if hasattr(type(value), "__iter__"):
         # islice: an endless iterator must not hang the worker until its timeout
-        return {"iterable": [_data(v, depth + 1) for v in islice(iter(value), 10_000)], "type": type(value).__name__}  # type: ignore[call-overload]
+        items = [_data(v, depth + 1) for v in islice(iter(value), 10_000)]  # type: ignore[call-overload]
+        return {"iterable": items, "type": type(value).__name__}
     return {"opaque": type(value).__name__}
 
 

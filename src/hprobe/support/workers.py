@@ -30,7 +30,10 @@ def _run_worker(release: Release, kernel_ids: list[str], sms: list[int], heads: 
     # prune` or `clear` meanwhile leaves it (cache.held_alone).
     with cache.in_use(tree) if _in_cache(tree) else contextlib.nullcontext():
         if _in_cache(tree) and not tree.is_dir():
-            reason = f"flashinfer {release.version}: its tree was removed from the cache as this run began to use it (hprobe cache prune or clear); run again"
+            reason = (
+                f"flashinfer {release.version}: its tree was removed from the cache as this run began to use it "
+                "(hprobe cache prune or clear); run again"
+            )
             return [_inconclusive(k, sm, release.version, heads, reason) for k in kernel_ids for sm in sms]
         proc = _worker(request)
     if isinstance(proc, str):

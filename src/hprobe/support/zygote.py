@@ -49,7 +49,10 @@ class _Job:
 class Zygote:
     def __init__(self) -> None:
         package_root = str(Path(hprobe.__file__).resolve().parent.parent)
-        bootstrap = f"import sys; sys.path.insert(0, {package_root!r}); from hprobe.support.worker import serve; sys.exit(serve())"
+        bootstrap = (
+            f"import sys; sys.path.insert(0, {package_root!r}); from hprobe.support.worker import serve; "
+            "sys.exit(serve())"
+        )
         self._proc = subprocess.Popen(
             dies_with_us([sys.executable, "-I", "-c", bootstrap]),
             stdin=subprocess.PIPE,

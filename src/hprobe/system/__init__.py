@@ -1,1 +1,2 @@
-"""The machine: reading and writing the user's files, bounded subprocesses, guarded streams, escaping, the environment."""
+"""The machine: reading and writing the user's files, bounded subprocesses,
+guarded streams, escaping, the environment."""

@@ -243,7 +243,8 @@ def _write_to_stream(fd: int, data: str | bytes) -> None:
         # Bytes are written exactly or not at all: a patch whose own lines would
         # act on a CI log goes to a file instead.
         raise InputError(
-            f"{'stdout' if fd == 1 else 'stderr'}: the patch holds a line a CI runner would read as a workflow command (`::` or `##[`); write it to a file"
+            f"{'stdout' if fd == 1 else 'stderr'}: the patch holds a line a CI runner would read as a workflow command "
+            "(`::` or `##[`); write it to a file"
         )
     stream.flush()
     view = memoryview(data)
@@ -284,7 +285,8 @@ def _locked_directory(path: Path) -> Iterator[None]:
             except BlockingIOError:
                 if time.monotonic() > deadline:
                     raise InputError(
-                        f"{path}: another process has held it locked for {SITE_LOCK_WAIT_S:g} s; the site there is unchanged"
+                        f"{path}: another process has held it locked for {SITE_LOCK_WAIT_S:g} s; the site there is "
+                        "unchanged"
                     ) from None
                 time.sleep(0.05)
         yield

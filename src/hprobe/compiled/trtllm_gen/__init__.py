@@ -150,4 +150,7 @@ def _read_port(package: Path) -> Port | str:
     assert nearest is not None
     names = nearest[1]
     shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-    return f"its trtllm-gen selection code has no port in hprobe yet ({shown} read differently from the nearest ported release)"
+    return (
+        f"its trtllm-gen selection code has no port in hprobe yet ({shown} read differently from the nearest ported "
+        "release)"
+    )

@@ -209,10 +209,13 @@ class Selection(later.Selection):
     def hash_from_runner_params(self, params: RunnerParams, select: SelectKernelParams) -> tuple[int, str]:
         sparse = params.sparse_mla_type is not SparseMlaType.NONE
         info = (
-            f"qkvLayout={int(params.qkv_layout)}, maskType={int(select.mask_type)}, kernelType={int(select.kernel_type)}, "
+            f"qkvLayout={int(params.qkv_layout)}, maskType={int(select.mask_type)}, "
+            f"kernelType={int(select.kernel_type)}, "
             f"tileScheduler={int(select.tile_scheduler)}, multiCtasKvMode={int(select.multi_ctas_kv_mode)}, "
-            f"headDimPerCtaV={select.head_dim_per_cta_v}, headDimQk={params.head_dim_qk}, headDimV={params.head_dim_v}, "
-            f"tileSizeQ={select.tile_size_q}, tileSizeKv={select.tile_size_kv}, numTokensPerPage={select.num_tokens_per_page}, "
+            f"headDimPerCtaV={select.head_dim_per_cta_v}, headDimQk={params.head_dim_qk}, "
+            f"headDimV={params.head_dim_v}, "
+            f"tileSizeQ={select.tile_size_q}, tileSizeKv={select.tile_size_kv}, "
+            f"numTokensPerPage={select.num_tokens_per_page}, "
             f"reuseSmemKForV={int(select.reuse_smem_k_for_v)}, uses2CtaMma={int(select.uses_2cta_mma)}, "
             f"sparseMla={int(sparse)}"
         )

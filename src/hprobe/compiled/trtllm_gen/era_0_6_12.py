@@ -300,7 +300,8 @@ class Selection:
         ):
             raise Refusal(
                 "trtllm_paged_attention_decode",
-                "head_dim_v and head_dim_o must be the same for non-MLA attention, or equal to (576, 512) or (320, 256) for MLA attention",
+                "head_dim_v and head_dim_o must be the same for non-MLA attention, or equal to (576, 512) or (320, "
+                "256) for MLA attention",
                 LAUNCHER,
                 "head_dim_v and head_dim_o must be the same",
             )
@@ -809,12 +810,17 @@ class Selection:
 
     def hash_from_runner_params(self, params: RunnerParams, select: SelectKernelParams) -> tuple[int, str]:
         info = (
-            f"qkvLayout={int(params.qkv_layout)}, maskType={int(select.mask_type)}, kernelType={int(select.kernel_type)}, "
+            f"qkvLayout={int(params.qkv_layout)}, maskType={int(select.mask_type)}, "
+            f"kernelType={int(select.kernel_type)}, "
             f"tileScheduler={int(select.tile_scheduler)}, multiCtasKvMode={int(select.multi_ctas_kv_mode)}, "
-            f"headDimPerCtaV={select.head_dim_per_cta_v}, headDimQk={params.head_dim_qk}, headDimV={params.head_dim_v}, "
-            f"tileSizeQ={select.tile_size_q}, tileSizeKv={select.tile_size_kv}, numTokensPerPage={select.num_tokens_per_page}, "
-            f"dynamicNumTokensPerPage={int(select.dynamic_num_tokens_per_page)}, reuseSmemKForV={int(select.reuse_smem_k_for_v)}, "
-            f"uses2CtaMma={int(select.uses_2cta_mma)}, sparseMlaType={int(params.sparse_mla_type)}, skipsSoftmax={int(select.skips_softmax)}"
+            f"headDimPerCtaV={select.head_dim_per_cta_v}, headDimQk={params.head_dim_qk}, "
+            f"headDimV={params.head_dim_v}, "
+            f"tileSizeQ={select.tile_size_q}, tileSizeKv={select.tile_size_kv}, "
+            f"numTokensPerPage={select.num_tokens_per_page}, "
+            f"dynamicNumTokensPerPage={int(select.dynamic_num_tokens_per_page)}, "
+            f"reuseSmemKForV={int(select.reuse_smem_k_for_v)}, "
+            f"uses2CtaMma={int(select.uses_2cta_mma)}, sparseMlaType={int(params.sparse_mla_type)}, "
+            f"skipsSoftmax={int(select.skips_softmax)}"
         )
         key = self.hash_id(
             params.qkv_layout,
@@ -859,7 +865,8 @@ def check_head_dims(head_dim_per_cta_v: int, head_dim_qk: int, head_dim_v: int) 
     if not (32 <= head_dim_per_cta_v <= 1024 and 32 <= head_dim_qk <= 1024 and 32 <= head_dim_v <= 1024):
         raise Refusal(
             "hashID",
-            f"Expect (32 <= headDim <= 1024), got headDimPerCtaV={head_dim_per_cta_v}, headDimQk={head_dim_qk}, headDimV={head_dim_v}",
+            f"Expect (32 <= headDim <= 1024), got headDimPerCtaV={head_dim_per_cta_v}, headDimQk={head_dim_qk}, "
+            f"headDimV={head_dim_v}",
             KERNELS,
             "Expect (32 <= headDim <= 1024)",
         )

@@ -271,11 +271,15 @@ class Selection(previous.Selection):
 
     def hash_from_runner_params(self, params: RunnerParams, select: SelectKernelParams) -> tuple[int, str]:
         info = (
-            f"qkvLayout={int(params.qkv_layout)}, maskType={int(select.mask_type)}, kernelType={int(select.kernel_type)}, "
+            f"qkvLayout={int(params.qkv_layout)}, maskType={int(select.mask_type)}, "
+            f"kernelType={int(select.kernel_type)}, "
             f"tileScheduler={int(select.tile_scheduler)}, multiCtasKvMode={int(select.multi_ctas_kv_mode)}, "
-            f"headDimPerCtaV={select.head_dim_per_cta_v}, headDimQk={params.head_dim_qk}, headDimV={params.head_dim_v}, "
-            f"tileSizeQ={select.tile_size_q}, tileSizeKv={select.tile_size_kv}, numTokensPerPage={select.num_tokens_per_page}, "
-            f"dynamicNumTokensPerPage={int(select.dynamic_num_tokens_per_page)}, reuseSmemKForV={int(select.reuse_smem_k_for_v)}, "
+            f"headDimPerCtaV={select.head_dim_per_cta_v}, headDimQk={params.head_dim_qk}, "
+            f"headDimV={params.head_dim_v}, "
+            f"tileSizeQ={select.tile_size_q}, tileSizeKv={select.tile_size_kv}, "
+            f"numTokensPerPage={select.num_tokens_per_page}, "
+            f"dynamicNumTokensPerPage={int(select.dynamic_num_tokens_per_page)}, "
+            f"reuseSmemKForV={int(select.reuse_smem_k_for_v)}, "
             f"uses2CtaMma={int(select.uses_2cta_mma)}, groupsTokensHeadsQ={int(select.groups_tokens_heads_q)}, "
             f"sparseMlaType={int(params.sparse_mla_type)}, skipsSoftmax={int(select.skips_softmax)}, "
             f"bf16QFp8KvTransformMode={select.bf16q_fp8kv_transform_mode}, fp16Softmax={int(select.use_fp16_softmax)}, "

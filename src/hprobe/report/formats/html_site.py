@@ -115,13 +115,15 @@ def _table_sections(check: CheckReport) -> str:
                         )
                     )
                     cells.append(
-                        f'<td class="v-{escape(cell.verdict.value)}" title="{escape(tip)}">{escape(cell.verdict.value)}</td>'
+                        f'<td class="v-{escape(cell.verdict.value)}" '
+                        f'title="{escape(tip)}">{escape(cell.verdict.value)}</td>'
                     )
                 shade = ' class="in-pin"' if pin is not None and _admits(pin, version) else ""
                 rows.append(f"<tr{shade}><th>{escape(version)}</th>{''.join(cells)}</tr>")
             backend = grid.backend
             out.append(
-                f'<table class="verdicts"><caption>{escape(backend.name)} → {escape(backend.variant_key)} · SM{grid.sm} · {escape(backend.rule.describe())}</caption>'
+                f'<table class="verdicts"><caption>{escape(backend.name)} → {escape(backend.variant_key)} · '
+                f"SM{grid.sm} · {escape(backend.rule.describe())}</caption>"
                 f"<thead><tr><th>release</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
             )
     return "\n".join(out)
@@ -146,15 +148,20 @@ def _outcome_css() -> str:
 def _legend(verdicts: bool) -> str:
     """Every colour the page uses: outcomes in the heatmaps, verdicts in the tables."""
     items = "".join(
-        f'<li><span class="swatch" style="background:{outcome.colour}">{escape(outcome.mark)}</span> {escape(outcome.value)}</li>'
+        f'<li><span class="swatch" style="background:{outcome.colour}">{escape(outcome.mark)}</span> '
+        f"{escape(outcome.value)}</li>"
         for outcome in Outcome
     )
     items += f'<li><span class="swatch" style="background:{Outcome.INCONCLUSIVE.colour}"> </span> not probed</li>'
     # Every mark in the charts is in the legend: Δ too, and where its set is read.
-    items += '<li><span class="swatch change-mark">Δ</span> the accepted set changed from the release above (hover it for the change)</li>'
+    items += (
+        '<li><span class="swatch change-mark">Δ</span> the accepted set changed from the release above (hover it for '
+        "the change)</li>"
+    )
     if verdicts:
         items += "".join(
-            f'<li><span class="swatch" style="background:{v.page_colour}">{escape(v.mark)}</span> {escape(v.value)}: {escape(v.explanation)}</li>'
+            f'<li><span class="swatch" style="background:{v.page_colour}">{escape(v.mark)}</span> {escape(v.value)}: '
+            f"{escape(v.explanation)}</li>"
             for v in Verdict
         )
     return f'<ul class="legend" id="legend" aria-label="legend">{items}</ul>'
@@ -234,7 +241,8 @@ def _heatmap(key: str, sm: int, rows: list[tuple[str, KernelSMResult | None]], h
         change = _change(previous, result)
         if change:
             out.append(
-                f'<text x="{xs[-1] + 6:g}" y="{y + CELL_H - 4}" class="change">Δ<title>{escape(version)}: {escape(change)}</title></text>'
+                f'<text x="{xs[-1] + 6:g}" y="{y + CELL_H - 4}" class="change">Δ<title>{escape(version)}: '
+                f"{escape(change)}</title></text>"
             )
         previous = result
     for shape in shapes:
@@ -248,8 +256,10 @@ def _heatmap(key: str, sm: int, rows: list[tuple[str, KernelSMResult | None]], h
         x0, x1 = xs[shape.start], xs[shape.start + len(run)]
         # The colour comes from the outcome's class (the stylesheet), once per page, not per shape.
         out.append(
-            f'<rect x="{x0:g}" y="{TOP + first * CELL_H}" width="{x1 - x0:g}" height="{CELL_H * (last - first + 1) - 2}" '
-            f'data-heads="{span}" data-rows="{last - first + 1}" class="o-{shape.outcome.value if shape.outcome else "unprobed"}"><title>{escape(tip)}</title></rect>'
+            f'<rect x="{x0:g}" y="{TOP + first * CELL_H}" width="{x1 - x0:g}" '
+            f'height="{CELL_H * (last - first + 1) - 2}" '
+            f'data-heads="{span}" data-rows="{last - first + 1}" '
+            f'class="o-{shape.outcome.value if shape.outcome else "unprobed"}"><title>{escape(tip)}</title></rect>'
         )
     out.append("</svg>")
     return "".join(out)
@@ -263,6 +273,11 @@ def _placed(said: str) -> tuple[str, str]:
     """(what was said without its file:line, the file:line)."""
     m = _PLACE.search(said)
     return (said[: m.start()], m.group(1)) if m else (said, "")
+
+
+def _places(spots: dict[str, list[str]]) -> str:
+    """Where a refusal was raised, with the releases at each place when there are several."""
+    return "; ".join(f"{place}: {_span(vs)}" if len(spots) > 1 else place for place, vs in spots.items())
 
 
 def _span(versions: list[str]) -> str:
@@ -354,7 +369,8 @@ def _evidence(rows: list[tuple[str, KernelSMResult | None]]) -> str:
             if place:
                 where.setdefault(place, []).append(version)
     lines = [
-        '<table class="evidence"><thead><tr><th>release</th><th>accepted h_q</th><th>refused by</th><th>caveats</th></tr></thead><tbody>'
+        '<table class="evidence"><thead><tr><th>release</th><th>accepted h_q</th><th>refused '
+        "by</th><th>caveats</th></tr></thead><tbody>"
     ]
     above: tuple[str, ...] = ()
     for versions, (accepted, refusals, caveats), wheres in runs:
@@ -364,12 +380,7 @@ def _evidence(rows: list[tuple[str, KernelSMResult | None]]) -> str:
             else f"{escape(versions[0])} – {escape(versions[-1])} ({len(versions)})"
         )
         refused_html = "<br>".join(
-            escape(text)
-            + (
-                f' <span class="where">({escape("; ".join(f"{place}: {_span(vs)}" if len(spots) > 1 else place for place, vs in spots.items()))})</span>'
-                if spots
-                else ""
-            )
+            escape(text) + (f' <span class="where">({escape(_places(spots))})</span>' if spots else "")
             for text, spots in zip(refusals, wheres, strict=True)
         )
         cells = (escape(accepted), refused_html, escape(caveats).replace("\n", "<br>"))
@@ -392,7 +403,8 @@ table { max-width: 100%; } .evidence td:nth-child(3), .evidence td:nth-child(4) 
 h2 { margin-top: 2em; border-bottom: 1px solid #ccc; }
 .legend { list-style: none; padding: 0; display: flex; gap: 1.2em; flex-wrap: wrap; }
 .swatch { display: inline-block; width: 1.4em; text-align: center; border: 1px solid #999; }
-.heatmap { display: block; margin: .5em 0; max-width: 100%; height: auto; }  /* scaled down to a narrow window, never scrolled sideways */
+/* scaled down to a narrow window, never scrolled sideways */
+.heatmap { display: block; margin: .5em 0; max-width: 100%; height: auto; }
 .heatmap .axis, .heatmap .release, .heatmap .change { font: 11px monospace; fill: #333; }
 .heatmap .change { fill: #a0522d; } .change-mark { color: #a0522d; font-family: monospace; }
 .evidence, .verdicts { border-collapse: collapse; font-size: 12px; margin-bottom: 1em; }

@@ -37,7 +37,8 @@ class MarkdownFormatter(Formatter):
         self._w(f"## hprobe check — flashinfer {cell(report.releases_judged)}")
         self._w()
         self._w(
-            f"**{summary}** → exit {report.exit_code}{' (`--strict`)' if report.strict else ''}; SMs {', '.join(str(s) for s in report.targets.sms)}"
+            f"**{summary}** → exit {report.exit_code}{' (`--strict`)' if report.strict else ''}; SMs "
+            f"{', '.join(str(s) for s in report.targets.sms)}"
         )
         self._w()
         for table in report.advice:
@@ -51,7 +52,8 @@ class MarkdownFormatter(Formatter):
         if unresolved:
             assumed = f" ({gate.assumed} shown on an assumed count)" if gate.assumed else ""
             self._w(
-                f"**{len(unresolved)} call path{'s' * (len(unresolved) != 1)} not judged**{assumed} (of {len(report.call_paths)} calls of FlashInfer entries found):"
+                f"**{len(unresolved)} call path{'s' * (len(unresolved) != 1)} not judged**{assumed} (of "
+                f"{len(report.call_paths)} calls of FlashInfer entries found):"
             )
             self._w()
             self._w("| site | calls | status | why |")
@@ -82,7 +84,8 @@ class MarkdownFormatter(Formatter):
             for f in ok:
                 padded = f.padded_text
                 self._w(
-                    f"| {cell(f.label)} | {cell(f.table)} · {md_code(f.backend)} | SM{f.sm} | {cell(f.model)} | {f.tp} | {f.n} | {padded} |"
+                    f"| {cell(f.label)} | {cell(f.table)} · {md_code(f.backend)} | SM{f.sm} "
+                    f"| {cell(f.model)} | {f.tp} | {f.n} | {padded} |"
                 )
             self._w()
             self._w("</details>")
@@ -104,7 +107,8 @@ class MarkdownFormatter(Formatter):
         self._w("|---|---|---|---|")
         for c in changed:
             self._w(
-                f"| {md_code(c.kernel)} | SM{c.sm} | {compact_set(list(c.became_accepted))} | {compact_set(list(c.became_rejected))} |"
+                f"| {md_code(c.kernel)} | SM{c.sm} | {compact_set(list(c.became_accepted))} | "
+                f"{compact_set(list(c.became_rejected))} |"
             )
         self._w()
 
@@ -127,7 +131,8 @@ class MarkdownFormatter(Formatter):
                 )
                 flagged = "<br>".join(cell(n) for n in r.notes if n.startswith(("disagreement", "partial")))
                 self._w(
-                    f"| {md_code(r.key)} | SM{r.sm} | {cell(rel.info.version)} | {r.status.value} | {accepted} | {depth} | {refusals} | {flagged} |"
+                    f"| {md_code(r.key)} | SM{r.sm} | {cell(rel.info.version)} | {r.status.value} | {accepted} | "
+                    f"{depth} | {refusals} | {flagged} |"
                 )
 
     def _problems(self, report: CheckReport) -> None:
@@ -139,8 +144,10 @@ class MarkdownFormatter(Formatter):
             for f in problems:
                 padded = f.padded_text
                 self._w(
-                    f"| {f.verdict.mark} {cell(f.label)} | {cell(f.table)} · {md_code(f.backend)} → {md_code(f.kernel)} "
-                    f"| SM{f.sm} | {cell(f.model)} | {f.tp} | {f.n} | {padded} | {cell(f.explain())} | {md_code(f.source)} |"
+                    f"| {f.verdict.mark} {cell(f.label)} | {cell(f.table)} · {md_code(f.backend)} → "
+                    f"{md_code(f.kernel)} "
+                    f"| SM{f.sm} | {cell(f.model)} | {f.tp} | {f.n} | {padded} | {cell(f.explain())} | "
+                    f"{md_code(f.source)} |"
                 )
             self._w()
 
@@ -185,7 +192,8 @@ class MarkdownFormatter(Formatter):
         for row in report.rows:
             axes = ", ".join(f"{a['name']}={a['default']}" for a in row["axes"])
             self._w(
-                f"| {md_code(row['id'])} | {md_code(row['entry_point'])} | {', '.join(map(str, row['sms']))} | {cell(axes)} |"
+                f"| {md_code(row['id'])} | {md_code(row['entry_point'])} | {', '.join(map(str, row['sms']))} | "
+                f"{cell(axes)} |"
             )
 
     def data(self, payload: dict[str, Any], title: str) -> None:

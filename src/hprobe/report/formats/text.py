@@ -168,11 +168,13 @@ def _matrix_notes(report: MatrixReport) -> list[str]:
         if stopped:
             install = " ".join(f"'{r}'" for r in missing)
             notes.append(
-                f"flashinfer {releases} {'require' if ',' in releases else 'requires'} {needs}, not installed here: {stopped} answers are inconclusive for it (`pip install {install}` in a separate venv)"
+                f"flashinfer {releases} {'require' if ',' in releases else 'requires'} {needs}, not installed here: "
+                f"{stopped} answers are inconclusive for it (`pip install {install}` in a separate venv)"
             )
         else:
             notes.append(
-                f"flashinfer {releases} {'require' if ',' in releases else 'requires'} {needs}, not installed here; no answer depended on {'them' if len(missing) > 1 else 'it'}"
+                f"flashinfer {releases} {'require' if ',' in releases else 'requires'} {needs}, not installed here; no "
+                f"answer depended on {'them' if len(missing) > 1 else 'it'}"
             )
     return notes
 
@@ -439,7 +441,8 @@ class TextFormatter(Formatter):
                 out.line(
                     indent,
                     _dim(
-                        f"rejected {compact_set(hs)}: {visible(sample.error_type)}: {visible(sample.message or '')}{visible(where)}"
+                        f"rejected {compact_set(hs)}: {visible(sample.error_type)}: "
+                        f"{visible(sample.message or '')}{visible(where)}"
                     ),
                 )
             unclear = r.by_outcome(Outcome.INCONCLUSIVE)
@@ -459,7 +462,8 @@ class TextFormatter(Formatter):
                 out.line(
                     indent,
                     _dim(
-                        f"rejected {compact_set(hs)}: {visible(refused.error_type)}: {visible(refused.message or '')}{visible(where)}"
+                        f"rejected {compact_set(hs)}: {visible(refused.error_type)}: "
+                        f"{visible(refused.message or '')}{visible(where)}"
                     ),
                 )
         else:
@@ -670,7 +674,8 @@ class TextFormatter(Formatter):
         out.line(
             _bold("hprobe bisect"),
             f"  {visible(result.kernel)} SM{result.sm} h_q={result.heads}  "
-            f"releases {visible(result.range[0])}..{visible(result.range[1])} ({visible(result.releases_in_range)}); {visible(result.method)}",
+            f"releases {visible(result.range[0])}..{visible(result.range[1])} ({visible(result.releases_in_range)}); "
+            f"{visible(result.method)}",
         )
         for p in result.probed:
             detail = p.entry or p.message or ""
@@ -700,7 +705,8 @@ class TextFormatter(Formatter):
         if report.action != "show":
             kept = f"; {report.in_use} in use by a running hprobe, kept" if report.in_use else ""
             out.line(
-                f"{report.action}: removed {report.removed} entr{'ies' if report.removed != 1 else 'y'}, freed {human_size(report.freed)}{kept}"
+                f"{report.action}: removed {report.removed} entr{'ies' if report.removed != 1 else 'y'}, freed "
+                f"{human_size(report.freed)}{kept}"
             )
         rows: list[Row] = [
             [(visible(release), ""), (human_size(size), "")] for release, size in found.by_release().items()

@@ -121,7 +121,8 @@ def _calls_in(
         if isinstance(node, ast.Call):
             entry = _callee_entry(node.func, imports, entries, aliases, index) or _bound_entry(node.func, bound)
             if entry is None and isinstance(node.func, (ast.Attribute, ast.Call)):
-                # importlib.import_module("flashinfer.decode").X(...), getattr(flashinfer.decode, "X")(...), partial(X)(...)
+                # importlib.import_module("flashinfer.decode").X(...),
+                # getattr(flashinfer.decode, "X")(...), partial(X)(...)
                 entry = _referenced_entry(node.func, imports, entries, aliases, index, bound)
             if entry is not None:
                 out.append(_site(module, node, qualname, cls, entry))

@@ -651,7 +651,8 @@ class _Interpreter:
                     # Another module failed to import: this environment, not the release.
                     raise _Unsupported(
                         node,
-                        f"flashinfer {source.version}: importing {dotted} failed here ({doc['import_error']}), for a reason of this environment",
+                        f"flashinfer {source.version}: importing {dotted} failed here ({doc['import_error']}), for a "
+                        "reason of this environment",
                     )
                 raise _Raised("ImportError", doc["import_error"])
             for name in rest:

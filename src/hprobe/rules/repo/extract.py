@@ -261,7 +261,8 @@ def _served(index: RepoIndex, models: list[Model], notes: list[str]) -> tuple[li
     if served is None:
         if wanted:
             notes.append(
-                "this tree has no model registry hprobe reads (vLLM's model_executor/models/registry.py, SGLang's EntryClass declarations): every model is judged"
+                "this tree has no model registry hprobe reads (vLLM's model_executor/models/registry.py, SGLang's "
+                "EntryClass declarations): every model is judged"
             )
         return models, None
     kept = []
@@ -271,11 +272,13 @@ def _served(index: RepoIndex, models: list[Model], notes: list[str]) -> tuple[li
         elif model.asked:
             kept.append(model)
             notes.append(
-                f"{model.name}: judged as asked (--model), though this tree serves no {' or '.join(model.architectures)} ({served.where})"
+                f"{model.name}: judged as asked (--model), though this tree serves no "
+                f"{' or '.join(model.architectures)} ({served.where})"
             )
         else:
             notes.append(
-                f"{model.name}: not served by this tree (no {' or '.join(model.architectures)} in {served.where}): not judged"
+                f"{model.name}: not served by this tree (no {' or '.join(model.architectures)} in {served.where}): not "
+                "judged"
             )
     return kept, served
 
@@ -315,7 +318,8 @@ class _NoRule(NothingToCheck):
 
     def __init__(self, root: Path, mapping: Mapping, read: str):
         super().__init__(
-            f"--repo {root}: no class defines or inherits `{mapping.method}` and nothing calls a FlashInfer entry hprobe probes ({read})"
+            f"--repo {root}: no class defines or inherits `{mapping.method}` and nothing calls a FlashInfer entry "
+            f"hprobe probes ({read})"
         )
         self.read = read
 
@@ -426,7 +430,8 @@ def table_toml(tables: RepoTables) -> str:
     header = ["Extracted by `hprobe table extract`: padding rules read from source with ast.", f"Tree: {tables.root}"]
     if tables.flashinfer_version:
         header.append(
-            f"Rules evaluated against flashinfer {tables.flashinfer_version}: they read its own tables, so another release may pad differently"
+            f"Rules evaluated against flashinfer {tables.flashinfer_version}: they read its own tables, so another "
+            "release may pad differently"
         )
     if t.requires_flashinfer and tables.pin:
         header.append(f"requires_flashinfer read from {tables.pin.source}")
@@ -558,7 +563,8 @@ def extract_any(
         by_method.setdefault(m.method, []).append(Path(m.path).name)
     methods = ", ".join(f"`{method}` ({', '.join(names)})" for method, names in by_method.items())
     raise NothingToCheck(
-        f"--repo {root}: no class defines or inherits {methods} and nothing calls a FlashInfer entry hprobe probes ({read}); give --mapping for another engine"
+        f"--repo {root}: no class defines or inherits {methods} and nothing calls a FlashInfer entry hprobe probes "
+        f"({read}); give --mapping for another engine"
     )
 
 

@@ -195,7 +195,8 @@ def _value(part: Part, n: int, index: RepoIndex, binding: Binding) -> Any:
             return opaque
         if any(type(v) is not type(values[0]) or v != values[0] for v in values[1:]):
             return Opaque(
-                f"{part.where}: its {len(values)} callers hand it different values ({', '.join(map(repr, values))[:80]})"
+                f"{part.where}: its {len(values)} callers hand it different values "
+                f"({', '.join(map(repr, values))[:80]})"
             )
         return values[0]
     if isinstance(part, _Cond):
@@ -440,7 +441,9 @@ class _Trail:
             if _dotted(value).endswith(".shape") or (
                 isinstance(value, ast.Call) and _dotted(value.func).endswith(".size") and not value.args
             ):
-                tensor_node = value.value if isinstance(value, ast.Attribute) else value.func.value  # type: ignore[attr-defined]
+                tensor_node = (
+                    value.value if isinstance(value, ast.Attribute) else value.func.value  # type: ignore[attr-defined]
+                )
                 if at == size - 2 and want == _VALUE:
                     return self.heads(tensor_node, frame)
                 if tensor:
@@ -480,7 +483,8 @@ class _Trail:
             if bindings:
                 if len(bindings) > 1:
                     return (
-                        f"`{name}` is bound {len(bindings)} times in {outer.name}, around the nested {frame.function.name}",
+                        f"`{name}` is bound {len(bindings)} times in {outer.name}, around the nested "
+                        f"{frame.function.name}",
                         frame,
                     )
                 definition = (
@@ -565,12 +569,14 @@ class _Trail:
         if not parts:
             if not tensor:
                 return _Unknowable(
-                    f"{frame.module.path}:{function.lineno}: `{name}` of {function.name} is filled by a caller hprobe does not follow"
+                    f"{frame.module.path}:{function.lineno}: `{name}` of {function.name} is filled by a caller hprobe "
+                    "does not follow"
                 )
             return self._end(
                 frame,
                 function,
-                f"no call of {function.name} in the tree hands it `{name}`; the engine calls it from code hprobe does not follow",
+                f"no call of {function.name} in the tree hands it `{name}`; the engine calls it from code hprobe does "
+                "not follow",
             )
         return parts[0] if len(parts) == 1 else _Callers(tuple(parts), f"{frame.module.path}:{function.lineno}")
 
@@ -609,7 +615,8 @@ class _Trail:
                 yield TrailEnd(
                     module.path,
                     call.lineno,
-                    f"`{_text(call.func)}(...)` may call {owner.name}.{function.name} or another class's {function.name}",
+                    f"`{_text(call.func)}(...)` may call {owner.name}.{function.name} or another class's "
+                    f"{function.name}",
                 )
                 continue
             yield _enter(call, function, True, entered, frame.depth + 1, frame.module, owner)
@@ -916,7 +923,8 @@ def _spans(block: list[ast.stmt], line: int) -> bool:
 
 
 def _binds_inside(stmt: ast.stmt, name: str) -> bool:
-    return any(name in _target_names(t) for node in [stmt, *_own_nodes(stmt)] for t in _targets(node))  # type: ignore[arg-type]
+    nodes = [stmt, *_own_nodes(stmt)]  # type: ignore[arg-type]
+    return any(name in _target_names(t) for node in nodes for t in _targets(node))
 
 
 def _shape_axis(node: ast.expr) -> tuple[ast.expr, int] | None:

@@ -161,7 +161,8 @@ def _assignments(
             return NotEvaluable(
                 "",
                 node.lineno,
-                f"{variable} is bound here in a way an inline rule does not model (a loop, try, with, unpacking or nested function)",
+                f"{variable} is bound here in a way an inline rule does not model (a loop, try, with, unpacking or "
+                "nested function)",
             )
     found.sort(key=lambda item: (item[0].lineno, item[0].col_offset))
     return found

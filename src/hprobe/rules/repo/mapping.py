@@ -198,7 +198,8 @@ def load_mapping(path: Path | None = None) -> Mapping:
         entry = _class_entry(raw, where, set(parameters))
         if entry.reaches_when is not None and entry.reaches_when not in engine_settings:
             raise InputError(
-                f"{where}: class {entry.name}: reaches_flashinfer_when = {entry.reaches_when!r} names no [[engine_setting]]"
+                f"{where}: class {entry.name}: reaches_flashinfer_when = {entry.reaches_when!r} names no "
+                "[[engine_setting]]"
             )
         classes.setdefault(raw["name"], []).append(entry)
     calls = _calls(data.get("call", []), path, parser, engine_settings)
@@ -230,7 +231,8 @@ def _header(header: object, path: Path) -> tuple[str, str | None, str | None, di
     """[mapping]: (method, package, versions, layer_query)."""
     if not isinstance(header, dict) or set(header) - {"method", "package", "versions", "layer_query"}:
         raise InputError(
-            f"{path}: [mapping] takes `method` (the padding method's name), `package` (the engine's package), `versions` (the engine releases it describes)"
+            f"{path}: [mapping] takes `method` (the padding method's name), `package` (the engine's package), "
+            "`versions` (the engine releases it describes)"
             ' and `layer_query` (where the layer\'s query enters: ["forward_mqa(q)"])'
         )
     raw_roots = header.get("layer_query", [])
@@ -266,7 +268,8 @@ def _calls(
         call = _call_entry(raw, parser.locate("call", i))
         if call.reaches_when is not None and call.reaches_when not in engine_settings:
             raise InputError(
-                f"{call.where}: call {call.site}: reaches_flashinfer_when = {call.reaches_when!r} names no [[engine_setting]]"
+                f"{call.where}: call {call.site}: reaches_flashinfer_when = {call.reaches_when!r} names no "
+                "[[engine_setting]]"
             )
         calls.append(call)
     return calls
@@ -290,7 +293,8 @@ def _engine_settings(raw: object, path: Path, parser: _Parser) -> dict[str, Engi
     }
     usage = (
         f"{path}: [[engine_setting]] takes name, flag, value, otherwise (strings) and where its default is read: "
-        "declared_in (and resolved_by), priority_in and branch, assigned_in and key, or default and source (with default_reaches)"
+        "declared_in (and resolved_by), priority_in and branch, assigned_in and key, or default and source (with "
+        "default_reaches)"
     )
     for i, item in enumerate(raw):
         where = parser.locate("engine_setting", i)
@@ -372,7 +376,8 @@ def _settings_spec(raw: object, path: Path) -> SettingsSpec | None:
     keys = {"module", "object", "accessor"}
     if not isinstance(raw, dict) or set(raw) != keys or not all(isinstance(v, str) and v for v in raw.values()):
         raise InputError(
-            f"{path}: [settings] takes module (the registry's module), object (its instance, e.g. envs) and accessor (e.g. get)"
+            f"{path}: [settings] takes module (the registry's module), object (its instance, e.g. envs) and accessor "
+            "(e.g. get)"
         )
     return SettingsSpec(raw["module"], raw["object"], raw["accessor"])
 
@@ -476,7 +481,8 @@ def _call_entry(raw: object, where: Where) -> CallMapping:
         or not all(part.isidentifier() for part in (*module.split("."), *function.split(".")))
     ):
         raise InputError(
-            f"{where}: call site {raw['site']!r}: expected module:Class.function, such as vllm.v1.attention.backends.mla.flashinfer_mla:FlashInferMLAImpl.forward_mqa"
+            f"{where}: call site {raw['site']!r}: expected module:Class.function, such as "
+            "vllm.v1.attention.backends.mla.flashinfer_mla:FlashInferMLAImpl.forward_mqa"
         )
     texts = {
         k: raw.get(k)
@@ -495,14 +501,17 @@ def _call_entry(raw: object, where: Where) -> CallMapping:
     }
     if not all(v is None or (isinstance(v, str) and v) for v in texts.values()):
         raise InputError(
-            f"{where}: call {raw['site']}: {', '.join(k for k, v in texts.items() if v is not None and not (isinstance(v, str) and v))} must be a non-empty string"
+            f"{where}: call {raw['site']}: "
+            f"{', '.join(k for k, v in texts.items() if v is not None and not (isinstance(v, str) and v))} must be a "
+            "non-empty string"
         )
     base = {"module": module, "function": function, "entry": raw["entry"], "where": where, "note": texts["note"]}
     if texts["unresolved"] is not None:
         extra = set(raw) - {"site", "entry", "unresolved", "note", "model_family", "sm", "kernel"}
         if extra:
             raise InputError(
-                f"{where}: call {raw['site']}: an unresolved path takes only site, entry, unresolved and note, not {sorted(extra)[0]}"
+                f"{where}: call {raw['site']}: an unresolved path takes only site, entry, unresolved and note, not "
+                f"{sorted(extra)[0]}"
             )
         return CallMapping(**base, unresolved=texts["unresolved"], model_family=texts["model_family"])
     kernel, parsed = _kernel_and_sms(raw, f"{where}: call {raw['site']}", 'unresolved = "why"')
@@ -553,7 +562,8 @@ def _call_heads(raw: dict, where: Where, texts: dict) -> tuple[str, InlineRule |
         raise InputError(f"{where}: call {raw['site']}: heads = {heads!r}: expected one of {', '.join(HEADS_KINDS)}")
     if (heads == HEADS_RULE) != (texts["padded_by"] is not None):
         raise InputError(
-            f'{where}: call {raw["site"]}: heads = "rule" goes with padded_by (the class whose padding method gives the count)'
+            f'{where}: call {raw["site"]}: heads = "rule" goes with padded_by (the class whose padding method gives '
+            "the count)"
         )
     if heads != HEADS_INLINE:
         if any(raw.get(k) is not None for k in ("inline", "variable", "size_arg")):
@@ -566,7 +576,8 @@ def _call_heads(raw: dict, where: Where, texts: dict) -> tuple[str, InlineRule |
         or (size_arg is not None and (not isinstance(size_arg, int) or isinstance(size_arg, bool) or size_arg < 0))
     ):
         raise InputError(
-            f'{where}: call {raw["site"]}: heads = "inline" takes inline (Class.method), variable and optionally size_arg'
+            f'{where}: call {raw["site"]}: heads = "inline" takes inline (Class.method), variable and optionally '
+            "size_arg"
         )
     return heads, InlineRule(texts["inline"], texts["variable"], size_arg)
 

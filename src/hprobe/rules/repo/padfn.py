@@ -48,7 +48,8 @@ def call_pad_fn(spec: str, counts: list[int]) -> tuple[Where, dict[int, int | tu
             )
         except Timeout:
             raise InputError(
-                f"--pad-fn {spec!r}: did not return within {limit:g} s for {len(counts)} head counts ({PAD_FN_TIMEOUT[0]} sets the limit)"
+                f"--pad-fn {spec!r}: did not return within {limit:g} s for {len(counts)} head counts "
+                f"({PAD_FN_TIMEOUT[0]} sets the limit)"
             ) from None
         records = (
             [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -78,7 +79,8 @@ def call_pad_fn(spec: str, counts: list[int]) -> tuple[Where, dict[int, int | tu
         value = item["value"]
         if not isinstance(value, int) or value < n:
             raise InputError(
-                f"--pad-fn {spec!r}: returned {value if isinstance(value, str) else repr(value)} for {n}, not a count >= {n}"
+                f"--pad-fn {spec!r}: returned {value if isinstance(value, str) else repr(value)} for {n}, not a count "
+                f">= {n}"
             )
         if value > MAX_HEADS:
             raise InputError(f"--pad-fn {spec!r}: returned {value} for {n}, above {MAX_HEADS}")

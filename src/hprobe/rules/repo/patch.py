@@ -111,7 +111,10 @@ def build_patch(repo: RepoTables, adopted: dict[str, Adoption], published: list[
         why = "; ".join(dict.fromkeys(blocked.values()))
         for q in sorted(held):
             if adopted[q].changes:
-                said = f"{adopted[q].rule.describe()} needs flashinfer >= {adopted[q].needs}, and {why}: its padding is left as it is"
+                said = (
+                    f"{adopted[q].rule.describe()} needs flashinfer >= {adopted[q].needs}, and {why}: its padding is "
+                    "left as it is"
+                )
             else:
                 # Kept as it is: nothing of its code changes, only the pin it needs cannot be written.
                 said = f"as it is, it needs flashinfer >= {adopted[q].needs}, and {why}"
@@ -184,7 +187,8 @@ def _source_edits(
         site = _pick(sites.get(qualname, []), item.rule, rule)
         if site is None:
             patch.not_rewritten.append(
-                f"{qualname} ({item.where}): not a constant of counts or a threshold expression; change it by hand to {rule.describe()}"
+                f"{qualname} ({item.where}): not a constant of counts or a threshold expression; change it by hand to "
+                f"{rule.describe()}"
             )
             continue
         sharers = [q for q, s in sites.items() if q != qualname and site in s]
@@ -201,7 +205,8 @@ def _source_edits(
         text = _replacement(site, rule)
         if text is None:
             patch.not_rewritten.append(
-                f"{qualname} ({item.where}): {rule.describe()} is not expressible at {site.path}:{site.line}; change it by hand"
+                f"{qualname} ({item.where}): {rule.describe()} is not expressible at {site.path}:{site.line}; change "
+                "it by hand"
             )
             continue
         if site in edits and edits[site][0] != text:
@@ -307,7 +312,10 @@ def _by_hand(qualname: str, item: object | None, adoption: Adoption) -> str:
         else [(n, padded) for n in range(1, MAX_HEADS + 1) if (padded := current.pad(n)) is not None]
     )
     if item is None and launched and all(n == padded for n, padded in launched):
-        return "an unpadded call (the engine hands FlashInfer its count as it is): padding it is code to add before the call"
+        return (
+            "an unpadded call (the engine hands FlashInfer its count as it is): padding it is code to add before the "
+            "call"
+        )
     if item is None and "(inline)" in qualname:
         return "padding written at the call itself (inline code, not a rule or a constant of counts hprobe rewrites)"
     # A rule evaluated per SM, phase and setting (SGLang's): its branches are
@@ -333,7 +341,8 @@ def _apply_source(
         if real is None:
             classes = sorted({q for _, _, o in items for q in o})
             raise InputError(
-                f"{shown_rel}: a symlink to a file outside the tree; a patch of the tree cannot change it; nothing written; change {', '.join(classes)} by hand"
+                f"{shown_rel}: a symlink to a file outside the tree; a patch of the tree cannot change it; nothing "
+                f"written; change {', '.join(classes)} by hand"
             )
         rel = real
         try:
@@ -343,7 +352,8 @@ def _apply_source(
         except (InputError, ValueError, SyntaxError) as exc:
             classes = sorted({q for _, _, o in items for q in o})
             raise InputError(
-                f"{rel}: the patch would not be exact ({getattr(exc, 'message', None) or exc}); nothing written; change {', '.join(classes)} by hand"
+                f"{rel}: the patch would not be exact ({getattr(exc, 'message', None) or exc}); nothing written; "
+                f"change {', '.join(classes)} by hand"
             ) from None
         name = index.module_name_of(shown_rel)
         if name is not None:
@@ -369,7 +379,8 @@ def _apply_source(
             if got != want:
                 shown = f"not evaluable ({got})" if isinstance(got, NotEvaluable) else got.describe()
                 raise InputError(
-                    f"{item.cls.qualname}: the patched source evaluates to {shown}, not {want.describe()}; nothing written"
+                    f"{item.cls.qualname}: the patched source evaluates to {shown}, not {want.describe()}; nothing "
+                    "written"
                 )
     return out
 
@@ -386,7 +397,10 @@ def _pin_edits(
         return {}, {}
     if not pins:
         return {}, {
-            _NO_PIN: f"the tree declares no flashinfer requirement (pyproject.toml, requirements*.txt, requirements/*.txt, setup.py): add 'flashinfer-python>={floor}'"
+            _NO_PIN: (
+                "the tree declares no flashinfer requirement (pyproject.toml, requirements*.txt, requirements/*.txt, "
+                f"setup.py): add 'flashinfer-python>={floor}'"
+            )
         }
     files: dict[str, tuple[str, str, list[str]]] = {}
     blocked: dict[RepoPin, str] = {}
@@ -398,18 +412,21 @@ def _pin_edits(
         where = _shown(pin, root)
         if new_spec is None:
             blocked[pin] = (
-                f"{where} requires flashinfer{pin.spec}, which admits {below[0]} and cannot be raised mechanically: make it admit only >= {floor}"
+                f"{where} requires flashinfer{pin.spec}, which admits {below[0]} and cannot be raised mechanically: "
+                f"make it admit only >= {floor}"
             )
             continue
         if pin.kind == "metadata" or not pin.path.is_relative_to(root):
             blocked[pin] = (
-                f"{where} (flashinfer{pin.spec}) is built or installed metadata, not a requirement the tree declares: raise it to {new_spec} where it is declared"
+                f"{where} (flashinfer{pin.spec}) is built or installed metadata, not a requirement the tree declares: "
+                f"raise it to {new_spec} where it is declared"
             )
             continue
         real = real_path_in_tree(pin.path, root)
         if real is None:
             blocked[pin] = (
-                f"{where} is a symlink to a file outside the tree, which a patch of the tree cannot change: raise it to {new_spec} there"
+                f"{where} is a symlink to a file outside the tree, which a patch of the tree cannot change: raise it "
+                f"to {new_spec} there"
             )
             continue
         rel = real

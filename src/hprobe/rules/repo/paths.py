@@ -225,7 +225,8 @@ def _unmapped(
             how = f"followed from the layer's query ({context.shown(end.root)}): {end.said}"
             rule = PadMap(tuple((n, v) for n, v in values.items() if isinstance(v, int)))
             branches = tuple(((model.name, n), f"{shown} [{how}]") for model in models for _, n in model.per_rank())
-            # A top-k the call does not spell is the one assumption left: the count is the engine's own, the variant is not.
+            # A top-k the call does not spell is the one assumption left: the
+            # count is the engine's own, the variant is not.
             taken = f"assumed: {'; '.join(said)} (the head count is the engine's own: {how})" if said else None
             backend = Backend(
                 name + " [traced]",
@@ -246,10 +247,16 @@ def _unmapped(
             ), backend
         # The count is the engine's expression, but it depends on what the
         # engine fills at run time: say both, with where evaluation stopped.
-        unmapped = f"{site.function or 'module level'} calls {site.entry} with {end.said} heads, followed from the layer's query ({context.shown(end.root)})"
+        unmapped = (
+            f"{site.function or 'module level'} calls {site.entry} with {end.said} heads, followed from the layer's "
+            f"query ({context.shown(end.root)})"
+        )
         end = NotEvaluable(stopped.path, stopped.line, f"{end.said} depends on {stopped.what}")
     ended = f"{context.shown(end.path)}:{end.line}" if end.path else shown
-    assumption = f"assumed: the model's heads // tp, unpadded ({unmapped}; the trail ended at {ended}: {end.what}{'; ' + '; '.join(said) if said else ''})"
+    assumption = (
+        f"assumed: the model's heads // tp, unpadded ({unmapped}; the trail ended at {ended}: "
+        f"{end.what}{'; ' + '; '.join(said) if said else ''})"
+    )
     backend = Backend(
         name + " [assumed]",
         kernel,
@@ -317,7 +324,10 @@ def _call_axes(context: PathContext, site: CallSite, probe: Any) -> tuple[dict[s
         elif isinstance(literal, str) and literal in axis.choices:
             options[axis_name] = literal
         elif isinstance(literal, str):
-            return f"it passes {keyword}={literal!r}, a value {probe.id} is not probed with ({', '.join(map(str, axis.choices))})"
+            return (
+                f"it passes {keyword}={literal!r}, a value {probe.id} is not probed with "
+                f"({', '.join(map(str, axis.choices))})"
+            )
         else:
             return f"it passes {keyword}={ast.unparse(node)[:40]}, which hprobe cannot read"
     return options, said

@@ -77,7 +77,8 @@ def find_pin(root: Path, problems: list[str] | None = None) -> RepoPin | None:
             else "the most authoritative source (metadata, pyproject, lock files, requirements, setup.py)"
         )
         problems.append(
-            f"flashinfer is pinned differently in the tree: {taken.spec} at {taken.source} is taken ({why}); also {', '.join(f'{p.spec} at {p.source}' for p in others[:3])}"
+            f"flashinfer is pinned differently in the tree: {taken.spec} at {taken.source} is taken ({why}); also "
+            f"{', '.join(f'{p.spec} at {p.source}' for p in others[:3])}"
         )
     return taken
 
@@ -150,7 +151,8 @@ def _installs_here(pin: RepoPin, problems: list[str] | None) -> bool:
         return True
     if problems is not None:
         problems.append(
-            f"{pin.written} at {pin.source}: its marker ({marker}) is false here, so pip would not install it; not read as the flashinfer pin"
+            f"{pin.written} at {pin.source}: its marker ({marker}) is false here, so pip would not install it; not "
+            "read as the flashinfer pin"
         )
     return False
 
@@ -280,7 +282,8 @@ def _from_pylock(base: Path) -> list[RepoPin]:
                     skipped = _SKIPPED.get()
                     if skipped is not None:
                         skipped.append(
-                            f"{path}: {item['name']} version {item['version']!r} is not a version; not read as the flashinfer pin"
+                            f"{path}: {item['name']} version {item['version']!r} is not a version; not read as the "
+                            "flashinfer pin"
                         )
                     continue
                 number = next(
@@ -313,7 +316,8 @@ def _named(text: str, names: set[str]) -> Requirement | None:
         named = _LEADING_NAME.match(text)
         if skipped is not None and named and canonicalize_name(named.group(1)) in names:
             skipped.append(
-                f"{text.strip()}: not a requirement pip reads ({str(exc).splitlines()[0]}); not read as the flashinfer pin"
+                f"{text.strip()}: not a requirement pip reads ({str(exc).splitlines()[0]}); not read as the flashinfer "
+                "pin"
             )
         return None
     if canonicalize_name(req.name) not in names:

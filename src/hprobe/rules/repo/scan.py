@@ -177,7 +177,8 @@ class RepoIndex:
                     text = PythonSource.read(path, str(self._shown(path))).text
                 except InputError as exc:
                     self.problems.append(
-                        f"{self._shown(path)}: not read ({exc.message}; at most {MAX_SOURCE_BYTES >> 20} MiB of Python source)"
+                        f"{self._shown(path)}: not read ({exc.message}; at most {MAX_SOURCE_BYTES >> 20} MiB of Python "
+                        "source)"
                     )
             self._texts[name] = text
         return self._texts[name]
@@ -297,10 +298,16 @@ class RepoIndex:
                 if not (k.arg == "metaclass" and ast.unparse(k.value) in _PLAIN_METACLASSES)
             ]:
                 written = ", ".join(f"{k.arg or '**'}={ast.unparse(k.value)[:40]}" for k in klass.node.keywords)
-                return f"{klass.module.path}:{klass.node.lineno}: class {klass.name} is made with {written}, which may rewrite what its body defines"
+                return (
+                    f"{klass.module.path}:{klass.node.lineno}: class {klass.name} is made with {written}, which may "
+                    "rewrite what its body defines"
+                )
             hook = next((name for name in _CLASS_HOOKS if name in klass.methods or name in klass.attributes), None)
             if hook is not None:
-                return f"{klass.module.path}:{klass.node.lineno}: class {klass.name} defines {hook}, which may rewrite its subclasses or how their attributes read"
+                return (
+                    f"{klass.module.path}:{klass.node.lineno}: class {klass.name} defines {hook}, which may rewrite "
+                    "its subclasses or how their attributes read"
+                )
         return None
 
     def patched_builtins(self) -> dict[str, str]:
@@ -506,13 +513,15 @@ def _python_paths(
         except OSError as exc:
             if problems is not None:
                 problems.append(
-                    f"{directory[len(prefix) :] if directory != str(root) else directory}: not read ({exc.strerror or type(exc).__name__}); its Python files were not searched"
+                    f"{directory[len(prefix) :] if directory != str(root) else directory}: not read "
+                    f"({exc.strerror or type(exc).__name__}); its Python files were not searched"
                 )
             continue
         seen += len(entries)
         if seen > MAX_ENTRIES:
             raise InputError(
-                f"--repo {root}: more than {MAX_ENTRIES:,} files and directories to walk; point --repo at the engine's source tree, or --exclude what is not"
+                f"--repo {root}: more than {MAX_ENTRIES:,} files and directories to walk; point --repo at the engine's "
+                "source tree, or --exclude what is not"
             )
         for entry in entries:
             try:
@@ -534,7 +543,8 @@ def _python_paths(
                 found += 1
                 if found > MAX_FILES:
                     raise InputError(
-                        f"--repo {root}: more than {MAX_FILES:,} Python files; point --repo at the engine's source tree, or --exclude what is not"
+                        f"--repo {root}: more than {MAX_FILES:,} Python files; point --repo at the engine's source "
+                        "tree, or --exclude what is not"
                     )
                 yield entry.path[strip:]
 
@@ -769,7 +779,8 @@ def _class_rebindings(node: ast.ClassDef) -> dict[str, str]:
                 for name, _ in _targets(inner, False):
                     out.setdefault(
                         name,
-                        f"line {getattr(inner, 'lineno', item.lineno)}: bound under a {type(item).__name__.lower()} in the class body",
+                        f"line {getattr(inner, 'lineno', item.lineno)}: bound under a {type(item).__name__.lower()} "
+                        "in the class body",
                     )
                 if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                     out.setdefault(
