@@ -40,9 +40,8 @@ class BackendSuggestion:
     changes: list[CountChange] = field(default_factory=list)
     unsafe: dict[int, list[int]] = field(default_factory=dict)  # n -> SMs with no safe count
     inconclusive: list[str] = field(default_factory=list)  # why some answers are unknown
-    refused_now: dict[str, list[int]] = field(
-        default_factory=dict
-    )  # release -> counts whose current padding it refuses
+    # release -> counts whose current padding it refuses
+    refused_now: dict[str, list[int]] = field(default_factory=dict)
     pins: PinAdvice | None = None  # the pin `suggested` needs (None: not searched)
     pin_note: str | None = None  # why the pin was not searched
 

@@ -258,9 +258,8 @@ class Finding:
         """One line of evidence, the same in every output format (`note`:
         with the first note, which a caller showing it once may leave out)."""
         e = self.evidence
-        parts = (
-            [f"waived by {self.waiver.origin}"] if self.waiver else []
-        )  # its reason: in the waivers section and the JSON
+        # A waiver's reason is in the waivers section and the JSON; here, who waived it.
+        parts = [f"waived by {self.waiver.origin}"] if self.waiver else []
         if self.verdict is Verdict.REDUCIBLE and self.waste is not None:
             # Removable on the releases probed: said with them, never as a general truth.
             # "Removable" only under a pin, whose ends were probed; without one,

@@ -412,9 +412,8 @@ class _Probing:
     def __init__(self, session: FlashinferSession, variant: Variant, entry, heads: list[int], tries: Tries):
         self.session, self.variant, self.entry, self.heads, self.tries = session, variant, entry, heads, tries
         self._chosen: dict[SM, int] = {}  # SM -> the input convention its outcome was read from
-        self._reference_reached: dict[
-            tuple[SM, int, int], bool
-        ] = {}  # (reference SM, h_q, input convention) -> reached
+        # (reference SM, h_q, input convention) -> reached
+        self._reference_reached: dict[tuple[SM, int, int], bool] = {}
         self._everywhere: dict[SM, bool] = {}  # SM -> its uniform refusal refuses on every reference SM too
         self._witnessed: dict[CheckSite, str] = {}  # a configuration check -> which configuration passes it, where
         # SM -> the checks on the configuration that refuse every h_q the

@@ -146,9 +146,8 @@ class _StatMemo:
     def __init__(self, root: Path, excludes: tuple[str, ...]):
         self.key = f"stat-{content_digest(repr((SCHEMA, str(root), list(excludes))).encode())}"
         loaded = cache.read_kept("readings", self.key)
-        self.kept: dict[str, list] = (
-            loaded if isinstance(loaded, dict) else {}
-        )  # none yet, or damaged: every file is read
+        # None yet, or damaged: every file is read.
+        self.kept: dict[str, list] = loaded if isinstance(loaded, dict) else {}
         self.fresh: dict[str, list] = {}
         self.taken = time.time()
 

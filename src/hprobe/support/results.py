@@ -146,9 +146,8 @@ def cached_per_sm(identity: str, kernel_id: str, sms: list[int], heads: list[int
 
 def cache_per_sm(identity: str, kernel_id: str, heads: list[int], results: list[KernelSMResult]) -> None:
     for result in results:
-        _write_cache(
-            _cache_key(identity, kernel_id, [result.sm], heads), [result]
-        )  # a failed write loses only the entry
+        # A failed write loses only the entry.
+        _write_cache(_cache_key(identity, kernel_id, [result.sm], heads), [result])
 
 
 def probe_release(

@@ -129,8 +129,6 @@ def _inconclusive(key: str, sm: int, version: str, heads: list[int], reason: str
         key=variant.key,
         unanswered=True,
     )
-    for h in heads:
-        result.heads[h] = HeadResult(
-            h, Outcome.INCONCLUSIVE, reason=reason, cause=Cause.ENVIRONMENT.value
-        )  # the release could not run here
+    for h in heads:  # the release could not run here
+        result.heads[h] = HeadResult(h, Outcome.INCONCLUSIVE, reason=reason, cause=Cause.ENVIRONMENT.value)
     return result

@@ -177,12 +177,11 @@ class _Shape:
     heads: list[int]
     outcome: Outcome | None
     said: str  # in the first release's own words
-    template: (
-        str  # with the release it names written RELEASE_MARK and no file:line, as every release of the shape says it
-    )
-    places: dict[str, list[str]] = field(
-        default_factory=dict
-    )  # the message's file:line -> the releases that raise it there
+    # `said` with the release it names written RELEASE_MARK and no file:line,
+    # as every release of the shape says it
+    template: str
+    # the message's file:line -> the releases that raise it there
+    places: dict[str, list[str]] = field(default_factory=dict)
 
 
 # Where an answer names its release ("flashinfer 0.6.3 has no ..."), a shape
@@ -217,9 +216,8 @@ def _heatmap(key: str, sm: int, rows: list[tuple[str, KernelSMResult | None]], h
         if h in AXIS_TICKS:
             out.append(f'<text x="{xs[i]:g}" y="{TOP - 6}" class="axis">{h}</text>')
     shapes: list[_Shape] = []
-    open_shapes: dict[
-        tuple[int, int, Outcome | None, str], _Shape
-    ] = {}  # the previous row's, by what they cover and say
+    # The previous row's shapes, by what they cover and say.
+    open_shapes: dict[tuple[int, int, Outcome | None, str], _Shape] = {}
     previous: KernelSMResult | None = None
     for row, (version, result) in enumerate(rows):
         y = TOP + row * CELL_H

@@ -230,9 +230,8 @@ class TextFormatter(Formatter):
             for parts in lines or [["  ", _dim("no accepted set changed")]]:
                 out.line(*parts)
         paths_lines = 0 if cap is None else _call_paths_lines(report, cap["paths"])
-        budget = (
-            None if cap is None else SCREEN_LINES - out.count - paths_lines - 3
-        )  # the "more" line, a blank, the verdict
+        # Less three lines: the "more" line, a blank, the verdict.
+        budget = None if cap is None else SCREEN_LINES - out.count - paths_lines - 3
         hidden_ok, hidden_action = 0, 0
         for (table, backend), group in groupby(report.findings, key=lambda f: (f.table, f.backend)):
             rows = list(group)

@@ -71,9 +71,8 @@ class _Scope:
     instance: dict[str, Any]
     names: frozenset[str]
     read: set[str] = field(default_factory=set)  # instance attributes a decided test read
-    conditions: dict[str, Any] = field(
-        default_factory=dict
-    )  # expression text -> its value on this path (the mapping's)
+    # expression text -> its value on this path (the mapping's)
+    conditions: dict[str, Any] = field(default_factory=dict)
     results: dict[str, Any] = field(default_factory=dict)  # function name -> what a call of it returns on this path
     frame: dict[str, Any] = field(default_factory=dict)  # locals known before the call
 
