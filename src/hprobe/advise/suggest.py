@@ -65,7 +65,7 @@ class BackendSuggestion:
         text = self._words()
         reach = self.backend.reach
         if reach is not None and not reach.default_reaches:
-            return f"{text} [under {reach.flag} {reach.value} only: {self.shared}]"
+            return f"{text} [{reach.scope()}: {self.shared}]"
         return text
 
     def _words(self) -> str:

@@ -59,12 +59,11 @@ def _action(rows: list[Finding]) -> str:
         return action
     # The rule also feeds the engine's default, which hprobe does not probe:
     # the advice is about FlashInfer's path alone and cannot be applied as is.
-    scoped = f"under {reach.flag} {reach.value} only: {action}"
+    scoped = f"{reach.scope()}: {action}"
     if all(f.verdict is Verdict.OK for f in rows):
         return scoped
-    return (
-        f"{scoped} — the default backend ({reach.otherwise}) shares this rule: change it behind a {reach.flag} branch"
-    )
+    default = "elsewhere the default backend" if reach.default_when else "the default backend"
+    return f"{scoped} — {default} ({reach.otherwise}) shares this rule: change it behind a {reach.flag} branch"
 
 
 def _urgency(verdict: Verdict) -> int:

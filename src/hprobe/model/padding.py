@@ -210,11 +210,26 @@ class Reach:
     default_reaches: bool | None  # True: by default FlashInfer runs; False: only when asked; None: unknown
     otherwise: str  # what the rule serves under every other value (not probed)
     source: str = ""  # file:line the default was read from
+    # Where the default is FlashInfer under some settings only: those settings,
+    # as the engine's own code tests them (an FP8 KV cache); "" otherwise.
+    default_when: str = ""
+
+    def scope(self) -> str:
+        """The settings a FlashInfer-only verdict or change holds under, in words."""
+        if self.default_when:
+            return f"by default where {self.default_when}, else under {self.flag} {self.value}"
+        return f"under {self.flag} {self.value} only"
 
     def words(self) -> str:
         if self.default_reaches:
             return f"reaches FlashInfer by default ({self.flag} default {self.default})"
         where = f" ({self.source})" if self.source else ""
+        if self.default_when:
+            return (
+                f"reaches FlashInfer by default where {self.default_when}, else only under {self.flag} {self.value}; "
+                f"the engine's default is {self.default}{where}; elsewhere this rule serves {self.otherwise} "
+                "(not probed): the verdict covers the FlashInfer path only"
+            )
         default = "unknown" if self.default_reaches is None else self.default
         return (
             f"reaches FlashInfer only under {self.flag} {self.value}; the engine's default is {default}{where}, "
@@ -229,6 +244,7 @@ class Reach:
             "default_reaches": self.default_reaches,
             "otherwise": self.otherwise,
             "source": self.source,
+            "default_when": self.default_when,
             "words": self.words(),
         }
 

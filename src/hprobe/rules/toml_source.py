@@ -328,23 +328,25 @@ class _Parser:
         )
 
     def reach(self, raw: dict[str, Any], index: int, name: str) -> Reach | None:
-        """`reach = { flag, value, default, default_reaches, otherwise, source }`:
-        the engine setting under which this rule reaches FlashInfer."""
+        """`reach = { flag, value, default, default_reaches, otherwise, source,
+        default_when }`: the engine setting under which this rule reaches
+        FlashInfer."""
         value = raw.get("reach")
         if value is None:
             return None
         texts = ("flag", "value", "default", "otherwise")
         if (
             not isinstance(value, dict)
-            or not set(texts) <= set(value) <= {*texts, "default_reaches", "source"}
+            or not set(texts) <= set(value) <= {*texts, "default_reaches", "source", "default_when"}
             or not all(isinstance(value[k], str) for k in texts)
             or not isinstance(value.get("source", ""), str)
+            or not isinstance(value.get("default_when", ""), str)
             or not isinstance(value.get("default_reaches", False), bool)
         ):
             raise self._fail(
                 self.locate("backend", index, "reach"),
-                f"backend {name}: reach takes flag, value, default, otherwise (strings), default_reaches (true/false) "
-                "and source",
+                f"backend {name}: reach takes flag, value, default, otherwise (strings), default_reaches (true/false), "
+                "source and default_when",
             )
         return Reach(
             value["flag"],
@@ -353,6 +355,7 @@ class _Parser:
             value.get("default_reaches"),
             value["otherwise"],
             value.get("source", ""),
+            value.get("default_when", ""),
         )
 
     def rule(self, raw: dict[str, Any], index: int, name: str) -> PaddingRule:

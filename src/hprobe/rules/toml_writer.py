@@ -72,9 +72,10 @@ def _backend(backend: Backend) -> list[str]:
     if backend.reach is not None:
         r = backend.reach
         known = "" if r.default_reaches is None else f", default_reaches = {'true' if r.default_reaches else 'false'}"
+        when = f", default_when = {quote(r.default_when)}" if r.default_when else ""
         lines.append(
             f"reach = {{ flag = {quote(r.flag)}, value = {quote(r.value)}, default = {quote(r.default)}{known}, "
-            f"otherwise = {quote(r.otherwise)}, source = {quote(r.source)} }}"
+            f"otherwise = {quote(r.otherwise)}, source = {quote(r.source)}{when} }}"
         )
     return lines + _rule(backend.rule)
 

@@ -104,6 +104,8 @@ def _priority(index: RepoIndex, setting: EngineSetting) -> Reach:
         )
     wanted = ast.unparse(ast.parse(setting.branch, mode="eval").body)
     for node in ast.walk(info.node):
+        if isinstance(node, ast.If) and ast.unparse(node.test) == wanted and setting.priority_list:
+            return _priority_list(setting, setting.priority_list, module.path, node)
         if isinstance(node, ast.If) and ast.unparse(node.test) == wanted:
             for inner in ast.walk(ast.Module(body=node.body, type_ignores=[])):
                 if isinstance(inner, ast.Return) and isinstance(inner.value, ast.List) and inner.value.elts:
@@ -124,6 +126,46 @@ def _priority(index: RepoIndex, setting: EngineSetting) -> Reach:
         setting.otherwise,
         f"{module.path}:{info.node.lineno}",
     )
+
+
+def _priority_list(setting: EngineSetting, name: str, path: str, branch: ast.If) -> Reach:
+    """The default under `branch` where the engine picks its list by settings
+    of its own (`sparse_backends = [...]` in `if`s on the KV cache dtype and
+    the head count): the first entry of each list `name` is bound to, with the
+    tests on the way to it. FlashInfer is the default where its entry is first."""
+    firsts: list[tuple[list[str], str, int]] = []  # (tests on the way, first entry, line)
+    stack: list[tuple[list[ast.stmt], list[str]]] = [(branch.body, [])]
+    while stack:
+        body, tests = stack.pop()
+        for stmt in body:
+            if isinstance(stmt, ast.If):
+                test = ast.unparse(stmt.test)
+                stack.append((stmt.body, [*tests, test]))
+                stack.append((stmt.orelse, [*tests, f"not ({test})"]))
+            elif (
+                isinstance(stmt, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets)
+                and isinstance(stmt.value, ast.List)
+                and stmt.value.elts
+            ):
+                firsts.append((tests, ast.unparse(stmt.value.elts[0]).rsplit(".", 1)[-1], stmt.lineno))
+    if not firsts:
+        return Reach(
+            setting.flag,
+            setting.value,
+            f"no list {name} under `{ast.unparse(branch.test)}`",
+            None,
+            setting.otherwise,
+            f"{path}:{branch.lineno}",
+        )
+    firsts.sort(key=lambda item: item[2])
+    where = f"{path}:{firsts[0][2]}"
+    default = "; ".join(f"{first} where {' and '.join(tests) or 'always'}" for tests, first, _ in firsts)
+    reaching = [tests for tests, first, _ in firsts if first == setting.value]
+    if len(reaching) == len(firsts) or not reaching:
+        return Reach(setting.flag, setting.value, default, bool(reaching), setting.otherwise, where)
+    when = " or ".join(" and ".join(tests) or "always" for tests in reaching)
+    return Reach(setting.flag, setting.value, default, None, setting.otherwise, where, when)
 
 
 def _assigned(index: RepoIndex, setting: EngineSetting) -> Reach:

@@ -46,6 +46,9 @@ class EngineSetting:
     resolved_by: str | None = None  # dotted function resolving the default (auto)
     priority_in: str | None = None  # dotted function returning a priority list
     branch: str | None = None  # the `if` test (as written) under which that list is returned
+    # The list variable whose first entry is the default under that branch,
+    # where the engine binds it in `if`s of its own (vLLM's sparse_backends).
+    priority_list: str | None = None
     assigned_in: str | None = None  # dotted module assigning `overrides[key] = value`
     key: str | None = None
     default: str | None = None  # the default in words, where no reader fits
@@ -285,6 +288,7 @@ def _engine_settings(raw: object, path: Path, parser: _Parser) -> dict[str, Engi
         "resolved_by",
         "priority_in",
         "branch",
+        "priority_list",
         "assigned_in",
         "key",
         "default",
@@ -293,8 +297,8 @@ def _engine_settings(raw: object, path: Path, parser: _Parser) -> dict[str, Engi
     }
     usage = (
         f"{path}: [[engine_setting]] takes name, flag, value, otherwise (strings) and where its default is read: "
-        "declared_in (and resolved_by), priority_in and branch, assigned_in and key, or default and source (with "
-        "default_reaches)"
+        "declared_in (and resolved_by), priority_in and branch (and priority_list), assigned_in and key, or default "
+        "and source (with default_reaches)"
     )
     for i, item in enumerate(raw):
         where = parser.locate("engine_setting", i)
@@ -309,6 +313,7 @@ def _engine_settings(raw: object, path: Path, parser: _Parser) -> dict[str, Engi
             len(readers) != 1
             or not all(k in item for k in readers[0])
             or ("branch" in item and not {"priority_in", "assigned_in"} & set(item))
+            or ("priority_list" in item and "priority_in" not in item)
         ):
             raise InputError(f"{where}: {usage.removeprefix(f'{path}: ')}")
         out[item["name"]] = EngineSetting(
@@ -320,6 +325,7 @@ def _engine_settings(raw: object, path: Path, parser: _Parser) -> dict[str, Engi
             item.get("resolved_by"),
             item.get("priority_in"),
             item.get("branch"),
+            item.get("priority_list"),
             item.get("assigned_in"),
             item.get("key"),
             item.get("default"),
