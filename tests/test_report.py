@@ -12,6 +12,7 @@ import shutil
 import struct
 import subprocess
 import zlib
+from html import escape as html_escape
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -96,6 +97,23 @@ def test_the_pages_are_written_with_one_heatmap_row_per_release(site):
         and "Expected 64 or 128 query heads" in title
     )
     assert "Δ<title>0.6.14: +{8, 16, 32}</title>" in sm100  # where the boundary moved
+    # ... and the set it moved by, written under the chart, not only in a tooltip.
+    assert re.search(
+        r'<svg class="heatmap"[^>]*SM100.*?</svg><p class="changes">Δ 0.6.14: \+\{8, 16, 32\}</p>', html, re.S
+    )
+    # The axis says where its scale changes (1..128 wide, 129..256 narrow).
+    assert all('class="scale-break"' in svg and "h_q above 128 at 0.25× the width" in svg for svg in svgs)
+    # Outcomes told apart by more than shade: every shape wide enough that is
+    # neither accepted nor rejected carries its outcome's mark.
+    marks = {o.value: o.mark for o in Outcome} | {"unprobed": "·"}
+    for svg in svgs:
+        for width, outcome, after in re.findall(
+            r'<rect x="[\d.]+" y="\d+" width="([\d.]+)"[^>]*class="o-([a-z-]+)">.*?</rect>'
+            r'(<text[^>]*class="mark">[^<]*)?',
+            svg,
+        ):
+            if outcome not in ("accepted", "rejected") and float(width) >= 10:
+                assert after.endswith(f">{html_escape(marks[outcome])}"), (outcome, width)
     assert 'id="legend"' in html
     legend = html.split('id="legend"', 1)[1].split("</ul>", 1)[0]
     assert all(f">{mark}</span>" in legend for mark in ("Δ", *(o.mark for o in Outcome)))  # every mark of the charts
@@ -312,6 +330,13 @@ def test_shapes_run_down_the_releases_that_agree_and_keep_each_answer():
     page = render_site(MatrixReport(releases, Targets([SM.from_number(100)], "flag"), heads, ["k"]))
     [svg] = re.findall(r"<svg class=\"heatmap\".*?</svg>", page, re.S)
     assert re.findall(r'data-rows="(\d+)" class="o-absent"', svg) == ["3"]  # one shape for three releases' 32 h_q
+    # The absent shape carries its mark, centred down its three rows; the
+    # single accepted and rejected cells are told by colour alone.
+    assert re.findall(r'class="o-absent">.*?</rect><text x="([\d.]+)" y="([\d.]+)" class="mark">–</text>', svg) == [
+        ("186", "61")
+    ]
+    assert svg.count('class="mark"') == 1
+    assert "scale-break" not in svg  # 1..32: one scale, nothing to say
     cells = _cells(svg)
     for release in releases:
         result = release.results[("k", 100)]

@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 # Release names on the left, a narrow change mark on the right: the widest
 # heatmap (1..256) is 1,080 px, and the page fits 1,280 px without scrolling.
 WIDE_UP_TO, WIDE_W, NARROW_W = 128, 6.0, 1.5
-CELL_H, LEFT, TOP, CHANGE_W = 16, 90, 22, 30
+CELL_H, LEFT, TOP, CHANGE_W = 16, 90, 34, 30
+MARK_MIN_W = 10  # the narrowest shape that carries its outcome's mark
 AXIS_TICKS = (1, 8, 16, 32, 64, 96, 128, 192, 256)
 
 
@@ -155,8 +156,8 @@ def _legend(verdicts: bool) -> str:
     items += f'<li><span class="swatch" style="background:{Outcome.INCONCLUSIVE.colour}"> </span> not probed</li>'
     # Every mark in the charts is in the legend: Δ too, and where its set is read.
     items += (
-        '<li><span class="swatch change-mark">Δ</span> the accepted set changed from the release above (hover it for '
-        "the change)</li>"
+        '<li><span class="swatch change-mark">Δ</span> the accepted set changed from the release above (the change '
+        "is written under the chart)</li>"
     )
     if verdicts:
         items += "".join(
@@ -208,6 +209,7 @@ def _heatmap(key: str, sm: int, rows: list[tuple[str, KernelSMResult | None]], h
     xs = _positions(heads)
     width = round(xs[-1]) + CHANGE_W
     height = TOP + CELL_H * len(rows) + 6
+    changes: list[str] = []  # each Δ with its set, written under the chart as well as in its tooltip
     out = [
         f'<svg class="heatmap" role="img" aria-label="{escape(key)} SM{sm}: h_q across, releases down" '
         f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">'
@@ -215,6 +217,15 @@ def _heatmap(key: str, sm: int, rows: list[tuple[str, KernelSMResult | None]], h
     for i, h in enumerate(heads):
         if h in AXIS_TICKS:
             out.append(f'<text x="{xs[i]:g}" y="{TOP - 6}" class="axis">{h}</text>')
+    # The scale changes where the counts past WIDE_UP_TO begin: drawn and said.
+    past = next((i for i, h in enumerate(heads) if h > WIDE_UP_TO), None)
+    if past:
+        x = xs[past]
+        out.append(
+            f'<line x1="{x:g}" y1="{TOP - 4}" x2="{x:g}" y2="{height - 4}" class="scale-break"/>'
+            f'<text x="{x - 3:g}" y="{TOP - 18}" class="axis" text-anchor="end">narrower past here: h_q above '
+            f"{WIDE_UP_TO} at {NARROW_W / WIDE_W:.2g}× the width</text>"
+        )
     shapes: list[_Shape] = []
     # The previous row's shapes, by what they cover and say.
     open_shapes: dict[tuple[int, int, Outcome | None, str], _Shape] = {}
@@ -238,6 +249,7 @@ def _heatmap(key: str, sm: int, rows: list[tuple[str, KernelSMResult | None]], h
         open_shapes = still_open
         change = _change(previous, result)
         if change:
+            changes.append(f"Δ {version}: {change}")
             out.append(
                 f'<text x="{xs[-1] + 6:g}" y="{y + CELL_H - 4}" class="change">Δ<title>{escape(version)}: '
                 f"{escape(change)}</title></text>"
@@ -259,7 +271,15 @@ def _heatmap(key: str, sm: int, rows: list[tuple[str, KernelSMResult | None]], h
             f'data-heads="{span}" data-rows="{last - first + 1}" '
             f'class="o-{shape.outcome.value if shape.outcome else "unprobed"}"><title>{escape(tip)}</title></rect>'
         )
+        # Told apart by more than shade: the outcome's mark in every shape wide
+        # enough to hold it (accepted and rejected are told by green and grey).
+        if shape.outcome not in (Outcome.ACCEPTED, Outcome.REJECTED) and x1 - x0 >= MARK_MIN_W:
+            mark = shape.outcome.mark if shape.outcome else "·"
+            middle = TOP + first * CELL_H + (CELL_H * (last - first + 1) - 2) / 2 + 4
+            out.append(f'<text x="{(x0 + x1) / 2:g}" y="{middle:g}" class="mark">{escape(mark)}</text>')
     out.append("</svg>")
+    if changes:
+        out.append(f'<p class="changes">{escape("; ".join(changes))}</p>')
     return "".join(out)
 
 
@@ -403,6 +423,10 @@ h2 { margin-top: 2em; border-bottom: 1px solid #ccc; }
 .swatch { display: inline-block; width: 1.4em; text-align: center; border: 1px solid #999; }
 /* scaled down to a narrow window, never scrolled sideways */
 .heatmap { display: block; margin: .5em 0; max-width: 100%; height: auto; }
+.heatmap .mark { font: bold 10px monospace; fill: #fff; text-anchor: middle; pointer-events: none; }
+.heatmap .o-absent + .mark, .heatmap .o-unprobed + .mark { fill: #333; }
+.heatmap .scale-break { stroke: #333; stroke-dasharray: 2 2; }
+.changes { font: 11px monospace; color: #a0522d; margin: 0 0 .5em 0; }
 .heatmap .axis, .heatmap .release, .heatmap .change { font: 11px monospace; fill: #333; }
 .heatmap .change { fill: #a0522d; } .change-mark { color: #a0522d; font-family: monospace; }
 .evidence, .verdicts { border-collapse: collapse; font-size: 12px; margin-bottom: 1em; }
