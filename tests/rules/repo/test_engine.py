@@ -101,3 +101,21 @@ def test_a_tree_without_the_list_says_where_it_looked(tmp_path):
     assert reach.default_reaches is None and not reach.default_when
     assert reach.default == "no list sparse_backends under `device_capability.major == 10`"
     assert reach.source == "vllm/platforms/cuda.py:4"
+
+
+def test_an_alternative_an_earlier_one_covers_is_said_without_its_negation(tmp_path):
+    """vLLM 0.25.0 put FlashInfer first for an FP8 KV cache and, for BF16, at
+    <= 16 heads: `A or (not (A) and B)`, said as `A or B`."""
+    reach = _reach(
+        tmp_path,
+        "FLASHINFER_MLA_SPARSE",
+        PRIORITIES.replace(
+            "AttentionBackendEnum.FLASH_ATTN_MLA_SPARSE_FA4,\n                        "
+            "AttentionBackendEnum.FLASHINFER_MLA_SPARSE,",
+            "AttentionBackendEnum.FLASHINFER_MLA_SPARSE,",
+        ),
+    )
+    assert reach.default_when == (
+        "kv_cache_dtype is not None and is_quantized_kv_cache(kv_cache_dtype) "
+        "or num_heads is not None and num_heads <= 16"
+    )

@@ -164,7 +164,13 @@ def _priority_list(setting: EngineSetting, name: str, path: str, branch: ast.If)
     reaching = [tests for tests, first, _ in firsts if first == setting.value]
     if len(reaching) == len(firsts) or not reaching:
         return Reach(setting.flag, setting.value, default, bool(reaching), setting.otherwise, where)
-    when = " or ".join(" and ".join(tests) or "always" for tests in reaching)
+    # `A or (not (A) and B)` is `A or B`: a test an earlier alternative already
+    # covers is not said again in a later one's negation.
+    said: list[list[str]] = []
+    for tests in reaching:
+        covered = {f"not ({' and '.join(earlier)})" for earlier in said if earlier}
+        said.append([t for t in tests if t not in covered])
+    when = " or ".join(" and ".join(tests) or "always" for tests in said)
     return Reach(setting.flag, setting.value, default, None, setting.otherwise, where, when)
 
 
