@@ -1,5 +1,5 @@
 """The port of 0.7.4's trtllm-gen selection (compiled/trtllm_gen/era_0_7_4.py), on a
-0.7.x-shaped table made from flashinfer-cubin 0.6.13's rows (tests/later_tables.py).
+0.7.x-shaped table made from flashinfer-cubin 0.6.13's rows (later_tables.py beside it).
 Worked by hand from the C++ 0.7.4 ships, beside 0.7.2.post1's port."""
 
 from __future__ import annotations

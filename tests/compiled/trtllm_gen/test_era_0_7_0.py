@@ -1,7 +1,7 @@
 """The port of 0.7.0's trtllm-gen selection (compiled/trtllm_gen/era_0_7_0.py).
 
 As for 0.6.18, the table is a fixture made from flashinfer-cubin 0.6.13's rows
-with the fields 0.7.0's hash reads added (tests/later_tables.py); 0.7.0's own lives
+with the fields 0.7.0's hash reads added (later_tables.py beside it); 0.7.0's own lives
 only in the artifact store. Each case is worked by hand from the C++ 0.7.0 ships,
 and where 0.7.0 changed an answer, 0.6.18's port is asked the same call.
 """

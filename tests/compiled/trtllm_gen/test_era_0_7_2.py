@@ -1,6 +1,6 @@
 """The ports of 0.7.2's and 0.7.2.post1's trtllm-gen selection
 (compiled/trtllm_gen/era_0_7_2.py, era_0_7_2_post1.py), on a 0.7.x-shaped table
-made from flashinfer-cubin 0.6.13's rows (tests/later_tables.py). Each case is
+made from flashinfer-cubin 0.6.13's rows (later_tables.py beside it). Each case is
 worked by hand from the C++ each release ships, beside the era before it."""
 
 from __future__ import annotations
