@@ -1,0 +1,263 @@
+"""The rule evaluator against CPython, on generated rule modules: wherever
+hprobe returns a value (a count, or what the rule raises), it is what Python
+computes for the same module. "Not evaluable" is always allowed; a different
+value never is (a rule read wrong is a false `ok`).
+
+The modules combine the constructs that have made static readings wrong: a
+module constant changed after its definition (augmented assignment, in-place
+list methods, a `global` rebinding in a function run at import, a rebinding
+under `if`, by `for`, `with ... as`, a walrus, a star import, `del`), a rule
+replaced after its class (a class decorator, `Cls.method = ...`, a class
+attribute reassigned, `del` of an override, `setattr`), f-string conversions,
+`except` clauses matched by Python's exception hierarchy, and classes made by
+hooks (a metaclass's `__new__` or `__getattribute__`, `__init_subclass__`)."""
+
+from __future__ import annotations
+
+import textwrap
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hprobe.rules.repo.evaluate import NotEvaluable, Raises, evaluate
+from hprobe.rules.repo.scan import RepoIndex
+
+# Pure: runs without torch, flashinfer or a subprocess (the fast tier, `-m "pure and not slow"`).
+pytestmark = pytest.mark.pure
+
+COUNTS = (1, 4, 7, 8, 24, 64, 96, 128, 200)
+TALLY: Counter[str] = Counter()
+
+CONSTANTS = {
+    "tuple": "HEADS = (8, 16, 32, 64, 128)",
+    "list": "HEADS = [16, 32, 64, 128]",
+    "math-name": "pi = (64, 128)",  # overridden by `from math import *` below it
+}
+# Each mutation changes (or may change) the constant the rule reads.
+MUTATIONS = {
+    "none": "",
+    "aug": "HEADS += (256,)",
+    "rebind-expr": "HEADS = HEADS + (4,)",
+    "if-true": "if True:\n    HEADS = (64, 128)",
+    "if-false": "if False:\n    HEADS = (64, 128)",
+    "for": "for HEADS in [(64, 128)]:\n    pass",
+    "with": "import contextlib\nwith contextlib.nullcontext((64, 128)) as HEADS:\n    pass",
+    "walrus": "(HEADS := (64, 128))",
+    "global-run": "def _reset():\n    global HEADS\n    HEADS = (64, 128)\n_reset()",
+    "global-unrun": "def _reset():\n    global HEADS\n    HEADS = (64, 128)",
+    "append": "HEADS.append(4) if isinstance(HEADS, list) else None",
+    "insert": "HEADS.insert(0, 4) if isinstance(HEADS, list) else None",
+    "extend": "if isinstance(HEADS, list):\n    HEADS.extend([256])",
+    "setitem": "if isinstance(HEADS, list):\n    HEADS[0] = 4",
+    "star": "from math import *",
+    "del": "del HEADS",
+}
+BODIES = {
+    "loop": """
+        for h in HEADS:
+            if h >= n:
+                return h
+        raise ValueError(f"{n!r} heads: above {HEADS!r}")
+    """,
+    "limit": """
+        return max(n, cls.LIMIT)
+    """,
+    "ternary": """
+        return cls.LIMIT if n <= cls.LIMIT else 128
+    """,
+    "comprehension": """
+        candidates = [h for h in HEADS if h >= n]
+        if not candidates:
+            raise ValueError(f"{n:>4} heads, {'none'!s} of {len(HEADS)!a}")
+        return candidates[0]
+    """,
+    "arith": """
+        try:
+            step = 256 // (n - 8)
+        except ArithmeticError:
+            return 64
+        return max(n, step)
+    """,
+    "lookup": """
+        try:
+            return HEADS[n]
+        except LookupError as exc:
+            raise ValueError(f"{exc!r}")
+    """,
+    "narrow": """
+        try:
+            return 96 // (n - 24)
+        except ValueError:
+            return 1
+    """,
+    "generator": """
+        return min((h for h in HEADS if h >= n), default=n)
+    """,
+}
+POST_CLASS = {
+    "none": "",
+    "assign-method": "Rule.pad = classmethod(lambda cls, n: 7)",
+    "assign-attr": "Base.LIMIT = 32",
+    "del-override": "del Rule.pad",
+    "setattr": "setattr(Rule, 'LIMIT', 96)",
+}
+DECORATORS = {
+    "none": "",
+    "swap": "def _swap(c):\n    c.pad = classmethod(lambda cls, n: 9)\n    return c\n",
+}
+# Class-creation hooks on Base: each may make a class attribute read other
+# than its body says (or leave it be: "register"), so hprobe must refuse them
+# or agree with Python.
+HOOKS = {
+    "none": ("", ""),
+    "metaclass-new": (
+        "class _Meta(type):\n    def __new__(mcls, name, bases, ns):\n        ns['LIMIT'] = 128\n        return "
+        "super().__new__(mcls, name, bases, ns)\n",
+        "metaclass=_Meta",
+    ),
+    "metaclass-getattribute": (
+        "class _Meta(type):\n    def __getattribute__(cls, name):\n        return 128 if name == 'LIMIT' else "
+        "super().__getattribute__(name)\n",
+        "metaclass=_Meta",
+    ),
+    "metaclass-plain": ("import abc\n", "metaclass=abc.ABCMeta"),
+    "init-subclass": ("", "init_subclass"),
+    "register": ("_SEEN = []\n", "register"),
+}
+_INIT_SUBCLASS = (
+    "    def __init_subclass__(cls, **kwargs):\n        super().__init_subclass__(**kwargs)\n        cls.LIMIT = "
+    "128\n\n"
+)
+_REGISTER = (
+    "    def __init_subclass__(cls, **kwargs):\n        super().__init_subclass__(**kwargs)\n        "
+    "_SEEN.append(cls.__name__)\n\n"
+)
+
+
+def _module(
+    constant: str, mutation: str, base_body: str, override: str | None, post: str, decorator: str, hook: str = "none"
+) -> str:
+    name = "pi" if constant == "math-name" else "HEADS"
+
+    def method(body: str) -> str:
+        return (
+            "    @classmethod\n    def pad(cls, n):\n"
+            + textwrap.indent(textwrap.dedent(body).strip("\n"), "        ")
+            + "\n"
+        )
+
+    prelude, how = HOOKS[hook]
+    parts = [CONSTANTS[constant], MUTATIONS[mutation].replace("HEADS", name), DECORATORS[decorator], prelude]
+    keyword = f"({how})" if how.startswith("metaclass") else ""
+    body = {"init_subclass": _INIT_SUBCLASS, "register": _REGISTER}.get(how, "")
+    parts.append(f"class Base{keyword}:\n    LIMIT = 64\n\n" + body + method(BODIES[base_body].replace("HEADS", name)))
+    rule = "class Rule(Base):\n" + (method(BODIES[override].replace("HEADS", name)) if override else "    pass\n")
+    parts.append(("@_swap\n" if decorator == "swap" else "") + rule)
+    parts.append(POST_CLASS[post])
+    return "\n".join(p for p in parts if p) + "\n"
+
+
+def _python(text: str) -> dict[int, tuple[str, object]] | None:
+    """What CPython gives for each count (None: the module does not import)."""
+    namespace: dict[str, object] = {"__name__": "generated_rules"}
+    try:
+        exec(compile(text, "rules.py", "exec"), namespace)  # our own generated code
+    except Exception:  # noqa: BLE001 - a module that does not import has no rule to compare
+        return None
+    out: dict[int, tuple[str, object]] = {}
+    rule = namespace["Rule"]
+    for n in COUNTS:
+        try:
+            out[n] = ("value", rule.pad(n))  # type: ignore[attr-defined]
+        except Exception as exc:  # noqa: BLE001 - what the rule raises is part of its answer
+            out[n] = ("raises", (type(exc).__name__, str(exc)))
+    return out
+
+
+def _hprobe(text: str, where: Path) -> dict[int, tuple[str, object]] | None:
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "rules.py").write_text(text)
+    index = RepoIndex.build(where)
+    module = index.module("rules")
+    if module is None or "Rule" not in module.classes:
+        return None
+    cls = module.classes["Rule"]
+    function = next((k.methods["pad"] for k in index.mro(cls) if "pad" in k.methods), None)
+    if function is None:
+        return None
+    out: dict[int, tuple[str, object]] = {}
+    for n in COUNTS:
+        value = evaluate(index, cls, function, n)
+        if isinstance(value, NotEvaluable):
+            continue
+        out[n] = ("raises", (value.error_type, value.message)) if isinstance(value, Raises) else ("value", value)
+    return out
+
+
+def _often_none(choices: dict[str, str]) -> st.SearchStrategy[str]:
+    """About half the draws "none": modules hprobe can evaluate are compared
+    value for value; the other half must be refused or agree."""
+    return st.one_of(st.just("none"), st.sampled_from(sorted(choices)))
+
+
+@settings(
+    max_examples=1200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
+@given(
+    constant=st.sampled_from(sorted(CONSTANTS)),
+    mutation=_often_none(MUTATIONS),
+    base_body=st.sampled_from(sorted(BODIES)),
+    override=st.one_of(st.none(), st.sampled_from(sorted(BODIES))),
+    post=_often_none(POST_CLASS),
+    decorator=_often_none(DECORATORS),
+    hook=_often_none({k: v[1] for k, v in HOOKS.items()}),
+)
+def test_a_value_hprobe_gives_is_the_value_python_computes(
+    tmp_path_factory, constant, mutation, base_body, override, post, decorator, hook
+):
+    if post == "del-override" and override is None:
+        post = "none"  # nothing to delete: Python would fail the import
+    text = _module(constant, mutation, base_body, override, post, decorator, hook)
+    expected = _python(text)
+    if expected is None:
+        TALLY["does not import"] += 1
+        return
+    got = _hprobe(text, tmp_path_factory.mktemp("rules"))
+    TALLY["modules"] += 1
+    if not got:
+        TALLY["not evaluable"] += 1
+        return
+    TALLY["evaluated"] += 1
+    for n, answer in got.items():
+        assert answer == expected[n], f"n={n}: hprobe {answer}, Python {expected[n]}\n{text}"
+
+
+def test_the_generated_modules_were_compared():
+    """Not vacuous: most modules were read and many evaluated."""
+    if TALLY["modules"] == 0:
+        pytest.skip("the property test did not run in this process")
+    assert TALLY["modules"] >= 1000, TALLY
+    assert TALLY["evaluated"] >= TALLY["modules"] // 10, TALLY
+
+
+def test_a_rule_that_calls_a_replaced_builtin_is_not_evaluable(tmp_path):
+    """`builtins.max = ...` anywhere in the tree changes what every rule's
+    `max` is: never run here (it would patch this process), only read."""
+    (tmp_path / "rules.py").write_text(
+        "class Rule:\n    @classmethod\n    def pad(cls, n):\n        return max(n, 64)\n"
+    )
+    (tmp_path / "boot.py").write_text("import builtins\nbuiltins.max = lambda *args: 128\n")
+    index = RepoIndex.build(tmp_path)
+    module = index.module("rules")
+    assert module is not None
+    cls = module.classes["Rule"]
+    value = evaluate(index, cls, cls.methods["pad"], 8)
+    assert isinstance(value, NotEvaluable) and "the builtin max is replaced at boot.py:2" in value.what, value
+    (tmp_path / "boot.py").write_text("import builtins\nprint(builtins.max)\n")  # read, not replaced
+    index = RepoIndex.build(tmp_path)
+    module = index.module("rules")
+    assert module is not None
+    assert evaluate(index, module.classes["Rule"], module.classes["Rule"].methods["pad"], 8) == 64

@@ -1,0 +1,120 @@
+"""The head-count trail (rules/repo/heads.py) on engine-shaped trees made here:
+a query reshaped and folded in a helper, handed down by its callers, and
+trails that end with the file:line where they stopped."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from hprobe.rules.repo.evaluate import NotEvaluable
+from hprobe.rules.repo.heads import HeadTrail, TrailEnd, trace_heads
+from hprobe.rules.repo.scan import RepoIndex
+
+pytestmark = pytest.mark.pure
+
+ROOTS = {"forward_mqa": "q"}
+
+FOLDED = """
+from flashinfer.decode import trtllm_batch_decode_with_kv_cache_mla
+
+MAX_HEADS = 128
+
+
+def fold_plan(k, heads, need_lse):
+    if not need_lse:
+        return k, "auto"
+    f = max(d for d in range(1, k + 1) if k % d == 0 and d * heads <= MAX_HEADS)
+    return f, "cute-dsl"
+
+
+def folded_decode(q, k, need_lse=False):
+    rows, heads, dim = q.shape
+    fold, planned = fold_plan(k, heads, need_lse)
+    query = q.reshape(rows // fold, 1, fold * heads, dim)
+    common = dict(query=query, kv_cache=None)
+    return trtllm_batch_decode_with_kv_cache_mla(backend=planned, **common)
+
+
+class Impl:
+    def forward_mqa(self, q, kv_cache, attn_metadata, layer):
+        if isinstance(q, tuple):
+            q = torch.cat(q, dim=-1)
+        return folded_decode(q, 4, need_lse=True)
+"""
+
+
+def _tree(tmp_path: Path, text: str) -> tuple[RepoIndex, int]:
+    package = tmp_path / "engine"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "attn.py").write_text(textwrap.dedent(text))
+    index = RepoIndex.build(tmp_path)
+    module = index.by_suffix("engine.attn")
+    assert module is not None
+    line = next(
+        i
+        for i, row in enumerate(text.splitlines(), 1)
+        if "trtllm_batch_decode_with_kv_cache_mla(" in row and "import" not in row
+    )
+    return index, line
+
+
+def test_a_folded_count_is_followed_through_a_helper_and_its_caller(tmp_path: Path) -> None:
+    index, line = _tree(tmp_path, FOLDED)
+    trail = trace_heads(index, index.by_suffix("engine.attn"), line, ("query", 0), ROOTS)  # type: ignore[arg-type]
+    assert isinstance(trail, HeadTrail), trail
+    assert trail.said == "fold * heads"
+    assert trail.root.endswith("attn.py:23")
+    # k = 4 with an LSE: the largest divisor f of 4 with f * heads <= 128.
+    assert [trail.evaluate(n) for n in (8, 16, 32, 48, 96)] == [32, 64, 128, 96, 96]
+
+
+def test_a_count_that_depends_on_a_value_the_engine_fills_at_run_time_is_not_evaluable(tmp_path: Path) -> None:
+    text = FOLDED.replace("folded_decode(q, 4, need_lse=True)", "folded_decode(q, 4, need_lse=self.needs_lse)")
+    index, line = _tree(tmp_path, text)
+    trail = trace_heads(index, index.by_suffix("engine.attn"), line, ("query", 0), ROOTS)  # type: ignore[arg-type]
+    assert isinstance(trail, HeadTrail), trail
+    result = trail.evaluate(16)
+    assert isinstance(result, NotEvaluable)
+    # The reason names the value the engine fills at run time, and where.
+    assert result.path.endswith("attn.py") and "attn.py:26" in result.what and "needs_lse" in result.what
+
+
+def test_the_trail_ends_where_the_query_comes_from_code_it_does_not_follow(tmp_path: Path) -> None:
+    text = FOLDED.replace("query = q.reshape(rows // fold, 1, fold * heads, dim)", "query = opaque_pad(q)")
+    index, line = _tree(tmp_path, text)
+    trail = trace_heads(index, index.by_suffix("engine.attn"), line, ("query", 0), ROOTS)  # type: ignore[arg-type]
+    assert isinstance(trail, TrailEnd)
+    assert trail.path.endswith("attn.py") and trail.line == 17
+    assert "opaque_pad" in trail.why
+
+
+def test_a_query_without_a_caller_or_a_named_entry_ends_at_its_function(tmp_path: Path) -> None:
+    index, line = _tree(tmp_path, FOLDED)
+    trail = trace_heads(index, index.by_suffix("engine.attn"), line, ("query", 0), {})  # type: ignore[arg-type]
+    assert isinstance(trail, HeadTrail)
+    result = trail.evaluate(16)
+    assert isinstance(result, NotEvaluable) and "attn.py:23" in result.what and "forward_mqa" in result.what
+
+
+def test_a_name_bound_under_an_if_is_decided_by_its_test_or_both_sides_must_agree(tmp_path: Path) -> None:
+    text = """
+    from flashinfer.decode import trtllm_batch_decode_with_kv_cache_mla
+
+
+    class Impl:
+        def forward_mqa(self, q, kv_cache, attn_metadata, layer):
+            q = q.unsqueeze(1)
+            if self.pad:
+                q = q.new_zeros((q.shape[0], 1, 128, q.shape[-1]))
+            return trtllm_batch_decode_with_kv_cache_mla(q, kv_cache)
+    """
+    index, line = _tree(tmp_path, text)
+    trail = trace_heads(index, index.by_suffix("engine.attn"), line, ("query", 0), ROOTS)  # type: ignore[arg-type]
+    assert isinstance(trail, HeadTrail), trail
+    assert trail.evaluate(128) == 128  # both sides agree
+    undecided = trail.evaluate(16)
+    assert isinstance(undecided, NotEvaluable) and "pad" in undecided.what

@@ -1,0 +1,225 @@
+"""The keywords an engine's call hands FlashInfer that change its dispatch,
+read from the engine's source (rules/repo/keywords.py): spelled at the call,
+carried by a `**dict` built in the function under tests the evaluator decides,
+or by a `**kwargs` parameter its callers fill; what cannot be told is unknown
+with the file:line, never assumed absent."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from hprobe.rules.repo.keywords import read_keywords
+from hprobe.rules.repo.scan import RepoIndex
+
+pytestmark = pytest.mark.pure
+
+NAMES = frozenset({"backend", "multi_ctas_kv_counter_buffer", "sparse_mla_top_k"})
+
+# SGLang 0.5.22's TRTLLMMLABackend._run_decode_kernel, reduced: the backend is
+# passed only when it is not trtllm-gen, the counter buffer only when it is.
+BACKEND = """
+import flashinfer
+
+
+class Base:
+    def __init__(self, runner):
+        self.device = runner.device
+
+
+class TRTLLMMLABackend(Base):
+    def __init__(self, runner, backend: str = "trtllm-gen"):
+        super().__init__(runner)
+        self.backend = backend
+        self._counter = make_counter()
+
+    def decode(self, query, undecided):
+        extra_kwargs = {"backend": self.backend} if self.backend != "trtllm-gen" else {}
+        if self.backend == "trtllm-gen":
+            extra_kwargs["multi_ctas_kv_counter_buffer"] = self._counter
+        if undecided:
+            extra_kwargs["enable_pdl"] = False
+        return flashinfer.decode.trtllm_batch_decode_with_kv_cache_mla(query=query, **extra_kwargs)
+
+    def maybe(self, query, undecided):
+        kwargs = dict(backend="trtllm-gen")
+        if undecided:
+            kwargs["multi_ctas_kv_counter_buffer"] = self._counter
+        return flashinfer.decode.trtllm_batch_decode_with_kv_cache_mla(query=query, **kwargs)
+
+    def dropped(self, query):
+        kwargs = {"multi_ctas_kv_counter_buffer": self._counter, "sparse_mla_top_k": 2048}
+        kwargs.pop("multi_ctas_kv_counter_buffer")
+        return flashinfer.decode.trtllm_batch_decode_with_kv_cache_mla(query=query, **kwargs)
+
+    def handed_on(self, query):
+        kwargs = {}
+        fill(kwargs)
+        return flashinfer.decode.trtllm_batch_decode_with_kv_cache_mla(query=query, **kwargs)
+"""
+
+# SGLang's DSA decode context parallel helper: **attention_kwargs from its callers.
+HELPER = """
+import flashinfer
+
+
+def sharded(*, query, **attention_kwargs):
+    attention_kwargs.pop("sparse_mla_top_k_lens", None)
+    for start in range(4):
+        attention_kwargs["enable_pdl"] = False
+        out = flashinfer.decode.trtllm_batch_decode_with_kv_cache_mla(query=query, **attention_kwargs)
+    return out
+"""
+
+CALLER = """
+from .helper import sharded
+
+
+def forward(q, buffer):
+    attention_kwargs = dict(backend="trtllm-gen", sparse_mla_top_k=2048, multi_ctas_kv_counter_buffer=buffer)
+    return sharded(query=q, **attention_kwargs)
+"""
+
+OTHER_CALLER = """
+from .helper import sharded
+
+
+def forward_plain(q):
+    return sharded(query=q, backend="trtllm-gen", sparse_mla_top_k=2048)
+"""
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> RepoIndex:
+    package = tmp_path / "engine"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    for name, text in files.items():
+        (package / name).write_text(textwrap.dedent(text))
+    return RepoIndex.build(tmp_path)
+
+
+def _passed(reading) -> dict[str, str]:
+    return {k: ast.unparse(v) for k, v in reading.passed.items()}
+
+
+def _calls(index: RepoIndex, module: str) -> list[int]:
+    info = index.by_suffix(module)
+    assert info is not None
+    return sorted(
+        n.lineno
+        for n in ast.walk(info.tree)
+        if isinstance(n, ast.Call) and ast.unparse(n.func).endswith("trtllm_batch_decode_with_kv_cache_mla")
+    )
+
+
+def _reading_at(index: RepoIndex, module: str, nth: int):
+    info = index.by_suffix(module)
+    assert info is not None
+    return read_keywords(index, info, _calls(index, module)[nth], NAMES)[0]
+
+
+def test_a_dict_built_under_decided_tests_carries_the_counter_and_no_backend(tmp_path):
+    index = _tree(tmp_path, {"backend.py": BACKEND})
+    reading = _reading_at(index, "engine.backend", 0)
+    # The constructor's default decides both tests: no backend (flashinfer's auto), a counter buffer.
+    assert _passed(reading) == {"multi_ctas_kv_counter_buffer": "self._counter"}
+    assert reading.unknown == {}
+    # The value the tests read is said, with where it was set.
+    assert len(reading.assumed) == 1 and reading.assumed[0].startswith(
+        "self.backend = 'trtllm-gen' (TRTLLMMLABackend's constructor, "
+    )
+
+
+def test_a_keyword_set_under_an_undecided_test_is_unknown_with_its_line(tmp_path):
+    index = _tree(tmp_path, {"backend.py": BACKEND})
+    reading = _reading_at(index, "engine.backend", 1)
+    assert _passed(reading) == {"backend": "'trtllm-gen'"}
+    unknown = reading.unknown["multi_ctas_kv_counter_buffer"]
+    assert unknown.where.endswith("engine/backend.py:27") and "test not decided: undecided" in unknown.why
+
+
+def test_a_popped_key_is_absent_and_a_dict_handed_to_a_call_is_unknown(tmp_path):
+    index = _tree(tmp_path, {"backend.py": BACKEND})
+    dropped = _reading_at(index, "engine.backend", 2)
+    assert _passed(dropped) == {"sparse_mla_top_k": "2048"} and dropped.unknown == {}
+    handed = _reading_at(index, "engine.backend", 3)
+    assert handed.passed == {} and set(handed.unknown) == NAMES
+    assert all("handed to fill()" in u.why for u in handed.unknown.values())
+
+
+def test_kwargs_of_a_helper_come_from_its_callers(tmp_path):
+    index = _tree(tmp_path, {"helper.py": HELPER, "caller.py": CALLER})
+    reading = _reading_at(index, "engine.helper", 0)
+    assert _passed(reading) == {
+        "backend": "'trtllm-gen'",
+        "sparse_mla_top_k": "2048",
+        "multi_ctas_kv_counter_buffer": "buffer",
+    }
+    assert reading.unknown == {}
+
+
+def test_callers_that_disagree_leave_the_keyword_unknown(tmp_path):
+    index = _tree(tmp_path, {"helper.py": HELPER, "caller.py": CALLER, "other.py": OTHER_CALLER})
+    reading = _reading_at(index, "engine.helper", 0)
+    assert _passed(reading) == {"backend": "'trtllm-gen'", "sparse_mla_top_k": "2048"}
+    assert (
+        "the 2 callers of sharded pass multi_ctas_kv_counter_buffer differently"
+        in reading.unknown["multi_ctas_kv_counter_buffer"].why
+    )
+
+
+def test_a_helper_no_one_calls_leaves_its_kwargs_unknown(tmp_path):
+    index = _tree(tmp_path, {"helper.py": HELPER})
+    reading = _reading_at(index, "engine.helper", 0)
+    assert reading.passed == {} and set(reading.unknown) == NAMES
+    assert "no call of sharded in the tree fills its **kwargs" in reading.unknown["backend"].why
+
+
+# vLLM 0.34.0's FlashInferMLAImpl.forward_mqa, reduced: the backend comes from a
+# selector per count; flashinfer's auto gets a counter buffer at pages of 32 or 64.
+SELECTED = """
+import flashinfer
+
+
+def _select_mla_decode_backend(num_heads):
+    return "cute-dsl" if 64 < num_heads < 128 else None
+
+
+class FlashInferMLAImpl:
+    def __init__(self, dcp_world_size):
+        self.dcp_world_size = dcp_world_size
+
+    def forward_mqa(self, q, kv_c_and_k_pe_cache, heads):
+        extra_kwargs = {}
+        decode_backend: str | None
+        if self.dcp_world_size > 1:
+            extra_kwargs.update(enable_dcp=True)
+            decode_backend = "cute-dsl"
+        else:
+            decode_backend = _select_mla_decode_backend(heads)
+        if decode_backend:
+            extra_kwargs["backend"] = decode_backend
+        elif kv_c_and_k_pe_cache.shape[-2] in (32, 64):
+            extra_kwargs["multi_ctas_kv_counter_buffer"] = make_counter()
+        return flashinfer.decode.trtllm_batch_decode_with_kv_cache_mla(query=q, **extra_kwargs)
+"""
+
+
+def test_a_selector_result_and_the_paths_conditions_decide_the_keywords(tmp_path):
+    index = _tree(tmp_path, {"mla.py": SELECTED})
+    info = index.by_suffix("engine.mla")
+    assert info is not None
+    line = _calls(index, "engine.mla")[0]
+    conditions = {"self.dcp_world_size > 1": False, "kv_c_and_k_pe_cache.shape[-2] in (32, 64)": True}
+    # Where the selector picks no backend: auto, with the counter buffer.
+    auto, _, _ = read_keywords(index, info, line, NAMES, conditions, {"_select_mla_decode_backend": None})
+    assert _passed(auto) == {"multi_ctas_kv_counter_buffer": "make_counter()"} and auto.unknown == {}
+    # Where it picks cute-dsl: that backend, no buffer.
+    cute, _, _ = read_keywords(index, info, line, NAMES, conditions, {"_select_mla_decode_backend": "cute-dsl"})
+    assert _passed(cute) == {"backend": "decode_backend"} and cute.unknown == {}
+    # Without the path's conditions the DCP branch and the page size are undecided: unknown, never assumed.
+    bare, _, _ = read_keywords(index, info, line, NAMES, None, {"_select_mla_decode_backend": None})
+    assert set(bare.unknown) == {"backend", "multi_ctas_kv_counter_buffer"}
