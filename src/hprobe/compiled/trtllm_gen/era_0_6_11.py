@@ -209,14 +209,8 @@ class Selection(later.Selection):
     def hash_from_runner_params(self, params: RunnerParams, select: SelectKernelParams) -> tuple[int, str]:
         sparse = params.sparse_mla_type is not SparseMlaType.NONE
         info = (
-            f"qkvLayout={int(params.qkv_layout)}, maskType={int(select.mask_type)}, "
-            f"kernelType={int(select.kernel_type)}, "
-            f"tileScheduler={int(select.tile_scheduler)}, multiCtasKvMode={int(select.multi_ctas_kv_mode)}, "
-            f"headDimPerCtaV={select.head_dim_per_cta_v}, headDimQk={params.head_dim_qk}, "
-            f"headDimV={params.head_dim_v}, "
-            f"tileSizeQ={select.tile_size_q}, tileSizeKv={select.tile_size_kv}, "
-            f"numTokensPerPage={select.num_tokens_per_page}, "
-            f"reuseSmemKForV={int(select.reuse_smem_k_for_v)}, uses2CtaMma={int(select.uses_2cta_mma)}, "
+            later.hash_info_head(params, select)
+            + f"reuseSmemKForV={int(select.reuse_smem_k_for_v)}, uses2CtaMma={int(select.uses_2cta_mma)}, "
             f"sparseMla={int(sparse)}"
         )
         if self.HASHES_SKIPS_SOFTMAX:

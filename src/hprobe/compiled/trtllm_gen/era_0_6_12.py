@@ -810,14 +810,7 @@ class Selection:
 
     def hash_from_runner_params(self, params: RunnerParams, select: SelectKernelParams) -> tuple[int, str]:
         info = (
-            f"qkvLayout={int(params.qkv_layout)}, maskType={int(select.mask_type)}, "
-            f"kernelType={int(select.kernel_type)}, "
-            f"tileScheduler={int(select.tile_scheduler)}, multiCtasKvMode={int(select.multi_ctas_kv_mode)}, "
-            f"headDimPerCtaV={select.head_dim_per_cta_v}, headDimQk={params.head_dim_qk}, "
-            f"headDimV={params.head_dim_v}, "
-            f"tileSizeQ={select.tile_size_q}, tileSizeKv={select.tile_size_kv}, "
-            f"numTokensPerPage={select.num_tokens_per_page}, "
-            f"dynamicNumTokensPerPage={int(select.dynamic_num_tokens_per_page)}, "
+            hash_info_head(params, select) + f"dynamicNumTokensPerPage={int(select.dynamic_num_tokens_per_page)}, "
             f"reuseSmemKForV={int(select.reuse_smem_k_for_v)}, "
             f"uses2CtaMma={int(select.uses_2cta_mma)}, sparseMlaType={int(params.sparse_mla_type)}, "
             f"skipsSoftmax={int(select.skips_softmax)}"
@@ -929,4 +922,18 @@ def pack_to_2cta(
         | (tile_size_q.bit_length() - 1) << 49
         | int(reuse_smem_k_for_v) << 53
         | int(uses_2cta_mma) << 54
+    )
+
+
+def hash_info_head(params: RunnerParams, select: SelectKernelParams) -> str:
+    """The fields every era's "Missing TRTLLM-GEN kernel" message opens with,
+    in the C++'s order, up to the tokens per page, where the eras part ways."""
+    return (
+        f"qkvLayout={int(params.qkv_layout)}, maskType={int(select.mask_type)}, "
+        f"kernelType={int(select.kernel_type)}, "
+        f"tileScheduler={int(select.tile_scheduler)}, multiCtasKvMode={int(select.multi_ctas_kv_mode)}, "
+        f"headDimPerCtaV={select.head_dim_per_cta_v}, headDimQk={params.head_dim_qk}, "
+        f"headDimV={params.head_dim_v}, "
+        f"tileSizeQ={select.tile_size_q}, tileSizeKv={select.tile_size_kv}, "
+        f"numTokensPerPage={select.num_tokens_per_page}, "
     )

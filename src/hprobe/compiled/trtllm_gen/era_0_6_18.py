@@ -33,6 +33,7 @@ from hprobe.compiled.trtllm_gen.era_0_6_12 import (
     SparseMlaType,
     TileScheduler,
     check_key_fields,
+    hash_info_head,
 )
 
 FINGERPRINT: dict[str, dict[str, tuple[str, ...]]] = {
@@ -271,14 +272,7 @@ class Selection(previous.Selection):
 
     def hash_from_runner_params(self, params: RunnerParams, select: SelectKernelParams) -> tuple[int, str]:
         info = (
-            f"qkvLayout={int(params.qkv_layout)}, maskType={int(select.mask_type)}, "
-            f"kernelType={int(select.kernel_type)}, "
-            f"tileScheduler={int(select.tile_scheduler)}, multiCtasKvMode={int(select.multi_ctas_kv_mode)}, "
-            f"headDimPerCtaV={select.head_dim_per_cta_v}, headDimQk={params.head_dim_qk}, "
-            f"headDimV={params.head_dim_v}, "
-            f"tileSizeQ={select.tile_size_q}, tileSizeKv={select.tile_size_kv}, "
-            f"numTokensPerPage={select.num_tokens_per_page}, "
-            f"dynamicNumTokensPerPage={int(select.dynamic_num_tokens_per_page)}, "
+            hash_info_head(params, select) + f"dynamicNumTokensPerPage={int(select.dynamic_num_tokens_per_page)}, "
             f"reuseSmemKForV={int(select.reuse_smem_k_for_v)}, "
             f"uses2CtaMma={int(select.uses_2cta_mma)}, groupsTokensHeadsQ={int(select.groups_tokens_heads_q)}, "
             f"sparseMlaType={int(params.sparse_mla_type)}, skipsSoftmax={int(select.skips_softmax)}, "
