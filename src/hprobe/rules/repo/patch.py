@@ -30,7 +30,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from hprobe.model.errors import InputError
-from hprobe.model.padding import MAX_HEADS, NoPadding, PaddingRule, PadTo
+from hprobe.model.padding import MAX_HEADS, Backend, NoPadding, PaddingRule, PadTo
 from hprobe.rules.repo.evaluate import NotEvaluable
 from hprobe.rules.repo.extract import PaddingClass, RepoTables, evaluate_class, extract
 from hprobe.rules.repo.inline import find_inline, floor_constant
@@ -282,25 +282,46 @@ def _inline_floor(
     except (InputError, ValueError, SyntaxError) as exc:
         return f"the tree could not be read again with {floor.name} = {value} ({getattr(exc, 'message', None) or exc})"
     prefix = f"{inline.function} (inline) -> "
-    before = {(b.name, b.sms, b.models): b.rule for b in repo.table.backends if b.name.startswith(prefix)}
-    after = {(b.name, b.sms, b.models): b.rule for b in again.table.backends if b.name.startswith(prefix)}
-    for key, rule in after.items():
-        path = key[0]
-        counts = [n for n in range(1, MAX_HEADS + 1) if rule.pad(n) is not None]
-        if path in adopted:  # judged in this run: it must get its own adopted rule, on the counts judged
+    everyone = tuple(model.name for model in repo.table.models)
+    before, after = (
+        _padded_by(repo.table.backends, prefix, everyone),
+        _padded_by(again.table.backends, prefix, everyone),
+    )
+    for key in sorted(set(before) | set(after)):
+        path, sm = key[0], key[1]
+        if path in adopted:  # judged in this run: its own adopted rule, on the counts judged
             judged = adopted[path].current
-            expected = adopted[path].rule.pad
-            counts = [n for n in counts if judged is None or judged.pad(n) is not None]
+            if judged is not None and judged.pad(key[3]) is None:
+                continue
+            expected = adopted[path].rule.pad(key[3])
         else:  # not judged: it must pad as it did
-            expected = before.get(key, rule).pad
-        if any(rule.pad(n) != expected(n) for n in counts):
-            sms = "/".join(f"SM{sm}" for sm in key[1])
+            expected = before.get(key)
+        if after.get(key) != expected:
             return (
-                f"{floor.name} also pads {path} on {sms}, whose padding this patch does not change"
+                f"{floor.name} also pads {path} on SM{sm}, whose padding this patch does not change"
                 if path not in adopted
                 else f"{floor.name} = {value} pads {path} otherwise than its own suggestion"
             )
     return site, str(value)
+
+
+def _padded_by(
+    backends: list[Backend], prefix: str, everyone: tuple[str, ...]
+) -> dict[tuple[str, int, str, int], int | None]:
+    """(path, SM, model, n) -> the count each backend whose name starts with
+    `prefix` hands on: the same facts however a reading groups its backends."""
+    out: dict[tuple[str, int, str, int], int | None] = {}
+    for backend in backends:
+        if not backend.name.startswith(prefix):
+            continue
+        for n in range(1, MAX_HEADS + 1):
+            padded = backend.rule.pad(n)
+            if padded is None:
+                continue
+            for sm in backend.sms:
+                for model in backend.models or everyone:
+                    out[backend.name, sm, model, n] = padded
+    return out
 
 
 def _by_hand(qualname: str, item: object | None, adoption: Adoption) -> str:
