@@ -95,7 +95,8 @@ def project_folders(base: Path, package: str | None = None) -> list[Path]:
     if any(present(base / name) for name in PROJECT_FILES):
         return []
     try:
-        children = sorted(d for d in base.iterdir() if d.is_dir() and not d.name.startswith("."))
+        # A linked folder may lead out of the tree: only the tree's own are read.
+        children = sorted(d for d in base.iterdir() if d.is_dir() and not d.is_symlink() and not d.name.startswith("."))
     except OSError:
         return []
     return [
