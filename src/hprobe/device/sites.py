@@ -16,6 +16,8 @@ import os
 from dataclasses import dataclass
 from types import CodeType, TracebackType
 
+from hprobe.system.parsing import parse_module
+
 
 @dataclass(frozen=True)
 class CheckSite:
@@ -149,7 +151,7 @@ def _function_at(filename: str, first_line: int) -> ast.AST | None:
 def _parse(filename: str) -> ast.Module | None:
     try:
         with open(filename, encoding="utf-8") as fh:
-            return ast.parse(fh.read())
+            return parse_module(fh.read())
     except (OSError, SyntaxError, ValueError):
         return None
 

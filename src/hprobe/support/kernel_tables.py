@@ -42,6 +42,7 @@ from hprobe.model.errors import InputError
 from hprobe.support import cache, fetch_batch
 from hprobe.support.trees import PIP_TIMEOUT, download_command, run_pip
 from hprobe.system.bounded import setting_from_env
+from hprobe.system.parsing import parse_module
 
 SETTING = TABLE_SETTING
 CUBIN_DIST = "flashinfer-cubin"
@@ -71,7 +72,7 @@ def package_of(flashinfer: Path) -> Package | str:
     """The trtllm-gen FMHA kernel package `flashinfer/artifacts.py` names, read with ast."""
     path = flashinfer / "artifacts.py"
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = parse_module(path.read_text(encoding="utf-8"))
     except (OSError, SyntaxError, ValueError) as exc:
         return f"flashinfer/artifacts.py could not be read ({type(exc).__name__})"
     found: dict[str, str] = {}
@@ -460,7 +461,7 @@ def reachable_by(flashinfer: Path, package: Package) -> str:
 def _store_default(flashinfer: Path) -> str | None:
     """The default of FLASHINFER_CUBINS_REPOSITORY in the release's jit/cubin_loader.py."""
     try:
-        tree = ast.parse((flashinfer / "jit" / "cubin_loader.py").read_text(encoding="utf-8"))
+        tree = parse_module((flashinfer / "jit" / "cubin_loader.py").read_text(encoding="utf-8"))
     except (OSError, SyntaxError, ValueError):
         return None
     for node in ast.walk(tree):

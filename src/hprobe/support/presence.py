@@ -12,6 +12,7 @@ from hprobe.model.errors import InputError
 from hprobe.support.published import published_versions
 from hprobe.support.trees import resolve
 from hprobe.system.envinfo import flashinfer_origin
+from hprobe.system.parsing import parse_module
 
 
 def entry_point_present(dotted: str, root: str | None = None) -> bool | None:
@@ -58,7 +59,7 @@ def _present(dotted: str, read: Reader) -> bool:
 
 def _defined_names(path: str, text: str, read: Reader, depth: int = 0) -> set[str]:
     try:
-        tree = ast.parse(text)
+        tree = parse_module(text)
     except SyntaxError:
         return set()
     names: set[str] = set()

@@ -15,6 +15,7 @@ import ast
 from hprobe.model.padding import Reach
 from hprobe.rules.repo.mapping import EngineSetting
 from hprobe.rules.repo.scan import RepoIndex
+from hprobe.system.parsing import parse_expression
 
 
 def read_reach(index: RepoIndex, setting: EngineSetting) -> Reach:
@@ -102,7 +103,7 @@ def _priority(index: RepoIndex, setting: EngineSetting) -> Reach:
         return Reach(
             setting.flag, setting.value, f"not found in the tree ({setting.priority_in})", None, setting.otherwise, ""
         )
-    wanted = ast.unparse(ast.parse(setting.branch, mode="eval").body)
+    wanted = ast.unparse(parse_expression(setting.branch).body)
     for node in ast.walk(info.node):
         if isinstance(node, ast.If) and ast.unparse(node.test) == wanted and setting.priority_list:
             return _priority_list(setting, setting.priority_list, module.path, node)
@@ -184,7 +185,7 @@ def _assigned(index: RepoIndex, setting: EngineSetting) -> Reach:
             setting.flag, setting.value, f"not found in the tree ({setting.assigned_in})", None, setting.otherwise, ""
         )
     found: list[tuple[str, int]] = []
-    wanted = ast.unparse(ast.parse(setting.branch, mode="eval").body) if setting.branch else None
+    wanted = ast.unparse(parse_expression(setting.branch).body) if setting.branch else None
     # (node, the tests of the `if`s it sits under), so `branch` can pick one assignment.
     stack: list[tuple[ast.AST, tuple[str, ...]]] = [(module.tree, ())]
     while stack:

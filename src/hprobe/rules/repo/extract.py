@@ -41,6 +41,7 @@ from hprobe.rules.repo.scan import DEFAULT_EXCLUDES, ClassInfo, FunctionInfo, Re
 from hprobe.rules.repo.status import ClassStatus
 from hprobe.rules.toml_writer import table_toml as write_table_toml
 from hprobe.system.fileio import regular_file
+from hprobe.system.parsing import parse_module
 
 PROBE_RANGE = range(1, 257)  # counts a rule is evaluated over to recover its shape
 
@@ -472,7 +473,7 @@ def engine_version(root: Path, package: str) -> Version | None:
         path = package_dir / candidate
         if regular_file(path):
             try:
-                tree = ast.parse(path.read_text(errors="replace"))
+                tree = parse_module(path.read_text(errors="replace"))
             except (SyntaxError, ValueError, OSError):
                 continue
             for node in tree.body:

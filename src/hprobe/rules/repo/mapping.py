@@ -15,6 +15,7 @@ from hprobe.model.sm import parse_sm
 from hprobe.rules import shipped_data
 from hprobe.rules.toml_source import _Parser, parse_toml
 from hprobe.system.fileio import read_text
+from hprobe.system.parsing import parse_expression
 
 # In a subfolder of the shipped data: `matrices/*.toml` are padding tables, these are not.
 DEFAULT_MAPPING = ("mappings", "vllm.toml")
@@ -612,7 +613,7 @@ def normalised_expression(text: str) -> str:
     if len(text) > 10_000:
         raise SyntaxError("longer than 10,000 characters, not an expression a rule reads")
     try:
-        tree = ast.parse(text, mode="eval")
+        tree = parse_expression(text)
     except (RecursionError, MemoryError, ValueError):
         raise SyntaxError("nested too deeply for Python's parser") from None
     stack: list[tuple[ast.AST, int]] = [(tree, 0)]

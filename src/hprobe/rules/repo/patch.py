@@ -39,6 +39,7 @@ from hprobe.rules.repo.pin import NotRewritable, RepoPin, companion_pins, find_p
 from hprobe.rules.repo.scan import ClassInfo, FunctionInfo, ModuleInfo, RepoIndex
 from hprobe.rules.repo.source import PythonSource, Span
 from hprobe.system.fileio import read_text
+from hprobe.system.parsing import parse_expression
 
 MAX_HOPS = 3  # helper calls followed from the rule to a constant
 
@@ -619,7 +620,7 @@ def _rendered(source: PythonSource, site: Site, replacement: str) -> str:
 
 
 def _param_of(expression: str) -> str:
-    tree = ast.parse(expression, mode="eval")
+    tree = parse_expression(expression)
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
             return node.id

@@ -24,6 +24,7 @@ from hprobe.model.errors import InputError
 from hprobe.model.pins import NAMES
 from hprobe.rules.toml_source import parse_toml
 from hprobe.system.fileio import present, read_text, regular_file
+from hprobe.system.parsing import parse_module
 
 # Released in lockstep with flashinfer-python: an exact pin on the same version
 # moves with it (vLLM pins flashinfer-cubin beside flashinfer-python).
@@ -503,7 +504,7 @@ def _from_setup_py(base: Path) -> list[RepoPin]:
     if not path.is_file():
         return []
     try:
-        tree = ast.parse(read_text(path, "setup.py"))
+        tree = parse_module(read_text(path, "setup.py"))
     except (SyntaxError, ValueError, InputError, RecursionError, MemoryError) as exc:
         why = getattr(exc, "message", None) or (
             "nested too deeply for Python's parser" if isinstance(exc, (RecursionError, MemoryError)) else str(exc)

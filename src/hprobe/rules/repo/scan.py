@@ -14,6 +14,7 @@ from pathlib import Path
 from hprobe.model.errors import InputError
 from hprobe.rules.repo.source import PythonSource
 from hprobe.system.fileio import MAX_SOURCE_BYTES, regular_file
+from hprobe.system.parsing import parse_module
 
 # Directories never worth reading for padding rules.
 _SKIP_DIRS = {".git", "__pycache__", "node_modules", ".mypy_cache"}
@@ -212,7 +213,7 @@ class RepoIndex:
             return None
         problem = None
         try:
-            tree = ast.parse(text, filename=str(rel))
+            tree = parse_module(text, filename=str(rel))
         except SyntaxError as exc:
             problem = f"{rel}{f':{exc.lineno}' if exc.lineno else ''}: not parsed: {exc.msg}"
         except (ValueError, RecursionError, MemoryError) as exc:

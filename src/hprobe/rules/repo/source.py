@@ -24,6 +24,7 @@ from pathlib import Path
 
 from hprobe.model.errors import InputError
 from hprobe.system.fileio import MAX_SOURCE_BYTES, read_bytes
+from hprobe.system.parsing import parse_module
 
 _LINE_END = re.compile(r"\r\n|\r|\n")
 
@@ -62,7 +63,7 @@ class PythonSource:
     def parse(self, where: str) -> ast.Module:
         """The module as Python parses it (a `str` source: the coding line is
         already honoured by the decode)."""
-        return ast.parse(self.text, filename=where)
+        return parse_module(self.text, filename=where)
 
     def _line_starts(self) -> list[int]:
         return [0, *(m.end() for m in _LINE_END.finditer(self.text))]
