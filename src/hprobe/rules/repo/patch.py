@@ -121,7 +121,12 @@ def build_patch(repo: RepoTables, adopted: dict[str, Adoption], published: list[
                 said = f"as it is, it needs flashinfer >= {adopted[q].needs}, and {why}"
             patch.not_rewritten.append(f"{q}: {said}")
         settled -= held
-        edits = {site: (text, owners - held) for site, (text, owners) in edits.items() if owners - held}
+        # A floor constant changes every path that owns it at once: one held path keeps it as it is.
+        edits = {
+            site: (text, owners - held)
+            for site, (text, owners) in edits.items()
+            if owners - held and not (site.kind == "floor" and owners & held)
+        }
     files = _apply_source(root, index, repo, edits, adopted, patch)
     chunks = [_unified(rel, old, new) for rel, (old, new) in sorted(files.items())]
     for rel, (old_text, new_text, words) in sorted(pin_files.items()):
@@ -153,14 +158,14 @@ def _source_edits(
         item = next((c for c in repo.classes if c.cls.qualname == qualname), None)
         floor = _inline_floor(repo, index, qualname, adopted) if item is None and adoption.changes else None
         if isinstance(floor, tuple):
-            written, value = floor
+            written, value, owners = floor
             if written in edits and edits[written][0] != value:
                 patch.not_rewritten.append(
                     f"{qualname}: {written.path}:{written.line} is asked for two different rules"
                 )
                 continue
             settled.add(qualname)
-            edits[written] = (value, edits.get(written, ("", frozenset()))[1] | {qualname})
+            edits[written] = (value, edits.get(written, ("", frozenset()))[1] | owners)
             continue
         if item is None or item.bound:
             # Code hprobe does not rewrite. Its pin still moves with the plan: a
@@ -220,12 +225,12 @@ def _source_edits(
 
 def _inline_floor(
     repo: RepoTables, index: RepoIndex, qualname: str, adopted: dict[str, Adoption]
-) -> tuple[Site, str] | str | None:
+) -> tuple[Site, str, frozenset[str]] | str | None:
     """An inline padding that is "every count below one constant padded to
     it" rewritten by that constant's literal: the smallest value for which the
     tree, read again with it, pads each count judged as the adopted rule does
-    and every other path of that code as before. None: not an inline
-    padding; a string: why it is not rewritten."""
+    and every other path of that code as before, with the judged paths it
+    changes. None: not an inline padding; a string: why it is not rewritten."""
     mapping = repo.mapping
     inline = next(
         (
@@ -303,7 +308,10 @@ def _inline_floor(
                 if path not in adopted
                 else f"{floor.name} = {value} pads {path} otherwise than its own suggestion"
             )
-    return site, str(value)
+    # Every judged path the new value changes owns the edit: it stands only
+    # while the pin each of them needs can be written (build_patch).
+    changed = frozenset(key[0] for key in set(before) | set(after) if before.get(key) != after.get(key))
+    return site, str(value), changed | {qualname}
 
 
 def _padded_by(
