@@ -223,3 +223,49 @@ def test_a_selector_result_and_the_paths_conditions_decide_the_keywords(tmp_path
     # Without the path's conditions the DCP branch and the page size are undecided: unknown, never assumed.
     bare, _, _ = read_keywords(index, info, line, NAMES, None, {"_select_mla_decode_backend": None})
     assert set(bare.unknown) == {"backend", "multi_ctas_kv_counter_buffer"}
+
+
+# vLLM 0.34.0's drafter `folded_decode`, reduced: a branch that hands the dict
+# on and returns never reaches the call after it; one that may fall through does.
+LEAVING = """
+import flashinfer
+
+
+def folded(q, planned, tiers, buffer):
+    common = dict(query=q)
+    if planned == "cute-dsl" and tiers:
+        common["backend"] = planned
+        return split(common)
+    if tiers:
+        common["sparse_mla_top_k"] = 2048
+        if planned:
+            raise ValueError(planned)
+    for _ in range(2):
+        if planned:
+            common["multi_ctas_kv_counter_buffer"] = buffer
+            continue
+    return flashinfer.decode.trtllm_batch_decode_with_kv_cache_mla(**common)
+
+
+def finally_holds_the_call(q, planned):
+    common = dict(query=q)
+    try:
+        if planned:
+            common["sparse_mla_top_k"] = 2048
+            return None
+    finally:
+        flashinfer.decode.trtllm_batch_decode_with_kv_cache_mla(**common)
+"""
+
+
+def test_a_branch_that_leaves_the_function_does_not_reach_a_later_call(tmp_path):
+    index = _tree(tmp_path, {"fold.py": LEAVING})
+    folded = _reading_at(index, "engine.fold", 0)
+    # The returning branch's `backend` and hand-off are gone (flashinfer's default
+    # backend); the branch that may fall through (its raise is nested) and the
+    # loop's `continue` still count.
+    assert folded.passed == {}
+    assert set(folded.unknown) == {"sparse_mla_top_k", "multi_ctas_kv_counter_buffer"}
+    # A return runs through the `finally` that holds the call: its change reaches it.
+    held = _reading_at(index, "engine.fold", 1)
+    assert set(held.unknown) == {"sparse_mla_top_k"}

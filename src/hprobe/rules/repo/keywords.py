@@ -234,11 +234,19 @@ def _dict_variable(
 
 
 def _walk(
-    scope: _Scope, body: list[ast.stmt], name: str, line: int, states: dict[str, State], conditional: str | None
+    scope: _Scope,
+    body: list[ast.stmt],
+    name: str,
+    line: int,
+    states: dict[str, State],
+    conditional: str | None,
+    leaving: bool = True,
 ) -> None:
     """Apply the statements of `body` before `line` that touch `name`;
     `conditional` is where an undecided test encloses them (their changes to a
-    dispatch keyword then make it unknown)."""
+    dispatch keyword then make it unknown); `leaving`: a `return` or `raise`
+    leaves without reaching the call (not so where the call is in a `finally`
+    the return runs through)."""
     for stmt in body:
         if stmt.lineno >= line:
             return
@@ -255,17 +263,18 @@ def _walk(
                 if decided is not None
                 else conditional or f"{here} (test not decided: {ast.unparse(stmt.test)[:60]})"
             )
-            if decided is not False:
-                _walk(scope, stmt.body, name, line, states, inner)
-            if decided is not True:
-                _walk(scope, stmt.orelse, name, line, states, inner)
+            # A branch that always leaves the function never reaches a call after the `if`.
+            if decided is not False and not (leaving and _leaves(stmt.body)):
+                _walk(scope, stmt.body, name, line, states, inner, leaving)
+            if decided is not True and not (leaving and _leaves(stmt.orelse)):
+                _walk(scope, stmt.orelse, name, line, states, inner, leaving)
             continue
         if isinstance(stmt, (ast.For, ast.While, ast.With, ast.Try, ast.AsyncFor, ast.AsyncWith)):
             loop = f"{here} (inside a {type(stmt).__name__.lower()})"
             for block in ("body", "orelse", "finalbody"):
-                _walk(scope, getattr(stmt, block, []), name, line, states, conditional or loop)
+                _walk(scope, getattr(stmt, block, []), name, line, states, conditional or loop, leaving)
             for handler in getattr(stmt, "handlers", []):
-                _walk(scope, handler.body, name, line, states, conditional or loop)
+                _walk(scope, handler.body, name, line, states, conditional or loop, leaving)
             continue
         _statement(scope, stmt, name, states, conditional, here)
 
@@ -290,8 +299,32 @@ def _around(
         elif isinstance(stmt, ast.Try) and block is stmt.finalbody:
             continue
         elif block is getattr(stmt, "body", None) or isinstance(stmt, ast.Try):
-            # A try's body (or handlers) before the one holding the call ran, or partly ran.
-            _walk(scope, block, name, line, states, conditional or f"{here} (inside a try)")
+            # A try's body (or handlers) before the one holding the call ran, or
+            # partly ran; a return in them runs through a `finally` holding the call.
+            in_finally = isinstance(stmt, ast.Try) and any(
+                s.lineno <= line <= (s.end_lineno or s.lineno) for s in stmt.finalbody
+            )
+            _walk(scope, block, name, line, states, conditional or f"{here} (inside a try)", not in_finally)
+
+
+def _leaves(block: list[ast.stmt]) -> bool:
+    """Whether every pass through `block` leaves the function: it ends in a
+    `return` or `raise`, and no `break` or `continue` of an enclosing loop
+    jumps out of it first."""
+    if not block or not isinstance(block[-1], (ast.Return, ast.Raise)):
+        return False
+    pending: list[ast.AST] = list(block)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.Break, ast.Continue)):
+            return False
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+            pending.extend(node.orelse)  # a loop's own break/continue stay inside it; its `else` does not
+            continue
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        pending.extend(ast.iter_child_nodes(node))
+    return True
 
 
 def _local(scope: _Scope, stmt: ast.stmt, conditional: str | None) -> None:
