@@ -84,3 +84,38 @@ def test_where_the_trail_ends_the_call_is_assumed_with_the_line_and_strict_fails
     _, out, _ = cli("check", "--repo", str(ENGINE), "--mapping", str(MAPPING), "--sm", "100", "--heads", "64")
     assert "call paths  3 calls of FlashInfer entries found, 2 judged, 1 assumed" in out
     assert out.rstrip().splitlines()[-1].endswith("1 call path assumed  → exit 3")
+
+
+DRAFTED = ROOT / "tests" / "fixtures" / "repos" / "drafted"
+
+
+def test_a_fold_filled_at_run_time_is_judged_at_each_value_and_never_as_a_padding(cli_json):
+    mapping = str(DRAFTED / "mapping.toml")
+    code, doc, _ = cli_json("check", "--repo", str(DRAFTED), "--mapping", mapping, "--sm", "100", "--tp", "1")
+    rows = {f["backend"]: f for f in doc["findings"]}
+    base = "engine.draft.draft_decode:20 [traced, "
+    # Without an LSE all k tokens fold into one row (k * 96); with one, no fold
+    # fits within 128 heads: every k hands 96, one backend for all of them.
+    assert {name.removeprefix(base): f["padded"] for name, f in rows.items()} == {
+        "k=2, lse=False]": 192,
+        "k=3, lse=False]": 288,
+        "k=4, lse=False]": 384,
+        "k=2-4, lse=True]": 96,
+    }
+    # A fold is the work the call does: judged as it is, never reducible, never assumed.
+    assert {f["verdict"] for f in rows.values()} <= {"ok", "some-shapes", "broken", "off-fast-path"}
+    path = next(p for p in doc["call_paths"] if p["site"].endswith("engine/draft.py:20"))
+    assert path["status"] == "judged"
+    assert "k is filled at run time (the draft block's tokens per request" in path["detail"]
+    assert "evaluated at each of 2-4" in path["detail"] and "evaluated at each of False, True" in path["detail"]
+    assert code in (0, 1)
+
+
+def test_a_fold_the_mapping_gives_no_values_for_is_assumed_where_the_trail_ended(cli_json, tmp_path):
+    text = (DRAFTED / "mapping.toml").read_text()
+    bare = tmp_path / "mapping.toml"
+    bare.write_text(text[: text.index("[[run_value]]")])
+    code, doc, _ = cli_json("check", "--repo", str(DRAFTED), "--mapping", str(bare), "--sm", "100", "--tp", "1")
+    assert {f["verdict"] for f in doc["findings"]} == {"assumed"} and code == 3
+    path = next(p for p in doc["call_paths"] if p["site"].endswith("engine/draft.py:20"))
+    assert path["status"] == "assumed" and "fold * heads depends on" in path["detail"]

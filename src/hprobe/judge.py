@@ -164,7 +164,7 @@ def _judge_cases(table: PaddingTable, backend: Backend, sm: int, probed: list[Ke
     extra_notes = list(dict.fromkeys(n for p in probed for n in p.notes))
     for model, tp, n in backend.cases(table.models):
         padded = backend.rule.pad(n)
-        verdict, best, waste, evidence, notes = judge_across(n, padded, probed)
+        verdict, best, waste, evidence, notes = judge_across(backend.judged_as(n, padded), padded, probed)
         on_assumption = None
         if backend.assumed is not None:
             # What the kernel says of a count the engine may not hand it is
@@ -267,7 +267,7 @@ def verdict_grids(tables: list[PaddingTable], releases: list[ProbedRelease], sms
                 for rel in releases:
                     result = rel.results.get((backend.variant_key, sm))
                     cells = tuple(
-                        None if result is None else _cell(judge(n, padded, result), backend)
+                        None if result is None else _cell(judge(backend.judged_as(n, padded), padded, result), backend)
                         for _model, _tp, n, padded in cases
                     )
                     rows.append((rel.info.version, cells))

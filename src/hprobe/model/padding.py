@@ -177,6 +177,15 @@ class Backend:
     # count hprobe could not follow), with where the trail ended; its verdicts
     # are `assumed`, never ok or broken. None: the counts are the engine's own.
     assumed: str | None = None
+    # The count the rule gives is the query's own heads regrouped (draft tokens
+    # folded into heads by a reshape), not a padding: judged as the work the
+    # call does, so never `reducible`.
+    regrouped: bool = False
+
+    def judged_as(self, n: int, padded: int | None) -> int:
+        """The count a case is judged as needing: the per-rank count, or the
+        regrouped count itself."""
+        return padded if self.regrouped and padded is not None else n
 
     @property
     def variant_key(self) -> str:

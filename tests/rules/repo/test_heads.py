@@ -11,6 +11,7 @@ import pytest
 
 from hprobe.rules.repo.evaluate import NotEvaluable
 from hprobe.rules.repo.heads import HeadTrail, TrailEnd, trace_heads
+from hprobe.rules.repo.mapping import RunValue
 from hprobe.rules.repo.scan import RepoIndex
 
 pytestmark = pytest.mark.pure
@@ -118,3 +119,44 @@ def test_a_name_bound_under_an_if_is_decided_by_its_test_or_both_sides_must_agre
     assert trail.evaluate(128) == 128  # both sides agree
     undecided = trail.evaluate(16)
     assert isinstance(undecided, NotEvaluable) and "pad" in undecided.what
+
+
+def _run_values(k: tuple[int, ...]) -> tuple[RunValue, ...]:
+    return (
+        RunValue("engine.attn", "folded_decode", "k", "k", k, "the draft block's tokens per request"),
+        RunValue("engine.attn", "folded_decode", "need_lse", "lse", (False, True), "whether the decode returns an LSE"),
+    )
+
+
+def test_values_the_engine_fills_at_run_time_are_evaluated_at_each_value_the_mapping_lists(tmp_path: Path) -> None:
+    text = FOLDED.replace("folded_decode(q, 4, need_lse=True)", "folded_decode(q, self.k, need_lse=self.needs_lse)")
+    index, line = _tree(tmp_path, text)
+    module = index.by_suffix("engine.attn")
+    assert module is not None
+    # Without the mapping's run values the count stops at what the engine fills.
+    bare = trace_heads(index, module, line, ("query", 0), ROOTS)
+    assert isinstance(bare, HeadTrail) and isinstance(bare.evaluate(16), NotEvaluable)
+    trail = trace_heads(index, module, line, ("query", 0), ROOTS, run_values=_run_values((2, 4)))
+    assert isinstance(trail, HeadTrail), trail
+    assert [(run.shown, where.rpartition(":")[2]) for run, where in trail.runs] == [("k", "16"), ("lse", "16")]
+    # Without an LSE all k tokens fold into one row; with one, the largest divisor f of k with f * heads <= 128.
+    assert trail.evaluate(48, run={"k": 4, "need_lse": False}) == 192
+    assert trail.evaluate(48, run={"k": 4, "need_lse": True}) == 96
+    assert trail.evaluate(48, run={"k": 2, "need_lse": True}) == 96
+    assert trail.evaluate(96, run={"k": 4, "need_lse": True}) == 96
+    # A value the run does not give stays what the engine fills, with where.
+    missing = trail.evaluate(48, run={"k": 4})
+    assert isinstance(missing, NotEvaluable) and "`need_lse` is filled at run time" in missing.what
+    # A reshape keeps every element: the folded count regroups the query, it is no padding.
+    assert trail.regrouped
+
+
+def test_a_count_set_by_an_allocation_may_be_a_padding(tmp_path: Path) -> None:
+    text = FOLDED.replace(
+        "query = q.reshape(rows // fold, 1, fold * heads, dim)",
+        "query = q.new_zeros((rows // fold, 1, fold * heads, dim))",
+    )
+    index, line = _tree(tmp_path, text)
+    trail = trace_heads(index, index.by_suffix("engine.attn"), line, ("query", 0), ROOTS)  # type: ignore[arg-type]
+    assert isinstance(trail, HeadTrail) and trail.evaluate(16) == 64
+    assert not trail.regrouped

@@ -31,6 +31,7 @@ from typing import Any
 
 from hprobe.rules.repo.evaluate import Binding, NotEvaluable, Opaque, Raises, evaluate_expression
 from hprobe.rules.repo.keywords import call_at, class_at, function_at
+from hprobe.rules.repo.mapping import RunValue
 from hprobe.rules.repo.scan import ClassInfo, ModuleInfo, RepoIndex, resolve_relative
 
 # How many functions (helpers and callers) a trail crosses before it ends.
@@ -125,13 +126,22 @@ class _Cond:
 
 
 @dataclass(frozen=True)
+class _Run:
+    """A value the engine fills at run time that the mapping lists the values
+    of (mapping.RunValue): the count is evaluated at each."""
+
+    value: RunValue
+    where: str
+
+
+@dataclass(frozen=True)
 class _Unknowable:
     """A value the engine fills at run time: Opaque to the evaluator."""
 
     why: str
 
 
-Part = _Root | _Expr | _Item | _Callers | _Cond | _Unknowable
+Part = _Root | _Expr | _Item | _Callers | _Cond | _Run | _Unknowable
 
 # What a trail looks for: a tensor's head count, a value, or the head count of
 # the tensor a dict holds at a key.
@@ -149,13 +159,22 @@ class HeadTrail:
     cited: tuple[tuple[str, int], ...]  # (file, line) of each step the trail read
     said: str  # the count at the call as the engine writes it ("fold * heads")
     index: RepoIndex = field(repr=False, compare=False)
+    # The run-time values the count depends on, each with where the trail met it.
+    runs: tuple[tuple[RunValue, str], ...] = ()
+    # Every shape on the trail that sets the head axis is a view or reshape of
+    # the query: the count is the query's own heads regrouped (a fold), the
+    # work the call does, never a padding that could be smaller.
+    regrouped: bool = False
 
-    def evaluate(self, n: int, binding: Binding | None = None) -> int | Raises | NotEvaluable:
+    def evaluate(
+        self, n: int, binding: Binding | None = None, run: dict[str, Any] | None = None
+    ) -> int | Raises | NotEvaluable:
         """The count the call hands FlashInfer when the layer's query has `n`
-        heads; Raises when the engine raises on the way; NotEvaluable (with the
+        heads (and each run-time value of `runs` the value `run` gives it, by
+        name); Raises when the engine raises on the way; NotEvaluable (with the
         file:line) where it depends on what hprobe cannot know."""
         try:
-            value = _value(self.count, n, self.index, binding or Binding())
+            value = _value(self.count, n, self.index, binding or Binding(), run or {})
         except _Stop as stop:
             return stop.result
         if isinstance(value, Opaque):
@@ -176,20 +195,28 @@ class _Stop(Exception):
         self.result = result
 
 
-def _value(part: Part, n: int, index: RepoIndex, binding: Binding) -> Any:
+def _leaf(part: _Root | _Run | _Unknowable, n: int, run: dict[str, Any]) -> Any:
     if isinstance(part, _Root):
         return n
-    if isinstance(part, _Unknowable):
-        return Opaque(part.why)
+    if isinstance(part, _Run):
+        if part.value.name in run:
+            return run[part.value.name]
+        return Opaque(f"{part.where}: `{part.value.name}` is filled at run time ({part.value.means})")
+    return Opaque(part.why)
+
+
+def _value(part: Part, n: int, index: RepoIndex, binding: Binding, run: dict[str, Any]) -> Any:
+    if isinstance(part, (_Root, _Run, _Unknowable)):
+        return _leaf(part, n, run)
     if isinstance(part, _Item):
-        of = _value(part.of, n, index, binding)
+        of = _value(part.of, n, index, binding, run)
         if isinstance(of, Opaque):
             return of
         if isinstance(of, (tuple, list)) and -len(of) <= part.index < len(of):
             return of[part.index]
         return Opaque(f"unpacks {type(of).__name__} into more names than it holds")
     if isinstance(part, _Callers):
-        values = [_value(p, n, index, binding) for p in part.parts]
+        values = [_value(p, n, index, binding, run) for p in part.parts]
         opaque = next((v for v in values if isinstance(v, Opaque)), None)
         if opaque is not None:
             return opaque
@@ -200,14 +227,14 @@ def _value(part: Part, n: int, index: RepoIndex, binding: Binding) -> Any:
             )
         return values[0]
     if isinstance(part, _Cond):
-        test = _value(part.test, n, index, binding)
+        test = _value(part.test, n, index, binding, run)
         if not isinstance(test, Opaque):
-            return _value(part.then if test else part.orelse, n, index, binding)
-        sides = [_value(side, n, index, binding) for side in (part.then, part.orelse)]
+            return _value(part.then if test else part.orelse, n, index, binding, run)
+        sides = [_value(side, n, index, binding, run) for side in (part.then, part.orelse)]
         if any(isinstance(v, Opaque) for v in sides) or type(sides[0]) is not type(sides[1]) or sides[0] != sides[1]:
             return test  # the `if` decides the count, on what hprobe cannot know: its reason is the trail's end
         return sides[0]
-    frame = {name: _value(p, n, index, binding) for name, p in part.names}
+    frame = {name: _value(p, n, index, binding, run) for name, p in part.names}
     result = evaluate_expression(index, part.frame.owner, part.frame.module, part.node, frame, binding).value
     if isinstance(result, Raises):
         raise _Stop(result)
@@ -285,8 +312,11 @@ class _Trail:
     index: RepoIndex
     roots: dict[str, str]  # function name -> the parameter that carries the layer's query
     tree: TreeCalls  # what the trails of this tree have read of it
+    run_values: tuple[RunValue, ...] = ()  # what the mapping says the engine fills at run time
     cited: list[tuple[str, int]] = field(default_factory=list)
     root: str | None = None
+    runs: dict[str, tuple[RunValue, str]] = field(default_factory=dict)  # those the trail met, by name
+    shaped: set[str] = field(default_factory=set)  # how shapes on the trail set the head axis
 
     def cite(self, frame: _Frame, node: ast.AST) -> None:
         self.cited.append(frame.where(node))
@@ -358,6 +388,10 @@ class _Trail:
         head = dims[-2]
         if isinstance(head, ast.Starred) or (isinstance(head, ast.UnaryOp) and isinstance(head.op, ast.USub)):
             return self._end(frame, node, f"the head axis of `{_text(node)}` is inferred (`{_text(head)}`)")
+        # A view or reshape keeps every element: a head axis it sets regroups the
+        # query (tokens folded into heads), it cannot pad; an allocation can.
+        regroups = isinstance(node.func, ast.Attribute) and node.func.attr in ("view", "reshape")
+        self.shaped.add("regroup" if regroups else "allocate")
         return self.value(head, frame)
 
     # The value of an expression (a count, a flag, a tuple).
@@ -400,6 +434,14 @@ class _Trail:
         return tuple(out.items())
 
     def _name(self, name: str, node: ast.AST, frame: _Frame, want: _Want) -> Part | TrailEnd:
+        if want == _VALUE and frame.function is not None:
+            qualname = f"{frame.owner.name}.{frame.function.name}" if frame.owner else frame.function.name
+            for run in self.run_values:
+                if run.name == name and run.at(frame.module.name, qualname):
+                    where = "{}:{}".format(*frame.where(node))
+                    self.cite(frame, node)
+                    self.runs.setdefault(name, (run, where))
+                    return _Run(run, where)
         return self._defined(
             _reaching(frame.function, name, getattr(node, "lineno", 0) or 10**9), name, node, frame, want
         )
@@ -677,17 +719,19 @@ def trace_heads(
     query: tuple[str, int],
     roots: dict[str, str],
     tree: TreeCalls | None = None,
+    run_values: tuple[RunValue, ...] = (),
 ) -> HeadTrail | TrailEnd:
     """Follow the query of the call at `line` of `module` (passed as keyword
     `query[0]` or positionally at `query[1]`) back to the layer's query;
-    `tree`: what earlier trails in the same tree have read."""
+    `tree`: what earlier trails in the same tree have read; `run_values`: what
+    the engine fills at run time, with the values to evaluate the count at."""
     function, owner = function_at(index, module, line)
     call = call_at(function or module.tree, line)
     if call is None:
         return TrailEnd(module.path, line, "the call could not be found again")
     frame = _Frame(module, function, owner)
     # Another tree's reads are not this one's.
-    trail = _Trail(index, roots, tree if tree is not None and tree.index is index else TreeCalls(index))
+    trail = _Trail(index, roots, tree if tree is not None and tree.index is index else TreeCalls(index), run_values)
     name, position = query
     part: Part | TrailEnd = _ABSENT
     if any(isinstance(a, ast.Starred) for a in call.args[: position + 1]):
@@ -710,7 +754,15 @@ def trace_heads(
         return part
     said = _text(part.node) if isinstance(part, _Expr) else "the layer's count"
     cited = tuple(dict.fromkeys(trail.cited))
-    return HeadTrail(part, trail.root or f"{module.path}:{line}", cited, said, index)
+    return HeadTrail(
+        part,
+        trail.root or f"{module.path}:{line}",
+        cited,
+        said,
+        index,
+        tuple(trail.runs.values()),
+        trail.shaped == {"regroup"},
+    )
 
 
 # -- reading the source ----------------------------------------------------------------

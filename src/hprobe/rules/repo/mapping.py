@@ -133,6 +133,25 @@ class CallMapping:
         )
 
 
+@dataclass(frozen=True)
+class RunValue:
+    """A value the engine fills at run time from its settings, which no static
+    reading ties to them (the drafter's tokens per request, from its draft
+    length): a head-count trail that reaches `name` in `function` of `module`
+    is evaluated at each of `values`, and each answer names the value it took."""
+
+    module: str  # dotted suffix of the module
+    function: str  # qualname of the function that binds or takes `name`
+    name: str  # the parameter or local the engine fills
+    shown: str  # how answers name it ("k")
+    values: tuple[bool | int | str, ...]
+    means: str  # what it is, and where the engine bounds it, in words
+
+    def at(self, module: str, function: str) -> bool:
+        same = module == self.module or module.endswith("." + self.module)
+        return same and function == self.function
+
+
 @dataclass
 class Mapping:
     path: str
@@ -154,13 +173,25 @@ class Mapping:
     # The engine calls these through its layer objects, which no static reading
     # ties to a call; a head-count trail (heads.py) starts there.
     layer_query: dict[str, str] = field(default_factory=dict)
+    run_values: tuple[RunValue, ...] = ()
 
     @property
     def bound(self) -> bool:
         return bool(self.instance)
 
 
-MAPPING_KEYS = ("call", "class", "engine_setting", "instance", "mapping", "model", "parameters", "platform", "settings")
+MAPPING_KEYS = (
+    "call",
+    "class",
+    "engine_setting",
+    "instance",
+    "mapping",
+    "model",
+    "parameters",
+    "platform",
+    "run_value",
+    "settings",
+)
 
 
 def load_mapping(path: Path | None = None) -> Mapping:
@@ -222,7 +253,36 @@ def load_mapping(path: Path | None = None) -> Mapping:
         shipped,
         versions,
         layer_query,
+        _run_values(data.get("run_value", []), path, parser),
     )
+
+
+def _run_values(raw: object, path: Path, parser: _Parser) -> tuple[RunValue, ...]:
+    if not isinstance(raw, list):
+        raise InputError(f"{path}: [[run_value]] must be a list of tables")
+    out = []
+    for i, entry in enumerate(raw):
+        where = parser.locate("run_value", i)
+        usage = (
+            f'{where}: [[run_value]] takes at ("module:function"), name, shown, means (strings) and values '
+            "(a non-empty list of booleans, integers or strings)"
+        )
+        if not isinstance(entry, dict) or set(entry) != {"at", "name", "shown", "values", "means"}:
+            raise InputError(usage)
+        texts = [entry[k] for k in ("at", "name", "shown", "means")]
+        values = entry["values"]
+        if (
+            not all(isinstance(t, str) and t for t in texts)
+            or not isinstance(values, list)
+            or not values
+            or not all(isinstance(v, (bool, int, str)) for v in values)
+        ):
+            raise InputError(usage)
+        module, colon, function = entry["at"].partition(":")
+        if not colon or not all(p.isidentifier() for p in (*module.split("."), *function.split("."), entry["name"])):
+            raise InputError(usage)
+        out.append(RunValue(module, function, entry["name"], entry["shown"], tuple(values), entry["means"]))
+    return tuple(out)
 
 
 _READERS = (("declared_in",), ("priority_in", "branch"), ("assigned_in", "key"), ("default", "source"))

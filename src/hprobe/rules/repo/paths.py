@@ -151,10 +151,9 @@ def read_paths(context: PathContext) -> PathReading:
         shown = f"{context.shown(site.path)}:{site.line}"
         described = [m for m in context.mapping.calls if m.matches(site.module, site.function, site.entry)]
         if not described:
-            path, backend = _unmapped(context, site, shown, called_as[site.entry], reading.cited, calls)
+            path, backends = _unmapped(context, site, shown, called_as[site.entry], reading.cited, calls)
             reading.paths.append(path)
-            if backend is not None:
-                reading.backends.append(backend)
+            reading.backends.extend(backends)
             continue
         for m in described:
             path = _describe(context, site, shown, m)
@@ -191,7 +190,7 @@ ASSUMED_TOPK = 2048
 
 def _unmapped(
     context: PathContext, site: CallSite, shown: str, kernel: str, cited: set[tuple[str, int]], calls: TreeCalls
-) -> tuple[CallPath, Backend | None]:
+) -> tuple[CallPath, list[Backend]]:
     """A call no mapping entry describes: its head count followed through the
     engine's code from the layer's query (heads.py) and judged; where the trail
     ends, shown on the stated assumption with the file:line where it ended."""
@@ -211,40 +210,75 @@ def _unmapped(
             PathStatus.JUDGED,
             f"{site.function or 'module level'} calls {site.entry}; {serves}, none of the models judged",
             kernel,
-        ), None
+        ), []
     restrict = tuple(model.name for model in models) if len(models) < len(context.models) else ()
     end = _followed(context, site, probe, calls)
     counts = sorted({n for model in models for _, n in model.per_rank()})
     name = f"{site.module}.{site.function or '<module>'}:{site.line}"
     if isinstance(end, HeadTrail):
-        values = {n: end.evaluate(n) for n in counts}
-        stopped = next((v for v in values.values() if isinstance(v, NotEvaluable)), None)
+        combos = _run_combinations(end)
+        answers = (
+            [{n: end.evaluate(n, run=combo) for n in counts} for combo in combos] if not isinstance(combos, str) else []
+        )
+        stopped = (
+            NotEvaluable(site.path, site.line, combos)
+            if isinstance(combos, str)
+            else next((v for values in answers for v in values.values() if isinstance(v, NotEvaluable)), None)
+        )
         if stopped is None:
+            assert not isinstance(combos, str)
             cited.update(end.cited)
             cited.add((site.path, site.line))
-            how = f"followed from the layer's query ({context.shown(end.root)}): {end.said}"
-            rule = PadMap(tuple((n, v) for n, v in values.items() if isinstance(v, int)))
-            branches = tuple(((model.name, n), f"{shown} [{how}]") for model in models for _, n in model.per_rank())
-            # A top-k the call does not spell is the one assumption left: the
-            # count is the engine's own, the variant is not.
-            taken = f"assumed: {'; '.join(said)} (the head count is the engine's own: {how})" if said else None
-            backend = Backend(
-                name + " [traced]",
-                kernel,
-                probe.default_sms,
-                rule,
-                Where(context.shown(site.path), site.line),
-                tuple(options.items()),
-                models=restrict,
-                branches=branches,
-                assumed=taken,
+            # Run-time values that give the same count for every n are one backend.
+            groups: dict[tuple[tuple[int, int | Raises | NotEvaluable], ...], list[dict[str, Any]]] = {}
+            for combo, values in zip(combos, answers, strict=True):
+                groups.setdefault(tuple(values.items()), []).append(combo)
+            backends: list[Backend] = []
+            hows: list[str] = []
+            for key, members in groups.items():
+                at = _run_words(end, members)
+                how = f"followed from the layer's query ({context.shown(end.root)}): {end.said}" + (
+                    f" at {at}" if at else ""
+                )
+                hows.append(how)
+                rule = PadMap(tuple((n, v) for n, v in key if isinstance(v, int)))
+                branches = tuple(((model.name, n), f"{shown} [{how}]") for model in models for _, n in model.per_rank())
+                # A top-k the call does not spell is the one assumption left: the
+                # count is the engine's own, the variant is not.
+                taken = f"assumed: {'; '.join(said)} (the head count is the engine's own: {how})" if said else None
+                backends.append(
+                    Backend(
+                        name + (f" [traced, {at}]" if at else " [traced]"),
+                        kernel,
+                        probe.default_sms,
+                        rule,
+                        Where(context.shown(site.path), site.line),
+                        tuple(options.items()),
+                        models=restrict,
+                        branches=branches,
+                        assumed=taken,
+                        regrouped=end.regrouped,
+                    )
+                )
+            runs = "".join(
+                f"; {run.shown} is filled at run time ({run.means}, {context.shown(where)}): evaluated at each of "
+                f"{_values_text(run.values)}"
+                for run, where in end.runs
             )
-            detail = f"{site.function or 'module level'} calls {site.entry}; its head count {how}" + "".join(
-                f"; {x}" for x in [serves, *said] if x
+            detail = (
+                f"{site.function or 'module level'} calls {site.entry}; its head count "
+                + ("; ".join(hows) if len(hows) == 1 else f"{hows[0].split(': ')[0]}: {end.said}")
+                + runs
+                + "".join(f"; {x}" for x in [serves, *said] if x)
             )
             return CallPath(
-                site, shown, PathStatus.ASSUMED if said else PathStatus.JUDGED, detail, kernel, backends=(backend.name,)
-            ), backend
+                site,
+                shown,
+                PathStatus.ASSUMED if said else PathStatus.JUDGED,
+                detail,
+                kernel,
+                backends=tuple(b.name for b in backends),
+            ), backends
         # The count is the engine's expression, but it depends on what the
         # engine fills at run time: say both, with where evaluation stopped.
         unmapped = (
@@ -270,7 +304,52 @@ def _unmapped(
     detail = f"{unmapped}; the trail ended at {ended}: {end.what}: shown assuming the model's heads // tp, unpadded" + (
         f"; {serves}" if serves else ""
     )
-    return CallPath(site, shown, PathStatus.ASSUMED, detail, kernel, backends=(backend.name,)), backend
+    return CallPath(site, shown, PathStatus.ASSUMED, detail, kernel, backends=(backend.name,)), [backend]
+
+
+# The most combinations of run-time values a trail is evaluated at.
+MAX_RUN_COMBINATIONS = 256
+
+
+def _run_combinations(trail: HeadTrail) -> list[dict[str, Any]] | str:
+    """Every combination of the run-time values the count depends on ([{}]
+    when none); why not, where there are more than MAX_RUN_COMBINATIONS."""
+    combos: list[dict[str, Any]] = [{}]
+    for run, _ in trail.runs:
+        combos = [{**combo, run.name: value} for combo in combos for value in run.values]
+        if len(combos) > MAX_RUN_COMBINATIONS:
+            return f"{trail.said} depends on more than {MAX_RUN_COMBINATIONS} combinations of run-time values"
+    return combos
+
+
+def _run_words(trail: HeadTrail, members: list[dict[str, Any]]) -> str:
+    """The run-time values a group of combinations takes ("k=2-8, LSE=False"),
+    each combination in turn where the group is not a product of its values."""
+    if not trail.runs:
+        return ""
+    taken = [
+        [v for v in run.values if any(m[run.name] == v and type(m[run.name]) is type(v) for m in members)]
+        for run, _ in trail.runs
+    ]
+    product = 1
+    for values in taken:
+        product *= len(values)
+    if product == len(members):
+        return ", ".join(
+            f"{run.shown}={_values_text(tuple(values))}" for (run, _), values in zip(trail.runs, taken, strict=True)
+        )
+    return " or ".join(" ".join(f"{run.shown}={m[run.name]}" for run, _ in trail.runs) for m in members)
+
+
+def _values_text(values: tuple[Any, ...]) -> str:
+    """Values as said: runs of three or more consecutive integers as a range."""
+    if (
+        len(values) >= 3
+        and all(type(v) is int for v in values)
+        and list(values) == list(range(values[0], values[-1] + 1))
+    ):
+        return f"{values[0]}-{values[-1]}"
+    return ", ".join(map(str, values))
 
 
 def _site_models(context: PathContext, site: CallSite) -> tuple[list[Model], str]:
@@ -292,7 +371,15 @@ def _followed(context: PathContext, site: CallSite, probe: Any, calls: TreeCalls
         return NotEvaluable("", 0, f"hprobe does not follow the head count of {probe.id}'s calls")
     if not context.mapping.layer_query:
         return NotEvaluable("", 0, "the mapping names no layer query (`layer_query`) to follow the count back to")
-    return trace_heads(context.index, module, site.line, probe.query_argument, context.mapping.layer_query, calls)
+    return trace_heads(
+        context.index,
+        module,
+        site.line,
+        probe.query_argument,
+        context.mapping.layer_query,
+        calls,
+        context.mapping.run_values,
+    )
 
 
 def _call_axes(context: PathContext, site: CallSite, probe: Any) -> tuple[dict[str, str | int], list[str]] | str:

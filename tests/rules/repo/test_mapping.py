@@ -1,0 +1,66 @@
+"""Mapping files (rules/repo/mapping.py): the [[run_value]] entries that say
+which values the engine fills at run time, read into what a head-count trail
+evaluates at; a malformed entry is one clear line naming where it is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hprobe.model.errors import InputError
+from hprobe.rules.repo.mapping import RunValue, load_mapping, shipped_mappings
+
+pytestmark = pytest.mark.pure
+
+HEADER = """
+[mapping]
+layer_query = ["forward_mqa(q)"]
+"""
+
+RUN_VALUE = """
+[[run_value]]
+at = "models.draft.attention:folded_decode"
+name = "tokens_per_request"
+shown = "k"
+values = [2, 3]
+means = "the draft block's tokens per request"
+"""
+
+
+def test_a_run_value_is_read_with_where_it_applies(tmp_path: Path) -> None:
+    path = tmp_path / "m.toml"
+    path.write_text(HEADER + RUN_VALUE)
+    (run,) = load_mapping(path).run_values
+    assert run == RunValue("models.draft.attention", "folded_decode", "tokens_per_request", "k", (2, 3), run.means)
+    # The module is a dotted suffix, as everywhere in a mapping; the function is its qualname.
+    assert run.at("vllm.models.draft.attention", "folded_decode")
+    assert not run.at("vllm.models.draft.attention_other", "folded_decode")
+    assert not run.at("vllm.models.draft.attention", "Impl.folded_decode")
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        ("values = [2, 3]", "values = []"),
+        ("values = [2, 3]", "values = [2.5]"),
+        ('shown = "k"', 'shown = ""'),
+        ('at = "models.draft.attention:folded_decode"', 'at = "models.draft.attention"'),
+        ('means = "the draft block\'s tokens per request"', 'means = "x"\nextra = 1'),
+    ],
+)
+def test_a_malformed_run_value_is_one_line_naming_the_entry(tmp_path: Path, change: tuple[str, str]) -> None:
+    path = tmp_path / "m.toml"
+    path.write_text(HEADER + RUN_VALUE.replace(*change))
+    with pytest.raises(InputError) as raised:
+        load_mapping(path)
+    message = str(raised.value)
+    assert "\n" not in message and "[[run_value]] takes at" in message and "m.toml" in message
+
+
+def test_the_shipped_vllm_mapping_names_the_drafters_run_values() -> None:
+    vllm = next(m for m in shipped_mappings() if m.package == "vllm")
+    assert {(run.function, run.name, run.values) for run in vllm.run_values} == {
+        ("folded_decode", "tokens_per_request", (2, 3, 4, 5, 6, 7, 8)),
+        ("folded_decode", "need_lse", (False, True)),
+    }
