@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import datetime as dt
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from fnmatch import fnmatchcase
 from itertools import chain, takewhile
 
+from hprobe.model.assumption import Assumption
 from hprobe.model.errors import EXIT_FINDINGS, EXIT_INCONCLUSIVE, EXIT_OK
 from hprobe.model.heads import compact_set
 from hprobe.model.outcome import Depth, HeadResult, KernelSMResult, Outcome
@@ -144,6 +145,9 @@ def check_table(
     """
     findings: list[Finding] = []
     notes: list[str] = []
+    # Backends that share a variant judge the same counts against the same
+    # results (a traced call's answers, one per run-time value): once each.
+    memo: dict[tuple[str, int, int, int | None], Judgement] = {}
     for backend in table.backends:
         targets = [sm for sm in backend.sms if sm in sms]
         if not targets:
@@ -154,23 +158,62 @@ def check_table(
             continue
         for sm in targets:
             probed = [support[(backend.variant_key, sm)] for support in supports]
-            findings.extend(_judge_cases(table, backend, sm, probed))
+            alternates = [(key, [support.get((key, sm)) for support in supports]) for key in backend.alternatives]
+            findings.extend(_judge_cases(table, backend, sm, probed, alternates, memo))
     return findings, notes
 
 
-def _judge_cases(table: PaddingTable, backend: Backend, sm: int, probed: list[KernelSMResult]) -> list[Finding]:
+def _judged(
+    memo: dict[tuple[str, int, int, int | None], Judgement],
+    key: str,
+    sm: int,
+    n: int,
+    padded: int | None,
+    results: Sequence[KernelSMResult],
+) -> Judgement:
+    """`judge_across` for one variant on one SM, once per count."""
+    found = memo.get((key, sm, n, padded))
+    if found is None:
+        found = memo[key, sm, n, padded] = judge_across(n, padded, list(results))
+    verdict, best, waste, evidence, notes = found
+    return verdict, best, waste, evidence, list(notes)
+
+
+def _judge_cases(
+    table: PaddingTable,
+    backend: Backend,
+    sm: int,
+    probed: list[KernelSMResult],
+    alternates: Sequence[tuple[str, list[KernelSMResult | None]]] = (),
+    memo: dict[tuple[str, int, int, int | None], Judgement] | None = None,
+) -> list[Finding]:
     out = []
+    memo = {} if memo is None else memo
     versions = [p.flashinfer_version for p in probed]
     extra_notes = list(dict.fromkeys(n for p in probed for n in p.notes))
     for model, tp, n in backend.cases(table.models):
         padded = backend.rule.pad(n)
-        verdict, best, waste, evidence, notes = judge_across(backend.judged_as(n, padded), padded, probed)
-        on_assumption = None
+        needed = backend.judged_as(n, padded)
+        verdict, best, waste, evidence, notes = _judged(memo, backend.variant_key, sm, needed, padded, probed)
+        on_assumption, assumed = None, None
+        if alternates:
+            differing, notes = _unread_axes(backend, verdict, sm, needed, padded, alternates, notes, memo)
+            if differing:
+                on_assumption, verdict, best, waste, assumed = verdict, Verdict.ASSUMED, None, None, Assumption.DTYPE
+        if _unread_arch(backend, verdict, evidence):
+            notes = [
+                f"the kernel refuses SM{sm} whatever h_q is; whether the engine takes this path on SM{sm} is not "
+                "read (no mapping entry places the call)",
+                *notes,
+            ]
+            on_assumption, verdict, best, waste, assumed = verdict, Verdict.ASSUMED, None, None, Assumption.ARCH
         if backend.assumed is not None:
             # What the kernel says of a count the engine may not hand it is
             # shown, never concluded: the gate reads it as undecided.
             notes = [backend.assumed, *notes]
-            on_assumption, verdict, best, waste = verdict, Verdict.ASSUMED, None, None
+            on_assumption = on_assumption or verdict
+            verdict, best, waste = Verdict.ASSUMED, None, None
+            assumed = backend.assumption or Assumption.HEADS
         out.append(
             Finding(
                 table=table.name,
@@ -194,6 +237,7 @@ def _judge_cases(table: PaddingTable, backend: Backend, sm: int, probed: list[Ke
                 unchecked=list(dict.fromkeys(u for p in probed for u in p.unchecked)),
                 reach=backend.reach,
                 on_assumption=on_assumption,
+                assumed=assumed,
             )
         )
     return out
@@ -254,11 +298,59 @@ def exit_code(
     return code
 
 
+def _unread_arch(backend: Backend, verdict: Verdict, evidence: HeadResult | None) -> bool:
+    """Whether a broken verdict rests only on an architecture refusal on an SM
+    the engine was not read to take the path on."""
+    return (
+        not backend.sms_read
+        and verdict is Verdict.BROKEN
+        and evidence is not None
+        and evidence.outcome is Outcome.UNSUPPORTED_ARCH
+    )
+
+
+def _unread_axes(
+    backend: Backend,
+    verdict: Verdict,
+    sm: int,
+    n: int,
+    padded: int | None,
+    alternates: Sequence[tuple[str, list[KernelSMResult | None]]],
+    notes: list[str],
+    memo: dict[tuple[str, int, int, int | None], Judgement],
+) -> tuple[bool, list[str]]:
+    """Whether the verdict changes with what the engine sets unread (the
+    query's dtype), and the notes that say so either way."""
+    axes = " and ".join(f"the {name}" for name, _ in backend.unread)
+    seen = []
+    for key, results in alternates:
+        known = [r for r in results if r is not None]
+        other = _judged(memo, key, sm, n, padded, known)[0] if len(known) == len(results) else Verdict.INCONCLUSIVE
+        seen.append((key, other))
+    differing = [(key, other) for key, other in seen if other is not verdict]
+    if differing:
+        return True, [
+            f"the verdict depends on {axes}, which hprobe does not read from the engine: {verdict.value} at "
+            f"{backend.variant_key}, " + ", ".join(f"{other.value} at {key}" for key, other in seen),
+            *notes,
+        ]
+    return False, [*notes, f"the same at {', '.join(key for key, _ in seen)}: {axes} is not read from the engine"]
+
+
 def verdict_grids(tables: list[PaddingTable], releases: list[ProbedRelease], sms: list[int]) -> list[VerdictGrid]:
     """Per table x backend x SM, each model x TP judged on each release on its
     own (the page's release-by-release view; findings hold the verdicts
     across releases)."""
     grids = []
+    # One release's results judged once per count, whichever backends share them.
+    memo: dict[tuple[int, int, int | None], Judgement] = {}
+
+    def judged(result: KernelSMResult, n: int, padded: int | None) -> Judgement:
+        found = memo.get((id(result), n, padded))
+        if found is None:
+            found = memo[id(result), n, padded] = judge(n, padded, result)
+        return found
+
     for table in tables:
         for backend in table.backends:
             for sm in [s for s in sms if s in backend.sms]:
@@ -266,8 +358,9 @@ def verdict_grids(tables: list[PaddingTable], releases: list[ProbedRelease], sms
                 rows = []
                 for rel in releases:
                     result = rel.results.get((backend.variant_key, sm))
+                    others = [rel.results.get((key, sm)) for key in backend.alternatives]
                     cells = tuple(
-                        None if result is None else _cell(judge(backend.judged_as(n, padded), padded, result), backend)
+                        None if result is None else _cell(backend, result, others, n, padded, judged)
                         for _model, _tp, n, padded in cases
                     )
                     rows.append((rel.info.version, cells))
@@ -275,9 +368,20 @@ def verdict_grids(tables: list[PaddingTable], releases: list[ProbedRelease], sms
     return grids
 
 
-def _cell(judged: Judgement, backend: Backend) -> VerdictCell:
-    verdict, best, _waste, evidence, _notes = judged
-    if backend.assumed is not None:
+def _cell(
+    backend: Backend,
+    result: KernelSMResult,
+    others: list[KernelSMResult | None],
+    n: int,
+    padded: int | None,
+    judged: Callable[[KernelSMResult, int, int | None], Judgement],
+) -> VerdictCell:
+    """One release's verdict for a case; assumed where the backend rests on an
+    assumption or the answer changes with what the engine sets unread."""
+    needed = backend.judged_as(n, padded)
+    verdict, best, _waste, evidence, _notes = judged(result, needed, padded)
+    changes = any(other is None or judged(other, needed, padded)[0] is not verdict for other in others)
+    if backend.assumed is not None or changes or _unread_arch(backend, verdict, evidence):
         return VerdictCell(Verdict.ASSUMED, None, evidence)
     return VerdictCell(verdict, best, evidence)
 

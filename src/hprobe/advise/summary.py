@@ -10,6 +10,7 @@ from itertools import groupby
 from typing import TYPE_CHECKING, assert_never
 
 from hprobe.model.advice import Advice, TableAdvice
+from hprobe.model.assumption import Assumption
 from hprobe.model.heads import compact_set
 from hprobe.model.verdict import Finding, Verdict
 
@@ -113,12 +114,14 @@ def _verdict_action(rows: list[Finding]) -> str:
         case Verdict.INCONCLUSIVE:
             return f"inconclusive for n={ns}: {group[0].explain() or 'see the details'}"
         case Verdict.ASSUMED:
+            why = group[0].assumed or Assumption.HEADS
             crash = compact_set({f.n for f in group if f.on_assumption is not None and f.on_assumption.fails(False)})
-            shown = f"; on it the kernel refuses n={crash}" if crash != "{}" else ""
-            return (
-                "undecided: the head count this call hands FlashInfer was not followed; shown as heads // tp, "
-                f"unpadded{shown} (see the call paths)"
+            shown = (
+                f"; on it the kernel refuses n={crash}"
+                if crash != "{}" and why in (Assumption.HEADS, Assumption.CALL)
+                else ""
             )
+            return f"undecided: {why.undecided}{shown} (see the call paths)"
         case Verdict.OK:
             return "ok: every count runs as padded"
         case _:

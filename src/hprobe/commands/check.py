@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from hprobe.judge import check_table
 from hprobe.kernels import get_variant
 from hprobe.model.errors import IndexUnlisted, InputError
-from hprobe.model.padding import PaddingTable
+from hprobe.model.padding import Backend, PaddingTable
 from hprobe.model.release import INSTALLED, ProbedRelease, Progress, quiet
 from hprobe.model.targets import DEFAULT_MAX_HEADS, resolve_targets
 from hprobe.model.verdict import Finding, Verdict
@@ -77,8 +77,9 @@ def _judge_tables(
     ceiling = DEFAULT_MAX_HEADS
     for table in tables:
         for backend in table.backends:
-            sms = set(needed.get(backend.variant_key, [])) | {sm for sm in backend.sms if sm in numbers}
-            needed[backend.variant_key] = sorted(sms)
+            for key in (backend.variant_key, *backend.alternatives):
+                sms = set(needed.get(key, [])) | {sm for sm in backend.sms if sm in numbers}
+                needed[key] = sorted(sms)
             ceiling = max(ceiling, backend.rule.largest(), *(m.num_q_heads for m in table.models))
     needed = {k: v for k, v in needed.items() if v}
     heads = list(range(1, ceiling + 1))
@@ -133,10 +134,23 @@ def _with_variant_keys(table: PaddingTable) -> PaddingTable:
     for backend in table.backends:
         try:
             variant = get_variant(backend.kernel, dict(backend.options))
+            others = [
+                get_variant(backend.kernel, {**dict(backend.options), **values}).key
+                for values in _unread_values(backend)
+            ]
         except InputError as exc:
             raise InputError(f"{backend.where}: backend {backend.name}: {exc.message}") from None
-        backends.append(replace(backend, key=variant.key))
+        alternatives = tuple(k for k in dict.fromkeys(others) if k != variant.key)
+        backends.append(replace(backend, key=variant.key, alternatives=alternatives))
     return replace(table, backends=backends)
+
+
+def _unread_values(backend: Backend) -> list[dict[str, str | int]]:
+    """Every combination of the values of the axes the engine sets unread."""
+    combos: list[dict[str, str | int]] = [{}]
+    for name, values in backend.unread:
+        combos = [{**combo, name: value} for combo in combos for value in values]
+    return combos if backend.unread else []
 
 
 def run_repo_check(

@@ -6,6 +6,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
+from hprobe.model.assumption import Assumption
+
 # The largest head count hprobe takes anywhere (tables, --heads, rules): far above
 # any model's, and checked before any set of counts is built.
 MAX_HEADS = 4096
@@ -177,10 +179,20 @@ class Backend:
     # count hprobe could not follow), with where the trail ended; its verdicts
     # are `assumed`, never ok or broken. None: the counts are the engine's own.
     assumed: str | None = None
+    assumption: Assumption | None = None  # what `assumed` rests on
     # The count the rule gives is the query's own heads regrouped (draft tokens
     # folded into heads by a reshape), not a padding: judged as the work the
     # call does, so never `reducible`.
     regrouped: bool = False
+    # Probe axes the engine sets in a way hprobe does not read (a traced call's
+    # query dtype): the call is probed at each of their values, and a case is
+    # concluded only where every one gives the same verdict.
+    unread: tuple[tuple[str, tuple[str | int, ...]], ...] = ()
+    alternatives: tuple[str, ...] = ()  # the variant keys at the other values, filled with `key`
+    # False: `sms` are every SM the kernel serves, not the engine's own (a
+    # traced call no mapping entry places): a kernel that refuses an SM whatever
+    # h_q is says nothing of a path the engine may never take there.
+    sms_read: bool = True
 
     def judged_as(self, n: int, padded: int | None) -> int:
         """The count a case is judged as needing: the per-rank count, or the

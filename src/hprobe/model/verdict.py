@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, assert_never
 
+from hprobe.model.assumption import Assumption
 from hprobe.model.outcome import Depth, HeadResult
 from hprobe.model.padding import Backend, PaddingTable, Reach
 from hprobe.model.waiver import Waiver
@@ -192,6 +193,7 @@ class Finding:
     # For an `assumed` finding: the verdict the kernel's answer gives the
     # assumed count, shown as evidence and never concluded.
     on_assumption: Verdict | None = None
+    assumed: Assumption | None = None  # for an `assumed` finding: what hprobe could not read
 
     def fails(self, strict: bool) -> bool:
         """Fails the CI gate: the verdict fails it and no waiver accepts it."""
@@ -322,6 +324,7 @@ class Finding:
             "reach": self.reach.to_dict() if self.reach else None,
             "waiver": self.waiver.to_dict() if self.waiver else None,
             "on_assumption": self.on_assumption.value if self.on_assumption else None,
+            "assumed": self.assumed.value if self.assumed else None,
         }
 
 

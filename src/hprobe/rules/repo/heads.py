@@ -68,6 +68,7 @@ class _Frame:
     owner: ClassInfo | None
     args: tuple[tuple[str, ast.expr, _Frame], ...] | None = None
     depth: int = 0
+    called_from: tuple[str, str] = ("", "")  # the call that entered it: (calling function, file:line)
 
     def where(self, node: ast.AST | None = None) -> tuple[str, int]:
         line = getattr(node, "lineno", None) or (self.function.lineno if self.function else 1)
@@ -109,10 +110,25 @@ class _Item:
 
 @dataclass(frozen=True)
 class _Callers:
-    """A parameter as the function's several callers fill it: they must agree."""
+    """A parameter as the function's several callers fill it: they must agree,
+    unless the evaluation names the caller (`caller_key(where)`); `callers`
+    says each in words, in the order of `parts`."""
 
     parts: tuple[Part, ...]
-    where: str
+    where: str  # the function, file:line
+    callers: tuple[tuple[str, str], ...] = ()  # (the calling function, the call's file:line)
+
+
+@dataclass(frozen=True)
+class _Ended:
+    """What one caller hands in, where hprobe cannot follow it."""
+
+    end: TrailEnd
+
+
+def caller_key(where: str) -> str:
+    """The key of a run's choice among the callers of the function at `where`."""
+    return f"caller {where}"
 
 
 @dataclass(frozen=True)
@@ -141,7 +157,7 @@ class _Unknowable:
     why: str
 
 
-Part = _Root | _Expr | _Item | _Callers | _Cond | _Run | _Unknowable
+Part = _Root | _Expr | _Item | _Callers | _Cond | _Run | _Unknowable | _Ended
 
 # What a trail looks for: a tensor's head count, a value, or the head count of
 # the tensor a dict holds at a key.
@@ -161,6 +177,10 @@ class HeadTrail:
     index: RepoIndex = field(repr=False, compare=False)
     # The run-time values the count depends on, each with where the trail met it.
     runs: tuple[tuple[RunValue, str], ...] = ()
+    # The functions whose callers hand in different parts of the count: where
+    # each is (file:line) and its callers in words, in the order a run's
+    # `caller_key(where)` picks them by.
+    splits: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
     # Every shape on the trail that sets the head axis is a view or reshape of
     # the query: the count is the query's own heads regrouped (a fold), the
     # work the call does, never a padding that could be smaller.
@@ -195,9 +215,11 @@ class _Stop(Exception):
         self.result = result
 
 
-def _leaf(part: _Root | _Run | _Unknowable, n: int, run: dict[str, Any]) -> Any:
+def _leaf(part: _Root | _Run | _Unknowable | _Ended, n: int, run: dict[str, Any]) -> Any:
     if isinstance(part, _Root):
         return n
+    if isinstance(part, _Ended):
+        return Opaque(str(part.end))
     if isinstance(part, _Run):
         if part.value.name in run:
             return run[part.value.name]
@@ -206,7 +228,7 @@ def _leaf(part: _Root | _Run | _Unknowable, n: int, run: dict[str, Any]) -> Any:
 
 
 def _value(part: Part, n: int, index: RepoIndex, binding: Binding, run: dict[str, Any]) -> Any:
-    if isinstance(part, (_Root, _Run, _Unknowable)):
+    if isinstance(part, (_Root, _Run, _Unknowable, _Ended)):
         return _leaf(part, n, run)
     if isinstance(part, _Item):
         of = _value(part.of, n, index, binding, run)
@@ -216,6 +238,9 @@ def _value(part: Part, n: int, index: RepoIndex, binding: Binding, run: dict[str
             return of[part.index]
         return Opaque(f"unpacks {type(of).__name__} into more names than it holds")
     if isinstance(part, _Callers):
+        chosen = run.get(caller_key(part.where))
+        if isinstance(chosen, int):
+            return _value(part.parts[chosen], n, index, binding, run)
         values = [_value(p, n, index, binding, run) for p in part.parts]
         opaque = next((v for v in values if isinstance(v, Opaque)), None)
         if opaque is not None:
@@ -315,7 +340,6 @@ class _Trail:
     run_values: tuple[RunValue, ...] = ()  # what the mapping says the engine fills at run time
     cited: list[tuple[str, int]] = field(default_factory=list)
     root: str | None = None
-    runs: dict[str, tuple[RunValue, str]] = field(default_factory=dict)  # those the trail met, by name
     shaped: set[str] = field(default_factory=set)  # how shapes on the trail set the head axis
 
     def cite(self, frame: _Frame, node: ast.AST) -> None:
@@ -440,7 +464,6 @@ class _Trail:
                 if run.name == name and run.at(frame.module.name, qualname):
                     where = "{}:{}".format(*frame.where(node))
                     self.cite(frame, node)
-                    self.runs.setdefault(name, (run, where))
                     return _Run(run, where)
         return self._defined(
             _reaching(frame.function, name, getattr(node, "lineno", 0) or 10**9), name, node, frame, want
@@ -598,16 +621,29 @@ class _Trail:
         if frame.depth >= MAX_TRAIL:
             return self._end(frame, function, f"followed {MAX_TRAIL} functions deep")
         parts: list[Part] = []
-        # Callers are searched lazily: the first that ends the trail ends the
-        # search, and the modules after it are never parsed.
+        callers: list[tuple[str, str]] = []
+        # Callers are searched lazily: for a value, the first that ends the trail
+        # ends the search, and the modules after it are never parsed. A query
+        # one caller hands in where hprobe cannot follow it ends that caller's
+        # trail only: the others' counts are still the engine's own.
         for caller in self._callers(frame):
             if isinstance(caller, TrailEnd):
-                return caller if tensor else _Unknowable(str(caller))
+                if not tensor:
+                    return _Unknowable(str(caller))
+                parts.append(_Ended(caller))
+                callers.append(("a call", f"{caller.path}:{caller.line}"))
+                continue
             handed = caller.passed(name)
             part = self._follow(want, *handed) if handed else self._parameter(name, caller, want)
             if isinstance(part, TrailEnd):
-                return part if tensor else _Unknowable(str(part))
+                if not tensor:
+                    return _Unknowable(str(part))
+                part = _Ended(part)
             parts.append(part)
+            callers.append(caller.called_from)
+        ended = [p.end for p in parts if isinstance(p, _Ended)]
+        if parts and len(ended) == len(parts):
+            return ended[0]
         if not parts:
             if not tensor:
                 return _Unknowable(
@@ -620,7 +656,9 @@ class _Trail:
                 f"no call of {function.name} in the tree hands it `{name}`; the engine calls it from code hprobe does "
                 "not follow",
             )
-        return parts[0] if len(parts) == 1 else _Callers(tuple(parts), f"{frame.module.path}:{function.lineno}")
+        if len(parts) == 1:
+            return parts[0]
+        return _Callers(tuple(parts), f"{frame.module.path}:{function.lineno}", tuple(callers))
 
     def _callers(self, frame: _Frame) -> Iterator[_Frame | TrailEnd]:
         """Each call of `frame.function` in the tree, as the frame it enters
@@ -754,15 +792,41 @@ def trace_heads(
         return part
     said = _text(part.node) if isinstance(part, _Expr) else "the layer's count"
     cited = tuple(dict.fromkeys(trail.cited))
+    # What the count is made of, in the order the trail met it (not what it
+    # read on the way and left behind).
+    runs: dict[str, tuple[RunValue, str]] = {}
+    splits: dict[str, tuple[tuple[str, str], ...]] = {}
+    for inner in _parts(part):
+        if isinstance(inner, _Run):
+            runs.setdefault(inner.value.name, (inner.value, inner.where))
+        elif isinstance(inner, _Callers):
+            splits.setdefault(inner.where, inner.callers)
     return HeadTrail(
         part,
         trail.root or f"{module.path}:{line}",
         cited,
         said,
         index,
-        tuple(trail.runs.values()),
-        trail.shaped == {"regroup"},
+        runs=tuple(runs.values()),
+        splits=tuple(splits.items()),
+        regrouped=trail.shaped == {"regroup"},
     )
+
+
+def _parts(part: Part) -> Iterator[Part]:
+    """`part` and every part it is made of, outermost first."""
+    yield part
+    if isinstance(part, _Expr):
+        for _, inner in part.names:
+            yield from _parts(inner)
+    elif isinstance(part, _Item):
+        yield from _parts(part.of)
+    elif isinstance(part, _Callers):
+        for inner in part.parts:
+            yield from _parts(inner)
+    elif isinstance(part, _Cond):
+        for inner in (part.test, part.then, part.orelse):
+            yield from _parts(inner)
 
 
 # -- reading the source ----------------------------------------------------------------
@@ -791,7 +855,8 @@ def _enter(
         )
     args = [(p, a, caller_frame) for p, a in zip(params, call.args, strict=False)]
     args += [(str(k.arg), k.value, caller_frame) for k in call.keywords]
-    return _Frame(module, function, owner, tuple(args), depth)
+    called_from = (caller_function.name if caller_function else "module level", f"{caller_module.path}:{call.lineno}")
+    return _Frame(module, function, owner, tuple(args), depth, called_from)
 
 
 def _last_axis(call: ast.Call) -> bool:

@@ -26,6 +26,7 @@ from enum import Enum
 from typing import Any, assert_never
 
 from hprobe.kernels import get_probe, probes_called_as
+from hprobe.model.assumption import Assumption
 from hprobe.model.errors import InputError
 from hprobe.model.padding import Backend, CallPathRecord, Model, PadMap, Reach, Where
 from hprobe.model.sm import sm_names
@@ -37,6 +38,7 @@ from hprobe.rules.repo.keywords import KeywordReading, read_keywords
 from hprobe.rules.repo.mapping import HEADS_INLINE, HEADS_RULE, HEADS_UNPADDED, CallMapping, Mapping
 from hprobe.rules.repo.registry import Served
 from hprobe.rules.repo.scan import RepoIndex
+from hprobe.rules.repo.traced import Answers, evaluate_trail, values_text
 
 
 class PathStatus(str, Enum):
@@ -216,76 +218,16 @@ def _unmapped(
     counts = sorted({n for model in models for _, n in model.per_rank()})
     name = f"{site.module}.{site.function or '<module>'}:{site.line}"
     if isinstance(end, HeadTrail):
-        combos = _run_combinations(end)
-        answers = (
-            [{n: end.evaluate(n, run=combo) for n in counts} for combo in combos] if not isinstance(combos, str) else []
-        )
-        stopped = (
-            NotEvaluable(site.path, site.line, combos)
-            if isinstance(combos, str)
-            else next((v for values in answers for v in values.values() if isinstance(v, NotEvaluable)), None)
-        )
-        if stopped is None:
-            assert not isinstance(combos, str)
-            cited.update(end.cited)
-            cited.add((site.path, site.line))
-            # Run-time values that give the same count for every n are one backend.
-            groups: dict[tuple[tuple[int, int | Raises | NotEvaluable], ...], list[dict[str, Any]]] = {}
-            for combo, values in zip(combos, answers, strict=True):
-                groups.setdefault(tuple(values.items()), []).append(combo)
-            backends: list[Backend] = []
-            hows: list[str] = []
-            for key, members in groups.items():
-                at = _run_words(end, members)
-                how = f"followed from the layer's query ({context.shown(end.root)}): {end.said}" + (
-                    f" at {at}" if at else ""
-                )
-                hows.append(how)
-                rule = PadMap(tuple((n, v) for n, v in key if isinstance(v, int)))
-                branches = tuple(((model.name, n), f"{shown} [{how}]") for model in models for _, n in model.per_rank())
-                # A top-k the call does not spell is the one assumption left: the
-                # count is the engine's own, the variant is not.
-                taken = f"assumed: {'; '.join(said)} (the head count is the engine's own: {how})" if said else None
-                backends.append(
-                    Backend(
-                        name + (f" [traced, {at}]" if at else " [traced]"),
-                        kernel,
-                        probe.default_sms,
-                        rule,
-                        Where(context.shown(site.path), site.line),
-                        tuple(options.items()),
-                        models=restrict,
-                        branches=branches,
-                        assumed=taken,
-                        regrouped=end.regrouped,
-                    )
-                )
-            runs = "".join(
-                f"; {run.shown} is filled at run time ({run.means}, {context.shown(where)}): evaluated at each of "
-                f"{_values_text(run.values)}"
-                for run, where in end.runs
-            )
-            detail = (
-                f"{site.function or 'module level'} calls {site.entry}; its head count "
-                + ("; ".join(hows) if len(hows) == 1 else f"{hows[0].split(': ')[0]}: {end.said}")
-                + runs
-                + "".join(f"; {x}" for x in [serves, *said] if x)
-            )
-            return CallPath(
-                site,
-                shown,
-                PathStatus.ASSUMED if said else PathStatus.JUDGED,
-                detail,
-                kernel,
-                backends=tuple(b.name for b in backends),
-            ), backends
+        found = evaluate_trail(end, counts, context.shown)
+        if isinstance(found, Answers):
+            return _traced(context, site, shown, kernel, end, found, said, options, models, serves, cited)
         # The count is the engine's expression, but it depends on what the
         # engine fills at run time: say both, with where evaluation stopped.
         unmapped = (
             f"{site.function or 'module level'} calls {site.entry} with {end.said} heads, followed from the layer's "
             f"query ({context.shown(end.root)})"
         )
-        end = NotEvaluable(stopped.path, stopped.line, f"{end.said} depends on {stopped.what}")
+        end = NotEvaluable(found.path, found.line, f"{end.said} depends on {found.what}")
     ended = f"{context.shown(end.path)}:{end.line}" if end.path else shown
     assumption = (
         f"assumed: the model's heads // tp, unpadded ({unmapped}; the trail ended at {ended}: "
@@ -300,6 +242,7 @@ def _unmapped(
         tuple(options.items()),
         models=restrict,
         assumed=assumption,
+        assumption=Assumption.HEADS,
     )
     detail = f"{unmapped}; the trail ended at {ended}: {end.what}: shown assuming the model's heads // tp, unpadded" + (
         f"; {serves}" if serves else ""
@@ -307,49 +250,99 @@ def _unmapped(
     return CallPath(site, shown, PathStatus.ASSUMED, detail, kernel, backends=(backend.name,)), [backend]
 
 
-# The most combinations of run-time values a trail is evaluated at.
-MAX_RUN_COMBINATIONS = 256
-
-
-def _run_combinations(trail: HeadTrail) -> list[dict[str, Any]] | str:
-    """Every combination of the run-time values the count depends on ([{}]
-    when none); why not, where there are more than MAX_RUN_COMBINATIONS."""
-    combos: list[dict[str, Any]] = [{}]
-    for run, _ in trail.runs:
-        combos = [{**combo, run.name: value} for combo in combos for value in run.values]
-        if len(combos) > MAX_RUN_COMBINATIONS:
-            return f"{trail.said} depends on more than {MAX_RUN_COMBINATIONS} combinations of run-time values"
-    return combos
-
-
-def _run_words(trail: HeadTrail, members: list[dict[str, Any]]) -> str:
-    """The run-time values a group of combinations takes ("k=2-8, LSE=False"),
-    each combination in turn where the group is not a product of its values."""
-    if not trail.runs:
-        return ""
-    taken = [
-        [v for v in run.values if any(m[run.name] == v and type(m[run.name]) is type(v) for m in members)]
-        for run, _ in trail.runs
-    ]
-    product = 1
-    for values in taken:
-        product *= len(values)
-    if product == len(members):
-        return ", ".join(
-            f"{run.shown}={_values_text(tuple(values))}" for (run, _), values in zip(trail.runs, taken, strict=True)
+def _traced(
+    context: PathContext,
+    site: CallSite,
+    shown: str,
+    kernel: str,
+    trail: HeadTrail,
+    found: Answers,
+    said: list[str],
+    options: dict[str, str | int],
+    models: list[Model],
+    serves: str,
+    cited: set[tuple[str, int]],
+) -> tuple[CallPath, list[Backend]]:
+    """A call judged on the counts its trail gives: a backend per answer, named
+    by the run-time values it takes, and one per place the trail ended for
+    some of them, shown on the stated assumption."""
+    probe = get_probe(kernel)
+    name = f"{site.module}.{site.function or '<module>'}:{site.line}"
+    restrict = tuple(model.name for model in models) if len(models) < len(context.models) else ()
+    where = Where(context.shown(site.path), site.line)
+    cited.update(trail.cited)
+    cited.add((site.path, site.line))
+    followed = f"followed from the layer's query ({context.shown(trail.root)}): {trail.said}"
+    # The query's dtype is the engine's (its KV cache dtype, a quantized query):
+    # not read here, so the call is probed at each, and concluded where they agree.
+    dtype = probe.axis("dtype")
+    unread = (("dtype", dtype.choices),) if dtype is not None and dtype.choices and "dtype" not in options else ()
+    backends: list[Backend] = []
+    for answer in found.answers:
+        how = f"{followed} ({answer.words})" if answer.words else followed
+        branches = tuple(((model.name, n), f"{shown} [{how}]") for model in models for _, n in model.per_rank())
+        # A top-k the call does not spell is the one assumption left: the
+        # count is the engine's own, the variant is not.
+        taken = f"assumed: {'; '.join(said)} (the head count is the engine's own: {how})" if said else None
+        backends.append(
+            Backend(
+                name + (f" [traced, {answer.words}]" if answer.words else " [traced]"),
+                kernel,
+                probe.default_sms,
+                PadMap(tuple((n, v) for n, v in answer.counts if isinstance(v, int))),
+                where,
+                tuple(options.items()),
+                models=restrict,
+                branches=branches,
+                assumed=taken,
+                assumption=Assumption.CALL if taken else None,
+                regrouped=trail.regrouped,
+                unread=unread,
+                sms_read=False,
+            )
         )
-    return " or ".join(" ".join(f"{run.shown}={m[run.name]}" for run, _ in trail.runs) for m in members)
-
-
-def _values_text(values: tuple[Any, ...]) -> str:
-    """Values as said: runs of three or more consecutive integers as a range."""
-    if (
-        len(values) >= 3
-        and all(type(v) is int for v in values)
-        and list(values) == list(range(values[0], values[-1] + 1))
-    ):
-        return f"{values[0]}-{values[-1]}"
-    return ", ".join(map(str, values))
+    counts = sorted({n for model in models for _, n in model.per_rank()})
+    for ended in found.ended:
+        at = f"{context.shown(ended.end.path)}:{ended.end.line}" if ended.end.path else shown
+        backends.append(
+            Backend(
+                name + f" [assumed, {ended.words}]",
+                kernel,
+                probe.default_sms,
+                PadMap(tuple((n, n) for n in counts)),
+                where,
+                tuple(options.items()),
+                models=restrict,
+                assumed=(
+                    f"assumed: the model's heads // tp, unpadded ({site.function or 'module level'} calls "
+                    f"{site.entry} with {trail.said} heads ({ended.words}); the trail ended at {at}: {ended.end.what}"
+                    f"{'; ' + '; '.join(said) if said else ''})"
+                ),
+                assumption=Assumption.HEADS,
+            )
+        )
+    depends = "".join(
+        f"; {run.shown} is filled at run time ({run.means}, {context.shown(at)}): evaluated at each of "
+        f"{values_text(run.values)}"
+        for run, at in trail.runs
+    )
+    callers = "".join(
+        f"; its callers hand the query in differently: {', '.join(axis.names)}, each judged on its own"
+        for axis in found.axes
+        if axis.caller
+    )
+    ends = "".join(
+        f"; {ended.words}: the trail ended at "
+        f"{context.shown(ended.end.path) + ':' + str(ended.end.line) if ended.end.path else shown}: "
+        f"{ended.end.what}: shown assuming the model's heads // tp, unpadded"
+        for ended in found.ended
+    )
+    detail = (
+        f"{site.function or 'module level'} calls {site.entry}; its head count {followed}{depends}{callers}{ends}"
+        + "".join(f"; {x}" for x in [serves, *said] if x)
+    )
+    status = PathStatus.ASSUMED if said or found.ended else PathStatus.JUDGED
+    return CallPath(site, shown, status, detail, kernel, backends=tuple(b.name for b in backends)), backends
 
 
 def _site_models(context: PathContext, site: CallSite) -> tuple[list[Model], str]:
