@@ -36,6 +36,9 @@ from hprobe.rules.repo.scan import ClassInfo, ModuleInfo, RepoIndex, resolve_rel
 
 # How many functions (helpers and callers) a trail crosses before it ends.
 MAX_TRAIL = 8
+# The most modules whose calls of a function are searched past a caller whose
+# trail ended, to judge the other callers each on its own.
+MAX_SPLIT_MODULES = 8
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -280,6 +283,7 @@ class TreeCalls:
     index: RepoIndex
     _calls: dict[str, dict[str, list[tuple[Function | None, ast.Call]]]] = field(default_factory=dict)
     _shared: dict[str, bool] = field(default_factory=dict)
+    _few: dict[str, bool] = field(default_factory=dict)
     _sites: dict[
         str,
         tuple[
@@ -316,6 +320,14 @@ class TreeCalls:
         if table is None:
             table = self._calls[module.path] = _calls_by_name(module.tree)
         return table.get(name, [])
+
+    def few_callers(self, name: str) -> bool:
+        """Whether the calls of `name` lie in few enough modules to search them
+        all past a caller whose trail ended (a common name would parse much of
+        a large tree for one answer)."""
+        if name not in self._few:
+            self._few[name] = self.index.count_naming(name) <= MAX_SPLIT_MODULES
+        return self._few[name]
 
     def shared(self, name: str) -> bool:
         """Whether more than one class of the tree defines a method `name`
@@ -622,22 +634,19 @@ class _Trail:
             return self._end(frame, function, f"followed {MAX_TRAIL} functions deep")
         parts: list[Part] = []
         callers: list[tuple[str, str]] = []
-        # Callers are searched lazily: for a value, the first that ends the trail
-        # ends the search, and the modules after it are never parsed. A query
-        # one caller hands in where hprobe cannot follow it ends that caller's
-        # trail only: the others' counts are still the engine's own.
+        # Callers are searched lazily: a call that may or may not be one of
+        # this function (a method name other classes share), or any end of a
+        # value's trail, ends the search, and the modules after it are never
+        # parsed. A query a sure caller hands in where hprobe cannot follow it
+        # ends that caller's trail only: the others' counts are the engine's own.
         for caller in self._callers(frame):
             if isinstance(caller, TrailEnd):
-                if not tensor:
-                    return _Unknowable(str(caller))
-                parts.append(_Ended(caller))
-                callers.append(("a call", f"{caller.path}:{caller.line}"))
-                continue
+                return caller if tensor else _Unknowable(str(caller))
             handed = caller.passed(name)
             part = self._follow(want, *handed) if handed else self._parameter(name, caller, want)
             if isinstance(part, TrailEnd):
-                if not tensor:
-                    return _Unknowable(str(part))
+                if not tensor or not self.tree.few_callers(function.name):
+                    return part if tensor else _Unknowable(str(part))
                 part = _Ended(part)
             parts.append(part)
             callers.append(caller.called_from)

@@ -135,6 +135,15 @@ class RepoIndex:
         # The substring test first: it runs in C over the whole tree.
         return self._each_module(lambda _, text: name in text and whole.search(text) is not None)
 
+    def count_naming(self, name: str) -> int:
+        """How many modules `each_module_naming(name)` would parse (none parsed here)."""
+        whole = re.compile(rf"(?<!\w)(?<!def ){re.escape(name)}(?!\w)")
+        return sum(
+            1
+            for module_name in list(self.files)
+            if (text := self._text(module_name)) is not None and name in text and whole.search(text) is not None
+        )
+
     def _each_module(self, accept: Callable[[str, str], bool]) -> Iterator[ModuleInfo]:
         for module_name in list(self.files):
             text = self._text(module_name)
