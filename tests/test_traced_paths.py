@@ -93,7 +93,7 @@ def test_a_fold_filled_at_run_time_is_judged_at_each_value_and_never_as_a_paddin
     mapping = str(DRAFTED / "mapping.toml")
     code, doc, _ = cli_json("check", "--repo", str(DRAFTED), "--mapping", mapping, "--sm", "100", "--tp", "1")
     rows = {f["backend"]: f for f in doc["findings"]}
-    layer = f"from forward_mqa ({DRAFTED}/engine/draft.py:25)"
+    layer = "from forward_mqa (draft.py:25)"
     base = "engine.draft.draft_decode:20 "
     # Without an LSE all k tokens fold into one row (k * 96); with one, no fold
     # fits within 128 heads: every k hands 96, one backend for all of them (k
@@ -115,7 +115,7 @@ def test_a_fold_filled_at_run_time_is_judged_at_each_value_and_never_as_a_paddin
         assert any("trtllm-mla[dtype=fp8]" in note for note in finding["notes"])
     # The caller whose query hprobe cannot follow (a mailbox the class
     # allocates) is shown on the stated assumption, with where its trail ended.
-    dcp = rows[f"{base}[assumed, from forward ({DRAFTED}/engine/draft.py:32)]"]
+    dcp = rows[f"{base}[assumed, from forward (draft.py:32)]"]
     assert dcp["verdict"] == "assumed" and dcp["assumed"] == "heads"
     assert f"the trail ended at {DRAFTED}/engine/draft.py:32: the query is `self.box.q`" in dcp["notes"][0]
     path = next(p for p in doc["call_paths"] if p["site"].endswith("engine/draft.py:20"))

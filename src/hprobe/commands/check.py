@@ -72,17 +72,24 @@ def _judge_tables(
     for table in tables:
         plan[table.name, table.path], pin_notes = releases_for(table, flashinfer, pin, progress)
         notes.extend(f"{table.name}: {n}" for n in pin_notes)
-    # Probe each kernel once per SM and release over 1..max(256, largest padded count).
+    # Probe each kernel once per SM and release over 1..max(256, largest padded
+    # count), and at each regrouped count past that: a fold (k draft tokens
+    # times the heads) is judged as it is, so no count between is asked.
     needed: dict[str, list[int]] = {}
     ceiling = DEFAULT_MAX_HEADS
+    regrouped: set[int] = set()
     for table in tables:
         for backend in table.backends:
             for key in (backend.variant_key, *backend.alternatives):
                 sms = set(needed.get(key, [])) | {sm for sm in backend.sms if sm in numbers}
                 needed[key] = sorted(sms)
-            ceiling = max(ceiling, backend.rule.largest(), *(m.num_q_heads for m in table.models))
+            if backend.regrouped:
+                regrouped.update(p for _, _, n in backend.cases(table.models) if (p := backend.rule.pad(n)))
+            else:
+                ceiling = max(ceiling, backend.rule.largest())
+            ceiling = max(ceiling, *(m.num_q_heads for m in table.models))
     needed = {k: v for k, v in needed.items() if v}
-    heads = list(range(1, ceiling + 1))
+    heads = sorted(set(range(1, ceiling + 1)) | regrouped)
     findings: list[Finding] = []
     probed: dict[str, ProbedRelease] = {}
     if needed:

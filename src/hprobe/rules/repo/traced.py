@@ -69,7 +69,9 @@ def trail_axes(trail: HeadTrail, shown: Callable[[str], str], callers: bool = Tr
     axes = [TrailAxis(run.name, run.shown, run.values, tuple(map(str, run.values))) for run, _ in trail.runs]
     if callers:
         for where, handing in trail.splits:
-            names = tuple(f"{function} ({shown(at)})" for function, at in handing)
+            # Named by function and file:line, the file without its folders:
+            # the callers of one function sit together, and a name is a label.
+            names = tuple(f"{function} ({shown(at).rpartition('/')[2]})" for function, at in handing)
             axes.append(TrailAxis(caller_key(where), "from", tuple(range(len(handing))), names))
     return tuple(axes)
 
