@@ -347,3 +347,39 @@ def test_shapes_run_down_the_releases_that_agree_and_keep_each_answer():
             assert outcome == head.outcome.value
             said = title.split(": ", 1)[1].replace("#", str(h)).replace(RELEASE_MARK, release.info.version)
             assert (head.entry or head.message or head.reason) in said, (release.info.version, h, said)
+
+
+def test_outcomes_a_mark_cannot_fit_are_told_apart_by_texture_as_well_as_shade():
+    """Synthetic: one h_q refused for the architecture, one for the
+    configuration and one inconclusive, each a single 6 px cell with no room
+    for its mark; each is filled with its own pattern, and the legend's
+    swatch shows that pattern under the same name."""
+    from hprobe.model.outcome import HeadResult
+    from hprobe.model.release import FlashinferInfo, ProbedRelease
+    from hprobe.model.sm import SM
+    from hprobe.model.targets import Targets
+    from hprobe.report.formats.html_site import render_site
+    from hprobe.report.model import MatrixReport
+
+    heads = list(range(1, 9))
+    result = KernelSMResult("k", 100, "0.7.4")
+    odd = {3: Outcome.UNSUPPORTED_ARCH, 5: Outcome.UNSUPPORTED_CONFIG, 7: Outcome.INCONCLUSIVE}
+    for h in heads:
+        outcome = odd.get(h, Outcome.ACCEPTED if h % 2 == 0 else Outcome.REJECTED)
+        result.heads[h] = HeadResult(h, outcome, entry="m.run" if outcome is Outcome.ACCEPTED else None, reason="r")
+    release = ProbedRelease("0.7.4", FlashinferInfo("0.7.4", "/x"), {("k", 100): result})
+    page = render_site(MatrixReport([release], Targets([SM.from_number(100)], "flag"), heads, ["k"]))
+    [svg] = re.findall(r"<svg class=\"heatmap\".*?</svg>", page, re.S)
+    assert 'class="mark"' not in svg  # no cell is wide enough for a mark
+    patterns = set(re.findall(r'<pattern id="tex-([a-z-]+)"', page))
+    assert patterns == {o.value for o in odd.values()}
+    for outcome in odd.values():
+        # Drawn in the chart, filled with its pattern over its colour, and shown so in the legend.
+        assert f'class="o-{outcome.value}"' in svg
+        assert f".heatmap .o-{outcome.value} {{ fill: url(#tex-{outcome.value}) {outcome.colour}; }}" in page
+        [swatch] = re.findall(
+            rf'<li><span class="swatch" style="background:([^"]+)">[^<]*</span> {outcome.value} \(', page
+        )
+        assert "gradient" in swatch and outcome.colour in swatch
+    # Accepted and rejected stay plain colours, green against grey.
+    assert f".heatmap .o-accepted {{ fill: {Outcome.ACCEPTED.colour}; }}" in page

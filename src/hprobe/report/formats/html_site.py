@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, assert_never
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -65,6 +65,7 @@ def render_site(report: MatrixReport, tables: CheckReport | None = None) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>hprobe support matrix — flashinfer {escape(releases[0])}…{escape(releases[-1])}</title>",
         f"<style>{_CSS}{_outcome_css()}{_verdict_css()}</style></head><body>",
+        _patterns(),
         "<h1>Query-head counts FlashInfer's kernels accept</h1>",
         f"<p>flashinfer {escape(', '.join(releases))}; h_q {escape(compact_set(report.heads))}; "
         f"answers from each release's own validators, probed by hprobe {escape(__version__)} "
@@ -141,16 +142,80 @@ def _verdict_css() -> str:
     return " ".join(f".v-{v.value} {{ background: {v.page_colour}; }}" for v in Verdict)
 
 
+def _texture(outcome: Outcome) -> str | None:
+    """The pattern laid over an outcome's colour, so that a shape too narrow
+    for its mark (one h_q, 6 px) is told apart by more than shade; accepted,
+    rejected and absent are told by green, grey and white."""
+    match outcome:
+        case Outcome.UNSUPPORTED_ARCH:
+            return "stripes"
+        case Outcome.UNSUPPORTED_CONFIG:
+            return "cross"
+        case Outcome.INCONCLUSIVE:
+            return "dots"
+        case Outcome.ACCEPTED | Outcome.REJECTED | Outcome.ABSENT:
+            return None
+        case _:
+            assert_never(outcome)
+
+
+def _patterns() -> str:
+    """The textures, defined once per page for every heatmap to fill with."""
+    drawn = {
+        "stripes": '<line x1="0" y1="0" x2="0" y2="4" stroke="#fff" stroke-width="1.5"/>',
+        "cross": '<line x1="0" y1="0" x2="0" y2="4" stroke="#fff"/><line x1="0" y1="0" x2="4" y2="0" stroke="#fff"/>',
+        "dots": '<circle cx="2" cy="2" r="0.9" fill="#fff"/>',
+    }
+    out = []
+    for outcome in Outcome:
+        texture = _texture(outcome)
+        if texture is not None:
+            turn = ' patternTransform="rotate(45)"' if texture != "dots" else ""
+            out.append(
+                f'<pattern id="tex-{outcome.value}" width="4" height="4" patternUnits="userSpaceOnUse"{turn}>'
+                f'<rect width="4" height="4" fill="{outcome.colour}"/>{drawn[texture]}</pattern>'
+            )
+    return f'<svg width="0" height="0" aria-hidden="true" class="textures"><defs>{"".join(out)}</defs></svg>'
+
+
+def _swatch_background(outcome: Outcome) -> str:
+    """The legend's swatch, textured as the heatmaps draw the outcome."""
+    colour = outcome.colour
+    match _texture(outcome):
+        case "stripes":
+            return f"repeating-linear-gradient(45deg, {colour} 0 2px, #fff 2px 3px)"
+        case "cross":
+            return (
+                "repeating-linear-gradient(45deg, #fff 0 1px, transparent 1px 3px), "
+                f"repeating-linear-gradient(-45deg, #fff 0 1px, {colour} 1px 3px)"
+            )
+        case "dots":
+            return f"radial-gradient(#fff 25%, {colour} 30%) 0 0 / 4px 4px"
+        case _:
+            return colour
+
+
+def _texture_said(outcome: Outcome) -> str:
+    texture = _texture(outcome)
+    return f" ({texture})" if texture else ""
+
+
 def _outcome_css() -> str:
     unprobed = f".heatmap .o-unprobed {{ fill: {Outcome.INCONCLUSIVE.colour}; }}"  # an h_q not asked on that release
-    return " ".join([*(f".heatmap .o-{outcome.value} {{ fill: {outcome.colour}; }}" for outcome in Outcome), unprobed])
+    fills = [
+        f".heatmap .o-{outcome.value} {{ fill: "
+        + (f"url(#tex-{outcome.value}) {outcome.colour}" if _texture(outcome) else outcome.colour)
+        + "; }"
+        for outcome in Outcome
+    ]
+    return " ".join([*fills, unprobed])
 
 
 def _legend(verdicts: bool) -> str:
     """Every colour the page uses: outcomes in the heatmaps, verdicts in the tables."""
     items = "".join(
-        f'<li><span class="swatch" style="background:{outcome.colour}">{escape(outcome.mark)}</span> '
-        f"{escape(outcome.value)}</li>"
+        f'<li><span class="swatch" style="background:{_swatch_background(outcome)}">{escape(outcome.mark)}</span> '
+        f"{escape(outcome.value)}{_texture_said(outcome)}</li>"
         for outcome in Outcome
     )
     items += f'<li><span class="swatch" style="background:{Outcome.INCONCLUSIVE.colour}"> </span> not probed</li>'
@@ -421,6 +486,7 @@ table { max-width: 100%; } .evidence td:nth-child(3), .evidence td:nth-child(4) 
 h2 { margin-top: 2em; border-bottom: 1px solid #ccc; }
 .legend { list-style: none; padding: 0; display: flex; gap: 1.2em; flex-wrap: wrap; }
 .swatch { display: inline-block; width: 1.4em; text-align: center; border: 1px solid #999; }
+.textures { position: absolute; }
 /* scaled down to a narrow window, never scrolled sideways */
 .heatmap { display: block; margin: .5em 0; max-width: 100%; height: auto; }
 .heatmap .mark { font: bold 10px monospace; fill: #fff; text-anchor: middle; pointer-events: none; }
