@@ -160,3 +160,15 @@ def test_a_count_set_by_an_allocation_may_be_a_padding(tmp_path: Path) -> None:
     trail = trace_heads(index, index.by_suffix("engine.attn"), line, ("query", 0), ROOTS)  # type: ignore[arg-type]
     assert isinstance(trail, HeadTrail) and trail.evaluate(16) == 64
     assert not trail.regrouped
+
+
+def test_a_view_of_a_padded_allocation_is_no_regrouping(tmp_path: Path) -> None:
+    # The reshape's own head axis is explicit, but what it views was allocated
+    # with more heads: the count may hold padding, so it is judged as one.
+    text = FOLDED.replace(
+        "query = q.reshape(rows // fold, 1, fold * heads, dim)",
+        "padded = q.new_zeros((rows, 128, dim))\n    query = padded.reshape(rows // fold, 1, fold * heads, dim)",
+    )
+    index, line = _tree(tmp_path, text)
+    trail = trace_heads(index, index.by_suffix("engine.attn"), line, ("query", 0), ROOTS)  # type: ignore[arg-type]
+    assert isinstance(trail, HeadTrail) and not trail.regrouped

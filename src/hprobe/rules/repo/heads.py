@@ -424,9 +424,14 @@ class _Trail:
         head = dims[-2]
         if isinstance(head, ast.Starred) or (isinstance(head, ast.UnaryOp) and isinstance(head.op, ast.USub)):
             return self._end(frame, node, f"the head axis of `{_text(node)}` is inferred (`{_text(head)}`)")
-        # A view or reshape keeps every element: a head axis it sets regroups the
-        # query (tokens folded into heads), it cannot pad; an allocation can.
+        # A view or reshape keeps every element: a head axis it sets regroups
+        # what it views (tokens folded into heads) and cannot pad; an
+        # allocation can. What it views must itself be the layer's query
+        # followed without an allocation, else the regrouped count may hold
+        # padding made before it.
         regroups = isinstance(node.func, ast.Attribute) and node.func.attr in ("view", "reshape")
+        if regroups and (receiver is None or isinstance(self.heads(receiver, frame), TrailEnd)):
+            regroups = False
         self.shaped.add("regroup" if regroups else "allocate")
         return self.value(head, frame)
 
