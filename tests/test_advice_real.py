@@ -186,6 +186,32 @@ def test_sglang_fallback_is_flashmla_by_default_and_never_rewritten(cli_json, cl
     assert not any(f["verdict"] == "table-refuses" for f in rows)
 
 
+@pytest.mark.parametrize(("distribution", "version"), [("sglang", "0.5.23"), ("vllm", "0.33.0")])
+def test_what_a_patch_leaves_check_to_find_suggest_names(cli_json, tmp_path, distribution, version):
+    """On the suite's newer engine trees: a patch suggest writes leaves `check`
+    clean on the same tree and SM once applied; what it does not rewrite, its
+    exit code and its `not_rewritten` lines say, one per rule `check` still
+    finds wanting (broken, at some shapes, or padding more than needed)."""
+    source = engine_source(tmp_path / "source", distribution, version)
+    tree = tmp_path / "tree"
+    shutil.copytree(source, tree)
+    subprocess.run(["git", "init", "-q"], cwd=tree, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=tree, check=True)
+    diff = tmp_path / "p.diff"
+    code, doc, err = cli_json("suggest", "--repo", str(tree), "--sm", "100", "--diff", str(diff))
+    if diff.exists():
+        subprocess.run(["git", "apply", str(diff)], cwd=tree, check=True)
+    else:
+        assert code != 0 and f"--diff {diff} not written" in err, err
+    checked_code, checked, _ = cli_json("check", "--repo", str(tree), "--sm", "100", "--strict")
+    wanting = {f["backend"] for f in checked["findings"] if f["verdict"] in ("broken", "some-shapes", "reducible")}
+    said = doc["patch"]["not_rewritten"]
+    unnamed = {backend for backend in wanting if not any(line.startswith(backend) for line in said)}
+    assert not unnamed, (unnamed, said)
+    # Clean where nothing is left; else suggest's own exit code was not 0.
+    assert checked_code == 0 or code != 0
+
+
 def test_suggest_on_sm120_raises_the_pin_to_the_release_that_brings_a_route(cli_json, vllm_025_checkout):
     """0.6.13's DSv4 entry has no SM12x route: SM120 reaches trtllm-gen, whose
     runner refuses it ("Unsupported architecture"), so no padding serves there.
