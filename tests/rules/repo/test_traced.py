@@ -1,0 +1,105 @@
+"""A traced call's answers at each combination of what it depends on at run
+time (rules/repo/traced.py): combinations giving the same counts are one
+answer named by the values they take, a caller whose trail ended is kept
+apart with where it ended, and the words name only what the answer depends on."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from hprobe.rules.repo.evaluate import NotEvaluable
+from hprobe.rules.repo.heads import HeadTrail, trace_heads
+from hprobe.rules.repo.mapping import RunValue
+from hprobe.rules.repo.scan import RepoIndex
+from hprobe.rules.repo.traced import MAX_COMBINATIONS, combinations, evaluate_trail, innermost, values_text
+
+pytestmark = pytest.mark.pure
+
+ENGINE = """
+from flashinfer.decode import trtllm_batch_decode_with_kv_cache_mla
+
+
+def plan(k, heads, lse):
+    if not lse:
+        return k
+    return max(d for d in range(1, k + 1) if k % d == 0 and d * heads <= 128)
+
+
+def folded(q, k, lse):
+    rows, heads, dim = q.shape
+    fold = plan(k, heads, lse)
+    query = q.reshape(rows // fold, 1, fold * heads, dim)
+    return trtllm_batch_decode_with_kv_cache_mla(query=query)
+
+
+class Impl:
+    def forward_mqa(self, q, kv_cache, attn_metadata, layer):
+        return folded(q, attn_metadata.k, self.lse)
+
+
+class Gathered:
+    def forward(self, k):
+        return folded(self.box.q, k, True)
+"""
+
+
+def _trail(tmp_path: Path, values: tuple[int, ...] = (2, 3, 4)) -> HeadTrail:
+    package = tmp_path / "engine"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "attn.py").write_text(textwrap.dedent(ENGINE))
+    index = RepoIndex.build(tmp_path)
+    module = index.by_suffix("engine.attn")
+    assert module is not None
+    line = next(i for i, row in enumerate(ENGINE.splitlines(), 1) if "return trtllm_batch" in row)
+    runs = (
+        RunValue("engine.attn", "folded", "k", "k", values, "draft tokens"),
+        RunValue("engine.attn", "folded", "lse", "lse", (False, True), "an LSE"),
+    )
+    trail = trace_heads(index, module, line, ("query", 0), {"forward_mqa": "q"}, run_values=runs)
+    assert isinstance(trail, HeadTrail), trail
+    return trail
+
+
+def test_answers_group_the_combinations_that_agree_and_name_only_what_they_depend_on(tmp_path: Path) -> None:
+    trail = _trail(tmp_path)
+    found = evaluate_trail(trail, [96, 48], lambda where: where)
+    assert not isinstance(found, NotEvaluable)
+    answers = {a.words: dict(a.counts) for a in found.answers}
+    layer = "from forward_mqa (attn.py:20)"
+    # Without an LSE all k tokens fold; with one, 96 heads leave no room to fold
+    # and 48 fold in pairs where k is even.
+    assert answers == {
+        f"k=2, lse=False, {layer}": {96: 192, 48: 96},
+        f"k=3, lse=False, {layer}": {96: 288, 48: 144},
+        f"k=4, lse=False, {layer}": {96: 384, 48: 192},
+        f"k=2, 4, lse=True, {layer}": {96: 96, 48: 96},
+        f"k=3, lse=True, {layer}": {96: 96, 48: 48},
+    }
+    # The caller that hands in a mailbox hprobe cannot follow: kept apart, at
+    # every k and LSE alike (so neither is named), with where its trail ended.
+    [ended] = found.ended
+    assert ended.words == "from forward (attn.py:25)"
+    assert ended.end.path.endswith("attn.py") and ended.end.line == 25 and "`self.box.q`" in ended.end.what
+
+
+def test_past_the_combination_cap_the_callers_must_agree(tmp_path: Path) -> None:
+    many = tuple(range(2, MAX_COMBINATIONS // 2 + 2))  # k x lse alone is at the cap; callers would double it
+    trail = _trail(tmp_path, many)
+    found = evaluate_trail(trail, [96], lambda where: where)
+    # Without telling the callers apart, the mailbox's caller leaves nothing evaluable.
+    assert isinstance(found, NotEvaluable) and "`self.box.q`" in found.what
+
+
+def test_combinations_and_values_as_said() -> None:
+    assert combinations(()) == [{}]
+    assert (
+        values_text((2, 3, 4, 5)) == "2-5"
+        and values_text((2, 4)) == "2, 4"
+        and values_text((False, True)) == ("False, True")
+    )
+    nested = NotEvaluable("a.py", 3, "engine/b.py:7: engine/c.py:9: the query is `box.q`")
+    assert innermost(nested) == NotEvaluable("engine/c.py", 9, "the query is `box.q`")
