@@ -4,7 +4,6 @@ trails that end with the file:line where they stopped."""
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,8 @@ import pytest
 from hprobe.rules.repo.evaluate import NotEvaluable
 from hprobe.rules.repo.heads import HeadTrail, TrailEnd, trace_heads
 from hprobe.rules.repo.mapping import RunValue
-from hprobe.rules.repo.scan import RepoIndex
+
+from .engine_tree import one_module_tree
 
 pytestmark = pytest.mark.pure
 
@@ -47,24 +47,8 @@ class Impl:
 """
 
 
-def _tree(tmp_path: Path, text: str) -> tuple[RepoIndex, int]:
-    package = tmp_path / "engine"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "attn.py").write_text(textwrap.dedent(text))
-    index = RepoIndex.build(tmp_path)
-    module = index.by_suffix("engine.attn")
-    assert module is not None
-    line = next(
-        i
-        for i, row in enumerate(text.splitlines(), 1)
-        if "trtllm_batch_decode_with_kv_cache_mla(" in row and "import" not in row
-    )
-    return index, line
-
-
 def test_a_folded_count_is_followed_through_a_helper_and_its_caller(tmp_path: Path) -> None:
-    index, line = _tree(tmp_path, FOLDED)
+    index, line = one_module_tree(tmp_path, FOLDED)
     trail = trace_heads(index, index.by_suffix("engine.attn"), line, ("query", 0), ROOTS)  # type: ignore[arg-type]
     assert isinstance(trail, HeadTrail), trail
     assert trail.said == "fold * heads"
@@ -75,7 +59,7 @@ def test_a_folded_count_is_followed_through_a_helper_and_its_caller(tmp_path: Pa
 
 def test_a_count_that_depends_on_a_value_the_engine_fills_at_run_time_is_not_evaluable(tmp_path: Path) -> None:
     text = FOLDED.replace("folded_decode(q, 4, need_lse=True)", "folded_decode(q, 4, need_lse=self.needs_lse)")
-    index, line = _tree(tmp_path, text)
+    index, line = one_module_tree(tmp_path, text)
     trail = trace_heads(index, index.by_suffix("engine.attn"), line, ("query", 0), ROOTS)  # type: ignore[arg-type]
     assert isinstance(trail, HeadTrail), trail
     result = trail.evaluate(16)
@@ -86,7 +70,7 @@ def test_a_count_that_depends_on_a_value_the_engine_fills_at_run_time_is_not_eva
 
 def test_the_trail_ends_where_the_query_comes_from_code_it_does_not_follow(tmp_path: Path) -> None:
     text = FOLDED.replace("query = q.reshape(rows // fold, 1, fold * heads, dim)", "query = opaque_pad(q)")
-    index, line = _tree(tmp_path, text)
+    index, line = one_module_tree(tmp_path, text)
     trail = trace_heads(index, index.by_suffix("engine.attn"), line, ("query", 0), ROOTS)  # type: ignore[arg-type]
     assert isinstance(trail, TrailEnd)
     assert trail.path.endswith("attn.py") and trail.line == 17
@@ -94,7 +78,7 @@ def test_the_trail_ends_where_the_query_comes_from_code_it_does_not_follow(tmp_p
 
 
 def test_a_query_without_a_caller_or_a_named_entry_ends_at_its_function(tmp_path: Path) -> None:
-    index, line = _tree(tmp_path, FOLDED)
+    index, line = one_module_tree(tmp_path, FOLDED)
     trail = trace_heads(index, index.by_suffix("engine.attn"), line, ("query", 0), {})  # type: ignore[arg-type]
     assert isinstance(trail, HeadTrail)
     result = trail.evaluate(16)
@@ -113,7 +97,7 @@ def test_a_name_bound_under_an_if_is_decided_by_its_test_or_both_sides_must_agre
                 q = q.new_zeros((q.shape[0], 1, 128, q.shape[-1]))
             return trtllm_batch_decode_with_kv_cache_mla(q, kv_cache)
     """
-    index, line = _tree(tmp_path, text)
+    index, line = one_module_tree(tmp_path, text)
     trail = trace_heads(index, index.by_suffix("engine.attn"), line, ("query", 0), ROOTS)  # type: ignore[arg-type]
     assert isinstance(trail, HeadTrail), trail
     assert trail.evaluate(128) == 128  # both sides agree
@@ -130,7 +114,7 @@ def _run_values(k: tuple[int, ...]) -> tuple[RunValue, ...]:
 
 def test_values_the_engine_fills_at_run_time_are_evaluated_at_each_value_the_mapping_lists(tmp_path: Path) -> None:
     text = FOLDED.replace("folded_decode(q, 4, need_lse=True)", "folded_decode(q, self.k, need_lse=self.needs_lse)")
-    index, line = _tree(tmp_path, text)
+    index, line = one_module_tree(tmp_path, text)
     module = index.by_suffix("engine.attn")
     assert module is not None
     # Without the mapping's run values the count stops at what the engine fills.
@@ -151,24 +135,20 @@ def test_values_the_engine_fills_at_run_time_are_evaluated_at_each_value_the_map
     assert trail.regrouped
 
 
-def test_a_count_set_by_an_allocation_may_be_a_padding(tmp_path: Path) -> None:
-    text = FOLDED.replace(
-        "query = q.reshape(rows // fold, 1, fold * heads, dim)",
+@pytest.mark.parametrize(
+    "query",
+    [
+        # An allocation sets the head axis: it may pad.
         "query = q.new_zeros((rows // fold, 1, fold * heads, dim))",
-    )
-    index, line = _tree(tmp_path, text)
+        # The reshape's own head axis is explicit, but what it views was
+        # allocated with more heads: the count may hold padding made before it.
+        "padded = q.new_zeros((rows, 128, dim))\n    query = padded.reshape(rows // fold, 1, fold * heads, dim)",
+    ],
+    ids=["allocated", "a view of an allocation"],
+)
+def test_a_count_an_allocation_may_have_padded_is_no_regrouping(tmp_path: Path, query: str) -> None:
+    text = FOLDED.replace("query = q.reshape(rows // fold, 1, fold * heads, dim)", query)
+    index, line = one_module_tree(tmp_path, text)
     trail = trace_heads(index, index.by_suffix("engine.attn"), line, ("query", 0), ROOTS)  # type: ignore[arg-type]
     assert isinstance(trail, HeadTrail) and trail.evaluate(16) == 64
     assert not trail.regrouped
-
-
-def test_a_view_of_a_padded_allocation_is_no_regrouping(tmp_path: Path) -> None:
-    # The reshape's own head axis is explicit, but what it views was allocated
-    # with more heads: the count may hold padding, so it is judged as one.
-    text = FOLDED.replace(
-        "query = q.reshape(rows // fold, 1, fold * heads, dim)",
-        "padded = q.new_zeros((rows, 128, dim))\n    query = padded.reshape(rows // fold, 1, fold * heads, dim)",
-    )
-    index, line = _tree(tmp_path, text)
-    trail = trace_heads(index, index.by_suffix("engine.attn"), line, ("query", 0), ROOTS)  # type: ignore[arg-type]
-    assert isinstance(trail, HeadTrail) and not trail.regrouped

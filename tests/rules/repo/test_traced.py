@@ -5,7 +5,6 @@ apart with where it ended, and the words name only what the answer depends on.""
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -13,8 +12,9 @@ import pytest
 from hprobe.rules.repo.evaluate import NotEvaluable
 from hprobe.rules.repo.heads import HeadTrail, trace_heads
 from hprobe.rules.repo.mapping import RunValue
-from hprobe.rules.repo.scan import RepoIndex
 from hprobe.rules.repo.traced import MAX_COMBINATIONS, combinations, evaluate_trail, innermost, values_text
+
+from .engine_tree import one_module_tree
 
 pytestmark = pytest.mark.pure
 
@@ -47,14 +47,9 @@ class Gathered:
 
 
 def _trail(tmp_path: Path, values: tuple[int, ...] = (2, 3, 4)) -> HeadTrail:
-    package = tmp_path / "engine"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "attn.py").write_text(textwrap.dedent(ENGINE))
-    index = RepoIndex.build(tmp_path)
+    index, line = one_module_tree(tmp_path, ENGINE)
     module = index.by_suffix("engine.attn")
     assert module is not None
-    line = next(i for i, row in enumerate(ENGINE.splitlines(), 1) if "return trtllm_batch" in row)
     runs = (
         RunValue("engine.attn", "folded", "k", "k", values, "draft tokens"),
         RunValue("engine.attn", "folded", "lse", "lse", (False, True), "an LSE"),
