@@ -6,6 +6,8 @@ advised for the releases probed only, and says so."""
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
 from itertools import groupby
 from typing import TYPE_CHECKING, assert_never
 
@@ -33,8 +35,8 @@ def summarize(findings: list[Finding], tables: list[PaddingTable]) -> list[Table
                 counts[f.verdict.value] = counts.get(f.verdict.value, 0) + 1
             kernels[backend] = group[0].kernel
             merged.setdefault((backend, tuple(counts.items()), _action(group)), []).append(sm)
-        backends = tuple(
-            Advice(table, b, kernels[b], tuple(sms), dict(c), action) for (b, c, action), sms in merged.items()
+        backends = _answers_together(
+            [Advice(table, b, kernels[b], tuple(sms), dict(c), action) for (b, c, action), sms in merged.items()]
         )
         releases = tuple(
             sorted({r for f in rows for r in (f.releases or [f.flashinfer_version]) if r not in ("-", "")})
@@ -47,6 +49,37 @@ def summarize(findings: list[Finding], tables: list[PaddingTable]) -> list[Table
         given = chosen_by is None and pin is not None and table not in own
         out.append(TableAdvice(table, releases, pin, backends, table in own, given))
     return out
+
+
+# A traced call's backends: one per answer (`… [traced, k=2, lse=False]`), or
+# the answer of a caller whose trail ended (`… [assumed, from …]`).
+_ANSWER = re.compile(r"(?P<call>.+?) \[(?:traced|assumed)(?:, .*)?\]")
+
+
+def _answers_together(backends: list[Advice]) -> tuple[Advice, ...]:
+    """A traced call's answers that the summary would say alike (the same SMs
+    and action: all undecided for the same reason) as one line, counted; each
+    answer keeps its own rows in the findings."""
+    out: list[Advice] = []
+    together: dict[tuple[str, tuple[int, ...], str], tuple[int, list[Advice]]] = {}
+    for advice in backends:
+        match = _ANSWER.fullmatch(advice.backend)
+        if match is None or set(advice.counts) != {Verdict.ASSUMED.value}:
+            out.append(advice)
+            continue
+        key = (match.group("call"), advice.sms, advice.action)
+        if key not in together:
+            together[key] = (len(out), [])
+            out.append(advice)  # its place, taken by the line for all of them below
+        together[key][1].append(advice)
+    for (call, _, _), (place, group) in together.items():
+        if len(group) > 1:
+            counts: dict[str, int] = {}
+            for advice in group:
+                for verdict, n in advice.counts.items():
+                    counts[verdict] = counts.get(verdict, 0) + n
+            out[place] = replace(group[0], backend=f"{call} [{len(group)} answers]", counts=counts)
+    return tuple(out)
 
 
 def _tps(rows: list[Finding]) -> str:

@@ -1,0 +1,59 @@
+"""The summary's advice lines (advise/summary.py): a traced call's answers
+that are undecided alike are said once, counted; an answer with a verdict of
+its own keeps its line."""
+
+from __future__ import annotations
+
+import pytest
+
+from hprobe.advise.summary import summarize
+from hprobe.model.assumption import Assumption
+from hprobe.model.verdict import Finding, Verdict
+
+pytestmark = pytest.mark.pure
+
+CALL = "engine.draft.draft_decode:20"
+
+
+def _rows(backend: str, verdict: Verdict, assumed: Assumption | None = None) -> list[Finding]:
+    return [
+        Finding(
+            table="tree",
+            table_path="/tree",
+            model="Kimi-96",
+            tp=tp,
+            n=96 // tp,
+            backend=backend,
+            kernel="trtllm-mla",
+            sm=100,
+            flashinfer_version="0.7.4",
+            padded=96 // tp,
+            verdict=verdict,
+            assumed=assumed,
+            on_assumption=Verdict.OK if verdict is Verdict.ASSUMED else None,
+        )
+        for tp in (1, 2)
+    ]
+
+
+def test_a_traced_calls_answers_undecided_alike_are_one_line_counted() -> None:
+    findings = [
+        *_rows(f"{CALL} [traced, k=2, lse=False]", Verdict.ASSUMED, Assumption.DTYPE),
+        *_rows(f"{CALL} [traced, k=3, lse=False]", Verdict.ASSUMED, Assumption.DTYPE),
+        *_rows(f"{CALL} [traced, lse=True]", Verdict.OK),
+        *_rows(f"{CALL} [assumed, from forward (draft.py:32)]", Verdict.ASSUMED, Assumption.HEADS),
+    ]
+    [table] = summarize(findings, [])
+    lines = {a.backend: (a.counts, a.action) for a in table.backends}
+    assert lines.keys() == {
+        f"{CALL} [2 answers]",
+        f"{CALL} [traced, lse=True]",
+        f"{CALL} [assumed, from forward (draft.py:32)]",
+    }
+    counts, action = lines[f"{CALL} [2 answers]"]
+    assert counts == {"assumed": 4} and action.startswith(f"undecided: {Assumption.DTYPE.undecided}")
+    # A decided answer, and one undecided for another reason, keep lines of their own.
+    assert lines[f"{CALL} [traced, lse=True]"][0] == {"ok": 2}
+    assert lines[f"{CALL} [assumed, from forward (draft.py:32)]"][1].startswith(
+        f"undecided: {Assumption.HEADS.undecided}"
+    )
