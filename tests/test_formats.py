@@ -652,3 +652,29 @@ def test_a_page_shows_a_line_break_as_a_space_and_other_controls_escaped():
 
     assert html("dispatches by\n(h_q, top-k)\r\nin compiled code") == "dispatches by (h_q, top-k) in compiled code"
     assert html("\x1b[31mred<b>") == "\\x1b[31mred&lt;b&gt;"
+
+
+def test_the_registry_answers_what_the_command_line_asks(monkeypatch):
+    """The CLI names no format (tests/test_layers.py): the registry says which
+    format an option names, which files a site holds, and what the environment
+    wants on stderr."""
+    from hprobe.model.errors import InputError
+    from hprobe.report.formats import JSON, SITE_FILES, chosen, site_documents, wanted_lines, written_by
+
+    assert chosen(" Markdown ", False, "check").name == "markdown"
+    assert chosen("text", True, "check").name == JSON  # --json wins over --format's default
+    with pytest.raises(InputError, match=r"`hprobe matrix` writes text, json, markdown$"):
+        chosen("sarif", False, "matrix")
+    assert written_by("--junit").name == "junit"
+    # The page first: it is what `report -o` is for.
+    assert SITE_FILES == ("index.html", "matrix.json", "matrix.md")
+    site = SiteReport(matrix=_matrix(), tables=_check())
+    documents = site_documents(site)
+    assert set(documents) == set(SITE_FILES)
+    assert json.loads(documents["matrix.json"]) == json.loads(render("json", site))
+    assert documents["index.html"].startswith("<!DOCTYPE html>")
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    assert wanted_lines("check", _check()) == []
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    assert wanted_lines("check", _check()) == annotation_lines(_check()) != []
+    assert wanted_lines("matrix", _matrix()) == []  # annotations are a check's

@@ -135,10 +135,35 @@ def test_the_cli_decides_nothing():
     assert deciders == []
 
 
+def _cli_format_mentions() -> list[str]:
+    """Where cli/ imports a format's own module or spells a format's name."""
+    from hprobe.report.formats import FORMATS
+
+    modules = {f.module for f in FORMATS.values()}
+    found = []
+    for path in sorted((PACKAGE / "cli").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module in modules:
+                found.append(f"{path.name}:{node.lineno} imports {node.module}")
+            elif isinstance(node, ast.Constant) and node.value in FORMATS:
+                found.append(f"{path.name}:{node.lineno} names {node.value!r}")
+    return found
+
+
+def test_the_cli_names_no_format():
+    """Formats are one table (report/formats): the CLI asks it which format an
+    option names, which files a site holds and what the environment wants on
+    stderr, so adding a format touches no file under cli/."""
+    assert _cli_format_mentions() == []
+
+
 def test_the_checks_above_can_fail():
     """The layer test reads real imports: a module known to import the model is seen doing so."""
     assert "hprobe.model.outcome" in GRAPH["hprobe.judge"]
     assert _layer("hprobe.cli.app") > _layer("hprobe.judge") > _layer("hprobe.model.sm")
+    from hprobe.report.formats import FORMATS
+
+    assert len(FORMATS) >= 7 and "junit" in FORMATS  # the names the CLI test looks for are the registry's
 
 
 def test_every_path_the_readme_names_exists():

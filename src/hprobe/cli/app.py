@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
@@ -48,7 +48,11 @@ from hprobe.cli.run import progress as progress_line
 from hprobe.cli.run import run_app, run_job, say, working_directory
 from hprobe.model.errors import InputError
 from hprobe.model.padding import MAX_HEADS
+from hprobe.report.formats import DEFAULT as DEFAULT_FORMAT
 from hprobe.system.fileio import SiteWriter, check_output, write_output
+
+if TYPE_CHECKING:
+    from hprobe.report.formats import Format
 
 
 def _placeholders_without_types() -> None:
@@ -88,25 +92,22 @@ app = typer.Typer(
 
 
 def _show(
-    fmt: str, report: object, details: bool = True, grid: bool = False, pivot: tuple[str, str] | None = None
+    fmt: Format, report: object, details: bool = True, grid: bool = False, pivot: tuple[str, str] | None = None
 ) -> None:
     """The report, rendered, on stdout (styled for it): formats only render."""
     from hprobe.report.formats import RenderOptions, render
 
-    sys.stdout.write(render(fmt, report, RenderOptions(details=details, grid=grid, pivot=pivot, like=sys.stdout)))
+    options = RenderOptions(details=details or not fmt.summarised, grid=grid, pivot=pivot, like=sys.stdout)
+    sys.stdout.write(render(fmt.name, report, options))
     sys.stdout.flush()
 
 
-def _format(option: str, json_output: bool, command: str) -> str:
+def _format(option: str, json_output: bool, command: str) -> Format:
     """The --format asked for, refused before any work when the command has no
     rendering in it."""
-    from hprobe.report.formats import CHOICES, FORMATS
+    from hprobe.report.formats import chosen
 
-    fmt = "json" if json_output else option.strip().lower()
-    offered = [name for name in CHOICES if FORMATS[name].renders(command)]
-    if fmt not in offered:
-        raise InputError(f"--format {option!r}: `hprobe {command}` writes {', '.join(offered)}")
-    return fmt
+    return chosen(option, json_output, command)
 
 
 def _axis_args(ctx: typer.Context) -> list[str]:
@@ -204,7 +205,7 @@ def check(
         parser=path_value,
         help="Also write a JUnit XML report here (one test case per backend x SM x per-rank count).",
     ),
-    output_format: str = typer.Option("text", "--format", metavar="FORMAT", help=CHECK_FORMAT_HELP),
+    output_format: str = typer.Option(DEFAULT_FORMAT, "--format", metavar="FORMAT", help=CHECK_FORMAT_HELP),
     details: bool = typer.Option(
         False, "--details", help="Text: show every row after the summary, not only those that are not ok."
     ),
@@ -252,21 +253,18 @@ def check(
             from hprobe.commands.drift import load_baseline
 
             recorded = load_baseline(str(baseline))
-        with progress_line(fmt == "json") as progress:
+        with progress_line(fmt.for_tools) as progress:
             report = run_check_command(request, strict, recorded, not no_cache, progress, accepted)
-        from hprobe.report.formats import render
-        from hprobe.report.formats.github import in_github_actions
+        from hprobe.report.formats import render, wanted_lines, written_by
+        from hprobe.system.streams import write_command
 
         if junit is not None:
             # Written before the report is printed: a failed write is the exit
             # code the printed report (and its JSON `exit_code`) then never contradicts.
-            write_output(junit, render("junit", report), "--junit")
-        _show(fmt, report, details=details or fmt != "text")
-        if in_github_actions():
-            from hprobe.system.streams import write_command
-
-            for line in render("github", report).splitlines():
-                write_command(sys.stderr, line)
+            write_output(junit, render(written_by("--junit").name, report), "--junit")
+        _show(fmt, report, details=details)
+        for line in wanted_lines("check", report):
+            write_command(sys.stderr, line)
         return report.exit_code
 
     run_job(job)
@@ -326,7 +324,7 @@ def suggest(
         ),
     ),
     no_cache: NoCacheOpt = False,
-    output_format: str = typer.Option("text", "--format", metavar="FORMAT", help=CHECK_FORMAT_HELP),
+    output_format: str = typer.Option(DEFAULT_FORMAT, "--format", metavar="FORMAT", help=CHECK_FORMAT_HELP),
     json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.suggest/1 JSON document."),
 ) -> None:
     """The padding rule the kernels call for: per backend, the smallest count every release probed accepts."""
@@ -359,7 +357,7 @@ def suggest(
         if diff_file is not None:
             check_output(diff_file, "--diff", overwrite=force)
         _no_clobbering({"--output": output, "--diff": diff_file}, table, mapping, None, repo)
-        with progress_line(fmt == "json") as progress:
+        with progress_line(fmt.for_tools) as progress:
             result = run_suggest(
                 request,
                 start=start,
@@ -433,7 +431,7 @@ def matrix(
         help="ROWS,COLS: any two of heads, sm, release, kernel or an axis (topk, backend, ...).",
     ),
     json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.matrix/2 JSON document."),
-    output_format: FormatOpt = "text",
+    output_format: FormatOpt = DEFAULT_FORMAT,
     flashinfer: Optional[str] = typer.Option(
         None,
         "--flashinfer",
@@ -456,7 +454,7 @@ def matrix(
 
         check_release_options(flashinfer, None)
         dims = parse_pivot(pivot)
-        with progress_line(fmt == "json") as progress:
+        with progress_line(fmt.for_tools) as progress:
             report = run_matrix(
                 kernel_ids(kernel),
                 sm,
@@ -494,7 +492,7 @@ def diff(
     heads: str = typer.Option("1-256", "--heads", metavar="HEADS", help="Head counts to compare."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Ignore cached probe results."),
     json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.diff/1 JSON document."),
-    output_format: FormatOpt = "text",
+    output_format: FormatOpt = DEFAULT_FORMAT,
 ) -> None:
     """h_q that became accepted or rejected between two releases. Exit 1 when any changed."""
 
@@ -506,7 +504,7 @@ def diff(
         from hprobe.model.targets import parse_heads
         from hprobe.support.trees import parse_spec
 
-        with progress_line(fmt == "json") as progress:
+        with progress_line(fmt.for_tools) as progress:
             report = run_matrix(
                 kernel_ids(kernel),
                 sm,
@@ -544,7 +542,7 @@ def bisect(
     ),
     no_cache: bool = typer.Option(False, "--no-cache", help="Ignore cached probe results."),
     json_output: bool = typer.Option(False, "--json", help="Emit the hprobe.bisect/1 JSON document."),
-    output_format: FormatOpt = "text",
+    output_format: FormatOpt = DEFAULT_FORMAT,
 ) -> None:
     """The first release whose validators accept --heads (and the last that rejects it)."""
 
@@ -558,7 +556,7 @@ def bisect(
             raise InputError("--sm: bisect takes one SM")
         if not 0 < heads <= MAX_HEADS:
             raise InputError(f"--heads {heads}: must be a count from 1 to {MAX_HEADS}")
-        with progress_line(fmt == "json") as progress:
+        with progress_line(fmt.for_tools) as progress:
             result = run_bisect(kernel, sms[0], heads, range_, exhaustive, not no_cache, progress)
         _show(fmt, result)
         return result.exit_code
@@ -607,14 +605,10 @@ def report(
     and with --table or --repo each padding table's verdicts release by release."""
 
     def job() -> int:
-        _no_clobbering(
-            {f"--output ({name})": output / name for name in ("index.html", "matrix.md", "matrix.json")},
-            table,
-            mapping,
-            None,
-            repo,
-        )
-        site = SiteWriter(output, ("index.html", "matrix.md", "matrix.json"), "--output", force)
+        from hprobe.report.formats import SITE_FILES
+
+        _no_clobbering({f"--output ({name})": output / name for name in SITE_FILES}, table, mapping, None, repo)
+        site = SiteWriter(output, SITE_FILES, "--output", force)
         try:
             return _report(site)
         finally:
@@ -625,7 +619,7 @@ def report(
         from hprobe.commands.request import RuleRequest, kernel_ids, parse_axes
         from hprobe.commands.rules import collect_rules
         from hprobe.model.targets import parse_heads
-        from hprobe.report.formats import render
+        from hprobe.report.formats import SITE_FILES, site_documents
         from hprobe.system.escaping import visible
 
         wanted, kernels, axes = parse_heads(heads), kernel_ids(kernel), parse_axes(_axis_args(ctx))
@@ -650,15 +644,9 @@ def report(
             rules = (request, *collect_rules(request, not no_cache))
         with progress_line(False) as progress:
             report = run_report(releases, kernels, sm, wanted, axes, rules, not no_cache, progress)
-        site.commit(
-            {
-                "index.html": render("page", report),
-                "matrix.md": render("markdown", report),
-                "matrix.json": render("json", report),
-            }
-        )
+        site.commit(site_documents(report))
         say(
-            f"wrote {visible(str(output))}/index.html, matrix.md, matrix.json: {len(report.matrix.releases)} releases, "
+            f"wrote {visible(str(output))}/{', '.join(SITE_FILES)}: {len(report.matrix.releases)} releases, "
             f"{len(report.matrix.keys)} variants"
         )
         return 0
@@ -725,7 +713,7 @@ def table_extract(
         if json_output:
             from hprobe.commands.catalogue import extract_report
 
-            _show("json", extract_report(found))
+            _show(_format("", True, "table"), extract_report(found))
             return 0
         text = table_toml(found)
         if output is None:
@@ -752,7 +740,7 @@ def kernels(
         ),
     ),
     json_output: bool = typer.Option(False, "--json", help="Emit JSON."),
-    output_format: FormatOpt = "text",
+    output_format: FormatOpt = DEFAULT_FORMAT,
 ) -> None:
     """List the kernel probes: entry point, SM families, axes, and which releases have the entry point."""
 
@@ -761,7 +749,7 @@ def kernels(
         from hprobe.commands.catalogue import kernels_report
 
         if releases:  # fetched: worth a status line
-            with progress_line(fmt == "json") as progress:
+            with progress_line(fmt.for_tools) as progress:
                 report = kernels_report(releases, progress)
         else:
             report = kernels_report(None)
@@ -774,7 +762,7 @@ def kernels(
 @app.command(epilog=examples("hprobe env", "hprobe env --format json"))
 def env(
     json_output: bool = typer.Option(False, "--json", help="Emit JSON (same as --format json)."),
-    output_format: FormatOpt = "text",
+    output_format: FormatOpt = DEFAULT_FORMAT,
 ) -> None:
     """GPUs and their SM, CUDA as torch sees it, torch and flashinfer versions. Needs no GPU."""
 
@@ -791,7 +779,7 @@ def env(
 @app.command(epilog=examples("hprobe models", "hprobe check --model Kimi-K3 --sm 100"))
 def models(
     json_output: bool = typer.Option(False, "--json", help="Emit JSON (same as --format json)."),
-    output_format: FormatOpt = "text",
+    output_format: FormatOpt = DEFAULT_FORMAT,
 ) -> None:
     """The models `check --model` knows: total query heads, TP degrees, the
     engine paths they take, and the config each count comes from."""
@@ -815,7 +803,7 @@ cache_app = typer.Typer(
     ),
 )
 app.add_typer(cache_app, name="cache")
-CacheFormatOpt = typer.Option("text", "--format", metavar="FORMAT", help=FORMAT_HELP)
+CacheFormatOpt = typer.Option(DEFAULT_FORMAT, "--format", metavar="FORMAT", help=FORMAT_HELP)
 
 
 def _cache_job(action, output_format: str) -> None:
