@@ -117,7 +117,7 @@ def test_trtllm_mla_sweeps_the_backends_the_release_offers(cli_json):
     gen = results[("trtllm-mla[backend=trtllm-gen]", 100)]
     # Past the validators (which take all four), trtllm-gen's own selection on its
     # kernel table: 129 heads do not divide into CTAs of 64 or 16; 96 only where a
-    # short KV per CTA picks the 16-head tile (test_compiled_depth.py works both from the C++).
+    # short KV per CTA picks the 16-head tile (tests/compiled/test_depth.py works both from the C++).
     assert gen["depth"] == "compiled"
     assert gen["accepted"] == [64, 96, 128]
     by_heads = {h["heads"]: h for h in gen["heads"]}

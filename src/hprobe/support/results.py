@@ -130,7 +130,7 @@ def _installed_distribution() -> tuple[str, str, list[str]] | None:
 
 
 # Answers are kept per kernel variant and SM: one SM's answer does not depend
-# on which others a run asked for (tests/test_results.py holds it), so a run for
+# on which others a run asked for (tests/support/test_results.py holds it), so a run for
 # SM100 alone reads what an every-SM run kept.
 
 

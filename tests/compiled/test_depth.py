@@ -24,7 +24,7 @@ from hprobe.compiled.trtllm_gen.era_0_6_12 import Device, MlaCall, Refusal
 from hprobe.support import kernel_tables
 from hprobe.support.kernel_tables import package_of, tables_for
 
-FIXTURES = Path(__file__).parent / "fixtures" / "compiled"
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "compiled"
 _SPEC = importlib.util.find_spec("flashinfer")
 PACKAGE = Path(next(iter(_SPEC.submodule_search_locations)))  # type: ignore[union-attr]
 B200 = Device(sm=100, multiprocessor_count=148, max_shared_memory_per_block_optin=227 * 1024)

@@ -12,8 +12,8 @@ from hprobe.rules.repo.extract import extract
 from hprobe.rules.repo.mapping import load_mapping
 from hprobe.rules.repo.scan import RepoIndex
 
-from .conftest import ROOT
-from .test_repo import _installed_tree
+from ...conftest import ROOT
+from ...test_repo import _installed_tree
 
 ENGINE = ROOT / "tests" / "fixtures" / "repos" / "callpaths"
 MAPPING = ENGINE / "mapping.toml"

@@ -18,7 +18,7 @@ import pytest
 from hprobe.support import slim
 from hprobe.support.trees import resolve
 
-from .conftest import ROOT
+from ..conftest import ROOT
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,7 @@ from hprobe.rules.repo.mapping import load_mapping
 from hprobe.support import readings
 from hprobe.support.readings import KeptReadings
 
-from .conftest import ROOT
+from ..conftest import ROOT
 
 pytestmark = pytest.mark.pure
 

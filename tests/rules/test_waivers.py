@@ -18,7 +18,7 @@ from hprobe.model.verdict import Finding, Verdict
 from hprobe.model.waiver import parse_ignore
 from hprobe.rules.waivers import gather_waivers, load_waivers
 
-from .conftest import engine_source
+from ..conftest import engine_source
 
 # Pure: runs without torch, flashinfer or a subprocess (the fast tier, `-m "pure and not slow"`).
 pytestmark = pytest.mark.pure

@@ -1,0 +1,172 @@
+"""Tests mirror the package: the unit tests of `src/hprobe/a/b.py` live in
+`tests/a/test_b.py` (a package's `__init__.py`: `tests/a/test_<package>.py`).
+A module tested elsewhere is listed below with the tests that cover it, so a
+new module without tests, or a test moved without its module, fails here."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.pure
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "src" / "hprobe"
+
+# Why each of these has no test module at its mirrored path: the tests that
+# cover it, each a path under tests/ (checked to exist).
+_E2E = "run end to end through the command in "
+_FORMATS = "every verdict, outcome and hostile string rendered in tests/report/test_formats.py"
+_KERNELS = "probed on real releases in tests/test_release_truth.py and tests/test_releases.py"
+_MODEL = "data types every test builds; each enum member rendered in tests/report/test_formats.py"
+_ERAS = "a few hooks over the neighbouring era, whose cases run it: "
+ELSEWHERE: dict[str, str] = {
+    "advise/history.py": "tests/advise/test_pins.py and tests/test_suggest.py",
+    "advise/search.py": "the release search of tests/test_suggest.py and tests/test_advice_real.py",
+    "advise/suggest.py": "tests/test_suggest.py",
+    "cli/app.py": _E2E + "tests/test_help.py, tests/test_input_errors.py and tests/test_cli_misc.py",
+    "cli/coercion.py": "every option's parsing in tests/test_input_errors.py",
+    "cli/options.py": "tests/test_cli_misc.py",
+    "commands/cache.py": _E2E + "tests/test_cache_command.py",
+    "commands/catalogue.py": _E2E + "tests/test_catalogue.py",
+    "commands/check.py": _E2E + "tests/test_check.py and tests/test_repo.py",
+    "commands/conclude.py": "tests/report/test_formats.py (every report concluded before it is rendered)",
+    "commands/drift.py": "--baseline in tests/test_repo.py and tests/test_hostile.py",
+    "commands/matrix.py": _E2E + "tests/test_catalogue.py and tests/test_matrix_dsv4.py",
+    "commands/report.py": _E2E + "tests/test_report.py",
+    "commands/request.py": "tests/test_input_errors.py",
+    "commands/rules.py": _E2E + "tests/test_repo.py",
+    "commands/suggest.py": _E2E + "tests/test_suggest.py",
+    "compiled/cxx.py": "tests/compiled/test_depth.py and tests/test_compiled_releases.py",
+    "compiled/files.py": "tests/compiled/test_depth.py and tests/test_compiled_releases.py",
+    "compiled/table.py": "tests/compiled/trtllm_gen/test_era_0_6_10.py and tests/compiled/test_depth.py",
+    "compiled/trtllm_gen/__init__.py": "every era's tests under tests/compiled/trtllm_gen/",
+    "compiled/trtllm_gen/era_0_6_12.py": "tests/compiled/test_depth.py (cases from the C++ of 0.6.12 – 0.6.15)",
+    "compiled/trtllm_gen/era_0_6_16.py": _ERAS + "tests/test_compiled_releases.py",
+    "compiled/trtllm_gen/era_0_6_4.py": _ERAS + "tests/compiled/trtllm_gen/test_era_0_6_6.py",
+    "compiled/trtllm_gen/era_0_6_7.py": _ERAS + "tests/compiled/trtllm_gen/test_era_0_6_8.py",
+    "compiled/trtllm_gen/era_0_7_2_post1.py": _ERAS + "tests/compiled/trtllm_gen/test_era_0_7_2.py",
+    "device/boundary.py": "tests/test_honesty.py",
+    "device/fakes.py": "tests/test_honesty.py and tests/test_run_independence.py",
+    "device/session.py": "tests/test_honesty.py and tests/test_run_independence.py",
+    "device/sites.py": "tests/test_honesty.py",
+    "kernels/__init__.py": _KERNELS,
+    "kernels/base.py": _KERNELS,
+    "kernels/batch_mla.py": _KERNELS,
+    "kernels/dsv4_sparse_mla.py": _KERNELS,
+    "kernels/mla_inputs.py": _KERNELS,
+    "kernels/offers.py": _KERNELS,
+    "kernels/sm120_sparse_mla.py": _KERNELS,
+    "kernels/trtllm_mla.py": _KERNELS,
+    "kernels/xqa_mla.py": _KERNELS,
+    "model/advice.py": "tests/test_suggest.py",
+    "model/assumption.py": "tests/advise/test_summary.py",
+    "model/compiled.py": "tests/compiled/test_depth.py",
+    "model/errors.py": "tests/test_input_errors.py",
+    "model/heads.py": "tests/test_units.py",
+    "model/outcome.py": _MODEL,
+    "model/padding.py": _MODEL,
+    "model/pins.py": "tests/advise/test_pins.py",
+    "model/release.py": _MODEL,
+    "model/sm.py": _MODEL,
+    "model/targets.py": "tests/test_units.py",
+    "model/verdict.py": _MODEL,
+    "model/waiver.py": "tests/rules/test_waivers.py",
+    "probe/parallel.py": "tests/test_honesty.py",
+    "probe/run.py": "tests/test_honesty.py and tests/test_run_independence.py",
+    "report/cache.py": "tests/test_cache_command.py",
+    "report/catalogue.py": _FORMATS,
+    "report/drift.py": _FORMATS,
+    "report/formats/base.py": _FORMATS,
+    "report/formats/github.py": _FORMATS,
+    "report/formats/html_site.py": _FORMATS + " and tests/test_report.py",
+    "report/formats/json_format.py": _FORMATS,
+    "report/formats/junit.py": _FORMATS,
+    "report/formats/layout.py": _FORMATS + " and tests/test_text_width.py",
+    "report/formats/markdown.py": _FORMATS,
+    "report/formats/sarif.py": _FORMATS,
+    "report/formats/terminal.py": _FORMATS,
+    "report/formats/text.py": _FORMATS + " and tests/test_text_width.py",
+    "report/model.py": _FORMATS,
+    "report/pivot.py": "--pivot in tests/test_catalogue.py and tests/test_caveats.py",
+    "report/suggest.py": "tests/test_suggest.py",
+    "rules/__init__.py": "tests/rules/test_sources.py",
+    "rules/interface.py": "tests/rules/test_sources.py",
+    "rules/models.py": "tests/test_model_axes.py",
+    "rules/repo/bound.py": "tests/rules/repo/test_evaluate.py and tests/test_hostile.py",
+    "rules/repo/calls.py": "tests/rules/repo/test_paths.py and tests/test_repo_vllm.py",
+    "rules/repo/extract.py": "tests/test_repo.py and tests/rules/repo/test_patch.py",
+    "rules/repo/inline.py": "tests/rules/repo/test_paths.py",
+    "rules/repo/kind.py": "tests/test_repo.py and tests/test_repo_sglang.py",
+    "rules/repo/padfn.py": "--pad-fn in tests/rules/test_sources.py and tests/test_hostile.py",
+    "rules/repo/padfn_child.py": "--pad-fn in tests/rules/test_sources.py and tests/test_hostile.py",
+    "rules/repo/pin.py": "tests/rules/repo/test_patch.py and tests/test_trees_as_they_are.py",
+    "rules/repo/scan.py": "tests/rules/repo/test_engine.py and tests/rules/repo/test_heads.py",
+    "rules/repo/source.py": "tests/test_repo.py",
+    "rules/toml_source.py": "tests/rules/test_toml_writer.py and tests/rules/test_sources.py",
+    "support/cache.py": "tests/test_cache_command.py and tests/support/test_fetch_batch.py",
+    "support/cache_usage.py": "tests/test_cache_command.py",
+    "support/gather.py": "tests/support/test_results.py and tests/support/test_deep_ahead.py",
+    "support/kernel_tables.py": "tests/compiled/test_depth.py and tests/test_compiled_releases.py",
+    "support/pip_download.py": "tests/support/test_fetch_batch.py and tests/test_hostile.py",
+    "support/presence.py": "tests/support/test_slim.py",
+    "support/published.py": "tests/test_compiled_releases.py and tests/test_release_sweep.py",
+    "support/trees.py": "tests/test_trees_as_they_are.py and tests/support/test_slim.py",
+    "support/workers.py": "tests/support/test_zygote.py and tests/support/test_worker.py",
+    "system/bounded.py": "tests/support/test_fetch_batch.py and tests/support/test_zygote.py",
+    "system/envinfo.py": "tests/test_check.py and tests/test_fork_safety.py",
+    "system/escaping.py": _FORMATS,
+    "system/fileio.py": "tests/test_hostile_outputs_and_processes.py",
+    "system/lifetime.py": "tests/test_hostile_outputs_and_processes.py and tests/test_fork_safety.py",
+    "system/once.py": "tests/test_units.py",
+    "system/streams.py": "tests/test_hostile_outputs_and_processes.py",
+}
+
+
+def _has_logic(path: Path) -> bool:
+    return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) for n in ast.walk(ast.parse(path.read_text())))
+
+
+def _mirrored(module: Path) -> Path:
+    rel = module.relative_to(PACKAGE)
+    if module.name == "__init__.py":
+        return ROOT / "tests" / rel.parent.parent / f"test_{rel.parent.name}.py"
+    return ROOT / "tests" / rel.parent / f"test_{module.stem}.py"
+
+
+MODULES = sorted(
+    p for p in PACKAGE.rglob("*.py") if p.name != "__main__.py" and "__pycache__" not in p.parts and _has_logic(p)
+)
+
+
+def test_every_module_with_logic_has_its_tests_at_the_mirrored_path_or_says_where():
+    unplaced = [
+        str(p.relative_to(PACKAGE))
+        for p in MODULES
+        if not _mirrored(p).is_file() and str(p.relative_to(PACKAGE)) not in ELSEWHERE
+    ]
+    assert unplaced == [], "modules with neither tests at the mirrored path nor an entry in ELSEWHERE"
+
+
+def test_the_list_of_modules_tested_elsewhere_is_current():
+    """An entry for a module since mirrored, renamed or removed is stale."""
+    current = {str(p.relative_to(PACKAGE)): _mirrored(p) for p in MODULES}
+    stale = sorted(m for m in ELSEWHERE if m not in current or current[m].is_file())
+    assert stale == []
+
+
+def test_every_test_named_as_covering_a_module_exists():
+    named = {path for reason in ELSEWHERE.values() for path in re.findall(r"tests/[\w/]+(?:\.py|/)", reason)}
+    assert named, "the reasons name their tests"
+    assert sorted(p for p in named if not (ROOT / p).exists()) == []
+
+
+def test_the_mirror_rule_reads_real_paths():
+    """The rule itself: a module known to be mirrored is found so."""
+    assert _mirrored(PACKAGE / "rules" / "repo" / "heads.py") == ROOT / "tests" / "rules" / "repo" / "test_heads.py"
+    assert _mirrored(PACKAGE / "report" / "formats" / "__init__.py") == ROOT / "tests" / "report" / "test_formats.py"
+    assert _mirrored(PACKAGE / "judge.py").is_file()
+    assert len(MODULES) > 100
