@@ -8,6 +8,7 @@ happened to see instead of hiding them."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -65,24 +66,16 @@ def first_true(
                     return j
         return None
 
+    asked = functools.partial(_asked, memo, versions, answered)
     if versions and exhaustive:
         for start in range(0, len(versions), k):
             ready(list(range(start, min(start + k, len(versions)))))
         for i in range(len(versions)):
             at(i)
     elif versions:
-        ready([0, len(versions) - 1])
-        oldest, newest = at(0), at(len(versions) - 1)  # both asked: both ends bound the answer
-        if oldest is not True and newest is True:
-            _narrow(
-                0,
-                len(versions) - 1,
-                k,
-                at,
-                ready,
-                conclusive_near,
-                lambda i: i in memo or (answered is not None and answered(versions[i])),
-            )
+        lo = _flip_range(versions, memo, at, ready, answered)
+        if lo is not None:
+            _narrow(lo, len(versions) - 1, k, at, ready, conclusive_near, asked)
         # Every release answered already (the check's own, another count's) is
         # weighed too: they cost nothing, and "holds from X" must hold on each
         # of them from X on, not only on those the search happened to ask.
@@ -105,6 +98,33 @@ def first_true(
         seen=tuple((versions[i], s) for i, s in seen),
         regressions=regressions,
     )
+
+
+def _asked(memo: dict[int, bool | None], versions: Sequence[V], answered: Callable[[V], bool] | None, i: int) -> bool:
+    return i in memo or (answered is not None and answered(versions[i]))
+
+
+def _flip_range(
+    versions: Sequence[V],
+    memo: dict[int, bool | None],
+    at: Callable[[int], bool | None],
+    ready: Callable[[list[int]], None],
+    answered: Callable[[V], bool] | None,
+) -> int | None:
+    """Where the search for the flip starts, after asking both ends (None: no
+    flip to search: the newest does not hold, or nothing says it ever failed)."""
+    ready([0, len(versions) - 1])
+    oldest, newest = at(0), at(len(versions) - 1)  # both asked: both ends bound the answer
+    if newest is not True:
+        return None
+    if oldest is not True:
+        return 0
+    # Held at both ends: where a release answered already (free) does not
+    # hold between them, the history regressed and recovered, and the
+    # recovery is searched from the last such refusal on.
+    for i in _answered_indices(versions, answered, memo):
+        at(i)
+    return max((i for i, s in memo.items() if s is False), default=None)
 
 
 def _answered_indices(

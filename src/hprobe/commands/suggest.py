@@ -89,7 +89,17 @@ def run_suggest(
             rule, needs = adopted(s)
             if rule is not None:
                 chosen[s.backend.name] = Adoption(rule, needs, s.changed, s.backend.rule, s.current_safe_from())
-        patch = build_patch(repo_tables, chosen, published)
+        for s in suggestions:
+            kept = s.current_safe_from()
+            if s.backend.name not in chosen and s.backend.rule is not None and kept is not None:
+                # Left as it is (its rule serves a path hprobe does not probe, or
+                # nothing better is known): no code of it changes, but the pin it
+                # is safe from is part of the plan, or the patched tree crashes
+                # on a release the written pin admits.
+                chosen[s.backend.name] = Adoption(s.backend.rule, kept, False, s.backend.rule, kept)
+        from hprobe.support.published import listed_or_none
+
+        patch = build_patch(repo_tables, chosen, published, listed_or_none)
         patch.not_rewritten.extend(
             f"{s.backend.name}: not rewritten: {s.shared}" for s in suggestions if s.shared and s.changed
         )

@@ -18,11 +18,21 @@ from hprobe.support.trees import DIST, _pip_reason, fetch_wheel, run_pip
 from hprobe.system.envinfo import distribution_version
 
 
-def published_versions() -> list[Version]:
-    """Releases of flashinfer-python the user's pip can see, oldest first. Asked
-    of the index once per process: `suggest` needs the list for the pin's ends
-    and again for its pin search (keyed by pip's settings, which choose the index)."""
-    return list(_published_versions(tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("PIP_")))))
+def published_versions(dist: str = DIST) -> list[Version]:
+    """Releases of `dist` (flashinfer-python unless said) the user's pip can
+    see, oldest first. Asked of the index once per process: `suggest` needs the
+    list for the pin's ends and again for its pin search (keyed by pip's
+    settings, which choose the index)."""
+    return list(_published_versions(tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("PIP_"))), dist))
+
+
+def listed_or_none(dist: str) -> list[Version] | None:
+    """The releases of `dist` on the index, or None when it cannot be listed
+    now (a companion's pin then moves as the flashinfer pin does)."""
+    try:
+        return published_versions(dist)
+    except IndexUnlisted:
+        return None
 
 
 def final_releases() -> list[Version]:
@@ -31,16 +41,16 @@ def final_releases() -> list[Version]:
     return [v for v in published_versions() if not v.is_prerelease]
 
 
-@functools.lru_cache(maxsize=4)
-def _published_versions(_pip_settings: tuple[tuple[str, str], ...]) -> tuple[Version, ...]:
-    cmd = [sys.executable, "-m", "pip", "index", "versions", DIST, "--disable-pip-version-check"]
+@functools.lru_cache(maxsize=8)
+def _published_versions(_pip_settings: tuple[tuple[str, str], ...], dist: str = DIST) -> tuple[Version, ...]:
+    cmd = [sys.executable, "-m", "pip", "index", "versions", dist, "--disable-pip-version-check"]
     try:
-        proc = run_pip(cmd, f"cannot list {DIST} releases")
+        proc = run_pip(cmd, f"cannot list {dist} releases")
     except InputError as exc:  # pip's time ran out
         raise IndexUnlisted(exc.message) from None
     m = re.search(r"Available versions:\s*(.+)", proc.stdout)
     if proc.returncode != 0 or not m:
-        raise IndexUnlisted(f"cannot list {DIST} releases: {_pip_reason(proc)}")
+        raise IndexUnlisted(f"cannot list {dist} releases: {_pip_reason(proc)}")
     versions = []
     for text in m.group(1).split(","):
         try:

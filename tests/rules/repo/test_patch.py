@@ -204,7 +204,7 @@ def test_heads_on_a_table_whose_pad_map_does_not_cover_them_is_one_input_error(c
     """The shipped SGLang table is a pad_map over DeepSeek's per-rank counts: it
     cannot say what Kimi K3's 96/48/24/12/6 pad to, so --heads 96 is refused
     with one line, never read as the table refusing those counts."""
-    from .conftest import MATRICES
+    from ...conftest import MATRICES
 
     code, out, err = cli("check", "--table", str(MATRICES / "sglang-0.5.23-dsv4.toml"), "--sm", "100", "--heads", "96")
     assert code == 2 and out == "" and err.count("\n") == 1
@@ -335,4 +335,46 @@ def test_a_rule_left_to_the_reader_is_named_for_what_it_is():
         _by_hand(per_phase, None, inline)
         == _by_hand("MQALayer", object(), inline)
         == "a rule that branches on the SM, phase or settings"
+    )
+
+
+@pytest.mark.parametrize(
+    ("cubin_releases", "cubin_after", "left"),
+    [
+        # The index has it: the companion moves with flashinfer-python.
+        ((Version("0.6.13"), Version("0.7.4")), "flashinfer-cubin==0.7.4", False),
+        # The index stops before it (as flashinfer-cubin stops at 0.6.13): an
+        # exact pin on a release nobody can install is never written.
+        ((Version("0.6.12"), Version("0.6.13")), "flashinfer-cubin==0.6.13", True),
+        # The index could not be listed: it moves, as before a listing existed.
+        (None, "flashinfer-cubin==0.7.4", False),
+    ],
+    ids=["published", "not published", "index unlisted"],
+)
+def test_a_companion_pin_moves_only_to_a_release_the_index_has(tmp_path, cubin_releases, cubin_after, left):
+    cuda = "flashinfer-python==0.6.13\nflashinfer-cubin==0.6.13\n"
+    root = _with_requirements(tmp_path, {"requirements/cuda.txt": cuda})
+    found = extract(root, load_mapping(tmp_path / "mapping.toml"))
+    [item] = [c for c in found.classes if c.cls.name == "Attn"]
+    asked: list[str] = []
+
+    def companions(name: str):
+        asked.append(name)
+        return cubin_releases
+
+    patch = build_patch(found, {item.cls.qualname: Adoption(NEW, Version("0.7.4"))}, PUBLISHED, companions)
+    _apply(root, patch.diff)
+    assert (root / "requirements/cuda.txt").read_text() == f"flashinfer-python==0.7.4\n{cubin_after}\n"
+    assert asked == ["flashinfer-cubin"]
+    said = [line for line in patch.not_rewritten if "flashinfer-cubin" in line]
+    if left:
+        assert said == [
+            "requirements/cuda.txt:2: flashinfer-cubin==0.6.13 left as it is: the index has no flashinfer-cubin "
+            "0.7.4 (newest 0.6.13); change or drop it by hand"
+        ]
+    else:
+        assert said == [] and any("flashinfer-cubin requirement ==0.6.13 → ==0.7.4" in c for c in patch.changed)
+    # The raised pin says which path needs the release.
+    assert any(
+        c.startswith("requirements/cuda.txt:1: flashinfer requirement ==0.6.13 → ==0.7.4 (") for c in patch.changed
     )

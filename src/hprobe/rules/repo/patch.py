@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -90,11 +91,19 @@ class Patch:
 Edits = dict[Site, tuple[str, frozenset[str]]]
 
 
-def build_patch(repo: RepoTables, adopted: dict[str, Adoption], published: list[Version]) -> Patch:
+def build_patch(
+    repo: RepoTables,
+    adopted: dict[str, Adoption],
+    published: list[Version],
+    companion_releases: Callable[[str], Sequence[Version] | None] = lambda _name: None,
+) -> Patch:
     """`adopted`: class qualname -> the rule to write for it (judged classes
     only) and the release it needs. `published`: the releases a requirement
     could admit, oldest first: one that admits a release below what the
-    patched rules need is raised in the same patch, or no padding changes."""
+    patched rules need is raised in the same patch, or no padding changes.
+    `companion_releases`: the published releases of a package released with
+    flashinfer-python (None: not listed), so that its exact pin moves only to
+    a release that exists."""
     patch = Patch()
     repo = repo.indexed()
     index = repo.index
@@ -104,7 +113,7 @@ def build_patch(repo: RepoTables, adopted: dict[str, Adoption], published: list[
     pins = find_pins(root)
     while True:
         floor = max((n for q in settled if (n := adopted[q].needs) is not None), default=None)
-        pin_files, blocked = _pin_edits(pins, root, floor, published)
+        pin_files, blocked, left = _pin_edits(pins, root, floor, published, companion_releases)
         # A requirement that cannot move holds back every rule that needs it to.
         held = {q for q in settled if blocked and _needs_move(adopted[q].needs, blocked, published)}
         if not held:
@@ -129,11 +138,23 @@ def build_patch(repo: RepoTables, adopted: dict[str, Adoption], published: list[
         }
     files = _apply_source(root, index, repo, edits, adopted, patch)
     chunks = [_unified(rel, old, new) for rel, (old, new) in sorted(files.items())]
+    why = _needed_by(adopted, settled, floor)
     for rel, (old_text, new_text, words) in sorted(pin_files.items()):
         chunks.append(_unified(rel, old_text.encode("utf-8"), new_text.encode("utf-8")))
-        patch.changed.extend(words)
+        patch.changed.extend(f"{w}{why}" if ": flashinfer requirement " in w else w for w in words)
+    patch.not_rewritten.extend(left)
     patch.diff = b"".join(chunks)
     return patch
+
+
+def _needed_by(adopted: dict[str, Adoption], settled: set[str], floor: Version | None) -> str:
+    """Which paths the raised pin is for: the release is the plan's, and a
+    path kept as it is moves it as much as a rewritten one."""
+    owners = sorted(q for q in settled if floor is not None and adopted[q].needs == floor)
+    if not owners:
+        return ""
+    named = [f"{'.'.join(q.split('.')[-2:])}{'' if adopted[q].changes else ', kept as it is,'}" for q in owners]
+    return f" (the first release on which {' and '.join(named)} {'is' if len(named) == 1 else 'are'} safe)"
 
 
 def _needs_move(needs: Version | None, blocked: dict[RepoPin, str], published: list[Version]) -> bool:
@@ -416,22 +437,32 @@ def _apply_source(
 
 
 def _pin_edits(
-    pins: list[RepoPin], root: Path, floor: Version | None, published: list[Version]
-) -> tuple[dict[str, tuple[str, str, list[str]]], dict[RepoPin, str]]:
+    pins: list[RepoPin],
+    root: Path,
+    floor: Version | None,
+    published: list[Version],
+    companion_releases: Callable[[str], Sequence[Version] | None],
+) -> tuple[dict[str, tuple[str, str, list[str]]], dict[RepoPin, str], list[str]]:
     """The requirement files rewritten so that none admits a release below
-    `floor`: path -> (old text, new text, words); and the requirements that
-    would have to move but cannot: requirement -> why, in words."""
+    `floor`: path -> (old text, new text, words); the requirements that
+    would have to move but cannot: requirement -> why, in words; and the
+    companion pins left as they are, in words."""
     from hprobe.model.pins import raised_pin
 
+    left: list[str] = []
     if floor is None or not _admits_below(None, floor, published):
-        return {}, {}
+        return {}, {}, left
     if not pins:
-        return {}, {
-            _NO_PIN: (
-                "the tree declares no flashinfer requirement (pyproject.toml, requirements*.txt, requirements/*.txt, "
-                f"setup.py): add 'flashinfer-python>={floor}'"
-            )
-        }
+        return (
+            {},
+            {
+                _NO_PIN: (
+                    "the tree declares no flashinfer requirement (pyproject.toml, requirements*.txt, "
+                    f"requirements/*.txt, setup.py): add 'flashinfer-python>={floor}'"
+                )
+            },
+            left,
+        )
     files: dict[str, tuple[str, str, list[str]]] = {}
     blocked: dict[RepoPin, str] = {}
     for pin in pins:
@@ -471,18 +502,37 @@ def _pin_edits(
             continue
         words.append(f"{rel}:{pin.line}: flashinfer requirement {pin.spec} → {new_spec}")
         if pin.spec.startswith("==") and new_spec.startswith("=="):
-            new = _companions(pin, rel, new, new_spec, words)
+            new = _companions(pin, rel, new, new_spec, words, left, companion_releases)
         files[rel] = (old, new, words)
-    return files, blocked
+    return files, blocked, left
 
 
 _NO_PIN = RepoPin("", Path("."), None, "none")
 
 
-def _companions(pin: RepoPin, rel: str, text: str, new_spec: str, words: list[str]) -> str:
+def _companions(
+    pin: RepoPin,
+    rel: str,
+    text: str,
+    new_spec: str,
+    words: list[str],
+    left: list[str],
+    companion_releases: Callable[[str], Sequence[Version] | None],
+) -> str:
     """Packages released with flashinfer-python (cubin, jit-cache), pinned
-    exactly to the same release in the same file, move with it."""
+    exactly to the same release in the same file, move with it, where the
+    index has that release of them (flashinfer-cubin stops at 0.6.13 there:
+    later releases fetch their kernels on demand)."""
+    target = Version(new_spec.removeprefix("=="))
     for other in companion_pins(pin.path, text, pin.spec):
+        listed = companion_releases(other.name)
+        if listed is not None and target not in listed:
+            newest = f" (newest {max(listed)})" if listed else ""
+            left.append(
+                f"{rel}:{other.line}: {other.name}{other.spec} left as it is: the index has no {other.name} "
+                f"{target}{newest}; change or drop it by hand"
+            )
+            continue
         try:
             text = rewrite(other, text, new_spec)
         except NotRewritable:
