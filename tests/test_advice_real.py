@@ -186,9 +186,11 @@ def test_sglang_fallback_is_flashmla_by_default_and_never_rewritten(cli_json, cl
     assert not any(f["verdict"] == "table-refuses" for f in rows)
 
 
-@pytest.mark.parametrize(("distribution", "version"), [("sglang", "0.5.23"), ("vllm", "0.33.0")])
+@pytest.mark.parametrize(
+    ("distribution", "version"), [("sglang", "0.5.20"), ("sglang", "0.5.23"), ("vllm", "0.27.0"), ("vllm", "0.33.0")]
+)
 def test_what_a_patch_leaves_check_to_find_suggest_names(cli_json, tmp_path, distribution, version):
-    """On the suite's newer engine trees: a patch suggest writes leaves `check`
+    """On the suite's engine trees: a patch suggest writes leaves `check`
     clean on the same tree and SM once applied; what it does not rewrite, its
     exit code and its `not_rewritten` lines say, one per rule `check` still
     finds wanting (broken, at some shapes, or padding more than needed)."""

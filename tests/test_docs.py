@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from .conftest import ROOT, engine_source
 from .engine_wheels import as_checkout
@@ -126,9 +127,9 @@ def test_every_readme_command_runs(tmp_path):
         assert (proc.stdout + proc.stderr).strip() or verb == "apply", command  # report says what it wrote on stderr
         ran.append(verb)
     assert {"check", "suggest", "apply", "matrix", "report", "cache"} <= set(ran)
-    assert (
-        (vllm / "requirements" / "cuda.txt").read_text().startswith("flashinfer-python==0.6.14\n")
-    )  # the patch was applied
+    # The patch was applied: the pin moved past 0.6.14, which the sparse calls' 4 heads crash.
+    moved = re.match(r"flashinfer-python==(\S+)\n", (vllm / "requirements" / "cuda.txt").read_text())
+    assert moved and Version(moved.group(1)) > Version("0.6.14"), moved
     assert (work / "site" / "index.html").is_file()
 
 

@@ -379,15 +379,15 @@ def test_a_pin_the_index_does_not_serve_is_judged_on_none_with_the_nearest(cli, 
 
 @pytest.mark.pure  # the fast tier: no torch, flashinfer or subprocess
 def test_holds_from_x_holds_on_every_release_answered_from_x_on():
-    """Both ends hold, so the search asked nothing between them and called the
-    count "safe from 0", though the check's own probe found 15 refusing it:
-    releases answered already are weighed, a refusal moves the flip past it,
-    and a refusal at the newest release seen leaves no release it holds from."""
+    """Both ends hold, and the check's own probe found 15 refusing it: releases
+    answered already are weighed, the refusal moves the flip past it and the
+    recovery after it is searched (16, adjacent), and a refusal at the newest
+    release seen leaves no release it holds from."""
     versions = list(range(20))
     history = {v: v != 15 for v in versions}
     checked = {15}  # the check probed it; the search would not ask it
     found = first_true(versions, history.__getitem__, answered=checked.__contains__)
-    assert (found.first, found.last_false, found.adjacent) == (19, 15, False) and (0, 15) in found.regressions
+    assert (found.first, found.last_false, found.adjacent) == (16, 15, True) and (0, 15) in found.regressions
     newest = {v: 5 <= v < 19 for v in versions}
     gone = first_true(versions, newest.__getitem__, exhaustive=True)
     assert gone.first is None and gone.last_false == 19

@@ -70,12 +70,12 @@ def test_a_linked_requirement_is_patched_where_it_is_or_refused(tmp_path):
     outside = tmp_path / "elsewhere.txt"
     outside.write_text("flashinfer-python==0.6.13\n")
     pins = [p for p in find_pins(root) if p.path.name == "requirements.txt"]
-    files, blocked = _pin_edits(pins, root, Version("0.6.14"), PUBLISHED)
+    files, blocked, _ = _pin_edits(pins, root, Version("0.6.14"), PUBLISHED, lambda _name: None)
     assert list(files) == ["reqs/cuda.txt"] and not blocked  # the real path, inside the tree
     (root / "requirements.txt").unlink()
     (root / "requirements.txt").symlink_to(outside)
     pins = [p for p in find_pins(root) if p.path.name == "requirements.txt"]
-    files, blocked = _pin_edits(pins, root, Version("0.6.14"), PUBLISHED)
+    files, blocked, _ = _pin_edits(pins, root, Version("0.6.14"), PUBLISHED, lambda _name: None)
     assert not files and "is a symlink to a file outside the tree" in next(iter(blocked.values()))
     assert outside.read_text() == "flashinfer-python==0.6.13\n"
 
