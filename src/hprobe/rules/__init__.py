@@ -65,7 +65,7 @@ def overridden_models(
         tp = None
     if heads is not None:
         tps = tuple(tp) if tp is not None else tuple(t for t in (1, 2, 4, 8, 16) if heads % t == 0)
-        models = [Model(f"{heads} heads", heads, tps, Where("--heads"))]
+        models = _at_heads(models, heads, tps)
     elif tp is not None:
         models = [replace(m, tp=tuple(tp)) for m in models]
     for model in models:
@@ -75,6 +75,30 @@ def overridden_models(
                     f"model {model.name}: {model.num_q_heads} query heads do not divide evenly over tp={t}"
                 )
     return list(models)
+
+
+def _at_heads(models: list[Model], heads: int, tps: tuple[int, ...]) -> list[Model]:
+    """--heads N: the models' every attribute but the head count. Models whose
+    config attributes (`q_head_norm`) differ give one model each, on the
+    paths of their families, named by those attributes; without attributes,
+    one model, "N heads", on every path."""
+    groups: dict[tuple[tuple[str, bool | int | str], ...], list[Model]] = {}
+    for model in models:
+        groups.setdefault(model.attributes, []).append(model)
+    if len(groups) <= 1:
+        attributes = next(iter(groups), ())
+        return [Model(f"{heads} heads", heads, tps, Where("--heads"), attributes=attributes)]
+    out = []
+    for attributes, group in groups.items():
+        families = (
+            () if any(not m.families for m in group) else tuple(dict.fromkeys(f for m in group for f in m.families))
+        )
+        said = ", ".join(
+            f"{name}={str(value).lower() if isinstance(value, bool) else value}" for name, value in attributes
+        )
+        name = f"{heads} heads ({said})" if attributes else f"{heads} heads"
+        out.append(Model(name, heads, tps, Where("--heads"), families=families, attributes=attributes))
+    return out
 
 
 def override_options(table: PaddingTable, axes: dict[str, list[Value]]) -> PaddingTable:
