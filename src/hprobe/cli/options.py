@@ -129,7 +129,8 @@ TablesSmOpt = Annotated[
     ),
 ]
 ModelHeadsOpt = Annotated[
-    int | None, typer.Option("--heads", metavar="N", help="Override every model's total query heads (its other attributes kept).")
+    int | None,
+    typer.Option("--heads", metavar="N", help="Override every model's total query heads (its other attributes kept)."),
 ]
 ModelOpt = Annotated[
     str | None,
