@@ -136,7 +136,7 @@ def test_every_readme_command_runs(tmp_path):
 def test_the_bounds_table_says_the_bounds_the_code_keeps():
     """Each figure of docs/reference.md's Bounds table that names a constant is
     that constant (the nesting bound said 500 where the parser stops at 120)."""
-    from hprobe.rules.repo.scan import MAX_NESTING
+    from hprobe.rules.repo.tree.scan import MAX_NESTING
     from hprobe.support.kernel_tables import MAX_CHECKSUMS_BYTES, MAX_TABLE_BYTES
 
     bounds = (ROOT / "docs" / "reference.md").read_text().split("## Bounds", 1)[1].split("\n## ", 1)[0]

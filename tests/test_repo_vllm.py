@@ -81,8 +81,8 @@ def test_vllm_call_paths_dense_and_sparse_at_96_heads(cli_json, vllm_tree):
 
 def test_every_call_vllm_makes_is_listed(cli_json, vllm_tree):
     from hprobe.kernels import probes_called_as
-    from hprobe.rules.repo.calls import find_calls
-    from hprobe.rules.repo.scan import RepoIndex
+    from hprobe.rules.repo.tracing.calls import find_calls
+    from hprobe.rules.repo.tree.scan import RepoIndex
 
     _, doc, _ = cli_json("table", "extract", "--repo", str(vllm_tree / "vllm"))
     found = find_calls(RepoIndex.build(vllm_tree / "vllm"), frozenset(probes_called_as()))

@@ -1,5 +1,5 @@
 """Calls no [[call]] entry describes, judged on the head count followed through
-the engine's own code (rules/repo/heads.py wired into paths.py), on a fixture
+the engine's own code (rules/repo/tracing/heads.py wired into paths.py), on a fixture
 engine: a query folded in a helper, one reshaped on the way, one whose trail
 ends; each served only by the models its module belongs to (the registry)."""
 

@@ -15,7 +15,7 @@ from hprobe.model.errors import InputError
 from hprobe.model.outcome import KernelSMResult
 from hprobe.rules.repo.patch import _pin_edits, real_path_in_tree
 from hprobe.rules.repo.pin import find_pins, poetry_specifier
-from hprobe.rules.repo.scan import RepoIndex
+from hprobe.rules.repo.tree.scan import RepoIndex
 from hprobe.rules.toml_source import TomlTableSource
 
 from .conftest import V4_PRO_TABLE

@@ -15,14 +15,14 @@ from hprobe.model.release import INSTALLED, ProbedRelease, Progress, quiet
 from hprobe.model.targets import DEFAULT_MAX_HEADS, resolve_targets
 from hprobe.model.verdict import Finding, Verdict
 from hprobe.report.model import CheckReport
-from hprobe.rules.repo.status import ClassStatus
+from hprobe.rules.repo.tree.status import ClassStatus
 from hprobe.support.gather import gather
 from hprobe.support.published import pinned_releases
 
 if TYPE_CHECKING:
     from hprobe.model.padding import Model
-    from hprobe.rules.repo.evaluate import NotEvaluable
-    from hprobe.rules.repo.extract import RepoTables
+    from hprobe.rules.repo.interpreter.evaluate import NotEvaluable
+    from hprobe.rules.repo.tree.extract import RepoTables
 
 
 def run_check(

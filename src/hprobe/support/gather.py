@@ -28,7 +28,7 @@ T = TypeVar("T")
 
 if TYPE_CHECKING:
     from hprobe.compiled.depth import Tables
-    from hprobe.rules.repo.scan import RepoIndex
+    from hprobe.rules.repo.tree.scan import RepoIndex
 
 
 def probe_installed(
@@ -468,7 +468,7 @@ class ReleaseReader:
     def index(self) -> RepoIndex | None:
         """The package indexed for static reads; built when a rule first reads
         it (a reading kept in the cache reads nothing)."""
-        from hprobe.rules.repo.scan import RepoIndex
+        from hprobe.rules.repo.tree.scan import RepoIndex
 
         package = self.release.tree / "flashinfer"
         return RepoIndex.build(package, excludes=("tests", "test")) if package.is_dir() else None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from hprobe.rules.repo.scan import RepoIndex
+from hprobe.rules.repo.tree.scan import RepoIndex
 
 
 def one_module_tree(tmp_path: Path, text: str) -> tuple[RepoIndex, int]:

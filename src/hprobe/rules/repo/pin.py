@@ -599,7 +599,7 @@ def rewrite(pin: RepoPin, text: str, new_spec: str) -> str:
             raise NotRewritable(f"{pin.source}: rewriting the requirement would change more than its line")
         return new
     if pin.kind == "setup.py":
-        from hprobe.rules.repo.source import PythonSource, Span
+        from hprobe.rules.repo.tree.source import PythonSource, Span
 
         source = PythonSource(text.encode("utf-8"), "utf-8", text)
         span = Span(*pin.locator)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hprobe.model.errors import InputError
-from hprobe.rules.repo.source import PythonSource
+from hprobe.rules.repo.tree.source import PythonSource
 from hprobe.system.fileio import MAX_SOURCE_BYTES, regular_file
 from hprobe.system.parsing import parse_module
 

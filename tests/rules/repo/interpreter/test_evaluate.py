@@ -22,8 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hprobe.rules.repo.evaluate import NotEvaluable, Raises, evaluate
-from hprobe.rules.repo.scan import RepoIndex
+from hprobe.rules.repo.interpreter.evaluate import NotEvaluable, Raises, evaluate
+from hprobe.rules.repo.tree.scan import RepoIndex
 
 # Pure: runs without torch, flashinfer or a subprocess (the fast tier, `-m "pure and not slow"`).
 pytestmark = pytest.mark.pure

@@ -30,15 +30,15 @@ from hprobe.model.padding import (
 from hprobe.model.sm import sm_names
 from hprobe.rules import shipped_data
 from hprobe.rules.interface import RuleSource
-from hprobe.rules.repo.bound import BoundRule, RuleSite, evaluate_entries, load_settings, shown_path
-from hprobe.rules.repo.engine import read_reach
-from hprobe.rules.repo.evaluate import FlashinferSource, NotEvaluable, Raises, evaluate
-from hprobe.rules.repo.mapping import ClassMapping, Mapping, shipped_mappings
-from hprobe.rules.repo.paths import PathContext, PathReading, read_paths
+from hprobe.rules.repo.interpreter.bound import BoundRule, RuleSite, evaluate_entries, load_settings, shown_path
+from hprobe.rules.repo.interpreter.evaluate import FlashinferSource, NotEvaluable, Raises, evaluate
 from hprobe.rules.repo.pin import RepoPin, find_pin, project_folders
-from hprobe.rules.repo.registry import Served, served_architectures
-from hprobe.rules.repo.scan import DEFAULT_EXCLUDES, ClassInfo, FunctionInfo, RepoIndex
-from hprobe.rules.repo.status import ClassStatus
+from hprobe.rules.repo.tracing.paths import PathContext, PathReading, read_paths
+from hprobe.rules.repo.tree.engine import read_reach
+from hprobe.rules.repo.tree.mapping import ClassMapping, Mapping, shipped_mappings
+from hprobe.rules.repo.tree.registry import Served, served_architectures
+from hprobe.rules.repo.tree.scan import DEFAULT_EXCLUDES, ClassInfo, FunctionInfo, RepoIndex
+from hprobe.rules.repo.tree.status import ClassStatus
 from hprobe.rules.toml_writer import table_toml as write_table_toml
 from hprobe.system.fileio import regular_file
 from hprobe.system.parsing import parse_module

@@ -28,7 +28,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from hprobe.rules.repo.scan import ModuleInfo, RepoIndex, resolve_relative
+from hprobe.rules.repo.tree.scan import ModuleInfo, RepoIndex, resolve_relative
 
 
 @dataclass(frozen=True)

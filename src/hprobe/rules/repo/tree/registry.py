@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from hprobe.rules.repo.scan import ModuleInfo, RepoIndex
+from hprobe.rules.repo.tree.scan import ModuleInfo, RepoIndex
 
 VLLM_REGISTRY = "model_executor.models.registry"
 

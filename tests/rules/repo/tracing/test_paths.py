@@ -7,13 +7,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from hprobe.rules.repo.calls import find_calls
-from hprobe.rules.repo.extract import extract
-from hprobe.rules.repo.mapping import load_mapping
-from hprobe.rules.repo.scan import RepoIndex
+from hprobe.rules.repo.tracing.calls import find_calls
+from hprobe.rules.repo.tree.extract import extract
+from hprobe.rules.repo.tree.mapping import load_mapping
+from hprobe.rules.repo.tree.scan import RepoIndex
 
-from ...conftest import ROOT
-from ...test_repo import _installed_tree
+from ....conftest import ROOT
+from ....test_repo import _installed_tree
 
 ENGINE = ROOT / "tests" / "fixtures" / "repos" / "callpaths"
 MAPPING = ENGINE / "mapping.toml"
@@ -238,8 +238,8 @@ def test_an_inline_padding_to_one_constant_is_rewritten_by_that_constant(cli, cl
 def test_an_inline_padding_constant_read_elsewhere_is_not_rewritten(tmp_path):
     """A constant another function also reads: a new value would change code
     no one judged, so the inline padding is the reader's to change."""
-    from hprobe.rules.repo.inline import find_inline, floor_constant
-    from hprobe.rules.repo.mapping import InlineRule
+    from hprobe.rules.repo.tree.inline import find_inline, floor_constant
+    from hprobe.rules.repo.tree.mapping import InlineRule
 
     models = tmp_path / "engine" / "models"
     models.mkdir(parents=True)

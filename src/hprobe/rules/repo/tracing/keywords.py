@@ -21,8 +21,8 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
-from hprobe.rules.repo.evaluate import Binding, NotEvaluable, Raises, evaluate_expression
-from hprobe.rules.repo.scan import ClassInfo, ModuleInfo, RepoIndex
+from hprobe.rules.repo.interpreter.evaluate import Binding, NotEvaluable, Raises, evaluate_expression
+from hprobe.rules.repo.tree.scan import ClassInfo, ModuleInfo, RepoIndex
 
 # How many callers deep a `**kwargs` parameter is followed.
 MAX_CALLER_DEPTH = 3

@@ -13,8 +13,8 @@ from __future__ import annotations
 import ast
 
 from hprobe.model.padding import Reach
-from hprobe.rules.repo.mapping import EngineSetting
-from hprobe.rules.repo.scan import RepoIndex
+from hprobe.rules.repo.tree.mapping import EngineSetting
+from hprobe.rules.repo.tree.scan import RepoIndex
 from hprobe.system.parsing import parse_expression
 
 

@@ -29,10 +29,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from hprobe.rules.repo.evaluate import Binding, NotEvaluable, Opaque, Raises, evaluate_expression
-from hprobe.rules.repo.keywords import call_at, class_at, function_at
-from hprobe.rules.repo.mapping import RunValue
-from hprobe.rules.repo.scan import ClassInfo, ModuleInfo, RepoIndex, resolve_relative
+from hprobe.rules.repo.interpreter.evaluate import Binding, NotEvaluable, Opaque, Raises, evaluate_expression
+from hprobe.rules.repo.tracing.keywords import call_at, class_at, function_at
+from hprobe.rules.repo.tree.mapping import RunValue
+from hprobe.rules.repo.tree.scan import ClassInfo, ModuleInfo, RepoIndex, resolve_relative
 
 # How many functions (helpers and callers) a trail crosses before it ends.
 MAX_TRAIL = 8

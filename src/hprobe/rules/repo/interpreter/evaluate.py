@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from hprobe.model.padding import MAX_HEADS
-from hprobe.rules.repo.scan import (
+from hprobe.rules.repo.tree.scan import (
     TRANSPARENT_METHOD_DECORATORS,
     ClassInfo,
     FunctionInfo,

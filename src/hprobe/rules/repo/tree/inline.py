@@ -22,9 +22,9 @@ import ast
 from dataclasses import dataclass
 from typing import Any
 
-from hprobe.rules.repo.evaluate import Binding, NotEvaluable, Raises, evaluate_expression
-from hprobe.rules.repo.mapping import InlineRule
-from hprobe.rules.repo.scan import ClassInfo, FunctionInfo, ModuleInfo, RepoIndex
+from hprobe.rules.repo.interpreter.evaluate import Binding, NotEvaluable, Raises, evaluate_expression
+from hprobe.rules.repo.tree.mapping import InlineRule
+from hprobe.rules.repo.tree.scan import ClassInfo, FunctionInfo, ModuleInfo, RepoIndex
 
 Path_ = tuple[tuple[ast.If, bool], ...]  # the `if` tests on the way to a statement, and the branch taken
 

@@ -668,7 +668,7 @@ def normalised_expression(text: str) -> str:
     matches source text), refused as a SyntaxError when it is not one or nests
     deeper than a source file may (scan.MAX_NESTING): every walk of it is then
     bounded."""
-    from hprobe.rules.repo.scan import MAX_NESTING
+    from hprobe.rules.repo.tree.scan import MAX_NESTING
 
     if len(text) > 10_000:
         raise SyntaxError("longer than 10,000 characters, not an expression a rule reads")

@@ -1,4 +1,4 @@
-"""The head-count trail (rules/repo/heads.py) on engine-shaped trees made here:
+"""The head-count trail (rules/repo/tracing/heads.py) on engine-shaped trees made here:
 a query reshaped and folded in a helper, handed down by its callers, and
 trails that end with the file:line where they stopped."""
 
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from hprobe.rules.repo.evaluate import NotEvaluable
-from hprobe.rules.repo.heads import HeadTrail, TrailEnd, trace_heads
-from hprobe.rules.repo.mapping import RunValue
+from hprobe.rules.repo.interpreter.evaluate import NotEvaluable
+from hprobe.rules.repo.tracing.heads import HeadTrail, TrailEnd, trace_heads
+from hprobe.rules.repo.tree.mapping import RunValue
 
-from .engine_tree import one_module_tree
+from ..engine_tree import one_module_tree
 
 pytestmark = pytest.mark.pure
 

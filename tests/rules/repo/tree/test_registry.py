@@ -1,5 +1,5 @@
 """The models an engine tree can load, from its own registry read with ast
-(rules/repo/registry.py), and a check that judges a model only on a tree
+(rules/repo/tree/registry.py), and a check that judges a model only on a tree
 that serves it."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from hprobe.rules.repo.registry import served_architectures
-from hprobe.rules.repo.scan import RepoIndex
+from hprobe.rules.repo.tree.registry import served_architectures
+from hprobe.rules.repo.tree.scan import RepoIndex
 
-from ...conftest import engine_source
+from ....conftest import engine_source
 
 
 def _tree(root: Path, files: dict[str, str]) -> RepoIndex:

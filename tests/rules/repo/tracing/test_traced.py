@@ -1,5 +1,5 @@
 """A traced call's answers at each combination of what it depends on at run
-time (rules/repo/traced.py): combinations giving the same counts are one
+time (rules/repo/tracing/traced.py): combinations giving the same counts are one
 answer named by the values they take, a caller whose trail ended is kept
 apart with where it ended, and the words name only what the answer depends on."""
 
@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from hprobe.rules.repo.evaluate import NotEvaluable
-from hprobe.rules.repo.heads import HeadTrail, trace_heads
-from hprobe.rules.repo.mapping import RunValue
-from hprobe.rules.repo.traced import MAX_COMBINATIONS, combinations, evaluate_trail, innermost, values_text
+from hprobe.rules.repo.interpreter.evaluate import NotEvaluable
+from hprobe.rules.repo.tracing.heads import HeadTrail, trace_heads
+from hprobe.rules.repo.tracing.traced import MAX_COMBINATIONS, combinations, evaluate_trail, innermost, values_text
+from hprobe.rules.repo.tree.mapping import RunValue
 
-from .engine_tree import one_module_tree
+from ..engine_tree import one_module_tree
 
 pytestmark = pytest.mark.pure
 

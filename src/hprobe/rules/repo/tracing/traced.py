@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from hprobe.rules.repo.evaluate import NotEvaluable, Raises
-from hprobe.rules.repo.heads import HeadTrail, caller_key
+from hprobe.rules.repo.interpreter.evaluate import NotEvaluable, Raises
+from hprobe.rules.repo.tracing.heads import HeadTrail, caller_key
 
 # The most combinations a trail is evaluated at; past it, callers are no longer
 # told apart (they must agree), and past that the count is not evaluated.

@@ -1,5 +1,5 @@
 """The keywords an engine's call hands FlashInfer that change its dispatch,
-read from the engine's source (rules/repo/keywords.py): spelled at the call,
+read from the engine's source (rules/repo/tracing/keywords.py): spelled at the call,
 carried by a `**dict` built in the function under tests the evaluator decides,
 or by a `**kwargs` parameter its callers fill; what cannot be told is unknown
 with the file:line, never assumed absent."""
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from hprobe.rules.repo.keywords import read_keywords
-from hprobe.rules.repo.scan import RepoIndex
+from hprobe.rules.repo.tracing.keywords import read_keywords
+from hprobe.rules.repo.tree.scan import RepoIndex
 
 pytestmark = pytest.mark.pure
 

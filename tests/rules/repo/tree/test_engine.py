@@ -1,4 +1,4 @@
-"""rules/repo/engine.py: which engine setting routes a path to FlashInfer, read
+"""rules/repo/tree/engine.py: which engine setting routes a path to FlashInfer, read
 from the engine's own selection code. vLLM 0.34.0 picks its sparse MLA backend
 on SM10x by KV cache dtype and head count, binding `sparse_backends` in `if`s
 of its own: FlashInfer is the default for an FP8 KV cache only."""
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from hprobe.rules.repo.engine import read_reach
-from hprobe.rules.repo.mapping import EngineSetting
-from hprobe.rules.repo.scan import RepoIndex
+from hprobe.rules.repo.tree.engine import read_reach
+from hprobe.rules.repo.tree.mapping import EngineSetting
+from hprobe.rules.repo.tree.scan import RepoIndex
 
 pytestmark = pytest.mark.pure
 

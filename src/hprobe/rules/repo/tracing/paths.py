@@ -30,15 +30,22 @@ from hprobe.model.assumption import Assumption
 from hprobe.model.errors import InputError
 from hprobe.model.padding import Backend, CallPathRecord, Model, PadMap, Reach, Where
 from hprobe.model.sm import sm_names
-from hprobe.rules.repo.calls import CallSite, find_calls
-from hprobe.rules.repo.evaluate import Binding, FlashinferSource, NotEvaluable, Raises, Settings, evaluate_call
-from hprobe.rules.repo.heads import HeadTrail, TreeCalls, trace_heads
-from hprobe.rules.repo.inline import InlineSite, evaluate_inline, find_inline
-from hprobe.rules.repo.keywords import KeywordReading, read_keywords
-from hprobe.rules.repo.mapping import HEADS_INLINE, HEADS_RULE, HEADS_UNPADDED, CallMapping, Mapping
-from hprobe.rules.repo.registry import Served
-from hprobe.rules.repo.scan import RepoIndex
-from hprobe.rules.repo.traced import Answers, evaluate_trail, values_text
+from hprobe.rules.repo.interpreter.evaluate import (
+    Binding,
+    FlashinferSource,
+    NotEvaluable,
+    Raises,
+    Settings,
+    evaluate_call,
+)
+from hprobe.rules.repo.tracing.calls import CallSite, find_calls
+from hprobe.rules.repo.tracing.heads import HeadTrail, TreeCalls, trace_heads
+from hprobe.rules.repo.tracing.keywords import KeywordReading, read_keywords
+from hprobe.rules.repo.tracing.traced import Answers, evaluate_trail, values_text
+from hprobe.rules.repo.tree.inline import InlineSite, evaluate_inline, find_inline
+from hprobe.rules.repo.tree.mapping import HEADS_INLINE, HEADS_RULE, HEADS_UNPADDED, CallMapping, Mapping
+from hprobe.rules.repo.tree.registry import Served
+from hprobe.rules.repo.tree.scan import RepoIndex
 
 
 class PathStatus(str, Enum):

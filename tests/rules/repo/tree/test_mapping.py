@@ -1,4 +1,4 @@
-"""Mapping files (rules/repo/mapping.py): the [[run_value]] entries that say
+"""Mapping files (rules/repo/tree/mapping.py): the [[run_value]] entries that say
 which values the engine fills at run time, read into what a head-count trail
 evaluates at; a malformed entry is one clear line naming where it is."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hprobe.model.errors import InputError
-from hprobe.rules.repo.mapping import RunValue, load_mapping, shipped_mappings
+from hprobe.rules.repo.tree.mapping import RunValue, load_mapping, shipped_mappings
 
 pytestmark = pytest.mark.pure
 

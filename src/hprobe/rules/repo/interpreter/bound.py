@@ -15,7 +15,7 @@ from typing import Any
 from hprobe.model.errors import InputError
 from hprobe.model.padding import Model, PadMap
 from hprobe.model.sm import sm_names
-from hprobe.rules.repo.evaluate import (
+from hprobe.rules.repo.interpreter.evaluate import (
     Binding,
     Evaluation,
     FlashinferSource,
@@ -24,8 +24,8 @@ from hprobe.rules.repo.evaluate import (
     Settings,
     evaluate_bound,
 )
-from hprobe.rules.repo.mapping import ClassMapping, Mapping, SettingsSpec
-from hprobe.rules.repo.scan import ClassInfo, FunctionInfo, RepoIndex
+from hprobe.rules.repo.tree.mapping import ClassMapping, Mapping, SettingsSpec
+from hprobe.rules.repo.tree.scan import ClassInfo, FunctionInfo, RepoIndex
 
 
 @dataclass(frozen=True)
