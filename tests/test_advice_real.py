@@ -181,10 +181,10 @@ def test_sglang_fallback_is_flashmla_by_default_and_never_rewritten(cli_json, cl
     assert "reaches FlashInfer only under --dsv4-attn-backend trtllm" in out
     # --heads re-evaluates the rule for those heads, under a model named by its
     # count, which keeps every other attribute of the models it stands for: the
-    # DeepSeek-V4 paths' models bring `q_head_norm`, which SGLang's rule reads.
+    # DeepSeek-V4 models bring `q_head_norm`, which SGLang's rule reads.
     _, kimi, _ = cli_json("check", "--repo", str(tree), "--sm", "100", "--heads", "96")
     rows = [f for f in kimi["findings"] if f["kernel"] == "dsv4-sparse-mla"]
-    assert {f["model"] for f in rows} == {"96 heads (q_head_norm=true)"} and {f["n"] for f in rows} == {
+    assert {f["model"] for f in rows} == {"96 heads"} and {f["n"] for f in rows} == {
         96,
         48,
         24,

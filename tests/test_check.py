@@ -250,27 +250,29 @@ def test_the_scope_says_when_flashinfer_named_the_release_and_the_pin_was_not_ju
 
 @pytest.mark.pure
 def test_heads_keeps_every_model_attribute_but_the_count():
-    """--heads N stands for the models it replaces: their config attributes
-    (a rule may read `self.q_head_norm`) and families are kept, one model per
-    set of attributes, so a rule reading one is not left unbound."""
+    """--heads N stands for the models it replaces: the config attributes they
+    bring (a rule may read `self.q_head_norm`) are kept on one model; only an
+    attribute the models give different values splits it, one model per value
+    on its models' paths."""
     from hprobe.model.padding import Model, Where
     from hprobe.rules import overridden_models
 
     v4 = Model("V4", 128, (1,), Where("m"), families=("dsv4",), attributes=(("q_head_norm", True),))
     glm = Model("GLM", 64, (1,), Where("m"), families=("dsa",))
     kimi = Model("Kimi", 96, (1,), Where("m"), families=("dsa", "dense-mla"))
-    [alone] = overridden_models([v4], 96, None)
-    assert (alone.name, alone.num_q_heads, alone.attributes, alone.tp) == (
+    [one] = overridden_models([glm, v4, kimi], 96, None)
+    assert (one.name, one.num_q_heads, one.attributes, one.families, one.tp) == (
         "96 heads",
         96,
         (("q_head_norm", True),),
+        (),
         (1, 2, 4, 8, 16),
     )
-    plain, normed = sorted(overridden_models([glm, v4, kimi], 96, [1, 2]), key=lambda m: m.name)
-    assert (plain.name, plain.attributes, plain.families, plain.tp) == ("96 heads", (), ("dsa", "dense-mla"), (1, 2))
-    assert (normed.name, normed.attributes, normed.families) == (
-        "96 heads (q_head_norm=true)",
-        (("q_head_norm", True),),
-        ("dsv4",),
-    )
-    assert normed.takes("dsv4") and not plain.takes("dsv4") and not normed.takes("dsa")
+    unnormed = Model("V5", 128, (1,), Where("m"), families=("dsv5",), attributes=(("q_head_norm", False),))
+    models = overridden_models([glm, v4, unnormed], 96, [1, 2])
+    by_name = {m.name: m for m in models}
+    assert set(by_name) == {"96 heads", "96 heads (q_head_norm=true)", "96 heads (q_head_norm=false)"}
+    assert by_name["96 heads (q_head_norm=true)"].families == ("dsv4",)
+    assert by_name["96 heads (q_head_norm=false)"].attributes == (("q_head_norm", False),)
+    assert by_name["96 heads"].families == ("dsa",) and by_name["96 heads"].attributes == ()
+    assert all(m.tp == (1, 2) for m in models)

@@ -292,7 +292,8 @@ def test_sglang_trtllm_mla_is_probed_with_the_counter_buffer_it_passes(cli_json)
 def test_one_plan_on_sglang_0520_sm120_a_pin_raise_after_which_check_is_clean(cli, tmp_path):
     """SGLang 0.5.20 pinned ==0.6.18, on SM120: an unpadded call crashes at n=4
     on 0.6.18 (safe as it is from 0.7.0), the prefill rule kept as it is needs
-    0.7.2, and the rules hprobe cannot rewrite (per-phase, inline) are safe as
+    0.7.1 (refused from 0.6.18, then accepted again: the recovery is bisected,
+    not read off the newest end), and the rules hprobe cannot rewrite (per-phase, inline) are safe as
     they are from 0.6.14. The patch is one change: the pin raised to the
     release every rule, as the patched tree holds it, is safe from; `check` on
     the patched tree then passes where it failed before."""
@@ -308,7 +309,7 @@ def test_one_plan_on_sglang_0520_sm120_a_pin_raise_after_which_check_is_clean(cl
     assert code in (0, 1), err
     text = diff.read_text()
     assert (
-        "-flashinfer-python==0.6.18\n+flashinfer-python==0.7.2\n" in text and text.count("+++ ") == 1
+        "-flashinfer-python==0.6.18\n+flashinfer-python==0.7.1\n" in text and text.count("+++ ") == 1
     )  # the pin, nothing else
     said = " ".join(out.split())
     assert (

@@ -78,26 +78,40 @@ def overridden_models(
 
 
 def _at_heads(models: list[Model], heads: int, tps: tuple[int, ...]) -> list[Model]:
-    """--heads N: the models' every attribute but the head count. Models whose
-    config attributes (`q_head_norm`) differ give one model each, on the
-    paths of their families, named by those attributes; without attributes,
-    one model, "N heads", on every path."""
-    groups: dict[tuple[tuple[str, bool | int | str], ...], list[Model]] = {}
+    """--heads N: the models' every attribute but the head count. The config
+    attributes they bring (`q_head_norm`, which a rule may read) are kept on
+    one model, "N heads", on every path; only models that give one attribute
+    different values make one model each, on their own families' paths, named
+    by those values."""
+    values: dict[str, set[bool | int | str]] = {}
     for model in models:
-        groups.setdefault(model.attributes, []).append(model)
-    if len(groups) <= 1:
-        attributes = next(iter(groups), ())
-        return [Model(f"{heads} heads", heads, tps, Where("--heads"), attributes=attributes)]
+        for name, value in model.attributes:
+            values.setdefault(name, set()).add(value)
+    differ = sorted(name for name, seen in values.items() if len(seen) > 1)
+    groups: dict[tuple[tuple[str, bool | int | str | None], ...], list[Model]] = {}
+    for model in models:
+        own = dict(model.attributes)
+        groups.setdefault(tuple((name, own.get(name)) for name in differ), []).append(model)
     out = []
-    for attributes, group in groups.items():
+    for split, group in groups.items() or {(): []}.items():
+        kept = {name: next(iter(seen)) for name, seen in values.items() if name not in differ}
+        kept.update({name: value for name, value in split if value is not None})
+        said = ", ".join(f"{n}={str(v).lower() if isinstance(v, bool) else v}" for n, v in split if v is not None)
         families = (
-            () if any(not m.families for m in group) else tuple(dict.fromkeys(f for m in group for f in m.families))
+            ()
+            if not split or any(not m.families for m in group)
+            else tuple(dict.fromkeys(f for m in group for f in m.families))
         )
-        said = ", ".join(
-            f"{name}={str(value).lower() if isinstance(value, bool) else value}" for name, value in attributes
+        out.append(
+            Model(
+                f"{heads} heads ({said})" if said else f"{heads} heads",
+                heads,
+                tps,
+                Where("--heads"),
+                families=families,
+                attributes=tuple(sorted(kept.items())),
+            )
         )
-        name = f"{heads} heads ({said})" if attributes else f"{heads} heads"
-        out.append(Model(name, heads, tps, Where("--heads"), families=families, attributes=attributes))
     return out
 
 
