@@ -201,9 +201,8 @@ class HeadTrail:
         except _Stop as stop:
             return stop.result
         if isinstance(value, Opaque):
-            path, _, rest = value.why.partition(":")
-            line, _, why = rest.partition(": ")
-            return NotEvaluable(path, int(line) if line.isdigit() else 0, why or value.why)
+            # Its reason starts with the file:line it was met at: traced.innermost reads it from there.
+            return NotEvaluable(self.root.rpartition(":")[0], 0, value.why)
         if isinstance(value, bool) or not isinstance(value, int):
             return NotEvaluable(self.root, 0, f"the head count is {type(value).__name__}, not an int")
         return value
