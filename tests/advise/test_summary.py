@@ -8,6 +8,7 @@ import pytest
 
 from hprobe.advise.summary import summarize
 from hprobe.model.assumption import Assumption
+from hprobe.model.padding import Backend, NoPadding, PaddingTable, Where
 from hprobe.model.verdict import Finding, Verdict
 
 pytestmark = pytest.mark.pure
@@ -36,14 +37,26 @@ def _rows(backend: str, verdict: Verdict, assumed: Assumption | None = None) -> 
     ]
 
 
+def _answers(*names: str) -> PaddingTable:
+    """The table the traced call's backends are in, each an answer of CALL."""
+    backends = [Backend(n, "trtllm-mla", (100,), NoPadding(), Where("draft.py", 20), answer_of=CALL) for n in names]
+    return PaddingTable("tree", "/tree", "/tree", None, [], backends)
+
+
 def test_a_traced_calls_answers_undecided_alike_are_one_line_counted() -> None:
-    findings = [
-        *_rows(f"{CALL} [traced, k=2, lse=False]", Verdict.ASSUMED, Assumption.DTYPE),
-        *_rows(f"{CALL} [traced, k=3, lse=False]", Verdict.ASSUMED, Assumption.DTYPE),
-        *_rows(f"{CALL} [traced, lse=True]", Verdict.OK),
-        *_rows(f"{CALL} [assumed, from forward (draft.py:32)]", Verdict.ASSUMED, Assumption.HEADS),
+    names = [
+        f"{CALL} [traced, k=2, lse=False]",
+        f"{CALL} [traced, k=3, lse=False]",
+        f"{CALL} [traced, lse=True]",
+        f"{CALL} [assumed, from forward (draft.py:32)]",
     ]
-    [table] = summarize(findings, [])
+    findings = [
+        *_rows(names[0], Verdict.ASSUMED, Assumption.DTYPE),
+        *_rows(names[1], Verdict.ASSUMED, Assumption.DTYPE),
+        *_rows(names[2], Verdict.OK),
+        *_rows(names[3], Verdict.ASSUMED, Assumption.HEADS),
+    ]
+    [table] = summarize(findings, [_answers(*names)])
     lines = {a.backend: (a.counts, a.action) for a in table.backends}
     assert lines.keys() == {
         f"{CALL} [2 answers]",

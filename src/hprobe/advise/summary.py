@@ -6,7 +6,6 @@ advised for the releases probed only, and says so."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from itertools import groupby
 from typing import TYPE_CHECKING, assert_never
@@ -36,7 +35,8 @@ def summarize(findings: list[Finding], tables: list[PaddingTable]) -> list[Table
             kernels[backend] = group[0].kernel
             merged.setdefault((backend, tuple(counts.items()), _action(group)), []).append(sm)
         backends = _answers_together(
-            [Advice(table, b, kernels[b], tuple(sms), dict(c), action) for (b, c, action), sms in merged.items()]
+            [Advice(table, b, kernels[b], tuple(sms), dict(c), action) for (b, c, action), sms in merged.items()],
+            {b.name: b.answer_of for t in tables if t.name == table for b in t.backends if b.answer_of is not None},
         )
         releases = tuple(
             sorted({r for f in rows for r in (f.releases or [f.flashinfer_version]) if r not in ("-", "")})
@@ -51,23 +51,19 @@ def summarize(findings: list[Finding], tables: list[PaddingTable]) -> list[Table
     return out
 
 
-# A traced call's backends: one per answer (`… [traced, k=2, lse=False]`), or
-# the answer of a caller whose trail ended (`… [assumed, from …]`).
-_ANSWER = re.compile(r"(?P<call>.+?) \[(?:traced|assumed)(?:, .*)?\]")
-
-
-def _answers_together(backends: list[Advice]) -> tuple[Advice, ...]:
-    """A traced call's answers that the summary would say alike (the same SMs
-    and action: all undecided for the same reason) as one line, counted; each
-    answer keeps its own rows in the findings."""
+def _answers_together(backends: list[Advice], answer_of: dict[str, str]) -> tuple[Advice, ...]:
+    """A traced call's answers (`answer_of`: backend -> the call it answers
+    for) that the summary would say alike (the same SMs and action: all
+    undecided for the same reason) as one line, counted; each answer keeps its
+    own rows in the findings."""
     out: list[Advice] = []
     together: dict[tuple[str, tuple[int, ...], str], tuple[int, list[Advice]]] = {}
     for advice in backends:
-        match = _ANSWER.fullmatch(advice.backend)
-        if match is None or set(advice.counts) != {Verdict.ASSUMED.value}:
+        call = answer_of.get(advice.backend)
+        if call is None or set(advice.counts) != {Verdict.ASSUMED.value}:
             out.append(advice)
             continue
-        key = (match.group("call"), advice.sms, advice.action)
+        key = (call, advice.sms, advice.action)
         if key not in together:
             together[key] = (len(out), [])
             out.append(advice)  # its place, taken by the line for all of them below

@@ -193,6 +193,9 @@ class Backend:
     # traced call no mapping entry places): a kernel that refuses an SM whatever
     # h_q is says nothing of a path the engine may never take there.
     sms_read: bool = True
+    # One of a traced call's answers (one per run-time value, or per caller
+    # whose trail ended): the call they answer for, which the summary says once.
+    answer_of: str | None = None
 
     def judged_as(self, n: int, padded: int | None) -> int:
         """The count a case is judged as needing: the per-rank count, or the

@@ -306,6 +306,7 @@ def _traced(
                 regrouped=trail.regrouped,
                 unread=unread,
                 sms_read=False,
+                answer_of=name,
             )
         )
     counts = sorted({n for model in models for _, n in model.per_rank()})
@@ -326,6 +327,7 @@ def _traced(
                     f"{'; ' + '; '.join(said) if said else ''})"
                 ),
                 assumption=Assumption.HEADS,
+                answer_of=name,
             )
         )
     depends = "".join(
