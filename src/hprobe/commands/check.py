@@ -4,6 +4,7 @@ CLI parses options; this decides nothing about output."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -154,10 +155,10 @@ def _with_variant_keys(table: PaddingTable) -> PaddingTable:
 
 def _unread_values(backend: Backend) -> list[dict[str, str | int]]:
     """Every combination of the values of the axes the engine sets unread."""
-    combos: list[dict[str, str | int]] = [{}]
-    for name, values in backend.unread:
-        combos = [{**combo, name: value} for combo in combos for value in values]
-    return combos if backend.unread else []
+    if not backend.unread:
+        return []
+    names = [name for name, _ in backend.unread]
+    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*(v for _, v in backend.unread))]
 
 
 def run_repo_check(

@@ -88,11 +88,11 @@ class Outcome(str, Enum):
                 # A cross, dimmed: most cells of a 1..256 grid, it reads as "no" without shouting.
                 return _OutcomeTraits("✗", "dim", "cyan", "#d9d9d9")
             case Outcome.UNSUPPORTED_ARCH:
-                return _OutcomeTraits("A", "red", "red", "#8c8c8c")  # A: the architecture
+                return _OutcomeTraits("A", "red", "red", "#8c8c8c", "stripes")  # A: the architecture
             case Outcome.UNSUPPORTED_CONFIG:
-                return _OutcomeTraits("C", "red", "red", "#b07aa1")  # C: the configuration
+                return _OutcomeTraits("C", "red", "red", "#b07aa1", "cross")  # C: the configuration
             case Outcome.INCONCLUSIVE:
-                return _OutcomeTraits("?", "cyan", "cyan", "#f2b134")
+                return _OutcomeTraits("?", "cyan", "cyan", "#f2b134", "dots")
             case Outcome.ABSENT:
                 return _OutcomeTraits("–", "dim", "dim", "#ffffff")
             case _:
@@ -118,6 +118,13 @@ class Outcome(str, Enum):
         """The page's fill for this outcome, always shown with its mark."""
         return self._traits.colour
 
+    @property
+    def texture(self) -> str | None:
+        """The pattern the page lays over the colour, so that a shape too
+        narrow for its mark (one h_q, 6 px) is told apart by more than shade;
+        None where the colour alone tells it (green, light grey, white)."""
+        return self._traits.texture
+
     @staticmethod
     def legend() -> str:
         """Every mark with its outcome, as the text formats print it."""
@@ -126,12 +133,13 @@ class Outcome(str, Enum):
 
 @dataclass(frozen=True)
 class _OutcomeTraits:
-    """How an outcome shows: grid mark, text styles, page colour."""
+    """How an outcome shows: grid mark, text styles, page colour and texture."""
 
     mark: str
     style: str
     status_style: str
     colour: str
+    texture: str | None = None  # "stripes", "cross" or "dots"
 
 
 class Cause(str, Enum):

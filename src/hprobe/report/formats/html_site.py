@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, assert_never
+from typing import TYPE_CHECKING
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -142,23 +142,6 @@ def _verdict_css() -> str:
     return " ".join(f".v-{v.value} {{ background: {v.page_colour}; }}" for v in Verdict)
 
 
-def _texture(outcome: Outcome) -> str | None:
-    """The pattern laid over an outcome's colour, so that a shape too narrow
-    for its mark (one h_q, 6 px) is told apart by more than shade; accepted,
-    rejected and absent are told by green, grey and white."""
-    match outcome:
-        case Outcome.UNSUPPORTED_ARCH:
-            return "stripes"
-        case Outcome.UNSUPPORTED_CONFIG:
-            return "cross"
-        case Outcome.INCONCLUSIVE:
-            return "dots"
-        case Outcome.ACCEPTED | Outcome.REJECTED | Outcome.ABSENT:
-            return None
-        case _:
-            assert_never(outcome)
-
-
 def _patterns() -> str:
     """The textures, defined once per page for every heatmap to fill with."""
     drawn = {
@@ -168,7 +151,7 @@ def _patterns() -> str:
     }
     out = []
     for outcome in Outcome:
-        texture = _texture(outcome)
+        texture = outcome.texture
         if texture is not None:
             turn = ' patternTransform="rotate(45)"' if texture != "dots" else ""
             out.append(
@@ -181,7 +164,7 @@ def _patterns() -> str:
 def _swatch_background(outcome: Outcome) -> str:
     """The legend's swatch, textured as the heatmaps draw the outcome."""
     colour = outcome.colour
-    match _texture(outcome):
+    match outcome.texture:
         case "stripes":
             return f"repeating-linear-gradient(45deg, {colour} 0 2px, #fff 2px 3px)"
         case "cross":
@@ -196,7 +179,7 @@ def _swatch_background(outcome: Outcome) -> str:
 
 
 def _texture_said(outcome: Outcome) -> str:
-    texture = _texture(outcome)
+    texture = outcome.texture
     return f" ({texture})" if texture else ""
 
 
@@ -204,7 +187,7 @@ def _outcome_css() -> str:
     unprobed = f".heatmap .o-unprobed {{ fill: {Outcome.INCONCLUSIVE.colour}; }}"  # an h_q not asked on that release
     fills = [
         f".heatmap .o-{outcome.value} {{ fill: "
-        + (f"url(#tex-{outcome.value}) {outcome.colour}" if _texture(outcome) else outcome.colour)
+        + (f"url(#tex-{outcome.value}) {outcome.colour}" if outcome.texture else outcome.colour)
         + "; }"
         for outcome in Outcome
     ]

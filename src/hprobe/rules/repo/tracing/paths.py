@@ -235,7 +235,7 @@ def _unmapped(
             f"query ({context.shown(end.root)})"
         )
         end = NotEvaluable(found.path, found.line, f"{end.said} depends on {found.what}")
-    ended = f"{context.shown(end.path)}:{end.line}" if end.path else shown
+    ended = _ended_at(context, end, shown)
     assumption = (
         f"assumed: the model's heads // tp, unpadded ({unmapped}; the trail ended at {ended}: "
         f"{end.what}{'; ' + '; '.join(said) if said else ''})"
@@ -255,6 +255,12 @@ def _unmapped(
         f"; {serves}" if serves else ""
     )
     return CallPath(site, shown, PathStatus.ASSUMED, detail, kernel, backends=(backend.name,)), [backend]
+
+
+def _ended_at(context: PathContext, end: NotEvaluable, shown: str) -> str:
+    """Where a trail ended, as the user named the tree (the call's own place
+    when the end has none)."""
+    return f"{context.shown(end.path)}:{end.line}" if end.path else shown
 
 
 def _traced(
@@ -311,7 +317,7 @@ def _traced(
         )
     counts = sorted({n for model in models for _, n in model.per_rank()})
     for ended in found.ended:
-        at = f"{context.shown(ended.end.path)}:{ended.end.line}" if ended.end.path else shown
+        at = _ended_at(context, ended.end, shown)
         backends.append(
             Backend(
                 name + f" [assumed, {ended.words}]",
@@ -342,7 +348,7 @@ def _traced(
     )
     ends = "".join(
         f"; {ended.words}: the trail ended at "
-        f"{context.shown(ended.end.path) + ':' + str(ended.end.line) if ended.end.path else shown}: "
+        f"{_ended_at(context, ended.end, shown)}: "
         f"{ended.end.what}: shown assuming the model's heads // tp, unpadded"
         for ended in found.ended
     )

@@ -131,18 +131,13 @@ class RepoIndex:
         as the name of its own `def`: every module that may call it. A call is
         spelt with the name as a word; a file that holds it only inside longer
         names (`_forward` in `_forward_impl`) or only defines it is not parsed."""
-        whole = re.compile(rf"(?<!\w)(?<!def ){re.escape(name)}(?!\w)")
-        # The substring test first: it runs in C over the whole tree.
-        return self._each_module(lambda _, text: name in text and whole.search(text) is not None)
+        names = _naming(name)
+        return self._each_module(lambda _, text: names(text))
 
     def count_naming(self, name: str) -> int:
         """How many modules `each_module_naming(name)` would parse (none parsed here)."""
-        whole = re.compile(rf"(?<!\w)(?<!def ){re.escape(name)}(?!\w)")
-        return sum(
-            1
-            for module_name in list(self.files)
-            if (text := self._text(module_name)) is not None and name in text and whole.search(text) is not None
-        )
+        names = _naming(name)
+        return sum(1 for module_name in list(self.files) if (text := self._text(module_name)) and names(text))
 
     def _each_module(self, accept: Callable[[str, str], bool]) -> Iterator[ModuleInfo]:
         for module_name in list(self.files):
@@ -810,3 +805,10 @@ def _class_rebindings(node: ast.ClassDef) -> dict[str, str]:
                 out.setdefault(name, f"line {item.lineno}: bound again in the class body after line {seen[name]}")
             seen.setdefault(name, item.lineno)
     return out
+
+
+def _naming(name: str) -> Callable[[str], bool]:
+    """Whether a module's text spells `name` whole, not as its own `def`."""
+    whole = re.compile(rf"(?<!\w)(?<!def ){re.escape(name)}(?!\w)")
+    # The substring test first: it runs in C over the whole tree.
+    return lambda text: name in text and whole.search(text) is not None
