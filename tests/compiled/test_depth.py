@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from hprobe.compiled.cxx import SourceFile
-from hprobe.compiled.table import TableError, read_table
 from hprobe.compiled.trtllm_gen import Gate, Port, port_for, runner_gate
 from hprobe.compiled.trtllm_gen.era_0_6_12 import Device, MlaCall, Refusal
 from hprobe.support import kernel_tables
@@ -63,26 +62,6 @@ def test_a_kept_conclusion_is_keyed_on_every_file_a_port_reads():
     from hprobe.compiled.trtllm_gen import read_files
 
     assert files.READ == read_files()
-
-
-def test_a_table_is_read_by_field_name_not_position():
-    table = read_table(FIXTURES / "reordered_table.h")
-    (row,) = table.rows
-    assert (row.name, row.tile_size_q, row.tile_size_kv, row.head_dim_qk, row.sm) == (
-        "fmhaDemoKernel_Q16",
-        16,
-        128,
-        576,
-        "kSM_100f",
-    )
-    assert row.groups_heads_q is True and row.sparse_attn == 1 and row.sage_blocks == (0, 0, 0, 0)
-
-
-def test_a_table_without_a_field_the_selection_reads_is_refused(tmp_path):
-    text = (FIXTURES / "reordered_table.h").read_text().replace("    int mStepQ;\n", "")
-    (tmp_path / "t.h").write_text(text)
-    with pytest.raises(TableError, match="mStepQ"):
-        read_table(tmp_path / "t.h")
 
 
 # --- the release and its table ------------------------------------------------------

@@ -10,12 +10,13 @@ import copy
 import importlib.util
 import pickle
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from hprobe.compiled import depth, trtllm_gen
-from hprobe.compiled.depth import Tables
+from hprobe.compiled.table import RowsOnDemand, Tables
 from hprobe.compiled.trtllm_gen.era_0_6_12 import Refusal
 from hprobe.support import deep_ahead, kernel_tables
 from hprobe.support.kernel_tables import package_of
@@ -70,6 +71,24 @@ def test_answers_worked_out_ahead_are_every_answer_deepen_asks_and_the_same(prob
     assert any(r["depth"] == "compiled" for r in own)
 
 
+def test_answers_adopted_leave_the_tables_rows_unread(probed, tables):
+    """Where every answer deepen asks was worked out ahead, the parent makes no
+    selection: the rows the child did not hand back are never read here."""
+    depth._EXISTENCES.clear()
+    depth._SELECTIONS.clear()
+    own = _deepened(probed, tables)
+    answers = dict(depth._EXISTENCES)
+
+    def unread():
+        raise AssertionError("the rows were read though every answer was known")
+
+    handed = Tables(replace(tables.table, rows=RowsOnDemand(len(tables.table), unread)))  # type: ignore[arg-type,type-var]
+    depth._EXISTENCES.clear()
+    depth._SELECTIONS.clear()
+    depth.adopt(answers)
+    assert _deepened(probed, handed) == own
+
+
 def test_the_child_hands_back_the_table_the_answers_and_what_the_cxx_says(cubin_wheel, tables, monkeypatch):
     monkeypatch.setenv("HPROBE_KERNEL_TABLE", str(cubin_wheel))
     depth._EXISTENCES.clear()
@@ -79,7 +98,10 @@ def test_the_child_hands_back_the_table_the_answers_and_what_the_cxx_says(cubin_
     assert future is not None
     handed = future.result(timeout=300)
     assert handed.table is not None and handed.table.sha256 == tables.table.sha256  # type: ignore[union-attr]
-    assert handed.table.rows == tables.table.rows  # type: ignore[union-attr]
+    # The rows stay with the child until a look inside: then they are the table's.
+    assert isinstance(handed.table.rows, RowsOnDemand) and handed.table.rows._rows is None  # type: ignore[union-attr]
+    assert len(handed.table) == len(tables.table)  # type: ignore[arg-type]
+    assert tuple(handed.table.rows) == tuple(tables.table.rows)  # type: ignore[union-attr]
     assert len(depth._EXISTENCES) == 256 * 2  # each count, for each call on SM100
     assert isinstance(trtllm_gen._PORTS[PACKAGE], trtllm_gen.Port) and isinstance(
         trtllm_gen._GATES[PACKAGE], trtllm_gen.Gate
@@ -116,7 +138,7 @@ def test_a_child_past_its_limit_leaves_the_table_to_the_parent(cubin_wheel, tabl
 def test_what_a_child_hands_back_is_adopted_only_when_whole():
     depth._EXISTENCES.clear()
     for payload in (b"", b"not a pickle", pickle.dumps(("tables", {}, ("gate", "port"))), pickle.dumps([1, 2])):
-        assert deep_ahead._received(payload, PACKAGE) is None
+        assert deep_ahead._received(payload, PACKAGE, "0.6.14") is None
     assert not depth._EXISTENCES
 
 

@@ -26,7 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from hprobe.compiled.files import TABLE_SETTING
-from hprobe.compiled.table import KernelTable, TableError
+from hprobe.compiled.table import KernelTable, TableError, Tables
 from hprobe.compiled.trtllm_gen import Gate, Port, port_for, runner_gate, source
 from hprobe.compiled.trtllm_gen.era_0_6_12 import Device, Launch, MlaCall, NotPorted, Refusal, Selection, Undetermined
 from hprobe.device.fakes import FakeDeviceProperties
@@ -41,15 +41,6 @@ from hprobe.model.sm import SM
 BATCH_SIZES = (1, 2, 4, 16, 64, 256)
 KV_LENGTHS = (1024, 4096, 32768, 131072)
 DSV4_TOP_K = (128, 512, 1024, 2048)
-
-
-@dataclass(frozen=True)
-class Tables:
-    """The kernel table a release's trtllm-gen selection reads, or why there is none."""
-
-    table: KernelTable | None
-    missing: str | None = None  # why no table, in words
-    disabled: bool = False  # compiled depth turned off: every answer stays at the validators
 
 
 @dataclass(frozen=True)
@@ -148,12 +139,18 @@ def deepen(result: KernelSMResult, package: Path, get_tables: Callable[[], Table
     if tables.table is None:
         result.notes.append(f"compiled depth: not evaluated: {tables.missing}")
         return
-    try:
-        selection = _selection(port, tables.table, device_of(sm))
-    except TableError as exc:
-        result.notes.append(f"compiled depth: not evaluated: {exc}")
-        return
-    evaluated = _evaluate(result, calls, port.era, selection, package)
+    device = device_of(sm)
+    asked = _asked(result, calls)
+    # The selection (and the table's rows it loads) is made only where an
+    # answer is not already known: answers worked out ahead in a child
+    # (deep_ahead) leave the parent nothing to evaluate, nor rows to read.
+    if any((port.era, tables.table.sha256, device, call, h) not in _EXISTENCES for h, _, call in asked):
+        try:
+            _selection(port, tables.table, device)
+        except TableError as exc:
+            result.notes.append(f"compiled depth: not evaluated: {exc}")
+            return
+    evaluated = _evaluate(result, asked, port, tables.table, device, package)
     if evaluated:
         # A weaker basis elsewhere in the result (partial, faked device) stays what it says.
         if result.depth in (Depth.VALIDATORS, Depth.DISPATCH):
@@ -163,7 +160,7 @@ def deepen(result: KernelSMResult, package: Path, get_tables: Callable[[], Table
         result.notes.append(
             f"compiled depth: trtllm-gen's selection ({port.era} port) on its kernel table "
             f"(flashInferMetaInfo.h sha256 {tables.table.sha256[:12]}, {len(tables.table):,} kernels), for a GPU of "
-            f"{selection.device.multiprocessor_count} SMs, "
+            f"{device.multiprocessor_count} SMs, "
             f"batch sizes {_span(BATCH_SIZES)} and "
             f"{'top-k ' + _span(DSV4_TOP_K) if next(iter(calls.values())).dsv4 else 'KV lengths ' + _span(KV_LENGTHS)}"
         )
@@ -190,10 +187,10 @@ AnswerKey = tuple[str, str, Device, TrtllmGenCall, int]
 _EXISTENCES: dict[AnswerKey, Existence] = {}
 
 
-def _existence(era: str, selection: Selection, call: TrtllmGenCall, heads: int) -> Existence:
-    key = (era, selection.table.sha256, selection.device, call, heads)
+def _existence(port: Port, table: KernelTable, device: Device, call: TrtllmGenCall, heads: int) -> Existence:
+    key = (port.era, table.sha256, device, call, heads)
     if key not in _EXISTENCES:
-        _EXISTENCES[key] = existence(selection, call, heads)
+        _EXISTENCES[key] = existence(_selection(port, table, device), call, heads)
     return _EXISTENCES[key]
 
 
@@ -216,17 +213,18 @@ def evaluate_ahead(
         for sm in sms:
             if sm not in gate.sms:
                 continue  # refused by the runner whatever the count: no selection runs
+            device = device_of(SM.from_number(sm))
             try:
-                selection = _selection(port, tables.table, device_of(SM.from_number(sm)))
+                _selection(port, tables.table, device)
             except TableError:
                 return answers  # deepen meets it again, and says so
             for call in calls:
                 for h in heads:
                     try:
-                        found = _existence(port.era, selection, call, h)
+                        found = _existence(port, tables.table, device, call, h)
                     except NotPorted:
                         continue  # deepen meets it again, and says so
-                    answers[(port.era, selection.table.sha256, selection.device, call, h)] = found
+                    answers[(port.era, tables.table.sha256, device, call, h)] = found
     return answers
 
 
@@ -235,19 +233,32 @@ def adopt(answers: dict[AnswerKey, Existence]) -> None:
     _EXISTENCES.update(answers)
 
 
+def _asked(result: KernelSMResult, calls: dict[str, TrtllmGenCall]) -> list[tuple[int, HeadResult, TrtllmGenCall]]:
+    """The counts whose answer compiled depth reads, each with the call it makes:
+    an accepted count's entry's call; a refused count reached no entry, and where
+    the release has one route here, it is the call it would have made."""
+    only = next(iter(calls.values())) if len(calls) == 1 else None
+    asked = []
+    for h, head in sorted(result.heads.items()):
+        call = calls.get(head.entry or "") or (only if head.outcome is Outcome.REJECTED else None)
+        if call is not None and head.outcome in (Outcome.ACCEPTED, Outcome.REJECTED):
+            asked.append((h, head, call))
+    return asked
+
+
 def _evaluate(
-    result: KernelSMResult, calls: dict[str, TrtllmGenCall], era: str, selection: Selection, package: Path
+    result: KernelSMResult,
+    asked: list[tuple[int, HeadResult, TrtllmGenCall]],
+    port: Port,
+    table: KernelTable,
+    device: Device,
+    package: Path,
 ) -> bool:
     evaluated = False
     refused_with_kernel: list[int] = []
-    # A refused h_q reached no entry; when the release has one route here, it is the call it would have made.
-    only = next(iter(calls.values())) if len(calls) == 1 else None
-    for h, head in sorted(result.heads.items()):
-        call = calls.get(head.entry or "") or (only if head.outcome is Outcome.REJECTED else None)
-        if call is None or head.outcome not in (Outcome.ACCEPTED, Outcome.REJECTED):
-            continue
+    for h, head, call in asked:
         try:
-            found = _existence(era, selection, call, h)
+            found = _existence(port, table, device, call, h)
         except NotPorted:
             continue
         if head.outcome is Outcome.REJECTED:

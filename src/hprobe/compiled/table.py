@@ -7,10 +7,14 @@ a field the selection reads is refused, never guessed.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
-from dataclasses import dataclass, field
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import overload
 
 # The struct's fields the selection reads, by their C names.
 _FIELDS = {
@@ -105,11 +109,47 @@ class KernelMeta:
     uses_dsv4_ue8m0_scale_o: bool | None = None
 
 
+class RowsOnDemand(Sequence[KernelMeta]):
+    """A table's rows, read at the first look inside: a table handed over by
+    another process that worked out its answers (support/deep_ahead.py) is
+    often never read here, and 13,000 rows cost a tenth of a second to take
+    in. Its length is known without them; rows read back that are not as many
+    are a TableError."""
+
+    def __init__(self, length: int, read: Callable[[], Sequence[KernelMeta]]):
+        self.length = length
+        self._read = read
+        self._lock = threading.Lock()
+        self._rows: Sequence[KernelMeta] | None = None
+
+    def __len__(self) -> int:
+        return self.length
+
+    @overload
+    def __getitem__(self, index: int) -> KernelMeta: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[KernelMeta]: ...
+    def __getitem__(self, index: int | slice) -> KernelMeta | Sequence[KernelMeta]:
+        return self._loaded()[index]
+
+    def __iter__(self) -> Iterator[KernelMeta]:
+        return iter(self._loaded())
+
+    def _loaded(self) -> Sequence[KernelMeta]:
+        with self._lock:
+            if self._rows is None:
+                rows = self._read()
+                if len(rows) != self.length:
+                    raise TableError(f"the table's rows read again are {len(rows)}, not {self.length}")
+                self._rows = rows
+            return self._rows
+
+
 @dataclass(frozen=True)
 class KernelTable:
     """Every row of one table, with the sha256 of the file it was read from."""
 
-    rows: tuple[KernelMeta, ...]
+    rows: Sequence[KernelMeta]  # a tuple, or RowsOnDemand
     sha256: str
     origin: str  # where it came from, in words (a path, a package, a URL)
     data: bytes = field(default=b"", repr=False, compare=False)  # the file as read
@@ -163,6 +203,51 @@ def parse_table(data: bytes, origin: str, checksums: bytes = b"") -> KernelTable
     return KernelTable(tuple(rows), hashlib.sha256(data).hexdigest(), origin, data, checksums)
 
 
+# A row as plain values, in KernelMeta's field order: how a parsed table is kept
+# between runs (parsing the 5.5 MB header takes about 0.6 s, reading this back 0.1 s).
+ROW_FIELDS = tuple(f.name for f in fields(KernelMeta))
+_PLAIN = {str, int, bool, type(None), tuple}  # the types a row's values have (sage_blocks: a tuple)
+
+
+@functools.cache
+def parser_digest() -> str:
+    """This module's source, by content: what a parse's rows rest on besides the file."""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+
+
+def plain_rows(table: KernelTable) -> list[list[object]]:
+    """Each row's values, in ROW_FIELDS order (sage_blocks as a list)."""
+    return [
+        [list(v) if isinstance(v, tuple) else v for v in (getattr(row, f) for f in ROW_FIELDS)] for row in table.rows
+    ]
+
+
+def rows_from_plain(names: object, values: object) -> tuple[KernelMeta, ...] | None:
+    """`plain_rows` read back; None for anything that is not exactly such a list
+    under the same field names (an entry from other code is parsed afresh)."""
+    if names != list(ROW_FIELDS) or not isinstance(values, list) or not values:
+        return None
+    sage = ROW_FIELDS.index("sage_blocks")
+    rows = []
+    new = object.__new__
+    for row in values:
+        if not isinstance(row, list) or len(row) != len(ROW_FIELDS):
+            return None
+        blocks = row[sage]
+        if not isinstance(blocks, list) or len(blocks) != 4 or not all(type(b) is int for b in blocks):
+            return None
+        row[sage] = tuple(blocks)
+        if not set(map(type, row)) <= _PLAIN:
+            return None
+        # Set as unpickling sets a frozen dataclass's fields: the values are a
+        # parse's own, checked above for their shape; __init__ would cost as much
+        # as the parse saved.
+        meta = new(KernelMeta)
+        meta.__dict__.update(zip(ROW_FIELDS, row, strict=True))
+        rows.append(meta)
+    return tuple(rows)
+
+
 def _value(token: str) -> str | int | bool:
     if token.startswith('"'):
         return token[1:-1]
@@ -172,3 +257,12 @@ def _value(token: str) -> str | int | bool:
         return int(token, 0)
     except ValueError:
         return token  # an enumerator's name: DATA_TYPE_BF16, kSM_100f
+
+
+@dataclass(frozen=True)
+class Tables:
+    """The kernel table a release's trtllm-gen selection reads, or why there is none."""
+
+    table: KernelTable | None
+    missing: str | None = None  # why no table, in words
+    disabled: bool = False  # compiled depth turned off: every answer stays at the validators

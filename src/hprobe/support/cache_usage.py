@@ -27,14 +27,15 @@ SHARED = "shared"
 # What hprobe writes at the top of its cache. Anything else there (HPROBE_CACHE_DIR
 # may name a directory that holds other things) is counted, never removed.
 HPROBE_ENTRIES = frozenset(
-    {"wheels", "trees", "results", "pycache", "bytecode", "kernel-tables", "deep", "names", "readings"}
+    {"wheels", "trees", "results", "pycache", "bytecode", "kernel-tables", "table-rows", "deep", "names", "readings"}
 )
 # What no one release owns: bytecode keyed by source content (every release
-# shipping the file shares it), kernel tables, deep answers, and source trees'
-# readings.
+# shipping the file shares it), kernel tables and their parsed rows, deep
+# answers, and source trees' readings.
 _SHARED_KINDS = {
     "bytecode": "bytecode",
     "kernel-tables": "kernel-table",
+    "table-rows": "kernel-table",
     "deep": "answers",
     "names": "answers",
     "readings": "readings",
@@ -53,6 +54,7 @@ _OURS = {
     "deep": _KEPT,
     "names": _KEPT,
     "readings": _KEPT,
+    "table-rows": _KEPT,  # a kernel table's rows as parsed, keyed by the header and the parser
     "kernel-tables": re.compile(rf"^{_HEX64}$"),
     "bytecode": re.compile(r"^[0-9a-f]{8}$"),  # the interpreter's magic number
 }

@@ -27,14 +27,14 @@ import os
 import pickle
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
 
 from hprobe.compiled import depth, trtllm_gen
-from hprobe.compiled.depth import Tables
 from hprobe.compiled.files import TABLE_SETTING
+from hprobe.compiled.table import KernelMeta, RowsOnDemand, TableError, Tables
 from hprobe.compiled.trtllm_gen import Gate, Port
 from hprobe.support import cache
 
@@ -89,17 +89,18 @@ def _from_child(
             )
         except Timeout:
             return None
-        return _received(out.read_bytes(), package) if done.returncode == 0 else None
+        return _received(out.read_bytes(), package, version) if done.returncode == 0 else None
     except OSError:
         return None
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-# What the child hands back: the tables, the answers worked out ahead, the
-# release's gate and port, and the bytes it took off the network by kind (the
-# parent says them at exit, as if it had fetched them itself).
-Handed = tuple[Tables, dict[depth.AnswerKey, depth.Existence], tuple[Gate | str, Port | str], dict[str, int]]
+# What the child hands back: the tables (the table without its rows), how
+# many rows the table has, the answers worked out ahead, the release's gate and
+# port, and the bytes it took off the network by kind (the parent says them at
+# exit, as if it had fetched them itself).
+Handed = tuple[Tables, int, dict[depth.AnswerKey, depth.Existence], tuple[Gate | str, Port | str], dict[str, int]]
 
 
 def _work(package: Path, version: str, wanted: dict[str, list[int]], heads: list[int]) -> Handed:
@@ -107,31 +108,51 @@ def _work(package: Path, version: str, wanted: dict[str, list[int]], heads: list
 
     tables = tables_if_ported(package, version)
     answers = depth.evaluate_ahead(package, wanted, heads, tables)
+    rows = 0
     if tables.table is not None:
-        # The file's bytes were kept in the cache by tables_for; the parent reads rows only.
-        tables = replace(tables, table=replace(tables.table, data=b"", checksums=b""))
-    return tables, answers, trtllm_gen.known(package), cache.received_by_kind()
+        # The file was kept in the cache by tables_for, its rows as parsed too:
+        # the parent reads them again only should it evaluate an answer itself.
+        rows = len(tables.table)
+        tables = replace(tables, table=replace(tables.table, rows=(), data=b"", checksums=b""))
+    return tables, rows, answers, trtllm_gen.known(package), cache.received_by_kind()
 
 
-def _received(payload: bytes, package: Path) -> Tables | None:
+def _received(payload: bytes, package: Path, version: str) -> Tables | None:
     try:
-        tables, answers, (gate, port), received = pickle.loads(payload)
+        tables, rows, answers, (gate, port), received = pickle.loads(payload)
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError):
         return None
     if (
         not isinstance(tables, Tables)
+        or not isinstance(rows, int)
         or not isinstance(answers, dict)
         or not isinstance(gate, Gate | str)
         or not isinstance(port, Port | str)
         or not isinstance(received, dict)
     ):
         return None
+    if tables.table is not None:
+        sha256 = tables.table.sha256
+        tables = replace(
+            tables, table=replace(tables.table, rows=RowsOnDemand(rows, lambda: _rows(package, version, sha256)))
+        )
     for kind, size in received.items():
         if isinstance(kind, str) and isinstance(size, int):
             cache.record_received(kind, size)
     depth.adopt(answers)
     trtllm_gen.adopt(package, gate, port)
     return tables
+
+
+def _rows(package: Path, version: str, sha256: str) -> Sequence[KernelMeta]:
+    """The rows of the table the child read, found again here (the cache
+    holds it, and its rows as parsed)."""
+    from hprobe.support.kernel_tables import tables_if_ported
+
+    table = tables_if_ported(package, version).table
+    if table is None or table.sha256 != sha256:
+        raise TableError(f"the kernel table (sha256 {sha256[:12]}) the probe's helper read is no longer to be found")
+    return table.rows
 
 
 def _found_here(package: Path, version: str, progress: Callable[[str], None]) -> Tables:

@@ -27,7 +27,7 @@ from hprobe.system.envinfo import installed_flashinfer_info
 T = TypeVar("T")
 
 if TYPE_CHECKING:
-    from hprobe.compiled.depth import Tables
+    from hprobe.compiled.table import Tables
     from hprobe.rules.repo.tree.scan import RepoIndex
 
 
@@ -233,11 +233,7 @@ def _deepen(
     over the table again costs seconds a warm run should not pay."""
     if package is None or not package.is_dir():
         return
-    needs = [
-        (k, r)
-        for k, r in results.items()
-        if any(get_variant(r.key).probe.compiled_call(h.entry, r.config) for h in r.heads.values() if h.entry)
-    ]
+    needs = [(k, r) for k, r in results.items() if _reaches_launcher(r)]
     if not needs:
         return
     # One memo per result (kernel variant x SM), as the answers are kept: a run
@@ -274,6 +270,15 @@ def _deepen(
     if memos and (not found or found[0].table is not None or found[0].disabled or settled):
         for k, result in left:
             cache.keep("deep", memos[k], result.to_dict())
+
+
+def _reaches_launcher(result: KernelSMResult) -> bool:
+    """Whether an h_q of `result` reached a launcher compiled depth evaluates
+    (each distinct entry asked once: a result holds hundreds of counts, most
+    at a handful of entries)."""
+    probe = get_variant(result.key).probe
+    entries = {h.entry for h in result.heads.values() if h.entry}
+    return any(probe.compiled_call(entry, result.config) for entry in entries)
 
 
 def _deep_key(probed: list[KernelSMResult], identity: str, package: Path, settled: str = "") -> str:

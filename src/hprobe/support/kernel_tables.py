@@ -35,9 +35,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from hprobe.compiled.depth import Tables
 from hprobe.compiled.files import TABLE_SETTING
-from hprobe.compiled.table import KernelTable, TableError, parse_table
+from hprobe.compiled.table import (
+    ROW_FIELDS,
+    KernelTable,
+    TableError,
+    Tables,
+    parse_table,
+    parser_digest,
+    plain_rows,
+    rows_from_plain,
+)
 from hprobe.model.errors import InputError
 from hprobe.support import cache, fetch_batch
 from hprobe.support.trees import PIP_TIMEOUT, download_command, run_pip
@@ -258,8 +266,26 @@ def _verified(checksums: bytes, header: bytes, package: Package, origin: str) ->
 @functools.lru_cache(maxsize=4)
 def _parsed(header: bytes, origin: str, checksums: bytes) -> KernelTable:
     # One kernel package serves several releases (0.6.12 - 0.6.17 share one):
-    # a report probing them parses its 5.5 MB table once, not once a release.
-    return parse_table(header, origin, checksums)
+    # a report probing them parses its 5.5 MB table once, not once a release;
+    # and a run after the first reads the rows kept by the parse.
+    digest = hashlib.sha256(header).hexdigest()
+    key = _rows_key(digest)
+    kept = cache.read_kept(ROWS, key)
+    rows = rows_from_plain(kept.get("fields"), kept.get("rows")) if isinstance(kept, dict) else None
+    if rows is not None:
+        return KernelTable(rows, digest, origin, header, checksums)
+    parsed = parse_table(header, origin, checksums)
+    cache.keep(ROWS, key, {"fields": list(ROW_FIELDS), "rows": plain_rows(parsed)})
+    return parsed
+
+
+ROWS = "table-rows"
+
+
+def _rows_key(header_sha256: str) -> str:
+    """What a table's parsed rows rest on: the header, by content, and the
+    parser (compiled/table.py), by its source."""
+    return hashlib.sha256(f"{header_sha256}\0{parser_digest()}".encode()).hexdigest()
 
 
 def _header_digest(checksums: bytes) -> str:

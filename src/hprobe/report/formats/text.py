@@ -49,6 +49,7 @@ class PlainWriter:
     def __init__(self, stream: TextIO, width: int = PIPED_WIDTH):
         self.stream = stream
         self.width = width
+        self._rich: Any = None  # made once, on the first line or table that needs wrapping
 
     def line(self, *parts: Part) -> None:
         text = "".join(part if isinstance(part, str) else part[0] for part in parts)
@@ -69,9 +70,11 @@ class PlainWriter:
         self.stream.write("\n".join(lines) + "\n")
 
     def _console(self) -> Any:
-        from hprobe.report.formats.terminal import make_console
+        if self._rich is None:
+            from hprobe.report.formats.terminal import make_console
 
-        return make_console(stream=self.stream, width=self.width)
+            self._rich = make_console(stream=self.stream, width=self.width)
+        return self._rich
 
 
 def make_writer(stream: TextIO | None = None) -> Writer:
@@ -822,11 +825,17 @@ def _group_overhead(rows: list[Finding]) -> int:
 
 
 def _rows_that_fit(rows: list[Finding], budget: int) -> int:
-    """How many of `rows` fit in `budget` lines with their group's frame (0: none)."""
-    for count in range(len(rows), 0, -1):
+    """How many of `rows` fit in `budget` lines with their group's frame (0: none).
+    The lines a prefix takes only grow with it, so the count is bisected: a
+    vLLM tree's groups run to hundreds of rows."""
+    fits, over = 0, len(rows) + 1
+    while over - fits > 1:
+        count = (fits + over) // 2
         if _group_overhead(rows[:count]) + count <= budget:
-            return count
-    return 0
+            fits = count
+        else:
+            over = count
+    return fits
 
 
 def _call_paths_lines(report: CheckReport, cap: int) -> int:

@@ -1,0 +1,72 @@
+"""Where a release's kernel table comes from (support/kernel_tables.py): here,
+that a table verified once is parsed once, its rows kept in the cache keyed by
+the file and by the parser's own source."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from hprobe.compiled import table as table_module
+from hprobe.support import cache, kernel_tables
+from hprobe.support.kernel_tables import package_of
+
+_SPEC = importlib.util.find_spec("flashinfer")
+PACKAGE = Path(next(iter(_SPEC.submodule_search_locations)))  # type: ignore[union-attr]
+
+
+def _read(cubin_wheel):
+    kernel_tables._parsed.cache_clear()  # as a new run
+    got = kernel_tables._from_wheel(cubin_wheel, package_of(PACKAGE), cubin_wheel.name)
+    assert not isinstance(got, str) and got is not None
+    return got
+
+
+def test_a_table_read_again_is_its_kept_rows_not_a_parse(cubin_wheel, tmp_path, monkeypatch):
+    monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path))
+    parsed = _read(cubin_wheel)
+    assert list((tmp_path / kernel_tables.ROWS).glob("*.json")), "the parse kept no rows"
+
+    def no_parse(*_args, **_kwargs):
+        raise AssertionError("parsed again though its rows were kept")
+
+    monkeypatch.setattr(kernel_tables, "parse_table", no_parse)
+    kept = _read(cubin_wheel)
+    assert kept.rows == parsed.rows and kept.sha256 == parsed.sha256
+    assert kept.data == parsed.data and kept.checksums == parsed.checksums  # what _keep writes
+
+
+def test_rows_kept_by_another_parser_or_damaged_are_parsed_afresh(cubin_wheel, tmp_path, monkeypatch):
+    monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path))
+    parsed = _read(cubin_wheel)
+    parses = []
+    real = kernel_tables.parse_table
+
+    def counted(*args, **kwargs):
+        parses.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(kernel_tables, "parse_table", counted)
+    table_module.parser_digest.cache_clear()
+    monkeypatch.setattr(table_module, "__file__", str(Path(table_module.__file__).with_name("files.py")))
+    try:
+        assert _read(cubin_wheel).rows == parsed.rows and parses == [1]
+    finally:
+        table_module.parser_digest.cache_clear()
+    monkeypatch.undo()
+    monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(kernel_tables, "parse_table", counted)
+    key = kernel_tables._rows_key(parsed.sha256)
+    kept = cache.read_kept(kernel_tables.ROWS, key)
+    kept["rows"][3][0] = 2.5  # damaged, yet valid JSON
+    cache.keep(kernel_tables.ROWS, key, kept)
+    assert _read(cubin_wheel).rows == parsed.rows and parses == [1, 1]
+    assert cache.read_kept(kernel_tables.ROWS, key)["rows"][3][0] == parsed.rows[3].dtype_q  # kept anew
+
+
+@pytest.fixture(autouse=True)
+def _fresh_lru():
+    yield
+    kernel_tables._parsed.cache_clear()
