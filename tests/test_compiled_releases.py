@@ -16,7 +16,7 @@ import pytest
 from hprobe.compiled.trtllm_gen import Gate, Port, port_for, runner_gate
 from hprobe.compiled.trtllm_gen.era_0_6_12 import Device, MlaCall, Refusal
 from hprobe.support import kernel_tables
-from hprobe.support.kernel_tables import package_of
+from hprobe.support.kernel_package import package_of
 from hprobe.support.trees import resolve
 
 from .conftest import PRE_48047

@@ -20,8 +20,9 @@ import pytest
 from hprobe.compiled.cxx import SourceFile
 from hprobe.compiled.trtllm_gen import Gate, Port, port_for, runner_gate
 from hprobe.compiled.trtllm_gen.era_0_6_12 import Device, MlaCall, Refusal
-from hprobe.support import kernel_tables
-from hprobe.support.kernel_tables import package_of, tables_for
+from hprobe.support import kernel_package, kernel_tables
+from hprobe.support.kernel_package import package_of
+from hprobe.support.kernel_tables import tables_for
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "compiled"
 _SPEC = importlib.util.find_spec("flashinfer")
@@ -221,7 +222,7 @@ def test_a_search_that_found_nothing_is_the_answer_for_a_while_and_a_found_table
     second = tables_for(PACKAGE, "0.6.14")
     assert second.table is None and len(asked) == fetched  # nothing fetched again
     assert second.missing == first.missing  # a report reads the same, searched or remembered
-    assert kernel_tables.miss_settled(PACKAGE)
+    assert kernel_package.miss_settled(PACKAGE)
     given = tmp_path / "given"
     (given / "include").mkdir(parents=True)
     (given / "checksums.txt").write_bytes((local_store / "checksums.txt").read_bytes())
@@ -229,7 +230,7 @@ def test_a_search_that_found_nothing_is_the_answer_for_a_while_and_a_found_table
     monkeypatch.setenv("HPROBE_KERNEL_TABLE", str(given))
     assert tables_for(PACKAGE, "0.6.14").table is not None
     monkeypatch.delenv("HPROBE_KERNEL_TABLE")
-    assert not kernel_tables.miss_settled(PACKAGE)
+    assert not kernel_package.miss_settled(PACKAGE)
     assert tables_for(PACKAGE, "0.6.14").table is not None  # from the cache now
 
 

@@ -20,7 +20,7 @@ from hprobe.compiled.table import (
     rows_from_plain,
 )
 from hprobe.support import kernel_tables
-from hprobe.support.kernel_tables import package_of
+from hprobe.support.kernel_package import package_of
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "compiled"
 _SPEC = importlib.util.find_spec("flashinfer")

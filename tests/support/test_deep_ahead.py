@@ -19,7 +19,7 @@ from hprobe.compiled import depth, trtllm_gen
 from hprobe.compiled.table import RowsOnDemand, Tables
 from hprobe.compiled.trtllm_gen.era_0_6_12 import Refusal
 from hprobe.support import deep_ahead, kernel_tables
-from hprobe.support.kernel_tables import package_of
+from hprobe.support.kernel_package import package_of
 
 _SPEC = importlib.util.find_spec("flashinfer")
 PACKAGE = Path(next(iter(_SPEC.submodule_search_locations)))  # type: ignore[union-attr]

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from hprobe.model.errors import InputError
-from hprobe.support import cache, fetch_batch, kernel_tables, trees
-from hprobe.support.kernel_tables import package_of
+from hprobe.support import cache, fetch_batch, kernel_package, kernel_tables, trees
+from hprobe.support.kernel_package import package_of
 from hprobe.system.bounded import run_bounded
 
 pytestmark = pytest.mark.slow
@@ -157,7 +157,7 @@ def test_the_kernel_table_read_from_the_index_is_the_one_in_the_wheel(tmp_path, 
 
 def test_a_kernel_package_no_cubin_holds_is_said_as_before(tmp_path, monkeypatch):
     monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path / "cache"))
-    package = kernel_tables.Package("0" * 40 + "/fmha/trtllm-gen/", "0" * 64)
+    package = kernel_package.Package("0" * 40 + "/fmha/trtllm-gen/", "0" * 64)
     why = kernel_tables._from_index(package, "0.6.13", lambda _m: None)
     assert why == (
         "flashinfer_cubin-0.6.13-py3-none-any.whl holds no kernel package 0000000; "

@@ -11,7 +11,7 @@ import pytest
 
 from hprobe.compiled import table as table_module
 from hprobe.support import cache, kernel_tables
-from hprobe.support.kernel_tables import package_of
+from hprobe.support.kernel_package import package_of
 
 _SPEC = importlib.util.find_spec("flashinfer")
 PACKAGE = Path(next(iter(_SPEC.submodule_search_locations)))  # type: ignore[union-attr]

@@ -238,7 +238,7 @@ def _deepen(
         return
     # One memo per result (kernel variant x SM), as the answers are kept: a run
     # for a subset of SMs reads what a wider run concluded.
-    from hprobe.support.kernel_tables import miss_settled
+    from hprobe.support.kernel_package import miss_settled
 
     # A table a recent search could not find settles, until the next search, what
     # is concluded without it: kept under that search's time.

@@ -15,7 +15,7 @@ it came from, in this order:
    version, else the newest not newer than it (one kernel package serves several
    releases); only the two files are kept;
 5. the artifact store the release itself downloads from (`FLASHINFER_CUBINS_REPOSITORY`).
-A search of 4 and 5 that found nothing is remembered for MISS_TTL and said in the
+A search of 4 and 5 that found nothing is remembered for kernel_package.MISS_TTL and said in the
 same words, so that a machine that cannot reach them does not pay for trying on every
 run (and a report reads the same either way).
 `HPROBE_KERNEL_TABLE=off` turns compiled depth off. Nothing here imports the release.
@@ -27,12 +27,10 @@ import ast
 import functools
 import hashlib
 import os
-import re
 import tempfile
 import threading
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from hprobe.compiled.files import TABLE_SETTING
@@ -48,6 +46,7 @@ from hprobe.compiled.table import (
 )
 from hprobe.model.errors import InputError
 from hprobe.support import cache, fetch_batch
+from hprobe.support.kernel_package import MISS, Package, package_of, recent_miss, remember_miss
 from hprobe.support.trees import PIP_TIMEOUT, download_command, run_pip
 from hprobe.system.bounded import setting_from_env
 from hprobe.system.parsing import parse_module
@@ -62,62 +61,6 @@ MAX_TABLE_BYTES = 64 * 2**20
 # far larger (a sparse file, a zip bomb) is not one, and is never read whole.
 MAX_CHECKSUMS_BYTES = 16 * 2**20
 CACHED = "hprobe's cache"  # the 0.6.13 table is 5.5 MB
-
-
-@dataclass(frozen=True)
-class Package:
-    """A release's kernel package, as its artifacts.py names it."""
-
-    path: str  # "158f6fa…/fmha/trtllm-gen/"
-    checksums_sha256: str
-
-    @property
-    def short(self) -> str:
-        return self.path.split("/", 1)[0][:7]
-
-
-def package_of(flashinfer: Path) -> Package | str:
-    """The trtllm-gen FMHA kernel package `flashinfer/artifacts.py` names, read with ast."""
-    path = flashinfer / "artifacts.py"
-    try:
-        tree = parse_module(path.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, ValueError) as exc:
-        return f"flashinfer/artifacts.py could not be read ({type(exc).__name__})"
-    found: dict[str, str] = {}
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name in ("ArtifactPath", "CheckSumHash"):
-            for item in node.body:
-                target = (
-                    item.target
-                    if isinstance(item, ast.AnnAssign)
-                    else item.targets[0]
-                    if isinstance(item, ast.Assign) and len(item.targets) == 1
-                    else None
-                )
-                value = item.value if isinstance(item, (ast.AnnAssign, ast.Assign)) else None
-                if (
-                    isinstance(target, ast.Name)
-                    and target.id == "TRTLLM_GEN_FMHA"
-                    and isinstance(value, ast.Constant)
-                    and isinstance(value.value, str)
-                ):
-                    found[node.name] = value.value
-    if len(found) < 2:
-        return (
-            "flashinfer/artifacts.py names no trtllm-gen FMHA kernel package "
-            "(ArtifactPath/CheckSumHash.TRTLLM_GEN_FMHA)"
-        )
-    # Both become parts of paths and URLs: a digest and a relative path, nothing else.
-    if (
-        not re.fullmatch(r"[0-9a-f]{64}", found["CheckSumHash"])
-        or not re.fullmatch(r"[0-9a-f]{40}/[\w./-]+/", found["ArtifactPath"])
-        or ".." in found["ArtifactPath"]
-    ):
-        return (
-            "flashinfer/artifacts.py names a trtllm-gen FMHA kernel package hprobe cannot use (not a digest and a "
-            "relative path)"
-        )
-    return Package(found["ArtifactPath"], found["CheckSumHash"])
 
 
 Found = KernelTable | str | None  # a table, why a source has none, or nothing there
@@ -173,7 +116,7 @@ def _search(package: Package, setting: str, flashinfer: Path, version: str, prog
             if not found.origin.startswith(CACHED):
                 _keep(package, found)
             return Tables(found)
-    missed = _recent_miss(package)
+    missed = recent_miss(package)
     if missed is None:
         afar: list[str] = []
         for source in fetched:
@@ -182,7 +125,7 @@ def _search(package: Package, setting: str, flashinfer: Path, version: str, prog
                 _keep(package, found)
                 return Tables(found)
         if not setting:
-            _remember_miss(package, "; ".join(afar))
+            remember_miss(package, "; ".join(afar))
         tried += afar
     else:
         tried.append(missed)
@@ -205,53 +148,6 @@ def _tried(source: Callable[[], Found], tried: list[str]) -> KernelTable | None:
         tried.append(found)
         return None
     return found
-
-
-MISS = "missing.json"
-MISS_TTL = 12 * 3600  # seconds a search that found nothing is taken as the answer
-
-
-def miss_settled(flashinfer: Path) -> str:
-    """When a search for this release's table last found nothing, if that is still
-    the answer (MISS_TTL); "" otherwise. Conclusions drawn without the table may be
-    kept under it: they hold until the next search."""
-    package = package_of(flashinfer)
-    if isinstance(package, str) or os.environ.get(SETTING, "").strip():
-        return ""
-    seen = _miss(package)
-    return repr(seen[0]) if seen is not None else ""
-
-
-def _miss(package: Package) -> tuple[float, str] | None:
-    import json
-    import time
-
-    try:
-        seen = json.loads(_bounded_read(cache.directory("kernel-tables") / package.checksums_sha256 / MISS, 65536))
-        at, why = float(seen["at"]), str(seen["why"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return (at, why) if 0 <= time.time() - at < MISS_TTL else None
-
-
-def _recent_miss(package: Package) -> str | None:
-    """Why the last search found nothing, if it was less than MISS_TTL ago: said
-    in the same words as then, so that a report does not depend on whether this
-    run searched or remembered."""
-    seen = _miss(package)
-    return seen[1] if seen is not None else None
-
-
-def _remember_miss(package: Package, why: str) -> None:
-    import json
-    import time
-
-    try:
-        where = cache.directory("kernel-tables") / package.checksums_sha256
-        where.mkdir(parents=True, exist_ok=True)
-        cache.write_atomically(where / MISS, json.dumps({"at": time.time(), "why": why}).encode())
-    except OSError:
-        pass
 
 
 def _verified(checksums: bytes, header: bytes, package: Package, origin: str) -> KernelTable:

@@ -15,7 +15,7 @@ from pathlib import Path
 from hprobe.compiled.table import KernelTable, parse_table
 from hprobe.compiled.trtllm_gen import Port, port_for
 from hprobe.compiled.trtllm_gen.era_0_6_12 import Device, Selection
-from hprobe.support.kernel_tables import package_of
+from hprobe.support.kernel_package import package_of
 from hprobe.support.trees import resolve
 
 ADDED_0_6_18 = ("mEnablesBf16QFp8KvKOnlyTransform", "mSeparateTransformedKv", "mFp16Softmax", "mUsesSpcompress")

@@ -23,7 +23,7 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, assert_never
+from typing import TYPE_CHECKING, Any, assert_never
 
 from hprobe.kernels import get_probe, probes_called_as
 from hprobe.model.assumption import Assumption
@@ -39,13 +39,19 @@ from hprobe.rules.repo.interpreter.evaluate import (
     evaluate_call,
 )
 from hprobe.rules.repo.tracing.calls import CallSite, find_calls
-from hprobe.rules.repo.tracing.heads import HeadTrail, TreeCalls, trace_heads
-from hprobe.rules.repo.tracing.keywords import KeywordReading, read_keywords
-from hprobe.rules.repo.tracing.traced import Answers, evaluate_trail, values_text
-from hprobe.rules.repo.tree.inline import InlineSite, evaluate_inline, find_inline
 from hprobe.rules.repo.tree.mapping import HEADS_INLINE, HEADS_RULE, HEADS_UNPADDED, CallMapping, Mapping
 from hprobe.rules.repo.tree.registry import Served
 from hprobe.rules.repo.tree.scan import RepoIndex
+
+if TYPE_CHECKING:
+    from hprobe.rules.repo.tracing.heads import HeadTrail, TreeCalls
+    from hprobe.rules.repo.tracing.keywords import KeywordReading
+    from hprobe.rules.repo.tracing.traced import Answers
+    from hprobe.rules.repo.tree.inline import InlineSite
+
+# The tracing, keyword and inline machinery is imported where a reading is
+# made: a warm run reads a reading back from the cache (support/readings.py),
+# and these modules' classes are none of what it holds.
 
 
 class PathStatus(str, Enum):
@@ -151,6 +157,8 @@ class PathContext:
 
 def read_paths(context: PathContext) -> PathReading:
     """Every call of a probed entry in the tree, judged or listed."""
+    from hprobe.rules.repo.tracing.heads import TreeCalls
+
     reading = PathReading()
     called_as = probes_called_as()
     sites = find_calls(context.index, frozenset(called_as))
@@ -203,6 +211,9 @@ def _unmapped(
     """A call no mapping entry describes: its head count followed through the
     engine's code from the layer's query (heads.py) and judged; where the trail
     ends, shown on the stated assumption with the file:line where it ended."""
+    from hprobe.rules.repo.tracing.heads import HeadTrail
+    from hprobe.rules.repo.tracing.traced import Answers, evaluate_trail
+
     probe = get_probe(kernel)
     axes = _call_axes(context, site, probe)
     unmapped = (
@@ -279,6 +290,8 @@ def _traced(
     """A call judged on the counts its trail gives: a backend per answer, named
     by the run-time values it takes, and one per place the trail ended for
     some of them, shown on the stated assumption."""
+    from hprobe.rules.repo.tracing.traced import values_text
+
     probe = get_probe(kernel)
     name = f"{site.module}.{site.function or '<module>'}:{site.line}"
     restrict = tuple(model.name for model in models) if len(models) < len(context.models) else ()
@@ -374,6 +387,8 @@ def _site_models(context: PathContext, site: CallSite) -> tuple[list[Model], str
 
 def _followed(context: PathContext, site: CallSite, probe: Any, calls: TreeCalls) -> HeadTrail | NotEvaluable:
     """The trail of the call's query back to the layer's, or where it ended."""
+    from hprobe.rules.repo.tracing.heads import trace_heads
+
     module = context.index.by_suffix(site.module)
     if probe.query_argument is None or module is None:
         return NotEvaluable("", 0, f"hprobe does not follow the head count of {probe.id}'s calls")
@@ -527,6 +542,8 @@ def _dispatch(
     """What the call passes for the probe's dispatch keywords, read from the
     tree; on a path whose backend a selector picks per count, as the call runs
     where the selector returned `picked`."""
+    from hprobe.rules.repo.tracing.keywords import KeywordReading, read_keywords
+
     names = frozenset(probe.dispatch_keywords)
     module = context.index.by_suffix(site.module)
     if not names or module is None:
@@ -686,6 +703,8 @@ def _model_group_backends(
 
 def _prepared(context: PathContext, m: CallMapping, sites: list[CallSite]) -> InlineSite | None | NotEvaluable:
     """The inline padding a path evaluates (None: none), or why it cannot be had."""
+    from hprobe.rules.repo.tree.inline import find_inline
+
     site = sites[0]
     if m.heads != HEADS_INLINE:
         return None
@@ -732,6 +751,8 @@ def _count(
 ) -> tuple[int | Raises | NotEvaluable, str]:
     """The count this path hands FlashInfer for one model x TP on one SM, and
     the branch that decided it, in words."""
+    from hprobe.rules.repo.tree.inline import evaluate_inline
+
     where = f"{context.shown(site.path)}:{site.line}"
     if m.heads == HEADS_UNPADDED or inline is None:
         return n, f"{where}\tunpadded"

@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import assert_never
+from typing import TYPE_CHECKING, assert_never
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -30,7 +30,6 @@ from hprobe.model.padding import (
 from hprobe.model.sm import sm_names
 from hprobe.rules import shipped_data
 from hprobe.rules.interface import RuleSource
-from hprobe.rules.repo.interpreter.bound import BoundRule, RuleSite, evaluate_entries, load_settings, shown_path
 from hprobe.rules.repo.interpreter.evaluate import FlashinferSource, NotEvaluable, Raises, evaluate
 from hprobe.rules.repo.pin import RepoPin, find_pin, project_folders
 from hprobe.rules.repo.tracing.paths import PathContext, PathReading, read_paths
@@ -42,6 +41,12 @@ from hprobe.rules.repo.tree.status import ClassStatus
 from hprobe.rules.toml_writer import table_toml as write_table_toml
 from hprobe.system.fileio import regular_file
 from hprobe.system.parsing import parse_module
+
+if TYPE_CHECKING:
+    from hprobe.rules.repo.interpreter.bound import BoundRule, RuleSite
+
+# The bound-rule interpreter is imported where rules are evaluated: a warm run
+# reads a reading back from the cache (support/readings.py) without it.
 
 PROBE_RANGE = range(1, 257)  # counts a rule is evaluated over to recover its shape
 
@@ -69,6 +74,8 @@ class PaddingClass:
 
     @property
     def site(self) -> RuleSite:
+        from hprobe.rules.repo.interpreter.bound import RuleSite
+
         return RuleSite(self.cls, self.function, self.path)
 
     @property
@@ -175,6 +182,8 @@ def extract(
         raise InputError(f"--repo {root}: no such file or directory")
     if not root.is_dir() and not (regular_file(root) and root.suffix == ".py"):
         raise InputError(f"--repo {root}: neither a directory nor a .py file")
+    from hprobe.rules.repo.interpreter.bound import evaluate_entries, load_settings, shown_path
+
     if index is None:
         index = RepoIndex.build(root, DEFAULT_EXCLUDES + tuple(excludes))
     notes: list[str] = []
@@ -387,6 +396,8 @@ def _resolve_method(index: RepoIndex, cls: ClassInfo, method: str) -> FunctionIn
 
 
 def _evaluate_rule(index: RepoIndex, item: PaddingClass) -> None:
+    from hprobe.rules.repo.interpreter.bound import shown_path
+
     for n in PROBE_RANGE:
         result = evaluate(index, item.cls, item.function, n)
         if isinstance(result, NotEvaluable):
