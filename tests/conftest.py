@@ -22,6 +22,10 @@ _INHERITED = os.environ.get("HPROBE_TEST_SESSION_CACHE")
 SESSION_CACHE = Path(_INHERITED or tempfile.mkdtemp(prefix="hprobe-test-cache-"))
 os.environ["HPROBE_TEST_SESSION_CACHE"] = str(SESSION_CACHE)
 os.environ["HPROBE_CACHE_DIR"] = str(SESSION_CACHE)
+# The session's wheels are kept: a run removes the wheels it read once answered,
+# and the next test asking a new question of the release would fetch it again
+# (tests/support/test_trees.py asks for the removal, in a cache of its own).
+os.environ["HPROBE_KEEP_WHEELS"] = "1"
 # NVIDIA's artifact store serves the kernel tables of flashinfer 0.6.18 on. Whether
 # a test machine reaches it must not change what a test sees: the suite's store is
 # a port on this machine nothing listens on (a test that needs a store serves one).

@@ -68,7 +68,7 @@ def search_pins(
     # it may ask and how many of those are not in the cache yet.
     from hprobe.support.trees import fetched_versions
 
-    have = fetched_versions()
+    have = fetched_versions()  # a wheel, or a tree kept once its wheel was removed
     missing = sum(1 for v in published if v not in have and str(v) not in prober.known)
     progress(
         Statement(
@@ -253,13 +253,17 @@ def entry_since(entry: str, published: list[Version], progress: Progress = quiet
     only bounds the search, and every release searched is then probed."""
     from hprobe.advise.history import first_true
     from hprobe.support.gather import each_at_once
-    from hprobe.support.presence import entry_point_in_wheel
-    from hprobe.support.trees import fetch_wheel
+    from hprobe.support.presence import entry_point_in_kept_tree, entry_point_in_wheel
+    from hprobe.support.trees import fetch_wheel, kept_without_wheel
 
     if entry not in _ENTRY_SINCE:
 
         def present(v: Version) -> bool | None:
             progress(f"reading flashinfer {v} for {entry.rsplit('.', 1)[-1]}")
+            kept = kept_without_wheel(str(v))
+            found = entry_point_in_kept_tree(entry, kept) if kept is not None else None
+            if found is not None:
+                return found  # read from the tree kept after its wheel was removed: nothing fetched
             try:
                 return entry_point_in_wheel(entry, fetch_wheel(str(v)))
             except (InputError, OSError, zipfile.BadZipFile):
@@ -270,6 +274,8 @@ def entry_since(entry: str, published: list[Version], progress: Progress = quiet
             cores': more than one per core); read after."""
 
             def one(v: str) -> None:
+                if kept_without_wheel(v) is not None:
+                    return  # read from its kept tree, or fetched then if that cannot answer
                 try:
                     fetch_wheel(v)
                 except InputError:

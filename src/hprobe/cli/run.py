@@ -112,8 +112,11 @@ def run_job(job: Callable[[], int]) -> None:
     previous = {signum: signal.signal(signum, _on_signal) for signum in _ENDING_SIGNALS}
     if (cache := sys.modules.get("hprobe.support.cache")) is not None:
         cache.new_run()  # what is said at the end is this run's alone
+    if (trees := sys.modules.get("hprobe.support.trees")) is not None:
+        trees.new_run()  # what pip refused, and the wheels read, are an earlier run's
     try:
         code = job()
+        _drop_fetched_wheels()
         _said_what_was_added()
     except _Terminated as exc:
         _kill_children()
@@ -256,6 +259,20 @@ def _broken_pipe() -> int:
     except (OSError, ValueError):
         pass
     return EXIT_BROKEN_PIPE
+
+
+def _drop_fetched_wheels() -> None:
+    """The wheels this run read, removed once answered (support/trees.py); a
+    run that never loaded the trees module read none."""
+    trees = sys.modules.get("hprobe.support.trees")
+    cache = sys.modules.get("hprobe.support.cache")
+    if trees is None or cache is None:
+        return
+    try:
+        for version, size in trees.drop_fetched_wheels():
+            cache.record_dropped(version, size)
+    except OSError:
+        pass  # a cache that cannot be tidied keeps its wheels: the answers stand
 
 
 def _said_what_was_added() -> None:

@@ -89,6 +89,7 @@ def _fall_back(configured: Path, exc: OSError) -> Path:
 # Bytes this run put into the cache, per release label (what a fetch says it added).
 _added: dict[str, int] = {}
 _received: dict[str, int] = {}
+_dropped: dict[str, int] = {}
 
 
 def record_added(label: str, size: int) -> None:
@@ -102,6 +103,7 @@ def new_run() -> None:
     with _lock:
         _added.clear()
         _received.clear()
+        _dropped.clear()
 
 
 def record_received(kind: str, size: int) -> None:
@@ -130,6 +132,12 @@ def received_line() -> str | None:
     return f"fetched {total / 2**20:,.1f} MiB this run ({parts}; not counting the index listings pip reads)"
 
 
+def record_dropped(label: str, size: int) -> None:
+    """A wheel removed at the end of the run, its answers and tree kept (trees.drop_fetched_wheels)."""
+    with _lock:
+        _dropped[label] = _dropped.get(label, 0) + size
+
+
 def added_for(label: str) -> int:
     with _lock:
         return _added.get(label, 0)
@@ -139,16 +147,25 @@ def added_lines() -> list[str]:
     """What this run added to the cache, a line per release, and what it
     downloaded, for stderr."""
     with _lock:
-        added = sorted(_added.items())
+        dropped = dict(_dropped)
+        # What a release added stays in the cache less its wheel, removed at the end.
+        added = sorted((label, size - dropped.get(label, 0)) for label, size in _added.items())
     downloaded = [line] if (line := received_line()) else []
     if _fallback:
         return downloaded  # the temporary cache this run used is gone at exit
-    return [
+    lines = [
         f"flashinfer {label}: fetched into the cache, {size / 2**20:,.1f} MiB added (`hprobe cache` lists it, `hprobe "
         "cache prune` frees it)"
         for label, size in added
-        if size
-    ] + downloaded
+        if size > 0
+    ]
+    if dropped:
+        lines.append(
+            f"removed the wheel{'s' * (len(dropped) > 1)} of flashinfer {', '.join(sorted(dropped))} once answered "
+            f"({sum(dropped.values()) / 2**20:,.1f} MiB): answers and trees stay, a question none answers fetches a "
+            "wheel again (HPROBE_KEEP_WHEELS=1 keeps them)"
+        )
+    return lines + downloaded
 
 
 def root() -> Path:

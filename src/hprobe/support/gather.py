@@ -166,6 +166,7 @@ def _probe_named(
         progress,
         f"wheel {release.wheel_sha256}" if use_cache and release.wheel_sha256 else None,
         tables[0] if tables else None,
+        lambda: release.tree,  # a tree whose wheel was removed gets it back before its files are read
     )
     notes = [u.note(release.version) for u in release.unmet[:MAX_UNMET_NOTES]]
     if len(release.unmet) > MAX_UNMET_NOTES:
@@ -221,6 +222,7 @@ def _deepen(
     progress: Progress = lambda _m: None,
     identity: str | None = None,
     fetching: Future[Tables] | None = None,
+    readable: Callable[[], object] = lambda: None,
 ) -> None:
     """Take each result past the validators where its h_q reached compiled code
     hprobe evaluates (compiled/depth.py). The results cache holds what the probe
@@ -230,12 +232,21 @@ def _deepen(
     What it concludes is kept too, keyed by everything it rests on (`identity`:
     the release's content; hprobe's code; the results as probed; the table
     setting), once the release's kernel table was in hand: evaluating the port
-    over the table again costs seconds a warm run should not pay."""
+    over the table again costs seconds a warm run should not pay.
+
+    `readable()`: makes every file of the release readable (a slim tree whose
+    wheel was removed fetches it again): called before a file not yet written
+    from the wheel is read, and before any evaluation."""
     if package is None or not package.is_dir():
         return
     needs = [(k, r) for k, r in results.items() if _reaches_launcher(r)]
     if not needs:
         return
+    from hprobe.compiled.files import READ, data_dir
+    from hprobe.support.slim import unwritten
+
+    if unwritten([package / "artifacts.py", *(data_dir(package) / relative for relative in READ)]):
+        readable()  # what the keys below read
     # One memo per result (kernel variant x SM), as the answers are kept: a run
     # for a subset of SMs reads what a wider run concluded.
     from hprobe.support.kernel_package import miss_settled
@@ -253,6 +264,7 @@ def _deepen(
             left.append((k, result))
     if not left:
         return
+    readable()
     from hprobe.compiled.depth import deepen
     from hprobe.support.kernel_tables import tables_for
 

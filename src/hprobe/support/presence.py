@@ -44,6 +44,32 @@ def entry_point_in_wheel(dotted: str, wheel: Path) -> bool:
         return _present(dotted, read)
 
 
+class _Unwritten(Exception):
+    """A file of a kept tree not yet written from its (removed) wheel."""
+
+
+def entry_point_in_kept_tree(dotted: str, tree: Path) -> bool | None:
+    """The same question asked of a release's kept slim tree (its wheel removed
+    once answered), where every file it reads was written from the wheel
+    before; None where one was not (the wheel is then needed to answer)."""
+    from hprobe.support.slim import unwritten
+
+    base = tree / "flashinfer"
+
+    def read(rel: str) -> str | None:
+        path = base.joinpath(*rel.split("/"))
+        if not path.is_file():
+            return None
+        if unwritten([path]):
+            raise _Unwritten(rel)
+        return path.read_text(encoding="utf-8", errors="replace")
+
+    try:
+        return _present(dotted, read)
+    except _Unwritten:
+        return None
+
+
 Reader = Callable[[str], "str | None"]  # a path inside the package, `/`-separated -> its text, or None
 
 

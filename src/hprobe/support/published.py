@@ -14,7 +14,7 @@ from packaging.version import InvalidVersion, Version
 from hprobe.model.errors import IndexUnlisted, InputError, PinUnserved
 from hprobe.model.pins import exact_release, parse_pin
 from hprobe.model.release import INSTALLED
-from hprobe.support.trees import DIST, _pip_reason, fetch_wheel, run_pip
+from hprobe.support.trees import DIST, _pip_reason, fetch_wheel, kept_without_wheel, run_pip
 from hprobe.system.envinfo import distribution_version
 
 
@@ -109,6 +109,8 @@ def _fetchable(spec: str, version: str) -> None:
     """Fetch the one release an exact pin names (into the cache, where its
     probe finds it), or raise PinUnserved saying why and which published
     releases are nearest."""
+    if kept_without_wheel(version) is not None:
+        return  # answered before from the cache's tree: its wheel is fetched only for a new question
     try:
         fetch_wheel(version)
     except InputError as exc:

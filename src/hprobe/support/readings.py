@@ -74,7 +74,9 @@ class KeptReadings:
         # says what the reading rests on, so it is not kept.
         steady = all(seen is None or seen == covered[path] for path, seen in reads.items() if path in covered)
         if steady and getattr(flashinfer, "unkept", 0) == unkept_before:
-            release_tree = getattr(getattr(flashinfer, "release", None), "tree", None)
+            release_tree = getattr(
+                getattr(flashinfer, "release", None), "location", None
+            )  # its place: `tree` would fetch a removed wheel
             rest = {
                 path: seen for path, seen in reads.items() if path not in covered and not _under(path, release_tree)
             }

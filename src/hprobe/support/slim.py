@@ -83,6 +83,18 @@ _installed = False
 _zips: dict[Path, zipfile.ZipFile] = {}
 
 
+def unwritten(paths: list[Path]) -> bool:
+    """Whether any of `paths` is a placeholder not yet written from its wheel
+    (a reader in this process would have it served: its wheel must be there)."""
+    for path in paths:
+        try:
+            if os.stat(path).st_mtime_ns == PLACEHOLDER_MTIME_NS:
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def watch(tree: Path) -> bool:
     """Serve `tree`'s placeholders from its wheel in this process; False when
     it is no slim tree (a full one, or a directory the user named)."""

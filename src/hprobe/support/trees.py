@@ -81,7 +81,9 @@ def resolve(item: str) -> Release:
         Version(item)
     except InvalidVersion:
         raise InputError(f"--flashinfer {item!r}: not a release number, wheel file or directory") from None
-    return cache.with_fallback(lambda: _from_wheel(fetch_wheel(item), label=item, slim=slim_trees()))
+    return cache.with_fallback(
+        lambda: _kept_release(item) or _from_wheel(fetch_wheel(item), label=item, slim=slim_trees())
+    )
 
 
 def slim_trees() -> bool:
@@ -140,8 +142,13 @@ def prefetch(items: list[str]) -> None:
             Version(item)
         except InvalidVersion:
             continue
-        if not item.endswith(".whl") and not Path(item).expanduser().exists() and _cached_wheel(wheels, item) is None:
-            missing.append(item)
+        if (
+            not item.endswith(".whl")
+            and not Path(item).expanduser().exists()
+            and _cached_wheel(wheels, item) is None
+            and _kept_identity(wheels, item) is None
+        ):
+            missing.append(item)  # a release whose wheel was removed is fetched only when a question needs it
     if len(missing) > 1:
         cache.clean_stale(wheels)
 
@@ -183,6 +190,14 @@ def fetch_wheel(version: str) -> Path:
 # Releases pip could not fetch in this run (no wheel for this platform, not
 # on the index), by cache, version and pip's settings in the environment.
 _UNFETCHABLE: dict[tuple[str, str, str], str] = {}
+
+
+def new_run() -> None:
+    """Forget an earlier run's refusals and the wheels it read (a host that
+    runs hprobe's commands in-process runs several: a release the index lacked
+    then may be there now)."""
+    _UNFETCHABLE.clear()
+    _ANSWERED_FROM.clear()
 
 
 def _fetch_key(wheels: Path, version: str) -> tuple[str, str, str]:
@@ -240,12 +255,13 @@ def _record_digest(wheel: Path, record: Path) -> None:
 
 
 def fetched_versions() -> set[Version]:
-    """The releases whose wheel the cache holds (by file name: what a search
-    will not download again)."""
+    """The releases whose wheel the cache holds, or whose digest it recorded
+    (its wheel removed once answered, a question the cache answers needs none):
+    by file name, what a search will likely not download again."""
     wheels = cache.root() / "wheels"
     found: set[Version] = set()
-    for wheel in wheels.glob(f"{_WHEEL_PREFIX}*.whl") if wheels.is_dir() else []:
-        version = _wheel_version(wheel)
+    for wheel in wheels.glob(f"{_WHEEL_PREFIX}*.whl*") if wheels.is_dir() else []:
+        version = _wheel_version(wheel.with_name(wheel.name.removesuffix(".sha256")))
         if version is not None:
             found.add(version)
     return found
@@ -348,7 +364,113 @@ def _from_wheel(wheel: Path, label: str, slim: bool = False) -> Release:
             "it is cannot be told, so it is not probed"
         )
     verify = None if verified else functools.partial(_ensure_intact, wheel, tree, sha, label)
+    if slim and wheel.parent == cache.directory("wheels"):
+        _ANSWERED_FROM[wheel] = (version, tree)
     return Release(label, version, tree, sha, unmet_requirements(metadata), verify)
+
+
+# Fetched wheels this run read, with the release and the slim tree each serves:
+# removed at the end of the run (drop_fetched_wheels) unless KEEP_WHEELS.
+_ANSWERED_FROM: dict[Path, tuple[str, Path]] = {}
+KEEP_WHEELS = "HPROBE_KEEP_WHEELS"
+
+
+def drop_fetched_wheels() -> list[tuple[str, int]]:
+    """Remove the wheels this run fetched or read from the cache once their
+    slim trees are published: the cache keeps answers and the files probes
+    read, not the downloads (a question no answer covers fetches the wheel
+    again, checked against the digest its answers are kept under). A tree
+    another run holds keeps its wheel. (release, bytes freed) for each."""
+    if os.environ.get(KEEP_WHEELS, "").strip() == "1":
+        return []
+    dropped = []
+    for wheel, (version, tree) in list(_ANSWERED_FROM.items()):
+        del _ANSWERED_FROM[wheel]
+        if not _digest_file(wheel).is_file() or not _published(tree):
+            continue  # no record of its digest (answers found without it), or the tree was not published
+        with cache.held_alone(tree) as alone:
+            if not alone:
+                continue
+            try:
+                size = wheel.stat().st_size
+                wheel.unlink()
+            except OSError:
+                continue
+        dropped.append((version, size))
+    return dropped
+
+
+def _kept_identity(wheels: Path, version: str) -> tuple[Path, str, Path] | None:
+    """(the wheel's place, its digest, its slim tree) for a release whose wheel
+    was removed after answering (drop_fetched_wheels), its tree still published."""
+    try:
+        wanted = Version(version)
+    except InvalidVersion:
+        return None
+    for record in wheels.glob(f"{_WHEEL_PREFIX}*.whl.sha256"):
+        wheel = record.with_name(record.name.removesuffix(".sha256"))
+        if _wheel_version(wheel) != wanted or wheel.exists():
+            continue
+        try:
+            sha = record.read_text().split("\n", 1)[0].strip()
+        except OSError:
+            continue
+        if not re.fullmatch(r"[0-9a-f]{64}", sha):
+            continue
+        tree = cache.directory("trees") / f"{sha}.slim"
+        if _published(tree, serving=False):
+            return wheel, sha, tree
+    return None
+
+
+def kept_without_wheel(version: str) -> Path | None:
+    """`version`'s published slim tree, where the cache holds it with its wheel
+    removed once answered; None otherwise."""
+    try:
+        wheels = cache.directory("wheels")
+    except (InputError, OSError):
+        return None
+    kept = _kept_identity(wheels, version) if _cached_wheel(wheels, version) is None else None
+    return kept[2] if kept is not None else None
+
+
+def _kept_release(item: str) -> Release | None:
+    """A release number whose wheel was removed after answering, as its kept
+    slim tree: cached answers (keyed by the wheel's digest) need nothing more.
+    Reading the tree (a worker, a rule's import) fetches the wheel first."""
+    if not slim_trees():
+        return None
+    wheels = cache.directory("wheels")
+    if _cached_wheel(wheels, item) is not None:
+        return None
+    kept = _kept_identity(wheels, item)
+    if kept is None:
+        return None
+    wheel, sha, tree = kept
+    metadata = _metadata(tree)
+    version = metadata.get("Version", ["unknown"])[0]
+    if not _same_version(Version(item), version):
+        return None  # a damaged METADATA: fetched and unpacked as if nothing were kept
+    from hprobe.support import slim as slim_tree
+
+    slim_tree.watch(tree)
+    return Release(
+        item, version, tree, sha, unmet_requirements(metadata), functools.partial(_fetch_again, item, sha, tree)
+    )
+
+
+def _fetch_again(item: str, sha: str, tree: Path) -> None:
+    """The wheel of a kept tree, fetched again before anything reads the tree:
+    the same file the answers are kept under, or no answer from it."""
+    wheel = fetch_wheel(item)
+    if _sha256(wheel) != sha:
+        raise InputError(
+            f"--flashinfer {item}: the index now serves another wheel of it (sha256 {_sha256(wheel)[:12]}) than the "
+            f"one whose answers and tree are kept ({sha[:12]}); `hprobe cache prune --release {item}` lets it be "
+            "fetched anew"
+        )
+    _ensure_intact(wheel, tree, sha, item)
+    _ANSWERED_FROM[wheel] = (item, tree)
 
 
 def _ensure_intact(wheel: Path, tree: Path, sha: str, label: str) -> None:
@@ -388,14 +510,15 @@ def _same_version(named: Version, written: str) -> bool:
 _COMPLETE = ".hprobe-unpacked"  # written last into a tree before it is published
 
 
-def _published(tree: Path) -> bool:
+def _published(tree: Path, serving: bool = True) -> bool:
     """Unpacked completely once (what a cached answer needs of a tree), and
-    for a slim tree, with its wheel still there to serve it."""
+    for a slim tree, with its wheel still there to serve it (unless `serving`
+    is False: a tree whose wheel was removed, fetched again before it is read)."""
     from hprobe.support.slim import MARKER
 
     if not ((tree / _COMPLETE).is_file() and (tree / "flashinfer" / "__init__.py").is_file()):
         return False
-    if tree.name.endswith(".slim"):
+    if tree.name.endswith(".slim") and serving:
         try:
             return Path((tree / MARKER).read_text().strip()).is_file()
         except OSError:

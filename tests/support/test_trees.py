@@ -1,0 +1,159 @@
+"""Releases as trees (support/trees.py): here, that the cache keeps answers,
+not downloads. A run removes the wheels it read once answered; the next run
+asking the same question answers from the cache without them (no index
+reachable), a new question fetches the wheel again, and a wheel that is not
+the one the answers are kept under is refused in one line."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from hprobe.compiled.files import READ, data_dir
+from hprobe.support import slim, trees
+
+RELEASE = "0.6.13"
+QUESTION = ["matrix", "--flashinfer", RELEASE, "-k", "dsv4-sparse-mla", "--heads", "1-16"]
+DEEP = [
+    "matrix",
+    "--flashinfer",
+    RELEASE,
+    "-k",
+    "dsv4-sparse-mla",
+    "--heads",
+    "64",
+    "--sm",
+    "100",
+]  # reaches trtllm-gen
+
+
+@pytest.fixture(scope="module")
+def session_wheel() -> Path:
+    """The release's wheel in the suite's cache (fetched once per session)."""
+    return trees.fetch_wheel(RELEASE)
+
+
+@pytest.fixture
+def own_cache(tmp_path, monkeypatch, session_wheel):
+    """A cache of the test's own holding the wheel as a fetch leaves it, wheels
+    removed at the end of each run, and an index that serves only `folder`."""
+    cache = tmp_path / "cache"
+    (cache / "wheels").mkdir(parents=True)
+    for source in (session_wheel, session_wheel.with_name(session_wheel.name + ".sha256")):
+        shutil.copy2(source, cache / "wheels" / source.name)
+    folder = tmp_path / "index"
+    folder.mkdir()
+    monkeypatch.setenv("HPROBE_CACHE_DIR", str(cache))
+    monkeypatch.delenv("HPROBE_KEEP_WHEELS", raising=False)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(folder))
+    return cache, folder, session_wheel
+
+
+def _answers(doc: dict) -> list:
+    return [(r["kernel"], r["sm"], r["heads"]) for r in doc["results"]]
+
+
+def test_a_wheel_is_removed_once_answered_and_the_same_question_needs_it_no_more(own_cache, cli_json):
+    cache, _folder, wheel = own_cache
+    code, first, err = cli_json(*QUESTION, "--sm", "100")
+    assert code == 0, err
+    assert not (cache / "wheels" / wheel.name).exists(), "the wheel was kept"
+    assert (cache / "wheels" / f"{wheel.name}.sha256").is_file()  # what the kept answers are keyed by
+    assert f"removed the wheel of flashinfer {RELEASE} once answered" in err
+    # The same question: the cache answers; the index (an empty folder) is never asked.
+    code, again, err = cli_json(*QUESTION, "--sm", "100")
+    assert code == 0, err
+    assert _answers(again) == _answers(first)
+    assert not (cache / "wheels" / wheel.name).exists() and "removed the wheel" not in err
+
+
+def test_a_new_question_fetches_the_wheel_again(own_cache, cli, cli_json, monkeypatch):
+    cache, folder, wheel = own_cache
+    assert cli_json(*QUESTION, "--sm", "100")[0] == 0
+    assert not (cache / "wheels" / wheel.name).exists()
+    code, _out, err = cli(*QUESTION, "--sm", "120")  # nothing kept answers SM120; the index has no wheel
+    assert code == 2 and f"cannot fetch flashinfer-python=={RELEASE}" in err
+    shutil.copy2(wheel, folder / wheel.name)
+    code, fetched, err = cli_json(*QUESTION, "--sm", "120")
+    assert code == 0, err
+    monkeypatch.setenv("HPROBE_KEEP_WHEELS", "1")
+    shutil.rmtree(cache / "results")  # asked afresh with the wheel in place: the same answers
+    code, probed, err = cli_json(*QUESTION, "--sm", "120")
+    assert code == 0 and _answers(probed) == _answers(fetched)
+    assert (cache / "wheels" / wheel.name).is_file() and "removed the wheel" not in err
+
+
+def test_another_wheel_under_the_same_name_is_refused(own_cache, cli, cli_json):
+    _cache, folder, wheel = own_cache
+    assert cli_json(*QUESTION, "--sm", "100")[0] == 0
+    forged = folder / wheel.name  # the release's metadata, other contents
+    with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(forged, "w") as out:
+        for info in source.infolist():
+            if ".dist-info/" in info.filename:
+                out.writestr(info, source.read(info))
+        out.writestr("flashinfer/__init__.py", "")
+    code, _out, err = cli(*QUESTION, "--sm", "120")
+    assert code == 2, err
+    assert "the index now serves another wheel of it" in err and f"hprobe cache prune --release {RELEASE}" in err
+
+
+def test_a_wheel_the_user_names_is_never_removed(own_cache, cli_json, tmp_path):
+    _cache, _folder, wheel = own_cache
+    mine = tmp_path / "mine" / wheel.name
+    mine.parent.mkdir()
+    shutil.copy2(wheel, mine)
+    code, _doc, err = cli_json(
+        "matrix", "--flashinfer", str(mine), "-k", "dsv4-sparse-mla", "--heads", "1-16", "--sm", "100"
+    )
+    assert code == 0, err
+    assert mine.is_file() and "removed the wheel" not in err
+
+
+def _unwrite(path: Path) -> None:
+    """`path` back to a placeholder, as a slim tree's unread files are."""
+    size = path.stat().st_size
+    path.unlink()
+    with open(path, "wb") as out:
+        out.truncate(size)
+    os.utime(path, ns=(slim.PLACEHOLDER_MTIME_NS, slim.PLACEHOLDER_MTIME_NS))
+
+
+def test_compiled_depth_gets_the_wheel_back_before_it_reads_an_unwritten_file(
+    own_cache, cli, cli_json, cubin_wheel, monkeypatch
+):
+    """Kept answers (the probe's) with compiled depth to work out again, and its
+    C++ never written from the wheel: the wheel is fetched before anything
+    reads them (read in this process without it, the run would stop)."""
+    cache, folder, wheel = own_cache
+    monkeypatch.setenv("HPROBE_KERNEL_TABLE", str(cubin_wheel))  # the table 0.6.13 names
+    code, first, err = cli_json(*DEEP)
+    assert code == 0 and any(r["depth"] == "compiled" for r in first["results"]), err
+    shutil.rmtree(cache / "deep")
+    (tree,) = (cache / "trees").glob("*.slim")
+    for relative in (*READ, "../artifacts.py"):
+        _unwrite(data_dir(tree / "flashinfer") / relative)
+    code, _out, err = cli(*DEEP)
+    assert code == 2 and f"cannot fetch flashinfer-python=={RELEASE}" in err  # asked for it, and said so
+    shutil.copy2(wheel, folder / wheel.name)
+    code, again, err = cli_json(*DEEP)
+    assert code == 0 and _answers(again) == _answers(first), err
+
+
+def test_a_search_reads_entry_points_from_kept_trees(own_cache, cli_json):
+    """Where each kernel first exists, read from the kept tree of a release whose
+    wheel was removed: nothing fetched for it (the index is an empty folder)."""
+    from hprobe.support.presence import entry_point_in_kept_tree, entry_point_in_wheel
+
+    cache, _folder, wheel = own_cache
+    assert cli_json(*QUESTION, "--sm", "100")[0] == 0
+    tree = trees.kept_without_wheel(RELEASE)
+    assert tree is not None
+    for entry in ("flashinfer.mla.trtllm_batch_decode_with_kv_cache_mla", "flashinfer.mla.no_such_entry"):
+        assert entry_point_in_kept_tree(entry, tree) == entry_point_in_wheel(entry, wheel)
+    _unwrite(tree / "flashinfer" / "mla" / "__init__.py")
+    assert entry_point_in_kept_tree("flashinfer.mla.trtllm_batch_decode_with_kv_cache_mla", tree) is None
