@@ -157,3 +157,11 @@ def test_a_search_reads_entry_points_from_kept_trees(own_cache, cli_json):
         assert entry_point_in_kept_tree(entry, tree) == entry_point_in_wheel(entry, wheel)
     _unwrite(tree / "flashinfer" / "mla" / "__init__.py")
     assert entry_point_in_kept_tree("flashinfer.mla.trtllm_batch_decode_with_kv_cache_mla", tree) is None
+
+
+def test_a_run_that_keeps_no_answers_keeps_the_wheel(own_cache, cli_json):
+    """--no-cache keeps no answers: the wheel is what the next such run reads, and stays."""
+    cache, _folder, wheel = own_cache
+    code, _doc, err = cli_json(*QUESTION, "--sm", "100", "--no-cache")
+    assert code == 0, err
+    assert (cache / "wheels" / wheel.name).is_file() and "removed the wheel" not in err

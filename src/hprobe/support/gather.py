@@ -19,7 +19,7 @@ from hprobe.model.release import INSTALLED, FlashinferInfo, ProbedRelease, Progr
 from hprobe.model.sm import SM
 from hprobe.support import cache
 from hprobe.support.results import cache_per_sm, cached_per_sm, code_digest, installed_identity, probe_release
-from hprobe.support.trees import Release, installed_release, prefetch, resolve
+from hprobe.support.trees import Release, answered, installed_release, prefetch, resolve
 from hprobe.support.workers import read_in_worker
 from hprobe.system.bounded import kill_running, resume
 from hprobe.system.envinfo import installed_flashinfer_info
@@ -159,6 +159,8 @@ def _probe_named(
     for result in probe_release(release, list(needed), sms, heads, use_cache=use_cache, on_probe=fetch_tables):
         if result.key in needed and result.sm in needed[result.key]:
             results[(result.key, result.sm)] = result
+    if use_cache and not any(r.unanswered for r in results.values()):
+        answered(release)  # kept: its wheel need not be
     _deepen(
         results,
         package,

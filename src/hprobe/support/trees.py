@@ -197,6 +197,7 @@ def new_run() -> None:
     runs hprobe's commands in-process runs several: a release the index lacked
     then may be there now)."""
     _UNFETCHABLE.clear()
+    _SERVED_BY.clear()
     _ANSWERED_FROM.clear()
 
 
@@ -365,14 +366,25 @@ def _from_wheel(wheel: Path, label: str, slim: bool = False) -> Release:
         )
     verify = None if verified else functools.partial(_ensure_intact, wheel, tree, sha, label)
     if slim and wheel.parent == cache.directory("wheels"):
-        _ANSWERED_FROM[wheel] = (version, tree)
+        _SERVED_BY[tree] = wheel
     return Release(label, version, tree, sha, unmet_requirements(metadata), verify)
 
 
-# Fetched wheels this run read, with the release and the slim tree each serves:
-# removed at the end of the run (drop_fetched_wheels) unless KEEP_WHEELS.
+# The fetched wheel each slim tree this run resolved is served from, and those
+# of them whose release's answers the run kept (answered): removed at the end
+# of the run (drop_fetched_wheels) unless KEEP_WHEELS.
+_SERVED_BY: dict[Path, Path] = {}
 _ANSWERED_FROM: dict[Path, tuple[str, Path]] = {}
 KEEP_WHEELS = "HPROBE_KEEP_WHEELS"
+
+
+def answered(release: Release) -> None:
+    """The run kept `release`'s answers: a wheel of the cache it was resolved
+    from may go at the end of the run. A run whose answers are not kept
+    (--no-cache, an inconclusive answer) keeps the wheel it would need again."""
+    wheel = _SERVED_BY.get(release.location)
+    if wheel is not None:
+        _ANSWERED_FROM[wheel] = (release.version, release.location)
 
 
 def drop_fetched_wheels() -> list[tuple[str, int]]:
@@ -470,7 +482,7 @@ def _fetch_again(item: str, sha: str, tree: Path) -> None:
             "fetched anew"
         )
     _ensure_intact(wheel, tree, sha, item)
-    _ANSWERED_FROM[wheel] = (item, tree)
+    _SERVED_BY[tree] = wheel
 
 
 def _ensure_intact(wheel: Path, tree: Path, sha: str, label: str) -> None:
