@@ -238,6 +238,27 @@ def engines_bench(rounds: int) -> None:
         )
 
 
+def refetch_bench(rounds: int) -> None:
+    """What removing wheels once answered costs a later run that needs the
+    files again: `check --no-cache` on every shipped table (SGLang's pin, 0.7.2,
+    is a fetched release) right after a warm `check` removed its wheel, against
+    the same run with the wheel kept (HPROBE_KEEP_WHEELS=1), interleaved."""
+    cold = COMMANDS["hprobe check (cold, --no-cache; all shipped, + SGLang's 0.7.2)"]
+    refetched, kept = [], []
+    for _ in range(rounds):
+        run_once(COMMANDS["hprobe check (warm)"])  # answered from the cache: removes the wheel it read
+        refetched.append(run_once(cold)[0])  # fetches it again, and keeps it (it kept no answers)
+        os.environ["HPROBE_KEEP_WHEELS"] = "1"
+        try:
+            kept.append(run_once(cold)[0])
+        finally:
+            del os.environ["HPROBE_KEEP_WHEELS"]
+    fetched_wall, kept_wall = statistics.median(refetched), statistics.median(kept)
+    print("\ncheck --no-cache, every shipped table, after a warm check removed SGLang's 0.7.2 wheel")
+    print(f"{'wheel fetched again':<34} {fetched_wall:>8.2f} {fetched_wall / kept_wall:>6.2f}x of kept")
+    print(f"{'wheel kept (HPROBE_KEEP_WHEELS=1)':<34} {kept_wall:>8.2f}")
+
+
 def cold_bench() -> None:
     """Cold runs, each on an empty cache of its own (releases fetched from the
     index, unpacked, probed): `suggest --diff` against `check` on vLLM 0.25.0's
@@ -383,6 +404,14 @@ def main() -> None:
         help="also time the CI recipe's step repeated on warm caches: clone, scripts/setup, check",
     )
     parser.add_argument(
+        "--refetch",
+        action="store_true",
+        help=(
+            "also time check --no-cache on every shipped table right after a warm check removed the wheel it read, "
+            "against the same with wheels kept"
+        ),
+    )
+    parser.add_argument(
         "--cold",
         action="store_true",
         help=(
@@ -400,11 +429,17 @@ def main() -> None:
 
     # A cache of this run's own; one check fills it so "warm" is warm from round 1.
     os.environ["HPROBE_CACHE_DIR"] = tempfile.mkdtemp(prefix="hprobe-bench-")
+    # The cold rows time probing with the releases' wheels in the cache, as
+    # they say: interleaved with warm runs, which remove the wheels they read
+    # once answered, each would fetch SGLang's 62 MB wheel again first
+    # (--refetch times that on its own).
+    os.environ["HPROBE_KEEP_WHEELS"] = "1"
     run_once(COMMANDS["bare shimmed import"])  # warm the OS file cache once
     run_once(COMMANDS["hprobe check (warm)"])
     for _ in range(args.rounds):
         for name, argv in COMMANDS.items():
             samples[name].append(run_once(argv))
+    del os.environ["HPROBE_KEEP_WHEELS"]
     base_wall = statistics.median(w for w, _ in samples["bare shimmed import"])
     base_rss = statistics.median(r for _, r in samples["bare shimmed import"])
     print(f"{args.rounds} rounds, interleaved; medians; python {sys.version.split()[0]}")
@@ -426,6 +461,8 @@ def main() -> None:
         engines_bench(args.rounds)
     if args.ci_step:
         ci_step()
+    if args.refetch:
+        refetch_bench(args.rounds)
     if args.cold:
         cold_bench()
     LAST_RUN.parent.mkdir(parents=True, exist_ok=True)
