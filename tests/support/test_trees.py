@@ -165,3 +165,19 @@ def test_a_run_that_keeps_no_answers_keeps_the_wheel(own_cache, cli_json):
     code, _doc, err = cli_json(*QUESTION, "--sm", "100", "--no-cache")
     assert code == 0, err
     assert (cache / "wheels" / wheel.name).is_file() and "removed the wheel" not in err
+
+
+def test_which_kernels_a_kept_tree_defines_is_what_its_wheel_says(own_cache, cli_json, monkeypatch):
+    """`kernels --releases` on a release whose wheel was removed: the files
+    written before answer, a file never written has the wheel fetched again."""
+    cache, folder, wheel = own_cache
+    shutil.copy2(wheel, folder / wheel.name)
+    monkeypatch.setenv("HPROBE_KEEP_WHEELS", "1")
+    code, whole, err = cli_json("kernels", "--releases", RELEASE)
+    assert code == 0, err
+    monkeypatch.delenv("HPROBE_KEEP_WHEELS")
+    assert cli_json(*QUESTION, "--sm", "100")[0] == 0
+    assert not (cache / "wheels" / wheel.name).exists()
+    code, kept, err = cli_json("kernels", "--releases", RELEASE)
+    assert code == 0, err
+    assert kept["kernels"] == whole["kernels"]

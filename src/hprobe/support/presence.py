@@ -140,7 +140,10 @@ def releases_with_entry_points(
     for version in versions:
         progress(f"reading flashinfer {version}")
         release = resolve(version)
-        root = str(release.tree / "flashinfer")
         for entry in entry_points:
-            out[entry][release.version] = bool(entry_point_present(entry, root))
+            # A tree kept without its wheel answers from the files written before; else the tree is read (and a
+            # removed wheel fetched again first).
+            kept = entry_point_in_kept_tree(entry, release.location) if release.wheel_sha256 else None
+            found = kept if kept is not None else entry_point_present(entry, str(release.tree / "flashinfer"))
+            out[entry][release.version] = bool(found)
     return out

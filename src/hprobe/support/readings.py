@@ -74,9 +74,8 @@ class KeptReadings:
         # says what the reading rests on, so it is not kept.
         steady = all(seen is None or seen == covered[path] for path, seen in reads.items() if path in covered)
         if steady and getattr(flashinfer, "unkept", 0) == unkept_before:
-            release_tree = getattr(
-                getattr(flashinfer, "release", None), "location", None
-            )  # its place: `tree` would fetch a removed wheel
+            # The release's place: asking for its `tree` would fetch a wheel removed once answered.
+            release_tree = getattr(getattr(flashinfer, "release", None), "location", None)
             rest = {
                 path: seen for path, seen in reads.items() if path not in covered and not _under(path, release_tree)
             }
