@@ -14,8 +14,8 @@ import contextvars
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -25,6 +25,12 @@ from hprobe.model.pins import NAMES
 from hprobe.rules.toml_source import parse_toml
 from hprobe.system.fileio import present, read_text, regular_file
 from hprobe.system.parsing import parse_module
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
+
+# packaging.requirements (markers, tags, logging) is imported where a
+# requirement is parsed: a warm check reads its pin back from a kept reading.
 
 # Released in lockstep with flashinfer-python: an exact pin on the same version
 # moves with it (vLLM pins flashinfer-cubin beside flashinfer-python).
@@ -52,6 +58,8 @@ class RepoPin:
 
     @property
     def name(self) -> str:
+        from packaging.requirements import Requirement
+
         return Requirement(self.written).name if self.written else "flashinfer-python"
 
 
@@ -145,6 +153,8 @@ def find_pins(root: Path, problems: list[str] | None = None) -> list[RepoPin]:
 
 
 def _installs_here(pin: RepoPin, problems: list[str] | None) -> bool:
+    from packaging.requirements import InvalidRequirement, Requirement
+
     try:
         marker = Requirement(pin.written).marker if pin.written else None
     except InvalidRequirement:
@@ -310,6 +320,8 @@ def _named(text: str, names: set[str]) -> Requirement | None:
     """A requirement on one of `names`; one without a version admits every
     release, said as `>=0` rather than dropped. One that names a URL, not a
     version, is no pin: said in find_pins' problems, never read as one."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
     skipped = _SKIPPED.get()
     try:
         req = Requirement(text.strip())
@@ -537,6 +549,8 @@ def with_specifier(written: str, new_spec: str) -> str:
     """`written` (a requirement as the file writes it) with its version
     specifier replaced: the name, extras and marker stay as written. The result
     is parsed back and compared, never trusted."""
+    from packaging.requirements import Requirement
+
     old = Requirement(written)
     head = re.match(r"\s*[A-Za-z0-9][A-Za-z0-9._-]*\s*(\[[^\]]*\])?\s*", written)
     marker_at = written.find(";")
