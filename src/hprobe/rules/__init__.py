@@ -92,10 +92,10 @@ def _at_heads(models: list[Model], heads: int, tps: tuple[int, ...]) -> list[Mod
     for model in models:
         own = dict(model.attributes)
         groups.setdefault(tuple((name, own.get(name)) for name in differ), []).append(model)
+    shared = {name: next(iter(seen)) for name, seen in values.items() if name not in differ}
     out = []
     for split, group in groups.items() or {(): []}.items():
-        kept = {name: next(iter(seen)) for name, seen in values.items() if name not in differ}
-        kept.update({name: value for name, value in split if value is not None})
+        kept = {**shared, **{name: value for name, value in split if value is not None}}
         said = ", ".join(f"{n}={str(v).lower() if isinstance(v, bool) else v}" for n, v in split if v is not None)
         families = (
             ()

@@ -442,8 +442,13 @@ def kept_without_wheel(version: str) -> Path | None:
         wheels = cache.directory("wheels")
     except (InputError, OSError):
         return None
-    kept = _kept_identity(wheels, version) if _cached_wheel(wheels, version) is None else None
+    kept = _without_wheel(wheels, version)
     return kept[2] if kept is not None else None
+
+
+def _without_wheel(wheels: Path, version: str) -> tuple[Path, str, Path] | None:
+    """`_kept_identity`, where no wheel of `version` is cached (a cached one is the release)."""
+    return _kept_identity(wheels, version) if _cached_wheel(wheels, version) is None else None
 
 
 def _kept_release(item: str) -> Release | None:
@@ -452,13 +457,10 @@ def _kept_release(item: str) -> Release | None:
     Reading the tree (a worker, a rule's import) fetches the wheel first."""
     if not slim_trees():
         return None
-    wheels = cache.directory("wheels")
-    if _cached_wheel(wheels, item) is not None:
-        return None
-    kept = _kept_identity(wheels, item)
+    kept = _without_wheel(cache.directory("wheels"), item)
     if kept is None:
         return None
-    wheel, sha, tree = kept
+    _, sha, tree = kept
     metadata = _metadata(tree)
     version = metadata.get("Version", ["unknown"])[0]
     if not _same_version(Version(item), version):
