@@ -162,3 +162,15 @@ def test_a_refusal_crosses_a_pipe_whole():
         refusal.needle,
     )
     assert str(back) == str(refusal)
+
+
+def test_the_child_skips_variants_whose_entry_point_the_release_lacks():
+    """0.6.14 defines no trtllm_prefill_with_kv_cache_mla: its probe stops at
+    "absent" and asks compiled depth nothing, so the child works nothing out
+    for it; a variant that makes no trtllm-gen call is left out too."""
+    from hprobe.support.presence import entry_point_present
+
+    prefill = "trtllm-mla-prefill[backend=trtllm-gen]"
+    assert entry_point_present("flashinfer.mla.trtllm_prefill_with_kv_cache_mla", str(PACKAGE)) is False
+    wanted = {**NEEDED, prefill: [100], "batch-mla[backend=fa2]": [100]}
+    assert deep_ahead._defined_here(PACKAGE, wanted) == NEEDED

@@ -107,7 +107,7 @@ def _work(package: Path, version: str, wanted: dict[str, list[int]], heads: list
     from hprobe.support.kernel_tables import tables_if_ported
 
     tables = tables_if_ported(package, version)
-    answers = depth.evaluate_ahead(package, wanted, heads, tables)
+    answers = depth.evaluate_ahead(package, _defined_here(package, wanted), heads, tables)
     rows = 0
     if tables.table is not None:
         # The file was kept in the cache by tables_for, its rows as parsed too:
@@ -115,6 +115,29 @@ def _work(package: Path, version: str, wanted: dict[str, list[int]], heads: list
         rows = len(tables.table)
         tables = replace(tables, table=replace(tables.table, rows=(), data=b"", checksums=b""))
     return tables, rows, answers, trtllm_gen.known(package), cache.received_by_kind()
+
+
+def _defined_here(package: Path, wanted: dict[str, list[int]]) -> dict[str, list[int]]:
+    """The variants whose entry point the release defines, read from its
+    source: a probe of one it lacks stops at "absent" and asks compiled depth
+    nothing (0.6.14 has no trtllm_prefill_with_kv_cache_mla: a third of the
+    matrix's answers). A name this reading misses only leaves its answers to
+    the parent, which evaluates what the child did not."""
+    from hprobe.kernels import get_variant
+    from hprobe.support.presence import entry_point_present
+
+    present: dict[str, bool | None] = {}
+    kept = {}
+    for key, sms in wanted.items():
+        variant = get_variant(key)
+        if not variant.probe.compiled_calls(variant.values):
+            continue  # asks compiled depth nothing, present or not
+        entry = variant.probe.entry_point
+        if entry not in present:
+            present[entry] = entry_point_present(entry, str(package))
+        if present[entry] is not False:
+            kept[key] = sms
+    return kept
 
 
 def _received(payload: bytes, package: Path, version: str) -> Tables | None:

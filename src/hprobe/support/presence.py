@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import posixpath
 import zipfile
 from collections.abc import Callable
@@ -84,9 +85,8 @@ def _present(dotted: str, read: Reader) -> bool:
 
 
 def _defined_names(path: str, text: str, read: Reader, depth: int = 0) -> set[str]:
-    try:
-        tree = parse_module(text)
-    except SyntaxError:
+    tree = _parsed(text)
+    if tree is None:
         return set()
     names: set[str] = set()
     for node in tree.body:
@@ -115,6 +115,16 @@ def _defined_names(path: str, text: str, read: Reader, depth: int = 0) -> set[st
                 if isinstance(inner_node, (ast.ImportFrom, ast.Import)):
                     names.update((a.asname or a.name).split(".")[0] for a in inner_node.names)
     return names
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(text: str) -> ast.Module | None:
+    """A module's syntax tree, parsed once for the entry points it holds or
+    re-exports (`from ._core import *` is read for each name asked of it)."""
+    try:
+        return parse_module(text)
+    except SyntaxError:
+        return None
 
 
 def releases_with_entry_points(
