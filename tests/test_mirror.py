@@ -50,7 +50,6 @@ ELSEWHERE: dict[str, str] = {
     "device/boundary.py": "tests/test_honesty.py",
     "device/fakes.py": "tests/test_honesty.py and tests/test_run_independence.py",
     "device/session.py": "tests/test_honesty.py and tests/test_run_independence.py",
-    "device/sites.py": "tests/test_honesty.py",
     "kernels/__init__.py": _KERNELS,
     "kernels/base.py": _KERNELS,
     "kernels/batch_mla.py": _KERNELS,

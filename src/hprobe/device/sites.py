@@ -54,7 +54,7 @@ def _site_at(code: CodeType, lasti: int) -> CheckSite | None:
     raises from the same few, and turning an instruction into a line decodes
     the function's whole line table."""
     line = next((number for start, end, number in code.co_lines() if start <= lasti < end and number is not None), 0)
-    found = _guard(code.co_filename, code.co_firstlineno, line)
+    found = _guard(code.co_filename, code.co_firstlineno, _last_line(code), line)
     if found is None:
         return None
     tests, is_assert, device = found
@@ -66,9 +66,16 @@ def _realpath(filename: str) -> str:
     return os.path.realpath(filename)
 
 
+def _last_line(code: CodeType) -> int:
+    """The last line holding an instruction of `code` or of a function nested in it."""
+    last = max((number for _, _, number in code.co_lines() if number is not None), default=code.co_firstlineno)
+    nested = (_last_line(const) for const in code.co_consts if isinstance(const, CodeType))
+    return max([last, *nested])
+
+
 @functools.lru_cache(maxsize=4096)
-def _guard(filename: str, first_line: int, line: int) -> tuple[frozenset[int], bool, bool] | None:
-    function = _function_at(filename, first_line)
+def _guard(filename: str, first_line: int, last_line: int, line: int) -> tuple[frozenset[int], bool, bool] | None:
+    function = _function_at(filename, first_line, last_line)
     if function is None:
         return None
     best: tuple[frozenset[int], bool] | None = None
@@ -134,11 +141,39 @@ def _holds(stmt: ast.stmt, line: int) -> bool:
     return stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno)
 
 
+# Lines past a function's last instruction that can still belong to it: the
+# rest of a bracketed expression, an `else: pass`.
+_TAIL_LINES = 40
+
+
 @functools.lru_cache(maxsize=256)
-def _function_at(filename: str, first_line: int) -> ast.AST | None:
-    tree = _parse(filename)
-    if tree is None:
+def _function_at(filename: str, first_line: int, last_line: int) -> ast.AST | None:
+    """The function's own lines parsed, not its module's (flashinfer's
+    mla/_core.py is 3,000 lines; a probe placed checks in five such modules,
+    about 0.1 s a process): from its first line (a decorator's) to its last
+    instruction, with the lines after it that a statement cut there needs.
+    A slice that parses holds the function as the module does, since a
+    statement cut at a line's end does not parse. A method's indented `def`
+    is parsed as the body of an `if`; a slice that never parses falls back
+    to the whole module."""
+    lines = _lines(filename)
+    start = first_line - 1
+    if not 0 <= start < len(lines):
         return None
+    indented = lines[start][:1] in (" ", "\t")
+    prefix, offset = ("if 1:\n", start - 1) if indented else ("", start)
+    for end in range(min(last_line, len(lines)), min(last_line + _TAIL_LINES, len(lines)) + 1):
+        try:
+            tree = parse_module(prefix + "".join(lines[start:end]))
+        except (SyntaxError, ValueError):
+            continue
+        ast.increment_lineno(tree, offset)
+        return _defined_at(tree, first_line)
+    module = _parse(filename)
+    return _defined_at(module, first_line) if module is not None else None
+
+
+def _defined_at(tree: ast.AST, first_line: int) -> ast.AST | None:
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             start = min([node.lineno] + [d.lineno for d in node.decorator_list])
@@ -148,11 +183,18 @@ def _function_at(filename: str, first_line: int) -> ast.AST | None:
 
 
 @functools.lru_cache(maxsize=64)
-def _parse(filename: str) -> ast.Module | None:
+def _lines(filename: str) -> list[str]:
     try:
         with open(filename, encoding="utf-8") as fh:
-            return parse_module(fh.read())
-    except (OSError, SyntaxError, ValueError):
+            return fh.readlines()
+    except (OSError, ValueError):
+        return []
+
+
+def _parse(filename: str) -> ast.Module | None:
+    try:
+        return parse_module("".join(_lines(filename)))
+    except (SyntaxError, ValueError):
         return None
 
 
