@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import gc
 import os
 import socket
 
@@ -81,6 +82,7 @@ def _global_state() -> dict:
         "connect": socket.socket.connect,
         "arch": os.environ.get("FLASHINFER_CUDA_ARCH_LIST"),
         "validate": os.environ.get("FLASHINFER_VALIDATE_INPUTS"),
+        "collector": (gc.isenabled(), gc.get_freeze_count()),
     }
 
 
@@ -101,6 +103,29 @@ def test_everything_is_restored_after_a_session():
 
     with pytest.raises(ValueError, match="cuda device"):
         fu.get_compute_capability(torch.device("cpu"))
+
+
+def test_the_imports_made_leave_the_collectors_scans_while_the_session_lives():
+    """Frozen after the import (a full collection while probing scanned them
+    all), thawed at close; a host that froze objects of its own keeps its
+    freeze, and a collector the host turned off stays off."""
+    assert gc.get_freeze_count() == 0
+    with FlashinferSession(SM(10, 0)):
+        assert gc.get_freeze_count() > 100_000  # torch's and flashinfer's objects
+        assert gc.isenabled()
+    assert gc.get_freeze_count() == 0
+
+    gc.freeze()
+    gc.disable()
+    try:
+        host = gc.get_freeze_count()
+        with FlashinferSession(SM(10, 0)):
+            assert gc.get_freeze_count() == host
+            assert not gc.isenabled()
+        assert gc.get_freeze_count() == host
+    finally:
+        gc.enable()
+        gc.unfreeze()
 
 
 def test_network_is_refused_during_a_probe():

@@ -129,8 +129,11 @@ def serve() -> int:
     import importlib
     import select
 
-    for name in PRELOAD:
-        importlib.import_module(name)
+    from hprobe.device.session import collector_paused
+
+    with collector_paused():  # as a session imports (its objects are frozen there, in each worker)
+        for name in PRELOAD:
+            importlib.import_module(name)
     if any(name == "flashinfer" or name.startswith("flashinfer.") for name in sys.modules):
         _tell({"refused": "flashinfer was imported before a release's tree was on sys.path"})
         return 3
