@@ -182,8 +182,11 @@ def run_app(app: typer.Typer) -> None:
         from typer._click import exceptions as click_exceptions
     except ImportError:  # pragma: no cover - an older typer over click
         from click import exceptions as click_exceptions  # type: ignore[no-redef]
+    from hprobe.system import collector
     from hprobe.system import escaping as escape
     from hprobe.system import streams as guard
+
+    collector.tune_for_a_run()  # this process is hprobe's, and ends with the command
 
     # `python -m` puts the working directory first on sys.path, where a
     # `flashinfer/` (or `torch/`) of the tree being checked would shadow the

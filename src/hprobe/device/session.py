@@ -41,6 +41,7 @@ from hprobe.device.classify import CallResult, classify, one_line
 from hprobe.device.fakes import FakeDeviceProperties
 from hprobe.model.errors import EnvironmentProblem
 from hprobe.model.sm import SM
+from hprobe.system import collector
 from hprobe.system.lifetime import scratch_dir
 
 
@@ -129,7 +130,7 @@ class FlashinferSession:
             # so that a relative path met later finds nothing rather than another file.
             os.chdir(scratch_dir(None, "hprobe-cwd"))
         try:
-            with collector_paused():
+            with collector.paused():
                 import torch
         except Exception as exc:  # noqa: BLE001
             raise EnvironmentProblem(f"torch is not importable: {type(exc).__name__}: {exc}") from None
@@ -157,7 +158,7 @@ class FlashinferSession:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 try:
-                    with collector_paused():
+                    with collector.paused():
                         import flashinfer
                 except Exception as exc:  # noqa: BLE001
                     raise EnvironmentProblem(
@@ -547,21 +548,6 @@ class FlashinferSession:
                 clear()
             except Exception:  # noqa: BLE001 - a cache that cannot clear holds nothing of ours
                 pass
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off while torch and flashinfer import:
-    the import makes some 350,000 objects and nearly no cycles, so its full
-    collections (about 0.3 s of a 2 s import here) scan a growing heap to free
-    a few hundred objects. Reference counting frees the rest as ever."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 class _Quiet(warnings.catch_warnings):

@@ -186,6 +186,9 @@ def _found_here(package: Path, version: str, progress: Callable[[str], None]) ->
 
 def main() -> None:
     """The child: a request on stdin, what it worked out pickled into the file it names."""
+    from hprobe.system import collector
+
+    collector.tune_for_a_run()
     request = json.loads(sys.stdin.read())
     package = Path(request["package"])
     handed = _work(

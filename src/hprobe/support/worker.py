@@ -16,6 +16,9 @@ from pathlib import Path
 
 
 def main() -> int:
+    from hprobe.system import collector
+
+    collector.tune_for_a_run()
     return answer(json.loads(sys.stdin.read()))
 
 
@@ -129,9 +132,10 @@ def serve() -> int:
     import importlib
     import select
 
-    from hprobe.device.session import collector_paused
+    from hprobe.system import collector
 
-    with collector_paused():  # as a session imports (its objects are frozen there, in each worker)
+    collector.tune_for_a_run()
+    with collector.paused():  # as a session imports (its objects are frozen there, in each worker)
         for name in PRELOAD:
             importlib.import_module(name)
     if any(name == "flashinfer" or name.startswith("flashinfer.") for name in sys.modules):
