@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 from rich.console import Console
+from rich.text import Text
 
 from hprobe.commands.conclude import conclude
 from hprobe.model.outcome import Depth, HeadResult, KernelSMResult, Outcome
@@ -401,6 +402,47 @@ def test_plain_tables_are_laid_out_as_rich_lays_them_out():
     wide = [("evidence", "left")]
     assert plain_table_lines(wide, [[("x" * 50, "")]], 40) is None
     assert plain_table_lines(wide, [[("two\nlines", "")]], 4000) is None
+
+
+def test_plain_lines_are_wrapped_as_rich_wraps_them():
+    """Where no style is written, a long line is wrapped without rich's
+    console; it is what rich writes for the same text: words past the width,
+    words wider than a line (folded), runs of spaces at a break, blank lines,
+    wide and combining characters. Text rich rewrites first (a tab, a
+    carriage return) goes to rich."""
+    import random
+
+    from hprobe.report.formats.layout import wrapped_lines
+    from hprobe.report.formats.terminal import make_console
+
+    pieces = [
+        "a",
+        "bb",
+        "flashinfer/mla/_core.py:1234",
+        "x" * 30,
+        "y" * 130,
+        " ",
+        "  ",
+        "   ",
+        "\n",
+        "✅",
+        "模型名",
+        "e\u0301t\u00e9",
+        "{8,16,32,64,128}",
+        "—",
+        "[bold]x[/bold]",
+    ]
+    rng = random.Random(11)
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 60)))
+        width = rng.choice([10, 17, 40, 80, 100])
+        stream = io.StringIO()
+        make_console(stream=stream, width=width).print(Text(text))
+        lines = wrapped_lines(text, width)
+        assert lines is not None
+        assert "\n".join(lines) + "\n" == stream.getvalue(), (text, width)
+    assert wrapped_lines("a\tb " * 40, 20) is None
+    assert wrapped_lines("a\rb " * 40, 20) is None
 
 
 HOSTILE = "[bold]x[/bold] \\[dim] :warning: [/]"

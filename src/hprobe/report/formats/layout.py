@@ -1,5 +1,5 @@
 """Lines and tables of styled text, as text formats write them: the pieces,
-and rich's table layout without rich (where no style is written, a pipe or a
+and rich's word wrap and table layout without rich's console (where no style is written, a pipe or a
 CI log, `text.PlainWriter` writes it; a test holds it equal to rich's, cell
 for cell).
 
@@ -8,6 +8,7 @@ judging; piped output, what a pre-commit hook or CI reads, now costs neither."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Protocol
 
 # The widest COLUMNS taken as a width (a larger one is read as unset).
@@ -45,6 +46,38 @@ def _width(text: str) -> int:
     from rich.cells import cell_len
 
     return cell_len(text)
+
+
+# What rich's Text changes before it wraps (tabs expanded; bell, backspace,
+# vertical tab, form feed and carriage return stripped): its console does that.
+_RICH_REWRITES = frozenset("\t\a\b\v\f\r")
+_TRAILING_SPACE = re.compile(r"\s+$")
+
+
+def wrapped_lines(text: str, width: int) -> list[str] | None:
+    """The lines rich's console writes for `Text(text)` at `width`, without
+    colour: rich's own word wrap (rich._wrap.divide_line, what Text.wrap
+    calls), each piece's trailing space past the width dropped and what is
+    still wider cut at the width, as Text.wrap does. None where rich would
+    rewrite the text first, or where this rich has no such function."""
+    if not _RICH_REWRITES.isdisjoint(text):
+        return None
+    try:
+        from rich._wrap import divide_line
+        from rich.cells import cell_len, set_cell_size
+    except ImportError:
+        return None
+    lines = []
+    for line in text.split("\n"):
+        offsets = divide_line(line, width, fold=True)
+        for start, end in zip([0, *offsets], [*offsets, len(line)], strict=True):
+            piece = line[start:end]
+            if len(piece) > width and (space := _TRAILING_SPACE.search(piece)):
+                piece = piece[: len(piece) - min(len(space.group(0)), len(piece) - width)]
+            if cell_len(piece) > width:
+                piece = set_cell_size(piece, width)
+            lines.append(piece)
+    return lines
 
 
 def plain_table_lines(columns: list[Column], rows: list[Row], width: int) -> list[str] | None:

@@ -26,6 +26,7 @@ from hprobe.report.formats.layout import (
     Writer,
     isatty,
     plain_table_lines,
+    wrapped_lines,
 )
 from hprobe.system.escaping import visible
 
@@ -54,10 +55,13 @@ class PlainWriter:
     def line(self, *parts: Part) -> None:
         text = "".join(part if isinstance(part, str) else part[0] for part in parts)
         if any(len(piece) > self.width for piece in text.split("\n")):
-            from rich.text import Text
+            lines = wrapped_lines(text, self.width)
+            if lines is None:
+                from rich.text import Text
 
-            self._console().print(Text(text))
-            return
+                self._console().print(Text(text))
+                return
+            text = "\n".join(lines)
         self.stream.write(text + "\n")
 
     def table(self, columns: list[Column], rows: list[Row]) -> None:
