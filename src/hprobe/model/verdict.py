@@ -3,6 +3,7 @@ evidence (the finding). Each verdict carries its own presentation."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, assert_never
@@ -32,9 +33,10 @@ class Verdict(str, Enum):
     # a call path whose head count hprobe could not follow: shown, never ok or broken
     ASSUMED = "assumed"
 
-    @property
+    @functools.cached_property
     def _traits(self) -> _Traits:
-        # An exhaustive match: a verdict without its presentation fails mypy here.
+        # An exhaustive match: a verdict without its presentation fails mypy
+        # here. Made once per member: a check asks thousands of times.
         match self:
             case Verdict.OK:
                 return _Traits(
