@@ -256,7 +256,8 @@ def _deepen(
     # A table a recent search could not find settles, until the next search, what
     # is concluded without it: kept under that search's time.
     settled = miss_settled(package)
-    memos = {k: _deep_key([r], identity, package, settled) for k, r in needs} if identity else {}
+    cxx = _cxx_digest(package) if identity else ""
+    memos = {k: _deep_key([r], identity, package, settled, cxx) for k, r in needs} if identity else {}
     left = []
     for k, result in needs:
         hit = cache.read_kept("deep", memos[k]) if k in memos else None
@@ -295,11 +296,14 @@ def _reaches_launcher(result: KernelSMResult) -> bool:
     return any(probe.compiled_call(entry, result.config) for entry in entries)
 
 
-def _deep_key(probed: list[KernelSMResult], identity: str, package: Path, settled: str = "") -> str:
+def _deep_key(
+    probed: list[KernelSMResult], identity: str, package: Path, settled: str = "", cxx: str | None = None
+) -> str:
+    """`cxx`: _cxx_digest(package), where the caller keys several results at once."""
     import hashlib
     import os
 
-    from hprobe.compiled.files import READ, TABLE_SETTING, data_dir
+    from hprobe.compiled.files import TABLE_SETTING
 
     digest = hashlib.sha256()
     for part in (
@@ -308,11 +312,21 @@ def _deep_key(probed: list[KernelSMResult], identity: str, package: Path, settle
         os.environ.get(TABLE_SETTING, ""),
         settled,
         json.dumps([r.to_dict() for r in probed], sort_keys=True),
+        cxx if cxx is not None else _cxx_digest(package),
     ):
         digest.update(part.encode() + b"\0")
-    # The C++ compiled depth reads, by content: an installed release's identity
-    # leaves its C++ out (no probe compiles it), and an edit there must not
-    # reuse an old conclusion.
+    return digest.hexdigest()
+
+
+def _cxx_digest(package: Path) -> str:
+    """The C++ compiled depth reads, by content: an installed release's identity
+    leaves its C++ out (no probe compiles it), and an edit there must not
+    reuse an old conclusion."""
+    import hashlib
+
+    from hprobe.compiled.files import READ, data_dir
+
+    digest = hashlib.sha256()
     for relative in READ:
         try:
             digest.update((data_dir(package) / relative).read_bytes())
