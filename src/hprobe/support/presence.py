@@ -117,10 +117,11 @@ def _defined_names(path: str, text: str, read: Reader, depth: int = 0) -> set[st
     return names
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=4)
 def _parsed(text: str) -> ast.Module | None:
     """A module's syntax tree, parsed once for the entry points it holds or
-    re-exports (`from ._core import *` is read for each name asked of it)."""
+    re-exports (`from ._core import *` is read for each name asked of it);
+    the last few only, as a search over releases reads one module after another."""
     try:
         return parse_module(text)
     except SyntaxError:

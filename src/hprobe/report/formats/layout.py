@@ -1,7 +1,7 @@
 """Lines and tables of styled text, as text formats write them: the pieces,
-and rich's word wrap and table layout without rich's console (where no style is written, a pipe or a
-CI log, `text.PlainWriter` writes it; a test holds it equal to rich's, cell
-for cell).
+and rich's word wrap and table layout without rich's console (where no style
+is written, a pipe or a CI log, `text.PlainWriter` writes it; tests hold both
+equal to rich's, cell for cell).
 
 A warm check spent more time importing rich and laying out its tables than
 judging; piped output, what a pre-commit hook or CI reads, now costs neither."""
