@@ -72,7 +72,11 @@ def test_a_tree_shipping_a_module_the_zygote_holds_gets_a_fresh_worker(tmp_path,
 
 
 def test_a_forked_worker_past_its_limit_is_killed(tmp_path, monkeypatch):
-    tree = resolve(RELEASE).tree
+    # A release whose import never ends within the limit, whatever the
+    # machine's speed (a real probe of 0.6.14 now ends within a second).
+    tree = tmp_path / "tree"
+    (tree / "flashinfer").mkdir(parents=True)
+    (tree / "flashinfer" / "__init__.py").write_text("import time\ntime.sleep(60)\n")
     monkeypatch.setenv("HPROBE_WORKER_TIMEOUT", "1")
     pids: list[int] = []
     real_run = zygote.Zygote.run
@@ -86,6 +90,7 @@ def test_a_forked_worker_past_its_limit_is_killed(tmp_path, monkeypatch):
     monkeypatch.setattr(zygote.Zygote, "run", run)
     answer = workers._worker(_probe_request(tree))
     assert answer == "the probe worker did not finish within 1 s (HPROBE_WORKER_TIMEOUT sets the limit)"
+    assert pids, "the worker was forked from the zygote"
     time.sleep(0.5)
     for pid in pids:
         with pytest.raises(ProcessLookupError):
