@@ -191,7 +191,10 @@ def _lines(filename: str) -> list[str]:
         return []
 
 
+@functools.lru_cache(maxsize=8)
 def _parse(filename: str) -> ast.Module | None:
+    """The whole module, where no slice of a function parses (each function of
+    it falls back here alike)."""
     try:
         return parse_module("".join(_lines(filename)))
     except (SyntaxError, ValueError):

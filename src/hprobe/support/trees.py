@@ -477,9 +477,10 @@ def _fetch_again(item: str, sha: str, tree: Path) -> None:
     """The wheel of a kept tree, fetched again before anything reads the tree:
     the same file the answers are kept under, or no answer from it."""
     wheel = fetch_wheel(item)
-    if _sha256(wheel) != sha:
+    served = _sha256(wheel)
+    if served != sha:
         raise InputError(
-            f"--flashinfer {item}: the index now serves another wheel of it (sha256 {_sha256(wheel)[:12]}) than the "
+            f"--flashinfer {item}: the index now serves another wheel of it (sha256 {served[:12]}) than the "
             f"one whose answers and tree are kept ({sha[:12]}); `hprobe cache prune --release {item}` lets it be "
             "fetched anew"
         )
