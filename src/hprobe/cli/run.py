@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 import typer
 
-from hprobe.model.errors import EXIT_INPUT, HprobeError
+from hprobe.model.errors import EXIT_INCONCLUSIVE, EXIT_INPUT, HprobeError
 
 EXIT_INTERNAL = 5
 
@@ -148,11 +148,23 @@ def run_job(job: Callable[[], int]) -> None:
     except MemoryError:
         say("hprobe: error: out of memory (an input asks for more than this machine has; see Bounds in the README)")
         raise typer.Exit(EXIT_INPUT) from None
-    except Exception as exc:  # a bug of ours still gets one line, not a traceback
+    except (typer.Exit, SystemExit, GeneratorExit):
+        raise
+    except BaseException as exc:  # a bug of ours still gets one line, never a traceback nor exit 1
         if os.environ.get("HPROBE_DEBUG"):
             raise
+        from hprobe.support.slim import TreeUnreadable
+
         message = " ".join(str(exc).split())[:300]
-        say(f"hprobe: internal error: {type(exc).__name__}: {visible(message)} (set HPROBE_DEBUG=1 for the traceback)")
+        if isinstance(exc, TreeUnreadable):
+            # This machine's failure (a release's wheel gone and not to be had
+            # again): nothing was decided, so the run is undecided, not broken.
+            say(f"hprobe: error: {visible(message.removeprefix('hprobe: '))}")
+            raise typer.Exit(EXIT_INCONCLUSIVE) from None
+        say(
+            f"hprobe: internal error: {type(exc).__name__}: {visible(message)} (a bug of hprobe's: please report it "
+            "with the traceback HPROBE_DEBUG=1 prints)"
+        )
         raise typer.Exit(EXIT_INTERNAL) from None
     finally:
         for signum, handler in previous.items():

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from hprobe.kernels import get_variant
-from hprobe.model.errors import InputError
+from hprobe.model.errors import HprobeError, InputError
 from hprobe.model.outcome import KernelSMResult, Outcome
 from hprobe.model.release import INSTALLED, FlashinferInfo, ProbedRelease, Progress
 from hprobe.model.sm import SM
@@ -247,8 +247,9 @@ def _deepen(
     from hprobe.compiled.files import READ, data_dir
     from hprobe.support.slim import unwritten
 
-    if unwritten([package / "artifacts.py", *(data_dir(package) / relative for relative in READ)]):
-        readable()  # what the keys below read
+    read = [package / "artifacts.py", *(data_dir(package) / relative for relative in READ)]
+    if unwritten(read) and not _made_readable(readable, [r for _, r in needs]):
+        return  # what the keys below read cannot be had
     # One memo per result (kernel variant x SM), as the answers are kept: a run
     # for a subset of SMs reads what a wider run concluded.
     from hprobe.support.kernel_package import miss_settled
@@ -267,8 +268,8 @@ def _deepen(
             left.append((k, result))
     if not left:
         return
-    readable()
-    from hprobe.compiled.depth import deepen
+    if not _made_readable(readable, [r for _, r in left]):
+        return
     from hprobe.support.kernel_tables import tables_for
 
     found: list[Tables] = []
@@ -278,13 +279,42 @@ def _deepen(
             found.append(fetching.result() if fetching is not None else tables_for(package, version, progress))
         return found[0]
 
-    for _, result in left:
-        deepen(result, package, get_tables)
+    if not _deepened([r for _, r in left], package, get_tables):
+        return
     # Kept once the table was in hand, or not needed (no port, no route): a
     # table that could not be had this time may be found the next.
     if memos and (not found or found[0].table is not None or found[0].disabled or settled):
         for k, result in left:
             cache.keep("deep", memos[k], result.to_dict())
+
+
+def _made_readable(readable: Callable[[], object], results: list[KernelSMResult]) -> bool:
+    """`readable()`, or False with the reason noted on each result: a release
+    whose wheel was removed and cannot be had again answers at the validators."""
+    try:
+        readable()
+    except (HprobeError, OSError) as exc:
+        for result in results:
+            result.notes.append(f"compiled depth: not evaluated: the release's C++ cannot be read: {exc}")
+        return False
+    return True
+
+
+def _deepened(results: list[KernelSMResult], package: Path, get_tables: Callable[[], Tables]) -> bool:
+    """Each result taken past the validators; False where the release's C++
+    could not be read (its wheel gone and not to be had again, met by a reader
+    of its own): the answers stay at the validators, said, and nothing
+    concluded without it is kept."""
+    from hprobe.compiled.depth import deepen
+    from hprobe.support.slim import TreeUnreadable
+
+    for result in results:
+        try:
+            deepen(result, package, get_tables)
+        except TreeUnreadable as exc:
+            result.notes.append(f"compiled depth: not evaluated: {str(exc).removeprefix('hprobe: ')}")
+            return False
+    return True
 
 
 def _reaches_launcher(result: KernelSMResult) -> bool:

@@ -12,11 +12,18 @@ placeholder of a watched tree, writes the real file from the wheel first.
 What a probe reads is therefore always the wheel's own bytes: a dropped file
 costs time, never a wrong answer.
 
-When the wheel cannot give the file (removed by a prune meanwhile, damaged),
-no code of flashinfer's may see a half-answer: a worker ends at once with
-EXIT_TREE_UNREADABLE (its answers inconclusive, with the reason), and the
+A wheel removed once its release was answered (trees.drop_fetched_wheels),
+or by another run sharing the cache, is fetched again by the tree's
+`refetch` (given to `watch`) the first time a placeholder needs it, in
+whichever thread of the process reads first; the fetched wheel is checked
+against the digest the tree is named by before any file is written from it.
+
+When the wheel still cannot give the file (offline, damaged, another wheel
+served), no code of flashinfer's may see a half-answer: a worker ends at once
+with EXIT_TREE_UNREADABLE (its answers inconclusive, with the reason), and the
 main process raises TreeUnreadable, a BaseException no `except Exception`
-in flashinfer can swallow.
+in flashinfer can swallow; hprobe's own readers turn it into an
+inconclusive answer with its reason.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import os
 import sys
 import threading
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 MARKER = ".hprobe-slim"  # in a slim tree: the wheel it is written from
@@ -77,6 +85,9 @@ def write_placeholders(zf: zipfile.ZipFile, members: list[zipfile.ZipInfo], root
 
 
 _watched: dict[str, Path] = {}  # tree root (with a trailing separator) -> its wheel
+# tree root -> what brings its wheel back when it was removed (fetched again, verified)
+_refetchers: dict[str, Callable[[], None]] = {}
+_refetch_locks: dict[str, threading.Lock] = {}
 _lock = threading.Lock()
 _local = threading.local()
 _installed = False
@@ -95,16 +106,23 @@ def unwritten(paths: list[Path]) -> bool:
     return False
 
 
-def watch(tree: Path) -> bool:
+def watch(tree: Path, refetch: Callable[[], None] | None = None) -> bool:
     """Serve `tree`'s placeholders from its wheel in this process; False when
-    it is no slim tree (a full one, or a directory the user named)."""
+    it is no slim tree (a full one, or a directory the user named).
+    `refetch`: brings the wheel back (fetched again and verified) where it
+    was removed; called at most once at a time, only when a placeholder
+    needs the wheel and it is gone."""
     global _installed
     try:
         wheel = Path((tree / MARKER).read_text().strip())
     except OSError:
         return False
+    root = os.path.join(os.path.abspath(tree), "")
     with _lock:
-        _watched[os.path.join(os.path.abspath(tree), "")] = wheel
+        _watched[root] = wheel
+        if refetch is not None:
+            _refetchers[root] = refetch
+            _refetch_locks.setdefault(root, threading.Lock())
         if not _installed:
             sys.addaudithook(_hook)
             _installed = True
@@ -142,8 +160,11 @@ def _serve(path: str, root: str, wheel: Path) -> None:
         return  # not in the tree: the open answers for itself
     if info.st_mtime_ns != PLACEHOLDER_MTIME_NS:
         return
+    member = path[len(root) :].replace(os.sep, "/")
     try:
-        materialise(Path(path), path[len(root) :].replace(os.sep, "/"), wheel)
+        if not wheel.is_file():
+            _bring_back(root, wheel)
+        materialise(Path(path), member, wheel)
     except Exception as exc:  # noqa: BLE001 - whatever failed, no reader may see the placeholder
         why = f"hprobe: {path} could not be written from {wheel}: {type(exc).__name__}: {exc}"
         if os.environ.get("HPROBE_WORKER") == "1":
@@ -151,6 +172,24 @@ def _serve(path: str, root: str, wheel: Path) -> None:
             sys.stderr.flush()
             os._exit(EXIT_TREE_UNREADABLE)
         raise TreeUnreadable(why) from None
+
+
+def _bring_back(root: str, wheel: Path) -> None:
+    """The wheel of a watched tree, fetched again where it was removed (by
+    this run once answered, or by another run): one thread fetches, the
+    others wait for it and find the wheel there."""
+    refetch = _refetchers.get(root)
+    if refetch is None:
+        raise FileNotFoundError(f"{wheel} was removed, and this tree has no way to fetch it again")
+    with _refetch_locks[root]:
+        if not wheel.is_file():
+            refetch()
+    with _lock:
+        stale = _zips.pop(wheel, None)  # an open handle of the removed file is not the wheel now there
+    if stale is not None:
+        stale.close()
+    if not wheel.is_file():
+        raise FileNotFoundError(f"{wheel} was removed and could not be fetched again")
 
 
 def materialise(path: Path, member: str, wheel: Path) -> None:

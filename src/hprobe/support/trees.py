@@ -18,6 +18,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -349,9 +350,12 @@ def _from_wheel(wheel: Path, label: str, slim: bool = False) -> Release:
     if not _published(tree):
         _unpack_once(wheel, tree, sha, label)
         verified = True
-    slim_tree.watch(tree)  # this process's own reads of it (sources, metadata) are served too
-    metadata = _metadata(tree)
+    # This process's own reads of it (sources, metadata) are served too; a
+    # cached wheel another run removes meanwhile is fetched again on a read.
     named = _wheel_version(wheel)
+    ours = slim and named is not None and wheel.parent == cache.directory("wheels")
+    slim_tree.watch(tree, functools.partial(_fetch_again, str(named), sha, tree) if ours else None)
+    metadata = _metadata(tree)
     version = metadata.get("Version", ["unknown"])[0]
     if not verified and named is not None and not _same_version(named, version):
         # A damaged METADATA, not yet a verdict on the wheel: check the tree first.
@@ -467,15 +471,27 @@ def _kept_release(item: str) -> Release | None:
         return None  # a damaged METADATA: fetched and unpacked as if nothing were kept
     from hprobe.support import slim as slim_tree
 
-    slim_tree.watch(tree)
-    return Release(
-        item, version, tree, sha, unmet_requirements(metadata), functools.partial(_fetch_again, item, sha, tree)
-    )
+    fetch_again = functools.partial(_fetch_again, item, sha, tree)
+    slim_tree.watch(tree, fetch_again)  # any reader in this process, not only `Release.tree`, brings the wheel back
+    return Release(item, version, tree, sha, unmet_requirements(metadata), fetch_again)
+
+
+_FETCHING_AGAIN: dict[Path, threading.Lock] = {}
+_FETCHING_AGAIN_LOCK = threading.Lock()
 
 
 def _fetch_again(item: str, sha: str, tree: Path) -> None:
     """The wheel of a kept tree, fetched again before anything reads the tree:
-    the same file the answers are kept under, or no answer from it."""
+    the same file the answers are kept under, or no answer from it. One
+    thread fetches (`Release.tree` and a placeholder's reader may ask at
+    once); the others find the wheel it fetched."""
+    with _FETCHING_AGAIN_LOCK:
+        lock = _FETCHING_AGAIN.setdefault(tree, threading.Lock())
+    with lock:
+        _fetch_again_alone(item, sha, tree)
+
+
+def _fetch_again_alone(item: str, sha: str, tree: Path) -> None:
     wheel = fetch_wheel(item)
     served = _sha256(wheel)
     if served != sha:
