@@ -51,6 +51,19 @@ def test_an_output_that_is_an_input_is_refused_before_any_work(tmp_path):
     assert table.read_bytes() == before
 
 
+def test_the_waivers_file_is_an_input_no_output_replaces(tmp_path):
+    """Given by --waivers, or found as ./hprobe-waivers.toml: --junit over it
+    is refused before any work, and the file stays as it was."""
+    (tmp_path / "tmp").mkdir()
+    waivers = tmp_path / "hprobe-waivers.toml"
+    waivers.write_text('[[waiver]]\nsm = 120\nreason = "waits for a bump"\nexpires = 2099-01-01\n')
+    before = waivers.read_bytes()
+    for given in (["--waivers", str(waivers)], []):
+        proc = run_hprobe(["check", "--table", str(POST_48047), *given, "--junit", str(waivers)], tmp_path)
+        _one_error(proc, "is the --waivers input")
+        assert waivers.read_bytes() == before
+
+
 def test_two_outputs_of_one_run_are_refused(tmp_path):
     (tmp_path / "tmp").mkdir()
     out = tmp_path / "same"

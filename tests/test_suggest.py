@@ -441,3 +441,16 @@ def test_a_search_says_up_front_how_many_releases_it_may_fetch(tmp_path, monkeyp
     for name in ("flashinfer_python-0.6.13-py3-none-any.whl", "flashinfer_python-0.7.4-py3-none-any.whl", "notes.txt"):
         (tmp_path / "wheels" / name).write_bytes(b"")
     assert fetched_versions() == {Version("0.6.13"), Version("0.7.4")}
+
+
+@pytest.mark.slow
+def test_a_tree_that_needs_no_change_writes_no_diff_and_passes(cli, tmp_path):
+    """Every rule of POST is already the smallest count the releases its pin
+    admits accept: --diff writes nothing, says so once, and the run passes
+    (the upgrade-proposal workflow reads exit 0 as "nothing to change")."""
+    diff = tmp_path / "p.diff"
+    code, out, err = cli("suggest", "--repo", str(POST), "--sm", "100", "--flashinfer", "0.6.14", "--diff", str(diff))
+    assert code == 0, err
+    assert not diff.exists()
+    said = f"--diff {diff} not written: nothing to change"
+    assert (out + err).count(said) == 1 and "nothing to rewrite" not in out + err, err

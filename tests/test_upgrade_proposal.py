@@ -73,7 +73,7 @@ def test_the_proposing_step_opens_a_pull_request_with_the_patch_and_the_evidence
         'if [ "$1 $2" = "index versions" ]; then echo "flashinfer-python (0.6.14)"; echo "Available versions: 0.6.14, '
         '0.6.13"; exit 0; fi\nexit 1\n',
     )
-    _stub(stubs / "gh", f'printf "%s\\n" "$@" > {tmp_path}/gh-args\n')
+    _stub(stubs / "gh", _GH.format(log=tmp_path / "gh-args", made=tmp_path / "gh-pr", fail=tmp_path / "gh-fails"))
     runner_temp = tmp_path / "runner"
     runner_temp.mkdir()
     env = dict(
@@ -101,6 +101,7 @@ def test_the_proposing_step_opens_a_pull_request_with_the_patch_and_the_evidence
     assert re.search(r"^\+flashinfer-python==0\.(6\.1[4-9]|7\.)", pushed, re.M), pushed
     args = (tmp_path / "gh-args").read_text().splitlines()
     assert args[:2] == ["pr", "create"] and "hprobe/flashinfer-0.6.14" in args
+    (tmp_path / "gh-args").unlink()
     body = (runner_temp / "body.md").read_text()
     assert (
         body.startswith("## hprobe suggest — flashinfer 0.6.14")
@@ -110,6 +111,16 @@ def test_the_proposing_step_opens_a_pull_request_with_the_patch_and_the_evidence
     # A second run finds the branch proposed already and does nothing.
     again = subprocess.run(["bash", "-c", script], cwd=repo, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and "proposed already" in again.stdout
+    assert (tmp_path / "gh-args").read_text().splitlines()[:2] == ["pr", "list"]
+
+
+# `gh` as GitHub answers: `pr list` names the pull request `pr create` made
+# (none before); `pr create` fails while the file `fail` exists.
+_GH = """printf "%s\\n" "$@" >> {log}
+if [ "$1 $2" = "pr list" ]; then [ -f {made} ] && echo 7; exit 0; fi
+if [ "$1 $2" = "pr create" ]; then [ -f {fail} ] && exit 1; touch {made}; fi
+exit 0
+"""
 
 
 def _propose(
@@ -174,3 +185,46 @@ def test_a_break_hprobe_cannot_patch_opens_an_issue_with_the_evidence(tmp_path):
 def test_nothing_to_change_opens_nothing(tmp_path):
     proc, gh = _propose(tmp_path, pip=LISTED, hprobe_rc=0)
     assert proc.returncode == 0 and "flashinfer 0.7.4: nothing to change" in proc.stdout and not gh.exists()
+
+
+# hprobe as `suggest --diff PATH` leaves it when the pin moves (PATH is the 7th argument).
+_PATCHING = """cat > "$7" <<'DIFF'
+--- a/requirements.txt
++++ b/requirements.txt
+@@ -1 +1 @@
+-flashinfer-python==0.6.13
++flashinfer-python==0.7.4
+DIFF
+echo "## hprobe suggest — flashinfer 0.7.4"
+"""
+
+
+def test_a_pull_request_that_could_not_be_opened_is_opened_by_the_next_run(tmp_path):
+    """The branch is pushed before `gh pr create`; where that fails, the branch
+    alone is no proposal: the next run opens the pull request (without pushing
+    again), and only then is the release proposed already."""
+    proc, gh = _propose(tmp_path, pip=LISTED, hprobe_rc=0)  # a repository, origin and stubs to reuse
+    stubs, runner = tmp_path / "stubs", tmp_path / "runner"
+    _stub(stubs / "hprobe", _PATCHING)
+    _stub(stubs / "gh", _GH.format(log=gh, made=tmp_path / "gh-pr", fail=tmp_path / "gh-fails"))
+    (tmp_path / "gh-fails").touch()
+    env = dict(os.environ, PATH=f"{stubs}{os.pathsep}{os.environ['PATH']}", RUNNER_TEMP=str(runner), GH_TOKEN="x")
+    script = _workflow()["jobs"]["propose"]["steps"][3]["run"]
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", "-c", script], cwd=tmp_path / "repo", env=env, capture_output=True, text=True, timeout=120
+        )
+
+    failed = run()
+    assert failed.returncode != 0 and not (tmp_path / "gh-pr").exists()
+    pushed = ["git", "--git-dir", str(tmp_path / "origin.git"), "rev-parse", "hprobe/flashinfer-0.7.4"]
+    head = subprocess.run(pushed, capture_output=True, text=True, check=True).stdout
+    (tmp_path / "gh-fails").unlink()
+    subprocess.run(["git", "switch", "-q", "main"], cwd=tmp_path / "repo", check=True)
+    retried = run()
+    assert retried.returncode == 0, retried.stdout + retried.stderr
+    assert (tmp_path / "gh-pr").exists() and "proposed already" not in retried.stdout
+    assert subprocess.run(pushed, capture_output=True, text=True, check=True).stdout == head  # not pushed again
+    again = run()
+    assert again.returncode == 0 and "flashinfer 0.7.4: proposed already" in again.stdout

@@ -134,6 +134,7 @@ def _no_clobbering(
     mapping: Optional[Path] = None,
     baseline: Optional[Path] = None,
     repo: Optional[Path] = None,
+    waivers: Optional[Path] = None,
 ) -> None:
     """Refuse, before any work, an output that would replace an input or another output."""
     from hprobe.system.fileio import refuse_clobbering
@@ -142,6 +143,7 @@ def _no_clobbering(
         "--table": list(tables or []),
         "--mapping": [mapping] if mapping else [],
         "--baseline": [baseline] if baseline else [],
+        "--waivers": [waivers] if waivers else [],
     }
     refuse_clobbering(outputs, inputs, repo)
 
@@ -240,14 +242,14 @@ def check(
             extra_args=_axis_args(ctx),
             model=model,
         )
-        from hprobe.rules.waivers import gather_waivers
+        from hprobe.rules.waivers import gather_waivers, waivers_file
 
         here = working_directory()  # none where it was removed: no waiver file to find there
         places = [*([Path(here)] if here is not None else []), *([repo] if repo is not None else [])]
         accepted = gather_waivers(waivers, list(ignore or []), places)  # read before probing
         if junit is not None:
             check_output(junit, "--junit")  # a bad path costs nothing: refused before probing
-        _no_clobbering({"--junit": junit}, table, mapping, baseline, repo)
+        _no_clobbering({"--junit": junit}, table, mapping, baseline, repo, waivers_file(waivers, places))
         recorded = None
         if baseline is not None:
             from hprobe.commands.drift import load_baseline
@@ -383,6 +385,11 @@ def suggest(
         _show(fmt, result)
         for line in written:
             say(line)
+        if diff_file is not None and not diff_written and result.patch is not None and result.patch.nothing_needed:
+            # The tree needs no change: said once, the file not written, and the
+            # run's own verdict the exit code (0, or 3 where answers are undecided).
+            say(f"hprobe: --diff {visible(str(diff_file))} not written: nothing to change")
+            return result.exit_code
         if diff_file is not None and not diff_written:
             # Asked for and not written: a script's next step (`git apply`) must not run on nothing.
             why = "nothing to rewrite" if result.patch is not None else "no patch was made"

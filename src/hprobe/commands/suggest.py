@@ -103,7 +103,14 @@ def run_suggest(
         patch.not_rewritten.extend(
             f"{s.backend.name}: not rewritten: {s.shared}" for s in suggestions if s.shared and s.changed
         )
-        if not patch.diff:
+        # Nothing to change: no rule's code or pin moves, and no change the
+        # advice asks for is left unwritten (by hand, held back, not adopted).
+        patch.nothing_needed = (
+            not patch.diff
+            and not patch.not_rewritten
+            and not any(s.changed and s.backend.name not in chosen for s in suggestions)
+        )
+        if not patch.diff and not patch.nothing_needed:
             patch.not_rewritten.append(f"--diff {diff_name}: nothing to rewrite, not written")
     undecided = any(s.inconclusive or s.unsafe for s in suggestions) or not suggestions or not listed
     return SuggestReport(

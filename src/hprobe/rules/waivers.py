@@ -38,6 +38,14 @@ def load_waivers(path: Path) -> list[Waiver]:
 def gather_waivers(file: Path | None, ignores: list[str], places: list[Path]) -> list[Waiver]:
     """--waivers FILE, else `hprobe-waivers.toml` in the first of `places` that
     has one (the current directory, the --repo root); then every --ignore."""
+    file = waivers_file(file, places)
+    waivers = load_waivers(file) if file is not None else []
+    return waivers + [parse_ignore(text) for text in ignores]
+
+
+def waivers_file(file: Path | None, places: list[Path]) -> Path | None:
+    """The waivers file a run reads: --waivers FILE, else `hprobe-waivers.toml`
+    in the first of `places` that has one (an input no output may replace)."""
     if file is None:
         file = next((p / WAIVER_FILE for p in places if (p / WAIVER_FILE).is_file()), None)
         if file is not None and file.is_symlink() and not file.resolve().is_relative_to(file.parent.resolve()):
@@ -47,5 +55,4 @@ def gather_waivers(file: Path | None, ignores: list[str], places: list[Path]) ->
                 f"{file}: links out of its directory (to {file.resolve()}); not read. Name the file with --waivers to "
                 "use it"
             )
-    waivers = load_waivers(file) if file is not None else []
-    return waivers + [parse_ignore(text) for text in ignores]
+    return file

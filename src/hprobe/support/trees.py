@@ -57,8 +57,8 @@ class Release:
         """The tree, checked against the wheel's RECORD (and unpacked again if
         it was damaged) before its first use."""
         if self._verify is not None:
-            verify, self._verify = self._verify, None
-            verify()
+            self._verify()  # raises while the tree cannot be had: asked again, never skipped
+            self._verify = None
         return self.location
 
 

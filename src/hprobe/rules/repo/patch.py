@@ -77,6 +77,9 @@ class Patch:
     diff: bytes = b""  # exactly what is written: each file in its own encoding and line endings
     changed: list[str] = field(default_factory=list)  # each rewrite, in words
     not_rewritten: list[str] = field(default_factory=list)  # each rule left alone, and why
+    # No change is needed: every rule judged stays as it is and no pin moves
+    # (an empty diff is then the answer, not a failure to write one).
+    nothing_needed: bool = False
 
     @property
     def text(self) -> str:
@@ -84,7 +87,12 @@ class Patch:
         return self.diff.decode("utf-8", errors="replace")
 
     def to_dict(self) -> dict:
-        return {"changed": self.changed, "not_rewritten": self.not_rewritten, "diff": self.text}
+        return {
+            "changed": self.changed,
+            "not_rewritten": self.not_rewritten,
+            "nothing_needed": self.nothing_needed,
+            "diff": self.text,
+        }
 
 
 # Source edits: site -> (the new text, the classes it serves)
