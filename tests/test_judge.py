@@ -103,3 +103,33 @@ def test_a_verdict_says_what_its_acceptance_rests_on():
     assert label(Depth.DISPATCH, ["cubin by h_q"]) == "ok (validators and dispatch)"
     assert label(Depth.PARTIAL, []) == "ok (partial)"
     assert label(Depth.FAKED_DEVICE, []) == "ok (validators, on faked CUDA tensors)"
+
+
+def _pending(version: str, accepted: set[int], pending: set[int]) -> KernelSMResult:
+    """`accepted` served outright; `pending` accepted by the validators with
+    trtllm-gen's compiled selection not evaluated (no kernel table here)."""
+    result = _support(version, accepted | pending)
+    for h in pending:
+        result.heads[h] = HeadResult(
+            h, Outcome.ACCEPTED, entry="get_trtllm_gen_fmha_module.x", pending="its kernel table could not be had"
+        )
+    return result
+
+
+def test_a_count_whose_compiled_selection_is_pending_is_never_ok():
+    """The validators accept it and trtllm-gen's selection follows, not
+    evaluated: inconclusive (never ok), with the reason as its evidence; never
+    a count to pad to instead; taken on the validators' word only with `trust`."""
+    support = _pending("0.7.0.post1", {128}, {4, 8, 16, 32, 64})
+    verdict, best, _waste, evidence, _notes = judge(4, 4, support)
+    assert verdict is Verdict.INCONCLUSIVE and best is None
+    assert evidence is not None and evidence.pending == "its kernel table could not be had"
+    # A padded count that serves: no pending count is offered as the smaller one.
+    assert judge(4, 128, support)[:2] == (Verdict.OK, 128)
+    assert judge(4, 4, support, trust=True)[:2] == (Verdict.OK, 4)
+    assert judge(4, 128, support, trust=True)[:2] == (Verdict.REDUCIBLE, 4)
+    assert judge_across(8, 8, [support, NEW])[0] is Verdict.INCONCLUSIVE  # served on 0.6.14, pending on 0.7.0.post1
+    finding = Finding("t", "t.toml", "GLM-5", 16, 4, "b", "trtllm-mla", 100, "0.7.0.post1", 4, Verdict.INCONCLUSIVE)
+    finding.evidence = evidence
+    assert finding.explain() == "accepted by the validators; its kernel table could not be had"
+    assert exit_code([finding], strict=False) == 3

@@ -24,8 +24,16 @@ from hprobe.model.waiver import Waiver, WaiverUse
 Judgement = tuple[Verdict, int | None, float | None, HeadResult | None, list[str]]
 
 
-def judge(n: int, padded: int | None, support: KernelSMResult) -> Judgement:
-    """The verdict for one per-rank count n padded to `padded` against probed support."""
+def _serves(head: HeadResult, trust: bool) -> bool:
+    """A count worth padding to; with `trust`, one whose compiled selection is
+    pending serves as the validators say (`check --trust-validators`)."""
+    return head.serves or (trust and head.pending is not None and replace(head, pending=None).serves)
+
+
+def judge(n: int, padded: int | None, support: KernelSMResult, trust: bool = False) -> Judgement:
+    """The verdict for one per-rank count n padded to `padded` against probed
+    support. `trust`: a count the validators accept whose compiled selection
+    is pending is judged on the validators' answer (else it is inconclusive)."""
     notes: list[str] = []
     heads = support.heads
     # The probed counts >= n in order; scanned lazily, since a check judges each
@@ -49,18 +57,22 @@ def judge(n: int, padded: int | None, support: KernelSMResult) -> Judgement:
         return Verdict.INCONCLUSIVE, best, None, None, [f"{padded} was not probed"]
     if best is not None:
         accepted_above = chain((best,), accepted_above)
+    if result.outcome is Outcome.ACCEPTED and result.pending and not trust:
+        # The validators let it through and a compiled check that decides it
+        # follows, not evaluated here: neither ok nor broken.
+        return Verdict.INCONCLUSIVE, None, None, result, notes
     if result.outcome is Outcome.ACCEPTED and result.shapes:
-        whole = next((h for h in accepted_above if heads[h].serves), None)
+        whole = next((h for h in accepted_above if _serves(heads[h], trust)), None)
         return Verdict.SOME_SHAPES, whole, None, result, notes + [result.shapes]
     if result.outcome is Outcome.ACCEPTED and result.slow_path:
-        fast = next((h for h in accepted_above if heads[h].serves), None)
+        fast = next((h for h in accepted_above if _serves(heads[h], trust)), None)
         if fast is not None:
             notes.append(f"{fast} reaches {heads[fast].entry}")
         return Verdict.OFF_FAST_PATH, fast, None, result, notes + [result.slow_path]
     if result.outcome is Outcome.ACCEPTED:
         # Only counts on the fast path are worth padding to instead; the
         # counts ascend, so none at or past the padded one is looked at.
-        smaller = next((h for h in takewhile(lambda h: h < padded, accepted_above) if heads[h].serves), None)
+        smaller = next((h for h in takewhile(lambda h: h < padded, accepted_above) if _serves(heads[h], trust)), None)
         unclear_between = [h for h in range(n, padded) if h in heads and heads[h].outcome is Outcome.INCONCLUSIVE]
         if unclear_between:
             notes.append(f"counts {compact_set(unclear_between)} between n and the padded count were inconclusive")
@@ -72,7 +84,7 @@ def judge(n: int, padded: int | None, support: KernelSMResult) -> Judgement:
     return Verdict.INCONCLUSIVE, best, None, result, notes
 
 
-def judge_across(n: int, padded: int | None, supports: list[KernelSMResult]) -> Judgement:
+def judge_across(n: int, padded: int | None, supports: list[KernelSMResult], trust: bool = False) -> Judgement:
     """A verdict that holds for every release in `supports`.
 
     broken if any release refuses the padded count; reducible only if a smaller
@@ -81,7 +93,7 @@ def judge_across(n: int, padded: int | None, supports: list[KernelSMResult]) -> 
     """
     if not supports:
         return Verdict.INCONCLUSIVE, None, None, None, ["judged on no release (the notes say why)"]
-    per = [(s.flashinfer_version, judge(n, padded, s)) for s in supports]
+    per = [(s.flashinfer_version, judge(n, padded, s, trust)) for s in supports]
     if len(per) == 1:
         return per[0][1]
     broken = [(v, j) for v, j in per if j[0] is Verdict.BROKEN]
@@ -119,7 +131,7 @@ def judge_across(n: int, padded: int | None, supports: list[KernelSMResult]) -> 
             evidence,
             [f"off the fast path on flashinfer {', '.join(v for v, _ in slow)}"] + notes,
         )
-    accepted_by_all = set.intersection(*({h for h in s.accepted() if s.heads[h].serves} for s in supports))
+    accepted_by_all = set.intersection(*({h for h in s.accepted() if _serves(s.heads[h], trust)} for s in supports))
     evidence = per[-1][1][3]
     if padded is None:
         common = sorted(h for h in accepted_by_all if h >= n)
@@ -137,17 +149,18 @@ def check_table(
     table: PaddingTable,
     supports: list[dict[tuple[str, int], KernelSMResult]],
     sms: list[int],
+    trust: bool = False,
 ) -> tuple[list[Finding], list[str]]:
     """Every backend x SM (among `sms`) x model x TP of a table, judged across releases.
 
     Each element of `supports` maps (kernel id, SM) to one release's results
-    covering 1..max padded.
+    covering 1..max padded. `trust`: judge's (`--trust-validators`).
     """
     findings: list[Finding] = []
     notes: list[str] = []
     # Backends that share a variant judge the same counts against the same
     # results (a traced call's answers, one per run-time value): once each.
-    memo: dict[tuple[str, int, int, int | None], Judgement] = {}
+    memo = _Memo(trust)
     for backend in table.backends:
         targets = [sm for sm in backend.sms if sm in sms]
         if not targets:
@@ -163,8 +176,17 @@ def check_table(
     return findings, notes
 
 
+class _Memo(dict[tuple[str, int, int, int | None], Judgement]):
+    """The judgements of one check, by (variant, SM, count, padded), and
+    whether a pending compiled selection is taken on the validators' word."""
+
+    def __init__(self, trust: bool = False) -> None:
+        super().__init__()
+        self.trust = trust
+
+
 def _judged(
-    memo: dict[tuple[str, int, int, int | None], Judgement],
+    memo: _Memo,
     key: str,
     sm: int,
     n: int,
@@ -174,7 +196,7 @@ def _judged(
     """`judge_across` for one variant on one SM, once per count."""
     found = memo.get((key, sm, n, padded))
     if found is None:
-        found = memo[key, sm, n, padded] = judge_across(n, padded, list(results))
+        found = memo[key, sm, n, padded] = judge_across(n, padded, list(results), memo.trust)
     verdict, best, waste, evidence, notes = found
     return verdict, best, waste, evidence, list(notes)
 
@@ -185,10 +207,10 @@ def _judge_cases(
     sm: int,
     probed: list[KernelSMResult],
     alternates: Sequence[tuple[str, list[KernelSMResult | None]]] = (),
-    memo: dict[tuple[str, int, int, int | None], Judgement] | None = None,
+    memo: _Memo | None = None,
 ) -> list[Finding]:
     out = []
-    memo = {} if memo is None else memo
+    memo = _Memo() if memo is None else memo
     versions = [p.flashinfer_version for p in probed]
     extra_notes = list(dict.fromkeys(n for p in probed for n in p.notes))
     for model, tp, n in backend.cases(table.models):
@@ -317,7 +339,7 @@ def _unread_axes(
     padded: int | None,
     alternates: Sequence[tuple[str, list[KernelSMResult | None]]],
     notes: list[str],
-    memo: dict[tuple[str, int, int, int | None], Judgement],
+    memo: _Memo,
 ) -> tuple[bool, list[str]]:
     """Whether the verdict changes with what the engine sets unread (the
     query's dtype), and the notes that say so either way."""
@@ -337,10 +359,12 @@ def _unread_axes(
     return False, [*notes, f"the same at {', '.join(key for key, _ in seen)}: {axes} is not read from the engine"]
 
 
-def verdict_grids(tables: list[PaddingTable], releases: list[ProbedRelease], sms: list[int]) -> list[VerdictGrid]:
+def verdict_grids(
+    tables: list[PaddingTable], releases: list[ProbedRelease], sms: list[int], trust: bool = False
+) -> list[VerdictGrid]:
     """Per table x backend x SM, each model x TP judged on each release on its
     own (the page's release-by-release view; findings hold the verdicts
-    across releases)."""
+    across releases). `trust`: judge's."""
     grids = []
     # One release's results judged once per count, whichever backends share them.
     memo: dict[tuple[int, int, int | None], Judgement] = {}
@@ -348,7 +372,7 @@ def verdict_grids(tables: list[PaddingTable], releases: list[ProbedRelease], sms
     def judged(result: KernelSMResult, n: int, padded: int | None) -> Judgement:
         found = memo.get((id(result), n, padded))
         if found is None:
-            found = memo[id(result), n, padded] = judge(n, padded, result)
+            found = memo[id(result), n, padded] = judge(n, padded, result, trust)
         return found
 
     for table in tables:

@@ -482,3 +482,28 @@ def test_without_a_table_the_answer_stays_at_the_validators_and_says_why(cli_jso
     (result,) = doc["results"]
     assert result["depth"] != "compiled" and result["accepted"] == [64]
     assert any("compiled depth: not evaluated: no kernel table" in n for n in result["notes"])
+    # The count is accepted as far as the validators go, and says what is pending.
+    [answer] = result["heads"]
+    assert (
+        "trtllm-gen's kernel selection, which decides this count in compiled code, was not evaluated"
+        in (answer["pending"])
+    )
+
+
+def test_a_check_whose_counts_wait_on_a_selection_not_evaluated_is_undecided(cli, cli_json, monkeypatch):
+    """No kernel table (HPROBE_KERNEL_TABLE=off) for a path into trtllm-gen:
+    never `ok` (exit 3, each count inconclusive with the one-line reason);
+    --trust-validators takes the validators' answer and says so on the gate's line."""
+    from ..conftest import POST_48047
+
+    monkeypatch.setenv("HPROBE_KERNEL_TABLE", "off")
+    args = ("check", "--table", str(POST_48047), "--sm", "100", "--flashinfer", "0.6.14")
+    code, doc, err = cli_json(*args)
+    rows = [f for f in doc["findings"] if f["evidence"] and f["evidence"]["outcome"] == "accepted"]
+    assert code == 3 and rows, err
+    assert {f["verdict"] for f in rows} == {"inconclusive"}
+    assert all("HPROBE_KERNEL_TABLE=off keeps every answer at the validators" in f["evidence"]["pending"] for f in rows)
+    code, out, err = cli(*args, "--trust-validators")
+    assert code == 0, out + err
+    first = out.splitlines()[0]
+    assert first.startswith("pass: ") and "on the validators' word alone" in first and "--trust-validators" in first

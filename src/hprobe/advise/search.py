@@ -186,7 +186,12 @@ def _safe_at(prober: _Prober, key: str, v: Version, sms: tuple[int, ...], count:
     states: list[bool | None] = []
     for result in _results_at(prober, key, v, sms):
         hr = result.heads.get(count) if result is not None else None
-        states.append(None if hr is None or hr.outcome is Outcome.INCONCLUSIVE else hr.serves)
+        # A count whose compiled selection is pending is neither safe nor
+        # refused there: no floor rests on it.
+        if hr is None or hr.outcome is Outcome.INCONCLUSIVE or hr.pending is not None:
+            states.append(None)
+        else:
+            states.append(hr.serves)
     if False in states:
         return False
     return None if None in states else True

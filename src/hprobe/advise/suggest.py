@@ -18,7 +18,7 @@ from packaging.version import InvalidVersion, Version
 
 from hprobe.model.advice import CountChange
 from hprobe.model.heads import compact_set
-from hprobe.model.outcome import KernelSMResult, Outcome
+from hprobe.model.outcome import HeadResult, KernelSMResult, Outcome
 from hprobe.model.padding import Backend, NoPadding, PaddingRule, PaddingTable, PadMap, PadTo
 from hprobe.model.sm import sm_names
 
@@ -178,9 +178,7 @@ def _suggest_backend(
     safe_everywhere: dict[int, set[int]] = {}
     safe_newest: dict[int, set[int]] = {}
     for sm, per_release in results.items():
-        unknown = [
-            r for r in per_release if any(h >= min(counts) and r.outcome(h) is Outcome.INCONCLUSIVE for h in r.heads)
-        ]
+        unknown = [r for r in per_release if any(h >= min(counts) and _undecided(r.heads[h]) for h in r.heads)]
         if unknown:
             suggestion.inconclusive.append(f"SM{sm} on flashinfer {unknown[0].flashinfer_version}")
         sets = [_fast(r) for r in per_release]
@@ -215,6 +213,11 @@ def _suggest_backend(
         suggestion.suggested = _rule_for(chosen) if chosen else None
         suggestion.keep_pin = _rule_for(kept) if len(kept) == len(counts) else None
     return suggestion
+
+
+def _undecided(head: HeadResult) -> bool:
+    """Inconclusive, or accepted with a compiled check that decides it pending."""
+    return head.outcome is Outcome.INCONCLUSIVE or head.pending is not None
 
 
 def _fast(result: KernelSMResult) -> set[int]:

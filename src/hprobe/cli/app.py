@@ -188,6 +188,13 @@ def check(
     strict: bool = typer.Option(
         False, "--strict", help="Exit 1 on reducible, table-refuses or off-fast-path findings too."
     ),
+    trust_validators: bool = typer.Option(
+        False,
+        "--trust-validators",
+        help="Judge a count the validators accept as they say where trtllm-gen's compiled selection follows and "
+        "cannot be evaluated here (no kernel table, no port): said on the verdict line. Otherwise such a count is "
+        "inconclusive (exit 3).",
+    ),
     heads: ModelHeadsOpt = None,
     model: ModelOpt = None,
     tp: TpOpt = None,
@@ -256,7 +263,9 @@ def check(
 
             recorded = load_baseline(str(baseline))
         with progress_line(fmt.for_tools) as progress:
-            report = run_check_command(request, strict, recorded, not no_cache, progress, accepted)
+            report = run_check_command(
+                request, strict, recorded, not no_cache, progress, accepted, trust=trust_validators
+            )
         from hprobe.report.formats import render, wanted_lines, written_by
         from hprobe.system.streams import write_command
 

@@ -35,11 +35,13 @@ def run_check(
     use_cache: bool = True,
     progress: Progress = quiet,
     ahead: tuple[str, ...] = (),
+    trust: bool = False,
 ) -> CheckReport:
     """`check --table`: each table judged on the releases its pin (or
-    --flashinfer, its release labels) names; `ahead` is gather's."""
+    --flashinfer, its release labels) names; `ahead` is gather's; `trust`:
+    --trust-validators (judge.judge)."""
     return _said_if_nothing_checked(
-        _judge_tables(tables, sm_option, strict, flashinfer, pin, use_cache, progress, ahead=ahead)
+        _judge_tables(tables, sm_option, strict, flashinfer, pin, use_cache, progress, ahead=ahead, trust=trust)
     )
 
 
@@ -61,6 +63,7 @@ def _judge_tables(
     progress: Progress,
     fallback_sms: list[int] | None = None,
     ahead: tuple[str, ...] = (),
+    trust: bool = False,
 ) -> CheckReport:
     tables = [_with_variant_keys(t) for t in tables]
     fallback = sorted({sm for t in tables for b in t.backends for sm in b.sms}) or list(fallback_sms or [])
@@ -100,14 +103,16 @@ def _judge_tables(
             notes.extend(rel.notes)
     for table in tables:
         supports = [probed[label].results for label in plan[table.name, table.path]] if needed else []
-        table_findings, table_notes = check_table(table, supports, numbers) if needed else ([], [])
+        table_findings, table_notes = check_table(table, supports, numbers, trust) if needed else ([], [])
         if not flashinfer:
             for f in table_findings:
                 f.pin = pin or table.requires_flashinfer
         findings.extend(table_findings)
         notes.extend(table_notes)
     planned = list(dict.fromkeys(label for labels in plan.values() for label in labels))
-    return CheckReport(list(probed.values()), targets, tables, findings, strict, notes, planned=planned)
+    return CheckReport(
+        list(probed.values()), targets, tables, findings, strict, notes, planned=planned, trust_validators=trust
+    )
 
 
 def releases_for(
@@ -170,6 +175,7 @@ def run_repo_check(
     use_cache: bool = True,
     progress: Progress = quiet,
     ahead: tuple[str, ...] = (),
+    trust: bool = False,
 ) -> CheckReport:
     """`check --repo`: the table read from the consumer's source, judged like any
     table; classes whose rule could not be evaluated are inconclusive findings,
@@ -199,6 +205,7 @@ def run_repo_check(
         progress,
         fallback_sms=mapped_sms,
         ahead=ahead,
+        trust=trust,
     )
     said = (
         f"flashinfer pin {repo.pin.spec} read from {repo.pin.source}"

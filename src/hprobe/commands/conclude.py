@@ -25,7 +25,7 @@ def conclude(report: CheckReport) -> CheckReport:
             _unjudged(report),
         ),
         advice=summarize(report.findings, report.tables),
-        verdict_grids=verdict_grids(report.tables, report.releases, sms),
+        verdict_grids=verdict_grids(report.tables, report.releases, sms, report.trust_validators),
         flashinfer=_flashinfer(report),
     )
 

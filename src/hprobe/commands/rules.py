@@ -91,10 +91,12 @@ def judge_rules(
     progress: Progress = quiet,
     flashinfer: list[str] | None = None,
     ahead: tuple[str, ...] = (),
+    trust: bool = False,
 ) -> CheckReport:
     """The collected rules judged on the releases the request names (or
     `flashinfer`, release labels a command chose); `ahead`: releases a later
-    step will ask, probed alongside (support/gather.py)."""
+    step will ask, probed alongside (support/gather.py); `trust`: a pending
+    compiled selection taken on the validators' word (--trust-validators)."""
     from hprobe.commands.check import run_check, run_repo_check
     from hprobe.support.trees import parse_spec
 
@@ -102,8 +104,8 @@ def judge_rules(
         flashinfer if flashinfer is not None else (parse_spec(request.flashinfer) if request.flashinfer else None)
     )
     if repo_tables is not None:
-        return run_repo_check(repo_tables, request.sm, strict, releases, request.pin, use_cache, progress, ahead)
-    return run_check(tables, request.sm, strict, releases, request.pin, use_cache, progress, ahead)
+        return run_repo_check(repo_tables, request.sm, strict, releases, request.pin, use_cache, progress, ahead, trust)
+    return run_check(tables, request.sm, strict, releases, request.pin, use_cache, progress, ahead, trust)
 
 
 def run_check_command(
@@ -113,15 +115,17 @@ def run_check_command(
     use_cache: bool,
     progress: Progress = quiet,
     waivers: list[Waiver] | None = None,
+    trust: bool = False,
 ) -> CheckReport:
-    """`hprobe check`: the rules judged, waivers applied, and with a baseline what changed since it."""
+    """`hprobe check`: the rules judged, waivers applied, and with a baseline
+    what changed since it; `trust`: --trust-validators."""
     import datetime as dt
 
     from hprobe.commands.conclude import conclude
     from hprobe.judge import waive
 
     tables, repo_tables = collect_rules(request, use_cache)
-    report = judge_rules(request, tables, repo_tables, strict, use_cache, progress)
+    report = judge_rules(request, tables, repo_tables, strict, use_cache, progress, trust=trust)
     if waivers:
         findings, uses = waive(report.findings, waivers, dt.date.today())
         report = replace(report, findings=findings, waivers=uses)

@@ -111,15 +111,12 @@ def deepen(result: KernelSMResult, package: Path, get_tables: Callable[[], Table
     the module docstring); leave it as it is elsewhere, saying why. The kernel
     table is asked for only where a port will read it (finding one may mean a
     download)."""
-    if os.environ.get(TABLE_SETTING, "").strip().lower() == "off":
-        return
     probe = get_variant(result.key).probe
-    calls = {
-        e: c
-        for e in {r.entry for r in result.heads.values() if r.entry}
-        if (c := probe.compiled_call(e, result.config)) is not None
-    }
+    calls = launcher_calls(result)
     if not calls:
+        return
+    if os.environ.get(TABLE_SETTING, "").strip().lower() == "off":
+        leave_pending(result, calls, f"{TABLE_SETTING}=off keeps every answer at the validators")
         return
     sm = SM.from_number(result.sm)
     gate = runner_gate(package)
@@ -128,16 +125,20 @@ def deepen(result: KernelSMResult, package: Path, get_tables: Callable[[], Table
         return
     if isinstance(gate, str):
         result.notes.append(f"compiled depth: not evaluated: {gate}")
+        leave_pending(result, calls, "the runner's architecture check reads like no ported release's")
         return
     port = port_for(package)
     if isinstance(port, str):
         result.notes.append(f"compiled depth: not evaluated: flashinfer {result.flashinfer_version}: {port}")
+        leave_pending(result, calls, f"flashinfer {result.flashinfer_version}'s selection code has no port in hprobe")
         return
     tables = get_tables()
     if tables.disabled:
+        leave_pending(result, calls, f"{TABLE_SETTING}=off keeps every answer at the validators")
         return
     if tables.table is None:
         result.notes.append(f"compiled depth: not evaluated: {tables.missing}")
+        leave_pending(result, calls, TABLE_UNAVAILABLE)
         return
     device = device_of(sm)
     asked = _asked(result, calls)
@@ -149,6 +150,7 @@ def deepen(result: KernelSMResult, package: Path, get_tables: Callable[[], Table
             _selection(port, tables.table, device)
         except TableError as exc:
             result.notes.append(f"compiled depth: not evaluated: {exc}")
+            leave_pending(result, calls, "the release's kernel table could not be read (a note says why)")
             return
     evaluated = _evaluate(result, asked, port, tables.table, device, package)
     if evaluated:
@@ -164,6 +166,38 @@ def deepen(result: KernelSMResult, package: Path, get_tables: Callable[[], Table
             f"batch sizes {_span(BATCH_SIZES)} and "
             f"{'top-k ' + _span(DSV4_TOP_K) if next(iter(calls.values())).dsv4 else 'KV lengths ' + _span(KV_LENGTHS)}"
         )
+
+
+# Why a count's compiled selection is pending where no table was had: one
+# line, the note beside it says where the search looked and how to supply one.
+TABLE_UNAVAILABLE = (
+    "its kernel table could not be had here (HPROBE_KERNEL_TABLE names a copy; a note says where hprobe looked)"
+)
+
+
+# What a pending count waits on, in words.
+PENDING_SELECTION = "trtllm-gen's kernel selection, which decides this count in compiled code, was not evaluated"
+
+
+def launcher_calls(result: KernelSMResult) -> dict[str, TrtllmGenCall]:
+    """The entries `result`'s counts reached whose launch trtllm-gen's
+    selection decides, each with the call it makes."""
+    probe = get_variant(result.key).probe
+    return {
+        e: c
+        for e in {r.entry for r in result.heads.values() if r.entry}
+        if (c := probe.compiled_call(e, result.config)) is not None
+    }
+
+
+def leave_pending(result: KernelSMResult, calls: dict[str, TrtllmGenCall], why: str) -> None:
+    """Every accepted count that reached a launcher in `calls` is left with its
+    compiled selection pending: accepted as far as the validators go, never a
+    verdict of "ok" (judge.py) unless its taker says so."""
+    said = f"{PENDING_SELECTION}: {why}"
+    for h, head in result.heads.items():
+        if head.outcome is Outcome.ACCEPTED and head.entry in calls and head.pending is None:
+            result.heads[h] = replace(head, pending=said)
 
 
 _SELECTIONS: dict[tuple[str, str, Device], Selection] = {}
@@ -259,7 +293,12 @@ def _evaluate(
     for h, head, call in asked:
         try:
             found = _existence(port, table, device, call, h)
-        except NotPorted:
+        except NotPorted as exc:
+            if head.outcome is Outcome.ACCEPTED:
+                result.heads[h] = replace(
+                    head,
+                    pending=f"{PENDING_SELECTION}: {exc}",
+                )
             continue
         if head.outcome is Outcome.REJECTED:
             if found.launched:

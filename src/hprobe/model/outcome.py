@@ -171,12 +171,18 @@ class HeadResult:
     # for accepted at compiled depth: a kernel exists only at some batch sizes and
     # KV lengths; which, in words (a launch at the others is refused)
     shapes: str | None = None
+    # for accepted: a compiled check that decides this count follows the
+    # validators and was not evaluated here (trtllm-gen's selection without its
+    # kernel table, say), and why. The count is accepted as far as the probe
+    # saw; a verdict resting on it is undecided, never ok.
+    pending: str | None = None
 
     @property
     def serves(self) -> bool:
         """Accepted, on the fast path, and (at compiled depth) with a kernel at
-        every shape tried: a count worth padding to."""
-        return self.outcome is Outcome.ACCEPTED and not self.slow_path and not self.shapes
+        every shape tried, every check that decides it evaluated: a count worth
+        padding to."""
+        return self.outcome is Outcome.ACCEPTED and not self.slow_path and not self.shapes and not self.pending
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> HeadResult:
@@ -195,7 +201,7 @@ class HeadResult:
 
 
 # HeadResult's fields after heads and outcome, in their order (from_dict passes them by position).
-_TEXT_FIELDS = ("entry", "error_type", "message", "location", "reason", "slow_path", "cause", "shapes")
+_TEXT_FIELDS = ("entry", "error_type", "message", "location", "reason", "slow_path", "cause", "shapes", "pending")
 _OUTCOMES = {outcome.value: outcome for outcome in Outcome}
 
 

@@ -9,7 +9,7 @@ from enum import Enum
 from typing import Any, assert_never
 
 from hprobe.model.assumption import Assumption
-from hprobe.model.outcome import Depth, HeadResult
+from hprobe.model.outcome import Depth, HeadResult, Outcome
 from hprobe.model.padding import Backend, PaddingTable, Reach
 from hprobe.model.waiver import Waiver
 
@@ -287,7 +287,14 @@ class Finding:
         elif self.verdict is Verdict.OFF_FAST_PATH and e is not None:
             parts.append(f"accepted, but {e.slow_path}" + (f"; {self.best} is on it" if self.best else ""))
         elif self.verdict is Verdict.INCONCLUSIVE and e is not None:
-            parts.append(f"{e.reason} [{e.error_type}: {e.message}]")
+            if e.pending is not None and e.outcome is Outcome.ACCEPTED:
+                # Its reason is the one line; the notes (where a table was
+                # looked for, and how to fetch it) are shown once elsewhere.
+                parts.append(f"accepted by the validators; {e.pending}")
+                return "; ".join(parts)
+            else:
+                refusal = f" [{e.error_type}: {e.message}]" if e.error_type else ""
+                parts.append(f"{e.reason or e.outcome.value}{refusal}")
         elif self.verdict is Verdict.ASSUMED and self.on_assumption is not None:
             refusal = (
                 f" ({e.error_type}: {e.message})"

@@ -80,6 +80,9 @@ class GateCounts:
     expired: int
     assumed: int
     not_judged: int
+    # findings judged on the validators' word where compiled selection was
+    # pending (--trust-validators): said on the gate's line
+    trusted: int = 0
 
     @property
     def waived(self) -> int:
@@ -95,6 +98,14 @@ class GateCounts:
             out.append((f"{self.assumed} call path{'s' * (self.assumed != 1)} assumed", "assumed"))
         if self.not_judged:
             out.append((f"{self.not_judged} call path{'s' * (self.not_judged != 1)} not judged", "not_judged"))
+        if self.trusted:
+            out.append(
+                (
+                    f"{self.trusted} on the validators' word alone, compiled selection not evaluated "
+                    "(--trust-validators)",
+                    "trusted",
+                )
+            )
         return out
 
     def said(self, verdict: Verdict) -> str:
@@ -119,6 +130,9 @@ class CheckReport:
     planned: list[str] = field(default_factory=list)  # the releases asked for (labels), probed or not
     call_paths: list[CallPathRecord] = field(default_factory=list)  # `--repo`: every call of a probed entry
     waivers: list[WaiverUse] = field(default_factory=list)  # every waiver given, and how it was used
+    # --trust-validators: a count the validators accept whose compiled
+    # selection could not be evaluated is judged on their answer
+    trust_validators: bool = False
     # What the findings conclude (commands/conclude.py): the gate's exit code,
     # one line of advice per table x backend x SM, the release-by-release
     # verdicts of the page, the flashinfer the report names.
@@ -154,6 +168,9 @@ class CheckReport:
             expired=sum(1 for u in self.waivers if u.expired),
             assumed=assumed,
             not_judged=len(self.unresolved_paths) - assumed,
+            trusted=sum(1 for f in self.findings if f.evidence is not None and f.evidence.pending)
+            if self.trust_validators
+            else 0,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -163,6 +180,7 @@ class CheckReport:
         return {
             **_header("hprobe.check/2", self.flashinfer, self.releases, self.targets),
             "strict": self.strict,
+            "trust_validators": self.trust_validators,
             "exit_code": self.exit_code,
             "summary": counts,
             "tables": [

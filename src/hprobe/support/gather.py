@@ -240,6 +240,7 @@ def _deepen(
     wheel was removed fetches it again): called before a file not yet written
     from the wheel is read, and before any evaluation."""
     if package is None or not package.is_dir():
+        _pending([r for r in results.values() if _reaches_launcher(r)], "the release's C++ is not at hand")
         return
     needs = [(k, r) for k, r in results.items() if _reaches_launcher(r)]
     if not needs:
@@ -296,8 +297,19 @@ def _made_readable(readable: Callable[[], object], results: list[KernelSMResult]
     except (HprobeError, OSError) as exc:
         for result in results:
             result.notes.append(f"compiled depth: not evaluated: the release's C++ cannot be read: {exc}")
+        _pending(results, "the release's C++ cannot be read (a note says why)")
         return False
     return True
+
+
+def _pending(results: list[KernelSMResult], why: str) -> None:
+    """Compiled selection left undone for `results`: their accepted counts stay undecided for a verdict."""
+    if not results:
+        return
+    from hprobe.compiled.depth import launcher_calls, leave_pending
+
+    for result in results:
+        leave_pending(result, launcher_calls(result), why)
 
 
 def _deepened(results: list[KernelSMResult], package: Path, get_tables: Callable[[], Tables]) -> bool:
@@ -313,6 +325,7 @@ def _deepened(results: list[KernelSMResult], package: Path, get_tables: Callable
             deepen(result, package, get_tables)
         except TreeUnreadable as exc:
             result.notes.append(f"compiled depth: not evaluated: {str(exc).removeprefix('hprobe: ')}")
+            _pending(results, "the release's C++ cannot be read (a note says why)")
             return False
     return True
 

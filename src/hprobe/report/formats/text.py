@@ -856,7 +856,7 @@ def _verdict_line(report: CheckReport) -> list[Part]:
     # "pass: 56 ok, 22 broken (22 waived)": what a waiver covers is said beside
     # its verdict, so a pass beside broken findings reads as what it is.
     parts += _joined([(gate.said(v), v.style) for v in gate.counts], ", ") or ["nothing checked"]
-    styles = {"expired": "bold red", "assumed": "blue", "not_judged": "cyan"}
+    styles = {"expired": "bold red", "assumed": "blue", "not_judged": "cyan", "trusted": "yellow"}
     for phrase, kind in gate.beside():
         parts += [", ", (phrase, styles[kind])]
     return [*parts, f"  → exit {code}{' (--strict)' if report.strict else ''}"]
