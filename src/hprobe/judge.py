@@ -11,6 +11,7 @@ from fnmatch import fnmatchcase
 from itertools import chain, takewhile
 
 from hprobe.model.assumption import Assumption
+from hprobe.model.call import CallForm, bound_to
 from hprobe.model.errors import EXIT_FINDINGS, EXIT_INCONCLUSIVE, EXIT_OK
 from hprobe.model.heads import compact_set
 from hprobe.model.outcome import Depth, HeadResult, KernelSMResult, Outcome
@@ -170,13 +171,21 @@ def check_table(
             )
             continue
         for sm in targets:
-            probed = [support[(backend.variant_key, sm)] for support in supports]
-            alternates = [(key, [support.get((key, sm)) for support in supports]) for key in backend.alternatives]
+            # Each release's answer as the engine's own calls meet it (a keyword
+            # the release's signature lacks refuses every count).
+            probed = [bound_to(backend.calls, support[(backend.variant_key, sm)]) for support in supports]
+            alternates = [
+                (key, [_bound(backend, support.get((key, sm))) for support in supports]) for key in backend.alternatives
+            ]
             findings.extend(_judge_cases(table, backend, sm, probed, alternates, memo))
     return findings, notes
 
 
-class _Memo(dict[tuple[str, int, int, int | None], Judgement]):
+def _bound(backend: Backend, result: KernelSMResult | None) -> KernelSMResult | None:
+    return bound_to(backend.calls, result) if result is not None else None
+
+
+class _Memo(dict[tuple[str, tuple[CallForm, ...], int, int, int | None], Judgement]):
     """The judgements of one check, by (variant, SM, count, padded), and
     whether a pending compiled selection is taken on the validators' word."""
 
@@ -192,11 +201,12 @@ def _judged(
     n: int,
     padded: int | None,
     results: Sequence[KernelSMResult],
+    calls: tuple[CallForm, ...] = (),
 ) -> Judgement:
-    """`judge_across` for one variant on one SM, once per count."""
-    found = memo.get((key, sm, n, padded))
+    """`judge_across` for one variant (as `calls` meet it) on one SM, once per count."""
+    found = memo.get((key, calls, sm, n, padded))
     if found is None:
-        found = memo[key, sm, n, padded] = judge_across(n, padded, list(results), memo.trust)
+        found = memo[key, calls, sm, n, padded] = judge_across(n, padded, list(results), memo.trust)
     verdict, best, waste, evidence, notes = found
     return verdict, best, waste, evidence, list(notes)
 
@@ -216,7 +226,9 @@ def _judge_cases(
     for model, tp, n in backend.cases(table.models):
         padded = backend.rule.pad(n)
         needed = backend.judged_as(n, padded)
-        verdict, best, waste, evidence, notes = _judged(memo, backend.variant_key, sm, needed, padded, probed)
+        verdict, best, waste, evidence, notes = _judged(
+            memo, backend.variant_key, sm, needed, padded, probed, backend.calls
+        )
         on_assumption, assumed = None, None
         if alternates:
             differing, notes = _unread_axes(backend, verdict, sm, needed, padded, alternates, notes, memo)
@@ -347,7 +359,11 @@ def _unread_axes(
     seen = []
     for key, results in alternates:
         known = [r for r in results if r is not None]
-        other = _judged(memo, key, sm, n, padded, known)[0] if len(known) == len(results) else Verdict.INCONCLUSIVE
+        other = (
+            _judged(memo, key, sm, n, padded, known, backend.calls)[0]
+            if len(known) == len(results)
+            else Verdict.INCONCLUSIVE
+        )
         seen.append((key, other))
     differing = [(key, other) for key, other in seen if other is not verdict]
     if differing:
@@ -368,10 +384,12 @@ def verdict_grids(
     grids = []
     # One release's results judged once per count, whichever backends share them.
     memo: dict[tuple[int, int, int | None], Judgement] = {}
+    held: list[KernelSMResult] = []  # keeps every result judged alive, so no id is reused
 
     def judged(result: KernelSMResult, n: int, padded: int | None) -> Judgement:
         found = memo.get((id(result), n, padded))
         if found is None:
+            held.append(result)
             found = memo[id(result), n, padded] = judge(n, padded, result, trust)
         return found
 
@@ -381,8 +399,8 @@ def verdict_grids(
                 cases = tuple((m.name, tp, n, backend.rule.pad(n)) for m, tp, n in backend.cases(table.models))
                 rows = []
                 for rel in releases:
-                    result = rel.results.get((backend.variant_key, sm))
-                    others = [rel.results.get((key, sm)) for key in backend.alternatives]
+                    result = _bound(backend, rel.results.get((backend.variant_key, sm)))
+                    others = [_bound(backend, rel.results.get((key, sm))) for key in backend.alternatives]
                     cells = tuple(
                         None if result is None else _cell(backend, result, others, n, padded, judged)
                         for _model, _tp, n, padded in cases

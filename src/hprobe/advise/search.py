@@ -12,6 +12,7 @@ from packaging.version import InvalidVersion, Version
 
 from hprobe.advise.suggest import BackendSuggestion
 from hprobe.kernels import get_variant
+from hprobe.model.call import CallForm, bound_to
 from hprobe.model.errors import IndexUnlisted, InputError
 from hprobe.model.outcome import KernelSMResult, Outcome
 from hprobe.model.padding import PaddingTable
@@ -114,7 +115,7 @@ def search_pins(
         current = pins.get(s.table)
         specifier = parse_pin(current) if current else None
         admitted = [str(v) for v in published if specifier is None or specifier.contains(v)]
-        safe_at = functools.partial(_safe_at, prober, s.backend.variant_key)
+        safe_at = functools.partial(_safe_at, prober, s.backend.variant_key, calls=s.backend.calls)
         advice = advise(
             s.sms,
             s.rule_counts(),
@@ -180,11 +181,14 @@ class _Prober:
         return str(v) in self.known or str(v) in self.unreachable
 
 
-def _safe_at(prober: _Prober, key: str, v: Version, sms: tuple[int, ...], count: int) -> bool | None:
-    """Whether every SM of `sms` serves `count` heads on kernel `key` at `v`
-    (None: some SM could not answer, and none refused)."""
+def _safe_at(
+    prober: _Prober, key: str, v: Version, sms: tuple[int, ...], count: int, *, calls: tuple[CallForm, ...] = ()
+) -> bool | None:
+    """Whether every SM of `sms` serves `count` heads on kernel `key` at `v`,
+    called as `calls` (the engine's own calls) call it (None: some SM could
+    not answer, and none refused)."""
     states: list[bool | None] = []
-    for result in _results_at(prober, key, v, sms):
+    for result in _results_at(prober, key, v, sms, calls):
         hr = result.heads.get(count) if result is not None else None
         # A count whose compiled selection is pending is neither safe nor
         # refused there: no floor rests on it.
@@ -207,10 +211,14 @@ def _validators_only(prober: _Prober, key: str, v: Version, sms: tuple[int, ...]
     return None
 
 
-def _results_at(prober: _Prober, key: str, v: Version, sms: tuple[int, ...]) -> list[KernelSMResult | None]:
-    """Kernel `key`'s result at `v` on each SM (None: that release or SM answered nothing)."""
+def _results_at(
+    prober: _Prober, key: str, v: Version, sms: tuple[int, ...], calls: tuple[CallForm, ...] = ()
+) -> list[KernelSMResult | None]:
+    """Kernel `key`'s result at `v` on each SM as `calls` meet it (None: that
+    release or SM answered nothing)."""
     probed = prober.release(v)
-    return [probed.results.get((key, sm)) if probed is not None else None for sm in sms]
+    found = [probed.results.get((key, sm)) if probed is not None else None for sm in sms]
+    return [bound_to(calls, r) if r is not None else None for r in found]
 
 
 def _routed_ahead(
@@ -229,10 +237,14 @@ def _routed_ahead(
     for s in stranded:
         key = s.backend.variant_key
 
-        def results_at(v: Version, key: str = key, sms: tuple[int, ...] = s.sms) -> dict[int, KernelSMResult] | None:
+        def results_at(
+            v: Version, key: str = key, sms: tuple[int, ...] = s.sms, calls: tuple[CallForm, ...] = s.backend.calls
+        ) -> dict[int, KernelSMResult] | None:
             probed = prober.release(v)
             return (
-                None if probed is None else {sm: probed.results[(key, sm)] for sm in sms if (key, sm) in probed.results}
+                None
+                if probed is None
+                else {sm: bound_to(calls, probed.results[(key, sm)]) for sm in sms if (key, sm) in probed.results}
             )
 
         if ahead and route_ahead(s, tables[s.table], ahead, results_at, width, prober.prepare, prober.answered):

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from packaging.version import InvalidVersion, Version
 
 from hprobe.model.advice import CountChange
+from hprobe.model.call import bound_to
 from hprobe.model.heads import compact_set
 from hprobe.model.outcome import HeadResult, KernelSMResult, Outcome
 from hprobe.model.padding import Backend, NoPadding, PaddingRule, PaddingTable, PadMap, PadTo
@@ -154,7 +155,10 @@ def suggest(
                 continue
             sms = tuple(dict.fromkeys(f.sm for f in rows))
             versions = tuple(dict.fromkeys(v for f in rows for v in f.releases))
-            results = {sm: _results(releases, backend.variant_key, sm, versions) for sm in sms}
+            results = {
+                sm: [bound_to(backend.calls, r) for r in _results(releases, backend.variant_key, sm, versions)]
+                for sm in sms
+            }
             out.append(_suggest_backend(table, backend, sms, versions, results, newest_only))
     return out
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, assert_never
 from hprobe.model.advice import Advice, TableAdvice
 from hprobe.model.assumption import Assumption
 from hprobe.model.heads import compact_set
+from hprobe.model.outcome import Cause
 from hprobe.model.verdict import Finding, Verdict
 
 if TYPE_CHECKING:
@@ -125,6 +126,10 @@ def _verdict_action(rows: list[Finding]) -> str:
     ns = compact_set({f.n for f in group})
     match verdict:
         case Verdict.BROKEN:
+            called = [f.evidence for f in group if f.evidence is not None and f.evidence.cause == Cause.CALL.value]
+            if called and len(called) == len(group):
+                # Python refuses the call as written, whatever the count: no padding mends it.
+                return f"broken for {_tps(group)}, at every count: {called[0].message}"
             padded = compact_set({f.padded for f in group if f.padded is not None})
             return (
                 f"broken for {_tps(group)}: the kernel refuses {padded}; pad to counts it accepts before shipping this"

@@ -153,6 +153,10 @@ class Cause(str, Enum):
     # compiled code decides by what the GPU answers at run time (an occupancy
     # query), at a shape where the kernel table alone does not settle it
     RUNTIME = "runtime"
+    # the engine's call as written: refused by the release's signature (a
+    # keyword it lacks), or binding depends on what hprobe could not read of
+    # the call (model/call.py); the same at every count
+    CALL = "call"
 
 
 @dataclass
@@ -167,7 +171,7 @@ class HeadResult:
     location: str | None = None  # where it was raised, inside flashinfer
     reason: str | None = None  # for inconclusive: why this says nothing about heads
     slow_path: str | None = None  # for accepted: why the kernel reached is off the fast path
-    cause: str | None = None  # for inconclusive: a Cause value, when one is known
+    cause: str | None = None  # for inconclusive: a Cause value, when one is known; Cause.CALL for rejected too
     # for accepted at compiled depth: a kernel exists only at some batch sizes and
     # KV lengths; which, in words (a launch at the others is refused)
     shapes: str | None = None
@@ -255,6 +259,10 @@ class KernelSMResult:
     # an accepted count may still be refused there (a CPU cannot see it).
     unchecked: list[str] = field(default_factory=list)
     metadata: dict[str, Any] | None = None  # the release's own capability claim (Metadata.to_dict)
+    # The signature of each FlashInfer name the probe answers for
+    # (KernelProbe.called_as), as the loaded release defines it
+    # (model/call.Signature.to_dict): what an engine's call is bound against.
+    signatures: dict[str, dict[str, Any]] = field(default_factory=dict)
     # No probe ran (a worker that could not start or answer): this machine's
     # failure, never cached and never part of the release's record.
     unanswered: bool = field(default=False, compare=False)
@@ -350,6 +358,7 @@ class KernelSMResult:
         result.key = data.get("key") or result.kernel
         result.unchecked = list(data.get("unchecked", []))
         result.metadata = data.get("metadata")
+        result.signatures = dict(data.get("signatures", {}))
         items = _expand_runs(data["runs"]) if "runs" in data else data["heads"]
         if len(items) > MAX_RESULT_HEADS:
             raise ValueError(f"{len(items)} head counts, more than a result holds ({MAX_RESULT_HEADS})")
@@ -390,6 +399,7 @@ class KernelSMResult:
             "depth": self.depth.value,
             "unchecked": self.unchecked,
             "metadata": self.metadata,
+            "signatures": self.signatures,
             "status": self.status.value,
             "accepted": self.accepted(),
             "notes": self.notes,

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hprobe.model.assumption import Assumption
+from hprobe.model.call import CallForm
 
 # The largest head count hprobe takes anywhere (tables, --heads, rules): far above
 # any model's, and checked before any set of counts is built.
@@ -196,6 +197,11 @@ class Backend:
     # One of a traced call's answers (one per run-time value, or per caller
     # whose trail ended): the call they answer for, which the summary says once.
     answer_of: str | None = None
+    # The engine's calls this backend's counts reach FlashInfer through, as
+    # written: each is bound against the release's own signature of its entry
+    # (a keyword the release lacks is a refusal at every count). () = not read
+    # from an engine (a table's backend).
+    calls: tuple[CallForm, ...] = ()
 
     def judged_as(self, n: int, padded: int | None) -> int:
         """The count a case is judged as needing: the per-rank count, or the

@@ -9,7 +9,7 @@ from enum import Enum
 from typing import Any, assert_never
 
 from hprobe.model.assumption import Assumption
-from hprobe.model.outcome import Depth, HeadResult, Outcome
+from hprobe.model.outcome import Cause, Depth, HeadResult, Outcome
 from hprobe.model.padding import Backend, PaddingTable, Reach
 from hprobe.model.waiver import Waiver
 
@@ -295,6 +295,8 @@ class Finding:
             else:
                 refusal = f" [{e.error_type}: {e.message}]" if e.error_type else ""
                 parts.append(f"{e.reason or e.outcome.value}{refusal}")
+                if e.cause == Cause.CALL.value:
+                    return "; ".join(parts)  # the call as written decides it: the release's notes say nothing more
         elif self.verdict is Verdict.ASSUMED and self.on_assumption is not None:
             refusal = (
                 f" ({e.error_type}: {e.message})"

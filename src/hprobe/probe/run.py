@@ -18,6 +18,7 @@ from hprobe.device.fake_cuda import cuda_tensors, reports_cuda
 from hprobe.device.session import BASELINE_TOOLKIT, FlashinferSession
 from hprobe.device.sites import CheckSite, passed_elsewhere
 from hprobe.kernels.base import KernelProbe, Value, Variant
+from hprobe.model.call import signature_of
 from hprobe.model.heads import compact_set
 from hprobe.model.outcome import (
     OUTSIDE_FAMILIES_UNCHECKED,
@@ -81,6 +82,9 @@ def _probe_kernel(
                     cause=Cause.ENVIRONMENT.value,
                 )
         return results
+    signatures = _signatures(session, probe, entry)
+    for result in results:
+        result.signatures = signatures
     absent = f"flashinfer {version} has no {probe.entry_point}" if entry is None else probe.offered(entry, config)
     if absent is not None:
         for result in results:
@@ -100,6 +104,24 @@ def _probe_kernel(
     finally:
         session.configure()
     return results
+
+
+def _signatures(session: FlashinferSession, probe: KernelProbe, entry: object) -> dict[str, dict[str, object]]:
+    """The signature of every name the probe answers for, as this release
+    defines it (what an engine's call of that name is bound against: a keyword
+    the signature lacks is a TypeError at every count). A name the release
+    lacks, or whose signature Python cannot give, has none."""
+    module = probe.entry_point.rpartition(".")[0]
+    out: dict[str, dict[str, object]] = {}
+    for name in probe.called_as:
+        try:
+            found = entry if name == probe.called_as[0] else session.resolve(f"{module}.{name}")
+        except ImportFailure:
+            continue
+        signature = signature_of(found) if found is not None else None
+        if signature is not None:
+            out[name] = signature.to_dict()
+    return out
 
 
 Tries = dict[SM, list[tuple[int, dict[int, CallResult]]]]

@@ -269,3 +269,72 @@ def test_a_branch_that_leaves_the_function_does_not_reach_a_later_call(tmp_path)
     # A return runs through the `finally` that holds the call: its change reaches it.
     held = _reading_at(index, "engine.fold", 1)
     assert set(held.unknown) == {"sparse_mla_top_k"}
+
+
+BOUND = Path(__file__).resolve().parents[3] / "fixtures" / "repos" / "boundcall"
+
+
+@pytest.mark.parametrize(
+    ("cls", "line", "form"),
+    [
+        # Spelled at the call, each keyword on its own line: that line is where it is passed.
+        (
+            "StorageOffsets",
+            19,
+            {
+                "positional": 0,
+                "keywords": (
+                    "query",
+                    "swa_kv_cache",
+                    "workspace_buffer",
+                    "sparse_indices",
+                    "sparse_indices_are_storage_offsets",
+                ),
+                "place": ("sparse_indices_are_storage_offsets", "engine/attention.py:24"),
+            },
+        ),
+        # A ** of a dict built under a test hprobe does not decide: what both runs pass,
+        # and what only one does, apart, with where it is set.
+        (
+            "ScaledOnSomeRuns",
+            34,
+            {
+                "positional": 0,
+                "keywords": ("query", "swa_kv_cache", "workspace_buffer", "sparse_indices"),
+                "conditional": ("dsv4_output_scale", "out"),
+                "place": ("dsv4_output_scale", "engine/attention.py:31"),
+            },
+        ),
+        ("NoBackendPassed", 41, {"positional": 4, "keywords": ()}),
+    ],
+)
+def test_the_form_of_a_call_is_what_its_source_passes(cls, line, form):
+    from hprobe.rules.repo.tracing.keywords import call_form
+
+    index = RepoIndex.build(BOUND)
+    module = index.by_suffix("engine.attention")
+    assert module is not None
+    found = call_form(index, module, line, "trtllm_batch_decode_sparse_mla_dsv4", f"engine/attention.py:{line}")
+    assert found.positional == form["positional"] and found.keywords == form["keywords"], found
+    assert tuple(sorted(k for k, _ in found.conditional)) == form.get("conditional", ())
+    assert found.unknown is None
+    if "place" in form:
+        keyword, place = form["place"]
+        assert found.place(keyword) == place
+
+
+def test_a_dict_no_reading_follows_leaves_the_calls_keywords_unknown(tmp_path):
+    from hprobe.rules.repo.tracing.keywords import call_form
+
+    source = """
+from flashinfer.mla import trtllm_batch_decode_with_kv_cache_mla
+
+def run(q, make):
+    extra = make()
+    return trtllm_batch_decode_with_kv_cache_mla(q, **extra)
+"""
+    index = _tree(tmp_path, {"run.py": source})
+    module = index.by_suffix("engine.run")
+    assert module is not None
+    found = call_form(index, module, 6, "trtllm_batch_decode_with_kv_cache_mla", "engine/run.py:6")
+    assert found.positional == 1 and found.unknown is not None and "make()" in found.unknown

@@ -21,6 +21,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
+from hprobe.model.call import CallForm
 from hprobe.rules.repo.interpreter.evaluate import Binding, NotEvaluable, Raises, evaluate_expression
 from hprobe.rules.repo.tree.scan import ClassInfo, ModuleInfo, RepoIndex
 
@@ -34,6 +35,9 @@ class Unknown:
 
     where: str  # file:line where the reading stopped
     why: str
+    # set on some runs of the call and not on others (under a test hprobe does
+    # not decide), rather than unreadable
+    conditional: bool = False
 
     def __str__(self) -> str:
         return f"{self.where}: {self.why}"
@@ -381,7 +385,16 @@ def _statement(
         return
     for key, state in change.items():
         if conditional is not None and not _same(state, states[key]):
-            states[key] = Unknown(here, f"{key} is set under {conditional}")
+            # What this run may set differs from what the others leave: set on
+            # some runs only, unless what it sets cannot be read at all.
+            unreadable = isinstance(state, Unknown) and not state.conditional
+            states[key] = (
+                state
+                if unreadable
+                else Unknown(
+                    _set_at(scope, state, states[key], here), f"{key} is set under {conditional}", conditional=True
+                )
+            )
         else:
             states[key] = state
 
@@ -393,7 +406,7 @@ def _assigned(scope: _Scope, value: ast.expr, here: str) -> dict[str, State]:
             return _assigned(scope, value.body if decided else value.orelse, here)
         body, orelse = _assigned(scope, value.body, here), _assigned(scope, value.orelse, here)
         why = f"test not decided: {ast.unparse(value.test)[:60]}"
-        return {k: body[k] if _same(body[k], orelse[k]) else Unknown(here, why) for k in scope.names}
+        return {k: _either(body[k], orelse[k], Unknown(here, why, conditional=True)) for k in scope.names}
     built = _built(scope, value, here)
     if built is not None:
         return built
@@ -445,6 +458,27 @@ def _other_use(scope: _Scope, stmt: ast.stmt, name: str, here: str) -> dict[str,
                 scope.names, Unknown(here, f"{name} is handed to {ast.unparse(node.func)[:40]}(), which may change it")
             )
     return None
+
+
+def _set_at(scope: _Scope, new: State, old: State, here: str) -> str:
+    """Where a keyword set on some runs only is set: this statement where it
+    sets it, else where an earlier run set it."""
+    if isinstance(new, ast.expr):
+        return here
+    if isinstance(old, ast.expr):
+        return f"{scope.module.path}:{old.lineno}"
+    if isinstance(old, Unknown) and old.conditional:
+        return old.where
+    return here
+
+
+def _either(a: State, b: State, differ: Unknown) -> State:
+    """A keyword's state where one of two runs gives `a` and the other `b`:
+    the same, or unreadable where either is (that wins over `differ`, which
+    says only that the two runs differ)."""
+    if _same(a, b):
+        return a
+    return next((x for x in (a, b) if isinstance(x, Unknown) and not x.conditional), differ)
 
 
 def _same(a: State, b: State) -> bool:
@@ -582,3 +616,124 @@ def _literal(node: ast.expr, defaults: dict[str, Any]) -> Any:
     if isinstance(node, ast.Name) and node.id in defaults:
         return defaults[node.id]
     return _NOT_LITERAL
+
+
+def call_form(index: RepoIndex, module: ModuleInfo, line: int, entry: str, where: str) -> CallForm:
+    """The arguments the call at `line` hands `entry`, as far as the source
+    says: positional ones (before any `*args`), the keywords spelled or
+    carried by a `**dict` the reader follows (those passed on some runs only,
+    apart), and why the rest cannot be told where something cannot be read.
+    `where`: the call's file:line as the user named the tree."""
+    function, owner = function_at(index, module, line)
+    call = call_at(function or module.tree, line)
+    if call is None:
+        return CallForm(entry, where, 0, (), unknown="the call could not be found again")
+    unknown: list[str] = []
+    starred = [a for a in call.args if isinstance(a, ast.Starred)]
+    if starred:
+        unknown.append(f"it passes *{ast.unparse(starred[0].value)[:40]}")
+    positional = len(call.args) - len(starred) if not starred else call.args.index(starred[0])
+    instance, _ = _constructor_values(index, owner)
+    scope = _Scope(index, module, owner, instance, frozenset())
+    given = [k for k in [*_partial_keywords(scope, function, call), *call.keywords] if k.arg is not None]
+    keywords = list(dict.fromkeys(k.arg for k in given if k.arg is not None))
+    places = {k.arg: f"{where.rpartition(':')[0]}:{k.lineno}" for k in given if k.arg is not None and k.lineno != line}
+    conditional: list[tuple[str, str]] = []
+    if any(k.arg is None for k in call.keywords):
+        candidates = _literal_keys(function or module.tree, module.tree)
+        forwarded = _forwarded_keys(index, function, call)
+        if isinstance(forwarded, str):
+            unknown.append(forwarded)
+        else:
+            candidates |= forwarded
+        # ANY_KEY is no keyword a dict can carry: where it comes back unknown,
+        # a ** carries keys the reading cannot list, whatever they are.
+        names = frozenset(candidates - set(keywords)) | {ANY_KEY}
+        reading, _, _ = read_keywords(index, module, line, names)
+        reading.passed.pop(ANY_KEY, None)
+        keywords.extend(sorted(reading.passed))
+        # Where a key is written in this module (a caller's key, read through
+        # a `**kwargs` parameter, is another file's: the call's place stands).
+        here = {id(node) for node in ast.walk(module.tree)}
+        places.update(
+            {k: f"{where.rpartition(':')[0]}:{node.lineno}" for k, node in reading.passed.items() if id(node) in here}
+        )
+        for name, why in sorted(reading.unknown.items()):
+            if name == ANY_KEY and why.conditional:
+                continue  # keys the reading listed are set on some runs: said of each of them
+            if why.conditional:
+                conditional.append((name, f"on some runs only ({why})"))
+                file, _, at = why.where.rpartition(":")
+                if file == module.path:
+                    places.setdefault(name, f"{where.rpartition(':')[0]}:{at}")
+            elif not unknown:
+                unknown.append(f"which keywords a ** of it carries: {why}")
+    return CallForm(
+        entry,
+        where,
+        positional,
+        tuple(keywords),
+        tuple(conditional),
+        "; ".join(unknown) or None,
+        tuple(sorted(places.items())),
+    )
+
+
+# Stands for every key a reading was not asked about (not an identifier, so no
+# keyword of a call can be it).
+ANY_KEY = "<any key>"
+
+
+def _forwarded_keys(
+    index: RepoIndex, function: ast.FunctionDef | ast.AsyncFunctionDef | None, call: ast.Call
+) -> set[str] | str:
+    """The keywords the callers of `function` put in a `**kwargs` parameter the
+    call spreads (what the reader then follows, as it follows a dict); why
+    they cannot be told where a caller forwards a `**` of its own."""
+    kwarg = function.args.kwarg.arg if function is not None and function.args.kwarg is not None else None
+    if kwarg is None or not any(
+        k.arg is None and isinstance(k.value, ast.Name) and k.value.id == kwarg for k in call.keywords
+    ):
+        return set()
+    assert function is not None
+    keys: set[str] = set()
+    for module in index.modules_mentioning({function.name}):
+        for caller, found in _calls_of(module, function.name):
+            if found is None:
+                continue
+            keys.update(k.arg for k in found.keywords if k.arg is not None)
+            if any(k.arg is None for k in found.keywords):
+                if caller is not None and caller.args.kwarg is not None:
+                    return (
+                        f"**{kwarg} carries what {function.name}'s callers forward from their own callers "
+                        f"({module.path}:{found.lineno})"
+                    )
+                keys |= _literal_keys(caller or module.tree)
+    return keys
+
+
+def _literal_keys(*scopes: ast.AST) -> set[str]:
+    """Every string a dict built in `scopes` may hold as a key: `{"k": …}`,
+    `dict(k=…)`, `d["k"] = …`, `d.update(k=…)`, `d.setdefault("k", …)`. A
+    `**dict` the reader can follow holds no other (one it cannot follow is
+    said so, whatever its keys)."""
+    keys: set[str] = set()
+    for scope in scopes:
+        for node in ast.walk(scope):
+            if isinstance(node, ast.Dict):
+                keys.update(k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str))
+            elif isinstance(node, ast.Call):
+                if (
+                    isinstance(node.func, ast.Name)
+                    and node.func.id == "dict"
+                    or (isinstance(node.func, ast.Attribute) and node.func.attr == "update")
+                ):
+                    keys.update(k.arg for k in node.keywords if k.arg is not None)
+                if isinstance(node.func, ast.Attribute) and node.func.attr in ("setdefault", "pop") and node.args:
+                    first = node.args[0]
+                    if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                        keys.add(first.value)
+            elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+                if isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+                    keys.add(node.slice.value)
+    return keys

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any, assert_never
 
 from hprobe.kernels import get_probe, probes_called_as
 from hprobe.model.assumption import Assumption
+from hprobe.model.call import CallForm
 from hprobe.model.errors import InputError
 from hprobe.model.padding import Backend, CallPathRecord, Model, PadMap, Reach, Where
 from hprobe.model.sm import sm_names
@@ -138,6 +139,14 @@ class PathReading:
     problems: list[PathProblem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     cited: set[tuple[str, int]] = field(default_factory=set)  # (tree-relative file, line) each judged count rests on
+    # (padding class, kernel) -> the calls whose counts that class's rule gives,
+    # each with the SMs its mapping entry places it on: the class's backend is
+    # bound against each release's signature through them
+    rule_calls: dict[tuple[str, str], list[tuple[tuple[int, ...], CallForm]]] = field(default_factory=dict)
+
+    def calls_through(self, cls: str, kernel: str, sms: tuple[int, ...]) -> tuple[CallForm, ...]:
+        """The calls class `cls`'s rule feeds `kernel` through on any of `sms`."""
+        return tuple(dict.fromkeys(form for on, form in self.rule_calls.get((cls, kernel), []) if set(on) & set(sms)))
 
 
 @dataclass(frozen=True)
@@ -164,13 +173,14 @@ def read_paths(context: PathContext) -> PathReading:
     sites = find_calls(context.index, frozenset(called_as))
     calls = TreeCalls(context.index)  # what one trail reads of the tree, the next reuses
     entries: dict[int, tuple[CallMapping, list[CallSite]]] = {}
+    forms = {site: _call_form(context, site) for site in sites}
     for site in sites:
         shown = f"{context.shown(site.path)}:{site.line}"
         described = [m for m in context.mapping.calls if m.matches(site.module, site.function, site.entry)]
         if not described:
             path, backends = _unmapped(context, site, shown, called_as[site.entry], reading.cited, calls)
             reading.paths.append(path)
-            reading.backends.extend(backends)
+            reading.backends.extend(replace(b, calls=(forms[site],)) for b in backends)
             continue
         for m in described:
             path = _describe(context, site, shown, m)
@@ -178,8 +188,17 @@ def read_paths(context: PathContext) -> PathReading:
             reading.paths.append(path)
             if path.status is PathStatus.JUDGED:
                 entries.setdefault(id(m), (m, []))[1].append(site)
+            elif path.status is PathStatus.BY_RULE and m.padded_by is not None and m.kernel is not None:
+                reading.rule_calls.setdefault((m.padded_by, m.kernel), []).append((m.sms, forms[site]))
     for m, judged_sites in entries.values():
         backends, problems = _backends(context, m, judged_sites, reading.cited)
+        judged_forms = tuple(dict.fromkeys(forms[s] for s in judged_sites))
+        backends = [
+            replace(
+                b, calls=judged_forms, options=options_from_calls(b.options, judged_forms, m.backend_by is not None)
+            )
+            for b in backends
+        ]
         reading.backends.extend(backends)
         reading.problems.extend(problems)
         judged_by = tuple(b.name for b in backends) + tuple(p.backend for p in problems)
@@ -203,6 +222,39 @@ def read_paths(context: PathContext) -> PathReading:
 # The top-k an assumed sparse call is shown with when its own is not a literal:
 # DeepSeek V3.2's index_topk, which the DSA models of the models table share.
 ASSUMED_TOPK = 2048
+
+
+def _call_form(context: PathContext, site: CallSite) -> CallForm:
+    """What the call at `site` passes, as written (keywords.call_form)."""
+    from hprobe.rules.repo.tracing.keywords import call_form
+
+    module = context.index.by_suffix(site.module)
+    where = f"{context.shown(site.path)}:{site.line}"
+    if module is None:
+        return CallForm(site.entry, where, 0, site.keywords, unknown="its module could not be read again")
+    return replace(call_form(context.index, module, site.line, site.entry, where), literals=site.constants)
+
+
+def options_from_calls(
+    options: tuple[tuple[str, str | int], ...], forms: tuple[CallForm, ...], picked: bool = False
+) -> tuple[tuple[str, str | int], ...]:
+    """A backend's probe options as its calls write them: the `backend` every
+    call passes as one literal, or none where no call passes one (a mapping's
+    `backend` the calls do not pass is the mapping's, not the engine's); the
+    mapping's where the calls cannot tell or disagree. `picked`: the backend
+    is picked per count by the engine's selector (the mapping says which)."""
+    if not forms or picked:
+        return options
+    said = {form.passes("backend") for form in forms}
+    if len(said) != 1:
+        return options
+    (passed,) = said
+    kept = tuple((k, v) for k, v in options if k != "backend")
+    if passed is False:
+        return kept
+    if isinstance(passed, str):
+        return (*kept, ("backend", passed))
+    return options
 
 
 def _unmapped(

@@ -32,7 +32,7 @@ from hprobe.rules import shipped_data
 from hprobe.rules.interface import RuleSource
 from hprobe.rules.repo.interpreter.evaluate import FlashinferSource, NotEvaluable, Raises, evaluate
 from hprobe.rules.repo.pin import RepoPin, find_pin, project_folders
-from hprobe.rules.repo.tracing.paths import PathContext, PathReading, read_paths
+from hprobe.rules.repo.tracing.paths import PathContext, PathReading, options_from_calls, read_paths
 from hprobe.rules.repo.tree.engine import read_reach
 from hprobe.rules.repo.tree.mapping import ClassMapping, Mapping, shipped_mappings
 from hprobe.rules.repo.tree.registry import Served, served_architectures
@@ -231,9 +231,7 @@ def extract(
             notes.append(f"the mapping names {name}, which this tree does not define{unparsed}")
     notes.extend(paths.notes)
     pin = find_pin(root, notes)
-    backends: list[Backend] = []
-    for item in found:
-        backends.extend(_backends(item, reaches, mapping.models))
+    backends = [b for item in found for b in _fed_backends(item, reaches, mapping.models, paths)]
     backends.extend(paths.backends)
     table = PaddingTable(
         name=f"{root.name or root} ({mapping.method if found else 'call paths'})",
@@ -337,6 +335,20 @@ class _NoRule(NothingToCheck):
 def _read_summary(index: RepoIndex) -> str:
     unparsed = f"; {len(index.problems)} file(s) not parsed: {index.problems[0]}" if index.problems else ""
     return f"{len(index.files)} Python files read{unparsed}"
+
+
+def _fed_backends(
+    item: PaddingClass, reaches: dict[str, Reach], models: list[Model], paths: PathReading
+) -> list[Backend]:
+    """A class's backends as the calls its rule feeds make them: bound against
+    each release's signature, with the backend those calls pass."""
+    out = []
+    for b in _backends(item, reaches, models):
+        fed = paths.calls_through(item.cls.name, b.kernel, b.sms) or paths.calls_through(
+            item.cls.qualname, b.kernel, b.sms
+        )
+        out.append(replace(b, calls=fed, options=options_from_calls(b.options, fed)))
+    return out
 
 
 def _backends(item: PaddingClass, reaches: dict[str, Reach], models: list[Model]) -> list[Backend]:
