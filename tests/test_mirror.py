@@ -46,7 +46,6 @@ ELSEWHERE: dict[str, str] = {
     "compiled/trtllm_gen/era_0_6_4.py": _ERAS + "tests/compiled/trtllm_gen/test_era_0_6_6.py",
     "compiled/trtllm_gen/era_0_6_7.py": _ERAS + "tests/compiled/trtllm_gen/test_era_0_6_8.py",
     "compiled/trtllm_gen/era_0_7_2_post1.py": _ERAS + "tests/compiled/trtllm_gen/test_era_0_7_2.py",
-    "device/boundary.py": "tests/test_honesty.py",
     "device/fakes.py": "tests/test_honesty.py and tests/test_run_independence.py",
     "device/session.py": "tests/test_honesty.py and tests/test_run_independence.py",
     "kernels/__init__.py": _KERNELS,

@@ -107,6 +107,27 @@ def do_nothing(*args: Any, **kwargs: Any) -> None:
     return None
 
 
+# Prebuilt cubins a getter fetches before the entry's last Python checks run
+# (trtllm-gen's FMHA getter is called before `_check_trtllm_gen_mla_shape` in
+# 0.6.0 - 0.6.11): stand-ins let the getter finish and hand back a module whose
+# every function is the boundary, so the checks after it run too. The getter
+# reads two artefacts: checksums.txt (for the header's hash, parsed in Python)
+# and the header (only asserted present); neither decides an answer.
+STAND_IN_ARTEFACTS = ("fmha/trtllm-gen/",)
+_STAND_IN_CHECKSUMS = ("0" * 64 + "  include/flashInferMetaInfo.h\n").encode()
+
+
+def artefact_stand_in(name: Any = "", *args: Any, **kwargs: Any) -> Any:
+    """`get_artifact` (`get_cubin` before 0.6.x renamed it) where it fetches
+    an artefact of a getter that goes on to build a module: stand-in bytes,
+    so the getter returns a stand-in module and the launch is the boundary;
+    any other artefact is the boundary itself."""
+    path = str(name)
+    if any(marker in path for marker in STAND_IN_ARTEFACTS):
+        return _STAND_IN_CHECKSUMS if path.endswith("checksums.txt") else b"/* hprobe: a stand-in artefact */"
+    return artefact_boundary(name, *args, **kwargs)
+
+
 def artefact_boundary(name: Any = "", *args: Any, **kwargs: Any) -> Any:
     # Artefact paths start with a content hash: `158f6f…/fmha/trtllm-gen/checksums.txt`.
     parts = [p for p in str(name).split("/") if p]

@@ -33,6 +33,7 @@ from hprobe.device.boundary import (
     Policy,
     StandInModule,
     artefact_boundary,
+    artefact_stand_in,
     do_nothing,
     loader_label,
     network_guard,
@@ -396,7 +397,8 @@ class FlashinferSession:
             "flashinfer.jit.cpp_ext": {"get_cuda_version": get_cuda_version},
             "flashinfer.jit.cubin_loader": {
                 "setup_cubin_loader": do_nothing,
-                "get_artifact": artefact_boundary,
+                "get_artifact": artefact_stand_in,
+                "get_cubin": artefact_stand_in,
                 "download_file": artefact_boundary,
             },
         }
