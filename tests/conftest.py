@@ -145,6 +145,15 @@ sm = [100]
 """
 
 
+def only_pending_undecided(findings: list[dict]) -> bool:
+    """Every inconclusive finding (of a check's JSON) waits on trtllm-gen's
+    selection, not evaluated here: the kernel tables of 0.6.18 and later live
+    in NVIDIA's artifact store alone, which this machine cannot reach. At
+    least one finding is such."""
+    inconclusive = [f for f in findings if f["verdict"] == "inconclusive"]
+    return bool(inconclusive) and all((f["evidence"] or {}).get("pending") for f in inconclusive)
+
+
 def pytest_sessionfinish(session, exitstatus):
     # Removed by the process that made it: not by a worker, and not by a pytest
     # a test starts (tests/test_tiers.py), whose session shares the variable.

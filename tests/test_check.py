@@ -10,7 +10,7 @@ import pytest
 
 from hprobe.system.envinfo import distribution_version
 
-from .conftest import POST_48047, PRE_48047, V4_PRO_TABLE
+from .conftest import POST_48047, PRE_48047, V4_PRO_TABLE, only_pending_undecided
 
 pytestmark = pytest.mark.skipif(
     distribution_version("flashinfer-python") != "0.6.14",
@@ -94,7 +94,11 @@ def test_text_report_names_verdicts_and_exit(cli):
 
 
 def test_default_tables_cover_every_sm_without_gpu(cli_json):
+    # 0.7.2's answers on trtllm-gen paths wait on its kernel table (the artifact
+    # store's alone): undecided here, and judged on the validators' word only when asked.
     code, doc, _ = cli_json("check")
+    assert code == 3 and only_pending_undecided(doc["findings"])
+    code, doc, _ = cli_json("check", "--trust-validators")
     assert code == 0
     assert doc["sm_source"] == "default"
     assert doc["sms"] == [100, 103, 120, 121]
@@ -212,7 +216,7 @@ def test_suggest_writes_the_rule_the_kernels_call_for(cli, cli_json, tmp_path):
     out = tmp_path / "suggested.toml"
     code, _, err = cli("suggest", "--table", str(PRE_48047), "--sm", "100,120", "-o", str(out))
     assert code == 0 and out.is_file(), err
-    code, checked, _ = cli_json("check", "--table", str(out), "--sm", "100,120")
+    code, checked, _ = cli_json("check", "--table", str(out), "--sm", "100,120", "--trust-validators")
     assert code == 0 and {f["verdict"] for f in checked["findings"]} == {"ok"}
 
 
@@ -220,7 +224,7 @@ def test_the_answer_comes_before_the_notes(cli):
     code, out, _ = cli("check")
     lines = out.splitlines()
     first_note = next(i for i, line in enumerate(lines) if line.startswith("note:"))
-    assert lines.index("summary") < first_note and code == 0
+    assert lines.index("summary") < first_note and code == 3  # undecided here: 0.7.2's kernel table is not at hand
 
 
 def test_the_scope_names_the_pin_the_releases_came_from(cli_json, write_table):

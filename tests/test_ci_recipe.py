@@ -76,7 +76,7 @@ def test_piped_output_is_never_truncated(tmp_path):
         timeout=600,
         stdin=subprocess.DEVNULL,
     )
-    assert proc.returncode in (0, 1), proc.stderr
+    assert proc.returncode == 3, proc.stderr  # 0.7.2's trtllm-gen answers wait on its kernel table here
     assert "…" not in proc.stdout
     assert re.search(r"SM120\s+DeepSeek-V4-Flash\s", proc.stdout)  # full model names
     # A long explanation is wrapped whole at the pipe's 100 columns, never cut.

@@ -1670,7 +1670,8 @@ class TestEveryFormatEscapesEveryField:
         written = tomllib.loads((arena / "out.toml").read_text())
         assert written["model"][0]["name"] == original["model"]["name"] == "M" + HOSTILE
         assert [b["name"] for b in written["backend"]] == [original["backend"][0]["name"]]
-        again = run_hprobe(["check", "--table", "{A}/out.toml", "--format", "json"], arena)
+        # Judged on the validators' word where a release's kernel table is not at hand: the names are the subject.
+        again = run_hprobe(["check", "--table", "{A}/out.toml", "--format", "json", "--trust-validators"], arena)
         assert again.returncode == 0 and {f["backend"] for f in json.loads(again.stdout)["findings"]} == {"B" + HOSTILE}
 
     @pytest.mark.parametrize("fmt", ["text", "markdown"])

@@ -42,9 +42,7 @@ def test_boundary_names_the_compiled_entry(cli_json):
     sm100, sm120 = _only(doc, 100), _only(doc, 120)
     # The trtllm-gen getter runs for real up to its first compiled artefact, the
     # prebuilt cubins it fetches: that is where this call meets compiled code.
-    assert sm100["heads"][0]["entry"] == (
-        "get_trtllm_gen_fmha_module.trtllm_paged_attention_decode_sparse_mla_dsv4"
-    )
+    assert sm100["heads"][0]["entry"] == ("get_trtllm_gen_fmha_module.trtllm_paged_attention_decode_sparse_mla_dsv4")
     # SM12x: the dispatch getter runs for real and sends h_q 16 to the DSv4 decode kernel.
     assert sm120["heads"][0]["entry"] == "_get_sparse_mla_decode_dsv4_module.sparse_mla_sm120_decode_dsv4"
 

@@ -17,7 +17,7 @@ from hprobe.model.heads import compact_set
 from hprobe.model.outcome import Depth, HeadResult, KernelSMResult, Outcome
 from hprobe.model.padding import Backend, PaddingTable
 from hprobe.model.release import ProbedRelease
-from hprobe.model.verdict import Finding, Verdict, VerdictCell, VerdictGrid
+from hprobe.model.verdict import TRUSTED_NOTE, Finding, Verdict, VerdictCell, VerdictGrid
 from hprobe.model.waiver import Waiver, WaiverUse
 
 # (verdict, the smallest accepted count >= n, padded / that count, the kernel's
@@ -58,35 +58,66 @@ def judge(n: int, padded: int | None, support: KernelSMResult, trust: bool = Fal
         return Verdict.INCONCLUSIVE, best, None, None, [f"{padded} was not probed"]
     if best is not None:
         accepted_above = chain((best,), accepted_above)
-    if result.outcome is Outcome.ACCEPTED and result.pending and not trust:
-        # The validators let it through and a compiled check that decides it
-        # follows, not evaluated here: neither ok nor broken.
-        return Verdict.INCONCLUSIVE, None, None, result, notes
-    if result.outcome is Outcome.ACCEPTED and result.shapes:
-        whole = next((h for h in accepted_above if _serves(heads[h], trust)), None)
-        return Verdict.SOME_SHAPES, whole, None, result, notes + [result.shapes]
-    if result.outcome is Outcome.ACCEPTED and result.slow_path:
-        fast = next((h for h in accepted_above if _serves(heads[h], trust)), None)
-        if fast is not None:
-            notes.append(f"{fast} reaches {heads[fast].entry}")
-        return Verdict.OFF_FAST_PATH, fast, None, result, notes + [result.slow_path]
     if result.outcome is Outcome.ACCEPTED:
-        # Only counts on the fast path are worth padding to instead; the
-        # counts ascend, so none at or past the padded one is looked at.
-        smaller = next((h for h in takewhile(lambda h: h < padded, accepted_above) if _serves(heads[h], trust)), None)
-        unclear_between = [h for h in range(n, padded) if h in heads and heads[h].outcome is Outcome.INCONCLUSIVE]
-        if unclear_between:
-            notes.append(f"counts {compact_set(unclear_between)} between n and the padded count were inconclusive")
-        if smaller is not None:
-            return Verdict.REDUCIBLE, smaller, padded / smaller, result, notes
-        return Verdict.OK, padded, None, result, notes
+        return _judge_accepted(n, padded, result, heads, accepted_above, notes, trust)
     if result.outcome in (Outcome.REJECTED, Outcome.UNSUPPORTED_ARCH, Outcome.UNSUPPORTED_CONFIG, Outcome.ABSENT):
         return Verdict.BROKEN, best, None, result, notes
     return Verdict.INCONCLUSIVE, best, None, result, notes
 
 
+def _judge_accepted(
+    n: int,
+    padded: int,
+    result: HeadResult,
+    heads: dict[int, HeadResult],
+    accepted_above: Iterator[int],
+    notes: list[str],
+    trust: bool,
+) -> Judgement:
+    """`judge` where the padded count is accepted: what it rests on, and
+    whether a smaller count serves (`accepted_above`: the accepted counts >= n)."""
+    if result.pending:
+        if not trust:
+            # The validators let it through and a compiled check that decides
+            # it follows, not evaluated here: neither ok nor broken.
+            return Verdict.INCONCLUSIVE, None, None, result, notes
+        notes.append(f"{TRUSTED_NOTE}{result.pending}")
+    if result.shapes:
+        whole = next((h for h in accepted_above if _serves(heads[h], trust)), None)
+        return Verdict.SOME_SHAPES, whole, None, result, notes + [result.shapes]
+    if result.slow_path:
+        fast = next((h for h in accepted_above if _serves(heads[h], trust)), None)
+        if fast is not None:
+            notes.append(f"{fast} reaches {heads[fast].entry}")
+        return Verdict.OFF_FAST_PATH, fast, None, result, notes + [result.slow_path]
+    # Only counts on the fast path are worth padding to instead; the counts
+    # ascend, so none at or past the padded one is looked at.
+    smaller = next((h for h in takewhile(lambda h: h < padded, accepted_above) if _serves(heads[h], trust)), None)
+    unclear_between = [h for h in range(n, padded) if h in heads and heads[h].outcome is Outcome.INCONCLUSIVE]
+    if unclear_between:
+        notes.append(f"counts {compact_set(unclear_between)} between n and the padded count were inconclusive")
+    if smaller is not None:
+        return Verdict.REDUCIBLE, smaller, padded / smaller, result, notes
+    return Verdict.OK, padded, None, result, notes
+
+
 def judge_across(n: int, padded: int | None, supports: list[KernelSMResult], trust: bool = False) -> Judgement:
-    """A verdict that holds for every release in `supports`.
+    """`_across`, with the word of every release whose answer was taken on the
+    validators' word (`trust`) kept, whichever release's notes the verdict cites."""
+    per = [(s.flashinfer_version, judge(n, padded, s, trust)) for s in supports]
+    verdict, best, waste, evidence, notes = _across(n, padded, supports, per, trust)
+    trusted = [note for _, j in per for note in j[4] if note.startswith(TRUSTED_NOTE) and note not in notes]
+    return verdict, best, waste, evidence, [*notes, *dict.fromkeys(trusted)]
+
+
+def _across(
+    n: int,
+    padded: int | None,
+    supports: list[KernelSMResult],
+    per: list[tuple[str, Judgement]],
+    trust: bool,
+) -> Judgement:
+    """A verdict that holds for every release in `supports` (`per`: each one's own).
 
     broken if any release refuses the padded count; reducible only if a smaller
     count is accepted by all of them, so that advice to remove padding is safe
@@ -94,7 +125,6 @@ def judge_across(n: int, padded: int | None, supports: list[KernelSMResult], tru
     """
     if not supports:
         return Verdict.INCONCLUSIVE, None, None, None, ["judged on no release (the notes say why)"]
-    per = [(s.flashinfer_version, judge(n, padded, s, trust)) for s in supports]
     if len(per) == 1:
         return per[0][1]
     broken = [(v, j) for v, j in per if j[0] is Verdict.BROKEN]

@@ -13,6 +13,11 @@ from hprobe.model.outcome import Cause, Depth, HeadResult, Outcome
 from hprobe.model.padding import Backend, PaddingTable, Reach
 from hprobe.model.waiver import Waiver
 
+# A note judge.py gives a finding whose count's compiled selection was pending
+# and taken on the validators' word (check --trust-validators); the gate's line
+# counts them.
+TRUSTED_NOTE = "taken on the validators' word (--trust-validators): "
+
 
 class Verdict(str, Enum):
     """What a padding table does for one count. Each member carries everything an

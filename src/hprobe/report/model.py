@@ -15,7 +15,7 @@ from hprobe.model.outcome import KernelSMResult, Outcome
 from hprobe.model.padding import CallPathRecord, PaddingTable
 from hprobe.model.release import FlashinferInfo, ProbedRelease
 from hprobe.model.targets import Targets
-from hprobe.model.verdict import Finding, Verdict, VerdictGrid
+from hprobe.model.verdict import TRUSTED_NOTE, Finding, Verdict, VerdictGrid
 from hprobe.model.waiver import WaiverUse
 
 if TYPE_CHECKING:
@@ -168,9 +168,7 @@ class CheckReport:
             expired=sum(1 for u in self.waivers if u.expired),
             assumed=assumed,
             not_judged=len(self.unresolved_paths) - assumed,
-            trusted=sum(1 for f in self.findings if f.evidence is not None and f.evidence.pending)
-            if self.trust_validators
-            else 0,
+            trusted=sum(1 for f in self.findings if any(n.startswith(TRUSTED_NOTE) for n in f.notes)),
         )
 
     def to_dict(self) -> dict[str, Any]:
