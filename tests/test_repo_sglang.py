@@ -152,7 +152,8 @@ def test_sglang_extract_finds_the_rule_and_its_subclasses(cli_json, sglang_tree)
 
 @pytest.mark.slow
 def test_sglang_check_against_its_pin(cli_json, sglang_tree):
-    code, doc, err = cli_json("check", "--repo", str(sglang_tree / "sglang"), "--sm", "100,120")
+    # 0.7.2's trtllm-gen answers are taken on the validators' word (its kernel table is the artifact store's).
+    code, doc, err = cli_json("check", "--repo", str(sglang_tree / "sglang"), "--sm", "100,120", "--trust-validators")
     assert [r["version"] for r in doc["releases"]] == ["0.7.2"], err
     mqa = {
         (f["backend"].split(" (")[0], f["sm"], f["model"], f["tp"]): f
@@ -198,11 +199,11 @@ def test_suggest_on_sglang(cli_json, sglang_tree):
     code, doc, err = cli_json("suggest", "--repo", str(sglang_tree / "sglang"), "--sm", "100")
     by = {s["backend"].split(" (")[0]: s for s in doc["suggestions"]}
     mqa = by[f"{MQA} [decode]"]
-    assert mqa["suggested"] == "pad_to {8, 16, 32, 64, 128}" and mqa["suggested_on"] == "0.7.2"
-    saving = {(c["model"], c["tp"]): c["saving"] for c in mqa["changes"]}
-    assert saving["DeepSeek-V4-Pro", 8] == 4.0 and saving["DeepSeek-V4-Flash", 8] == 8.0
-    assert mqa["pin"]["pin_admits_unsafe"] == [] and mqa["pin"]["current_pin"] == "==0.7.2"
-    assert code == 0, err
+    # 0.7.2, the pin, answers on trtllm-gen at the validators only here (its
+    # kernel table is the artifact store's): no rule is suggested on that, and
+    # the run is undecided, saying which release.
+    assert mqa["suggested"] is None and any("0.7.2" in why for why in mqa["inconclusive"]), mqa
+    assert code == 3, err
 
 
 DSPARK = "DSparkAttention.forward (inline)"
@@ -272,7 +273,7 @@ def test_sglang_trtllm_mla_is_probed_with_the_counter_buffer_it_passes(cli_json)
     which refuses the buffer: Kimi-K3 at TP1 (96 heads) crashes there, and
     the probe of a plain auto call would have called it ok."""
     tree = engine_source(Path("unused"), "sglang", "0.5.22") / "sglang"
-    code, doc, err = cli_json("check", "--repo", str(tree), "--sm", "100", "--model", "Kimi-K3")
+    code, doc, err = cli_json("check", "--repo", str(tree), "--sm", "100", "--model", "Kimi-K3", "--trust-validators")
     rows = {f["tp"]: f for f in doc["findings"] if f["backend"].endswith("TRTLLMMLABackend._run_decode_kernel")}
     assert {f["kernel"] for f in rows.values()} == {"trtllm-mla[kv_counter=1]"}, rows
     assert (rows[1]["n"], rows[1]["padded"], rows[1]["verdict"]) == (96, 96, "broken"), rows[1]

@@ -19,7 +19,7 @@ def test_a_terminal_80_columns_wide_gets_no_line_wider(cli, monkeypatch, args, t
         args = tuple(str(engine_source(tmp_path, "vllm", "0.27.0")) if a == "__vllm__" else a for a in args)
     monkeypatch.setenv("COLUMNS", "80")
     code, out, _ = cli(*args)
-    assert code in (0, 1), out[-2000:]
+    assert code in (0, 1, 3), out[-2000:]  # 3: a release whose kernel table is not at hand here
     widest = max(out.splitlines(), key=len)
     assert len(widest) <= 80, widest
     assert "…" not in out

@@ -168,15 +168,14 @@ def deepen(result: KernelSMResult, package: Path, get_tables: Callable[[], Table
         )
 
 
-# Why a count's compiled selection is pending where no table was had: one
-# line, the note beside it says where the search looked and how to supply one.
-TABLE_UNAVAILABLE = (
-    "its kernel table could not be had here (HPROBE_KERNEL_TABLE names a copy; a note says where hprobe looked)"
-)
+# Why a count's compiled selection is pending where no table was had, short
+# (it is every such row's evidence); the release's note says where the search
+# looked and the command that fetches one.
+TABLE_UNAVAILABLE = "no kernel table here (HPROBE_KERNEL_TABLE names one)"
 
 
 # What a pending count waits on, in words.
-PENDING_SELECTION = "trtllm-gen's kernel selection, which decides this count in compiled code, was not evaluated"
+PENDING_SELECTION = "trtllm-gen's selection (compiled) not evaluated"
 
 
 def launcher_calls(result: KernelSMResult) -> dict[str, TrtllmGenCall]:
