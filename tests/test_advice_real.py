@@ -5,14 +5,12 @@ default backend shares is named as such and never rewritten."""
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from packaging.version import Version
 
 from .conftest import engine_source
 
@@ -48,18 +46,20 @@ def vllm_025_checkout(tmp_path_factory) -> Path:
     return checkout
 
 
+# The DSA sparse call (FlashInferMLASparseImpl) hands trtllm-gen GLM-5's 4 heads
+# at TP16 unpadded, which 0.6.12 - 0.6.17 refuse (their own kernel table); its
+# rule also serves FlashMLA, so it is left for a branch by hand. From 0.6.18 on
+# trtllm-gen's answers wait on kernel tables only the artifact store serves: no
+# pin is raised on them here, so the plans below keep to releases below 0.6.18.
+SPARSE = "FlashInferMLASparseImpl.forward_mqa"
+
+
 @pytest.mark.parametrize(
-    ("judged_under", "reduces"),
-    [
-        # On its own pin (==0.6.13) the DSv4 rule is already what that release
-        # calls for; the DSA sparse call is not, and the pin moves for it.
-        (["--sm", "100"], False),
-        (["--sm", "100", "--pin", ">=0.6.14"], True),
-        (["--sm", "100,120", "--flashinfer", "0.7.4"], True),
-    ],
-    ids=["own pin", "--pin above the tree's", "--flashinfer newer than the tree's"],
+    "judged_under",
+    [["--sm", "100", "--pin", ">=0.6.14,<0.6.18"], ["--sm", "100", "--flashinfer", "0.6.17"]],
+    ids=["--pin above the tree's", "--flashinfer newer than the tree's"],
 )
-def test_every_patch_on_vllm_025_leaves_no_broken_finding(cli_json, vllm_025_checkout, tmp_path, judged_under, reduces):
+def test_every_patch_on_vllm_025_leaves_broken_only_what_it_names(cli_json, vllm_025_checkout, tmp_path, judged_under):
     diff = tmp_path / "p.diff"
     code, doc, err = cli_json("suggest", "--repo", str(vllm_025_checkout), *judged_under, "--diff", str(diff))
     patch = doc["patch"]
@@ -68,71 +68,77 @@ def test_every_patch_on_vllm_025_leaves_no_broken_finding(cli_json, vllm_025_che
     shutil.copytree(vllm_025_checkout, tree)
     subprocess.run(["git", "apply", "--check", str(diff)], cwd=tree, check=True)
     subprocess.run(["git", "apply", str(diff)], cwd=tree, check=True)
-    # A floor whose answers rest on the validators only says so beside it
-    # (validators_only names every release seen that rests on them).
-    shallow = {r: s for s in doc["suggestions"] if s.get("pin") for r in s["pin"]["validators_only"]}
-    for release, s in shallow.items():
-        if release in (s["pin"]["needs"], s["pin"]["no_padding_needs"]):
-            assert any(
-                f"at flashinfer {release} the answers rest on its validators only" in line
-                for line in s["pin"]["advice"]
-            )
-    if "--flashinfer" in judged_under:
-        assert "0.7.4" in shallow  # the plan's floor: 0.7.4's kernel table is not reachable here
-    text = (tree / "requirements" / "cuda.txt").read_text()
-    removed_padding = any("→ pad_to {8, 16, 32, 64, 128}" in line for line in patch["changed"])
-    # One plan for every path judged: the pin moves to the first release on
-    # which each of them, rewritten or kept as it is, is safe. The DSA sparse
-    # call keeps handing trtllm-gen GLM-5's 4 heads at TP16, which 0.6.12 –
-    # 0.6.17 refuse (trtllm-gen's own kernel table), so it is what moves the
-    # pin; the raised line names it.
+    # The DSv4 rule and the pin it needs, one change: the pin moves to 0.6.14,
+    # the first release on which the rewritten rule is safe.
+    assert any("→ pad_to {8, 16, 32, 64, 128}" in line for line in patch["changed"]), patch
     [moved] = [line for line in patch["changed"] if ": flashinfer requirement ==0.6.13 → ==" in line]
-    raised = moved.split("→ ==", 1)[1].split(" ", 1)[0]
-    assert Version(raised) >= Version("0.6.18"), moved
-    assert re.search(r"on which FlashInferMLASparse(SM120)?Impl\.forward_mqa, kept as it is, is safe\)$", moved), moved
+    assert "→ ==0.6.14 (the first release on which flashinfer_sparse.DeepseekV4FlashInferMLAAttention is safe)" in moved
+    text = (tree / "requirements" / "cuda.txt").read_text()
+    assert text == CUDA_TXT.replace("python==0.6.13", "python==0.6.14")
     # flashinfer-cubin has no release past 0.6.13 on the index: its exact pin is
     # never moved to one, and the patch says so.
-    assert text == CUDA_TXT.replace("python==0.6.13", f"python=={raised}")
     assert any(
         line.startswith("requirements/cuda.txt:")
-        and f"flashinfer-cubin==0.6.13 left as it is: the index has no flashinfer-cubin {raised}" in line
+        and "flashinfer-cubin==0.6.13 left as it is: the index has no flashinfer-cubin 0.6.14" in line
         for line in patch["not_rewritten"]
     ), patch["not_rewritten"]
-    code, checked, err = cli_json("check", "--repo", str(tree), "--sm", judged_under[1])
-    padded = [f for f in checked["findings"] if f["kernel"] == "dsv4-sparse-mla"]
-    assert padded and not {f["verdict"] for f in padded} & {"broken", "some-shapes", "inconclusive"}, err
-    # The patched tree checks clean: nothing the patch leaves is broken.
-    # (0.25.0 loads no Kimi K3: none of its counts is judged here.)
+    # What the patch cannot write, it names; the patched tree is broken there and nowhere else.
+    assert any(SPARSE in line and "not rewritten" in line for line in patch["not_rewritten"])
+    code, checked, err = cli_json("check", "--repo", str(tree), "--sm", "100")
     failing = {
-        (f["kernel"], f["model"], f["tp"], f["verdict"])
+        (f["backend"].rsplit(".", 2)[-2] + "." + f["backend"].rsplit(".", 1)[-1], f["model"], f["tp"], f["verdict"])
         for f in checked["findings"]
         if f["verdict"] in ("broken", "some-shapes", "inconclusive")
     }
-    assert failing == set(), failing
+    assert failing == {(SPARSE, "GLM-5", 16, "broken")}, failing
+    # (0.25.0 loads no Kimi K3: none of its counts is judged here.)
     assert not any(f["model"] == "Kimi-K3" for f in checked["findings"])
-    assert code == 0, err
-    assert removed_padding is reduces, patch
+    assert code == 1, err
     assert not any(m.startswith("vllm") for m in sys.modules)
 
 
-def test_vllm_033_first_safe_release_is_searched_not_the_pin_floor(cli_json, tmp_path):
+def test_on_its_own_pin_vllm_025_needs_a_change_no_patch_can_make(cli_json, vllm_025_checkout, tmp_path):
+    """==0.6.13: the DSv4 rule is what that release calls for; the sparse call's
+    4 heads crash on it and on every release up to 0.6.17, and its rule is left
+    for a branch by hand: no patch, said, and not exit 0."""
+    diff = tmp_path / "p.diff"
+    code, doc, err = cli_json("suggest", "--repo", str(vllm_025_checkout), "--sm", "100", "--diff", str(diff))
+    assert code == 2 and not diff.exists() and "not written: nothing to rewrite" in err, err
+    assert any(SPARSE in line and "not rewritten" in line for line in doc["patch"]["not_rewritten"])
+
+
+def test_vllm_033_rests_no_floor_on_a_release_its_call_does_not_bind_to(cli_json, tmp_path):
+    """vLLM 0.33.0's DeepSeek V4 call passes sparse_indices_are_storage_offsets,
+    which no release before 0.7.x has: 0.6.14, the floor the count alone would
+    give, refuses the call at every count. Its pin, 0.7.2.post1, answers on
+    trtllm-gen at the validators only here (the artifact store's kernel table):
+    no rule and no floor is suggested on that, and the run is undecided."""
     tree = engine_source(tmp_path, "vllm", "0.33.0")
     code, doc, err = cli_json("suggest", "--repo", str(tree / "vllm"), "--sm", "100")
     mla = next(s for s in doc["suggestions"] if s["backend"].endswith(FLASHINFER_MLA))
-    assert mla["suggested"] == "pad_to {8, 16, 32, 64, 128}"
-    assert mla["pin"]["current_pin"] == "==0.7.2.post1" and mla["pin"]["needs"] == "0.6.14", mla["pin"]
-    assert any("safe from flashinfer 0.6.14 (first safe release" in line for line in mla["pin"]["advice"])
-    assert any(
-        "safe on every release your pin '==0.7.2.post1' admits (0.7.2.post1)" in line for line in mla["pin"]["advice"]
+    assert mla["suggested"] is None and any("0.7.2.post1" in why for why in mla["inconclusive"]), mla
+    assert code == 3, err
+    code, checked, _ = cli_json("check", "--repo", str(tree / "vllm"), "--sm", "100", "--flashinfer", "0.6.14")
+    rows = [f for f in checked["findings"] if f["backend"].endswith(FLASHINFER_MLA)]
+    assert rows and {f["verdict"] for f in rows} == {"broken"}
+    assert all(
+        f["evidence"]["error_type"] == "TypeError"
+        and "has no parameter 'sparse_indices_are_storage_offsets'" in f["evidence"]["message"]
+        for f in rows
     )
-    assert code == 0, err
+    assert code == 1
 
 
-@pytest.mark.parametrize("version", ["0.5.21", "0.5.23"])
+# SGLang 0.5.21 pins 0.6.18, whose trtllm-gen answers wait on the artifact
+# store's kernel table here: it is judged on 0.6.17, whose table is at hand.
+ON_A_DECIDED_RELEASE = ("--flashinfer", "0.6.17")
+
+
+@pytest.mark.parametrize("version", ["0.5.21"])
 def test_sglang_fallback_is_flashmla_by_default_and_never_rewritten(cli_json, cli, tmp_path, version):
     tree = engine_source(tmp_path, "sglang", version) / "sglang"
     diff = tmp_path / "s.diff"
-    code, doc, err = cli_json("suggest", "--repo", str(tree), "--sm", "100", "--diff", str(diff))
+    code, doc, err = cli_json("suggest", "--repo", str(tree), "--sm", "100", "--diff", str(diff), *ON_A_DECIDED_RELEASE)
     assert code == 2 and f"--diff {diff} not written: nothing to rewrite" in err, (
         err
     )  # the report still says why for each rule
@@ -171,18 +177,18 @@ def test_sglang_fallback_is_flashmla_by_default_and_never_rewritten(cli_json, cl
     ]
     assert len(shared) == len(behind_flag) >= len(decode)
     # The check's findings say it too, in JSON and in text.
-    _, checked, _ = cli_json("check", "--repo", str(tree), "--sm", "100")
+    _, checked, _ = cli_json("check", "--repo", str(tree), "--sm", "100", *ON_A_DECIDED_RELEASE)
     assert all(
         f["reach"] and f["reach"]["default_reaches"] is False
         for f in checked["findings"]
         if f["kernel"] == "dsv4-sparse-mla"
     )
-    _, out, _ = cli("check", "--repo", str(tree), "--sm", "100", "--details")
+    _, out, _ = cli("check", "--repo", str(tree), "--sm", "100", "--details", *ON_A_DECIDED_RELEASE)
     assert "reaches FlashInfer only under --dsv4-attn-backend trtllm" in out
     # --heads re-evaluates the rule for those heads, under a model named by its
     # count, which keeps every other attribute of the models it stands for: the
     # DeepSeek-V4 models bring `q_head_norm`, which SGLang's rule reads.
-    _, kimi, _ = cli_json("check", "--repo", str(tree), "--sm", "100", "--heads", "96")
+    _, kimi, _ = cli_json("check", "--repo", str(tree), "--sm", "100", "--heads", "96", *ON_A_DECIDED_RELEASE)
     rows = [f for f in kimi["findings"] if f["kernel"] == "dsv4-sparse-mla"]
     assert {f["model"] for f in rows} == {"96 heads"} and {f["n"] for f in rows} == {
         96,
@@ -192,6 +198,25 @@ def test_sglang_fallback_is_flashmla_by_default_and_never_rewritten(cli_json, cl
         6,
     }
     assert not any(f["verdict"] in ("table-refuses", "inconclusive") for f in rows)
+
+
+def test_sglang_0523_trtllm_decode_passes_a_backend_no_release_before_0_7_takes(cli_json, tmp_path):
+    """SGLang 0.5.23's trtllm decode passes backend="trtllm-gen": 0.6.x's entry
+    has no such parameter, so every count is refused there, through MQALayer's
+    rule and DSpark's padding alike, naming the keyword and the call."""
+    tree = engine_source(tmp_path, "sglang", "0.5.23") / "sglang"
+    code, doc, _ = cli_json("check", "--repo", str(tree), "--sm", "100", "--flashinfer", "0.6.14")
+    rows = [f for f in doc["findings"] if f["kernel"].startswith("dsv4-sparse-mla") and f["sm"] == 100]
+    assert rows and {f["verdict"] for f in rows} == {"broken"}
+    # The rule's rows are probed as the calls it feeds make them: with their backend.
+    assert {f["kernel"] for f in rows} == {"dsv4-sparse-mla[backend=trtllm-gen]"}
+    assert {f["backend"].split(" ")[0] for f in rows} == {"srt.models.deepseek_v4.MQALayer", "DSparkAttention.forward"}
+    assert all(
+        "has no parameter 'backend'; the engine passes it at" in f["evidence"]["message"]
+        and "deepseek_v4_trtllm_backend.py:" in f["evidence"]["message"]
+        for f in rows
+    )
+    assert code == 1
 
 
 @pytest.mark.parametrize(

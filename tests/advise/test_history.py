@@ -55,3 +55,21 @@ def test_inconclusive_releases_between_leave_the_answer_inexact():
     _, state = _asking(states)
     found = first_true(list(range(5)), state)
     assert (found.first, found.last_false, found.adjacent) == (4, 0, False)
+
+
+def test_an_undecided_newest_release_still_finds_the_flip_below_the_newest_that_holds():
+    """The newest releases answer nothing decided (their trtllm-gen answers wait
+    on a kernel table not at hand): the newest release answered already that
+    holds bounds the search, and the first release it holds from is found
+    exactly, not taken as that answered release."""
+    states = {v: (None if v >= 6 else v >= 3) for v in range(10)}
+    asked: list[int] = []
+
+    def state(v: int) -> bool | None:
+        asked.append(v)
+        return states[v]
+
+    found = first_true(list(range(10)), state, answered=lambda v: v == 5)
+    assert (found.first, found.last_false, found.adjacent) == (3, 2, True)
+    assert not found.regressions
+    assert max(asked) == 9 and all(states[v] is not None for v in asked if v != 9)

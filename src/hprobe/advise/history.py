@@ -73,9 +73,9 @@ def first_true(
         for i in range(len(versions)):
             at(i)
     elif versions:
-        lo = _flip_range(versions, memo, at, ready, answered)
-        if lo is not None:
-            _narrow(lo, len(versions) - 1, k, at, ready, conclusive_near, asked)
+        found = _flip_range(versions, memo, at, ready, answered)
+        if found is not None:
+            _narrow(*found, k, at, ready, conclusive_near, asked)
         # Every release answered already (the check's own, another count's) is
         # weighed too: they cost nothing, and "holds from X" must hold on each
         # of them from X on, not only on those the search happened to ask.
@@ -110,21 +110,35 @@ def _flip_range(
     at: Callable[[int], bool | None],
     ready: Callable[[list[int]], None],
     answered: Callable[[V], bool] | None,
-) -> int | None:
-    """Where the search for the flip starts, after asking both ends (None: no
-    flip to search: the newest does not hold, or nothing says it ever failed)."""
+) -> tuple[int, int] | None:
+    """The range the flip is searched in, after asking both ends (None: no
+    flip to search: the newest does not hold, or nothing says it ever failed).
+    Where the newest is undecided (its answers wait on what is not at hand),
+    the newest release answered already that holds bounds the range above, so
+    the flip below it is still found, and nothing is said above it."""
     ready([0, len(versions) - 1])
     oldest, newest = at(0), at(len(versions) - 1)  # both asked: both ends bound the answer
-    if newest is not True:
+    hi = len(versions) - 1
+    if newest is None:
+        for i in _answered_indices(versions, answered, memo):
+            at(i)
+        held = [i for i, s in memo.items() if s is True]
+        if not held:
+            return None
+        hi = max(held)
+        if any(s is False for i, s in memo.items() if i > hi):
+            return None  # refused after it: a regression, reported from what was seen
+    elif newest is not True:
         return None
     if oldest is not True:
-        return 0
+        return 0, hi
     # Held at both ends: where a release answered already (free) does not
     # hold between them, the history regressed and recovered, and the
     # recovery is searched from the last such refusal on.
     for i in _answered_indices(versions, answered, memo):
         at(i)
-    return max((i for i, s in memo.items() if s is False), default=None)
+    lo = max((i for i, s in memo.items() if s is False and i < hi), default=None)
+    return (lo, hi) if lo is not None else None
 
 
 def _answered_indices(

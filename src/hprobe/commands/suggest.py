@@ -103,6 +103,13 @@ def run_suggest(
         patch.not_rewritten.extend(
             f"{s.backend.name}: not rewritten: {s.shared}" for s in suggestions if s.shared and s.changed
         )
+        # A rule whose answers are undecided is left as it is, and said: what
+        # `check` finds wanting in it is then named here too.
+        patch.not_rewritten.extend(
+            f"{s.backend.name}: not rewritten: undecided ({s.inconclusive[0]})"
+            for s in suggestions
+            if s.inconclusive and s.backend.name not in chosen
+        )
         # Nothing to change: no rule's code or pin moves, and no change the
         # advice asks for is left unwritten (by hand, held back, not adopted).
         patch.nothing_needed = (
