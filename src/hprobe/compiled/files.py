@@ -19,6 +19,8 @@ PARAMS = "include/flashinfer/trtllm/fmha/fmhaRunnerParams.h"  # 0.7.4 on: Runner
 # Every file a port reads (trtllm_gen.read_files() derives the same from the
 # ports' fingerprints; a test holds them equal).
 READ = tuple(sorted((KERNELS, RUNNER, LAUNCHER, PARAMS)))
+# Every file the SM12x sparse-MLA entry checks read (sm120_sparse.read_files(), likewise).
+ENTRY_READ = ("csrc/sparse_mla_sm120.cu", "csrc/sparse_mla_sm120_prefill.cu")
 
 
 def data_dir(package: Path) -> Path:

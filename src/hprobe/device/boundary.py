@@ -32,9 +32,35 @@ class CompiledEntry:
 
     module: str  # the getter (or JIT spec) that would have produced the module
     function: str  # the attribute called on it
+    # What the call handed it (launch_shape), for a compiled entry whose own
+    # checks hprobe reads from the release's C++ (compiled/entry_checks)
+    launch: str | None = field(default=None, compare=False)
 
     def __str__(self) -> str:
         return f"{self.module}.{self.function}"
+
+
+# Compiled entries whose checks over what they are handed (sizes, widths,
+# page sizes) are read from the release's C++: their calls' arguments are kept.
+RECORDED_LAUNCHES = frozenset({"sparse_mla_sm120_paged_attention"})
+
+
+def launch_shape(args: tuple[Any, ...]) -> str:
+    """A compiled call's positional arguments as its C++ entry reads them: a
+    tensor by its sizes (`1,4,512`), a number as itself, None as `-`; `;`
+    between them. Only what checks over sizes need: no values of tensors."""
+    parts = []
+    for arg in args:
+        shape = getattr(arg, "shape", None)
+        if shape is not None and not isinstance(arg, (int, float)):
+            parts.append(",".join(str(int(d)) for d in shape) or "scalar")
+        elif arg is None:
+            parts.append("-")
+        elif isinstance(arg, (bool, int, float)):
+            parts.append(repr(arg))
+        else:
+            parts.append("?")
+    return ";".join(parts)
 
 
 class BoundaryReached(BaseException):
@@ -78,7 +104,8 @@ class StandInFunction:
         if self._function in self._policy.pass_through:
             self._policy.passed.append(f"{self._module}.{self._function}")
             return None
-        raise BoundaryReached(CompiledEntry(self._module, self._function))
+        launch = launch_shape(args) if self._function in RECORDED_LAUNCHES else None
+        raise BoundaryReached(CompiledEntry(self._module, self._function, launch))
 
     def __getattr__(self, name: str) -> StandInFunction:
         if name.startswith("__"):

@@ -180,6 +180,9 @@ class HeadResult:
     # kernel table, say), and why. The count is accepted as far as the probe
     # saw; a verdict resting on it is undecided, never ok.
     pending: str | None = None
+    # for accepted: what the call handed a compiled entry whose own checks are
+    # read from the release's C++ (device/boundary.launch_shape), for those to judge
+    launch: str | None = None
 
     @property
     def serves(self) -> bool:
@@ -205,7 +208,18 @@ class HeadResult:
 
 
 # HeadResult's fields after heads and outcome, in their order (from_dict passes them by position).
-_TEXT_FIELDS = ("entry", "error_type", "message", "location", "reason", "slow_path", "cause", "shapes", "pending")
+_TEXT_FIELDS = (
+    "entry",
+    "error_type",
+    "message",
+    "location",
+    "reason",
+    "slow_path",
+    "cause",
+    "shapes",
+    "pending",
+    "launch",
+)
 _OUTCOMES = {outcome.value: outcome for outcome in Outcome}
 
 

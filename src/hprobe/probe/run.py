@@ -801,8 +801,8 @@ def _outside(call: CallResult) -> bool:
 
 
 def _head_result(h: int, call: CallResult, *, rejected_ok: bool) -> HeadResult:
-    if call.reached:
-        return HeadResult(h, Outcome.ACCEPTED, entry=str(call.entry))
+    if call.entry is not None:
+        return HeadResult(h, Outcome.ACCEPTED, entry=str(call.entry), launch=call.entry.launch)
     outcome = Outcome.REJECTED if (rejected_ok and call.validator) else Outcome.INCONCLUSIVE
     return HeadResult(
         h,

@@ -241,7 +241,9 @@ def _deepen(
     from the wheel is read, and before any evaluation."""
     if package is None or not package.is_dir():
         _pending([r for r in results.values() if _reaches_launcher(r)], "the release's C++ is not at hand")
+        _entries_unread([r for r in results.values() if _reaches_checked_entry(r)])
         return
+    _check_entries([r for r in results.values() if _reaches_checked_entry(r)], package, readable)
     needs = [(k, r) for k, r in results.items() if _reaches_launcher(r)]
     if not needs:
         return
@@ -330,6 +332,53 @@ def _deepened(results: list[KernelSMResult], package: Path, get_tables: Callable
     return True
 
 
+def _reaches_checked_entry(result: KernelSMResult) -> bool:
+    """Whether a count of `result` reached a compiled entry whose own checks are
+    read from the release's C++ (compiled/sm120_sparse)."""
+    from hprobe.device.boundary import RECORDED_LAUNCHES
+
+    return any(
+        head.entry and head.entry.rpartition(".")[2] in RECORDED_LAUNCHES
+        for head in result.heads.values()
+        if head.outcome is Outcome.ACCEPTED
+    )
+
+
+def _check_entries(results: list[KernelSMResult], package: Path, readable: Callable[[], object]) -> None:
+    """The compiled entry checks of each result that reached such an entry; the
+    release's C++ made readable first (a slim tree whose wheel was removed)."""
+    if not results:
+        return
+    from hprobe.compiled.files import ENTRY_READ, data_dir
+    from hprobe.support.slim import TreeUnreadable, unwritten
+
+    if unwritten([data_dir(package) / relative for relative in ENTRY_READ]):
+        try:
+            readable()
+        except (HprobeError, OSError) as exc:
+            _entries_unread(results, f"the release's C++ cannot be read: {exc}")
+            return
+    from hprobe.compiled.sm120_sparse import check_entries
+
+    for result in results:
+        try:
+            check_entries(result, package)
+        except TreeUnreadable as exc:
+            _entries_unread([result], str(exc).removeprefix("hprobe: "))
+
+
+def _entries_unread(results: list[KernelSMResult], why: str = "the release's C++ is not at hand") -> None:
+    """The compiled entry checks left undone: the counts that reached such an entry stay pending."""
+    from dataclasses import replace
+
+    from hprobe.device.boundary import RECORDED_LAUNCHES
+
+    for result in results:
+        for h, head in result.heads.items():
+            if head.outcome is Outcome.ACCEPTED and (head.entry or "").rpartition(".")[2] in RECORDED_LAUNCHES:
+                result.heads[h] = replace(head, pending=f"its compiled entry's own checks not read: {why}")
+
+
 def _reaches_launcher(result: KernelSMResult) -> bool:
     """Whether an h_q of `result` reached a launcher compiled depth evaluates
     (each distinct entry asked once: a result holds hundreds of counts, most
@@ -367,10 +416,10 @@ def _cxx_digest(package: Path) -> str:
     reuse an old conclusion."""
     import hashlib
 
-    from hprobe.compiled.files import READ, data_dir
+    from hprobe.compiled.files import ENTRY_READ, READ, data_dir
 
     digest = hashlib.sha256()
-    for relative in READ:
+    for relative in (*READ, *ENTRY_READ):
         try:
             digest.update((data_dir(package) / relative).read_bytes())
         except OSError:
