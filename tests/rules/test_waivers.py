@@ -263,3 +263,32 @@ def test_an_expiry_with_an_offset_expires_by_its_utc_moment():
         "test",
     )
     assert waiver.expired(dt.date(2027, 2, 28))
+
+
+@pytest.mark.parametrize(
+    ("expires", "through"),
+    [
+        # Moved to UTC these run past the calendar's ends: the end each is next to, never OverflowError.
+        ("9999-12-31T23:59:59-12:00", dt.date.max),
+        ("0001-01-01T00:00:00+14:00", dt.date.min),
+        # A moment with an offset holds through the last UTC day before it.
+        ("2027-03-01T10:00:00+02:00", dt.date(2027, 2, 28)),
+    ],
+)
+def test_a_waiver_s_expiry_is_a_utc_day_whatever_its_offset(tmp_path, expires, through):
+    path = tmp_path / "w.toml"
+    path.write_text(f'[[waiver]]\nsm = 120\nreason = "r"\nexpires = {expires}\n')
+    [waiver] = load_waivers(path)
+    assert waiver.expires == through
+
+
+def test_the_gate_reads_today_in_utc():
+    """A waiver expiring today holds through today in UTC, whatever day the
+    runner's time zone says it is: at 23:00 UTC on 1 March it is 2 March in
+    UTC+14, and the day the gate compares with is still 1 March."""
+    from hprobe.model.waiver import utc_today
+
+    moment = dt.datetime(2027, 3, 1, 23, 0, tzinfo=dt.UTC)
+    local = moment.astimezone(dt.timezone(dt.timedelta(hours=14)))
+    assert local.date() == dt.date(2027, 3, 2)
+    assert utc_today(lambda tz: local.astimezone(tz)) == dt.date(2027, 3, 1)

@@ -119,15 +119,15 @@ def run_check_command(
 ) -> CheckReport:
     """`hprobe check`: the rules judged, waivers applied, and with a baseline
     what changed since it; `trust`: --trust-validators."""
-    import datetime as dt
 
     from hprobe.commands.conclude import conclude
     from hprobe.judge import waive
+    from hprobe.model.waiver import utc_today
 
     tables, repo_tables = collect_rules(request, use_cache)
     report = judge_rules(request, tables, repo_tables, strict, use_cache, progress, trust=trust)
     if waivers:
-        findings, uses = waive(report.findings, waivers, dt.date.today())
+        findings, uses = waive(report.findings, waivers, utc_today())
         report = replace(report, findings=findings, waivers=uses)
     if baseline is not None:
         from hprobe.commands.drift import baseline_drift

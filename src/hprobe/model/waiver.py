@@ -10,6 +10,7 @@ from `--ignore KEY=VALUE,...` on the command line."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,8 @@ class Waiver:
     origin: str  # file:line, or "--ignore"
 
     def expired(self, today: dt.date) -> bool:
+        """`today`: the UTC date (commands/rules.py), so that a waiver ends at
+        the same moment on every machine whatever its time zone."""
         return self.expires is not None and self.expires < today
 
     @property
@@ -118,13 +121,26 @@ def _text(value: Any, origin: str, key: str) -> str:
     return str(value).strip()
 
 
+def utc_today(now: Callable[[dt.tzinfo], dt.datetime] = dt.datetime.now) -> dt.date:
+    """The day waivers are compared with: today in UTC, so that a waiver ends
+    at the same moment on every machine whatever its time zone."""
+    return now(dt.UTC).date()
+
+
 def _date(value: Any, origin: str) -> dt.date | None:
     if value is None:
         return None
     if isinstance(value, dt.datetime):
         # A waiver holds through its date. A moment with an offset holds
         # through the last UTC day before that moment: at most a day early, never late.
-        return value.astimezone(dt.UTC).date() - dt.timedelta(days=1) if value.tzinfo is not None else value.date()
+        if value.tzinfo is None:
+            return value.date()
+        try:
+            day = value.astimezone(dt.UTC).date()
+        except OverflowError:
+            # Moved to UTC it runs past the calendar's end it is next to.
+            return dt.date.max if value.year == dt.MAXYEAR else dt.date.min
+        return day - dt.timedelta(days=1) if day > dt.date.min else day
     if isinstance(value, dt.date):
         return value
     if isinstance(value, str):
