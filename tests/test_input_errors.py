@@ -143,3 +143,34 @@ def test_every_option_coerces_as_typer_itself_would():
                 )
                 checked += 1
     assert checked > 100 and light > 20  # and the light path is the one in use
+
+
+BIG = "1" + "0" * 5000  # past Python's 4,300-digit int limit
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("check", "--pin", f"=={BIG}"),
+        ("check", "--flashinfer", BIG),
+        ("diff", BIG, "0.6.14"),
+        ("bisect", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "16", "--range", f"0.6.1..{BIG}"),
+        ("report", "--releases", f"0.6.1..{BIG}", "-o", "site-never-written"),
+    ],
+    ids=["--pin", "--flashinfer", "diff", "bisect --range", "report --releases"],
+)
+def test_a_version_of_thousands_of_digits_is_one_line_and_exit_2(cli, args):
+    """Every version an option names is parsed by packaging into ints: one of
+    5,000 digits is refused in one line (exit 2), never an internal error (5)."""
+    _one_line_error(*cli(*args), "a number in the input has thousands of digits")
+
+
+def test_a_requirement_of_thousands_of_digits_in_a_tree_is_one_line_and_exit_2(cli, tmp_path):
+    (tmp_path / "vllm").mkdir()
+    (tmp_path / "vllm" / "attn.py").write_text(
+        "class A:\n    @classmethod\n    def get_padded_num_q_heads(cls, n):\n        return n\n"
+    )
+    (tmp_path / "requirements.txt").write_text(f"flashinfer-python=={BIG}\n")
+    _one_line_error(
+        *cli("check", "--repo", str(tmp_path), "--sm", "100"), "a number in the input has thousands of digits"
+    )

@@ -148,28 +148,47 @@ def run_job(job: Callable[[], int]) -> None:
     except MemoryError:
         say("hprobe: error: out of memory (an input asks for more than this machine has; see Bounds in the README)")
         raise typer.Exit(EXIT_INPUT) from None
+    except ValueError as exc:
+        if "integer string conversion" not in str(exc):
+            _internal(exc)
+        # A version, count or date in some input (an option, a requirement
+        # file, a table) with more digits than Python turns into a number.
+        say(f"hprobe: error: {MAX_DIGITS_SAID}")
+        raise typer.Exit(EXIT_INPUT) from None
     except (typer.Exit, SystemExit, GeneratorExit):
         raise
-    except BaseException as exc:  # a bug of ours still gets one line, never a traceback nor exit 1
-        if os.environ.get("HPROBE_DEBUG"):
-            raise
-        from hprobe.support.slim import TreeUnreadable
-
-        message = " ".join(str(exc).split())[:300]
-        if isinstance(exc, TreeUnreadable):
-            # This machine's failure (a release's wheel gone and not to be had
-            # again): nothing was decided, so the run is undecided, not broken.
-            say(f"hprobe: error: {visible(message.removeprefix('hprobe: '))}")
-            raise typer.Exit(EXIT_INCONCLUSIVE) from None
-        say(
-            f"hprobe: internal error: {type(exc).__name__}: {visible(message)} (a bug of hprobe's: please report it "
-            "with the traceback HPROBE_DEBUG=1 prints)"
-        )
-        raise typer.Exit(EXIT_INTERNAL) from None
+    except BaseException as exc:  # noqa: BLE001 - a bug of ours still gets one line, never a traceback nor exit 1
+        _internal(exc)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     raise typer.Exit(code)
+
+
+# Python turns at most 4,300 digits into an int; no release, count or date has
+# a tenth of that.
+MAX_DIGITS_SAID = "a number in the input has thousands of digits: no version, count or date is that long"
+
+
+def _internal(exc: BaseException) -> None:
+    """End on what no clause of run_job names: one line, never a traceback, and
+    never the exit code a gate reads as "broken"."""
+    from hprobe.support.slim import TreeUnreadable
+    from hprobe.system.escaping import visible
+
+    if os.environ.get("HPROBE_DEBUG"):
+        raise exc
+    message = " ".join(str(exc).split())[:300]
+    if isinstance(exc, TreeUnreadable):
+        # This machine's failure (a release's wheel gone and not to be had
+        # again): nothing was decided, so the run is undecided, not broken.
+        say(f"hprobe: error: {visible(message.removeprefix('hprobe: '))}")
+        raise typer.Exit(EXIT_INCONCLUSIVE) from None
+    say(
+        f"hprobe: internal error: {type(exc).__name__}: {visible(message)} (a bug of hprobe's: please report it "
+        "with the traceback HPROBE_DEBUG=1 prints)"
+    )
+    raise typer.Exit(EXIT_INTERNAL) from None
 
 
 def _kill_children() -> None:
