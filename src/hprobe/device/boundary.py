@@ -40,6 +40,13 @@ class CompiledEntry:
         return f"{self.module}.{self.function}"
 
 
+# Compiled queries that ask trtllm-gen's selection a question Python only uses
+# to refuse what the selection itself refuses (0.7.x batch MLA's plan asks the
+# initial kernel's heads per CTA, then checks the count divides by it): answered
+# with a value that lets every count through, so the Python after the query runs
+# too; the probe leaves such a count's selection pending (never `ok`).
+DECIDED_BY_SELECTION: dict[str, Any] = {"_mla_plan_head_divisor": 1}
+
 # Compiled entries whose checks over what they are handed (sizes, widths,
 # page sizes) are read from the release's C++: their calls' arguments are kept.
 RECORDED_LAUNCHES = frozenset({"sparse_mla_sm120_paged_attention"})
@@ -104,6 +111,9 @@ class StandInFunction:
         if self._function in self._policy.pass_through:
             self._policy.passed.append(f"{self._module}.{self._function}")
             return None
+        if self._function in DECIDED_BY_SELECTION:
+            self._policy.passed.append(f"{self._module}.{self._function}")
+            return DECIDED_BY_SELECTION[self._function]
         launch = launch_shape(args) if self._function in RECORDED_LAUNCHES else None
         raise BoundaryReached(CompiledEntry(self._module, self._function, launch))
 

@@ -146,6 +146,12 @@ class KernelProbe(ABC):
     # probe says which counts reach them.
     compiled_launchers: tuple[str, ...] = ()
 
+    def pending_selection(self, entry: str) -> str | None:
+        """Why an accepted count that reached compiled `entry` waits on a
+        compiled selection hprobe does not evaluate for this probe (the count
+        is then pending: never `ok` for the gate), or None."""
+        return None
+
     def compiled_calls(self, config: dict[str, Value]) -> set[TrtllmGenCall]:
         """Every call into a launcher compiled depth evaluates that `config` can make."""
         return {call for entry in self.compiled_launchers if (call := self.compiled_call(entry, config)) is not None}

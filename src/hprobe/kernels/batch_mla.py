@@ -121,8 +121,9 @@ def _plan_and_run(
         return
     wrapper.plan(*plan_args, query_layout=layout, kv_cache_layout=layout)
     extra = {"kv_len": mi.seq_lens(), "page_table": _page_table(pages)} if backend == "cutlass" else {}
-    if backend == "xqa" and "out" in takes:
-        # 0.7.4's planned XQA run refuses to allocate its output: callers pass it.
+    if backend in ("xqa", "trtllm-gen") and "out" in takes:
+        # 0.7.4's planned XQA run, and 0.7.x's trtllm-gen run, refuse to
+        # allocate their output: callers pass it.
         extra["out"] = mi.zeros((1, heads, rank), "bf16")
     if layout == "packed":
         query = mi.zeros((1, heads, rank + rope), q_dtype)
@@ -140,6 +141,15 @@ class BatchMLAProbe(KernelProbe):
         "0.7.1)"
     )
     pass_through_calls = ("plan",)
+
+    def pending_selection(self, entry: str) -> str | None:
+        # 0.7.x's trtllm-gen backend plans and launches through trtllm-gen's
+        # FMHA, whose kernel selection decides the count: no port here follows
+        # the wrapper's call into it.
+        if entry.startswith("get_trtllm_gen_fmha_module"):
+            return "trtllm-gen's selection (compiled) not evaluated: hprobe follows no batch-mla call into it"
+        return None
+
     axes = (
         Axis(
             "backend",

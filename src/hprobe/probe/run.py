@@ -12,7 +12,7 @@ from itertools import islice
 from pathlib import Path
 
 import hprobe.kernels as kernels_package
-from hprobe.device.boundary import ImportFailure
+from hprobe.device.boundary import DECIDED_BY_SELECTION, ImportFailure
 from hprobe.device.classify import CallResult
 from hprobe.device.fake_cuda import cuda_tensors, reports_cuda
 from hprobe.device.session import BASELINE_TOOLKIT, FlashinferSession
@@ -99,6 +99,7 @@ def _probe_kernel(
             sm = SM.from_number(result.sm)
             probing.classify(sm, result)
             _describe_depth(probe, tries[sm][0][1], result)
+            _mark_pending(probe, result)
             _attach_metadata(session, probe, entry, sm, config, heads, result)
         probing.absent_option(results)
     finally:
@@ -233,6 +234,14 @@ def _past_device_checks(raw: dict[int, CallResult]) -> dict[int, CallResult]:
     return out
 
 
+def _mark_pending(probe: KernelProbe, result: KernelSMResult) -> None:
+    """Accepted counts whose entry a compiled selection follows that the probe
+    does not evaluate: pending (KernelProbe.pending_selection)."""
+    for h, head in result.heads.items():
+        if head.outcome is Outcome.ACCEPTED and head.entry and (why := probe.pending_selection(head.entry)):
+            result.heads[h] = replace(head, pending=why)
+
+
 def _describe_depth(probe: KernelProbe, raw: dict[int, CallResult], result: KernelSMResult) -> None:
     """Say what the accepted answers rest on, and what compiled code still checks."""
     entries = sorted({str(c.entry) for c in raw.values() if c.reached})
@@ -269,9 +278,16 @@ def _describe_depth(probe: KernelProbe, raw: dict[int, CallResult], result: Kern
             "answer past it"
         )
     passed = sorted({p for c in raw.values() for p in c.passed})
-    if passed:
+    handed_on = [p for p in passed if p.rpartition(".")[2] not in DECIDED_BY_SELECTION]
+    asked = [p for p in passed if p.rpartition(".")[2] in DECIDED_BY_SELECTION]
+    if handed_on:
         result.notes.append(
-            f"compiled calls whose result Python only hands on were let through unexecuted: {', '.join(passed)}"
+            f"compiled calls whose result Python only hands on were let through unexecuted: {', '.join(handed_on)}"
+        )
+    if asked:
+        result.notes.append(
+            f"compiled queries of trtllm-gen's selection answered so that every count goes on (the selection they ask "
+            f"decides the count, and is not evaluated here): {', '.join(asked)}"
         )
 
 
