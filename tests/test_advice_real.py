@@ -257,9 +257,11 @@ def test_suggest_on_sm120_raises_the_pin_to_the_release_that_brings_a_route(cli_
     assert sm120["pin"]["needs"] == "0.6.14", sm120["pin"]
 
 
-def test_a_rule_kept_as_it_is_is_not_asked_to_be_changed_by_hand(cli_json, tmp_path):
-    """The prefill branch already pads every count to itself: suggest says
-    keep it, and the patch does not then ask for a change by hand."""
+def test_a_rule_no_patch_can_write_is_named_with_what_it_needs(cli_json, tmp_path):
+    """The prefill branch pads every count to itself; 0.6.14's DSv4 prefill
+    dispatch (its C++) has no kernel for 4 or 8 heads, so it needs padding to
+    16: suggest says so, and since the branch is code (it reads the SM and a
+    setting), the patch asks for it by hand, as it does the decode branch."""
     from .conftest import ROOT
 
     like = ROOT / "tests" / "fixtures" / "repos" / "sglang_like"
@@ -267,14 +269,9 @@ def test_a_rule_kept_as_it_is_is_not_asked_to_be_changed_by_hand(cli_json, tmp_p
         "suggest", "--repo", str(like), "--mapping", str(like / "mapping.toml"), "--diff", str(tmp_path / "d.diff")
     )
     [prefill] = [s for s in doc["suggestions"] if "[prefill]" in s["backend"]]
-    assert prefill["advice"].startswith("SM120: keep ")
-    assert all(c["current"] == c["suggested"] for c in prefill["changes"])
-    prefill_lines = [line for line in doc["patch"]["not_rewritten"] if "[prefill]" in line]
-    assert not any("by hand" in line for line in prefill_lines), prefill_lines
-    # What it does need is said: the tree declares no flashinfer requirement to raise.
-    assert all(
-        "as it is, it needs flashinfer >= " in line and "declares no flashinfer requirement" in line
-        for line in prefill_lines
-    )
-    assert any("[decode]" in line and "change it by hand" in line for line in doc["patch"]["not_rewritten"])
+    assert prefill["suggested"] == "pad_to {16, 32, 64}", prefill
+    assert "the current rule crashes on flashinfer 0.6.14 for n={4, 8}" in prefill["advice"]
+    not_rewritten = doc["patch"]["not_rewritten"]
+    assert any("[prefill]" in line and "change it by hand to pad_to {16, 32, 64}" in line for line in not_rewritten)
+    assert any("[decode]" in line and "change it by hand" in line for line in not_rewritten)
     assert code == 2 and "not written: nothing to rewrite" in err, err

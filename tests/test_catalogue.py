@@ -57,23 +57,32 @@ def test_sm120_sparse_mla_reports_which_kernel_each_count_reaches(cli_json):
     assert result["depth"] == "dispatch"
     heads = {h["heads"]: h for h in result["heads"]}
     decode = sorted(h for h, r in heads.items() if r.get("entry", "").endswith("sparse_mla_sm120_decode_dsv4"))
-    paged = sorted(h for h, r in heads.items() if r.get("entry", "").endswith("sparse_mla_sm120_paged_attention"))
     assert decode == [8, 16, 32, 64, 128]
-    assert paged == [h for h in range(1, 129) if h not in decode]
-    assert all("off the fast path" in heads[h]["slow_path"] for h in paged)
     assert all("slow_path" not in heads[h] for h in decode)
-    assert _by_outcome(result, "rejected") == list(range(129, 257))
+    # Python sends the other decode-sized calls to the paged entry, whose own C++
+    # refuses every call of 64 tokens or fewer (csrc/sparse_mla_sm120.cu).
+    paged = [h for h in range(1, 129) if h not in decode]
+    assert all(heads[h]["outcome"] == "rejected" and heads[h]["error_type"] == "compiled check" for h in paged)
+    assert heads[4]["message"].startswith("Decode (num_tokens <= 64) must go through sparse_mla_sm120_decode_dsv3_2")
+    assert heads[4]["location"] == "flashinfer/data/csrc/sparse_mla_sm120.cu:261 (SparseMlaSm120PagedAttention)"
+    assert _by_outcome(result, "rejected") == [*paged, *range(129, 257)]
     assert heads[129]["message"] == "max_num_heads must be in (0, 128], got 129"
 
 
 def test_sm120_sparse_mla_prefill_tokens_take_the_general_kernel_without_a_slow_mark(cli_json):
     _, doc, _ = cli_json("matrix", "-k", "sm120-sparse-mla", "--tokens", "65", "--sm", "120", "--heads", "8,16,24")
     [result] = doc["results"]
-    assert {h["entry"] for h in result["heads"]} == {"get_sparse_mla_sm120_module.sparse_mla_sm120_paged_attention"}
+    accepted = [h for h in result["heads"] if h["outcome"] == "accepted"]
+    assert {h["entry"] for h in accepted} == {"get_sparse_mla_sm120_module.sparse_mla_sm120_paged_attention"}
     assert not any("slow_path" in h for h in result["heads"])  # prefill has no faster kernel
+    # 0.6.14's DSv4 prefill switch instantiates 16, 32, 64 and 128 heads: 8 and 24 have no kernel.
+    assert result["accepted"] == [16]
+    refused = [h for h in result["heads"] if h["outcome"] == "rejected"]
+    assert [h["heads"] for h in refused] == [8, 24]
+    assert all(h["message"].startswith("Unsupported sparse-MLA prefill configuration: model=DSV4") for h in refused)
 
 
-def test_check_says_accepted_but_off_the_fast_path(cli_json, write_table):
+def test_a_count_python_sends_to_a_kernel_that_refuses_it_is_broken_not_slow(cli_json, write_table):
     table = write_table(
         """
 [table]
@@ -90,14 +99,14 @@ sm = [120]
 pad_to = [24, 128]
 """
     )
+    # 24 heads, one token: no decode kernel takes 24, and the general paged
+    # kernel Python then calls refuses decode-sized calls in its own C++.
     code, doc, _ = cli_json("check", "--table", str(table), "--sm", "120")
     [finding] = doc["findings"]
-    assert (finding["n"], finding["padded"], finding["verdict"]) == (24, 24, "off-fast-path")
+    assert (finding["n"], finding["padded"], finding["verdict"]) == (24, 24, "broken")
     assert finding["best"] == 32  # the smallest count >= 24 on the decode kernel
-    assert finding["label"] == "off-fast-path (validators and dispatch)"
-    assert code == 0
-    strict, _, _ = cli_json("check", "--table", str(table), "--sm", "120", "--strict")
-    assert strict == 1
+    assert finding["evidence"]["message"].startswith("Decode (num_tokens <= 64) must go through")
+    assert code == 1
 
 
 def test_trtllm_mla_sweeps_the_backends_the_release_offers(cli_json):

@@ -118,7 +118,15 @@ def test_check_judges_each_branch_against_the_kernel(cli_json):
     assert (
         shape and {f["verdict"] for f in shape} == {"inconclusive"} and shape[0]["source"].endswith("attention.py:42")
     )
-    assert code == 3  # inconclusive rows: undecided, never a silent pass
+    # SM120 prefill hands the paged entry 8 and 4 heads (V4-Flash TP8/16),
+    # which 0.6.14's DSv4 prefill dispatch has no kernel for (its C++ switch:
+    # 16, 32, 64, 128): broken, with the entry's own words.
+    prefill = [f for f in doc["findings"] if "[prefill]" in f["backend"] and f["verdict"] == "broken"]
+    assert {(f["n"], f["padded"]) for f in prefill} == {(8, 8), (4, 4)}
+    assert all(
+        f["evidence"]["message"].startswith("Unsupported sparse-MLA prefill configuration: model=DSV4") for f in prefill
+    )
+    assert code == 1
 
 
 # -- SGLang's own source ----------------------------------------------------------------
