@@ -275,3 +275,24 @@ def test_an_inline_padding_constant_read_elsewhere_is_not_rewritten(tmp_path):
     assert not isinstance(site, str)
     found = floor_constant(index, site, rule)
     assert not isinstance(found, str) and (found.name, found.literal.value, found.literal.lineno) == ("_PAD", 64, 1)
+
+
+def test_the_backend_probed_is_the_one_the_calls_pass():
+    """The mapping keeps only what code cannot show: a backend every call
+    passes as one literal is probed; none where no call passes one (the entry's
+    default runs, whatever the mapping says); the mapping's where the calls
+    disagree or cannot be read, and never one a probe has no axis for."""
+    from hprobe.model.call import CallForm
+    from hprobe.rules.repo.tracing.paths import options_from_calls
+
+    entry = "trtllm_batch_decode_sparse_mla_dsv4"
+    none = CallForm(entry, "a.py:1", 4, ())
+    literal = CallForm(entry, "a.py:2", 0, ("backend",), literals=(("backend", "trtllm-gen"),))
+    unread = CallForm(entry, "a.py:3", 0, (), unknown="**kw is not a dict hprobe can read")
+    mapped = (("backend", "trtllm-gen"),)
+    assert options_from_calls("dsv4-sparse-mla", mapped, (none,)) == ()
+    assert options_from_calls("dsv4-sparse-mla", (), (literal,)) == mapped
+    assert options_from_calls("dsv4-sparse-mla", (("backend", "auto"),), (none, literal)) == (("backend", "auto"),)
+    assert options_from_calls("dsv4-sparse-mla", mapped, (unread,)) == mapped
+    assert options_from_calls("dsv4-sparse-mla", mapped, (none,), picked=True) == mapped
+    assert options_from_calls("sm120-sparse-mla", (), (literal,)) == ()

@@ -195,7 +195,9 @@ def read_paths(context: PathContext) -> PathReading:
         judged_forms = tuple(dict.fromkeys(forms[s] for s in judged_sites))
         backends = [
             replace(
-                b, calls=judged_forms, options=options_from_calls(b.options, judged_forms, m.backend_by is not None)
+                b,
+                calls=judged_forms,
+                options=options_from_calls(b.kernel, b.options, judged_forms, m.backend_by is not None),
             )
             for b in backends
         ]
@@ -236,14 +238,15 @@ def _call_form(context: PathContext, site: CallSite) -> CallForm:
 
 
 def options_from_calls(
-    options: tuple[tuple[str, str | int], ...], forms: tuple[CallForm, ...], picked: bool = False
+    kernel: str, options: tuple[tuple[str, str | int], ...], forms: tuple[CallForm, ...], picked: bool = False
 ) -> tuple[tuple[str, str | int], ...]:
     """A backend's probe options as its calls write them: the `backend` every
     call passes as one literal, or none where no call passes one (a mapping's
     `backend` the calls do not pass is the mapping's, not the engine's); the
-    mapping's where the calls cannot tell or disagree. `picked`: the backend
-    is picked per count by the engine's selector (the mapping says which)."""
-    if not forms or picked:
+    mapping's where the calls cannot tell or disagree, or where `kernel`'s
+    probe has no backend axis. `picked`: the backend is picked per count by
+    the engine's selector (the mapping says which)."""
+    if not forms or picked or get_probe(kernel).axis("backend") is None:
         return options
     said = {form.passes("backend") for form in forms}
     if len(said) != 1:

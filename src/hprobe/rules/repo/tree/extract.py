@@ -347,7 +347,7 @@ def _fed_backends(
         fed = paths.calls_through(item.cls.name, b.kernel, b.sms) or paths.calls_through(
             item.cls.qualname, b.kernel, b.sms
         )
-        out.append(replace(b, calls=fed, options=options_from_calls(b.options, fed)))
+        out.append(replace(b, calls=fed, options=options_from_calls(b.kernel, b.options, fed)))
     return out
 
 
