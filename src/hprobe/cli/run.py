@@ -8,6 +8,7 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import NoReturn
 
 import typer
 
@@ -170,7 +171,7 @@ def run_job(job: Callable[[], int]) -> None:
 MAX_DIGITS_SAID = "a number in the input has thousands of digits: no version, count or date is that long"
 
 
-def _internal(exc: BaseException) -> None:
+def _internal(exc: BaseException) -> NoReturn:
     """End on what no clause of run_job names: one line, never a traceback, and
     never the exit code a gate reads as "broken"."""
     from hprobe.support.slim import TreeUnreadable

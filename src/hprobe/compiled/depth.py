@@ -31,7 +31,7 @@ from hprobe.compiled.trtllm_gen import Gate, Port, port_for, runner_gate, source
 from hprobe.compiled.trtllm_gen.era_0_6_12 import Device, Launch, MlaCall, NotPorted, Refusal, Selection, Undetermined
 from hprobe.device.fakes import FakeDeviceProperties
 from hprobe.kernels import get_variant
-from hprobe.model.compiled import TrtllmGenCall
+from hprobe.model.compiled import PENDING_SELECTION, TrtllmGenCall
 from hprobe.model.heads import compact_set
 from hprobe.model.outcome import OUTSIDE_FAMILIES_UNCHECKED, Cause, Depth, HeadResult, KernelSMResult, Outcome
 from hprobe.model.sm import SM
@@ -116,7 +116,7 @@ def deepen(result: KernelSMResult, package: Path, get_tables: Callable[[], Table
     if not calls:
         return
     if os.environ.get(TABLE_SETTING, "").strip().lower() == "off":
-        leave_pending(result, calls, f"{TABLE_SETTING}=off keeps every answer at the validators")
+        leave_pending(result, calls, TABLE_OFF)
         return
     sm = SM.from_number(result.sm)
     gate = runner_gate(package)
@@ -134,7 +134,7 @@ def deepen(result: KernelSMResult, package: Path, get_tables: Callable[[], Table
         return
     tables = get_tables()
     if tables.disabled:
-        leave_pending(result, calls, f"{TABLE_SETTING}=off keeps every answer at the validators")
+        leave_pending(result, calls, TABLE_OFF)
         return
     if tables.table is None:
         result.notes.append(f"compiled depth: not evaluated: {tables.missing}")
@@ -172,10 +172,7 @@ def deepen(result: KernelSMResult, package: Path, get_tables: Callable[[], Table
 # (it is every such row's evidence); the release's note says where the search
 # looked and the command that fetches one.
 TABLE_UNAVAILABLE = "no kernel table here (HPROBE_KERNEL_TABLE names one)"
-
-
-# What a pending count waits on, in words.
-PENDING_SELECTION = "trtllm-gen's selection (compiled) not evaluated"
+TABLE_OFF = f"{TABLE_SETTING}=off keeps every answer at the validators"
 
 
 def launcher_calls(result: KernelSMResult) -> dict[str, TrtllmGenCall]:
@@ -294,10 +291,7 @@ def _evaluate(
             found = _existence(port, table, device, call, h)
         except NotPorted as exc:
             if head.outcome is Outcome.ACCEPTED:
-                result.heads[h] = replace(
-                    head,
-                    pending=f"{PENDING_SELECTION}: {exc}",
-                )
+                result.heads[h] = replace(head, pending=f"{PENDING_SELECTION}: {exc}")
             continue
         if head.outcome is Outcome.REJECTED:
             if found.launched:

@@ -33,7 +33,7 @@ class CompiledEntry:
     module: str  # the getter (or JIT spec) that would have produced the module
     function: str  # the attribute called on it
     # What the call handed it (launch_shape), for a compiled entry whose own
-    # checks hprobe reads from the release's C++ (compiled/entry_checks)
+    # checks hprobe reads from the release's C++ (compiled/sm120_sparse)
     launch: str | None = field(default=None, compare=False)
 
     def __str__(self) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 
 from hprobe.kernels import mla_inputs as mi
 from hprobe.kernels.base import Axis, KernelProbe, PreparedCall, Value
+from hprobe.model.compiled import PENDING_SELECTION
 from hprobe.model.sm import SM
 
 # Input conventions, tried in order: how the plan and run calls are spelled.
@@ -147,7 +148,7 @@ class BatchMLAProbe(KernelProbe):
         # FMHA, whose kernel selection decides the count: no port here follows
         # the wrapper's call into it.
         if entry.startswith("get_trtllm_gen_fmha_module"):
-            return "trtllm-gen's selection (compiled) not evaluated: hprobe follows no batch-mla call into it"
+            return f"{PENDING_SELECTION}: hprobe follows no batch-mla call into it"
         return None
 
     axes = (

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# What a count waits on where trtllm-gen's selection decides it and is not
+# evaluated (HeadResult.pending): compiled depth and the probes say it alike.
+PENDING_SELECTION = "trtllm-gen's selection (compiled) not evaluated"
+
 # Data_type names as trtllm-gen's kernel table spells them, by the probes' dtype names.
 TRTLLM_GEN_DTYPES = {"bf16": "DATA_TYPE_BF16", "fp16": "DATA_TYPE_FP16", "fp8": "DATA_TYPE_E4M3"}
 

@@ -293,15 +293,15 @@ class Finding:
             parts.append(f"accepted, but {e.slow_path}" + (f"; {self.best} is on it" if self.best else ""))
         elif self.verdict is Verdict.INCONCLUSIVE and e is not None:
             if e.pending is not None and e.outcome is Outcome.ACCEPTED:
-                # Its reason is the one line; the notes (where a table was
-                # looked for, and how to fetch it) are shown once elsewhere.
                 parts.append(f"accepted by the validators; {e.pending}")
-                return "; ".join(parts)
             else:
                 refusal = f" [{e.error_type}: {e.message}]" if e.error_type else ""
                 parts.append(f"{e.reason or e.outcome.value}{refusal}")
-                if e.cause == Cause.CALL.value:
-                    return "; ".join(parts)  # the call as written decides it: the release's notes say nothing more
+            # Where it is pending or the call as written decides it, its own line
+            # is the whole reason: the release's notes (where a table was looked
+            # for) are shown once elsewhere.
+            if e.pending is not None or e.cause == Cause.CALL.value:
+                return "; ".join(parts)
         elif self.verdict is Verdict.ASSUMED and self.on_assumption is not None:
             refusal = (
                 f" ({e.error_type}: {e.message})"

@@ -241,9 +241,9 @@ def _deepen(
     from the wheel is read, and before any evaluation."""
     if package is None or not package.is_dir():
         _pending([r for r in results.values() if _reaches_launcher(r)], "the release's C++ is not at hand")
-        _entries_unread([r for r in results.values() if _reaches_checked_entry(r)])
+        _entries_unread(list(results.values()), "the release's C++ is not at hand")
         return
-    _check_entries([r for r in results.values() if _reaches_checked_entry(r)], package, readable)
+    _check_entries(list(results.values()), package, readable)
     needs = [(k, r) for k, r in results.items() if _reaches_launcher(r)]
     if not needs:
         return
@@ -251,7 +251,7 @@ def _deepen(
     from hprobe.support.slim import unwritten
 
     read = [package / "artifacts.py", *(data_dir(package) / relative for relative in READ)]
-    if unwritten(read) and not _made_readable(readable, [r for _, r in needs]):
+    if unwritten(read) and not _made_readable(readable, [r for _, r in needs], _unread_selection):
         return  # what the keys below read cannot be had
     # One memo per result (kernel variant x SM), as the answers are kept: a run
     # for a subset of SMs reads what a wider run concluded.
@@ -271,7 +271,7 @@ def _deepen(
             left.append((k, result))
     if not left:
         return
-    if not _made_readable(readable, [r for _, r in left]):
+    if not _made_readable(readable, [r for _, r in left], _unread_selection):
         return
     from hprobe.support.kernel_tables import tables_for
 
@@ -291,17 +291,26 @@ def _deepen(
             cache.keep("deep", memos[k], result.to_dict())
 
 
-def _made_readable(readable: Callable[[], object], results: list[KernelSMResult]) -> bool:
-    """`readable()`, or False with the reason noted on each result: a release
-    whose wheel was removed and cannot be had again answers at the validators."""
+def _made_readable(
+    readable: Callable[[], object],
+    results: list[KernelSMResult],
+    unread: Callable[[list[KernelSMResult], str], None],
+) -> bool:
+    """`readable()`, or False with `unread(results, why)` done: a release whose
+    wheel was removed and cannot be had again answers at the validators."""
     try:
         readable()
     except (HprobeError, OSError) as exc:
-        for result in results:
-            result.notes.append(f"compiled depth: not evaluated: the release's C++ cannot be read: {exc}")
-        _pending(results, "the release's C++ cannot be read (a note says why)")
+        unread(results, f"the release's C++ cannot be read: {exc}")
         return False
     return True
+
+
+def _unread_selection(results: list[KernelSMResult], why: str) -> None:
+    """trtllm-gen's selection left undone for `results`, said in a note and pending on each count."""
+    for result in results:
+        result.notes.append(f"compiled depth: not evaluated: {why}")
+    _pending(results, "the release's C++ cannot be read (a note says why)")
 
 
 def _pending(results: list[KernelSMResult], why: str) -> None:
@@ -322,44 +331,38 @@ def _deepened(results: list[KernelSMResult], package: Path, get_tables: Callable
     from hprobe.compiled.depth import deepen
     from hprobe.support.slim import TreeUnreadable
 
-    for result in results:
+    for done, result in enumerate(results):
         try:
             deepen(result, package, get_tables)
         except TreeUnreadable as exc:
+            # This result and those after it: the ones before were taken past the validators.
             result.notes.append(f"compiled depth: not evaluated: {str(exc).removeprefix('hprobe: ')}")
-            _pending(results, "the release's C++ cannot be read (a note says why)")
+            _pending(results[done:], "the release's C++ cannot be read (a note says why)")
             return False
     return True
 
 
-def _reaches_checked_entry(result: KernelSMResult) -> bool:
-    """Whether a count of `result` reached a compiled entry whose own checks are
-    read from the release's C++ (compiled/sm120_sparse)."""
+def _check_entries(results: list[KernelSMResult], package: Path, readable: Callable[[], object]) -> None:
+    """The compiled entry checks (compiled/sm120_sparse) of each result a count
+    of which reached such an entry; the release's C++ made readable first (a
+    slim tree whose wheel was removed)."""
     from hprobe.device.boundary import RECORDED_LAUNCHES
 
-    return any(
-        head.entry and head.entry.rpartition(".")[2] in RECORDED_LAUNCHES
-        for head in result.heads.values()
-        if head.outcome is Outcome.ACCEPTED
-    )
-
-
-def _check_entries(results: list[KernelSMResult], package: Path, readable: Callable[[], object]) -> None:
-    """The compiled entry checks of each result that reached such an entry; the
-    release's C++ made readable first (a slim tree whose wheel was removed)."""
+    # Which results to check, read without importing the ports (a warm run reads
+    # thousands of answers, most of them at other entries).
+    results = [
+        r for r in results if any(h.entry and h.entry.rpartition(".")[2] in RECORDED_LAUNCHES for h in r.heads.values())
+    ]
     if not results:
         return
     from hprobe.compiled.files import ENTRY_READ, data_dir
+    from hprobe.compiled.sm120_sparse import check_entries
     from hprobe.support.slim import TreeUnreadable, unwritten
 
-    if unwritten([data_dir(package) / relative for relative in ENTRY_READ]):
-        try:
-            readable()
-        except (HprobeError, OSError) as exc:
-            _entries_unread(results, f"the release's C++ cannot be read: {exc}")
-            return
-    from hprobe.compiled.sm120_sparse import check_entries
-
+    if unwritten([data_dir(package) / relative for relative in ENTRY_READ]) and not _made_readable(
+        readable, results, _entries_unread
+    ):
+        return
     for result in results:
         try:
             check_entries(result, package)
@@ -367,16 +370,12 @@ def _check_entries(results: list[KernelSMResult], package: Path, readable: Calla
             _entries_unread([result], str(exc).removeprefix("hprobe: "))
 
 
-def _entries_unread(results: list[KernelSMResult], why: str = "the release's C++ is not at hand") -> None:
+def _entries_unread(results: list[KernelSMResult], why: str) -> None:
     """The compiled entry checks left undone: the counts that reached such an entry stay pending."""
-    from dataclasses import replace
-
-    from hprobe.device.boundary import RECORDED_LAUNCHES
+    from hprobe.compiled.sm120_sparse import leave_unread
 
     for result in results:
-        for h, head in result.heads.items():
-            if head.outcome is Outcome.ACCEPTED and (head.entry or "").rpartition(".")[2] in RECORDED_LAUNCHES:
-                result.heads[h] = replace(head, pending=f"its compiled entry's own checks not read: {why}")
+        leave_unread(result, why)
 
 
 def _reaches_launcher(result: KernelSMResult) -> bool:

@@ -22,10 +22,12 @@ from hprobe.compiled.cxx import SourceFile
 from hprobe.compiled.files import data_dir
 from hprobe.compiled.sm120_sparse import era_0_6_14, era_0_6_18
 from hprobe.compiled.sm120_sparse.era_0_6_14 import Call, Entry, Refusal
+from hprobe.device.boundary import RECORDED_LAUNCHES
 from hprobe.model.outcome import HeadResult, KernelSMResult, Outcome
 
-# The compiled entry whose checks are ported (as a stand-in records its calls).
+# The compiled entry whose checks are ported: one whose calls the stand-in records.
 ENTRY_FUNCTION = "sparse_mla_sm120_paged_attention"
+assert ENTRY_FUNCTION in RECORDED_LAUNCHES
 
 # Newest first: the first era whose every digest matches is the release's.
 ERAS: tuple[tuple[str, ModuleType], ...] = (
@@ -98,22 +100,33 @@ def parse_call(launch: str) -> Call:
     )
 
 
+def _reached(result: KernelSMResult) -> list[tuple[int, HeadResult]]:
+    """The accepted counts whose call reached the entry, in order."""
+    return [
+        (h, head)
+        for h, head in sorted(result.heads.items())
+        if head.outcome is Outcome.ACCEPTED and head.entry and head.entry.endswith("." + ENTRY_FUNCTION)
+    ]
+
+
+def leave_unread(result: KernelSMResult, why: str) -> None:
+    """The counts that reached the entry, its checks not evaluated (`why`):
+    pending, never `ok` for the gate."""
+    for h, head in _reached(result):
+        result.heads[h] = replace(head, pending=f"{ENTRY_FUNCTION}'s own checks (compiled) not read: {why}")
+
+
 def check_entries(result: KernelSMResult, package: Path) -> None:
     """Each accepted count whose call reached the entry: refused where one of
     its checks fails (with the check's words and place in the release), left
     pending where no port reads like the release or the call was not
     recorded. Counts that reached other entries are left as they are."""
-    reached = [
-        (h, head)
-        for h, head in sorted(result.heads.items())
-        if head.outcome is Outcome.ACCEPTED and head.entry and head.entry.endswith("." + ENTRY_FUNCTION)
-    ]
+    reached = _reached(result)
     if not reached:
         return
     port = port_for(package)
     if isinstance(port, str):
-        for h, head in reached:
-            result.heads[h] = replace(head, pending=f"{ENTRY_FUNCTION}'s own checks (compiled) not read: {port}")
+        leave_unread(result, port)
         result.notes.append(f"compiled entry checks: {ENTRY_FUNCTION} not evaluated: {port}")
         return
     for h, head in reached:

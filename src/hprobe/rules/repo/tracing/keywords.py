@@ -635,9 +635,10 @@ def call_form(index: RepoIndex, module: ModuleInfo, line: int, entry: str, where
     positional = len(call.args) - len(starred) if not starred else call.args.index(starred[0])
     instance, _ = _constructor_values(index, owner)
     scope = _Scope(index, module, owner, instance, frozenset())
+    file = where.rpartition(":")[0]  # the call's file as the user named the tree
     given = [k for k in [*_partial_keywords(scope, function, call), *call.keywords] if k.arg is not None]
     keywords = list(dict.fromkeys(k.arg for k in given if k.arg is not None))
-    places = {k.arg: f"{where.rpartition(':')[0]}:{k.lineno}" for k in given if k.arg is not None and k.lineno != line}
+    places = {k.arg: f"{file}:{k.lineno}" for k in given if k.arg is not None and k.lineno != line}
     conditional: list[tuple[str, str]] = []
     if any(k.arg is None for k in call.keywords):
         candidates = _literal_keys(function or module.tree, module.tree)
@@ -655,17 +656,15 @@ def call_form(index: RepoIndex, module: ModuleInfo, line: int, entry: str, where
         # Where a key is written in this module (a caller's key, read through
         # a `**kwargs` parameter, is another file's: the call's place stands).
         here = {id(node) for node in ast.walk(module.tree)}
-        places.update(
-            {k: f"{where.rpartition(':')[0]}:{node.lineno}" for k, node in reading.passed.items() if id(node) in here}
-        )
+        places.update({k: f"{file}:{node.lineno}" for k, node in reading.passed.items() if id(node) in here})
         for name, why in sorted(reading.unknown.items()):
             if name == ANY_KEY and why.conditional:
                 continue  # keys the reading listed are set on some runs: said of each of them
             if why.conditional:
                 conditional.append((name, f"on some runs only ({why})"))
-                file, _, at = why.where.rpartition(":")
-                if file == module.path:
-                    places.setdefault(name, f"{where.rpartition(':')[0]}:{at}")
+                set_in, _, at = why.where.rpartition(":")
+                if set_in == module.path:
+                    places.setdefault(name, f"{file}:{at}")
             elif not unknown:
                 unknown.append(f"which keywords a ** of it carries: {why}")
     return CallForm(
