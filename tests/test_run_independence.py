@@ -78,3 +78,46 @@ def test_an_answer_does_not_depend_on_what_else_the_run_asks(session, everything
         assert set(got) == {(key, sm, h) for sm in sms for h in heads}
         for cell, answer in got.items():
             assert answer == everything[cell], f"{cell}: {answer} alone, {everything[cell]} in the full run"
+
+
+def test_a_module_looked_at_while_another_thread_registers_its_fakes_is_patched(session, monkeypatch):
+    """The import hook runs in every thread of a run (compiled depth is worked
+    out beside the probe): a thread that meets a module binding a function
+    whose fake another thread is registering must not take that module as
+    done. Before one patcher at a time, a cold check once reached the real
+    artefact download this way."""
+    import sys
+    import threading
+    import types
+
+    def original() -> str:
+        return "original"
+
+    def fake() -> str:
+        return "fake"
+
+    source = types.ModuleType("flashinfer._hprobe_race_source")
+    user = types.ModuleType("flashinfer._hprobe_race_user")
+    source.thing = user.thing = original
+    monkeypatch.setitem(session._fakes_by_module, source.__name__, {"thing": fake})
+    registering, release = threading.Event(), threading.Event()
+    register = session._register
+
+    def slow_register(found, replacement):
+        registering.set()
+        release.wait(10)
+        register(found, replacement)
+
+    monkeypatch.setattr(session, "_register", slow_register)
+    monkeypatch.setitem(sys.modules, source.__name__, source)
+    first = threading.Thread(target=session._patch_new_modules)
+    first.start()
+    assert registering.wait(10)
+    monkeypatch.setitem(sys.modules, user.__name__, user)
+    second = threading.Thread(target=session._patch_new_modules)
+    second.start()
+    second.join(0.5)  # a second patcher not kept waiting is done by now, `user` untouched
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert source.thing is fake and user.thing is fake

@@ -15,6 +15,7 @@ import os
 import shutil
 import socket
 import sys
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -90,6 +91,11 @@ class FlashinferSession:
         self._replacements: dict[int, Any] = {}  # id(original) -> fake
         self._originals: list[Any] = []  # keeps ids stable while the session lives
         self._looked_at: set[str] = set()  # module names _patch_new_modules has seen
+        # The import hook runs in every thread of the run (compiled depth is
+        # worked out beside the probe and imports as it goes): one patcher at a
+        # time, so no thread takes a module as looked at before its fakes are in.
+        self._patching = threading.RLock()
+        self._scanning = False
         self._cache_clears: list[Callable[[], None]] = []
         self.flashinfer: ModuleType | None = None
         self.torch: ModuleType | None = None
@@ -483,10 +489,30 @@ class FlashinferSession:
         # nothing new unless sys.modules grew or a module was still executing.
         if len(sys.modules) == self._modules_seen and not self._initializing:
             return
-        self._modules_seen = len(sys.modules)
+        with self._patching:
+            if self._scanning:
+                return  # an import of this thread's own scan: the scan looks again when done
+            self._scanning = True
+            try:
+                while True:
+                    seen = len(sys.modules)
+                    if seen == self._modules_seen and not self._initializing:
+                        return  # another thread patched them while this one waited
+                    self._initializing = self._scan_and_patch()
+                    # Set last: until every module counted here is patched,
+                    # another thread's import hook sees a change and waits.
+                    self._modules_seen = seen
+                    if len(sys.modules) == seen:
+                        return
+            finally:
+                self._scanning = False
+
+    def _scan_and_patch(self) -> bool:
+        """Patch the flashinfer modules not looked at yet; whether one was
+        still executing (to be looked at again)."""
         self._patch_cute_compile()
         fresh = []
-        self._initializing = False
+        initializing = False
         # Only names not looked at before (a set difference, in C): a scan of
         # every module on each growth of sys.modules cost more than the probes.
         for name in sys.modules.keys() - self._looked_at:
@@ -496,13 +522,13 @@ class FlashinferSession:
                 continue
             # A module still executing has not defined its names yet: look again later.
             if getattr(getattr(mod, "__spec__", None), "_initializing", False):
-                self._initializing = True
+                initializing = True
                 continue
             self._looked_at.add(name)
             if mod is not None:
                 fresh.append((name, mod))
         if not fresh:
-            return
+            return initializing
         for name, mod in fresh:
             for attr, fake in self._fakes_by_module.get(name, {}).items():
                 original = getattr(mod, attr, None)
@@ -518,6 +544,7 @@ class FlashinferSession:
                 if replacement is not None and replacement is not value:
                     self._set_attr(mod, attr, replacement)
         self._find_contexts(fresh)
+        return initializing
 
     def _patch_cute_compile(self) -> None:
         """CuTe DSL kernels are compiled from Python on first use: compiling is the
