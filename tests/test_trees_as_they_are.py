@@ -6,6 +6,7 @@ table keys and recorded documents that only look like counts refused."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -14,12 +15,13 @@ from packaging.version import Version
 from hprobe.model.errors import InputError
 from hprobe.model.outcome import KernelSMResult
 from hprobe.rules.repo.patch import _pin_edits, real_path_in_tree
-from hprobe.rules.repo.pin import find_pins, poetry_specifier
+from hprobe.rules.repo.pin import NotRewritable, find_pin, find_pins, poetry_specifier, rewrite
 from hprobe.rules.repo.tree.scan import RepoIndex
 from hprobe.rules.toml_source import TomlTableSource
 
 from .conftest import V4_PRO_TABLE
 
+REPOS = Path(__file__).parent / "fixtures" / "repos"
 PUBLISHED = [Version(v) for v in ("0.6.12", "0.6.13", "0.6.14", "0.7.4")]
 
 
@@ -39,6 +41,60 @@ def test_pins_in_setup_cfg_poetry_and_pylock_are_read(tmp_path):
     # Poetry's caret and tilde, as the PEP 440 ranges they mean, each on its own line.
     assert ("poetry", ">=0.6.13,<0.7", 3) in pins and ("poetry", ">=0.7.2,<0.8", 6) in pins
     assert ("pylock", "==0.7.2.post1", 5) in pins
+
+
+def test_uv_and_poetry_lock_files_are_read_as_the_version_they_lock(tmp_path):
+    (tmp_path / "uv.lock").write_text(
+        'version = 1\n\n[[package]]\nname = "numpy"\nversion = "2.0.0"\n\n'
+        '[[package]]\nname = "flashinfer-python"\nversion = "0.6.13"\nsource = { registry = "https://pypi.org" }\n'
+    )
+    (tmp_path / "poetry.lock").write_text('[[package]]\nname = "flashinfer_python"\nversion = "0.7.2.post1"\n')
+    pins = {(p.kind, p.spec, p.line) for p in find_pins(tmp_path)}
+    assert pins == {("uv.lock", "==0.6.13", 9), ("poetry.lock", "==0.7.2.post1", 3)}
+    # Read, never rewritten: the tool that owns a lock file writes it.
+    [locked] = [p for p in find_pins(tmp_path) if p.kind == "uv.lock"]
+    with pytest.raises(NotRewritable, match="uv.lock requirement"):
+        rewrite(locked, (tmp_path / "uv.lock").read_text(), "==0.6.14")
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "said"),
+    [
+        ("pylock.toml", '[[packages]]\nname = "flashinfer-python"\nversion = "latest"\n', "'latest' is not a version"),
+        ("requirements.txt", "flashinfer-python==0.6.13,,>=\n", "not a requirement pip reads"),
+        ("requirements.txt", "numpy\n-r cuda.txt\n", "requirements.txt:2 includes cuda.txt, which is not there"),
+        ("requirements.txt", "flashinfer-python @ https://example.invalid/fi.whl\n", "names a URL"),
+        ("pyproject.toml", '[tool.poetry.dependencies]\nflashinfer-python = { git = "https://x" }\n', "not a Poetry"),
+        ("uv.lock", '[[package]]\nname = "flashinfer-python"\nversion = "main"\n', "'main' is not a version"),
+        ("uv.lock", "[[package]\n", "malformed TOML"),
+    ],
+)
+def test_a_requirement_that_may_hold_the_pin_and_cannot_be_read_is_said_unread(tmp_path, name, text, said):
+    (tmp_path / name).write_text(text)
+    problems: list[str] = []
+    unread: list[str] = []
+    assert find_pin(tmp_path, problems, unread) is None
+    assert len(unread) == 1 and said in unread[0] and unread == problems
+
+
+def test_a_tree_whose_requirement_cannot_be_read_is_undecided_not_judged_on_the_installed_release(cli_json, tmp_path):
+    """Judged on flashinfer 0.6.14 (installed here) the fixture passes; with a
+    pin that cannot be read, which release the tree installs is unknown: every
+    verdict is shown as assumed, and the gate says exit 3."""
+    tree = tmp_path / "post48047"
+    shutil.copytree(REPOS / "post48047", tree)
+    (tree / "pyproject.toml").write_text('[project]\nname = "x"\nversion = "0"\ndependencies = ["torch"]\n')
+    readable, doc, _ = cli_json("check", "--repo", str(tree), "--sm", "100")
+    assert readable == 0 and doc["findings"]
+    (tree / "requirements.txt").write_text("flashinfer-python==0.6.13,,>=0.6\n")
+    code, doc, _ = cli_json("check", "--repo", str(tree), "--sm", "100")
+    assert code == 3
+    assert {f["verdict"] for f in doc["findings"]} == {"assumed"}
+    assert doc["notes"][0].startswith("the flashinfer requirement cannot be read (flashinfer-python==0.6.13,,>=0.6")
+    assert "judged on flashinfer 0.6.14, which the tree may not install" in doc["notes"][0]
+    # --flashinfer names the release: judged again.
+    named, doc, _ = cli_json("check", "--repo", str(tree), "--sm", "100", "--pin", "==0.6.14")
+    assert named == 0 and "assumed" not in {f["verdict"] for f in doc["findings"]}
 
 
 @pytest.mark.parametrize(

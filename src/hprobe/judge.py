@@ -307,6 +307,29 @@ def _judge_cases(
     return out
 
 
+def on_unread_pin(findings: list[Finding], why: str) -> list[Finding]:
+    """Findings judged on a release the tree may not install: its flashinfer
+    requirement is there but cannot be read. What the release probed says is
+    shown, never concluded (an inconclusive or assumed finding stays as it is)."""
+    out = []
+    for f in findings:
+        if f.verdict in (Verdict.INCONCLUSIVE, Verdict.ASSUMED):
+            out.append(replace(f, notes=[why, *f.notes]))
+            continue
+        out.append(
+            replace(
+                f,
+                verdict=Verdict.ASSUMED,
+                on_assumption=f.verdict,
+                assumed=Assumption.RELEASE,
+                best=None,
+                waste=None,
+                notes=[why, *f.notes],
+            )
+        )
+    return out
+
+
 def _weakest_depth(probed: list[KernelSMResult]) -> Depth:
     depths = {p.depth for p in probed}
     if Depth.PARTIAL in depths:

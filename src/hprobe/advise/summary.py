@@ -155,7 +155,8 @@ def _verdict_action(rows: list[Finding]) -> str:
                 if crash != "{}" and why in (Assumption.HEADS, Assumption.CALL)
                 else ""
             )
-            return f"undecided: {why.undecided}{shown} (see the call paths)"
+            where = "the notes" if why is Assumption.RELEASE else "the call paths"
+            return f"undecided: {why.undecided}{shown} (see {where})"
         case Verdict.OK:
             return "ok: every count runs as padded"
         case _:

@@ -8,7 +8,7 @@ import itertools
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from hprobe.judge import check_table
+from hprobe.judge import check_table, on_unread_pin
 from hprobe.kernels import get_variant
 from hprobe.model.errors import IndexUnlisted, InputError
 from hprobe.model.padding import Backend, PaddingTable
@@ -212,6 +212,16 @@ def run_repo_check(
         if repo.pin
         else f"no flashinfer requirement found in {repo.root}'s metadata"
     )
+    findings = list(report.findings)
+    if repo.pin is None and repo.pin_unread and not flashinfer and pin is None:
+        # Judged on the installed release only because no pin was read: not
+        # the tree's answer. Shown, never concluded (exit 3 unless a finding fails).
+        said = (
+            f"the flashinfer requirement cannot be read ({repo.pin_unread[0]}): judged on flashinfer "
+            f"{report.releases_judged}, which the tree may not install; every verdict is undecided until "
+            "--pin or --flashinfer names the release"
+        )
+        findings = on_unread_pin(findings, said)
     notes = [said, *report.notes, *repo.notes]
     numbers = [sm.number for sm in report.targets.sms]
     for item in repo.classes:
@@ -226,7 +236,6 @@ def run_repo_check(
         elif why is not None:
             notes.append(f"{item.cls.qualname} ({item.where}): {rule}; {why}")
     # A rule not evaluable on a release is inconclusive there: each reading's own.
-    findings = list(report.findings)
     for reading in readings:
         findings.extend(_unevaluated(reading, numbers))
         findings.extend(_unevaluated_paths(reading, numbers))

@@ -12,6 +12,9 @@ class Assumption(str, Enum):
     CALL = "call"  # the count is the engine's own; a dispatch keyword the call passes was not read
     DTYPE = "dtype"  # the kernel's answer changes with the query's dtype, which the engine sets unread
     ARCH = "arch"  # the kernel refuses the SM; whether the engine takes the path there was not read
+    # the tree's flashinfer requirement is there but unreadable: judged on a
+    # release the tree may not install
+    RELEASE = "release"
 
     @property
     def undecided(self) -> str:
@@ -28,5 +31,10 @@ class Assumption(str, Enum):
                 return "the kernel's answer depends on the query's dtype, which hprobe does not read from the engine"
             case Assumption.ARCH:
                 return "the kernel refuses this SM; whether the engine takes this path on it was not read"
+            case Assumption.RELEASE:
+                return (
+                    "the tree's flashinfer requirement cannot be read, so which release it installs is unknown; "
+                    "shown as judged on the release probed"
+                )
             case _:
                 assert_never(self)

@@ -308,7 +308,12 @@ class Finding:
                 if e is not None and e.error_type and self.on_assumption is Verdict.BROKEN
                 else ""
             )
-            parts.append(f"on the assumed count: {self.on_assumption.value}{refusal}")
+            on = (
+                f"on flashinfer {self.flashinfer_version}"
+                if self.assumed is Assumption.RELEASE
+                else "on the assumed count"
+            )
+            parts.append(f"{on}: {self.on_assumption.value}{refusal}")
         if note:
             parts.extend(self.notes[:1])
         return "; ".join(parts)

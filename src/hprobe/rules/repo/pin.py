@@ -44,7 +44,9 @@ class RepoPin:
     spec: str  # a PEP 440 specifier set, e.g. "==0.7.2.post1"
     path: Path  # the file it came from
     line: int | None = None  # its line there
-    kind: str = "requirements"  # metadata, pyproject, poetry, pylock, requirements, setup.py or setup.cfg
+    kind: str = (
+        "requirements"  # metadata, pyproject, poetry, pylock, uv.lock, poetry.lock, requirements, setup.py or setup.cfg
+    )
     written: str = ""  # the requirement as the file writes it (without comment or options)
     locator: tuple = ()  # requirements: (begin, end, has options); pyproject: the key path; setup.py: its ast span
 
@@ -63,11 +65,13 @@ class RepoPin:
         return Requirement(self.written).name if self.written else "flashinfer-python"
 
 
-def find_pin(root: Path, problems: list[str] | None = None) -> RepoPin | None:
+def find_pin(root: Path, problems: list[str] | None = None, unread: list[str] | None = None) -> RepoPin | None:
     """The first flashinfer requirement found, most authoritative source first:
-    METADATA beside or inside the tree, pyproject.toml, requirements files.
-    A requirement file that cannot be read is named in `problems`."""
-    found = find_pins(root, problems)
+    METADATA beside or inside the tree, pyproject.toml, lock files,
+    requirements files. A requirement file that cannot be read is named in
+    `problems`; each requirement that may hold the pin and cannot be read, in
+    `unread` too."""
+    found = find_pins(root, problems, unread)
     # A requirement pip would not install here (its marker is false) is still
     # raised by a patch (find_pins), but never read as the pin judged.
     pins = [p for p in found if _installs_here(p, problems)]
@@ -120,7 +124,7 @@ def project_folders(base: Path, package: str | None = None) -> list[Path]:
     ]
 
 
-def find_pins(root: Path, problems: list[str] | None = None) -> list[RepoPin]:
+def find_pins(root: Path, problems: list[str] | None = None, unread: list[str] | None = None) -> list[RepoPin]:
     """Every flashinfer requirement of the tree, most authoritative first: a
     patch that raises one must raise each that would still admit a release its
     rules crash on. Those of a project folder one level down (project_folders)
@@ -136,6 +140,8 @@ def find_pins(root: Path, problems: list[str] | None = None) -> list[RepoPin]:
                 _from_pyproject,
                 _from_poetry,
                 _from_pylock,
+                _from_uv_lock,
+                _from_poetry_lock,
                 _from_requirements,
                 _from_setup_py,
                 _from_setup_cfg,
@@ -143,12 +149,14 @@ def find_pins(root: Path, problems: list[str] | None = None) -> list[RepoPin]:
                 try:
                     out.extend(finder(folder))
                 except _Unreadable as exc:
-                    if problems is not None:
-                        problems.append(str(exc))
+                    skipped.append(str(exc))
     finally:
         _SKIPPED.reset(token)
+    said = list(dict.fromkeys(skipped))
     if problems is not None:
-        problems.extend(dict.fromkeys(skipped))
+        problems.extend(said)
+    if unread is not None:
+        unread.extend(said)
     return out
 
 
@@ -226,9 +234,10 @@ def _from_poetry(base: Path) -> list[RepoPin]:
             constraint = value.get("version") if isinstance(value, dict) else value
             spec = poetry_specifier(str(constraint)) if isinstance(constraint, str) else None
             if spec is None:
-                raise InputError(
-                    f"{path}: [tool.poetry] {name} = {value!r}: not a Poetry version constraint hprobe reads"
-                )
+                # A git or path dependency, or a constraint in another syntax:
+                # which release it installs is not read.
+                _skip(f"{path}: [tool.poetry] {name} = {value!r}: not a Poetry version constraint hprobe reads")
+                continue
             number = next(
                 (
                     i
@@ -291,12 +300,10 @@ def _from_pylock(base: Path) -> list[RepoPin]:
                 try:
                     Version(item["version"])
                 except InvalidVersion:
-                    skipped = _SKIPPED.get()
-                    if skipped is not None:
-                        skipped.append(
-                            f"{path}: {item['name']} version {item['version']!r} is not a version; not read as the "
-                            "flashinfer pin"
-                        )
+                    version = item["version"]
+                    _skip(
+                        f"{path}: {item['name']} version {version!r} is not a version; not read as the flashinfer pin"
+                    )
                     continue
                 number = next(
                     (
@@ -312,6 +319,45 @@ def _from_pylock(base: Path) -> list[RepoPin]:
     return out
 
 
+def _from_uv_lock(base: Path) -> list[RepoPin]:
+    """uv's `uv.lock`: `[[package]]` tables, each one locked version."""
+    return _locked_packages(base / "uv.lock", "uv.lock")
+
+
+def _from_poetry_lock(base: Path) -> list[RepoPin]:
+    """Poetry's `poetry.lock`: `[[package]]` tables, each one locked version."""
+    return _locked_packages(base / "poetry.lock", "poetry.lock")
+
+
+def _locked_packages(path: Path, kind: str) -> list[RepoPin]:
+    """A lock file's `[[package]]` entries on flashinfer, each `==` its locked
+    version (uv.lock and poetry.lock write them alike)."""
+    if not present(path):
+        return []
+    text = read_text(path, "lock file")
+    try:
+        packages = parse_toml(text, path).get("package", [])
+    except InputError as exc:
+        raise _Unreadable(f"{exc}; not read for a flashinfer requirement") from None
+    if not isinstance(packages, list):
+        raise _Unreadable(f"{path}: [[package]] is not a list of tables; not read for a flashinfer requirement")
+    out = []
+    for item in packages:
+        if not isinstance(item, dict) or canonicalize_name(str(item.get("name", ""))) not in NAMES:
+            continue
+        version = item.get("version")
+        try:
+            Version(str(version))
+        except InvalidVersion:
+            _skip(f"{path}: {item.get('name')} version {version!r} is not a version; not read as the flashinfer pin")
+            continue
+        number = next(
+            (i for i, line in enumerate(text.split("\n"), 1) if line.strip() == f'version = "{version}"'), None
+        )
+        out.append(RepoPin(f"=={version}", path, number, kind, f"{item['name']}=={version}"))
+    return out
+
+
 def _flashinfer(text: str) -> Requirement | None:
     return _named(text, NAMES)
 
@@ -322,14 +368,13 @@ def _named(text: str, names: set[str]) -> Requirement | None:
     version, is no pin: said in find_pins' problems, never read as one."""
     from packaging.requirements import InvalidRequirement, Requirement
 
-    skipped = _SKIPPED.get()
     try:
         req = Requirement(text.strip())
     except InvalidRequirement as exc:
         # pip refuses such a line too; one naming flashinfer is said, never passed over in silence.
         named = _LEADING_NAME.match(text)
-        if skipped is not None and named and canonicalize_name(named.group(1)) in names:
-            skipped.append(
+        if named and canonicalize_name(named.group(1)) in names:
+            _skip(
                 f"{text.strip()}: not a requirement pip reads ({str(exc).splitlines()[0]}); not read as the flashinfer "
                 "pin"
             )
@@ -337,8 +382,7 @@ def _named(text: str, names: set[str]) -> Requirement | None:
     if canonicalize_name(req.name) not in names:
         return None
     if req.url:
-        if skipped is not None:
-            skipped.append(f"{text.strip()}: names a URL, not a version pin; not read as the flashinfer pin")
+        _skip(f"{text.strip()}: names a URL, not a version pin; not read as the flashinfer pin")
         return None
     if not str(req.specifier):
         req.specifier = SpecifierSet(">=0")
@@ -437,25 +481,44 @@ MAX_REQUIREMENT_FILES = 64
 def _from_requirements(base: Path) -> list[RepoPin]:
     """requirements*.txt and requirements/*.txt, and the files their `-r`/`-c`
     lines include from inside the tree (a constraint pins as much as a
-    requirement does)."""
+    requirement does). An include that names no file is said: pip would
+    refuse the file, and a pin it holds cannot be read."""
     # The tree's own files by name are read wherever a link sends them (a pin
     # read is never one silently missing; a patch refuses to follow it out);
     # includes are followed only inside the tree.
-    todo = [(p, True) for p in sorted(base.glob("requirements*.txt")) + sorted(base.glob("requirements/*.txt"))]
+    todo: list[tuple[Path, str | None]] = [
+        (p, None) for p in sorted(base.glob("requirements*.txt")) + sorted(base.glob("requirements/*.txt"))
+    ]
     seen: set[Path] = set()
     out = []
     while todo and len(seen) < MAX_REQUIREMENT_FILES:
-        path, named = todo.pop(0)
+        path, included_at = todo.pop(0)
         resolved = path.resolve()
-        # An include that names no file is the consumer's to mend, not a pin;
-        # anything else that is not a regular file is refused by read_text.
-        if resolved in seen or not (named or resolved.is_relative_to(base.resolve())) or not present(path):
+        if resolved in seen or not (included_at is None or resolved.is_relative_to(base.resolve())):
+            continue
+        if not present(path):
+            # Anything else that is not a regular file is refused by read_text.
+            if included_at is not None:
+                _skip(
+                    f"{included_at} includes {path.name}, which is not there: a flashinfer pin it holds cannot be read"
+                )
             continue
         seen.add(resolved)
         text = read_text(path, "requirements file")
         out.extend(_requirement_lines(path, text, NAMES))
-        todo.extend((path.parent / m.group(1), False) for line in text.split("\n") if (m := _INCLUDE.match(line)))
+        todo.extend(
+            (path.parent / m.group(1), f"{path}:{number}")
+            for number, line in enumerate(text.split("\n"), 1)
+            if (m := _INCLUDE.match(line))
+        )
     return out
+
+
+def _skip(what: str) -> None:
+    """Say a requirement that may hold the pin and cannot be read (find_pins)."""
+    skipped = _SKIPPED.get()
+    if skipped is not None:
+        skipped.append(what)
 
 
 def companion_pins(path: Path, text: str, spec: str) -> list[RepoPin]:
@@ -578,7 +641,7 @@ def rewrite(pin: RepoPin, text: str, new_spec: str) -> str:
     """The file's `text` with this one requirement given `new_spec`."""
     if pin.kind == "metadata":
         raise NotRewritable(f"{pin.source}: installed or built metadata, not the tree's own requirement")
-    if pin.kind in ("setup.cfg", "poetry", "pylock"):
+    if pin.kind in ("setup.cfg", "poetry", "pylock", "uv.lock", "poetry.lock"):
         # Read so that no pin goes unseen; rewritten by the tool that owns the file.
         raise NotRewritable(
             f"{pin.source}: a {pin.kind} requirement ({pin.written}), which hprobe reads but does not rewrite"

@@ -119,6 +119,9 @@ class RepoTables:
     flashinfer_version: str | None = None  # the release the rules were evaluated against
     paths: PathReading = field(default_factory=PathReading)  # every call of a probed FlashInfer entry
     reader: Extractor | None = None  # how it was read (through the cache or not), to read again per release
+    # flashinfer requirements present but unreadable (each said as where and
+    # why): with no pin read, which release the tree installs is unknown
+    pin_unread: tuple[str, ...] = ()
 
     @property
     def per_release(self) -> bool:
@@ -230,7 +233,8 @@ def extract(
             unparsed = f" ({len(index.problems)} file(s) could not be parsed; see above)" if index.problems else ""
             notes.append(f"the mapping names {name}, which this tree does not define{unparsed}")
     notes.extend(paths.notes)
-    pin = find_pin(root, notes)
+    pin_unread: list[str] = []
+    pin = find_pin(root, notes, pin_unread)
     backends = [b for item in found for b in _fed_backends(item, reaches, mapping.models, paths)]
     backends.extend(paths.backends)
     table = PaddingTable(
@@ -256,6 +260,7 @@ def extract(
         dict(overrides or {}),
         flashinfer.version if flashinfer else None,
         paths,
+        pin_unread=tuple(pin_unread),
     )
 
 
