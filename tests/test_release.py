@@ -53,13 +53,14 @@ def dist(tmp_path_factory) -> Path:
     return source / "dist"
 
 
-def _check(dist: Path, tag: str) -> subprocess.CompletedProcess[str]:
+def _check(dist: Path, tag: str, extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     env = dict(
         os.environ,
         PYTHON=sys.executable,
         GITHUB_REF_NAME=tag,
         HPROBE_SMOKE_DEPS=sysconfig.get_paths()["purelib"],  # the dev venv's packages, not a second install
     )
+    env.update(extra or {})
     return subprocess.run(
         [str(ROOT / "scripts" / "release-check"), str(dist)], env=env, capture_output=True, text=True, timeout=900
     )
@@ -87,3 +88,26 @@ def test_a_tag_that_names_another_version_stops_before_anything_is_published(dis
         f"tag v9.9.9 does not name the version built ({__version__}): publish v{__version__}, or set the version in "
         "pyproject.toml"
     )
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("TMPDIR", "/tmp/$(touch {marker})"),
+        ("TMPDIR", "/tmp/`touch {marker}`"),
+        ("HPROBE_SMOKE_DEPS", "/tmp\nimport pathlib; pathlib.Path('{marker}').touch()"),
+        ("HPROBE_SMOKE_DEPS", "import pathlib; pathlib.Path('{marker}').touch()"),
+    ],
+)
+def test_the_environment_is_never_run_as_code(dist, tmp_path, variable, value):
+    """A TMPDIR ends up in the venv's console-script launchers (a shell
+    trampoline where the path needs quoting); HPROBE_SMOKE_DEPS in a .pth
+    file, whose `import` lines Python runs. Either holding code is refused,
+    exit 2, and the code never runs."""
+    from hprobe import __version__
+
+    marker = tmp_path / "ran"
+    done = _check(dist, f"v{__version__}", {variable: value.format(marker=marker)})
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.strip().startswith(f"release-check: {variable} must be")
+    assert not marker.exists()
