@@ -14,6 +14,8 @@ from rich.text import Text
 
 from hprobe.report.formats.layout import UNBOUNDED_WIDTH, Column, Part, Row, isatty, plain_table_lines
 
+MIN_WIDTH = 60
+
 
 def make_console(stderr: bool = False, stream: TextIO | None = None, width: int | None = None) -> Console:
     plain = bool(os.environ.get("NO_COLOR"))
@@ -21,13 +23,17 @@ def make_console(stderr: bool = False, stream: TextIO | None = None, width: int 
     if width is None:
         columns = os.environ.get("COLUMNS", "").strip()
         width = int(columns) if columns.isdigit() and 0 < int(columns) <= UNBOUNDED_WIDTH else None
+        if width is not None:
+            # Narrower than this, rich drops table columns and breaks words a
+            # letter a line: lines longer than a narrow terminal wrap there.
+            width = max(width, MIN_WIDTH)
     if width is None:
         # COLUMNS unset or unusable (0, huge, not a number): the terminal's own
         # width, or unbounded for a pipe. Rich would read COLUMNS=0 as no room.
         width = UNBOUNDED_WIDTH
         if isatty(stream):
             try:
-                width = os.get_terminal_size(stream.fileno()).columns or 80
+                width = max(os.get_terminal_size(stream.fileno()).columns, MIN_WIDTH)
             except (OSError, ValueError, AttributeError):
                 width = 80
     # emoji=False: a name such as ":warning:" from a consumer's table prints as written.
