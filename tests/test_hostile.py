@@ -1785,6 +1785,24 @@ class TestStreamsAndWriters:
                 os.close(write_end)
             assert proc.returncode == 141 and proc.stderr == "", (args, proc.returncode, proc.stderr)
 
+    def test_a_reader_that_leaves_mid_output_is_a_broken_pipe_not_a_pass(self, tmp_path):
+        """`hprobe matrix --json | head -c 10`: the reader goes once the pipe
+        holds 64 KiB of a 3 MB document. The text stream took that part of the
+        one write and dropped the rest without an error: exit 0 over a cut
+        document. Every byte is written or the run ends 141."""
+        (tmp_path / "tmp").mkdir()
+        args = [str(HPROBE), "matrix", "--sm", "90,100", "--json"]
+        proc = subprocess.Popen(
+            args, cwd=tmp_path, env=self._env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        assert proc.stdout is not None and proc.stderr is not None
+        first = proc.stdout.read(10)
+        proc.stdout.close()
+        err = proc.stderr.read()
+        assert proc.wait(timeout=300) == 141 and first == b'{\n  "schem', err
+        whole = subprocess.run(args, cwd=tmp_path, env=self._env(tmp_path), capture_output=True, timeout=300)
+        assert whole.returncode == 0 and len(whole.stdout) > 2**20  # far more than a pipe holds
+
     def test_stdout_by_name_is_written_in_place(self, tmp_path):
         (tmp_path / "tmp").mkdir()
         _write("t.toml", TABLE.format(rule="pad_to = [8, 16, 32, 64, 128]"))(tmp_path)
@@ -1870,7 +1888,8 @@ class TestStreamsAndWriters:
             timeout=300,
         )
         assert proc.returncode == 3, proc.stderr  # the fake release cannot be probed: inconclusive, not an error
-        assert "cannot be written (No space left on device): this run fetched and probed without it" in proc.stdout, (
+        said = " ".join(proc.stdout.split())  # a note is wrapped to the page's width
+        assert "cannot be written (No space left on device): this run fetched and probed without it" in said, (
             proc.stdout
         )
         assert not list((tmp_path / "tmp").iterdir()), "the temporary cache is removed at exit"

@@ -28,6 +28,7 @@ class CommandGuard(io.TextIOBase):
         self.name = name
         self._line = ""  # what was written of the current line while it may still open a command
         self._open = True  # the current line may still turn into `::...`
+        self._through_buffer = False  # writes go to the raw stream's byte buffer from now on
 
     # -- what Rich, click and print() ask of a stream --------------------------------
     @property
@@ -73,13 +74,39 @@ class CommandGuard(io.TextIOBase):
                     self._open = False
             out.append(piece.replace(_V1_COMMAND, "#\\#["))
         try:
-            self.raw.write("".join(out))
+            self._write_all("".join(out))
         except BrokenPipeError:
             raise
         except OSError as exc:
             exc.filename = exc.filename or self.name  # the one line says which stream failed
             raise
         return len(s)
+
+    def _write_all(self, text: str) -> None:
+        """Every byte or an error: a text stream drops the rest of a write its
+        buffer took only in part (a pipe whose reader left mid-write), and the
+        run would end 0 with its output cut short. Bytes go through the
+        stream's own buffer, its encoding and error handler, until all are
+        written; the next write to a gone reader is the BrokenPipeError."""
+        buffer = getattr(self.raw, "buffer", None)
+        if buffer is None or not text:
+            self.raw.write(text)
+            return
+        if not self._through_buffer:
+            self.raw.flush()  # what was written before the guard goes first
+            self._through_buffer = True
+        view = memoryview(text.encode(self.encoding, self.errors or "strict"))
+        while view:
+            try:
+                written = buffer.write(view)
+            except BlockingIOError as exc:  # a stream another program left non-blocking
+                written = exc.characters_written
+            if not written:
+                _wait_writable(buffer)  # full for now: a gone reader is an error on the next write
+                continue
+            view = view[written:]
+        if getattr(self.raw, "line_buffering", False) and "\n" in text or getattr(self.raw, "write_through", False):
+            buffer.flush()
 
     def flush(self) -> None:
         try:
@@ -94,7 +121,7 @@ class CommandGuard(io.TextIOBase):
 
     def command_line(self, line: str) -> None:
         """One workflow command of hprobe's own (an annotation), on a line of its own."""
-        self.raw.write(("" if self._open and not self._line else "\n") + line + "\n")
+        self._write_all(("" if self._open and not self._line else "\n") + line + "\n")
         self._line, self._open = "", True
 
 
@@ -142,3 +169,14 @@ def write_command(stream: TextIO, line: str) -> None:
         stream.command_line(line)
     else:
         stream.write(line + "\n")
+
+
+def _wait_writable(buffer: object) -> None:
+    """Until a non-blocking stream can take more (at most a second a try)."""
+    import select
+    import time
+
+    try:
+        select.select([], [buffer.fileno()], [], 1.0)  # type: ignore[attr-defined]
+    except (OSError, ValueError, AttributeError):
+        time.sleep(0.05)
