@@ -1820,6 +1820,27 @@ class TestStreamsAndWriters:
         written = (tmp_path / "out.txt").read_text()
         assert "hprobe check" in written and "<testsuites" in written  # the report kept, the XML after it
 
+    def test_junit_on_stdout_beside_a_document_for_tools_is_refused(self, tmp_path):
+        """XML after a JSON document breaks the document a tool reads: refused
+        before probing, exit 2; beside text (for people) it is written after."""
+        (tmp_path / "tmp").mkdir()
+        _write("t.toml", TABLE.format(rule="pad_to = [8, 16, 32, 64, 128]"))(tmp_path)
+        argv = [str(HPROBE), "check", "--table", str(tmp_path / "t.toml"), "--junit", "/dev/stdout"]
+        with open(tmp_path / "out.json", "w") as out:
+            proc = subprocess.run(
+                [*argv, "--format", "json"],
+                cwd=tmp_path,
+                env=self._env(tmp_path),
+                stdout=out,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=120,
+            )
+        assert proc.returncode == 2 and (tmp_path / "out.json").read_text() == ""
+        assert proc.stderr.splitlines() == [
+            "hprobe: error: --junit /dev/stdout: stdout carries the json document; write the JUnit to a file"
+        ]
+
     def test_python_m_does_not_probe_the_working_directory(self, tmp_path):
         (tmp_path / "tmp").mkdir()
         _write("flashinfer/__init__.py", PLANT + "raise ImportError('the tree being checked, not a release')\n")(

@@ -49,7 +49,7 @@ from hprobe.cli.run import run_app, run_job, say, working_directory
 from hprobe.model.errors import InputError
 from hprobe.model.padding import MAX_HEADS
 from hprobe.report.formats import DEFAULT as DEFAULT_FORMAT
-from hprobe.system.fileio import SiteWriter, check_output, write_output
+from hprobe.system.fileio import SiteWriter, check_output, is_stdout, write_output
 
 if TYPE_CHECKING:
     from hprobe.report.formats import Format
@@ -256,6 +256,10 @@ def check(
         accepted = gather_waivers(waivers, list(ignore or []), places)  # read before probing
         if junit is not None:
             check_output(junit, "--junit")  # a bad path costs nothing: refused before probing
+            if fmt.name != "text" and is_stdout(junit):
+                # XML after a document (JSON, SARIF, Markdown) would break it;
+                # text for people keeps it after the report.
+                raise InputError(f"--junit {junit}: stdout carries the {fmt.name} document; write the JUnit to a file")
         _no_clobbering({"--junit": junit}, table, mapping, baseline, repo, waivers_file(waivers, places))
         recorded = None
         if baseline is not None:

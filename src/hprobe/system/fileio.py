@@ -213,6 +213,11 @@ def _character_device(path: Path) -> bool:
         return False
 
 
+def is_stdout(path: Path) -> bool:
+    """Whether `path` is this process's stdout, by whatever name."""
+    return _own_stream(path) == 1
+
+
 def _own_stream(path: Path) -> int | None:
     """1 or 2 when `path` is this process's stdout or stderr (/dev/stdout,
     /dev/fd/2, the terminal itself), whatever it is: a terminal, a pipe, a
