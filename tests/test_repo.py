@@ -78,6 +78,17 @@ def test_a_construct_outside_the_subset_is_not_evaluable_and_exit_3(cli_json):
     assert all(f["source"].endswith("engine/attention.py:10") for f in doc["findings"])
 
 
+def test_a_rule_not_evaluable_on_sms_not_asked_adds_no_rows_of_them(cli_json):
+    """The entry runs on SM100 only: with --sm 90 no row of SM100 is shown
+    (the report would speak of an SM nobody asked about); without --sm its
+    own SM is shown, so an unevaluable rule is never hidden by the SMs a table names."""
+    argv = ["check", "--repo", str(EDGE), "--mapping", str(EDGE / "mapping.toml"), "--flashinfer", _installed_tree()]
+    _, asked, _ = cli_json(*argv, "--sm", "90")
+    assert {f["sm"] for f in asked["findings"]} <= {90} and asked["sms"] == [90]
+    _, whole, _ = cli_json(*argv)
+    assert {f["sm"] for f in whole["findings"]} == {100}
+
+
 def test_check_repo_judges_the_extracted_rule(cli_json):
     code, doc, _ = cli_json("check", "--repo", str(PRE), "--sm", "100", "--flashinfer", _installed_tree())
     assert code == 0

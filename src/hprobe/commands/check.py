@@ -224,6 +224,7 @@ def run_repo_check(
         findings = on_unread_pin(findings, said)
     notes = [said, *report.notes, *repo.notes]
     numbers = [sm.number for sm in report.targets.sms]
+    asked = report.targets.source == "flag"  # --sm: no row of another SM
     for item in repo.classes:
         rule = (
             item.rule.describe() if item.rule else "; ".join(b.describe() for b in item.bound) or "rule not evaluated"
@@ -237,24 +238,30 @@ def run_repo_check(
             notes.append(f"{item.cls.qualname} ({item.where}): {rule}; {why}")
     # A rule not evaluable on a release is inconclusive there: each reading's own.
     for reading in readings:
-        findings.extend(_unevaluated(reading, numbers))
-        findings.extend(_unevaluated_paths(reading, numbers))
+        findings.extend(_unevaluated(reading, numbers, asked))
+        findings.extend(_unevaluated_paths(reading, numbers, asked))
     report = replace(report, notes=notes, findings=findings, call_paths=[p.record() for p in repo.paths.paths])
     return _said_if_nothing_checked(report)
 
 
-def _unevaluated_paths(repo: RepoTables, numbers: list[int]) -> list[Finding]:
+def _sms_shown(where: list[int], numbers: list[int], asked: bool) -> list[int]:
+    """The SMs of `where` checked; where none is, all of them unless --sm asked
+    for others (an unevaluable call is not hidden by the SMs a table names)."""
+    return [s for s in where if s in numbers] or ([] if asked else list(where))
+
+
+def _unevaluated_paths(repo: RepoTables, numbers: list[int], asked: bool) -> list[Finding]:
     """Inconclusive findings, where each runs, for the call paths whose head
     count could not be evaluated in this reading of the tree."""
     out = []
     for problem in repo.paths.problems:
         models = [m for m in repo.table.models if not problem.models or m.name in problem.models]
-        for sm in [s for s in problem.sms if s in numbers] or list(problem.sms):
+        for sm in _sms_shown(list(problem.sms), numbers, asked):
             out.extend(_not_evaluable(repo, models, problem.backend, problem.kernel, sm, problem.problem))
     return out
 
 
-def _unevaluated(repo: RepoTables, numbers: list[int]) -> list[Finding]:
+def _unevaluated(repo: RepoTables, numbers: list[int], asked: bool) -> list[Finding]:
     """Inconclusive findings, where each entry would run, for the classes whose
     rule could not be evaluated in this reading of the tree."""
     out = []
@@ -264,7 +271,7 @@ def _unevaluated(repo: RepoTables, numbers: list[int]) -> list[Finding]:
         if item.status is not ClassStatus.NOT_EVALUABLE or problem is None or not probed:
             continue
         for entry in probed:
-            for sm in [s for s in entry.sms if s in numbers] or list(entry.sms):
+            for sm in _sms_shown(list(entry.sms), numbers, asked):
                 out.extend(
                     _not_evaluable(
                         repo, repo.table.models, f"{item.cls.qualname}{entry.label}", entry.kernel or "", sm, problem
