@@ -224,3 +224,60 @@ def test_probing_in_two_processes_gives_the_same_results(cli_json, monkeypatch):
     assert probed_once and len(calls) == 2 * probed_once, "the second run did not probe"
     assert len(one["results"]) == 14
     assert one["results"] == two["results"]
+
+
+_WITHOUT = """
+import sys
+class _Without:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == {module!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+sys.meta_path.insert(0, _Without())
+from hprobe.cli.app import run
+sys.argv = ["hprobe", "check", "--table", {table!r}, "--sm", "100"]
+run()
+"""
+
+
+@pytest.mark.parametrize(
+    ("module", "line"),
+    [
+        ("torch", "pip install torch --index-url https://download.pytorch.org/whl/cpu"),
+        (
+            "flashinfer",
+            "pip install flashinfer-python (after a CPU torch), or name a release to fetch with --flashinfer",
+        ),
+    ],
+)
+def test_a_missing_torch_or_flashinfer_is_exit_4_with_the_line_that_installs_it(tmp_path, write_table, module, line):
+    """Neither is a dependency of hprobe (a serving stack brings its own; the
+    index's torch is a CUDA build): without one, a probe says what installs it."""
+    import subprocess
+    import sys
+
+    table = write_table("""
+[table]
+name = "t"
+source = "tests"
+
+[model]
+name = "m"
+num_q_heads = 128
+tp = [1]
+
+[[backend]]
+name = "b"
+kernel = "dsv4-sparse-mla"
+sm = [100]
+pad_to = [128]
+""")
+    proc = subprocess.run(
+        [sys.executable, "-c", _WITHOUT.format(module=module, table=str(table))],
+        env=dict(os.environ, HPROBE_CACHE_DIR=str(tmp_path / "cache"), NO_COLOR="1"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 4, proc.stderr
+    [said] = [s for s in proc.stderr.splitlines() if s.startswith("hprobe: error:")]
+    assert f"No module named '{module}'; install it: {line}" in said

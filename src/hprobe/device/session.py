@@ -140,7 +140,9 @@ class FlashinferSession:
             with collector.paused():
                 import torch
         except Exception as exc:  # noqa: BLE001
-            raise EnvironmentProblem(f"torch is not importable: {type(exc).__name__}: {exc}") from None
+            raise EnvironmentProblem(
+                f"torch is not importable: {type(exc).__name__}: {exc}{_install_hint(exc, 'torch')}"
+            ) from None
         self.torch = torch
         self._open = True
         # Probe tensors are tiny; one intra-op thread also keeps a forked
@@ -170,6 +172,7 @@ class FlashinferSession:
                 except Exception as exc:  # noqa: BLE001
                     raise EnvironmentProblem(
                         f"flashinfer failed to import: {type(exc).__name__}: {one_line(exc)}"
+                        f"{_install_hint(exc, 'flashinfer')}"
                     ) from None
                 # What the imports made lives as long as the session: out of the
                 # collector's scans (each full collection while probing took
@@ -602,3 +605,21 @@ def _line_tracer(target: tuple[str, str], lines: set[int]) -> Callable[..., Any]
         return None
 
     return global_
+
+
+# What installs a module a probe needs and does not find (hprobe depends on
+# neither: a serving stack brings its own, and the index's torch is CUDA's).
+INSTALL_LINES = {
+    "torch": "pip install torch --index-url https://download.pytorch.org/whl/cpu (a CPU build is all hprobe needs)",
+    "flashinfer": (
+        "pip install flashinfer-python (after a CPU torch), or name a release to fetch with --flashinfer VERSION"
+    ),
+}
+
+
+def _install_hint(exc: BaseException, module: str) -> str:
+    """`; install it: …` where the module itself is missing (not a dependency
+    of it, which is the release's or this machine's to mend)."""
+    if isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] == module:
+        return f"; install it: {INSTALL_LINES[module]}"
+    return ""
