@@ -363,3 +363,31 @@ def test_sglang_as_its_repository_lays_it_out(cli_json, tmp_path):
     assert whole["tables"][0]["requires_flashinfer"] == "==0.7.2"
     assert "_kernel_num_heads" in whole["tables"][0]["name"]  # SGLang's mapping, not vLLM's
     assert rows == alone and rows
+
+
+def test_sglang_0521_on_070_crashes_on_the_dispatch_envelope_it_iterates(cli_json, tmp_path):
+    """SGLang 0.5.21 builds `frozenset(heads for heads, _ in _DECODE_DSV4_DISPATCH)`
+    (kernels/ops/attention/flash_mla_sm120.py), outside the try that guards
+    its import; 0.7.0.post1's envelope answers `in` and does not iterate:
+    TypeError, uncaught (sglang#39492). Every SM120 decode row that asks it is
+    broken, at every count, naming the line; TP1 never asks it."""
+    tree = engine_source(tmp_path, "sglang", "0.5.21") / "sglang"
+    code, doc, _ = cli_json("check", "--repo", str(tree), "--sm", "120", "--flashinfer", "0.7.0.post1")
+    decode = [f for f in doc["findings"] if f["backend"].startswith("srt.models.deepseek_v4.MQALayer [decode]")]
+    crash = (
+        f"the engine's code raises TypeError at {tree}/kernels/ops/attention/flash_mla_sm120.py:281: "
+        "'_DecodeDispatchEnvelope' object is not iterable"
+    )
+    assert {(f["model"], f["tp"]) for f in decode if f["crash"] == crash and f["verdict"] == "broken"} == {
+        (model, tp) for model in ("DeepSeek-V4-Pro", "DeepSeek-V4-Flash") for tp in (2, 4, 8, 16)
+    }
+    assert {f["tp"]: f["verdict"] for f in decode if f["crash"] is None} == {1: "ok"}
+    assert {f["sm"] for f in doc["findings"]} == {120}  # --sm filters every row
+    [action] = [
+        b["action"]
+        for a in doc["advice"]
+        for b in a["backends"]
+        if b["backend"].startswith("srt.models.deepseek_v4.MQALayer [decode]")
+    ]
+    assert action == f"broken for TP2/4/8/16, at every count: {crash}"
+    assert code == 1

@@ -278,6 +278,12 @@ def _judge_cases(
             on_assumption = on_assumption or verdict
             verdict, best, waste = Verdict.ASSUMED, None, None
             assumed = backend.assumption or Assumption.HEADS
+        crash = backend.crash(model.name, n)
+        if crash is not None:
+            # The engine's code raises before it reaches FlashInfer: no kernel
+            # answer matters, and no padding mends it.
+            verdict, best, waste, evidence, on_assumption, assumed = Verdict.BROKEN, None, None, None, None, None
+            padded = None  # nothing is launched: another model's rows may give the map this count
         out.append(
             Finding(
                 table=table.name,
@@ -302,6 +308,7 @@ def _judge_cases(
                 reach=backend.reach,
                 on_assumption=on_assumption,
                 assumed=assumed,
+                crash=crash,
             )
         )
     return out
@@ -455,8 +462,12 @@ def verdict_grids(
                     result = _bound(backend, rel.results.get((backend.variant_key, sm)))
                     others = [_bound(backend, rel.results.get((key, sm))) for key in backend.alternatives]
                     cells = tuple(
-                        None if result is None else _cell(backend, result, others, n, padded, judged)
-                        for _model, _tp, n, padded in cases
+                        None
+                        if result is None
+                        else VerdictCell(Verdict.BROKEN, None, None)
+                        if backend.crash(model, n) is not None  # the engine's code raises before the call
+                        else _cell(backend, result, others, n, padded, judged)
+                        for model, _tp, n, padded in cases
                     )
                     rows.append((rel.info.version, cells))
                 grids.append(VerdictGrid(table, backend, sm, cases, tuple(rows)))

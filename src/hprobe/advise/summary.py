@@ -127,6 +127,10 @@ def _verdict_action(rows: list[Finding]) -> str:
     match verdict:
         case Verdict.BROKEN:
             called = [f.evidence for f in group if f.evidence is not None and f.evidence.cause == Cause.CALL.value]
+            crashed = [f.crash for f in group if f.crash is not None]
+            if crashed and len(crashed) == len(group):
+                # The engine's own code raises before the call: no padding mends it.
+                return f"broken for {_tps(group)}, at every count: {crashed[0]}"
             if called and len(called) == len(group):
                 # Python refuses the call as written, whatever the count: no padding mends it.
                 return f"broken for {_tps(group)}, at every count: {called[0].message}"

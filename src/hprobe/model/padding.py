@@ -202,6 +202,13 @@ class Backend:
     # (a keyword the release lacks is a refusal at every count). () = not read
     # from an engine (a table's backend).
     calls: tuple[CallForm, ...] = ()
+    # (model, n) -> why the engine's own code crashes before the call, with
+    # where (Python's error on a flashinfer object the engine uses as that
+    # release's object does not allow): broken at that count, whatever the kernel says.
+    crashes: tuple[tuple[tuple[str, int], str], ...] = ()
+
+    def crash(self, model: str, n: int) -> str | None:
+        return next((why for key, why in self.crashes if key == (model, n)), None)
 
     def judged_as(self, n: int, padded: int | None) -> int:
         """The count a case is judged as needing: the per-rank count, or the

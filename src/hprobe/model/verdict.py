@@ -201,6 +201,10 @@ class Finding:
     # assumed count, shown as evidence and never concluded.
     on_assumption: Verdict | None = None
     assumed: Assumption | None = None  # for an `assumed` finding: what hprobe could not read
+    # The engine's own code crashes before the call at this count (Python's
+    # error on a flashinfer object it uses as the release does not allow), in
+    # words with file:line: `broken` whatever the kernel says.
+    crash: str | None = None
 
     def fails(self, strict: bool) -> bool:
         """Fails the CI gate: the verdict fails it and no waiver accepts it."""
@@ -281,6 +285,8 @@ class Finding:
             else:
                 removable = f", accepted unpadded on flashinfer {on} only (no pin)"
             parts.append(f"{self.best} accepted: {self.waste:.2f}× waste{removable}")
+        elif self.verdict is Verdict.BROKEN and self.crash is not None:
+            parts.append(self.crash)
         elif self.verdict is Verdict.BROKEN and e is not None:
             parts.append(
                 f"{e.outcome.value}: {e.error_type}: {e.message}"
@@ -346,6 +352,7 @@ class Finding:
             "waiver": self.waiver.to_dict() if self.waiver else None,
             "on_assumption": self.on_assumption.value if self.on_assumption else None,
             "assumed": self.assumed.value if self.assumed else None,
+            "crash": self.crash,
         }
 
 

@@ -91,7 +91,8 @@ def _read(tree: Path, request: dict) -> dict:
 
 def _data(value: object, depth: int = 0) -> dict:
     """Plain data, tagged; an object that only iterates keeps only its iteration
-    (SGLang iterates 0.7.x's dispatch envelope); anything else stays opaque."""
+    (SGLang iterates 0.7.x's dispatch envelope), one that does not iterate the
+    TypeError iterating it raises (0.7.0's envelope); anything else stays opaque."""
     if depth > 8:
         return {"opaque": "nested too deeply"}
     if value is None or isinstance(value, (bool, int, float, str)):
@@ -106,6 +107,13 @@ def _data(value: object, depth: int = 0) -> dict:
         # islice: an endless iterator must not hang the worker until its timeout
         items = [_data(v, depth + 1) for v in islice(iter(value), 10_000)]  # type: ignore[call-overload]
         return {"iterable": items, "type": type(value).__name__}
+    if not hasattr(type(value), "__getitem__"):
+        # Nothing Python iterates by (no __iter__, no __getitem__): what an
+        # engine iterating it gets is Python's own TypeError, said as Python says it.
+        try:
+            iter(value)  # type: ignore[call-overload]
+        except TypeError as exc:
+            return {"opaque": type(value).__name__, "not_iterable": str(exc)}
     return {"opaque": type(value).__name__}
 
 

@@ -261,3 +261,86 @@ def test_a_rule_that_calls_a_replaced_builtin_is_not_evaluable(tmp_path):
     module = index.module("rules")
     assert module is not None
     assert evaluate(index, module.classes["Rule"], module.classes["Rule"].methods["pad"], 8) == 64
+
+
+class _Envelope:
+    """As 0.7.0.post1's decode dispatch envelope: it answers `in`, and does not iterate."""
+
+    def __contains__(self, item: object) -> bool:
+        return item in (8, 16, 32, 64, 128)
+
+
+class _Release:
+    """The release judged, as the worker hands its names over: each value
+    encoded by the worker's own `_data` from the object the module holds."""
+
+    version = "0.7.0.post1"
+    identity = "fixture"
+    index = None
+    unkept = 0
+
+    def import_names(self, module: str, names: list[str], sm: int | None) -> dict:
+        from hprobe.support.worker import _data
+
+        held = {"_DECODE_DSV4_DISPATCH": _Envelope(), "_DECODE_MAX_TOKENS": 64}
+        return {"version": self.version, "values": {name: _data(held[name]) for name in names}}
+
+
+_CAPABILITIES = """
+def capabilities():
+    try:
+        from flashinfer.mla._sparse_mla_sm120 import _DECODE_DSV4_DISPATCH, _DECODE_MAX_TOKENS
+    except (AttributeError, ImportError):
+        return 0, frozenset()
+{guarded}
+
+class Rule:
+    @classmethod
+    def pad(cls, n):
+        top, heads = capabilities()
+        return n if n in heads else 64
+"""
+
+
+@pytest.mark.parametrize(
+    ("guarded", "expected"),
+    [
+        # SGLang 0.5.21 (sglang#39492): the TypeError escapes, the engine crashes at that line.
+        (
+            "    return int(_DECODE_MAX_TOKENS), frozenset(\n"
+            "        heads for heads, _ in _DECODE_DSV4_DISPATCH\n    )",
+            Raises("TypeError", "'_Envelope' object is not iterable", ("rules.py", 7)),
+        ),
+        # Caught by the engine: its fallback is the answer.
+        (
+            "    try:\n        return 64, frozenset(h for h, _ in _DECODE_DSV4_DISPATCH)\n"
+            "    except TypeError:\n        return 64, frozenset({64})",
+            64,
+        ),
+    ],
+)
+def test_engine_code_that_iterates_a_flashinfer_object_that_does_not_iterate(tmp_path, guarded, expected):
+    """What Python does with the release's own object: iterating one that only
+    answers `in` raises TypeError (said as Python says it); uncaught, it is a
+    crash where the engine's code met the object, never an engine `raise`."""
+    from hprobe.rules.repo.interpreter.evaluate import Binding, evaluate_bound
+
+    (tmp_path / "rules.py").write_text(_CAPABILITIES.format(guarded=guarded))
+    index = RepoIndex.build(tmp_path)
+    module = index.module("rules")
+    assert module is not None
+    cls = module.classes["Rule"]
+    value = evaluate_bound(index, cls, cls.methods["pad"], 16, Binding(flashinfer=_Release(), sm=120)).value
+    assert value == expected
+    if isinstance(value, Raises):
+        assert value.crash(lambda rel: f"/tree/{rel}") == (
+            "the engine's code raises TypeError at /tree/rules.py:7: '_Envelope' object is not iterable"
+        )
+    # Asked anything else, the object is not evaluable: its answer is the release's, not hprobe's guess.
+    (tmp_path / "rules.py").write_text(_CAPABILITIES.format(guarded="    return 64, _DECODE_DSV4_DISPATCH"))
+    index = RepoIndex.build(tmp_path)
+    module = index.module("rules")
+    assert module is not None
+    cls = module.classes["Rule"]
+    opaque = evaluate_bound(index, cls, cls.methods["pad"], 16, Binding(flashinfer=_Release(), sm=120)).value
+    assert isinstance(opaque, NotEvaluable) and "`in` on flashinfer's _Envelope" in opaque.what

@@ -54,6 +54,8 @@ class BoundRule:
     rule: PadMap
     branches: tuple[tuple[tuple[str, int], str], ...]  # (model, n) -> branch in words
     conditions: str  # the SM, phase and settings it was evaluated under
+    # (model, n) -> the engine's own code crashing on the way (Raises.crash)
+    crashes: tuple[tuple[tuple[str, int], str], ...] = ()
 
     def describe(self) -> str:
         return f"{self.conditions}: {self.rule.describe()}"
@@ -236,7 +238,12 @@ def _rules(
     for names, part in sets:
         mapping = tuple(sorted({n: v for (_, n), v in part.items() if isinstance(v, int)}.items()))
         branches = tuple((key, branch(key)) for key in part)
-        out.append(BoundRule(entry, sms, names, PadMap(mapping), branches, conditions))
+        crashes = tuple(
+            (key, crash)
+            for key, value in part.items()
+            if isinstance(value, Raises) and (crash := value.crash(lambda rel: shown_path(site, rel))) is not None
+        )
+        out.append(BoundRule(entry, sms, names, PadMap(mapping), branches, conditions, crashes))
     return out
 
 

@@ -55,6 +55,19 @@ class Raises:
 
     error_type: str
     message: str
+    # Python's own error on a flashinfer object the engine uses as that
+    # release's object does not allow (iterating one that does not iterate),
+    # not a raise the engine wrote: where (the module's path in the tree, the
+    # line). The engine crashes there, whatever the kernel would say.
+    crash_at: tuple[str, int] | None = None
+
+    def crash(self, shown: Callable[[str], str]) -> str | None:
+        """The crash in words, its path as `shown` prints the tree's paths;
+        None for a raise the engine wrote."""
+        if self.crash_at is None:
+            return None
+        path, line = self.crash_at
+        return f"the engine's code raises {self.error_type} at {shown(path)}:{line}: {self.message}"
 
 
 @dataclass(frozen=True)
@@ -77,9 +90,16 @@ class _Unsupported(Exception):
 
 
 class _Raised(Exception):
-    def __init__(self, error_type: str, message: str):
+    def __init__(self, error_type: str, message: str, foreign: bool = False):
         super().__init__(message)
         self.error_type, self.message = error_type, message
+        # Raised by a flashinfer object's own behaviour (NotIterable): where
+        # the engine's code met it, set by the statement that did.
+        self.foreign = foreign
+        self.at: tuple[str, int] | None = None
+
+    def raises(self) -> Raises:
+        return Raises(self.error_type, self.message, self.at if self.foreign else None)
 
 
 class _Caught:
@@ -222,6 +242,25 @@ class Iterated:
         raise _OpaqueUse(f"len() of flashinfer's {self.type_name}, seen only by iterating it")
 
 
+class NotIterable:
+    """A flashinfer object that does not iterate (0.7.0's dispatch envelope has
+    only `__contains__`): iterating it raises the TypeError the worker saw
+    Python raise on the release's own object; anything else asked of it is
+    not evaluable."""
+
+    def __init__(self, type_name: str, message: str):
+        self.type_name, self.message = type_name, message
+
+    def __iter__(self):
+        raise _Raised("TypeError", self.message, foreign=True)
+
+    def __contains__(self, item: object) -> bool:
+        raise _OpaqueUse(f"`in` on flashinfer's {self.type_name}, which hprobe does not ask the release")
+
+    def __len__(self) -> int:
+        raise _OpaqueUse(f"len() of flashinfer's {self.type_name}, which hprobe does not ask the release")
+
+
 class _OpaqueUse(Exception):
     pass
 
@@ -307,7 +346,7 @@ def evaluate_call(
     try:
         value = interp.call(_Callable(function, owner), list(args), dict(binding.args), depth=0)
     except _Raised as exc:
-        value = Raises(exc.error_type, exc.message)
+        value = exc.raises()
     except _Unsupported as exc:
         module = exc.module or interp.where or function.module
         value = NotEvaluable(module.path, getattr(exc.node, "lineno", function.node.lineno), exc.what)
@@ -345,7 +384,7 @@ def evaluate_expression(
     try:
         value = interp.expr(node, dict(frame), module, owner, 0)
     except _Raised as exc:
-        value = Raises(exc.error_type, exc.message)
+        value = exc.raises()
     except _Unsupported as exc:
         value = NotEvaluable(
             (exc.module or module).path, getattr(exc.node, "lineno", getattr(node, "lineno", 0)), exc.what
@@ -445,7 +484,12 @@ class _Interpreter:
 
     def block(self, body: list[ast.stmt], frame: dict, module: ModuleInfo, owner: ClassInfo | None, depth: int) -> None:
         for stmt in body:
-            self.stmt(stmt, frame, module, owner, depth)
+            try:
+                self.stmt(stmt, frame, module, owner, depth)
+            except _Raised as exc:
+                if exc.foreign and exc.at is None:
+                    exc.at = (module.path, stmt.lineno)  # the innermost statement that met the object
+                raise
 
     def stmt(self, node: ast.stmt, frame: dict, module: ModuleInfo, owner: ClassInfo | None, depth: int) -> None:
         self._tick(node)
@@ -1028,6 +1072,8 @@ def _from_data(item: dict, node: ast.AST) -> Any:
         return {_from_data(k, node): _from_data(v, node) for k, v in item["dict"]}
     if "iterable" in item:
         return Iterated([_from_data(x, node) for x in item["iterable"]], item.get("type", "object"))
+    if "not_iterable" in item:
+        return NotIterable(str(item.get("opaque", "object")), str(item["not_iterable"]))
     raise _Unsupported(node, f"reads a flashinfer {item.get('opaque', 'object')}, which is not data")
 
 

@@ -381,6 +381,7 @@ def _backends(item: PaddingClass, reaches: dict[str, Reach], models: list[Model]
                     models=served,
                     branches=b.branches,
                     reach=reach,
+                    crashes=b.crashes,
                 )
             )
         return out
