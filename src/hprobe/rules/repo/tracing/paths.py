@@ -937,4 +937,11 @@ def _backend(
         reach=reach,
         counts=counts,
         tps=m.tps,
+        crashes=tuple(
+            (key, crash)
+            for key, value in outputs.items()
+            if isinstance(value, Raises)
+            and (not chosen or key[1] in chosen)
+            and (crash := value.crash(context.shown)) is not None
+        ),
     )
