@@ -189,3 +189,42 @@ def test_a_streamed_command_past_its_limit_is_killed(tmp_path):
     with pytest.raises(Timeout):
         stream_bounded([sys.executable, "-c", "import time; time.sleep(60)"], 1, "", lambda _line: None)
     assert run_bounded([sys.executable, "-c", "print(1)"], 10).stdout.strip() == "1"  # nothing left stopped
+
+
+def test_a_range_answered_with_more_than_asked_fills_no_memory():
+    """A server that answers a range request with a much longer body: the
+    helper reads the range and one byte past it, then refuses the answer."""
+    import http.server
+    import threading
+
+    from pip._vendor import requests
+
+    from hprobe.support.pip_download import _Ranges
+
+    sent = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *_args):
+            pass
+
+        def do_GET(self):
+            self.send_response(206)
+            self.send_header("Content-Range", "bytes 0-0/1000000")
+            self.end_headers()
+            try:
+                for _ in range(64):  # 64 MiB offered for a 256 KiB range
+                    self.wfile.write(b"x" * 2**20)
+                    sent.append(1)
+            except OSError:
+                pass  # the helper hung up
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        ranges = _Ranges(requests.Session(), f"http://127.0.0.1:{server.server_address[1]}/w.whl", 1_000_000)
+        with pytest.raises(OSError, match=f"with 206, {_Ranges.BLOCK + 1} bytes"):
+            ranges.read(10)
+        assert ranges.received == 1 + _Ranges.BLOCK + 1
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -70,3 +70,71 @@ def test_rows_kept_by_another_parser_or_damaged_are_parsed_afresh(cubin_wheel, t
 def _fresh_lru():
     yield
     kernel_tables._parsed.cache_clear()
+
+
+class _Hostile:
+    """An artifact store on 127.0.0.1 that misbehaves as told: redirects off
+    this machine, drips its body a few bytes at a time, or sends more than a
+    kernel table holds."""
+
+    def __init__(self, how: str):
+        import http.server
+        import threading
+        import time
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *_args):
+                pass
+
+            def do_GET(self):
+                if how == "redirect":
+                    self.send_response(302)
+                    self.send_header("Location", "http://192.0.2.1/checksums.txt")
+                    self.end_headers()
+                    return
+                self.send_response(200)
+                self.end_headers()
+                try:
+                    if how == "drip":
+                        for _ in range(200):
+                            self.wfile.write(b"x")
+                            self.wfile.flush()
+                            time.sleep(0.05)
+                    else:
+                        self.wfile.write(b"x" * 4096)
+                except OSError:
+                    pass  # hprobe hung up
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/checksums.txt"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("how", "error", "said"),
+    [
+        ("redirect", ValueError, "redirected to http://192.0.2.1/checksums.txt, which hprobe does not follow"),
+        ("drip", TimeoutError, "not received within 0.5 s"),
+        ("large", ValueError, "larger than a kernel table"),
+    ],
+)
+def test_a_store_that_misbehaves_is_cut_off_within_its_bounds(monkeypatch, how, error, said):
+    """Every fetch from the store is bounded all told (FETCH_DEADLINE, not
+    only per socket operation), in size (streamed, never past the cap) and
+    in where it goes: plain http never leaves this machine, even by a redirect."""
+    import time
+
+    monkeypatch.setattr(kernel_tables, "FETCH_DEADLINE", 0.5)
+    monkeypatch.setattr(kernel_tables, "MAX_TABLE_BYTES", 1024)
+    store = _Hostile(how)
+    try:
+        started = time.monotonic()
+        with pytest.raises(error, match=said):
+            kernel_tables._download(store.url)
+        assert time.monotonic() - started < 5  # the drip would take 10 s
+    finally:
+        store.close()

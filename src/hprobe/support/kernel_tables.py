@@ -32,6 +32,7 @@ import threading
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from hprobe.compiled.files import TABLE_SETTING
 from hprobe.compiled.table import (
@@ -55,7 +56,8 @@ SETTING = TABLE_SETTING
 CUBIN_DIST = "flashinfer-cubin"
 HEADER = "include/flashInferMetaInfo.h"
 CHECKSUMS = "checksums.txt"
-FETCH_TIMEOUT = 20.0  # seconds, per file from the artifact store
+FETCH_TIMEOUT = 20.0  # seconds, per socket operation on the artifact store
+FETCH_DEADLINE = 120.0  # seconds, per file from the artifact store, all told
 MAX_TABLE_BYTES = 64 * 2**20
 # checksums.txt lists every cubin of the package: 2.4 MB for 0.6.13's. Anything
 # far larger (a sparse file, a zip bomb) is not one, and is never read whole.
@@ -395,18 +397,44 @@ def _store_default(flashinfer: Path) -> str | None:
 
 
 def _download(url: str) -> bytes:
+    """One file of the artifact store: at most MAX_TABLE_BYTES, within
+    FETCH_DEADLINE all told (a server that drips a byte at a time is cut off,
+    not only one that stalls), never redirected off what _unfetchable allows
+    (an https store sending plain http elsewhere)."""
+    import time
     import urllib.request  # only where a store is fetched from: a warm run never is
 
     from hprobe.device.boundary import own_network
 
+    class _Guarded(urllib.request.HTTPRedirectHandler):
+        def redirect_request(
+            self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str
+        ) -> urllib.request.Request | None:
+            if problem := _unfetchable(newurl):
+                raise ValueError(f"{url}: redirected to {newurl}, which hprobe does not follow ({problem})")
+            return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+    deadline = time.monotonic() + FETCH_DEADLINE
+    chunks: list[bytes] = []
+    size = 0
     # hprobe's own fetch, perhaps in a thread while a release is probed in this
     # process (whose network the probe refuses to flashinfer).
-    with own_network(), urllib.request.urlopen(url, timeout=FETCH_TIMEOUT) as response:  # https, or loopback http
-        data = response.read(MAX_TABLE_BYTES + 1)
-    cache.record_received("kernel tables", len(data))
-    if len(data) > MAX_TABLE_BYTES:
+    with own_network(), urllib.request.build_opener(_Guarded()).open(url, timeout=FETCH_TIMEOUT) as response:
+        while size <= MAX_TABLE_BYTES:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{url}: not received within {FETCH_DEADLINE:g} s")
+            # read1: what has arrived (at least a byte, within FETCH_TIMEOUT), so
+            # the deadline is looked at as a slow body comes in: the bound is
+            # FETCH_DEADLINE plus one FETCH_TIMEOUT.
+            chunk = response.read1(min(1 << 16, MAX_TABLE_BYTES + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    cache.record_received("kernel tables", size)
+    if size > MAX_TABLE_BYTES:
         raise ValueError(f"{url}: larger than a kernel table")
-    return bytes(data)
+    return b"".join(chunks)
 
 
 def _bounded_read(path: Path, limit: int = MAX_TABLE_BYTES) -> bytes:

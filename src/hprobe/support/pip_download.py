@@ -26,6 +26,9 @@ import sys
 from typing import Any
 
 CHUNK = 1 << 20
+# flashinfer-cubin, the largest wheel read whole (where a server answers no
+# range requests), is 458 MiB.
+MAX_WHEEL_BYTES = 2 << 30
 
 
 def main() -> int:
@@ -178,17 +181,21 @@ class _Ranges:
     def _fetch(self, first: int, last: int) -> None:
         start, stop = first * self.BLOCK, min(self.size, (last + 1) * self.BLOCK) - 1
         response = self._session.get(
-            self._url, headers={"Range": f"bytes={start}-{stop}", "Accept-Encoding": "identity"}
+            self._url, headers={"Range": f"bytes={start}-{stop}", "Accept-Encoding": "identity"}, stream=True
         )
-        response.raise_for_status()
-        self.received += len(response.content)
-        if response.status_code != 206 or len(response.content) != stop - start + 1:
-            raise OSError(
-                f"the server answered bytes {start}-{stop} with {response.status_code}, {len(response.content)} bytes"
-            )
+        try:
+            response.raise_for_status()
+            # Never more than the range asked (and a byte to tell): a server
+            # that answers a range with a whole file fills no memory.
+            content = response.raw.read(stop - start + 2, decode_content=False)
+        finally:
+            response.close()
+        self.received += len(content)
+        if response.status_code != 206 or len(content) != stop - start + 1:
+            raise OSError(f"the server answered bytes {start}-{stop} with {response.status_code}, {len(content)} bytes")
         for b in range(first, last + 1):
             offset = (b - first) * self.BLOCK
-            self._blocks[b] = response.content[offset : offset + self.BLOCK]
+            self._blocks[b] = content[offset : offset + self.BLOCK]
 
 
 def _download(session: Any, link: Any, folder: str) -> str:
@@ -212,6 +219,12 @@ def _download(session: Any, link: Any, folder: str) -> str:
             response.raise_for_status()
             for block in response.raw.stream(CHUNK, decode_content=False):
                 size += _write(out, block, digest)
+                if size > MAX_WHEEL_BYTES:
+                    # A hostile or broken index never fills the disk: no wheel hprobe reads is this large.
+                    response.close()
+                    out.close()
+                    os.unlink(target)
+                    raise OSError(f"{name}: more than {MAX_WHEEL_BYTES >> 20} MiB, larger than any wheel hprobe reads")
             announced = response.headers.get("Content-Length")
             if announced and announced.isdigit() and int(announced) != size:
                 raise OSError(f"{size} bytes of {announced} arrived")
