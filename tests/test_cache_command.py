@@ -89,9 +89,12 @@ def _planted(tmp_path: Path) -> tuple[Path, Path]:
 @pytest.mark.parametrize("choice", [("--older-than", "0"), ("--release", "0.6.12"), ("--keep", ">=0.7")])
 def test_prune_never_follows_a_linked_folder_out_of_the_cache(tmp_path, choice):
     cache, outside = _planted(tmp_path)
+    there = sorted(p.relative_to(outside) for p in outside.rglob("*"))
     done = _run(cache, "cache", "prune", *choice)
     assert done.returncode == 0, done.stderr
     assert (outside / "results" / "notes.json").is_file() and (outside / "trees" / "mine" / "data.txt").is_file()
+    # Nothing written where the links lead either (no lock file beside the user's folders).
+    assert sorted(p.relative_to(outside) for p in outside.rglob("*")) == there
     # The wheel of its own is the cache's, and goes.
     assert not (cache / "wheels" / "flashinfer_python-0.6.12-py3-none-any.whl").exists()
 
@@ -207,3 +210,29 @@ def test_a_tree_a_running_probe_uses_is_left_by_prune_and_clear(tmp_path):
         and not any(p.exists() for p in held_entries)
         and json.loads(freed.stdout)["in_use_entries"] == 0
     )
+
+
+def test_a_prune_that_could_not_remove_says_so_and_counts_nothing(tmp_path):
+    """A read-only cache: the count is what the disk shows (0 removed, the
+    entries said left), never what was asked."""
+    mount = tmp_path / "ro"
+    mount.mkdir()
+    made = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True, text=True
+    )
+    if made.returncode != 0:
+        pytest.skip(f"a read-only cache needs a tmpfs mount, refused here: {made.stderr.strip()}")
+    try:
+        cache = mount / "cache"
+        (cache / "wheels").mkdir(parents=True)
+        for version in ("0.6.12", "0.6.13"):
+            (cache / "wheels" / f"flashinfer_python-{version}-py3-none-any.whl").write_bytes(b"not a real wheel")
+        subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
+        done = _run(cache, "cache", "prune", "--older-than", "0", "--format", "json")
+        assert done.returncode == 0, done.stderr
+        doc = json.loads(done.stdout)
+        assert (doc["removed_entries"], doc["left_entries"], doc["freed_bytes"]) == (0, 2, 0)
+        said = _run(cache, "cache", "prune", "--older-than", "0")
+        assert "prune: removed 0 entries, freed 0 B; 2 could not be removed (is the cache read-only?)" in said.stdout
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)

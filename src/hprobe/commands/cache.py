@@ -6,7 +6,7 @@ import math
 
 from hprobe.model.errors import InputError
 from hprobe.report.cache import CacheReport
-from hprobe.support.cache_usage import HPROBE_ENTRIES, SHARED, Usage, empty_of_ours, remove, select, usage
+from hprobe.support.cache_usage import HPROBE_ENTRIES, SHARED, Entry, Usage, empty_of_ours, remove, select, usage
 
 
 def show_cache() -> CacheReport:
@@ -27,7 +27,8 @@ def prune_cache(releases: list[str] | None, older_than_days: float | None, keep:
     after = usage()
     # What the disk gave back, as du counts it: an entry that could not be
     # removed (a read-only cache) or a user's file left in a shared folder frees nothing.
-    return CacheReport(after, len(chosen) - len(in_use), max(0, before.total - after.total), "prune", len(in_use))
+    removed, left = _counted(chosen, in_use)
+    return CacheReport(after, removed, max(0, before.total - after.total), "prune", len(in_use), left)
 
 
 def clear_cache() -> CacheReport:
@@ -42,8 +43,19 @@ def clear_cache() -> CacheReport:
     for top in tops:
         empty_of_ours(top, keep=kept)
     after = usage()
-    removed = sum(1 for e in before.entries if e.kind != "other") - len(in_use)
-    return CacheReport(after, removed, max(0, before.total - after.total), "clear", len(in_use))
+    removed, left = _counted([e for e in before.entries if e.kind != "other"], in_use)
+    return CacheReport(after, removed, max(0, before.total - after.total), "clear", len(in_use), left)
+
+
+def _counted(chosen: list[Entry], in_use: list[Entry]) -> tuple[int, int]:
+    """Of the entries chosen and not in use, those gone and those still there
+    (a read-only cache, a folder that keeps a user's file): a count said is
+    what the disk shows, never what was asked."""
+    held = {e.path for e in in_use}
+    tried = [e for e in chosen if e.path not in held]
+    # A shared folder keeps what is not hprobe's (a user's file): its own went.
+    left = sum(1 for e in tried if not e.folder and (e.path.exists() or e.path.is_symlink()))
+    return len(tried) - left, left
 
 
 def _kept(keep: str, found: Usage) -> list[str]:

@@ -16,6 +16,7 @@ class CacheReport:
     freed: int = 0  # bytes
     action: str = "show"
     in_use: int = 0  # entries left because a running hprobe probes from them
+    left: int = 0  # entries chosen that could not be removed (a read-only cache)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -24,4 +25,5 @@ class CacheReport:
             "removed_entries": self.removed,
             "freed_bytes": self.freed,
             "in_use_entries": self.in_use,
+            "left_entries": self.left,
         }

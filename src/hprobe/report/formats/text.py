@@ -710,6 +710,8 @@ class TextFormatter(Formatter):
         out.line(_bold("hprobe cache"), f"  {visible(str(found.root))}")
         if report.action != "show":
             kept = f"; {report.in_use} in use by a running hprobe, kept" if report.in_use else ""
+            if report.left:
+                kept += f"; {report.left} could not be removed (is the cache read-only?)"
             out.line(
                 f"{report.action}: removed {report.removed} entr{'ies' if report.removed != 1 else 'y'}, freed "
                 f"{human_size(report.freed)}{kept}"
