@@ -256,9 +256,8 @@ def check(
         accepted = gather_waivers(waivers, list(ignore or []), places)  # read before probing
         if junit is not None:
             check_output(junit, "--junit")  # a bad path costs nothing: refused before probing
-            if fmt.name != "text" and is_stdout(junit):
-                # XML after a document (JSON, SARIF, Markdown) would break it;
-                # text for people keeps it after the report.
+            if fmt.whole_document and is_stdout(junit):
+                # XML after a document (JSON, SARIF, Markdown) would break it.
                 raise InputError(f"--junit {junit}: stdout carries the {fmt.name} document; write the JUnit to a file")
         _no_clobbering({"--junit": junit}, table, mapping, baseline, repo, waivers_file(waivers, places))
         recorded = None

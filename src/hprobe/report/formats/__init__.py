@@ -35,6 +35,9 @@ class Format:
     # A function of its module that says whether the environment asks for it
     # (GitHub's runner for annotations): printed on stderr whenever it does.
     wanted_when: str | None = None
+    # Read whole as one document (JSON, SARIF, Markdown): nothing else may
+    # follow it on stdout (text for people keeps a JUnit written after it).
+    whole_document: bool = True
 
     def renders(self, command: str) -> bool:
         return self.commands is None or command in self.commands
@@ -54,7 +57,7 @@ class Format:
 FORMATS: dict[str, Format] = {
     f.name: f
     for f in (
-        Format("text", "for people", "hprobe.report.formats.text", summarised=True),
+        Format("text", "for people", "hprobe.report.formats.text", summarised=True, whole_document=False),
         Format(
             "json",
             "versioned documents for tools",
