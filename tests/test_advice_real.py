@@ -145,8 +145,18 @@ def test_sglang_fallback_is_flashmla_by_default_and_never_rewritten(cli_json, cl
     decode = [s for s in doc["suggestions"] if s["kernel"] == "dsv4-sparse-mla"]
     assert decode
     for s in decode:
-        # The first safe release of the rule FlashInfer's path calls for, searched.
-        assert s["suggested"] == "pad_to {8, 16, 32, 64, 128}" and s["pin"]["needs"] == "0.6.14", s["pin"]
+        # The search asks what the question needs: from the release below the
+        # tree's pin (==0.6.18), where the rule is already safe, said so.
+        assert s["suggested"] == "pad_to {8, 16, 32, 64, 128}" and s["pin"]["needs"] == "0.6.17", s["pin"]
+        assert s["pin"]["searched"] == ["0.6.17", "0.7.4"]
+        assert s["pin"]["searched_from"] == "the release below your pin's floor (==0.6.18)"
+    # --since first: the first safe release of all, where the entry point first exists.
+    _, first, _ = cli_json(
+        "suggest", "--repo", str(tree), "--sm", "100", "--diff", str(diff), *ON_A_DECIDED_RELEASE, "--since", "first"
+    )
+    for s in [s for s in first["suggestions"] if s["kernel"] == "dsv4-sparse-mla"]:
+        assert s["pin"]["needs"] == "0.6.14" and s["pin"]["searched_from"] == "where the entry point first exists"
+    for s in decode:
         reach = s["reach"]
         assert (
             reach["flag"] == "--dsv4-attn-backend" and reach["value"] == "trtllm" and reach["default_reaches"] is False

@@ -78,3 +78,40 @@ def test_counts_with_one_history_share_one_line_of_it():
         "then refused in 0.6.18, 0.6.18.post1"
     ]
     assert advice.to_dict()["non_monotonic"] == [told[0].removeprefix("SM120: history is not monotonic: ")]
+
+
+def test_a_search_from_the_question_s_floor_says_where_it_began_and_what_it_did_not_ask():
+    """From the release below the pin's floor: a count refused there and safe
+    at the floor has its first safe release shown; one safe already where the
+    search began is said to be, with how to ask the older releases."""
+    from hprobe.advise.search import _search_start
+
+    published = RELEASES
+    pinned = _search_start(None, Version("0.6.8"), "==0.7.0", published, [Version("0.7.4")])
+    assert pinned == (Version("0.6.14"), "the release below your pin's floor (==0.7.0)")
+    assert _search_start(None, Version("0.6.8"), None, published, [Version("0.6.13")]) == (
+        Version("0.6.12"),
+        "the release below the release judged (0.6.13)",
+    )
+    # Never below where the entry point first exists; --since first and --since X as asked.
+    assert _search_start(None, Version("0.6.13"), "==0.6.13", published, []) == (
+        Version("0.6.13"),
+        "where the entry point first exists",
+    )
+    assert _search_start("first", Version("0.6.8"), "==0.7.0", published, []) == (
+        Version("0.6.8"),
+        "where the entry point first exists",
+    )
+    assert _search_start(Version("0.6.12"), None, "==0.7.0", published, []) == (Version("0.6.12"), "--since 0.6.12")
+
+    searched = RELEASES[4:]
+    already = CountPin(8, first_true(searched, lambda v: True, exhaustive=True))
+    advice = PinAdvice((100,), ("0.6.14", "0.7.4"), "==0.7.0", rule_counts={8: already}, started=pinned[1])
+    assert advice.words()[0] == (
+        "SM100: the suggested rule is safe from flashinfer 0.6.14 (safe from where the search began; "
+        "`--since first` asks the older releases; searched 0.6.14..0.7.4, from the release below your pin's floor "
+        "(==0.7.0))"
+    )
+    became = CountPin(8, first_true(searched, lambda v: v >= Version("0.7.0"), exhaustive=True))
+    advice = PinAdvice((100,), ("0.6.14", "0.7.4"), "==0.7.0", rule_counts={8: became}, started=pinned[1])
+    assert advice.words()[0].startswith("SM100: the suggested rule is safe from flashinfer 0.7.0 (first safe release;")

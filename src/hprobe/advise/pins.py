@@ -79,6 +79,9 @@ class CountPin:
         }
 
 
+ENTRY_START = "where the entry point first exists"
+
+
 @dataclass
 class PinAdvice:
     """The pin a rule needs on some SMs, and what the current pin admits."""
@@ -90,7 +93,9 @@ class PinAdvice:
     no_padding: dict[int, CountPin] = field(default_factory=dict)  # the per-rank counts themselves
     admitted_below: list[str] = field(default_factory=list)  # releases the pin admits below `needs`
     admitted: list[str] = field(default_factory=list)  # published releases the pin admits
-    explicit_start: bool = False  # the search started at --since, not where the entry point first exists
+    # Where the search started, in words: the pin's floor, the installed
+    # release, --since, or where the entry point first exists (--since first)
+    started: str = ENTRY_START
     # What the answers at a release seen rest on, where that is less than the
     # kernel checks (release -> why): "safe from 0.7.4" at its validators only
     # says so, and so does each run of a count safe, refused and safe again.
@@ -151,16 +156,19 @@ class PinAdvice:
                 f"{self.searched[0]}..{self.searched[1]}"
             )
         else:
-            start = "--since" if self.explicit_start else "where the entry point first exists"
             exact = self.rule_counts and all(
                 p.found.adjacent or p.found.last_false is None for p in self.rule_counts.values()
             )
-            first = (
-                "first safe release" if exact else "first release seen safe; releases just below it were inconclusive"
-            )
+            if not exact:
+                first = "first release seen safe; releases just below it were inconclusive"
+            elif str(needs) == self.searched[0] and self.started != ENTRY_START:
+                # Safe where the search began: whether an older release is too was not asked.
+                first = "safe from where the search began; `--since first` asks the older releases"
+            else:
+                first = "first safe release"
             lines.append(
                 f"{sms}: the suggested rule is safe from flashinfer {needs} ({first}; searched "
-                f"{self.searched[0]}..{self.searched[1]}, from {start})"
+                f"{self.searched[0]}..{self.searched[1]}, from {self.started})"
             )
             if self.current_pin is not None and not self.admitted_below and self.admitted:
                 span = self.admitted[0] if len(self.admitted) == 1 else f"{self.admitted[0]}–{self.admitted[-1]}"
@@ -230,6 +238,7 @@ class PinAdvice:
         return {
             "sms": list(self.sms),
             "searched": list(self.searched),
+            "searched_from": self.started,
             "current_pin": self.current_pin,
             "needs": str(self.needs) if self.needs else None,
             "new_pin": self.new_pin(),
@@ -252,7 +261,7 @@ def advise(
     current_pin: str | None,
     safe_at: SafeAt,
     admitted: list[str] | None = None,
-    explicit_start: bool = False,
+    started: str = "where the entry point first exists",
     parallel: int = 1,
     prepare: Callable[[list[Version]], None] | None = None,
     answered: Callable[[Version], bool] | None = None,
@@ -262,7 +271,7 @@ def advise(
     `parallel`, `prepare` and `answered`: a round of releases probed at once
     (history.py)."""
     advice = PinAdvice(
-        sms, (str(versions[0]), str(versions[-1])), current_pin, admitted=admitted or [], explicit_start=explicit_start
+        sms, (str(versions[0]), str(versions[-1])), current_pin, admitted=admitted or [], started=started
     )
     for count in sorted(rule_counts | per_rank):
 

@@ -1,6 +1,7 @@
 """The first safe release: for each suggested rule, the pin it needs, searched
-over published releases (probed or answered from the cache) from where the
-kernel's entry point first exists."""
+over published releases (probed or answered from the cache) from the floor of
+the question (the pin's, else the release judged), or from where the kernel's
+entry point first exists (`--since first`)."""
 
 from __future__ import annotations
 
@@ -27,15 +28,17 @@ def search_pins(
     pin: str | None,
     use_cache: bool = True,
     progress: Progress = quiet,
-    start: Version | None = None,
+    start: Version | str | None = None,
 ) -> tuple[list[BackendSuggestion], list[Version], list[str], bool]:
     """The suggestions with their pin advice: per count of its suggested rule (and
     per count unpadded), the first published release from which every SM of
-    the backend accepts it on the fast path. The search starts where the
-    kernel's entry point first exists (or at `start`, --since), never at the pin's
-    floor, so "safe from X" is the first safe release, not the first one
-    looked at. A release is probed once for all counts and backends; releases
-    the check probed are not probed again. Returns the suggestions (new
+    the backend accepts it on the fast path. The search starts at what the
+    question needs: the pin's floor, else the oldest release the check judged
+    (never below where the kernel's entry point first exists); at `start`
+    (--since RELEASE), or where the entry point first exists (--since first,
+    SINCE_FIRST), so that "safe from X" is then the first safe release of
+    all. A release is probed once for all counts and backends; releases the
+    check probed are not probed again. Returns the suggestions (new
     objects where a pin was searched), the published releases, notes on
     releases that answered nothing, and whether the index could be listed
     (False: no pin was searched)."""
@@ -87,7 +90,7 @@ def search_pins(
     # search probes.
     entries = (
         []
-        if start is not None
+        if isinstance(start, Version)
         else list(dict.fromkeys(get_variant(s.backend.variant_key).probe.entry_point for s in todo + stranded))
     )
     with alongside(lambda: [entry_since(entry, published, progress, width) for entry in entries]) as since:
@@ -95,23 +98,27 @@ def search_pins(
         firsts = dict(zip(entries, since.result(), strict=True))
     searches = []
     searched: dict[int, BackendSuggestion] = {}
+    asked = [Version(r.info.version) for r in releases if _is_version(r.info.version)]
     for s in todo:
-        first = start or firsts[get_variant(s.backend.variant_key).probe.entry_point]
+        entry_first = (
+            None if isinstance(start, Version) else firsts[get_variant(s.backend.variant_key).probe.entry_point]
+        )
+        first, started = _search_start(start, entry_first, pins.get(s.table), published, asked)
         versions = [v for v in published if first is None or v >= first]
         if versions:
-            searches.append((s, versions))
+            searches.append((s, versions, started))
         else:
             searched[id(s)] = replace(s, pin_note="no published release to search")
     # Every search asks its two ends first when it asks more than one release
     # a round: one round for all of them, not one per backend.
     ends = [
         v
-        for v in dict.fromkeys(v for _, versions in searches for v in (versions[0], versions[-1]))
+        for v in dict.fromkeys(v for _, versions, _ in searches for v in (versions[0], versions[-1]))
         if not prober.answered(v)
     ]
     for at in range(0, len(ends) if width > 1 else 0, width):
         prober.prepare(ends[at : at + width])
-    for s, versions in searches:
+    for s, versions, started in searches:
         current = pins.get(s.table)
         specifier = parse_pin(current) if current else None
         admitted = [str(v) for v in published if specifier is None or specifier.contains(v)]
@@ -124,7 +131,7 @@ def search_pins(
             str(specifier) if specifier is not None else None,
             safe_at,
             admitted,
-            start is not None,
+            started,
             width,
             prober.prepare,
             prober.answered,
@@ -250,6 +257,40 @@ def _routed_ahead(
         if ahead and route_ahead(s, tables[s.table], ahead, results_at, width, prober.prepare, prober.answered):
             routed.append(s)
     return routed
+
+
+def _search_start(
+    start: Version | str | None,
+    entry_first: Version | None,
+    pin: str | None,
+    published: list[Version],
+    asked: list[Version],
+) -> tuple[Version | None, str]:
+    """Where one search begins, and why in words: --since's release; where the
+    entry point first exists (--since first); else the release just below the
+    floor of the question (the pin's lowest published release, or the oldest
+    release judged), but never below where the entry point first exists."""
+    from hprobe.advise.pins import ENTRY_START
+    from hprobe.model.pins import SINCE_FIRST, parse_pin
+
+    if isinstance(start, Version):
+        return start, f"--since {start}"
+    floor, said = None, ENTRY_START
+    if start != SINCE_FIRST:
+        specifier = parse_pin(pin) if pin else None
+        admitted = [v for v in published if specifier is not None and specifier.contains(v)]
+        if admitted:
+            floor, said = admitted[0], f"your pin's floor ({pin})"
+        elif asked:
+            floor, said = min(asked), f"the release judged ({min(asked)})"
+    # One release below the floor is asked too: a count refused there and
+    # accepted at the floor has its first safe release shown, not assumed.
+    below = [v for v in published if floor is not None and v < floor]
+    if below:
+        floor = below[-1]
+    if floor is None or (entry_first is not None and floor <= entry_first):
+        return entry_first, ENTRY_START
+    return floor, f"the release below {said}"
 
 
 def _is_version(text: str) -> bool:

@@ -333,8 +333,8 @@ def suggest(
         "--since",
         metavar="RELEASE",
         help=(
-            "Start the search for the first safe release here (default: the first release whose source defines the "
-            "kernel's entry point)."
+            "Start the search for the first safe release here: a release, or `first` for the first release whose "
+            "source defines the kernel's entry point (default: your pin's floor, else the release judged)."
         ),
     ),
     no_cache: NoCacheOpt = False,
@@ -344,8 +344,11 @@ def suggest(
     """The padding rule the kernels call for: per backend, the smallest count every release probed accepts."""
 
     def job() -> int:
+        from packaging.version import Version
+
         from hprobe.commands.request import RuleRequest, release_number
         from hprobe.commands.suggest import run_suggest
+        from hprobe.model.pins import SINCE_FIRST
 
         fmt = _format(output_format, json_output, "suggest")
         request = RuleRequest.parse(
@@ -365,7 +368,10 @@ def suggest(
             extra_args=_axis_args(ctx),
             model=model,
         )
-        start = release_number(since, "--since") if since is not None else None  # refused before any probing
+        # Refused before any probing.
+        start: Version | str | None = None
+        if since is not None:
+            start = SINCE_FIRST if since.strip() == SINCE_FIRST else release_number(since, "--since")
         if output is not None:
             check_output(output, "--output", overwrite=force)
         if diff_file is not None:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 def run_suggest(
     request: RuleRequest,
     *,
-    start: Version | None,
+    start: Version | str | None,
     want_table: bool,
     diff_name: str | None,
     use_cache: bool,

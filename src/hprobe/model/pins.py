@@ -10,6 +10,9 @@ from packaging.version import InvalidVersion, Version
 from hprobe.model.errors import InputError
 
 NAMES = {"flashinfer-python", "flashinfer"}
+# `suggest --since first`: the pin search from where the kernel's entry point
+# first exists, not from the floor of the question.
+SINCE_FIRST = "first"
 
 
 def parse_pin(spec: str) -> SpecifierSet:
