@@ -392,6 +392,36 @@ def ci_step() -> None:
     print(f"{'the step':<34} {setup + check:>8.2f}")
 
 
+def search_start_bench() -> None:
+    """Cold `suggest --repo --diff` on vLLM 0.33.0's source (pins
+    flashinfer-python==0.7.2.post1) with the default search, which starts one
+    release below the pin's floor, against `--since first`, which starts where
+    the kernels' entry points first exist: each on an empty cache of its own,
+    one after the other in this run."""
+    import shutil
+    import tempfile
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from engine_wheels import as_checkout, download_engine  # the tests' own downloader: source only, never imported
+
+    work = Path(tempfile.mkdtemp(prefix="hprobe-bench-start-"))
+    try:
+        vllm = as_checkout(download_engine(work / "vllm-0.33.0", "vllm", "0.33.0"), work / "vllm-checkout")
+        rows = []
+        for name, extra in (("default (the pin's floor)", []), ("--since first", ["--since", "first"])):
+            os.environ["HPROBE_CACHE_DIR"] = str(work / f"cache-{len(rows)}")
+            argv = HPROBE + ["suggest", "--repo", str(vllm), "--sm", "100", "--diff", str(work / "fix.diff"), *extra]
+            wall = run_once(argv)[0]
+            rows.append((name, wall, DOWNLOADED_MIB.get("wheels", 0.0)))
+        print("\nvLLM 0.33.0 (pins ==0.7.2.post1), cold suggest --repo --diff --sm 100: where the pin search starts")
+        base = rows[1][1]
+        for name, wall, wheels in rows:
+            print(f"{name:<34} {wall:>8.2f} {wall / base:>6.2f}x {wheels:>8.1f} MiB of wheels fetched")
+        figure("suggest from the pin floor / from first", rows[0][1] / base, "x")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
@@ -435,6 +465,11 @@ def main() -> None:
             "also time cold suggest --diff against cold check (vLLM 0.25.0), and a cold report over 0.6.12..0.7.4 "
             "against the releases' imports"
         ),
+    )
+    parser.add_argument(
+        "--search-start",
+        action="store_true",
+        help="also time cold suggest --diff on vLLM 0.33.0 searching from the pin's floor against --since first",
     )
     args = parser.parse_args()
     try:
@@ -482,6 +517,8 @@ def main() -> None:
         refetch_bench(args.rounds)
     if args.cold:
         cold_bench()
+    if args.search_start:
+        search_start_bench()
     LAST_RUN.parent.mkdir(parents=True, exist_ok=True)
     LAST_RUN.write_text(json.dumps({**PREVIOUS, **FIGURES}, indent=1))
 

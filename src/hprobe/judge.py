@@ -284,6 +284,7 @@ def _judge_cases(
             # answer matters, and no padding mends it.
             verdict, best, waste, evidence, on_assumption, assumed = Verdict.BROKEN, None, None, None, None, None
             padded = None  # nothing is launched: another model's rows may give the map this count
+            notes = [crash]  # what the kernel would say (its depth, its table) does not bear on it
         out.append(
             Finding(
                 table=table.name,
@@ -300,7 +301,7 @@ def _judge_cases(
                 best=best,
                 waste=waste,
                 evidence=evidence,
-                notes=notes + extra_notes,
+                notes=notes + (extra_notes if crash is None else []),
                 releases=versions,
                 source=backend.source_for(model.name, n),
                 depth=_weakest_depth(probed),

@@ -296,3 +296,45 @@ def test_the_backend_probed_is_the_one_the_calls_pass():
     assert options_from_calls("dsv4-sparse-mla", mapped, (unread,)) == mapped
     assert options_from_calls("dsv4-sparse-mla", mapped, (none,), picked=True) == mapped
     assert options_from_calls("sm120-sparse-mla", (), (literal,)) == ()
+
+
+def test_a_call_path_whose_inline_padding_reads_flashinfer_is_read_per_release_and_its_crash_is_broken(
+    cli_json, tmp_path
+):
+    """The inline padding asks an engine helper that iterates 0.7.0.post1's
+    decode dispatch envelope (it answers `in` only): the path is read again
+    against the release judged (never left not evaluable for want of one),
+    and every count whose branch asks the helper is broken at the helper's
+    line, while a count that never asks it is judged by the kernel."""
+    import shutil
+
+    tree = tmp_path / "engine"
+    shutil.copytree(ENGINE, tree)
+    (tree / "engine" / "caps.py").write_text(
+        "def supported():\n"
+        "    from flashinfer.mla._sparse_mla_sm120 import _DECODE_DSV4_DISPATCH\n\n"
+        "    return frozenset(heads for heads, _ in _DECODE_DSV4_DISPATCH)\n"
+    )
+    model = tree / "engine" / "models" / "v4.py"
+    model.write_text(
+        model.read_text()
+        .replace("from engine.utils", "from engine.caps import supported\nfrom engine.utils")
+        .replace(
+            "elif self.n_local_heads < _PAD:",
+            "elif self.n_local_heads < _PAD and self.n_local_heads not in supported():",
+        )
+    )
+    argv = ["check", "--repo", str(tree), "--mapping", str(tree / "mapping.toml"), "--sm", "100"]
+    code, doc, _ = cli_json(*argv, "--flashinfer", "0.7.0.post1")
+    rows = {f["n"]: f for f in doc["findings"] if f["backend"].startswith("Attention.forward (inline)")}
+    crash = (
+        f"the engine's code raises TypeError at {tree}/engine/caps.py:4: "
+        "'_DecodeDispatchEnvelope' object is not iterable"
+    )
+    assert {n: (f["verdict"], f["crash"]) for n, f in rows.items() if n < 64} == {
+        n: ("broken", crash) for n in rows if n < 64
+    }
+    assert rows[128]["crash"] is None  # n >= 64 never asks the helper
+    [path] = [p for p in doc["call_paths"] if "engine/models/v4.py:" in p["site"]]
+    assert path["status"] == "judged", path
+    assert code == 1

@@ -77,16 +77,20 @@ class NotEvaluable:
     path: str
     line: int
     what: str
+    # It reads flashinfer and no release was given: evaluable once per
+    # release judged (check --repo reads the tree again against each).
+    needs_release: bool = False
 
     def __str__(self) -> str:
         return f"{self.path}:{self.line}: {self.what}"
 
 
 class _Unsupported(Exception):
-    def __init__(self, node: ast.AST, what: str):
+    def __init__(self, node: ast.AST, what: str, needs_release: bool = False):
         super().__init__(what)
         self.node, self.what = node, what
         self.module: ModuleInfo | None = None  # where `node` is: set as it leaves the function holding it
+        self.needs_release = needs_release  # NotEvaluable.needs_release
 
 
 class _Raised(Exception):
@@ -349,7 +353,9 @@ def evaluate_call(
         value = exc.raises()
     except _Unsupported as exc:
         module = exc.module or interp.where or function.module
-        value = NotEvaluable(module.path, getattr(exc.node, "lineno", function.node.lineno), exc.what)
+        value = NotEvaluable(
+            module.path, getattr(exc.node, "lineno", function.node.lineno), exc.what, exc.needs_release
+        )
     except (RecursionError, MemoryError) as exc:
         # Constants defined through each other without end, or too deep to follow.
         module = interp.where or function.module
@@ -387,7 +393,10 @@ def evaluate_expression(
         value = exc.raises()
     except _Unsupported as exc:
         value = NotEvaluable(
-            (exc.module or module).path, getattr(exc.node, "lineno", getattr(node, "lineno", 0)), exc.what
+            (exc.module or module).path,
+            getattr(exc.node, "lineno", getattr(node, "lineno", 0)),
+            exc.what,
+            exc.needs_release,
         )
     except (RecursionError, MemoryError) as exc:
         value = NotEvaluable(
@@ -679,7 +688,9 @@ class _Interpreter:
         source, dotted = self.binding.flashinfer, node.module or ""
         if source is None:
             raise _Unsupported(
-                node, f"reads flashinfer ({dotted}): evaluated per release, with --flashinfer or the repo's pin"
+                node,
+                f"reads flashinfer ({dotted}): evaluated per release, with --flashinfer or the repo's pin",
+                needs_release=True,
             )
         values = _literals(source.index, dotted, [a.name for a in node.names]) if source.index is not None else {}
         rest = [a.name for a in node.names if a.name not in values]

@@ -125,8 +125,11 @@ class RepoTables:
 
     @property
     def per_release(self) -> bool:
-        """Some rule reads flashinfer's own tables: its padding depends on the release."""
-        return any(c.reads_flashinfer for c in self.classes)
+        """Some rule or call path reads flashinfer's own tables (or objects):
+        its padding depends on the release."""
+        return any(c.reads_flashinfer for c in self.classes) or any(
+            p.problem.needs_release for p in self.paths.problems
+        )
 
     def against(self, release: FlashinferSource, label: str) -> RepoTables:
         """The same tree read again with its rules evaluated against `release`,
