@@ -84,25 +84,27 @@ def test_a_search_from_the_question_s_floor_says_where_it_began_and_what_it_did_
     """From the release below the pin's floor: a count refused there and safe
     at the floor has its first safe release shown; one safe already where the
     search began is said to be, with how to ask the older releases."""
-    from hprobe.advise.search import _search_start
+    from hprobe.advise.search import _question_floor, _search_start
 
     published = RELEASES
-    pinned = _search_start(None, Version("0.6.8"), "==0.7.0", published, [Version("0.7.4")])
+    pinned = _search_start(_question_floor(None, "==0.7.0", published, [Version("0.7.4")]), Version("0.6.8"))
     assert pinned == (Version("0.6.14"), "the release below your pin's floor (==0.7.0)")
-    assert _search_start(None, Version("0.6.8"), None, published, [Version("0.6.13")]) == (
+    judged = _question_floor(None, None, published, [Version("0.6.13")])
+    assert _search_start(judged, Version("0.6.8")) == (
         Version("0.6.12"),
         "the release below the release judged (0.6.13)",
     )
     # Never below where the entry point first exists; --since first and --since X as asked.
-    assert _search_start(None, Version("0.6.13"), "==0.6.13", published, []) == (
+    assert _search_start(_question_floor(None, "==0.6.13", published, []), Version("0.6.13")) == (
         Version("0.6.13"),
         "where the entry point first exists",
     )
-    assert _search_start("first", Version("0.6.8"), "==0.7.0", published, []) == (
+    assert _search_start(_question_floor("first", "==0.7.0", published, []), Version("0.6.8")) == (
         Version("0.6.8"),
         "where the entry point first exists",
     )
-    assert _search_start(Version("0.6.12"), None, "==0.7.0", published, []) == (Version("0.6.12"), "--since 0.6.12")
+    since = _question_floor(Version("0.6.12"), "==0.7.0", published, [])
+    assert _search_start(since, None) == (Version("0.6.12"), "--since 0.6.12")
 
     searched = RELEASES[4:]
     already = CountPin(8, first_true(searched, lambda v: True, exhaustive=True))

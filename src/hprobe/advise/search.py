@@ -73,12 +73,18 @@ def search_pins(
     from hprobe.support.trees import fetched_versions
 
     have = fetched_versions()  # a wheel, or a tree kept once its wheel was removed
-    missing = sum(1 for v in published if v not in have and str(v) not in prober.known)
+    # Where each search begins (before the entry point's own first release
+    # bounds it): the releases below the lowest of them are never read.
+    asked = [Version(r.info.version) for r in releases if _is_version(r.info.version)]
+    floors = {id(s): _question_floor(start, pins.get(s.table), published, asked) for s in todo + stranded}
+    lowest = [f for f, _ in floors.values()]
+    scope = [v for v in published if None in lowest or v >= min(f for f in lowest if f is not None)]
+    missing = sum(1 for v in scope if v not in have and str(v) not in prober.known)
     progress(
         Statement(
-            f"pin search over flashinfer {published[0]}..{published[-1]} ({len(published)} releases): a binary search "
+            f"pin search over flashinfer {scope[0]}..{scope[-1]} ({len(scope)} releases): a binary search "
             f"asks some of them; {missing} not fetched yet (each 7 to 35 MiB into the cache, once)"
-            if published
+            if scope
             else "pin search: no published release"
         )
     )
@@ -93,17 +99,17 @@ def search_pins(
         if isinstance(start, Version)
         else list(dict.fromkeys(get_variant(s.backend.variant_key).probe.entry_point for s in todo + stranded))
     )
-    with alongside(lambda: [entry_since(entry, published, progress, width) for entry in entries]) as since:
+    with alongside(lambda: [entry_since(entry, scope, progress, width) for entry in entries]) as since:
         todo.extend(_routed_ahead(stranded, ahead, {t.name: t for t in tables}, prober, width))
         firsts = dict(zip(entries, since.result(), strict=True))
     searches = []
     searched: dict[int, BackendSuggestion] = {}
-    asked = [Version(r.info.version) for r in releases if _is_version(r.info.version)]
     for s in todo:
         entry_first = (
             None if isinstance(start, Version) else firsts[get_variant(s.backend.variant_key).probe.entry_point]
         )
-        first, started = _search_start(start, entry_first, pins.get(s.table), published, asked)
+        floor = floors.get(id(s)) or _question_floor(start, pins.get(s.table), published, asked)
+        first, started = _search_start(floor, entry_first)
         versions = [v for v in published if first is None or v >= first]
         if versions:
             searches.append((s, versions, started))
@@ -259,38 +265,43 @@ def _routed_ahead(
     return routed
 
 
-def _search_start(
-    start: Version | str | None,
-    entry_first: Version | None,
-    pin: str | None,
-    published: list[Version],
-    asked: list[Version],
+def _question_floor(
+    start: Version | str | None, pin: str | None, published: list[Version], asked: list[Version]
 ) -> tuple[Version | None, str]:
-    """Where one search begins, and why in words: --since's release; where the
-    entry point first exists (--since first); else the release just below the
-    floor of the question (the pin's lowest published release, or the oldest
-    release judged), but never below where the entry point first exists."""
+    """Where one search would begin, and why in words, before the entry
+    point's first release bounds it: --since's release; none for --since
+    first; else the release just below the floor of the question (the pin's
+    lowest published release, or the oldest release judged), so that a count
+    refused there and accepted at the floor has its first safe release shown."""
     from hprobe.advise.pins import ENTRY_START
     from hprobe.model.pins import SINCE_FIRST, parse_pin
 
     if isinstance(start, Version):
         return start, f"--since {start}"
-    floor, said = None, ENTRY_START
-    if start != SINCE_FIRST:
-        specifier = parse_pin(pin) if pin else None
-        admitted = [v for v in published if specifier is not None and specifier.contains(v)]
-        if admitted:
-            floor, said = admitted[0], f"your pin's floor ({pin})"
-        elif asked:
-            floor, said = min(asked), f"the release judged ({min(asked)})"
-    # One release below the floor is asked too: a count refused there and
-    # accepted at the floor has its first safe release shown, not assumed.
-    below = [v for v in published if floor is not None and v < floor]
-    if below:
-        floor = below[-1]
-    if floor is None or (entry_first is not None and floor <= entry_first):
+    if start == SINCE_FIRST:
+        return None, ENTRY_START
+    specifier = parse_pin(pin) if pin else None
+    admitted = [v for v in published if specifier is not None and specifier.contains(v)]
+    if admitted:
+        floor, said = admitted[0], f"your pin's floor ({pin})"
+    elif asked:
+        floor, said = min(asked), f"the release judged ({min(asked)})"
+    else:
+        return None, ENTRY_START
+    below = [v for v in published if v < floor]
+    return (below[-1], f"the release below {said}") if below else (floor, said)
+
+
+def _search_start(floor: tuple[Version | None, str], entry_first: Version | None) -> tuple[Version | None, str]:
+    """The search's first release: the question's floor, unless the kernel's
+    entry point first exists later (read over the releases from the lowest
+    floor: where it exists at the floor, whether it does below is not asked)."""
+    from hprobe.advise.pins import ENTRY_START
+
+    start, said = floor
+    if start is None or (entry_first is not None and start < entry_first):
         return entry_first, ENTRY_START
-    return floor, f"the release below {said}"
+    return start, said
 
 
 def _is_version(text: str) -> bool:
@@ -301,7 +312,7 @@ def _is_version(text: str) -> bool:
     return True
 
 
-_ENTRY_SINCE: dict[str, Version | None] = {}
+_ENTRY_SINCE: dict[tuple[str, str], Version | None] = {}
 
 
 def entry_since(entry: str, published: list[Version], progress: Progress = quiet, width: int = 1) -> Version | None:
@@ -314,7 +325,9 @@ def entry_since(entry: str, published: list[Version], progress: Progress = quiet
     from hprobe.support.presence import entry_point_in_kept_tree, entry_point_in_wheel
     from hprobe.support.trees import fetch_wheel, kept_without_wheel
 
-    if entry not in _ENTRY_SINCE:
+    # Per scope: a search from a pin's floor reads only the releases from there.
+    key = (entry, str(published[0]) if published else "")
+    if key not in _ENTRY_SINCE:
 
         def present(v: Version) -> bool | None:
             progress(f"reading flashinfer {v} for {entry.rsplit('.', 1)[-1]}")
@@ -342,5 +355,5 @@ def entry_since(entry: str, published: list[Version], progress: Progress = quiet
             each_at_once([str(v) for v in batch], one)
 
         # Fetching waits on the index, so a round asks more releases than there are cores.
-        _ENTRY_SINCE[entry] = first_true(published, present, parallel=max(width, 4), prepare=fetch).first
-    return _ENTRY_SINCE[entry]
+        _ENTRY_SINCE[key] = first_true(published, present, parallel=max(width, 4), prepare=fetch).first
+    return _ENTRY_SINCE[key]
