@@ -748,3 +748,45 @@ def test_the_registry_answers_what_the_command_line_asks(monkeypatch):
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     assert wanted_lines("check", _check()) == annotation_lines(_check()) != []
     assert wanted_lines("matrix", _matrix()) == []  # annotations are a check's
+
+
+def _many(verdict: Verdict, count: int) -> CheckReport:
+    """`count` findings of one verdict, each on a rule of its own (a source line each)."""
+    report = _check()
+    findings = [
+        dataclasses.replace(_finding(verdict, 8), source=f"engine/rule_{k}.py:{k + 1}", backend=f"backend-{k}")
+        for k in range(count)
+    ]
+    return dataclasses.replace(report, findings=findings)
+
+
+def test_annotations_stay_within_what_github_shows_a_step_and_say_the_rest():
+    """GitHub shows 10 annotations of each level per step and drops the rest
+    without a word: the tenth says how many more there are."""
+    from hprobe.report.formats.github import ANNOTATIONS_PER_LEVEL, annotation_lines
+
+    lines = annotation_lines(_many(Verdict.BROKEN, 25))
+    assert len(lines) == ANNOTATIONS_PER_LEVEL and all(line.startswith("::error ") for line in lines)
+    assert lines[-1].endswith(
+        "::16 more error annotations not shown: GitHub shows 10 of each level per step; every finding is in the "
+        "step's log and in --json / --junit"
+    )
+    assert len(annotation_lines(_many(Verdict.BROKEN, 10))) == 10  # exactly the limit: all shown, none said
+
+
+def test_a_step_summary_stops_short_of_its_limit_closes_what_it_opened_and_says_what_was_cut():
+    """GitHub refuses a step summary over 1 MiB (vLLM 0.34.0's was 2.3 MB)."""
+    from hprobe.report.formats.markdown import MarkdownFormatter
+
+    report = _many(Verdict.OK, 400)  # the ok rows go in a <details> table
+    whole = io.StringIO()
+    MarkdownFormatter(whole).check(report)
+    budget = 4096 + len(whole.getvalue().encode()) // 2
+    cut = io.StringIO()
+    formatter = MarkdownFormatter(cut, budget=budget)
+    formatter.check(report)
+    text = cut.getvalue() + formatter.cut_note()
+    assert len(text.encode()) <= budget
+    assert text.count("<details>") == text.count("</details>")
+    assert re.search(r"_\d+ more lines not shown: GitHub takes at most 1 MiB of step summary", text)
+    assert formatter.cut_note() and not MarkdownFormatter(io.StringIO()).cut_note()

@@ -50,7 +50,33 @@ def annotation_lines(report: CheckReport) -> list[str]:
         if where.rest:
             message = f"{where.rest} {message}"
         lines.append(f"::{level} {','.join(props)}::{gha_data(message)}")
-    return lines
+    return _within_step_limits(lines)
+
+
+# GitHub shows at most 10 annotations of each level per step (and drops the
+# rest without a word): the last one shown says how many more there are.
+ANNOTATIONS_PER_LEVEL = 10
+
+
+def _within_step_limits(lines: list[str]) -> list[str]:
+    by_level: dict[str, list[str]] = {}
+    for line in lines:
+        by_level.setdefault(line[2:].split(" ", 1)[0], []).append(line)
+    kept = []
+    for level, same in by_level.items():
+        if len(same) <= ANNOTATIONS_PER_LEVEL:
+            kept.extend(same)
+            continue
+        kept.extend(same[: ANNOTATIONS_PER_LEVEL - 1])
+        rest = len(same) - (ANNOTATIONS_PER_LEVEL - 1)
+        kept.append(
+            f"::{level} title={gha_property('hprobe: more annotations')}::"
+            + gha_data(
+                f"{rest} more {level} annotations not shown: GitHub shows {ANNOTATIONS_PER_LEVEL} of each level per "
+                "step; every finding is in the step's log and in --json / --junit"
+            )
+        )
+    return kept
 
 
 def render(report: object, options: RenderOptions) -> str:

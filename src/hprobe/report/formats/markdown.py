@@ -20,14 +20,42 @@ if TYPE_CHECKING:
 
 
 cell = md_text  # prose and table cells alike
+_OPENER, _CLOSER = "<details>", "</details>"
+
+
+# GitHub refuses a step summary over 1 MiB (the whole upload fails): what is
+# written stops short of it, closing what it opened, and says what was left out.
+STEP_SUMMARY_BYTES = 1 << 20
+_RESERVE = 4096  # for the closing lines and the one that says what was cut
 
 
 class MarkdownFormatter(Formatter):
-    def __init__(self, stream: TextIO | None = None):
+    def __init__(self, stream: TextIO | None = None, budget: int = STEP_SUMMARY_BYTES):
         self.stream = stream or sys.stdout
+        self._left = budget - _RESERVE
+        self._dropped = 0
+        self._open = 0  # <details> blocks written and not closed yet
 
     def _w(self, line: str = "") -> None:
+        size = len(line.encode("utf-8", "replace")) + 1
+        if self._dropped or size > self._left:
+            self._dropped += 1
+            if line == _CLOSER and self._open:
+                self._open -= 1
+                self.stream.write(line + "\n")  # a block opened is closed, whatever was cut inside it
+            return
+        self._left -= size
+        self._open += line.startswith(_OPENER) - (line == _CLOSER)
         self.stream.write(line + "\n")
+
+    def cut_note(self) -> str:
+        """What is said once at the end where lines were left out for the limit."""
+        if not self._dropped:
+            return ""
+        return (
+            f"\n_{self._dropped} more lines not shown: GitHub takes at most 1 MiB of step summary; the whole "
+            "report is in `--json` and `--junit`._\n"
+        )
 
     def check(self, report: CheckReport) -> None:
         gate = report.gate()
@@ -204,4 +232,11 @@ class MarkdownFormatter(Formatter):
 
 
 def render(report: object, options: RenderOptions) -> str:
-    return render_with(MarkdownFormatter, report, options)
+    made: list[MarkdownFormatter] = []
+
+    def make(stream: TextIO) -> MarkdownFormatter:
+        made.append(MarkdownFormatter(stream))
+        return made[-1]
+
+    text = render_with(make, report, options)
+    return text + made[-1].cut_note()
