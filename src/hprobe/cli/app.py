@@ -186,7 +186,12 @@ def check(
     kernel: PadFnKernelOpt = None,
     sm: TablesSmOpt = None,
     strict: bool = typer.Option(
-        False, "--strict", help="Exit 1 on reducible, table-refuses or off-fast-path findings too."
+        False,
+        "--strict",
+        help=(
+            "Exit 1 on reducible, table-refuses or off-fast-path findings too, on `assumed` rows (a call whose "
+            "head count or arguments were not read) and on calls not judged."
+        ),
     ),
     trust_validators: bool = typer.Option(
         False,
