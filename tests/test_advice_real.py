@@ -142,6 +142,11 @@ def test_sglang_fallback_is_flashmla_by_default_and_never_rewritten(cli_json, cl
     assert code == 2 and f"--diff {diff} not written: nothing to rewrite" in err, (
         err
     )  # the report still says why for each rule
+    # Said (first on stderr, before any release is fetched, in text): a pin only
+    # in built metadata is in no file a patch raises.
+    assert doc["notes"][0].startswith(f"the flashinfer requirement is only in built metadata ({tree.parent}/"), doc[
+        "notes"
+    ][:2]
     decode = [s for s in doc["suggestions"] if s["kernel"] == "dsv4-sparse-mla"]
     assert decode
     for s in decode:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
     from hprobe.commands.request import RuleRequest
     from hprobe.report.suggest import SuggestReport
+    from hprobe.rules.repo.tree.extract import RepoTables
 
 
 def run_suggest(
@@ -48,7 +49,14 @@ def run_suggest(
         ahead = newest.result()
     if want_table and len(tables) != 1:
         raise InputError("--output writes one table: name one with --table (or use --repo)")
+    unpatchable = _built_metadata_only(repo_tables) if diff_name is not None and repo_tables is not None else None
+    if unpatchable is not None:
+        from hprobe.system.progress import Statement
+
+        progress(Statement(unpatchable))  # before any release is fetched
     report = judge_rules(request, tables, repo_tables, False, use_cache, progress, ahead=ahead)
+    if unpatchable is not None:
+        report = replace(report, notes=[unpatchable, *report.notes])
     # The tables judged: a repo whose rules read flashinfer's own tables gives one per release.
     suggestions = make_suggestions(
         report.findings, report.releases, report.tables, newest_only=request.flashinfer is None
@@ -135,3 +143,23 @@ def _newest_published() -> tuple[str, ...]:
     except InputError:
         return ()
     return (str(final[-1]),) if final else ()
+
+
+def _built_metadata_only(repo_tables: RepoTables) -> str | None:
+    """Why a patch cannot raise the tree's pin, where its flashinfer
+    requirement lives only in built metadata (a wheel's or an installed
+    package's METADATA): a padding change that needs a newer release is then
+    not written; the advice is printed all the same."""
+    from pathlib import Path
+
+    from hprobe.rules.repo.pin import find_pins
+
+    root = Path(repo_tables.root)
+    pins = find_pins(root if root.is_dir() else root.parent)
+    if not pins or any(p.kind != "metadata" for p in pins):
+        return None
+    return (
+        f"the flashinfer requirement is only in built metadata ({pins[0].source}), where a patch cannot raise it "
+        "(it lives in the source checkout's requirement files): --diff leaves every rule that needs a newer release "
+        "as it is; the advice is printed either way"
+    )
