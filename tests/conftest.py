@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -161,3 +164,19 @@ def pytest_sessionfinish(session, exitstatus):
         shutil.rmtree(SESSION_CACHE, ignore_errors=True)
     for tree in _ENGINE_TREES.values():
         shutil.rmtree(tree.parent, ignore_errors=True)
+
+
+@contextmanager
+def tmpfs(where: Path, size: str, needs: str) -> Iterator[Path]:
+    """A tmpfs of `size` mounted at `where` for the block (a full or read-only
+    disk); the test is skipped, saying what `needs` it, where mounting is refused."""
+    where.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"{needs} needs a tmpfs mount, refused here: {done.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)

@@ -16,6 +16,8 @@ from hprobe.model.outcome import Outcome
 from hprobe.model.sm import SM
 from hprobe.probe.run import probe_kernel
 
+from .conftest import V4_PRO_TABLE
+
 
 class _WrongHeadDimProbe(DSv4SparseMLAProbe):
     """Inputs no release accepts (head dim 500): every call fails a validator
@@ -255,22 +257,8 @@ def test_a_missing_torch_or_flashinfer_is_exit_4_with_the_line_that_installs_it(
     import subprocess
     import sys
 
-    table = write_table("""
-[table]
-name = "t"
-source = "tests"
+    table = write_table(V4_PRO_TABLE.format(rule="pad_to = [128]"))
 
-[model]
-name = "m"
-num_q_heads = 128
-tp = [1]
-
-[[backend]]
-name = "b"
-kernel = "dsv4-sparse-mla"
-sm = [100]
-pad_to = [128]
-""")
     proc = subprocess.run(
         [sys.executable, "-c", _WITHOUT.format(module=module, table=str(table))],
         env=dict(os.environ, HPROBE_CACHE_DIR=str(tmp_path / "cache"), NO_COLOR="1"),

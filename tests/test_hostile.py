@@ -28,10 +28,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import IO
 
 import pytest
 
-from .conftest import V4_PRO_TABLE
+from .conftest import V4_PRO_TABLE, tmpfs
 from .engine_wheels import pip_download
 
 HPROBE = Path(sys.executable).with_name("hprobe")
@@ -1737,6 +1738,18 @@ class TestStreamsAndWriters:
     """What hprobe writes to: a full stdout, a closed pipe, stdout by name, a
     site on a disk that fills, a cache on a full disk."""
 
+    def _into(self, arena: Path, args: list[str], stdout: IO[str]) -> subprocess.CompletedProcess[str]:
+        """hprobe `args` run in `arena` with its stdout the file given."""
+        return subprocess.run(
+            [str(HPROBE), *args],
+            cwd=arena,
+            env=self._env(arena),
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+
     def _env(self, arena: Path, **extra: str) -> dict[str, str]:
         # A log, not a terminal: no width from the environment wraps a line these tests read whole.
         env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
@@ -1754,15 +1767,7 @@ class TestStreamsAndWriters:
     def test_a_full_stdout_is_one_line(self, tmp_path):
         (tmp_path / "tmp").mkdir()
         with open("/dev/full", "w") as full:
-            proc = subprocess.run(
-                [str(HPROBE), "kernels"],
-                cwd=tmp_path,
-                env=self._env(tmp_path),
-                stdout=full,
-                stderr=subprocess.PIPE,
-                text=True,
-                timeout=120,
-            )
+            proc = self._into(tmp_path, ["kernels"], full)
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.splitlines() == ["hprobe: error: stdout: No space left on device (ENOSPC)"]
 
@@ -1807,15 +1812,7 @@ class TestStreamsAndWriters:
         (tmp_path / "tmp").mkdir()
         _write("t.toml", TABLE.format(rule="pad_to = [8, 16, 32, 64, 128]"))(tmp_path)
         with open(tmp_path / "out.txt", "w") as out:
-            proc = subprocess.run(
-                [str(HPROBE), "check", "--table", str(tmp_path / "t.toml"), "--junit", "/dev/stdout"],
-                cwd=tmp_path,
-                env=self._env(tmp_path),
-                stdout=out,
-                stderr=subprocess.PIPE,
-                text=True,
-                timeout=120,
-            )
+            proc = self._into(tmp_path, ["check", "--table", str(tmp_path / "t.toml"), "--junit", "/dev/stdout"], out)
         assert proc.returncode == 0, proc.stderr
         written = (tmp_path / "out.txt").read_text()
         assert "hprobe check" in written and "<testsuites" in written  # the report kept, the XML after it
@@ -1825,16 +1822,11 @@ class TestStreamsAndWriters:
         before probing, exit 2; beside text (for people) it is written after."""
         (tmp_path / "tmp").mkdir()
         _write("t.toml", TABLE.format(rule="pad_to = [8, 16, 32, 64, 128]"))(tmp_path)
-        argv = [str(HPROBE), "check", "--table", str(tmp_path / "t.toml"), "--junit", "/dev/stdout"]
         with open(tmp_path / "out.json", "w") as out:
-            proc = subprocess.run(
-                [*argv, "--format", "json"],
-                cwd=tmp_path,
-                env=self._env(tmp_path),
-                stdout=out,
-                stderr=subprocess.PIPE,
-                text=True,
-                timeout=120,
+            proc = self._into(
+                tmp_path,
+                ["check", "--table", str(tmp_path / "t.toml"), "--junit", "/dev/stdout", "--format", "json"],
+                out,
             )
         assert proc.returncode == 2 and (tmp_path / "out.json").read_text() == ""
         assert proc.stderr.splitlines() == [
@@ -1919,14 +1911,5 @@ class TestStreamsAndWriters:
 @pytest.fixture
 def small_disk(tmp_path):
     """A 16 KiB tmpfs: room for a few small files, not for a site or a release."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(mount)], capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        pytest.skip(f"a full disk needs a tmpfs mount, refused here: {done.stderr.strip()}")
-    try:
+    with tmpfs(tmp_path / "disk", "16k", "a full disk") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
