@@ -256,10 +256,10 @@ def test_a_checksums_file_no_package_has_is_refused_unread(tmp_path, monkeypatch
     with (store / "checksums.txt").open("wb") as sparse:
         sparse.truncate(4 * 2**30)
     with pytest.raises(ValueError, match="4294967296 bytes, larger than such a file"):
-        kernel_tables._given(store, package)
+        kernel_tables._given(str(store), package)
     (store / "checksums.txt").unlink()
     os.mkfifo(store / "checksums.txt")
-    refused = kernel_tables._given(store, package)  # returns: a FIFO is never opened
+    refused = kernel_tables._given(str(store), package)  # returns: a FIFO is never opened
     assert isinstance(refused, str) and "holds no checksums.txt" in refused
 
     bomb = tmp_path / "flashinfer_cubin-0.6.13-py3-none-any.whl"
@@ -504,3 +504,15 @@ def test_a_check_whose_counts_wait_on_a_selection_not_evaluated_is_undecided(cli
     assert code == 0, out + err
     first = out.splitlines()[0]
     assert first.startswith("pass: ") and "on the validators' word alone" in first and "--trust-validators" in first
+
+
+def test_a_url_given_for_the_kernel_table_is_said_as_written():
+    """HPROBE_KERNEL_TABLE names a folder or wheel here; a URL there is said
+    as written (a path would print `https:/…`), with where a store goes."""
+    package = package_of(PACKAGE)
+    assert not isinstance(package, str)
+    said = kernel_tables._given("https://example.invalid/store/", package)
+    assert said == (
+        "HPROBE_KERNEL_TABLE=https://example.invalid/store/: a folder or wheel on this machine, not a URL (an "
+        "artifact store's address goes in FLASHINFER_CUBINS_REPOSITORY)"
+    )

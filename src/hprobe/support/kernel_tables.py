@@ -103,7 +103,7 @@ _SEARCHES: dict[str, threading.Lock] = {}
 
 def _search(package: Package, setting: str, flashinfer: Path, version: str, progress: Callable[[str], None]) -> Tables:
     tried: list[str] = []
-    here: list[Callable[[], Found]] = [lambda: _given(Path(setting).expanduser(), package)] if setting else []
+    here: list[Callable[[], Found]] = [lambda: _given(setting, package)] if setting else []
     here += [lambda: _cached(package), lambda: _installed_cubin(package)]
     # Fetched only when no recent search found nothing: a machine that cannot
     # reach the index's cubin or the store would pay for the attempt (a
@@ -220,7 +220,16 @@ def _cached(package: Package) -> Found:
     )
 
 
-def _given(path: Path, package: Package) -> Found:
+def _given(setting: str, package: Package) -> Found:
+    """The table HPROBE_KERNEL_TABLE names: a folder or a wheel on this
+    machine. A URL is said as written (a Path would fold its `//`), with
+    where a store's address goes instead."""
+    if "://" in setting:
+        return (
+            f"{SETTING}={setting}: a folder or wheel on this machine, not a URL (an artifact store's address goes in "
+            "FLASHINFER_CUBINS_REPOSITORY)"
+        )
+    path = Path(setting).expanduser()
     if path.suffix == ".whl" and path.is_file():
         return _from_wheel(path, package, f"{path.name}")
     for root in (
@@ -233,7 +242,7 @@ def _given(path: Path, package: Package) -> Found:
             return _verified(
                 _bounded_read(root / CHECKSUMS, MAX_CHECKSUMS_BYTES), _bounded_read(root / HEADER), package, str(root)
             )
-    return f"{SETTING}={path}: holds no {CHECKSUMS} with {HEADER} for kernel package {package.short}"
+    return f"{SETTING}={setting}: holds no {CHECKSUMS} with {HEADER} for kernel package {package.short}"
 
 
 def _installed_cubin(package: Package) -> Found:
