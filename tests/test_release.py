@@ -56,7 +56,7 @@ def dist(tmp_path_factory) -> Path:
 def _check(dist: Path, tag: str, extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     env = dict(
         os.environ,
-        PYTHON=sys.executable,
+        PYTHON=sys.executable,  # a test's own; left out, the checkout's .venv (test below)
         GITHUB_REF_NAME=tag,
         HPROBE_SMOKE_DEPS=sysconfig.get_paths()["purelib"],  # the dev venv's packages, not a second install
     )
@@ -111,3 +111,20 @@ def test_the_environment_is_never_run_as_code(dist, tmp_path, variable, value):
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.strip().startswith(f"release-check: {variable} must be")
     assert not marker.exists()
+
+
+def test_the_check_finds_the_checkout_s_own_venv(dist):
+    """Without PYTHON the script runs twine from the checkout's .venv (which
+    scripts/setup makes), not a system python3 that may lack it."""
+    from hprobe import __version__
+
+    if not (ROOT / ".venv" / "bin" / "python").exists():
+        pytest.skip("no .venv in this checkout (scripts/setup makes it)")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHON"}
+    env.update(GITHUB_REF_NAME=f"v{__version__}", HPROBE_SMOKE_DEPS=sysconfig.get_paths()["purelib"])
+    env["PATH"] = "/usr/bin:/bin"  # no venv on the way: only the checkout's own can have twine
+    done = subprocess.run(
+        [str(ROOT / "scripts" / "release-check"), str(dist)], env=env, capture_output=True, text=True, timeout=900
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "twine check passed, the installed wheel runs" in done.stdout
