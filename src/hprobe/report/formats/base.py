@@ -158,9 +158,16 @@ class SourceLocation:
     rest: str = ""
 
 
+# What follows a path without a line: "vllm/x.py [SM100, decode]".
+_LOOSE_WORDS = re.compile(r"\s+\[.*$", re.DOTALL)
+
+
 def source_location(source: str) -> SourceLocation:
     m = _LOCATION.fullmatch(source)
     if m is None:
+        words = _LOOSE_WORDS.search(source)
+        if words is not None:
+            return SourceLocation(source[: words.start()], rest=words.group().strip())
         return SourceLocation(source)
     col = m.group("col")
     return SourceLocation(m.group("path"), int(m.group("line")), int(col) if col else None, m.group("rest").strip())

@@ -31,7 +31,7 @@ def annotation_lines(report: CheckReport) -> list[str]:
         if level is None:
             continue
         grouped.setdefault((level, f.source, f.backend, f.sm, f.label), []).append(f)
-    lines = []
+    lines: list[tuple[str, str]] = []  # (level, annotation)
     for (level, source, backend, sm, label), findings in grouped.items():
         where = source_location(source)
         # Rows share an annotation, never an explanation: each row's own
@@ -49,7 +49,7 @@ def annotation_lines(report: CheckReport) -> list[str]:
         message = "; ".join(f"{', '.join(cases)}: {explanation}" for explanation, cases in by_explanation.items())
         if where.rest:
             message = f"{where.rest} {message}"
-        lines.append(f"::{level} {','.join(props)}::{gha_data(message)}")
+        lines.append((level, f"::{level} {','.join(props)}::{gha_data(message)}"))
     return _within_step_limits(lines)
 
 
@@ -58,24 +58,25 @@ def annotation_lines(report: CheckReport) -> list[str]:
 ANNOTATIONS_PER_LEVEL = 10
 
 
-def _within_step_limits(lines: list[str]) -> list[str]:
-    by_level: dict[str, list[str]] = {}
-    for line in lines:
-        by_level.setdefault(line[2:].split(" ", 1)[0], []).append(line)
+def _within_step_limits(lines: list[tuple[str, str]]) -> list[str]:
+    """The annotations in their order, at most ANNOTATIONS_PER_LEVEL of a
+    level, the last of those saying how many more there are."""
+    total = {level: sum(1 for other, _ in lines if other == level) for level, _ in lines}
+    shown: dict[str, int] = {}
     kept = []
-    for level, same in by_level.items():
-        if len(same) <= ANNOTATIONS_PER_LEVEL:
-            kept.extend(same)
-            continue
-        kept.extend(same[: ANNOTATIONS_PER_LEVEL - 1])
-        rest = len(same) - (ANNOTATIONS_PER_LEVEL - 1)
-        kept.append(
-            f"::{level} title={gha_property('hprobe: more annotations')}::"
-            + gha_data(
-                f"{rest} more {level} annotations not shown: GitHub shows {ANNOTATIONS_PER_LEVEL} of each level per "
-                "step; every finding is in the step's log and in --json / --junit"
+    for level, line in lines:
+        shown[level] = shown.get(level, 0) + 1
+        if total[level] <= ANNOTATIONS_PER_LEVEL or shown[level] < ANNOTATIONS_PER_LEVEL:
+            kept.append(line)
+        elif shown[level] == ANNOTATIONS_PER_LEVEL:
+            rest = total[level] - (ANNOTATIONS_PER_LEVEL - 1)
+            kept.append(
+                f"::{level} title={gha_property('hprobe: more annotations')}::"
+                + gha_data(
+                    f"{rest} more {level} annotations not shown: GitHub shows {ANNOTATIONS_PER_LEVEL} of each level "
+                    "per step; every finding is in the step's log and in --json / --junit"
+                )
             )
-        )
     return kept
 
 

@@ -10,14 +10,13 @@ URI. Every string from outside hprobe goes through `json.dumps`."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from hprobe import __version__
 from hprobe.model.verdict import Verdict
-from hprobe.report.formats.base import NotRendered, RenderOptions, SourceLocation, source_location
+from hprobe.report.formats.base import NotRendered, RenderOptions, source_location
 from hprobe.system.escaping import json_text
 
 if TYPE_CHECKING:
@@ -52,7 +51,7 @@ def sarif_log(report: CheckReport) -> dict[str, Any]:
         cases: dict[str, list[str]] = {}
         for f in findings:
             cases.setdefault(f.explain(), []).append(f"{f.model} TP{f.tp} (n={f.n})")
-        where = _place(source).rest if source else ""
+        where = source_location(source).rest if source else ""
         message = (
             f"{backend} on SM{sm}: {label}. "
             + "; ".join(f"{', '.join(who)}: {why}" for why, who in cases.items())
@@ -103,7 +102,7 @@ def sarif_log(report: CheckReport) -> dict[str, Any]:
 def _location(source: str) -> dict[str, Any]:
     """A path and a line, as code scanning reads them: the words after them
     ("[SM100/SM103, unpadded]") belong to the message, never to the file URI."""
-    place = _place(source)
+    place = source_location(source)
     posix = PurePosixPath(place.path.replace("\\", "/"))
     uri = f"file://{quote(str(posix))}" if posix.is_absolute() else quote(str(posix))
     physical: dict[str, Any] = {"artifactLocation": {"uri": uri}}
@@ -113,15 +112,3 @@ def _location(source: str) -> dict[str, Any]:
             region["startColumn"] = place.col
         physical["region"] = region
     return {"physicalLocation": physical}
-
-
-def _place(source: str) -> SourceLocation:
-    """`source` split into path, line and the words after them, a path without
-    a line too ("vllm/x.py [SM100, decode]")."""
-    place = source_location(source)
-    if place.line is None and (words := _LOOSE_WORDS.search(place.path)) is not None:
-        return SourceLocation(place.path[: words.start()], rest=words.group().strip())
-    return place
-
-
-_LOOSE_WORDS = re.compile(r"\s+\[.*$", re.DOTALL)

@@ -228,41 +228,50 @@ class FlashinferSource(Protocol):
     def import_names(self, module: str, names: list[str], sm: int | None) -> dict: ...
 
 
-class Iterated:
+class _ReleaseObject:
+    """A flashinfer object the worker saw only in part: asking it what was not
+    seen (`in`, `len`) is not evaluable, since the object may answer
+    differently than hprobe would guess."""
+
+    unseen = ""  # why, after the object's name
+
+    def __init__(self, type_name: str):
+        self.type_name = type_name
+
+    def __contains__(self, item: object) -> bool:
+        raise _OpaqueUse(f"`in` on flashinfer's {self.type_name}, {self.unseen}")
+
+    def __len__(self) -> int:
+        raise _OpaqueUse(f"len() of flashinfer's {self.type_name}, {self.unseen}")
+
+
+class Iterated(_ReleaseObject):
     """A flashinfer object that a worker could only iterate (0.7.x's dispatch
-    envelope): iteration is what it was seen to give; asking it anything else
-    (`in`, `len`) is not evaluable, since the object may answer differently."""
+    envelope): iteration is what it was seen to give."""
+
+    unseen = "seen only by iterating it"
 
     def __init__(self, items: list[Any], type_name: str):
-        self.items, self.type_name = items, type_name
+        super().__init__(type_name)
+        self.items = items
 
     def __iter__(self):
         return iter(self.items)
 
-    def __contains__(self, item: object) -> bool:
-        raise _OpaqueUse(f"`in` on flashinfer's {self.type_name}, seen only by iterating it")
 
-    def __len__(self) -> int:
-        raise _OpaqueUse(f"len() of flashinfer's {self.type_name}, seen only by iterating it")
-
-
-class NotIterable:
+class NotIterable(_ReleaseObject):
     """A flashinfer object that does not iterate (0.7.0's dispatch envelope has
     only `__contains__`): iterating it raises the TypeError the worker saw
-    Python raise on the release's own object; anything else asked of it is
-    not evaluable."""
+    Python raise on the release's own object."""
+
+    unseen = "which hprobe does not ask the release"
 
     def __init__(self, type_name: str, message: str):
-        self.type_name, self.message = type_name, message
+        super().__init__(type_name)
+        self.message = message
 
     def __iter__(self):
         raise _Raised("TypeError", self.message, foreign=True)
-
-    def __contains__(self, item: object) -> bool:
-        raise _OpaqueUse(f"`in` on flashinfer's {self.type_name}, which hprobe does not ask the release")
-
-    def __len__(self) -> int:
-        raise _OpaqueUse(f"len() of flashinfer's {self.type_name}, which hprobe does not ask the release")
 
 
 class _OpaqueUse(Exception):
