@@ -92,7 +92,6 @@ ELSEWHERE: dict[str, str] = {
     "rules/interface.py": "tests/rules/test_sources.py",
     "rules/models.py": "tests/test_model_axes.py",
     "rules/repo/interpreter/bound.py": "tests/rules/repo/interpreter/test_evaluate.py and tests/test_hostile.py",
-    "rules/repo/tracing/calls.py": "tests/rules/repo/tracing/test_paths.py and tests/test_repo_vllm.py",
     "rules/repo/tree/extract.py": "tests/test_repo.py and tests/rules/repo/test_patch.py",
     "rules/repo/tree/inline.py": "tests/rules/repo/tracing/test_paths.py",
     "rules/repo/tree/kind.py": "tests/test_repo.py and tests/test_repo_sglang.py",

@@ -156,7 +156,7 @@ def _verdict_action(rows: list[Finding]) -> str:
             crash = compact_set({f.n for f in group if f.on_assumption is not None and f.on_assumption.fails(False)})
             shown = (
                 f"; on it the kernel refuses n={crash}"
-                if crash != "{}" and why in (Assumption.HEADS, Assumption.CALL)
+                if crash != "{}" and why in (Assumption.HEADS, Assumption.CALL, Assumption.ESCAPED)
                 else ""
             )
             where = "the notes" if why is Assumption.RELEASE else "the call paths"

@@ -15,6 +15,9 @@ class Assumption(str, Enum):
     # the tree's flashinfer requirement is there but unreadable: judged on a
     # release the tree may not install
     RELEASE = "release"
+    # the engine hands the entry on (stores it, passes it to a helper) where its
+    # call is not followed: shown as heads // tp, unpadded, on the kernel's defaults
+    ESCAPED = "escaped"
 
     @property
     def undecided(self) -> str:
@@ -31,6 +34,11 @@ class Assumption(str, Enum):
                 return "the kernel's answer depends on the query's dtype, which hprobe does not read from the engine"
             case Assumption.ARCH:
                 return "the kernel refuses this SM; whether the engine takes this path on it was not read"
+            case Assumption.ESCAPED:
+                return (
+                    "the engine hands this entry on where its call is not followed (see the call path); shown as "
+                    "heads // tp, unpadded, with the kernel's defaults"
+                )
             case Assumption.RELEASE:
                 return (
                     "the tree's flashinfer requirement cannot be read, so which release it installs is unknown; "

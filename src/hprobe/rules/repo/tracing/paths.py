@@ -173,6 +173,12 @@ def read_paths(context: PathContext) -> PathReading:
     sites = find_calls(context.index, frozenset(called_as))
     calls = TreeCalls(context.index)  # what one trail reads of the tree, the next reuses
     entries: dict[int, tuple[CallMapping, list[CallSite]]] = {}
+    escapes = [site for site in sites if site.escape is not None]
+    sites = [site for site in sites if site.escape is None]
+    for site in escapes:
+        path, backends = _escaped(context, site, called_as)
+        reading.paths.append(path)
+        reading.backends.extend(backends)
     forms = {site: _call_form(context, site) for site in sites}
     for site in sites:
         shown = f"{context.shown(site.path)}:{site.line}"
@@ -321,6 +327,41 @@ def _unmapped(
         f"; {serves}" if serves else ""
     )
     return CallPath(site, shown, PathStatus.ASSUMED, detail, kernel, backends=(backend.name,)), [backend]
+
+
+def _escaped(context: PathContext, site: CallSite, called_as: dict[str, str]) -> tuple[CallPath, list[Backend]]:
+    """A place the tree hands an entry on in a form not followed (calls.py's
+    escapes): the call it leads to is not read, so neither is its count nor
+    what it passes. With the entry known, shown as heads // tp, unpadded, on
+    the kernel's defaults (undecided); with the entry's name computed,
+    listed as not judged."""
+    shown = f"{context.shown(site.path)}:{site.line}" if site.line else context.shown(site.path)
+    where = site.function or "module level"
+    if not site.entry:  # a computed attribute, a file not read: which entry is unknown
+        return CallPath(site, shown, PathStatus.UNRESOLVED, f"{where}: {site.escape}", None), []
+    kernel = called_as[site.entry]
+    probe = get_probe(kernel)
+    models, serves = _site_models(context, site)
+    detail = (
+        f"{where}: {site.entry} is {site.escape}; the call it leads to is not followed, so neither its head count "
+        "nor what it passes is read"
+    )
+    if not models:
+        return CallPath(site, shown, PathStatus.JUDGED, f"{detail}; {serves}, none of the models judged", kernel), []
+    counts = sorted({n for model in models for _, n in model.per_rank()})
+    backend = Backend(
+        f"{site.module}.{site.function or '<module>'}:{site.line} [assumed]",
+        kernel,
+        probe.default_sms,
+        PadMap(tuple((n, n) for n in counts)),
+        Where(context.shown(site.path), site.line),
+        (),
+        models=tuple(model.name for model in models) if len(models) < len(context.models) else (),
+        assumed=f"assumed: the model's heads // tp, unpadded, on {probe.id}'s defaults ({detail})",
+        assumption=Assumption.ESCAPED,
+    )
+    shown_detail = f"{detail}: shown assuming the model's heads // tp, unpadded" + (f"; {serves}" if serves else "")
+    return CallPath(site, shown, PathStatus.ASSUMED, shown_detail, kernel, backends=(backend.name,)), [backend]
 
 
 def _ended_at(context: PathContext, end: NotEvaluable, shown: str) -> str:

@@ -31,6 +31,21 @@ MAX_MRO = 64  # classes in one hierarchy; padding hierarchies are a handful deep
 # reach 46; every walk of a file (parsing aside) is iterative or bounded by this.
 MAX_NESTING = 120
 
+# A file too large to parse is still searched for a call of FlashInfer, a
+# block at a time, this far; past it, it may hold one.
+SCAN_BLOCK = 1 << 20
+MAX_SCANNED_BYTES = 256 << 20
+
+
+@dataclass(frozen=True)
+class Unread:
+    """A module of the tree not read or not parsed."""
+
+    path: Path
+    shown: str  # as the user named the tree
+    line: int  # where parsing stopped; 0 where the file was not read
+    why: str  # "not read (...)", "not parsed: ..."
+
 
 @dataclass
 class ModuleInfo:
@@ -104,6 +119,9 @@ class RepoIndex:
         self.files: dict[str, Path] = {}  # dotted module name -> file
         self.modules: dict[str, ModuleInfo] = {}  # parsed so far
         self.problems: list[str] = []  # files that could not be parsed
+        # Modules not read or not parsed: dotted name -> (file, why). What they
+        # would call is unknown; find_calls lists each that may call FlashInfer.
+        self.unread: dict[str, Unread] = {}
         self._mro_cache: dict[str, list[ClassInfo]] = {}
         self._texts: dict[str, str | None] = {}
         self._identifiers: dict[str, frozenset[str]] = {}
@@ -125,6 +143,10 @@ class RepoIndex:
         """The same, each parsed only when the caller asks for it (a search
         that stops at its first find parses no further)."""
         return self._each_module(lambda name, text: self._mentions(name, text, words))
+
+    def each_module_whose_text(self, accept: Callable[[str], bool]) -> Iterator[ModuleInfo]:
+        """Parsed modules whose source `accept`s, each parsed only when asked for."""
+        return self._each_module(lambda _, text: accept(text))
 
     def each_module_naming(self, name: str) -> Iterator[ModuleInfo]:
         """Parsed modules in which the identifier `name` appears whole and not
@@ -174,19 +196,51 @@ class RepoIndex:
             path = self.files[name]
             text = None
             if not regular_file(path):
-                self.problems.append(f"{self._shown(path)}: not read (not a regular file)")
+                self._not_read(name, path, "not read (not a regular file)")
             else:
                 try:
                     # As Python reads it (BOM, PEP 263 coding line), so `ast`
                     # positions name the same characters a patch edits.
                     text = PythonSource.read(path, str(self._shown(path))).text
                 except InputError as exc:
-                    self.problems.append(
-                        f"{self._shown(path)}: not read ({exc.message}; at most {MAX_SOURCE_BYTES >> 20} MiB of Python "
-                        "source)"
+                    self._not_read(
+                        name, path, f"not read ({exc.message}; at most {MAX_SOURCE_BYTES >> 20} MiB of Python source)"
                     )
             self._texts[name] = text
         return self._texts[name]
+
+    def _not_read(self, name: str, path: Path, why: str, line: int | None = None) -> None:
+        shown = str(self._shown(path))
+        self.problems.append(f"{shown}{f':{line}' if line else ''}: {why}")
+        self.unread[name] = Unread(path, shown, line or 0, why)
+
+    def may_mention(self, name: str, words: set[str]) -> bool:
+        """Whether a module not read (`unread`) may hold any of `words`: its
+        text where it was read but not parsed, else its bytes, searched a
+        block at a time up to MAX_SCANNED_BYTES; past that, or where it is
+        no regular file, it may."""
+        text = self._texts.get(name)
+        if text is not None:
+            return any(word in text for word in words)
+        path = self.unread[name].path
+        if not regular_file(path):
+            return True
+        wanted = [word.encode() for word in words]
+        overlap = max(map(len, wanted), default=0)
+        try:
+            with path.open("rb") as handle:
+                tail = b""
+                for _ in range(MAX_SCANNED_BYTES // SCAN_BLOCK):
+                    block = handle.read(SCAN_BLOCK)
+                    if not block:
+                        return False
+                    window = tail + block
+                    if any(word in window for word in wanted):
+                        return True
+                    tail = window[-overlap:]
+        except OSError:
+            return True
+        return True
 
     def with_texts(self, texts: dict[str, str]) -> RepoIndex:
         """A fresh index of the same files in which the modules named read as
@@ -215,19 +269,20 @@ class RepoIndex:
         if text is None:
             self.files.pop(name, None)
             return None
-        problem = None
+        problem = None  # (line, why)
         try:
             tree = parse_module(text, filename=str(rel))
         except SyntaxError as exc:
-            problem = f"{rel}{f':{exc.lineno}' if exc.lineno else ''}: not parsed: {exc.msg}"
+            problem = exc.lineno, f"not parsed: {exc.msg}"
         except (ValueError, RecursionError, MemoryError) as exc:
             problem = (
-                f"{rel}: not parsed: {exc if isinstance(exc, ValueError) else 'nested too deeply for Python parser'}"
+                None,
+                f"not parsed: {exc if isinstance(exc, ValueError) else 'nested too deeply for Python parser'}",
             )
         else:
-            problem = _too_deep(tree, rel)
+            problem = _too_deep(tree)
         if problem is not None:
-            self.problems.append(problem)
+            self._not_read(name, path, problem[1], problem[0])
             self.files.pop(name, None)
             return None
         module = ModuleInfo(name, str(rel), tree)
@@ -369,7 +424,7 @@ class RepoIndex:
         return list(found.values())
 
 
-def _too_deep(tree: ast.AST, rel: Path) -> str | None:
+def _too_deep(tree: ast.AST) -> tuple[int | None, str] | None:
     """Expressions nested deeper than MAX_NESTING are refused at parse time:
     the evaluator recurses over them, and no padding rule is written so."""
     # Level by level: one list per depth rather than a (node, depth) pair per node.
@@ -378,7 +433,7 @@ def _too_deep(tree: ast.AST, rel: Path) -> str | None:
         level = [child for node in level for child in ast.iter_child_nodes(node)]
         if not level:
             return None
-    return f"{rel}:{getattr(level[0], 'lineno', '?')}: not read: nested deeper than {MAX_NESTING} levels"
+    return getattr(level[0], "lineno", None), f"not read: nested deeper than {MAX_NESTING} levels"
 
 
 # Metaclasses that keep a class body as written (ABCMeta only records
