@@ -152,3 +152,68 @@ def test_a_count_an_allocation_may_have_padded_is_no_regrouping(tmp_path: Path, 
     trail = trace_heads(index, index.by_suffix("engine.attn"), line, ("query", 0), ROOTS)  # type: ignore[arg-type]
     assert isinstance(trail, HeadTrail) and trail.evaluate(16) == 64
     assert not trail.regrouped
+
+
+LAYER = """
+from flashinfer.decode import trtllm_batch_decode_with_kv_cache_mla
+{prelude}
+
+class Impl:
+    {decorator}
+    def forward_mqa(self, q, kv_cache, attn_metadata, layer):
+{body}
+        return trtllm_batch_decode_with_kv_cache_mla(query={query}, kv_cache=None)
+"""
+
+
+def _layer(tmp_path: Path, body: str, query: str = "q", decorator: str = "", prelude: str = ""):
+    text = LAYER.format(
+        body="\n".join("        " + row for row in body.splitlines()) or "        pass",
+        query=query,
+        decorator=decorator,
+        prelude=prelude,
+    )
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    index, line = one_module_tree(tmp_path, text)
+    return trace_heads(index, index.by_suffix("engine.attn"), line, ("query", 0), ROOTS)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("body", "decorator", "prelude", "why"),
+    [
+        ("def grow():\n    nonlocal q\n    q = torch.cat([q, q], dim=1)\ngrow()", "", "", "`nonlocal` at line"),
+        ("q.resize_(q.shape[0], q.shape[1] * 2, q.shape[2])", "", "", "changed in place by `q.resize_("),
+        ("q.unsqueeze_(1)", "", "", "changed in place by `q.unsqueeze_(1)`"),
+        ("q.transpose_(0, 1)", "", "", "changed in place by `q.transpose_(0, 1)`"),
+        ("q.set_(torch.cat([q, q], dim=1))", "", "", "changed in place by `q.set_("),
+        ("q.data = torch.cat([q, q], dim=1)", "", "", "`q.data` is replaced"),
+        ("torch.cat([q, q], dim=1, out=q)", "", "", "out=q)`"),
+        ("if (q := torch.cat([q, q], dim=1)) is not None:\n    pass", "", "", "bound by `:=`"),
+        ("match q:\n    case (a, b):\n        q = torch.cat([a, a], dim=1)", "", "", "bound inside the `match`"),
+        (
+            "",
+            "@doubled",
+            "def doubled(fn):\n    return lambda self, q, *a: fn(self, torch.cat([q, q], dim=1), *a)",
+            "decorated by `@doubled`",
+        ),
+    ],
+)
+def test_a_query_changed_where_the_trail_does_not_read_ends_it(tmp_path: Path, body, decorator, prelude, why) -> None:
+    """Each of these hands FlashInfer another count than the layer's: the
+    trail ends (the row is assumed, with the place), never judged at the
+    layer's count."""
+    trail = _layer(tmp_path, body, decorator=decorator, prelude=prelude)
+    assert isinstance(trail, TrailEnd), trail
+    assert why in trail.why
+
+
+def test_what_keeps_the_query_or_says_its_shape_is_followed(tmp_path: Path) -> None:
+    """A decorator known to pass arguments through, an element write, and
+    `view_as` (the other tensor's shape, itself followed) stay judged."""
+    plain = _layer(tmp_path / "a", "q[0] = 1\nq.mul_(2)", decorator="@torch.no_grad()")
+    assert isinstance(plain, HeadTrail) and plain.said == "the layer's count"
+    as_other = _layer(
+        tmp_path / "b", "rows, heads, dim = q.shape\nother = q.new_empty(rows, 2 * heads, dim)", "q.view_as(other)"
+    )
+    assert isinstance(as_other, HeadTrail), as_other
+    assert [as_other.evaluate(n) for n in (8, 16)] == [16, 32]

@@ -44,9 +44,9 @@ Function = ast.FunctionDef | ast.AsyncFunctionDef
 
 # Methods that give a tensor of the same leading axes, or change only the
 # last one (a dtype view): the head axis, second from the end, is kept.
-_SAME_HEADS = frozenset(
-    {"contiguous", "clone", "detach", "to", "float", "half", "bfloat16", "cuda", "view_as", "reshape_as"}
-)
+_SAME_HEADS = frozenset({"contiguous", "clone", "detach", "to", "float", "half", "bfloat16", "cuda"})
+# Methods whose result takes the shape of the tensor they are given.
+_SHAPED_AS = frozenset({"view_as", "reshape_as", "expand_as"})
 _SHAPED = frozenset({"view", "reshape", "expand", "new_empty", "new_zeros", "new_ones", "new_full"})
 _TORCH_SHAPED = frozenset({"empty", "zeros", "ones", "full", "randn", "rand"})
 _TORCH_LIKE = frozenset({"empty_like", "zeros_like", "ones_like", "full_like"})
@@ -377,6 +377,14 @@ class _Trail:
             method, receiver = func.attr, func.value
             if method in _SAME_HEADS:
                 return self.heads(receiver, frame)
+            if method in _SHAPED_AS:
+                if len(node.args) != 1 or node.keywords:
+                    return self._end(frame, node, f"`{_text(node)}` gives no shape hprobe can read")
+                # The other tensor's shape: a view or reshape of the layer's query
+                # regroups it (as `view` does), else it is another tensor's count.
+                regroups = method != "expand_as" and not isinstance(self.heads(receiver, frame), TrailEnd)
+                self.shaped.add("regroup" if regroups else "allocate")
+                return self.heads(node.args[0], frame)
             if (
                 method == "unsqueeze"
                 and len(node.args) == 1
@@ -620,6 +628,12 @@ class _Trail:
         assert frame.function is not None
         function = frame.function
         tensor = want[0] != "value"
+        wrapped = _wrapping_decorator(function)
+        if wrapped is not None:
+            # Its callers hand the decorator's wrapper what they pass; what the
+            # function itself is handed is the wrapper's to say.
+            why = f"{function.name} is decorated by `@{wrapped}`, which may change what it is handed"
+            return self._end(frame, function, why) if tensor else _Unknowable(f"{frame.module.path}: {why}")
         passed = frame.passed(name)
         if passed is not None:
             return self._follow(want, *passed)
@@ -983,7 +997,57 @@ def _reaching(function: Function | None, name: str, line: int) -> Definition:
     """The definition of `name` that reaches `line` in `function`'s body."""
     if function is None:
         return PARAMETER
+    changed = _changed_unseen(function, name)
+    if changed is not None:
+        return changed
     return _through(function.body, name, line, PARAMETER)
+
+
+# Tensor methods that change the tensor's own shape in place: a query such a
+# call reaches is not the shape its definition says.
+_RESHAPED_IN_PLACE = frozenset(
+    {
+        "resize_",
+        "resize_as_",
+        "unsqueeze_",
+        "squeeze_",
+        "transpose_",
+        "t_",
+        "swapdims_",
+        "swapaxes_",
+        "set_",
+        "as_strided_",
+    }
+)
+
+
+def _changed_unseen(function: Function, name: str) -> str | None:
+    """Why `name` in `function` may not be what the statements binding it say,
+    in words, or None: a nested function rebinds it (`nonlocal`), or the
+    tensor it names is changed in place (`resize_`, `unsqueeze_`, `.data = …`,
+    `out=`), here or in a function nested in this one. Wherever it happens in
+    the function: before or after the use, the trail does not weigh it."""
+    for node in ast.walk(function):
+        if node is not function and isinstance(node, ast.Nonlocal) and name in node.names:
+            return f"`{name}` is rebound by a nested function (`nonlocal` at line {node.lineno})"
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == name
+            and node.func.attr in _RESHAPED_IN_PLACE
+        ):
+            return f"`{name}` is changed in place by `{_text(node)}` at line {node.lineno}"
+        if isinstance(node, ast.Call) and any(
+            k.arg == "out" and isinstance(k.value, ast.Name) and k.value.id == name for k in node.keywords
+        ):
+            return f"`{name}` is written by `{_text(node.func)}(..., out={name})` at line {node.lineno}"
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and any(
+            isinstance(t, ast.Attribute) and t.attr == "data" and isinstance(t.value, ast.Name) and t.value.id == name
+            for t in _targets(node)
+        ):
+            return f"`{name}.data` is replaced at line {node.lineno}"
+    return None
 
 
 def _through(body: list[ast.stmt], name: str, line: int, current: Definition) -> Definition:
@@ -1014,6 +1078,8 @@ def _after(stmt: ast.stmt, name: str, current: Definition) -> Definition:
             at = next(i for i, e in enumerate(target.elts) if isinstance(e, ast.Name) and e.id == name)
             return stmt, (len(target.elts), at)
         return f"`{name}` is bound by `{_text(target)}` at line {stmt.lineno}"
+    if isinstance(stmt, (ast.If, ast.With, ast.AsyncWith)) and _walrus_binds(stmt, name):
+        return f"`{name}` is bound by `:=` at line {stmt.lineno}"
     if isinstance(stmt, ast.If):
         body, orelse = _through(stmt.body, name, 10**9, current), _through(stmt.orelse, name, 10**9, current)
         return current if body is current and orelse is current else _Chosen(stmt, body, orelse)
@@ -1028,6 +1094,8 @@ def _after(stmt: ast.stmt, name: str, current: Definition) -> Definition:
 
 def _inside(stmt: ast.stmt, name: str, line: int, current: Definition) -> Definition:
     """The definition at `line`, inside the compound statement `stmt`."""
+    if isinstance(stmt, (ast.If, ast.With, ast.AsyncWith)) and _walrus_binds(stmt, name):
+        return f"`{name}` is bound by `:=` at line {stmt.lineno}"
     if isinstance(stmt, ast.If):
         branch = stmt.body if _spans(stmt.body, line) else stmt.orelse
         return _through(branch, name, line, current)
@@ -1046,6 +1114,54 @@ def _inside(stmt: ast.stmt, name: str, line: int, current: Definition) -> Defini
                 return _through(block, name, line, entry)
     # The use is in the statement itself (a call's argument on a later line).
     return current
+
+
+# Decorators that hand a function the arguments its callers pass, unchanged.
+_PLAIN_DECORATORS = frozenset(
+    {
+        "staticmethod",
+        "classmethod",
+        "abstractmethod",
+        "override",
+        "overload",
+        "final",
+        "no_grad",
+        "inference_mode",
+        "enable_grad",
+        "compile",
+        "disable",
+        "cache",
+        "lru_cache",
+        "cached_property",
+        "property",
+        "wraps",
+        "jit",
+        "script",
+        "custom_op",
+        "register_fake",
+        "nvtx_range",
+    }
+)
+
+
+def _wrapping_decorator(function: Function) -> str | None:
+    """The first decorator of `function` that is not known to pass its
+    arguments through unchanged (the last name of it: `torch.no_grad()` is
+    `no_grad`), as written; None where there is none."""
+    for decorator in function.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        name = target.attr if isinstance(target, ast.Attribute) else target.id if isinstance(target, ast.Name) else None
+        if name not in _PLAIN_DECORATORS:
+            return _text(decorator)
+    return None
+
+
+def _walrus_binds(stmt: ast.If | ast.With | ast.AsyncWith, name: str) -> bool:
+    """Whether the test of an `if` or the items of a `with` bind `name` with `:=`."""
+    heads = [stmt.test] if isinstance(stmt, ast.If) else [i.context_expr for i in stmt.items]
+    return any(
+        isinstance(node, ast.NamedExpr) and node.target.id == name for head in heads for node in ast.walk(head)
+    )
 
 
 def _spans(block: list[ast.stmt], line: int) -> bool:
