@@ -428,6 +428,54 @@ def search_start_bench() -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def many_callers_bench(rounds: int) -> None:
+    """Reading a tree whose one FlashInfer call sits in a helper that N
+    functions of one module call (none of them reached from a layer: each
+    caller is asked for its own callers), at N = 1,000 and N = 10,000, side by
+    side: a reading linear in N takes about 10x, a quadratic one 100x."""
+    import shutil
+    import tempfile
+
+    work = Path(tempfile.mkdtemp(prefix="hprobe-callers-"))
+    code = (
+        "import sys, time; from pathlib import Path; "
+        "from hprobe.rules.repo.tree.extract import extract; from hprobe.rules.repo.tree.mapping import load_mapping; "
+        "root = Path(sys.argv[1]); t = time.perf_counter(); extract(root, load_mapping(root / 'mapping.toml')); "
+        "print(time.perf_counter() - t)"
+    )
+    try:
+        walls: dict[int, float] = {}
+        for n in (1_000, 10_000):
+            root = work / f"n{n}"
+            (root / "engine").mkdir(parents=True)
+            (root / "engine" / "__init__.py").write_text("")
+            calls = "".join(f"\ndef f{i}(q):\n    return helper(q)\n" for i in range(n))
+            (root / "engine" / "attn.py").write_text(
+                "from flashinfer.decode import trtllm_batch_decode_with_kv_cache_mla\n\n"
+                "def helper(q):\n    return trtllm_batch_decode_with_kv_cache_mla(query=q, kv_cache=None)\n" + calls
+            )
+            (root / "mapping.toml").write_text(
+                '[mapping]\nmethod = "get_padded_num_q_heads"\nlayer_query = ["forward_mqa(q)"]\n\n'
+                '[[model]]\nname = "Dense-96"\nnum_q_heads = 96\ntp = [1, 4]\n'
+            )
+            times = [
+                float(
+                    subprocess.run(
+                        [sys.executable, "-c", code, str(root)], check=True, capture_output=True, text=True, cwd=ROOT
+                    ).stdout
+                )
+                for _ in range(rounds)
+            ]
+            walls[n] = statistics.median(times)
+            print(f"{'reading, helper with ' + format(n, ',') + ' callers':<66} {walls[n]:>8.2f}")
+        ratio = walls[10_000] / walls[1_000]
+        print(
+            f"{'10,000 callers / 1,000 callers (linear: about 10x)':<66} {ratio:>8.2f}x{figure('callers 10x', ratio)}"
+        )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
@@ -477,6 +525,11 @@ def main() -> None:
         action="store_true",
         help="also time cold suggest --diff on SGLang 0.5.21 searching from the pin's floor against --since first",
     )
+    parser.add_argument(
+        "--many-callers",
+        action="store_true",
+        help="also time reading a tree whose helper 10,000 functions call against one with 1,000",
+    )
     args = parser.parse_args()
     try:
         PREVIOUS.update(json.loads(LAST_RUN.read_text()))
@@ -525,6 +578,8 @@ def main() -> None:
         cold_bench()
     if args.search_start:
         search_start_bench()
+    if args.many_callers:
+        many_callers_bench(args.rounds)
     LAST_RUN.parent.mkdir(parents=True, exist_ok=True)
     LAST_RUN.write_text(json.dumps({**PREVIOUS, **FIGURES}, indent=1))
 

@@ -26,6 +26,8 @@ DEFAULT_EXCLUDES = ("tests", "test", "fixtures", ".venv", "venv", "site-packages
 MAX_FILES = 20_000  # Python files of one --repo tree (vLLM has about 3,000)
 MAX_ENTRIES = 1_000_000  # files and directories walked to find them
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# A name spelt whole, other than as the name of a `def` (a call, a reference).
+_SPELLED = re.compile(r"(?<!\w)(?<!def )([A-Za-z_][A-Za-z0-9_]*)")
 MAX_MRO = 64  # classes in one hierarchy; padding hierarchies are a handful deep
 # AST depth of one file (each elif is a level). vLLM's and SGLang's deepest files
 # reach 46; every walk of a file (parsing aside) is iterative or bounded by this.
@@ -125,6 +127,7 @@ class RepoIndex:
         self._mro_cache: dict[str, list[ClassInfo]] = {}
         self._texts: dict[str, str | None] = {}
         self._identifiers: dict[str, frozenset[str]] = {}
+        self._spelled: dict[str, frozenset[str]] = {}
         self._patched: dict[str, str] | None = None
 
     @classmethod
@@ -153,13 +156,25 @@ class RepoIndex:
         as the name of its own `def`: every module that may call it. A call is
         spelt with the name as a word; a file that holds it only inside longer
         names (`_forward` in `_forward_impl`) or only defines it is not parsed."""
-        names = _naming(name)
-        return self._each_module(lambda _, text: names(text))
+        return self._each_module(lambda module_name, text: self._names(module_name, text, name))
 
     def count_naming(self, name: str) -> int:
         """How many modules `each_module_naming(name)` would parse (none parsed here)."""
-        names = _naming(name)
-        return sum(1 for module_name in list(self.files) if (text := self._text(module_name)) and names(text))
+        return sum(
+            1
+            for module_name in list(self.files)
+            if (text := self._text(module_name)) and self._names(module_name, text, name)
+        )
+
+    def _names(self, module_name: str, text: str, name: str) -> bool:
+        # The substring test first, in C over the whole tree; a module that
+        # passes it has the words it spells, other than as a `def`, listed
+        # once: asking for each of 10,000 helpers searched its text 10,000 times.
+        if name not in text:
+            return False
+        if module_name not in self._spelled:
+            self._spelled[module_name] = frozenset(_SPELLED.findall(text))
+        return name in self._spelled[module_name]
 
     def _each_module(self, accept: Callable[[str, str], bool]) -> Iterator[ModuleInfo]:
         for module_name in list(self.files):
@@ -862,8 +877,3 @@ def _class_rebindings(node: ast.ClassDef) -> dict[str, str]:
     return out
 
 
-def _naming(name: str) -> Callable[[str], bool]:
-    """Whether a module's text spells `name` whole, not as its own `def`."""
-    whole = re.compile(rf"(?<!\w)(?<!def ){re.escape(name)}(?!\w)")
-    # The substring test first: it runs in C over the whole tree.
-    return lambda text: name in text and whole.search(text) is not None
