@@ -220,13 +220,13 @@ def test_what_keeps_the_query_or_says_its_shape_is_followed(tmp_path: Path) -> N
 
 
 def test_the_functions_around_a_line_are_those_a_full_walk_finds(tmp_path: Path) -> None:
-    """`_enclosing` descends by bisection (a helper with 10,000 callers in one
+    """`enclosing_functions` descends by bisection (a helper with 10,000 callers in one
     module asked it 10,000 times, each a walk of the whole module): on every
     line of every module of hprobe's own source, and through match cases,
     handlers, classes and decorators, it finds what a walk of the whole tree finds."""
     import ast as ast_
 
-    from hprobe.rules.repo.tracing.heads import _enclosing
+    from hprobe.rules.repo.tracing.keywords import enclosing_functions
 
     def walked(functions: list[ast_.AST], line: int) -> list[int]:
         around = [n for n in functions if n.lineno <= line <= (n.end_lineno or n.lineno)]  # type: ignore[attr-defined]
@@ -244,6 +244,6 @@ def test_the_functions_around_a_line_are_those_a_full_walk_finds(tmp_path: Path)
         tree = ast_.parse(text)
         functions = [n for n in ast_.walk(tree) if isinstance(n, (ast_.FunctionDef, ast_.AsyncFunctionDef))]
         for line in range(1, text.count("\n") + 2):
-            assert [id(f) for f in _enclosing(tree, line)] == walked(functions, line), (text[:60], line)
+            assert [id(f) for f in enclosing_functions(tree, line)] == walked(functions, line), (text[:60], line)
             compared += 1
     assert compared > 20_000

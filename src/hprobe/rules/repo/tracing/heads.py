@@ -25,13 +25,20 @@ assumption (paths.py): never a guess."""
 from __future__ import annotations
 
 import ast
-import bisect
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from hprobe.rules.repo.interpreter.evaluate import Binding, NotEvaluable, Opaque, Raises, evaluate_expression
-from hprobe.rules.repo.tracing.keywords import call_at, class_at, function_at
+from hprobe.rules.repo.tracing.instances import (
+    Confined,
+    NotConfined,
+    confine,
+    dispatches_to,
+    holds,
+    may_be_family,
+)
+from hprobe.rules.repo.tracing.keywords import call_at, class_at, enclosing_functions, function_at
 from hprobe.rules.repo.tree.mapping import RunValue
 from hprobe.rules.repo.tree.scan import ClassInfo, ModuleInfo, RepoIndex, resolve_relative
 
@@ -284,6 +291,7 @@ class TreeCalls:
     _calls: dict[str, dict[str, list[tuple[Function | None, ast.Call]]]] = field(default_factory=dict)
     _shared: dict[str, bool] = field(default_factory=dict)
     _few: dict[str, bool] = field(default_factory=dict)
+    _confined: dict[str, Confined | NotConfined] = field(default_factory=dict)
     _sites: dict[
         str,
         tuple[
@@ -328,6 +336,12 @@ class TreeCalls:
         if name not in self._few:
             self._few[name] = self.index.count_naming(name) <= MAX_SPLIT_MODULES
         return self._few[name]
+
+    def confined(self, owner: ClassInfo) -> Confined | NotConfined:
+        """Where the instances of `owner`'s family live (instances.py), worked out once per class."""
+        if owner.qualname not in self._confined:
+            self._confined[owner.qualname] = confine(self.index, owner)
+        return self._confined[owner.qualname]
 
     def shared(self, name: str) -> bool:
         """Whether more than one class of the tree defines a method `name`
@@ -566,7 +580,7 @@ class _Trail:
         sure to be the one it reads)."""
         if frame.function is None:
             return None
-        for outer in _enclosing(frame.module.tree, frame.function.lineno)[1:]:
+        for outer in enclosing_functions(frame.module.tree, frame.function.lineno)[1:]:
             bindings = [node for node in _own_nodes(outer) if any(name in _target_names(t) for t in _targets(node))]
             if name in _parameters(outer) and not bindings:
                 return PARAMETER, _Frame(frame.module, outer, frame.owner, None, frame.depth)
@@ -717,6 +731,20 @@ class _Trail:
                 )
                 if related:
                     yield TrailEnd(module.path, call.lineno, f"`{_text(call.func)}(...)` may reach {function.name}")
+                continue
+            # Where every instance of the method's class lives is known, a
+            # receiver none of them is kept in is no caller, whatever the
+            # method is named; one that keeps them calls what they resolve.
+            # `super()` stands for an instance of the caller's own class.
+            receiver = call.func.value
+            confined = self.tree.confined(owner)
+            through_super = isinstance(receiver, ast.Call) and _dotted(receiver.func) == "super"
+            if isinstance(confined, Confined) and not (
+                through_super and may_be_family(self.index, confined, caller_frame.owner)
+            ):
+                held = holds(self.index, confined, receiver, module, caller, caller_frame.owner)
+                if held and dispatches_to(self.index, held, function.name, function):
+                    yield _enter(call, function, True, entered, frame.depth + 1, frame.module, owner)
                 continue
             # Whether another class defines the name is asked last: it parses every module that mentions it.
             if self.tree.shared(function.name):
@@ -1160,9 +1188,7 @@ def _wrapping_decorator(function: Function) -> str | None:
 def _walrus_binds(stmt: ast.If | ast.With | ast.AsyncWith, name: str) -> bool:
     """Whether the test of an `if` or the items of a `with` bind `name` with `:=`."""
     heads = [stmt.test] if isinstance(stmt, ast.If) else [i.context_expr for i in stmt.items]
-    return any(
-        isinstance(node, ast.NamedExpr) and node.target.id == name for head in heads for node in ast.walk(head)
-    )
+    return any(isinstance(node, ast.NamedExpr) and node.target.id == name for head in heads for node in ast.walk(head))
 
 
 def _spans(block: list[ast.stmt], line: int) -> bool:
@@ -1275,53 +1301,13 @@ def _is_self_call(func: ast.Attribute) -> bool:
 def _local_import(module: ModuleInfo, line: int, name: str) -> tuple[str, str] | None:
     """`from X import name` in a function around `line` (the innermost first): (X, the imported name)."""
     package = module.name if module.path.endswith("__init__.py") else module.name.rpartition(".")[0]
-    for function in _enclosing(module.tree, line):
+    for function in enclosing_functions(module.tree, line):
         for node in _own_nodes(function):
             if isinstance(node, ast.ImportFrom):
                 for alias in node.names:
                     if (alias.asname or alias.name) == name:
                         return resolve_relative(package, node.module, node.level), alias.name
     return None
-
-
-def _enclosing(tree: ast.AST, line: int) -> list[Function]:
-    """The functions around `line`, the innermost first. Found by descending
-    only into the statement that spans the line, picked by bisection in each
-    block: a module of many functions is not walked whole for every question
-    (a helper with 10,000 callers in one module asked it 10,000 times)."""
-    around: list[Function] = []
-    node: ast.AST | None = tree
-    while node is not None:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            around.append(node)
-        node = _statement_spanning(node, line)
-    return around[::-1]
-
-
-def _statement_spanning(node: ast.AST, line: int) -> ast.AST | None:
-    """The statement (or handler, or match case) directly under `node` whose
-    lines hold `line`, or None."""
-    for _, value in ast.iter_fields(node):
-        if not (isinstance(value, list) and value and isinstance(value[0], _BLOCK_ITEMS)):
-            continue
-        at = bisect.bisect_right(value, line, key=_first_line) - 1
-        if at >= 0 and line <= _last_line(value[at]):
-            return value[at]
-    return None
-
-
-def _last_line(node: ast.AST) -> int:
-    if isinstance(node, ast.match_case):
-        return _last_line(node.body[-1])
-    return node.end_lineno or node.lineno  # type: ignore[attr-defined]
-
-
-_BLOCK_ITEMS = (ast.stmt, ast.excepthandler, ast.match_case)
-
-
-def _first_line(node: ast.AST) -> int:
-    # A match case has no position of its own: its pattern's.
-    return node.pattern.lineno if isinstance(node, ast.match_case) else node.lineno  # type: ignore[attr-defined]
 
 
 def _dotted(node: ast.AST) -> str:

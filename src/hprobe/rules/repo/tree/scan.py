@@ -875,5 +875,3 @@ def _class_rebindings(node: ast.ClassDef) -> dict[str, str]:
                 out.setdefault(name, f"line {item.lineno}: bound again in the class body after line {seen[name]}")
             seen.setdefault(name, item.lineno)
     return out
-
-
