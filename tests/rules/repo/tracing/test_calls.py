@@ -301,3 +301,28 @@ def test_a_file_not_read_that_names_flashinfer_is_listed_and_leaves_the_gate_und
     }
     assert code == 3 and doc["exit_code"] == 3
     assert any("big_and_unrelated.py: not read" in note for note in doc["notes"])
+
+
+def test_a_re_export_chain_longer_than_the_rounds_followed_is_listed_where_it_leaves_off(tmp_path):
+    """Each module renames the entry again; the call at the end of a chain
+    past MAX_REEXPORT_HOPS is not found as a call, but the import where the
+    following stopped is listed (an escape), never passed over."""
+    from hprobe.rules.repo.tracing.calls import MAX_REEXPORT_HOPS
+
+    hops = MAX_REEXPORT_HOPS + 3
+    files = {"engine/hop0.py": f"from flashinfer.decode import {ENTRY} as name0\n"}
+    for i in range(1, hops):
+        files[f"engine/hop{i}.py"] = f"from engine.hop{i - 1} import name{i - 1} as name{i}\n"
+    files["engine/attn.py"] = (
+        f"from engine.hop{hops - 1} import name{hops - 1}\n\ndef forward(q):\n    return name{hops - 1}(ARGS)\n"
+    )
+    sites = find_calls(_tree(tmp_path, files), ENTRIES)
+    assert not [s for s in sites if s.escape is None]  # the call itself is past the horizon
+    (stop,) = sites
+    assert stop.escape is not None and f"through more than {MAX_REEXPORT_HOPS} modules" in stop.escape
+    assert stop.line == 1 and stop.module.startswith("engine.hop")
+    # Within the horizon, the same chain is the entry's call.
+    short = {f"engine/hop{i}.py": files[f"engine/hop{i}.py"] for i in range(4)}
+    short["engine/attn.py"] = "from engine.hop3 import name3\n\ndef forward(q):\n    return name3(ARGS)\n"
+    (call,) = find_calls(_tree(tmp_path / "short", short), ENTRIES)
+    assert call.escape is None and call.entry == ENTRY

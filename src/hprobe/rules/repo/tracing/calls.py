@@ -82,6 +82,9 @@ def find_calls(index: RepoIndex, entries: frozenset[str]) -> list[CallSite]:
     for module in index.each_module_whose_text(_may_compute_an_attribute):
         if module.name not in seen:
             found.extend(_computed_attributes(module))
+    for module, line, name in exports.beyond:
+        how = f"imports {name}, a FlashInfer entry re-exported through more than {MAX_REEXPORT_HOPS} modules"
+        found.append(_escape_at(module, line, how))
     # A file not read or not parsed may hold a call: listed, never passed over.
     for name, unread in sorted(index.unread.items()):
         if index.may_mention(name, words | {"flashinfer"}):
@@ -144,10 +147,14 @@ def _computed_attributes(module: ModuleInfo) -> list[CallSite]:
     return out
 
 
-_STAR_IMPORT = re.compile(r"\bimport\s+\*")
+# `import *`, spaces or a continuation line between (no `\b` before it: the
+# literal first keeps the search over a whole tree fast; a longer word
+# ending in "import" only reads one module more).
+_STAR_IMPORT = re.compile(r"import(?:[ \t]|\\\n)+\*")
 
-# How many engine modules a re-export may pass through before it is given up
-# (said as an escape at the last import read, never dropped).
+# How many rounds of re-exports (one engine module importing an entry from
+# another) are followed; an import one round further is listed as an escape
+# at its line, never dropped.
 MAX_REEXPORT_HOPS = 8
 
 
@@ -167,6 +174,8 @@ class _Exports:
         self.star_flashinfer: set[str] = set()  # modules with `from flashinfer... import *`
         self.stars: dict[str, set[str]] = {}  # module -> engine modules it star-imports
         self._names: dict[str, str | None] = {}
+        # Imports of a re-exported name found after the last round: (module, line, name).
+        self.beyond: list[tuple[ModuleInfo, int, str]] = []
 
     @property
     def names(self) -> set[str]:
@@ -197,7 +206,26 @@ class _Exports:
             if not grew:
                 break
             words = exports.names - before
+        else:
+            exports.beyond = exports._imports_beyond(index.modules_mentioning(words))
         return exports
+
+    def _imports_beyond(self, modules: list[ModuleInfo]) -> list[tuple[ModuleInfo, int, str]]:
+        """Imports of a re-exported name that the rounds did not take in."""
+        out: list[tuple[ModuleInfo, int, str]] = []
+        for module in modules:
+            package = _package(module)
+            for node in _top_statements(module.tree):
+                if isinstance(node, ast.ImportFrom):
+                    source = self.module_name(resolve_relative(package, node.module, node.level))
+                    for alias in node.names:
+                        if (
+                            source is not None
+                            and (source, alias.name) in self.bound
+                            and (module.name, alias.asname or alias.name) not in self.bound
+                        ):
+                            out.append((module, node.lineno, alias.name))
+        return out
 
     def _read(self, module: ModuleInfo, entries: frozenset[str], first: bool) -> bool:
         before = len(self.bound)
@@ -566,6 +594,10 @@ def _computed_attribute(node: ast.Call, imports: dict[str, tuple[str, str | None
     if name == "vars":
         return f"the namespace of {shown} (vars): {unknown}"
     return None
+
+
+def _escape_at(module: ModuleInfo, line: int, how: str) -> CallSite:
+    return CallSite(module.name, module.path, line, "", None, "", (), (), escape=how)
 
 
 def _escape(module: ModuleInfo, node: ast.expr, qualname: str, cls: str | None, entry: str, how: str) -> CallSite:
