@@ -147,3 +147,22 @@ def test_a_subclass_that_overrides_the_method_does_not_reach_it(tmp_path: Path) 
     index = _tree(tmp_path, {"engine/core.py": CORE, "engine/layer.py": layer, "engine/audio.py": TOKENIZER})
     trail = _trail(index)
     assert isinstance(trail, TrailEnd) and "no call of decode in the tree hands it `query`" in trail.why, trail
+
+
+def test_a_local_read_in_a_closure_is_the_place_and_a_class_made_by_name_is_not_confined(tmp_path: Path) -> None:
+    closure = LAYER.replace(
+        "        return self.core.decode(q)",
+        "        local = FlashInferCore(4)\n\n        def inner(x):\n            return local.decode(x)\n\n"
+        "        return inner(q)",
+    )
+    index = _tree(tmp_path / "a", {"engine/core.py": CORE, "engine/layer.py": closure, "engine/audio.py": TOKENIZER})
+    trail = _trail(index)
+    # Past `local.decode(x)` (the enclosing function's local) into `inner`,
+    # whose own caller, a nested function's, the trail does not search.
+    assert isinstance(trail, TrailEnd) and "no call of inner in the tree hands it `x`" in trail.why, trail
+
+    by_name = LAYER + '\n\ndef make(module):\n    return getattr(module, "FlashInferCore")(4)\n'
+    index = _tree(tmp_path / "b", {"engine/core.py": CORE, "engine/layer.py": by_name})
+    owner = index.by_suffix("engine.core").classes["FlashInferCore"]  # type: ignore[union-attr]
+    confined = confine(index, owner)
+    assert isinstance(confined, NotConfined) and "FlashInferCore is named in a string" in str(confined)

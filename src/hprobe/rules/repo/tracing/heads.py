@@ -25,6 +25,7 @@ assumption (paths.py): never a guess."""
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -1050,6 +1051,7 @@ _RESHAPED_IN_PLACE = frozenset(
 )
 
 
+@functools.lru_cache(maxsize=1 << 14)  # asked at every name a trail reads: one walk per function and name
 def _changed_unseen(function: Function, name: str) -> str | None:
     """Why `name` in `function` may not be what the statements binding it say,
     in words, or None: a nested function rebinds it (`nonlocal`), or the

@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from hprobe.rules.repo.tracing.keywords import class_at, innermost_function
+from hprobe.rules.repo.tracing.keywords import class_at, enclosing_functions, innermost_function
 from hprobe.rules.repo.tree.scan import ClassInfo, ModuleInfo, RepoIndex, resolve_relative
 
 # Beyond these the class is taken as not confined (said), so that one common
@@ -95,11 +95,12 @@ def holds(
             for qualname in place.classes
         )
     if isinstance(receiver, ast.Name) and function is not None:
-        key = (module.path, function.lineno)
+        # The local of this function or of one around it (a closure reads it).
+        around = {(module.path, f.lineno) for f in enclosing_functions(module.tree, receiver.lineno)}
         return frozenset(
             qualname
             for place in confined.places
-            if place.function == key and place.name == receiver.id
+            if place.function in around and place.name == receiver.id
             for qualname in place.classes
         )
     return frozenset()
@@ -175,6 +176,9 @@ class _Reader:
             annotations = _annotation_nodes(module.tree)
             aliases = _aliases_of(module, cls.name)
             for node in ast.walk(module.tree):
+                if isinstance(node, ast.Constant) and node.value in aliases:
+                    # `getattr(module, "Name")`, a registry entry: made by name, anywhere.
+                    return NotConfined(f"{module.path}:{node.lineno}", f"{cls.name} is named in a string")
                 if not isinstance(node, (ast.Name, ast.Attribute)) or not isinstance(node.ctx, ast.Load):
                     continue
                 spelt = node.id if isinstance(node, ast.Name) else node.attr
