@@ -10,7 +10,7 @@ import pytest
 
 from hprobe.system.envinfo import distribution_version
 
-from .conftest import POST_48047, PRE_48047, V4_PRO_TABLE, only_pending_undecided
+from .conftest import POST_48047, PRE_48047, V4_PRO_TABLE, only_pending_undecided, tmpfs
 
 pytestmark = pytest.mark.skipif(
     distribution_version("flashinfer-python") != "0.6.14",
@@ -185,6 +185,30 @@ def test_a_warm_check_imports_neither_torch_nor_flashinfer(tmp_path, write_table
     # --no-cache asks flashinfer again.
     fresh = subprocess.run(argv + ["--no-cache"], env=env, capture_output=True, text=True, timeout=600)
     assert "flashinfer" in imported(fresh) and json.loads(fresh.stdout) == json.loads(cold.stdout)
+
+
+def test_a_read_only_warm_cache_is_read(tmp_path, write_table):
+    """A cache that cannot be written (mounted read-only, as a CI runner's
+    restored cache can be) still answers: the run works in a temporary cache
+    of its own and reads the answers, readings and kernel tables the
+    configured one holds, with no index to fetch from and without importing
+    torch or flashinfer."""
+    import subprocess
+    import sys
+
+    table = write_table(V4_PRO_TABLE.format(rule="pad_to = [64, 128]"))
+    with tmpfs(tmp_path / "ro", "64m", "a read-only cache") as mount:
+        env = dict(os.environ, NO_COLOR="1", HPROBE_CACHE_DIR=str(mount / "cache"))
+        argv = [sys.executable, "-X", "importtime", "-m", "hprobe", "check", "--table", str(table), "--sm", "100"]
+        cold = subprocess.run([*argv, "--json"], env=env, capture_output=True, text=True, timeout=600)
+        assert cold.returncode == 0, cold.stderr[-500:]
+        subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
+        offline = dict(env, PIP_INDEX_URL="http://127.0.0.1:9/simple", PIP_NO_INDEX="1", PIP_FIND_LINKS="")
+        warm = subprocess.run([*argv, "--json"], env=offline, capture_output=True, text=True, timeout=600)
+        assert warm.returncode == 0, warm.stderr[-800:]
+        assert json.loads(warm.stdout)["findings"] == json.loads(cold.stdout)["findings"]
+        imported = {line.rsplit("|", 1)[-1].strip() for line in warm.stderr.splitlines() if line.startswith("import")}
+        assert not {"torch", "flashinfer"} & imported
 
 
 def test_check_opens_with_one_line_of_advice_per_backend(cli, cli_json):

@@ -1902,9 +1902,9 @@ class TestStreamsAndWriters:
         )
         assert proc.returncode == 3, proc.stderr  # the fake release cannot be probed: inconclusive, not an error
         said = " ".join(proc.stdout.split())  # a note is wrapped to the page's width
-        assert "cannot be written (No space left on device): this run fetched and probed without it" in said, (
-            proc.stdout
-        )
+        assert (
+            "cannot be written (No space left on device): this run read what it holds and kept nothing new" in said
+        ), proc.stdout
         assert not list((tmp_path / "tmp").iterdir()), "the temporary cache is removed at exit"
 
 

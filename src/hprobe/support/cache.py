@@ -5,7 +5,8 @@ deletes what another may be reading: files are published with an atomic rename
 from a temporary name of their own, damaged entries are moved aside before
 removal, and leftovers of killed runs are removed once they are old. A cache
 that cannot be written (read-only home, a full disk) is no error: this run then
-works in a temporary directory of its own, says so once, and answers as usual.
+works in a temporary directory of its own, says so once, and answers as usual,
+reading what the configured cache holds (`found`).
 """
 
 from __future__ import annotations
@@ -81,7 +82,11 @@ def _fall_back(configured: Path, exc: OSError) -> Path:
             atexit.register(shutil.rmtree, path, True)
             reason = exc.strerror or type(exc).__name__
             _fallback.append(
-                (path, f"the cache {configured} cannot be written ({reason}): this run fetched and probed without it")
+                (
+                    path,
+                    f"the cache {configured} cannot be written ({reason}): this run read what it holds and kept "
+                    "nothing new",
+                )
             )
         return _fallback[0][0]
 
@@ -308,10 +313,26 @@ def clean_stale(parent: Path) -> None:
                 entry.unlink(missing_ok=True)
 
 
+def found(kind: str, name: str) -> Path:
+    """Where the entry `name` of `kind` ("results", "readings", a kernel
+    table's folder) is read from: this run's cache; or, where this run works
+    in a temporary cache because the configured one cannot be written (a
+    read-only home, a cache mounted read-only on a CI runner), the
+    configured one where it holds the entry, read only. New entries go to
+    this run's cache either way."""
+    here = root() / kind / name
+    if _fallback and not here.exists():
+        there = configured_root() / kind / name
+        with contextlib.suppress(OSError):
+            if there.exists():
+                return there
+    return here
+
+
 def read_kept(kind: str, key: str) -> Any | None:
     """What `keep` stored under `kind` ("deep", "names", "readings") and `key`, or None; a
     corrupt or foreign entry is discarded, never trusted."""
-    path = root() / kind / f"{key}.json"
+    path = found(kind, f"{key}.json")
     if not path.is_file():
         return None
     try:

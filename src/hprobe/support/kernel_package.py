@@ -94,9 +94,7 @@ def last_miss(package: Package) -> tuple[float, str] | None:
     import time
 
     try:
-        seen = json.loads(
-            read_bytes(cache.directory("kernel-tables") / package.checksums_sha256 / MISS, "record", 65536)
-        )
+        seen = json.loads(read_bytes(cache.found("kernel-tables", package.checksums_sha256) / MISS, "record", 65536))
         at, why = float(seen["at"]), str(seen["why"])
     except (OSError, InputError, ValueError, KeyError, TypeError):
         return None

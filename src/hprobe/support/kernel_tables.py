@@ -209,7 +209,7 @@ def _keep(package: Package, table: KernelTable) -> None:
 
 
 def _cached(package: Package) -> Found:
-    where = cache.directory("kernel-tables") / package.checksums_sha256
+    where = cache.found("kernel-tables", package.checksums_sha256)
     if not (where / CHECKSUMS).is_file():
         return None
     return _verified(

@@ -280,7 +280,7 @@ def _store(key: str, reads: dict[str, str | None], tables: RepoTables) -> None:
 
 
 def _load(key: str) -> RepoTables | None:
-    path = _path(key)
+    path = cache.found("readings", f"{key}.pickle")
     if not path.is_file():
         return None
     try:

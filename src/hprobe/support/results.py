@@ -194,7 +194,7 @@ def _cache_file(key: str) -> Path:
 def _read_cache(key: str, kernel_id: str, sms: list[int], heads: list[int]) -> list[KernelSMResult] | None:
     """The cached results, only when they cover every SM and h_q the key
     stands for; anything less (or corrupt, or foreign) is discarded."""
-    path = _cache_file(key)
+    path = cache.found("results", f"{key}.json")
     if not path.is_file():
         return None
     try:
