@@ -338,3 +338,53 @@ def run(q, make):
     assert module is not None
     found = call_form(index, module, 6, "trtllm_batch_decode_with_kv_cache_mla", "engine/run.py:6")
     assert found.positional == 1 and found.unknown is not None and "make()" in found.unknown
+
+
+PACKED = """
+from flashinfer.decode import trtllm_batch_decode_with_kv_cache_mla
+
+
+def split(common, rest):
+    return trtllm_batch_decode_with_kv_cache_mla(**dict(common, seq_lens=rest, sparse_mla_top_k=2048))
+
+
+def merged(common, out):
+    return trtllm_batch_decode_with_kv_cache_mla(**{**common, "out": out, "backend": "xqa"})
+
+
+def folded(q, rest):
+    common = dict(query=q, backend="trtllm-gen")
+    if rest:
+        return split(common, rest)
+    return merged(common, rest)
+"""
+
+
+def test_a_dict_packed_from_a_parameter_carries_what_its_callers_hand_in(tmp_path):
+    """`**dict(common, k=v)` and `{**common, "k": v}`: `common`'s keys (what
+    the one caller hands the parameter), each later key over them."""
+    index = _tree(tmp_path, {"packed.py": PACKED})
+    split_ = _reading_at(index, "engine.packed", 0)
+    assert _passed(split_) == {"backend": "'trtllm-gen'", "sparse_mla_top_k": "2048"} and split_.unknown == {}
+    merged_ = _reading_at(index, "engine.packed", 1)
+    assert _passed(merged_) == {"backend": "'xqa'"} and merged_.unknown == {}
+
+
+def test_callers_that_hand_a_dict_parameter_different_keys_leave_them_unknown(tmp_path):
+    text = PACKED + '\n\ndef other(q):\n    return split(dict(query=q, backend="cute-dsl"), 1)\n'
+    index = _tree(tmp_path, {"packed.py": text})
+    reading = _reading_at(index, "engine.packed", 0)
+    assert _passed(reading) == {"sparse_mla_top_k": "2048"}
+    assert "the 2 callers of split hand backend differently" in str(reading.unknown["backend"])
+    # A value that is the caller's own name is not read in the callee, where it could name another thing.
+    named = PACKED.replace('backend="trtllm-gen"', "backend=choice")
+    (tmp_path / "c").mkdir()
+    index = _tree(tmp_path / "c", {"packed.py": named})
+    reading = _reading_at(index, "engine.packed", 0)
+    assert "backend=choice is the caller's own value" in str(reading.unknown["backend"])
+    # A caller that hands it through *args says so.
+    spread = PACKED + "\n\ndef spreading(args):\n    return split(*args)\n"
+    (tmp_path / "b").mkdir()
+    index = _tree(tmp_path / "b", {"packed.py": spread})
+    reading = _reading_at(index, "engine.packed", 0)
+    assert "hands split its common in a way hprobe does not read" in str(reading.unknown["backend"])

@@ -163,6 +163,9 @@ def _spread(
     scope: _Scope, function: ast.FunctionDef | ast.AsyncFunctionDef | None, value: ast.expr, line: int, depth: int
 ) -> dict[str, State]:
     where = f"{scope.module.path}:{getattr(value, 'lineno', line)}"
+    packed = _packed(scope, function, value, line, depth)
+    if packed is not None:
+        return packed
     if isinstance(value, (ast.Dict, ast.Call)):
         built = _built(scope, value, where)
         if built is not None:
@@ -170,6 +173,47 @@ def _spread(
     if isinstance(value, ast.Name) and function is not None:
         return _dict_variable(scope, function, value.id, line, depth)
     return dict.fromkeys(scope.names, Unknown(where, f"**{ast.unparse(value)} is not a dict hprobe can read"))
+
+
+def _packed(
+    scope: _Scope, function: ast.FunctionDef | ast.AsyncFunctionDef | None, value: ast.expr, line: int, depth: int
+) -> dict[str, State] | None:
+    """The keys of a dict packed from another: `dict(base, k=v)` and
+    `{**base, "k": v}` (base's keys, each later key over them); None for any
+    other expression."""
+    parts: list[tuple[str | None, ast.expr]] = []  # (key, value); None: a dict spread in
+    if (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Name)
+        and value.func.id == "dict"
+        and len(value.args) == 1
+        and not isinstance(value.args[0], ast.Starred)
+    ):
+        parts = [(None, value.args[0]), *((k.arg, k.value) for k in value.keywords)]
+    elif isinstance(value, ast.Dict) and any(k is None for k in value.keys):
+        for key, item in zip(value.keys, value.values, strict=True):
+            if key is not None and not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+                return dict.fromkeys(
+                    scope.names,
+                    Unknown(
+                        f"{scope.module.path}:{value.lineno}", f"a key of {ast.unparse(value)[:60]} is not a literal"
+                    ),
+                )
+            parts.append((str(key.value) if isinstance(key, ast.Constant) else None, item))
+    else:
+        return None
+    if depth >= MAX_CALLER_DEPTH:
+        return dict.fromkeys(
+            scope.names, Unknown(f"{scope.module.path}:{value.lineno}", f"dicts packed {MAX_CALLER_DEPTH} deep")
+        )
+    states: dict[str, State] = dict.fromkeys(scope.names, ABSENT)
+    for written, part in parts:
+        if written is None:
+            spread = _spread(scope, function, part, line, depth + 1)
+            states.update({name: state for name, state in spread.items() if state is not ABSENT})
+        elif written in scope.names:
+            states[written] = part
+    return states
 
 
 def _built(scope: _Scope, node: ast.expr, where: str) -> dict[str, State] | None:
@@ -227,9 +271,7 @@ def _dict_variable(
     if params.kwarg is not None and params.kwarg.arg == name:
         states = _from_callers(scope, function, depth)
     elif any(a.arg == name for a in (*params.posonlyargs, *params.args, *params.kwonlyargs)):
-        states = dict.fromkeys(
-            scope.names, Unknown(where, f"**{name} is a parameter of {function.name}: its keys come from the callers")
-        )
+        states = _argument_from_callers(scope, function, name, depth)
     else:
         states = dict.fromkeys(
             scope.names, Unknown(where, f"{name} is not assigned before the call in {function.name}")
@@ -518,6 +560,67 @@ def _from_callers(scope: _Scope, function: ast.FunctionDef | ast.AsyncFunctionDe
             first if agree else Unknown(where, f"the {len(found)} callers of {function.name} pass {key} differently")
         )
     return out
+
+
+def _argument_from_callers(
+    scope: _Scope, function: ast.FunctionDef | ast.AsyncFunctionDef, name: str, depth: int
+) -> dict[str, State]:
+    """A dict parameter: the keys of what every call of the function in the
+    tree hands it, where they agree."""
+    where = f"{scope.module.path}:{function.lineno}"
+    if depth >= MAX_CALLER_DEPTH:
+        return dict.fromkeys(scope.names, Unknown(where, f"{name} followed {MAX_CALLER_DEPTH} callers deep"))
+    found: list[dict[str, State]] = []
+    for module in scope.index.modules_mentioning({function.name}):
+        for caller, call in _calls_of(module, function.name):
+            if call is None:
+                continue
+            handed = _handed(function, call, name)
+            if handed is None:
+                why = f"{module.path}:{call.lineno} hands {function.name} its {name} in a way hprobe does not read"
+                return dict.fromkeys(scope.names, Unknown(where, why))
+            _, owner = function_at(scope.index, module, call.lineno)
+            instance, _ = _constructor_values(scope.index, owner)
+            inner = _Scope(scope.index, module, owner, instance, scope.names)
+            states = _spread(inner, caller, handed, call.lineno, depth + 1)
+            # A value is the caller's expression: read in the callee it could
+            # name another thing. Only a literal crosses the call.
+            found.append(
+                {
+                    key: Unknown(
+                        f"{module.path}:{call.lineno}", f"{key}={ast.unparse(state)[:40]} is the caller's own value"
+                    )
+                    if isinstance(state, ast.expr) and not isinstance(state, ast.Constant)
+                    else state
+                    for key, state in states.items()
+                }
+            )
+    if not found:
+        why = f"**{name} is a parameter of {function.name}, and no call of it in the tree hands it in"
+        return dict.fromkeys(scope.names, Unknown(where, why))
+    out: dict[str, State] = {}
+    for key in scope.names:
+        first = found[0][key]
+        agree = all(_same(f[key], first) for f in found[1:])
+        out[key] = (
+            first if agree else Unknown(where, f"the {len(found)} callers of {function.name} hand {key} differently")
+        )
+    return out
+
+
+def _handed(function: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call, name: str) -> ast.expr | None:
+    """The argument `call` gives `function`'s parameter `name`, or None where
+    the call does not say it plainly (`*args`, `**kwargs`, left to a default)."""
+    for keyword in call.keywords:
+        if keyword.arg == name:
+            return keyword.value
+    positional = [*function.args.posonlyargs, *function.args.args]
+    at = next((i for i, a in enumerate(positional) if a.arg == name), None)
+    if at is None or any(isinstance(a, ast.Starred) for a in call.args):
+        return None
+    if positional and positional[0].arg in ("self", "cls") and isinstance(call.func, ast.Attribute):
+        at -= 1  # a bound method: the receiver is the first
+    return call.args[at] if 0 <= at < len(call.args) else None
 
 
 def _calls_of(
