@@ -388,3 +388,38 @@ def test_callers_that_hand_a_dict_parameter_different_keys_leave_them_unknown(tm
     index = _tree(tmp_path / "b", {"packed.py": spread})
     reading = _reading_at(index, "engine.packed", 0)
     assert "hands split its common in a way hprobe does not read" in str(reading.unknown["backend"])
+
+
+PINNED = """
+from flashinfer.decode import trtllm_batch_decode_with_kv_cache_mla
+
+
+def split(common, rest):
+    return trtllm_batch_decode_with_kv_cache_mla(**dict(common, seq_lens=rest))
+
+
+def folded(q, rest, planned):
+    common = dict(query=q)
+    if planned == "cute-dsl" and rest:
+        common["backend"] = planned
+        REBIND
+        return split(common, rest)
+    return None
+"""
+
+
+@pytest.mark.parametrize(
+    ("rebind", "passed"),
+    [
+        ("pass", "'cute-dsl'"),  # the test around the call pins `planned`
+        ("planned = choose()", None),  # bound again before the call: not pinned
+    ],
+)
+def test_a_callers_name_pinned_by_the_test_around_the_call_is_that_literal(tmp_path, rebind, passed):
+    index = _tree(tmp_path, {"pinned.py": PINNED.replace("REBIND", rebind)})
+    reading = _reading_at(index, "engine.pinned", 0)
+    if passed is not None:
+        assert _passed(reading) == {"backend": passed} and reading.unknown == {}
+    else:
+        assert "backend" not in _passed(reading)
+        assert "backend=planned is the caller's own value" in str(reading.unknown["backend"])

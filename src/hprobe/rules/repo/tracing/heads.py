@@ -39,7 +39,7 @@ from hprobe.rules.repo.tracing.instances import (
     holds,
     may_be_family,
 )
-from hprobe.rules.repo.tracing.keywords import call_at, class_at, enclosing_functions, function_at
+from hprobe.rules.repo.tracing.keywords import block_spans, call_at, class_at, enclosing_functions, function_at
 from hprobe.rules.repo.tree.mapping import RunValue
 from hprobe.rules.repo.tree.scan import ClassInfo, ModuleInfo, RepoIndex, resolve_relative
 
@@ -1128,20 +1128,20 @@ def _inside(stmt: ast.stmt, name: str, line: int, current: Definition) -> Defini
     if isinstance(stmt, (ast.If, ast.With, ast.AsyncWith)) and _walrus_binds(stmt, name):
         return f"`{name}` is bound by `:=` at line {stmt.lineno}"
     if isinstance(stmt, ast.If):
-        branch = stmt.body if _spans(stmt.body, line) else stmt.orelse
+        branch = stmt.body if block_spans(stmt.body, line) else stmt.orelse
         return _through(branch, name, line, current)
     if isinstance(stmt, (ast.With, ast.AsyncWith)):
         return _through(stmt.body, name, line, current)
     if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
         loop_binds = _binds_inside(stmt, name)
         entry = f"`{name}` is bound again in the loop at line {stmt.lineno}" if loop_binds else current
-        return _through(stmt.body if _spans(stmt.body, line) else stmt.orelse, name, line, entry)
+        return _through(stmt.body if block_spans(stmt.body, line) else stmt.orelse, name, line, entry)
     if isinstance(stmt, ast.Try):
-        if _spans(stmt.body, line):
+        if block_spans(stmt.body, line):
             return _through(stmt.body, name, line, current)
         entry = f"`{name}` is bound in the `try` at line {stmt.lineno}" if _binds_inside(stmt, name) else current
         for block in (*(h.body for h in stmt.handlers), stmt.orelse, stmt.finalbody):
-            if _spans(block, line):
+            if block_spans(block, line):
                 return _through(block, name, line, entry)
     # The use is in the statement itself (a call's argument on a later line).
     return current
@@ -1191,10 +1191,6 @@ def _walrus_binds(stmt: ast.If | ast.With | ast.AsyncWith, name: str) -> bool:
     """Whether the test of an `if` or the items of a `with` bind `name` with `:=`."""
     heads = [stmt.test] if isinstance(stmt, ast.If) else [i.context_expr for i in stmt.items]
     return any(isinstance(node, ast.NamedExpr) and node.target.id == name for head in heads for node in ast.walk(head))
-
-
-def _spans(block: list[ast.stmt], line: int) -> bool:
-    return bool(block) and block[0].lineno <= line <= (block[-1].end_lineno or block[-1].lineno)
 
 
 def _binds_inside(stmt: ast.stmt, name: str) -> bool:
