@@ -222,7 +222,13 @@ def test_a_search_that_found_nothing_is_the_answer_for_a_while_and_a_found_table
     second = tables_for(PACKAGE, "0.6.14")
     assert second.table is None and len(asked) == fetched  # nothing fetched again
     assert second.missing == first.missing  # a report reads the same, searched or remembered
-    assert kernel_package.miss_settled(PACKAGE)
+    assert kernel_package.miss_settled(PACKAGE, "0.6.14")
+    # A release sharing the package searches for its own cubin wheel: another
+    # release's miss is neither its answer nor said in its note.
+    assert not kernel_package.miss_settled(PACKAGE, "0.6.15.post1")
+    other = tables_for(PACKAGE, "0.6.15.post1")
+    assert len(asked) > fetched and "0.6.14" not in str(other.missing), other.missing
+    fetched = len(asked)
     given = tmp_path / "given"
     (given / "include").mkdir(parents=True)
     (given / "checksums.txt").write_bytes((local_store / "checksums.txt").read_bytes())
@@ -230,7 +236,9 @@ def test_a_search_that_found_nothing_is_the_answer_for_a_while_and_a_found_table
     monkeypatch.setenv("HPROBE_KERNEL_TABLE", str(given))
     assert tables_for(PACKAGE, "0.6.14").table is not None
     monkeypatch.delenv("HPROBE_KERNEL_TABLE")
-    assert not kernel_package.miss_settled(PACKAGE)
+    # A table found settles every release of the package.
+    assert not kernel_package.miss_settled(PACKAGE, "0.6.14")
+    assert not kernel_package.miss_settled(PACKAGE, "0.6.15.post1")
     assert tables_for(PACKAGE, "0.6.14").table is not None  # from the cache now
 
 

@@ -74,48 +74,57 @@ def package_of(flashinfer: Path) -> Package | str:
     return Package(found["ArtifactPath"], found["CheckSumHash"])
 
 
-MISS = "missing.json"
+MISS_PREFIX = "missing-"  # `missing-<release>.json` in the package's folder
 MISS_TTL = 12 * 3600  # seconds a search that found nothing is taken as the answer
 
 
-def miss_settled(flashinfer: Path) -> str:
+def miss_file(version: str) -> str:
+    """The record of a search that found nothing, per release: releases that
+    share a kernel package search the index for their own cubin wheel
+    (`==version`, `<=version`), so one's miss is neither another's answer nor
+    in its words."""
+    return MISS_PREFIX + re.sub(r"[^A-Za-z0-9.+_-]", "_", version) + ".json"
+
+
+def miss_settled(flashinfer: Path, version: str) -> str:
     """When a search for this release's table last found nothing, if that is still
     the answer (MISS_TTL); "" otherwise. Conclusions drawn without the table may be
     kept under it: they hold until the next search."""
     package = package_of(flashinfer)
     if isinstance(package, str) or os.environ.get(TABLE_SETTING, "").strip():
         return ""
-    seen = last_miss(package)
+    seen = last_miss(package, version)
     return repr(seen[0]) if seen is not None else ""
 
 
-def last_miss(package: Package) -> tuple[float, str] | None:
+def last_miss(package: Package, version: str) -> tuple[float, str] | None:
     import json
     import time
 
     try:
-        seen = json.loads(read_bytes(cache.found("kernel-tables", package.checksums_sha256) / MISS, "record", 65536))
+        where = cache.found("kernel-tables", package.checksums_sha256) / miss_file(version)
+        seen = json.loads(read_bytes(where, "record", 65536))
         at, why = float(seen["at"]), str(seen["why"])
     except (OSError, InputError, ValueError, KeyError, TypeError):
         return None
     return (at, why) if 0 <= time.time() - at < MISS_TTL else None
 
 
-def recent_miss(package: Package) -> str | None:
-    """Why the last search found nothing, if it was less than MISS_TTL ago: said
-    in the same words as then, so that a report does not depend on whether this
-    run searched or remembered."""
-    seen = last_miss(package)
+def recent_miss(package: Package, version: str) -> str | None:
+    """Why this release's last search found nothing, if it was less than
+    MISS_TTL ago: said in the same words as then, so that a report does not
+    depend on whether this run searched or remembered."""
+    seen = last_miss(package, version)
     return seen[1] if seen is not None else None
 
 
-def remember_miss(package: Package, why: str) -> None:
+def remember_miss(package: Package, version: str, why: str) -> None:
     import json
     import time
 
     try:
         where = cache.directory("kernel-tables") / package.checksums_sha256
         where.mkdir(parents=True, exist_ok=True)
-        cache.write_atomically(where / MISS, json.dumps({"at": time.time(), "why": why}).encode())
+        cache.write_atomically(where / miss_file(version), json.dumps({"at": time.time(), "why": why}).encode())
     except OSError:
         pass

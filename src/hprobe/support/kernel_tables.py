@@ -47,7 +47,7 @@ from hprobe.compiled.table import (
 )
 from hprobe.model.errors import InputError
 from hprobe.support import cache, fetch_batch
-from hprobe.support.kernel_package import MISS, Package, package_of, recent_miss, remember_miss
+from hprobe.support.kernel_package import MISS_PREFIX, Package, package_of, recent_miss, remember_miss
 from hprobe.support.trees import PIP_TIMEOUT, download_command, run_pip
 from hprobe.system.bounded import setting_from_env
 from hprobe.system.parsing import parse_module
@@ -118,7 +118,7 @@ def _search(package: Package, setting: str, flashinfer: Path, version: str, prog
             if not found.origin.startswith(CACHED):
                 _keep(package, found)
             return Tables(found)
-    missed = recent_miss(package)
+    missed = recent_miss(package, version)
     if missed is None:
         afar: list[str] = []
         for source in fetched:
@@ -127,7 +127,7 @@ def _search(package: Package, setting: str, flashinfer: Path, version: str, prog
                 _keep(package, found)
                 return Tables(found)
         if not setting:
-            remember_miss(package, "; ".join(afar))
+            remember_miss(package, version, "; ".join(afar))
         tried += afar
     else:
         tried.append(missed)
@@ -203,7 +203,8 @@ def _keep(package: Package, table: KernelTable) -> None:
         where.mkdir(parents=True, exist_ok=True)
         cache.write_atomically(where / CHECKSUMS, table.checksums)
         cache.write_atomically(where / "flashInferMetaInfo.h", table.data)
-        cache.discard(where / MISS)
+        for miss in where.glob(f"{MISS_PREFIX}*.json"):  # a table found settles every release of the package
+            cache.discard(miss)
     except OSError:
         pass
 
