@@ -294,25 +294,30 @@ class TreeCalls:
     _few: dict[str, bool] = field(default_factory=dict)
     _confined: dict[str, Confined | NotConfined] = field(default_factory=dict)
     _sites: dict[
-        str,
+        tuple[str, frozenset[str] | None],
         tuple[
             list[tuple[ModuleInfo, Function | None, ast.Call]], Iterator[tuple[ModuleInfo, Function | None, ast.Call]]
         ],
     ] = field(default_factory=dict)
 
-    def sites(self, name: str) -> Iterator[tuple[ModuleInfo, Function | None, ast.Call]]:
+    def sites(
+        self, name: str, within: frozenset[str] | None = None
+    ) -> Iterator[tuple[ModuleInfo, Function | None, ast.Call]]:
         """Every call of `name` in the tree with its module and holder, module
-        by module. A trail asks for the same function's callers once per
-        parameter and path: what one search found is replayed, and a module is
-        parsed only when some search gets that far."""
-        if name not in self._sites:
+        by module; with `within`, only in modules that also spell one of those
+        words (where a confined class's instances can be, instances.py). A
+        trail asks for the same function's callers once per parameter and
+        path: what one search found is replayed, and a module is parsed only
+        when some search gets that far."""
+        key = (name, within)
+        if key not in self._sites:
             scan = (
                 (module, caller, call)
-                for module in self.index.each_module_naming(name)
+                for module in self.index.each_module_naming(name, also=within)
                 for caller, call in self.calls_named(module, name)
             )
-            self._sites[name] = ([], scan)
-        found, rest = self._sites[name]
+            self._sites[key] = ([], scan)
+        found, rest = self._sites[key]
         at = 0
         while True:
             if at == len(found):
@@ -709,7 +714,9 @@ class _Trail:
         or rule out)."""
         assert frame.function is not None
         function, owner = frame.function, frame.owner
-        for module, caller, call in self.tree.sites(function.name):
+        confined = self.tree.confined(owner) if owner is not None else None
+        within = confined.words if isinstance(confined, Confined) else None
+        for module, caller, call in self.tree.sites(function.name, within):
             if not _fits(call, function, owner is not None):
                 continue  # a call with these arguments would raise TypeError: not a call of it
             caller_frame = _Frame(module, caller, class_at(module, call.lineno))
@@ -738,7 +745,6 @@ class _Trail:
             # method is named; one that keeps them calls what they resolve.
             # `super()` stands for an instance of the caller's own class.
             receiver = call.func.value
-            confined = self.tree.confined(owner)
             through_super = isinstance(receiver, ast.Call) and _dotted(receiver.func) == "super"
             if isinstance(confined, Confined) and not (
                 through_super and may_be_family(self.index, confined, caller_frame.owner)

@@ -47,6 +47,10 @@ class Confined:
     owner: str  # qualname
     places: tuple[Place, ...]
     family: frozenset[str] = frozenset()  # qualnames: the owner and the tree's classes derived from it
+    # A module that spells none of these holds no call of the owner's methods:
+    # the places' names, and the names of the family's classes and of the
+    # owner's bases (whose module defines or imports them by name).
+    words: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -71,7 +75,14 @@ def confine(index: RepoIndex, owner: ClassInfo) -> Confined | NotConfined:
     checked = reader.check_places()
     if checked is not None:
         return checked
-    return Confined(owner.qualname, tuple(reader.places.values()), frozenset(c.qualname for c in family))
+    places = tuple(reader.places.values())
+    words = (
+        {place.name for place in places}
+        | {cls.name for cls in family}
+        | {cls.name for cls in index.mro(owner)}
+        | {place.holder.rpartition(".")[2] for place in places if place.holder is not None}
+    )
+    return Confined(owner.qualname, places, frozenset(c.qualname for c in family), frozenset(words))
 
 
 def holds(

@@ -151,12 +151,19 @@ class RepoIndex:
         """Parsed modules whose source `accept`s, each parsed only when asked for."""
         return self._each_module(lambda _, text: accept(text))
 
-    def each_module_naming(self, name: str) -> Iterator[ModuleInfo]:
+    def each_module_naming(self, name: str, also: frozenset[str] | None = None) -> Iterator[ModuleInfo]:
         """Parsed modules in which the identifier `name` appears whole and not
         as the name of its own `def`: every module that may call it. A call is
         spelt with the name as a word; a file that holds it only inside longer
-        names (`_forward` in `_forward_impl`) or only defines it is not parsed."""
-        return self._each_module(lambda module_name, text: self._names(module_name, text, name))
+        names (`_forward` in `_forward_impl`) or only defines it is not parsed.
+        With `also`, only modules that spell one of those words as well, whole
+        (the words a module spells are listed once its name test passes)."""
+        return self._each_module(
+            lambda module_name, text: (
+                self._names(module_name, text, name)
+                and (also is None or not self._spelled[module_name].isdisjoint(also))
+            )
+        )
 
     def count_naming(self, name: str) -> int:
         """How many modules `each_module_naming(name)` would parse (none parsed here)."""
