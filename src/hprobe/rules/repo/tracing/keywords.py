@@ -585,7 +585,11 @@ def _argument_from_callers(
             states = _spread(inner, caller, handed, call.lineno, depth + 1)
             # A value is the caller's expression: read in the callee it could
             # name another thing. Only a literal crosses the call.
-            found.append({key: _across_the_call(state, key, caller, call, module) for key, state in states.items()})
+            # A caller's value is kept as written: a reading takes a passed value
+            # only as a literal or as words (`backend=planned`, unread), so an
+            # expression of the caller's is never evaluated where it would
+            # name another thing; the keyword is passed either way.
+            found.append(states)
     if not found:
         why = f"**{name} is a parameter of {function.name}, and no call of it in the tree hands it in"
         return dict.fromkeys(scope.names, Unknown(where, why))
@@ -599,87 +603,9 @@ def _argument_from_callers(
     return out
 
 
-Literal = str | int | float | bool
-
-
-def _across_the_call(
-    state: State, key: str, caller: ast.FunctionDef | ast.AsyncFunctionDef | None, call: ast.Call, module: ModuleInfo
-) -> State:
-    """What a caller's value is in the callee: a literal as it is; a name the
-    test of an `if` around the call pins (`if planned == "cute-dsl" and …:`)
-    as that literal; any other expression unknown (read in the callee it
-    could name another thing)."""
-    if not isinstance(state, ast.expr) or isinstance(state, ast.Constant):
-        return state
-    if isinstance(state, ast.Name) and caller is not None:
-        pinned = pinned_by_a_test(caller, call.lineno, state.id)
-        if pinned is not None:
-            return ast.copy_location(ast.Constant(pinned), state)
-    return Unknown(f"{module.path}:{call.lineno}", f"{key}={ast.unparse(state)[:40]} is the caller's own value")
-
-
-def pinned_by_a_test(function: ast.FunctionDef | ast.AsyncFunctionDef, line: int, name: str) -> Literal | None:
-    """The literal `name` must equal at `line` because `line` is in the body
-    of an `if` whose test requires `name == literal` (alone or in an `and`),
-    with nothing in that body before `line` binding `name` again; else None."""
-    pinned: Literal | None = None
-    body: list[ast.stmt] = function.body
-    while True:
-        stmt = next((s for s in body if s.lineno <= line <= (s.end_lineno or s.lineno)), None)
-        if stmt is None:
-            return pinned
-        if isinstance(stmt, ast.If) and block_spans(stmt.body, line):
-            required = _required_equal(stmt.test, name)
-            before = [s for s in stmt.body if (s.end_lineno or s.lineno) < line]
-            if any(_binds_name(s, name) for s in before):
-                required = None
-            if required is not None:
-                pinned = required[0]
-            body = stmt.body
-        elif isinstance(stmt, (ast.If, ast.For, ast.While, ast.With, ast.AsyncWith, ast.AsyncFor, ast.Try)):
-            blocks = [getattr(stmt, f, []) for f in ("body", "orelse", "finalbody")]
-            blocks += [h.body for h in getattr(stmt, "handlers", [])]
-            inner = next((b for b in blocks if block_spans(b, line)), None)
-            if inner is None:
-                return pinned
-            if isinstance(stmt, (ast.For, ast.While)) and any(_binds_name(s, name) for s in inner):
-                pinned = None  # bound again on an earlier turn of the loop
-            body = inner
-        else:
-            return pinned
-
-
 def block_spans(block: list[ast.stmt], line: int) -> bool:
     """Whether the statements of `block` hold `line`."""
     return bool(block) and block[0].lineno <= line <= (block[-1].end_lineno or block[-1].lineno)
-
-
-def _required_equal(test: ast.expr, name: str) -> tuple[Literal] | None:
-    """(literal,) when `test` holds only if `name == literal`."""
-    if (
-        isinstance(test, ast.Compare)
-        and len(test.ops) == 1
-        and isinstance(test.ops[0], ast.Eq)
-        and isinstance(test.left, ast.Name)
-        and test.left.id == name
-        and isinstance(test.comparators[0], ast.Constant)
-        and isinstance(test.comparators[0].value, (str, int, float, bool))
-    ):
-        return (test.comparators[0].value,)
-    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-        for value in test.values:
-            found = _required_equal(value, name)
-            if found is not None:
-                return found
-    return None
-
-
-def _binds_name(stmt: ast.stmt, name: str) -> bool:
-    return any(
-        (isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store))
-        or (isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names)
-        for node in ast.walk(stmt)
-    )
 
 
 def _handed(function: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call, name: str) -> ast.expr | None:
