@@ -25,7 +25,7 @@ assumption (paths.py): never a guess."""
 from __future__ import annotations
 
 import ast
-import functools
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -1057,8 +1057,19 @@ _RESHAPED_IN_PLACE = frozenset(
 )
 
 
-@functools.lru_cache(maxsize=1 << 14)  # asked at every name a trail reads: one walk per function and name
+# Asked at every name a trail reads: one walk per function and name, kept no
+# longer than the function's tree is.
+_CHANGED: weakref.WeakKeyDictionary[ast.AST, dict[str, str | None]] = weakref.WeakKeyDictionary()
+
+
 def _changed_unseen(function: Function, name: str) -> str | None:
+    per_name = _CHANGED.setdefault(function, {})
+    if name not in per_name:
+        per_name[name] = _changed_in(function, name)
+    return per_name[name]
+
+
+def _changed_in(function: Function, name: str) -> str | None:
     """Why `name` in `function` may not be what the statements binding it say,
     in words, or None: a nested function rebinds it (`nonlocal`), or the
     tensor it names is changed in place (`resize_`, `unsqueeze_`, `.data = …`,
