@@ -326,3 +326,27 @@ def test_a_re_export_chain_longer_than_the_rounds_followed_is_listed_where_it_le
     short["engine/attn.py"] = "from engine.hop3 import name3\n\ndef forward(q):\n    return name3(ARGS)\n"
     (call,) = find_calls(_tree(tmp_path / "short", short), ENTRIES)
     assert call.escape is None and call.entry == ENTRY
+
+
+def test_an_entry_as_a_default_a_decorator_or_a_chosen_value_is_an_escape(tmp_path):
+    files = {
+        "engine/more.py": f"""
+            from flashinfer.decode import {ENTRY}
+
+            def with_default(q, kernel={ENTRY}):
+                return kernel(q)
+
+            @{ENTRY}
+            def decorated():
+                pass
+
+            def chosen(q, fast):
+                return ({ENTRY} if fast else None)(q)
+            """
+    }
+    sites = find_calls(_tree(tmp_path, files), ENTRIES)
+    assert {(s.line, s.escape) for s in sites} == {
+        (4, "a parameter's default"),
+        (7, "a decorator"),
+        (12, "chosen by a conditional expression"),
+    }

@@ -548,14 +548,23 @@ def _escape_form(node: ast.expr, parent: ast.AST | None, class_body: bool) -> st
     """How a mention of an entry that is not a call hands it on, in words; None
     where it only looks at it (`X is None`, `if X:`, `X.__name__`)."""
     match parent:
-        case ast.Compare() | ast.UnaryOp(op=ast.Not()):
-            return None
+        case ast.Compare() | ast.UnaryOp(op=ast.Not()) | ast.Expr():
+            return None  # a test of it, or a bare mention: nothing handed on
         case ast.If(test=test) | ast.While(test=test) | ast.IfExp(test=test) | ast.Assert(test=test) if test is node:
             return None
         case ast.Attribute(attr=attr) if attr not in _CALLABLE_ATTRIBUTES:
             return None
-        case ast.Expr():
-            return None  # a bare mention hands nothing on
+        case ast.Assign(targets=targets):
+            shown = ", ".join(ast.unparse(t)[:60] for t in targets)
+            return f"stored as {shown}" + (" in a class body" if class_body else "")
+        case ast.AnnAssign(target=target) | ast.AugAssign(target=target):
+            return f"stored as {ast.unparse(target)[:60]}" + (" in a class body" if class_body else "")
+    return _handed_on(parent)
+
+
+def _handed_on(parent: ast.AST | None) -> str:
+    """The words for an expression an entry is handed on through."""
+    match parent:
         case ast.ClassDef(name=name):
             return f"subclassed by {name}"
         case ast.Call(func=func):
@@ -564,11 +573,6 @@ def _escape_form(node: ast.expr, parent: ast.AST | None, class_body: bool) -> st
             return "passed in a ** mapping"
         case ast.keyword(arg=arg):
             return f"passed as {arg}=..."
-        case ast.Assign(targets=targets):
-            shown = ", ".join(ast.unparse(t)[:60] for t in targets)
-            return f"stored as {shown}" + (" in a class body" if class_body else "")
-        case ast.AnnAssign(target=target) | ast.AugAssign(target=target):
-            return f"stored as {ast.unparse(target)[:60]}" + (" in a class body" if class_body else "")
         case ast.Return() | ast.Yield() | ast.YieldFrom():
             return "returned"
         case ast.NamedExpr(target=target):
@@ -577,8 +581,15 @@ def _escape_form(node: ast.expr, parent: ast.AST | None, class_body: bool) -> st
             return "put in a container"
         case ast.Lambda():
             return "returned by a lambda"
-        case _:
-            return f"used in a {type(parent).__name__ if parent is not None else 'module'} expression"
+        case ast.arguments():
+            return "a parameter's default"
+        case ast.FunctionDef() | ast.AsyncFunctionDef():
+            return "a decorator"
+        case ast.Starred():
+            return "passed with *"
+        case ast.IfExp() | ast.BoolOp():
+            return "chosen by a conditional expression"
+    return f"used in an expression hprobe does not follow ({type(parent).__name__})"
 
 
 def _computed_attribute(node: ast.Call, imports: dict[str, tuple[str, str | None]]) -> str | None:
