@@ -109,3 +109,37 @@ def test_every_call_vllm_makes_is_listed(cli_json, vllm_tree):
     # The SM90 DSA call (NoPE models among them) is judged on batch-mla.
     (sm90,) = [p for p in doc["call_paths"] if p["site"].endswith("flashinfer_mla_sparse_sm90.py:281")]
     assert sm90["status"] == "judged" and sm90["kernel"] == "batch-mla"
+
+
+def test_vllm_0_34_kimi_core_trail_never_passes_through_another_classs_method(tmp_path_factory):
+    """vLLM 0.34.0's Kimi K3 sparse core (`FlashInferCore.trtllm`) is reached
+    from `FlashInferCore.decode`, a method name dozens of classes share (an
+    audio model's tokenizer among them). Every FlashInferCore is kept in
+    `self.fi` of the prepared stage (and copies of it), so the trail follows
+    `self.fi.decode(...)` there and no other `decode`: it ends at the query
+    the stage keeps (`self.query`), never at a tokenizer."""
+    from hprobe.rules.repo.tracing.instances import Confined, confine
+    from hprobe.rules.repo.tree.extract import extract
+    from hprobe.rules.repo.tree.mapping import load_mapping
+    from hprobe.rules.repo.tree.scan import RepoIndex
+
+    tree = engine_source(tmp_path_factory.mktemp("vllm34"), "vllm", "0.34.0") / "vllm"
+    core_module = "models.kimi_k3.nvidia.specialized_decode.cutedsl.dsa.attn_fi"
+    index = RepoIndex.build(tree)
+    owner = index.by_suffix(core_module).classes["FlashInferCore"]  # type: ignore[union-attr]
+    confined = confine(index, owner)
+    assert isinstance(confined, Confined), confined
+    # `self.fi` of the prepared stage, and the local `fi` its sparse decode copies it to.
+    assert {(p.name, p.holder, p.function) for p in confined.places} == {
+        ("fi", f"{core_module.rsplit('.', 1)[0]}.prepared.PreparedDsa", None),
+        ("fi", None, ("models/kimi_k3/nvidia/specialized_decode/cutedsl/dsa/prepared.py", 650)),
+    }
+    found = extract(tree, load_mapping(Path(__file__).parents[1] / "matrices" / "mappings" / "vllm.toml"))
+    (core,) = [
+        p
+        for p in found.paths.paths
+        if p.site.path.endswith("dsa/attn_fi.py") and p.site.function == "FlashInferCore.trtllm"
+    ]
+    assert "tokenizer" not in core.detail and "another class's decode" not in core.detail, core.detail
+    assert "cutedsl/dsa/prepared.py:521: the query is `self.query`" in core.detail, core.detail
+    assert not any(m.startswith("vllm") for m in sys.modules)  # read, never imported
