@@ -166,3 +166,13 @@ def test_a_local_read_in_a_closure_is_the_place_and_a_class_made_by_name_is_not_
     owner = index.by_suffix("engine.core").classes["FlashInferCore"]  # type: ignore[union-attr]
     confined = confine(index, owner)
     assert isinstance(confined, NotConfined) and "FlashInferCore is named in a string" in str(confined)
+
+
+def test_a_name_of_the_class_that_does_not_resolve_may_be_it(tmp_path: Path) -> None:
+    """Through a star import the name resolves to nothing hprobe reads: it may
+    be the class, made and kept anywhere, so the class is not confined."""
+    starred = "from engine.core import *\n\n\ndef make():\n    return FlashInferCore(4)\n"
+    index = _tree(tmp_path, {"engine/core.py": CORE, "engine/layer.py": LAYER, "engine/starred.py": starred})
+    owner = index.by_suffix("engine.core").classes["FlashInferCore"]  # type: ignore[union-attr]
+    confined = confine(index, owner)
+    assert isinstance(confined, NotConfined) and "`FlashInferCore` may be FlashInferCore, not resolved" in str(confined)

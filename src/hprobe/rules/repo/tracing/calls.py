@@ -513,14 +513,15 @@ _LOOKS_AT = frozenset(
 _CALLABLE_ATTRIBUTES = frozenset({"__call__", "__wrapped__", "__func__", "__init__", "__new__"})
 
 
-def _call_name(func: ast.expr) -> str | None:
+def call_name(func: ast.expr) -> str | None:
+    """The name a call's callee ends in (`f` of `f(...)` and of `a.b.f(...)`), or None."""
     return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
 
 
 def _harmless_arguments(node: ast.Call) -> set[int]:
     """The nodes of a call's arguments that only look at an entry:
     `callable(X)`, `inspect.signature(X)`, `getattr(X, "__name__")`."""
-    name = _call_name(node.func)
+    name = call_name(node.func)
     looked: list[ast.expr] = []
     if name in _LOOKS_AT:
         looked = list(node.args)
@@ -595,7 +596,7 @@ def _handed_on(parent: ast.AST | None) -> str:
 def _computed_attribute(node: ast.Call, imports: dict[str, tuple[str, str | None]]) -> str | None:
     """`getattr(flashinfer.mla, name)` with a name not written, or
     `vars(flashinfer.mla)`: any entry may come out of it; in words, or None."""
-    name = _call_name(node.func)
+    name = call_name(node.func)
     if not node.args or not _flashinfer_module(node.args[0], imports):
         return None
     shown = ast.unparse(node.args[0])[:60]

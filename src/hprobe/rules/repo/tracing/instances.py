@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from hprobe.rules.repo.tracing.calls import call_name
 from hprobe.rules.repo.tracing.keywords import class_at, enclosing_functions, innermost_function
 from hprobe.rules.repo.tree.scan import ClassInfo, ModuleInfo, RepoIndex, resolve_relative
 
@@ -197,7 +198,11 @@ class _Reader:
                     continue
                 qualname = self._class_of(module, node)
                 if qualname is None:
-                    continue  # another thing of that name
+                    if self._another_thing(module, node):
+                        continue  # a name the module binds to something else
+                    return NotConfined(
+                        f"{module.path}:{node.lineno}", f"`{ast.unparse(node)[:60]}` may be {cls.name}, not resolved"
+                    )
                 problem = self._construction(module, node, parents, qualname)
                 if problem is not None:
                     return problem
@@ -216,9 +221,27 @@ class _Reader:
             # The module's own class of that name (lookup reads module-level names).
             own = module.classes.get(node.id)
             return own.qualname if own is not None and own.qualname in self.family else None
-        written = _dotted(node)
-        cls = self.index.resolve_class(module, written) if written else None
+        cls = self.index.resolve_class(module, ast.unparse(node))  # `module.Name`: a chain of names
         return cls.qualname if cls is not None and cls.qualname in self.family else None
+
+    def _another_thing(self, module: ModuleInfo, node: ast.Name | ast.Attribute) -> bool:
+        """Whether `node` resolves, in the tree, to something other than a class
+        of the family (another class or function of that name, a local of a
+        function): a name that resolves to nothing may be the class."""
+        if isinstance(node, ast.Attribute):
+            return False
+        found = self.index.lookup(module, node.id)
+        if found is not None:
+            # Rebound after its definition, it may still be the class.
+            return found[0] != "rebound" and not (found[0] == "class" and found[1].qualname in self.family)
+        function = innermost_function(module.tree, node.lineno)
+        return (
+            function is not None
+            and any(
+                isinstance(n, ast.Name) and n.id == node.id and isinstance(n.ctx, ast.Store) for n in ast.walk(function)
+            )
+            or (function is not None and node.id in {a.arg for a in ast.walk(function.args) if isinstance(a, ast.arg)})
+        )
 
     def _construction(
         self, module: ModuleInfo, node: ast.expr, parents: dict[int, ast.AST], qualname: str
@@ -229,7 +252,7 @@ class _Reader:
         match parent:
             case ast.ClassDef(bases=bases) if any(b is node for b in bases):
                 return None  # a subclass: of the family already
-            case ast.Call(func=func, args=[_, second, *_]) if second is node and _call_name(func) in (
+            case ast.Call(func=func, args=[_, second, *_]) if second is node and call_name(func) in (
                 "isinstance",
                 "issubclass",
             ):
@@ -377,7 +400,7 @@ def _self_handed_on(cls: ClassInfo) -> NotConfined | None:
             continue  # self.x, self.m(...)
         if isinstance(parent, ast.Compare):
             continue
-        if isinstance(parent, ast.Call) and _call_name(parent.func) in ("isinstance", "type", "id", "super"):
+        if isinstance(parent, ast.Call) and call_name(parent.func) in ("isinstance", "type", "id", "super"):
             continue
         return _escape(f"{cls.module.path}:{node.lineno}", node, _context(parent))
     return None
@@ -483,16 +506,3 @@ def _function_at(tree: ast.AST, line: int) -> Function | None:
 
 def _is_self(node: ast.expr) -> bool:
     return isinstance(node, ast.Name) and node.id in ("self", "cls")
-
-
-def _call_name(func: ast.expr) -> str | None:
-    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
-
-
-def _dotted(node: ast.expr) -> str:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        inner = _dotted(node.value)
-        return f"{inner}.{node.attr}" if inner else ""
-    return ""

@@ -552,14 +552,7 @@ def _from_callers(scope: _Scope, function: ast.FunctionDef | ast.AsyncFunctionDe
             found.append(_call_states(inner, caller, call, depth + 1))
     if not found:
         return dict.fromkeys(scope.names, Unknown(where, f"no call of {function.name} in the tree fills its **kwargs"))
-    out: dict[str, State] = {}
-    for key in scope.names:
-        first = found[0][key]
-        agree = all(_same(f[key], first) for f in found[1:])
-        out[key] = (
-            first if agree else Unknown(where, f"the {len(found)} callers of {function.name} pass {key} differently")
-        )
-    return out
+    return _agreed(scope, found, where, f"the {len(found)} callers of {function.name} pass {{key}} differently")
 
 
 def _argument_from_callers(
@@ -582,24 +575,25 @@ def _argument_from_callers(
             _, owner = function_at(scope.index, module, call.lineno)
             instance, _ = _constructor_values(scope.index, owner)
             inner = _Scope(scope.index, module, owner, instance, scope.names)
-            states = _spread(inner, caller, handed, call.lineno, depth + 1)
-            # A value is the caller's expression: read in the callee it could
-            # name another thing. Only a literal crosses the call.
             # A caller's value is kept as written: a reading takes a passed value
             # only as a literal or as words (`backend=planned`, unread), so an
             # expression of the caller's is never evaluated where it would
             # name another thing; the keyword is passed either way.
-            found.append(states)
+            found.append(_spread(inner, caller, handed, call.lineno, depth + 1))
     if not found:
         why = f"**{name} is a parameter of {function.name}, and no call of it in the tree hands it in"
         return dict.fromkeys(scope.names, Unknown(where, why))
+    return _agreed(scope, found, where, f"the {len(found)} callers of {function.name} hand {{key}} differently")
+
+
+def _agreed(scope: _Scope, found: list[dict[str, State]], where: str, differently: str) -> dict[str, State]:
+    """Each key as every caller's reading has it, or unknown (`differently`,
+    with `{key}` in it) where they differ."""
     out: dict[str, State] = {}
     for key in scope.names:
         first = found[0][key]
         agree = all(_same(f[key], first) for f in found[1:])
-        out[key] = (
-            first if agree else Unknown(where, f"the {len(found)} callers of {function.name} hand {key} differently")
-        )
+        out[key] = first if agree else Unknown(where, differently.format(key=key))
     return out
 
 
