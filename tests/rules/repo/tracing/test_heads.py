@@ -196,6 +196,15 @@ def _layer(tmp_path: Path, body: str, query: str = "q", decorator: str = "", pre
             "def doubled(fn):\n    return lambda self, q, *a: fn(self, torch.cat([q, q], dim=1), *a)",
             "decorated by `@doubled`",
         ),
+        # A name a plain decorator has, but the engine's own (not functools'):
+        # it may change what the function is handed.
+        (
+            "",
+            "@cache",
+            "def cache(fn):\n    return lambda self, q, *a: fn(self, torch.cat([q, q], dim=1), *a)",
+            "decorated by `@cache`",
+        ),
+        ("", "@torch.no_grad()", "", "decorated by `@torch.no_grad()`"),  # `torch` is not imported here
     ],
 )
 def test_a_query_changed_where_the_trail_does_not_read_ends_it(tmp_path: Path, body, decorator, prelude, why) -> None:
@@ -210,7 +219,7 @@ def test_a_query_changed_where_the_trail_does_not_read_ends_it(tmp_path: Path, b
 def test_what_keeps_the_query_or_says_its_shape_is_followed(tmp_path: Path) -> None:
     """A decorator known to pass arguments through, an element write, and
     `view_as` (the other tensor's shape, itself followed) stay judged."""
-    plain = _layer(tmp_path / "a", "q[0] = 1\nq.mul_(2)", decorator="@torch.no_grad()")
+    plain = _layer(tmp_path / "a", "q[0] = 1\nq.mul_(2)", decorator="@torch.no_grad()", prelude="import torch")
     assert isinstance(plain, HeadTrail) and plain.said == "the layer's count"
     as_other = _layer(
         tmp_path / "b", "rows, heads, dim = q.shape\nother = q.new_empty(rows, 2 * heads, dim)", "q.view_as(other)"

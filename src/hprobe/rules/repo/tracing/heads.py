@@ -649,7 +649,7 @@ class _Trail:
         assert frame.function is not None
         function = frame.function
         tensor = want[0] != "value"
-        wrapped = _wrapping_decorator(function)
+        wrapped = _wrapping_decorator(function, frame.module)
         if wrapped is not None:
             # Its callers hand the decorator's wrapper what they pass; what the
             # function itself is handed is the wrapper's to say.
@@ -1192,16 +1192,50 @@ _PLAIN_DECORATORS = frozenset(
 )
 
 
-def _wrapping_decorator(function: Function) -> str | None:
+# Where a plain decorator comes from: Python's own (`staticmethod`, `property`)
+# or these libraries. An engine's own decorator of the same name is no such.
+_PLAIN_SOURCES = frozenset({"builtins", "functools", "abc", "typing", "typing_extensions", "torch", "triton"})
+_BUILTIN_DECORATORS = frozenset({"staticmethod", "classmethod", "property"})
+
+
+def _wrapping_decorator(function: Function, module: ModuleInfo) -> str | None:
     """The first decorator of `function` that is not known to pass its
-    arguments through unchanged (the last name of it: `torch.no_grad()` is
-    `no_grad`), as written; None where there is none."""
+    arguments through unchanged, as written; None where there is none. Known:
+    a name of `_PLAIN_DECORATORS` (the last name of it: `torch.no_grad()` is
+    `no_grad`) that comes from Python or a library of `_PLAIN_SOURCES`, by the
+    module's imports (`from functools import cache`, `import torch`)."""
+    imports = {**module.imports, **_imports_in(module.tree)}
     for decorator in function.decorator_list:
         target = decorator.func if isinstance(decorator, ast.Call) else decorator
         name = target.attr if isinstance(target, ast.Attribute) else target.id if isinstance(target, ast.Name) else None
-        if name not in _PLAIN_DECORATORS:
+        if name not in _PLAIN_DECORATORS or not _from_a_plain_source(target, imports, module):
             return _text(decorator)
     return None
+
+
+def _from_a_plain_source(target: ast.expr, imports: dict[str, tuple[str, str | None]], module: ModuleInfo) -> bool:
+    root = target
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    if not isinstance(root, ast.Name):
+        return False
+    bound = imports.get(root.id)
+    if bound is None:
+        # A bare Python builtin the module does not bind to something else.
+        own = (module.functions, module.classes, module.constants, module.rebound)
+        return root is target and root.id in _BUILTIN_DECORATORS and not any(root.id in names for names in own)
+    return bound[0].split(".")[0] in _PLAIN_SOURCES
+
+
+def _imports_in(tree: ast.Module) -> dict[str, tuple[str, str | None]]:
+    """Every import of a module, at any level (`import torch` inside a function too)."""
+    out: dict[str, tuple[str, str | None]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.update({(a.asname or a.name): (node.module, a.name) for a in node.names if a.name != "*"})
+        elif isinstance(node, ast.Import):
+            out.update({(a.asname or a.name.split(".")[0]): (a.name, None) for a in node.names})
+    return out
 
 
 def _walrus_binds(stmt: ast.If | ast.With | ast.AsyncWith, name: str) -> bool:
