@@ -1738,8 +1738,8 @@ class TestStreamsAndWriters:
     """What hprobe writes to: a full stdout, a closed pipe, stdout by name, a
     site on a disk that fills, a cache on a full disk."""
 
-    def _into(self, arena: Path, args: list[str], stdout: IO[str]) -> subprocess.CompletedProcess[str]:
-        """hprobe `args` run in `arena` with its stdout the file given."""
+    def _into(self, arena: Path, args: list[str], stdout: IO[str] | int) -> subprocess.CompletedProcess[str]:
+        """hprobe `args` run in `arena` with its stdout the file (or descriptor) given."""
         return subprocess.run(
             [str(HPROBE), *args],
             cwd=arena,
@@ -1777,15 +1777,7 @@ class TestStreamsAndWriters:
             read_end, write_end = os.pipe()
             os.close(read_end)  # the reader is gone before the first byte (`| head` that already ended)
             try:
-                proc = subprocess.run(
-                    [str(HPROBE), *args],
-                    cwd=tmp_path,
-                    env=self._env(tmp_path),
-                    stdout=write_end,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                    timeout=120,
-                )
+                proc = self._into(tmp_path, args, write_end)
             finally:
                 os.close(write_end)
             assert proc.returncode == 141 and proc.stderr == "", (args, proc.returncode, proc.stderr)

@@ -8,6 +8,7 @@ commands from both streams)."""
 from __future__ import annotations
 
 import os
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from hprobe.report.formats.base import NotRendered, RenderOptions, source_location
@@ -61,7 +62,7 @@ ANNOTATIONS_PER_LEVEL = 10
 def _within_step_limits(lines: list[tuple[str, str]]) -> list[str]:
     """The annotations in their order, at most ANNOTATIONS_PER_LEVEL of a
     level, the last of those saying how many more there are."""
-    total = {level: sum(1 for other, _ in lines if other == level) for level, _ in lines}
+    total = Counter(level for level, _ in lines)
     shown: dict[str, int] = {}
     kept = []
     for level, line in lines:

@@ -555,17 +555,18 @@ def _escape_form(node: ast.expr, parent: ast.AST | None, class_body: bool) -> st
             return None
         case ast.Attribute(attr=attr) if attr not in _CALLABLE_ATTRIBUTES:
             return None
-        case ast.Assign(targets=targets):
-            shown = ", ".join(ast.unparse(t)[:60] for t in targets)
-            return f"stored as {shown}" + (" in a class body" if class_body else "")
-        case ast.AnnAssign(target=target) | ast.AugAssign(target=target):
-            return f"stored as {ast.unparse(target)[:60]}" + (" in a class body" if class_body else "")
-    return _handed_on(parent)
+    stored = isinstance(parent, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+    return handed_on(parent) + (" in a class body" if stored and class_body else "")
 
 
-def _handed_on(parent: ast.AST | None) -> str:
-    """The words for an expression an entry is handed on through."""
+def handed_on(parent: ast.AST | None) -> str:
+    """The words for the expression or statement a value is handed on through
+    (an entry here, an instance in instances.py)."""
     match parent:
+        case ast.Assign(targets=targets):
+            return f"stored as {', '.join(ast.unparse(t)[:60] for t in targets)}"
+        case ast.AnnAssign(target=target) | ast.AugAssign(target=target):
+            return f"stored as {ast.unparse(target)[:60]}"
         case ast.ClassDef(name=name):
             return f"subclassed by {name}"
         case ast.Call(func=func):

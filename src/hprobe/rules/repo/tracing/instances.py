@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from hprobe.rules.repo.tracing.calls import call_name
+from hprobe.rules.repo.tracing.calls import call_name, handed_on
 from hprobe.rules.repo.tracing.keywords import class_at, enclosing_functions, innermost_function
 from hprobe.rules.repo.tree.scan import ClassInfo, ModuleInfo, RepoIndex, resolve_relative
 
@@ -261,7 +261,7 @@ class _Reader:
                 return None
             case ast.Call(func=func) if func is node:
                 return self._kept(module, parent, parents, qualname, where)
-        return _escape(where, node, _context(parent))
+        return _escape(where, node, handed_on(parent))
 
     def _kept(
         self, module: ModuleInfo, call: ast.Call, parents: dict[int, ast.AST], qualname: str, where: str
@@ -276,7 +276,7 @@ class _Reader:
         elif isinstance(parent, ast.AnnAssign) and parent.value is call:
             target = parent.target
         if target is None:
-            return NotConfined(where, f"{ast.unparse(call.func)}(...) is {_context(parent)}, not kept in a name")
+            return NotConfined(where, f"{ast.unparse(call.func)}(...) is {handed_on(parent)}, not kept in a name")
         function, cls = _around(module, call.lineno)
         if isinstance(target, ast.Attribute) and _is_self(target.value) and cls is not None:
             self._add(Place(target.attr, frozenset({qualname}), holder=cls.qualname))
@@ -381,7 +381,7 @@ class _Reader:
             )  # a copy may hold any of the family's constructions kept here
             self._add(Place(copied, classes, function=(module.path, function.lineno)))
             return None
-        return _escape(where, node, _context(parent))
+        return _escape(where, node, handed_on(parent))
 
     def _holder(self, place: Place) -> ClassInfo | None:
         return _class_named(self.index, place.holder or "")
@@ -402,7 +402,7 @@ def _self_handed_on(cls: ClassInfo) -> NotConfined | None:
             continue
         if isinstance(parent, ast.Call) and call_name(parent.func) in ("isinstance", "type", "id", "super"):
             continue
-        return _escape(f"{cls.module.path}:{node.lineno}", node, _context(parent))
+        return _escape(f"{cls.module.path}:{node.lineno}", node, handed_on(parent))
     return None
 
 
@@ -436,22 +436,6 @@ def _in_a_test(node: ast.AST, parents: dict[int, ast.AST]) -> bool:
 
 def _escape(where: str, node: ast.expr, how: str) -> NotConfined:
     return NotConfined(where, f"`{ast.unparse(node)[:60]}` is {how}")
-
-
-def _context(parent: ast.AST | None) -> str:
-    match parent:
-        case ast.Call(func=func):
-            return f"passed to {ast.unparse(func)[:40]}(...)"
-        case ast.keyword(arg=arg):
-            return f"passed as {arg or '**'}="
-        case ast.Return():
-            return "returned"
-        case ast.List() | ast.Tuple() | ast.Set() | ast.Dict():
-            return "put in a container"
-        case ast.Assign(targets=targets):
-            return f"stored as {', '.join(ast.unparse(t)[:40] for t in targets)}"
-        case _:
-            return f"used in a {type(parent).__name__ if parent is not None else 'module'}"
 
 
 def _parents(tree: ast.AST) -> dict[int, ast.AST]:
