@@ -254,6 +254,30 @@ def test_sglang_call_paths_dspark_and_the_unpadded_dense_path(cli_json, sglang_t
 
 
 @pytest.mark.slow
+def test_sglang_dsa_paths_are_named_the_default_where_its_own_resolution_picks_flashinfer(cli_json, sglang_tree):
+    """SGLang sets --dsa-decode-backend itself when none is given
+    (arg_groups/overrides.py, _dsa_split_backend_resolution): `"trtllm" if
+    major >= 10` for either KV cache dtype, unless the model has learnable
+    sinks or HiSparse is on; flashinfer_sparse_mla for GLM with an FP8 cache on
+    SM12x. Read from the tree on the paths' SMs, not said as unknown."""
+    code, doc, err = cli_json("check", "--repo", str(sglang_tree / "sglang"), "--sm", "100,120", "--model", "GLM-5")
+    reaches = {
+        (f["sm"], f["reach"]["value"]): f["reach"]
+        for f in doc["findings"]
+        if f.get("reach") and f["reach"]["flag"] == "--dsa-decode-backend"
+    }
+    trtllm = reaches[(100, "trtllm")]
+    assert trtllm["default_reaches"] is None
+    assert trtllm["default_when"] == "not (getattr(hf_config, 'learnable_sink', False)) and not (view.enable_hisparse)"
+    assert trtllm["source"].endswith("srt/arg_groups/overrides.py:720")
+    assert "on SM100/SM103 when none is given" in trtllm["default"]
+    sm120 = reaches[(120, "flashinfer_sparse_mla")]
+    assert sm120["default_when"] == "not (getattr(hf_config, 'learnable_sink', False)) and is_glm_sm12_fp8"
+    assert sm120["source"].endswith("srt/arg_groups/overrides.py:670")
+    assert code in (0, 1, 3), err
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("version", ["0.5.18", "0.5.19"])
 def test_sglang_inline_rule_of_0518_and_0519(cli_json, version):
     tree = engine_source(Path("unused"), "sglang", version) / "sglang"

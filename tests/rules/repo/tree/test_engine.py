@@ -119,3 +119,138 @@ def test_an_alternative_an_earlier_one_covers_is_said_without_its_negation(tmp_p
         "kv_cache_dtype is not None and is_quantized_kv_cache(kv_cache_dtype) "
         "or num_heads is not None and num_heads <= 16"
     )
+
+
+# SGLang's DSA backend resolution (0.5.21-0.5.23 arg_groups/overrides.py,
+# _dsa_split_backend_resolution), reduced: the engine sets the decode backend
+# itself when the user gives none, by device capability, KV cache dtype, the
+# model's sinks and HiSparse, leaving early from the branches that set it.
+RESOLUTION = """
+def _dsa_split_backend_resolution(view):
+    hf_config = model_config_of(view).hf_config
+    if not is_deepseek_dsa(hf_config):
+        return {}
+    if get_platform().is_xpu:
+        declared = {}
+        if view.dsa_decode_backend is None:
+            declared["dsa_decode_backend"] = "intel_xpu"
+        return declared
+    major, _ = torch.cuda.get_device_capability()
+    kv_cache_dtype = view.kv_cache_dtype
+    user_set_decode = view.dsa_decode_backend is not None
+    declared = {}
+    is_glm_sm12_fp8 = (
+        hf_config.architectures[0] == "GlmMoeDsaForCausalLM"
+        and major == 12
+        and kv_cache_dtype == "fp8_e4m3"
+        and not get_platform().is_hip
+    )
+    if getattr(hf_config, "learnable_sink", False):
+        backend = "flashmla_sparse"
+        if not user_set_decode:
+            declared["dsa_decode_backend"] = backend
+        return declared
+    if is_glm_sm12_fp8:
+        backend = "flashinfer_sparse_mla"
+        if not user_set_decode:
+            declared["dsa_decode_backend"] = backend
+        return declared
+    if view.enable_hisparse:
+        backend = _hisparse_default_backend(kv_cache_dtype)
+        if not user_set_decode:
+            declared["dsa_decode_backend"] = backend
+        return declared
+    if get_platform().is_hip:
+        if not user_set_decode:
+            declared["dsa_decode_backend"] = "triton"
+    elif kv_cache_dtype == "fp8_e4m3":
+        default = "trtllm" if major >= 10 else "flashmla_kv"
+        if not user_set_decode:
+            declared["dsa_decode_backend"] = default
+    else:
+        if not user_set_decode:
+            declared["dsa_decode_backend"] = "trtllm" if major >= 10 else "fa3"
+    return declared
+"""
+NOT_NVIDIA = (("get_platform().is_hip", ()), ("get_platform().is_xpu", ()))
+
+
+def _set_by_engine(tmp_path: Path, value: str, sms: tuple[int, ...], source: str = RESOLUTION):
+    groups = tmp_path / "sglang" / "srt" / "arg_groups"
+    groups.mkdir(parents=True)
+    for folder in (tmp_path / "sglang", tmp_path / "sglang" / "srt", groups):
+        (folder / "__init__.py").write_text("")
+    (groups / "overrides.py").write_text(textwrap.dedent(source))
+    setting = EngineSetting(
+        "dsa_decode",
+        "--dsa-decode-backend",
+        value,
+        None,
+        "FlashMLA sparse",
+        assigned_in="sglang.srt.arg_groups.overrides",
+        key="dsa_decode_backend",
+        given="user_set_decode",
+    )
+    return read_reach(RepoIndex.build(tmp_path), setting, NOT_NVIDIA, sms)
+
+
+def test_a_key_the_engine_sets_by_capability_is_the_default_on_the_sms_it_picks(tmp_path):
+    """On SM100/SM103 `major >= 10` holds for either KV cache dtype: trtllm is
+    the default unless the model has sinks or HiSparse is on, which the
+    engine's own code tests and hprobe cannot decide; the user's choice
+    (`not user_set_decode`) is the premise of a default, not said."""
+    reach = _set_by_engine(tmp_path, "trtllm", (100, 103))
+    assert reach.default_reaches is None
+    assert reach.default_when == ("not (getattr(hf_config, 'learnable_sink', False)) and not (view.enable_hisparse)")
+    assert reach.source == "sglang/srt/arg_groups/overrides.py:42"  # the first that sets trtllm
+    assert reach.scope().startswith("by default where not (getattr(hf_config, 'learnable_sink', False))")
+    # The XPU, HIP and SM12x-GLM branches are false on SM100/SM103 and not listed.
+    assert "intel_xpu" not in reach.default and "triton" not in reach.default
+    assert "flashinfer_sparse_mla" not in reach.default and "flashmla_kv" not in reach.default
+    assert reach.default.startswith("flashmla_sparse where getattr(hf_config, 'learnable_sink', False); ")
+
+
+def test_on_hopper_the_same_code_never_picks_it(tmp_path):
+    reach = _set_by_engine(tmp_path, "trtllm", (90,))
+    assert reach.default_reaches is False and not reach.default_when
+    assert "fa3 where" in reach.default and "flashmla_kv where" in reach.default
+    assert reach.scope() == "under --dsa-decode-backend trtllm only"
+
+
+def test_a_local_the_tests_read_is_followed_to_the_capability(tmp_path):
+    """`is_glm_sm12_fp8` reads `major == 12`: on SM120 it is left to the model
+    and the KV cache (said as the engine names it), on SM100 it is false."""
+    on_sm120 = _set_by_engine(tmp_path / "a", "flashinfer_sparse_mla", (120, 121))
+    assert on_sm120.default_when == "not (getattr(hf_config, 'learnable_sink', False)) and is_glm_sm12_fp8"
+    assert _set_by_engine(tmp_path / "b", "flashinfer_sparse_mla", (100,)).default_reaches is False
+
+
+def test_sms_that_disagree_leave_the_capability_undecided(tmp_path):
+    reach = _set_by_engine(tmp_path, "trtllm", (90, 100))
+    assert reach.default_reaches is None
+    assert "major >= 10" in reach.default_when
+
+
+def test_a_value_set_unconditionally_and_only_that_one_is_the_default(tmp_path):
+    source = """
+    def resolve(view):
+        user_set_decode = view.dsa_decode_backend is not None
+        declared = {}
+        if not user_set_decode:
+            declared["dsa_decode_backend"] = "trtllm"
+        return declared
+    """
+    assert _set_by_engine(tmp_path / "a", "trtllm", (100,), source).default_reaches is True
+    # A local rebound in a loop is not known after it: its value is not guessed.
+    rebound = """
+    def resolve(view):
+        backend = "trtllm"
+        for option in view.options:
+            backend = option
+        declared = {}
+        declared["dsa_decode_backend"] = backend
+        return declared
+    """
+    reach = _set_by_engine(tmp_path / "b", "trtllm", (100,), rebound)
+    assert reach.default_reaches is False
+    assert reach.default.startswith("a value hprobe does not read where always")

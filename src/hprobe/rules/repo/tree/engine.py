@@ -11,19 +11,29 @@ of them, whichever the machine picks at run time."""
 from __future__ import annotations
 
 import ast
+import operator
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from hprobe.model.padding import Reach
+from hprobe.model.sm import sm_names
 from hprobe.rules.repo.tree.mapping import EngineSetting
-from hprobe.rules.repo.tree.scan import RepoIndex
+from hprobe.rules.repo.tree.scan import ModuleInfo, RepoIndex
 from hprobe.system.parsing import parse_expression
 
+# The mapping's platform predicates: (source text as ast.unparse writes it, the SMs where it is true).
+Platform = Sequence[tuple[str, tuple[int, ...]]]
 
-def read_reach(index: RepoIndex, setting: EngineSetting) -> Reach:
-    """The setting's default, as this tree's source gives it."""
+
+def read_reach(index: RepoIndex, setting: EngineSetting, platform: Platform = (), sms: tuple[int, ...] = ()) -> Reach:
+    """The setting's default, as this tree's source gives it, on the SMs
+    (`sms`) of the paths it gates; `platform` is the mapping's predicates
+    (source text -> the SMs where each is true)."""
     if setting.priority_in is not None:
         return _priority(index, setting)
     if setting.assigned_in is not None:
-        return _assigned(index, setting)
+        return _assigned(index, setting, platform, sms)
     if setting.default is not None:
         return Reach(
             setting.flag,
@@ -175,7 +185,7 @@ def _priority_list(setting: EngineSetting, name: str, path: str, branch: ast.If)
     return Reach(setting.flag, setting.value, default, None, setting.otherwise, where, when)
 
 
-def _assigned(index: RepoIndex, setting: EngineSetting) -> Reach:
+def _assigned(index: RepoIndex, setting: EngineSetting, platform: Platform, sms: tuple[int, ...]) -> Reach:
     """`overrides["key"] = "value"` in `assigned_in`: what the engine sets
     when the user sets nothing (one assignment, or the values it may set)."""
     assert setting.assigned_in is not None and setting.key is not None
@@ -184,6 +194,8 @@ def _assigned(index: RepoIndex, setting: EngineSetting) -> Reach:
         return Reach(
             setting.flag, setting.value, f"not found in the tree ({setting.assigned_in})", None, setting.otherwise, ""
         )
+    if setting.given is not None:
+        return _chosen(module, setting, platform, sms)
     found: list[tuple[str, int]] = []
     wanted = ast.unparse(parse_expression(setting.branch).body) if setting.branch else None
     # (node, the tests of the `if`s it sits under), so `branch` can pick one assignment.
@@ -221,3 +233,318 @@ def _assigned(index: RepoIndex, setting: EngineSetting) -> Reach:
         setting.otherwise,
         where,
     )
+
+
+# -- a key the engine sets under tests of its own: which value on which SM ------------------------
+
+
+class _Unknown:
+    """A value the reading cannot tell (a setting, a model's config, a call)."""
+
+
+UNKNOWN = _Unknown()
+# Names a local may be followed through before the reading gives up: a
+# function's locals chain a few deep (`is_glm_sm12_fp8` reads `major`).
+_MAX_FOLLOWED = 32
+_COMPARED: dict[type[ast.cmpop], Callable[[Any, Any], object]] = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.In: lambda a, b: operator.contains(b, a),
+    ast.NotIn: lambda a, b: not operator.contains(b, a),
+    ast.Is: operator.is_,
+    ast.IsNot: operator.is_not,
+}
+
+
+@dataclass(frozen=True)
+class _Capability:
+    """`major, minor = torch.cuda.get_device_capability()`: a part of the SM."""
+
+    part: int  # 0: major, 1: minor
+
+
+@dataclass(frozen=True)
+class _Test:
+    node: ast.expr
+    holds: bool  # False: the path takes its `else`
+    locals: Mapping[str, ast.expr | _Capability]  # what the function had bound where the test is read
+
+    def words(self) -> str:
+        text = ast.unparse(self.node)
+        return text if self.holds else f"not ({text})"
+
+
+@dataclass(frozen=True)
+class _Setting:
+    """`target[key] = value` as the engine writes it, with the tests on its way."""
+
+    value: ast.expr
+    tests: tuple[_Test, ...]
+    locals: Mapping[str, ast.expr | _Capability]
+    line: int
+
+
+def _settings_of(module: ModuleInfo, key: str) -> list[_Setting]:
+    """Every `X[key] = value` of the module, each with the tests of the `if`s
+    around it and of the earlier `if`s on its way that leave the function
+    after setting the key (`if sinks: declared[key] = ...; return declared`):
+    past such an `if`, its test is false. An exit that sets nothing leaves the
+    setting to other code and says nothing about which value this code picks."""
+    found: list[_Setting] = []
+
+    def sets_key(block: Sequence[ast.stmt]) -> bool:
+        return any(
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Subscript) and _key_of(t) == key for t in node.targets)
+            for stmt in block
+            for node in ast.walk(stmt)
+        )
+
+    def walk(block: Sequence[ast.stmt], tests: tuple[_Test, ...], bound: dict[str, ast.expr | _Capability]) -> None:
+        bound = dict(bound)
+        for stmt in block:
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                walk(stmt.body, (), {})
+                bound.pop(stmt.name, None)
+            elif isinstance(stmt, ast.Assign):
+                _forget(stmt, bound)  # a := inside the value
+                _bind(stmt, bound)
+                for target in stmt.targets:
+                    if isinstance(target, ast.Subscript) and _key_of(target) == key:
+                        found.append(_Setting(stmt.value, tests, dict(bound), stmt.lineno))
+            elif isinstance(stmt, ast.If):
+                test = _Test(stmt.test, True, dict(bound))
+                walk(stmt.body, (*tests, test), bound)
+                walk(stmt.orelse, (*tests, _Test(stmt.test, False, dict(bound))), bound)
+                if _leaves(stmt.body) and sets_key(stmt.body):
+                    tests = (*tests, _Test(stmt.test, False, dict(bound)))
+                elif stmt.orelse and _leaves(stmt.orelse) and sets_key(stmt.orelse):
+                    tests = (*tests, test)
+                _forget(stmt, bound)
+            else:
+                # A loop, a with, a try, a match: what they set is set under
+                # the tests around them; a local they may rebind is unknown after.
+                for part in (getattr(stmt, "body", []), getattr(stmt, "orelse", []), getattr(stmt, "finalbody", [])):
+                    if part and isinstance(part[0], ast.stmt):
+                        walk(part, tests, bound)
+                for case in [*getattr(stmt, "handlers", []), *getattr(stmt, "cases", [])]:
+                    walk(case.body, tests, bound)
+                _forget(stmt, bound)
+
+    walk(module.tree.body, (), {})
+    return found
+
+
+def _key_of(target: ast.Subscript) -> object:
+    return target.slice.value if isinstance(target.slice, ast.Constant) else None
+
+
+def _forget(stmt: ast.stmt, bound: dict[str, ast.expr | _Capability]) -> None:
+    """Locals a statement may rebind (in a branch, a loop, a `:=`) are no
+    longer known after it."""
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound.pop(node.id, None)
+
+
+def _leaves(block: Sequence[ast.stmt]) -> bool:
+    return bool(block) and isinstance(block[-1], ast.Return | ast.Raise)
+
+
+def _bind(stmt: ast.Assign, bound: dict[str, ast.expr | _Capability]) -> None:
+    """A local's value as the function binds it; the SM's parts where it reads
+    the device capability."""
+    capability = isinstance(stmt.value, ast.Call) and ast.unparse(stmt.value.func).endswith("get_device_capability")
+    for target in stmt.targets:
+        if isinstance(target, ast.Name):
+            if capability:
+                bound.pop(target.id, None)  # the pair itself: not a number
+            else:
+                bound[target.id] = stmt.value
+        elif isinstance(target, ast.Tuple) and capability:
+            for part, element in enumerate(target.elts[:2]):
+                if isinstance(element, ast.Name):
+                    bound[element.id] = _Capability(part)
+        else:
+            for node in ast.walk(target):
+                if isinstance(node, ast.Name):
+                    bound.pop(node.id, None)
+
+
+def _evaluated(
+    node: ast.expr,
+    bound: Mapping[str, ast.expr | _Capability],
+    sm: int | None,
+    platform: Mapping[str, tuple[int, ...]],
+    depth: int = 0,
+) -> object:
+    """The value of `node` on `sm` where the function's own code decides it
+    (constants, the device capability, the mapping's platform predicates, and
+    locals bound to those), else UNKNOWN. `sm` None: the SM is not known."""
+    if depth > _MAX_FOLLOWED:
+        return UNKNOWN
+    text = ast.unparse(node)
+    if text in platform:
+        return UNKNOWN if sm is None else sm in platform[text]
+    again = lambda inner: _evaluated(inner, bound, sm, platform, depth + 1)  # noqa: E731
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        held = bound.get(node.id)
+        if isinstance(held, _Capability):
+            return UNKNOWN if sm is None else divmod(sm, 10)[held.part]
+        return UNKNOWN if held is None else again(held)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        value = again(node.operand)
+        return value if value is UNKNOWN else not value
+    if isinstance(node, ast.BoolOp):
+        return _either(node, [again(v) for v in node.values])
+    if isinstance(node, ast.IfExp):
+        test = again(node.test)
+        return UNKNOWN if test is UNKNOWN else again(node.body if test else node.orelse)
+    if isinstance(node, ast.Compare):
+        return _compared(node, [again(node.left), *(again(c) for c in node.comparators)])
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        elements = [again(e) for e in node.elts]
+        return UNKNOWN if any(e is UNKNOWN for e in elements) else tuple(elements)
+    return UNKNOWN
+
+
+def _either(node: ast.BoolOp, values: list[object]) -> object:
+    """`and`/`or` over values some of which are unknown: one that decides it
+    (a false one for `and`, a true one for `or`) does, whatever the rest are."""
+    for value in values:
+        if value is not UNKNOWN and (not value if isinstance(node.op, ast.And) else value):
+            return value
+    return UNKNOWN if any(v is UNKNOWN for v in values) else values[-1]
+
+
+def _compared(node: ast.Compare, operands: list[object]) -> object:
+    """A chain of comparisons, each pair compared as Python would; UNKNOWN
+    where an operand is, or Python refuses the comparison."""
+    for op, left, right in zip(node.ops, operands, operands[1:], strict=False):
+        if left is UNKNOWN or right is UNKNOWN or type(op) not in _COMPARED:
+            return UNKNOWN
+        try:
+            if not _COMPARED[type(op)](left, right):
+                return False
+        except TypeError:
+            return UNKNOWN
+    return True
+
+
+def _chosen(module: ModuleInfo, setting: EngineSetting, platform: Platform, sms: tuple[int, ...]) -> Reach:
+    """What the engine sets `key` to when the user gives none (the tests
+    that read `given` are the user's choice), on `sms`: the tests its own code
+    decides there (the device capability, the platform) are decided, and the
+    rest (a KV cache dtype, a model's config, another setting) are said as
+    written. FlashInfer is the default where its value is set."""
+    assert setting.key is not None and setting.given is not None
+    predicates = dict(platform)
+    settings = _settings_of(module, setting.key)
+    readings = [_alternatives(found, setting.given, sm, predicates) for found in settings for sm in sms or (None,)]
+    per_setting = len(sms) or 1
+    chosen: list[tuple[str | None, tuple[str, ...], int]] = []
+    for i, found in enumerate(settings):
+        on_each = readings[i * per_setting : (i + 1) * per_setting]
+        if any(r != on_each[0] for r in on_each):  # the SMs disagree: say it for no SM in particular
+            on_each = [_alternatives(found, setting.given, None, predicates)]
+        chosen.extend((value, tests, found.line) for value, tests in on_each[0])
+    where_sms = f" on {sm_names(sms)}" if sms else ""
+    if not chosen:
+        return Reach(
+            setting.flag,
+            setting.value,
+            f"not set in {module.path}{where_sms} when none is given",
+            None,
+            setting.otherwise,
+            module.path,
+        )
+    values = list(dict.fromkeys(value or "a value hprobe does not read" for value, _, _ in chosen))
+    reaching = _merged([tests for value, tests, _ in chosen if value == setting.value])
+    first = min(line for value, _, line in chosen if value == setting.value) if reaching else chosen[0][2]
+    where = f"{module.path}:{first}"
+    unread = "a value hprobe does not read"
+    each = [f"{value} where {_said(_merged([t for v, t, _ in chosen if (v or unread) == value]))}" for value in values]
+    default = f"{'; '.join(each)} (set by {module.path}{where_sms} when none is given)"
+    if not reaching:
+        return Reach(setting.flag, setting.value, default, False, setting.otherwise, where)
+    if any(not tests for tests in reaching) and values == [setting.value]:
+        return Reach(setting.flag, setting.value, default, True, setting.otherwise, where)
+    return Reach(setting.flag, setting.value, default, None, setting.otherwise, where, _said(reaching))
+
+
+def _said(alternatives: list[tuple[str, ...]]) -> str:
+    return " or ".join(" and ".join(tests) or "always" for tests in alternatives)
+
+
+def _alternatives(
+    found: _Setting, given: str, sm: int | None, platform: Mapping[str, tuple[int, ...]]
+) -> tuple[tuple[str | None, tuple[str, ...]], ...]:
+    """(value, the tests left undecided) of one setting on `sm`; none where a
+    test is false there or the user gave the setting. A value the code
+    chooses by a test (`"trtllm" if major >= 10 else "fa3"`) is one
+    alternative per branch."""
+    left: list[str] = []
+    for test in found.tests:
+        node, holds = test.node, test.holds
+        while isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            node, holds = node.operand, not holds
+        if ast.unparse(node) == given:
+            if holds:
+                return ()  # set only where the user gave it: not a default
+            continue
+        value = _evaluated(test.node, test.locals, sm, platform)
+        if value is UNKNOWN:
+            left.append(test.words())
+        elif bool(value) != test.holds:
+            return ()
+    out: list[tuple[str | None, tuple[str, ...]]] = []
+    stack: list[tuple[ast.expr, tuple[str, ...], int]] = [(found.value, tuple(left), 0)]
+    while stack:
+        node, tests, depth = stack.pop()
+        if isinstance(node, ast.Name) and isinstance(found.locals.get(node.id), ast.expr) and depth < _MAX_FOLLOWED:
+            held = found.locals[node.id]
+            assert isinstance(held, ast.expr)
+            stack.append((held, tests, depth + 1))
+        elif isinstance(node, ast.IfExp) and depth < _MAX_FOLLOWED:
+            decided = _evaluated(node.test, found.locals, sm, platform)
+            said = ast.unparse(node.test)
+            if decided is UNKNOWN or decided:
+                stack.append((node.body, tests if decided is not UNKNOWN else (*tests, said), depth + 1))
+            if decided is UNKNOWN or not decided:
+                stack.append((node.orelse, tests if decided is not UNKNOWN else (*tests, f"not ({said})"), depth + 1))
+        else:
+            value = _evaluated(node, found.locals, sm, platform)
+            out.append((value if isinstance(value, str) else None, tests))
+    return tuple(sorted(out, key=lambda item: (item[0] or "", item[1])))
+
+
+def _merged(alternatives: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    """`A and T or A and not (T)` is `A`: two alternatives that differ by one
+    test and its negation are one (a value set alike for either KV cache dtype)."""
+    merged = list(dict.fromkeys(alternatives))
+    changed = True
+    while changed:
+        changed = False
+        for i, one in enumerate(merged):
+            for j in range(i + 1, len(merged)):
+                other = merged[j]
+                if len(one) != len(other):
+                    continue
+                differing = [k for k, (a, b) in enumerate(zip(one, other, strict=True)) if a != b]
+                if len(differing) != 1:
+                    continue
+                k = differing[0]
+                if one[k] == f"not ({other[k]})" or other[k] == f"not ({one[k]})":
+                    merged[i] = one[:k] + one[k + 1 :]
+                    del merged[j]
+                    changed = True
+                    break
+            if changed:
+                break
+    return list(dict.fromkeys(merged))

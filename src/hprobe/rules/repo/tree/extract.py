@@ -221,7 +221,10 @@ def extract(
     found.sort(key=lambda c: (c.cls.module.name, c.cls.name))
     served_models, served = _served(index, mapping.models, notes)
     mapping = replace(mapping, models=served_models)
-    reaches = {name: read_reach(index, setting) for name, setting in mapping.engine_settings.items()}
+    reaches = {
+        name: read_reach(index, setting, mapping.platform, _gated_sms(mapping, name))
+        for name, setting in mapping.engine_settings.items()
+    }
     shown = (lambda rel: os.path.normpath(str(root / rel))) if root.is_dir() else (lambda rel: str(root))
     # Judged through their own entries (inconclusive there where not evaluable).
     rule_classes = {c.cls.qualname: str(c.where) for c in found if c.status is not ClassStatus.UNMAPPED}
@@ -265,6 +268,12 @@ def extract(
         paths,
         pin_unread=tuple(pin_unread),
     )
+
+
+def _gated_sms(mapping: Mapping, setting: str) -> tuple[int, ...]:
+    """The SMs of the paths a setting gates: its default is read on them."""
+    entries = [e for entries in mapping.classes.values() for e in entries] + list(mapping.calls)
+    return tuple(sorted({sm for e in entries if e.reaches_when == setting for sm in e.sms}))
 
 
 def _served(index: RepoIndex, models: list[Model], notes: list[str]) -> tuple[list[Model], Served | None]:

@@ -55,6 +55,11 @@ class EngineSetting:
     default: str | None = None  # the default in words, where no reader fits
     default_reaches: bool | None = None  # with `default`: whether FlashInfer runs by default
     source: str | None = None  # with `default`: where the engine says so
+    # With `assigned_in`: the local that is true where the user gave the
+    # setting (SGLang's `user_set_decode`); its tests are the user's choice,
+    # every other test on the way is read, and decided on the paths' SMs
+    # where the engine's code decides it.
+    given: str | None = None
 
 
 @dataclass
@@ -355,11 +360,12 @@ def _engine_settings(raw: object, path: Path, parser: _Parser) -> dict[str, Engi
         "default",
         "default_reaches",
         "source",
+        "given",
     }
     usage = (
         f"{path}: [[engine_setting]] takes name, flag, value, otherwise (strings) and where its default is read: "
-        "declared_in (and resolved_by), priority_in and branch (and priority_list), assigned_in and key, or default "
-        "and source (with default_reaches)"
+        "declared_in (and resolved_by), priority_in and branch (and priority_list), assigned_in and key (and given), "
+        "or default and source (with default_reaches)"
     )
     for i, item in enumerate(raw):
         where = parser.locate("engine_setting", i)
@@ -375,6 +381,7 @@ def _engine_settings(raw: object, path: Path, parser: _Parser) -> dict[str, Engi
             or not all(k in item for k in readers[0])
             or ("branch" in item and not {"priority_in", "assigned_in"} & set(item))
             or ("priority_list" in item and "priority_in" not in item)
+            or ("given" in item and "assigned_in" not in item)
         ):
             raise InputError(f"{where}: {usage.removeprefix(f'{path}: ')}")
         out[item["name"]] = EngineSetting(
@@ -392,6 +399,7 @@ def _engine_settings(raw: object, path: Path, parser: _Parser) -> dict[str, Engi
             item.get("default"),
             item.get("default_reaches"),
             item.get("source"),
+            item.get("given"),
         )
     return out
 
