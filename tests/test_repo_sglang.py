@@ -296,6 +296,11 @@ def test_sglang_inline_rule_of_0518_and_0519(cli_json, version):
         assert (f["n"], f["padded"], f["verdict"]) == (n, 64, "reducible"), f
         assert "srt/models/deepseek_v4.py" in f["source"] and "[SM120/SM121, decode]" in f["source"]
     assert decode["DeepSeek-V4-Pro", 1]["padded"] == 128  # TP1: the assignment does not run, n stands
+    # The DSA decode backend on SM12x is read from the release's own resolution
+    # (0.5.18 tests the platform with is_hip(), 0.5.19 with get_platform()):
+    # flashinfer_sparse_mla by default for GLM with an FP8 cache only.
+    sparse = {f["reach"]["default_when"] for f in doc["findings"] if f["reach"] and "dsa" in f["reach"]["flag"]}
+    assert sparse == {"is_glm_sm12_fp8"}, sparse
 
 
 @pytest.mark.slow
