@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -223,3 +224,45 @@ def test_a_wheel_that_cannot_be_had_again_stops_the_read(own_cache, cli_json):
     with pytest.raises(slim.TreeUnreadable, match=f"cannot fetch flashinfer-python=={RELEASE}"):
         _read_port(package)
     assert slim.unwritten([data_dir(package) / relative for relative in READ])
+
+
+def _small_wheel(folder: Path) -> Path:
+    """A wheel whose RECORD gives its files' sizes, so an emptied file is damage."""
+    init = b"__version__ = '0.0.1'\n"
+    wheel = folder / "flashinfer_python-0.0.1-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("flashinfer/__init__.py", init)
+        zf.writestr(
+            "flashinfer_python-0.0.1.dist-info/METADATA",
+            "Metadata-Version: 2.1\nName: flashinfer-python\nVersion: 0.0.1\n",
+        )
+        zf.writestr(
+            "flashinfer_python-0.0.1.dist-info/RECORD",
+            f"flashinfer/__init__.py,,{len(init)}\nflashinfer_python-0.0.1.dist-info/RECORD,,\n",
+        )
+    return wheel
+
+
+@pytest.mark.pure
+def test_a_damaged_tree_another_run_reads_stays_theirs_and_this_run_reads_its_own(tmp_path, monkeypatch):
+    """Two runs on one damaged tree: the one that finds it damaged while the
+    other holds it (`cache.in_use`) unpacks a private copy, leaving theirs in
+    place; with no other reader it is unpacked again where it is."""
+    from hprobe.support import cache
+
+    monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    monkeypatch.setattr(trees, "_PRIVATE", [])
+    wheel = _small_wheel(tmp_path)
+    shared = trees.resolve(str(wheel)).tree
+    init = shared / "flashinfer" / "__init__.py"
+    init.write_text("")  # damaged: RECORD gives another size
+    with cache.in_use(shared):
+        again = trees.resolve(str(wheel)).tree
+        assert again != shared and again.parent.parent == tmp_path / "tmp"
+        assert (again / "flashinfer" / "__init__.py").read_bytes() == b"__version__ = '0.0.1'\n"
+        assert init.is_file() and init.read_text() == ""  # the other run's tree is where it was
+    # Held by no run: unpacked again in place.
+    healed = trees.resolve(str(wheel)).tree
+    assert healed == shared and init.read_bytes() == b"__version__ = '0.0.1'\n"

@@ -86,7 +86,7 @@ def write_placeholders(zf: zipfile.ZipFile, members: list[zipfile.ZipInfo], root
 
 _watched: dict[str, Path] = {}  # tree root (with a trailing separator) -> its wheel
 # tree root -> what brings its wheel back when it was removed (fetched again, verified)
-_refetchers: dict[str, Callable[[], None]] = {}
+_refetchers: dict[str, Callable[[], object]] = {}
 _refetch_locks: dict[str, threading.Lock] = {}
 _lock = threading.Lock()
 _local = threading.local()
@@ -106,7 +106,7 @@ def unwritten(paths: list[Path]) -> bool:
     return False
 
 
-def watch(tree: Path, refetch: Callable[[], None] | None = None) -> bool:
+def watch(tree: Path, refetch: Callable[[], object] | None = None) -> bool:
     """Serve `tree`'s placeholders from its wheel in this process; False when
     it is no slim tree (a full one, or a directory the user named).
     `refetch`: brings the wheel back (fetched again and verified) where it

@@ -50,15 +50,19 @@ class Release:
     # Checking an unpacked tree against its RECORD stats ten thousand files.
     # Answers from the result cache depend on the wheel's digest alone, so the
     # check runs only when something reads the tree (a worker, a rule's import).
-    _verify: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+    # It returns where the tree is read from when that moved: a damaged tree
+    # another run reads stays theirs, and this run reads a copy of its own.
+    _verify: Callable[[], Path | None] | None = field(default=None, repr=False, compare=False)
 
     @property
     def tree(self) -> Path:
         """The tree, checked against the wheel's RECORD (and unpacked again if
         it was damaged) before its first use."""
         if self._verify is not None:
-            self._verify()  # raises while the tree cannot be had: asked again, never skipped
+            moved = self._verify()  # raises while the tree cannot be had: asked again, never skipped
             self._verify = None
+            if moved is not None:
+                self.location = moved
         return self.location
 
 
@@ -348,7 +352,7 @@ def _from_wheel(wheel: Path, label: str, slim: bool = False) -> Release:
     tree = cache.directory("trees") / (f"{sha}.slim" if slim else sha)
     verified = False
     if not _published(tree):
-        _unpack_once(wheel, tree, sha, label)
+        tree = _unpack_once(wheel, tree, sha, label)
         verified = True
     # This process's own reads of it (sources, metadata) are served too; a
     # cached wheel another run removes meanwhile is fetched again on a read.
@@ -359,7 +363,7 @@ def _from_wheel(wheel: Path, label: str, slim: bool = False) -> Release:
     version = metadata.get("Version", ["unknown"])[0]
     if not verified and named is not None and not _same_version(named, version):
         # A damaged METADATA, not yet a verdict on the wheel: check the tree first.
-        _ensure_intact(wheel, tree, sha, label)
+        tree = _ensure_intact(wheel, tree, sha, label)
         verified = True
         metadata = _metadata(tree)
         version = metadata.get("Version", ["unknown"])[0]
@@ -480,7 +484,7 @@ _FETCHING_AGAIN: dict[Path, threading.Lock] = {}
 _FETCHING_AGAIN_LOCK = threading.Lock()
 
 
-def _fetch_again(item: str, sha: str, tree: Path) -> None:
+def _fetch_again(item: str, sha: str, tree: Path) -> Path:
     """The wheel of a kept tree, fetched again before anything reads the tree:
     the same file the answers are kept under, or no answer from it. One
     thread fetches (`Release.tree` and a placeholder's reader may ask at
@@ -488,10 +492,10 @@ def _fetch_again(item: str, sha: str, tree: Path) -> None:
     with _FETCHING_AGAIN_LOCK:
         lock = _FETCHING_AGAIN.setdefault(tree, threading.Lock())
     with lock:
-        _fetch_again_alone(item, sha, tree)
+        return _fetch_again_alone(item, sha, tree)
 
 
-def _fetch_again_alone(item: str, sha: str, tree: Path) -> None:
+def _fetch_again_alone(item: str, sha: str, tree: Path) -> Path:
     wheel = fetch_wheel(item)
     served = _sha256(wheel)
     if served != sha:
@@ -500,19 +504,41 @@ def _fetch_again_alone(item: str, sha: str, tree: Path) -> None:
             f"one whose answers and tree are kept ({sha[:12]}); `hprobe cache prune --release {item}` lets it be "
             "fetched anew"
         )
-    _ensure_intact(wheel, tree, sha, item)
-    _SERVED_BY[tree] = wheel
+    read = _ensure_intact(wheel, tree, sha, item)
+    _SERVED_BY[read] = wheel
+    return read
 
 
-def _ensure_intact(wheel: Path, tree: Path, sha: str, label: str) -> None:
-    if not _tree_intact(tree):
-        _unpack_once(wheel, tree, sha, label)
+def _ensure_intact(wheel: Path, tree: Path, sha: str, label: str) -> Path:
+    """Where the tree of `wheel` is read from: `tree`, unpacked again if it
+    was damaged; or, where another run reads the damaged `tree`, a copy of
+    this run's own (see _unpack_once)."""
+    if _tree_intact(tree, discard=False):
+        return tree
+    return _unpack_once(wheel, tree, sha, label)
 
 
-def _unpack_once(wheel: Path, tree: Path, sha: str, label: str) -> None:
-    """Unpack `wheel` into `tree` unless another process has just done it."""
+def _unpack_once(wheel: Path, tree: Path, sha: str, label: str) -> Path:
+    """Unpack `wheel` into `tree` unless another process has just done it;
+    the tree to read. A published tree is replaced only while no other run
+    holds it (`cache.in_use`): where one does and the tree is damaged, theirs
+    stays where it is (pulled from under it, their reads would fail, and
+    waiting would last their whole run) and this run unpacks a private copy,
+    removed with its scratch folder."""
     from filelock import FileLock, Timeout
 
+    if _published(tree, serving=False):
+        with cache.held_alone(tree) as alone:
+            if alone:
+                if not _tree_intact(tree, discard=True):
+                    cache.clean_stale(tree.parent)
+                    _unpack(wheel, tree, label)
+                return tree
+        if _tree_intact(tree, discard=False):
+            return tree
+        private = _private_scratch() / tree.name
+        _unpack(wheel, private, label)
+        return private
     trees = tree.parent
     # One process unpacks, the others wait for it and find the tree
     # published. Without the lock (timeout, a filesystem without locks)
@@ -523,12 +549,26 @@ def _unpack_once(wheel: Path, tree: Path, sha: str, label: str) -> None:
     except (Timeout, OSError):
         lock = None
     try:
-        if not _tree_intact(tree):
+        if not _tree_intact(tree, discard=lock is not None):
             cache.clean_stale(trees)
             _unpack(wheel, tree, label)
     finally:
         if lock is not None:
             lock.release()
+    return tree
+
+
+_PRIVATE: list[Path] = []
+
+
+def _private_scratch() -> Path:
+    """This run's folder for trees it cannot share (one per process, removed by
+    a later run once this one is gone)."""
+    from hprobe.system.lifetime import scratch_dir
+
+    if not _PRIVATE:
+        _PRIVATE.append(scratch_dir(None, "hprobe-trees"))
+    return _PRIVATE[0]
 
 
 def _same_version(named: Version, written: str) -> bool:
@@ -557,11 +597,12 @@ def _published(tree: Path, serving: bool = True) -> bool:
     return True
 
 
-def _tree_intact(tree: Path) -> bool:
+def _tree_intact(tree: Path, discard: bool) -> bool:
     """Published completely, and every file the wheel's RECORD lists has the
-    size RECORD gives (an emptied or truncated file sends it back to unpacking)."""
+    size RECORD gives (an emptied or truncated file sends it back to unpacking).
+    `discard`: a damaged tree is moved aside (the caller holds it alone)."""
     if not _published(tree):
-        if tree.exists():
+        if tree.exists() and discard:
             cache.discard(tree)
         return False
     records = sorted(tree.glob("flashinfer_python-*.dist-info/RECORD"))
@@ -573,7 +614,8 @@ def _tree_intact(tree: Path) -> bool:
             if len(row) == 3 and row[2].isdigit() and os.stat(os.path.join(base, row[0])).st_size != int(row[2]):
                 raise OSError(f"{row[0]} differs from RECORD")
     except (OSError, csv.Error, UnicodeDecodeError):
-        cache.discard(tree)
+        if discard:
+            cache.discard(tree)
         return False
     return True
 
@@ -604,7 +646,7 @@ def _unpack(wheel: Path, tree: Path, label: str) -> None:
                     cache.record_added(label, sum(m.file_size for m in members if not slim or eager(m.filename)))
                 except OSError:
                     # Another process published the same tree first: keep theirs.
-                    if not _tree_intact(tree):
+                    if not _tree_intact(tree, discard=False):
                         raise
                     shutil.rmtree(tmp, ignore_errors=True)
             except BaseException:
