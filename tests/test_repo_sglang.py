@@ -268,11 +268,14 @@ def test_sglang_dsa_paths_are_named_the_default_where_its_own_resolution_picks_f
     }
     trtllm = reaches[(100, "trtllm")]
     assert trtllm["default_reaches"] is None
-    assert trtllm["default_when"] == "not (getattr(hf_config, 'learnable_sink', False)) and not (view.enable_hisparse)"
+    assert trtllm["default_when"] == (
+        "hf_config.architectures[0] in _DEEPSEEK_FAMILY_ARCHS and is_deepseek_dsa(hf_config) "
+        "and not getattr(hf_config, 'learnable_sink', False) and not view.enable_hisparse"
+    )
     assert trtllm["source"].endswith("srt/arg_groups/overrides.py:720")
     assert "on SM100/SM103 when none is given" in trtllm["default"]
     sm120 = reaches[(120, "flashinfer_sparse_mla")]
-    assert sm120["default_when"] == "not (getattr(hf_config, 'learnable_sink', False)) and is_glm_sm12_fp8"
+    assert sm120["default_when"].endswith("and not getattr(hf_config, 'learnable_sink', False) and is_glm_sm12_fp8")
     assert sm120["source"].endswith("srt/arg_groups/overrides.py:670")
     assert code in (0, 1, 3), err
 
@@ -300,7 +303,9 @@ def test_sglang_inline_rule_of_0518_and_0519(cli_json, version):
     # (0.5.18 tests the platform with is_hip(), 0.5.19 with get_platform()):
     # flashinfer_sparse_mla by default for GLM with an FP8 cache only.
     sparse = {f["reach"]["default_when"] for f in doc["findings"] if f["reach"] and "dsa" in f["reach"]["flag"]}
-    assert sparse == {"is_glm_sm12_fp8"}, sparse
+    assert sparse == {
+        "hf_config.architectures[0] in _DEEPSEEK_FAMILY_ARCHS and is_deepseek_dsa(hf_config) and is_glm_sm12_fp8"
+    }, sparse
 
 
 @pytest.mark.slow

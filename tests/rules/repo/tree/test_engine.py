@@ -201,13 +201,18 @@ def test_a_key_the_engine_sets_by_capability_is_the_default_on_the_sms_it_picks(
     (`not user_set_decode`) is the premise of a default, not said."""
     reach = _set_by_engine(tmp_path, "trtllm", (100, 103))
     assert reach.default_reaches is None
-    assert reach.default_when == ("not (getattr(hf_config, 'learnable_sink', False)) and not (view.enable_hisparse)")
+    # The exit for a model that is not DSA is a test too: the default holds past it only.
+    assert reach.default_when == (
+        "is_deepseek_dsa(hf_config) and not getattr(hf_config, 'learnable_sink', False) and not view.enable_hisparse"
+    )
     assert reach.source == "sglang/srt/arg_groups/overrides.py:42"  # the first that sets trtllm
-    assert reach.scope().startswith("by default where not (getattr(hf_config, 'learnable_sink', False))")
+    assert reach.scope().startswith("by default where is_deepseek_dsa(hf_config) and not getattr(")
     # The XPU, HIP and SM12x-GLM branches are false on SM100/SM103 and not listed.
     assert "intel_xpu" not in reach.default and "triton" not in reach.default
     assert "flashinfer_sparse_mla" not in reach.default and "flashmla_kv" not in reach.default
-    assert reach.default.startswith("flashmla_sparse where getattr(hf_config, 'learnable_sink', False); ")
+    assert reach.default.startswith(
+        "flashmla_sparse where is_deepseek_dsa(hf_config) and getattr(hf_config, 'learnable_sink', False); "
+    )
 
 
 def test_on_hopper_the_same_code_never_picks_it(tmp_path):
@@ -221,7 +226,9 @@ def test_a_local_the_tests_read_is_followed_to_the_capability(tmp_path):
     """`is_glm_sm12_fp8` reads `major == 12`: on SM120 it is left to the model
     and the KV cache (said as the engine names it), on SM100 it is false."""
     on_sm120 = _set_by_engine(tmp_path / "a", "flashinfer_sparse_mla", (120, 121))
-    assert on_sm120.default_when == "not (getattr(hf_config, 'learnable_sink', False)) and is_glm_sm12_fp8"
+    assert on_sm120.default_when == (
+        "is_deepseek_dsa(hf_config) and not getattr(hf_config, 'learnable_sink', False) and is_glm_sm12_fp8"
+    )
     assert _set_by_engine(tmp_path / "b", "flashinfer_sparse_mla", (100,)).default_reaches is False
 
 

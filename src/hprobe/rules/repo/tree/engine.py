@@ -273,9 +273,35 @@ class _Test:
     holds: bool  # False: the path takes its `else`
     locals: Mapping[str, ast.expr | _Capability]  # what the function had bound where the test is read
 
-    def words(self) -> str:
-        text = ast.unparse(self.node)
-        return text if self.holds else f"not ({text})"
+    def said(self) -> _Said:
+        return (ast.unparse(self.node), self.holds)
+
+
+# A test as the reading says it: (its source as ast.unparse writes it, whether
+# it holds on the way): a test and its negation are the same text.
+_Said = tuple[str, bool]
+_INVERSE: dict[type[ast.cmpop], type[ast.cmpop]] = {
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+}
+
+
+def _words(said: _Said) -> str:
+    """A test in words, a negation said as Python would write it (`not x`,
+    `a in b` for `not (a not in b)`)."""
+    text, holds = said
+    if holds:
+        return text
+    node = parse_expression(text).body
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return ast.unparse(node.operand)
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _INVERSE:
+        return ast.unparse(ast.Compare(node.left, [_INVERSE[type(node.ops[0])]()], node.comparators))
+    return ast.unparse(ast.UnaryOp(ast.Not(), node))
 
 
 @dataclass(frozen=True)
@@ -291,18 +317,9 @@ class _Setting:
 def _settings_of(module: ModuleInfo, key: str) -> list[_Setting]:
     """Every `X[key] = value` of the module, each with the tests of the `if`s
     around it and of the earlier `if`s on its way that leave the function
-    after setting the key (`if sinks: declared[key] = ...; return declared`):
-    past such an `if`, its test is false. An exit that sets nothing leaves the
-    setting to other code and says nothing about which value this code picks."""
+    (`if sinks: declared[key] = ...; return declared`, `if not dsa: return {}`):
+    past such an `if`, its test is false."""
     found: list[_Setting] = []
-
-    def sets_key(block: Sequence[ast.stmt]) -> bool:
-        return any(
-            isinstance(node, ast.Assign)
-            and any(isinstance(t, ast.Subscript) and _key_of(t) == key for t in node.targets)
-            for stmt in block
-            for node in ast.walk(stmt)
-        )
 
     def walk(block: Sequence[ast.stmt], tests: tuple[_Test, ...], bound: dict[str, ast.expr | _Capability]) -> None:
         bound = dict(bound)
@@ -320,9 +337,9 @@ def _settings_of(module: ModuleInfo, key: str) -> list[_Setting]:
                 test = _Test(stmt.test, True, dict(bound))
                 walk(stmt.body, (*tests, test), bound)
                 walk(stmt.orelse, (*tests, _Test(stmt.test, False, dict(bound))), bound)
-                if _leaves(stmt.body) and sets_key(stmt.body):
+                if _leaves(stmt.body):
                     tests = (*tests, _Test(stmt.test, False, dict(bound)))
-                elif stmt.orelse and _leaves(stmt.orelse) and sets_key(stmt.orelse):
+                elif stmt.orelse and _leaves(stmt.orelse):
                     tests = (*tests, test)
                 _forget(stmt, bound)
             else:
@@ -448,7 +465,7 @@ def _chosen(module: ModuleInfo, setting: EngineSetting, platform: Platform, sms:
     settings = _settings_of(module, setting.key)
     readings = [_alternatives(found, setting.given, sm, predicates) for found in settings for sm in sms or (None,)]
     per_setting = len(sms) or 1
-    chosen: list[tuple[str | None, tuple[str, ...], int]] = []
+    chosen: list[tuple[str | None, tuple[_Said, ...], int]] = []
     for i, found in enumerate(settings):
         on_each = readings[i * per_setting : (i + 1) * per_setting]
         if any(r != on_each[0] for r in on_each):  # the SMs disagree: say it for no SM in particular
@@ -478,18 +495,18 @@ def _chosen(module: ModuleInfo, setting: EngineSetting, platform: Platform, sms:
     return Reach(setting.flag, setting.value, default, None, setting.otherwise, where, _said(reaching))
 
 
-def _said(alternatives: list[tuple[str, ...]]) -> str:
-    return " or ".join(" and ".join(tests) or "always" for tests in alternatives)
+def _said(alternatives: list[tuple[_Said, ...]]) -> str:
+    return " or ".join(" and ".join(map(_words, tests)) or "always" for tests in alternatives)
 
 
 def _alternatives(
     found: _Setting, given: str, sm: int | None, platform: Mapping[str, tuple[int, ...]]
-) -> tuple[tuple[str | None, tuple[str, ...]], ...]:
+) -> tuple[tuple[str | None, tuple[_Said, ...]], ...]:
     """(value, the tests left undecided) of one setting on `sm`; none where a
     test is false there or the user gave the setting. A value the code
     chooses by a test (`"trtllm" if major >= 10 else "fa3"`) is one
     alternative per branch."""
-    left: list[str] = []
+    left: list[_Said] = []
     for test in found.tests:
         node, holds = test.node, test.holds
         while isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
@@ -500,11 +517,11 @@ def _alternatives(
             continue
         value = _evaluated(test.node, test.locals, sm, platform)
         if value is UNKNOWN:
-            left.append(test.words())
+            left.append(test.said())
         elif bool(value) != test.holds:
             return ()
-    out: list[tuple[str | None, tuple[str, ...]]] = []
-    stack: list[tuple[ast.expr, tuple[str, ...], int]] = [(found.value, tuple(left), 0)]
+    out: list[tuple[str | None, tuple[_Said, ...]]] = []
+    stack: list[tuple[ast.expr, tuple[_Said, ...], int]] = [(found.value, tuple(left), 0)]
     while stack:
         node, tests, depth = stack.pop()
         if isinstance(node, ast.Name) and isinstance(found.locals.get(node.id), ast.expr) and depth < _MAX_FOLLOWED:
@@ -515,16 +532,16 @@ def _alternatives(
             decided = _evaluated(node.test, found.locals, sm, platform)
             said = ast.unparse(node.test)
             if decided is UNKNOWN or decided:
-                stack.append((node.body, tests if decided is not UNKNOWN else (*tests, said), depth + 1))
+                stack.append((node.body, tests if decided is not UNKNOWN else (*tests, (said, True)), depth + 1))
             if decided is UNKNOWN or not decided:
-                stack.append((node.orelse, tests if decided is not UNKNOWN else (*tests, f"not ({said})"), depth + 1))
+                stack.append((node.orelse, tests if decided is not UNKNOWN else (*tests, (said, False)), depth + 1))
         else:
             value = _evaluated(node, found.locals, sm, platform)
             out.append((value if isinstance(value, str) else None, tests))
-    return tuple(sorted(out, key=lambda item: (item[0] or "", item[1])))
+    return tuple(sorted(out, key=lambda item: (item[0] or "", item[1])))  # one order on every SM
 
 
-def _merged(alternatives: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+def _merged(alternatives: list[tuple[_Said, ...]]) -> list[tuple[_Said, ...]]:
     """`A and T or A and not (T)` is `A`: two alternatives that differ by one
     test and its negation are one (a value set alike for either KV cache dtype)."""
     merged = list(dict.fromkeys(alternatives))
@@ -540,7 +557,7 @@ def _merged(alternatives: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
                 if len(differing) != 1:
                     continue
                 k = differing[0]
-                if one[k] == f"not ({other[k]})" or other[k] == f"not ({one[k]})":
+                if one[k][0] == other[k][0]:  # the same test, holding in one and not in the other
                     merged[i] = one[:k] + one[k + 1 :]
                     del merged[j]
                     changed = True
