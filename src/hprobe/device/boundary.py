@@ -6,6 +6,7 @@ schedule) are let through when a probe says so."""
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -183,7 +184,12 @@ def loader_label(spec_name: str) -> str:
         if code.co_name.startswith(GETTER_PREFIXES) and "module" in code.co_name:
             return code.co_name
         frame = frame.f_back  # type: ignore[assignment]
-    return f"jit:{spec_name}"
+    # A spec named after a digest of what it compiles (prims_ts: one per
+    # shape) is one entry, whatever the shape: the digest is said as such.
+    return f"jit:{_DIGEST_IN_NAME.sub('_<digest>', spec_name)}"
+
+
+_DIGEST_IN_NAME = re.compile(r"_[0-9a-f]{32,}")
 
 
 # hprobe's own fetches beside a probe (a kernel table from an artifact store, in a

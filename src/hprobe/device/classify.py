@@ -42,6 +42,7 @@ class CallResult:
 
 
 _CUDA_RUNTIME = re.compile(r"[\\/]torch[\\/]cuda[\\/]")
+_CUDA_DRIVER = re.compile(r"[\\/]cuda[\\/](?:bindings|pathfinder)[\\/]")
 _MISSING_MODULE_ATTRIBUTE = re.compile(r"module '([\w.]+)' has no attribute")
 
 
@@ -118,6 +119,13 @@ def classify(exc: Exception, flashinfer_prefix: str) -> CallResult:
         result.validator = True
     elif in_flashinfer and rel.startswith(("jit" + os.sep, "compilation_context.py")):
         result.reason = "raised while flashinfer prepared a JIT build, past the validators"
+    elif not in_flashinfer and _CUDA_DRIVER.search(path):
+        # cuda-python's driver bindings (an occupancy query a planner makes on
+        # its way to the launch): the NVIDIA driver itself, on no CPU machine.
+        result.reason = (
+            "needs the NVIDIA driver (a query through cuda-python's driver bindings), which this machine lacks"
+        )
+        result.cause = Cause.DEVICE.value
     elif not in_flashinfer and _CUDA_RUNTIME.search(path):
         # Past every device check (on tensors that report CUDA): the call now
         # needs the CUDA runtime itself, which a CPU build of torch lacks.

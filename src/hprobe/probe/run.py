@@ -161,7 +161,7 @@ def _on_faked_cuda(
     runtime past the fakes, another device check) keeps the device stop, with
     what the rerun met added to its reason: that h_q stays undecided, and no
     other h_q's answer is read through it."""
-    stopped = _stopped_by_device(raw)
+    stopped = _made_again_on_faked_cuda(raw)
     if not stopped:
         return raw
     out = dict(raw)
@@ -204,6 +204,17 @@ def _clear_input_caches() -> None:
 def _stopped_by_device(raw: dict[int, CallResult]) -> list[int]:
     """The h_q whose call a check on the tensors' device stopped."""
     return [h for h, c in raw.items() if c.site is not None and c.site.device_check]
+
+
+def _made_again_on_faked_cuda(raw: dict[int, CallResult]) -> list[int]:
+    """The h_q a device check stopped, and those a CUDA runtime call Python
+    makes before any check stopped on the CPU (a device context around a plan:
+    the prims_ts wrapper's): the runtime's stand-ins answer those calls."""
+    return [
+        h
+        for h, c in raw.items()
+        if c.site is not None and c.site.device_check or (c.cause == Cause.DEVICE.value and not c.faked_device)
+    ]
 
 
 def _past_device_checks(raw: dict[int, CallResult]) -> dict[int, CallResult]:
@@ -251,9 +262,9 @@ def _describe_depth(probe: KernelProbe, raw: dict[int, CallResult], result: Kern
     if faked and result.depth is not Depth.PARTIAL:
         result.depth = Depth.FAKED_DEVICE
         result.notes.append(
-            f"faked device: h_q {compact_set(faked)} stopped at a check that the tensors are on a CUDA device; made "
-            "again with CPU tensors "
-            "that report cuda:0 (values, shapes and dtypes real), every check after it ran on them"
+            f"faked device: h_q {compact_set(faked)} stopped at a check that the tensors are on a CUDA device or "
+            "at a CUDA runtime call; made again with CPU tensors that report cuda:0 (values, shapes and dtypes real) "
+            "and the runtime's stand-ins, every check after it ran on them"
         )
     result.unchecked = list(dict.fromkeys(filter(None, (probe.compiled_checks(e) for e in entries))))
     major = result.sm // 10
