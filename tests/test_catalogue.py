@@ -196,7 +196,7 @@ def test_an_axis_no_selected_kernel_has_is_an_input_error(cli):
     assert code == 2 and out == ""
     assert err.strip().splitlines() == [
         "hprobe: error: --topk: none of the kernels probed has this axis (kernels with it: sm120-sparse-mla, "
-        "sm120-sparse-mla-wrapper, trtllm-mla, trtllm-mla-prefill)"
+        "sm120-sparse-mla-wrapper, sparse-mla-ts, trtllm-mla, trtllm-mla-prefill)"
     ]
     code, _, err = cli("matrix", "-k", "batch-mla", "--backend", "no-such")
     assert code == 2 and "backend 'no-such': expected one of auto, fa2, fa3, cutlass" in err
@@ -237,10 +237,12 @@ def test_kernels_lists_axes(cli_json):
     assert set(rows) == set(PROBES)
     backend = next(a for a in rows["trtllm-mla"]["axes"] if a["name"] == "backend")
     assert backend["sweep"] and "cute-dsl" in backend["choices"]
-    # The installed 0.6.14 predates the prefill entry point (0.7.1) and the public SM12x wrapper (0.7.0).
+    # The installed 0.6.14 predates the prefill entry point (0.7.1), the public
+    # SM12x wrapper (0.7.0) and the prims_ts sparse decode wrapper.
     assert {k for k, r in rows.items() if not r["installed_flashinfer_has_entry_point"]} == {
         "trtllm-mla-prefill",
         "sm120-sparse-mla-wrapper",
+        "sparse-mla-ts",
     }
 
 

@@ -55,6 +55,7 @@ ELSEWHERE: dict[str, str] = {
     "kernels/mla_inputs.py": _KERNELS,
     "kernels/offers.py": _KERNELS,
     "kernels/sm120_sparse_mla.py": _KERNELS,
+    "kernels/sparse_mla_ts.py": _KERNELS,
     "kernels/trtllm_mla.py": _KERNELS,
     "kernels/xqa_mla.py": _KERNELS,
     "model/advice.py": "tests/test_suggest.py",

@@ -442,11 +442,44 @@ def test_the_batch_mla_packed_form_is_its_own_answer(cli_json):
 def test_the_only_inconclusive_cells_are_this_machines(sweep):
     """Across the sweep (8 releases x every default variant x 5 SMs), the cells
     left inconclusive are 0.6.12's cute-dsl, whose import fails beside the only
-    nvidia-cutlass-dsl this registry holds: a dependency of this machine."""
+    nvidia-cutlass-dsl this registry holds: a dependency of this machine; and
+    0.7.4's prims_ts decode at 64 and 128 heads on SM10x, whose plan asks the
+    NVIDIA driver for occupancy (the test above)."""
     undecided = sorted(
         (v, k, sm) for (v, k, sm), r in sweep.items() if any(h["outcome"] == "inconclusive" for h in r["heads"])
     )
-    assert undecided == [("0.6.12", "trtllm-mla[backend=cute-dsl]", sm) for sm in (100, 103, 120, 121)]
-    for v, k, sm in undecided:
+    cute_dsl = [("0.6.12", "trtllm-mla[backend=cute-dsl]", sm) for sm in (100, 103, 120, 121)]
+    prims_ts = [("0.7.4", "sparse-mla-ts", sm) for sm in (100, 103)]
+    assert undecided == cute_dsl + prims_ts
+    for v, k, sm in cute_dsl:
         for head in sweep[(v, k, sm)]["heads"]:
             assert head["cause"] == "environment" and "as installed on this machine" in head["reason"]
+    for v, k, sm in prims_ts:
+        left = [h for h in sweep[(v, k, sm)]["heads"] if h["outcome"] == "inconclusive"]
+        assert [h["heads"] for h in left] == [64, 128]
+        assert all(h["cause"] == "device" and "NVIDIA driver" in h["reason"] for h in left)
+
+
+def test_the_prims_ts_sparse_decode_is_planned_and_run_as_an_engine_does(sweep):
+    """BatchSparseMLADecodePagedTSWrapper (vLLM 0.34.0's Kimi K3 core plans it
+    with an FP8 D576 query): 0.7.4 mla_decode.py:2399 refuses more than 128
+    heads in `_resolve_sparse_mla_plan` (raised at :2400); decode.py:789 refuses every SM but
+    SM100a/103a/107a; the plan compiles one kernel per shape and `run` launches
+    it. 64 and 128 heads (`_D576_HEADS`, mla_decode.py:2608) take the D576
+    reload route, whose plan asks the NVIDIA driver for occupancy: inconclusive
+    on a CPU, for that reason, never accepted."""
+    ts = sweep[("0.7.4", "sparse-mla-ts", 100)]
+    heads = {h["heads"]: h for h in ts["heads"]}
+    assert set(ts["accepted"]) == set(range(1, 128)) - {64}
+    assert heads[96]["entry"] == "jit:prims_ts_mla_decode_sm100a_cute_dsl/main_sm100_<digest>.__call__"
+    assert {h for h, r in heads.items() if r["outcome"] == "rejected"} == set(range(129, 257))
+    assert "num_qo_heads must be at most 128" in heads[129]["message"]
+    assert "prims_ts/mla_decode.py:2400" in heads[129]["location"]
+    for h in (64, 128):
+        assert heads[h]["outcome"] == "inconclusive" and heads[h]["cause"] == "device"
+        assert "NVIDIA driver" in heads[h]["reason"]
+    for sm in (90, 120, 121):
+        other = sweep[("0.7.4", "sparse-mla-ts", sm)]
+        assert other["status"] == "unsupported-arch", other["status"]
+        assert "attention-ts decode requires an SM100a/B200" in other["heads"][0]["message"]
+    assert sweep[("0.6.16", "sparse-mla-ts", 100)]["status"] == "absent"

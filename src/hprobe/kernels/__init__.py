@@ -9,6 +9,7 @@ from hprobe.kernels.batch_mla import BatchMLAProbe
 from hprobe.kernels.dsv4_sparse_mla import DSv4SparseMLAProbe
 from hprobe.kernels.sm120_sparse_mla import SM120SparseMLAProbe
 from hprobe.kernels.sm120_sparse_mla_wrapper import SM120SparseMLAWrapperProbe
+from hprobe.kernels.sparse_mla_ts import SparseMLATSProbe
 from hprobe.kernels.trtllm_mla import TrtllmMLAProbe
 from hprobe.kernels.trtllm_mla_prefill import TrtllmMLAPrefillProbe
 from hprobe.kernels.xqa_mla import XqaMLAProbe
@@ -24,6 +25,7 @@ PROBES: dict[str, KernelProbe] = {
         SM120SparseMLAProbe(),
         TrtllmMLAPrefillProbe(),
         SM120SparseMLAWrapperProbe(),
+        SparseMLATSProbe(),
     )
 }
 
