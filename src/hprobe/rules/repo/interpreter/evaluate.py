@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from hprobe.model.padding import MAX_HEADS
+from hprobe.rules.repo.tree.operators import COMPARISONS
 from hprobe.rules.repo.tree.scan import (
     TRANSPARENT_METHOD_DECORATORS,
     ClassInfo,
@@ -157,18 +158,6 @@ _BINOPS: dict[type, Callable[[Any, Any], Any]] = {
     ast.RShift: operator.rshift,
     ast.BitAnd: operator.and_,
     ast.BitOr: operator.or_,
-}
-_COMPARE: dict[type, Callable[[Any, Any], bool]] = {
-    ast.Eq: operator.eq,
-    ast.NotEq: operator.ne,
-    ast.Lt: operator.lt,
-    ast.LtE: operator.le,
-    ast.Gt: operator.gt,
-    ast.GtE: operator.ge,
-    ast.In: lambda a, b: a in b,
-    ast.NotIn: lambda a, b: a not in b,
-    ast.Is: operator.is_,
-    ast.IsNot: operator.is_not,
 }
 _BUILTINS: dict[str, Callable[..., Any]] = {
     "min": min,
@@ -817,7 +806,7 @@ class _Interpreter:
                 return opaque
             self._work(node, left, right)
             try:
-                holds = _COMPARE[type(op)](left, right)
+                holds = COMPARISONS[type(op)](left, right)
             except (TypeError, ValueError) as exc:
                 raise _Raised(type(exc).__name__, str(exc)) from None  # `n < "64"` raises in Python too
             if not holds:

@@ -11,14 +11,13 @@ of them, whichever the machine picks at run time."""
 from __future__ import annotations
 
 import ast
-import operator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from hprobe.model.padding import Reach
 from hprobe.model.sm import sm_names
 from hprobe.rules.repo.tree.mapping import EngineSetting
+from hprobe.rules.repo.tree.operators import COMPARISONS
 from hprobe.rules.repo.tree.scan import ModuleInfo, RepoIndex
 from hprobe.system.parsing import parse_expression
 
@@ -246,18 +245,6 @@ UNKNOWN = _Unknown()
 # Names a local may be followed through before the reading gives up: a
 # function's locals chain a few deep (`is_glm_sm12_fp8` reads `major`).
 _MAX_FOLLOWED = 32
-_COMPARED: dict[type[ast.cmpop], Callable[[Any, Any], object]] = {
-    ast.Eq: operator.eq,
-    ast.NotEq: operator.ne,
-    ast.Lt: operator.lt,
-    ast.LtE: operator.le,
-    ast.Gt: operator.gt,
-    ast.GtE: operator.ge,
-    ast.In: lambda a, b: operator.contains(b, a),
-    ast.NotIn: lambda a, b: not operator.contains(b, a),
-    ast.Is: operator.is_,
-    ast.IsNot: operator.is_not,
-}
 
 
 @dataclass(frozen=True)
@@ -444,10 +431,10 @@ def _compared(node: ast.Compare, operands: list[object]) -> object:
     """A chain of comparisons, each pair compared as Python would; UNKNOWN
     where an operand is, or Python refuses the comparison."""
     for op, left, right in zip(node.ops, operands, operands[1:], strict=False):
-        if left is UNKNOWN or right is UNKNOWN or type(op) not in _COMPARED:
+        if left is UNKNOWN or right is UNKNOWN or type(op) not in COMPARISONS:
             return UNKNOWN
         try:
-            if not _COMPARED[type(op)](left, right):
+            if not COMPARISONS[type(op)](left, right):
                 return False
         except TypeError:
             return UNKNOWN
