@@ -43,12 +43,20 @@ def _get_backend_priorities(use_mla, device_capability, num_heads=None, kv_cache
 """
 
 
+def _module_at(tmp_path: Path, dotted: str, source: str) -> RepoIndex:
+    """A tree holding `source` as the module `dotted`, its packages around it."""
+    *packages, name = dotted.split(".")
+    folder = tmp_path
+    for package in packages:
+        folder = folder / package
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "__init__.py").write_text("")
+    (folder / f"{name}.py").write_text(textwrap.dedent(source))
+    return RepoIndex.build(tmp_path)
+
+
 def _reach(tmp_path: Path, value: str, source: str = PRIORITIES):
-    platforms = tmp_path / "vllm" / "platforms"
-    platforms.mkdir(parents=True)
-    (tmp_path / "vllm" / "__init__.py").write_text("")
-    (platforms / "__init__.py").write_text("")
-    (platforms / "cuda.py").write_text(textwrap.dedent(source))
+    index = _module_at(tmp_path, "vllm.platforms.cuda", source)
     setting = EngineSetting(
         "mla_sparse_backend",
         "--attention-backend",
@@ -59,7 +67,7 @@ def _reach(tmp_path: Path, value: str, source: str = PRIORITIES):
         branch="device_capability.major == 10",
         priority_list="sparse_backends",
     )
-    return read_reach(RepoIndex.build(tmp_path), setting)
+    return read_reach(index, setting)
 
 
 def test_flashinfer_is_the_default_where_the_engine_lists_it_first(tmp_path):
@@ -176,11 +184,7 @@ NOT_NVIDIA = (("get_platform().is_hip", ()), ("get_platform().is_xpu", ()))
 
 
 def _set_by_engine(tmp_path: Path, value: str, sms: tuple[int, ...], source: str = RESOLUTION):
-    groups = tmp_path / "sglang" / "srt" / "arg_groups"
-    groups.mkdir(parents=True)
-    for folder in (tmp_path / "sglang", tmp_path / "sglang" / "srt", groups):
-        (folder / "__init__.py").write_text("")
-    (groups / "overrides.py").write_text(textwrap.dedent(source))
+    index = _module_at(tmp_path, "sglang.srt.arg_groups.overrides", source)
     setting = EngineSetting(
         "dsa_decode",
         "--dsa-decode-backend",
@@ -191,7 +195,7 @@ def _set_by_engine(tmp_path: Path, value: str, sms: tuple[int, ...], source: str
         key="dsa_decode_backend",
         given="user_set_decode",
     )
-    return read_reach(RepoIndex.build(tmp_path), setting, NOT_NVIDIA, sms)
+    return read_reach(index, setting, NOT_NVIDIA, sms)
 
 
 def test_a_key_the_engine_sets_by_capability_is_the_default_on_the_sms_it_picks(tmp_path):
