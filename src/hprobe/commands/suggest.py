@@ -13,8 +13,10 @@ from hprobe.model.release import Progress, quiet
 if TYPE_CHECKING:
     from packaging.version import Version
 
+    from hprobe.advise.suggest import BackendSuggestion
     from hprobe.commands.request import RuleRequest
     from hprobe.report.suggest import SuggestReport
+    from hprobe.rules.repo.patch import Adoption
     from hprobe.rules.repo.tree.extract import RepoTables
 
 
@@ -109,7 +111,9 @@ def run_suggest(
 
         patch = build_patch(repo_tables, chosen, published, listed_or_none)
         patch.not_rewritten.extend(
-            f"{s.backend.name}: not rewritten: {s.shared}" for s in suggestions if s.shared and s.changed
+            f"{s.backend.name}: not rewritten: {s.shared}{_kept(s, chosen)}"
+            for s in suggestions
+            if s.shared and s.changed
         )
         # A rule whose answers are undecided is left as it is, and said: what
         # `check` finds wanting in it is then named here too.
@@ -131,6 +135,14 @@ def run_suggest(
     return SuggestReport(
         conclude(report), list(suggestions), patch, table_text, EXIT_INCONCLUSIVE if undecided else EXIT_OK
     )
+
+
+def _kept(suggestion: BackendSuggestion, chosen: dict[str, Adoption]) -> str:
+    """Where a rule left as it is holds from, when the plan's pin moves with it."""
+    kept = chosen.get(suggestion.backend.name)
+    if kept is None or kept.needs is None:
+        return ""
+    return f"; as it is, it holds from flashinfer {kept.needs}, and the pin moves with it"
 
 
 def _newest_published() -> tuple[str, ...]:
