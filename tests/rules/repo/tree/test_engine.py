@@ -265,3 +265,24 @@ def test_a_value_set_unconditionally_and_only_that_one_is_the_default(tmp_path):
     reach = _set_by_engine(tmp_path / "b", "trtllm", (100,), rebound)
     assert reach.default_reaches is False
     assert reach.default.startswith("a value hprobe does not read where always")
+
+
+def test_a_local_is_read_as_it_was_when_bound(tmp_path):
+    """`limit = major` keeps the capability's major though `major` is rebound
+    after it: a later assignment does not change what an earlier one read."""
+    source = """
+    def resolve(view):
+        user_set_decode = view.dsa_decode_backend is not None
+        major, _ = torch.cuda.get_device_capability()
+        limit = major
+        major = 0
+        declared = {}
+        if limit >= 10 and not user_set_decode:
+            declared["dsa_decode_backend"] = "trtllm"
+        return declared
+    """
+    # `if A and B:` is read a conjunct at a time: the capability decides one, the user's choice is the other.
+    assert _set_by_engine(tmp_path, "trtllm", (100,), source).default_reaches is True
+    # On SM90 the function sets nothing: the default is not this code's to say.
+    hopper = _set_by_engine(tmp_path / "b", "trtllm", (90,), source)
+    assert hopper.default_reaches is None and hopper.default.startswith("not set in sglang/srt/arg_groups/overrides.py")

@@ -255,10 +255,22 @@ class _Capability:
 
 
 @dataclass(frozen=True)
+class _Local:
+    """A local bound to an expression, with the locals it read then (a name
+    rebound later does not change what it was)."""
+
+    expr: ast.expr
+    locals: Mapping[str, _Held]
+
+
+_Held = _Local | _Capability
+
+
+@dataclass(frozen=True)
 class _Test:
     node: ast.expr
     holds: bool  # False: the path takes its `else`
-    locals: Mapping[str, ast.expr | _Capability]  # what the function had bound where the test is read
+    locals: Mapping[str, _Held]  # what the function had bound where the test is read
 
     def said(self) -> _Said:
         return (ast.unparse(self.node), self.holds)
@@ -297,7 +309,7 @@ class _Setting:
 
     value: ast.expr
     tests: tuple[_Test, ...]
-    locals: Mapping[str, ast.expr | _Capability]
+    locals: Mapping[str, _Held]
     line: int
 
 
@@ -308,7 +320,7 @@ def _settings_of(module: ModuleInfo, key: str) -> list[_Setting]:
     past such an `if`, its test is false."""
     found: list[_Setting] = []
 
-    def walk(block: Sequence[ast.stmt], tests: tuple[_Test, ...], bound: dict[str, ast.expr | _Capability]) -> None:
+    def walk(block: Sequence[ast.stmt], tests: tuple[_Test, ...], bound: dict[str, _Held]) -> None:
         bound = dict(bound)
         for stmt in block:
             if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
@@ -322,7 +334,13 @@ def _settings_of(module: ModuleInfo, key: str) -> list[_Setting]:
                         found.append(_Setting(stmt.value, tests, dict(bound), stmt.lineno))
             elif isinstance(stmt, ast.If):
                 test = _Test(stmt.test, True, dict(bound))
-                walk(stmt.body, (*tests, test), bound)
+                # `if A and B:` holds where each holds: said and decided one by one.
+                conjuncts = (
+                    stmt.test.values
+                    if isinstance(stmt.test, ast.BoolOp) and isinstance(stmt.test.op, ast.And)
+                    else [stmt.test]
+                )
+                walk(stmt.body, (*tests, *(_Test(c, True, test.locals) for c in conjuncts)), bound)
                 walk(stmt.orelse, (*tests, _Test(stmt.test, False, dict(bound))), bound)
                 if _leaves(stmt.body):
                     tests = (*tests, _Test(stmt.test, False, dict(bound)))
@@ -347,7 +365,7 @@ def _key_of(target: ast.Subscript) -> object:
     return target.slice.value if isinstance(target.slice, ast.Constant) else None
 
 
-def _forget(stmt: ast.stmt, bound: dict[str, ast.expr | _Capability]) -> None:
+def _forget(stmt: ast.stmt, bound: dict[str, _Held]) -> None:
     """Locals a statement may rebind (in a branch, a loop, a `:=`) are no
     longer known after it."""
     for node in ast.walk(stmt):
@@ -359,7 +377,7 @@ def _leaves(block: Sequence[ast.stmt]) -> bool:
     return bool(block) and isinstance(block[-1], ast.Return | ast.Raise)
 
 
-def _bind(stmt: ast.Assign, bound: dict[str, ast.expr | _Capability]) -> None:
+def _bind(stmt: ast.Assign, bound: dict[str, _Held]) -> None:
     """A local's value as the function binds it; the SM's parts where it reads
     the device capability."""
     capability = isinstance(stmt.value, ast.Call) and ast.unparse(stmt.value.func).endswith("get_device_capability")
@@ -368,7 +386,7 @@ def _bind(stmt: ast.Assign, bound: dict[str, ast.expr | _Capability]) -> None:
             if capability:
                 bound.pop(target.id, None)  # the pair itself: not a number
             else:
-                bound[target.id] = stmt.value
+                bound[target.id] = _Local(stmt.value, dict(bound))
         elif isinstance(target, ast.Tuple) and capability:
             for part, element in enumerate(target.elts[:2]):
                 if isinstance(element, ast.Name):
@@ -381,7 +399,7 @@ def _bind(stmt: ast.Assign, bound: dict[str, ast.expr | _Capability]) -> None:
 
 def _evaluated(
     node: ast.expr,
-    bound: Mapping[str, ast.expr | _Capability],
+    bound: Mapping[str, _Held],
     sm: int | None,
     platform: Mapping[str, tuple[int, ...]],
     depth: int = 0,
@@ -401,7 +419,7 @@ def _evaluated(
         held = bound.get(node.id)
         if isinstance(held, _Capability):
             return UNKNOWN if sm is None else divmod(sm, 10)[held.part]
-        return UNKNOWN if held is None else again(held)
+        return UNKNOWN if held is None else _evaluated(held.expr, held.locals, sm, platform, depth + 1)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         value = again(node.operand)
         return value if value is UNKNOWN else not value
@@ -508,22 +526,25 @@ def _alternatives(
         elif bool(value) != test.holds:
             return ()
     out: list[tuple[str | None, tuple[_Said, ...]]] = []
-    stack: list[tuple[ast.expr, tuple[_Said, ...], int]] = [(found.value, tuple(left), 0)]
+    stack: list[tuple[ast.expr, Mapping[str, _Held], tuple[_Said, ...], int]] = [
+        (found.value, found.locals, tuple(left), 0)
+    ]
     while stack:
-        node, tests, depth = stack.pop()
-        if isinstance(node, ast.Name) and isinstance(found.locals.get(node.id), ast.expr) and depth < _MAX_FOLLOWED:
-            held = found.locals[node.id]
-            assert isinstance(held, ast.expr)
-            stack.append((held, tests, depth + 1))
+        node, bound, tests, depth = stack.pop()
+        held = bound.get(node.id) if isinstance(node, ast.Name) else None
+        if isinstance(held, _Local) and depth < _MAX_FOLLOWED:
+            stack.append((held.expr, held.locals, tests, depth + 1))
         elif isinstance(node, ast.IfExp) and depth < _MAX_FOLLOWED:
-            decided = _evaluated(node.test, found.locals, sm, platform)
+            decided = _evaluated(node.test, bound, sm, platform)
             said = ast.unparse(node.test)
             if decided is UNKNOWN or decided:
-                stack.append((node.body, tests if decided is not UNKNOWN else (*tests, (said, True)), depth + 1))
+                stack.append((node.body, bound, tests if decided is not UNKNOWN else (*tests, (said, True)), depth + 1))
             if decided is UNKNOWN or not decided:
-                stack.append((node.orelse, tests if decided is not UNKNOWN else (*tests, (said, False)), depth + 1))
+                stack.append(
+                    (node.orelse, bound, tests if decided is not UNKNOWN else (*tests, (said, False)), depth + 1)
+                )
         else:
-            value = _evaluated(node, found.locals, sm, platform)
+            value = _evaluated(node, bound, sm, platform)
             out.append((value if isinstance(value, str) else None, tests))
     return tuple(sorted(out, key=lambda item: (item[0] or "", item[1])))  # one order on every SM
 
