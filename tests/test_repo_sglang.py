@@ -281,6 +281,30 @@ def test_sglang_dsa_paths_are_named_the_default_where_its_own_resolution_picks_f
 
 
 @pytest.mark.slow
+def test_kimi_k3_reaches_its_dense_paths_by_its_own_override(cli_json, sglang_tree):
+    """Kimi K3 sets its own decode backend on SM100/SM103 when none is given
+    (arg_groups/model_overrides/kimi_k3.py: trtllm_mla, cutedsl_mla under
+    --dcp-size > 1); DeepSeek V3 takes deepseek_v2.py's trtllm_mla. Each
+    model's rows on the same call carry their own engine's default."""
+    code, doc, err = cli_json(
+        "check", "--repo", str(sglang_tree / "sglang"), "--sm", "100", "--model", "Kimi-K3,DeepSeek-V3"
+    )
+    reach = {
+        ("cutedsl" if "CuteDslMLABackend" in f["backend"] else "trtllm", f["model"]): f["reach"]
+        for f in doc["findings"]
+        if any(f"{cls}._run_decode_kernel" in f["backend"] for cls in ("TRTLLMMLABackend", "CuteDslMLABackend"))
+    }
+    assert reach["trtllm", "DeepSeek-V3"]["default_reaches"] is True
+    assert reach["trtllm", "DeepSeek-V3"]["source"].endswith("model_overrides/deepseek_v2.py:185")
+    kimi = reach["trtllm", "Kimi-K3"]
+    assert kimi["flag"] == "--decode-attention-backend" and kimi["value"] == "trtllm_mla"
+    assert kimi["default_when"] == "cfg.dcp_size <= 1" and "model_overrides/kimi_k3.py:" in kimi["source"]
+    assert reach["cutedsl", "DeepSeek-V3"]["default_reaches"] is False
+    assert reach["cutedsl", "Kimi-K3"]["default_when"].startswith("cfg.dcp_size > 1 and (")
+    assert code in (0, 1, 3), err
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("version", ["0.5.18", "0.5.19"])
 def test_sglang_inline_rule_of_0518_and_0519(cli_json, version):
     tree = engine_source(Path("unused"), "sglang", version) / "sglang"

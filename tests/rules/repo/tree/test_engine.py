@@ -286,3 +286,59 @@ def test_a_local_is_read_as_it_was_when_bound(tmp_path):
     # On SM90 the function sets nothing: the default is not this code's to say.
     hopper = _set_by_engine(tmp_path / "b", "trtllm", (90,), source)
     assert hopper.default_reaches is None and hopper.default.startswith("not set in sglang/srt/arg_groups/overrides.py")
+
+
+# SGLang 0.5.23's Kimi K3 override (model_overrides/kimi_k3.py), reduced: the
+# values are handed back in a dict or merged with update(), and the user's
+# choice is a local that is true where they gave none.
+KIMI = """
+def _kimi_k3_overrides(server_args, hf_config):
+    cfg = resolving_view(server_args)
+    if cfg.dcp_size > 1:
+        overrides = {}
+        prefill_backend, decode_backend = attention_backends_of(cfg)
+        if decode_backend == "cutedsl_mla" or decode_backend is None:
+            overrides.update(prefill_attention_backend="trtllm_mla", decode_attention_backend="cutedsl_mla")
+        return overrides
+    if not (get_platform().is_sm100 and get_platform().device_sm in (100, 103)):
+        return {}
+    backends_unset = is_attention_backend_not_set(cfg)
+    if cfg.speculative_algorithm != "DSPARK":
+        if not backends_unset:
+            return {}
+        return {"decode_attention_backend": "trtllm_mla", "prefill_attention_backend": "trtllm_mla"}
+    overrides = {}
+    if backends_unset:
+        backend = "trtllm_mla"
+        overrides["decode_attention_backend"] = backend
+    return overrides
+"""
+SM10X = (("get_platform().is_sm100", (100, 103)), ("get_platform().device_sm in (100, 103)", (100, 103)))
+
+
+def _kimi(tmp_path: Path, value: str, sms: tuple[int, ...]):
+    index = _module_at(tmp_path, "sglang.srt.arg_groups.model_overrides.kimi_k3", KIMI)
+    setting = EngineSetting(
+        "kimi",
+        "--decode-attention-backend",
+        value,
+        None,
+        "the backend given",
+        assigned_in="sglang.srt.arg_groups.model_overrides.kimi_k3",
+        key="decode_attention_backend",
+        given="not backends_unset",
+    )
+    return read_reach(index, setting, SM10X, sms)
+
+
+def test_values_handed_back_in_a_dict_or_an_update_are_read_as_assignments(tmp_path):
+    """trtllm_mla is Kimi K3's default on SM10x with or without DSPARK (the
+    two alternatives are one), unless decode context parallelism is on, where
+    cutedsl_mla is: a test with `or` is said in parentheses."""
+    trtllm = _kimi(tmp_path / "a", "trtllm_mla", (100, 103))
+    assert trtllm.default_when == "cfg.dcp_size <= 1"
+    assert trtllm.source.endswith("kimi_k3.py:16")  # the dict handed back
+    cutedsl = _kimi(tmp_path / "b", "cutedsl_mla", (100, 103))
+    assert cutedsl.default_when == "cfg.dcp_size > 1 and (decode_backend == 'cutedsl_mla' or decode_backend is None)"
+    # On SM120 only the DCP branch, which tests no platform, sets a value.
+    assert _kimi(tmp_path / "c", "trtllm_mla", (120,)).default_reaches is False

@@ -64,3 +64,59 @@ def test_the_shipped_vllm_mapping_names_the_drafters_run_values() -> None:
         ("folded_decode", "tokens_per_request", (2, 3, 4, 5, 6, 7, 8)),
         ("folded_decode", "need_lse", (False, True)),
     }
+
+
+SETTINGS_AND_CALL = """
+[[engine_setting]]
+name = "dense"
+flag = "--attention-backend"
+value = "trtllm_mla"
+default = "trtllm_mla"
+default_reaches = true
+source = "x.py"
+otherwise = "other"
+
+[[engine_setting]]
+name = "kimi"
+flag = "--decode-attention-backend"
+value = "trtllm_mla"
+assigned_in = "engine.overrides.kimi"
+key = "decode_attention_backend"
+given = "not backends_unset"
+otherwise = "the backend given"
+
+[[call]]
+site = "layers.mla:Backend.decode"
+entry = "trtllm_batch_decode_with_kv_cache_mla"
+kernel = "trtllm-mla"
+sm = [100]
+reaches_flashinfer_when = "dense"
+reaches_flashinfer_when_family = { kimi-k3 = "kimi" }
+"""
+
+
+def test_a_family_reaches_a_call_under_a_setting_of_its_own(tmp_path: Path) -> None:
+    path = tmp_path / "m.toml"
+    path.write_text(HEADER + SETTINGS_AND_CALL)
+    mapping = load_mapping(path)
+    (call,) = mapping.calls
+    assert call.reach_setting(("dense-mla", "kimi-k3")) == "kimi"
+    assert call.reach_setting(("dense-mla",)) == "dense"
+    assert mapping.engine_settings["kimi"].given == "not backends_unset"
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (('{ kimi-k3 = "kimi" }', '{ kimi-k3 = "nothing" }'), "names no [[engine_setting]] 'nothing'"),
+        (('{ kimi-k3 = "kimi" }', '"kimi"'), "reaches_flashinfer_when_family maps a model family"),
+        (('given = "not backends_unset"\n', 'given = "not backends_unset"\ndefault = "x"\n'), "takes name, flag"),
+    ],
+)
+def test_a_malformed_reach_is_one_line(tmp_path: Path, change: tuple[str, str], said: str) -> None:
+    path = tmp_path / "m.toml"
+    path.write_text(HEADER + SETTINGS_AND_CALL.replace(*change))
+    with pytest.raises(InputError) as raised:
+        load_mapping(path)
+    message = str(raised.value)
+    assert "\n" not in message and said in message and "m.toml" in message

@@ -708,10 +708,16 @@ def _backends(
     models = [mo for mo in context.models if mo.takes(m.model_family)]
     if not models:
         return [], []  # no model judged here takes this path (--model of another family)
-    groups = _by_model_axes(get_probe(m.kernel), models)
+    # Per the probe axes the models' attributes set, and per the setting under
+    # which each reaches FlashInfer here (a family the engine defaults apart).
+    groups: dict[tuple[tuple[tuple[str, Any], ...], str | None], list[Model]] = {}
+    for axes, members in _by_model_axes(get_probe(m.kernel), models).items():
+        for model in members:
+            groups.setdefault((axes, m.reach_setting(model.families)), []).append(model)
     out: list[Backend] = []
-    for axes, members in groups.items():
-        backends, problems = _model_group_backends(context, m, sites, cited, members, dict(axes), len(groups) > 1)
+    for (axes, setting), members in groups.items():
+        reached = m if setting == m.reaches_when else replace(m, reaches_when=setting)
+        backends, problems = _model_group_backends(context, reached, sites, cited, members, dict(axes), len(groups) > 1)
         if problems:
             return [], problems
         out.extend(backends)

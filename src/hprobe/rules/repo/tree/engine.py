@@ -286,21 +286,29 @@ _INVERSE: dict[type[ast.cmpop], type[ast.cmpop]] = {
     ast.NotEq: ast.Eq,
     ast.Is: ast.IsNot,
     ast.IsNot: ast.Is,
+    ast.Lt: ast.GtE,
+    ast.GtE: ast.Lt,
+    ast.Gt: ast.LtE,
+    ast.LtE: ast.Gt,
 }
 
 
 def _words(said: _Said) -> str:
-    """A test in words, a negation said as Python would write it (`not x`,
-    `a in b` for `not (a not in b)`)."""
+    """A test in words, to be joined by `and`: a negation said as Python
+    would write it (`not x`, `a in b` for `not (a not in b)`), an `or` in
+    parentheses."""
     text, holds = said
-    if holds:
-        return text
     node = parse_expression(text).body
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        return ast.unparse(node.operand)
-    if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _INVERSE:
-        return ast.unparse(ast.Compare(node.left, [_INVERSE[type(node.ops[0])]()], node.comparators))
-    return ast.unparse(ast.UnaryOp(ast.Not(), node))
+    if not holds:
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            node = node.operand
+        elif isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _INVERSE:
+            node = ast.Compare(node.left, [_INVERSE[type(node.ops[0])]()], node.comparators)
+        else:
+            node = ast.UnaryOp(ast.Not(), node)
+    words = ast.unparse(node)
+    loose = isinstance(node, ast.BoolOp | ast.IfExp | ast.Lambda | ast.NamedExpr)
+    return f"({words})" if loose else words
 
 
 @dataclass(frozen=True)
@@ -332,6 +340,12 @@ def _settings_of(module: ModuleInfo, key: str) -> list[_Setting]:
                 for target in stmt.targets:
                     if isinstance(target, ast.Subscript) and _key_of(target) == key:
                         found.append(_Setting(stmt.value, tests, dict(bound), stmt.lineno))
+            elif isinstance(stmt, ast.Return | ast.Expr) and stmt.value is not None:
+                # `return {key: value, ...}`, `overrides.update(key=value)`: a
+                # value set as it is handed back or merged in.
+                for value in _handed(stmt.value, key):
+                    found.append(_Setting(value, tests, dict(bound), stmt.lineno))
+                _forget(stmt, bound)
             elif isinstance(stmt, ast.If):
                 test = _Test(stmt.test, True, dict(bound))
                 # `if A and B:` holds where each holds: said and decided one by one.
@@ -359,6 +373,19 @@ def _settings_of(module: ModuleInfo, key: str) -> list[_Setting]:
 
     walk(module.tree.body, (), {})
     return found
+
+
+def _handed(node: ast.expr, key: str) -> list[ast.expr]:
+    """The values `node` hands back for `key`: a dict literal's, or an
+    `update(...)` call's (keywords, or a dict literal passed)."""
+    if isinstance(node, ast.Dict):
+        pairs = zip(node.keys, node.values, strict=True)
+        return [v for k, v in pairs if isinstance(k, ast.Constant) and k.value == key]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update":
+        return [kw.value for kw in node.keywords if kw.arg == key] + [
+            v for arg in node.args if isinstance(arg, ast.Dict) for v in _handed(arg, key)
+        ]
+    return []
 
 
 def _key_of(target: ast.Subscript) -> object:
@@ -511,13 +538,12 @@ def _alternatives(
     test is false there or the user gave the setting. A value the code
     chooses by a test (`"trtllm" if major >= 10 else "fa3"`) is one
     alternative per branch."""
+    given_text, given_holds = _stripped(parse_expression(given).body, True)
     left: list[_Said] = []
     for test in found.tests:
-        node, holds = test.node, test.holds
-        while isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            node, holds = node.operand, not holds
-        if ast.unparse(node) == given:
-            if holds:
+        text, holds = _stripped(test.node, test.holds)
+        if text == given_text:
+            if holds == given_holds:
                 return ()  # set only where the user gave it: not a default
             continue
         value = _evaluated(test.node, test.locals, sm, platform)
@@ -547,6 +573,13 @@ def _alternatives(
             value = _evaluated(node, bound, sm, platform)
             out.append((value if isinstance(value, str) else None, tests))
     return tuple(sorted(out, key=lambda item: (item[0] or "", item[1])))  # one order on every SM
+
+
+def _stripped(node: ast.expr, holds: bool) -> tuple[str, bool]:
+    """A test without its `not`s: (what it tests, whether that holds)."""
+    while isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        node, holds = node.operand, not holds
+    return ast.unparse(node), holds
 
 
 def _merged(alternatives: list[tuple[_Said, ...]]) -> list[tuple[_Said, ...]]:

@@ -272,8 +272,9 @@ def extract(
 
 def _gated_sms(mapping: Mapping, setting: str) -> tuple[int, ...]:
     """The SMs of the paths a setting gates: its default is read on them."""
-    entries = [e for entries in mapping.classes.values() for e in entries] + list(mapping.calls)
-    return tuple(sorted({sm for e in entries if e.reaches_when == setting for sm in e.sms}))
+    classes = [e for entries in mapping.classes.values() for e in entries if e.reaches_when == setting]
+    calls = [c for c in mapping.calls if setting in (c.reaches_when, *(s for _, s in c.reaches_for))]
+    return tuple(sorted({sm for e in classes for sm in e.sms} | {sm for c in calls for sm in c.sms}))
 
 
 def _served(index: RepoIndex, models: list[Model], notes: list[str]) -> tuple[list[Model], Served | None]:

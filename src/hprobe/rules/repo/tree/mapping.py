@@ -124,6 +124,14 @@ class CallMapping:
     reaches_when: str | None = None
     note: str | None = None
     tps: tuple[int, ...] = ()  # the engine takes this path at these TP degrees only; () = any
+    # (model family, engine setting): the models of that family reach
+    # FlashInfer on this path under that setting instead (an engine's
+    # per-model defaults: SGLang's Kimi K3 overrides its own backends).
+    reaches_for: tuple[tuple[str, str], ...] = ()
+
+    def reach_setting(self, families: tuple[str, ...]) -> str | None:
+        """The setting under which a model of `families` reaches FlashInfer here."""
+        return next((setting for family, setting in self.reaches_for if family in families), self.reaches_when)
 
     @property
     def site(self) -> str:
@@ -335,11 +343,11 @@ def _calls(
     calls = []
     for i, raw in enumerate(raw_calls):
         call = _call_entry(raw, parser.locate("call", i))
-        if call.reaches_when is not None and call.reaches_when not in engine_settings:
-            raise InputError(
-                f"{call.where}: call {call.site}: reaches_flashinfer_when = {call.reaches_when!r} names no "
-                "[[engine_setting]]"
-            )
+        for named in (call.reaches_when, *(setting for _, setting in call.reaches_for)):
+            if named is not None and named not in engine_settings:
+                raise InputError(
+                    f"{call.where}: call {call.site}: reaches_flashinfer_when names no [[engine_setting]] {named!r}"
+                )
         calls.append(call)
     return calls
 
@@ -534,6 +542,7 @@ _CALL_KEYS = frozenset(
         "model_family",
         "phase",
         "reaches_flashinfer_when",
+        "reaches_flashinfer_when_family",
         "note",
         "tp",
     }
@@ -592,6 +601,13 @@ def _call_entry(raw: object, where: Where) -> CallMapping:
     kernel, parsed = _kernel_and_sms(raw, f"{where}: call {raw['site']}", 'unresolved = "why"')
     heads, inline = _call_heads(raw, where, texts)
     normalised = _call_conditions(raw, where)
+    per_family = raw.get("reaches_flashinfer_when_family", {})
+    if not isinstance(per_family, dict) or not all(
+        isinstance(k, str) and k and isinstance(v, str) and v for k, v in per_family.items()
+    ):
+        raise InputError(
+            f"{where}: call {raw['site']}: reaches_flashinfer_when_family maps a model family to an [[engine_setting]]"
+        )
     tps = raw.get("tp", [])
     if not isinstance(tps, list) or not all(isinstance(t, int) and not isinstance(t, bool) and t > 0 for t in tps):
         raise InputError(
@@ -621,6 +637,7 @@ def _call_entry(raw: object, where: Where) -> CallMapping:
         phase=texts["phase"],
         reaches_when=texts["reaches_flashinfer_when"],
         tps=tuple(tps),
+        reaches_for=tuple(per_family.items()),
     )
 
 
