@@ -6,6 +6,7 @@ of its own: FlashInfer is the default for an FP8 KV cache only."""
 from __future__ import annotations
 
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -183,19 +184,24 @@ def _dsa_split_backend_resolution(view):
 NOT_NVIDIA = (("get_platform().is_hip", ()), ("get_platform().is_xpu", ()))
 
 
+def _assigned_by(tmp_path: Path, module: str, source: str, setting: EngineSetting, platform, sms: tuple[int, ...]):
+    """How `setting` is read from `source` kept as `module` of a tree."""
+    return read_reach(_module_at(tmp_path, module, source), setting, platform, sms)
+
+
 def _set_by_engine(tmp_path: Path, value: str, sms: tuple[int, ...], source: str = RESOLUTION):
-    index = _module_at(tmp_path, "sglang.srt.arg_groups.overrides", source)
+    module = "sglang.srt.arg_groups.overrides"
     setting = EngineSetting(
         "dsa_decode",
         "--dsa-decode-backend",
         value,
         None,
         "FlashMLA sparse",
-        assigned_in="sglang.srt.arg_groups.overrides",
+        assigned_in=module,
         key="dsa_decode_backend",
         given="user_set_decode",
     )
-    return read_reach(index, setting, NOT_NVIDIA, sms)
+    return _assigned_by(tmp_path, module, source, setting, NOT_NVIDIA, sms)
 
 
 def test_a_key_the_engine_sets_by_capability_is_the_default_on_the_sms_it_picks(tmp_path):
@@ -317,18 +323,14 @@ SM10X = (("get_platform().is_sm100", (100, 103)), ("get_platform().device_sm in 
 
 
 def _kimi(tmp_path: Path, value: str, sms: tuple[int, ...]):
-    index = _module_at(tmp_path, "sglang.srt.arg_groups.model_overrides.kimi_k3", KIMI)
-    setting = EngineSetting(
-        "kimi",
-        "--decode-attention-backend",
-        value,
-        None,
-        "the backend given",
-        assigned_in="sglang.srt.arg_groups.model_overrides.kimi_k3",
+    module = "sglang.srt.arg_groups.model_overrides.kimi_k3"
+    setting = replace(
+        EngineSetting("kimi", "--decode-attention-backend", value, None, "the backend given"),
+        assigned_in=module,
         key="decode_attention_backend",
         given="not backends_unset",
     )
-    return read_reach(index, setting, SM10X, sms)
+    return _assigned_by(tmp_path, module, KIMI, setting, SM10X, sms)
 
 
 def test_values_handed_back_in_a_dict_or_an_update_are_read_as_assignments(tmp_path):

@@ -111,6 +111,7 @@ def test_a_family_reaches_a_call_under_a_setting_of_its_own(tmp_path: Path) -> N
         (('{ kimi-k3 = "kimi" }', '{ kimi-k3 = "nothing" }'), "names no [[engine_setting]] 'nothing'"),
         (('{ kimi-k3 = "kimi" }', '"kimi"'), "reaches_flashinfer_when_family maps a model family"),
         (('given = "not backends_unset"\n', 'given = "not backends_unset"\ndefault = "x"\n'), "takes name, flag"),
+        (('given = "not backends_unset"', 'given = "not ("'), "given 'not ('"),
     ],
 )
 def test_a_malformed_reach_is_one_line(tmp_path: Path, change: tuple[str, str], said: str) -> None:

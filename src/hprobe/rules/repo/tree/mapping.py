@@ -392,6 +392,12 @@ def _engine_settings(raw: object, path: Path, parser: _Parser) -> dict[str, Engi
             or ("given" in item and "assigned_in" not in item)
         ):
             raise InputError(f"{where}: {usage.removeprefix(f'{path}: ')}")
+        for expression in ("given", "branch"):
+            if expression in item:
+                try:
+                    normalised_expression(item[expression])
+                except SyntaxError as exc:
+                    raise InputError(f"{where}: {expression} {item[expression][:60]!r}: {exc.msg}") from None
         out[item["name"]] = EngineSetting(
             item["name"],
             item["flag"],
