@@ -259,7 +259,7 @@ def _deepen(
 
     # A table a recent search could not find settles, until the next search, what
     # is concluded without it: kept under that search's time.
-    settled = miss_settled(package, next(iter(results.values())).flashinfer_version)
+    settled = miss_settled(package, version)
     cxx = _cxx_digest(package) if identity else ""
     memos = {k: _deep_key([r], identity, package, settled, cxx) for k, r in needs} if identity else {}
     left = []

@@ -1204,6 +1204,8 @@ def _wrapping_decorator(function: Function, module: ModuleInfo) -> str | None:
     a name of `_PLAIN_DECORATORS` (the last name of it: `torch.no_grad()` is
     `no_grad`) that comes from Python or a library of `_PLAIN_SOURCES`, by the
     module's imports (`from functools import cache`, `import torch`)."""
+    if not function.decorator_list:
+        return None
     imports = {**module.imports, **_imports_in(module.tree)}
     for decorator in function.decorator_list:
         target = decorator.func if isinstance(decorator, ast.Call) else decorator

@@ -195,28 +195,15 @@ def _assigned(index: RepoIndex, setting: EngineSetting, platform: Platform, sms:
         )
     if setting.given is not None:
         return _chosen(module, setting, platform, sms)
-    found: list[tuple[str, int]] = []
     wanted = ast.unparse(parse_expression(setting.branch).body) if setting.branch else None
-    # (node, the tests of the `if`s it sits under), so `branch` can pick one assignment.
-    stack: list[tuple[ast.AST, tuple[str, ...]]] = [(module.tree, ())]
-    while stack:
-        node, tests = stack.pop()
-        if (
-            isinstance(node, ast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.value, ast.Constant)
-            and isinstance(node.value.value, str)
-        ):
-            target = node.targets[0]
-            if (
-                isinstance(target, ast.Subscript)
-                and isinstance(target.slice, ast.Constant)
-                and target.slice.value == setting.key
-            ):
-                if wanted is None or wanted in tests:
-                    found.append((node.value.value, node.lineno))
-        inner = (*tests, ast.unparse(node.test)) if isinstance(node, ast.If) else tests
-        stack.extend((child, inner) for child in ast.iter_child_nodes(node))
+    # The string values set for the key, under `branch` where the mapping names one.
+    found = [
+        (set_.value.value, set_.line)
+        for set_ in _settings_of(module, setting.key)
+        if isinstance(set_.value, ast.Constant)
+        and isinstance(set_.value.value, str)
+        and (wanted is None or any(t.holds and ast.unparse(t.node) == wanted for t in set_.tests))
+    ]
     found.sort(key=lambda item: item[1])
     if not found:
         return Reach(setting.flag, setting.value, f"not set in {module.path}", None, setting.otherwise, module.path)
