@@ -6,7 +6,10 @@ A mapping's `[[engine_setting]]` names the option (SGLang's `dsv4_attn_backend`,
 module that declares the option with its default, and the function that
 resolves an `auto` default (`_default_dsv4_attention_backend`). What that
 function can return is read from its `return` statements: the default is one
-of them, whichever the machine picks at run time."""
+of them, whichever the machine picks at run time. Where the engine sets the
+option itself when none is given (`assigned_in`, `key`, `given`: SGLang's
+overrides), every value it sets is read with the tests on its way, and those
+its own code decides on the paths' SMs are decided (`_chosen`)."""
 
 from __future__ import annotations
 
