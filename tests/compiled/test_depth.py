@@ -12,6 +12,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import sys
 import zipfile
 from pathlib import Path
 
@@ -157,9 +158,15 @@ def local_store(cubin_wheel, tmp_path, monkeypatch):
     monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "no-wheels"))
     monkeypatch.setenv("FLASHINFER_CUBINS_REPOSITORY", f"http://127.0.0.1:{server.server_address[1]}/")
     kernel_tables._parsed.cache_clear()
+    imported = {name for name in sys.modules if name == "flashinfer" or name.startswith("flashinfer.")}
     yield root / package.path
     server.shutdown()
     server.server_close()
+    # flashinfer reads FLASHINFER_CUBINS_REPOSITORY once, as it is imported: an
+    # import made while this store's address was set would hand it to every
+    # later test of this worker (their probes then fetched from a closed port).
+    for name in [n for n in sys.modules if (n == "flashinfer" or n.startswith("flashinfer.")) and n not in imported]:
+        del sys.modules[name]
 
 
 def test_a_table_from_a_store_on_this_machine_is_fetched_and_verified(local_store):
