@@ -40,7 +40,8 @@ def test_cache_sizes_match_du_and_prune_frees_what_it_says(tmp_path):
     assert doc["location"] == str(cache)
     assert doc["total_bytes"] == _du(cache)
     sizes = {r["release"]: r["bytes"] for r in doc["releases"]}
-    assert sizes["0.6.13"] > 10_000_000 and sizes["0.6.14"] > 10_000_000
+    # Each release's tree (read by range requests: its metadata, the modules read, its directory).
+    assert sizes["0.6.13"] > 1_000_000 and sizes["0.6.14"] > 1_000_000
     text = _run(cache, "cache")
     assert "0.6.13" in text.stdout and f"total {_human(doc['total_bytes'])}" in text.stdout
 

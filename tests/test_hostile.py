@@ -1433,12 +1433,13 @@ def test_a_damaged_cached_wheel_is_fetched_again(tmp_path):
     blocks that release: its digest differs from the one recorded, so it is
     discarded and fetched again."""
     (tmp_path / "tmp").mkdir()
-    first = run_hprobe(["kernels", "--releases", "0.6.14", "--json"], tmp_path, timeout=300)
+    whole = {"HPROBE_WHOLE_WHEELS": "1"}  # downloaded whole (a tree read by ranges: test_remote_wheel)
+    first = run_hprobe(["kernels", "--releases", "0.6.14", "--json"], tmp_path, env=whole, timeout=300)
     assert first.returncode == 0, first.stderr
     [wheel] = (tmp_path / "cache" / "wheels").glob("*.whl")
     good = wheel.read_bytes()
     wheel.write_bytes(good[: len(good) // 3])
-    again = run_hprobe(["kernels", "--releases", "0.6.14", "--json"], tmp_path, timeout=300)
+    again = run_hprobe(["kernels", "--releases", "0.6.14", "--json"], tmp_path, env=whole, timeout=300)
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout) == json.loads(first.stdout)
     assert wheel.read_bytes() == good

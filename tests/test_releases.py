@@ -150,7 +150,8 @@ def test_multi_release_matrix_and_warm_cache_imports_nothing(cli_json, release_c
     shutil.rmtree(release_cache / "results")
 
 
-def test_wheel_path_and_directory_specs(cli_json, release_cache, tmp_path):
+def test_wheel_path_and_directory_specs(cli_json, release_cache, tmp_path, monkeypatch):
+    monkeypatch.setenv("HPROBE_WHOLE_WHEELS", "1")  # the wheel downloaded whole, then named by its path
     code, doc, _ = cli_json(
         "matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "16,64", "--flashinfer", "0.6.13"
     )

@@ -41,6 +41,7 @@ def _pip_download(spec: str, where: Path) -> Path:
 
 def test_a_batch_fetches_the_wheels_pip_download_fetches(tmp_path, monkeypatch):
     monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("HPROBE_WHOLE_WHEELS", "1")  # the route of whole wheels (remote_wheel has its own tests)
     started: list[list[str]] = []
     real_start = fetch_batch.start
     monkeypatch.setattr(
@@ -67,6 +68,7 @@ def test_a_release_with_no_wheel_is_refused_in_pip_download_s_own_words(tmp_path
     wheel; 0.0.999 does not exist): the batch's finder says so, in the words
     plain `pip download` ends with, and pip is never started for it."""
     monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path / "plain"))
+    monkeypatch.setenv("HPROBE_WHOLE_WHEELS", "1")
     plain_words = {}
     for version in ("0.2.0.post1", "0.0.999"):
         with pytest.raises(InputError) as by_pip:

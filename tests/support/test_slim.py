@@ -85,6 +85,7 @@ def test_a_slim_tree_answers_as_the_full_one_at_a_fraction_of_its_size(tmp_path)
 
 def test_what_is_opened_is_the_wheels_own_bytes(tmp_path, monkeypatch):
     monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("HPROBE_WHOLE_WHEELS", "1")  # served from the wheel (a tree read by ranges: test_remote_wheel)
     release = resolve(RELEASE)
     tree = release.tree
     assert tree.name.endswith(".slim") and (tree / slim.MARKER).is_file()
@@ -110,7 +111,7 @@ def test_a_file_the_wheel_cannot_give_is_a_fault_never_an_answer(tmp_path):
     """The wheel gone from under a slim tree: a worker that opens a placeholder
     ends at once, and what it would have answered is inconclusive."""
     cache_dir = tmp_path / "cache"
-    first = _hprobe(ARGS, cache_dir)
+    first = _hprobe(ARGS, cache_dir, HPROBE_WHOLE_WHEELS="1")
     assert first.returncode == 0, first.stderr[-2000:]
     [tree] = (cache_dir / "trees").glob("*.slim")
     wheel = Path((tree / slim.MARKER).read_text())
@@ -132,7 +133,7 @@ def test_a_file_the_wheel_cannot_give_is_a_fault_never_an_answer(tmp_path):
     for compiled in list(tree.rglob("__pycache__")):
         shutil.rmtree(compiled)
     shutil.rmtree(cache_dir / "results", ignore_errors=True)
-    again = _hprobe(ARGS, cache_dir)
+    again = _hprobe(ARGS, cache_dir, HPROBE_WHOLE_WHEELS="1")
     doc = json.loads(again.stdout)
     cells = [h for r in doc["results"] for h in r["heads"]]
     assert cells and {h["outcome"] for h in cells} == {"inconclusive"}

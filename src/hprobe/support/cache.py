@@ -95,6 +95,7 @@ def _fall_back(configured: Path, exc: OSError) -> Path:
 _added: dict[str, int] = {}
 _received: dict[str, int] = {}
 _dropped: dict[str, int] = {}
+_said: list[str] = []  # lines about how this run fetched, each said once at exit
 
 
 def record_added(label: str, size: int) -> None:
@@ -109,6 +110,7 @@ def new_run() -> None:
         _added.clear()
         _received.clear()
         _dropped.clear()
+        _said.clear()
 
 
 def record_received(kind: str, size: int) -> None:
@@ -137,6 +139,14 @@ def received_line() -> str | None:
     return f"fetched {total / 2**20:,.1f} MiB this run ({parts}; not counting the index listings pip reads)"
 
 
+def say_once(line: str) -> None:
+    """A line for stderr at the end of the run (how releases were fetched:
+    run state, never part of a report), said once however often it comes."""
+    with _lock:
+        if line not in _said:
+            _said.append(line)
+
+
 def record_dropped(label: str, size: int) -> None:
     """A wheel removed at the end of the run, its answers and tree kept (trees.drop_fetched_wheels)."""
     with _lock:
@@ -156,6 +166,8 @@ def added_lines() -> list[str]:
         # What a release added stays in the cache less its wheel, removed at the end.
         added = sorted((label, size - dropped.get(label, 0)) for label, size in _added.items())
     downloaded = [line] if (line := received_line()) else []
+    with _lock:
+        downloaded += _said
     if _fallback:
         return downloaded  # the temporary cache this run used is gone at exit
     lines = [

@@ -136,3 +136,23 @@ def members(
     if proc.returncode != 0 or any("error" in doc for doc in answers):
         return None
     return answers
+
+
+def links(dist: str, versions: list[str], timeout: float) -> dict[str, dict]:
+    """Where pip would fetch each release's wheel (pip_download's `links`),
+    by version; a release the helper did not answer for is absent (the
+    caller downloads it whole)."""
+    request = json.dumps({"dist": dist, "links": versions, "dest": ""})
+    try:
+        proc = run_bounded(_helper_command(), timeout, request)
+    except (Timeout, OSError):
+        return {}
+    found: dict[str, dict] = {}
+    for line in proc.stdout.splitlines():
+        try:
+            doc = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(doc, dict) and isinstance(doc.get("version"), str):
+            found[doc["version"]] = doc
+    return found

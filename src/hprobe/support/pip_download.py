@@ -44,6 +44,8 @@ def main() -> int:
             finder = command._build_package_finder(options=options, session=session)
             if "members" in request:
                 return _members(request, session, finder, SpecifierSet)
+            if "links" in request:
+                return _links(request, options, session, finder, SpecifierSet)
             for version in request["versions"]:
                 try:
                     found = finder.find_best_candidate(request["dist"], SpecifierSet(f"=={version}")).best_candidate
@@ -121,6 +123,51 @@ def _members(request: dict, session: Any, finder: Any, specifier_set: Any) -> in
         except Exception as exc:  # noqa: BLE001 - the caller fetches the plain way
             _say({"spec": spec, "error": f"{type(exc).__name__}: {exc}"})
             return 3
+    return 0
+
+
+def _links(request: dict, options: Any, session: Any, finder: Any, specifier_set: Any) -> int:
+    """Where each release's wheel is, as pip would fetch it, for reading it by
+    range requests (support/remote_wheel.py): {"version", "url", "filename",
+    "sha256", "cert", "proxy"} where the index gives an https or http address
+    and the wheel's sha256; {"version", "refused"} as the download mode says
+    it; {"version", "whole": why} where that route does not apply (a local
+    file, no digest): the wheel is then downloaded whole."""
+    verify = getattr(session, "verify", True)
+    for version in request["links"]:
+        try:
+            found = finder.find_best_candidate(request["dist"], specifier_set(f"=={version}")).best_candidate
+            if found is None:
+                if finder.find_all_candidates(request["dist"]):
+                    # Listed, with no wheel of this release: pip download's own last words.
+                    _say(
+                        {
+                            "version": version,
+                            "refused": f"ERROR: No matching distribution found for {request['dist']}=={version}",
+                        }
+                    )
+                else:
+                    _say({"version": version, "whole": "the index listed no release of it"})  # plain pip says why
+                continue
+            link = found.link
+            if link.is_file or not link.url.startswith(("https://", "http://")):
+                _say({"version": version, "whole": "a local file"})
+                continue
+            if link.hash_name != "sha256" or not link.hash:
+                _say({"version": version, "whole": "the index gives no sha256 of the wheel"})
+                continue
+            _say(
+                {
+                    "version": version,
+                    "url": link.url_without_fragment,
+                    "filename": link.filename,
+                    "sha256": link.hash,
+                    "cert": verify if isinstance(verify, str) else None,
+                    "proxy": options.proxy or None,
+                }
+            )
+        except Exception as exc:  # noqa: BLE001 - that release is downloaded whole
+            _say({"version": version, "whole": f"{type(exc).__name__}: {exc}"})
     return 0
 
 

@@ -34,6 +34,10 @@ import threading
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hprobe.support.remote_wheel import Remote, RemoteWheel
 
 MARKER = ".hprobe-slim"  # in a slim tree: the wheel it is written from
 # Placeholders carry this time and materialised files that plus two seconds:
@@ -55,9 +59,10 @@ def eager(name: str) -> bool:
     return top.endswith(".dist-info") or name == "flashinfer/__init__.py"
 
 
-def write_placeholders(zf: zipfile.ZipFile, members: list[zipfile.ZipInfo], root: Path, wheel: Path) -> None:
+def write_placeholders(zf: zipfile.ZipFile, members: list[zipfile.ZipInfo], root: Path, wheel: Path | str) -> None:
     """Into `root` (a tree being unpacked, not yet published): the eager
-    members written, every other file a sparse placeholder of its size."""
+    members written, every other file a sparse placeholder of its size.
+    `wheel`: the wheel it is served from, or a marker (a remote wheel's)."""
     # Fifteen thousand files for 0.7.4: plain descriptors and joined strings
     # (pathlib and buffered files cost 2 s of the unpacking's 3 s here).
     base = os.fspath(root)
@@ -81,10 +86,11 @@ def write_placeholders(zf: zipfile.ZipFile, members: list[zipfile.ZipInfo], root
             os.utime(fd, ns=(PLACEHOLDER_MTIME_NS, PLACEHOLDER_MTIME_NS))
         finally:
             os.close(fd)
-    (root / MARKER).write_text(str(wheel.resolve()))
+    (root / MARKER).write_text(str(wheel.resolve()) if isinstance(wheel, Path) else wheel)
 
 
-_watched: dict[str, Path] = {}  # tree root (with a trailing separator) -> its wheel
+# tree root (with a trailing separator) -> its wheel, or the index it is read from
+_watched: dict[str, Path | RemoteSource] = {}
 # tree root -> what brings its wheel back when it was removed (fetched again, verified)
 _refetchers: dict[str, Callable[[], object]] = {}
 _refetch_locks: dict[str, threading.Lock] = {}
@@ -111,15 +117,24 @@ def watch(tree: Path, refetch: Callable[[], object] | None = None) -> bool:
     it is no slim tree (a full one, or a directory the user named).
     `refetch`: brings the wheel back (fetched again and verified) where it
     was removed; called at most once at a time, only when a placeholder
-    needs the wheel and it is gone."""
+    needs the wheel and it is gone. A tree read by range requests
+    (support/remote_wheel.py) is served from the index instead."""
     global _installed
     try:
-        wheel = Path((tree / MARKER).read_text().strip())
+        marker = (tree / MARKER).read_text().strip()
     except OSError:
         return False
     root = os.path.join(os.path.abspath(tree), "")
+    from hprobe.support.remote_wheel import Remote
+
+    remote = Remote.from_marker(marker)
     with _lock:
-        _watched[root] = wheel
+        if remote is not None:
+            current = _watched.get(root)
+            if not (isinstance(current, RemoteSource) and current.remote == remote[0]):
+                _watched[root] = RemoteSource(root, *remote)
+        else:
+            _watched[root] = Path(marker)
         if refetch is not None:
             _refetchers[root] = refetch
             _refetch_locks.setdefault(root, threading.Lock())
@@ -143,17 +158,17 @@ def _hook(event: str, args: tuple) -> None:
         return
     if not os.path.isabs(path):
         path = os.path.abspath(path)
-    for root, wheel in _watched.items():
+    for root, source in _watched.items():
         if path.startswith(root):
             _local.busy = True
             try:
-                _serve(path, root, wheel)
+                _serve(path, root, source)
             finally:
                 _local.busy = False
             return
 
 
-def _serve(path: str, root: str, wheel: Path) -> None:
+def _serve(path: str, root: str, source: Path | RemoteSource) -> None:
     try:
         info = os.stat(path)
     except OSError:
@@ -162,11 +177,14 @@ def _serve(path: str, root: str, wheel: Path) -> None:
         return
     member = path[len(root) :].replace(os.sep, "/")
     try:
-        if not wheel.is_file():
-            _bring_back(root, wheel)
-        materialise(Path(path), member, wheel)
+        if isinstance(source, RemoteSource):
+            source.serve(member)
+        else:
+            if not source.is_file():
+                _bring_back(root, source)
+            materialise(Path(path), member, source)
     except Exception as exc:  # noqa: BLE001 - whatever failed, no reader may see the placeholder
-        why = f"hprobe: {path} could not be written from {wheel}: {type(exc).__name__}: {exc}"
+        why = f"hprobe: {path} could not be written from {source}: {type(exc).__name__}: {exc}"
         if os.environ.get("HPROBE_WORKER") == "1":
             sys.stderr.write(why + "\n")
             sys.stderr.flush()
@@ -200,6 +218,11 @@ def materialise(path: Path, member: str, wheel: Path) -> None:
         if zf is None:
             zf = _zips[wheel] = zipfile.ZipFile(wheel)
         data = zf.read(member)  # checks the member's CRC
+    publish(path, data)
+
+
+def publish(path: Path, data: bytes) -> None:
+    """`data` in place of the placeholder at `path`, with one rename."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.part")
     try:
         with open(tmp, "wb") as fh:  # the mode the umask gives, as extraction makes it
@@ -209,3 +232,107 @@ def materialise(path: Path, member: str, wheel: Path) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def source_of(tree: Path) -> RemoteSource | None:
+    """The index serving `tree` in this process, where it is read by range requests."""
+    source = _watched.get(os.path.join(os.path.abspath(tree), ""))
+    return source if isinstance(source, RemoteSource) else None
+
+
+def served_from_index(tree: Path) -> bool:
+    """Whether `tree`'s marker says it is read by range requests."""
+    try:
+        return (tree / MARKER).read_text().startswith("remote ")
+    except OSError:
+        return False
+
+
+def received() -> int:
+    """Bytes this process took off the network serving remote trees."""
+    with _lock:
+        return sum(source.received for source in _watched.values() if isinstance(source, RemoteSource))
+
+
+def placeholder(path: str) -> bool:
+    try:
+        return os.stat(path).st_mtime_ns == PLACEHOLDER_MTIME_NS
+    except OSError:
+        return False
+
+
+class RemoteSource:
+    """A slim tree's members read from the index by range requests
+    (support/remote_wheel.py), each checked against the tree's RECORD (an
+    eager member, written when the tree was made): one at a time per tree,
+    with the modules a served module imports at module level in the same
+    round."""
+
+    def __init__(self, root: str, remote: Remote, size: int):
+        self.root, self.remote, self.size = root, remote, size
+        self._lock = threading.Lock()
+        self._wheel: RemoteWheel | None = None
+        self._record: dict[str, str] | None = None
+        self._single = 0
+        self._swept = False
+        self.received = 0
+
+    def serve(self, member: str, imports_of: tuple[str, ...] = ()) -> None:
+        """`member` (and what it imports) written from the index; with
+        `imports_of`, what those written modules import as well."""
+        from hprobe.support import remote_wheel
+
+        with self._lock:
+            wheel = self._open()
+            record = self._digests()
+            level = [member] if member else []
+            for written in imports_of:
+                with open(os.path.join(self.root, written), "rb") as fh:
+                    level += remote_wheel.imported_members(written, fh.read(), wheel.infos.__contains__)
+            if member:
+                self._single += 1
+                if self._single > remote_wheel.SWEEP_AFTER and not self._swept:
+                    self._swept = True
+                    level += [name for name in wheel.infos if name.endswith(".py")]
+            done: set[str] = set()
+            while level:
+                todo = [
+                    name
+                    for name in dict.fromkeys(level)
+                    if name not in done and name in wheel.infos and placeholder(os.path.join(self.root, name))
+                ]
+                if not todo:
+                    break
+                before = wheel.file.received
+                data = wheel.read(todo)
+                self.received += wheel.file.received - before
+                level = []
+                for name in todo:
+                    done.add(name)
+                    remote_wheel.check(name, data[name], record)
+                    publish(Path(self.root, name), data[name])
+                    level += remote_wheel.imported_members(name, data[name], wheel.infos.__contains__)
+
+    def take_received(self) -> int:
+        """Bytes fetched since last asked (the run counts each once)."""
+        with self._lock:
+            got, self.received = self.received, 0
+        return got
+
+    def _open(self) -> RemoteWheel:
+        from hprobe.support import remote_wheel
+
+        if self._wheel is None:
+            directory = Path(self.root, remote_wheel.CENTRAL_DIRECTORY).read_bytes()
+            self._wheel = remote_wheel.reopen(self.remote, directory, self.size)
+        return self._wheel
+
+    def _digests(self) -> dict[str, str]:
+        from hprobe.support import remote_wheel
+
+        if self._record is None:
+            records = sorted(Path(self.root).glob("*.dist-info/RECORD"))
+            if not records:
+                raise FileNotFoundError("the tree has no RECORD to check its members against")
+            self._record = remote_wheel.digests(records[0].read_text(encoding="utf-8"))
+        return self._record

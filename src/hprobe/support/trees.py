@@ -6,6 +6,7 @@ importing it. The user's environment is never modified."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import errno
 import functools
@@ -19,10 +20,13 @@ import subprocess
 import sys
 import tempfile
 import threading
+import urllib.parse
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
@@ -33,6 +37,9 @@ from hprobe.support.requirements import parse_requirements
 from hprobe.system.bounded import Timeout, run_bounded, setting_from_env
 from hprobe.system.envinfo import distribution_version
 from hprobe.system.fileio import MAX_INPUT_BYTES, current_umask, read_text_or_none
+
+if TYPE_CHECKING:
+    from hprobe.support.remote_wheel import Remote, RemoteWheel
 
 DIST = "flashinfer-python"
 _WHEEL_PREFIX = "flashinfer_python-"
@@ -87,7 +94,9 @@ def resolve(item: str) -> Release:
     except InvalidVersion:
         raise InputError(f"--flashinfer {item!r}: not a release number, wheel file or directory") from None
     return cache.with_fallback(
-        lambda: _kept_release(item) or _from_wheel(fetch_wheel(item), label=item, slim=slim_trees())
+        lambda: (
+            _kept_release(item) or _lazy_release(item) or _from_wheel(fetch_wheel(item), label=item, slim=slim_trees())
+        )
     )
 
 
@@ -154,6 +163,9 @@ def prefetch(items: list[str]) -> None:
             and _kept_identity(wheels, item) is None
         ):
             missing.append(item)  # a release whose wheel was removed is fetched only when a question needs it
+    if missing and _lazy():
+        _start_links(missing)  # read by range requests: where each wheel is, not the wheels
+        return
     if len(missing) > 1:
         cache.clean_stale(wheels)
 
@@ -161,6 +173,222 @@ def prefetch(items: list[str]) -> None:
             _UNFETCHABLE[_fetch_key(wheels, version)] = f"cannot fetch {DIST}=={version}: {words}"
 
         fetch_batch.start(DIST, missing, wheels, _publish, refuse, setting_from_env(PIP_TIMEOUT) * len(missing))
+
+
+def _lazy() -> bool:
+    """Whether fetched releases are read by range requests (support/remote_wheel.py)."""
+    from hprobe.support.remote_wheel import whole_wheels
+
+    return slim_trees() and not whole_wheels()
+
+
+# Where each release's wheel is on the index, as pip would fetch it (asked
+# once per run, for every release a run is about to need): a Remote, or why
+# the release is downloaded whole.
+_LINKS: dict[tuple[str, str, str], Future[Remote | str]] = {}
+_LINKS_LOCK = threading.Lock()
+
+
+def _start_links(versions: list[str]) -> None:
+    """Ask, in one pip process in the background, where each of `versions` is."""
+    wheels = cache.directory("wheels")
+    with _LINKS_LOCK:
+        new = [v for v in dict.fromkeys(versions) if _fetch_key(wheels, v) not in _LINKS]
+        futures = {v: _LINKS.setdefault(_fetch_key(wheels, v), Future()) for v in new}
+    if not new:
+        return
+
+    def ask() -> None:
+        answers: dict[str, dict] = {}
+        try:
+            answers = fetch_batch.links(DIST, new, setting_from_env(PIP_TIMEOUT))
+        finally:
+            for version, future in futures.items():
+                doc = answers.get(version)
+                if doc is not None and isinstance(doc.get("refused"), str):
+                    # No wheel of it on the index: pip's words, and pip is not started for it again.
+                    _UNFETCHABLE[_fetch_key(wheels, version)] = f"cannot fetch {DIST}=={version}: {doc['refused']}"
+                future.set_result(_as_remote(doc))
+
+    threading.Thread(target=ask, name="hprobe-links", daemon=True).start()
+
+
+def _as_remote(doc: dict | None) -> Remote | str:
+    from hprobe.support.remote_wheel import Remote
+
+    if doc is None:
+        return "pip could not say where the wheel is"
+    if isinstance(doc.get("whole"), str) or isinstance(doc.get("refused"), str):
+        return str(doc.get("whole") or doc.get("refused"))
+    try:
+        sha = str(doc["sha256"]).lower()
+        if not re.fullmatch(r"[0-9a-f]{64}", sha) or _wheel_version(Path(str(doc["filename"]))) is None:
+            return "the index's answer is not a wheel with a sha256"
+        return Remote(str(doc["url"]), Path(str(doc["filename"])).name, sha, doc.get("cert"), doc.get("proxy"))
+    except (KeyError, TypeError):
+        return "the index's answer is not a wheel with a sha256"
+
+
+def _remote(version: str) -> Remote | None:
+    """Where `version`'s wheel is, for range requests; None where it is downloaded whole."""
+    from hprobe.support.remote_wheel import Remote
+
+    _start_links([version])
+    with _LINKS_LOCK:
+        future = _LINKS[_fetch_key(cache.directory("wheels"), version)]
+    found = future.result()
+    return found if isinstance(found, Remote) else None
+
+
+_NO_RANGES: set[str] = set()  # servers that answered a range otherwise, this run
+
+
+def _lazy_release(item: str) -> Release | None:
+    """`item` read from the index by range requests: placeholders for every
+    member, the metadata and the package's `__init__.py` and what it imports
+    at module level written now, the rest as it is opened. None where that
+    route does not apply (HPROBE_WHOLE_WHEELS=1, slim trees off, a wheel pip
+    finds in a local folder, an index without the wheel's sha256, a server
+    that answers no ranges: said once), and the wheel is downloaded whole."""
+    from hprobe.support import remote_wheel
+    from hprobe.support import slim as slim_tree
+
+    if not _lazy():
+        return None
+    remote = _remote(item)
+    if remote is None:
+        return None
+    host = urllib.parse.urlsplit(remote.url).netloc.rpartition("@")[2]
+    if host in _NO_RANGES:
+        return None  # said once for the server
+    tree = cache.directory("trees") / f"{remote.sha256}.slim"
+    made = False
+    try:
+        if not _published(tree, serving=False):
+            tree, made = _unpack_remote_once(remote, tree, item), True
+        elif not _published(tree):
+            _serve_from_index(remote, tree)  # made from the whole wheel, which was removed since
+    except (OSError, zipfile.BadZipFile, EOFError, ValueError) as exc:
+        if isinstance(exc, OSError) and exc.errno in cache.UNWRITABLE:
+            raise  # the cache's own failure: the caller moves to a temporary one
+        why = " ".join(str(exc).split())[:200]
+        if isinstance(exc, remote_wheel.RangesRefused):
+            _NO_RANGES.add(host)  # the server's way: every release it serves this run is read whole
+            cache.say_once(f"wheels from {host} read whole, not by range requests ({why})")
+        else:
+            cache.say_once(f"flashinfer {item}: read whole, not by range requests ({type(exc).__name__}: {why})")
+        return None
+    record = _digest_file(cache.directory("wheels") / remote.filename)
+    if not record.is_file():
+        # What later runs find the kept tree by (_kept_identity), with no wheel beside it.
+        cache.write_atomically(record, f"{remote.sha256}\nremote\n".encode())
+    slim_tree.watch(tree)
+    metadata = _metadata(tree)
+    version = metadata.get("Version", ["unknown"])[0]
+    if not _same_version(Version(item), version):
+        raise InputError(
+            f"--flashinfer {item}: the index's wheel {remote.filename} says it is {version}; which release it is "
+            "cannot be told, so it is not probed"
+        )
+    _warm_imports(tree)
+    intact = None if made else functools.partial(_intact_from_index, item, remote.sha256, tree)
+    return Release(item, version, tree, remote.sha256, unmet_requirements(metadata), intact)
+
+
+def _intact_from_index(item: str, sha: str, tree: Path) -> Path | None:
+    """Where a tree read by range requests is read from, checked as a
+    fetched one is before its first use (_ensure_intact): None where it is
+    intact; else unpacked anew from the index (or, where another run holds
+    the damaged one, a copy of this run's own)."""
+    from hprobe.support import slim as slim_tree
+
+    if _tree_intact(tree, discard=False):
+        return None
+    remote = _remote(item)
+    if remote is None or remote.sha256 != sha:
+        raise InputError(
+            f"--flashinfer {item}: its tree in the cache is damaged, and the index does not serve the wheel its "
+            f"answers are kept under ({sha[:12]}) by range requests; `hprobe cache prune --release {item}` lets it "
+            "be fetched anew"
+        )
+    with cache.held_alone(tree) as alone:
+        if alone:
+            # Held alone under the tree's lock file: unpacked here, not by
+            # _unpack_remote_once, which would wait on that same lock.
+            cache.discard(tree)
+            cache.clean_stale(tree.parent)
+            _unpack_remote(remote, tree, item)
+            read = tree
+        else:
+            read = _private_scratch() / tree.name
+            _unpack_remote(remote, read, item)
+    slim_tree.watch(read)
+    return read
+
+
+def _warm_imports(tree: Path) -> None:
+    """What the package's `__init__.py` imports at module level, fetched in
+    a few rounds now (a worker importing it would ask one module at a time).
+    Only a head start: whatever fails here is asked again when opened."""
+    from hprobe.support import slim as slim_tree
+
+    source = slim_tree.source_of(tree)
+    if source is None:
+        return
+    try:
+        source.serve("", imports_of=("flashinfer/__init__.py",))
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError):
+        pass
+    cache.record_received("wheel members", source.take_received())
+
+
+def _unpack_remote_once(remote: Remote, tree: Path, label: str) -> Path:
+    """`remote` unpacked slim into `tree`, one process at a time (as _unpack_once)."""
+    from filelock import FileLock, Timeout
+
+    lock: FileLock | None = FileLock(str(tree.parent / f".{remote.sha256}.lock"))
+    try:
+        lock.acquire(timeout=setting_from_env(WORKER_TIMEOUT))  # type: ignore[union-attr]
+    except (Timeout, OSError):
+        lock = None
+    try:
+        if not _tree_intact(tree, discard=lock is not None):
+            cache.clean_stale(tree.parent)
+            _unpack_remote(remote, tree, label)
+    finally:
+        if lock is not None:
+            lock.release()
+    return tree
+
+
+def _unpack_remote(remote: Remote, tree: Path, label: str) -> None:
+    """`remote` unpacked slim into `tree`: its directory and eager members fetched, then written."""
+    from hprobe.support import remote_wheel
+
+    wheel = remote_wheel.open_wheel(remote)
+    wheel.read([info.filename for info in wheel.zip.infolist() if slim_eager(info.filename)])
+    cache.record_received("wheel members", wheel.file.received)
+    _unpack(wheel, tree, label)
+
+
+def _serve_from_index(remote: Remote, tree: Path) -> None:
+    """A published slim tree whose wheel is gone, served from the index from
+    now on: its members are checked against its own RECORD, which came from
+    the whole wheel checked against the index's digest."""
+    from hprobe.support import remote_wheel
+    from hprobe.support.slim import MARKER
+
+    wheel = remote_wheel.open_wheel(remote)
+    directory = wheel.central_directory
+    cache.record_received("wheel members", wheel.file.received)
+    cache.write_atomically(tree / remote_wheel.CENTRAL_DIRECTORY, directory)
+    cache.write_atomically(tree / MARKER, remote.marker(wheel.file.size).encode())
+
+
+def slim_eager(name: str) -> bool:
+    from hprobe.support.slim import eager
+
+    return eager(name)
 
 
 def fetch_wheel(version: str) -> Path:
@@ -202,6 +430,8 @@ def new_run() -> None:
     runs hprobe's commands in-process runs several: a release the index lacked
     then may be there now)."""
     _UNFETCHABLE.clear()
+    _NO_RANGES.clear()
+    _LINKS.clear()
     _SERVED_BY.clear()
     _ANSWERED_FROM.clear()
 
@@ -475,6 +705,12 @@ def _kept_release(item: str) -> Release | None:
         return None  # a damaged METADATA: fetched and unpacked as if nothing were kept
     from hprobe.support import slim as slim_tree
 
+    if slim_tree.served_from_index(tree):
+        if not _lazy():
+            return None  # read by range requests: a whole wheel, checked, is asked for instead (unpacked anew)
+        slim_tree.watch(tree)
+        intact = functools.partial(_intact_from_index, item, sha, tree)
+        return Release(item, version, tree, sha, unmet_requirements(metadata), intact)
     fetch_again = functools.partial(_fetch_again, item, sha, tree)
     slim_tree.watch(tree, fetch_again)  # any reader in this process, not only `Release.tree`, brings the wheel back
     return Release(item, version, tree, sha, unmet_requirements(metadata), fetch_again)
@@ -591,9 +827,12 @@ def _published(tree: Path, serving: bool = True) -> bool:
         return False
     if tree.name.endswith(".slim") and serving:
         try:
-            return Path((tree / MARKER).read_text().strip()).is_file()
+            marker = (tree / MARKER).read_text().strip()
         except OSError:
             return False
+        if marker.startswith("remote "):
+            return _lazy()  # served from the index; a run that asks for whole wheels unpacks it anew
+        return Path(marker).is_file()
     return True
 
 
@@ -620,23 +859,28 @@ def _tree_intact(tree: Path, discard: bool) -> bool:
     return True
 
 
-def _unpack(wheel: Path, tree: Path, label: str) -> None:
+def _unpack(wheel: Path | RemoteWheel, tree: Path, label: str) -> None:
+    """`wheel` unpacked into `tree` (a slim tree where its name says so); a
+    remote wheel (read by range requests) always slim, its eager members
+    fetched before and checked against its RECORD here."""
     limit_mb = setting_from_env(MAX_UNPACK_MB, "MiB")
     try:
-        with zipfile.ZipFile(wheel) as zf:
+        with _opened(wheel) as (zf, packed, marker):
             members = zf.infolist()
-            _check_members(members, wheel.stat().st_size, limit_mb, label, wheel)
+            _check_members(members, packed, limit_mb, label, wheel)
             tmp = Path(tempfile.mkdtemp(dir=tree.parent, prefix=".unpack-"))
             try:
                 if tree.name.endswith(".slim"):
                     from hprobe.support.slim import write_placeholders
 
-                    write_placeholders(zf, members, tmp, wheel)
+                    write_placeholders(zf, members, tmp, marker)
+                    if not isinstance(wheel, Path):
+                        _check_eager(wheel, tmp)
                 else:
                     zf.extractall(tmp)
                 if not (tmp / "flashinfer" / "__init__.py").is_file():
                     raise InputError(f"--flashinfer {label}: {wheel} holds no flashinfer package")
-                (tmp / _COMPLETE).write_text(wheel.name)
+                (tmp / _COMPLETE).write_text(wheel.name if isinstance(wheel, Path) else wheel.file.remote.filename)
                 os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp's 0700 would hide a shared cache from other users
                 try:
                     os.rename(tmp, tree)
@@ -662,12 +906,42 @@ def _unpack(wheel: Path, tree: Path, label: str) -> None:
         ) from None
 
 
+@contextlib.contextmanager
+def _opened(wheel: Path | RemoteWheel) -> Iterator[tuple[zipfile.ZipFile, int, Path | str]]:
+    """(the zip, its size, what its slim tree's marker says) of a wheel file or a remote wheel."""
+    if isinstance(wheel, Path):
+        with zipfile.ZipFile(wheel) as zf:
+            yield zf, wheel.stat().st_size, wheel
+    else:
+        yield wheel.zip, wheel.file.size, wheel.file.remote.marker(wheel.file.size)
+
+
+def _check_eager(wheel: RemoteWheel, tmp: Path) -> None:
+    """The members written at unpacking checked against RECORD, and the
+    wheel's central directory kept beside them (a worker serving the tree
+    opens the wheel from it without asking the index)."""
+    from hprobe.support import remote_wheel
+    from hprobe.support.slim import eager
+
+    records = sorted(tmp.glob("*.dist-info/RECORD"))
+    if not records:
+        raise ValueError("the wheel has no RECORD to check its members against")
+    digests = remote_wheel.digests(records[0].read_text(encoding="utf-8"))
+    for info in wheel.zip.infolist():
+        if eager(info.filename) and not info.is_dir() and info.filename != records[0].relative_to(tmp).as_posix():
+            if not info.filename.endswith((".dist-info/RECORD.jws", ".dist-info/RECORD.p7s")):
+                remote_wheel.check(info.filename, (tmp / info.filename).read_bytes(), digests)
+    (tmp / remote_wheel.CENTRAL_DIRECTORY).write_bytes(wheel.central_directory)
+
+
 # Folders in one member's path: flashinfer's deepest is about 12; thousands
 # made extraction recurse until Python's stack ran out.
 MAX_MEMBER_DEPTH = 64
 
 
-def _check_members(members: list[zipfile.ZipInfo], packed: int, limit_mb: float, label: str, wheel: Path) -> None:
+def _check_members(
+    members: list[zipfile.ZipInfo], packed: int, limit_mb: float, label: str, wheel: Path | RemoteWheel
+) -> None:
     if len(members) > MAX_MEMBERS:
         raise InputError(
             f"--flashinfer {label}: {wheel} has {len(members)} members, more than {MAX_MEMBERS}; not unpacked"

@@ -39,6 +39,9 @@ def answer(request: dict) -> int:
             doc = _read(tree, request) if "read" in request else _probe(tree, request)
     except Exception as exc:  # noqa: BLE001 - reported to the parent as data
         doc = {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:400]}"}
+    from hprobe.support.slim import received
+
+    doc["received"] = received()  # what serving a remote tree fetched: the run's count says it
     sys.stdout.write(json.dumps(doc) + "\n")
     return 0
 

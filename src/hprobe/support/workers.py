@@ -104,7 +104,11 @@ def _worker(request: dict) -> dict | str:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     try:
-        return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+        doc = dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+        received = doc.pop("received", 0)
+        if isinstance(received, int) and received > 0:
+            cache.record_received("wheel members", received)
+        return doc
     except (json.JSONDecodeError, IndexError):
         tail = " ".join(proc.stderr.split())[-300:]
         return {"error": f"probe worker exited {proc.returncode}: {tail}"}
