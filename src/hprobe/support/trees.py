@@ -344,20 +344,7 @@ def _warm_imports(tree: Path) -> None:
 
 def _unpack_remote_once(remote: Remote, tree: Path, label: str) -> Path:
     """`remote` unpacked slim into `tree`, one process at a time (as _unpack_once)."""
-    from filelock import FileLock, Timeout
-
-    lock: FileLock | None = FileLock(str(tree.parent / f".{remote.sha256}.lock"))
-    try:
-        lock.acquire(timeout=setting_from_env(WORKER_TIMEOUT))  # type: ignore[union-attr]
-    except (Timeout, OSError):
-        lock = None
-    try:
-        if not _tree_intact(tree, discard=lock is not None):
-            cache.clean_stale(tree.parent)
-            _unpack_remote(remote, tree, label)
-    finally:
-        if lock is not None:
-            lock.release()
+    _unpack_under_lock(tree, remote.sha256, lambda: _unpack_remote(remote, tree, label))
     return tree
 
 
@@ -761,7 +748,6 @@ def _unpack_once(wheel: Path, tree: Path, sha: str, label: str) -> Path:
     stays where it is (pulled from under it, their reads would fail, and
     waiting would last their whole run) and this run unpacks a private copy,
     removed with its scratch folder."""
-    from filelock import FileLock, Timeout
 
     if _published(tree, serving=False):
         with cache.held_alone(tree) as alone:
@@ -775,23 +761,29 @@ def _unpack_once(wheel: Path, tree: Path, sha: str, label: str) -> Path:
         private = _private_scratch() / tree.name
         _unpack(wheel, private, label)
         return private
-    trees = tree.parent
-    # One process unpacks, the others wait for it and find the tree
-    # published. Without the lock (timeout, a filesystem without locks)
-    # unpacking is still safe, only done twice.
-    lock: FileLock | None = FileLock(str(trees / f".{sha}.lock"))
+    _unpack_under_lock(tree, sha, lambda: _unpack(wheel, tree, label))
+    return tree
+
+
+def _unpack_under_lock(tree: Path, sha: str, unpack: Callable[[], None]) -> None:
+    """`unpack()` into `tree` unless it is there intact: one process
+    unpacks, the others wait for it and find the tree published. Without
+    the lock (timeout, a filesystem without locks) unpacking is still safe,
+    only done twice."""
+    from filelock import FileLock, Timeout
+
+    lock: FileLock | None = FileLock(str(tree.parent / f".{sha}.lock"))
     try:
         lock.acquire(timeout=setting_from_env(WORKER_TIMEOUT))  # type: ignore[union-attr]
     except (Timeout, OSError):
         lock = None
     try:
         if not _tree_intact(tree, discard=lock is not None):
-            cache.clean_stale(trees)
-            _unpack(wheel, tree, label)
+            cache.clean_stale(tree.parent)
+            unpack()
     finally:
         if lock is not None:
             lock.release()
-    return tree
 
 
 _PRIVATE: list[Path] = []
