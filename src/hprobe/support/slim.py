@@ -18,6 +18,11 @@ or by another run sharing the cache, is fetched again by the tree's
 whichever thread of the process reads first; the fetched wheel is checked
 against the digest the tree is named by before any file is written from it.
 
+A tree read by range requests (support/remote_wheel.py) has no wheel on
+disk: its marker says where the wheel is on the index, and a placeholder is
+written from the member fetched from there and checked against the tree's
+RECORD (RemoteSource).
+
 When the wheel still cannot give the file (offline, damaged, another wheel
 served), no code of flashinfer's may see a half-answer: a worker ends at once
 with EXIT_TREE_UNREADABLE (its answers inconclusive, with the reason), and the
@@ -39,7 +44,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from hprobe.support.remote_wheel import Remote, RemoteWheel
 
-MARKER = ".hprobe-slim"  # in a slim tree: the wheel it is written from
+MARKER = ".hprobe-slim"  # in a slim tree: the wheel it is written from, or the index (remote_wheel.Remote.marker)
 # Placeholders carry this time and materialised files that plus two seconds:
 # the compiled bytecode of a module (keyed by its source's time and size)
 # then always matches the source it was compiled from.
