@@ -326,8 +326,14 @@ def entry_since(entry: str, published: list[Version], progress: Progress = quiet
     only bounds the search, and every release searched is then probed."""
     from hprobe.advise.history import first_true
     from hprobe.support.gather import each_at_once
-    from hprobe.support.presence import entry_point_in_kept_tree, entry_point_in_wheel
-    from hprobe.support.trees import fetch_wheel, kept_without_wheel
+    from hprobe.support.presence import entry_point_in_kept_tree, entry_point_in_wheel, entry_point_present
+    from hprobe.support.remote_wheel import whole_wheels
+    from hprobe.support.slim import TreeUnreadable
+    from hprobe.support.trees import fetch_wheel, kept_without_wheel, resolve, slim_trees
+
+    # Read by range requests, a release's tree answers from the few modules
+    # the question opens; the whole wheel is downloaded only on that route.
+    by_ranges = slim_trees() and not whole_wheels()
 
     # Per scope: a search from a pin's floor reads only the releases from there.
     key = (entry, str(published[0]) if published else "")
@@ -340,8 +346,10 @@ def entry_since(entry: str, published: list[Version], progress: Progress = quiet
             if found is not None:
                 return found  # read from the tree kept after its wheel was removed: nothing fetched
             try:
+                if by_ranges:
+                    return entry_point_present(entry, str(resolve(str(v)).tree / "flashinfer"))
                 return entry_point_in_wheel(entry, fetch_wheel(str(v)))
-            except (InputError, OSError, zipfile.BadZipFile):
+            except (InputError, OSError, zipfile.BadZipFile, TreeUnreadable):
                 return None  # not fetchable or not readable here: stepped around
 
         def fetch(batch: list[Version]) -> None:
@@ -352,8 +360,8 @@ def entry_since(entry: str, published: list[Version], progress: Progress = quiet
                 if kept_without_wheel(v) is not None:
                     return  # read from its kept tree, or fetched then if that cannot answer
                 try:
-                    fetch_wheel(v)
-                except InputError:
+                    resolve(v) if by_ranges else fetch_wheel(v)
+                except (InputError, OSError):
                     pass  # answered (None) when the search reads it
 
             each_at_once([str(v) for v in batch], one)
