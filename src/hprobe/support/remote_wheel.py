@@ -19,7 +19,7 @@ caught here. The tree's marker says so (`verified`), and
 HPROBE_WHOLE_WHEELS=1 takes the whole wheel, checked against the index's
 digest, instead (docs/reference.md argues the default).
 
-Stdlib only: a worker serves its tree's placeholders from here in the
+Stdlib and hprobe.system only: a worker serves its tree's placeholders from here in the
 user's Python. The address, certificate bundle and proxy are pip's own
 (pip_download's `links`); a server that answers no range, or this client
 differently from pip (credentials pip adds), raises RangesRefused at the
@@ -46,6 +46,8 @@ import zipfile
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
+
+from hprobe.system.parsing import parse_module
 
 WHOLE_WHEELS = "HPROBE_WHOLE_WHEELS"
 # One range request, in seconds (README "Releases that are not installed").
@@ -463,7 +465,9 @@ def _module_level_imports(text: str) -> Iterable[ast.Import | ast.ImportFrom]:
             statement = statement.removesuffix("\\") + " " + lines[k].strip()
             k += 1
         try:
-            parsed = ast.parse(statement).body
+            # Under hprobe's one parsing lock: ast in two threads at once trips CPython 3.11's
+            # "AST constructor recursion depth mismatch" (system/parsing.py).
+            parsed = parse_module(statement).body
         except SyntaxError:
             continue
         for node in parsed:
