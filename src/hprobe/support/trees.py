@@ -351,9 +351,10 @@ def _unpack_remote_once(remote: Remote, tree: Path, label: str) -> Path:
 def _unpack_remote(remote: Remote, tree: Path, label: str) -> None:
     """`remote` unpacked slim into `tree`: its directory and eager members fetched, then written."""
     from hprobe.support import remote_wheel
+    from hprobe.support.slim import eager
 
     wheel = remote_wheel.open_wheel(remote)
-    wheel.read([info.filename for info in wheel.zip.infolist() if slim_eager(info.filename)])
+    wheel.read([info.filename for info in wheel.zip.infolist() if eager(info.filename)])
     cache.record_received("wheel members", wheel.file.received)
     _unpack(wheel, tree, label)
 
@@ -370,12 +371,6 @@ def _serve_from_index(remote: Remote, tree: Path) -> None:
     cache.record_received("wheel members", wheel.file.received)
     cache.write_atomically(tree / remote_wheel.CENTRAL_DIRECTORY, directory)
     cache.write_atomically(tree / MARKER, remote.marker(wheel.file.size).encode())
-
-
-def slim_eager(name: str) -> bool:
-    from hprobe.support.slim import eager
-
-    return eager(name)
 
 
 def fetch_wheel(version: str) -> Path:
