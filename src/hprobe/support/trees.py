@@ -22,6 +22,7 @@ import tempfile
 import threading
 import urllib.parse
 import zipfile
+import zlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -268,7 +269,7 @@ def _lazy_release(item: str) -> Release | None:
             tree, made = _unpack_remote_once(remote, tree, item), True
         elif not _published(tree):
             _serve_from_index(remote, tree)  # made from the whole wheel, which was removed since
-    except (OSError, zipfile.BadZipFile, EOFError, ValueError) as exc:
+    except (OSError, zipfile.BadZipFile, EOFError, ValueError, zlib.error) as exc:  # zlib: a member not inflating
         if isinstance(exc, OSError) and exc.errno in cache.UNWRITABLE:
             raise  # the cache's own failure: the caller moves to a temporary one
         why = " ".join(str(exc).split())[:200]
@@ -337,7 +338,7 @@ def _warm_imports(tree: Path) -> None:
         return
     try:
         source.serve("", imports_of=("flashinfer/__init__.py",))
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError):
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError, zlib.error):
         pass
     cache.record_received("wheel members", source.take_received())
 
