@@ -1413,6 +1413,10 @@ def test_every_ending_signal_leaves_no_worker_behind(tmp_path, signame, code, sa
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # As from a terminal: a suite started as a background job of a shell
+        # without job control inherits SIGINT ignored, and Python (rightly)
+        # keeps an ignored SIGINT ignored, so Ctrl-C could not reach hprobe.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 60
     while not pid_file.exists() or not pid_file.read_text():
