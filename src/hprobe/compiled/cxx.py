@@ -40,8 +40,9 @@ class SourceFile:
         return hashlib.sha256(self.raw.encode("utf-8", "surrogatepass")).hexdigest()
 
     def definitions(self, name: str) -> list[Definition]:
-        """Every definition of `name` (overloads and same-named members alike),
-        in file order; calls and declarations are not definitions."""
+        """Every definition of `name` (overloads and same-named members alike,
+        and a function-like macro `#define name(...)`), in file order; calls
+        and declarations are not definitions."""
         # By content: releases ship the same file again and again, and finding
         # definitions is most of what compiled depth costs before the table.
         key = (self._content, name)
@@ -53,6 +54,20 @@ class SourceFile:
         out: list[Definition] = []
         code = self.code
         for match in re.finditer(rf"(?<![\w.>:]){re.escape(name)}\s*\(", code):
+            line_start = code.rfind("\n", 0, match.start()) + 1
+            if re.fullmatch(r"\s*#\s*define\s+", code[line_start : match.start()]):
+                # A function-like macro (a dispatch switch): its lines up to the
+                # first that does not end in a continuation.
+                end = line_start
+                while True:
+                    newline = code.find("\n", end)
+                    end = len(code) if newline < 0 else newline
+                    if newline < 0 or not code[:end].rstrip().endswith("\\"):
+                        break
+                    end += 1
+                text = code[line_start:end]
+                out.append(Definition(name, text, code.count("\n", 0, match.start()) + 1))
+                continue
             start = _statement_start(code, match.start())
             body = _body_after(code, match.end() - 1)
             if body is None:

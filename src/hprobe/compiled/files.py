@@ -21,6 +21,8 @@ PARAMS = "include/flashinfer/trtllm/fmha/fmhaRunnerParams.h"  # 0.7.4 on: Runner
 READ = tuple(sorted((KERNELS, RUNNER, LAUNCHER, PARAMS)))
 # Every file the SM12x sparse-MLA entry checks read (sm120_sparse.read_files(), likewise).
 ENTRY_READ = ("csrc/sparse_mla_sm120.cu", "csrc/sparse_mla_sm120_prefill.cu")
+# Every file the CUDA-core decode plan's checks read (gqa_decode.read_files(), likewise).
+DECODE_PLAN_READ = ("csrc/batch_decode.cu", "include/flashinfer/utils.cuh")
 
 
 def data_dir(package: Path) -> Path:

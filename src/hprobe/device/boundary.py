@@ -33,8 +33,10 @@ class CompiledEntry:
 
     module: str  # the getter (or JIT spec) that would have produced the module
     function: str  # the attribute called on it
-    # What the call handed it (launch_shape), for a compiled entry whose own
-    # checks hprobe reads from the release's C++ (compiled/sm120_sparse)
+    # What the call handed a compiled function whose own checks hprobe reads
+    # from the release's C++ (launch_shape): the entry itself
+    # (RECORDED_LAUNCHES, compiled/sm120_sparse), or the compiled plan the
+    # call made before it (Policy.recorded, compiled/gqa_decode)
     launch: str | None = field(default=None, compare=False)
 
     def __str__(self) -> str:
@@ -100,6 +102,13 @@ class Policy:
 
     pass_through: frozenset[str] = frozenset()
     passed: list[str] = field(default_factory=list)
+    # Compiled plans whose checks over what they are handed are read from the
+    # release's C++: let through as pass_through is, their arguments kept
+    # (`handed`, by launch_shape) for the launch that follows to carry. They
+    # return an empty plan (Python hands a plan's info on unread, and asserts
+    # only that there is one).
+    recorded: frozenset[str] = frozenset()
+    handed: list[str] = field(default_factory=list)
 
 
 class StandInFunction:
@@ -112,10 +121,17 @@ class StandInFunction:
         if self._function in self._policy.pass_through:
             self._policy.passed.append(f"{self._module}.{self._function}")
             return None
+        if self._function in self._policy.recorded:
+            self._policy.passed.append(f"{self._module}.{self._function}")
+            self._policy.handed.append(launch_shape(args))
+            return []
         if self._function in DECIDED_BY_SELECTION:
             self._policy.passed.append(f"{self._module}.{self._function}")
             return DECIDED_BY_SELECTION[self._function]
-        launch = launch_shape(args) if self._function in RECORDED_LAUNCHES else None
+        if self._function in RECORDED_LAUNCHES:
+            launch: str | None = launch_shape(args)
+        else:
+            launch = self._policy.handed[-1] if self._policy.handed else None
         raise BoundaryReached(CompiledEntry(self._module, self._function, launch))
 
     def __getattr__(self, name: str) -> StandInFunction:

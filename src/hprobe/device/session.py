@@ -264,10 +264,12 @@ class FlashinferSession:
         catch_warnings per call costs more than some calls)."""
         return _Quiet()
 
-    def configure(self, pass_through: tuple[str, ...] = ()) -> None:
+    def configure(self, pass_through: tuple[str, ...] = (), recorded: tuple[str, ...] = ()) -> None:
         """Set the compiled functions the next calls let through because Python
-        only passes their result on (see `Policy`)."""
+        only passes their result on, and those whose arguments are kept as
+        well (see `Policy`)."""
         self._policy.pass_through = frozenset(pass_through)
+        self._policy.recorded = frozenset(recorded)
         self._clear_caches()
 
     def resolve(self, dotted: str) -> Any | None:
@@ -304,6 +306,7 @@ class FlashinferSession:
         # call: within one target they memoize by argument, which is harmless.
         self._target(sm)
         self._policy.passed = []
+        self._policy.handed = []
         lines: set[int] = set()
         if trace is not None:
             sys.settrace(_line_tracer(trace, lines))

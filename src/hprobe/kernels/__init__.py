@@ -7,6 +7,7 @@ import re
 from hprobe.kernels.base import KernelProbe, Value, Variant
 from hprobe.kernels.batch_mla import BatchMLAProbe
 from hprobe.kernels.dsv4_sparse_mla import DSv4SparseMLAProbe
+from hprobe.kernels.gqa_decode import GqaDecodeProbe
 from hprobe.kernels.sm120_sparse_mla import SM120SparseMLAProbe
 from hprobe.kernels.sm120_sparse_mla_wrapper import SM120SparseMLAWrapperProbe
 from hprobe.kernels.sparse_mla_ts import SparseMLATSProbe
@@ -26,6 +27,7 @@ PROBES: dict[str, KernelProbe] = {
         TrtllmMLAPrefillProbe(),
         SM120SparseMLAWrapperProbe(),
         SparseMLATSProbe(),
+        GqaDecodeProbe(),
     )
 }
 
@@ -65,4 +67,4 @@ def get_variant(key: str, values: dict[str, Value] | None = None) -> Variant:
 
 def probes_called_as() -> dict[str, str]:
     """FlashInfer name an engine calls -> the id of the probe that answers for it."""
-    return {name: probe.id for probe in PROBES.values() for name in probe.called_as}
+    return {name: probe.id for probe in PROBES.values() if probe.engine_reading for name in probe.called_as}

@@ -89,6 +89,10 @@ class KernelProbe(ABC):
     #: compiled functions whose result Python only passes on to the launch (a
     #: plan's schedule): they return None so the call goes on to the launch
     pass_through_calls: tuple[str, ...] = ()
+    #: compiled plans whose own checks over their arguments hprobe reads from
+    #: the release's C++ (compiled/): let through with their arguments kept,
+    #: for the launch that follows to carry (device/boundary.Policy.recorded)
+    recorded_calls: tuple[str, ...] = ()
     #: other FlashInfer names an engine calls that reach this probe's entry point
     #: and its checks (a private function the public one forwards to)
     also_called_as: tuple[str, ...] = ()
@@ -100,6 +104,10 @@ class KernelProbe(ABC):
     #: count (keyword, position): an engine's call of it is followed from there
     #: back to the layer's query; None: hprobe does not follow this entry's count
     query_argument: tuple[str, int] | None = None
+    #: whether an engine's calls of this entry are read by `check --repo`
+    #: (False: a probe for `matrix` whose engine side is not built; its calls
+    #: are neither found nor judged, and the README says which)
+    engine_reading: bool = True
 
     @property
     def called_as(self) -> tuple[str, ...]:

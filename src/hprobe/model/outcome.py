@@ -298,7 +298,13 @@ class KernelSMResult:
         mark never outlives its qualification."""
         if not self.accepted():
             return []
-        out = [f"validators only: {item}" for item in self.unchecked]
+        basis = "validators and dispatch" if self.depth is Depth.DISPATCH else "validators only"
+        out = [f"{basis}: {item}" for item in self.unchecked]
+        pending = sorted(h for h, r in self.heads.items() if r.outcome is Outcome.ACCEPTED and r.pending)
+        if pending:
+            # Shown among the accepted, never `ok` for a gate: the first reason stands for the rest.
+            first = self.heads[pending[0]].pending
+            out.insert(0, f"pending: h_q {compact_set(pending)}: {first}")
         if self.depth is Depth.PARTIAL:
             out.insert(
                 0, "partial: a compiled query answered before the launch; the Python acting on its answer did not run"

@@ -91,7 +91,7 @@ def _probe_kernel(
             for h in heads:
                 result.heads[h] = HeadResult(h, Outcome.ABSENT, reason=absent)
         return results
-    session.configure(probe.pass_through_calls)
+    session.configure(probe.pass_through_calls, probe.recorded_calls)
     try:
         tries = _run_alternatives(session, variant, entry, sms, heads)
         probing = _Probing(session, variant, entry, heads, tries)
@@ -289,11 +289,17 @@ def _describe_depth(probe: KernelProbe, raw: dict[int, CallResult], result: Kern
             "answer past it"
         )
     passed = sorted({p for c in raw.values() for p in c.passed})
-    handed_on = [p for p in passed if p.rpartition(".")[2] not in DECIDED_BY_SELECTION]
+    recorded = [p for p in passed if p.rpartition(".")[2] in probe.recorded_calls]
+    handed_on = [p for p in passed if p.rpartition(".")[2] not in (*DECIDED_BY_SELECTION, *probe.recorded_calls)]
     asked = [p for p in passed if p.rpartition(".")[2] in DECIDED_BY_SELECTION]
     if handed_on:
         result.notes.append(
             f"compiled calls whose result Python only hands on were let through unexecuted: {', '.join(handed_on)}"
+        )
+    if recorded:
+        result.notes.append(
+            f"compiled plans let through unexecuted, what each was handed kept for its own checks (read from the "
+            f"release's C++, a note below): {', '.join(recorded)}"
         )
     if asked:
         result.notes.append(
