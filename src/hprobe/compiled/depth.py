@@ -70,6 +70,8 @@ def device_of(sm: SM) -> Device:
 
 
 def existence(selection: Selection, call: TrtllmGenCall, heads: int) -> Existence:
+    if call.kv_heads:
+        raise NotPorted(GQA_NOT_PORTED)
     launched: list[tuple[int, int, Launch]] = []
     refused: list[tuple[int, int, Refusal]] = []
     undetermined: list[tuple[int, int, str]] = []
@@ -127,6 +129,11 @@ def deepen(result: KernelSMResult, package: Path, get_tables: Callable[[], Table
         result.notes.append(f"compiled depth: not evaluated: {gate}")
         leave_pending(result, calls, "the runner's architecture check reads like no ported release's")
         return
+    if all(call.kv_heads for call in calls.values()):
+        # Asked before the table: finding one may mean a download, and no port reads it for these.
+        result.notes.append(f"compiled depth: not evaluated: {GQA_NOT_PORTED}")
+        leave_pending(result, calls, GQA_NOT_PORTED)
+        return
     port = port_for(package)
     if isinstance(port, str):
         result.notes.append(f"compiled depth: not evaluated: flashinfer {result.flashinfer_version}: {port}")
@@ -173,6 +180,10 @@ def deepen(result: KernelSMResult, package: Path, get_tables: Callable[[], Table
 # looked and the command that fetches one.
 TABLE_UNAVAILABLE = "no kernel table here (HPROBE_KERNEL_TABLE names one)"
 TABLE_OFF = f"{TABLE_SETTING}=off keeps every answer at the validators"
+GQA_NOT_PORTED = (
+    "trtllm-gen's GQA/MHA selection (selectGqGenerationKernel: the tile from the group and query length, the "
+    "kernel from head dim, dtypes and page size) has no port in hprobe"
+)
 
 
 def launcher_calls(result: KernelSMResult) -> dict[str, TrtllmGenCall]:

@@ -27,6 +27,9 @@ class TrtllmGenCall:
     q_len: int
     page_size: int  # kv_cache.size(-2); the sparse paths select with 1
     sparse_mla_top_k: int  # 0: dense
+    # GQA/MHA: the KV heads the call hands over (h_q / kv_heads is the group);
+    # 0: MLA, one latent KV head. Only MLA's selection is ported.
+    kv_heads: int = 0
 
     @property
     def dsv4(self) -> bool:
