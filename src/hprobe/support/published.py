@@ -14,7 +14,7 @@ from packaging.version import InvalidVersion, Version
 from hprobe.model.errors import IndexUnlisted, InputError, PinUnserved
 from hprobe.model.pins import exact_release, parse_pin
 from hprobe.model.release import INSTALLED
-from hprobe.support.trees import DIST, _pip_reason, fetch_wheel, kept_without_wheel, run_pip
+from hprobe.support.trees import DIST, _pip_reason, kept_without_wheel, resolve, run_pip
 from hprobe.system.envinfo import distribution_version
 
 
@@ -112,7 +112,9 @@ def _fetchable(spec: str, version: str) -> None:
     if kept_without_wheel(version) is not None:
         return  # answered before from the cache's tree: its wheel is fetched only for a new question
     try:
-        fetch_wheel(version)
+        # As any release number is had: read by ranges from the index (whole only
+        # where ranges are refused or HPROBE_WHOLE_WHEELS asks), kept for the probe.
+        resolve(version)
     except InputError as exc:
         raise PinUnserved(
             f"flashinfer {version}, the pin {spec}, cannot be fetched: {exc.message}{_nearest(version)}"
