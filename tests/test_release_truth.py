@@ -93,3 +93,29 @@ def test_dense_mla_on_cake_is_probed_where_the_release_has_it(cli_json):
     assert all(r["outcome"] == "rejected" and "float8_e4m3fn" in r["message"] for r in refused.values())
     _, old, _ = cli_json("matrix", "--sm", "100", "--kernel", key, "--heads", "8,96")
     assert {r["outcome"] for r in _by_key(old, 100)[key].values()} == {"absent"}
+
+
+@pytest.mark.parametrize("release", ["0.7.0.post1", "0.7.4"])
+def test_batch_mla_runs_the_release_s_module_proxy_and_stops_at_the_launch(cli_json, release):
+    """0.7.x loads the batch MLA module through a proxy (its JitSpec's
+    post_load_adapter) whose Python checks the workspaces and calls the
+    compiled plan; `plan` then stages the metadata and `run` checks its inputs.
+    All of that runs: the boundary is the launch, `run`, never the proxy's
+    `plan_with_staged_workspace_bytes`."""
+    code, doc, err = cli_json(
+        "matrix",
+        "-k",
+        "batch-mla[backend=fa2]",
+        "-k",
+        "batch-mla[backend=fa3]",
+        "--sm",
+        "90",
+        "--heads",
+        "8,128",
+        "--flashinfer",
+        release,
+    )
+    assert code == 0, err
+    for result in doc["results"]:
+        assert {h["entry"] for h in result["heads"]} == {"get_batch_mla_module.run"}, result["key"]
+        assert any("let through unexecuted: get_batch_mla_module.plan" in n for n in result["notes"])

@@ -49,7 +49,9 @@ def test_trtllm_gen_is_sm10x_only_auto_goes_to_xqa_and_sm10x_counts_stay_pending
 @pytest.mark.slow
 def test_xqa_refuses_head_dim_512_on_0_6_14_at_its_jit_check(cli_json):
     """flashinfer #4546 (Gemma 4 on SM12x): gen_xqa_module's head-dim check."""
-    code, doc, err = cli_json("matrix", "-k", "gqa-trtllm-decode[backend=auto,head_dim=512]", "--sm", "120", "--heads", "1,8")
+    code, doc, err = cli_json(
+        "matrix", "-k", "gqa-trtllm-decode[backend=auto,head_dim=512]", "--sm", "120", "--heads", "1,8"
+    )
     assert code == 0, err
     [result] = doc["results"]
     source = _installed() / "jit/xqa.py"

@@ -111,6 +111,16 @@ class Policy:
     handed: list[str] = field(default_factory=list)
 
 
+class HandedOn(tuple[None, int]):
+    """What a compiled call whose result Python only hands on returns: no
+    plan info, and, where a release's Python unpacks the call's result as
+    (plan info, staged workspace bytes) -- 0.7.x's batch MLA proxy --, zero
+    bytes staged. Handed on to the launch, which is the boundary."""
+
+
+HANDED_ON = HandedOn((None, 0))
+
+
 class StandInFunction:
     def __init__(self, module: str, function: str, service: bool, policy: Policy):
         self._module, self._function, self._service, self._policy = module, function, service, policy
@@ -120,7 +130,7 @@ class StandInFunction:
             return None
         if self._function in self._policy.pass_through:
             self._policy.passed.append(f"{self._module}.{self._function}")
-            return None
+            return HANDED_ON
         if self._function in self._policy.recorded:
             self._policy.passed.append(f"{self._module}.{self._function}")
             self._policy.handed.append(launch_shape(args))

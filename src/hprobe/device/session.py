@@ -364,17 +364,30 @@ class FlashinferSession:
         self._set_attr(cuda, "get_device_name", get_device_name)
         self._set_attr(cuda, "current_device", lambda: 0)
         self._set_attr(cuda, "is_current_stream_capturing", lambda: False)
-        # Wrappers stage plans in pinned host memory, which needs a CUDA driver.
-        real_empty = torch.empty
+        # Wrappers stage plans in pinned host memory, which needs a CUDA driver:
+        # it is made in plain host memory, and reads as pinned where the
+        # release checks (0.7.x's batch MLA proxy: "page_locked_workspace must
+        # be a pinned, contiguous CPU tensor"), as it is on the GPU machine.
+        real_empty, real_is_pinned = torch.empty, torch.Tensor.is_pinned
+        pinned: set[int] = set()
 
         def empty(*args: Any, **kwargs: Any) -> Any:
-            kwargs.pop("pin_memory", None)
+            pin = bool(kwargs.pop("pin_memory", False))
             # A default-device context (device/fake_cuda.py) names its factories
             # by identity, and this stand-in is not one of them: pass it on.
             kwargs.setdefault("device", torch.get_default_device())
-            return real_empty(*args, **kwargs)
+            tensor = real_empty(*args, **kwargs)
+            if pin and tensor.device.type == "cpu":
+                pinned.add(tensor.untyped_storage().data_ptr())
+            return tensor
+
+        def is_pinned(tensor: Any, *args: Any, **kwargs: Any) -> bool:
+            if tensor.device.type == "cpu" and tensor.untyped_storage().data_ptr() in pinned:
+                return True
+            return bool(real_is_pinned(tensor, *args, **kwargs))
 
         self._set_attr(torch, "empty", empty)
+        self._set_attr(torch.Tensor, "is_pinned", is_pinned)
         # SM12x gates compare torch.version.cuda with 12.8/12.9; a CPU build has
         # None. The toolkit is the session's, never this machine's (see BASELINE_TOOLKIT).
         self._set_attr(torch.version, "cuda", self._state.toolkit)
@@ -425,9 +438,14 @@ class FlashinferSession:
             return
         policy = self._policy
 
-        def load(spec: Any, *args: Any, **kwargs: Any) -> StandInModule:
+        def load(spec: Any, *args: Any, **kwargs: Any) -> Any:
             name = str(getattr(spec, "name", "jit"))
-            return StandInModule(loader_label(name), policy, service=name in SERVICE_SPECS)
+            module = StandInModule(loader_label(name), policy, service=name in SERVICE_SPECS)
+            # The release's own Python over a loaded module (0.7.x's batch MLA
+            # proxy checks its workspaces, then calls the compiled plan): it
+            # runs, so the boundary stays at the compiled call behind it.
+            adapter = getattr(spec, "post_load_adapter", None)
+            return adapter(module) if callable(adapter) and name not in SERVICE_SPECS else module
 
         pending, seen = [spec_cls], set()
         while pending:
