@@ -277,3 +277,30 @@ def _b64(data: bytes) -> str:
     import base64
 
     return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+@pytest.mark.slow
+def test_where_an_entry_point_exists_is_read_from_the_index_with_no_tree_made(serve, wheel, tmp_path):
+    """The pin search's question (support/presence.py): the modules it opens
+    come from the index, each checked against RECORD; no tree is written, and
+    a forged module is a fault, never an answer."""
+    from hprobe.support.presence import entry_point_in_index
+
+    index = serve(wheel)
+    assert entry_point_in_index("flashinfer.mla.trtllm_batch_decode_sparse_mla_dsv4", RELEASE) is True
+    assert entry_point_in_index("flashinfer.mla.no_such_entry", RELEASE) is False
+    assert entry_point_in_index("flashinfer.no_such_module.entry", RELEASE) is False
+    assert not (tmp_path / "cache" / "trees").exists() or not list((tmp_path / "cache" / "trees").iterdir())
+    assert all(status == 206 for status, _ in index.served)
+    assert sum(size for _, size in index.served) < wheel.stat().st_size // 4
+    forged = tmp_path / "forged" / wheel.name
+    forged.parent.mkdir()
+    with zipfile.ZipFile(wheel) as zf, zipfile.ZipFile(forged, "w", zipfile.ZIP_DEFLATED) as out:
+        for info in zf.infolist():
+            data = zf.read(info)
+            out.writestr(info, data + b"\n# forged\n" if info.filename == "flashinfer/mla/__init__.py" else data)
+    cache.new_run()
+    trees.new_run()
+    serve(forged)
+    with pytest.raises(ValueError, match="differs from the digest the wheel's RECORD gives"):
+        entry_point_in_index("flashinfer.mla.trtllm_batch_decode_sparse_mla_dsv4", RELEASE)

@@ -326,14 +326,10 @@ def entry_since(entry: str, published: list[Version], progress: Progress = quiet
     only bounds the search, and every release searched is then probed."""
     from hprobe.advise.history import first_true
     from hprobe.support.gather import each_at_once
-    from hprobe.support.presence import entry_point_in_kept_tree, entry_point_in_wheel, entry_point_present
-    from hprobe.support.remote_wheel import whole_wheels
-    from hprobe.support.slim import TreeUnreadable
-    from hprobe.support.trees import fetch_wheel, kept_without_wheel, resolve, slim_trees
+    from hprobe.support.presence import entry_point_in_kept_tree
+    from hprobe.support.trees import kept_without_wheel
 
-    # Read by range requests, a release's tree answers from the few modules
-    # the question opens; the whole wheel is downloaded only on that route.
-    by_ranges = slim_trees() and not whole_wheels()
+    answered: dict[str, bool] = {}  # read while a round was fetched
 
     # Per scope: a search from a pin's floor reads only the releases from there.
     key = (entry, str(published[0]) if published else "")
@@ -345,27 +341,47 @@ def entry_since(entry: str, published: list[Version], progress: Progress = quiet
             found = entry_point_in_kept_tree(entry, kept) if kept is not None else None
             if found is not None:
                 return found  # read from the tree kept after its wheel was removed: nothing fetched
-            try:
-                if by_ranges:
-                    return entry_point_present(entry, str(resolve(str(v)).tree / "flashinfer"))
-                return entry_point_in_wheel(entry, fetch_wheel(str(v)))
-            except (InputError, OSError, zipfile.BadZipFile, TreeUnreadable):
-                return None  # not fetchable or not readable here: stepped around
+            return answered[str(v)] if str(v) in answered else _entry_in_release(entry, str(v))
 
         def fetch(batch: list[Version]) -> None:
-            """A round's wheels fetched at once (the network's wait, not the
-            cores': more than one per core); read after."""
+            """A round's releases read at once (the network's wait, not the
+            cores': more than one per core)."""
 
             def one(v: str) -> None:
                 if kept_without_wheel(v) is not None:
                     return  # read from its kept tree, or fetched then if that cannot answer
-                try:
-                    resolve(v) if by_ranges else fetch_wheel(v)
-                except (InputError, OSError):
-                    pass  # answered (None) when the search reads it
+                found = _entry_in_release(entry, v)
+                if found is not None:
+                    answered[v] = found
 
             each_at_once([str(v) for v in batch], one)
 
         # Fetching waits on the index, so a round asks more releases than there are cores.
         _ENTRY_SINCE[key] = first_true(published, present, parallel=max(width, 4), prepare=fetch).first
     return _ENTRY_SINCE[key]
+
+
+def _entry_in_release(entry: str, version: str) -> bool | None:
+    """Whether release `version` defines `entry`; None where it cannot be read
+    here (not fetchable, not readable: the search steps around it). Read by
+    range requests, the modules the question opens come from the index with
+    no tree made (a tree writes a placeholder for each of ~15,000 members),
+    or from the release's tree where the index cannot be read so; the whole
+    wheel is downloaded only on the whole-wheel route."""
+    from hprobe.support.presence import entry_point_in_index, entry_point_in_wheel, entry_point_present
+    from hprobe.support.remote_wheel import whole_wheels
+    from hprobe.support.slim import TreeUnreadable
+    from hprobe.support.trees import fetch_wheel, resolve, slim_trees
+
+    try:
+        if not slim_trees() or whole_wheels():
+            return entry_point_in_wheel(entry, fetch_wheel(version))
+        try:
+            found = entry_point_in_index(entry, version)
+        except (OSError, ValueError, zipfile.BadZipFile, EOFError):
+            found = None  # a request or a member that failed: the tree is read instead
+        if found is not None:
+            return found
+        return entry_point_present(entry, str(resolve(version).tree / "flashinfer"))
+    except (InputError, OSError, zipfile.BadZipFile, TreeUnreadable):
+        return None

@@ -71,6 +71,39 @@ def entry_point_in_kept_tree(dotted: str, tree: Path) -> bool | None:
         return None
 
 
+def entry_point_in_index(dotted: str, version: str) -> bool | None:
+    """The same question asked of release `version` on the index, read by range
+    requests with no tree made: the wheel's directory and RECORD, then the
+    modules the question opens, each checked against RECORD before it is read.
+    None where the release is not read by ranges here (its wheel or tree
+    answers then). A failed request or a member unlike RECORD raises (OSError,
+    ValueError)."""
+    from hprobe.support import cache, remote_wheel
+    from hprobe.support.trees import remote_of
+
+    remote = remote_of(version)
+    if remote is None:
+        return None
+    wheel = remote_wheel.open_wheel(remote)
+    try:
+        records = [name for name in wheel.spans if name.endswith(".dist-info/RECORD")]
+        if len(records) != 1:
+            raise ValueError(f"{remote.filename} has {len(records)} RECORD files")
+        record = remote_wheel.digests(wheel.read(records)[records[0]].decode("utf-8", errors="replace"))
+
+        def read(rel: str) -> str | None:
+            name = f"flashinfer/{rel}"
+            if name not in wheel.spans:
+                return None
+            data = wheel.read([name])[name]
+            remote_wheel.check(name, data, record)
+            return data.decode("utf-8", errors="replace")
+
+        return _present(dotted, read)
+    finally:
+        cache.record_received("wheel members", wheel.file.received)
+
+
 Reader = Callable[[str], "str | None"]  # a path inside the package, `/`-separated -> its text, or None
 
 

@@ -244,6 +244,18 @@ def _remote(version: str) -> Remote | None:
 _NO_RANGES: set[str] = set()  # servers that answered a range otherwise, this run
 
 
+def remote_of(version: str) -> Remote | None:
+    """Where `version`'s wheel is on the index, where releases are read by
+    range requests here (None: its wheel is read whole: HPROBE_WHOLE_WHEELS,
+    a wheel pip finds in a folder, a server that answered no range this run)."""
+    if not _lazy():
+        return None
+    remote = _remote(version)
+    if remote is None or urllib.parse.urlsplit(remote.url).netloc.rpartition("@")[2] in _NO_RANGES:
+        return None
+    return remote
+
+
 def _lazy_release(item: str) -> Release | None:
     """`item` read from the index by range requests: placeholders for every
     member, the metadata and the package's `__init__.py` and what it imports
