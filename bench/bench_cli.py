@@ -48,6 +48,21 @@ COMMANDS = {
     "hprobe check (warm)": HPROBE + ["check"],
     "hprobe matrix (all probes x 5 SMs x 1..256, --no-cache)": HPROBE
     + ["matrix", "--sm", "90,100,103,120,121", "--heads", "1-256", "--no-cache"],
+    "hprobe matrix (GQA decode probes x 5 SMs x 1..256, --no-cache)": HPROBE
+    + [
+        "matrix",
+        "-k",
+        "gqa-decode",
+        "-k",
+        "gqa-trtllm-decode",
+        "--sm",
+        "90,100,103,120,121",
+        "--heads",
+        "1-256",
+        "--no-cache",
+    ],
+    "hprobe matrix (GQA decode probes x 5 SMs x 1..256, warm)": HPROBE
+    + ["matrix", "-k", "gqa-decode", "-k", "gqa-trtllm-decode", "--sm", "90,100,103,120,121", "--heads", "1-256"],
 }
 
 
