@@ -72,3 +72,25 @@ def test_engines_calls_of_the_wrapper_are_not_read_until_their_counts_are_follow
     assert PROBES["gqa-decode"].called_as == ("BatchDecodeWithPagedKVCacheWrapper",)
     assert "BatchDecodeWithPagedKVCacheWrapper" not in probes_called_as()
     assert "trtllm_batch_decode_with_kv_cache_mla" in probes_called_as()
+
+
+@pytest.mark.slow
+def test_groups_against_head_dims_fit_one_screen(cli):
+    """#65's layout: `--pivot head_dim,heads` on the installed release (0.6.14,
+    whose dispatch names 1, 2, 3, 4 and 8): one row per head dim."""
+    code, out, err = cli(
+        "matrix",
+        "-k",
+        "gqa-decode",
+        "--head-dim",
+        "64,256",
+        "--pivot",
+        "head_dim,heads",
+        "--heads",
+        "5,6,8",
+        "--sm",
+        "100",
+    )
+    assert code == 0, err
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.strip().startswith(("64 ", "256 "))}
+    assert rows == {"64": ["✗", "✗", "✓"], "256": ["✗", "✗", "✓"]}
