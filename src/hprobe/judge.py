@@ -307,6 +307,7 @@ def _judge_cases(
                 depth=_weakest_depth(probed),
                 unchecked=list(dict.fromkeys(u for p in probed for u in p.unchecked)),
                 reach=backend.reach,
+                guard=backend.guard,
                 on_assumption=on_assumption,
                 assumed=assumed,
                 crash=crash,

@@ -85,12 +85,14 @@ def _tps(rows: list[Finding]) -> str:
 
 def _action(rows: list[Finding]) -> str:
     action = _verdict_action(rows)
+    # The call runs only where the tests on its way in its own function hold: so does the verdict.
+    guarded = f"where {rows[0].guard}: " if rows[0].guard else ""
     reach = rows[0].reach
     if reach is None or reach.default_reaches:
-        return action
+        return guarded + action
     # The rule also feeds the engine's default, which hprobe does not probe:
     # the advice is about FlashInfer's path alone and cannot be applied as is.
-    scoped = f"{reach.scope()}: {action}"
+    scoped = f"{reach.scope()}, {guarded}{action}" if guarded else f"{reach.scope()}: {action}"
     if all(f.verdict is Verdict.OK for f in rows):
         return scoped
     default = "elsewhere the default backend" if reach.default_when else "the default backend"

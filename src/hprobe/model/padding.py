@@ -172,6 +172,9 @@ class Backend:
     # (file:line and the SM, phase and settings it was evaluated under)
     branches: tuple[tuple[tuple[str, int], str], ...] = ()
     reach: Reach | None = None  # None: the rule feeds FlashInfer whenever it runs
+    # Where, inside the function holding the call, the call runs (the tests on
+    # its way, tracing/guards.py): "cp_world > 1 (backend.py:304)"; "" unguarded.
+    guard: str = ""
     # Judged for these per-rank counts only; () = every count. A path that picks
     # its backend by count is one Backend per backend picked, each for its counts.
     counts: tuple[int, ...] = ()

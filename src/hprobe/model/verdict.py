@@ -196,6 +196,7 @@ class Finding:
     unchecked: list[str] = field(default_factory=list)  # what compiled code checks beyond that
     pin: str | None = None  # the pin whose releases `releases` are (None: the releases probed, no pin)
     reach: Reach | None = None  # the engine setting under which the rule reaches FlashInfer
+    guard: str = ""  # where, inside the function holding the call, the call runs (Backend.guard)
     waiver: Waiver | None = None  # an unexpired waiver that accepts this finding (judge.waive)
     # For an `assumed` finding: the verdict the kernel's answer gives the
     # assumed count, shown as evidence and never concluded.
@@ -349,6 +350,7 @@ class Finding:
             "depth": self.depth.value,
             "unchecked": self.unchecked,
             "reach": self.reach.to_dict() if self.reach else None,
+            "guard": self.guard,
             "waiver": self.waiver.to_dict() if self.waiver else None,
             "on_assumption": self.on_assumption.value if self.on_assumption else None,
             "assumed": self.assumed.value if self.assumed else None,

@@ -311,9 +311,9 @@ def _walk(
                 else conditional or f"{here} (test not decided: {ast.unparse(stmt.test)[:60]})"
             )
             # A branch that always leaves the function never reaches a call after the `if`.
-            if decided is not False and not (leaving and _leaves(stmt.body)):
+            if decided is not False and not (leaving and leaves(stmt.body)):
                 _walk(scope, stmt.body, name, line, states, inner, leaving)
-            if decided is not True and not (leaving and _leaves(stmt.orelse)):
+            if decided is not True and not (leaving and leaves(stmt.orelse)):
                 _walk(scope, stmt.orelse, name, line, states, inner, leaving)
             continue
         if isinstance(stmt, (ast.For, ast.While, ast.With, ast.Try, ast.AsyncFor, ast.AsyncWith)):
@@ -354,7 +354,7 @@ def _around(
             _walk(scope, block, name, line, states, conditional or f"{here} (inside a try)", not in_finally)
 
 
-def _leaves(block: list[ast.stmt]) -> bool:
+def leaves(block: list[ast.stmt]) -> bool:
     """Whether every pass through `block` leaves the function: it ends in a
     `return` or `raise`, and no `break` or `continue` of an enclosing loop
     jumps out of it first."""

@@ -216,6 +216,7 @@ def read_paths(context: PathContext) -> PathReading:
                 if problems:
                     path.status = PathStatus.NOT_EVALUABLE
                     path.detail = f"{path.detail}; not evaluable: {problems[0].problem}"
+    reading.backends = [replace(b, guard=g) if (g := _guard(context, b, sites)) else b for b in reading.backends]
     # An entry whose module is in the tree but whose call is not: the call
     # moved, or the mapping is for another release of that file.
     reading.notes.extend(
@@ -225,6 +226,25 @@ def read_paths(context: PathContext) -> PathReading:
         and (module := context.index.by_suffix(m.module)) is not None
     )
     return reading
+
+
+def _guard(context: PathContext, backend: Backend, sites: list[CallSite]) -> str:
+    """Where, inside the function holding its call, `backend`'s call runs
+    (tracing/guards.py), in words: "cp_world > 1 (file.py:304)"; "" where no
+    test guards it or its call is not one of `sites`."""
+    from hprobe.rules.repo.tracing.guards import guards
+
+    site = next(
+        (s for s in sites if s.line == backend.where.line and context.shown(s.path) == backend.where.path), None
+    )
+    module = context.index.by_suffix(site.module) if site is not None else None
+    if site is None or module is None:
+        return ""
+    found = guards(module.tree, site.line)
+    if not found:
+        return ""
+    lines = ", ".join(str(line) for line, _ in found)
+    return f"{' and '.join(test for _, test in found)} ({backend.where.path.rpartition('/')[2]}:{lines})"
 
 
 # The top-k an assumed sparse call is shown with when its own is not a literal:
