@@ -163,6 +163,12 @@ def test_sglang_check_against_its_pin(cli_json, sglang_tree):
     # 0.7.2's trtllm-gen answers are taken on the validators' word (its kernel table is the artifact store's).
     code, doc, err = cli_json("check", "--repo", str(sglang_tree / "sglang"), "--sm", "100,120", "--trust-validators")
     assert [r["version"] for r in doc["releases"]] == ["0.7.2"], err
+    # Its rules read flashinfer's tables, so the tree is read again on the pin's
+    # release: that reading says, as the first did, which model it cannot load.
+    assert [n for n in doc["notes"] if "not served by this tree" in n] == [
+        "Kimi-K3.1: not served by this tree (no KimiK31ForConditionalGeneration in the EntryClass declarations under "
+        "multimodal_gen and 13 more folders): not judged"
+    ], doc["notes"]
     mqa = {
         (f["backend"].split(" (")[0], f["sm"], f["model"], f["tp"]): f
         for f in doc["findings"]

@@ -220,6 +220,9 @@ def extract(
         found.append(item)
     found.sort(key=lambda c: (c.cls.module.name, c.cls.name))
     served_models, served = _served(index, mapping.models, notes)
+    # Kept for a reading again (per release, or to patch): it asks the registry
+    # again, and says again which models this tree does not serve.
+    given = mapping
     mapping = replace(mapping, models=served_models)
     reaches = {
         name: read_reach(index, setting, mapping.platform, _gated_sms(mapping, name))
@@ -261,7 +264,7 @@ def extract(
         pin,
         notes,
         index,
-        mapping,
+        given,
         tuple(excludes),
         dict(overrides or {}),
         flashinfer.version if flashinfer else None,
