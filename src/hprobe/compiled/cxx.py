@@ -7,9 +7,16 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+
+from hprobe.compiled.files import data_dir
+
+# A port's fingerprint: under a release's `flashinfer/data`, file -> function
+# (or macro) -> the digests it reads with in the releases the port describes.
+Fingerprint = Mapping[str, Mapping[str, Collection[str]]]
 
 
 @dataclass(frozen=True)
@@ -196,3 +203,32 @@ def _match(code: str, start: int, opening: str, closing: str) -> int | None:
                 return i
         i += 1
     return None
+
+
+def differences(package: Path, fingerprint: Fingerprint) -> list[str]:
+    """`file function` for each function of `fingerprint` that the release at
+    `package` defines otherwise, or not at all (its file missing too): where a
+    port no longer describes the release."""
+    differs: list[str] = []
+    for relative, names in fingerprint.items():
+        path = data_dir(package) / relative
+        file = SourceFile(path) if path.is_file() else None
+        differs.extend(
+            f"{Path(relative).name} {name}"
+            for name, digests in names.items()
+            if file is None or file.digest(name) not in digests
+        )
+    return differs
+
+
+def located(package: Path, relative: str, definition: str, needle: str) -> str:
+    """Where a check stands in the release: `flashinfer/data/<relative>:<line>`,
+    the line the first after `definition`'s start whose text holds `needle`
+    (without a line where the file or the text is not there)."""
+    path = data_dir(package) / relative
+    line = None
+    if path.is_file():
+        file = SourceFile(path)
+        start = min((d.line for d in file.definitions(definition)), default=0)
+        line = file.line_of(needle, after=start) or file.line_of(needle)
+    return f"flashinfer/data/{relative}" + (f":{line}" if line else "")

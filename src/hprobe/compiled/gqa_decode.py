@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
-from hprobe.compiled.cxx import SourceFile
+from hprobe.compiled.cxx import Fingerprint, SourceFile, differences, located
 from hprobe.compiled.files import data_dir
 from hprobe.model.outcome import Depth, HeadResult, KernelSMResult, Outcome
 
@@ -50,7 +50,7 @@ class Era:
     releases of the era ship them, and the groups its dispatch names."""
 
     releases: str
-    fingerprint: dict[str, dict[str, frozenset[str]]]
+    fingerprint: Fingerprint
     group_sizes: frozenset[int]
 
 
@@ -133,15 +133,7 @@ def port_for(package: Path) -> Era | str:
     """The era whose port reads like this release's plan, or why none does."""
     nearest: list[str] | None = None
     for era in ERAS:
-        differs: list[str] = []
-        for relative, names in era.fingerprint.items():
-            path = data_dir(package) / relative
-            file = SourceFile(path) if path.is_file() else None
-            differs.extend(
-                f"{Path(relative).name} {name}"
-                for name, digests in names.items()
-                if file is None or file.digest(name) not in digests
-            )
+        differs = differences(package, era.fingerprint)
         if not differs:
             return era
         if nearest is None or len(differs) < len(nearest):
@@ -221,15 +213,10 @@ def check_entries(result: KernelSMResult, package: Path) -> None:
 
 @lru_cache(maxsize=64)
 def _located(package: Path, relative: str, definition: str, needle: str) -> str:
-    path = data_dir(package) / relative
-    line = None
-    if path.is_file():
-        file = SourceFile(path)
-        start = min((d.line for d in file.definitions(definition)), default=0)
-        line = file.line_of(needle, after=start) or file.line_of(needle)
-    where = f"flashinfer/data/{relative}" + (f":{line}" if line else "")
+    where = located(package, relative, definition, needle)
     if relative == DISPATCH_FILE:
-        plan = SourceFile(data_dir(package) / PLAN_FILE) if (data_dir(package) / PLAN_FILE).is_file() else None
-        used = plan.line_of(DISPATCH) if plan is not None else None
+        # The macro's refusal, and the plan whose dispatch it is.
+        plan = data_dir(package) / PLAN_FILE
+        used = SourceFile(plan).line_of(DISPATCH) if plan.is_file() else None
         return f"{where} ({definition}, in {PLAN} at {PLAN_FILE}" + (f":{used})" if used else ")")
     return f"{where} ({definition})"

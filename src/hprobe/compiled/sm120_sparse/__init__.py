@@ -18,8 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
 
-from hprobe.compiled.cxx import SourceFile
-from hprobe.compiled.files import data_dir
+from hprobe.compiled.cxx import differences, located
 from hprobe.compiled.sm120_sparse import era_0_6_14, era_0_6_18
 from hprobe.compiled.sm120_sparse.era_0_6_14 import Call, Entry, Refusal
 from hprobe.device.boundary import RECORDED_LAUNCHES
@@ -52,15 +51,7 @@ def port_for(package: Path) -> Port | str:
     """The era whose port reads like this release's entry, or why none does."""
     nearest: list[str] | None = None
     for era, module in ERAS:
-        differs: list[str] = []
-        for relative, functions in module.FINGERPRINT.items():
-            path = data_dir(package) / relative
-            file = SourceFile(path) if path.is_file() else None
-            differs.extend(
-                f"{Path(relative).name} {name}"
-                for name, digests in functions.items()
-                if file is None or file.digest(name) not in digests
-            )
+        differs = differences(package, module.FINGERPRINT)
         if not differs:
             return Port(era, module.Entry())
         if nearest is None or len(differs) < len(nearest):
@@ -150,10 +141,4 @@ def check_entries(result: KernelSMResult, package: Path) -> None:
 
 @lru_cache(maxsize=256)
 def _located(package: Path, relative: str, function: str, needle: str) -> str:
-    path = data_dir(package) / relative
-    line = None
-    if path.is_file():
-        file = SourceFile(path)
-        start = min((d.line for d in file.definitions(function)), default=0)
-        line = file.line_of(needle, after=start) or file.line_of(needle)
-    return f"flashinfer/data/{relative}" + (f":{line}" if line else "") + f" ({function})"
+    return f"{located(package, relative, function, needle)} ({function})"

@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
 
-from hprobe.compiled.cxx import SourceFile
+from hprobe.compiled.cxx import SourceFile, differences
 from hprobe.compiled.files import data_dir
 from hprobe.compiled.trtllm_gen import (
     era_0_6_0,
@@ -137,12 +137,7 @@ def port_for(package: Path) -> Port | str:
 def _read_port(package: Path) -> Port | str:
     nearest: tuple[int, list[str]] | None = None
     for era, module in ERAS:
-        differs: list[str] = []
-        for relative, functions in module.FINGERPRINT.items():
-            file = source(package, relative)
-            for name, digests in functions.items():
-                if file is None or file.digest(name) not in digests:
-                    differs.append(f"{Path(relative).name} {name}")
+        differs = differences(package, module.FINGERPRINT)
         if not differs:
             return Port(era, module.Selection)
         if nearest is None or len(differs) < nearest[0]:
