@@ -79,3 +79,22 @@ def test_a_gqa_call_never_enters_the_mla_selection():
     with pytest.raises(NotPorted, match="GQA/MHA selection") as raised:
         existence(None, call, 8)  # type: ignore[arg-type]  # never reached: no selection is asked
     assert str(raised.value) == GQA_NOT_PORTED
+
+
+@pytest.mark.slow
+def test_sinks_are_handed_to_the_kernel_each_backend_takes_them_to(cli_json):
+    """gpt-oss's learned sinks (one float32 per query head): on the installed
+    0.6.14 `auto` takes them to XQA on SM120 and to trtllm-gen on SM100, whose
+    Python checks pass them on; the answer is the same as without sinks."""
+    code, doc, err = cli_json(
+        "matrix", "-k", "gqa-trtllm-decode[backend=auto]", "--sinks", "0,1", "--sm", "100,120", "--heads", "8,64"
+    )
+    assert code == 0, err
+    by = {(r["key"], r["sm"]): r for r in doc["results"]}
+    for sm, entry in (
+        (120, "get_xqa_module.xqa_wrapper"),
+        (100, "get_trtllm_gen_fmha_module.trtllm_paged_attention_decode"),
+    ):
+        with_sinks, without = by[("gqa-trtllm-decode[sinks=1]", sm)], by[("gqa-trtllm-decode", sm)]
+        assert {h["entry"] for h in with_sinks["heads"]} == {entry}
+        assert with_sinks["accepted"] == without["accepted"] == [8, 64]

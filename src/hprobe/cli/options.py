@@ -30,6 +30,7 @@ AXIS_NAMES = (
     "page_size",
     "q_len",
     "qk_rope_head_dim",
+    "sinks",
     "tokens",
     "topk",
 )

@@ -36,6 +36,8 @@ class GqaTrtllmDecodeProbe(KernelProbe):
         Axis("dtype", "bf16", mi.DTYPES, help="query and KV cache dtype (fp8: both e4m3, a bf16 output)"),
         Axis("q_len", 1, help="query tokens per request (MTP)"),
         Axis("page_size", 32, help="KV cache page size"),
+        # gpt-oss passes one learned sink per query head.
+        Axis("sinks", 0, (0, 1), help="1 = pass attention sinks, one float32 per query head, as gpt-oss does"),
     )
     compiled_launchers = ("get_trtllm_gen_fmha_module",)
 
@@ -88,6 +90,8 @@ class GqaTrtllmDecodeProbe(KernelProbe):
         }
         if dtype == "fp8":
             kwargs["out"] = mi.zeros((q_len, heads, head_dim), "bf16")
+        if int(config["sinks"]):
+            kwargs["sinks"] = torch.zeros(heads, dtype=torch.float32)
         if str(config["backend"]) != "auto":
             kwargs["backend"] = str(config["backend"])
         return PreparedCall(entry, kwargs)
