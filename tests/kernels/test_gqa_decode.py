@@ -94,3 +94,23 @@ def test_groups_against_head_dims_fit_one_screen(cli):
     assert code == 0, err
     rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.strip().startswith(("64 ", "256 "))}
     assert rows == {"64": ["✗", "✗", "✓"], "256": ["✗", "✗", "✓"]}
+
+
+@pytest.mark.slow
+def test_tensor_cores_serve_the_groups_the_cuda_core_dispatch_lacks(cli_json):
+    """use_tensor_cores=True plans the prefill template, which takes any group
+    (no group dispatch): 5, 7 and 12 reach its launch on 0.6.14, where the CUDA
+    cores refuse them. Its compiled plan is not read, so a count that is no
+    multiple of the KV heads is pending there too."""
+    code, doc, err = cli_json(
+        "matrix", "-k", "gqa-decode[tensor_cores=1]", "--kv-heads", "1,8", "--sm", "90", "--heads", "5,7,12,40"
+    )
+    assert code == 0, err
+    by = {r["key"]: {h["heads"]: h for h in r["heads"]} for r in doc["results"]}
+    one = by["gqa-decode[tensor_cores=1]"]
+    assert {h: r["outcome"] for h, r in one.items()} == dict.fromkeys((5, 7, 12, 40), "accepted")
+    assert {r["entry"] for r in one.values()} == {"get_batch_prefill_module.paged_run"}
+    assert not any(r.get("pending") for r in one.values())
+    eight = by["gqa-decode[kv_heads=8,tensor_cores=1]"]
+    assert "pending" not in eight[40] and eight[40]["outcome"] == "accepted"  # 40 / 8: group 5
+    assert all("no multiple of them" in eight[h]["pending"] for h in (5, 7, 12))

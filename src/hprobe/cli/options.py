@@ -31,6 +31,7 @@ AXIS_NAMES = (
     "q_len",
     "qk_rope_head_dim",
     "sinks",
+    "tensor_cores",
     "tokens",
     "topk",
 )

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from hprobe.compiled.cxx import Fingerprint, SourceFile, differences, located
 from hprobe.compiled.files import data_dir
+from hprobe.kernels.gqa_decode import TENSOR_CORE_MODULE, TENSOR_CORE_PLAN_UNREAD
 from hprobe.model.outcome import Depth, HeadResult, KernelSMResult, Outcome
 
 # The compiled plan whose checks are ported, and the launch that carries its
@@ -162,11 +163,31 @@ def leave_unread(result: KernelSMResult, why: str) -> None:
         result.heads[h] = replace(head, pending=f"{PLAN}'s own checks (compiled) not read: {why}")
 
 
+def _tensor_core_pending(result: KernelSMResult) -> None:
+    """The tensor-core path (the prefill template's plan, not read here): a
+    count that is no multiple of the KV heads is left pending, never `ok`; the
+    rest stand at the validators, the unread plan said among the caveats."""
+    for h, head in sorted(result.heads.items()):
+        if head.outcome is not Outcome.ACCEPTED or not (head.entry or "").startswith(TENSOR_CORE_MODULE):
+            continue
+        parts = (head.launch or "").split(";")
+        try:
+            qo, kv = int(parts[8]), int(parts[9])
+        except (IndexError, ValueError):
+            continue
+        if kv > 0 and qo % kv:
+            result.heads[h] = replace(
+                head,
+                pending=f"{qo} query heads over {kv} KV heads: no multiple of them; {TENSOR_CORE_PLAN_UNREAD}",
+            )
+
+
 def check_entries(result: KernelSMResult, package: Path) -> None:
     """Each accepted count whose call went through the compiled plan: refused
     where one of its checks fails (with the check's words and place in the
     release), pending where no port reads like the release, the plan was not
     recorded, or the count is no multiple of the KV heads."""
+    _tensor_core_pending(result)
     reached = _reached(result)
     if not reached:
         return

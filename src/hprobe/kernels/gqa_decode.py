@@ -25,13 +25,21 @@ from hprobe.model.sm import SM
 # dtype axis -> (query dtype, KV cache dtype): an fp8 cache beside a bf16 query.
 DTYPES = {"bf16": ("bf16", "bf16"), "fp16": ("fp16", "fp16"), "fp8": ("bf16", "fp8")}
 HEAD_DIMS = (64, 128, 256)
+# The tensor-core path: the prefill module, whose compiled plan hprobe does not read.
+TENSOR_CORE_MODULE = "get_batch_prefill_module."
+TENSOR_CORE_PLAN_UNREAD = (
+    "the tensor-core plan's own checks (the prefill template's compiled plan) and the kernel's compile-time limits are "
+    "not read"
+)
 
 
-def _plan_and_run(wrapper_cls: Any, heads: int, kv_heads: int, head_dim: int, dtype: str, page_size: int) -> None:
+def _plan_and_run(
+    wrapper_cls: Any, heads: int, kv_heads: int, head_dim: int, dtype: str, page_size: int, tensor_cores: bool
+) -> None:
     import torch
 
     q_dtype, kv_dtype = DTYPES[dtype]
-    wrapper = wrapper_cls(mi.workspace(), "NHD", use_tensor_cores=False)
+    wrapper = wrapper_cls(mi.workspace(), "NHD", use_tensor_cores=tensor_cores)
     pages = mi.pages_for(page_size)
     wrapper.plan(
         torch.tensor([0, pages], dtype=torch.int32),
@@ -67,6 +75,9 @@ class GqaDecodeProbe(KernelProbe):
         Axis("head_dim", 128, HEAD_DIMS, help="head dim of Q, K and V"),
         Axis("dtype", "bf16", tuple(DTYPES), help="query and KV cache dtype (fp8: e4m3 KV beside a bf16 query)"),
         Axis("page_size", 16, help="KV cache page size"),
+        # Engines turn tensor cores on for the groups the CUDA-core dispatch
+        # lacks: the prefill template, planned by its own compiled plan.
+        Axis("tensor_cores", 0, (0, 1), help="1 = use_tensor_cores=True: the prefill template (fa2/fa3) serves decode"),
     )
 
     def families(self, config: dict[str, Value] | None = None) -> set[int]:
@@ -74,6 +85,8 @@ class GqaDecodeProbe(KernelProbe):
         return {9, 10, 12}
 
     def compiled_checks(self, entry: str) -> str | None:
+        if entry.startswith(TENSOR_CORE_MODULE):
+            return TENSOR_CORE_PLAN_UNREAD
         if entry.endswith(".run"):
             return "the kernel's compile-time limits for the head dim and dtypes (its JIT template) are not read"
         return None
@@ -90,5 +103,6 @@ class GqaDecodeProbe(KernelProbe):
                 "head_dim": int(config["head_dim"]),
                 "dtype": str(config["dtype"]),
                 "page_size": int(config["page_size"]),
+                "tensor_cores": bool(int(config["tensor_cores"])),
             },
         )

@@ -298,8 +298,8 @@ def _describe_depth(probe: KernelProbe, raw: dict[int, CallResult], result: Kern
         )
     if recorded:
         result.notes.append(
-            f"compiled plans let through unexecuted, what each was handed kept for its own checks (read from the "
-            f"release's C++, a note below): {', '.join(recorded)}"
+            f"compiled plans let through unexecuted, what each was handed kept for the checks of its own that "
+            f"hprobe reads: {', '.join(recorded)}"
         )
     if asked:
         result.notes.append(
