@@ -198,7 +198,17 @@ def test_check_opens_with_a_summary_that_fits_a_screen(cli):
 
 @pytest.fixture
 def unlisted_index(monkeypatch):
-    """pip pointed at a port nothing listens on: no release can be listed."""
+    """pip pointed at a port nothing listens on: no release can be listed.
+    The installed release's kernel table is had first, from the index, as a
+    run before the index went away would have kept it: what these tests ask
+    is the listing's absence, and alone they must answer as in the suite."""
+    import importlib.util
+
+    from hprobe.support.kernel_tables import tables_for
+
+    spec = importlib.util.find_spec("flashinfer")
+    assert spec is not None and spec.origin is not None
+    assert tables_for(Path(spec.origin).parent, "0.6.14").table is not None
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again: nothing listens there
