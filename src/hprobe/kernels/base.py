@@ -87,7 +87,8 @@ class KernelProbe(ABC):
     #: the inputs besides h_q that support depends on
     axes: tuple[Axis, ...] = ()
     #: compiled functions whose result Python only passes on to the launch (a
-    #: plan's schedule): they return None so the call goes on to the launch
+    #: plan's schedule): they return no plan (device/boundary.HANDED_ON) so the
+    #: call goes on to the launch
     pass_through_calls: tuple[str, ...] = ()
     #: compiled plans whose own checks over their arguments hprobe reads from
     #: the release's C++ (compiled/): let through with their arguments kept,

@@ -86,10 +86,7 @@ def entry_point_in_index(dotted: str, version: str) -> bool | None:
         return None
     wheel = remote_wheel.open_wheel(remote)
     try:
-        records = [name for name in wheel.spans if name.endswith(".dist-info/RECORD")]
-        if len(records) != 1:
-            raise ValueError(f"{remote.filename} has {len(records)} RECORD files")
-        record = remote_wheel.digests(wheel.read(records)[records[0]].decode("utf-8", errors="replace"))
+        record = remote_wheel.wheel_record(wheel)
 
         def read(rel: str) -> str | None:
             name = f"flashinfer/{rel}"

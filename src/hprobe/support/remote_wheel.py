@@ -46,6 +46,7 @@ import zipfile
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from hprobe.system.parsing import parse_module
 
@@ -64,6 +65,7 @@ TAIL = 1 << 16
 # that searches flashinfer's source) would otherwise ask once per file.
 SWEEP_AFTER = 48
 CENTRAL_DIRECTORY = ".hprobe-central-directory"  # in a tree read by ranges: the wheel's tail, from its directory on
+REMOTE_MARKER = "remote "  # how a slim tree's marker (slim.MARKER) served from here begins
 
 
 def whole_wheels() -> bool:
@@ -90,15 +92,15 @@ class Remote:
         where the wheel is, its size, and what is verified of it."""
         doc: dict[str, object] = {**asdict(self), "size": size}
         doc["verified"] = "each member against RECORD; RECORD not against the index (it gives the whole wheel's digest)"
-        return "remote " + json.dumps(doc, sort_keys=True)
+        return REMOTE_MARKER + json.dumps(doc, sort_keys=True)
 
     @classmethod
     def from_marker(cls, text: str) -> tuple[Remote, int] | None:
         """(where, size) from a marker `marker` wrote; None for another marker."""
-        if not text.startswith("remote "):
+        if not text.startswith(REMOTE_MARKER):
             return None
         try:
-            doc = json.loads(text[len("remote ") :])
+            doc = json.loads(text[len(REMOTE_MARKER) :])
             return cls(doc["url"], doc["filename"], doc["sha256"], doc.get("cert"), doc.get("proxy")), int(doc["size"])
         except (ValueError, KeyError, TypeError):
             return None
@@ -150,7 +152,7 @@ class RangeFile(io.RawIOBase):
         total = content_range.rpartition("/")[2]
         start = content_range.removeprefix("bytes ").partition("-")[0]
         if status != 206 or not total.isdigit() or not start.isdigit() or int(start) + len(body) != int(total):
-            raise RangesRefused(f"{_host(remote)} answered a range request with {status} {content_range or ''}".strip())
+            raise RangesRefused(f"{host(remote)} answered a range request with {status} {content_range or ''}".strip())
         made = cls(remote, int(total), [(int(start), body)])
         made.received = len(body)
         return made, body
@@ -229,7 +231,7 @@ class RangeFile(io.RawIOBase):
         status, content_range, body = _get(self.remote, f"bytes={start}-{end - 1}", end - start)
         if status != 206 or not content_range.startswith(f"bytes {start}-{end - 1}/") or len(body) != end - start:
             raise RangesRefused(
-                f"{_host(self.remote)} answered bytes {start}-{end - 1} with {status}, {len(body)} bytes"
+                f"{host(self.remote)} answered bytes {start}-{end - 1} with {status}, {len(body)} bytes"
             )
         return start, body
 
@@ -247,7 +249,8 @@ def _pool() -> ThreadPoolExecutor:
         return _POOL[0][1]
 
 
-def _host(remote: Remote) -> str:
+def host(remote: Remote) -> str:
+    """The server a remote wheel is on, as said to the user (no credentials)."""
     return urllib.parse.urlparse(remote.url).netloc.rpartition("@")[2] or remote.url
 
 
@@ -269,14 +272,14 @@ def _get(remote: Remote, ranges: str, expected: int) -> tuple[int, str, bytes]:
                 except (http.client.HTTPException, ConnectionError, TimeoutError, ssl.SSLError) as exc:
                     _drop_connection(remote)
                     if attempt or isinstance(exc, TimeoutError):
-                        raise OSError(f"{_host(remote)}: {type(exc).__name__}: {exc}") from None
+                        raise OSError(f"{host(remote)}: {type(exc).__name__}: {exc}") from None
         request = urllib.request.Request(remote.url, headers={"Range": ranges, "Accept-Encoding": "identity"})
         try:
             with _opener(remote).open(request, timeout=_timeout()) as response:
                 body = response.read(expected + 1)
                 return response.status, response.headers.get("Content-Range", "") or "", body
         except urllib.error.HTTPError as exc:
-            raise RangesRefused(f"{_host(remote)} answered a range request with {exc.code} {exc.reason}") from None
+            raise RangesRefused(f"{host(remote)} answered a range request with {exc.code} {exc.reason}") from None
 
 
 class _Redirected(Exception):
@@ -335,7 +338,7 @@ def _get_kept_alive(remote: Remote, ranges: str, expected: int) -> tuple[int, st
     body = response.read(expected + 1)
     if response.status >= 400:
         _drop_connection(remote)
-        raise RangesRefused(f"{_host(remote)} answered a range request with {response.status} {response.reason}")
+        raise RangesRefused(f"{host(remote)} answered a range request with {response.status} {response.reason}")
     if response.will_close or not response.isclosed():
         _drop_connection(remote)  # more than asked, or the server closes: a new connection next time
     return response.status, response.getheader("Content-Range", "") or "", body
@@ -389,6 +392,23 @@ def digests(record: str) -> dict[str, str]:
         if len(row) >= 2 and row[1].startswith("sha256="):
             found[row[0]] = row[1].removeprefix("sha256=")
     return found
+
+
+def tree_record(root: Path) -> tuple[str, dict[str, str]]:
+    """(RECORD's member name, its digests) in a tree unpacked from a wheel:
+    what its other members are checked against."""
+    records = sorted(root.glob("*.dist-info/RECORD"))
+    if not records:
+        raise ValueError("the wheel has no RECORD to check its members against")
+    return records[0].relative_to(root).as_posix(), digests(records[0].read_text(encoding="utf-8"))
+
+
+def wheel_record(wheel: RemoteWheel) -> dict[str, str]:
+    """The digests the remote wheel's RECORD gives (fetched from it)."""
+    records = [name for name in wheel.spans if name.endswith(".dist-info/RECORD")]
+    if len(records) != 1:
+        raise ValueError(f"{wheel.file.remote.filename} has {len(records)} RECORD files")
+    return digests(wheel.read(records)[records[0]].decode("utf-8", errors="replace"))
 
 
 def check(name: str, data: bytes, record: dict[str, str]) -> None:

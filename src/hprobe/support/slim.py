@@ -108,13 +108,7 @@ _zips: dict[Path, zipfile.ZipFile] = {}
 def unwritten(paths: list[Path]) -> bool:
     """Whether any of `paths` is a placeholder not yet written from its wheel
     (a reader in this process would have it served: its wheel must be there)."""
-    for path in paths:
-        try:
-            if os.stat(path).st_mtime_ns == PLACEHOLDER_MTIME_NS:
-                return True
-        except OSError:
-            continue
-    return False
+    return any(placeholder(os.fspath(path)) for path in paths)
 
 
 def watch(tree: Path, refetch: Callable[[], object] | None = None) -> bool:
@@ -247,8 +241,10 @@ def source_of(tree: Path) -> RemoteSource | None:
 
 def served_from_index(tree: Path) -> bool:
     """Whether `tree`'s marker says it is read by range requests."""
+    from hprobe.support.remote_wheel import REMOTE_MARKER
+
     try:
-        return (tree / MARKER).read_text().startswith("remote ")
+        return (tree / MARKER).read_text().startswith(REMOTE_MARKER)
     except OSError:
         return False
 
@@ -260,6 +256,7 @@ def received() -> int:
 
 
 def placeholder(path: str) -> bool:
+    """Whether the file at `path` is a placeholder not yet written (no file: not one)."""
     try:
         return os.stat(path).st_mtime_ns == PLACEHOLDER_MTIME_NS
     except OSError:
@@ -336,8 +333,5 @@ class RemoteSource:
         from hprobe.support import remote_wheel
 
         if self._record is None:
-            records = sorted(Path(self.root).glob("*.dist-info/RECORD"))
-            if not records:
-                raise FileNotFoundError("the tree has no RECORD to check its members against")
-            self._record = remote_wheel.digests(records[0].read_text(encoding="utf-8"))
+            self._record = remote_wheel.tree_record(Path(self.root))[1]
         return self._record

@@ -20,7 +20,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import urllib.parse
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
@@ -248,11 +247,13 @@ def remote_of(version: str) -> Remote | None:
     """Where `version`'s wheel is on the index, where releases are read by
     range requests here (None: its wheel is read whole: HPROBE_WHOLE_WHEELS,
     a wheel pip finds in a folder, a server that answered no range this run)."""
+    from hprobe.support import remote_wheel
+
     if not _lazy():
         return None
     remote = _remote(version)
-    if remote is None or urllib.parse.urlsplit(remote.url).netloc.rpartition("@")[2] in _NO_RANGES:
-        return None
+    if remote is None or remote_wheel.host(remote) in _NO_RANGES:
+        return None  # a server that answered no range: said once for it
     return remote
 
 
@@ -266,14 +267,10 @@ def _lazy_release(item: str) -> Release | None:
     from hprobe.support import remote_wheel
     from hprobe.support import slim as slim_tree
 
-    if not _lazy():
-        return None
-    remote = _remote(item)
+    remote = remote_of(item)
     if remote is None:
         return None
-    host = urllib.parse.urlsplit(remote.url).netloc.rpartition("@")[2]
-    if host in _NO_RANGES:
-        return None  # said once for the server
+    host = remote_wheel.host(remote)
     tree = cache.directory("trees") / f"{remote.sha256}.slim"
     made = False
     try:
@@ -830,7 +827,9 @@ def _published(tree: Path, serving: bool = True) -> bool:
             marker = (tree / MARKER).read_text().strip()
         except OSError:
             return False
-        if marker.startswith("remote "):
+        from hprobe.support.remote_wheel import REMOTE_MARKER
+
+        if marker.startswith(REMOTE_MARKER):
             return _lazy()  # served from the index; a run that asks for whole wheels unpacks it anew
         return Path(marker).is_file()
     return True
@@ -923,12 +922,9 @@ def _check_eager(wheel: RemoteWheel, tmp: Path) -> None:
     from hprobe.support import remote_wheel
     from hprobe.support.slim import eager
 
-    records = sorted(tmp.glob("*.dist-info/RECORD"))
-    if not records:
-        raise ValueError("the wheel has no RECORD to check its members against")
-    digests = remote_wheel.digests(records[0].read_text(encoding="utf-8"))
+    record, digests = remote_wheel.tree_record(tmp)
     for info in wheel.zip.infolist():
-        if eager(info.filename) and not info.is_dir() and info.filename != records[0].relative_to(tmp).as_posix():
+        if eager(info.filename) and not info.is_dir() and info.filename != record:
             if not info.filename.endswith((".dist-info/RECORD.jws", ".dist-info/RECORD.p7s")):
                 remote_wheel.check(info.filename, (tmp / info.filename).read_bytes(), digests)
     (tmp / remote_wheel.CENTRAL_DIRECTORY).write_bytes(wheel.central_directory)
