@@ -120,20 +120,12 @@ def members(
     """What the helper answered, per specifier in order, for the first wheel
     holding every member `names` (their bytes written under `folder`); None
     when it could not answer, and the caller fetches the plain way."""
-    request = json.dumps({"dist": dist, "specs": specs, "members": names, "dest": str(folder), "max_bytes": max_bytes})
-    try:
-        proc = run_bounded(_helper_command(), timeout, request)
-    except (Timeout, OSError):
+    asked = _ask({"dist": dist, "specs": specs, "members": names, "dest": str(folder), "max_bytes": max_bytes}, timeout)
+    if asked is None:
         return None
-    answers = []
-    for line in proc.stdout.splitlines():
-        try:
-            doc = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(doc, dict) and "spec" in doc:
-            answers.append(doc)
-    if proc.returncode != 0 or any("error" in doc for doc in answers):
+    returncode, docs = asked
+    answers = [doc for doc in docs if "spec" in doc]
+    if returncode != 0 or any("error" in doc for doc in answers):
         return None
     return answers
 
@@ -142,17 +134,24 @@ def links(dist: str, versions: list[str], timeout: float) -> dict[str, dict]:
     """Where pip would fetch each release's wheel (pip_download's `links`),
     by version; a release the helper did not answer for is absent (the
     caller downloads it whole)."""
-    request = json.dumps({"dist": dist, "links": versions, "dest": ""})
+    asked = _ask({"dist": dist, "links": versions, "dest": ""}, timeout)
+    docs = asked[1] if asked is not None else []
+    return {doc["version"]: doc for doc in docs if isinstance(doc.get("version"), str)}
+
+
+def _ask(request: dict, timeout: float) -> tuple[int, list[dict]] | None:
+    """The helper's exit code and the JSON objects it printed, one a line (pip's
+    own chatter on stdout passed over); None where it could not be run in time."""
     try:
-        proc = run_bounded(_helper_command(), timeout, request)
+        proc = run_bounded(_helper_command(), timeout, json.dumps(request))
     except (Timeout, OSError):
-        return {}
-    found: dict[str, dict] = {}
+        return None
+    docs = []
     for line in proc.stdout.splitlines():
         try:
             doc = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if isinstance(doc, dict) and isinstance(doc.get("version"), str):
-            found[doc["version"]] = doc
-    return found
+        if isinstance(doc, dict):
+            docs.append(doc)
+    return proc.returncode, docs
