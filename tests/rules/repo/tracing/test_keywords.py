@@ -389,3 +389,45 @@ def test_callers_that_hand_a_dict_parameter_different_keys_leave_them_unknown(tm
     index = _tree(tmp_path / "b", {"packed.py": spread})
     reading = _reading_at(index, "engine.packed", 0)
     assert "hands split its common in a way hprobe does not read" in str(reading.unknown["backend"])
+
+
+ASSIGNED = """
+from flashinfer.decode import trtllm_batch_decode_with_kv_cache_mla
+
+
+def split(common, rest, tot):
+    trtllm_batch_decode_with_kv_cache_mla(**dict(common, seq_lens=rest))
+    for rows in rest:
+        args = dict(common, seq_lens=rows, sparse_mla_top_k=2048)
+        if tot is not None:
+            args["out"] = tot
+        trtllm_batch_decode_with_kv_cache_mla(**args)
+
+
+def folded(q, rest):
+    common = dict(query=q, backend="trtllm-gen")
+    return split(common, rest, None)
+"""
+
+
+def test_a_dict_packed_into_a_name_carries_its_bases_keys(tmp_path):
+    """`args = dict(common, k=v)` then `**args` (vLLM 0.34.0's drafter,
+    balanced_decode): `common`'s keys as they stand at the assignment, each
+    written key over them; a key set later under a test is read as before.
+    `dict(common, ...)` before it copies `common` and leaves it as it was."""
+    index = _tree(tmp_path, {"assigned.py": ASSIGNED})
+    assert _passed(_reading_at(index, "engine.assigned", 0)) == {"backend": "'trtllm-gen'"}
+    reading = _reading_at(index, "engine.assigned", 1)
+    assert _passed(reading) == {"backend": "'trtllm-gen'", "sparse_mla_top_k": "2048"} and reading.unknown == {}
+    # Written over the base: the assignment's own value wins.
+    over = ASSIGNED.replace("sparse_mla_top_k=2048)", 'sparse_mla_top_k=2048, backend="xqa")')
+    (tmp_path / "b").mkdir()
+    index = _tree(tmp_path / "b", {"assigned.py": over})
+    assert _passed(_reading_at(index, "engine.assigned", 1))["backend"] == "'xqa'"
+    # A key the caller sets in the base before handing it in is carried.
+    later = ASSIGNED.replace(
+        "    return split(common, rest, None)", '    common["backend"] = "xqa"\n    return split(common, rest, None)'
+    )
+    (tmp_path / "c").mkdir()
+    index = _tree(tmp_path / "c", {"assigned.py": later})
+    assert _passed(_reading_at(index, "engine.assigned", 1))["backend"] == "'xqa'"

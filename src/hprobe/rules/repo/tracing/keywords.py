@@ -276,7 +276,7 @@ def _dict_variable(
         states = dict.fromkeys(
             scope.names, Unknown(where, f"{name} is not assigned before the call in {function.name}")
         )
-    _walk(scope, function.body, name, line, states, conditional=None)
+    _walk(scope, function.body, name, line, states, conditional=None, at=(function, depth))
     return states
 
 
@@ -288,12 +288,14 @@ def _walk(
     states: dict[str, State],
     conditional: str | None,
     leaving: bool = True,
+    at: tuple[ast.FunctionDef | ast.AsyncFunctionDef, int] | None = None,
 ) -> None:
     """Apply the statements of `body` before `line` that touch `name`;
     `conditional` is where an undecided test encloses them (their changes to a
     dispatch keyword then make it unknown); `leaving`: a `return` or `raise`
     leaves without reaching the call (not so where the call is in a `finally`
-    the return runs through)."""
+    the return runs through); `at`: the function read and how deep the
+    reading is (a dict packed from another is read from there)."""
     for stmt in body:
         if stmt.lineno >= line:
             return
@@ -301,7 +303,7 @@ def _walk(
         if line <= (stmt.end_lineno or stmt.lineno) and isinstance(
             stmt, (ast.If, ast.For, ast.While, ast.With, ast.AsyncFor, ast.AsyncWith, ast.Try)
         ):
-            _around(scope, stmt, name, line, states, conditional)
+            _around(scope, stmt, name, line, states, conditional, at)
             return
         if isinstance(stmt, ast.If):
             decided = _decide(scope, stmt.test)
@@ -312,22 +314,28 @@ def _walk(
             )
             # A branch that always leaves the function never reaches a call after the `if`.
             if decided is not False and not (leaving and leaves(stmt.body)):
-                _walk(scope, stmt.body, name, line, states, inner, leaving)
+                _walk(scope, stmt.body, name, line, states, inner, leaving, at)
             if decided is not True and not (leaving and leaves(stmt.orelse)):
-                _walk(scope, stmt.orelse, name, line, states, inner, leaving)
+                _walk(scope, stmt.orelse, name, line, states, inner, leaving, at)
             continue
         if isinstance(stmt, (ast.For, ast.While, ast.With, ast.Try, ast.AsyncFor, ast.AsyncWith)):
             loop = f"{here} (inside a {type(stmt).__name__.lower()})"
             for block in ("body", "orelse", "finalbody"):
-                _walk(scope, getattr(stmt, block, []), name, line, states, conditional or loop, leaving)
+                _walk(scope, getattr(stmt, block, []), name, line, states, conditional or loop, leaving, at)
             for handler in getattr(stmt, "handlers", []):
-                _walk(scope, handler.body, name, line, states, conditional or loop, leaving)
+                _walk(scope, handler.body, name, line, states, conditional or loop, leaving, at)
             continue
-        _statement(scope, stmt, name, states, conditional, here)
+        _statement(scope, stmt, name, states, conditional, here, at)
 
 
 def _around(
-    scope: _Scope, stmt: ast.stmt, name: str, line: int, states: dict[str, State], conditional: str | None
+    scope: _Scope,
+    stmt: ast.stmt,
+    name: str,
+    line: int,
+    states: dict[str, State],
+    conditional: str | None,
+    at: tuple[ast.FunctionDef | ast.AsyncFunctionDef, int] | None,
 ) -> None:
     """A compound statement that holds the call: the block holding it runs
     before the call whenever the call runs, so its statements are as
@@ -339,10 +347,10 @@ def _around(
     ]
     for block in blocks:
         if block and block[0].lineno <= line <= (block[-1].end_lineno or block[-1].lineno):
-            _walk(scope, block, name, line, states, conditional)
+            _walk(scope, block, name, line, states, conditional, at=at)
             if isinstance(stmt, (ast.For, ast.While, ast.AsyncFor)):
                 later = [s for s in block if s.lineno > line]
-                _walk(scope, later, name, 1 << 30, states, conditional or f"{here} (a later pass of the loop)")
+                _walk(scope, later, name, 1 << 30, states, conditional or f"{here} (a later pass of the loop)", at=at)
         elif isinstance(stmt, ast.Try) and block is stmt.finalbody:
             continue
         elif block is getattr(stmt, "body", None) or isinstance(stmt, ast.Try):
@@ -351,7 +359,7 @@ def _around(
             in_finally = isinstance(stmt, ast.Try) and any(
                 s.lineno <= line <= (s.end_lineno or s.lineno) for s in stmt.finalbody
             )
-            _walk(scope, block, name, line, states, conditional or f"{here} (inside a try)", not in_finally)
+            _walk(scope, block, name, line, states, conditional or f"{here} (inside a try)", not in_finally, at)
 
 
 def leaves(block: list[ast.stmt]) -> bool:
@@ -403,7 +411,13 @@ _FORGOTTEN = object()
 
 
 def _statement(
-    scope: _Scope, stmt: ast.stmt, name: str, states: dict[str, State], conditional: str | None, here: str
+    scope: _Scope,
+    stmt: ast.stmt,
+    name: str,
+    states: dict[str, State],
+    conditional: str | None,
+    here: str,
+    at: tuple[ast.FunctionDef | ast.AsyncFunctionDef, int] | None = None,
 ) -> None:
     _local(scope, stmt, conditional)
     change: dict[str, State] | None = None
@@ -411,7 +425,7 @@ def _statement(
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
         for target in targets:
             if isinstance(target, ast.Name) and target.id == name:
-                change = _assigned(scope, stmt.value, here)
+                change = _assigned(scope, stmt.value, here, at)
             elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and target.value.id == name:
                 change = _subscript(scope, target, stmt.value, here)
     elif isinstance(stmt, ast.Delete):
@@ -442,14 +456,22 @@ def _statement(
             states[key] = state
 
 
-def _assigned(scope: _Scope, value: ast.expr, here: str) -> dict[str, State]:
+def _assigned(
+    scope: _Scope, value: ast.expr, here: str, at: tuple[ast.FunctionDef | ast.AsyncFunctionDef, int] | None = None
+) -> dict[str, State]:
     if isinstance(value, ast.IfExp):
         decided = _decide(scope, value.test)
         if decided is not None:
-            return _assigned(scope, value.body if decided else value.orelse, here)
-        body, orelse = _assigned(scope, value.body, here), _assigned(scope, value.orelse, here)
+            return _assigned(scope, value.body if decided else value.orelse, here, at)
+        body, orelse = _assigned(scope, value.body, here, at), _assigned(scope, value.orelse, here, at)
         why = f"test not decided: {ast.unparse(value.test)[:60]}"
         return {k: _either(body[k], orelse[k], Unknown(here, why, conditional=True)) for k in scope.names}
+    if at is not None:
+        # `args = dict(common, k=v)`: the base's keys as they stand at this
+        # line, each key written here over them.
+        packed = _packed(scope, at[0], value, value.lineno, at[1])
+        if packed is not None:
+            return packed
     built = _built(scope, value, here)
     if built is not None:
         return built
@@ -496,11 +518,27 @@ def _other_use(scope: _Scope, stmt: ast.stmt, name: str, here: str) -> dict[str,
     for node in ast.walk(stmt):
         if isinstance(node, ast.NamedExpr) and node.target.id == name:
             return dict.fromkeys(scope.names, Unknown(here, f"{name} rebound by :="))
-        if isinstance(node, ast.Call) and any(isinstance(a, ast.Name) and a.id == name for a in node.args):
+        if (
+            isinstance(node, ast.Call)
+            and any(isinstance(a, ast.Name) and a.id == name for a in node.args)
+            and not _copies(scope, node)
+        ):
             return dict.fromkeys(
                 scope.names, Unknown(here, f"{name} is handed to {ast.unparse(node.func)[:40]}(), which may change it")
             )
     return None
+
+
+def _copies(scope: _Scope, call: ast.Call) -> bool:
+    """Whether `call` is the builtin `dict(...)`, which copies the dict it is
+    handed and leaves it as it was."""
+    module = scope.module
+    return (
+        isinstance(call.func, ast.Name)
+        and call.func.id == "dict"
+        and not any("dict" in names for names in (module.functions, module.classes, module.imports, module.constants))
+        and "dict" not in module.rebound
+    )
 
 
 def _set_at(scope: _Scope, new: State, old: State, here: str) -> str:
