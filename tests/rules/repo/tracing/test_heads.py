@@ -256,3 +256,76 @@ def test_the_functions_around_a_line_are_those_a_full_walk_finds(tmp_path: Path)
             assert [id(f) for f in enclosing_functions(tree, line)] == walked(functions, line), (text[:60], line)
             compared += 1
     assert compared > 20_000
+
+
+GUARDED = """
+from flashinfer.decode import trtllm_batch_decode_with_kv_cache_mla
+
+MAX_HEADS = 128
+
+
+def fold_plan(k, heads, need_lse):
+    if not need_lse:
+        return k, "auto"
+    f = max(d for d in range(1, k + 1) if k % d == 0 and d * heads <= MAX_HEADS)
+    return f, "cute-dsl"
+
+
+def split(common, wide):
+    if wide:
+        return None
+    return trtllm_batch_decode_with_kv_cache_mla(**common)
+
+
+def folded_decode(q, k, need_lse, tiers):
+    rows, heads, dim = q.shape
+    fold, planned = fold_plan(k, heads, need_lse)
+    query = q.reshape(rows // fold, 1, fold * heads, dim)
+    common = dict(query=query, kv_cache=None)
+    if planned == "cute-dsl" and tiers:
+        return split(common, fold * heads > 64)
+    return None
+
+
+class Impl:
+    def forward_mqa(self, q, kv_cache, attn_metadata, layer):
+        return folded_decode(q, self.k, self.needs_lse, self.tiers)
+"""
+
+
+def test_the_tests_a_call_on_the_trail_runs_under_decide_whether_it_is_reached(tmp_path: Path) -> None:
+    """The call in `split` is reached only through `if planned == "cute-dsl"
+    and tiers` in its caller (planned is "cute-dsl" only with an LSE) and,
+    inside it, only where `fold * heads > 64` is false. A false test is no
+    answer (NotReached), never a count; one that varies with what the answers
+    vary over and cannot be told leaves the answer undecided; one that does
+    not vary (`tiers`, the engine's own) is said with the finding."""
+    from hprobe.rules.repo.tracing.heads import NotReached
+
+    index, line = one_module_tree(tmp_path, GUARDED)
+    module = index.by_suffix("engine.attn")
+    assert module is not None
+    trail = trace_heads(index, module, line, ("query", 0), ROOTS, run_values=_run_values((2, 4)))
+    assert isinstance(trail, HeadTrail), trail
+    # Without an LSE the caller's test is false: the count it would give (k * heads) is no answer.
+    unreached = trail.evaluate(16, run={"k": 4, "need_lse": False})
+    assert isinstance(unreached, NotReached) and unreached.said == "planned == 'cute-dsl'"
+    assert unreached.where.endswith("attn.py:25")
+    # With one: f * heads, reached where it is at most 64.
+    assert trail.evaluate(16, run={"k": 4, "need_lse": True}) == 64
+    wide = trail.evaluate(48, run={"k": 4, "need_lse": True})
+    assert isinstance(wide, NotReached) and wide.said == "not wide"
+    assert wide.where.endswith("attn.py:15")
+    # A varying test hprobe cannot tell: undecided, with the test's place.
+    opaque = GUARDED.replace('if planned == "cute-dsl" and tiers:', 'if planned == "cute-dsl" or layer_of(heads):')
+    (tmp_path / "b").mkdir()
+    index, line = one_module_tree(tmp_path / "b", opaque)
+    module = index.by_suffix("engine.attn")
+    assert module is not None
+    trail = trace_heads(index, module, line, ("query", 0), ROOTS, run_values=_run_values((2, 4)))
+    assert isinstance(trail, HeadTrail), trail
+    undecided = trail.evaluate(16, run={"k": 4, "need_lse": False})
+    assert (
+        isinstance(undecided, NotEvaluable)
+        and "a test on the call's way, `planned == 'cute-dsl' or layer_of(heads)`" in undecided.what
+    )

@@ -431,3 +431,36 @@ def test_a_dict_packed_into_a_name_carries_its_bases_keys(tmp_path):
     (tmp_path / "c").mkdir()
     index = _tree(tmp_path / "c", {"assigned.py": later})
     assert _passed(_reading_at(index, "engine.assigned", 1))["backend"] == "'xqa'"
+
+
+NARROWED = """
+from flashinfer.decode import trtllm_batch_decode_with_kv_cache_mla
+
+
+def run(common):
+    return trtllm_batch_decode_with_kv_cache_mla(**common)
+
+
+def folded(q, planned, tiers, pick):
+    common = dict(query=q)
+    if planned == "cute-dsl" and tiers:
+        common["backend"] = planned
+        return run(common)
+    if "xqa" == planned:
+        return trtllm_batch_decode_with_kv_cache_mla(query=q, backend=planned)
+    if planned == "auto":
+        planned = pick()
+        return trtllm_batch_decode_with_kv_cache_mla(query=q, backend=planned)
+    if planned == "trtllm-gen" or tiers:
+        return trtllm_batch_decode_with_kv_cache_mla(query=q, backend=planned)
+    return trtllm_batch_decode_with_kv_cache_mla(query=q, backend=planned)
+"""
+
+
+def test_a_name_an_enclosing_test_holds_equal_to_a_literal_is_that_literal(tmp_path):
+    """`common["backend"] = planned` under `if planned == "cute-dsl" and tiers:`
+    (vLLM 0.34.0's drafter) passes "cute-dsl"; a name rebound in the `if`'s
+    body, a test that is an `or`, and no test at all leave the name as written."""
+    index = _tree(tmp_path, {"narrowed.py": NARROWED})
+    passed = [_passed(_reading_at(index, "engine.narrowed", nth)).get("backend") for nth in range(5)]
+    assert passed == ["'cute-dsl'", "'xqa'", "planned", "planned", "planned"]

@@ -20,10 +20,16 @@ from hprobe.rules.repo.tracing.keywords import enclosing_functions, leaves
 def guards(tree: ast.Module, line: int) -> list[tuple[int, str]]:
     """(line of the test, the condition as Python writes it) for the call at
     `line`, outermost first; [] at module level or where no test guards it."""
+    return [(at, ast.unparse(test) if holds else negated(test)) for at, test, holds in guard_tests(tree, line)]
+
+
+def guard_tests(tree: ast.Module, line: int) -> list[tuple[int, ast.expr, bool]]:
+    """The tests `guards` says, as (line, test, whether the call runs where
+    it is true rather than false)."""
     around = enclosing_functions(tree, line)
     if not around:
         return []
-    found: list[tuple[int, str]] = []
+    found: list[tuple[int, ast.expr, bool]] = []
     block: list[ast.stmt] = around[0].body
     while block:
         holding = next((s for s in block if s.lineno <= line <= (s.end_lineno or s.lineno)), None)
@@ -32,16 +38,16 @@ def guards(tree: ast.Module, line: int) -> list[tuple[int, str]]:
                 break
             if isinstance(stmt, ast.If):
                 if leaves(stmt.body) and not leaves(stmt.orelse):
-                    found.append((stmt.lineno, _negated(stmt.test)))
+                    found.append((stmt.lineno, stmt.test, False))
                 elif stmt.orelse and leaves(stmt.orelse) and not leaves(stmt.body):
-                    found.append((stmt.lineno, ast.unparse(stmt.test)))
+                    found.append((stmt.lineno, stmt.test, True))
         if holding is None or holding.lineno == line and not isinstance(holding, ast.If | ast.For | ast.While):
             break
         if isinstance(holding, ast.If):
             in_body = bool(holding.body) and holding.body[0].lineno <= line <= (holding.body[-1].end_lineno or 0)
             if holding.test.lineno <= line <= (holding.test.end_lineno or holding.test.lineno):
                 break  # the call is in the test itself
-            found.append((holding.lineno, ast.unparse(holding.test) if in_body else _negated(holding.test)))
+            found.append((holding.lineno, holding.test, in_body))
             block = holding.body if in_body else holding.orelse
         elif isinstance(holding, ast.For | ast.AsyncFor | ast.While | ast.With | ast.AsyncWith | ast.Try):
             parts = [holding.body, getattr(holding, "orelse", []), getattr(holding, "finalbody", [])]
@@ -67,7 +73,8 @@ _OPPOSITE: dict[type[ast.cmpop], type[ast.cmpop]] = {
 }
 
 
-def _negated(test: ast.expr) -> str:
+def negated(test: ast.expr) -> str:
+    """`not test`, as one would write it."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return ast.unparse(test.operand)
     if isinstance(test, ast.Compare) and len(test.ops) == 1:

@@ -14,7 +14,12 @@ follows, in the function and the helpers and callers around it:
   the tree alike (followed up to MAX_TRAIL functions), a helper's `return`;
 - any other value the count depends on (`fold` of `fold * heads`) is the
   engine's expression, evaluated per count by the sound evaluator, with
-  what callers hand in that hprobe cannot know kept `Opaque`.
+  what callers hand in that hprobe cannot know kept `Opaque`;
+- the tests a call on the trail runs under (the FlashInfer call's own, and
+  each caller's around the call the trail crosses), evaluated with the count:
+  where one is false the call is not reached with those values
+  (`NotReached`), and where one that varies with the count or a run-time
+  value cannot be decided, neither can the answer.
 
 The trail starts where the engine hands its attention the layer's query:
 a parameter the mapping names (`layer_query`: "forward_mqa(q)"), which
@@ -31,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hprobe.rules.repo.interpreter.evaluate import Binding, NotEvaluable, Opaque, Raises, evaluate_expression
+from hprobe.rules.repo.tracing.guards import guard_tests, negated
 from hprobe.rules.repo.tracing.instances import (
     Confined,
     NotConfined,
@@ -81,6 +87,8 @@ class _Frame:
     args: tuple[tuple[str, ast.expr, _Frame], ...] | None = None
     depth: int = 0
     called_from: tuple[str, str] = ("", "")  # the call that entered it: (calling function, file:line)
+    # The calling function's frame and the line of its call, where the trail entered from one.
+    entered_from: tuple[_Frame, int] | None = field(default=None, compare=False)
 
     def where(self, node: ast.AST | None = None) -> tuple[str, int]:
         line = getattr(node, "lineno", None) or (self.function.lineno if self.function else 1)
@@ -169,7 +177,36 @@ class _Unknowable:
     why: str
 
 
-Part = _Root | _Expr | _Item | _Callers | _Cond | _Run | _Unknowable | _Ended
+@dataclass(frozen=True)
+class _Guard:
+    """A test a call on the trail runs under: reached only where it is
+    `truthy` (or not); `varies`: it reads the count, a run-time value or a
+    caller's choice, so it may hold for some answers and not others."""
+
+    test: Part
+    truthy: bool
+    where: str  # file:line
+    said: str  # the condition the call runs under, as Python writes it
+    varies: bool
+
+
+@dataclass(frozen=True)
+class _Guarded:
+    """A part reached only where its guards hold."""
+
+    part: Part
+    guards: tuple[_Guard, ...]
+
+
+@dataclass(frozen=True)
+class NotReached:
+    """With these values a test on the trail is false: the call is not reached."""
+
+    where: str  # file:line of the test
+    said: str  # the condition the call runs under, which does not hold
+
+
+Part = _Root | _Expr | _Item | _Callers | _Cond | _Run | _Unknowable | _Ended | _Guarded
 
 # What a trail looks for: a tensor's head count, a value, or the head count of
 # the tensor a dict holds at a key.
@@ -200,11 +237,12 @@ class HeadTrail:
 
     def evaluate(
         self, n: int, binding: Binding | None = None, run: dict[str, Any] | None = None
-    ) -> int | Raises | NotEvaluable:
+    ) -> int | Raises | NotEvaluable | NotReached:
         """The count the call hands FlashInfer when the layer's query has `n`
         heads (and each run-time value of `runs` the value `run` gives it, by
         name); Raises when the engine raises on the way; NotEvaluable (with the
-        file:line) where it depends on what hprobe cannot know."""
+        file:line) where it depends on what hprobe cannot know; NotReached
+        where a test on the trail is false with these values."""
         try:
             value = _value(self.count, n, self.index, binding or Binding(), run or {})
         except _Stop as stop:
@@ -222,7 +260,7 @@ _ABSENT = TrailEnd("", 0, "absent")
 
 
 class _Stop(Exception):
-    def __init__(self, result: Raises | NotEvaluable):
+    def __init__(self, result: Raises | NotEvaluable | NotReached):
         self.result = result
 
 
@@ -241,6 +279,8 @@ def _leaf(part: _Root | _Run | _Unknowable | _Ended, n: int, run: dict[str, Any]
 def _value(part: Part, n: int, index: RepoIndex, binding: Binding, run: dict[str, Any]) -> Any:
     if isinstance(part, (_Root, _Run, _Unknowable, _Ended)):
         return _leaf(part, n, run)
+    if isinstance(part, _Guarded):
+        return _reached(part, n, index, binding, run)
     if isinstance(part, _Item):
         of = _value(part.of, n, index, binding, run)
         if isinstance(of, Opaque):
@@ -277,6 +317,38 @@ def _value(part: Part, n: int, index: RepoIndex, binding: Binding, run: dict[str
     if isinstance(result, NotEvaluable):
         return Opaque(str(result))
     return result
+
+
+def _reached(part: _Guarded, n: int, index: RepoIndex, binding: Binding, run: dict[str, Any]) -> Any:
+    """The part's value where its guards hold. A false guard wins over one
+    that cannot be told: the call is not reached with these values either way."""
+    undecided: NotEvaluable | None = None
+    for guard in part.guards:
+        truth, why = _truth(guard, n, index, binding, run)
+        if truth is None:
+            if guard.varies and undecided is None:
+                # A test fixed for every answer is said with the finding, as
+                # before; one that varies with them may hold for some and not others.
+                path, _, line = guard.where.rpartition(":")
+                undecided = NotEvaluable(
+                    path, int(line), f"a test on the call's way, `{guard.said}`, that hprobe cannot decide: {why}"
+                )
+        elif truth != guard.truthy:
+            raise _Stop(NotReached(guard.where, guard.said))
+    if undecided is not None:
+        raise _Stop(undecided)
+    return _value(part.part, n, index, binding, run)
+
+
+def _truth(guard: _Guard, n: int, index: RepoIndex, binding: Binding, run: dict[str, Any]) -> tuple[bool | None, str]:
+    """Whether the guard's test is true with these values (None where it cannot be told, with why)."""
+    value = _value(guard.test, n, index, binding, run)
+    if isinstance(value, Opaque):
+        return None, value.why
+    try:
+        return bool(value), ""
+    except Exception:  # noqa: BLE001 - a value whose truth the subset cannot tell
+        return None, f"the truth of a {type(value).__name__}"
 
 
 # -- following the trail ---------------------------------------------------------------
@@ -681,8 +753,7 @@ class _Trail:
         for caller in self._callers(frame):
             if isinstance(caller, TrailEnd):
                 return caller if tensor else _Unknowable(str(caller))
-            handed = caller.passed(name)
-            part = self._follow(want, *handed) if handed else self._parameter(name, caller, want)
+            part = self._from_caller(name, caller, want)
             if isinstance(part, TrailEnd):
                 if not tensor or not self.tree.few_callers(function.name):
                     return part if tensor else _Unknowable(str(part))
@@ -707,6 +778,14 @@ class _Trail:
         if len(parts) == 1:
             return parts[0]
         return _Callers(tuple(parts), f"{frame.module.path}:{function.lineno}", tuple(callers))
+
+    def _from_caller(self, name: str, caller: _Frame, want: _Want) -> Part | TrailEnd:
+        """What one caller hands in for `name`, under the tests its call runs under."""
+        handed = caller.passed(name)
+        part = self._follow(want, *handed) if handed else self._parameter(name, caller, want)
+        if isinstance(part, TrailEnd) or caller.entered_from is None:
+            return part
+        return self.guarded(part, *caller.entered_from)
 
     def _callers(self, frame: _Frame) -> Iterator[_Frame | TrailEnd]:
         """Each call of `frame.function` in the tree, as the frame it enters
@@ -808,6 +887,23 @@ class _Trail:
             return None
         return found[2], found[1], None
 
+    def guarded(self, part: Part, frame: _Frame, line: int) -> Part:
+        """`part` as reached through the call at `line` of `frame`'s function:
+        under the tests that call runs under there (guards.py), each part of
+        an `and` that must hold (of an `or` that must not) a test of its own."""
+        if frame.function is None:
+            return part
+        found: list[_Guard] = []
+        for at, test, when_true in guard_tests(frame.module.tree, line):
+            joined = isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And if when_true else ast.Or)
+            for one in test.values if isinstance(test, ast.BoolOp) and joined else [test]:
+                value = self.value(one, frame)
+                test_part = value if not isinstance(value, TrailEnd) else _Unknowable(str(value))
+                varies = any(isinstance(p, (_Root, _Run, _Callers)) for p in _parts(test_part))
+                said = _text(one) if when_true else negated(one)
+                found.append(_Guard(test_part, when_true, f"{frame.module.path}:{at}", said, varies))
+        return _Guarded(part, tuple(found)) if found else part
+
     def _end(self, frame: _Frame, node: ast.AST, why: str) -> TrailEnd:
         path, line = frame.where(node)
         return TrailEnd(path, line, why)
@@ -853,7 +949,9 @@ def trace_heads(
         return TrailEnd(module.path, line, f"the call passes no {name} hprobe can find")
     if isinstance(part, TrailEnd):
         return part
-    said = _text(part.node) if isinstance(part, _Expr) else "the layer's count"
+    shown = part.part if isinstance(part, _Guarded) else part
+    said = _text(shown.node) if isinstance(shown, _Expr) else "the layer's count"
+    part = trail.guarded(part, frame, line)
     cited = tuple(dict.fromkeys(trail.cited))
     # What the count is made of, in the order the trail met it (not what it
     # read on the way and left behind).
@@ -890,6 +988,10 @@ def _parts(part: Part) -> Iterator[Part]:
     elif isinstance(part, _Cond):
         for inner in (part.test, part.then, part.orelse):
             yield from _parts(inner)
+    elif isinstance(part, _Guarded):
+        for guard in part.guards:
+            yield from _parts(guard.test)
+        yield from _parts(part.part)
 
 
 # -- reading the source ----------------------------------------------------------------
@@ -919,7 +1021,7 @@ def _enter(
     args = [(p, a, caller_frame) for p, a in zip(params, call.args, strict=False)]
     args += [(str(k.arg), k.value, caller_frame) for k in call.keywords]
     called_from = (caller_function.name if caller_function else "module level", f"{caller_module.path}:{call.lineno}")
-    return _Frame(module, function, owner, tuple(args), depth, called_from)
+    return _Frame(module, function, owner, tuple(args), depth, called_from, (caller_frame, call.lineno))
 
 
 def _last_axis(call: ast.Call) -> bool:

@@ -129,8 +129,73 @@ def _call_states(
                 if spread[name] is not ABSENT:
                     states[name] = spread[name]
         elif keyword.arg in scope.names:
-            states[keyword.arg] = keyword.value
+            states[keyword.arg] = _narrowed(function, keyword.value, call.lineno)
     return states
+
+
+def _narrowed(function: ast.FunctionDef | ast.AsyncFunctionDef | None, value: State, line: int) -> State:
+    """`value` as the tests around `line` fix it: a name that an enclosing
+    `if name == "literal"` (alone or among the parts of an `and`) holds the
+    line under, and that nothing in that `if`'s body binds again, is that
+    literal there (vLLM 0.34.0's drafter: `common["backend"] = planned` under
+    `if planned == "cute-dsl" and tiers:`)."""
+    if function is None or not isinstance(value, ast.Name):
+        return value
+    found = _equal_to(function.body, value.id, line)
+    if found is None:
+        return value
+    return ast.copy_location(ast.Constant(found), value)
+
+
+def _equal_to(body: list[ast.stmt], name: str, line: int) -> str | None:
+    for stmt in body:
+        if not stmt.lineno <= line <= (stmt.end_lineno or stmt.lineno):
+            continue
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            return None  # a nested scope: the test's name may be another
+        blocks = [getattr(stmt, b, []) for b in ("body", "orelse", "finalbody")]
+        blocks += [h.body for h in getattr(stmt, "handlers", [])]
+        blocks += [c.body for c in getattr(stmt, "cases", [])]
+        inner = next((b for b in blocks if block_spans(b, line)), None)
+        if inner is None:
+            return None
+        deeper = _equal_to(inner, name, line)
+        if deeper is not None:
+            return deeper
+        if isinstance(stmt, ast.If) and inner is stmt.body and not _binds_in(stmt.body, name):
+            return _equality(stmt.test, name)
+        return None
+    return None
+
+
+def _equality(test: ast.expr, name: str) -> str | None:
+    """The string `test` holds `name` equal to when it is true, if it says one."""
+    parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+    for part in parts:
+        if isinstance(part, ast.Compare) and len(part.ops) == 1 and isinstance(part.ops[0], ast.Eq):
+            sides = (part.left, part.comparators[0])
+            for one, other in (sides, sides[::-1]):
+                if (
+                    isinstance(one, ast.Name)
+                    and one.id == name
+                    and isinstance(other, ast.Constant)
+                    and isinstance(other.value, str)
+                ):
+                    return other.value
+    return None
+
+
+def _binds_in(body: list[ast.stmt], name: str) -> bool:
+    """Whether anything in `body` (nested scopes included: `nonlocal`) binds `name`."""
+    return any(
+        isinstance(node, ast.Name)
+        and node.id == name
+        and isinstance(node.ctx, (ast.Store, ast.Del))
+        or isinstance(node, (ast.Nonlocal, ast.Global))
+        and name in node.names
+        for stmt in body
+        for node in ast.walk(stmt)
+    )
 
 
 def _partial_keywords(
@@ -440,6 +505,8 @@ def _statement(
         change = _other_use(scope, stmt, name, here)
     if change is None:
         return
+    if at is not None:
+        change = {key: _narrowed(at[0], state, stmt.lineno) for key, state in change.items()}
     for key, state in change.items():
         if conditional is not None and not _same(state, states[key]):
             # What this run may set differs from what the others leave: set on

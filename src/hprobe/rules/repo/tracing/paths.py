@@ -481,9 +481,14 @@ def _traced(
         f"{ended.end.what}: shown assuming the model's heads // tp, unpadded"
         for ended in found.ended
     )
+    # Combinations a test on the way rules out give no row: said, with the test.
+    unreached = "".join(
+        f"; {missed.words}: not reached (`{missed.test.said}` does not hold, {context.shown(missed.test.where)})"
+        for missed in found.unreached
+    )
     detail = (
-        f"{site.function or 'module level'} calls {site.entry}; its head count {followed}{depends}{callers}{ends}"
-        + "".join(f"; {x}" for x in [serves, *said] if x)
+        f"{site.function or 'module level'} calls {site.entry}; its head count "
+        f"{followed}{depends}{callers}{ends}{unreached}" + "".join(f"; {x}" for x in [serves, *said] if x)
     )
     status = PathStatus.ASSUMED if said or found.ended else PathStatus.JUDGED
     return CallPath(site, shown, status, detail, kernel, backends=tuple(b.name for b in backends)), backends

@@ -4,7 +4,8 @@ settings (mapping.RunValue), and which caller handed the query in where
 callers hand in different counts (heads.py's splits). Combinations that give
 the same count for every per-rank count are one answer, said by the values
 they take; those whose trail ended (one caller's query hprobe cannot follow)
-are kept apart, with where and why, for the stated assumption."""
+are kept apart, with where and why, for the stated assumption; those under
+which a test on the way is false never reach the call, and are said so."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hprobe.rules.repo.interpreter.evaluate import NotEvaluable, Raises
-from hprobe.rules.repo.tracing.heads import HeadTrail, caller_key
+from hprobe.rules.repo.tracing.heads import HeadTrail, NotReached, caller_key
 
 # The most combinations a trail is evaluated at; past it, callers are no longer
 # told apart (they must agree), and past that the count is not evaluated.
@@ -58,10 +59,19 @@ class Ended:
 
 
 @dataclass(frozen=True)
+class Unreached:
+    """Combinations under which one test on the way is false: the call is not reached."""
+
+    test: NotReached
+    words: str
+
+
+@dataclass(frozen=True)
 class Answers:
     answers: tuple[Answer, ...]
     ended: tuple[Ended, ...]
     axes: tuple[TrailAxis, ...]
+    unreached: tuple[Unreached, ...] = ()
 
 
 def trail_axes(trail: HeadTrail, shown: Callable[[str], str], callers: bool = True) -> tuple[TrailAxis, ...]:
@@ -102,21 +112,41 @@ def evaluate_trail(trail: HeadTrail, counts: list[int], shown: Callable[[str], s
         )
     judged: dict[tuple[tuple[int, int | Raises], ...], list[dict[str, Any]]] = {}
     ended: dict[tuple[str, int, str], tuple[NotEvaluable, list[dict[str, Any]]]] = {}
+    unreached: dict[NotReached, list[dict[str, Any]]] = {}
     for combo in combos:
         values = {n: trail.evaluate(n, run=combo) for n in counts}
         stop = next((v for v in values.values() if isinstance(v, NotEvaluable)), None)
+        missed = [v for v in values.values() if isinstance(v, NotReached)]
+        if stop is None and missed and len(missed) < len(values):
+            # Reached at some counts and not others: no one answer holds for the combination.
+            where, _, line = missed[0].where.rpartition(":")
+            stop = NotEvaluable(
+                where, int(line), f"a test on the call's way, `{missed[0].said}`, that holds at some counts only"
+            )
         if stop is not None:
             stop = innermost(stop)
             ended.setdefault((stop.path, stop.line, stop.what), (stop, []))[1].append(combo)
             continue
-        key = tuple((n, v) for n, v in values.items() if not isinstance(v, NotEvaluable))
+        if missed:
+            unreached.setdefault(missed[0], []).append(combo)
+            continue
+        key = tuple((n, v) for n, v in values.items() if isinstance(v, (int, Raises)))
         judged.setdefault(key, []).append(combo)
-    if not judged:
+    if not judged and ended:
         return next(iter(ended.values()))[0]
+    if not judged:
+        test = next(iter(unreached))
+        where, _, line = test.where.rpartition(":")
+        return NotEvaluable(
+            where,
+            int(line),
+            f"a test on the call's way, `{test.said}`, that holds at none of the values hprobe evaluates",
+        )
     return Answers(
         tuple(Answer(key, _words(axes, members)) for key, members in judged.items()),
         tuple(Ended(stop, _words(axes, members)) for stop, members in ended.values()),
         axes,
+        tuple(Unreached(test, _words(axes, members)) for test, members in unreached.items()),
     )
 
 
