@@ -116,8 +116,9 @@ def test_vllm_0_34_kimi_core_trail_never_passes_through_another_classs_method(tm
     from `FlashInferCore.decode`, a method name dozens of classes share (an
     audio model's tokenizer among them). Every FlashInferCore is kept in
     `self.fi` of the prepared stage (and copies of it), so the trail follows
-    `self.fi.decode(...)` there and no other `decode`: it ends at the query
-    the stage keeps (`self.query`), never at a tokenizer."""
+    `self.fi.decode(...)` there and no other `decode`: it follows the query
+    the stage keeps (`self.query`, a property) to what the property returns
+    (its query stage's `query`), never to a tokenizer."""
     from hprobe.rules.repo.tracing.instances import Confined, confine
     from hprobe.rules.repo.tree.extract import extract
     from hprobe.rules.repo.tree.mapping import load_mapping
@@ -141,5 +142,5 @@ def test_vllm_0_34_kimi_core_trail_never_passes_through_another_classs_method(tm
         if p.site.path.endswith("dsa/attn_fi.py") and p.site.function == "FlashInferCore.trtllm"
     ]
     assert "tokenizer" not in core.detail and "another class's decode" not in core.detail, core.detail
-    assert "cutedsl/dsa/prepared.py:521: the query is `self.query`" in core.detail, core.detail
+    assert "cutedsl/dsa/prepared.py:394: the query is `self.query_stage.query`" in core.detail, core.detail
     assert not any(m.startswith("vllm") for m in sys.modules)  # read, never imported

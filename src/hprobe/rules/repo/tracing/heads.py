@@ -12,6 +12,9 @@ follows, in the function and the helpers and callers around it:
 - the binding of a name that reaches the call (an `if` between two is decided
   by its test, or both sides must agree), a parameter filled by every caller in
   the tree alike (followed up to MAX_TRAIL functions), a helper's `return`;
+- `self.<name>` where its class stores it once, in `__init__` (or a
+  `@property` returns it: attributes.py), and from there each construction
+  of the class (`Core(2)`), found by the class's name;
 - any other value the count depends on (`fold` of `fold * heads`) is the
   engine's expression, evaluated per count by the sound evaluator, with
   what callers hand in that hprobe cannot know kept `Opaque`;
@@ -30,12 +33,14 @@ assumption (paths.py): never a guess."""
 from __future__ import annotations
 
 import ast
+import copy
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from hprobe.rules.repo.interpreter.evaluate import Binding, NotEvaluable, Opaque, Raises, evaluate_expression
+from hprobe.rules.repo.tracing.attributes import NotStored, Stored, stored
 from hprobe.rules.repo.tracing.guards import guard_tests, negated
 from hprobe.rules.repo.tracing.instances import (
     Confined,
@@ -118,6 +123,7 @@ class _Expr:
     node: ast.expr
     frame: _Frame = field(compare=False)
     names: tuple[tuple[str, Part], ...] = ()
+    written: ast.expr | None = field(default=None, compare=False)  # the engine's own, where `node` renames parts of it
 
 
 @dataclass(frozen=True)
@@ -365,6 +371,7 @@ class TreeCalls:
     _shared: dict[str, bool] = field(default_factory=dict)
     _few: dict[str, bool] = field(default_factory=dict)
     _confined: dict[str, Confined | NotConfined] = field(default_factory=dict)
+    _stored: dict[tuple[str, str], Stored | NotStored | None] = field(default_factory=dict)
     _sites: dict[
         tuple[str, frozenset[str] | None],
         tuple[
@@ -421,6 +428,13 @@ class TreeCalls:
             self._confined[owner.qualname] = confine(self.index, owner)
         return self._confined[owner.qualname]
 
+    def stored(self, owner: ClassInfo, name: str) -> Stored | NotStored | None:
+        """What `self.<name>` holds on `owner`'s instances (attributes.py), worked out once."""
+        key = (owner.qualname, name)
+        if key not in self._stored:
+            self._stored[key] = stored(self.index, owner, self.confined(owner), name)
+        return self._stored[key]
+
     def shared(self, name: str) -> bool:
         """Whether more than one class of the tree defines a method `name`
         (then `obj.name(...)` may call another class's): the files that spell
@@ -462,7 +476,31 @@ class _Trail:
             return self.heads(node.value, frame)
         if isinstance(node, ast.Call):
             return self._call_heads(node, frame)
+        if isinstance(node, ast.Attribute) and _is_self_attribute(node):
+            held = self.attribute(node, frame, _HEADS)
+            if held is None:
+                return self._end(frame, node, f"the query is `{_text(node)}`, which no method of its class stores")
+            return held
         return self._end(frame, node, f"the query is `{_text(node)}`, which hprobe does not follow")
+
+    def attribute(self, node: ast.Attribute, frame: _Frame, want: _Want) -> Part | TrailEnd | None:
+        """`self.<name>` read in a method: what its class stores there,
+        followed in the `__init__` (or property) that stores it; None where
+        no method stores it (a class attribute: the evaluator reads it)."""
+        owner = frame.owner
+        if owner is None or frame.function is None:
+            return self._end(frame, node, f"`{_text(node)}` is read outside a method")
+        if frame.depth >= MAX_TRAIL:
+            return self._end(frame, node, f"followed {MAX_TRAIL} functions deep")
+        found = self.tree.stored(owner, node.attr)
+        if found is None:
+            return None
+        if isinstance(found, NotStored):
+            path, _, line = found.where.rpartition(":")
+            return TrailEnd(path or frame.module.path, int(line) if line.isdigit() else node.lineno, found.why)
+        stored_in = _Frame(found.cls.module, found.function, owner, None, frame.depth + 1)
+        self.cite(stored_in, found.value)
+        return self._follow(want, found.value, stored_in)
 
     def _call_heads(self, node: ast.Call, frame: _Frame) -> Part | TrailEnd:
         func = node.func
@@ -545,6 +583,11 @@ class _Trail:
             return _Unknowable(f"{frame.module.path}:{node.lineno}: `{_text(node)}` is not the head axis")
         if isinstance(node, ast.Name):
             return self._name(node.id, node, frame, _VALUE)
+        if isinstance(node, ast.Attribute) and _is_self_attribute(node):
+            found = self.attribute(node, frame, _VALUE)
+            if found is None:
+                return _Expr(node, frame)  # a class attribute: the evaluator reads it
+            return found if not isinstance(found, TrailEnd) else _Unknowable(str(found))
         if (
             isinstance(node, ast.Call)
             and not any(isinstance(a, ast.Starred) for a in node.args)
@@ -562,7 +605,39 @@ class _Trail:
             call = ast.Call(node.func, args[: len(node.args)], keywords)
             ast.copy_location(call, node)
             return _Expr(call, frame, (*self._free(node.func, frame), *names))
-        return _Expr(node, frame, self._free(node, frame))
+        rewritten, attributes = self._self_attributes(node, frame)
+        return _Expr(rewritten, frame, (*self._free(node, frame), *attributes), written=node)
+
+    def _self_attributes(self, node: ast.expr, frame: _Frame) -> tuple[ast.expr, tuple[tuple[str, Part], ...]]:
+        """`node` with each `self.<name>` it reads that can be followed made a
+        name of its own, bound to that part (a method called on `self` is left)."""
+        found: dict[str, Part] = {}
+        trail = self
+
+        class Named(ast.NodeTransformer):
+            def visit_Call(self, call: ast.Call) -> ast.AST:
+                func = call.func
+                call.args = [self.visit(a) for a in call.args]
+                call.keywords = [self.visit(k) for k in call.keywords]
+                if not isinstance(func, ast.Attribute):
+                    call.func = self.visit(func)
+                return call
+
+            def visit_Attribute(self, attribute: ast.Attribute) -> ast.AST:
+                if not (_is_self_attribute(attribute) and isinstance(attribute.ctx, ast.Load)):
+                    return self.generic_visit(attribute)
+                name = f"__self_{attribute.attr}"
+                if name not in found:
+                    part = trail.attribute(attribute, frame, _VALUE)
+                    if part is None:
+                        return attribute  # a class attribute: the evaluator reads it
+                    found[name] = part if not isinstance(part, TrailEnd) else _Unknowable(str(part))
+                return ast.copy_location(ast.Name(name, ast.Load()), attribute)
+
+        if not any(isinstance(n, ast.Attribute) and _is_self_attribute(n) for n in ast.walk(node)):
+            return node, ()
+        rewritten = Named().visit(copy.deepcopy(node))
+        return rewritten, tuple(found.items())
 
     def _free(self, node: ast.expr, frame: _Frame) -> tuple[tuple[str, Part], ...]:
         """Parts for the names an expression reads that the function binds."""
@@ -782,6 +857,9 @@ class _Trail:
     def _from_caller(self, name: str, caller: _Frame, want: _Want) -> Part | TrailEnd:
         """What one caller hands in for `name`, under the tests its call runs under."""
         handed = caller.passed(name)
+        if caller.entered_from is not None:
+            calling, line = caller.entered_from
+            self.cited.append((calling.module.path, line))
         part = self._follow(want, *handed) if handed else self._parameter(name, caller, want)
         if isinstance(part, TrailEnd) or caller.entered_from is None:
             return part
@@ -795,6 +873,8 @@ class _Trail:
         function, owner = frame.function, frame.owner
         confined = self.tree.confined(owner) if owner is not None else None
         within = confined.words if isinstance(confined, Confined) else None
+        if function.name == "__init__" and owner is not None:
+            yield from self._constructions(frame, confined)
         for module, caller, call in self.tree.sites(function.name, within):
             if not _fits(call, function, owner is not None):
                 continue  # a call with these arguments would raise TypeError: not a call of it
@@ -842,6 +922,48 @@ class _Trail:
                 )
                 continue
             yield _enter(call, function, True, entered, frame.depth + 1, frame.module, owner)
+
+    def _constructions(self, frame: _Frame, confined: Confined | NotConfined | None) -> Iterator[_Frame | TrailEnd]:
+        """Each construction that runs this `__init__`: a call by name of a
+        class of the family whose `__init__` it is (`super().__init__(...)`
+        from a subclass's own is a call of it, searched as any other)."""
+        assert frame.function is not None and frame.owner is not None
+        if not isinstance(confined, Confined):
+            yield TrailEnd(frame.module.path, frame.function.lineno, f"{frame.owner.name}'s instances: not confined")
+            return
+        for qualname in sorted(confined.family):
+            module_name, _, class_name = qualname.rpartition(".")
+            defining = self.index.by_suffix(module_name)
+            cls = defining.classes.get(class_name) if defining is not None else None
+            if cls is None:
+                continue
+            runs = next((c for c in self.index.mro(cls) if "__init__" in c.methods), None)
+            if runs is None or runs.methods["__init__"].node is not frame.function:
+                if any(
+                    c.methods.get("__init__") is not None and c.methods["__init__"].node is frame.function
+                    for c in self.index.mro(cls)
+                ):
+                    # A subclass's own `__init__` may run this one as `Base.__init__(self, ...)`.
+                    yield TrailEnd(cls.module.path, cls.node.lineno, f"{cls.name} has an `__init__` of its own")
+                    return
+                continue
+            for module, caller, call in self.tree.sites(cls.name, confined.words):
+                if not _fits(call, frame.function, True):
+                    continue
+                made = (
+                    self.index.resolve_class(module, _dotted(call.func))
+                    if isinstance(call.func, (ast.Name, ast.Attribute))
+                    else None
+                )
+                if made is None and isinstance(call.func, ast.Name):
+                    local = _local_import(module, call.lineno, call.func.id)
+                    other = self.index.by_suffix(local[0]) if local is not None else None
+                    found = self.index.lookup(other, local[1]) if other is not None and local is not None else None
+                    made = found[1] if found is not None and found[0] == "class" else None
+                if made is None or made.qualname != cls.qualname:
+                    continue  # another thing of that name (confinement ruled out a construction hprobe cannot name)
+                entered = (module, caller, class_at(module, call.lineno))
+                yield _enter(call, frame.function, True, entered, frame.depth + 1, frame.module, cls)
 
     def _returned(
         self, call: ast.Call, frame: _Frame, module: ModuleInfo, helper: Any, owner: ClassInfo | None
@@ -950,7 +1072,7 @@ def trace_heads(
     if isinstance(part, TrailEnd):
         return part
     shown = part.part if isinstance(part, _Guarded) else part
-    said = _text(shown.node) if isinstance(shown, _Expr) else "the layer's count"
+    said = _text(shown.written or shown.node) if isinstance(shown, _Expr) else "the layer's count"
     part = trail.guarded(part, frame, line)
     cited = tuple(dict.fromkeys(trail.cited))
     # What the count is made of, in the order the trail met it (not what it
@@ -1445,6 +1567,10 @@ def _bound_in(module: ModuleInfo, function: Function | None, name: str) -> bool:
     if name in module.functions or name in module.classes or name in module.imports or name in module.constants:
         return True
     return _binds(function, name)
+
+
+def _is_self_attribute(node: ast.Attribute) -> bool:
+    return isinstance(node.value, ast.Name) and node.value.id == "self"
 
 
 def _is_self_call(func: ast.Attribute) -> bool:

@@ -65,11 +65,11 @@ class NotConfined:
 
 def confine(index: RepoIndex, owner: ClassInfo) -> Confined | NotConfined:
     """Where every instance of `owner` and of the tree's subclasses of it is kept."""
-    family = _family(index, owner)
-    if isinstance(family, NotConfined):
-        return family
-    reader = _Reader(index, {cls.qualname: cls for cls in family})
-    for cls in family:
+    members = family(index, owner)
+    if isinstance(members, NotConfined):
+        return members
+    reader = _Reader(index, {cls.qualname: cls for cls in members})
+    for cls in members:
         found = reader.constructions(cls) or _self_handed_on(cls)
         if isinstance(found, NotConfined):
             return found
@@ -79,11 +79,11 @@ def confine(index: RepoIndex, owner: ClassInfo) -> Confined | NotConfined:
     places = tuple(reader.places.values())
     words = (
         {place.name for place in places}
-        | {cls.name for cls in family}
+        | {cls.name for cls in members}
         | {cls.name for cls in index.mro(owner)}
         | {place.holder.rpartition(".")[2] for place in places if place.holder is not None}
     )
-    return Confined(owner.qualname, places, frozenset(c.qualname for c in family), frozenset(words))
+    return Confined(owner.qualname, places, frozenset(c.qualname for c in members), frozenset(words))
 
 
 def holds(
@@ -152,7 +152,7 @@ def dispatches_to(index: RepoIndex, classes: frozenset[str], method: str, functi
     return False
 
 
-def _family(index: RepoIndex, owner: ClassInfo) -> list[ClassInfo] | NotConfined:
+def family(index: RepoIndex, owner: ClassInfo) -> list[ClassInfo] | NotConfined:
     """`owner` and the classes of the tree that derive from it."""
     found = {owner.qualname: owner}
     names = {owner.name}
