@@ -1597,8 +1597,12 @@ class TestEveryFormatEscapesEveryField:
         (arena / "tmp").mkdir()
         _hostile_table(arena)
         proc = run_hprobe(["check", "--table", "{A}/t.toml", "--format", fmt, "--details"], arena)
+        # The exit code and the summary line say why, where the log's tail would not.
+        summary = [row for row in proc.stderr.splitlines() if "→ exit" in row or row.startswith("note:")]
         assert proc.returncode == 0 and "Traceback" not in proc.stderr and "internal error" not in proc.stderr, (
-            proc.stderr[-2000:]
+            proc.returncode,
+            summary[-6:],
+            proc.stderr[-1000:],
         )
         assert not _runner_commands(proc.stdout + proc.stderr, annotations_allowed=False)
         if fmt == "text":

@@ -131,3 +131,69 @@ def test_a_property_is_followed_to_what_it_returns(tmp_path: Path) -> None:
     trail = _trail(tmp_path / "b", forked)
     assert isinstance(trail, HeadTrail), trail
     assert "gives its value at 2 places" in str(trail.evaluate(16))
+
+
+CONTAINERS = """
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from flashinfer.decode import trtllm_batch_decode_with_kv_cache_mla
+
+
+@dataclass
+class Box:
+    q: object
+    fold: int = 2
+
+
+class Pair(NamedTuple):
+    q: object
+    k: int
+
+
+class Holder:
+    def __init__(self, q, k):
+        rows, heads, dim = q.shape
+        self.q = q.reshape(rows // k, 1, k * heads, dim)
+
+
+class Impl:
+    def forward_mqa(self, q, kv_cache, attn_metadata, layer):
+        rows, heads, dim = q.shape
+        {body}
+        return trtllm_batch_decode_with_kv_cache_mla({query}, None)
+"""
+
+
+@pytest.mark.parametrize(
+    ("body", "query", "counts"),
+    [
+        # A dataclass field, and one left at its default.
+        ("box = Box(q)", "box.q.reshape(rows // box.fold, 1, box.fold * heads, dim)", [32, 96]),
+        # A named tuple's fields, by position.
+        ("pair = Pair(q, k=4)", "pair.q.reshape(rows // pair.k, 1, pair.k * heads, dim)", [64, 192]),
+        # A class whose __init__ stores what it is handed.
+        ("held = Holder(q, 2)", "held.q", [32, 96]),
+    ],
+    ids=["dataclass", "named tuple", "init"],
+)
+def test_a_field_of_a_construction_is_what_the_construction_hands_it(tmp_path: Path, body, query, counts) -> None:
+    trail = _trail(tmp_path, CONTAINERS.replace("{body}", body).replace("{query}", query))
+    assert isinstance(trail, HeadTrail), trail
+    assert [trail.evaluate(n) for n in (16, 48)] == counts
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ("box = Box(q)\n        box.fold = 3", "`box.fold` is stored"),
+        ("box = Box(q)\n        setattr(box, 'fold', 3)", "may set `.fold`"),
+    ],
+    ids=["stored after", "setattr"],
+)
+def test_a_field_changed_after_its_construction_is_not_the_constructions(tmp_path: Path, change, why) -> None:
+    query = "box.q.reshape(rows // box.fold, 1, box.fold * heads, dim)"
+    trail = _trail(tmp_path, CONTAINERS.replace("{body}", change).replace("{query}", query))
+    assert isinstance(trail, HeadTrail), trail
+    result = trail.evaluate(16)
+    assert not isinstance(result, int) and why in str(result), result

@@ -46,16 +46,22 @@ class NotStored:
 
 
 def stored(
-    index: RepoIndex, owner: ClassInfo, confined: Confined | NotConfined, name: str
+    index: RepoIndex, owner: ClassInfo, confined: Confined | NotConfined | None, name: str
 ) -> Stored | NotStored | None:
     """What `self.<name>` holds in a method of `owner`'s instances; None where
-    no method stores it (a class attribute, read as such by the evaluator)."""
+    no method stores it (a class attribute, read as such by the evaluator).
+    `confined` None: the instance is one construction of `owner` itself that
+    hprobe read (`box = Box(...)`; `box.q`), so where instances are kept does
+    not matter, and only `owner`'s own methods run on it."""
     here = f"{owner.module.path}:{owner.node.lineno}"
-    members = confined.family if isinstance(confined, Confined) else family(index, owner)
-    if isinstance(members, NotConfined):
-        return NotStored(members.where or here, f"`self.{name}`: {members.why}")
-    qualnames = members if isinstance(members, frozenset) else frozenset(c.qualname for c in members)
-    classes = _classes(index, owner, qualnames)
+    if confined is None:
+        classes = index.mro(owner)
+    else:
+        members = confined.family if isinstance(confined, Confined) else family(index, owner)
+        if isinstance(members, NotConfined):
+            return NotStored(members.where or here, f"`self.{name}`: {members.why}")
+        qualnames = members if isinstance(members, frozenset) else frozenset(c.qualname for c in members)
+        classes = _classes(index, owner, qualnames)
     # A property is code: what it returns holds wherever the instances are kept.
     prop = _property(classes, name)
     if prop is not None:
@@ -89,6 +95,70 @@ def stored(
     if any(name in c.attributes for c in classes) and not _unconditional(method, line):
         return NotStored(where, f"`self.{name}` is stored under a test, over a class attribute of that name")
     return Stored(cls, method, value, where)
+
+
+@dataclass(frozen=True)
+class Field:
+    """A field of a dataclass or named tuple: what a construction hands it
+    (by keyword, or at `position`), else `default`."""
+
+    position: int | None  # None: keyword-only
+    default: ast.expr | None
+    where: str
+
+
+def field_of(index: RepoIndex, cls: ClassInfo, name: str) -> Field | NotStored | None:
+    """`name` as a field of `cls` (a `@dataclass` or a `NamedTuple`) that
+    nothing changes after construction; None where `cls` is neither."""
+    here = f"{cls.module.path}:{cls.node.lineno}"
+    named_tuple = any(base.rpartition(".")[2] == "NamedTuple" for base in cls.bases)
+    decorator = next((d for d in cls.node.decorator_list if _dotted(d).rpartition(".")[2] == "dataclass"), None)
+    if not named_tuple and decorator is None:
+        return None
+    if len(index.mro(cls)) > 1 or (not named_tuple and len(cls.bases) > 0):
+        return NotStored(here, f"{cls.name} inherits fields hprobe does not read")
+    options = decorator.keywords if isinstance(decorator, ast.Call) else []
+    keyword_only = any(k.arg == "kw_only" for k in options)
+    fields: list[ast.AnnAssign] = []
+    for stmt in cls.node.body:
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            if "ClassVar" in ast.unparse(stmt.annotation):
+                continue
+            if stmt.target.id == "_" and "KW_ONLY" in ast.unparse(stmt.annotation):
+                keyword_only = True
+                continue
+            fields.append(stmt)
+    at = next((i for i, f in enumerate(fields) if isinstance(f.target, ast.Name) and f.target.id == name), None)
+    if at is None:
+        return NotStored(here, f"`{name}` is no field of {cls.name}")
+    declared = fields[at]
+    default = declared.value
+    if isinstance(default, ast.Call) and _dotted(default.func).rpartition(".")[2] == "field":
+        plain = [k for k in default.keywords if k.arg == "default"]
+        if len(plain) != 1 or len(default.keywords) != 1:
+            return NotStored(
+                f"{cls.module.path}:{declared.lineno}", f"`{name}` is set by `{ast.unparse(default)[:60]}`"
+            )
+        default = plain[0].value
+    if not named_tuple:
+        for info in cls.methods.values():
+            problem = _unread_write(info.node, name)
+            if problem is not None:
+                return NotStored(f"{cls.module.path}:{problem[0]}", problem[1])
+            if _stores(info.node, name):
+                return NotStored(f"{cls.module.path}:{info.node.lineno}", f"{info.node.name} stores `self.{name}`")
+        outside = _stored_elsewhere(index, name)
+        if outside is not None:
+            return outside
+    return Field(None if keyword_only else at, default, f"{cls.module.path}:{declared.lineno}")
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Call):
+        return _dotted(node.func)
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    return node.id if isinstance(node, ast.Name) else ""
 
 
 def _classes(index: RepoIndex, owner: ClassInfo, members: frozenset[str]) -> list[ClassInfo]:
@@ -207,6 +277,14 @@ def _stored_elsewhere(index: RepoIndex, name: str) -> NotStored | None:
                         return NotStored(
                             f"{module.path}:{part.lineno}", f"`{ast.unparse(part)}` is stored, on what may be one"
                         )
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("setattr", "delattr")
+                and len(node.args) >= 2
+                and not (isinstance(node.args[1], ast.Constant) and node.args[1].value != name)
+            ):
+                return NotStored(f"{module.path}:{node.lineno}", f"`{ast.unparse(node)[:60]}` may set `.{name}`")
     return None
 
 

@@ -14,7 +14,10 @@ follows, in the function and the helpers and callers around it:
   the tree alike (followed up to MAX_TRAIL functions), a helper's `return`;
 - `self.<name>` where its class stores it once, in `__init__` (or a
   `@property` returns it: attributes.py), and from there each construction
-  of the class (`Core(2)`), found by the class's name;
+  of the class (`Core(2)`), found by the class's name; `box.q` where `box`
+  is bound to a construction (`box = Box(q=...)`, a dataclass or named
+  tuple, or a class whose `__init__` stores it), what that construction
+  hands in;
 - any other value the count depends on (`fold` of `fold * heads`) is the
   engine's expression, evaluated per count by the sound evaluator, with
   what callers hand in that hprobe cannot know kept `Opaque`;
@@ -40,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hprobe.rules.repo.interpreter.evaluate import Binding, NotEvaluable, Opaque, Raises, evaluate_expression
-from hprobe.rules.repo.tracing.attributes import NotStored, Stored, stored
+from hprobe.rules.repo.tracing.attributes import Field, NotStored, Stored, field_of, stored
 from hprobe.rules.repo.tracing.guards import guard_tests, negated
 from hprobe.rules.repo.tracing.instances import (
     Confined,
@@ -428,6 +431,13 @@ class TreeCalls:
             self._confined[owner.qualname] = confine(self.index, owner)
         return self._confined[owner.qualname]
 
+    def stored_on(self, cls: ClassInfo, name: str) -> Stored | NotStored | None:
+        """What `.<name>` holds on one construction of `cls` hprobe read (attributes.py)."""
+        key = (f"{cls.qualname} constructed", name)
+        if key not in self._stored:
+            self._stored[key] = stored(self.index, cls, None, name)
+        return self._stored[key]
+
     def stored(self, owner: ClassInfo, name: str) -> Stored | NotStored | None:
         """What `self.<name>` holds on `owner`'s instances (attributes.py), worked out once."""
         key = (owner.qualname, name)
@@ -476,12 +486,88 @@ class _Trail:
             return self.heads(node.value, frame)
         if isinstance(node, ast.Call):
             return self._call_heads(node, frame)
+        if isinstance(node, ast.Attribute) and not _is_self_attribute(node):
+            member = self.member(node, frame, _HEADS)
+            if member is not None:
+                return member
         if isinstance(node, ast.Attribute) and _is_self_attribute(node):
             held = self.attribute(node, frame, _HEADS)
             if held is None:
                 return self._end(frame, node, f"the query is `{_text(node)}`, which no method of its class stores")
             return held
         return self._end(frame, node, f"the query is `{_text(node)}`, which hprobe does not follow")
+
+    def member(self, node: ast.Attribute, frame: _Frame, want: _Want) -> Part | TrailEnd | None:
+        """`obj.<name>` where `obj` is bound to a construction hprobe reads
+        (`box = Box(q, ...)`, or `self.box` that `__init__` stores so): what the
+        construction hands the field, or what the class's `__init__` stores
+        from it. None where `obj` is no construction of the tree's classes."""
+        made = self._construction(node.value, frame)
+        if made is None:
+            return None
+        call, at, cls = made
+        if frame.depth >= MAX_TRAIL:
+            return self._end(frame, node, f"followed {MAX_TRAIL} functions deep")
+        field_ = field_of(self.index, cls, node.attr)
+        if isinstance(field_, Field):
+            self.cite(at, call)
+            handed = next((k.value for k in call.keywords if k.arg == node.attr), None)
+            if handed is None and field_.position is not None and field_.position < len(call.args):
+                if any(isinstance(a, ast.Starred) for a in call.args[: field_.position + 1]):
+                    return self._end(at, call, f"`{_text(call.func)}` is called with *args")
+                handed = call.args[field_.position]
+            if handed is None and any(k.arg is None for k in call.keywords):
+                return self._end(at, call, f"`{_text(call.func)}` is called with **kwargs")
+            if handed is None and field_.default is not None:
+                return self._follow(want, field_.default, _Frame(cls.module, None, cls, None, at.depth))
+            if handed is None:
+                return self._end(at, call, f"`{_text(call.func)}(...)` hands `{node.attr}` nothing")
+            return self._follow(want, handed, at)
+        if isinstance(field_, NotStored):
+            path, _, line = field_.where.rpartition(":")
+            return TrailEnd(path, int(line), field_.why)
+        found = self.tree.stored_on(cls, node.attr)
+        if found is None:
+            return None
+        if isinstance(found, NotStored):
+            path, _, line = found.where.rpartition(":")
+            return TrailEnd(path or at.module.path, int(line) if line.isdigit() else call.lineno, found.why)
+        runs = next((c for c in self.index.mro(cls) if "__init__" in c.methods), None)
+        if found.function.name == "__init__" and (runs is None or runs.methods["__init__"].node is not found.function):
+            return self._end(at, call, f"{cls.name}(...) runs another `__init__` than the one storing `{node.attr}`")
+        if found.function.name == "__init__":
+            entered = _enter(
+                call, found.function, True, (at.module, at.function, at.owner), at.depth + 1, found.cls.module, cls
+            )
+        else:
+            entered = _Frame(found.cls.module, found.function, cls, None, at.depth + 1)  # a property: no arguments
+        if isinstance(entered, TrailEnd):
+            return entered
+        self.cite(at, call)
+        return self._follow(want, found.value, entered)
+
+    def _construction(self, node: ast.expr, frame: _Frame) -> tuple[ast.Call, _Frame, ClassInfo] | None:
+        """The construction of a tree class that `node` (a local, or `self.<name>`) is bound to, with its frame."""
+        value: ast.expr | None = None
+        at = frame
+        if isinstance(node, ast.Name) and frame.function is not None:
+            definition = _reaching(frame.function, node.id, node.lineno)
+            if isinstance(definition, tuple) and definition[1] is None:
+                value = definition[0].value
+        elif isinstance(node, ast.Attribute) and _is_self_attribute(node) and frame.owner is not None:
+            found = self.tree.stored(frame.owner, node.attr)
+            if isinstance(found, Stored) and found.function.name == "__init__":
+                value = found.value
+                at = _Frame(found.cls.module, found.function, frame.owner, None, frame.depth + 1)
+        if not isinstance(value, ast.Call) or not isinstance(value.func, (ast.Name, ast.Attribute)):
+            return None
+        cls = self.index.resolve_class(at.module, _dotted(value.func))
+        if cls is None and isinstance(value.func, ast.Name):
+            local = _local_import(at.module, value.lineno, value.func.id)
+            other = self.index.by_suffix(local[0]) if local is not None else None
+            found_class = self.index.lookup(other, local[1]) if other is not None and local is not None else None
+            cls = found_class[1] if found_class is not None and found_class[0] == "class" else None
+        return (value, at, cls) if cls is not None else None
 
     def attribute(self, node: ast.Attribute, frame: _Frame, want: _Want) -> Part | TrailEnd | None:
         """`self.<name>` read in a method: what its class stores there,
@@ -583,6 +669,10 @@ class _Trail:
             return _Unknowable(f"{frame.module.path}:{node.lineno}: `{_text(node)}` is not the head axis")
         if isinstance(node, ast.Name):
             return self._name(node.id, node, frame, _VALUE)
+        if isinstance(node, ast.Attribute) and not _is_self_attribute(node):
+            member = self.member(node, frame, _VALUE)
+            if member is not None:
+                return member if not isinstance(member, TrailEnd) else _Unknowable(str(member))
         if isinstance(node, ast.Attribute) and _is_self_attribute(node):
             found = self.attribute(node, frame, _VALUE)
             if found is None:
@@ -609,8 +699,9 @@ class _Trail:
         return _Expr(rewritten, frame, (*self._free(node, frame), *attributes), written=node)
 
     def _self_attributes(self, node: ast.expr, frame: _Frame) -> tuple[ast.expr, tuple[tuple[str, Part], ...]]:
-        """`node` with each `self.<name>` it reads that can be followed made a
-        name of its own, bound to that part (a method called on `self` is left)."""
+        """`node` with each `self.<name>` (and `box.<name>` of a construction)
+        it reads that can be followed made a name of its own, bound to that
+        part (a method called on an object is left)."""
         found: dict[str, Part] = {}
         trail = self
 
@@ -624,7 +715,18 @@ class _Trail:
                 return call
 
             def visit_Attribute(self, attribute: ast.Attribute) -> ast.AST:
-                if not (_is_self_attribute(attribute) and isinstance(attribute.ctx, ast.Load)):
+                if not isinstance(attribute.ctx, ast.Load):
+                    return self.generic_visit(attribute)
+                if isinstance(attribute.value, ast.Name) and attribute.value.id != "self":
+                    # `box.k`: a field of a construction the function binds.
+                    name = f"__member_{attribute.value.id}_{attribute.attr}"
+                    if name not in found:
+                        member = trail.member(attribute, frame, _VALUE)
+                        if member is None:
+                            return self.generic_visit(attribute)
+                        found[name] = member if not isinstance(member, TrailEnd) else _Unknowable(str(member))
+                    return ast.copy_location(ast.Name(name, ast.Load()), attribute)
+                if not _is_self_attribute(attribute):
                     return self.generic_visit(attribute)
                 name = f"__self_{attribute.attr}"
                 if name not in found:
@@ -634,7 +736,7 @@ class _Trail:
                     found[name] = part if not isinstance(part, TrailEnd) else _Unknowable(str(part))
                 return ast.copy_location(ast.Name(name, ast.Load()), attribute)
 
-        if not any(isinstance(n, ast.Attribute) and _is_self_attribute(n) for n in ast.walk(node)):
+        if not any(isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) for n in ast.walk(node)):
             return node, ()
         rewritten = Named().visit(copy.deepcopy(node))
         return rewritten, tuple(found.items())
