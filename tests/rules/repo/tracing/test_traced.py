@@ -81,6 +81,43 @@ def test_answers_group_the_combinations_that_agree_and_name_only_what_they_depen
     assert ended.end.path.endswith("attn.py") and ended.end.line == 25 and "`self.box.q`" in ended.end.what
 
 
+def test_combinations_a_test_on_the_way_rules_out_give_no_answer_and_are_said(tmp_path: Path) -> None:
+    """The call reached only with an LSE (`if lse:` around it): the
+    combinations without one are no answer, kept apart with the test; and a
+    test false at every combination leaves nothing judged, said."""
+    guarded = ENGINE.replace(
+        "    return trtllm_batch_decode_with_kv_cache_mla(query=query)",
+        "    if lse:\n        return trtllm_batch_decode_with_kv_cache_mla(query=query)\n    return None",
+    )
+    (tmp_path / "a").mkdir()
+    index, line = one_module_tree(tmp_path / "a", guarded)
+    module = index.by_suffix("engine.attn")
+    assert module is not None
+    runs = (
+        RunValue("engine.attn", "folded", "k", "k", (2, 3, 4), "draft tokens"),
+        RunValue("engine.attn", "folded", "lse", "lse", (False, True), "an LSE"),
+    )
+    trail = trace_heads(index, module, line, ("query", 0), {"forward_mqa": "q"}, run_values=runs)
+    assert isinstance(trail, HeadTrail), trail
+    found = evaluate_trail(trail, [96, 48], lambda where: where)
+    assert not isinstance(found, NotEvaluable)
+    layer = "from forward_mqa (attn.py:22)"
+    assert {a.words for a in found.answers} == {f"lse=True, k=2, 4, {layer}", f"lse=True, k=3, {layer}"}
+    [unreached] = found.unreached
+    assert unreached.words == "lse=False" and unreached.test.said == "lse"
+    assert unreached.test.where.endswith("attn.py:15")
+    # Never reached: nothing judged, and why.
+    never = guarded.replace("    if lse:", "    if lse and not lse:")
+    (tmp_path / "b").mkdir()
+    index, line = one_module_tree(tmp_path / "b", never)
+    module = index.by_suffix("engine.attn")
+    assert module is not None
+    trail = trace_heads(index, module, line, ("query", 0), {"forward_mqa": "q"}, run_values=runs)
+    assert isinstance(trail, HeadTrail), trail
+    nothing = evaluate_trail(trail, [96], lambda where: where)
+    assert isinstance(nothing, NotEvaluable), nothing
+
+
 def test_past_the_combination_cap_the_callers_must_agree(tmp_path: Path) -> None:
     many = tuple(range(2, MAX_COMBINATIONS // 2 + 2))  # k x lse alone is at the cap; callers would double it
     trail = _trail(tmp_path, many)

@@ -253,7 +253,7 @@ class HeadTrail:
         file:line) where it depends on what hprobe cannot know; NotReached
         where a test on the trail is false with these values."""
         try:
-            value = _value(self.count, n, self.index, binding or Binding(), run or {})
+            value = _value(self.count, n, self.index, binding or Binding(), run or {}, {})
         except _Stop as stop:
             return stop.result
         if isinstance(value, Opaque):
@@ -285,13 +285,23 @@ def _leaf(part: _Root | _Run | _Unknowable | _Ended, n: int, run: dict[str, Any]
     return Opaque(part.why)
 
 
-def _value(part: Part, n: int, index: RepoIndex, binding: Binding, run: dict[str, Any]) -> Any:
+def _value(part: Part, n: int, index: RepoIndex, binding: Binding, run: dict[str, Any], memo: dict[int, Any]) -> Any:
+    """The part's value with these values; `memo` keeps each part's value for
+    one evaluation (a trail's parts are shared: the same caller's count in
+    every test on the way)."""
+    key = id(part)
+    if key not in memo:
+        memo[key] = _computed(part, n, index, binding, run, memo)
+    return memo[key]
+
+
+def _computed(part: Part, n: int, index: RepoIndex, binding: Binding, run: dict[str, Any], memo: dict[int, Any]) -> Any:
     if isinstance(part, (_Root, _Run, _Unknowable, _Ended)):
         return _leaf(part, n, run)
     if isinstance(part, _Guarded):
-        return _reached(part, n, index, binding, run)
+        return _reached(part, n, index, binding, run, memo)
     if isinstance(part, _Item):
-        of = _value(part.of, n, index, binding, run)
+        of = _value(part.of, n, index, binding, run, memo)
         if isinstance(of, Opaque):
             return of
         if isinstance(of, (tuple, list)) and -len(of) <= part.index < len(of):
@@ -300,8 +310,8 @@ def _value(part: Part, n: int, index: RepoIndex, binding: Binding, run: dict[str
     if isinstance(part, _Callers):
         chosen = run.get(caller_key(part.where))
         if isinstance(chosen, int):
-            return _value(part.parts[chosen], n, index, binding, run)
-        values = [_value(p, n, index, binding, run) for p in part.parts]
+            return _value(part.parts[chosen], n, index, binding, run, memo)
+        values = [_value(p, n, index, binding, run, memo) for p in part.parts]
         opaque = next((v for v in values if isinstance(v, Opaque)), None)
         if opaque is not None:
             return opaque
@@ -312,14 +322,14 @@ def _value(part: Part, n: int, index: RepoIndex, binding: Binding, run: dict[str
             )
         return values[0]
     if isinstance(part, _Cond):
-        test = _value(part.test, n, index, binding, run)
+        test = _value(part.test, n, index, binding, run, memo)
         if not isinstance(test, Opaque):
-            return _value(part.then if test else part.orelse, n, index, binding, run)
-        sides = [_value(side, n, index, binding, run) for side in (part.then, part.orelse)]
+            return _value(part.then if test else part.orelse, n, index, binding, run, memo)
+        sides = [_value(side, n, index, binding, run, memo) for side in (part.then, part.orelse)]
         if any(isinstance(v, Opaque) for v in sides) or type(sides[0]) is not type(sides[1]) or sides[0] != sides[1]:
             return test  # the `if` decides the count, on what hprobe cannot know: its reason is the trail's end
         return sides[0]
-    frame = {name: _value(p, n, index, binding, run) for name, p in part.names}
+    frame = {name: _value(p, n, index, binding, run, memo) for name, p in part.names}
     result = evaluate_expression(index, part.frame.owner, part.frame.module, part.node, frame, binding).value
     if isinstance(result, Raises):
         raise _Stop(result)
@@ -328,12 +338,14 @@ def _value(part: Part, n: int, index: RepoIndex, binding: Binding, run: dict[str
     return result
 
 
-def _reached(part: _Guarded, n: int, index: RepoIndex, binding: Binding, run: dict[str, Any]) -> Any:
+def _reached(
+    part: _Guarded, n: int, index: RepoIndex, binding: Binding, run: dict[str, Any], memo: dict[int, Any]
+) -> Any:
     """The part's value where its guards hold. A false guard wins over one
     that cannot be told: the call is not reached with these values either way."""
     undecided: NotEvaluable | None = None
     for guard in part.guards:
-        truth, why = _truth(guard, n, index, binding, run)
+        truth, why = _truth(guard, n, index, binding, run, memo)
         if truth is None:
             if guard.varies and undecided is None:
                 # A test fixed for every answer is said with the finding, as
@@ -346,12 +358,14 @@ def _reached(part: _Guarded, n: int, index: RepoIndex, binding: Binding, run: di
             raise _Stop(NotReached(guard.where, guard.said))
     if undecided is not None:
         raise _Stop(undecided)
-    return _value(part.part, n, index, binding, run)
+    return _value(part.part, n, index, binding, run, memo)
 
 
-def _truth(guard: _Guard, n: int, index: RepoIndex, binding: Binding, run: dict[str, Any]) -> tuple[bool | None, str]:
+def _truth(
+    guard: _Guard, n: int, index: RepoIndex, binding: Binding, run: dict[str, Any], memo: dict[int, Any]
+) -> tuple[bool | None, str]:
     """Whether the guard's test is true with these values (None where it cannot be told, with why)."""
-    value = _value(guard.test, n, index, binding, run)
+    value = _value(guard.test, n, index, binding, run, memo)
     if isinstance(value, Opaque):
         return None, value.why
     try:
@@ -469,6 +483,8 @@ class _Trail:
     cited: list[tuple[str, int]] = field(default_factory=list)
     root: str | None = None
     shaped: set[str] = field(default_factory=set)  # how shapes on the trail set the head axis
+    # The tests around each call site the trail crossed (file, line), read once.
+    guards: dict[tuple[str, int], tuple[_Guard, ...]] = field(default_factory=dict)
 
     def cite(self, frame: _Frame, node: ast.AST) -> None:
         self.cited.append(frame.where(node))
@@ -1117,6 +1133,15 @@ class _Trail:
         an `and` that must hold (of an `or` that must not) a test of its own."""
         if frame.function is None:
             return part
+        key = (frame.module.path, line)
+        known = self.guards.get(key) if frame.args is None else None
+        if known is None:
+            known = self._guards(frame, line)
+            if frame.args is None:
+                self.guards[key] = known
+        return _Guarded(part, known) if known else part
+
+    def _guards(self, frame: _Frame, line: int) -> tuple[_Guard, ...]:
         found: list[_Guard] = []
         for at, test, when_true in guard_tests(frame.module.tree, line):
             joined = isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And if when_true else ast.Or)
@@ -1126,7 +1151,7 @@ class _Trail:
                 varies = any(isinstance(p, (_Root, _Run, _Callers)) for p in _parts(test_part))
                 said = _text(one) if when_true else negated(one)
                 found.append(_Guard(test_part, when_true, f"{frame.module.path}:{at}", said, varies))
-        return _Guarded(part, tuple(found)) if found else part
+        return tuple(found)
 
     def _end(self, frame: _Frame, node: ast.AST, why: str) -> TrailEnd:
         path, line = frame.where(node)
@@ -1312,9 +1337,17 @@ def _binds(function: Function | None, name: str) -> bool:
     """Whether the function binds `name` (a parameter or a target in its own body)."""
     if function is None:
         return False
-    return name in _parameters(function) or any(
-        name in _target_names(t) for node in _own_nodes(function) for t in _targets(node)
-    )
+    bound = _BOUND.get(function)
+    if bound is None:
+        # Asked once per name an expression reads, on every step of every trail: read the body once.
+        bound = _parameters(function) | {
+            target for node in _own_nodes(function) for t in _targets(node) for target in _target_names(t)
+        }
+        _BOUND[function] = bound
+    return name in bound
+
+
+_BOUND: weakref.WeakKeyDictionary[ast.AST, set[str]] = weakref.WeakKeyDictionary()
 
 
 def _targets(node: ast.AST) -> list[ast.expr]:
