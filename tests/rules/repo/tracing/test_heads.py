@@ -258,20 +258,10 @@ def test_the_functions_around_a_line_are_those_a_full_walk_finds(tmp_path: Path)
     assert compared > 20_000
 
 
-GUARDED = """
-from flashinfer.decode import trtllm_batch_decode_with_kv_cache_mla
-
-MAX_HEADS = 128
-
-
-def fold_plan(k, heads, need_lse):
-    if not need_lse:
-        return k, "auto"
-    f = max(d for d in range(1, k + 1) if k % d == 0 and d * heads <= MAX_HEADS)
-    return f, "cute-dsl"
-
-
-def split(common, wide):
+# FOLDED's fold_plan, then a helper its caller reaches only under tests.
+GUARDED = (
+    FOLDED[: FOLDED.index("def folded_decode")]
+    + """def split(common, wide):
     if wide:
         return None
     return trtllm_batch_decode_with_kv_cache_mla(**common)
@@ -291,6 +281,7 @@ class Impl:
     def forward_mqa(self, q, kv_cache, attn_metadata, layer):
         return folded_decode(q, self.k, self.needs_lse, self.tiers)
 """
+)
 
 
 def test_the_tests_a_call_on_the_trail_runs_under_decide_whether_it_is_reached(tmp_path: Path) -> None:

@@ -540,14 +540,12 @@ class _Trail:
                 return self._end(at, call, f"`{_text(call.func)}(...)` hands `{node.attr}` nothing")
             return self._follow(want, handed, at)
         if isinstance(field_, NotStored):
-            path, _, line = field_.where.rpartition(":")
-            return TrailEnd(path, int(line), field_.why)
+            return _not_stored(field_, at, call)
         found = self.tree.stored_on(cls, node.attr)
         if found is None:
             return None
         if isinstance(found, NotStored):
-            path, _, line = found.where.rpartition(":")
-            return TrailEnd(path or at.module.path, int(line) if line.isdigit() else call.lineno, found.why)
+            return _not_stored(found, at, call)
         runs = next((c for c in self.index.mro(cls) if "__init__" in c.methods), None)
         if found.function.name == "__init__" and (runs is None or runs.methods["__init__"].node is not found.function):
             return self._end(at, call, f"{cls.name}(...) runs another `__init__` than the one storing `{node.attr}`")
@@ -598,8 +596,7 @@ class _Trail:
         if found is None:
             return None
         if isinstance(found, NotStored):
-            path, _, line = found.where.rpartition(":")
-            return TrailEnd(path or frame.module.path, int(line) if line.isdigit() else node.lineno, found.why)
+            return _not_stored(found, frame, node)
         stored_in = _Frame(found.cls.module, found.function, owner, None, frame.depth + 1)
         self.cite(stored_in, found.value)
         return self._follow(want, found.value, stored_in)
@@ -1702,6 +1699,15 @@ def _bound_in(module: ModuleInfo, function: Function | None, name: str) -> bool:
     if name in module.functions or name in module.classes or name in module.imports or name in module.constants:
         return True
     return _binds(function, name)
+
+
+def _not_stored(found: NotStored, frame: _Frame, node: ast.AST) -> TrailEnd:
+    """The trail's end where an attribute's value cannot be told: at the place
+    that says why, else at the read."""
+    path, _, line = found.where.rpartition(":")
+    if not path or not line.isdigit():
+        return TrailEnd(*frame.where(node), found.why)
+    return TrailEnd(path, int(line), found.why)
 
 
 def _is_self_attribute(node: ast.Attribute) -> bool:
