@@ -454,7 +454,7 @@ def many_callers_bench(rounds: int) -> None:
     work = Path(tempfile.mkdtemp(prefix="hprobe-callers-"))
     code = (
         "import sys, time; from pathlib import Path; "
-        "from hprobe.rules.repo.tree.extract import extract; from hprobe.rules.repo.tree.mapping import load_mapping; "
+        "from hprobe.rules.repo.extract import extract; from hprobe.rules.repo.tree.mapping import load_mapping; "
         "root = Path(sys.argv[1]); t = time.perf_counter(); extract(root, load_mapping(root / 'mapping.toml')); "
         "print(time.perf_counter() - t)"
     )

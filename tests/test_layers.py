@@ -189,3 +189,35 @@ def test_report_imports_no_decider():
         if dep == "hprobe.judge" or dep.startswith(("hprobe.advise", "hprobe.commands"))
     )
     assert offenders == []
+
+
+# Inside rules.repo, lowest first: the parts of reading a tree, then the
+# modules that put them together (rules.repo's own modules).
+REPO_PARTS = ["tree", "interpreter", "tracing"]
+
+
+def _repo_part(module: str) -> int | None:
+    parts = module.split(".")
+    if parts[:3] != ["hprobe", "rules", "repo"]:
+        return None
+    if len(parts) == 3:
+        return len(REPO_PARTS)  # the package's face
+    return REPO_PARTS.index(parts[3]) if parts[3] in REPO_PARTS else len(REPO_PARTS)
+
+
+def test_reading_a_tree_is_put_together_above_its_parts():
+    """No import inside rules/repo/ runs from a part to one above it: the tree
+    is read by the modules that put tree/, interpreter/ and tracing/ together,
+    not from inside tree/."""
+    upward = sorted(
+        f"{src} -> {dst}"
+        for src, dsts in GRAPH.items()
+        for dst in dsts
+        if (low := _repo_part(src)) is not None and (high := _repo_part(dst)) is not None and high > low
+    )
+    assert upward == []
+    # The check reads real imports: the reader of a whole tree sits above tracing and uses it.
+    assert (
+        _repo_part("hprobe.rules.repo.extract") == 3
+        and "hprobe.rules.repo.tracing.paths" in GRAPH["hprobe.rules.repo.extract"]
+    )

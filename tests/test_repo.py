@@ -8,8 +8,8 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from hprobe.rules.repo.extract import extract
 from hprobe.rules.repo.interpreter.evaluate import NotEvaluable, Raises, evaluate
-from hprobe.rules.repo.tree.extract import extract
 from hprobe.rules.repo.tree.mapping import load_mapping
 from hprobe.rules.repo.tree.scan import RepoIndex
 
@@ -319,7 +319,7 @@ def test_an_extracted_table_reads_back_as_the_same_table(tmp_path):
     """The TOML writer is the reader's inverse: what `table extract` writes,
     `check --table` reads to the same models, backends, rules, axis values and pin."""
     from hprobe.rules import TomlTableSource
-    from hprobe.rules.repo.tree.extract import table_toml
+    from hprobe.rules.repo.extract import table_toml
 
     for root in (PRE, POST):
         found = extract(root, load_mapping())

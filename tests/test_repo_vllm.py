@@ -119,8 +119,8 @@ def test_vllm_0_34_kimi_core_trail_never_passes_through_another_classs_method(tm
     `self.fi.decode(...)` there and no other `decode`: it follows the query
     the stage keeps (`self.query`, a property) to what the property returns
     (its query stage's `query`), never to a tokenizer."""
+    from hprobe.rules.repo.extract import extract
     from hprobe.rules.repo.tracing.instances import Confined, confine
-    from hprobe.rules.repo.tree.extract import extract
     from hprobe.rules.repo.tree.mapping import load_mapping
     from hprobe.rules.repo.tree.scan import RepoIndex
 

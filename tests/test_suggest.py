@@ -16,8 +16,8 @@ from packaging.version import Version
 from hprobe.advise.history import first_true
 from hprobe.model.padding import PadTo
 from hprobe.model.pins import raised_pin
+from hprobe.rules.repo.extract import extract
 from hprobe.rules.repo.patch import Adoption, build_patch
-from hprobe.rules.repo.tree.extract import extract
 from hprobe.rules.repo.tree.mapping import load_mapping
 
 from .conftest import ROOT, engine_source

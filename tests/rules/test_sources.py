@@ -11,8 +11,8 @@ from hprobe.model.errors import InputError
 from hprobe.model.padding import PaddingTable
 from hprobe.rules import sources
 from hprobe.rules.interface import RuleInputs, RuleSource, SourceKind
+from hprobe.rules.repo.extract import RepoRuleSource
 from hprobe.rules.repo.padfn import PadFnRuleSource
-from hprobe.rules.repo.tree.extract import RepoRuleSource
 from hprobe.rules.toml_source import TomlTableSource
 
 # Pure: runs without torch, flashinfer or a subprocess (the fast tier, `-m "pure and not slow"`).

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hprobe.rules.repo.tree import extract as extract_module
+from hprobe.rules.repo import extract as extract_module
 from hprobe.rules.repo.tree.mapping import load_mapping
 from hprobe.support import readings
 from hprobe.support.readings import KeptReadings

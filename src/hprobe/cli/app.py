@@ -734,7 +734,7 @@ def table_extract(
     def job() -> int:
         from hprobe.commands.catalogue import extract_table
         from hprobe.commands.request import parse_settings
-        from hprobe.rules.repo.tree.extract import table_toml
+        from hprobe.rules.repo.extract import table_toml
 
         if output is not None:
             check_output(output, "--output", overwrite=force)

@@ -11,7 +11,7 @@ from hprobe.model.release import Progress, quiet
 
 if TYPE_CHECKING:
     from hprobe.report.catalogue import KernelsReport, RecordsReport
-    from hprobe.rules.repo.tree.extract import RepoTables
+    from hprobe.rules.repo.extract import RepoTables
 
 
 def kernels_report(releases: str | None, progress: Progress = quiet) -> KernelsReport:
@@ -114,7 +114,7 @@ def extract_table(
     from hprobe.commands.request import check_release_options, single_release
     from hprobe.rules import overridden_models
     from hprobe.rules.models import pick_models, shipped_models
-    from hprobe.rules.repo.tree.extract import extract_any
+    from hprobe.rules.repo.extract import extract_any
     from hprobe.rules.repo.tree.mapping import load_mapping
 
     if flashinfer is not None:

@@ -22,8 +22,8 @@ from hprobe.support.published import pinned_releases
 
 if TYPE_CHECKING:
     from hprobe.model.padding import Model
+    from hprobe.rules.repo.extract import RepoTables
     from hprobe.rules.repo.interpreter.evaluate import NotEvaluable
-    from hprobe.rules.repo.tree.extract import RepoTables
 
 
 def run_check(

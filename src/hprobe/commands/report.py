@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from hprobe.kernels.base import Value
     from hprobe.model.padding import PaddingTable
     from hprobe.report.catalogue import SiteReport
-    from hprobe.rules.repo.tree.extract import RepoTables
+    from hprobe.rules.repo.extract import RepoTables
 
 
 def run_report(

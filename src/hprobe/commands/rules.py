@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from hprobe.model.waiver import Waiver
     from hprobe.report.model import CheckReport
     from hprobe.rules.interface import RuleSource
-    from hprobe.rules.repo.tree.extract import RepoTables
+    from hprobe.rules.repo.extract import RepoTables
 
 
 def collect_rules(request: RuleRequest, use_cache: bool = True) -> tuple[list[PaddingTable], RepoTables | None]:
@@ -77,7 +77,7 @@ def _tree_reader(use_cache: bool) -> Callable[..., RepoTables]:
 def _repo_record(source: RuleSource) -> RepoTables | None:
     """A repo's full record (classes, call paths, pin); None for other sources.
     Imported only where a repo is read: the extractor is 40 ms of imports."""
-    from hprobe.rules.repo.tree.extract import RepoRuleSource
+    from hprobe.rules.repo.extract import RepoRuleSource
 
     return source.read() if isinstance(source, RepoRuleSource) else None
 

@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     from hprobe.advise.suggest import BackendSuggestion
     from hprobe.commands.request import RuleRequest
     from hprobe.report.suggest import SuggestReport
+    from hprobe.rules.repo.extract import RepoTables
     from hprobe.rules.repo.patch import Adoption
-    from hprobe.rules.repo.tree.extract import RepoTables
 
 
 def run_suggest(

@@ -6,8 +6,8 @@ SourceKind and one line here."""
 from __future__ import annotations
 
 from hprobe.rules.interface import RuleInputs, RuleSource, SourceKind
+from hprobe.rules.repo.kind import RepoSourceKind
 from hprobe.rules.repo.padfn import PadFnSourceKind
-from hprobe.rules.repo.tree.kind import RepoSourceKind
 from hprobe.rules.toml_source import TomlSourceKind
 
 KINDS: tuple[SourceKind, ...] = (RepoSourceKind(), PadFnSourceKind(), TomlSourceKind())

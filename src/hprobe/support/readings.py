@@ -1,4 +1,4 @@
-"""A consumer tree's reading (rules/repo/tree/extract.py) kept in the cache: a warm
+"""A consumer tree's reading (rules/repo/extract.py) kept in the cache: a warm
 `check --repo` parses nothing.
 
 A reading rests on, and is keyed by: hprobe's code and Python's version (what
@@ -30,7 +30,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hprobe.rules.repo.tree.extract import RepoTables, extract
+from hprobe.rules.repo.extract import RepoTables, extract
 from hprobe.rules.repo.tree.scan import ClassInfo, ModuleInfo, tree_shape
 from hprobe.support import cache
 from hprobe.support.results import code_digest

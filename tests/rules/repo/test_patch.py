@@ -13,9 +13,9 @@ import pytest
 from packaging.version import Version
 
 from hprobe.model.padding import PadTo
+from hprobe.rules.repo.extract import extract
 from hprobe.rules.repo.patch import Adoption, build_patch, git_quoted
 from hprobe.rules.repo.pin import NotRewritable, find_pin, find_pins, rewrite
-from hprobe.rules.repo.tree.extract import extract
 from hprobe.rules.repo.tree.mapping import load_mapping
 
 MAPPING = """

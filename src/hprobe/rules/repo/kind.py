@@ -1,6 +1,6 @@
 """The --repo rule source kind, apart from its reader: a run that names no
 repo (a warm `check` on the shipped tables) never imports the extractor and
-the evaluator behind it (rules/repo/tree/extract.py)."""
+the evaluator behind it (rules/repo/extract.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ class RepoSourceKind(SourceKind):
 
     def make(self, inputs: RuleInputs) -> list[RuleSource]:
         from hprobe.rules import overridden_models
-        from hprobe.rules.repo.tree.extract import RepoRuleSource
+        from hprobe.rules.repo.extract import RepoRuleSource
         from hprobe.rules.repo.tree.mapping import load_mapping
 
         assert inputs.repo is not None

@@ -32,10 +32,10 @@ from packaging.version import Version
 
 from hprobe.model.errors import InputError
 from hprobe.model.padding import MAX_HEADS, Backend, NoPadding, PaddingRule, PadTo
+from hprobe.rules.repo.extract import PaddingClass, RepoTables, evaluate_class, extract
 from hprobe.rules.repo.interpreter.evaluate import NotEvaluable
+from hprobe.rules.repo.interpreter.inline import find_inline, floor_constant
 from hprobe.rules.repo.pin import NotRewritable, RepoPin, companion_pins, find_pins, rewrite
-from hprobe.rules.repo.tree.extract import PaddingClass, RepoTables, evaluate_class, extract
-from hprobe.rules.repo.tree.inline import find_inline, floor_constant
 from hprobe.rules.repo.tree.mapping import HEADS_INLINE
 from hprobe.rules.repo.tree.scan import ClassInfo, FunctionInfo, ModuleInfo, RepoIndex
 from hprobe.rules.repo.tree.source import PythonSource, Span

@@ -7,8 +7,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from hprobe.rules.repo.extract import extract
 from hprobe.rules.repo.tracing.calls import find_calls
-from hprobe.rules.repo.tree.extract import extract
 from hprobe.rules.repo.tree.mapping import load_mapping
 from hprobe.rules.repo.tree.scan import RepoIndex
 
@@ -249,7 +249,7 @@ def test_an_inline_padding_to_one_constant_is_rewritten_by_that_constant(cli, cl
 def test_an_inline_padding_constant_read_elsewhere_is_not_rewritten(tmp_path):
     """A constant another function also reads: a new value would change code
     no one judged, so the inline padding is the reader's to change."""
-    from hprobe.rules.repo.tree.inline import find_inline, floor_constant
+    from hprobe.rules.repo.interpreter.inline import find_inline, floor_constant
     from hprobe.rules.repo.tree.mapping import InlineRule
 
     models = tmp_path / "engine" / "models"

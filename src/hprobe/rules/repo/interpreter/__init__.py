@@ -1,2 +1,3 @@
 """Evaluating Python without running it: the interpreter over a padding
-function's AST, and the bounds that keep it finite."""
+function's AST, the bounds that keep it finite, and a rule's helpers inlined
+into it. Imports tree/ only."""

@@ -45,10 +45,10 @@ from hprobe.rules.repo.tree.registry import Served
 from hprobe.rules.repo.tree.scan import RepoIndex
 
 if TYPE_CHECKING:
+    from hprobe.rules.repo.interpreter.inline import InlineSite
     from hprobe.rules.repo.tracing.heads import HeadTrail, TreeCalls
     from hprobe.rules.repo.tracing.keywords import KeywordReading
     from hprobe.rules.repo.tracing.traced import Answers
-    from hprobe.rules.repo.tree.inline import InlineSite
 
 # The tracing, keyword and inline machinery is imported where a reading is
 # made: a warm run reads a reading back from the cache (support/readings.py),
@@ -830,7 +830,7 @@ def _model_group_backends(
 
 def _prepared(context: PathContext, m: CallMapping, sites: list[CallSite]) -> InlineSite | None | NotEvaluable:
     """The inline padding a path evaluates (None: none), or why it cannot be had."""
-    from hprobe.rules.repo.tree.inline import find_inline
+    from hprobe.rules.repo.interpreter.inline import find_inline
 
     site = sites[0]
     if m.heads != HEADS_INLINE:
@@ -878,7 +878,7 @@ def _count(
 ) -> tuple[int | Raises | NotEvaluable, str]:
     """The count this path hands FlashInfer for one model x TP on one SM, and
     the branch that decided it, in words."""
-    from hprobe.rules.repo.tree.inline import evaluate_inline
+    from hprobe.rules.repo.interpreter.inline import evaluate_inline
 
     where = f"{context.shown(site.path)}:{site.line}"
     if m.heads == HEADS_UNPADDED or inline is None:

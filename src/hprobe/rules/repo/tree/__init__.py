@@ -1,3 +1,4 @@
 """Reading an engine tree: its modules indexed with ast, the mapping files, its
-model registry, the settings that route a count to FlashInfer, and the padding
-table found in it."""
+model registry and the settings that route a count to FlashInfer. The lowest
+part of `rules.repo`: imports nothing of interpreter/, tracing/ or the modules
+that put the parts together."""
