@@ -188,8 +188,9 @@ def test_a_field_of_a_construction_is_what_the_construction_hands_it(tmp_path: P
     [
         ("box = Box(q)\n        box.fold = 3", "`box.fold` is stored"),
         ("box = Box(q)\n        setattr(box, 'fold', 3)", "may set `.fold`"),
+        ("box = Box(q)\n        object.__setattr__(box, 'fold', 3)", "may set `.fold`"),
     ],
-    ids=["stored after", "setattr"],
+    ids=["stored after", "setattr", "object.__setattr__"],
 )
 def test_a_field_changed_after_its_construction_is_not_the_constructions(tmp_path: Path, change, why) -> None:
     query = "box.q.reshape(rows // box.fold, 1, box.fold * heads, dim)"

@@ -279,13 +279,19 @@ def _stored_elsewhere(index: RepoIndex, name: str) -> NotStored | None:
                         )
             if (
                 isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Name)
-                and node.func.id in ("setattr", "delattr")
+                and _sets_by_name(node.func)
                 and len(node.args) >= 2
                 and not (isinstance(node.args[1], ast.Constant) and node.args[1].value != name)
             ):
                 return NotStored(f"{module.path}:{node.lineno}", f"`{ast.unparse(node)[:60]}` may set `.{name}`")
     return None
+
+
+def _sets_by_name(func: ast.expr) -> bool:
+    """`setattr(obj, name, v)`, `delattr(...)`, or `object.__setattr__(obj, name, v)` (a frozen dataclass's way)."""
+    if isinstance(func, ast.Name):
+        return func.id in ("setattr", "delattr")
+    return isinstance(func, ast.Attribute) and func.attr in ("__setattr__", "__delattr__")
 
 
 def _store_targets(node: ast.AST) -> list[ast.expr]:
