@@ -302,8 +302,9 @@ def test_the_tests_a_call_on_the_trail_runs_under_decide_whether_it_is_reached(t
     unreached = trail.evaluate(16, run={"k": 4, "need_lse": False})
     assert isinstance(unreached, NotReached) and unreached.said == "planned == 'cute-dsl'"
     assert unreached.where.endswith("attn.py:25")
-    # With one: f * heads, reached where it is at most 64.
-    assert trail.evaluate(16, run={"k": 4, "need_lse": True}) == 64
+    # With one: f * heads, reached where it is at most 64, and where `tiers`
+    # (the engine's own, fixed for every answer) holds: said with the answer.
+    assert trail.evaluate_said(16, run={"k": 4, "need_lse": True}) == (64, (("engine/attn.py:25", "tiers"),))
     wide = trail.evaluate(48, run={"k": 4, "need_lse": True})
     assert isinstance(wide, NotReached) and wide.said == "not wide"
     assert wide.where.endswith("attn.py:15")

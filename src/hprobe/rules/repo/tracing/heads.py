@@ -197,6 +197,8 @@ class _Guard:
     where: str  # file:line
     said: str  # the condition the call runs under, as Python writes it
     varies: bool
+    # One of the FlashInfer call's own tests, which its findings say already (guards.py).
+    own: bool = False
 
 
 @dataclass(frozen=True)
@@ -252,16 +254,33 @@ class HeadTrail:
         name); Raises when the engine raises on the way; NotEvaluable (with the
         file:line) where it depends on what hprobe cannot know; NotReached
         where a test on the trail is false with these values."""
+        return self.evaluate_said(n, binding, run)[0]
+
+    def evaluate_said(
+        self, n: int, binding: Binding | None = None, run: dict[str, Any] | None = None
+    ) -> tuple[int | Raises | NotEvaluable | NotReached, tuple[tuple[str, str], ...]]:
+        """`evaluate`, with the tests on the way that hprobe could not decide
+        and that do not vary with the answers, as (file:line, condition): the
+        answer holds where they do, and its findings say so."""
+        memo: dict[int, Any] = {}
         try:
-            value = _value(self.count, n, self.index, binding or Binding(), run or {}, {})
+            value = _value(self.count, n, self.index, binding or Binding(), run or {}, memo)
         except _Stop as stop:
-            return stop.result
+            return stop.result, _said(memo)
         if isinstance(value, Opaque):
             # Its reason starts with the file:line it was met at: traced.innermost reads it from there.
-            return NotEvaluable(self.root.rpartition(":")[0], 0, value.why)
+            return NotEvaluable(self.root.rpartition(":")[0], 0, value.why), _said(memo)
         if isinstance(value, bool) or not isinstance(value, int):
-            return NotEvaluable(self.root, 0, f"the head count is {type(value).__name__}, not an int")
-        return value
+            return NotEvaluable(self.root, 0, f"the head count is {type(value).__name__}, not an int"), _said(memo)
+        return value, _said(memo)
+
+
+# The memo's key for the tests an evaluation could not decide and says (no part's id is negative).
+_SAID = -1
+
+
+def _said(memo: dict[int, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(memo.get(_SAID, {}).items()))
 
 
 # A dict that holds nothing at the key asked (its callers' other spreads may).
@@ -347,9 +366,11 @@ def _reached(
     for guard in part.guards:
         truth, why = _truth(guard, n, index, binding, run, memo)
         if truth is None:
+            if not guard.varies and not guard.own:
+                # A test fixed for every answer: the answer holds where it does, said with its findings.
+                memo.setdefault(_SAID, {})[guard.where] = guard.said
             if guard.varies and undecided is None:
-                # A test fixed for every answer is said with the finding, as
-                # before; one that varies with them may hold for some and not others.
+                # One that varies with the answers may hold for some and not others.
                 path, _, line = guard.where.rpartition(":")
                 undecided = NotEvaluable(
                     path, int(line), f"a test on the call's way, `{guard.said}`, that hprobe cannot decide: {why}"
@@ -1124,21 +1145,22 @@ class _Trail:
             return None
         return found[2], found[1], None
 
-    def guarded(self, part: Part, frame: _Frame, line: int) -> Part:
+    def guarded(self, part: Part, frame: _Frame, line: int, own: bool = False) -> Part:
         """`part` as reached through the call at `line` of `frame`'s function:
         under the tests that call runs under there (guards.py), each part of
-        an `and` that must hold (of an `or` that must not) a test of its own."""
+        an `and` that must hold (of an `or` that must not) a test of its own;
+        `own`: the FlashInfer call itself, whose findings say its tests."""
         if frame.function is None:
             return part
         key = (frame.module.path, line)
         known = self.guards.get(key) if frame.args is None else None
         if known is None:
-            known = self._guards(frame, line)
+            known = self._guards(frame, line, own)
             if frame.args is None:
                 self.guards[key] = known
         return _Guarded(part, known) if known else part
 
-    def _guards(self, frame: _Frame, line: int) -> tuple[_Guard, ...]:
+    def _guards(self, frame: _Frame, line: int, own: bool) -> tuple[_Guard, ...]:
         found: list[_Guard] = []
         for at, test, when_true in guard_tests(frame.module.tree, line):
             joined = isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And if when_true else ast.Or)
@@ -1147,7 +1169,7 @@ class _Trail:
                 test_part = value if not isinstance(value, TrailEnd) else _Unknowable(str(value))
                 varies = any(isinstance(p, (_Root, _Run, _Callers)) for p in _parts(test_part))
                 said = _text(one) if when_true else negated(one)
-                found.append(_Guard(test_part, when_true, f"{frame.module.path}:{at}", said, varies))
+                found.append(_Guard(test_part, when_true, f"{frame.module.path}:{at}", said, varies, own))
         return tuple(found)
 
     def _end(self, frame: _Frame, node: ast.AST, why: str) -> TrailEnd:
@@ -1197,7 +1219,7 @@ def trace_heads(
         return part
     shown = part.part if isinstance(part, _Guarded) else part
     said = _text(shown.written or shown.node) if isinstance(shown, _Expr) else "the layer's count"
-    part = trail.guarded(part, frame, line)
+    part = trail.guarded(part, frame, line, own=True)
     cited = tuple(dict.fromkeys(trail.cited))
     # What the count is made of, in the order the trail met it (not what it
     # read on the way and left behind).

@@ -216,7 +216,11 @@ def read_paths(context: PathContext) -> PathReading:
                 if problems:
                     path.status = PathStatus.NOT_EVALUABLE
                     path.detail = f"{path.detail}; not evaluable: {problems[0].problem}"
-    reading.backends = [replace(b, guard=g) if (g := _guard(context, b, sites)) else b for b in reading.backends]
+    # The call's own tests, before those of the callers its trail crossed.
+    reading.backends = [
+        replace(b, guard=" and ".join(x for x in (g, b.guard) if x)) if (g := _guard(context, b, sites)) else b
+        for b in reading.backends
+    ]
     # An entry whose module is in the tree but whose call is not: the call
     # moved, or the mapping is for another release of that file.
     reading.notes.extend(
@@ -439,6 +443,9 @@ def _traced(
                 assumed=taken,
                 assumption=Assumption.CALL if taken else None,
                 regrouped=trail.regrouped,
+                guard=" and ".join(
+                    f"{test} ({context.shown(where).rpartition('/')[2]})" for where, test in answer.where
+                ),
                 unread=unread,
                 sms_read=False,
                 answer_of=name,

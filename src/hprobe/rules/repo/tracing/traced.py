@@ -48,6 +48,9 @@ class Answer:
 
     counts: tuple[tuple[int, int | Raises], ...]
     words: str  # the values the group takes ("k=2, lse=False"); "" where nothing varies
+    # Tests on the way hprobe could not decide, fixed for every answer: the
+    # counts hold where they do, as (file:line, condition).
+    where: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -110,11 +113,13 @@ def evaluate_trail(trail: HeadTrail, counts: list[int], shown: Callable[[str], s
         return NotEvaluable(
             root, 0, f"{trail.said} depends on more than {MAX_COMBINATIONS} combinations of run-time values"
         )
-    judged: dict[tuple[tuple[int, int | Raises], ...], list[dict[str, Any]]] = {}
+    judged: dict[tuple[tuple[tuple[int, int | Raises], ...], tuple[tuple[str, str], ...]], list[dict[str, Any]]] = {}
     ended: dict[tuple[str, int, str], tuple[NotEvaluable, list[dict[str, Any]]]] = {}
     unreached: dict[NotReached, list[dict[str, Any]]] = {}
     for combo in combos:
-        values = {n: trail.evaluate(n, run=combo) for n in counts}
+        evaluated = {n: trail.evaluate_said(n, run=combo) for n in counts}
+        values = {n: value for n, (value, _) in evaluated.items()}
+        said = tuple(sorted({test for _, tests in evaluated.values() for test in tests}))
         stop = next((v for v in values.values() if isinstance(v, NotEvaluable)), None)
         missed = [v for v in values.values() if isinstance(v, NotReached)]
         if stop is None and missed and len(missed) < len(values):
@@ -131,7 +136,7 @@ def evaluate_trail(trail: HeadTrail, counts: list[int], shown: Callable[[str], s
             unreached.setdefault(missed[0], []).append(combo)
             continue
         key = tuple((n, v) for n, v in values.items() if isinstance(v, (int, Raises)))
-        judged.setdefault(key, []).append(combo)
+        judged.setdefault((key, said), []).append(combo)
     if not judged and ended:
         return next(iter(ended.values()))[0]
     if not judged:
@@ -143,7 +148,7 @@ def evaluate_trail(trail: HeadTrail, counts: list[int], shown: Callable[[str], s
             f"a test on the call's way, `{test.said}`, that holds at none of the values hprobe evaluates",
         )
     return Answers(
-        tuple(Answer(key, _words(axes, members)) for key, members in judged.items()),
+        tuple(Answer(key, _words(axes, members), said) for (key, said), members in judged.items()),
         tuple(Ended(stop, _words(axes, members)) for stop, members in ended.values()),
         axes,
         tuple(Unreached(test, _words(axes, members)) for test, members in unreached.items()),
