@@ -189,12 +189,27 @@ def test_a_field_of_a_construction_is_what_the_construction_hands_it(tmp_path: P
         ("box = Box(q)\n        box.fold = 3", "`box.fold` is stored"),
         ("box = Box(q)\n        setattr(box, 'fold', 3)", "may set `.fold`"),
         ("box = Box(q)\n        object.__setattr__(box, 'fold', 3)", "may set `.fold`"),
+        ("box = Box(*[q])", "called with *args or **kwargs"),
     ],
-    ids=["stored after", "setattr", "object.__setattr__"],
+    ids=["stored after", "setattr", "object.__setattr__", "starred"],
 )
-def test_a_field_changed_after_its_construction_is_not_the_constructions(tmp_path: Path, change, why) -> None:
+def test_a_field_changed_after_or_handed_unread_is_not_the_constructions(tmp_path: Path, change, why) -> None:
     query = "box.q.reshape(rows // box.fold, 1, box.fold * heads, dim)"
     trail = _trail(tmp_path, CONTAINERS.replace("{body}", change).replace("{query}", query))
     assert isinstance(trail, HeadTrail), trail
     result = trail.evaluate(16)
     assert not isinstance(result, int) and why in str(result), result
+
+
+def test_a_field_whose_position_other_fields_move_is_not_read_by_position(tmp_path: Path) -> None:
+    """`field(init=False)` before `q` takes no argument: `Box(q)` hands `q`
+    position 0, not 1. hprobe does not count such fields: undecided."""
+    text = CONTAINERS.replace(
+        "    q: object\n    fold: int = 2", "    tag: str = field(init=False)\n    q: object\n    fold: int = 2"
+    )
+    text = text.replace("from dataclasses import dataclass", "from dataclasses import dataclass, field")
+    query = "box.q.reshape(rows // box.fold, 1, box.fold * heads, dim)"
+    trail = _trail(tmp_path, text.replace("{body}", "box = Box(q)").replace("{query}", query))
+    assert isinstance(trail, HeadTrail), trail
+    result = trail.evaluate(16)
+    assert not isinstance(result, int) and "fields before `fold` are configured" in str(result), result

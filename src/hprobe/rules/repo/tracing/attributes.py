@@ -140,17 +140,34 @@ def field_of(index: RepoIndex, cls: ClassInfo, name: str) -> Field | NotStored |
                 f"{cls.module.path}:{declared.lineno}", f"`{name}` is set by `{ast.unparse(default)[:60]}`"
             )
         default = plain[0].value
-    if not named_tuple:
-        for info in cls.methods.values():
-            problem = _unread_write(info.node, name)
-            if problem is not None:
-                return NotStored(f"{cls.module.path}:{problem[0]}", problem[1])
-            if _stores(info.node, name):
-                return NotStored(f"{cls.module.path}:{info.node.lineno}", f"{info.node.name} stores `self.{name}`")
-        outside = _stored_elsewhere(index, name)
-        if outside is not None:
-            return outside
+    changed = None if named_tuple else _changed_after(index, cls, name)  # a named tuple's fields are read-only
+    if changed is not None:
+        return changed
+    # A field before it that `__init__` does not take (`field(init=False)`, or
+    # any `field(...)` hprobe does not read) moves the positions: not told.
+    if any(_configured(f.value) for f in fields[:at]):
+        return NotStored(f"{cls.module.path}:{declared.lineno}", f"the fields before `{name}` are configured")
     return Field(None if keyword_only else at, default, f"{cls.module.path}:{declared.lineno}")
+
+
+def _changed_after(index: RepoIndex, cls: ClassInfo, name: str) -> NotStored | None:
+    """A way a field may change after construction: a method of the class, or a store anywhere."""
+    for info in cls.methods.values():
+        problem = _unread_write(info.node, name)
+        if problem is not None:
+            return NotStored(f"{cls.module.path}:{problem[0]}", problem[1])
+        if _stores(info.node, name):
+            return NotStored(f"{cls.module.path}:{info.node.lineno}", f"{info.node.name} stores `self.{name}`")
+    return _stored_elsewhere(index, name)
+
+
+def _configured(value: ast.expr | None) -> bool:
+    """A field declared by `field(...)` with more than a plain default."""
+    return (
+        isinstance(value, ast.Call)
+        and _dotted(value.func).rpartition(".")[2] == "field"
+        and any(k.arg != "default" for k in value.keywords)
+    )
 
 
 def _dotted(node: ast.AST) -> str:

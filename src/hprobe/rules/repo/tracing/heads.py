@@ -553,8 +553,10 @@ class _Trail:
                 if any(isinstance(a, ast.Starred) for a in call.args[: field_.position + 1]):
                     return self._end(at, call, f"`{_text(call.func)}` is called with *args")
                 handed = call.args[field_.position]
-            if handed is None and any(k.arg is None for k in call.keywords):
-                return self._end(at, call, f"`{_text(call.func)}` is called with **kwargs")
+            if handed is None and (
+                any(k.arg is None for k in call.keywords) or any(isinstance(a, ast.Starred) for a in call.args)
+            ):
+                return self._end(at, call, f"`{_text(call.func)}` is called with *args or **kwargs")
             if handed is None and field_.default is not None:
                 return self._follow(want, field_.default, _Frame(cls.module, None, cls, None, at.depth))
             if handed is None:
