@@ -166,19 +166,17 @@ def leave_unread(result: KernelSMResult, why: str) -> None:
 def _tensor_core_pending(result: KernelSMResult) -> None:
     """The tensor-core path (the prefill template's plan, not read here): a
     count that is no multiple of the KV heads is left pending, never `ok`; the
-    rest stand at the validators, the unread plan said among the caveats."""
+    rest stand at the validators, the unread plan said among the caveats. The
+    KV heads are the variant's own (its `kv_heads` axis), not read back from
+    the launch, whose arguments' order is the release's."""
+    kv = int(result.config.get("kv_heads", 0))
     for h, head in sorted(result.heads.items()):
         if head.outcome is not Outcome.ACCEPTED or not (head.entry or "").startswith(TENSOR_CORE_MODULE):
             continue
-        parts = (head.launch or "").split(";")
-        try:
-            qo, kv = int(parts[8]), int(parts[9])
-        except (IndexError, ValueError):
-            continue
-        if kv > 0 and qo % kv:
+        if kv <= 0 or h % kv:
             result.heads[h] = replace(
                 head,
-                pending=f"{qo} query heads over {kv} KV heads: no multiple of them; {TENSOR_CORE_PLAN_UNREAD}",
+                pending=f"{h} query heads over {kv} KV heads: no multiple of them; {TENSOR_CORE_PLAN_UNREAD}",
             )
 
 
