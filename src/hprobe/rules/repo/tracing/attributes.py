@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from hprobe.rules.repo.tracing.instances import Confined, NotConfined, family
+from hprobe.rules.repo.tracing.instances import Confined, NotConfined, class_named, family
 from hprobe.rules.repo.tree.scan import ClassInfo, RepoIndex
 
 # Beyond these many modules naming the attribute, the search for other stores
@@ -112,7 +112,7 @@ def field_of(index: RepoIndex, cls: ClassInfo, name: str) -> Field | NotStored |
     nothing changes after construction; None where `cls` is neither."""
     here = f"{cls.module.path}:{cls.node.lineno}"
     named_tuple = any(base.rpartition(".")[2] == "NamedTuple" for base in cls.bases)
-    decorator = next((d for d in cls.node.decorator_list if _dotted(d).rpartition(".")[2] == "dataclass"), None)
+    decorator = next((d for d in cls.node.decorator_list if _last_name(d) == "dataclass"), None)
     if not named_tuple and decorator is None:
         return None
     if len(index.mro(cls)) > 1 or (not named_tuple and len(cls.bases) > 0):
@@ -133,7 +133,7 @@ def field_of(index: RepoIndex, cls: ClassInfo, name: str) -> Field | NotStored |
         return NotStored(here, f"`{name}` is no field of {cls.name}")
     declared = fields[at]
     default = declared.value
-    if isinstance(default, ast.Call) and _dotted(default.func).rpartition(".")[2] == "field":
+    if isinstance(default, ast.Call) and _last_name(default) == "field":
         plain = [k for k in default.keywords if k.arg == "default"]
         if len(plain) != 1 or len(default.keywords) != 1:
             return NotStored(
@@ -164,17 +164,16 @@ def _changed_after(index: RepoIndex, cls: ClassInfo, name: str) -> NotStored | N
 def _configured(value: ast.expr | None) -> bool:
     """A field declared by `field(...)` with more than a plain default."""
     return (
-        isinstance(value, ast.Call)
-        and _dotted(value.func).rpartition(".")[2] == "field"
-        and any(k.arg != "default" for k in value.keywords)
+        isinstance(value, ast.Call) and _last_name(value) == "field" and any(k.arg != "default" for k in value.keywords)
     )
 
 
-def _dotted(node: ast.AST) -> str:
+def _last_name(node: ast.AST) -> str:
+    """The name a decorator or call ends in: `dataclass` of `@dataclasses.dataclass(frozen=True)`."""
     if isinstance(node, ast.Call):
-        return _dotted(node.func)
+        return _last_name(node.func)
     if isinstance(node, ast.Attribute):
-        return f"{_dotted(node.value)}.{node.attr}"
+        return node.attr
     return node.id if isinstance(node, ast.Name) else ""
 
 
@@ -182,9 +181,7 @@ def _classes(index: RepoIndex, owner: ClassInfo, members: frozenset[str]) -> lis
     """The classes whose methods run on the instances: the family and every base of it in the tree."""
     seen: dict[str, ClassInfo] = {}
     for qualname in sorted(members | {owner.qualname}):
-        module_name, _, class_name = qualname.rpartition(".")
-        module = index.by_suffix(module_name)
-        cls = module.classes.get(class_name) if module is not None else None
+        cls = class_named(index, qualname)
         for member in index.mro(cls) if cls is not None else []:
             seen.setdefault(member.qualname, member)
     return list(seen.values())
@@ -290,7 +287,7 @@ def _stored_elsewhere(index: RepoIndex, name: str) -> NotStored | None:
         for node in ast.walk(module.tree):
             for target in _store_targets(node):
                 for part in ast.walk(target):
-                    if isinstance(part, ast.Attribute) and part.attr == name and not _is_self(part.value):
+                    if isinstance(part, ast.Attribute) and part.attr == name and not is_self(part.value):
                         return NotStored(
                             f"{module.path}:{part.lineno}", f"`{ast.unparse(part)}` is stored, on what may be one"
                         )
@@ -337,9 +334,10 @@ def _own(function: Function, node: ast.AST) -> bool:
     return True
 
 
-def _is_self(node: ast.AST) -> bool:
+def is_self(node: ast.AST) -> bool:
+    """`self` (not `cls`: a class's own attribute is no instance's store)."""
     return isinstance(node, ast.Name) and node.id == "self"
 
 
 def _is_self_attr(node: ast.AST, name: str) -> bool:
-    return isinstance(node, ast.Attribute) and node.attr == name and _is_self(node.value)
+    return isinstance(node, ast.Attribute) and node.attr == name and is_self(node.value)

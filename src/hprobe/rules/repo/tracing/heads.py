@@ -43,11 +43,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hprobe.rules.repo.interpreter.evaluate import Binding, NotEvaluable, Opaque, Raises, evaluate_expression
-from hprobe.rules.repo.tracing.attributes import Field, NotStored, Stored, field_of, stored
+from hprobe.rules.repo.tracing.attributes import Field, NotStored, Stored, field_of, is_self, stored
 from hprobe.rules.repo.tracing.guards import guard_tests, negated
 from hprobe.rules.repo.tracing.instances import (
     Confined,
     NotConfined,
+    class_named,
     confine,
     dispatches_to,
     holds,
@@ -523,11 +524,11 @@ class _Trail:
             return self.heads(node.value, frame)
         if isinstance(node, ast.Call):
             return self._call_heads(node, frame)
-        if isinstance(node, ast.Attribute) and not _is_self_attribute(node):
+        if isinstance(node, ast.Attribute) and not is_self(node.value):
             member = self.member(node, frame, _HEADS)
             if member is not None:
                 return member
-        if isinstance(node, ast.Attribute) and _is_self_attribute(node):
+        if isinstance(node, ast.Attribute) and is_self(node.value):
             held = self.attribute(node, frame, _HEADS)
             if held is None:
                 return self._end(frame, node, f"the query is `{_text(node)}`, which no method of its class stores")
@@ -569,8 +570,7 @@ class _Trail:
             return None
         if isinstance(found, NotStored):
             return _not_stored(found, at, call)
-        runs = next((c for c in self.index.mro(cls) if "__init__" in c.methods), None)
-        if found.function.name == "__init__" and (runs is None or runs.methods["__init__"].node is not found.function):
+        if found.function.name == "__init__" and self._init_of(cls) is not found.function:
             return self._end(at, call, f"{cls.name}(...) runs another `__init__` than the one storing `{node.attr}`")
         if found.function.name == "__init__":
             entered = _enter(
@@ -591,19 +591,14 @@ class _Trail:
             definition = _reaching(frame.function, node.id, node.lineno)
             if isinstance(definition, tuple) and definition[1] is None:
                 value = definition[0].value
-        elif isinstance(node, ast.Attribute) and _is_self_attribute(node) and frame.owner is not None:
+        elif isinstance(node, ast.Attribute) and is_self(node.value) and frame.owner is not None:
             found = self.tree.stored(frame.owner, node.attr)
             if isinstance(found, Stored) and found.function.name == "__init__":
                 value = found.value
                 at = _Frame(found.cls.module, found.function, frame.owner, None, frame.depth + 1)
-        if not isinstance(value, ast.Call) or not isinstance(value.func, (ast.Name, ast.Attribute)):
+        if not isinstance(value, ast.Call):
             return None
-        cls = self.index.resolve_class(at.module, _dotted(value.func))
-        if cls is None and isinstance(value.func, ast.Name):
-            local = _local_import(at.module, value.lineno, value.func.id)
-            other = self.index.by_suffix(local[0]) if local is not None else None
-            found_class = self.index.lookup(other, local[1]) if other is not None and local is not None else None
-            cls = found_class[1] if found_class is not None and found_class[0] == "class" else None
+        cls = self._class_called(at.module, value)
         return (value, at, cls) if cls is not None else None
 
     def attribute(self, node: ast.Attribute, frame: _Frame, want: _Want) -> Part | TrailEnd | None:
@@ -705,11 +700,11 @@ class _Trail:
             return _Unknowable(f"{frame.module.path}:{node.lineno}: `{_text(node)}` is not the head axis")
         if isinstance(node, ast.Name):
             return self._name(node.id, node, frame, _VALUE)
-        if isinstance(node, ast.Attribute) and not _is_self_attribute(node):
+        if isinstance(node, ast.Attribute) and not is_self(node.value):
             member = self.member(node, frame, _VALUE)
             if member is not None:
                 return member if not isinstance(member, TrailEnd) else _Unknowable(str(member))
-        if isinstance(node, ast.Attribute) and _is_self_attribute(node):
+        if isinstance(node, ast.Attribute) and is_self(node.value):
             found = self.attribute(node, frame, _VALUE)
             if found is None:
                 return _Expr(node, frame)  # a class attribute: the evaluator reads it
@@ -762,7 +757,7 @@ class _Trail:
                             return self.generic_visit(attribute)
                         found[name] = member if not isinstance(member, TrailEnd) else _Unknowable(str(member))
                     return ast.copy_location(ast.Name(name, ast.Load()), attribute)
-                if not _is_self_attribute(attribute):
+                if not is_self(attribute.value):
                     return self.generic_visit(attribute)
                 name = f"__self_{attribute.attr}"
                 if name not in found:
@@ -1070,13 +1065,10 @@ class _Trail:
             yield TrailEnd(frame.module.path, frame.function.lineno, f"{frame.owner.name}'s instances: not confined")
             return
         for qualname in sorted(confined.family):
-            module_name, _, class_name = qualname.rpartition(".")
-            defining = self.index.by_suffix(module_name)
-            cls = defining.classes.get(class_name) if defining is not None else None
+            cls = class_named(self.index, qualname)
             if cls is None:
                 continue
-            runs = next((c for c in self.index.mro(cls) if "__init__" in c.methods), None)
-            if runs is None or runs.methods["__init__"].node is not frame.function:
+            if self._init_of(cls) is not frame.function:
                 if any(
                     c.methods.get("__init__") is not None and c.methods["__init__"].node is frame.function
                     for c in self.index.mro(cls)
@@ -1088,20 +1080,28 @@ class _Trail:
             for module, caller, call in self.tree.sites(cls.name, confined.words):
                 if not _fits(call, frame.function, True):
                     continue
-                made = (
-                    self.index.resolve_class(module, _dotted(call.func))
-                    if isinstance(call.func, (ast.Name, ast.Attribute))
-                    else None
-                )
-                if made is None and isinstance(call.func, ast.Name):
-                    local = _local_import(module, call.lineno, call.func.id)
-                    other = self.index.by_suffix(local[0]) if local is not None else None
-                    found = self.index.lookup(other, local[1]) if other is not None and local is not None else None
-                    made = found[1] if found is not None and found[0] == "class" else None
+                made = self._class_called(module, call)
                 if made is None or made.qualname != cls.qualname:
                     continue  # another thing of that name (confinement ruled out a construction hprobe cannot name)
                 entered = (module, caller, class_at(module, call.lineno))
                 yield _enter(call, frame.function, True, entered, frame.depth + 1, frame.module, cls)
+
+    def _init_of(self, cls: ClassInfo) -> Function | None:
+        """The `__init__` a construction of `cls` runs (the first of its tree MRO's)."""
+        runs = next((c for c in self.index.mro(cls) if "__init__" in c.methods), None)
+        return runs.methods["__init__"].node if runs is not None else None
+
+    def _class_called(self, module: ModuleInfo, call: ast.Call) -> ClassInfo | None:
+        """The tree's class `call` constructs, by its name or a local import of it; None for anything else."""
+        if not isinstance(call.func, (ast.Name, ast.Attribute)):
+            return None
+        cls = self.index.resolve_class(module, _dotted(call.func))
+        if cls is None and isinstance(call.func, ast.Name):
+            local = _local_import(module, call.lineno, call.func.id)
+            other = self.index.by_suffix(local[0]) if local is not None else None
+            found = self.index.lookup(other, local[1]) if other is not None and local is not None else None
+            cls = found[1] if found is not None and found[0] == "class" else None
+        return cls
 
     def _returned(
         self, call: ast.Call, frame: _Frame, module: ModuleInfo, helper: Any, owner: ClassInfo | None
@@ -1732,10 +1732,6 @@ def _not_stored(found: NotStored, frame: _Frame, node: ast.AST) -> TrailEnd:
     if not path or not line.isdigit():
         return TrailEnd(*frame.where(node), found.why)
     return TrailEnd(path, int(line), found.why)
-
-
-def _is_self_attribute(node: ast.Attribute) -> bool:
-    return isinstance(node.value, ast.Name) and node.value.id == "self"
 
 
 def _is_self_call(func: ast.Attribute) -> bool:

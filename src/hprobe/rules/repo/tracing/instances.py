@@ -130,11 +130,12 @@ def may_be_family(index: RepoIndex, confined: Confined, cls: ClassInfo | None) -
 
 def _lineage(index: RepoIndex, qualname: str) -> set[str]:
     """The qualnames of a class's own hierarchy (a base's method may run on its instance)."""
-    cls = _class_named(index, qualname)
+    cls = class_named(index, qualname)
     return {c.qualname for c in index.mro(cls)} if cls is not None else set()
 
 
-def _class_named(index: RepoIndex, qualname: str) -> ClassInfo | None:
+def class_named(index: RepoIndex, qualname: str) -> ClassInfo | None:
+    """The tree's class of that qualname, or None."""
     module_name, _, name = qualname.rpartition(".")
     module = index.by_suffix(module_name)
     return module.classes.get(name) if module is not None else None
@@ -143,7 +144,7 @@ def _class_named(index: RepoIndex, qualname: str) -> ClassInfo | None:
 def dispatches_to(index: RepoIndex, classes: frozenset[str], method: str, function: ast.AST) -> bool:
     """Whether `method` called on an instance of any of `classes` runs `function`."""
     for qualname in classes:
-        cls = _class_named(index, qualname)
+        cls = class_named(index, qualname)
         if cls is None:
             return True  # not read again: it may
         defining = next((c for c in index.mro(cls) if method in c.methods), None)
@@ -384,7 +385,7 @@ class _Reader:
         return _escape(where, node, handed_on(parent))
 
     def _holder(self, place: Place) -> ClassInfo | None:
-        return _class_named(self.index, place.holder or "")
+        return class_named(self.index, place.holder or "")
 
 
 def _self_handed_on(cls: ClassInfo) -> NotConfined | None:
