@@ -464,3 +464,24 @@ def test_a_name_an_enclosing_test_holds_equal_to_a_literal_is_that_literal(tmp_p
     index = _tree(tmp_path, {"narrowed.py": NARROWED})
     passed = [_passed(_reading_at(index, "engine.narrowed", nth)).get("backend") for nth in range(5)]
     assert passed == ["'cute-dsl'", "'xqa'", "planned", "planned", "planned"]
+
+
+def test_a_name_brought_in_by_a_packed_base_is_not_narrowed_by_this_functions_tests(tmp_path):
+    """`args = dict(common)` under `if planned == "xqa":` in `split`: the
+    `planned` that `common` carries is the caller's, not split's."""
+    text = """
+from flashinfer.decode import trtllm_batch_decode_with_kv_cache_mla
+
+
+def split(common, planned):
+    if planned == "xqa":
+        args = dict(common)
+        return trtllm_batch_decode_with_kv_cache_mla(**args)
+
+
+def folded(q, planned):
+    common = dict(query=q, backend=planned)
+    return split(common, "xqa")
+"""
+    index = _tree(tmp_path, {"mixed.py": text})
+    assert _passed(_reading_at(index, "engine.mixed", 0)) == {"backend": "planned"}

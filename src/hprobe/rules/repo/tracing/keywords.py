@@ -506,7 +506,12 @@ def _statement(
     if change is None:
         return
     if at is not None:
-        change = {key: _narrowed(at[0], state, stmt.lineno) for key, state in change.items()}
+        # Only a value this statement spells is read under its tests: one a
+        # packed base brought in is another function's name.
+        own = {id(node) for node in ast.walk(stmt)}
+        change = {
+            key: _narrowed(at[0], state, stmt.lineno) if id(state) in own else state for key, state in change.items()
+        }
     for key, state in change.items():
         if conditional is not None and not _same(state, states[key]):
             # What this run may set differs from what the others leave: set on
