@@ -505,8 +505,8 @@ class _Trail:
     cited: list[tuple[str, int]] = field(default_factory=list)
     root: str | None = None
     shaped: set[str] = field(default_factory=set)  # how shapes on the trail set the head axis
-    # The tests around each call site the trail crossed (file, line), read once.
-    guards: dict[tuple[str, int], tuple[_Guard, ...]] = field(default_factory=dict)
+    # The tests around each call site the trail crossed (file, line, the class of `self`), read once.
+    guards: dict[tuple[str, int, str], tuple[_Guard, ...]] = field(default_factory=dict)
 
     def cite(self, frame: _Frame, node: ast.AST) -> None:
         self.cited.append(frame.where(node))
@@ -1154,7 +1154,8 @@ class _Trail:
         `own`: the FlashInfer call itself, whose findings say its tests."""
         if frame.function is None:
             return part
-        key = (frame.module.path, line)
+        # `self` in the tests is the frame's class: a base's method read for two subclasses reads two ways.
+        key = (frame.module.path, line, frame.owner.qualname if frame.owner is not None else "")
         known = self.guards.get(key) if frame.args is None else None
         if known is None:
             known = self._guards(frame, line, own)
