@@ -344,3 +344,61 @@ def test_engine_code_that_iterates_a_flashinfer_object_that_does_not_iterate(tmp
     cls = module.classes["Rule"]
     opaque = evaluate_bound(index, cls, cls.methods["pad"], 16, Binding(flashinfer=_Release(), sm=120)).value
     assert isinstance(opaque, NotEvaluable) and "`in` on flashinfer's _Envelope" in opaque.what
+
+
+# A value hprobe cannot know (`x`, handed in as a caller's run-time value):
+# each rule's answer where hprobe gives one, and the values of `x` Python is
+# compared at. `None` expected: not evaluable.
+_UNKNOWN_X = (True, False, 0, 1, "", "cake", None, (), (1,))
+UNKNOWN_RULES = {
+    # `x and ()` is false whatever x is; `x or 1` true: the branch is decided, the value is not.
+    "and-false": ("return 256 if (x and ()) else n", "n"),
+    "or-true": ("return 256 if (x or 1) else n", 256),
+    "not-and-false": ("if not (x and 0):\n    return n\nreturn 8", "n"),
+    "and-call-skipped": ("return 256 if (x and len(())) else n", None),  # a call Python may never make
+    "and-unknown": ("return 256 if (x and n) else n", None),
+    # What is computed from a value whose truth is known has its own truth.
+    "derived": ("return n if (x and ()) == () else 0", None),
+    "derived-len": ("y = x and ()\nreturn len(y)", None),
+    # One of two plain values: a comparison every choice answers alike decides.
+    "choices-none": ('plan = "cake" if x else "auto"\nreturn 128 if plan == "cute-dsl" else n', "n"),
+    "choices-in": ('plan = "cake" if x else "auto"\nreturn n if plan in ("cake", "auto") else 8', "n"),
+    "choices-split": ('plan = "cake" if x else "auto"\nreturn 128 if plan == "cake" else n', None),
+    "choices-lt": ("w = 64 if x else 128\nreturn n if w < 256 else 8", "n"),
+    "choices-value": ('plan = "cake" if x else "auto"\nreturn len(plan)', None),
+    # The side Python does not take is not evaluated for what it raises.
+    "untaken-raise": ("return n if x else 1 // 0", None),
+    # A try whose body meets the unknown: whether a handler runs is not known.
+    "try": ("try:\n    y = x + 1\nexcept TypeError:\n    return 8\nreturn n", None),
+    "f-string": ('return n if f"{x}" == "cake" else 8', None),
+    # Handed to what hprobe cannot know, a list may change; called for its effect, it may raise.
+    "handed-list": ("keep = [n]\nx(keep)\nreturn keep[0]", None),
+    "for-effect": ("x(n)\nreturn n", None),
+}
+
+
+def _unknown_rule(body: str) -> str:
+    return "def pad(n, x):\n" + textwrap.indent(body, "    ") + "\n"
+
+
+@pytest.mark.parametrize("case", sorted(UNKNOWN_RULES))
+def test_a_value_hprobe_cannot_know_decides_only_what_every_value_decides(tmp_path: Path, case: str) -> None:
+    from hprobe.rules.repo.interpreter.evaluate import Binding, Opaque, evaluate_bound
+
+    body, expected = UNKNOWN_RULES[case]
+    text = _unknown_rule(body)
+    (tmp_path / "rules.py").write_text(text)
+    index = RepoIndex.build(tmp_path)
+    module = index.module("rules")
+    assert module is not None
+    function = module.functions["pad"]
+    namespace: dict[str, object] = {}
+    exec(compile(text, "rules.py", "exec"), namespace)  # our own rule text
+    for n in (8, 64):
+        got = evaluate_bound(index, None, function, n, Binding(args={"x": Opaque("x is filled at run time")})).value
+        if expected is None:
+            assert isinstance(got, NotEvaluable), (case, n, got)
+            continue
+        assert got == (n if expected == "n" else expected), (case, n, got)
+        for x in _UNKNOWN_X:
+            assert namespace["pad"](n, x) == got, (case, n, x)  # type: ignore[operator]

@@ -273,19 +273,45 @@ class Opaque:
     fills at run time). Expressions over it are Opaque; any use that decides
     something (a branch, a loop, a count, a key) is not evaluable, with why."""
 
-    def __init__(self, why: str):
+    def __init__(self, why: str, truth: bool | None = None, choices: tuple[Any, ...] | None = None):
         self.why = why
+        # The values it may be, where that is known though which is not:
+        # `"cake" if ok else "auto"` with `ok` unknown (a comparison with each
+        # decides where they agree).
+        self.choices = choices
+        if truth is None and choices:
+            truths = {bool(c) for c in choices}
+            truth = truths.pop() if len(truths) == 1 else None
+        # Whether it is true, where that is known though the value is not:
+        # `x and ()` is false whatever `x` is. Only the expression that knew it
+        # gives one; any value computed from it is a plain Opaque again.
+        self.truth = truth
+
+    @property
+    def plain(self) -> Opaque:
+        """The same unknown, without what was known of it."""
+        return self if self.truth is None and self.choices is None else Opaque(self.why)
 
     def _used(self, *_: Any) -> Any:
         raise _OpaqueUse(self.why)
 
-    __bool__ = __iter__ = __len__ = __index__ = __int__ = __hash__ = __contains__ = _used
+    def __bool__(self) -> bool:
+        if self.truth is None:
+            self._used()
+        return bool(self.truth)
+
+    # str() too: a message or f-string built from it would say "Opaque(...)".
+    __iter__ = __len__ = __index__ = __int__ = __hash__ = __contains__ = __format__ = __str__ = _used
 
     def __eq__(self, other: object) -> bool:
         return self._used()
 
     def __repr__(self) -> str:
-        return f"Opaque({self.why!r})"
+        return f"Opaque({self.why!r}, truth={self.truth}, choices={self.choices})"
+
+
+# The values an Opaque's choices may be: compared by value, never containers.
+_CHOICE = (str, int, float, bool, type(None))
 
 
 @dataclass(frozen=True)
@@ -330,6 +356,8 @@ def evaluate_bound(
 
 
 def _as_count(result: Any, path: str, line: int, n: int) -> int | NotEvaluable:
+    if isinstance(result, Opaque):
+        return NotEvaluable(path, line, result.why)
     if isinstance(result, bool) or not isinstance(result, int):
         return NotEvaluable(path, line, f"returned {type(result).__name__}, not an int")
     if result > MAX_HEADS:
@@ -418,6 +446,10 @@ class _Interpreter:
         self.settings_read: dict[str, Any] = {}
         self.platform_read: dict[str, bool] = {}
         self.calls: list[FunctionInfo] = []  # the functions being interpreted, innermost last
+        # How many expressions have met a value hprobe cannot know: a `try`
+        # whose body met one cannot say whether its handlers run (_try).
+        self.unknowns = 0
+        self.for_effect: ast.Call | None = None  # the call a statement makes for what it does, not its value
 
     def _tick(self, node: ast.AST) -> None:
         self.steps += 1
@@ -518,6 +550,7 @@ class _Interpreter:
                 ev(arg)  # Python evaluates the arguments (and may raise there); the log line changes nothing
             return
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            self.for_effect = node.value
             ev(node.value)  # a call for its raise, e.g. cls._check(n)
             return
         if isinstance(node, ast.Pass):
@@ -611,9 +644,18 @@ class _Interpreter:
         return False
 
     def _try(self, node: ast.Try, frame: dict, module: ModuleInfo, owner: ClassInfo | None, depth: int) -> None:
+        met = self.unknowns
         try:
             try:
-                self.block(node.body, frame, module, owner, depth)
+                try:
+                    self.block(node.body, frame, module, owner, depth)
+                finally:
+                    if node.handlers and self.unknowns != met:
+                        # Anything done with a value not known may raise: whether a handler runs is not known.
+                        raise _Unsupported(
+                            node,
+                            "a try whose body uses a value hprobe cannot know: whether its handlers run is not known",
+                        )
             except _Raised as exc:
                 for handler in node.handlers:
                     if self._catches(handler, exc.error_type):
@@ -730,6 +772,15 @@ class _Interpreter:
     # -- expressions -------------------------------------------------------------------
 
     def expr(self, node: ast.expr, frame: dict, module: ModuleInfo, owner: ClassInfo | None, depth: int) -> Any:
+        value = self._expr(node, frame, module, owner, depth)
+        if isinstance(value, Opaque):
+            self.unknowns += 1
+            if not isinstance(node, (ast.BoolOp, ast.IfExp, ast.Name)):
+                # An operand's truth or choices are not those of what is computed from it.
+                value = value.plain
+        return value
+
+    def _expr(self, node: ast.expr, frame: dict, module: ModuleInfo, owner: ClassInfo | None, depth: int) -> Any:
         self._tick(node)
         ev = lambda e: self.expr(e, frame, module, owner, depth)  # noqa: E731
         if isinstance(node, ast.Constant):
@@ -745,6 +796,8 @@ class _Interpreter:
             return _opaque_of(left, right) or self._binop(node, node.op, left, right)
         if isinstance(node, ast.UnaryOp):
             operand = ev(node.operand)
+            if isinstance(operand, Opaque) and operand.truth is not None and isinstance(node.op, ast.Not):
+                return not operand.truth
             return _opaque_of(operand) or self._unary(node, operand)
         if isinstance(node, ast.BoolOp):
             return _bool_op(node, ev)
@@ -801,18 +854,31 @@ class _Interpreter:
         left = ev(node.left)
         for op, right_node in zip(node.ops, node.comparators, strict=True):
             right = ev(right_node)
-            opaque = _opaque_of(left, right)
-            if opaque is not None:
-                return opaque
-            self._work(node, left, right)
-            try:
-                holds = COMPARISONS[type(op)](left, right)
-            except (TypeError, ValueError) as exc:
-                raise _Raised(type(exc).__name__, str(exc)) from None  # `n < "64"` raises in Python too
+            holds = self._holds(node, op, left, right)
+            if isinstance(holds, Opaque):
+                return holds
             if not holds:
                 return False
             left = right
         return True
+
+    def _holds(self, node: ast.Compare, op: ast.cmpop, left: Any, right: Any) -> Any:
+        """One comparison; where one side is one of known choices, the answer
+        every choice gives, if they agree."""
+        opaque = _opaque_of(left, right)
+        if opaque is not None:
+            if opaque.choices is None or _opaque_of(*(v for v in (left, right) if v is not opaque)) is not None:
+                return opaque.plain
+            answers = {
+                bool(self._holds(node, op, choice, right) if opaque is left else self._holds(node, op, left, choice))
+                for choice in opaque.choices
+            }
+            return answers.pop() if len(answers) == 1 else opaque.plain
+        self._work(node, left, right)
+        try:
+            return COMPARISONS[type(op)](left, right)
+        except (TypeError, ValueError) as exc:
+            raise _Raised(type(exc).__name__, str(exc)) from None  # `n < "64"` raises in Python too
 
     # -- work and size bounds ------------------------------------------------------------
 
@@ -928,7 +994,9 @@ class _Interpreter:
         is defined, a function to call, or a class."""
         kind, value, where = found
         if kind == "rebound":
-            raise _Unsupported(where.tree, str(value))
+            # What it is at run time is not its definition: a value not known,
+            # which decides nothing (a platform object the engine binds late).
+            return Opaque(str(value))
         if kind == "constant":
             previous = self.where
             self.where = where
@@ -1029,7 +1097,7 @@ class _Interpreter:
     def _call_expr(self, node: ast.Call, frame: dict, module: ModuleInfo, owner: ClassInfo | None, depth: int) -> Any:
         func = self.expr(node.func, frame, module, owner, depth)
         if isinstance(func, Opaque):
-            return func
+            return self._unknown_call(node, func, frame, module, owner, depth)
         if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
             raise _Unsupported(node, "a call with *args or **kwargs")
         args = [self.expr(a, frame, module, owner, depth) for a in node.args]
@@ -1050,6 +1118,36 @@ class _Interpreter:
             self._check_size(node, result)
             return result
         raise _Unsupported(node, f"call of `{ast.unparse(node.func)}`")
+
+    def _unknown_call(
+        self, node: ast.Call, func: Opaque, frame: dict, module: ModuleInfo, owner: ClassInfo | None, depth: int
+    ) -> Opaque:
+        """A call of what hprobe cannot know: its arguments are evaluated as
+        Python does, and its result is not known. Handed a container or a
+        function, it may change what the rest reads: not evaluable; called
+        for what it does (a statement), what it does or raises is the answer's
+        and not known."""
+        if node is self.for_effect:
+            raise _Unsupported(node, f"calls `{ast.unparse(node.func)[:40]}` for what it does ({func.why})")
+        handed = [*(a.value if isinstance(a, ast.Starred) else a for a in node.args), *(k.value for k in node.keywords)]
+        for arg in handed:
+            value = self.expr(arg, frame, module, owner, depth)
+            if _shares_state(value):
+                raise _Unsupported(
+                    node,
+                    f"hands `{ast.unparse(arg)[:40]}` to `{ast.unparse(node.func)[:40]}`, which hprobe cannot know "
+                    f"({func.why}) and which may change it or call it",
+                )
+        return Opaque(func.why)
+
+
+def _shares_state(value: Any, limit: int = 1000) -> bool:
+    """Whether a value is (or holds) something a callee could change or call."""
+    if isinstance(value, (list, dict, set, bytearray, _Callable, ClassInfo)):
+        return True
+    if isinstance(value, (tuple, frozenset)) and limit > 0:
+        return any(_shares_state(v, limit - 1) for v in value)
+    return False
 
 
 def _literals(index: RepoIndex, dotted: str, names: list[str]) -> dict[str, Any]:
@@ -1131,13 +1229,38 @@ def _bool_op(node: ast.BoolOp, ev: Callable[[ast.expr], Any]) -> Any:
     """`and` / `or` as Python evaluates them: the first deciding operand, unevaluated rest."""
     stop_when = not isinstance(node.op, ast.And)  # `and` stops at a false operand, `or` at a true one
     result: Any = not stop_when
-    for v in node.values:
+    for i, v in enumerate(node.values):
         result = ev(v)
-        if isinstance(result, Opaque):
-            return result  # whether it decides is not known: the whole is not
+        if isinstance(result, Opaque) and result.truth is None:
+            return _decided_after(result, node.values[i + 1 :], stop_when, ev)
         if bool(result) is stop_when:
             return result
     return result
+
+
+# What an operand may do that Python would not do where an earlier operand
+# decides first: only operands without any of these are looked at past one
+# hprobe cannot know.
+_EFFECTS = (ast.Call, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom, ast.Lambda)
+
+
+def _decided_after(unknown: Opaque, rest: list[ast.expr], stop_when: bool, ev: Callable[[ast.expr], Any]) -> Opaque:
+    """`x and y` with `x` not known: false wherever `y` is (an `or`: true
+    wherever `y` is), whichever of them Python returns; its value stays unknown.
+    Only operands with no call in them are read: Python may never evaluate
+    them, so what they raise or do here is not the consumer's."""
+    for operand in rest:
+        if any(isinstance(part, _EFFECTS) for part in ast.walk(operand)):
+            continue
+        try:
+            value = ev(operand)
+        except (_Raised, _Unsupported, _OpaqueUse):
+            continue
+        if isinstance(value, Opaque) and value.truth is None:
+            continue
+        if bool(value) is stop_when:
+            return Opaque(unknown.why, truth=stop_when)
+    return Opaque(unknown.why)
 
 
 def _opaque_of(*values: Any) -> Opaque | None:
@@ -1145,18 +1268,42 @@ def _opaque_of(*values: Any) -> Opaque | None:
 
 
 def _if_expression(node: ast.IfExp, ev: Callable[[ast.expr], Any]) -> Any:
-    """`a if test else b`; with an Opaque test, the value both sides agree on, else Opaque."""
+    """`a if test else b`; with an Opaque test, the value both sides agree on,
+    else one of the two where both are plain values, else Opaque."""
     test = ev(node.test)
-    if not isinstance(test, Opaque):
+    if not isinstance(test, Opaque) or test.truth is not None:
         return ev(node.body) if test else ev(node.orelse)
-    body, orelse = ev(node.body), ev(node.orelse)
-    same = (
-        not isinstance(body, Opaque)
-        and not isinstance(orelse, Opaque)
-        and type(body) is type(orelse)
-        and body == orelse
-    )
-    return body if same else test
+    try:
+        # Python evaluates one side only: what the other raises is not the consumer's.
+        body, orelse = ev(node.body), ev(node.orelse)
+    except (_Raised, _Unsupported, _OpaqueUse):
+        return test.plain
+    return one_of(test.why, body, orelse)
+
+
+def one_of(why: str, *values: Any) -> Any:
+    """A value that is one of `values`, which is not known (for `why`): the
+    value where they agree, one of them (an Opaque with choices) where each
+    is a plain value or has choices, else a plain Opaque."""
+    first = values[0]
+    if not isinstance(first, Opaque) and all(
+        not isinstance(v, Opaque) and type(v) is type(first) and v == first for v in values[1:]
+    ):
+        return first
+    choices: list[Any] = []
+    for value in values:
+        if isinstance(value, Opaque):
+            if value.choices is None:
+                return Opaque(why)
+            found = value.choices
+        elif isinstance(value, _CHOICE):
+            found = (value,)
+        else:
+            return Opaque(why)
+        choices.extend(c for c in found if not any(type(c) is type(k) and c == k for k in choices))
+    if len(choices) == 1:
+        return choices[0]
+    return Opaque(why, choices=tuple(choices))
 
 
 def _f_string(node: ast.JoinedStr, ev: Callable[[ast.expr], Any]) -> str:
