@@ -133,3 +133,46 @@ def test_a_count_whose_compiled_selection_is_pending_is_never_ok():
     finding.evidence = evidence
     assert finding.explain() == "accepted by the validators; its kernel table could not be had"
     assert exit_code([finding], strict=False) == 3
+
+
+@pytest.mark.parametrize(
+    ("counts", "crashes", "verdicts"),
+    [
+        # 16 and 64 accepted: ok whether or not the call runs.
+        (((16, 16), (64, 64)), (), {16: Verdict.OK, 64: Verdict.OK}),
+        # 96 refused, and 16 padded past what it needs: neither concluded where the call may not run.
+        (((96, 96), (16, 64)), (), {96: Verdict.ASSUMED, 16: Verdict.ASSUMED}),
+        # The engine raising on the way: not concluded either.
+        (((16, 16),), ((("M", 16), "engine raises"),), {16: Verdict.ASSUMED}),
+    ],
+)
+def test_a_call_that_may_not_run_concludes_only_an_accepted_count(counts, crashes, verdicts) -> None:
+    """A test on the call's way that varies with the run and that hprobe
+    cannot decide (Backend.unsure_reach): a refused count may never be handed
+    over, so it is `assumed` with the test; an accepted one is ok either way."""
+    from hprobe.judge import check_table
+    from hprobe.model.assumption import Assumption
+    from hprobe.model.padding import Backend, Model, PaddingTable, PadMap, Where
+
+    heads = tuple(n for n, _ in counts)
+    backend = Backend(
+        "B",
+        "dsv4-sparse-mla",
+        (100,),
+        PadMap(counts),
+        Where("p"),
+        key="dsv4-sparse-mla",
+        counts=heads,
+        crashes=crashes,
+        unsure_reach="it runs only where `tiers` holds (attn.py:12), which hprobe cannot decide: batch rows",
+    )
+    models = [Model("M", n, (1,), Where("p")) for n in heads]
+    table = PaddingTable("t", "s", "p", None, models, [backend])
+    findings, _ = check_table(table, [{("dsv4-sparse-mla", 100): NEW}], [100])
+    got = {f.n: f for f in findings}
+    assert {n: f.verdict for n, f in got.items()} == verdicts
+    for f in got.values():
+        if f.verdict is Verdict.ASSUMED:
+            assert f.assumed is Assumption.REACH and f.on_assumption is not None
+            assert any("`tiers` holds (attn.py:12)" in note for note in f.notes)
+            assert f.crash is None

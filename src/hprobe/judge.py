@@ -279,6 +279,14 @@ def _judge_cases(
             verdict, best, waste = Verdict.ASSUMED, None, None
             assumed = backend.assumption or Assumption.HEADS
         crash = backend.crash(model.name, n)
+        if backend.unsure_reach and (crash is not None or verdict not in (Verdict.OK, Verdict.INCONCLUSIVE)):
+            # The call may never run with this count: what the kernel (or the
+            # engine on the way) does to it there is shown, not concluded. An
+            # accepted count is ok whether or not the call runs.
+            notes = [f"assumed: {backend.unsure_reach}", *([crash] if crash is not None else []), *notes]
+            on_assumption = Verdict.BROKEN if crash is not None else (on_assumption or verdict)
+            verdict, best, waste, crash = Verdict.ASSUMED, None, None, None
+            assumed = assumed or Assumption.REACH
         if crash is not None:
             # The engine's code raises before it reaches FlashInfer: no kernel
             # answer matters, and no padding mends it.

@@ -70,3 +70,17 @@ def test_a_traced_calls_answers_undecided_alike_are_one_line_counted() -> None:
     assert lines[f"{CALL} [assumed, from forward (draft.py:32)]"][1].startswith(
         f"undecided: {Assumption.HEADS.undecided}"
     )
+
+
+def test_a_traced_calls_answers_ok_alike_are_one_line_counted() -> None:
+    names = [f"{CALL} [traced, k=2, lse=True]", f"{CALL} [traced, k=3, lse=True]", f"{CALL} [traced, lse=False]"]
+    findings = [
+        *_rows(names[0], Verdict.OK),
+        *_rows(names[1], Verdict.OK),
+        *_rows(names[2], Verdict.ASSUMED, Assumption.REACH),
+    ]
+    [table] = summarize(findings, [_answers(*names)])
+    lines = {a.backend: (a.counts, a.action) for a in table.backends}
+    assert lines.keys() == {f"{CALL} [2 answers]", f"{CALL} [traced, lse=False]"}
+    assert lines[f"{CALL} [2 answers]"] == ({"ok": 4}, "ok: every count runs as padded")
+    assert lines[f"{CALL} [traced, lse=False]"][1].startswith(f"undecided: {Assumption.REACH.undecided}")

@@ -61,7 +61,7 @@ def _answers_together(backends: list[Advice], answer_of: dict[str, str]) -> tupl
     together: dict[tuple[str, tuple[int, ...], str], tuple[int, list[Advice]]] = {}
     for advice in backends:
         call = answer_of.get(advice.backend)
-        if call is None or set(advice.counts) != {Verdict.ASSUMED.value}:
+        if call is None or set(advice.counts) not in ({Verdict.ASSUMED.value}, {Verdict.OK.value}):
             out.append(advice)
             continue
         key = (call, advice.sms, advice.action)
@@ -158,7 +158,7 @@ def _verdict_action(rows: list[Finding]) -> str:
             crash = compact_set({f.n for f in group if f.on_assumption is not None and f.on_assumption.fails(False)})
             shown = (
                 f"; on it the kernel refuses n={crash}"
-                if crash != "{}" and why in (Assumption.HEADS, Assumption.CALL, Assumption.ESCAPED)
+                if crash != "{}" and why in (Assumption.HEADS, Assumption.CALL, Assumption.ESCAPED, Assumption.REACH)
                 else ""
             )
             where = "the notes" if why is Assumption.RELEASE else "the call paths"

@@ -18,6 +18,10 @@ class Assumption(str, Enum):
     # the engine hands the entry on (stores it, passes it to a helper) where its
     # call is not followed: shown as heads // tp, unpadded, on the kernel's defaults
     ESCAPED = "escaped"
+    # a test on the call's way that varies with the run and that hprobe cannot
+    # decide: the count is the engine's own where the call runs, and the kernel
+    # refuses or pads it there (an accepted count is ok whether or not it runs)
+    REACH = "reach"
 
     @property
     def undecided(self) -> str:
@@ -38,6 +42,11 @@ class Assumption(str, Enum):
                 return (
                     "the engine hands this entry on where its call is not followed (see the call path); shown as "
                     "heads // tp, unpadded, with the kernel's defaults"
+                )
+            case Assumption.REACH:
+                return (
+                    "the call runs only where a test on its way holds, which hprobe cannot decide; where it runs, "
+                    "the kernel refuses or pads the count it hands"
                 )
             case Assumption.RELEASE:
                 return (

@@ -175,6 +175,10 @@ class Backend:
     # Where, inside the function holding the call, the call runs (the tests on
     # its way, tracing/guards.py): "cp_world > 1 (backend.py:304)"; "" unguarded.
     guard: str = ""
+    # A test on the way that varies with the run and that hprobe cannot decide,
+    # in words: the call may never run with these counts, so only an accepted
+    # count is concluded (ok wherever it runs); any other is `assumed`.
+    unsure_reach: str = ""
     # Judged for these per-rank counts only; () = every count. A path that picks
     # its backend by count is one Backend per backend picked, each for its counts.
     counts: tuple[int, ...] = ()

@@ -289,8 +289,9 @@ def test_the_tests_a_call_on_the_trail_runs_under_decide_whether_it_is_reached(t
     and tiers` in its caller (planned is "cute-dsl" only with an LSE) and,
     inside it, only where `fold * heads > 64` is false. A false test is no
     answer (NotReached), never a count; one that varies with what the answers
-    vary over and cannot be told leaves the answer undecided; one that does
-    not vary (`tiers`, the engine's own) is said with the finding."""
+    vary over and cannot be told is carried with the count (Unsure: the call
+    may not run, so only an accepted count concludes); one that does not vary
+    (`tiers`, the engine's own) is said with the finding."""
     from hprobe.rules.repo.tracing.heads import NotReached
 
     index, line = one_module_tree(tmp_path, GUARDED)
@@ -304,11 +305,11 @@ def test_the_tests_a_call_on_the_trail_runs_under_decide_whether_it_is_reached(t
     assert unreached.where.endswith("attn.py:25")
     # With one: f * heads, reached where it is at most 64, and where `tiers`
     # (the engine's own, fixed for every answer) holds: said with the answer.
-    assert trail.evaluate_said(16, run={"k": 4, "need_lse": True}) == (64, (("engine/attn.py:25", "tiers"),))
+    assert trail.evaluate_said(16, run={"k": 4, "need_lse": True}) == (64, (("engine/attn.py:25", "tiers"),), ())
     wide = trail.evaluate(48, run={"k": 4, "need_lse": True})
     assert isinstance(wide, NotReached) and wide.said == "not wide"
     assert wide.where.endswith("attn.py:15")
-    # A varying test hprobe cannot tell: undecided, with the test's place.
+    # A varying test hprobe cannot tell: the count, with the test, its place and why.
     opaque = GUARDED.replace('if planned == "cute-dsl" and tiers:', 'if planned == "cute-dsl" or layer_of(heads):')
     (tmp_path / "b").mkdir()
     index, line = one_module_tree(tmp_path / "b", opaque)
@@ -316,8 +317,8 @@ def test_the_tests_a_call_on_the_trail_runs_under_decide_whether_it_is_reached(t
     assert module is not None
     trail = trace_heads(index, module, line, ("query", 0), ROOTS, run_values=_run_values((2, 4)))
     assert isinstance(trail, HeadTrail), trail
-    undecided = trail.evaluate(16, run={"k": 4, "need_lse": False})
-    assert (
-        isinstance(undecided, NotEvaluable)
-        and "a test on the call's way, `planned == 'cute-dsl' or layer_of(heads)`" in undecided.what
-    )
+    count, said, unsure = trail.evaluate_said(16, run={"k": 4, "need_lse": False})
+    assert count == 64 and said == ()
+    [test] = unsure
+    assert test.where == "engine/attn.py:25" and test.said == "planned == 'cute-dsl' or layer_of(heads)"
+    assert "layer_of" in test.why and not test.own

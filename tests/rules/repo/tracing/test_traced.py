@@ -135,3 +135,73 @@ def test_combinations_and_values_as_said() -> None:
     )
     nested = NotEvaluable("a.py", 3, "engine/b.py:7: engine/c.py:9: the query is `box.q`")
     assert innermost(nested) == NotEvaluable("engine/c.py", 9, "the query is `box.q`")
+
+
+# The drafter's shape (vLLM 0.34.0 Kimi K3): the backend is one of two names
+# the device decides, and the split launch runs only where the batch is long
+# enough (`tiers`), which the count does not tell.
+DEVICE_PLANNED = """
+from flashinfer.decode import trtllm_batch_decode_with_kv_cache_mla
+
+current_platform: object
+
+
+def supported(q):
+    return current_platform.is_family(100) and q.dtype == 1
+
+
+def plan(k, heads, lse, ok):
+    if not lse:
+        return k, "cake" if ok else "auto"
+    return max(d for d in range(1, k + 1) if k % d == 0 and d * heads <= 128), "cute-dsl"
+
+
+def tiers_of(device, rows):
+    if rows * 4 <= current_platform.sms(device):
+        return ()
+    return (4,)
+
+
+def folded(q, k, lse):
+    rows, heads, dim = q.shape
+    fold, planned = plan(k, heads, lse, supported(q))
+    query = q.reshape(rows // fold, 1, fold * heads, dim)
+    tiers = tiers_of(q.device, rows) if lse else ()
+    if planned == "cute-dsl" and tiers:
+        return trtllm_batch_decode_with_kv_cache_mla(query=query, backend=planned)
+    return None
+
+
+class Impl:
+    def forward_mqa(self, q, kv_cache, attn_metadata, layer):
+        return folded(q, attn_metadata.k, self.lse)
+"""
+
+
+def test_a_backend_the_device_picks_and_a_test_on_the_batch_leave_the_count_judged(tmp_path: Path) -> None:
+    """`planned` is "cake" or "auto" without an LSE (which, the device decides):
+    neither is "cute-dsl", so the call is not reached there. With one, the
+    count is the fold's, and the call runs only where `tiers` holds, which
+    the batch decides: the answer carries that test (an accepted count is ok
+    either way; heads.Unsure), never a guess that it runs."""
+    index, line = one_module_tree(tmp_path, DEVICE_PLANNED)
+    module = index.by_suffix("engine.attn")
+    assert module is not None
+    runs = (
+        RunValue("engine.attn", "folded", "k", "k", (2, 3), "draft tokens"),
+        RunValue("engine.attn", "folded", "lse", "lse", (False, True), "an LSE"),
+    )
+    trail = trace_heads(index, module, line, ("query", 0), {"forward_mqa": "q"}, run_values=runs)
+    assert isinstance(trail, HeadTrail), trail
+    found = evaluate_trail(trail, [96, 48], lambda where: where)
+    assert not isinstance(found, NotEvaluable), found
+    assert {a.words: dict(a.counts) for a in found.answers} == {
+        "k=2, lse=True": {96: 96, 48: 96},
+        "k=3, lse=True": {96: 96, 48: 48},
+    }
+    for answer in found.answers:
+        [unsure] = answer.unsure
+        assert (unsure.said, unsure.where, unsure.own) == ("tiers", "engine/attn.py:28", True)
+        assert "`rows` is axis 0 of `q`" in unsure.why
+    [missed] = found.unreached
+    assert (missed.words, missed.test.said) == ("lse=False", "planned == 'cute-dsl'")

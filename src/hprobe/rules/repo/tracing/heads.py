@@ -42,7 +42,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from hprobe.rules.repo.interpreter.evaluate import Binding, NotEvaluable, Opaque, Raises, evaluate_expression
+from hprobe.rules.repo.interpreter.evaluate import (
+    Binding,
+    NotEvaluable,
+    Opaque,
+    Raises,
+    evaluate_expression,
+    one_of,
+)
 from hprobe.rules.repo.tracing.attributes import Field, NotStored, Stored, field_of, is_self, stored
 from hprobe.rules.repo.tracing.guards import guard_tests, negated
 from hprobe.rules.repo.tracing.instances import (
@@ -259,29 +266,50 @@ class HeadTrail:
 
     def evaluate_said(
         self, n: int, binding: Binding | None = None, run: dict[str, Any] | None = None
-    ) -> tuple[int | Raises | NotEvaluable | NotReached, tuple[tuple[str, str], ...]]:
-        """`evaluate`, with the tests on the way that hprobe could not decide
-        and that do not vary with the answers, as (file:line, condition): the
-        answer holds where they do, and its findings say so."""
+    ) -> tuple[int | Raises | NotEvaluable | NotReached, tuple[tuple[str, str], ...], tuple[Unsure, ...]]:
+        """`evaluate`, with the tests on the way that hprobe could not decide:
+        those that do not vary with the answers, as (file:line, condition) —
+        the answer holds where they do, and its findings say so — and those
+        that do (`Unsure`): the call may not run at all with these values, so
+        only an accepted count is an answer there."""
         memo: dict[int, Any] = {}
         try:
             value = _value(self.count, n, self.index, binding or Binding(), run or {}, memo)
         except _Stop as stop:
-            return stop.result, _said(memo)
+            return stop.result, _said(memo), _unsure(memo)
         if isinstance(value, Opaque):
             # Its reason starts with the file:line it was met at: traced.innermost reads it from there.
-            return NotEvaluable(self.root.rpartition(":")[0], 0, value.why), _said(memo)
+            return NotEvaluable(self.root.rpartition(":")[0], 0, value.why), _said(memo), _unsure(memo)
         if isinstance(value, bool) or not isinstance(value, int):
-            return NotEvaluable(self.root, 0, f"the head count is {type(value).__name__}, not an int"), _said(memo)
-        return value, _said(memo)
+            found = NotEvaluable(self.root, 0, f"the head count is {type(value).__name__}, not an int")
+            return found, _said(memo), _unsure(memo)
+        return value, _said(memo), _unsure(memo)
+
+
+@dataclass(frozen=True, order=True)
+class Unsure:
+    """A test on the trail that varies with the run and that hprobe cannot decide."""
+
+    where: str  # file:line of the test
+    said: str  # the condition the call runs under
+    why: str  # why it cannot be decided
+    own: bool = False  # one of the FlashInfer call's own tests, which its findings say already
 
 
 # The memo's key for the tests an evaluation could not decide and says (no part's id is negative).
 _SAID = -1
 
 
+# The memo's key for the tests that vary with the answers and could not be decided.
+_UNSURE = -2
+
+
 def _said(memo: dict[int, Any]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(memo.get(_SAID, {}).items()))
+
+
+def _unsure(memo: dict[int, Any]) -> tuple[Unsure, ...]:
+    return tuple(sorted(memo.get(_UNSURE, {}).values()))
 
 
 # A dict that holds nothing at the key asked (its callers' other spreads may).
@@ -323,7 +351,7 @@ def _computed(part: Part, n: int, index: RepoIndex, binding: Binding, run: dict[
     if isinstance(part, _Item):
         of = _value(part.of, n, index, binding, run, memo)
         if isinstance(of, Opaque):
-            return of
+            return Opaque(of.why)  # an item's truth is not the whole's
         if isinstance(of, (tuple, list)) and -len(of) <= part.index < len(of):
             return of[part.index]
         return Opaque(f"unpacks {type(of).__name__} into more names than it holds")
@@ -334,7 +362,7 @@ def _computed(part: Part, n: int, index: RepoIndex, binding: Binding, run: dict[
         values = [_value(p, n, index, binding, run, memo) for p in part.parts]
         opaque = next((v for v in values if isinstance(v, Opaque)), None)
         if opaque is not None:
-            return opaque
+            return Opaque(opaque.why)
         if any(type(v) is not type(values[0]) or v != values[0] for v in values[1:]):
             return Opaque(
                 f"{part.where}: its {len(values)} callers hand it different values "
@@ -343,12 +371,13 @@ def _computed(part: Part, n: int, index: RepoIndex, binding: Binding, run: dict[
         return values[0]
     if isinstance(part, _Cond):
         test = _value(part.test, n, index, binding, run, memo)
-        if not isinstance(test, Opaque):
+        if not isinstance(test, Opaque) or test.truth is not None:
             return _value(part.then if test else part.orelse, n, index, binding, run, memo)
         sides = [_value(side, n, index, binding, run, memo) for side in (part.then, part.orelse)]
-        if any(isinstance(v, Opaque) for v in sides) or type(sides[0]) is not type(sides[1]) or sides[0] != sides[1]:
-            return test  # the `if` decides the count, on what hprobe cannot know: its reason is the trail's end
-        return sides[0]
+        # The `if` decides, on what hprobe cannot know: the value where the
+        # sides agree, one of them where they are plain values (a backend
+        # name), else unknown for the test's reason (the trail's end).
+        return one_of(test.why, *sides)
     frame = {name: _value(p, n, index, binding, run, memo) for name, p in part.names}
     result = evaluate_expression(index, part.frame.owner, part.frame.module, part.node, frame, binding).value
     if isinstance(result, Raises):
@@ -362,24 +391,19 @@ def _reached(
     part: _Guarded, n: int, index: RepoIndex, binding: Binding, run: dict[str, Any], memo: dict[int, Any]
 ) -> Any:
     """The part's value where its guards hold. A false guard wins over one
-    that cannot be told: the call is not reached with these values either way."""
-    undecided: NotEvaluable | None = None
+    that cannot be told: the call is not reached with these values either way.
+    One that cannot be told is kept with the answer: fixed for every answer,
+    the answer holds where it does; varying with them, the call may not run
+    with these values, which the answer carries (`Unsure`)."""
     for guard in part.guards:
         truth, why = _truth(guard, n, index, binding, run, memo)
         if truth is None:
             if not guard.varies and not guard.own:
-                # A test fixed for every answer: the answer holds where it does, said with its findings.
                 memo.setdefault(_SAID, {})[guard.where] = guard.said
-            if guard.varies and undecided is None:
-                # One that varies with the answers may hold for some and not others.
-                path, _, line = guard.where.rpartition(":")
-                undecided = NotEvaluable(
-                    path, int(line), f"a test on the call's way, `{guard.said}`, that hprobe cannot decide: {why}"
-                )
+            if guard.varies:
+                memo.setdefault(_UNSURE, {}).setdefault(guard.where, Unsure(guard.where, guard.said, why, guard.own))
         elif truth != guard.truthy:
             raise _Stop(NotReached(guard.where, guard.said))
-    if undecided is not None:
-        raise _Stop(undecided)
     return _value(part.part, n, index, binding, run, memo)
 
 
@@ -389,7 +413,7 @@ def _truth(
     """Whether the guard's test is true with these values (None where it cannot be told, with why)."""
     value = _value(guard.test, n, index, binding, run, memo)
     if isinstance(value, Opaque):
-        return None, value.why
+        return value.truth, value.why
     try:
         return bool(value), ""
     except Exception:  # noqa: BLE001 - a value whose truth the subset cannot tell

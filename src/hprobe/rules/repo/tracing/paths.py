@@ -410,7 +410,7 @@ def _traced(
     """A call judged on the counts its trail gives: a backend per answer, named
     by the run-time values it takes, and one per place the trail ended for
     some of them, shown on the stated assumption."""
-    from hprobe.rules.repo.tracing.traced import values_text
+    from hprobe.rules.repo.tracing.traced import innermost_why, values_text
 
     probe = get_probe(kernel)
     name = f"{site.module}.{site.function or '<module>'}:{site.line}"
@@ -444,7 +444,19 @@ def _traced(
                 assumption=Assumption.CALL if taken else None,
                 regrouped=trail.regrouped,
                 guard=" and ".join(
-                    f"{test} ({context.shown(where).rpartition('/')[2]})" for where, test in answer.where
+                    [
+                        *(f"{test} ({context.shown(where).rpartition('/')[2]})" for where, test in answer.where),
+                        *(
+                            f"{u.said} ({context.shown(u.where).rpartition('/')[2]})"
+                            for u in answer.unsure
+                            if not u.own
+                        ),
+                    ]
+                ),
+                unsure_reach="; ".join(
+                    f"it runs only where `{u.said}` holds ({context.shown(u.where)}), which hprobe cannot decide: "
+                    f"{innermost_why(u.why)}"
+                    for u in answer.unsure
                 ),
                 unread=unread,
                 sms_read=False,
@@ -493,9 +505,16 @@ def _traced(
         f"; {missed.words}: not reached (`{missed.test.said}` does not hold, {context.shown(missed.test.where)})"
         for missed in found.unreached
     )
+    # Combinations under a test hprobe cannot decide: judged where the kernel accepts the count.
+    unsure = "".join(
+        f"; {answer.words or 'every value'}: runs only where `{u.said}` holds ({context.shown(u.where)}), which "
+        "hprobe cannot decide: an accepted count is ok, any other undecided"
+        for answer in found.answers
+        for u in answer.unsure
+    )
     detail = (
         f"{site.function or 'module level'} calls {site.entry}; its head count "
-        f"{followed}{depends}{callers}{ends}{unreached}" + "".join(f"; {x}" for x in [serves, *said] if x)
+        f"{followed}{depends}{callers}{ends}{unreached}{unsure}" + "".join(f"; {x}" for x in [serves, *said] if x)
     )
     status = PathStatus.ASSUMED if said or found.ended else PathStatus.JUDGED
     return CallPath(site, shown, status, detail, kernel, backends=tuple(b.name for b in backends)), backends

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hprobe.rules.repo.interpreter.evaluate import NotEvaluable, Raises
-from hprobe.rules.repo.tracing.heads import HeadTrail, NotReached, caller_key
+from hprobe.rules.repo.tracing.heads import HeadTrail, NotReached, Unsure, caller_key
 
 # The most combinations a trail is evaluated at; past it, callers are no longer
 # told apart (they must agree), and past that the count is not evaluated.
@@ -51,6 +51,9 @@ class Answer:
     # Tests on the way hprobe could not decide, fixed for every answer: the
     # counts hold where they do, as (file:line, condition).
     where: tuple[tuple[str, str], ...] = ()
+    # Tests on the way hprobe could not decide that vary with the run: the
+    # call may not run at all with these values.
+    unsure: tuple[Unsure, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -113,13 +116,17 @@ def evaluate_trail(trail: HeadTrail, counts: list[int], shown: Callable[[str], s
         return NotEvaluable(
             root, 0, f"{trail.said} depends on more than {MAX_COMBINATIONS} combinations of run-time values"
         )
-    judged: dict[tuple[tuple[tuple[int, int | Raises], ...], tuple[tuple[str, str], ...]], list[dict[str, Any]]] = {}
+    judged: dict[
+        tuple[tuple[tuple[int, int | Raises], ...], tuple[tuple[str, str], ...], tuple[Unsure, ...]],
+        list[dict[str, Any]],
+    ] = {}
     ended: dict[tuple[str, int, str], tuple[NotEvaluable, list[dict[str, Any]]]] = {}
     unreached: dict[NotReached, list[dict[str, Any]]] = {}
     for combo in combos:
         evaluated = {n: trail.evaluate_said(n, run=combo) for n in counts}
-        values = {n: value for n, (value, _) in evaluated.items()}
-        said = tuple(sorted({test for _, tests in evaluated.values() for test in tests}))
+        values = {n: value for n, (value, _, _) in evaluated.items()}
+        said = tuple(sorted({test for _, tests, _ in evaluated.values() for test in tests}))
+        unsure = tuple(sorted({test for _, _, tests in evaluated.values() for test in tests}))
         stop = next((v for v in values.values() if isinstance(v, NotEvaluable)), None)
         missed = [v for v in values.values() if isinstance(v, NotReached)]
         if stop is None and missed and len(missed) < len(values):
@@ -136,7 +143,7 @@ def evaluate_trail(trail: HeadTrail, counts: list[int], shown: Callable[[str], s
             unreached.setdefault(missed[0], []).append(combo)
             continue
         key = tuple((n, v) for n, v in values.items() if isinstance(v, (int, Raises)))
-        judged.setdefault((key, said), []).append(combo)
+        judged.setdefault((key, said, unsure), []).append(combo)
     if not judged and ended:
         return next(iter(ended.values()))[0]
     if not judged:
@@ -148,7 +155,7 @@ def evaluate_trail(trail: HeadTrail, counts: list[int], shown: Callable[[str], s
             f"a test on the call's way, `{test.said}`, that holds at none of the values hprobe evaluates",
         )
     return Answers(
-        tuple(Answer(key, _words(axes, members), said) for (key, said), members in judged.items()),
+        tuple(Answer(key, _words(axes, members), said, unsure) for (key, said, unsure), members in judged.items()),
         tuple(Ended(stop, _words(axes, members)) for stop, members in ended.values()),
         axes,
         tuple(Unreached(test, _words(axes, members)) for test, members in unreached.items()),
@@ -165,6 +172,12 @@ def innermost(stop: NotEvaluable) -> NotEvaluable:
     while (match := _WHERE.fullmatch(what)) is not None:
         path, line, what = match.group(1), int(match.group(2)), match.group(3)
     return NotEvaluable(path, line, what)
+
+
+def innermost_why(why: str) -> str:
+    """A reason as said from where it was met (its innermost file:line)."""
+    stop = innermost(NotEvaluable("", 0, why))
+    return f"{stop.path}:{stop.line}: {stop.what}" if stop.path else stop.what
 
 
 def _words(axes: tuple[TrailAxis, ...], members: list[dict[str, Any]]) -> str:
