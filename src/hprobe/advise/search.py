@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import zipfile
+from collections.abc import Callable
 from dataclasses import replace
 
 from packaging.version import InvalidVersion, Version
@@ -29,7 +30,7 @@ def search_pins(
     use_cache: bool = True,
     progress: Progress = quiet,
     start: Version | str | None = None,
-) -> tuple[list[BackendSuggestion], list[Version], list[str], bool]:
+) -> tuple[list[BackendSuggestion], list[Version], list[str], bool, HoldsAt]:
     """The suggestions with their pin advice: per count of its suggested rule (and
     per count unpadded), the first published release from which every SM of
     the backend accepts it on the fast path. The search starts at what the
@@ -40,8 +41,10 @@ def search_pins(
     all. A release is probed once for all counts and backends; releases the
     check probed are not probed again. Returns the suggestions (new
     objects where a pin was searched), the published releases, notes on
-    releases that answered nothing, and whether the index could be listed
-    (False: no pin was searched)."""
+    releases that answered nothing, whether the index could be listed
+    (False: no pin was searched), and whether a suggestion's counts are safe
+    at a release (asked of the release a patch would pin: a release the
+    search stepped past may be undecided for another path)."""
     from hprobe.advise.pins import advise
     from hprobe.model.pins import parse_pin
     from hprobe.support.gather import alongside, search_width
@@ -51,7 +54,7 @@ def search_pins(
     stranded = [s for s in suggestions if s.suggested is None and s.unsafe and not s.inconclusive]
     todo = [s for s in suggestions if s.suggested is not None and not s.inconclusive]
     if not todo and not stranded:
-        return suggestions, [], [], True
+        return suggestions, [], [], True, _unknown
     progress("listing published flashinfer releases")
     try:
         published = final_releases()
@@ -66,6 +69,7 @@ def search_pins(
             [],
             [f"pin search: {exc.message}"],
             False,
+            _unknown,
         )
     prober = _Prober(releases, use_cache, progress)
     # Said before the search starts (it may fetch tens of releases): how many
@@ -153,7 +157,20 @@ def search_pins(
                 advice.shallow[str(release)] = caveat
         searched[id(s)] = replace(s, pins=advice)
     notes = [f"pin search: flashinfer {v} answered nothing: {why}" for v, why in prober.unreachable.items()]
-    return [searched.get(id(s), s) for s in suggestions], published, notes, True
+
+    def holds(s: BackendSuggestion, counts: frozenset[int], v: Version) -> bool | None:
+        states = [_safe_at(prober, s.backend.variant_key, v, s.sms, c, calls=s.backend.calls) for c in sorted(counts)]
+        return False if False in states else None if None in states else True
+
+    return [searched.get(id(s), s) for s in suggestions], published, notes, True, holds
+
+
+# Whether every count of a suggestion is safe at a release (None: not known there).
+HoldsAt = Callable[[BackendSuggestion, frozenset[int], Version], "bool | None"]
+
+
+def _unknown(_s: BackendSuggestion, _counts: frozenset[int], _v: Version) -> bool | None:
+    return None
 
 
 class _Prober:

@@ -13,11 +13,12 @@ from hprobe.model.release import Progress, quiet
 if TYPE_CHECKING:
     from packaging.version import Version
 
+    from hprobe.advise.search import HoldsAt
     from hprobe.advise.suggest import BackendSuggestion
     from hprobe.commands.request import RuleRequest
     from hprobe.report.suggest import SuggestReport
     from hprobe.rules.repo.extract import RepoTables
-    from hprobe.rules.repo.patch import Adoption
+    from hprobe.rules.repo.patch import Adoption, Patch
 
 
 def run_suggest(
@@ -33,7 +34,7 @@ def run_suggest(
     rules (`want_table`) and the patch (`diff_name`, the file it goes to; with
     --repo only). Writing them is the caller's."""
     from hprobe.advise.search import search_pins
-    from hprobe.advise.suggest import adopted, rewritten
+    from hprobe.advise.suggest import rewritten
     from hprobe.advise.suggest import suggest as make_suggestions
     from hprobe.commands.conclude import conclude
     from hprobe.commands.rules import collect_rules, judge_rules
@@ -65,10 +66,11 @@ def run_suggest(
     )
     published: list[Version] = []
     listed = True
+    holds_at: HoldsAt | None = None
     if searching:
         # --flashinfer names the releases to judge on; what is written
         # (-o, --diff) is still checked against every release a pin admits.
-        suggestions, published, pin_notes, listed = search_pins(
+        suggestions, published, pin_notes, listed, holds_at = search_pins(
             report.tables, report.releases, suggestions, request.pin, use_cache, progress, start
         )
         report = replace(report, notes=[*report.notes, *pin_notes])
@@ -90,51 +92,70 @@ def run_suggest(
         table_text = table_toml(new_table, header)
     patch = None
     if diff_name is not None and repo_tables is not None:
-        from hprobe.rules.repo.patch import Adoption, build_patch
-
-        # Checked against the tree's own requirements, whatever --pin or
-        # --flashinfer the rules were judged under.
-        chosen: dict[str, Adoption] = {}
-        for s in suggestions:
-            rule, needs = adopted(s)
-            if rule is not None:
-                chosen[s.backend.name] = Adoption(rule, needs, s.changed, s.backend.rule, s.current_safe_from())
-        for s in suggestions:
-            kept = s.current_safe_from()
-            if s.backend.name not in chosen and s.backend.rule is not None and kept is not None:
-                # Left as it is (its rule serves a path hprobe does not probe, or
-                # nothing better is known): no code of it changes, but the pin it
-                # is safe from is part of the plan, or the patched tree crashes
-                # on a release the written pin admits.
-                chosen[s.backend.name] = Adoption(s.backend.rule, kept, False, s.backend.rule, kept)
-        from hprobe.support.published import listed_or_none
-
-        patch = build_patch(repo_tables, chosen, published, listed_or_none)
-        patch.not_rewritten.extend(
-            f"{s.backend.name}: not rewritten: {s.shared}{_kept(s, chosen)}"
-            for s in suggestions
-            if s.shared and s.changed
-        )
-        # A rule whose answers are undecided is left as it is, and said: what
-        # `check` finds wanting in it is then named here too.
-        patch.not_rewritten.extend(
-            f"{s.backend.name}: not rewritten: undecided ({s.inconclusive[0]})"
-            for s in suggestions
-            if s.inconclusive and s.backend.name not in chosen
-        )
-        # Nothing to change: no rule's code or pin moves, and no change the
-        # advice asks for is left unwritten (by hand, held back, not adopted).
-        patch.nothing_needed = (
-            not patch.diff
-            and not patch.not_rewritten
-            and not any(s.changed and s.backend.name not in chosen for s in suggestions)
-        )
-        if not patch.diff and not patch.nothing_needed:
-            patch.not_rewritten.append(f"--diff {diff_name}: nothing to rewrite, not written")
+        patch = _patch(repo_tables, suggestions, published, holds_at, diff_name)
     undecided = any(s.inconclusive or s.unsafe for s in suggestions) or not suggestions or not listed
     return SuggestReport(
         conclude(report), list(suggestions), patch, table_text, EXIT_INCONCLUSIVE if undecided else EXIT_OK
     )
+
+
+def _patch(
+    repo_tables: RepoTables,
+    suggestions: list[BackendSuggestion],
+    published: list[Version],
+    holds_at: HoldsAt | None,
+    diff_name: str,
+) -> Patch:
+    """The patch the suggestions ask for, checked against the tree's own
+    requirements, whatever --pin or --flashinfer the rules were judged under."""
+    from hprobe.advise.suggest import adopted
+    from hprobe.rules.repo.patch import Adoption, build_patch
+    from hprobe.support.published import listed_or_none
+
+    chosen: dict[str, Adoption] = {}
+    for s in suggestions:
+        rule, needs = adopted(s)
+        if rule is not None:
+            chosen[s.backend.name] = Adoption(rule, needs, s.changed, s.backend.rule, s.current_safe_from())
+    for s in suggestions:
+        kept = s.current_safe_from()
+        if s.backend.name not in chosen and s.backend.rule is not None and kept is not None:
+            # Left as it is (its rule serves a path hprobe does not probe, or
+            # nothing better is known): no code of it changes, but the pin it
+            # is safe from is part of the plan, or the patched tree crashes
+            # on a release the written pin admits.
+            chosen[s.backend.name] = Adoption(s.backend.rule, kept, False, s.backend.rule, kept)
+    by_name = {s.backend.name: s for s in suggestions}
+
+    def holds(qualname: str, v: Version) -> bool | None:
+        # The counts the patched tree launches on this path: the adopted rule's, or the current ones kept.
+        s, adoption = by_name.get(qualname), chosen[qualname]
+        if s is None or holds_at is None:
+            return None
+        counts = s.rule_counts() if adoption.changes else {c.current for c in s.changes}
+        return None if None in counts else holds_at(s, frozenset(c for c in counts if c is not None), v)
+
+    patch = build_patch(repo_tables, chosen, published, listed_or_none, holds)
+    patch.not_rewritten.extend(
+        f"{s.backend.name}: not rewritten: {s.shared}{_kept(s, chosen)}" for s in suggestions if s.shared and s.changed
+    )
+    # A rule whose answers are undecided is left as it is, and said: what
+    # `check` finds wanting in it is then named here too.
+    patch.not_rewritten.extend(
+        f"{s.backend.name}: not rewritten: undecided ({s.inconclusive[0]})"
+        for s in suggestions
+        if s.inconclusive and s.backend.name not in chosen
+    )
+    # Nothing to change: no rule's code or pin moves, and no change the
+    # advice asks for is left unwritten (by hand, held back, not adopted).
+    patch.nothing_needed = (
+        not patch.diff
+        and not patch.not_rewritten
+        and not any(s.changed and s.backend.name not in chosen for s in suggestions)
+    )
+    if not patch.diff and not patch.nothing_needed:
+        patch.not_rewritten.append(f"--diff {diff_name}: nothing to rewrite, not written")
+    return patch
 
 
 def _kept(suggestion: BackendSuggestion, chosen: dict[str, Adoption]) -> str:

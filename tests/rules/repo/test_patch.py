@@ -378,3 +378,34 @@ def test_a_companion_pin_moves_only_to_a_release_the_index_has(tmp_path, cubin_r
     assert any(
         c.startswith("requirements/cuda.txt:1: flashinfer requirement ==0.6.13 → ==0.7.4 (") for c in patch.changed
     )
+
+
+def test_the_pin_moves_only_to_a_release_every_other_rule_is_shown_safe_at(tmp_path):
+    """`Other`, kept as it is, is first safe at 0.7.4; `Attn`'s new rule is
+    safe from 0.6.14 but undecided at 0.7.4 (its kernel table is not
+    reachable there, say). Raising the pin to 0.7.4 would trade Attn's decided
+    answers for undecided ones: the pin moves to 0.6.14 and Other is said
+    with why it does not take the pin further."""
+    two = MAPPING + '\n[[class]]\nname = "Other"\nkernel = "dsv4-sparse-mla"\nsm = [100]\n'
+    module = (
+        CONSTANT + "\n" + RULE + "\n\nclass Other:\n    @classmethod\n"
+        "    def get_padded_num_q_heads(cls, num_heads):\n        return 128\n"
+    ).encode()
+    root = _tree(tmp_path, module, pin='dependencies = ["flashinfer-python==0.6.13"]')
+    (tmp_path / "mapping.toml").write_text(two)
+    found = extract(root, load_mapping(tmp_path / "mapping.toml"))
+    names = {c.cls.name: c.cls.qualname for c in found.classes}
+    adopted = {
+        names["Attn"]: Adoption(NEW, Version("0.6.14")),
+        names["Other"]: Adoption(PadTo((128,)), Version("0.7.4"), changes=False),
+    }
+
+    def holds(qualname: str, v: Version) -> bool | None:
+        return None if qualname == names["Attn"] and v >= Version("0.7.4") else True
+
+    unchecked = build_patch(found, dict(adopted), PUBLISHED)
+    assert b'+dependencies = ["flashinfer-python==0.7.4"]' in unchecked.diff  # what the floor alone asks for
+    patch = build_patch(found, dict(adopted), PUBLISHED, holds=holds)
+    assert b'+dependencies = ["flashinfer-python==0.6.14"]' in patch.diff and b"0.7.4" not in patch.diff
+    [other] = [w for w in patch.not_rewritten if w.startswith(names["Other"])]
+    assert "needs flashinfer >= 0.7.4" in other and "at flashinfer 0.7.4 attention.Attn is not shown safe" in other

@@ -104,6 +104,7 @@ def build_patch(
     adopted: dict[str, Adoption],
     published: list[Version],
     companion_releases: Callable[[str], Sequence[Version] | None] = lambda _name: None,
+    holds: Callable[[str, Version], bool | None] | None = None,
 ) -> Patch:
     """`adopted`: class qualname -> the rule to write for it (judged classes
     only) and the release it needs. `published`: the releases a requirement
@@ -111,7 +112,11 @@ def build_patch(
     patched rules need is raised in the same patch, or no padding changes.
     `companion_releases`: the published releases of a package released with
     flashinfer-python (None: not listed), so that its exact pin moves only to
-    a release that exists."""
+    a release that exists. `holds`: whether a class's rule, as the patch
+    leaves it, is safe at a release (None: not known there); the pin moves
+    only to a release at which every other rule the patch settles is shown
+    safe — the search asked each rule where its own boundary lies, not
+    whether the others hold as far up as another's floor."""
     patch = Patch()
     repo = repo.indexed()
     index = repo.index
@@ -124,9 +129,21 @@ def build_patch(
         pin_files, blocked, left = _pin_edits(pins, root, floor, published, companion_releases)
         # A requirement that cannot move holds back every rule that needs it to.
         held = {q for q in settled if blocked and _needs_move(adopted[q].needs, blocked, published)}
+        why = "; ".join(dict.fromkeys(blocked.values()))
+        if not held and floor is not None and holds is not None:
+            short = sorted(q for q in settled if adopted[q].needs != floor and holds(q, floor) is not True)
+            if short:
+                # The floor is where the rules that raise it are first safe; at
+                # that release another rule is undecided or refused: raising the
+                # pin there would trade it for them, so those rules are held.
+                held = {q for q in settled if adopted[q].needs == floor}
+                why = (
+                    f"at flashinfer {floor} {', '.join('.'.join(q.split('.')[-2:]) for q in short)} "
+                    f"{'is' if len(short) == 1 else 'are'} not shown safe (undecided or refused there), so the pin "
+                    "does not move there"
+                )
         if not held:
             break
-        why = "; ".join(dict.fromkeys(blocked.values()))
         for q in sorted(held):
             if adopted[q].changes:
                 said = (
@@ -136,7 +153,15 @@ def build_patch(
             else:
                 # Kept as it is: nothing of its code changes, only the pin it needs cannot be written.
                 said = f"as it is, it needs flashinfer >= {adopted[q].needs}, and {why}"
-            patch.not_rewritten.append(f"{q}: {said}")
+            # A path said already to move the pin (an unpadded call left to the
+            # reader) is said once: where it holds from, and why the pin stays.
+            moved = next(
+                (i for i, w in enumerate(patch.not_rewritten) if w.startswith(f"{q}: ") and w.endswith(_MOVES)), None
+            )
+            if moved is not None:
+                patch.not_rewritten[moved] = patch.not_rewritten[moved].removesuffix(_MOVES) + f", but {why}"
+            else:
+                patch.not_rewritten.append(f"{q}: {said}")
         settled -= held
         # A floor constant changes every path that owns it at once: one held path keeps it as it is.
         edits = {
@@ -153,6 +178,9 @@ def build_patch(
     patch.not_rewritten.extend(left)
     patch.diff = b"".join(chunks)
     return patch
+
+
+_MOVES = ", and the pin moves with it"
 
 
 def _needed_by(adopted: dict[str, Adoption], settled: set[str], floor: Version | None) -> str:
@@ -204,7 +232,7 @@ def _source_edits(
             # call that crashes on the pinned release, safe from a later one).
             if adoption.changes:
                 kept = adoption.current_safe_from
-                also = f"; as it is, it holds from flashinfer {kept}, and the pin moves with it" if kept else ""
+                also = f"; as it is, it holds from flashinfer {kept}{_MOVES}" if kept else ""
                 why = (
                     f"padding written at the call itself: {floor}"
                     if isinstance(floor, str)
