@@ -374,11 +374,17 @@ UNKNOWN_RULES = {
     # Handed to what hprobe cannot know, a list may change; called for its effect, it may raise.
     "handed-list": ("keep = [n]\nx(keep)\nreturn keep[0]", None),
     "for-effect": ("x(n)\nreturn n", None),
+    "for-effect-nested": ("_get(x)(n)\nreturn n", None),  # _get runs a statement call of its own first
+    # A builtin handed one: its answer (or the TypeError it raises) is not Python's.
+    "builtin": ("return max(x, n)", None),
+    "builtin-sorted": ("return sorted([x, n])[0]", None),
+    "builtin-any": ("return n if any([x]) else n", "n"),
 }
 
 
 def _unknown_rule(body: str) -> str:
-    return "def pad(n, x):\n" + textwrap.indent(body, "    ") + "\n"
+    helpers = "def _noop():\n    return None\n\n\ndef _get(f):\n    _noop()\n    return f\n\n\n"
+    return helpers + "def pad(n, x):\n" + textwrap.indent(body, "    ") + "\n"
 
 
 @pytest.mark.parametrize("case", sorted(UNKNOWN_RULES))

@@ -449,7 +449,7 @@ class _Interpreter:
         # How many expressions have met a value hprobe cannot know: a `try`
         # whose body met one cannot say whether its handlers run (_try).
         self.unknowns = 0
-        self.for_effect: ast.Call | None = None  # the call a statement makes for what it does, not its value
+        self.unknown_call: ast.Call | None = None  # the last call of what hprobe cannot know (_unknown_call)
 
     def _tick(self, node: ast.AST) -> None:
         self.steps += 1
@@ -550,8 +550,9 @@ class _Interpreter:
                 ev(arg)  # Python evaluates the arguments (and may raise there); the log line changes nothing
             return
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
-            self.for_effect = node.value
             ev(node.value)  # a call for its raise, e.g. cls._check(n)
+            if self.unknown_call is node.value:
+                raise _Unsupported(node, f"calls `{ast.unparse(node.value.func)[:40]}` for what it does, not known")
             return
         if isinstance(node, ast.Pass):
             return
@@ -1108,6 +1109,11 @@ class _Interpreter:
             values = [*args, *kwargs.values()]
             if any(isinstance(v, (_Callable, ClassInfo)) for v in values):
                 raise _Unsupported(node, f"{ast.unparse(node.func)}() given a function or class")
+            unknown = _opaque_in(values)
+            if unknown is not None:
+                # `max(x, n)` compares with what it cannot know: Python's answer
+                # (or its TypeError) is not this Opaque's, so nothing is computed.
+                return Opaque(unknown.why)
             if func is range:
                 self._check_range(node, args)
             self._work(node, *values)
@@ -1124,11 +1130,9 @@ class _Interpreter:
     ) -> Opaque:
         """A call of what hprobe cannot know: its arguments are evaluated as
         Python does, and its result is not known. Handed a container or a
-        function, it may change what the rest reads: not evaluable; called
-        for what it does (a statement), what it does or raises is the answer's
-        and not known."""
-        if node is self.for_effect:
-            raise _Unsupported(node, f"calls `{ast.unparse(node.func)[:40]}` for what it does ({func.why})")
+        function, it may change what the rest reads: not evaluable. Called
+        for what it does (a statement: stmt reads `unknown_call`), what it does
+        or raises is the answer's and not known."""
         handed = [*(a.value if isinstance(a, ast.Starred) else a for a in node.args), *(k.value for k in node.keywords)]
         for arg in handed:
             value = self.expr(arg, frame, module, owner, depth)
@@ -1138,7 +1142,23 @@ class _Interpreter:
                     f"hands `{ast.unparse(arg)[:40]}` to `{ast.unparse(node.func)[:40]}`, which hprobe cannot know "
                     f"({func.why}) and which may change it or call it",
                 )
+        self.unknown_call = node  # last: the call is the statement's own only if nothing ran after it
         return Opaque(func.why)
+
+
+def _opaque_in(values: list[Any], limit: int = 1000) -> Opaque | None:
+    """The first value hprobe cannot know in `values` or the containers they hold."""
+    stack = list(values)
+    while stack and limit > 0:
+        limit -= 1
+        item = stack.pop()
+        if isinstance(item, Opaque):
+            return item
+        if isinstance(item, (list, tuple, set, frozenset)):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend([*item.keys(), *item.values()])
+    return Opaque("a container too large to search for values hprobe cannot know") if stack else None
 
 
 def _shares_state(value: Any, limit: int = 1000) -> bool:
