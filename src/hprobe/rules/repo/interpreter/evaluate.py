@@ -325,6 +325,12 @@ class Binding:
     settings: Settings | None = None
     flashinfer: FlashinferSource | None = None  # the release judged; None: not given
     sm: int | None = None  # the SM the rule is evaluated for (a worker fakes it)
+    # A name the tree binds other than its definition says (a platform object
+    # bound late) is a value not known, not the end of the evaluation: the
+    # head-count trail's reading, where what the engine does with it is taken
+    # not to raise (an engine that raises there never reaches FlashInfer). A
+    # padding rule's answer may be that it raises: there it ends the reading.
+    unknown_rebound: bool = False
 
 
 @dataclass(frozen=True)
@@ -995,6 +1001,8 @@ class _Interpreter:
         is defined, a function to call, or a class."""
         kind, value, where = found
         if kind == "rebound":
+            if not self.binding.unknown_rebound:
+                raise _Unsupported(where.tree, str(value))
             # What it is at run time is not its definition: a value not known,
             # which decides nothing (a platform object the engine binds late).
             return Opaque(str(value))

@@ -39,7 +39,7 @@ import ast
 import copy
 import weakref
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hprobe.rules.repo.interpreter.evaluate import (
@@ -274,7 +274,8 @@ class HeadTrail:
         only an accepted count is an answer there."""
         memo: dict[int, Any] = {}
         try:
-            value = _value(self.count, n, self.index, binding or Binding(), run or {}, memo)
+            reading = replace(binding or Binding(), unknown_rebound=True)
+            value = _value(self.count, n, self.index, reading, run or {}, memo)
         except _Stop as stop:
             return stop.result, _said(memo), _unsure(memo)
         if isinstance(value, Opaque):
