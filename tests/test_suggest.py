@@ -484,3 +484,34 @@ def test_a_tree_that_needs_no_change_writes_no_diff_and_passes(cli, tmp_path):
     assert not diff.exists()
     said = f"--diff {diff} not written: nothing to change"
     assert (out + err).count(said) == 1 and "nothing to rewrite" not in out + err, err
+
+
+@pytest.mark.pure  # the fast tier: no torch, flashinfer or subprocess
+def test_a_regrouped_count_is_never_suggested_below_itself():
+    """A drafter's call hands k * heads (draft tokens folded into heads): 48
+    heads at k=2 launch 96, the work the call does. A kernel that accepts
+    {8 .. 128} makes no padding "save" anything there, and 96 heads at k=2
+    (192) has no count at or above it: no safe count, never a pad down to 128
+    that would drop tokens."""
+    from hprobe.advise.suggest import _suggest_backend
+    from hprobe.model.outcome import HeadResult, KernelSMResult, Outcome
+    from hprobe.model.padding import Backend, Model, PaddingTable, PadMap, Where
+
+    result = KernelSMResult("trtllm-mla", 100, "0.7.4")
+    for h in range(1, 257):
+        ok = h in (8, 16, 32, 64, 96, 128)
+        result.heads[h] = HeadResult(h, Outcome.ACCEPTED if ok else Outcome.REJECTED, entry="m.f")
+    folded = PadMap(((48, 96), (96, 192)))
+    models = [Model("Kimi", 96, (1, 2), Where("m"))]
+
+    def suggestion(regrouped: bool):
+        backend = Backend("drafter", "trtllm-mla", (100,), folded, Where("d.py", 405), regrouped=regrouped)
+        table = PaddingTable("t", "s", "p", None, models, [backend])
+        return _suggest_backend(table, backend, (100,), ("0.7.4",), {100: [result]}, True)
+
+    regrouped = suggestion(True)
+    assert {c.n: c.suggested for c in regrouped.changes} == {48: 96, 96: None}
+    assert regrouped.unsafe == {96: [100]} and not any(c.saving for c in regrouped.changes)
+    # A padding rule with the same map is one: there 48 needs no more than 48, and 96 pads to 96.
+    padding = suggestion(False)
+    assert {c.n: c.suggested for c in padding.changes} == {48: 64, 96: 96}

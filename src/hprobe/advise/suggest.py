@@ -190,8 +190,9 @@ def _suggest_backend(
         newest = max(per_release, key=lambda r: _version(r.flashinfer_version), default=None)
         safe_newest[sm] = _fast(newest) if newest is not None else set()
         suggestion.newest = newest.flashinfer_version if newest is not None else None
-    chosen = _choose(counts, safe_newest if newest_only else safe_everywhere, suggestion.unsafe)
-    kept = _choose(counts, safe_everywhere, {})
+    floor = _floors(backend, counts)
+    chosen = _choose(counts, safe_newest if newest_only else safe_everywhere, suggestion.unsafe, floor)
+    kept = _choose(counts, safe_everywhere, {}, floor)
     if not newest_only:
         suggestion.newest = ", ".join(versions)
     for model, tp, n in cases:
@@ -235,12 +236,23 @@ def _version(text: str) -> Version:
         return Version("0")
 
 
-def _choose(counts: list[int], safe: dict[int, set[int]], unsafe: dict[int, list[int]]) -> dict[int, int]:
-    """n -> the count to pad it to: the smallest count >= n safe on every SM (one
-    rule serves every SM of a backend, so the largest of their smallest)."""
+def _floors(backend: Backend, counts: list[int]) -> dict[int, int]:
+    """The least count each per-rank count may be launched with: itself, or,
+    where the count is regrouped (draft tokens folded into heads), the
+    regrouped count — the work the call does, not a padding: nothing below it
+    serves the query."""
+    return {n: (backend.rule.pad(n) or n) if backend.regrouped else n for n in counts}
+
+
+def _choose(
+    counts: list[int], safe: dict[int, set[int]], unsafe: dict[int, list[int]], floor: dict[int, int] | None = None
+) -> dict[int, int]:
+    """n -> the count to pad it to: the smallest count >= n (>= floor[n]) safe on
+    every SM (one rule serves every SM of a backend, so the largest of their smallest)."""
     chosen: dict[int, int] = {}
     for n in counts:
-        per_sm = {sm: min((h for h in accepted if h >= n), default=None) for sm, accepted in safe.items()}
+        least = floor[n] if floor is not None else n
+        per_sm = {sm: min((h for h in accepted if h >= least), default=None) for sm, accepted in safe.items()}
         missing = [sm for sm, v in per_sm.items() if v is None]
         if missing:
             unsafe[n] = missing
@@ -275,7 +287,7 @@ def route_ahead(
         if results is None or any(sm not in results for sm in s.sms):
             return None
         safe = {sm: _fast(results[sm]) for sm in s.sms}
-        return len(_choose(counts, safe, {})) == len(counts)
+        return len(_choose(counts, safe, {}, _floors(s.backend, counts))) == len(counts)
 
     found = first_true(versions, serves_all, parallel=parallel, prepare=prepare, answered=answered).first
     if found is None:
