@@ -59,7 +59,6 @@ ELSEWHERE: dict[str, str] = {
     "kernels/trtllm_mla.py": _KERNELS,
     "kernels/xqa_mla.py": _KERNELS,
     "model/advice.py": "tests/test_suggest.py",
-    "model/assumption.py": "tests/advise/test_summary.py",
     "model/compiled.py": "tests/compiled/test_depth.py",
     "model/errors.py": "tests/test_input_errors.py",
     "model/heads.py": "tests/test_units.py",
