@@ -62,7 +62,6 @@ ELSEWHERE: dict[str, str] = {
     "model/compiled.py": "tests/compiled/test_depth.py",
     "model/errors.py": "tests/test_input_errors.py",
     "model/heads.py": "tests/test_units.py",
-    "model/outcome.py": _MODEL,
     "model/padding.py": _MODEL,
     "model/pins.py": "tests/advise/test_pins.py",
     "model/release.py": _MODEL,

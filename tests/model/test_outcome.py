@@ -1,0 +1,55 @@
+"""A probe's answer for one h_q (model/outcome.py): every outcome, cause and
+depth a JSON document can carry is documented by that value, so a reader of
+`hprobe.matrix` or `hprobe.check` output can look each one up."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from hprobe.model.outcome import Cause, Depth, HeadResult, Outcome
+
+pytestmark = pytest.mark.pure
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def test_every_outcome_is_documented_by_its_value() -> None:
+    text = (DOCS / "outcomes.md").read_text()
+    assert [o.value for o in Outcome if f"`{o.value}`" not in text] == []
+
+
+def test_every_depth_has_its_own_entry_and_qualifier() -> None:
+    section = (DOCS / "outcomes.md").read_text().split("### Depth", 1)[1].split("\n### ", 1)[0]
+    entries = re.findall(r"^- \*\*([a-z-]+)\*\*:", section, re.M)
+    assert entries == [d.value for d in Depth]
+    said = [d.qualifier(unchecked=True) for d in Depth]
+    assert len(set(said)) == len(said), said
+
+
+def test_every_cause_is_documented_where_json_documents_cause() -> None:
+    text = (DOCS / "ci.md").read_text()
+    sentence = text.split("`cause` types an", 1)[1].split("\n- ", 1)[0]
+    assert [c.value for c in Cause if f"`{c.value}`" not in sentence] == []
+
+
+def test_a_result_reads_back_what_it_wrote() -> None:
+    full = HeadResult(
+        96,
+        Outcome.INCONCLUSIVE,
+        entry="m.f",
+        error_type="E",
+        message="m",
+        location="f.py:1",
+        reason="r",
+        slow_path="s",
+        cause=Cause.RUNTIME.value,
+        shapes="x",
+        pending="p",
+        launch="l",
+    )
+    assert HeadResult.from_dict(full.to_dict()) == full
+    bare = HeadResult(8, Outcome.ACCEPTED)
+    assert bare.to_dict() == {"heads": 8, "outcome": "accepted"} and HeadResult.from_dict(bare.to_dict()) == bare
