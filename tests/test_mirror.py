@@ -67,7 +67,6 @@ ELSEWHERE: dict[str, str] = {
     "model/release.py": _MODEL,
     "model/sm.py": _MODEL,
     "model/targets.py": "tests/test_units.py",
-    "model/verdict.py": _MODEL,
     "model/waiver.py": "tests/rules/test_waivers.py",
     "probe/parallel.py": "tests/test_honesty.py",
     "probe/run.py": "tests/test_honesty.py and tests/test_run_independence.py",
