@@ -338,3 +338,30 @@ def test_a_call_path_whose_inline_padding_reads_flashinfer_is_read_per_release_a
     [path] = [p for p in doc["call_paths"] if "engine/models/v4.py:" in p["site"]]
     assert path["status"] == "judged", path
     assert code == 1
+
+
+def test_names_called_from_flashinfers_mla_code_that_no_probe_answers_for_are_said(tmp_path):
+    """A planning entry of an MLA module (cake's `plan_attention`), a concat op
+    under another name: called, not probed, so their calls are not judged —
+    said in one note with where each is imported. A constant the engine reads
+    (a dispatch table) and a name imported but never called are not calls."""
+    import shutil
+
+    tree = tmp_path / "engine"
+    shutil.copytree(ENGINE, tree)
+    (tree / "engine" / "backends" / "cake.py").write_text(
+        "from flashinfer.mla.cake_kimi_k3_mla import plan_attention, workspace_bytes\n"
+        "from flashinfer.mla._sparse_mla_sm120 import _DECODE_MAX_TOKENS\n"
+        "from flashinfer.concat_ops import concat_mla_k as cat\n\n\n"
+        "def plan(batch, heads):\n"
+        "    cat(None, None, None)\n"
+        "    return plan_attention(batch=batch, num_heads=heads, max_seq_len=_DECODE_MAX_TOKENS)\n"
+    )
+    found = extract(tree, load_mapping(MAPPING))
+    [note] = [n for n in found.notes if n.startswith("not probed:")]
+    assert note.startswith("not probed: 2 name(s)")
+    assert "flashinfer.mla.cake_kimi_k3_mla.plan_attention (cake.py:1)" in note
+    assert "flashinfer.concat_ops.concat_mla_k (cake.py:3)" in note
+    assert "workspace_bytes" not in note and "_DECODE_MAX_TOKENS" not in note
+    # The fixture's own calls are all of probed entries: nothing said there.
+    assert not [n for n in extract(ENGINE, load_mapping(MAPPING)).notes if n.startswith("not probed:")]

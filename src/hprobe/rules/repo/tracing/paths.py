@@ -173,6 +173,7 @@ def read_paths(context: PathContext) -> PathReading:
     sites = find_calls(context.index, frozenset(called_as))
     calls = TreeCalls(context.index)  # what one trail reads of the tree, the next reuses
     entries: dict[int, tuple[CallMapping, list[CallSite]]] = {}
+    reading.notes.extend(_unprobed(context, frozenset(called_as)))
     escapes = [site for site in sites if site.escape is not None]
     sites = [site for site in sites if site.escape is None]
     for site in escapes:
@@ -351,6 +352,40 @@ def _unmapped(
         f"; {serves}" if serves else ""
     )
     return CallPath(site, shown, PathStatus.ASSUMED, detail, kernel, backends=(backend.name,)), [backend]
+
+
+def _unprobed(context: PathContext, probed: frozenset[str]) -> list[str]:
+    """The names the tree imports from FlashInfer's MLA code (a module or a
+    name that says `mla`) and calls that no probe answers for: those calls
+    are not judged, and the report says so rather than leave them
+    unmentioned. (Calls of a module's attribute, `mla.f(...)`, are not
+    looked for here.)"""
+    found: dict[str, list[str]] = {}
+    for module in context.index.each_module_mentioning({"flashinfer"}):
+        # Only what the module calls: a constant it imports (a dispatch table
+        # it reads) hands FlashInfer nothing.
+        called = {n.func.id for n in ast.walk(module.tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        for node in ast.walk(module.tree):
+            if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module):
+                continue
+            source = node.module
+            if source.split(".")[0] != "flashinfer":
+                continue
+            for alias in node.names:
+                mla = "mla" in source or "mla" in alias.name.lower()
+                if alias.name in probed or (alias.asname or alias.name) not in called or not mla:
+                    continue
+                place = f"{context.shown(module.path).rpartition('/')[2]}:{node.lineno}"
+                found.setdefault(f"{source}.{alias.name}", []).append(place)
+    if not found:
+        return []
+    listed = "; ".join(
+        f"{name} ({', '.join(places[:3])}{', …' if len(places) > 3 else ''})" for name, places in sorted(found.items())
+    )
+    return [
+        f"not probed: {len(found)} name(s) this tree imports from FlashInfer's MLA code and calls, which no probe "
+        f"answers for (what those calls hand FlashInfer is not judged): {listed}"
+    ]
 
 
 def _escaped(context: PathContext, site: CallSite, called_as: dict[str, str]) -> tuple[CallPath, list[Backend]]:
