@@ -24,7 +24,6 @@ _KERNELS = "probed on real releases in tests/test_release_truth.py and tests/tes
 _MODEL = "data types every test builds; each enum member rendered in tests/report/test_formats.py"
 _ERAS = "a few hooks over the neighbouring era, whose cases run it: "
 ELSEWHERE: dict[str, str] = {
-    "advise/suggest.py": "tests/test_suggest.py",
     "cli/app.py": _E2E + "tests/test_help.py, tests/test_input_errors.py and tests/test_cli_misc.py",
     "cli/coercion.py": "every option's parsing in tests/test_input_errors.py",
     "cli/options.py": "tests/test_cli_misc.py",
