@@ -409,3 +409,20 @@ def test_the_pin_moves_only_to_a_release_every_other_rule_is_shown_safe_at(tmp_p
     assert b'+dependencies = ["flashinfer-python==0.6.14"]' in patch.diff and b"0.7.4" not in patch.diff
     [other] = [w for w in patch.not_rewritten if w.startswith(names["Other"])]
     assert "needs flashinfer >= 0.7.4" in other and "at flashinfer 0.7.4 attention.Attn is not shown safe" in other
+    # Where the requirement already admits only releases from the floor on, no
+    # pin moves, so nothing is traded: a rule that needs the floor is rewritten
+    # though another is not shown safe there (it is not, today, either).
+    (root / "pyproject.toml").write_text(
+        '[project]\nname = "e"\nversion = "0"\ndependencies = ["flashinfer-python>=0.7.4"]\n'
+    )
+    found = extract(root, load_mapping(tmp_path / "mapping.toml"))
+    raised = {
+        names["Attn"]: Adoption(NEW, Version("0.7.4")),
+        names["Other"]: Adoption(PadTo((128,)), Version("0.6.14"), changes=False),
+    }
+
+    def other_unknown(qualname: str, v: Version) -> bool | None:
+        return None if qualname == names["Other"] and v >= Version("0.7.4") else True
+
+    kept = build_patch(found, raised, PUBLISHED, holds=other_unknown)
+    assert b"+HEADS = (8, 16, 32, 64, 128)" in kept.diff and b"pyproject.toml" not in kept.diff, kept.not_rewritten

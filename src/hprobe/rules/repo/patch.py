@@ -130,7 +130,8 @@ def build_patch(
         # A requirement that cannot move holds back every rule that needs it to.
         held = {q for q in settled if blocked and _needs_move(adopted[q].needs, blocked, published)}
         why = "; ".join(dict.fromkeys(blocked.values()))
-        if not held and floor is not None and holds is not None:
+        if not held and floor is not None and holds is not None and pin_files:
+            # Only where the pin moves: a floor the requirement already admits changes no release.
             short = sorted(q for q in settled if adopted[q].needs != floor and holds(q, floor) is not True)
             if short:
                 # The floor is where the rules that raise it are first safe; at
