@@ -20,6 +20,7 @@ entry called, a literal `backend=`, whether `sparse_mla_top_k` is passed)."""
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -361,11 +362,14 @@ def _unprobed(context: PathContext, probed: frozenset[str]) -> list[str]:
     unmentioned. (Calls of a module's attribute, `mla.f(...)`, are not
     looked for here.)"""
     found: dict[str, list[str]] = {}
-    for module in context.index.each_module_mentioning({"flashinfer"}):
+    # Only modules whose text can hold such an import are parsed: "flashinfer"
+    # alone is in hundreds of a large tree's modules (comments, settings).
+    for module in context.index.each_module_whose_text(_imports_mla):
+        nodes = list(ast.walk(module.tree))
         # Only what the module calls: a constant it imports (a dispatch table
         # it reads) hands FlashInfer nothing.
-        called = {n.func.id for n in ast.walk(module.tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
-        for node in ast.walk(module.tree):
+        called = {n.func.id for n in nodes if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+        for node in nodes:
             if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module):
                 continue
             source = node.module
@@ -386,6 +390,13 @@ def _unprobed(context: PathContext, probed: frozenset[str]) -> list[str]:
         f"not probed: {len(found)} name(s) this tree imports from FlashInfer's MLA code and calls, which no probe "
         f"answers for (what those calls hand FlashInfer is not judged): {listed}"
     ]
+
+
+def _imports_mla(text: str) -> bool:
+    return "from flashinfer" in text and _MLA.search(text) is not None
+
+
+_MLA = re.compile("mla", re.IGNORECASE)
 
 
 def _escaped(context: PathContext, site: CallSite, called_as: dict[str, str]) -> tuple[CallPath, list[Backend]]:
