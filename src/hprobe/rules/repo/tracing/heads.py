@@ -352,7 +352,7 @@ def _computed(part: Part, n: int, index: RepoIndex, binding: Binding, run: dict[
     if isinstance(part, _Item):
         of = _value(part.of, n, index, binding, run, memo)
         if isinstance(of, Opaque):
-            return Opaque(of.why)  # an item's truth is not the whole's
+            return of.plain  # an item's truth is not the whole's
         if isinstance(of, (tuple, list)) and -len(of) <= part.index < len(of):
             return of[part.index]
         return Opaque(f"unpacks {type(of).__name__} into more names than it holds")
@@ -363,7 +363,7 @@ def _computed(part: Part, n: int, index: RepoIndex, binding: Binding, run: dict[
         values = [_value(p, n, index, binding, run, memo) for p in part.parts]
         opaque = next((v for v in values if isinstance(v, Opaque)), None)
         if opaque is not None:
-            return Opaque(opaque.why)
+            return opaque.plain
         if any(type(v) is not type(values[0]) or v != values[0] for v in values[1:]):
             return Opaque(
                 f"{part.where}: its {len(values)} callers hand it different values "
