@@ -40,7 +40,6 @@ ELSEWHERE: dict[str, str] = {
     "compiled/cxx.py": "tests/compiled/test_depth.py and tests/test_compiled_releases.py",
     "compiled/files.py": "tests/compiled/test_depth.py and tests/test_compiled_releases.py",
     "compiled/trtllm_gen/__init__.py": "every era's tests under tests/compiled/trtllm_gen/",
-    "compiled/trtllm_gen/era_0_6_12.py": "tests/compiled/test_depth.py (cases from the C++ of 0.6.12 – 0.6.15)",
     "compiled/trtllm_gen/era_0_6_16.py": _ERAS + "tests/test_compiled_releases.py",
     "compiled/trtllm_gen/era_0_6_4.py": _ERAS + "tests/compiled/trtllm_gen/test_era_0_6_6.py",
     "compiled/trtllm_gen/era_0_6_7.py": _ERAS + "tests/compiled/trtllm_gen/test_era_0_6_8.py",

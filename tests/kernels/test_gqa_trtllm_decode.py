@@ -21,29 +21,51 @@ def _line(path: Path, needle: str) -> int:
 
 
 @pytest.mark.slow
-def test_trtllm_gen_is_sm10x_only_auto_goes_to_xqa_and_sm10x_counts_stay_pending(cli_json):
+def test_trtllm_gen_is_sm10x_only_auto_goes_to_xqa_and_sm10x_counts_reach_the_selection(
+    cli_json, cubin_wheel, monkeypatch
+):
     """0.6.14 decode.py: `auto` is trtllm-gen where the SM major is 10, else
     XQA; fmhaRunner.cuh's constructor refuses every other SM ("Unsupported
-    architecture"). On SM100 the count reaches trtllm-gen's selection, which
-    is not ported for GQA: accepted by the validators, pending, never `ok`."""
+    architecture"). On SM100 the count reaches trtllm-gen's GQA selection,
+    evaluated on the release's kernel table: a group of one at page 128 finds no
+    kernel (useDynamicNumTokensPerPage needs a group above one; flashinfer #4094),
+    every other group of 1..9 launches."""
+    monkeypatch.setenv("HPROBE_KERNEL_TABLE", str(cubin_wheel))
     code, doc, err = cli_json(
-        "matrix", "-k", "gqa-trtllm-decode", "--backend", "auto,trtllm-gen", "--sm", "90,100,120", "--heads", "1-9"
+        "matrix",
+        "-k",
+        "gqa-trtllm-decode",
+        "--backend",
+        "auto,trtllm-gen",
+        "--sm",
+        "90,100,120",
+        "--heads",
+        "1-9",
+        "--page-size",
+        "128",
     )
     assert code == 0, err
     by = {(r["key"], r["sm"]): r for r in doc["results"]}
     runner = _installed() / "data/include/flashinfer/trtllm/fmha/fmhaRunner.cuh"
     where = f"flashinfer/data/include/flashinfer/trtllm/fmha/fmhaRunner.cuh:{_line(runner, 'Unsupported architecture')}"
+    launcher = _installed() / "data/csrc/trtllm_fmha_kernel_launcher.cu"
+    missing = f"flashinfer/data/csrc/trtllm_fmha_kernel_launcher.cu:{_line(launcher, 'Missing TRTLLM-GEN kernel')}"
     for sm in (90, 120):
-        forced = by[("gqa-trtllm-decode[backend=trtllm-gen]", sm)]
+        forced = by[("gqa-trtllm-decode[backend=trtllm-gen,page_size=128]", sm)]
         assert forced["status"] == "unsupported-arch"
         assert {h["location"] for h in forced["heads"]} == {f"{where} (TllmGenFmhaRunner)"}
-        auto = by[("gqa-trtllm-decode", sm)]
+        auto = by[("gqa-trtllm-decode[page_size=128]", sm)]
         assert auto["accepted"] == list(range(1, 10))
         assert {h["entry"] for h in auto["heads"]} == {"get_xqa_module.xqa_wrapper"}
-    for key in ("gqa-trtllm-decode", "gqa-trtllm-decode[backend=trtllm-gen]"):
+    for key in ("gqa-trtllm-decode[page_size=128]", "gqa-trtllm-decode[backend=trtllm-gen,page_size=128]"):
         blackwell = by[(key, 100)]
-        assert {h["entry"] for h in blackwell["heads"]} == {"get_trtllm_gen_fmha_module.trtllm_paged_attention_decode"}
-        assert all("GQA/MHA selection" in h["pending"] for h in blackwell["heads"])
+        assert blackwell["depth"] == "compiled"
+        assert blackwell["accepted"] == list(range(2, 10))
+        [one] = [h for h in blackwell["heads"] if h["heads"] == 1]
+        assert one["message"].startswith("Missing TRTLLM-GEN kernel (decode): ")
+        assert "numTokensPerPage=128, dynamicNumTokensPerPage=0" in one["message"]
+        assert one["location"] == f"{missing} (trtllm_paged_attention_launcher)"
+        assert not any(h.get("pending") for h in blackwell["heads"])
 
 
 @pytest.mark.slow
@@ -67,18 +89,21 @@ def test_xqa_refuses_head_dim_512_on_0_6_14_at_its_jit_check(cli_json):
 
 
 @pytest.mark.pure
-def test_a_gqa_call_never_enters_the_mla_selection():
-    from hprobe.compiled.depth import GQA_NOT_PORTED, existence
-    from hprobe.compiled.trtllm_gen.era_0_6_12 import NotPorted
+def test_a_gqa_call_of_a_release_without_a_gqa_port_is_never_selected():
+    from hprobe.compiled.depth import _existence
+    from hprobe.compiled.trtllm_gen import Port
+    from hprobe.compiled.trtllm_gen.era_0_6_12 import Device, NotPorted, Selection
     from hprobe.kernels import PROBES
 
     call = PROBES["gqa-trtllm-decode"].compiled_call(
         "get_trtllm_gen_fmha_module.trtllm_paged_attention_decode", PROBES["gqa-trtllm-decode"].variant().values
     )
     assert call is not None and call.kv_heads == 1 and call.head_dim_q == 128
-    with pytest.raises(NotPorted, match="GQA/MHA selection") as raised:
-        existence(None, call, 8)  # type: ignore[arg-type]  # never reached: no selection is asked
-    assert str(raised.value) == GQA_NOT_PORTED
+    port = Port("an era", Selection, "its GQA/MHA selection has no port")
+    with pytest.raises(NotPorted) as raised:
+        # never reached: no table is read, no selection made
+        _existence(port, None, Device(100, 148, 0), call, 8)  # type: ignore[arg-type]
+    assert str(raised.value) == "its GQA/MHA selection has no port"
 
 
 @pytest.mark.slow

@@ -28,7 +28,15 @@ from pathlib import Path
 from hprobe.compiled.files import TABLE_SETTING
 from hprobe.compiled.table import KernelTable, TableError, Tables
 from hprobe.compiled.trtllm_gen import Gate, Port, port_for, runner_gate, source
-from hprobe.compiled.trtllm_gen.era_0_6_12 import Device, Launch, MlaCall, NotPorted, Refusal, Selection, Undetermined
+from hprobe.compiled.trtllm_gen.era_0_6_12 import (
+    DecodeCall,
+    Device,
+    Launch,
+    NotPorted,
+    Refusal,
+    Selection,
+    Undetermined,
+)
 from hprobe.device.fakes import FakeDeviceProperties
 from hprobe.kernels import get_variant
 from hprobe.model.compiled import PENDING_SELECTION, TrtllmGenCall
@@ -70,15 +78,13 @@ def device_of(sm: SM) -> Device:
 
 
 def existence(selection: Selection, call: TrtllmGenCall, heads: int) -> Existence:
-    if call.kv_heads:
-        raise NotPorted(GQA_NOT_PORTED)
     launched: list[tuple[int, int, Launch]] = []
     refused: list[tuple[int, int, Refusal]] = []
     undetermined: list[tuple[int, int, str]] = []
     lengths = DSV4_TOP_K if call.dsv4 else KV_LENGTHS
     for batch in BATCH_SIZES:
         for kv in lengths:
-            mla = MlaCall(
+            decode = DecodeCall(
                 dsv4=call.dsv4,
                 dtype_q=call.dtype_q,
                 dtype_kv=call.dtype_kv,
@@ -91,9 +97,10 @@ def existence(selection: Selection, call: TrtllmGenCall, heads: int) -> Existenc
                 max_kv_len=kv,
                 page_size=call.page_size,
                 sparse_mla_top_k=kv if call.dsv4 else call.sparse_mla_top_k,
+                num_kv_heads=call.kv_heads or 1,
             )
             try:
-                launched.append((batch, kv, selection.launch(mla)))
+                launched.append((batch, kv, selection.launch(decode)))
             except Refusal as exc:
                 refused.append((batch, kv, exc))
             except Undetermined as exc:
@@ -129,15 +136,15 @@ def deepen(result: KernelSMResult, package: Path, get_tables: Callable[[], Table
         result.notes.append(f"compiled depth: not evaluated: {gate}")
         leave_pending(result, calls, "the runner's architecture check reads like no ported release's")
         return
-    if all(call.kv_heads for call in calls.values()):
-        # Asked before the table: finding one may mean a download, and no port reads it for these.
-        result.notes.append(f"compiled depth: not evaluated: {GQA_NOT_PORTED}")
-        leave_pending(result, calls, GQA_NOT_PORTED)
-        return
     port = port_for(package)
     if isinstance(port, str):
         result.notes.append(f"compiled depth: not evaluated: flashinfer {result.flashinfer_version}: {port}")
         leave_pending(result, calls, f"flashinfer {result.flashinfer_version}'s selection code has no port in hprobe")
+        return
+    if isinstance(port.gqa, str) and all(call.kv_heads for call in calls.values()):
+        # Asked before the table: finding one may mean a download, and no port reads it for these.
+        result.notes.append(f"compiled depth: not evaluated: flashinfer {result.flashinfer_version}: {port.gqa}")
+        leave_pending(result, calls, port.gqa)
         return
     tables = get_tables()
     if tables.disabled:
@@ -152,7 +159,7 @@ def deepen(result: KernelSMResult, package: Path, get_tables: Callable[[], Table
     # The selection (and the table's rows it loads) is made only where an
     # answer is not already known: answers worked out ahead in a child
     # (deep_ahead) leave the parent nothing to evaluate, nor rows to read.
-    if any((port.era, tables.table.sha256, device, call, h) not in _EXISTENCES for h, _, call in asked):
+    if any((port.key, tables.table.sha256, device, call, h) not in _EXISTENCES for h, _, call in asked):
         try:
             _selection(port, tables.table, device)
         except TableError as exc:
@@ -165,9 +172,10 @@ def deepen(result: KernelSMResult, package: Path, get_tables: Callable[[], Table
         if result.depth in (Depth.VALIDATORS, Depth.DISPATCH):
             result.depth = Depth.COMPILED
         checks = {probe.compiled_checks(e) for e in calls}
+        gqa_port = port.key if any(call.kv_heads for call in calls.values()) else None
         result.unchecked = [u for u in result.unchecked if u not in checks]
         result.notes.append(
-            f"compiled depth: trtllm-gen's selection ({port.era} port) on its kernel table "
+            f"compiled depth: trtllm-gen's selection ({gqa_port if gqa_port else port.era} port) on its kernel table "
             f"(flashInferMetaInfo.h sha256 {tables.table.sha256[:12]}, {len(tables.table):,} kernels), for a GPU of "
             f"{device.multiprocessor_count} SMs, "
             f"batch sizes {_span(BATCH_SIZES)} and "
@@ -180,10 +188,6 @@ def deepen(result: KernelSMResult, package: Path, get_tables: Callable[[], Table
 # looked and the command that fetches one.
 TABLE_UNAVAILABLE = "no kernel table here (HPROBE_KERNEL_TABLE names one)"
 TABLE_OFF = f"{TABLE_SETTING}=off keeps every answer at the validators"
-GQA_NOT_PORTED = (
-    "trtllm-gen's GQA/MHA selection (selectGqGenerationKernel: the tile from the group and query length, the "
-    "kernel from head dim, dtypes and page size) has no port in hprobe"
-)
 
 
 def launcher_calls(result: KernelSMResult) -> dict[str, TrtllmGenCall]:
@@ -212,9 +216,9 @@ _SELECTIONS: dict[tuple[str, str, Device], Selection] = {}
 
 def _selection(port: Port, table: KernelTable, device: Device) -> Selection:
     # Keyed by the table's digest: hashing 13,000 rows on every lookup would cost more than the selection.
-    key = (port.era, table.sha256, device)
+    key = (port.key, table.sha256, device)
     if key not in _SELECTIONS:
-        _SELECTIONS[key] = port.selection(table, device)
+        _SELECTIONS[key] = port.selection_on(table, device)
     return _SELECTIONS[key]
 
 
@@ -229,7 +233,9 @@ _EXISTENCES: dict[AnswerKey, Existence] = {}
 
 
 def _existence(port: Port, table: KernelTable, device: Device, call: TrtllmGenCall, heads: int) -> Existence:
-    key = (port.era, table.sha256, device, call, heads)
+    if call.kv_heads and isinstance(port.gqa, str):
+        raise NotPorted(port.gqa)
+    key = (port.key, table.sha256, device, call, heads)
     if key not in _EXISTENCES:
         _EXISTENCES[key] = existence(_selection(port, table, device), call, heads)
     return _EXISTENCES[key]
@@ -265,7 +271,7 @@ def evaluate_ahead(
                         found = _existence(port, tables.table, device, call, h)
                     except NotPorted:
                         continue  # deepen meets it again, and says so
-                    answers[(port.era, tables.table.sha256, device, call, h)] = found
+                    answers[(port.key, tables.table.sha256, device, call, h)] = found
     return answers
 
 

@@ -3,8 +3,10 @@
 `backend="auto"` picks trtllm-gen where the SM major is 10 and XQA elsewhere
 (the release's own dispatch, run for real). trtllm-gen's runner takes SM10x
 only (its architecture check, read from the release's C++ as for MLA); which
-of its kernels serves a group and head dim is its GQA selection, which hprobe
-does not port: an SM10x count that reaches it is pending, never `ok`.
+of its kernels serves a group and head dim is its GQA selection
+(`selectGqGenerationKernel`), evaluated on the release's kernel table where
+hprobe ports the release's code (0.6.12 – 0.6.17, compiled/trtllm_gen): elsewhere
+an SM10x count that reaches it is pending, never `ok`.
 """
 
 from __future__ import annotations

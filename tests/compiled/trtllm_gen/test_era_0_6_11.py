@@ -12,7 +12,7 @@ import pytest
 
 from hprobe.compiled.trtllm_gen import Port, port_for
 from hprobe.compiled.trtllm_gen.era_0_6_11 import hash_id
-from hprobe.compiled.trtllm_gen.era_0_6_12 import Device, MlaCall, NotPorted, Refusal
+from hprobe.compiled.trtllm_gen.era_0_6_12 import DecodeCall, Device, NotPorted, Refusal
 from hprobe.support.kernel_tables import tables_for
 from hprobe.support.trees import resolve
 
@@ -36,9 +36,9 @@ def selection(package):
     return port.selection(tables.table, B200)
 
 
-def mla(heads: int, batch: int = 1, kv: int = 1024, top_k: int = 0, q_len: int = 1) -> MlaCall:
+def mla(heads: int, batch: int = 1, kv: int = 1024, top_k: int = 0, q_len: int = 1) -> DecodeCall:
     # trtllm_paged_attention_decode: query 576, out 512; sparse MLA reads one-token pages.
-    return MlaCall(False, BF16, BF16, BF16, heads, 576, 512, batch, q_len, kv, 1 if top_k else 64, top_k)
+    return DecodeCall(False, BF16, BF16, BF16, heads, 576, 512, batch, q_len, kv, 1 if top_k else 64, top_k)
 
 
 def test_the_hash_packs_sparse_mla_as_one_bit_and_skips_softmax_above_it():
@@ -97,9 +97,9 @@ def test_what_this_release_has_no_code_for_is_not_ported(selection):
     """No DeepSeek V4 launcher; rank-256 MLA (320/256) is no MLA generation kernel
     to isMlaGenKernel here, and takes the GQA selector, which is not ported."""
     with pytest.raises(NotPorted):
-        selection.launch(MlaCall(True, BF16, BF16, BF16, 64, 512, 512, 1, 1, 0, 64, 2048))
+        selection.launch(DecodeCall(True, BF16, BF16, BF16, 64, 512, 512, 1, 1, 0, 64, 2048))
     with pytest.raises(NotPorted):
-        selection.launch(MlaCall(False, BF16, BF16, BF16, 16, 320, 256, 1, 1, 1024, 64, 0))
+        selection.launch(DecodeCall(False, BF16, BF16, BF16, 16, 320, 256, 1, 1, 1024, 64, 0))
 
 
 def test_matrix_on_0611_answers_at_compiled_depth(cli_json):

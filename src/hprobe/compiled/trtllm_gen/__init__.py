@@ -16,6 +16,7 @@ from types import ModuleType
 
 from hprobe.compiled.cxx import SourceFile, differences
 from hprobe.compiled.files import data_dir
+from hprobe.compiled.table import KernelTable
 from hprobe.compiled.trtllm_gen import (
     era_0_6_0,
     era_0_6_4,
@@ -32,7 +33,7 @@ from hprobe.compiled.trtllm_gen import (
     era_0_7_2_post1,
     era_0_7_4,
 )
-from hprobe.compiled.trtllm_gen.era_0_6_12 import RUNNER, Selection
+from hprobe.compiled.trtllm_gen.era_0_6_12 import RUNNER, Device, GqaVariant, Selection
 
 # Newest first: the first era whose every digest matches is the release's.
 ERAS: tuple[tuple[str, ModuleType], ...] = (
@@ -70,10 +71,21 @@ def read_files() -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Port:
-    """The era a release's selection code belongs to."""
+    """The era a release's selection code belongs to, and how it selects GQA/MHA
+    generation kernels (or why that is not ported for it)."""
 
     era: str
     selection: type[Selection]
+    gqa: GqaVariant | str
+
+    @property
+    def key(self) -> str:
+        """What answers of this port are kept under: two releases of one era
+        may select GQA/MHA kernels differently."""
+        return self.era if isinstance(self.gqa, str) else f"{self.era} (GQA/MHA as {self.gqa.releases})"
+
+    def selection_on(self, table: KernelTable, device: Device) -> Selection:
+        return self.selection(table, device, None if isinstance(self.gqa, str) else self.gqa)
 
 
 @dataclass(frozen=True)
@@ -134,12 +146,27 @@ def port_for(package: Path) -> Port | str:
     return _PORTS[package]
 
 
+def _gqa_port(package: Path, era: str, module: ModuleType) -> GqaVariant | str:
+    # An era module's own GQA_VARIANTS only: a later era's Selection inherits the
+    # GQA methods, not the assurance that its release selects as they do.
+    variants: tuple[GqaVariant, ...] = vars(module).get("GQA_VARIANTS", ())
+    if not variants:
+        return f"trtllm-gen's GQA/MHA selection (selectGqGenerationKernel) has no port for the {era} era"
+    for variant in variants:
+        if not differences(package, variant.fingerprint):
+            return variant
+    return (
+        "trtllm-gen's GQA/MHA selection (selectGqGenerationKernel) reads differently from every ported release of "
+        f"the {era} era"
+    )
+
+
 def _read_port(package: Path) -> Port | str:
     nearest: tuple[int, list[str]] | None = None
     for era, module in ERAS:
         differs = differences(package, module.FINGERPRINT)
         if not differs:
-            return Port(era, module.Selection)
+            return Port(era, module.Selection, _gqa_port(package, era, module))
         if nearest is None or len(differs) < nearest[0]:
             nearest = (len(differs), differs)
     assert nearest is not None

@@ -24,10 +24,10 @@ from hprobe.compiled.trtllm_gen.era_0_6_12 import (
     KERNELS,
     LAUNCHER,
     RUNNER,
+    DecodeCall,
     KernelType,
     Launch,
     MaskType,
-    MlaCall,
     NotPorted,
     QkvLayout,
     Refusal,
@@ -108,13 +108,13 @@ def hash_id(
 
 
 class Selection(later.Selection):
-    def launch(self, call: MlaCall) -> Launch:
+    def launch(self, call: DecodeCall) -> Launch:
         if call.dsv4:
             raise NotPorted("this release has no DeepSeek V4 sparse MLA launcher")
         return super().launch(call)
 
     def _launcher_params(
-        self, call: MlaCall, max_kv_len: int, page_size: int, window_left: int, dynamic_sparse: bool
+        self, call: DecodeCall, max_kv_len: int, page_size: int, window_left: int, dynamic_sparse: bool
     ) -> RunnerParams:
         # trtllm_paged_attention_launcher, mode ForGen: the sparse flag, its head-dim
         # check, and a causal mask for every generation kernel.

@@ -1,11 +1,13 @@
-"""trtllm-gen FMHA kernel selection for MLA decode, as flashinfer 0.6.12 – 0.6.15.post1 ship it.
+"""trtllm-gen FMHA kernel selection for decode, as flashinfer 0.6.12 – 0.6.15.post1 ship it.
 
 A port of the C++ each wheel carries (`include/flashinfer/trtllm/fmha/fmhaKernels.cuh`,
 `fmhaRunner.cuh`, `csrc/trtllm_fmha_kernel_launcher.cu`): what the launcher makes of
 its arguments, the runner's architecture check, and `TllmGenFmhaKernel`'s selection,
-hash and lookup, up to the launch. Only the MLA generation path is ported; any other
-path ends in `NotPorted`. Each method names the C++ function it follows; the order
-of checks is the C++'s, so the first refusal is the one the GPU would raise.
+hash and lookup, up to the launch. The generation paths are ported: MLA's in every
+era, GQA/MHA's (`selectGqGenerationKernel`) in this one, as `GQA_VARIANTS` reads it;
+a context (prefill) call ends in `NotPorted`. Each method names the C++ function it
+follows; the order of checks is the C++'s, so the first refusal is the one the GPU
+would raise.
 
 `FINGERPRINT` holds the digest of every C++ function ported here (cxx.SourceFile.digest):
 a release is evaluated with this port only where all of them read the same.
@@ -13,7 +15,9 @@ a release is evaluated with this port only where all of them read the same.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+import struct
+from dataclasses import dataclass, replace
 from enum import IntEnum
 
 from hprobe.compiled.files import KERNELS, LAUNCHER, RUNNER
@@ -50,6 +54,45 @@ FINGERPRINT: dict[str, dict[str, tuple[str, ...]]] = {
         "trtllm_paged_attention_decode_sparse_mla_dsv4": ("8c62d6d675845078", "96d7ef1758a68326"),
     },
 }
+
+
+@dataclass(frozen=True)
+class GqaVariant:
+    """The GQA/MHA generation selection as a set of releases reads it: a release's
+    GQA calls are evaluated where its functions have these digests."""
+
+    releases: str
+    fingerprint: dict[str, dict[str, tuple[str, ...]]]
+    # 0.6.14 keeps headDimPerCtaV and the multi-CTA mode in step with each tile
+    # candidate (syncGqaGenerationTraitsForKernelHash); 0.6.12 - 0.6.13 hash the
+    # candidate with whatever the previous one left (flashinfer #3343's missing
+    # headDimQk=512 kernel).
+    syncs_traits: bool
+
+
+GQA_VARIANTS: tuple[GqaVariant, ...] = (
+    GqaVariant(
+        "0.6.14 – 0.6.15.post1",
+        {
+            KERNELS: {
+                "selectGqGenerationKernel": ("05702bd9ce88dd0d",),
+                "syncGqaGenerationTraitsForKernelHash": ("3a7535c957a7a1c9",),
+                "selectTileSizeQForGqaGeneration": ("a88242e074dbaf2c",),
+            }
+        },
+        syncs_traits=True,
+    ),
+    GqaVariant(
+        "0.6.12 – 0.6.13",
+        {
+            KERNELS: {
+                "selectGqGenerationKernel": ("9611c28bc35d5ef8",),
+                "selectTileSizeQForGqaGeneration": ("638e484dc46bb525",),
+            }
+        },
+        syncs_traits=False,
+    ),
+)
 
 
 class QkvLayout(IntEnum):  # fmhaRunnerParams.h
@@ -226,7 +269,7 @@ class Launch:
 
 
 @dataclass(frozen=True)
-class MlaCall:
+class DecodeCall:
     """The arguments of a decode call that the selection depends on (the rest
     are pointers and strides). `dtype_*` are Data_type names (DATA_TYPE_BF16)."""
 
@@ -242,10 +285,11 @@ class MlaCall:
     max_kv_len: int  # trtllm_paged_attention_decode's max_kv_len; the DSv4 launcher takes top-k
     page_size: int  # kv_cache.size(-2)
     sparse_mla_top_k: int  # 0: dense; for DSv4 the index rows' width
+    num_kv_heads: int = 1  # kv_cache.size(-3): one latent head for MLA; GQA/MHA's KV heads
 
 
 class Selection:
-    """The compiled path of one MLA decode call on one GPU, from the launcher to the launch."""
+    """The compiled path of one decode call on one GPU, from the launcher to the launch."""
 
     # The SMs TllmGenFmhaRunner's constructor takes (fmhaRunner.cuh).
     RUNNER_SMS: tuple[int, ...] = (100, 103)
@@ -256,7 +300,9 @@ class Selection:
     # Kernel-table fields (C names) this era reads beyond those every table has.
     TABLE_FIELDS: tuple[str, ...] = ("mDataTypeK", "mDataTypeV", "mSparseAttn")
 
-    def __init__(self, table: KernelTable, device: Device):
+    def __init__(self, table: KernelTable, device: Device, gqa: GqaVariant | None = None):
+        # gqa: how the release selects GQA/MHA generation kernels; None: not ported for it.
+        self.gqa = gqa
         lacking = [name for name in self.TABLE_FIELDS if getattr(table.rows[0], LATER_FIELDS[name]) is None]
         if lacking:
             raise TableError(
@@ -264,10 +310,13 @@ class Selection:
             )
         self.table, self.device = table, device
         self._maps: dict[tuple[str, str, str, str], dict[int, KernelMeta]] = {}
+        # The runner's kernels (TllmGenFmhaKernel's map) for the call being selected:
+        # the GQA cost model loads candidates while it selects, as the C++ object does.
+        self._kernels: dict[int, KernelMeta] = {}
 
     # --- the launcher (trtllm_fmha_kernel_launcher.cu) ---
 
-    def launch(self, call: MlaCall) -> Launch:
+    def launch(self, call: DecodeCall) -> Launch:
         """The kernel the call launches, or the Refusal the compiled code raises."""
         if call.dsv4:
             self._dsv4_checks(call)
@@ -290,7 +339,7 @@ class Selection:
             )
         return self.run(kernels, params)
 
-    def _decode_checks(self, call: MlaCall) -> None:
+    def _decode_checks(self, call: DecodeCall) -> None:
         # trtllm_paged_attention_decode: head dims of q/k and v/o (no 4-bit dtypes here).
         head_v = call.head_dim_q  # key_cache == value_cache for MLA: v's last dim is q's
         if not (
@@ -306,7 +355,7 @@ class Selection:
                 "head_dim_v and head_dim_o must be the same",
             )
 
-    def _dsv4_checks(self, call: MlaCall) -> None:
+    def _dsv4_checks(self, call: DecodeCall) -> None:
         # trtllm_paged_attention_decode_sparse_mla_dsv4, in its order.
         f = "trtllm_paged_attention_decode_sparse_mla_dsv4"
         if call.dtype_q not in ("DATA_TYPE_BF16", "DATA_TYPE_E4M3"):
@@ -324,17 +373,25 @@ class Selection:
             )
         self._dsv4_top_k_checks(call)
 
-    def _dsv4_top_k_checks(self, call: MlaCall) -> None:
+    def _dsv4_top_k_checks(self, call: DecodeCall) -> None:
         if call.sparse_mla_top_k % 4:
             raise Refusal(
                 "trtllm_paged_attention_decode_sparse_mla_dsv4", "sparse topK must be a multiple of 4", LAUNCHER
             )
 
     def _launcher_params(
-        self, call: MlaCall, max_kv_len: int, page_size: int, window_left: int, dynamic_sparse: bool
+        self, call: DecodeCall, max_kv_len: int, page_size: int, window_left: int, dynamic_sparse: bool
     ) -> RunnerParams:
-        # trtllm_paged_attention_launcher, mode ForGen; num_kv_heads is 1 for MLA.
-        num_kv_heads = 1
+        # trtllm_paged_attention_launcher, mode ForGen.
+        num_kv_heads = call.num_kv_heads
+        if call.num_qo_heads % num_kv_heads != 0:
+            raise Refusal(
+                "trtllm_paged_attention_launcher",
+                "num_qo_heads must be a multiple of num_kv_heads, got num_kv_heads: "
+                f"{num_kv_heads} and num_qo_heads: {call.num_qo_heads}",
+                LAUNCHER,
+                "num_qo_heads must be a multiple of num_kv_heads",
+            )
         top_k = call.sparse_mla_top_k
         sparse = (
             SparseMlaType.NONE
@@ -380,7 +437,7 @@ class Selection:
 
     # --- TllmGenFmhaRunner (fmhaRunner.cuh) and the factory (fmhaKernels.cuh) ---
 
-    def _runner(self, call: MlaCall) -> dict[int, KernelMeta]:
+    def _runner(self, call: DecodeCall) -> dict[int, KernelMeta]:
         if self.device.sm not in self.RUNNER_SMS:
             raise Refusal("TllmGenFmhaRunner", "Unsupported architecture", RUNNER)
         key = (call.dtype_q, call.dtype_kv, call.dtype_kv, call.dtype_o)
@@ -490,6 +547,7 @@ class Selection:
         )
 
     def check_if_kernel_exist(self, kernels: dict[int, KernelMeta], params: RunnerParams) -> tuple[bool, str]:
+        self._kernels = kernels
         select = SelectKernelParams.of(params)
         self.select_kernel(params, select)
         key, info = self.hash_from_runner_params(params, select)
@@ -499,8 +557,9 @@ class Selection:
 
     def run(self, kernels: dict[int, KernelMeta], params: RunnerParams) -> Launch:
         """run(), up to the launch: the bounded re-selection loop."""
+        self._kernels = kernels
         select = SelectKernelParams.of(params)
-        launch: tuple[tuple[int, int, int], int] | None = None
+        launch: tuple[tuple[int, int, int], int, int] | None = None
         row: KernelMeta | None = None
         for selection_pass in range(self.MAX_SELECTION_PASSES):
             self.select_kernel(params, select)
@@ -587,8 +646,9 @@ class Selection:
 
     def compute_cta_and_cluster_config(  # noqa: C901 - the C++ function's shape, branch for branch
         self, params: RunnerParams, row: KernelMeta, select: SelectKernelParams
-    ) -> tuple[tuple[int, int, int], int]:
-        """computeCtaAndClusterConfig: the grid, and whether another kernel fits better."""
+    ) -> tuple[tuple[int, int, int], int, int]:
+        """computeCtaAndClusterConfig: the grid, the cluster's x, the CTAs per KV
+        sequence (mMaxNumCtasKv), and whether another kernel fits better."""
         f = "computeCtaAndClusterConfig"
         mp = params.multi_processor_count
         dsv3_min_latency = (
@@ -669,7 +729,7 @@ class Selection:
             if select.head_dim_per_cta_v == 512 and total * corr <= mp:
                 select.head_dim_per_cta_v = 128 if total * 2 * corr <= mp else 256
                 select.select_new_kernel = True
-        return (ctas_x, ctas_y, ctas_z), cluster_x
+        return (ctas_x, ctas_y, ctas_z), cluster_x, ctas_per_seq_kv
 
     # Where later eras' computeCtaAndClusterConfig differs; as these releases read it.
 
@@ -772,10 +832,97 @@ class Selection:
                 select.uses_2cta_mma = True
                 select.head_dim_per_cta_v = 256
 
+    # --- GQA/MHA generation (selectGqGenerationKernel and its cost model) ---
+
+    def sync_gqa_generation_traits_for_kernel_hash(self, params: RunnerParams, select: SelectKernelParams) -> None:
+        """syncGqaGenerationTraitsForKernelHash (0.6.14 on; earlier releases have none)."""
+        assert self.gqa is not None
+        if not self.gqa.syncs_traits:
+            return
+        multi_ctas_kv = select.multi_ctas_kv_mode is not MultiCtasKvMode.DISABLED
+        if select.kernel_type is KernelType.KEEPS_MMA_AB_FOR_GENERATION and params.head_dim_v > 256:
+            select.head_dim_per_cta_v = 256
+            if multi_ctas_kv:
+                select.multi_ctas_kv_mode = MultiCtasKvMode.GMEM_REDUCTION_WITH_SEPARATE_KERNEL
+        else:
+            select.head_dim_per_cta_v = params.head_dim_v
+            if multi_ctas_kv and select.multi_ctas_kv_mode is MultiCtasKvMode.GMEM_REDUCTION_WITH_SEPARATE_KERNEL:
+                select.multi_ctas_kv_mode = MultiCtasKvMode.GMEM_REDUCTION
+
+    # selectTileSizeQForGqaGeneration's cost factors per tileSizeQ (C++ floats).
+    MAINLOOP_COST = {128: 2.2, 64: 1.68, 32: 1.48, 16: 1.2, 8: 1.0}
+    REDUCTION_COST = {128: 1.32, 64: 1.2, 32: 1.08, 16: 1.03, 8: 1.0}
+    REDUCTION_SEQ_LEN_FACTOR = 128.0
+
+    def select_tile_size_q_for_gqa_generation(self, params: RunnerParams, select: SelectKernelParams) -> None:
+        """selectTileSizeQForGqaGeneration: for more than one query token, the tile
+        the cost model finds cheapest among those no larger than the default that
+        hold a whole group. Each candidate is loaded (a missing one refuses the
+        call, as loadKernel's check does) and its grid computed, on one copy of
+        the selection that every candidate goes on mutating, as in the C++."""
+        trial = replace(select)
+        row = self.load_kernel(self._kernels, params, trial)
+        ctas, _cluster, _ctas_kv = self.compute_cta_and_cluster_config(params, row, trial)
+        if ctas[0] * ctas[1] * ctas[2] * 2 > params.multi_processor_count or trial.tile_size_q <= 8:
+            return
+        default_tile, chosen = trial.tile_size_q, trial.tile_size_q
+        best = math.inf  # FLT_MAX: every finite cost is below it
+        for tile in (128, 64, 32, 16, 8):
+            if tile > default_tile or tile < params.num_heads_q_per_kv:
+                continue
+            trial.tile_size_q = tile
+            trial.kernel_type = (
+                KernelType.KEEPS_MMA_AB_FOR_GENERATION if tile >= 64 else KernelType.SWAPS_MMA_AB_FOR_GENERATION
+            )
+            self.sync_gqa_generation_traits_for_kernel_hash(params, trial)
+            row = self.load_kernel(self._kernels, params, trial)
+            ctas, _cluster, ctas_kv = self.compute_cta_and_cluster_config(params, row, trial)
+            seq_len_per_cta_kv = _ceil_div(_ceil_div(params.max_seq_len_kv, row.step_kv), ctas_kv) * row.step_kv
+            cost = _f32(
+                _f32(_f32(self.MAINLOOP_COST[tile]) * seq_len_per_cta_kv)
+                + _f32(_f32(_f32(self.REDUCTION_COST[tile]) * self.REDUCTION_SEQ_LEN_FACTOR) * ctas_kv)
+            )
+            waves = _ceil_div(ctas[0] * ctas[1] * ctas[2], params.multi_processor_count)
+            cost = _f32(cost * waves)
+            if cost < best:
+                best, chosen = cost, tile
+        select.tile_size_q = chosen
+        select.kernel_type = (
+            KernelType.KEEPS_MMA_AB_FOR_GENERATION if chosen >= 64 else KernelType.SWAPS_MMA_AB_FOR_GENERATION
+        )
+        self.sync_gqa_generation_traits_for_kernel_hash(params, select)
+
+    def select_gq_generation_kernel(self, params: RunnerParams, select: SelectKernelParams) -> None:
+        """selectGqGenerationKernel: the tile from the group times the query length."""
+        if self.gqa is None:
+            raise NotPorted("trtllm-gen's GQA/MHA generation selection of this release has no port")
+        if params.dtype_q != params.dtype_kv:
+            # Mixed precision: no grouping of tokens and heads.
+            select.tile_size_q = 8 if params.num_heads_q_per_kv <= 8 else 16
+            select.kernel_type = KernelType.SWAPS_MMA_AB_FOR_GENERATION
+            return
+        tokens_heads_q = params.num_heads_q_per_kv * params.max_seq_len_q
+        select.tile_size_q = next((t for t in (8, 16, 32, 64) if tokens_heads_q <= t), 128)
+        select.kernel_type = (
+            KernelType.SWAPS_MMA_AB_FOR_GENERATION
+            if select.tile_size_q <= 32
+            else KernelType.KEEPS_MMA_AB_FOR_GENERATION
+        )
+        self.sync_gqa_generation_traits_for_kernel_hash(params, select)
+        if params.max_seq_len_q > 1:
+            self.select_tile_size_q_for_gqa_generation(params, select)
+
     def select_kernel(self, params: RunnerParams, select: SelectKernelParams) -> None:
         self.select_num_tokens_per_page(params, select)
-        if not (params.kernel_type is KernelType.GENERATION and self.is_mla_gen_kernel(params)):
-            raise NotPorted("only the MLA generation selection is ported")
+        if params.kernel_type is not KernelType.GENERATION:
+            raise NotPorted("only the generation (decode) selection is ported")
+        if not self.is_mla_gen_kernel(params):
+            self.select_gq_generation_kernel(params, select)
+            # headDimV > 256 takes headDimPerCtaV 256 but in SwapsMmaAb kernels.
+            if params.head_dim_v > 256 and select.kernel_type is not KernelType.SWAPS_MMA_AB_FOR_GENERATION:
+                select.head_dim_per_cta_v = 256
+            self.sliding_window_mask(params, select)
+            return
         self.select_mla_generation_kernel(params, select)
         select.mask_type = MaskType.DENSE
         self.check_window(params, select)
@@ -792,6 +939,10 @@ class Selection:
                 KERNELS,
                 "does not support sliding-window or chunked attention",
             )
+        self.sliding_window_mask(params, select)
+
+    def sliding_window_mask(self, params: RunnerParams, select: SelectKernelParams) -> None:
+        """selectKernel's last step: the sliding-window (or chunked) mask where a window binds."""
         if (
             params.sparse_mla_type is SparseMlaType.NONE
             and (select.mask_type is MaskType.CAUSAL or params.kernel_type is not KernelType.CONTEXT)
@@ -845,6 +996,15 @@ class Selection:
                 "loadKernel", f"Trtllm-gen kernels not found: {info}", KERNELS, "Trtllm-gen kernels not found"
             )
         return row
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _f32(x: float) -> float:
+    """x rounded to a C++ float, as each step of the cost model is."""
+    return float(struct.unpack("f", struct.pack("f", x))[0])
 
 
 def _power_of_two(n: int) -> bool:

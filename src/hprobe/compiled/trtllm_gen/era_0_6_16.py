@@ -1,8 +1,9 @@
-"""trtllm-gen FMHA kernel selection for MLA decode, as flashinfer 0.6.16 – 0.6.17 ship it.
+"""trtllm-gen FMHA kernel selection for decode, as flashinfer 0.6.16 – 0.6.17 ship it.
 
 What changed since 0.6.12 – 0.6.15 (era_0_6_12), each a method overridden here:
 - MLA head groups that are no power of two get one padded tile (`getPaddedMlaTileSizeQ`):
   8/16/32/64, and a refusal above 64 (dense and sparse selectors alike);
+- the dynamic-page kernels serve a group of one too (`useDynamicNumTokensPerPage`);
 - `loadKernels` skips cubins whose shared memory exceeds the device's opt-in limit
   (`queryMaxDeviceSmemSize`, a device query answered from the faked GPU);
 - the runner and `isSMCompatible` take SM107 (kSM_107) beside SM100/SM103;
@@ -39,6 +40,13 @@ FINGERPRINT: dict[str, dict[str, tuple[str, ...]]] = {
         "trtllm_paged_attention_decode_sparse_mla_dsv4": ("34529e0f41851271",),
     },
 }
+
+# selectGqGenerationKernel and its cost model read as 0.6.14's (the launcher's
+# block-sparse flag is off unless asked for); what this era changed under them,
+# the dynamic page rule and the shared-memory filter, are the methods below.
+GQA_VARIANTS = (
+    previous.GqaVariant("0.6.16 – 0.6.17", previous.GQA_VARIANTS[0].fingerprint, previous.GQA_VARIANTS[0].syncs_traits),
+)
 
 STATIC_SMEM_RESERVE = 1024  # kStaticSmemReserve
 

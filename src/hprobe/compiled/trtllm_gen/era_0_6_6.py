@@ -70,7 +70,7 @@ class Selection(later.Selection):
                 )
             self.select_kernel(params, select)
             row = self.load_kernel(kernels, params, select)
-            ctas, cluster_x = self.compute_cta_and_cluster_config(params, row, select)
+            ctas, cluster_x, _ctas_kv = self.compute_cta_and_cluster_config(params, row, select)
             if select.select_new_kernel:
                 reselections += 1
                 continue
