@@ -14,7 +14,7 @@ import json
 import pytest
 
 from hprobe.compiled.trtllm_gen import Gate, Port, port_for, runner_gate
-from hprobe.compiled.trtllm_gen.era_0_6_12 import DecodeCall, Device, Refusal
+from hprobe.compiled.trtllm_gen.era_0_6_12 import Device, FmhaCall, Refusal
 from hprobe.support import kernel_tables
 from hprobe.support.kernel_package import package_of
 from hprobe.support.trees import resolve
@@ -100,8 +100,8 @@ def test_the_0616_era_pads_mla_tiles(cubin_wheel):
     table = kernel_tables._from_wheel(cubin_wheel, package_of(package), cubin_wheel.name)  # type: ignore[arg-type]
     selection = port.selection(table, B200)  # type: ignore[arg-type]
     with pytest.raises(Refusal, match="Non-power-of-two MLA numHeadsQPerKv must be <= 64, got 96"):
-        selection.launch(DecodeCall(False, BF16, BF16, BF16, 96, 576, 512, 1, 1, 1024, 64, 0))
-    launch = selection.launch(DecodeCall(False, BF16, BF16, BF16, 20, 576, 512, 1, 1, 1024, 64, 2048))
+        selection.launch(FmhaCall(False, BF16, BF16, BF16, 96, 576, 512, 1, 1, 1024, 64, 0))
+    launch = selection.launch(FmhaCall(False, BF16, BF16, BF16, 20, 576, 512, 1, 1, 1024, 64, 2048))
     assert launch.kernel.tile_size_q == 32 and launch.kernel.sparse_attn == 1
     gate = runner_gate(package)
     assert isinstance(gate, Gate) and gate.sms == (100, 103, 107)

@@ -20,7 +20,7 @@ import pytest
 
 from hprobe.compiled.cxx import SourceFile
 from hprobe.compiled.trtllm_gen import Gate, Port, port_for, runner_gate
-from hprobe.compiled.trtllm_gen.era_0_6_12 import DecodeCall, Device, Refusal
+from hprobe.compiled.trtllm_gen.era_0_6_12 import Device, FmhaCall, Refusal
 from hprobe.support import kernel_package, kernel_tables
 from hprobe.support.kernel_package import package_of
 from hprobe.support.kernel_tables import tables_for
@@ -297,14 +297,14 @@ def test_a_checksums_file_no_package_has_is_refused_unread(tmp_path, monkeypatch
 # --- the port against cases worked from the C++ ------------------------------------
 
 
-def dsv4(heads: int, batch: int = 1, top_k: int = 2048) -> DecodeCall:
+def dsv4(heads: int, batch: int = 1, top_k: int = 2048) -> FmhaCall:
     # trtllm_paged_attention_decode_sparse_mla_dsv4: q/kv/o 512 wide, BF16 out, max_kv_len = top-k.
-    return DecodeCall(True, BF16, BF16, BF16, heads, 512, 512, batch, 1, 0, 64, top_k)
+    return FmhaCall(True, BF16, BF16, BF16, heads, 512, 512, batch, 1, 0, 64, top_k)
 
 
-def dense(heads: int, batch: int = 1, kv: int = 1024, top_k: int = 0) -> DecodeCall:
+def dense(heads: int, batch: int = 1, kv: int = 1024, top_k: int = 0) -> FmhaCall:
     # trtllm_paged_attention_decode: query 576 (512 latent + 64 rope), out 512, page 64.
-    return DecodeCall(False, BF16, BF16, BF16, heads, 576, 512, batch, 1, kv, 64, top_k)
+    return FmhaCall(False, BF16, BF16, BF16, heads, 576, 512, batch, 1, kv, 64, top_k)
 
 
 def test_dsv4_96_heads_meet_the_heads_per_cta_check(selection):
@@ -372,9 +372,9 @@ def test_dense_128_heads_use_two_ctas_at_long_kv(selection):
     assert launch.kernel.uses_2cta_mma and launch.kernel.head_dim_per_cta_v == 256 and launch.cluster_x == 2
 
 
-def rank256(heads: int, batch: int = 1, kv: int = 1024) -> DecodeCall:
+def rank256(heads: int, batch: int = 1, kv: int = 1024) -> FmhaCall:
     # kv_lora_rank 256: query 320 (256 latent + 64 rope), out 256, page 64.
-    return DecodeCall(False, BF16, BF16, BF16, heads, 320, 256, batch, 1, kv, 64, 0)
+    return FmhaCall(False, BF16, BF16, BF16, heads, 320, 256, batch, 1, kv, 64, 0)
 
 
 def test_a_cga_kernel_whose_gmem_fallback_launches_launches_either_way(selection):

@@ -22,6 +22,7 @@ AXIS_NAMES = (
     "family",
     "head_dim",
     "kv_counter",
+    "kv_dtype",
     "kv_format",
     "kv_heads",
     "kv_lora_rank",

@@ -29,8 +29,8 @@ from hprobe.compiled.files import TABLE_SETTING
 from hprobe.compiled.table import KernelTable, TableError, Tables
 from hprobe.compiled.trtllm_gen import Gate, Port, port_for, runner_gate, source
 from hprobe.compiled.trtllm_gen.era_0_6_12 import (
-    DecodeCall,
     Device,
+    FmhaCall,
     Launch,
     NotPorted,
     Refusal,
@@ -84,7 +84,7 @@ def existence(selection: Selection, call: TrtllmGenCall, heads: int) -> Existenc
     lengths = DSV4_TOP_K if call.dsv4 else KV_LENGTHS
     for batch in BATCH_SIZES:
         for kv in lengths:
-            decode = DecodeCall(
+            decode = FmhaCall(
                 dsv4=call.dsv4,
                 dtype_q=call.dtype_q,
                 dtype_kv=call.dtype_kv,
@@ -98,6 +98,7 @@ def existence(selection: Selection, call: TrtllmGenCall, heads: int) -> Existenc
                 page_size=call.page_size,
                 sparse_mla_top_k=kv if call.dsv4 else call.sparse_mla_top_k,
                 num_kv_heads=call.kv_heads or 1,
+                context=call.context,
             )
             try:
                 launched.append((batch, kv, selection.launch(decode)))

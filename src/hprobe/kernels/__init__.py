@@ -8,6 +8,7 @@ from hprobe.kernels.base import KernelProbe, Value, Variant
 from hprobe.kernels.batch_mla import BatchMLAProbe
 from hprobe.kernels.dsv4_sparse_mla import DSv4SparseMLAProbe
 from hprobe.kernels.gqa_decode import GqaDecodeProbe
+from hprobe.kernels.gqa_trtllm_context import GqaTrtllmContextProbe
 from hprobe.kernels.gqa_trtllm_decode import GqaTrtllmDecodeProbe
 from hprobe.kernels.sm120_sparse_mla import SM120SparseMLAProbe
 from hprobe.kernels.sm120_sparse_mla_wrapper import SM120SparseMLAWrapperProbe
@@ -30,6 +31,7 @@ PROBES: dict[str, KernelProbe] = {
         SparseMLATSProbe(),
         GqaDecodeProbe(),
         GqaTrtllmDecodeProbe(),
+        GqaTrtllmContextProbe(),
     )
 }
 

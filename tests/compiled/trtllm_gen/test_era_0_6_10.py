@@ -10,7 +10,7 @@ import pytest
 
 from hprobe.compiled.table import KernelTable, TableError
 from hprobe.compiled.trtllm_gen import Port, era_0_6_11, port_for
-from hprobe.compiled.trtllm_gen.era_0_6_12 import DecodeCall, Device, Refusal
+from hprobe.compiled.trtllm_gen.era_0_6_12 import Device, FmhaCall, Refusal
 from hprobe.support.kernel_tables import tables_for
 from hprobe.support.trees import resolve
 
@@ -29,8 +29,8 @@ def release():
     return port, tables.table
 
 
-def dense(heads: int, kv: int = 1024) -> DecodeCall:
-    return DecodeCall(False, BF16, BF16, BF16, heads, 576, 512, 1, 1, kv, 64, 0)
+def dense(heads: int, kv: int = 1024) -> FmhaCall:
+    return FmhaCall(False, BF16, BF16, BF16, heads, 576, 512, 1, 1, kv, 64, 0)
 
 
 def test_the_table_has_one_kv_dtype_which_only_this_eras_port_reads(release):

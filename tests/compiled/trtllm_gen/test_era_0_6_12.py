@@ -16,8 +16,8 @@ import pytest
 from hprobe.compiled.trtllm_gen import Port, port_for
 from hprobe.compiled.trtllm_gen.era_0_6_12 import (
     GQA_VARIANTS,
-    DecodeCall,
     Device,
+    FmhaCall,
     KernelType,
     NotPorted,
     Refusal,
@@ -52,21 +52,21 @@ def gqa(
     batch: int = 1,
     kv_len: int = 1024,
     dtype_kv: str = BF16,
-) -> DecodeCall:
-    return DecodeCall(False, BF16, dtype_kv, BF16, heads_q, head_dim, head_dim, batch, q_len, kv_len, page, 0, heads_kv)
+) -> FmhaCall:
+    return FmhaCall(False, BF16, dtype_kv, BF16, heads_q, head_dim, head_dim, batch, q_len, kv_len, page, 0, heads_kv)
 
 
 def test_releases_read_as_the_variant_their_cxx_is():
     """0.6.14 added syncGqaGenerationTraitsForKernelHash; 0.6.12 and 0.6.13 select
-    without it; 0.6.11's era (another selectKernel) has no GQA port at all."""
+    without it; 0.6.10's era has no GQA port at all."""
     installed = port_for(PACKAGE)
     assert isinstance(installed, Port) and installed.gqa == SYNCS
     older = port_for(resolve("0.6.13").location / "flashinfer")
     assert isinstance(older, Port) and older.era == installed.era and older.gqa == UNSYNCED
     assert older.key != installed.key  # their answers are kept apart
-    eleventh = port_for(resolve("0.6.11").location / "flashinfer")
-    assert isinstance(eleventh, Port) and isinstance(eleventh.gqa, str)
-    assert "no port for the 0.6.11 – 0.6.11.post3 era" in eleventh.gqa
+    tenth = port_for(resolve("0.6.10").location / "flashinfer")
+    assert isinstance(tenth, Port) and isinstance(tenth.gqa, str)
+    assert "no port for the 0.6.10 – 0.6.10.post1 era" in tenth.gqa
 
 
 @pytest.mark.parametrize(
@@ -170,3 +170,34 @@ def test_a_selection_without_a_gqa_port_refuses_to_guess(table):
     NotPorted: pending, never a kernel picked by another release's rule."""
     with pytest.raises(NotPorted, match="GQA/MHA generation selection"):
         Selection(table, B200, None).launch(gqa(8))
+
+
+def test_a_context_call_takes_the_kernel_its_dtypes_have_and_none_for_a_bf16_query_over_fp8(table):
+    """trtllm_paged_attention_context: mode Context (causal mask, persistent
+    scheduler, no KV split), and selectKernel takes the parameters as they come:
+    tile 128 x 128, whatever the group. The runner's sub-table is (Q, K, V, O):
+    the table has paged context rows for BF16/BF16 and E4M3/E4M3 and none for a
+    BF16 query over E4M3 K/V (read below), so that call finds no kernel at any
+    group: "Missing TRTLLM-GEN kernel (context)" (SGLang #12347)."""
+    paged_context = {
+        (r.dtype_q, r.dtype_k, r.dtype_v)
+        for r in table.rows
+        if r.kernel_type == KernelType.CONTEXT and r.qkv_layout == 2 and r.head_dim_qk == 128
+    }
+    assert {(BF16, BF16, BF16), (E4M3, E4M3, E4M3)} <= paged_context and (BF16, E4M3, E4M3) not in paged_context
+    selection = Selection(table, B200, SYNCS)
+    for group in (1, 4, 8):
+        launch = selection.launch(context(group))
+        kernel = launch.kernel
+        assert (kernel.kernel_type, kernel.tile_size_q, kernel.tile_size_kv) == (KernelType.CONTEXT, 128, 128)
+        assert (kernel.mask_type, kernel.tile_scheduler, kernel.multi_ctas_kv_mode) == (1, 1, 0)
+        with pytest.raises(Refusal) as refused:
+            selection.launch(context(group, dtype_kv=E4M3))
+        assert refused.value.message.startswith("Missing TRTLLM-GEN kernel (context): qkvLayout=2, maskType=1, ")
+        assert "kernelType=0" in refused.value.message
+    fp8 = FmhaCall(False, E4M3, E4M3, BF16, 8, 128, 128, 1, 256, 1024, 32, 0, 1, context=True)
+    assert selection.launch(fp8).kernel.dtype_q == E4M3
+
+
+def context(heads_q: int, dtype_kv: str = BF16) -> FmhaCall:
+    return FmhaCall(False, BF16, dtype_kv, BF16, heads_q, 128, 128, 1, 256, 1024, 32, 0, 1, context=True)

@@ -13,7 +13,7 @@ import pytest
 
 from hprobe.compiled.table import TableError, parse_table
 from hprobe.compiled.trtllm_gen import Port, port_for
-from hprobe.compiled.trtllm_gen.era_0_6_12 import DecodeCall, Device, Refusal
+from hprobe.compiled.trtllm_gen.era_0_6_12 import Device, FmhaCall, Refusal
 from hprobe.compiled.trtllm_gen.era_0_6_18 import hash_id
 from hprobe.support.trees import resolve
 
@@ -46,8 +46,8 @@ def later_table(header: str, fp16_softmax: tuple[str, ...] = ()):
     return later_tables.later_table(header, ADDED_0_6_18, {"mFp16Softmax": fp16_softmax})
 
 
-def dense(heads: int, q_len: int = 1, page: int = 64) -> DecodeCall:
-    return DecodeCall(False, BF16, BF16, BF16, heads, 576, 512, 1, q_len, 1024, page, 0)
+def dense(heads: int, q_len: int = 1, page: int = 64) -> FmhaCall:
+    return FmhaCall(False, BF16, BF16, BF16, heads, 576, 512, 1, q_len, 1024, page, 0)
 
 
 def test_the_hash_packs_fields_to_their_widths_and_checks_their_range():

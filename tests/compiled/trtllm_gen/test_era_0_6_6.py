@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from hprobe.compiled.trtllm_gen import Port, port_for
-from hprobe.compiled.trtllm_gen.era_0_6_12 import DecodeCall, Device, Refusal, Selection
+from hprobe.compiled.trtllm_gen.era_0_6_12 import Device, FmhaCall, Refusal, Selection
 from hprobe.support.kernel_tables import tables_for
 from hprobe.support.trees import resolve
 
@@ -26,9 +26,9 @@ def selection() -> Selection:
     return port.selection(tables.table, B200)
 
 
-def sparse(heads: int, kv: int) -> DecodeCall:
+def sparse(heads: int, kv: int) -> FmhaCall:
     # DSv3.2-style top-k 2048 over one-token pages; the selector reads the KV length too.
-    return DecodeCall(False, BF16, BF16, BF16, heads, 576, 512, 1, 1, kv, 1, 2048)
+    return FmhaCall(False, BF16, BF16, BF16, heads, 576, 512, 1, 1, kv, 1, 2048)
 
 
 def test_sparse_mla_under_8_heads_takes_the_q8_swapsab_kernel(selection):
@@ -57,7 +57,7 @@ def test_the_cga_fallback_goes_back_into_the_selection_loop(selection):
     shape), headDimPerCtaV 128: grid (8, 4, 2), cluster 8. More than one wave: the loop
     runs again with GmemReduction forced and launches that kernel; so the call launches
     either way, the one-wave launch being the CGA one."""
-    launch = selection.launch(DecodeCall(False, BF16, BF16, BF16, 16, 576, 512, 2, 1, 4096, 64, 0))
+    launch = selection.launch(FmhaCall(False, BF16, BF16, BF16, 16, 576, 512, 2, 1, 4096, 64, 0))
     assert (launch.kernel.multi_ctas_kv_mode, launch.ctas, launch.cluster_x) == (3, (8, 4, 2), 8)
 
 
@@ -73,7 +73,7 @@ def test_0_6_4_refuses_rank_256_mla_at_its_decode_entry():
     assert isinstance(port, Port) and port.era == "0.6.4 – 0.6.5", port
     tables = tables_for(package, "0.6.4")
     assert tables.table is not None, tables.missing
-    call = DecodeCall(False, BF16, BF16, BF16, 16, 320, 256, 1, 1, 1024, 64, 0)
+    call = FmhaCall(False, BF16, BF16, BF16, 16, 320, 256, 1, 1, 1024, 64, 0)
     with pytest.raises(Refusal, match="must be the same for non-MLA attention, got 320 and 256"):
         port.selection(tables.table, B200).launch(call)
     later = port_for(resolve("0.6.6").location / "flashinfer")
@@ -97,14 +97,12 @@ def test_0_6_0_hashes_no_skip_softmax_bit_and_says_so_in_its_message():
     assert tables.table is not None, tables.missing
     selection = port.selection(tables.table, B200)
     with pytest.raises(Refusal) as caught:
-        selection.launch(DecodeCall(False, BF16, BF16, BF16, 16, 576, 512, 1, 1, 1024, 8, 0))
+        selection.launch(FmhaCall(False, BF16, BF16, BF16, 16, 576, 512, 1, 1, 1024, 8, 0))
     assert caught.value.message.startswith("Missing TRTLLM-GEN kernel (decode)")
     assert caught.value.message.endswith("numTokensPerPage=8, reuseSmemKForV=0, uses2CtaMma=0, sparseMla=0")
     row = tables.table.rows[0]
     assert selection.hash_of_row(replace(row, skips_softmax=True)) == selection.hash_of_row(row)  # no such bit
-    assert (
-        selection.launch(DecodeCall(False, BF16, BF16, BF16, 16, 576, 512, 1, 1, 1024, 64, 0)).kernel.tile_size_q == 16
-    )
+    assert selection.launch(FmhaCall(False, BF16, BF16, BF16, 16, 576, 512, 1, 1, 1024, 64, 0)).kernel.tile_size_q == 16
 
 
 def test_0_6_6s_runner_refuses_sm120_and_its_selection_answers_sm100(cli_json):

@@ -8,7 +8,7 @@ import pytest
 
 from hprobe.compiled.table import KernelTable, TableError
 from hprobe.compiled.trtllm_gen import Port, era_0_6_10, port_for
-from hprobe.compiled.trtllm_gen.era_0_6_12 import DecodeCall, Device, Refusal
+from hprobe.compiled.trtllm_gen.era_0_6_12 import Device, FmhaCall, Refusal
 from hprobe.support.kernel_tables import tables_for
 from hprobe.support.trees import resolve
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 B200 = Device(sm=100, multiprocessor_count=148, max_shared_memory_per_block_optin=227 * 1024)
 BF16 = "DATA_TYPE_BF16"
 # Batch 2 (not DeepSeek's min-latency shape), 16 heads, KV 4096, 64-token pages.
-CALL = DecodeCall(False, BF16, BF16, BF16, 16, 576, 512, 2, 1, 4096, 64, 0)
+CALL = FmhaCall(False, BF16, BF16, BF16, 16, 576, 512, 2, 1, 4096, 64, 0)
 
 
 def _release(version: str, era: str) -> tuple[Port, KernelTable]:

@@ -12,7 +12,7 @@ import pytest
 
 from hprobe.compiled.table import TableError
 from hprobe.compiled.trtllm_gen import Port, port_for
-from hprobe.compiled.trtllm_gen.era_0_6_12 import DecodeCall, Device, Refusal, Selection
+from hprobe.compiled.trtllm_gen.era_0_6_12 import Device, FmhaCall, Refusal, Selection
 from hprobe.compiled.trtllm_gen.era_0_7_0 import hash_id
 from hprobe.support.trees import resolve
 
@@ -69,7 +69,7 @@ def test_one_token_deepseek_decode_on_32_token_pages_takes_the_cga_kernel(select
     finds the Gmem kernel too: it launches either way. 0.6.18 never takes CGA at
     headDimV 512: the Gmem kernel, cluster 1."""
     new, old = selections
-    call = DecodeCall(False, BF16, BF16, BF16, 16, 576, 512, 1, 1, 1024, 32, 0)
+    call = FmhaCall(False, BF16, BF16, BF16, 16, 576, 512, 1, 1, 1024, 32, 0)
     launch = new.launch(call)
     assert (launch.kernel.multi_ctas_kv_mode, launch.kernel.head_dim_per_cta_v) == (3, 128)
     assert (launch.ctas, launch.cluster_x) == ((2, 4, 1), 2)
@@ -82,10 +82,10 @@ def test_sparse_mla_halves_its_tile_only_for_short_queries(selections):
     half 8 >= 8. 0.7.0 adds maxSeqLenQ <= 16: at 17 query tokens the full tile (16);
     0.6.18 halves it (8). At one token both halve."""
     new, old = selections
-    long_query = DecodeCall(False, BF16, BF16, BF16, 16, 576, 512, 1, 17, 1024, 1, 2048)
+    long_query = FmhaCall(False, BF16, BF16, BF16, 16, 576, 512, 1, 17, 1024, 1, 2048)
     assert new.launch(long_query).kernel.tile_size_q == 16
     assert old.launch(long_query).kernel.tile_size_q == 8
-    one_token = DecodeCall(False, BF16, BF16, BF16, 16, 576, 512, 1, 1, 1024, 1, 2048)
+    one_token = FmhaCall(False, BF16, BF16, BF16, 16, 576, 512, 1, 1, 1024, 1, 2048)
     assert new.launch(one_token).kernel.tile_size_q == old.launch(one_token).kernel.tile_size_q == 8
 
 
@@ -93,7 +93,7 @@ def test_dsv4_top_k_must_hold_the_sliding_window(selections):
     """trtllm_paged_attention_decode_sparse_mla_dsv4: "sparse topK must include 128
     sliding-window entries" before the multiple-of-4 check; 0.6.18 has only the latter."""
     new, old = selections
-    call = DecodeCall(True, BF16, BF16, BF16, 64, 512, 512, 1, 1, 0, 64, 64)
+    call = FmhaCall(True, BF16, BF16, BF16, 64, 512, 512, 1, 1, 0, 64, 64)
     with pytest.raises(Refusal, match="sparse topK must include 128 sliding-window entries"):
         new.launch(call)
     assert old.launch(call).kernel.tile_size_q == 64

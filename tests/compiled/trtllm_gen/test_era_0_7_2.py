@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from hprobe.compiled.trtllm_gen.era_0_6_12 import DecodeCall, Device, Refusal
+from hprobe.compiled.trtllm_gen.era_0_6_12 import Device, FmhaCall, Refusal
 
 from .later_tables import selections_on, table_0_7
 
@@ -27,7 +27,7 @@ def test_sparse_mla_below_8_heads_asks_for_a_padded_q8_kernel(selection):
     full tile, 4 (a power of two: getPaddedMlaTileSizeQ keeps it); no Q4 sparse kernel.
     0.7.2: getPaddedMlaTileSizeQ pads powers of two below 8 to 8: the Q8 kernel, heads per
     CTA min(4, 8) = 4, one CTA for the heads."""
-    call = DecodeCall(False, BF16, BF16, BF16, 4, 576, 512, 1, 1, 2048, 1, 2048)
+    call = FmhaCall(False, BF16, BF16, BF16, 4, 576, 512, 1, 1, 2048, 1, 2048)
     with pytest.raises(Refusal, match=r"Missing TRTLLM-GEN kernel \(decode\): .*tileSizeQ=4,"):
         selection("0.7.0").launch(call)
     launch = selection("0.7.2").launch(call)
@@ -41,10 +41,10 @@ def test_a_long_kv_split_is_clamped_to_16_to_keep_the_cga_reduction(selection):
     (576/512), 32768 / 16 = 2048 <= 4096 KV tokens per CTA, and the table has the CGA
     kernel -> 16 splits, CgaSmemReduction, cluster 16. 0.7.2: 64 splits, more than a
     cluster holds: GmemReduction, cluster 1. At KV 131072 (8192 tokens per CTA) neither clamps."""
-    call = DecodeCall(False, BF16, BF16, BF16, 16, 320, 256, 1, 1, 32768, 64, 0)
+    call = FmhaCall(False, BF16, BF16, BF16, 16, 320, 256, 1, 1, 32768, 64, 0)
     clamped = selection("0.7.2.post1").launch(call)
     assert (clamped.kernel.multi_ctas_kv_mode, clamped.ctas, clamped.cluster_x) == (3, (16, 1, 1), 16)
     before = selection("0.7.2").launch(call)
     assert (before.kernel.multi_ctas_kv_mode, before.ctas, before.cluster_x) == (1, (64, 1, 1), 1)
-    longer = DecodeCall(False, BF16, BF16, BF16, 16, 320, 256, 1, 1, 131072, 64, 0)
+    longer = FmhaCall(False, BF16, BF16, BF16, 16, 320, 256, 1, 1, 131072, 64, 0)
     assert selection("0.7.2.post1").launch(longer).cluster_x == 1

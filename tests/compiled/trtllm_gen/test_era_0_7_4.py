@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from hprobe.compiled.trtllm_gen.era_0_6_12 import DecodeCall, Device, Refusal, Selection, SelectKernelParams
+from hprobe.compiled.trtllm_gen.era_0_6_12 import Device, FmhaCall, Refusal, Selection, SelectKernelParams
 
 from .later_tables import selections_on, table_0_7
 
@@ -24,7 +24,7 @@ def selection(cubin_wheel):
 def _select(selection: Selection, window_left: int, kv: int = 1024) -> SelectKernelParams:
     """selectKernel on a dense MLA decode call made with `window_left`, as the decode
     launcher makes it (0.7.4: window_right 0 when window_left >= 0, else -1)."""
-    call = DecodeCall(False, BF16, BF16, BF16, 16, 576, 512, 1, 1, kv, 64, 0)
+    call = FmhaCall(False, BF16, BF16, BF16, 16, 576, 512, 1, 1, kv, 64, 0)
     params = selection._launcher_params(call, kv, 64, window_left, False)
     select = SelectKernelParams.of(params)
     selection.select_kernel(params, select)
@@ -51,7 +51,7 @@ def test_dense_mla_refuses_a_window_narrower_than_the_kv_in_its_new_words(select
 def test_what_0_7_4_left_alone_launches_as_before(selection):
     """The multi-wave KV split is opt-in and never for MLA; CGA for token-sparse MQA and
     NVFP4 grouping reach no MLA call: the clamp case of 0.7.2.post1 launches the same."""
-    call = DecodeCall(False, BF16, BF16, BF16, 16, 320, 256, 1, 1, 32768, 64, 0)
+    call = FmhaCall(False, BF16, BF16, BF16, 16, 320, 256, 1, 1, 32768, 64, 0)
     new, old = selection("0.7.4").launch(call), selection("0.7.2.post1").launch(call)
     assert (new.kernel.name, new.ctas, new.cluster_x) == (old.kernel.name, old.ctas, old.cluster_x)
     assert new.cluster_x == 16

@@ -82,7 +82,7 @@ class Port:
     def key(self) -> str:
         """What answers of this port are kept under: two releases of one era
         may select GQA/MHA kernels differently."""
-        return self.era if isinstance(self.gqa, str) else f"{self.era} (GQA/MHA as {self.gqa.releases})"
+        return self.era if isinstance(self.gqa, str) else f"{self.era}, GQA/MHA as {self.gqa.releases}"
 
     def selection_on(self, table: KernelTable, device: Device) -> Selection:
         return self.selection(table, device, None if isinstance(self.gqa, str) else self.gqa)

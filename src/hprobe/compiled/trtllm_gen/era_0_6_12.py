@@ -58,8 +58,9 @@ FINGERPRINT: dict[str, dict[str, tuple[str, ...]]] = {
 
 @dataclass(frozen=True)
 class GqaVariant:
-    """The GQA/MHA generation selection as a set of releases reads it: a release's
-    GQA calls are evaluated where its functions have these digests."""
+    """The GQA/MHA selection as a set of releases reads it (generation's selector,
+    and the context launcher, whose kernels selectKernel takes as they come): a
+    release's GQA/MHA calls are evaluated where its functions have these digests."""
 
     releases: str
     fingerprint: dict[str, dict[str, tuple[str, ...]]]
@@ -78,7 +79,9 @@ GQA_VARIANTS: tuple[GqaVariant, ...] = (
                 "selectGqGenerationKernel": ("05702bd9ce88dd0d",),
                 "syncGqaGenerationTraitsForKernelHash": ("3a7535c957a7a1c9",),
                 "selectTileSizeQForGqaGeneration": ("a88242e074dbaf2c",),
-            }
+            },
+            # 0.6.15 hands the multi-CTA counter over as its own buffer; what the selection reads is as before.
+            LAUNCHER: {"trtllm_paged_attention_context": ("b99b13ddb7853cd0", "080c180f2d70b665")},
         },
         syncs_traits=True,
     ),
@@ -88,7 +91,8 @@ GQA_VARIANTS: tuple[GqaVariant, ...] = (
             KERNELS: {
                 "selectGqGenerationKernel": ("9611c28bc35d5ef8",),
                 "selectTileSizeQForGqaGeneration": ("638e484dc46bb525",),
-            }
+            },
+            LAUNCHER: {"trtllm_paged_attention_context": ("b99b13ddb7853cd0",)},
         },
         syncs_traits=False,
     ),
@@ -269,9 +273,10 @@ class Launch:
 
 
 @dataclass(frozen=True)
-class DecodeCall:
-    """The arguments of a decode call that the selection depends on (the rest
-    are pointers and strides). `dtype_*` are Data_type names (DATA_TYPE_BF16)."""
+class FmhaCall:
+    """The arguments of a call into trtllm-gen's FMHA launcher that the selection
+    depends on (the rest are pointers and strides). `dtype_*` are Data_type names
+    (DATA_TYPE_BF16)."""
 
     dsv4: bool  # trtllm_paged_attention_decode_sparse_mla_dsv4, else trtllm_paged_attention_decode
     dtype_q: str
@@ -286,6 +291,7 @@ class DecodeCall:
     page_size: int  # kv_cache.size(-2)
     sparse_mla_top_k: int  # 0: dense; for DSv4 the index rows' width
     num_kv_heads: int = 1  # kv_cache.size(-3): one latent head for MLA; GQA/MHA's KV heads
+    context: bool = False  # trtllm_paged_attention_context (prefill, causal), else a decode launcher
 
 
 class Selection:
@@ -316,9 +322,17 @@ class Selection:
 
     # --- the launcher (trtllm_fmha_kernel_launcher.cu) ---
 
-    def launch(self, call: DecodeCall) -> Launch:
+    def launch(self, call: FmhaCall) -> Launch:
         """The kernel the call launches, or the Refusal the compiled code raises."""
-        if call.dsv4:
+        if call.context:
+            self._context_checks(call)
+            params = self._launcher_params(
+                call, max_kv_len=call.max_kv_len, page_size=call.page_size, window_left=-1, dynamic_sparse=False
+            )
+            # TllmPagedAttentionMode::Context (is_causal: the entry's default).
+            params.mask_type, params.kernel_type = MaskType.CAUSAL, KernelType.CONTEXT
+            params.tile_scheduler, params.multi_ctas_kv_mode = TileScheduler.PERSISTENT, False
+        elif call.dsv4:
             self._dsv4_checks(call)
             params = self._launcher_params(
                 call, max_kv_len=call.sparse_mla_top_k, page_size=1, window_left=127, dynamic_sparse=True
@@ -333,13 +347,13 @@ class Selection:
         if not found:
             raise Refusal(
                 "trtllm_paged_attention_launcher",
-                f"Missing TRTLLM-GEN kernel (decode): {info}",
+                f"Missing TRTLLM-GEN kernel ({'context' if call.context else 'decode'}): {info}",
                 LAUNCHER,
                 "Missing TRTLLM-GEN kernel",
             )
         return self.run(kernels, params)
 
-    def _decode_checks(self, call: DecodeCall) -> None:
+    def _decode_checks(self, call: FmhaCall) -> None:
         # trtllm_paged_attention_decode: head dims of q/k and v/o (no 4-bit dtypes here).
         head_v = call.head_dim_q  # key_cache == value_cache for MLA: v's last dim is q's
         if not (
@@ -355,7 +369,17 @@ class Selection:
                 "head_dim_v and head_dim_o must be the same",
             )
 
-    def _dsv4_checks(self, call: DecodeCall) -> None:
+    def _context_checks(self, call: FmhaCall) -> None:
+        # trtllm_paged_attention_context: K is the query's head dim (one cache); V the output's.
+        if call.head_dim_q != call.head_dim_o:
+            raise Refusal(
+                "trtllm_paged_attention_context",
+                f"head_dim_v and head_dim_o must be the same, got {call.head_dim_q} and {call.head_dim_o}",
+                LAUNCHER,
+                "head_dim_v and head_dim_o must be the same",
+            )
+
+    def _dsv4_checks(self, call: FmhaCall) -> None:
         # trtllm_paged_attention_decode_sparse_mla_dsv4, in its order.
         f = "trtllm_paged_attention_decode_sparse_mla_dsv4"
         if call.dtype_q not in ("DATA_TYPE_BF16", "DATA_TYPE_E4M3"):
@@ -373,14 +397,14 @@ class Selection:
             )
         self._dsv4_top_k_checks(call)
 
-    def _dsv4_top_k_checks(self, call: DecodeCall) -> None:
+    def _dsv4_top_k_checks(self, call: FmhaCall) -> None:
         if call.sparse_mla_top_k % 4:
             raise Refusal(
                 "trtllm_paged_attention_decode_sparse_mla_dsv4", "sparse topK must be a multiple of 4", LAUNCHER
             )
 
     def _launcher_params(
-        self, call: DecodeCall, max_kv_len: int, page_size: int, window_left: int, dynamic_sparse: bool
+        self, call: FmhaCall, max_kv_len: int, page_size: int, window_left: int, dynamic_sparse: bool
     ) -> RunnerParams:
         # trtllm_paged_attention_launcher, mode ForGen.
         num_kv_heads = call.num_kv_heads
@@ -437,7 +461,7 @@ class Selection:
 
     # --- TllmGenFmhaRunner (fmhaRunner.cuh) and the factory (fmhaKernels.cuh) ---
 
-    def _runner(self, call: DecodeCall) -> dict[int, KernelMeta]:
+    def _runner(self, call: FmhaCall) -> dict[int, KernelMeta]:
         if self.device.sm not in self.RUNNER_SMS:
             raise Refusal("TllmGenFmhaRunner", "Unsupported architecture", RUNNER)
         key = (call.dtype_q, call.dtype_kv, call.dtype_kv, call.dtype_o)
@@ -914,18 +938,28 @@ class Selection:
 
     def select_kernel(self, params: RunnerParams, select: SelectKernelParams) -> None:
         self.select_num_tokens_per_page(params, select)
-        if params.kernel_type is not KernelType.GENERATION:
-            raise NotPorted("only the generation (decode) selection is ported")
-        if not self.is_mla_gen_kernel(params):
-            self.select_gq_generation_kernel(params, select)
-            # headDimV > 256 takes headDimPerCtaV 256 but in SwapsMmaAb kernels.
-            if params.head_dim_v > 256 and select.kernel_type is not KernelType.SWAPS_MMA_AB_FOR_GENERATION:
-                select.head_dim_per_cta_v = 256
-            self.sliding_window_mask(params, select)
+        if params.kernel_type is KernelType.CONTEXT:
+            # Context kernels are taken as the parameters come (tile 128 x 128); only this
+            # era's GQA/MHA reading says its releases select them so.
+            if self.gqa is None:
+                raise NotPorted("trtllm-gen's context selection of this release has no port")
+        elif params.kernel_type is not KernelType.GENERATION:
+            raise NotPorted("only the generation and context selections are ported")
+        if params.kernel_type is KernelType.GENERATION and self.is_mla_gen_kernel(params):
+            self.select_mla_generation_kernel(params, select)
+            select.mask_type = MaskType.DENSE
+            self.check_window(params, select)
             return
-        self.select_mla_generation_kernel(params, select)
-        select.mask_type = MaskType.DENSE
-        self.check_window(params, select)
+        if params.kernel_type is KernelType.GENERATION:
+            self.select_gq_generation_kernel(params, select)
+        # headDimV > 256 takes headDimPerCtaV 256 but in SwapsMmaAb kernels (MLA sets its own).
+        if (
+            params.head_dim_v > 256
+            and not self.is_mla_gen_kernel(params)
+            and select.kernel_type is not KernelType.SWAPS_MMA_AB_FOR_GENERATION
+        ):
+            select.head_dim_per_cta_v = 256
+        self.sliding_window_mask(params, select)
 
     def check_window(self, params: RunnerParams, select: SelectKernelParams) -> None:
         """selectKernel after the MLA selector: the window dense MLA generation takes,

@@ -8,7 +8,7 @@ and sparse MLA is refused for any other shape. 0.6.6 let 320/256 through both ch
 from __future__ import annotations
 
 from hprobe.compiled.trtllm_gen import era_0_6_6 as later
-from hprobe.compiled.trtllm_gen.era_0_6_12 import LAUNCHER, DecodeCall, Refusal, RunnerParams
+from hprobe.compiled.trtllm_gen.era_0_6_12 import LAUNCHER, FmhaCall, Refusal, RunnerParams
 
 FINGERPRINT: dict[str, dict[str, tuple[str, ...]]] = {
     **later.FINGERPRINT,
@@ -20,7 +20,7 @@ FINGERPRINT: dict[str, dict[str, tuple[str, ...]]] = {
 
 
 class Selection(later.Selection):
-    def _decode_checks(self, call: DecodeCall) -> None:
+    def _decode_checks(self, call: FmhaCall) -> None:
         head_v = call.head_dim_q  # key_cache == value_cache for MLA: v's last dim is q's
         if not ((head_v == 576 and call.head_dim_o == 512) or head_v == call.head_dim_o):
             raise Refusal(
@@ -31,7 +31,7 @@ class Selection(later.Selection):
             )
 
     def _launcher_params(
-        self, call: DecodeCall, max_kv_len: int, page_size: int, window_left: int, dynamic_sparse: bool
+        self, call: FmhaCall, max_kv_len: int, page_size: int, window_left: int, dynamic_sparse: bool
     ) -> RunnerParams:
         if not ((call.head_dim_q == 576 and call.head_dim_o == 512) or call.sparse_mla_top_k <= 0):
             raise Refusal("trtllm_paged_attention_launcher", "Only decode MLA supports sparse MLA", LAUNCHER)

@@ -22,7 +22,7 @@ from hprobe.compiled.trtllm_gen.era_0_6_12 import (
     KERNELS,
     LAUNCHER,
     RUNNER,
-    DecodeCall,
+    FmhaCall,
     MultiCtasKvMode,
     NotPorted,
     Refusal,
@@ -64,7 +64,7 @@ def hash_id(*key: Any) -> int:
 class Selection(previous.Selection):
     TABLE_FIELDS = (*previous.Selection.TABLE_FIELDS, "mFusesDsv4InvRopeFp8Quant", "mUsesDsv4Ue8m0ScaleO")
 
-    def _dsv4_top_k_checks(self, call: DecodeCall) -> None:
+    def _dsv4_top_k_checks(self, call: FmhaCall) -> None:
         if call.sparse_mla_top_k < 128:
             raise Refusal(
                 "trtllm_paged_attention_decode_sparse_mla_dsv4",
