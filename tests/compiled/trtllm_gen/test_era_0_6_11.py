@@ -12,7 +12,7 @@ import pytest
 
 from hprobe.compiled.trtllm_gen import Port, port_for
 from hprobe.compiled.trtllm_gen.era_0_6_11 import hash_id
-from hprobe.compiled.trtllm_gen.era_0_6_12 import DecodeCall, Device, NotPorted, Refusal
+from hprobe.compiled.trtllm_gen.era_0_6_12 import Device, FmhaCall, NotPorted, Refusal
 from hprobe.support.kernel_tables import tables_for
 from hprobe.support.trees import resolve
 
@@ -36,9 +36,19 @@ def selection(package):
     return port.selection(tables.table, B200)
 
 
-def mla(heads: int, batch: int = 1, kv: int = 1024, top_k: int = 0, q_len: int = 1) -> DecodeCall:
+@pytest.fixture(scope="module")
+def gqa_selection(package):
+    """The selection as depth makes it: with the release's GQA/MHA reading."""
+    port = port_for(package)
+    assert isinstance(port, Port) and not isinstance(port.gqa, str), port
+    tables = tables_for(package, VERSION)
+    assert tables.table is not None, tables.missing
+    return port.selection_on(tables.table, B200)
+
+
+def mla(heads: int, batch: int = 1, kv: int = 1024, top_k: int = 0, q_len: int = 1) -> FmhaCall:
     # trtllm_paged_attention_decode: query 576, out 512; sparse MLA reads one-token pages.
-    return DecodeCall(False, BF16, BF16, BF16, heads, 576, 512, batch, q_len, kv, 1 if top_k else 64, top_k)
+    return FmhaCall(False, BF16, BF16, BF16, heads, 576, 512, batch, q_len, kv, 1 if top_k else 64, top_k)
 
 
 def test_the_hash_packs_sparse_mla_as_one_bit_and_skips_softmax_above_it():
@@ -94,12 +104,35 @@ def test_sparse_4_heads_find_no_cubin_and_the_message_is_this_releases(selection
 
 
 def test_what_this_release_has_no_code_for_is_not_ported(selection):
-    """No DeepSeek V4 launcher; rank-256 MLA (320/256) is no MLA generation kernel
-    to isMlaGenKernel here, and takes the GQA selector, which is not ported."""
+    """No DeepSeek V4 launcher: a DSv4 call is not ported, never selected."""
     with pytest.raises(NotPorted):
-        selection.launch(DecodeCall(True, BF16, BF16, BF16, 64, 512, 512, 1, 1, 0, 64, 2048))
-    with pytest.raises(NotPorted):
-        selection.launch(DecodeCall(False, BF16, BF16, BF16, 16, 320, 256, 1, 1, 1024, 64, 0))
+        selection.launch(FmhaCall(True, BF16, BF16, BF16, 64, 512, 512, 1, 1, 0, 64, 2048))
+
+
+def test_rank_256_mla_takes_the_gqa_selector(gqa_selection):
+    """isMlaGenKernel knows 576/512 only here: a 320/256 call is GQA generation
+    to selectKernel. 16 heads over one KV head, one token: numTokensHeadsQ 16 ->
+    SwapsMmaAb, tileSizeQ 16, the HQk320HV256 kernel."""
+    launch = gqa_selection.launch(FmhaCall(False, BF16, BF16, BF16, 16, 320, 256, 1, 1, 1024, 64, 0))
+    assert (launch.kernel.tile_size_q, launch.kernel.kernel_type) == (16, 2)
+    assert (launch.kernel.head_dim_qk, launch.kernel.head_dim_v) == (320, 256)
+
+
+def test_head_dim_512_with_draft_tokens_finds_no_kernel_flashinfer_3343(gqa_selection):
+    """flashinfer #3343, reported on 0.6.11.post1 for Gemma-4-31B's global layers
+    (32 q / 4 kv heads, head dim 512) with 5 draft tokens: numTokensHeadsQ 8 x 5 =
+    40 -> KeepsMmaAb tileSizeQ 64; with no traits sync the cost model loads it at
+    headDimPerCtaV 512, a kernel the table lacks ("Trtllm-gen kernels not found:
+    ... kernelType=3 ... tileSizeQ=64"). One token (8 -> SwapsMmaAb tile 8) launches."""
+    with pytest.raises(Refusal) as refused:
+        gqa_selection.launch(FmhaCall(False, BF16, BF16, BF16, 32, 512, 512, 1, 5, 1024, 32, 0, 4))
+    message = refused.value.message
+    assert message.startswith("Trtllm-gen kernels not found: qkvLayout=2, maskType=1, kernelType=3, ")
+    assert "headDimPerCtaV=512, headDimQk=512, headDimV=512, tileSizeQ=64," in message
+    assert (
+        gqa_selection.launch(FmhaCall(False, BF16, BF16, BF16, 32, 512, 512, 1, 1, 1024, 32, 0, 4)).kernel.tile_size_q
+        == 8
+    )
 
 
 def test_matrix_on_0611_answers_at_compiled_depth(cli_json):

@@ -7,7 +7,7 @@ The era before 0.6.12 (era_0_6_12), whose kernel package (1d876ee…) flashinfer
   power-of-two page size;
 - no DeepSeek V4 launcher (`trtllm_paged_attention_decode_sparse_mla_dsv4` is absent), and
   `isMlaGenKernel` knows only head dims 576/512: rank-256 MLA (320/256) takes the GQA
-  generation selector, which is not ported;
+  generation selector (0.6.12 – 0.6.13's, without the traits sync);
 - the launcher hands generation kernels a causal mask and `selectKernel` keeps it (the
   table's MLA generation rows are exported causal), with no sliding-window refusal;
 - no dynamic tokens per page: `selectKernel` sets 1 for sparse MLA and keeps the page size;
@@ -24,7 +24,7 @@ from hprobe.compiled.trtllm_gen.era_0_6_12 import (
     KERNELS,
     LAUNCHER,
     RUNNER,
-    DecodeCall,
+    FmhaCall,
     KernelType,
     Launch,
     MaskType,
@@ -107,18 +107,40 @@ def hash_id(
     return key | int(sparse_mla) << 55 | int(skips_softmax) << 56
 
 
+# The GQA/MHA selector and its cost model read as 0.6.12 - 0.6.13's (no traits sync);
+# selectKernel around them is this era's (select_kernel below).
+GQA_VARIANTS = (
+    later.GqaVariant(
+        "0.6.11 – 0.6.11.post3",
+        {
+            KERNELS: later.GQA_VARIANTS[1].fingerprint[KERNELS],
+            LAUNCHER: {"trtllm_paged_attention_context": ("a207e1a6335e1c41",)},
+        },
+        syncs_traits=False,
+    ),
+)
+
+
 class Selection(later.Selection):
-    def launch(self, call: DecodeCall) -> Launch:
+    def launch(self, call: FmhaCall) -> Launch:
         if call.dsv4:
             raise NotPorted("this release has no DeepSeek V4 sparse MLA launcher")
         return super().launch(call)
 
     def _launcher_params(
-        self, call: DecodeCall, max_kv_len: int, page_size: int, window_left: int, dynamic_sparse: bool
+        self, call: FmhaCall, max_kv_len: int, page_size: int, window_left: int, dynamic_sparse: bool
     ) -> RunnerParams:
         # trtllm_paged_attention_launcher, mode ForGen: the sparse flag, its head-dim
         # check, and a causal mask for every generation kernel.
         head_dim_qk, head_dim_vo, top_k = call.head_dim_q, call.head_dim_o, call.sparse_mla_top_k
+        if call.num_qo_heads % call.num_kv_heads != 0:
+            raise Refusal(
+                "trtllm_paged_attention_launcher",
+                "num_qo_heads must be a multiple of num_kv_heads, got num_kv_heads: "
+                f"{call.num_kv_heads} and num_qo_heads: {call.num_qo_heads}",
+                LAUNCHER,
+                "num_qo_heads must be a multiple of num_kv_heads",
+            )
         if not (
             (head_dim_qk == 576 and head_dim_vo == 512) or (head_dim_qk == 320 and head_dim_vo == 256) or top_k <= 0
         ):
@@ -132,8 +154,8 @@ class Selection(later.Selection):
             head_dim_qk=head_dim_qk,
             head_dim_v=head_dim_vo,
             num_heads_q=call.num_qo_heads,
-            num_heads_kv=1,
-            num_heads_q_per_kv=call.num_qo_heads,
+            num_heads_kv=call.num_kv_heads,
+            num_heads_q_per_kv=call.num_qo_heads // call.num_kv_heads,
             batch_size=call.batch_size,
             max_seq_len_q=call.max_q_len,
             max_seq_len_kv=max_kv_len,
@@ -145,6 +167,9 @@ class Selection(later.Selection):
             attention_window_size=INT_MAX if window_left == -1 else window_left + 1,
             chunked_attention_size=INT_MAX,
             skips_softmax=False,
+            dtype_q=call.dtype_q,
+            dtype_kv=call.dtype_kv,
+            dtype_o=call.dtype_o,
         )
 
     def hash_of_row(self, row: KernelMeta) -> int:
@@ -184,10 +209,21 @@ class Selection(later.Selection):
         )
 
     def select_kernel(self, params: RunnerParams, select: SelectKernelParams) -> None:
-        if not (params.kernel_type is KernelType.GENERATION and self.is_mla_gen_kernel(params)):
-            raise NotPorted("only the MLA generation selection is ported")
-        self.select_mla_generation_kernel(params, select)
-        # headDimV > 256 outside MLA generation: not reached here.
+        if params.kernel_type is KernelType.GENERATION and self.is_mla_gen_kernel(params):
+            self.select_mla_generation_kernel(params, select)
+        elif params.kernel_type is KernelType.GENERATION:
+            # Rank-256 MLA (320/256) comes here too: this era's isMlaGenKernel knows 576/512 only.
+            self.select_gq_generation_kernel(params, select)
+        elif params.kernel_type is not KernelType.CONTEXT:
+            raise NotPorted("only the generation and context selections are ported")
+        elif self.gqa is None:
+            raise NotPorted("trtllm-gen's context selection of this release has no port")
+        if (
+            params.head_dim_v > 256
+            and not self.is_mla_gen_kernel(params)
+            and select.kernel_type is not KernelType.SWAPS_MMA_AB_FOR_GENERATION
+        ):
+            select.head_dim_per_cta_v = 256
         if (select.mask_type is MaskType.CAUSAL or params.kernel_type is not KernelType.CONTEXT) and (
             params.max_seq_len_kv > params.attention_window_size or params.chunked_attention_size != INT_MAX
         ):
