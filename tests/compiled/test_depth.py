@@ -18,52 +18,16 @@ from pathlib import Path
 
 import pytest
 
-from hprobe.compiled.cxx import SourceFile
-from hprobe.compiled.trtllm_gen import Gate, Port, port_for, runner_gate
+from hprobe.compiled.trtllm_gen import Port, port_for
 from hprobe.compiled.trtllm_gen.era_0_6_12 import Device, FmhaCall, Refusal
 from hprobe.support import kernel_package, kernel_tables
 from hprobe.support.kernel_package import package_of
 from hprobe.support.kernel_tables import tables_for
 
-FIXTURES = Path(__file__).parent.parent / "fixtures" / "compiled"
 _SPEC = importlib.util.find_spec("flashinfer")
 PACKAGE = Path(next(iter(_SPEC.submodule_search_locations)))  # type: ignore[union-attr]
 B200 = Device(sm=100, multiprocessor_count=148, max_shared_memory_per_block_optin=227 * 1024)
 BF16 = "DATA_TYPE_BF16"
-
-
-# --- reading C++ ---------------------------------------------------------------------
-
-
-def test_definitions_are_told_from_calls_and_declarations():
-    source = SourceFile(FIXTURES / "snippet.cuh")
-    helper = source.definitions("helper")
-    assert len(helper) == 1 and "return x + 1" in helper[0].text  # the declaration and the calls are not definitions
-    assert helper[0].line == 9
-    compute = source.definitions("compute")
-    assert len(compute) == 2  # the member and the overload; the recursive call is neither
-    assert "total += compute(n - 1)" in compute[0].text and "static_cast<int>(x)" in compute[1].text
-    widget = source.definitions("Widget")
-    assert len(widget) == 1 and "mB{b}" in widget[0].text  # an initializer list with a brace initializer
-    assert source.definitions("nothing") == [] and source.digest("nothing") is None
-
-
-def test_a_digest_ignores_layout_and_comments_and_sees_code(tmp_path):
-    original = (FIXTURES / "snippet.cuh").read_text()
-    relaid = original.replace("  return x + 1;", "  // reworded\n      return   x + 1;")
-    changed = original.replace("  return x + 1;", "  return x + 2;")
-    digest = SourceFile(FIXTURES / "snippet.cuh").digest("helper")
-    assert SourceFile(tmp_path / "a.cuh", relaid).digest("helper") == digest
-    assert SourceFile(tmp_path / "b.cuh", changed).digest("helper") != digest
-
-
-def test_a_kept_conclusion_is_keyed_on_every_file_a_port_reads():
-    """A warm run keys kept conclusions on compiled/files.py's list without
-    importing the ports: it must be the files their fingerprints name."""
-    from hprobe.compiled import files
-    from hprobe.compiled.trtllm_gen import read_files
-
-    assert files.READ == read_files()
 
 
 # --- the release and its table ------------------------------------------------------
@@ -83,14 +47,6 @@ def selection(table):
     port = port_for(PACKAGE)
     assert isinstance(port, Port), port
     return port.selection(table, B200)
-
-
-def test_the_installed_release_is_in_the_first_era_and_its_runner_takes_sm100_and_sm103():
-    port = port_for(PACKAGE)
-    assert isinstance(port, Port) and port.era == "0.6.12 – 0.6.15.post1"
-    gate = runner_gate(PACKAGE)
-    assert isinstance(gate, Gate) and gate.sms == (100, 103)
-    assert gate.location.endswith("fmhaRunner.cuh:37")
 
 
 def test_the_table_is_the_one_the_release_names(table):
