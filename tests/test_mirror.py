@@ -105,7 +105,6 @@ ELSEWHERE: dict[str, str] = {
     "support/workers.py": "tests/support/test_zygote.py and tests/support/test_worker.py",
     "system/bounded.py": "tests/support/test_fetch_batch.py and tests/support/test_zygote.py",
     "system/envinfo.py": "tests/test_check.py and tests/test_fork_safety.py",
-    "system/escaping.py": _FORMATS,
     "system/fileio.py": "tests/test_hostile_outputs_and_processes.py",
     "system/lifetime.py": "tests/test_hostile_outputs_and_processes.py and tests/test_fork_safety.py",
     "system/once.py": "tests/test_units.py",
