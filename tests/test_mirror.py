@@ -61,7 +61,6 @@ ELSEWHERE: dict[str, str] = {
     "model/padding.py": _MODEL,
     "model/pins.py": "tests/advise/test_pins.py",
     "model/release.py": _MODEL,
-    "model/sm.py": _MODEL,
     "model/targets.py": "tests/test_units.py",
     "model/waiver.py": "tests/rules/test_waivers.py",
     "probe/parallel.py": "tests/test_honesty.py",
