@@ -138,7 +138,7 @@ def test_a_keyword_set_under_an_undecided_test_is_unknown_with_its_line(tmp_path
     reading = _reading_at(index, "engine.backend", 1)
     assert _passed(reading) == {"backend": "'trtllm-gen'"}
     unknown = reading.unknown["multi_ctas_kv_counter_buffer"]
-    assert unknown.where.endswith("engine/backend.py:27") and "test not decided: undecided" in unknown.why
+    assert unknown.where.endswith("engine/backend.py:27") and "test not decided: `undecided`" in unknown.why
 
 
 def test_a_popped_key_is_absent_and_a_dict_handed_to_a_call_is_unknown(tmp_path):

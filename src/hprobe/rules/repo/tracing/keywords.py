@@ -375,7 +375,7 @@ def _walk(
             inner = (
                 conditional
                 if decided is not None
-                else conditional or f"{here} (test not decided: {ast.unparse(stmt.test)[:60]})"
+                else conditional or f"{here} (test not decided: `{ast.unparse(stmt.test)[:60]}`)"
             )
             # A branch that always leaves the function never reaches a call after the `if`.
             if decided is not False and not (leaving and leaves(stmt.body)):
@@ -536,7 +536,7 @@ def _assigned(
         if decided is not None:
             return _assigned(scope, value.body if decided else value.orelse, here, at)
         body, orelse = _assigned(scope, value.body, here, at), _assigned(scope, value.orelse, here, at)
-        why = f"test not decided: {ast.unparse(value.test)[:60]}"
+        why = f"test not decided: `{ast.unparse(value.test)[:60]}`"
         return {k: _either(body[k], orelse[k], Unknown(here, why, conditional=True)) for k in scope.names}
     if at is not None:
         # `args = dict(common, k=v)`: the base's keys as they stand at this
