@@ -62,7 +62,6 @@ ELSEWHERE: dict[str, str] = {
     "model/pins.py": "tests/advise/test_pins.py",
     "model/release.py": _MODEL,
     "model/targets.py": "tests/test_units.py",
-    "model/waiver.py": "tests/rules/test_waivers.py",
     "probe/parallel.py": "tests/test_honesty.py",
     "probe/run.py": "tests/test_honesty.py and tests/test_run_independence.py",
     "report/cache.py": "tests/test_cache_command.py",
