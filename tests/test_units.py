@@ -10,7 +10,6 @@ from hprobe.model.heads import compact_set
 from hprobe.model.outcome import HeadResult, KernelSMResult, Outcome
 from hprobe.model.padding import PadMap, PadTo
 from hprobe.model.sm import SM, parse_sm, parse_sm_list
-from hprobe.model.targets import parse_heads
 from hprobe.model.verdict import Finding, Verdict
 
 from .conftest import V4_PRO_TABLE
@@ -44,13 +43,6 @@ def test_parse_sm_rejects(text):
 
 def test_parse_sm_list_dedupes_in_order():
     assert parse_sm_list("120,sm_100a,10.0") == [SM(12, 0), SM(10, 0)]
-
-
-def test_parse_heads():
-    assert parse_heads("1-4,8,16") == [1, 2, 3, 4, 8, 16]
-    for bad in ("0", "4-1", "x", "", "1-5000"):
-        with pytest.raises(InputError):
-            parse_heads(bad)
 
 
 def test_compact_set():
