@@ -20,7 +20,7 @@ from hprobe.compiled.trtllm_gen import (
     read_files,
     runner_gate,
 )
-from hprobe.compiled.trtllm_gen.era_0_6_12 import GQA_VARIANTS
+from hprobe.compiled.trtllm_gen.era_0_6_12 import GQA_VARIANTS, GqaVariant
 
 _SPEC = importlib.util.find_spec("flashinfer")
 PACKAGE = Path(next(iter(_SPEC.submodule_search_locations)))  # type: ignore[union-attr]
@@ -107,3 +107,11 @@ def test_what_another_process_read_is_adopted_without_reading(tmp_path):
     nowhere = tmp_path / "nowhere" / "flashinfer"
     adopt(nowhere, gate, port)
     assert runner_gate(nowhere) == gate and port_for(nowhere) == port
+
+
+def test_a_note_names_the_gqa_releases_only_where_they_are_not_the_eras():
+    installed = port_for(PACKAGE)
+    assert isinstance(installed, Port) and installed.described == installed.key
+    whole = Port("0.6.10 – 0.6.10.post1", installed.selection, GqaVariant("0.6.10 – 0.6.10.post1", {}, False))
+    assert whole.described == "0.6.10 – 0.6.10.post1" and whole.key != whole.described
+    assert Port("an era", installed.selection, "no port").described == "an era"

@@ -173,7 +173,7 @@ def deepen(result: KernelSMResult, package: Path, get_tables: Callable[[], Table
         if result.depth in (Depth.VALIDATORS, Depth.DISPATCH):
             result.depth = Depth.COMPILED
         checks = {probe.compiled_checks(e) for e in calls}
-        gqa_port = port.key if any(call.kv_heads for call in calls.values()) else None
+        gqa_port = port.described if any(call.kv_heads for call in calls.values()) else None
         result.unchecked = [u for u in result.unchecked if u not in checks]
         result.notes.append(
             f"compiled depth: trtllm-gen's selection ({gqa_port if gqa_port else port.era} port) on its kernel table "

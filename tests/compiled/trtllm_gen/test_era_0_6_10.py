@@ -64,3 +64,18 @@ def test_kernels_named_sage_are_never_loaded(release):
     selection = port.selection(KernelTable(rows, "fixture", "0.6.10's table, Q16 P64 kernels named Sage"), B200)
     with pytest.raises(Refusal, match=r"Missing TRTLLM-GEN kernel \(decode\)"):
         selection.launch(dense(96))
+
+
+def test_gqa_decode_selects_as_0_6_11_does_head_dim_512_draft_tokens_included(release):
+    """selectGqGenerationKernel reads one KV dtype here (mDtypeQ != mDtypeKv), the
+    same test for a paged cache as 0.6.11's. Gemma-4-31B's global layers (32 q /
+    4 kv heads, head dim 512): one token, numTokensHeadsQ 8 -> SwapsMmaAb tile 8,
+    launched; 5 draft tokens, 40 -> KeepsMmaAb tile 64, loaded at headDimPerCtaV
+    512 by the cost model, a kernel the table lacks (flashinfer #3343's message)."""
+    port, table = release
+    assert not isinstance(port.gqa, str) and port.gqa.releases == "0.6.10 – 0.6.10.post1"
+    selection = port.selection_on(table, B200)
+    one = FmhaCall(False, BF16, BF16, BF16, 32, 512, 512, 1, 1, 1024, 32, 0, 4)
+    assert selection.launch(one).kernel.tile_size_q == 8
+    with pytest.raises(Refusal, match=r"Trtllm-gen kernels not found: .*kernelType=3, .*tileSizeQ=64,"):
+        selection.launch(replace(one, max_q_len=5))

@@ -84,6 +84,11 @@ class Port:
         may select GQA/MHA kernels differently."""
         return self.era if isinstance(self.gqa, str) else f"{self.era}, GQA/MHA as {self.gqa.releases}"
 
+    @property
+    def described(self) -> str:
+        """The port as a note names it: the GQA/MHA releases only where they are not the era's."""
+        return self.era if isinstance(self.gqa, str) or self.gqa.releases == self.era else self.key
+
     def selection_on(self, table: KernelTable, device: Device) -> Selection:
         return self.selection(table, device, None if isinstance(self.gqa, str) else self.gqa)
 
