@@ -107,6 +107,22 @@ def test_the_0616_era_pads_mla_tiles(cubin_wheel):
     assert isinstance(gate, Gate) and gate.sms == (100, 103, 107)
 
 
+def test_the_0616_era_serves_a_group_of_one_at_page_128(cubin_wheel):
+    """0.6.16 – 0.6.17: useDynamicNumTokensPerPage no longer asks numHeadsQPerKv > 1,
+    so an MHA call (a group of one) at page 128 takes the dynamic-page kernel that
+    0.6.14 misses (flashinfer #4094). Its GQA/MHA reading is 0.6.14's selector and a
+    context launcher that hands block-sparse attention off."""
+    package = resolve("0.6.16.post4").tree / "flashinfer"
+    port = port_for(package)
+    assert isinstance(port, Port) and not isinstance(port.gqa, str), port
+    assert port.gqa.releases == "0.6.16 – 0.6.17" and port.gqa.syncs_traits
+    table = kernel_tables._from_wheel(cubin_wheel, package_of(package), cubin_wheel.name)  # type: ignore[arg-type]
+    selection = port.selection_on(table, B200)  # type: ignore[arg-type]
+    mha = FmhaCall(False, BF16, BF16, BF16, 8, 128, 128, 1, 1, 1024, 128, 0, 8)
+    assert selection.is_dynamic_pages_kernel(selection.launch(mha).kernel)
+    assert selection.launch(FmhaCall(False, BF16, BF16, BF16, 8, 128, 128, 1, 256, 1024, 32, 0, 8, context=True))
+
+
 def test_a_release_without_a_port_stays_at_the_validators_and_names_what_changed(cli_json, monkeypatch, tmp_path):
     """Every published release from 0.6.0 has a port; the next may not. A fixture:
     0.7.4's files as compiled depth reads them, one function of its selection edited

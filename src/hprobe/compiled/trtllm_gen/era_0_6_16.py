@@ -45,7 +45,15 @@ FINGERPRINT: dict[str, dict[str, tuple[str, ...]]] = {
 # block-sparse flag is off unless asked for); what this era changed under them,
 # the dynamic page rule and the shared-memory filter, are the methods below.
 GQA_VARIANTS = (
-    previous.GqaVariant("0.6.16 – 0.6.17", previous.GQA_VARIANTS[0].fingerprint, previous.GQA_VARIANTS[0].syncs_traits),
+    previous.GqaVariant(
+        "0.6.16 – 0.6.17",
+        {
+            KERNELS: previous.GQA_VARIANTS[0].fingerprint[KERNELS],
+            # Hands the launcher block-sparse attention off: the context call as before.
+            LAUNCHER: {"trtllm_paged_attention_context": ("b5d103b100455f97",)},
+        },
+        syncs_traits=True,
+    ),
 )
 
 STATIC_SMEM_RESERVE = 1024  # kStaticSmemReserve
