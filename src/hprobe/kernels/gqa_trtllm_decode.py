@@ -5,7 +5,7 @@
 only (its architecture check, read from the release's C++ as for MLA); which
 of its kernels serves a group and head dim is its GQA selection
 (`selectGqGenerationKernel`), evaluated on the release's kernel table where
-hprobe ports the release's code (0.6.10 – 0.6.17, compiled/trtllm_gen): elsewhere
+hprobe ports the release's code (0.6.10 – 0.7.2.post1, compiled/trtllm_gen): elsewhere
 an SM10x count that reaches it is pending, never `ok`.
 """
 

@@ -58,15 +58,15 @@ def gqa(
 
 def test_releases_read_as_the_variant_their_cxx_is():
     """0.6.14 added syncGqaGenerationTraitsForKernelHash; 0.6.12 and 0.6.13 select
-    without it; 0.6.10's era has no GQA port at all."""
+    without it; 0.6.8's era (no headDimV split in selectKernel) has no GQA port."""
     installed = port_for(PACKAGE)
     assert isinstance(installed, Port) and installed.gqa == SYNCS
     older = port_for(resolve("0.6.13").location / "flashinfer")
     assert isinstance(older, Port) and older.era == installed.era and older.gqa == UNSYNCED
     assert older.key != installed.key  # their answers are kept apart
-    tenth = port_for(resolve("0.6.10").location / "flashinfer")
-    assert isinstance(tenth, Port) and isinstance(tenth.gqa, str)
-    assert "no port for the 0.6.10 – 0.6.10.post1 era" in tenth.gqa
+    eighth = port_for(resolve("0.6.8").location / "flashinfer")
+    assert isinstance(eighth, Port) and isinstance(eighth.gqa, str)
+    assert "no port for the 0.6.8 – 0.6.9 era" in eighth.gqa
 
 
 @pytest.mark.parametrize(

@@ -9,11 +9,13 @@ the C++ 0.6.18 ships (fmhaKernels.cuh, trtllm_fmha_kernel_launcher.cu).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from hprobe.compiled.table import TableError, parse_table
+from hprobe.compiled.table import KernelTable, TableError, parse_table
 from hprobe.compiled.trtllm_gen import Port, port_for
-from hprobe.compiled.trtllm_gen.era_0_6_12 import Device, FmhaCall, Refusal
+from hprobe.compiled.trtllm_gen.era_0_6_12 import Device, FmhaCall, Refusal, RunnerParams, SelectKernelParams
 from hprobe.compiled.trtllm_gen.era_0_6_18 import hash_id
 from hprobe.support.trees import resolve
 
@@ -138,3 +140,49 @@ def test_without_its_table_0618_says_what_would_make_it_reachable(cli_json, monk
     assert result["depth"] != "compiled"
     (note,) = [n for n in result["notes"] if n.startswith("compiled depth: not evaluated:")]
     assert "no port" not in note and "to make it reachable: `curl -fL" in note
+
+
+def gqa(heads_q: int, heads_kv: int = 1, q_len: int = 1) -> FmhaCall:
+    return FmhaCall(False, BF16, BF16, BF16, heads_q, 128, 128, 1, q_len, 1024, 32, 0, heads_kv)
+
+
+def test_gqa_decode_asks_for_grouped_kernels_and_hashes_the_grouping(release, header_0613):
+    """0.6.18's selectGqGenerationKernel sets groupsTokensHeadsQ for a same-dtype
+    call (syncGqaGenerationTraitsForKernelHash too: "Same-dtype GQA generation
+    cubins export this trait for every tile size"), and hashID packs it (bit 53).
+    Group 8, one token: SwapsMmaAb tile 8, found among rows exported grouped; group
+    64: KeepsMmaAb tile 64, likewise. With the trait cleared on every row the
+    same call finds no kernel, and the message says groupsTokensHeadsQ=1."""
+    package, port = release
+    assert not isinstance(port.gqa, str) and port.gqa.releases == "0.6.18 – 0.6.18.post1"
+    selection = port.selection_on(later_table(header_0613), B200)
+    for group, tile in ((8, 8), (64, 64)):
+        kernel = selection.launch(gqa(group)).kernel
+        assert (kernel.tile_size_q, kernel.groups_tokens_heads_q) == (tile, True)
+    rows = later_table(header_0613).rows
+    cleared = KernelTable(tuple(replace(r, groups_tokens_heads_q=False) for r in rows), "fixture", "grouping cleared")
+    with pytest.raises(Refusal, match=r"Missing TRTLLM-GEN kernel \(decode\): .*groupsTokensHeadsQ=1"):
+        port.selection_on(cleared, B200).launch(gqa(8))
+
+
+def test_a_bf16_query_over_fp8_groups_only_in_a_transform_mode_and_costs_double_in_separate_kv(release, header_0613):
+    """supportsGqaGroupingTokensHeadsQ: Q == K, or BF16 Q over E4M3 K/V with BF16
+    out in a transform mode other than Full; kernelMainloopCostFactor is 2 for the
+    SeparateKv transform of that generation, else 1."""
+    _, port = release
+    selection = port.selection_on(later_table(header_0613), B200)
+    mixed = selection._launcher_params(
+        FmhaCall(False, BF16, "DATA_TYPE_E4M3", BF16, 8, 128, 128, 1, 1, 1024, 32, 0, 1),
+        max_kv_len=1024,
+        page_size=32,
+        window_left=-1,
+        dynamic_sparse=False,
+    )
+    assert isinstance(mixed, RunnerParams)
+    for mode, grouped, factor in ((0, False, 1.0), (1, True, 1.0), (2, True, 2.0)):
+        select = SelectKernelParams.of(mixed)
+        select.bf16q_fp8kv_transform_mode = mode
+        assert selection.supports_gqa_grouping_tokens_heads_q(mixed, select) is grouped
+        assert selection.gqa_mainloop_cost_factor(mixed, select) == factor
+    plain = selection._launcher_params(gqa(8), 1024, 32, -1, False)
+    assert selection.supports_gqa_grouping_tokens_heads_q(plain, SelectKernelParams.of(plain))

@@ -884,6 +884,7 @@ class Selection:
         hold a whole group. Each candidate is loaded (a missing one refuses the
         call, as loadKernel's check does) and its grid computed, on one copy of
         the selection that every candidate goes on mutating, as in the C++."""
+        factor = _f32(self.gqa_mainloop_cost_factor(params, select))
         trial = replace(select)
         row = self.load_kernel(self._kernels, params, trial)
         ctas, _cluster, _ctas_kv = self.compute_cta_and_cluster_config(params, row, trial)
@@ -903,7 +904,7 @@ class Selection:
             ctas, _cluster, ctas_kv = self.compute_cta_and_cluster_config(params, row, trial)
             seq_len_per_cta_kv = _ceil_div(_ceil_div(params.max_seq_len_kv, row.step_kv), ctas_kv) * row.step_kv
             cost = _f32(
-                _f32(_f32(self.MAINLOOP_COST[tile]) * seq_len_per_cta_kv)
+                _f32(_f32(factor * _f32(self.MAINLOOP_COST[tile])) * seq_len_per_cta_kv)
                 + _f32(_f32(_f32(self.REDUCTION_COST[tile]) * self.REDUCTION_SEQ_LEN_FACTOR) * ctas_kv)
             )
             waves = _ceil_div(ctas[0] * ctas[1] * ctas[2], params.multi_processor_count)
@@ -916,15 +917,25 @@ class Selection:
         )
         self.sync_gqa_generation_traits_for_kernel_hash(params, select)
 
+    def gqa_mainloop_cost_factor(self, params: RunnerParams, select: SelectKernelParams) -> float:
+        """The cost model's mainloop factor (0.6.18 doubles it for one transform mode)."""
+        return 1.0
+
+    def supports_gqa_grouping_tokens_heads_q(self, params: RunnerParams, select: SelectKernelParams) -> bool:
+        """Whether the GQA selector may group tokens and heads: not for mixed precision."""
+        return params.dtype_q == params.dtype_kv
+
     def select_gq_generation_kernel(self, params: RunnerParams, select: SelectKernelParams) -> None:
-        """selectGqGenerationKernel: the tile from the group times the query length."""
+        """selectGqGenerationKernel: the tile from the group times the query length.
+        (mGroupsTokensHeadsQ is set as 0.6.18 sets it; the eras before hash no such field.)"""
         if self.gqa is None:
             raise NotPorted("trtllm-gen's GQA/MHA generation selection of this release has no port")
-        if params.dtype_q != params.dtype_kv:
-            # Mixed precision: no grouping of tokens and heads.
+        select.groups_tokens_heads_q = False
+        if not self.supports_gqa_grouping_tokens_heads_q(params, select):
             select.tile_size_q = 8 if params.num_heads_q_per_kv <= 8 else 16
             select.kernel_type = KernelType.SWAPS_MMA_AB_FOR_GENERATION
             return
+        select.groups_tokens_heads_q = True
         tokens_heads_q = params.num_heads_q_per_kv * params.max_seq_len_q
         select.tile_size_q = next((t for t in (8, 16, 32, 64) if tokens_heads_q <= t), 128)
         select.kernel_type = (

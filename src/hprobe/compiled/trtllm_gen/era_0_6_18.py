@@ -24,6 +24,7 @@ from hprobe.compiled.trtllm_gen.era_0_6_12 import (
     KERNELS,
     LAUNCHER,
     RUNNER,
+    GqaVariant,
     KernelType,
     MaskType,
     MultiCtasKvMode,
@@ -175,6 +176,25 @@ def hash_id(*key: Any) -> int:
     early_checks(key[5], key[6], key[7], key[8], key[9], key[10], key[15], key[17])
     range_check(key[0], key[1], key[2], key[3], key[4], key[17], key[10])
     return pack(*key)
+
+
+# The GQA/MHA selector as 0.6.18 – 0.7.2.post1 read it: groupsTokensHeadsQ set
+# (and hashed), BF16Q+FP8KV transform kernels grouped, a doubled mainloop cost for
+# the SeparateKv transform; selectKernel around it as before.
+GQA_SELECTOR: dict[str, tuple[str, ...]] = {
+    "selectGqGenerationKernel": ("07472087320d86b8",),
+    "syncGqaGenerationTraitsForKernelHash": ("d324be05b4a27e51",),
+    "selectTileSizeQForGqaGeneration": ("74bb1e5ec89e61b7",),
+    "supportsGqaGroupingTokensHeadsQ": ("7d3dd35253fba895",),
+}
+GQA_VARIANTS = (
+    GqaVariant(
+        "0.6.18 – 0.6.18.post1",
+        # The context launcher passes transform mode Full, no FP16 softmax or spcompress unless asked.
+        {KERNELS: GQA_SELECTOR, LAUNCHER: {"trtllm_paged_attention_context": ("778d49ed8ed14afa",)}},
+        syncs_traits=True,
+    ),
+)
 
 
 class Selection(previous.Selection):
@@ -353,6 +373,24 @@ class Selection(previous.Selection):
             else -(-window // target)
         )
         return target if per_cta <= 1024 else max_ctas_per_seq_kv
+
+    # --- GQA/MHA generation: grouping hashed, and BF16Q+FP8KV transform kernels ---
+
+    def sync_gqa_generation_traits_for_kernel_hash(self, params: RunnerParams, select: SelectKernelParams) -> None:
+        # Same-dtype GQA generation cubins export groupsTokensHeadsQ for every tile size.
+        select.groups_tokens_heads_q = True
+        super().sync_gqa_generation_traits_for_kernel_hash(params, select)
+
+    def supports_gqa_grouping_tokens_heads_q(self, params: RunnerParams, select: SelectKernelParams) -> bool:
+        # BF16Q+FP8KV transform paths present BF16 K to BMM1: grouped cubins but in mode Full.
+        return params.dtype_q == params.dtype_kv or (
+            self.is_bf16q_fp8kv_generation(params) and select.bf16q_fp8kv_transform_mode != FULL
+        )
+
+    def gqa_mainloop_cost_factor(self, params: RunnerParams, select: SelectKernelParams) -> float:
+        # Full-transform (SeparateKv) kernels convert in the KV mainloop.
+        separate = self.is_bf16q_fp8kv_generation(params) and select.bf16q_fp8kv_transform_mode == SEPARATE_KV
+        return 2.0 if separate else 1.0
 
     def splits_head_dim_v(self, params: RunnerParams, select: SelectKernelParams) -> bool:
         return not select.groups_tokens_heads_q and super().splits_head_dim_v(params, select)

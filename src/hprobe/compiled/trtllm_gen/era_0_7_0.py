@@ -23,13 +23,14 @@ from hprobe.compiled.trtllm_gen.era_0_6_12 import (
     LAUNCHER,
     RUNNER,
     FmhaCall,
+    GqaVariant,
     MultiCtasKvMode,
     NotPorted,
     Refusal,
     RunnerParams,
     SelectKernelParams,
 )
-from hprobe.compiled.trtllm_gen.era_0_6_18 import early_checks, pack, range_check
+from hprobe.compiled.trtllm_gen.era_0_6_18 import GQA_SELECTOR, early_checks, pack, range_check
 
 FINGERPRINT: dict[str, dict[str, tuple[str, ...]]] = {
     KERNELS: {
@@ -59,6 +60,17 @@ def hash_id(*key: Any) -> int:
         raise Refusal("hashID", "DSv4 UE8M0 output scales require the fused inverse-RoPE FP8 epilogue.", KERNELS)
     range_check(key[0], key[1], key[2], key[3], key[4], key[17], key[10])
     return pack(*key[:21]) | int(fuses) << 57 | int(ue8m0) << 58
+
+
+# The GQA/MHA selector as 0.6.18 reads it; the context launcher's new arguments
+# (DSv4 epilogue, LSE scale) are off for it.
+GQA_VARIANTS = (
+    GqaVariant(
+        "0.7.0 – 0.7.0.post1",
+        {KERNELS: GQA_SELECTOR, LAUNCHER: {"trtllm_paged_attention_context": ("090622442b5c2db3",)}},
+        syncs_traits=True,
+    ),
+)
 
 
 class Selection(previous.Selection):

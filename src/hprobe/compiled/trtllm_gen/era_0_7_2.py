@@ -10,7 +10,8 @@ neither reaches the selection.
 from __future__ import annotations
 
 from hprobe.compiled.trtllm_gen import era_0_7_0 as previous
-from hprobe.compiled.trtllm_gen.era_0_6_12 import KERNELS, LAUNCHER, RUNNER
+from hprobe.compiled.trtllm_gen.era_0_6_12 import KERNELS, LAUNCHER, RUNNER, GqaVariant
+from hprobe.compiled.trtllm_gen.era_0_6_18 import GQA_SELECTOR
 
 FINGERPRINT: dict[str, dict[str, tuple[str, ...]]] = {
     KERNELS: {
@@ -25,6 +26,17 @@ FINGERPRINT: dict[str, dict[str, tuple[str, ...]]] = {
         "trtllm_paged_attention_decode_sparse_mla_dsv4": ("a232cf19d508ce73",),
     },
 }
+
+
+# The GQA/MHA selector as 0.6.18 reads it; the context launcher's new arguments
+# (DSv4 epilogue, LSE scale) are off for it.
+GQA_VARIANTS = (
+    GqaVariant(
+        "0.7.1 – 0.7.2",
+        {KERNELS: GQA_SELECTOR, LAUNCHER: {"trtllm_paged_attention_context": ("d73ec8c99c6e72a1",)}},
+        syncs_traits=True,
+    ),
+)
 
 
 class Selection(previous.Selection):

@@ -14,11 +14,13 @@ from hprobe.compiled.trtllm_gen.era_0_6_12 import (
     KERNELS,
     LAUNCHER,
     RUNNER,
+    GqaVariant,
     KernelType,
     MultiCtasKvMode,
     RunnerParams,
     SelectKernelParams,
 )
+from hprobe.compiled.trtllm_gen.era_0_6_18 import GQA_SELECTOR
 
 FINGERPRINT: dict[str, dict[str, tuple[str, ...]]] = {
     KERNELS: {**previous.FINGERPRINT[KERNELS], "computeCtaAndClusterConfig": ("9bcc3b7dddef637b",)},
@@ -28,6 +30,17 @@ FINGERPRINT: dict[str, dict[str, tuple[str, ...]]] = {
 
 MAX_CGA_CTAS_PER_SEQ_KV = 16  # kMaxCgaSmemReductionCtasPerSeqKv
 MAX_KV_PER_CTA_FOR_CGA_CLAMP = 4096  # kMaxSeqLenKvPerCtaForCgaClamp
+
+
+# The GQA/MHA selector as 0.6.18 reads it; the context launcher's new arguments
+# (DSv4 epilogue, LSE scale) are off for it.
+GQA_VARIANTS = (
+    GqaVariant(
+        "0.7.2.post1",
+        {KERNELS: GQA_SELECTOR, LAUNCHER: {"trtllm_paged_attention_context": ("d73ec8c99c6e72a1",)}},
+        syncs_traits=True,
+    ),
+)
 
 
 class Selection(previous.Selection):
