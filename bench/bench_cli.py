@@ -40,6 +40,20 @@ import flashinfer
 # another release, probed in a worker beside this process).
 INSTALLED_TABLES = [arg for path in sorted((ROOT / "matrices").glob("vllm-*.toml")) for arg in ("--table", str(path))]
 
+GQA_MATRIX = [
+    "matrix",
+    "-k",
+    "gqa-decode",
+    "-k",
+    "gqa-trtllm-decode",
+    "-k",
+    "gqa-trtllm-context",
+    "--sm",
+    "90,100,103,120,121",
+    "--heads",
+    "1-256",
+]
+
 COMMANDS = {
     "bare shimmed import": [PYTHON, "-c", BARE_IMPORT],
     "hprobe check (cold, --no-cache; vLLM tables, installed release)": HPROBE
@@ -48,21 +62,11 @@ COMMANDS = {
     "hprobe check (warm)": HPROBE + ["check"],
     "hprobe matrix (all probes x 5 SMs x 1..256, --no-cache)": HPROBE
     + ["matrix", "--sm", "90,100,103,120,121", "--heads", "1-256", "--no-cache"],
-    "hprobe matrix (GQA decode probes x 5 SMs x 1..256, --no-cache)": HPROBE
-    + [
-        "matrix",
-        "-k",
-        "gqa-decode",
-        "-k",
-        "gqa-trtllm-decode",
-        "--sm",
-        "90,100,103,120,121",
-        "--heads",
-        "1-256",
-        "--no-cache",
-    ],
-    "hprobe matrix (GQA decode probes x 5 SMs x 1..256, warm)": HPROBE
-    + ["matrix", "-k", "gqa-decode", "-k", "gqa-trtllm-decode", "--sm", "90,100,103,120,121", "--heads", "1-256"],
+    # The GQA/MHA probes: the CUDA-core decode, trtllm_batch_decode_with_kv_cache
+    # (every backend) and trtllm-gen's context, whose SM10x counts go through the
+    # ported selection on the kernel table.
+    "hprobe matrix (GQA probes x 5 SMs x 1..256, --no-cache)": HPROBE + [*GQA_MATRIX, "--no-cache"],
+    "hprobe matrix (GQA probes x 5 SMs x 1..256, warm)": HPROBE + GQA_MATRIX,
 }
 
 
