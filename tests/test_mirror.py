@@ -48,7 +48,6 @@ ELSEWHERE: dict[str, str] = {
     "kernels/base.py": _KERNELS,
     "kernels/batch_mla.py": _KERNELS,
     "kernels/dsv4_sparse_mla.py": _KERNELS,
-    "kernels/mla_inputs.py": _KERNELS,
     "kernels/offers.py": _KERNELS,
     "kernels/sm120_sparse_mla.py": _KERNELS,
     "kernels/sparse_mla_ts.py": _KERNELS,
