@@ -1,0 +1,71 @@
+"""support/kernel_package: the kernel package a release's artifacts.py names,
+read with ast (never imported), refused where it is not a digest and a
+relative path; and the remembered miss of a table search, per release, kept
+for MISS_TTL and in the same words."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from hprobe.support import kernel_package as kp
+
+pytestmark = pytest.mark.pure
+
+DIGEST = "a" * 64
+PATH = "158f6fa" + "0" * 33 + "/fmha/trtllm-gen/"
+
+
+def _release(tmp_path: Path, body: str) -> Path:
+    package = tmp_path / "flashinfer"
+    package.mkdir(parents=True, exist_ok=True)
+    (package / "artifacts.py").write_text(body)
+    return package
+
+
+def test_the_package_is_read_from_the_two_classes_annotated_or_not(tmp_path):
+    body = f'class ArtifactPath:\n    TRTLLM_GEN_FMHA: str = "{PATH}"\n\nclass CheckSumHash:\n    TRTLLM_GEN_FMHA = "{DIGEST}"\n'
+    package = kp.package_of(_release(tmp_path, body))
+    assert package == kp.Package(PATH, DIGEST) and package.short == "158f6fa"
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ('class ArtifactPath:\n    TRTLLM_GEN_FMHA = "x/"\n', "names no trtllm-gen FMHA kernel package"),
+        (
+            f'class ArtifactPath:\n    TRTLLM_GEN_FMHA = "../../etc/"\nclass CheckSumHash:\n    TRTLLM_GEN_FMHA = "{DIGEST}"\n',
+            "hprobe cannot use",
+        ),
+        (
+            f'class ArtifactPath:\n    TRTLLM_GEN_FMHA = "{PATH}"\nclass CheckSumHash:\n    TRTLLM_GEN_FMHA = "not-a-digest"\n',
+            "hprobe cannot use",
+        ),
+        ("def broken(:\n", "could not be read (SyntaxError)"),
+    ],
+)
+def test_what_is_not_a_digest_and_a_relative_path_is_refused_with_why(tmp_path, body, said):
+    got = kp.package_of(_release(tmp_path, body))
+    assert isinstance(got, str) and said in got
+
+
+def test_a_release_without_artifacts_py_says_so(tmp_path):
+    (tmp_path / "flashinfer").mkdir()
+    assert "could not be read (FileNotFoundError)" in str(kp.package_of(tmp_path / "flashinfer"))
+
+
+def test_a_miss_is_remembered_per_release_in_its_words_until_it_expires(tmp_path, monkeypatch):
+    monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    package = kp.Package(PATH, DIGEST)
+    assert kp.recent_miss(package, "0.6.18") is None
+    kp.remember_miss(package, "0.6.18", "not on the index")
+    assert kp.recent_miss(package, "0.6.18") == "not on the index"
+    assert kp.recent_miss(package, "0.6.18.post1") is None  # another release sharing the package asks for itself
+    assert kp.miss_file("0.7.0+cu/x") == "missing-0.7.0+cu_x.json"
+    record = tmp_path / "cache" / "kernel-tables" / DIGEST / kp.miss_file("0.6.18")
+    stale = {"at": time.time() - kp.MISS_TTL - 1, "why": "not on the index"}
+    record.write_text(json.dumps(stale))
+    assert kp.recent_miss(package, "0.6.18") is None
