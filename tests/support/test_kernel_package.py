@@ -19,6 +19,12 @@ DIGEST = "a" * 64
 PATH = "158f6fa" + "0" * 33 + "/fmha/trtllm-gen/"
 
 
+def _artifacts(path: str, digest: str) -> str:
+    return (
+        f'class ArtifactPath:\n    TRTLLM_GEN_FMHA = "{path}"\nclass CheckSumHash:\n    TRTLLM_GEN_FMHA = "{digest}"\n'
+    )
+
+
 def _release(tmp_path: Path, body: str) -> Path:
     package = tmp_path / "flashinfer"
     package.mkdir(parents=True, exist_ok=True)
@@ -27,7 +33,7 @@ def _release(tmp_path: Path, body: str) -> Path:
 
 
 def test_the_package_is_read_from_the_two_classes_annotated_or_not(tmp_path):
-    body = f'class ArtifactPath:\n    TRTLLM_GEN_FMHA: str = "{PATH}"\n\nclass CheckSumHash:\n    TRTLLM_GEN_FMHA = "{DIGEST}"\n'
+    body = _artifacts(PATH, DIGEST).replace("TRTLLM_GEN_FMHA =", "TRTLLM_GEN_FMHA: str =", 1)
     package = kp.package_of(_release(tmp_path, body))
     assert package == kp.Package(PATH, DIGEST) and package.short == "158f6fa"
 
@@ -36,14 +42,8 @@ def test_the_package_is_read_from_the_two_classes_annotated_or_not(tmp_path):
     ("body", "said"),
     [
         ('class ArtifactPath:\n    TRTLLM_GEN_FMHA = "x/"\n', "names no trtllm-gen FMHA kernel package"),
-        (
-            f'class ArtifactPath:\n    TRTLLM_GEN_FMHA = "../../etc/"\nclass CheckSumHash:\n    TRTLLM_GEN_FMHA = "{DIGEST}"\n',
-            "hprobe cannot use",
-        ),
-        (
-            f'class ArtifactPath:\n    TRTLLM_GEN_FMHA = "{PATH}"\nclass CheckSumHash:\n    TRTLLM_GEN_FMHA = "not-a-digest"\n',
-            "hprobe cannot use",
-        ),
+        (_artifacts("../../etc/", DIGEST), "hprobe cannot use"),
+        (_artifacts(PATH, "not-a-digest"), "hprobe cannot use"),
         ("def broken(:\n", "could not be read (SyntaxError)"),
     ],
 )
