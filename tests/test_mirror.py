@@ -72,7 +72,6 @@ ELSEWHERE: dict[str, str] = {
     "report/formats/junit.py": _FORMATS,
     "report/formats/layout.py": _FORMATS + " and tests/test_text_width.py",
     "report/formats/markdown.py": _FORMATS,
-    "report/formats/sarif.py": _FORMATS,
     "report/formats/terminal.py": _FORMATS,
     "report/formats/text.py": _FORMATS + " and tests/test_text_width.py",
     "report/model.py": _FORMATS,
