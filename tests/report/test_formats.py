@@ -225,44 +225,6 @@ def test_junit_and_annotations_carry_every_gate():
     assert sorted(levels) == sorted(f"::{v.ci_level(False)}" for v in Verdict if v.ci_level(False))
 
 
-# GitHub's workflow-command grammar: `::level prop=value,prop=value::message`,
-# property values escaped (%, CR, LF, ':' and ',').
-_WORKFLOW_COMMAND = re.compile(r"::(?P<level>error|warning|notice) (?P<props>[^:]*)::(?P<message>.*)")
-
-
-@pytest.mark.parametrize(
-    ("source", "where"),
-    [
-        (
-            "vllm/v1/attention/backends/mla/flashinfer_mla.py:218 [SM100/SM103, unpadded]",
-            ("vllm/v1/attention/backends/mla/flashinfer_mla.py", "218", None),
-        ),
-        (
-            "/a tree/with spaces/flashinfer_sparse.py:209:5 [SM120/SM121, decode]",
-            ("/a tree/with spaces/flashinfer_sparse.py", "209", "5"),
-        ),
-        ("t.toml:7", ("t.toml", "7", None)),
-    ],
-)
-def test_annotations_carry_file_line_and_col_as_properties_of_their_own(source, where):
-    findings = [dataclasses.replace(f, source=source) for f in _check().findings]
-    report = conclude(dataclasses.replace(_check(), findings=findings))
-    lines = annotation_lines(report)
-    assert lines
-    for line in lines:
-        m = _WORKFLOW_COMMAND.fullmatch(line)
-        assert m is not None, line
-        props = dict(p.split("=", 1) for p in m.group("props").split(","))
-        unescaped = {k: v.replace("%2C", ",").replace("%3A", ":").replace("%25", "%") for k, v in props.items()}
-        assert (unescaped["file"], unescaped["line"], unescaped.get("col")) == where, line
-        # The words after the location open the message.
-        rest = source.split(f":{where[1]}" + (f":{where[2]}" if where[2] else ""), 1)[1].strip()
-        assert m.group("message").startswith(rest), line
-    # JUnit names the file alone too.
-    files = {c.get("file") for c in ET.fromstring(junit_text(report)).findall(".//testcase")}
-    assert files == {where[0]}
-
-
 def test_the_page_shows_every_outcome_and_the_per_release_verdicts():
     page = render_site(_matrix(), _check())
     for outcome in Outcome:
@@ -276,15 +238,6 @@ def test_the_page_shows_every_outcome_and_the_per_release_verdicts():
     assert [version for version, _ in grid[0].rows] == [VERSION]
     assert [cell.verdict for _, row in grid[0].rows for cell in row if cell] == [Verdict.OK]
     assert 'class="v-ok"' in page
-
-
-def test_markdown_tables_keep_their_shape():
-    from markdown_it import MarkdownIt
-
-    out = _rendered("markdown", _check())
-    tokens = MarkdownIt("commonmark").enable("table").parse(out)
-    rows = [t for t in tokens if t.type == "tr_open"]
-    assert rows, "no table rendered"
 
 
 def test_runs_give_back_every_h_q_exactly():
@@ -617,18 +570,6 @@ def test_formats_only_render_a_finished_report(monkeypatch):
     assert _rendered("page", SiteReport(_matrix(), report)) == page
 
 
-def test_markdown_pings_no_one_named_in_a_message():
-    """A release's message quoted in a PR body or comment (the upgrade
-    proposal posts suggest's markdown) must not mention the account it names."""
-    from hprobe.system.escaping import md_text
-
-    assert md_text("ask @octocat (a@b.c)") == "ask &#64;octocat (a&#64;b.c)"
-    report = _hostile_check()
-    report.notes.append("note: contact @octocat")
-    out = render("markdown", report)
-    assert "@octocat" not in out and "&#64;octocat" in out
-
-
 def test_a_requirement_no_answer_depended_on_asks_nothing_of_the_summary():
     """`check` ended on "flashinfer 0.7.2 requires cuda-python…, not installed
     here" though every answer was conclusive: the summary says a release's
@@ -709,35 +650,3 @@ def _many(verdict: Verdict, count: int) -> CheckReport:
         for k in range(count)
     ]
     return dataclasses.replace(report, findings=findings)
-
-
-def test_annotations_stay_within_what_github_shows_a_step_and_say_the_rest():
-    """GitHub shows 10 annotations of each level per step and drops the rest
-    without a word: the tenth says how many more there are."""
-    from hprobe.report.formats.github import ANNOTATIONS_PER_LEVEL, annotation_lines
-
-    lines = annotation_lines(_many(Verdict.BROKEN, 25))
-    assert len(lines) == ANNOTATIONS_PER_LEVEL and all(line.startswith("::error ") for line in lines)
-    assert lines[-1].endswith(
-        "::16 more error annotations not shown: GitHub shows 10 of each level per step; every finding is in the "
-        "step's log and in --json / --junit"
-    )
-    assert len(annotation_lines(_many(Verdict.BROKEN, 10))) == 10  # exactly the limit: all shown, none said
-
-
-def test_a_step_summary_stops_short_of_its_limit_closes_what_it_opened_and_says_what_was_cut():
-    """GitHub refuses a step summary over 1 MiB (vLLM 0.34.0's was 2.3 MB)."""
-    from hprobe.report.formats.markdown import MarkdownFormatter
-
-    report = _many(Verdict.OK, 400)  # the ok rows go in a <details> table
-    whole = io.StringIO()
-    MarkdownFormatter(whole).check(report)
-    budget = 4096 + len(whole.getvalue().encode()) // 2
-    cut = io.StringIO()
-    formatter = MarkdownFormatter(cut, budget=budget)
-    formatter.check(report)
-    text = cut.getvalue() + formatter.cut_note()
-    assert len(text.encode()) <= budget
-    assert text.count("<details>") == text.count("</details>")
-    assert re.search(r"_\d+ more lines not shown: GitHub takes at most 1 MiB of step summary", text)
-    assert formatter.cut_note() and not MarkdownFormatter(io.StringIO()).cut_note()
