@@ -84,7 +84,7 @@ def existence(selection: Selection, call: TrtllmGenCall, heads: int) -> Existenc
     lengths = DSV4_TOP_K if call.dsv4 else KV_LENGTHS
     for batch in BATCH_SIZES:
         for kv in lengths:
-            decode = FmhaCall(
+            fmha = FmhaCall(
                 dsv4=call.dsv4,
                 dtype_q=call.dtype_q,
                 dtype_kv=call.dtype_kv,
@@ -101,7 +101,7 @@ def existence(selection: Selection, call: TrtllmGenCall, heads: int) -> Existenc
                 context=call.context,
             )
             try:
-                launched.append((batch, kv, selection.launch(decode)))
+                launched.append((batch, kv, selection.launch(fmha)))
             except Refusal as exc:
                 refused.append((batch, kv, exc))
             except Undetermined as exc:

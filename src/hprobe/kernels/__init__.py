@@ -72,3 +72,9 @@ def get_variant(key: str, values: dict[str, Value] | None = None) -> Variant:
 def probes_called_as() -> dict[str, str]:
     """FlashInfer name an engine calls -> the id of the probe that answers for it."""
     return {name: probe.id for probe in PROBES.values() if probe.engine_reading for name in probe.called_as}
+
+
+def probes_not_read() -> dict[str, str]:
+    """FlashInfer name -> the id of a probe that answers for the kernel but whose
+    calls in engine code hprobe does not read yet (the GQA/MHA entries)."""
+    return {name: probe.id for probe in PROBES.values() if not probe.engine_reading for name in probe.called_as}

@@ -1,13 +1,13 @@
-"""trtllm-gen FMHA kernel selection for decode, as flashinfer 0.6.12 – 0.6.15.post1 ship it.
+"""trtllm-gen FMHA kernel selection, as flashinfer 0.6.12 – 0.6.15.post1 ship it.
 
 A port of the C++ each wheel carries (`include/flashinfer/trtllm/fmha/fmhaKernels.cuh`,
 `fmhaRunner.cuh`, `csrc/trtllm_fmha_kernel_launcher.cu`): what the launcher makes of
 its arguments, the runner's architecture check, and `TllmGenFmhaKernel`'s selection,
-hash and lookup, up to the launch. The generation paths are ported: MLA's in every
-era, GQA/MHA's (`selectGqGenerationKernel`) in this one, as `GQA_VARIANTS` reads it;
-a context (prefill) call ends in `NotPorted`. Each method names the C++ function it
-follows; the order of checks is the C++'s, so the first refusal is the one the GPU
-would raise.
+hash and lookup, up to the launch: MLA decode, and GQA/MHA decode
+(`selectGqGenerationKernel`) and context where an era's `GQA_VARIANTS` says its
+releases read as ported (elsewhere those end in `NotPorted`). Each method names
+the C++ function it follows; the order of checks is the C++'s, so the first
+refusal is the one the GPU would raise.
 
 `FINGERPRINT` holds the digest of every C++ function ported here (cxx.SourceFile.digest):
 a release is evaluated with this port only where all of them read the same.
@@ -295,7 +295,7 @@ class FmhaCall:
 
 
 class Selection:
-    """The compiled path of one decode call on one GPU, from the launcher to the launch."""
+    """The compiled path of one call on one GPU, from the launcher to the launch."""
 
     # The SMs TllmGenFmhaRunner's constructor takes (fmhaRunner.cuh).
     RUNNER_SMS: tuple[int, ...] = (100, 103)

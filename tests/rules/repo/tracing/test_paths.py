@@ -365,3 +365,39 @@ def test_names_called_from_flashinfers_mla_code_that_no_probe_answers_for_are_sa
     assert "workspace_bytes" not in note and "_DECODE_MAX_TOKENS" not in note
     # The fixture's own calls are all of probed entries: nothing said there.
     assert not [n for n in extract(ENGINE, load_mapping(MAPPING)).notes if n.startswith("not probed:")]
+
+
+def test_gqa_calls_whose_engine_reading_is_not_built_are_said_and_take_no_part_in_the_gate(tmp_path):
+    """The GQA/MHA entries hprobe probes (trtllm-gen decode and context, the
+    CUDA-core decode wrapper) but whose engine calls it does not read: each call
+    found however it is spelled (here a direct import, a module attribute and an
+    engine re-export), said in one note with its place and the probe that
+    answers for the kernel; no call path, no verdict."""
+    import shutil
+
+    tree = tmp_path / "engine"
+    shutil.copytree(ENGINE, tree)
+    (tree / "engine" / "backends" / "gqa.py").write_text(
+        "import flashinfer\n"
+        "from flashinfer.decode import trtllm_batch_decode_with_kv_cache\n"
+        "from flashinfer.prefill import trtllm_batch_context_with_kv_cache as context\n\n\n"
+        "def decode(q, kv):\n"
+        "    return trtllm_batch_decode_with_kv_cache(q, kv)\n\n\n"
+        "def prefill(q, kv):\n"
+        "    wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(None)\n"
+        "    return context(q, kv), wrapper\n"
+    )
+    (tree / "engine" / "backends" / "reexport.py").write_text(
+        "from engine.backends.gqa import trtllm_batch_decode_with_kv_cache as again\n\n\n"
+        "def run(q, kv):\n"
+        "    return again(q, kv)\n"
+    )
+    baseline = extract(ENGINE, load_mapping(MAPPING))
+    found = extract(tree, load_mapping(MAPPING))
+    [note] = [n for n in found.notes if n.startswith("not judged: ")]
+    assert note.startswith("not judged: 4 call(s) of FlashInfer's GQA/MHA entries")
+    assert "BatchDecodeWithPagedKVCacheWrapper (gqa.py:11; `hprobe matrix -k gqa-decode`)" in note
+    assert "trtllm_batch_context_with_kv_cache (gqa.py:12; `hprobe matrix -k gqa-trtllm-context`)" in note
+    assert "trtllm_batch_decode_with_kv_cache (gqa.py:7, reexport.py:5; `hprobe matrix -k gqa-trtllm-decode`)" in note
+    assert len(found.paths.paths) == len(baseline.paths.paths)
+    assert not [n for n in baseline.notes if n.startswith("not judged: ")]
