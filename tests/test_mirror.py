@@ -68,7 +68,6 @@ ELSEWHERE: dict[str, str] = {
     "report/formats/base.py": _FORMATS,
     "report/formats/html_site.py": _FORMATS + " and tests/test_report.py",
     "report/formats/json_format.py": _FORMATS,
-    "report/formats/junit.py": _FORMATS,
     "report/formats/layout.py": _FORMATS + " and tests/test_text_width.py",
     "report/formats/terminal.py": _FORMATS,
     "report/formats/text.py": _FORMATS + " and tests/test_text_width.py",
