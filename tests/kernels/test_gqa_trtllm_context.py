@@ -5,20 +5,9 @@ one 0.6.14 names); each answer checked against the release's own source."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-
-def _installed() -> Path:
-    spec = importlib.util.find_spec("flashinfer")
-    assert spec is not None and spec.origin is not None
-    return Path(spec.origin).parent
-
-
-def _line(path: Path, needle: str) -> int:
-    return next(n for n, line in enumerate(path.read_text().splitlines(), start=1) if needle in line)
+from .test_gqa_trtllm_decode import _installed, _line
 
 
 @pytest.mark.slow

@@ -17,10 +17,10 @@ from typing import Any
 
 from hprobe.kernels import mla_inputs as mi
 from hprobe.kernels.base import Axis, KernelProbe, PreparedCall, Value
-from hprobe.model.compiled import TRTLLM_GEN_DTYPES, TrtllmGenCall
+from hprobe.kernels.gqa_trtllm_decode import HEAD_DIM, KV_HEADS, paged_call, paged_inputs
+from hprobe.model.compiled import TrtllmGenCall
 from hprobe.model.sm import SM
 
-HEAD_DIMS = (64, 128, 256, 512)
 TRTLLM_GEN_UNCHECKED = "trtllm-gen selects a context cubin by head dim, dtypes and page size inside compiled code"
 SAME = "same"
 
@@ -33,8 +33,8 @@ class GqaTrtllmContextProbe(KernelProbe):
     # Engines' calls of this entry are not read yet: its count is not followed.
     engine_reading = False
     axes = (
-        Axis("kv_heads", 1, help="KV heads per rank (h_q / kv_heads is the group size; 1: the row reads as groups)"),
-        Axis("head_dim", 128, HEAD_DIMS, help="head dim of Q, K and V"),
+        KV_HEADS,
+        HEAD_DIM,
         Axis("dtype", "bf16", mi.DTYPES, help="query dtype (fp8: e4m3; the output is bf16)"),
         Axis("kv_dtype", SAME, (SAME, *mi.DTYPES), help="KV cache dtype (same: the query's)"),
         Axis("q_len", 256, help="prefill tokens per request"),
@@ -56,37 +56,17 @@ class GqaTrtllmContextProbe(KernelProbe):
     def compiled_call(self, entry: str, config: dict[str, Value]) -> TrtllmGenCall | None:
         if not entry.startswith(self.compiled_launchers):
             return None
-        head_dim = int(config["head_dim"])
-        return TrtllmGenCall(
-            "trtllm_paged_attention_context",
-            TRTLLM_GEN_DTYPES[str(config["dtype"])],
-            TRTLLM_GEN_DTYPES[self._kv_dtype(config)],
-            TRTLLM_GEN_DTYPES["bf16"],
-            head_dim,
-            head_dim,
-            int(config["q_len"]),
-            int(config["page_size"]),
-            0,
-            kv_heads=int(config["kv_heads"]),
-        )
+        return paged_call("trtllm_paged_attention_context", config, str(config["dtype"]), self._kv_dtype(config))
 
     def prepare(
         self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value], alternative: int = 0
     ) -> PreparedCall:
         import torch
 
-        dtype, kv_dtype = str(config["dtype"]), self._kv_dtype(config)
-        head_dim, kv_heads = int(config["head_dim"]), int(config["kv_heads"])
-        q_len, page_size = int(config["q_len"]), int(config["page_size"])
+        dtype, head_dim, q_len = str(config["dtype"]), int(config["head_dim"]), int(config["q_len"])
         kv_len = max(q_len, mi.SEQ_LEN)
-        pages = mi.pages_for(page_size, kv_len)
-        kwargs: dict[str, Any] = {
-            "query": mi.zeros((q_len, heads, head_dim), dtype),
-            # HND, the entry's default layout: [pages, K/V, kv heads, page, head dim].
-            "kv_cache": mi.zeros((pages, 2, kv_heads, page_size, head_dim), kv_dtype),
-            "workspace_buffer": mi.workspace(),
-            "block_tables": torch.arange(pages, dtype=torch.int32).reshape(1, pages),
-            "seq_lens": mi.seq_lens(value=kv_len),
+        kwargs = paged_inputs(heads, config, dtype, self._kv_dtype(config), kv_len)
+        kwargs |= {
             "max_q_len": q_len,
             "max_kv_len": kv_len,
             "bmm1_scale": 1.0,

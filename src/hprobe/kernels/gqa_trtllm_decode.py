@@ -20,6 +20,9 @@ from hprobe.model.compiled import TRTLLM_GEN_DTYPES, TrtllmGenCall
 from hprobe.model.sm import SM
 
 HEAD_DIMS = (64, 128, 256, 512)
+# The axes trtllm-gen's paged GQA/MHA entries share (decode and context).
+KV_HEADS = Axis("kv_heads", 1, help="KV heads per rank (h_q / kv_heads is the group size; 1: the row reads as groups)")
+HEAD_DIM = Axis("head_dim", 128, HEAD_DIMS, help="head dim of Q, K and V")
 TRTLLM_GEN_UNCHECKED = "trtllm-gen selects a cubin by group, head dim, dtypes and page size inside compiled code"
 XQA_UNCHECKED = "XQA's kernel is compiled for the group and head dim; its compile-time limits are not read"
 
@@ -33,8 +36,8 @@ class GqaTrtllmDecodeProbe(KernelProbe):
     engine_reading = False
     axes = (
         Axis("backend", "auto", ("auto", "trtllm-gen", "xqa"), sweep=True, help="flashinfer backend"),
-        Axis("kv_heads", 1, help="KV heads per rank (h_q / kv_heads is the group size; 1: the row reads as groups)"),
-        Axis("head_dim", 128, HEAD_DIMS, help="head dim of Q, K and V"),
+        KV_HEADS,
+        HEAD_DIM,
         Axis("dtype", "bf16", mi.DTYPES, help="query and KV cache dtype (fp8: both e4m3, a bf16 output)"),
         Axis("q_len", 1, help="query tokens per request (MTP)"),
         Axis("page_size", 32, help="KV cache page size"),
@@ -57,39 +60,18 @@ class GqaTrtllmDecodeProbe(KernelProbe):
     def compiled_call(self, entry: str, config: dict[str, Value]) -> TrtllmGenCall | None:
         if not entry.startswith(self.compiled_launchers):
             return None
-        dtype = TRTLLM_GEN_DTYPES[str(config["dtype"])]
-        head_dim = int(config["head_dim"])
-        return TrtllmGenCall(
-            "trtllm_paged_attention_decode",
-            dtype,
-            dtype,
-            TRTLLM_GEN_DTYPES["bf16"],
-            head_dim,
-            head_dim,
-            int(config["q_len"]),
-            int(config["page_size"]),
-            0,
-            kv_heads=int(config["kv_heads"]),
-        )
+        dtype = str(config["dtype"])
+        return paged_call("trtllm_paged_attention_decode", config, dtype, dtype)
 
     def prepare(
         self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value], alternative: int = 0
     ) -> PreparedCall:
         import torch
 
-        dtype, head_dim, kv_heads = str(config["dtype"]), int(config["head_dim"]), int(config["kv_heads"])
-        q_len, page_size = int(config["q_len"]), int(config["page_size"])
-        pages = mi.pages_for(page_size)
-        kwargs: dict[str, Any] = {
-            "query": mi.zeros((q_len, heads, head_dim), dtype),
-            # HND, the entry's default layout: [pages, K/V, kv heads, page, head dim].
-            "kv_cache": mi.zeros((pages, 2, kv_heads, page_size, head_dim), dtype),
-            "workspace_buffer": mi.workspace(),
-            "block_tables": torch.arange(pages, dtype=torch.int32).reshape(1, pages),
-            "seq_lens": mi.seq_lens(),
-            "max_seq_len": mi.SEQ_LEN,
-            "q_len_per_req": q_len,
-        }
+        dtype, q_len = str(config["dtype"]), int(config["q_len"])
+        head_dim = int(config["head_dim"])
+        kwargs = paged_inputs(heads, config, dtype, dtype, mi.SEQ_LEN)
+        kwargs |= {"max_seq_len": mi.SEQ_LEN, "q_len_per_req": q_len}
         if dtype == "fp8":
             kwargs["out"] = mi.zeros((q_len, heads, head_dim), "bf16")
         if int(config["sinks"]):
@@ -97,3 +79,38 @@ class GqaTrtllmDecodeProbe(KernelProbe):
         if str(config["backend"]) != "auto":
             kwargs["backend"] = str(config["backend"])
         return PreparedCall(entry, kwargs)
+
+
+def paged_inputs(heads: int, config: dict[str, Value], dtype: str, kv_dtype: str, kv_len: int) -> dict[str, Any]:
+    """What trtllm-gen's paged GQA/MHA entries take alike: `q_len` query tokens
+    of `heads` heads, one request's `kv_len` tokens over pages of the config's
+    size (HND, the entries' default layout: [pages, K/V, kv heads, page, head dim])."""
+    import torch
+
+    head_dim, kv_heads = int(config["head_dim"]), int(config["kv_heads"])
+    q_len, page_size = int(config["q_len"]), int(config["page_size"])
+    pages = mi.pages_for(page_size, kv_len)
+    return {
+        "query": mi.zeros((q_len, heads, head_dim), dtype),
+        "kv_cache": mi.zeros((pages, 2, kv_heads, page_size, head_dim), kv_dtype),
+        "workspace_buffer": mi.workspace(),
+        "block_tables": torch.arange(pages, dtype=torch.int32).reshape(1, pages),
+        "seq_lens": mi.seq_lens(value=kv_len),
+    }
+
+
+def paged_call(launcher: str, config: dict[str, Value], dtype: str, kv_dtype: str) -> TrtllmGenCall:
+    """The call a paged GQA/MHA entry makes into trtllm-gen's `launcher` (a bf16 output)."""
+    head_dim = int(config["head_dim"])
+    return TrtllmGenCall(
+        launcher,
+        TRTLLM_GEN_DTYPES[dtype],
+        TRTLLM_GEN_DTYPES[kv_dtype],
+        TRTLLM_GEN_DTYPES["bf16"],
+        head_dim,
+        head_dim,
+        int(config["q_len"]),
+        int(config["page_size"]),
+        0,
+        kv_heads=int(config["kv_heads"]),
+    )

@@ -22,6 +22,17 @@ ENTRIES = frozenset(
 )
 
 
+def _engine_with(tmp_path: Path, files: dict[str, str]) -> Path:
+    """The fixture engine copied, with `files` (under engine/backends/) added."""
+    import shutil
+
+    tree = tmp_path / "engine"
+    shutil.copytree(ENGINE, tree)
+    for name, text in files.items():
+        (tree / "engine" / "backends" / name).write_text(text)
+    return tree
+
+
 def _paths(found) -> dict[str, object]:
     return {Path(p.shown).relative_to(ENGINE).as_posix(): p for p in found.paths.paths}
 
@@ -345,11 +356,7 @@ def test_names_called_from_flashinfers_mla_code_that_no_probe_answers_for_are_sa
     under another name: called, not probed, so their calls are not judged —
     said in one note with where each is imported. A constant the engine reads
     (a dispatch table) and a name imported but never called are not calls."""
-    import shutil
-
-    tree = tmp_path / "engine"
-    shutil.copytree(ENGINE, tree)
-    (tree / "engine" / "backends" / "cake.py").write_text(
+    cake = (
         "from flashinfer.mla.cake_kimi_k3_mla import plan_attention, workspace_bytes\n"
         "from flashinfer.mla._sparse_mla_sm120 import _DECODE_MAX_TOKENS\n"
         "from flashinfer.concat_ops import concat_mla_k as cat\n\n\n"
@@ -357,7 +364,7 @@ def test_names_called_from_flashinfers_mla_code_that_no_probe_answers_for_are_sa
         "    cat(None, None, None)\n"
         "    return plan_attention(batch=batch, num_heads=heads, max_seq_len=_DECODE_MAX_TOKENS)\n"
     )
-    found = extract(tree, load_mapping(MAPPING))
+    found = extract(_engine_with(tmp_path, {"cake.py": cake}), load_mapping(MAPPING))
     [note] = [n for n in found.notes if n.startswith("not probed:")]
     assert note.startswith("not probed: 2 name(s)")
     assert "flashinfer.mla.cake_kimi_k3_mla.plan_attention (cake.py:1)" in note
@@ -373,11 +380,7 @@ def test_gqa_calls_whose_engine_reading_is_not_built_are_said_and_take_no_part_i
     found however it is spelled (here a direct import, a module attribute and an
     engine re-export), said in one note with its place and the probe that
     answers for the kernel; no call path, no verdict."""
-    import shutil
-
-    tree = tmp_path / "engine"
-    shutil.copytree(ENGINE, tree)
-    (tree / "engine" / "backends" / "gqa.py").write_text(
+    gqa = (
         "import flashinfer\n"
         "from flashinfer.decode import trtllm_batch_decode_with_kv_cache\n"
         "from flashinfer.prefill import trtllm_batch_context_with_kv_cache as context\n\n\n"
@@ -387,13 +390,13 @@ def test_gqa_calls_whose_engine_reading_is_not_built_are_said_and_take_no_part_i
         "    wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(None)\n"
         "    return context(q, kv), wrapper\n"
     )
-    (tree / "engine" / "backends" / "reexport.py").write_text(
+    reexport = (
         "from engine.backends.gqa import trtllm_batch_decode_with_kv_cache as again\n\n\n"
         "def run(q, kv):\n"
         "    return again(q, kv)\n"
     )
     baseline = extract(ENGINE, load_mapping(MAPPING))
-    found = extract(tree, load_mapping(MAPPING))
+    found = extract(_engine_with(tmp_path, {"gqa.py": gqa, "reexport.py": reexport}), load_mapping(MAPPING))
     [note] = [n for n in found.notes if n.startswith("not judged: ")]
     assert note.startswith("not judged: 4 call(s) of FlashInfer's GQA/MHA entries")
     assert "BatchDecodeWithPagedKVCacheWrapper (gqa.py:11; `hprobe matrix -k gqa-decode`)" in note
