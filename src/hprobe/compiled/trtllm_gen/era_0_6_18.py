@@ -382,7 +382,7 @@ class Selection(previous.Selection):
         super().sync_gqa_generation_traits_for_kernel_hash(params, select)
 
     def supports_gqa_grouping_tokens_heads_q(self, params: RunnerParams, select: SelectKernelParams) -> bool:
-        # BF16Q+FP8KV transform paths present BF16 K to BMM1: grouped cubins but in mode Full.
+        # BF16Q+FP8KV transform paths present BF16 K to BMM1: they group, except in mode Full.
         return params.dtype_q == params.dtype_kv or (
             self.is_bf16q_fp8kv_generation(params) and select.bf16q_fp8kv_transform_mode != FULL
         )
