@@ -113,7 +113,7 @@ GQA_VARIANTS = (
     later.GqaVariant(
         "0.6.11 – 0.6.11.post3",
         {
-            KERNELS: later.GQA_VARIANTS[1].fingerprint[KERNELS],
+            KERNELS: later.GQA_SELECTOR_UNSYNCED,
             LAUNCHER: {"trtllm_paged_attention_context": ("a207e1a6335e1c41",)},
         },
         syncs_traits=False,

@@ -71,15 +71,22 @@ class GqaVariant:
     syncs_traits: bool
 
 
+# The GQA/MHA selector as two sets of releases read it (later eras name these too).
+GQA_SELECTOR_SYNCED: dict[str, tuple[str, ...]] = {  # 0.6.14 – 0.6.17
+    "selectGqGenerationKernel": ("05702bd9ce88dd0d",),
+    "syncGqaGenerationTraitsForKernelHash": ("3a7535c957a7a1c9",),
+    "selectTileSizeQForGqaGeneration": ("a88242e074dbaf2c",),
+}
+GQA_SELECTOR_UNSYNCED: dict[str, tuple[str, ...]] = {  # 0.6.11 – 0.6.13
+    "selectGqGenerationKernel": ("9611c28bc35d5ef8",),
+    "selectTileSizeQForGqaGeneration": ("638e484dc46bb525",),
+}
+
 GQA_VARIANTS: tuple[GqaVariant, ...] = (
     GqaVariant(
         "0.6.14 – 0.6.15.post1",
         {
-            KERNELS: {
-                "selectGqGenerationKernel": ("05702bd9ce88dd0d",),
-                "syncGqaGenerationTraitsForKernelHash": ("3a7535c957a7a1c9",),
-                "selectTileSizeQForGqaGeneration": ("a88242e074dbaf2c",),
-            },
+            KERNELS: GQA_SELECTOR_SYNCED,
             # 0.6.15 hands the multi-CTA counter over as its own buffer; what the selection reads is as before.
             LAUNCHER: {"trtllm_paged_attention_context": ("b99b13ddb7853cd0", "080c180f2d70b665")},
         },
@@ -88,10 +95,7 @@ GQA_VARIANTS: tuple[GqaVariant, ...] = (
     GqaVariant(
         "0.6.12 – 0.6.13",
         {
-            KERNELS: {
-                "selectGqGenerationKernel": ("9611c28bc35d5ef8",),
-                "selectTileSizeQForGqaGeneration": ("638e484dc46bb525",),
-            },
+            KERNELS: GQA_SELECTOR_UNSYNCED,
             LAUNCHER: {"trtllm_paged_attention_context": ("b99b13ddb7853cd0",)},
         },
         syncs_traits=False,
@@ -937,6 +941,8 @@ class Selection:
             return
         select.groups_tokens_heads_q = True
         tokens_heads_q = params.num_heads_q_per_kv * params.max_seq_len_q
+        # The C++'s if-chain: the first tile that holds numTokensHeadsQ, else 128 (a tile, not
+        # an accepted count: whether a kernel exists for it is the table's answer).
         select.tile_size_q = next((t for t in (8, 16, 32, 64) if tokens_heads_q <= t), 128)
         select.kernel_type = (
             KernelType.SWAPS_MMA_AB_FOR_GENERATION

@@ -48,7 +48,7 @@ GQA_VARIANTS = (
     previous.GqaVariant(
         "0.6.16 – 0.6.17",
         {
-            KERNELS: previous.GQA_VARIANTS[0].fingerprint[KERNELS],
+            KERNELS: previous.GQA_SELECTOR_SYNCED,
             # Hands the launcher block-sparse attention off: the context call as before.
             LAUNCHER: {"trtllm_paged_attention_context": ("b5d103b100455f97",)},
         },
