@@ -74,3 +74,32 @@ def test_a_regrouped_count_is_never_suggested_below_itself():
     # A padding rule with the same map is one: there 48 needs no more than 48, and 96 pads to 96.
     padding = suggestion(False)
     assert {c.n: c.suggested for c in padding.changes} == {48: 64, 96: 96}
+
+
+@pytest.mark.pure  # the fast tier: no torch, flashinfer or subprocess
+def test_an_undecided_answer_says_where_and_why_in_the_advice():
+    """No suggestion where an answer is undecided, and the line says which
+    count on which release and why: the probe's own reason (an environment
+    failure) or the compiled check left pending with the release's note on
+    what it lacked (a kernel table not reached)."""
+    from hprobe.advise.suggest import _suggest_backend
+    from hprobe.model.outcome import HeadResult, KernelSMResult, Outcome
+    from hprobe.model.padding import Backend, Model, PaddingTable, Where
+
+    def advice(result: KernelSMResult) -> str:
+        backend = Backend("b", "trtllm-mla", (100,), PadTo((64, 128)), Where("t.toml", 3))
+        table = PaddingTable("t", "s", "p", None, [Model("DSv4", 128, (1, 2, 4), Where("m"))], [backend])
+        return _suggest_backend(table, backend, (100,), ("0.6.14",), {100: [result]}, True).words()
+
+    pending = KernelSMResult("trtllm-mla", 100, "0.6.14")
+    for h in (32, 64, 128):
+        pending.heads[h] = HeadResult(h, Outcome.ACCEPTED, entry="m.f", pending="no kernel table here")
+    pending.not_deepened("flashinfer-cubin==0.6.14: the package index could not be reached")
+    said = advice(pending)
+    assert said.startswith("SM100: no suggestion, some answers are inconclusive (SM100 on flashinfer 0.6.14, h_q=32: ")
+    assert "no kernel table here; compiled depth: not evaluated: flashinfer-cubin==0.6.14: the package index" in said
+    failed = KernelSMResult("trtllm-mla", 100, "0.6.14")
+    failed.heads[32] = HeadResult(32, Outcome.ACCEPTED, entry="m.f")
+    for h in (64, 128):
+        failed.heads[h] = HeadResult(h, Outcome.INCONCLUSIVE, reason="worker died: MemoryError")
+    assert "(SM100 on flashinfer 0.6.14, h_q=64: worker died: MemoryError)" in advice(failed)

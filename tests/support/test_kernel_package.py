@@ -69,3 +69,20 @@ def test_a_miss_is_remembered_per_release_in_its_words_until_it_expires(tmp_path
     stale = {"at": time.time() - kp.MISS_TTL - 1, "why": "not on the index"}
     record.write_text(json.dumps(stale))
     assert kp.recent_miss(package, "0.6.18") is None
+
+
+def test_a_miss_kept_with_a_shorter_ttl_expires_with_it(tmp_path, monkeypatch):
+    """A search that did not reach its source is no answer about the table:
+    kept for UNREACHED_MISS_TTL, not the twelve hours of an index that said no."""
+    monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    package = kp.Package(PATH, DIGEST)
+    kp.remember_miss(package, "0.6.14", "could not be reached", kp.UNREACHED_MISS_TTL)
+    assert kp.recent_miss(package, "0.6.14") == "could not be reached"
+    record = tmp_path / "cache" / "kernel-tables" / DIGEST / kp.miss_file("0.6.14")
+    kept = json.loads(record.read_text())
+    assert kept["ttl"] == kp.UNREACHED_MISS_TTL < kp.MISS_TTL
+    record.write_text(json.dumps(dict(kept, at=time.time() - kp.UNREACHED_MISS_TTL - 1)))
+    assert kp.recent_miss(package, "0.6.14") is None
+    # A record claiming more than MISS_TTL is held to MISS_TTL.
+    record.write_text(json.dumps({"at": time.time() - kp.MISS_TTL - 1, "why": "w", "ttl": 10 * kp.MISS_TTL}))
+    assert kp.recent_miss(package, "0.6.14") is None

@@ -138,3 +138,29 @@ def test_a_store_that_misbehaves_is_cut_off_within_its_bounds(monkeypatch, how, 
         assert time.monotonic() - started < 5  # the drip would take 10 s
     finally:
         store.close()
+
+
+def test_an_index_and_store_not_reached_are_said_so_and_kept_briefly(tmp_path, monkeypatch):
+    """With the index and the store unreachable, the search says the index was
+    not reached (not that the cubin is absent from it) and keeps the miss for
+    UNREACHED_MISS_TTL only: a passing network failure leaves answers undecided
+    for minutes, not hours."""
+    import json
+
+    from hprobe.support import kernel_package
+
+    flashinfer = Path(importlib.util.find_spec("flashinfer").origin).parent
+    monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("HPROBE_KERNEL_TABLE", raising=False)
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+    monkeypatch.setenv("PIP_FIND_LINKS", "")
+    monkeypatch.setenv("PIP_RETRIES", "1")  # pip names the connection error only when it retries
+    monkeypatch.setenv("FLASHINFER_CUBINS_REPOSITORY", "http://127.0.0.1:9/")
+    package = package_of(flashinfer)
+    found = kernel_tables.tables_for(flashinfer, "0.6.14")
+    assert found.table is None
+    assert "the package index could not be reached" in str(found.missing), found.missing
+    assert "not on the index" not in str(found.missing), found.missing
+    record = tmp_path / "cache" / "kernel-tables" / package.checksums_sha256 / kernel_package.miss_file("0.6.14")
+    assert json.loads(record.read_text())["ttl"] == kernel_package.UNREACHED_MISS_TTL

@@ -184,7 +184,7 @@ def _suggest_backend(
     for sm, per_release in results.items():
         unknown = [r for r in per_release if any(h >= min(counts) and _undecided(r.heads[h]) for h in r.heads)]
         if unknown:
-            suggestion.inconclusive.append(f"SM{sm} on flashinfer {unknown[0].flashinfer_version}")
+            suggestion.inconclusive.append(_why_undecided(sm, unknown[0], min(counts)))
         sets = [_fast(r) for r in per_release]
         safe_everywhere[sm] = set.intersection(*sets) if sets else set()
         newest = max(per_release, key=lambda r: _version(r.flashinfer_version), default=None)
@@ -218,6 +218,16 @@ def _suggest_backend(
         suggestion.suggested = _rule_for(chosen) if chosen else None
         suggestion.keep_pin = _rule_for(kept) if len(kept) == len(counts) else None
     return suggestion
+
+
+def _why_undecided(sm: int, result: KernelSMResult, least: int) -> str:
+    """Where and why the first undecided count is: the probe's own reason (an
+    environment failure, a compiled check left pending) and the release's note
+    on what the deeper check lacked, so the advice says what to fix."""
+    head = next(r for h, r in sorted(result.heads.items()) if h >= least and _undecided(r))
+    why = head.reason if head.outcome is Outcome.INCONCLUSIVE else head.pending
+    said = "; ".join(dict.fromkeys(w for w in (why, result.why_not_deepened()) if w))
+    return f"SM{sm} on flashinfer {result.flashinfer_version}, h_q={head.heads}" + (f": {said}" if said else "")
 
 
 def _undecided(head: HeadResult) -> bool:

@@ -134,17 +134,17 @@ def deepen(result: KernelSMResult, package: Path, get_tables: Callable[[], Table
         _refuse_arch(result, calls, gate, {probe.compiled_checks(e) for e in calls})
         return
     if isinstance(gate, str):
-        result.notes.append(f"compiled depth: not evaluated: {gate}")
+        result.not_deepened(gate)
         leave_pending(result, calls, "the runner's architecture check reads like no ported release's")
         return
     port = port_for(package)
     if isinstance(port, str):
-        result.notes.append(f"compiled depth: not evaluated: flashinfer {result.flashinfer_version}: {port}")
+        result.not_deepened(f"flashinfer {result.flashinfer_version}: {port}")
         leave_pending(result, calls, f"flashinfer {result.flashinfer_version}'s selection code has no port in hprobe")
         return
     if isinstance(port.gqa, str) and all(call.kv_heads for call in calls.values()):
         # Asked before the table: finding one may mean a download, and no port reads it for these.
-        result.notes.append(f"compiled depth: not evaluated: flashinfer {result.flashinfer_version}: {port.gqa}")
+        result.not_deepened(f"flashinfer {result.flashinfer_version}: {port.gqa}")
         leave_pending(result, calls, port.gqa)
         return
     tables = get_tables()
@@ -152,7 +152,7 @@ def deepen(result: KernelSMResult, package: Path, get_tables: Callable[[], Table
         leave_pending(result, calls, TABLE_OFF)
         return
     if tables.table is None:
-        result.notes.append(f"compiled depth: not evaluated: {tables.missing}")
+        result.not_deepened(tables.missing or "no source holds it")
         leave_pending(result, calls, TABLE_UNAVAILABLE)
         return
     device = device_of(sm)
@@ -164,7 +164,7 @@ def deepen(result: KernelSMResult, package: Path, get_tables: Callable[[], Table
         try:
             _selection(port, tables.table, device)
         except TableError as exc:
-            result.notes.append(f"compiled depth: not evaluated: {exc}")
+            result.not_deepened(str(exc))
             leave_pending(result, calls, "the release's kernel table could not be read (a note says why)")
             return
     evaluated = _evaluate(result, asked, port, tables.table, device, package)

@@ -257,6 +257,10 @@ class Depth(str, Enum):
                 assert_never(self)
 
 
+# How a result's note begins where a check past the validators was not evaluated.
+NOT_DEEPENED = "compiled depth: not evaluated"
+
+
 @dataclass
 class KernelSMResult:
     """Every probed h_q of one kernel variant on one SM, for one flashinfer release."""
@@ -284,6 +288,14 @@ class KernelSMResult:
     def __post_init__(self) -> None:
         self.key = self.key or self.kernel
         self.depth = Depth(self.depth)  # its value as well as the member: read back from JSON or a cache
+
+    def not_deepened(self, why: str) -> None:
+        """Say why the compiled depth was not evaluated for this result."""
+        self.notes.append(f"{NOT_DEEPENED}: {why}")
+
+    def why_not_deepened(self) -> str | None:
+        """The first note that says why compiled depth was not evaluated, if any."""
+        return next((n for n in self.notes if n.startswith(NOT_DEEPENED)), None)
 
     def outcome(self, heads: int) -> Outcome | None:
         result = self.heads.get(heads)

@@ -309,7 +309,7 @@ def _made_readable(
 def _unread_selection(results: list[KernelSMResult], why: str) -> None:
     """trtllm-gen's selection left undone for `results`, said in a note and pending on each count."""
     for result in results:
-        result.notes.append(f"compiled depth: not evaluated: {why}")
+        result.not_deepened(why)
     _pending(results, "the release's C++ cannot be read (a note says why)")
 
 
@@ -336,7 +336,7 @@ def _deepened(results: list[KernelSMResult], package: Path, get_tables: Callable
             deepen(result, package, get_tables)
         except TreeUnreadable as exc:
             # This result and those after it: the ones before were taken past the validators.
-            result.notes.append(f"compiled depth: not evaluated: {str(exc).removeprefix('hprobe: ')}")
+            result.not_deepened(str(exc).removeprefix("hprobe: "))
             _pending(results[done:], "the release's C++ cannot be read (a note says why)")
             return False
     return True

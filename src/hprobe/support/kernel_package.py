@@ -76,6 +76,10 @@ def package_of(flashinfer: Path) -> Package | str:
 
 MISS_PREFIX = "missing-"  # `missing-<release>.json` in the package's folder
 MISS_TTL = 12 * 3600  # seconds a search that found nothing is taken as the answer
+# The same where a source was not reached (a network failure, not an answer):
+# long enough that a run asking release after release pays the attempt once,
+# short enough that a passing failure does not leave answers undecided for hours.
+UNREACHED_MISS_TTL = 600
 
 
 def miss_file(version: str) -> str:
@@ -104,10 +108,10 @@ def last_miss(package: Package, version: str) -> tuple[float, str] | None:
     try:
         where = cache.found("kernel-tables", package.checksums_sha256) / miss_file(version)
         seen = json.loads(read_bytes(where, "record", 65536))
-        at, why = float(seen["at"]), str(seen["why"])
-    except (OSError, InputError, ValueError, KeyError, TypeError):
+        at, why, ttl = float(seen["at"]), str(seen["why"]), float(seen.get("ttl", MISS_TTL))
+    except (OSError, InputError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    return (at, why) if 0 <= time.time() - at < MISS_TTL else None
+    return (at, why) if 0 <= time.time() - at < min(ttl, MISS_TTL) else None
 
 
 def recent_miss(package: Package, version: str) -> str | None:
@@ -118,13 +122,15 @@ def recent_miss(package: Package, version: str) -> str | None:
     return seen[1] if seen is not None else None
 
 
-def remember_miss(package: Package, version: str, why: str) -> None:
+def remember_miss(package: Package, version: str, why: str, ttl: float = MISS_TTL) -> None:
+    """Keep why this release's search found nothing, taken as the answer for `ttl` seconds."""
     import json
     import time
 
     try:
         where = cache.directory("kernel-tables") / package.checksums_sha256
         where.mkdir(parents=True, exist_ok=True)
-        cache.write_atomically(where / miss_file(version), json.dumps({"at": time.time(), "why": why}).encode())
+        record = {"at": time.time(), "why": why, "ttl": ttl}
+        cache.write_atomically(where / miss_file(version), json.dumps(record).encode())
     except OSError:
         pass

@@ -47,8 +47,16 @@ from hprobe.compiled.table import (
 )
 from hprobe.model.errors import InputError
 from hprobe.support import cache, fetch_batch
-from hprobe.support.kernel_package import MISS_PREFIX, Package, package_of, recent_miss, remember_miss
-from hprobe.support.trees import PIP_TIMEOUT, download_command, run_pip
+from hprobe.support.kernel_package import (
+    MISS_PREFIX,
+    MISS_TTL,
+    UNREACHED_MISS_TTL,
+    Package,
+    package_of,
+    recent_miss,
+    remember_miss,
+)
+from hprobe.support.trees import PIP_TIMEOUT, download_command, pip_reason, pip_unreached, run_pip
 from hprobe.system.bounded import setting_from_env
 from hprobe.system.parsing import parse_module
 
@@ -63,6 +71,11 @@ MAX_TABLE_BYTES = 64 * 2**20
 # far larger (a sparse file, a zip bomb) is not one, and is never read whole.
 MAX_CHECKSUMS_BYTES = 16 * 2**20
 CACHED = "hprobe's cache"  # the 0.6.13 table is 5.5 MB
+
+
+class Unreached(str):
+    """Why a source has no table where it was not reached (a network failure):
+    no answer about the table, so its miss is kept only briefly."""
 
 
 Found = KernelTable | str | None  # a table, why a source has none, or nothing there
@@ -127,7 +140,8 @@ def _search(package: Package, setting: str, flashinfer: Path, version: str, prog
                 _keep(package, found)
                 return Tables(found)
         if not setting:
-            remember_miss(package, version, "; ".join(afar))
+            unreached = any(isinstance(why, Unreached) for why in afar)
+            remember_miss(package, version, "; ".join(afar), UNREACHED_MISS_TTL if unreached else MISS_TTL)
         tried += afar
     else:
         tried.append(missed)
@@ -144,7 +158,12 @@ def _tried(source: Callable[[], Found], tried: list[str]) -> KernelTable | None:
     try:
         found = source()
     except (OSError, InputError, TableError, zipfile.BadZipFile, ValueError) as exc:  # URLError is an OSError
-        tried.append(" ".join(str(exc).split())[:300])
+        import urllib.error  # only where a source failed: a warm run never is here
+
+        why = " ".join(str(exc).split())[:300]
+        # A server that answered (an HTTP status) said something; one not reached did not.
+        reached = isinstance(exc, urllib.error.HTTPError) or not isinstance(exc, OSError)
+        tried.append(why if reached else Unreached(why))
         return None
     if isinstance(found, str):
         tried.append(found)
@@ -308,6 +327,8 @@ def _downloaded(package: Package, version: str, progress: Callable[[str], None])
             proc = run_pip(download_command(Path(tmp), spec), f"cannot fetch {spec}")
             wheels = list(Path(tmp).glob("*.whl"))
             if proc.returncode != 0 or not wheels:
+                if pip_unreached(proc):
+                    return Unreached(f"{spec}: {pip_reason(proc)}")
                 problems.append(f"{spec}: not on the index")
                 continue
             cache.record_received("kernel tables", wheels[0].stat().st_size)

@@ -86,10 +86,15 @@ def _members(request: dict, session: Any, finder: Any, specifier_set: Any) -> in
     checked by the caller against the digests the release names."""
     import zipfile
 
+    unread = _IndexFailures()
     for k, spec in enumerate(request["specs"]):
         try:
             found = finder.find_best_candidate(request["dist"], specifier_set(spec)).best_candidate
             if found is None:
+                if unread.reasons:
+                    # Not an answer: the index was not read. Plain pip download tries again and says why.
+                    _say({"spec": spec, "error": f"the index could not be read: {unread.reasons[0]}"})
+                    return 3
                 _say({"spec": spec, "absent": True})
                 continue
             link = found.link
@@ -124,6 +129,27 @@ def _members(request: dict, session: Any, finder: Any, specifier_set: Any) -> in
             _say({"spec": spec, "error": f"{type(exc).__name__}: {exc}"})
             return 3
     return 0
+
+
+class _IndexFailures:
+    """The pages pip's finder could not fetch: it only logs them ("Could not
+    fetch URL … - skipping") and answers as if the index listed nothing."""
+
+    def __init__(self) -> None:
+        import logging
+
+        self.reasons: list[str] = []
+        outer = self
+
+        class _Heard(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                text = record.getMessage()
+                if text.startswith("Could not fetch URL"):
+                    outer.reasons.append(text)
+
+        logger = logging.getLogger("pip._internal.index.collector")
+        logger.addHandler(_Heard(logging.DEBUG))
+        logger.setLevel(logging.DEBUG)
 
 
 def _links(request: dict, options: Any, session: Any, finder: Any, specifier_set: Any) -> int:

@@ -14,7 +14,7 @@ from packaging.version import InvalidVersion, Version
 from hprobe.model.errors import IndexUnlisted, InputError, PinUnserved
 from hprobe.model.pins import exact_release, parse_pin
 from hprobe.model.release import INSTALLED
-from hprobe.support.trees import DIST, _pip_reason, kept_without_wheel, resolve, run_pip
+from hprobe.support.trees import DIST, kept_without_wheel, pip_reason, resolve, run_pip
 from hprobe.system.envinfo import distribution_version
 
 
@@ -50,7 +50,7 @@ def _published_versions(_pip_settings: tuple[tuple[str, str], ...], dist: str = 
         raise IndexUnlisted(exc.message) from None
     m = re.search(r"Available versions:\s*(.+)", proc.stdout)
     if proc.returncode != 0 or not m:
-        raise IndexUnlisted(f"cannot list {dist} releases: {_pip_reason(proc)}")
+        raise IndexUnlisted(f"cannot list {dist} releases: {pip_reason(proc)}")
     versions = []
     for text in m.group(1).split(","):
         try:

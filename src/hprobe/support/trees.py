@@ -407,7 +407,7 @@ def fetch_wheel(version: str) -> Path:
         if proc.returncode != 0 and ("[Errno 28]" in proc.stderr or "No space left" in proc.stderr):
             raise OSError(errno.ENOSPC, f"no space left in {wheels}")  # the cache's disk, not the index
         if proc.returncode != 0 or not got:
-            _UNFETCHABLE[_fetch_key(wheels, version)] = f"cannot fetch {DIST}=={version}: {_pip_reason(proc)}"
+            _UNFETCHABLE[_fetch_key(wheels, version)] = f"cannot fetch {DIST}=={version}: {pip_reason(proc)}"
             raise InputError(_UNFETCHABLE[_fetch_key(wheels, version)])
         return _publish(got[0], version)
 
@@ -446,13 +446,22 @@ def _publish(downloaded: Path, version: str) -> Path:
     return target
 
 
-def _pip_reason(proc: subprocess.CompletedProcess[str]) -> str:
+def pip_reason(proc: subprocess.CompletedProcess[str]) -> str:
+    """pip's last words on a failure, and whether the index was reached at all."""
     lines = [
         ln.strip()
         for ln in proc.stderr.splitlines()
         if ln.strip() and "is ignored" not in ln and "experimental" not in ln
     ]
     why = lines[-1] if lines else f"pip exited {proc.returncode}"
+    if pip_unreached(proc):
+        why += " (the package index could not be reached; check the network or pip's index-url)"
+    return why
+
+
+def pip_unreached(proc: subprocess.CompletedProcess[str]) -> bool:
+    """Whether pip failed to reach the index (a fact of the network at that
+    moment), as opposed to an index that answered."""
     unreachable = (
         "NewConnectionError",
         "Connection refused",
@@ -462,9 +471,7 @@ def _pip_reason(proc: subprocess.CompletedProcess[str]) -> str:
         "Name or service not known",
         "Temporary failure in name resolution",
     )
-    if any(marker in proc.stderr for marker in unreachable):
-        why += " (the package index could not be reached; check the network or pip's index-url)"
-    return why
+    return any(marker in proc.stderr for marker in unreachable)
 
 
 def _digest_file(wheel: Path) -> Path:
