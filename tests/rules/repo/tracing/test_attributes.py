@@ -213,3 +213,43 @@ def test_a_field_whose_position_other_fields_move_is_not_read_by_position(tmp_pa
     assert isinstance(trail, HeadTrail), trail
     result = trail.evaluate(16)
     assert not isinstance(result, int) and "fields before `fold` are configured" in str(result), result
+
+
+# vLLM 0.34.0's draft DCP path, reduced: `box = self.box` (a construction the
+# class's `__init__` stores), then `box.q[parity]`, a mailbox whose head axis
+# the box's own `__init__` sizes from what it is handed.
+MAILBOX = """
+import torch
+from flashinfer.decode import trtllm_batch_decode_with_kv_cache_mla
+
+
+class Box:
+    def __init__(self, size, heads, cap=64, q_heads=None):
+        self.q_heads = q_heads or size * heads
+        self.q = torch.empty((2, cap, self.q_heads, 576), dtype=torch.uint8)
+
+
+class Impl:
+    def __init__(self):
+        self.box = Box(2, 8{extra})
+
+    def forward_mqa(self, q, kv_cache, attn_metadata, layer):
+        rows = q.shape[0]
+        box = self.box
+        mailbox = box.q[rows % 2]
+        query = mailbox[:rows].view(torch.float8_e4m3fn)
+        return trtllm_batch_decode_with_kv_cache_mla(query, None)
+"""
+
+
+@pytest.mark.parametrize(("extra", "count"), [("", 16), (", q_heads=64", 64)], ids=["default", "handed"])
+def test_a_local_copy_of_a_stored_construction_is_followed_into_its_class(tmp_path: Path, extra, count) -> None:
+    """`box = self.box` reads the construction `__init__` stores, as
+    `self.box.q` does: the count is the mailbox's head axis, from the box's
+    arguments (its default where the construction hands none)."""
+    trail = _trail(tmp_path, MAILBOX.replace("{extra}", extra))
+    assert isinstance(trail, HeadTrail), trail
+    assert trail.said == "q_heads or size * heads"
+    assert [trail.evaluate(n) for n in (16, 48)] == [count, count]
+    # The store of the copy's source and the box's allocation are among what the trail read.
+    assert {line for _, line in trail.cited} >= {9, 14, 19}

@@ -176,3 +176,45 @@ def test_a_name_of_the_class_that_does_not_resolve_may_be_it(tmp_path: Path) -> 
     owner = index.by_suffix("engine.core").classes["FlashInferCore"]  # type: ignore[union-attr]
     confined = confine(index, owner)
     assert isinstance(confined, NotConfined) and "`FlashInferCore` may be FlashInferCore, not resolved" in str(confined)
+
+
+@pytest.mark.parametrize(
+    ("core_extra", "check", "confined_why"),
+    [
+        # vLLM 0.34.0's drafter: `DraftDcp.eligible(a, heads)` before it builds one.
+        ("    @staticmethod\n    def eligible(heads):\n        return heads > 0\n", None, None),
+        # A class method may build an instance (`cls(...)`): not taken.
+        (
+            "    @classmethod\n    def eligible(cls, heads):\n        return heads > 0\n",
+            None,
+            "`FlashInferCore` is used in an expression hprobe does not follow",
+        ),
+        # A static method that builds one and hands it back: that construction is found and said.
+        (
+            "    @staticmethod\n    def eligible(heads):\n        return FlashInferCore(heads)\n",
+            None,
+            "is returned",
+        ),
+        # The static method named without a call: the class handed on as a value.
+        (
+            "    @staticmethod\n    def eligible(heads):\n        return heads > 0\n",
+            "check = FlashInferCore.eligible",
+            "`FlashInferCore` is used in an expression hprobe does not follow",
+        ),
+    ],
+    ids=["static", "classmethod", "static builds one", "not called"],
+)
+def test_a_static_method_called_on_the_class_keeps_it_confined(tmp_path: Path, core_extra, check, confined_why) -> None:
+    """Calling a `@staticmethod` through the class makes no instance and hands
+    none on; anything else said of the class still ends the confinement."""
+    core = CORE + "\n" + core_extra
+    guard = check or "assert FlashInferCore.eligible(heads)"
+    layer = LAYER.replace("        self.core = None\n", f"        self.core = None\n        {guard}\n")
+    index = _tree(tmp_path, {"engine/core.py": core, "engine/layer.py": layer, "engine/audio.py": TOKENIZER})
+    owner = index.by_suffix("engine.core").classes["FlashInferCore"]  # type: ignore[union-attr]
+    confined = confine(index, owner)
+    if confined_why is None:
+        assert isinstance(confined, Confined), confined
+        assert isinstance(_trail(index), HeadTrail)
+    else:
+        assert isinstance(confined, NotConfined) and confined_why in str(confined), confined

@@ -16,8 +16,8 @@ follows, in the function and the helpers and callers around it:
   `@property` returns it: attributes.py), and from there each construction
   of the class (`Core(2)`), found by the class's name; `box.q` where `box`
   is bound to a construction (`box = Box(q=...)`, a dataclass or named
-  tuple, or a class whose `__init__` stores it), what that construction
-  hands in;
+  tuple, or a class whose `__init__` stores it; or `box = self.box`, the
+  construction `__init__` stores), what that construction hands in;
 - any other value the count depends on (`fold` of `fold * heads`) is the
   engine's expression, evaluated per count by the sound evaluator, with
   what callers hand in that hprobe cannot know kept `Opaque`;
@@ -616,6 +616,8 @@ class _Trail:
             definition = _reaching(frame.function, node.id, node.lineno)
             if isinstance(definition, tuple) and definition[1] is None:
                 value = definition[0].value
+                if isinstance(value, ast.Attribute) and is_self(value.value):
+                    return self._construction(value, frame)  # `box = self.box`: the construction `__init__` stores
         elif isinstance(node, ast.Attribute) and is_self(node.value) and frame.owner is not None:
             found = self.tree.stored(frame.owner, node.attr)
             if isinstance(found, Stored) and found.function.name == "__init__":

@@ -262,7 +262,23 @@ class _Reader:
                 return None
             case ast.Call(func=func) if func is node:
                 return self._kept(module, parent, parents, qualname, where)
+            case ast.Attribute(value=value) if value is node and self._static_call(parent, parents, qualname):
+                return None  # `C.check(...)` of a static method: no instance is made or handed on
         return _escape(where, node, handed_on(parent))
+
+    def _static_call(self, attribute: ast.Attribute, parents: dict[int, ast.AST], qualname: str) -> bool:
+        """Whether `attribute` (`C.name`) is called at once and names a
+        `@staticmethod` of C or of a class C inherits it from. A class method
+        may build an instance (`cls(...)`) and is not taken."""
+        call = parents.get(id(attribute))
+        if not (isinstance(call, ast.Call) and call.func is attribute):
+            return False
+        for cls in self.index.mro(self.family[qualname]):
+            method = cls.methods.get(attribute.attr)
+            if method is not None:
+                decorators = method.node.decorator_list
+                return any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in decorators)
+        return False
 
     def _kept(
         self, module: ModuleInfo, call: ast.Call, parents: dict[int, ast.AST], qualname: str, where: str
