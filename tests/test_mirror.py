@@ -53,7 +53,6 @@ ELSEWHERE: dict[str, str] = {
     "kernels/sparse_mla_ts.py": _KERNELS,
     "kernels/trtllm_mla.py": _KERNELS,
     "kernels/xqa_mla.py": _KERNELS,
-    "model/advice.py": "tests/test_suggest.py",
     "model/compiled.py": "tests/compiled/test_depth.py",
     "model/errors.py": "tests/test_input_errors.py",
     "model/heads.py": "tests/test_units.py",

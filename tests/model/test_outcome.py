@@ -53,3 +53,19 @@ def test_a_result_reads_back_what_it_wrote() -> None:
     assert HeadResult.from_dict(full.to_dict()) == full
     bare = HeadResult(8, Outcome.ACCEPTED)
     assert bare.to_dict() == {"heads": 8, "outcome": "accepted"} and HeadResult.from_dict(bare.to_dict()) == bare
+
+
+def test_why_compiled_depth_was_not_evaluated_is_one_note_found_again() -> None:
+    """The note a deeper check leaves where it was not evaluated is found
+    again by its beginning (the advice quotes it), the first one only."""
+    from hprobe.model.outcome import NOT_DEEPENED, KernelSMResult
+
+    result = KernelSMResult("trtllm-mla", 100, "0.6.14", notes=["capability metadata could not be read"])
+    assert result.why_not_deepened() is None
+    result.not_deepened("no kernel table for trtllm-gen kernel package 158f6fa could be had")
+    result.not_deepened("a second reason")
+    assert (
+        result.why_not_deepened()
+        == f"{NOT_DEEPENED}: no kernel table for trtllm-gen kernel package 158f6fa could be had"
+    )
+    assert result.notes[0] == "capability metadata could not be read" and len(result.notes) == 3
