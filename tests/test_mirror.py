@@ -55,7 +55,6 @@ ELSEWHERE: dict[str, str] = {
     "kernels/xqa_mla.py": _KERNELS,
     "model/compiled.py": "tests/compiled/test_depth.py",
     "model/errors.py": "tests/test_input_errors.py",
-    "model/heads.py": "tests/test_units.py",
     "model/padding.py": _MODEL,
     "model/pins.py": "tests/advise/test_pins.py",
     "model/release.py": _MODEL,
@@ -95,7 +94,6 @@ ELSEWHERE: dict[str, str] = {
     "system/envinfo.py": "tests/test_check.py and tests/test_fork_safety.py",
     "system/fileio.py": "tests/test_hostile_outputs_and_processes.py",
     "system/lifetime.py": "tests/test_hostile_outputs_and_processes.py and tests/test_fork_safety.py",
-    "system/once.py": "tests/test_units.py",
     "system/streams.py": "tests/test_hostile_outputs_and_processes.py",
 }
 

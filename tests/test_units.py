@@ -6,7 +6,6 @@ import pytest
 
 from hprobe.judge import exit_code, judge
 from hprobe.model.errors import InputError
-from hprobe.model.heads import compact_set
 from hprobe.model.outcome import HeadResult, KernelSMResult, Outcome
 from hprobe.model.padding import PadMap, PadTo
 from hprobe.model.sm import SM, parse_sm, parse_sm_list
@@ -43,12 +42,6 @@ def test_parse_sm_rejects(text):
 
 def test_parse_sm_list_dedupes_in_order():
     assert parse_sm_list("120,sm_100a,10.0") == [SM(12, 0), SM(10, 0)]
-
-
-def test_compact_set():
-    assert compact_set([8, 16, 32, 64, 128]) == "{8, 16, 32, 64, 128}"
-    assert compact_set(list(range(1, 8)) + [9, 10, 12]) == "{1-7, 9, 10, 12}"
-    assert compact_set([]) == "{}"
 
 
 def test_rules():
@@ -329,28 +322,3 @@ def test_a_name_the_listing_cannot_see_is_asked_of_the_metadata(monkeypatch, tmp
     assert envinfo.distribution_version("laid-egg") == md.version("laid-egg") == "5.6"
     monkeypatch.undo()
     envinfo._listed.cache_clear()  # the next caller lists the real sys.path
-
-
-def test_a_value_taken_once_is_computed_once_when_two_threads_ask_together():
-    import threading
-    import time
-
-    from hprobe.system.once import Once
-
-    computed: list[int] = []
-
-    @Once
-    def slow() -> int:
-        computed.append(1)
-        time.sleep(0.2)  # the second thread asks while the first computes
-        return 42
-
-    answers: list[int] = []
-    threads = [threading.Thread(target=lambda: answers.append(slow())) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert answers == [42, 42] and computed == [1]
-    slow.cache_clear()
-    assert slow() == 42 and computed == [1, 1]
