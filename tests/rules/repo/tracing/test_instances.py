@@ -83,10 +83,10 @@ def _tree(root: Path, files: dict[str, str]) -> RepoIndex:
     return RepoIndex.build(root)
 
 
-def _trail(index: RepoIndex) -> HeadTrail | TrailEnd:
+def _trail(index: RepoIndex, core: str = CORE) -> HeadTrail | TrailEnd:
     module = index.by_suffix("engine.core")
     assert module is not None
-    line = next(i for i, row in enumerate(CORE.splitlines(), 1) if "trtllm_batch_decode_with_kv_cache_mla(" in row)
+    line = next(i for i, row in enumerate(core.splitlines(), 1) if "trtllm_batch_decode_with_kv_cache_mla(" in row)
     return trace_heads(index, module, line, ("query", 0), ROOTS)
 
 
@@ -216,5 +216,41 @@ def test_a_static_method_called_on_the_class_keeps_it_confined(tmp_path: Path, c
     if confined_why is None:
         assert isinstance(confined, Confined), confined
         assert isinstance(_trail(index), HeadTrail)
+    else:
+        assert isinstance(confined, NotConfined) and confined_why in str(confined), confined
+
+
+@pytest.mark.parametrize(
+    ("core_extra", "layer_extra", "confined_why"),
+    [
+        # An export list names the class for `import *`: no construction by name.
+        ('__all__ = ["FlashInferCore"]\n', "", None),
+        # Any other string naming it may be a `getattr`: said.
+        ('REGISTRY = {"core": "FlashInferCore"}\n', "", "FlashInferCore is named in a string"),
+        # A fluent method whose every call drops what it returns hands nothing on.
+        ("", "        self.core.prepare(1)\n", None),
+        # Kept, the returned instance lives where no construction put it.
+        ("", "        kept = self.core.prepare(1)\n", "`self` is returned"),
+        # Named in a string, the method may be fetched by getattr and its result kept.
+        ("", '        getattr(self.core, "prepare")(1)\n', "`self` is returned"),
+    ],
+    ids=["__all__", "other string", "fluent dropped", "fluent kept", "fluent by name"],
+)
+def test_an_export_list_and_a_fluent_method_whose_result_is_dropped_keep_it_confined(
+    tmp_path: Path, core_extra, layer_extra, confined_why
+) -> None:
+    core = (
+        CORE.replace("\n\nclass FlashInferCore:", f"\n{core_extra}\n\nclass FlashInferCore:")
+        + "\n    def prepare(self, kv):\n        self.kv = kv\n        return self\n"
+    )
+    layer = LAYER.replace(
+        "        assert self.core is not None\n", "        assert self.core is not None\n" + layer_extra
+    )
+    index = _tree(tmp_path, {"engine/core.py": core, "engine/layer.py": layer, "engine/audio.py": TOKENIZER})
+    owner = index.by_suffix("engine.core").classes["FlashInferCore"]  # type: ignore[union-attr]
+    confined = confine(index, owner)
+    if confined_why is None:
+        assert isinstance(confined, Confined), confined
+        assert isinstance(_trail(index, core), HeadTrail)
     else:
         assert isinstance(confined, NotConfined) and confined_why in str(confined), confined

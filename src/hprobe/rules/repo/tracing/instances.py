@@ -70,7 +70,7 @@ def confine(index: RepoIndex, owner: ClassInfo) -> Confined | NotConfined:
         return members
     reader = _Reader(index, {cls.qualname: cls for cls in members})
     for cls in members:
-        found = reader.constructions(cls) or _self_handed_on(cls)
+        found = reader.constructions(cls) or _self_handed_on(index, cls)
         if isinstance(found, NotConfined):
             return found
     checked = reader.check_places()
@@ -188,8 +188,9 @@ class _Reader:
             parents = _parents(module.tree)
             annotations = _annotation_nodes(module.tree)
             aliases = _aliases_of(module, cls.name)
+            exported = _exported_names(module.tree)
             for node in ast.walk(module.tree):
-                if isinstance(node, ast.Constant) and node.value in aliases:
+                if isinstance(node, ast.Constant) and node.value in aliases and id(node) not in exported:
                     # `getattr(module, "Name")`, a registry entry: made by name, anywhere.
                     return NotConfined(f"{module.path}:{node.lineno}", f"{cls.name} is named in a string")
                 if not isinstance(node, (ast.Name, ast.Attribute)) or not isinstance(node.ctx, ast.Load):
@@ -404,10 +405,12 @@ class _Reader:
         return class_named(self.index, place.holder or "")
 
 
-def _self_handed_on(cls: ClassInfo) -> NotConfined | None:
+def _self_handed_on(index: RepoIndex, cls: ClassInfo) -> NotConfined | None:
     """A method of the class that hands its own instance on (`helper(self)`,
     `return self`, `registry.append(self)`): then an instance lives where no
-    construction put it."""
+    construction put it. A method that returns `self` (a fluent
+    `prepare(...)`) hands nothing on where every call of that name in the
+    tree drops what it returns."""
     parents = _parents(cls.node)
     for node in ast.walk(cls.node):
         if not (isinstance(node, ast.Name) and node.id == "self" and isinstance(node.ctx, ast.Load)):
@@ -419,8 +422,33 @@ def _self_handed_on(cls: ClassInfo) -> NotConfined | None:
             continue
         if isinstance(parent, ast.Call) and call_name(parent.func) in ("isinstance", "type", "id", "super"):
             continue
+        if isinstance(parent, ast.Return):
+            method = parents.get(id(parent))
+            while method is not None and not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                method = parents.get(id(method))
+            if method is not None and parents.get(id(method)) is cls.node and _results_dropped(index, method.name):
+                continue
         return _escape(f"{cls.module.path}:{node.lineno}", node, handed_on(parent))
     return None
+
+
+def _results_dropped(index: RepoIndex, method: str) -> bool:
+    """Whether every `.<method>` in the tree is called with what it returns
+    dropped (a statement of its own), and nothing names it in a string (a
+    `getattr` could fetch it): by name, whatever the receiver's class."""
+    if index.count_naming(method) > MAX_MODULES:
+        return False
+    for module in index.each_module_naming(method):
+        parents = _parents(module.tree)
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.Constant) and node.value == method:
+                return False
+            if isinstance(node, ast.Attribute) and node.attr == method:
+                call = parents.get(id(node))
+                called = isinstance(call, ast.Call) and call.func is node
+                if not (called and isinstance(parents.get(id(call)), ast.Expr)):
+                    return False
+    return True
 
 
 def _copied_to(node: ast.expr, parent: ast.AST | None, parents: dict[int, ast.AST]) -> str | None:
@@ -457,6 +485,24 @@ def _escape(where: str, node: ast.expr, how: str) -> NotConfined:
 
 def _parents(tree: ast.AST) -> dict[int, ast.AST]:
     return {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+
+def _exported_names(tree: ast.Module) -> set[int]:
+    """The strings of the module's own `__all__` (assigned or extended at its
+    top level): an export list names the class for `import *`, which brings
+    it in under that same name (found by the search), never builds one."""
+    out: set[int] = set()
+    for statement in tree.body:
+        targets: list[ast.expr] = []
+        if isinstance(statement, ast.Assign):
+            targets, value = statement.targets, statement.value
+        elif isinstance(statement, (ast.AugAssign, ast.AnnAssign)) and statement.value is not None:
+            targets, value = [statement.target], statement.value
+        if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets) and isinstance(
+            value, (ast.List, ast.Tuple)
+        ):
+            out.update(id(e) for e in value.elts if isinstance(e, ast.Constant))
+    return out
 
 
 def _annotation_nodes(tree: ast.AST) -> set[int]:
