@@ -25,7 +25,6 @@ _MODEL = "data types every test builds; each enum member rendered in tests/repor
 _ERAS = "a few hooks over the neighbouring era, whose cases run it: "
 ELSEWHERE: dict[str, str] = {
     "cli/app.py": _E2E + "tests/test_help.py, tests/test_input_errors.py and tests/test_cli_misc.py",
-    "cli/coercion.py": "every option's parsing in tests/test_input_errors.py",
     "cli/options.py": "tests/test_cli_misc.py",
     "commands/cache.py": _E2E + "tests/test_cache_command.py",
     "commands/catalogue.py": _E2E + "tests/test_catalogue.py",
