@@ -20,7 +20,7 @@ PACKAGE = ROOT / "src" / "hprobe"
 # cover it, each a path under tests/ (checked to exist).
 _E2E = "run end to end through the command in "
 _FORMATS = "every verdict, outcome and hostile string rendered in tests/report/test_formats.py"
-_KERNELS = "probed on real releases in tests/test_release_truth.py and tests/test_releases.py"
+_KERNELS = "probed on real releases in tests/test_releases.py and tests/kernels/"
 _MODEL = "data types every test builds; each enum member rendered in tests/report/test_formats.py"
 _ERAS = "a few hooks over the neighbouring era, whose cases run it: "
 ELSEWHERE: dict[str, str] = {
@@ -45,12 +45,9 @@ ELSEWHERE: dict[str, str] = {
     "device/session.py": "tests/test_honesty.py and tests/test_run_independence.py",
     "kernels/__init__.py": _KERNELS,
     "kernels/base.py": _KERNELS,
-    "kernels/batch_mla.py": _KERNELS,
-    "kernels/dsv4_sparse_mla.py": _KERNELS,
     "kernels/offers.py": _KERNELS,
     "kernels/sm120_sparse_mla.py": _KERNELS,
     "kernels/sparse_mla_ts.py": _KERNELS,
-    "kernels/trtllm_mla.py": _KERNELS,
     "kernels/xqa_mla.py": _KERNELS,
     "model/compiled.py": "tests/compiled/test_depth.py",
     "model/errors.py": "tests/test_input_errors.py",

@@ -11,9 +11,8 @@ import pytest
 
 from hprobe.system.once import Once
 
-pytestmark = pytest.mark.pure
 
-
+@pytest.mark.pure  # the fast tier: threads, no process
 def test_a_value_taken_once_is_computed_once_when_two_threads_ask_together():
     import threading
     import time
@@ -39,6 +38,7 @@ def test_a_value_taken_once_is_computed_once_when_two_threads_ask_together():
     assert slow() == 42 and computed == [1, 1]
 
 
+@pytest.mark.slow  # forks a process: not the pure tier's
 def test_a_child_forked_while_another_thread_computes_takes_its_own_value() -> None:
     """A fork while a thread of the parent holds the lock: the child's lock is
     new, so the child computes rather than waiting forever on a holder that
