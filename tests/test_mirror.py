@@ -52,7 +52,6 @@ ELSEWHERE: dict[str, str] = {
     "model/compiled.py": "tests/compiled/test_depth.py",
     "model/errors.py": "tests/test_input_errors.py",
     "model/padding.py": _MODEL,
-    "model/pins.py": "tests/advise/test_pins.py",
     "probe/parallel.py": "tests/test_honesty.py",
     "probe/run.py": "tests/test_honesty.py and tests/test_run_independence.py",
     "report/cache.py": "tests/test_cache_command.py",

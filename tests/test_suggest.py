@@ -15,7 +15,6 @@ from packaging.version import Version
 
 from hprobe.advise.history import first_true
 from hprobe.model.padding import PadTo
-from hprobe.model.pins import raised_pin
 from hprobe.rules.repo.extract import extract
 from hprobe.rules.repo.patch import Adoption, build_patch
 from hprobe.rules.repo.tree.mapping import load_mapping
@@ -141,16 +140,6 @@ def test_a_flip_the_answered_releases_already_show_costs_no_round(k):
             assert (found.first, found.last_false, found.adjacent) == (flip, flip - 1, True), (n, flip, k)
             assert set(probed) - had <= {0, n - 1}, (n, flip, k, probed)
             assert all(set(batch) <= {0, n - 1} for batch in rounds), (n, flip, k, rounds)
-
-
-@pytest.mark.pure  # the fast tier: no torch, flashinfer or subprocess
-def test_raised_pin_keeps_upper_bounds_and_refuses_what_it_cannot_raise():
-    assert raised_pin(">=0.6.13", Version("0.6.14")) == ">=0.6.14"
-    assert raised_pin(">=0.6.13,<0.8", Version("0.6.14")) == ">=0.6.14,<0.8"
-    assert raised_pin(None, Version("0.6.14")) == ">=0.6.14"
-    assert raised_pin("~=0.6.13", Version("0.6.14")) is None
-    assert raised_pin("==0.6.13", Version("0.6.14")) == "==0.6.14"  # an exact pin stays exact
-    assert raised_pin(">=0.6.0,<0.6.14", Version("0.6.14")) is None  # no safe release left in it
 
 
 def test_patch_rewrites_a_threshold_and_refuses_a_shared_constant(tmp_path):
