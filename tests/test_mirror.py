@@ -73,7 +73,6 @@ ELSEWHERE: dict[str, str] = {
     "rules/repo/kind.py": "tests/test_repo.py and tests/test_repo_sglang.py",
     "rules/repo/padfn.py": "--pad-fn in tests/rules/test_sources.py and tests/test_hostile.py",
     "rules/repo/padfn_child.py": "--pad-fn in tests/rules/test_sources.py and tests/test_hostile.py",
-    "rules/repo/pin.py": "tests/rules/repo/test_patch.py and tests/test_trees_as_they_are.py",
     "rules/repo/tree/scan.py": "tests/rules/repo/tree/test_engine.py and tests/rules/repo/tracing/test_heads.py",
     "rules/repo/tree/source.py": "tests/test_repo.py",
     "rules/toml_source.py": "tests/rules/test_toml_writer.py and tests/rules/test_sources.py",
