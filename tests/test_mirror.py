@@ -84,7 +84,6 @@ ELSEWHERE: dict[str, str] = {
     "system/envinfo.py": "tests/test_check.py and tests/test_fork_safety.py",
     "system/fileio.py": "tests/test_hostile_outputs_and_processes.py",
     "system/lifetime.py": "tests/test_hostile_outputs_and_processes.py and tests/test_fork_safety.py",
-    "system/streams.py": "tests/test_hostile_outputs_and_processes.py",
 }
 
 
