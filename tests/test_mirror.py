@@ -83,7 +83,6 @@ ELSEWHERE: dict[str, str] = {
     "system/bounded.py": "tests/support/test_fetch_batch.py and tests/support/test_zygote.py",
     "system/envinfo.py": "tests/test_check.py and tests/test_fork_safety.py",
     "system/fileio.py": "tests/test_hostile_outputs_and_processes.py",
-    "system/lifetime.py": "tests/test_hostile_outputs_and_processes.py and tests/test_fork_safety.py",
 }
 
 
