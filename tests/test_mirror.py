@@ -80,7 +80,6 @@ ELSEWHERE: dict[str, str] = {
     "support/presence.py": "tests/support/test_slim.py",
     "support/published.py": "tests/test_compiled_releases.py and tests/test_release_sweep.py",
     "support/workers.py": "tests/support/test_zygote.py and tests/support/test_worker.py",
-    "system/bounded.py": "tests/support/test_fetch_batch.py and tests/support/test_zygote.py",
     "system/envinfo.py": "tests/test_check.py and tests/test_fork_safety.py",
     "system/fileio.py": "tests/test_hostile_outputs_and_processes.py",
 }
