@@ -77,7 +77,6 @@ ELSEWHERE: dict[str, str] = {
     "support/cache.py": "tests/test_cache_command.py and tests/support/test_fetch_batch.py",
     "support/cache_usage.py": "tests/test_cache_command.py",
     "support/gather.py": "tests/support/test_results.py and tests/support/test_deep_ahead.py",
-    "support/presence.py": "tests/support/test_slim.py",
     "support/published.py": "tests/test_compiled_releases.py and tests/test_release_sweep.py",
     "support/workers.py": "tests/support/test_zygote.py and tests/support/test_worker.py",
     "system/envinfo.py": "tests/test_check.py and tests/test_fork_safety.py",
