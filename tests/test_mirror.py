@@ -78,7 +78,6 @@ ELSEWHERE: dict[str, str] = {
     "support/gather.py": "tests/support/test_results.py and tests/support/test_deep_ahead.py",
     "support/published.py": "tests/test_compiled_releases.py and tests/test_release_sweep.py",
     "support/workers.py": "tests/support/test_zygote.py and tests/support/test_worker.py",
-    "system/fileio.py": "tests/test_hostile_outputs_and_processes.py",
 }
 
 
