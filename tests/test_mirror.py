@@ -62,7 +62,6 @@ ELSEWHERE: dict[str, str] = {
     "report/formats/layout.py": _FORMATS + " and tests/test_text_width.py",
     "report/formats/terminal.py": _FORMATS,
     "report/formats/text.py": _FORMATS + " and tests/test_text_width.py",
-    "report/model.py": _FORMATS,
     "report/suggest.py": "tests/test_suggest.py",
     "rules/__init__.py": "tests/rules/test_sources.py",
     "rules/interface.py": "tests/rules/test_sources.py",
