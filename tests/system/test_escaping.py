@@ -127,3 +127,11 @@ def test_a_markdown_code_span_holds_any_backticks_and_pipes():
 def test_markdown_text_opens_no_markup_and_pings_no_one():
     written = escaping.md_text("**bold** [link](x) <b> @team | `c` ~~s~~")
     assert written == ("\\*\\*bold\\*\\* \\[link\\](x) &lt;b&gt; &#64;team \\| \\`c\\` \\~\\~s\\~\\~")
+
+
+def test_a_page_shows_a_line_break_as_a_space_and_other_controls_escaped():
+    """An SM120 caveat whose message spans lines showed a literal `\\x0a` on the page."""
+    from hprobe.system.escaping import html
+
+    assert html("dispatches by\n(h_q, top-k)\r\nin compiled code") == "dispatches by (h_q, top-k) in compiled code"
+    assert html("\x1b[31mred<b>") == "\\x1b[31mred&lt;b&gt;"
