@@ -58,7 +58,6 @@ ELSEWHERE: dict[str, str] = {
     "report/catalogue.py": _FORMATS,
     "report/formats/base.py": _FORMATS,
     "report/formats/html_site.py": _FORMATS + " and tests/test_report.py",
-    "report/formats/json_format.py": _FORMATS,
     "report/formats/terminal.py": _FORMATS,
     "report/suggest.py": "tests/test_suggest.py",
     "rules/__init__.py": "tests/rules/test_sources.py",
