@@ -21,7 +21,6 @@ PACKAGE = ROOT / "src" / "hprobe"
 _E2E = "run end to end through the command in "
 _FORMATS = "every verdict, outcome and hostile string rendered in tests/report/test_formats.py"
 _KERNELS = "probed on real releases in tests/test_releases.py and tests/kernels/"
-_MODEL = "data types every test builds; each enum member rendered in tests/report/test_formats.py"
 _ERAS = "a few hooks over the neighbouring era, whose cases run it: "
 ELSEWHERE: dict[str, str] = {
     "cli/app.py": _E2E + "tests/test_help.py, tests/test_input_errors.py and tests/test_cli_misc.py",
@@ -51,7 +50,6 @@ ELSEWHERE: dict[str, str] = {
     "kernels/xqa_mla.py": _KERNELS,
     "model/compiled.py": "tests/compiled/test_depth.py",
     "model/errors.py": "tests/test_input_errors.py",
-    "model/padding.py": _MODEL,
     "probe/parallel.py": "tests/test_honesty.py",
     "probe/run.py": "tests/test_honesty.py and tests/test_run_independence.py",
     "report/cache.py": "tests/test_cache_command.py",

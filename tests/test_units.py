@@ -7,7 +7,6 @@ import pytest
 from hprobe.judge import exit_code, judge
 from hprobe.model.errors import InputError
 from hprobe.model.outcome import HeadResult, KernelSMResult, Outcome
-from hprobe.model.padding import PadMap, PadTo
 from hprobe.model.sm import SM, parse_sm, parse_sm_list
 from hprobe.model.verdict import Finding, Verdict
 
@@ -42,13 +41,6 @@ def test_parse_sm_rejects(text):
 
 def test_parse_sm_list_dedupes_in_order():
     assert parse_sm_list("120,sm_100a,10.0") == [SM(12, 0), SM(10, 0)]
-
-
-def test_rules():
-    rule = PadTo((8, 16, 32, 64, 128))
-    assert [rule.pad(n) for n in (1, 8, 9, 24, 128, 129)] == [8, 8, 16, 32, 128, None]
-    pmap = PadMap(((8, 64), (16, 64)))
-    assert (pmap.pad(8), pmap.pad(12)) == (64, None)
 
 
 def _support(outcomes: dict[int, Outcome]) -> KernelSMResult:
@@ -106,18 +98,6 @@ def test_exit_codes():
     assert exit_code([F(Verdict.INCONCLUSIVE), F(Verdict.OK)], strict=False) == 3
     assert exit_code([F(Verdict.INCONCLUSIVE), F(Verdict.BROKEN)], strict=False) == 1
     assert exit_code([], strict=False) == 3
-
-
-def test_pad_multiple_and_pad_tile_rules():
-    from hprobe.model.padding import PadMultiple, PadTile
-
-    multiple = PadMultiple(16, 128)
-    assert [multiple.pad(n) for n in (1, 12, 16, 24, 96, 128, 129)] == [16, 16, 16, 32, 96, 128, None]
-    assert PadMultiple(16).pad(300) == 304
-    tile = PadTile(((8, 8), (32, 16), (128, 64)))
-    # n stays when min(n, tile) divides it; otherwise it rounds up to the tile.
-    assert [tile.pad(n) for n in (4, 6, 8, 12, 16, 24, 48, 96, 128, 129)] == [4, 6, 8, 12, 16, 32, 48, 128, 128, None]
-    assert tile.largest() == 128
 
 
 def test_tables_parse_pad_multiple_and_pad_tile(write_table):
