@@ -69,7 +69,6 @@ ELSEWHERE: dict[str, str] = {
     "rules/repo/padfn_child.py": "--pad-fn in tests/rules/test_sources.py and tests/test_hostile.py",
     "rules/repo/tree/scan.py": "tests/rules/repo/tree/test_engine.py and tests/rules/repo/tracing/test_heads.py",
     "support/gather.py": "tests/support/test_results.py and tests/support/test_deep_ahead.py",
-    "support/published.py": "tests/test_compiled_releases.py and tests/test_release_sweep.py",
     "support/workers.py": "tests/support/test_zygote.py and tests/support/test_worker.py",
 }
 
