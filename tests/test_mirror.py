@@ -50,7 +50,6 @@ ELSEWHERE: dict[str, str] = {
     "kernels/xqa_mla.py": _KERNELS,
     "model/compiled.py": "tests/compiled/test_depth.py",
     "model/errors.py": "tests/test_input_errors.py",
-    "probe/parallel.py": "tests/test_honesty.py",
     "probe/run.py": "tests/test_honesty.py and tests/test_run_independence.py",
     "report/cache.py": "tests/test_cache_command.py",
     "report/catalogue.py": _FORMATS,
