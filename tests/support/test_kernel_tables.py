@@ -164,3 +164,42 @@ def test_an_index_and_store_not_reached_are_said_so_and_kept_briefly(tmp_path, m
     assert "not on the index" not in str(found.missing), found.missing
     record = tmp_path / "cache" / "kernel-tables" / package.checksums_sha256 / kernel_package.miss_file("0.6.14")
     assert json.loads(record.read_text())["ttl"] == kernel_package.UNREACHED_MISS_TTL
+
+
+def test_a_store_not_reached_is_asked_once_a_run_for_every_package(monkeypatch) -> None:
+    """Every release's package is asked of the same store: where it cannot be
+    reached (a resolver's timeout costs 5 s here), later packages get the same
+    words without another attempt; a new run asks again, and a store that
+    answered with an HTTP status is no unreachable store."""
+    import urllib.error
+
+    from hprobe.support.kernel_package import Package
+
+    flashinfer = Path(importlib.util.find_spec("flashinfer").origin).parent
+    monkeypatch.setenv("FLASHINFER_CUBINS_REPOSITORY", "https://store.invalid/")
+    attempts: list[str] = []
+
+    def unreachable(url: str) -> bytes:
+        attempts.append(url)
+        raise urllib.error.URLError("[Errno -2] Name or service not known")
+
+    monkeypatch.setattr(kernel_tables, "_download", unreachable)
+    kernel_tables.new_run()
+    first = kernel_tables._from_store(flashinfer, Package("a" * 40 + "/fmha/trtllm-gen/", "1" * 64), lambda _m: None)
+    second = kernel_tables._from_store(flashinfer, Package("b" * 40 + "/fmha/trtllm-gen/", "2" * 64), lambda _m: None)
+    assert isinstance(first, kernel_tables.Unreached) and second == first and len(attempts) == 1
+    kernel_tables.new_run()
+    kernel_tables._from_store(flashinfer, Package("b" * 40 + "/fmha/trtllm-gen/", "2" * 64), lambda _m: None)
+    assert len(attempts) == 2
+
+    def missing(url: str) -> bytes:
+        attempts.append(url)
+        raise urllib.error.HTTPError(url, 404, "Not Found", None, None)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(kernel_tables, "_download", missing)
+    kernel_tables.new_run()
+    for digest in ("c", "d"):
+        with pytest.raises(urllib.error.HTTPError):
+            kernel_tables._from_store(flashinfer, Package(digest * 40 + "/fmha/trtllm-gen/", "3" * 64), lambda _m: None)
+    assert len(attempts) == 4  # each package asked: a 404 is that package's answer
+    kernel_tables.new_run()

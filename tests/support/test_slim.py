@@ -158,3 +158,42 @@ def test_an_entry_point_read_from_the_wheel_is_the_one_read_from_the_tree(tmp_pa
             assert entry_point_in_wheel(probe.entry_point, wheel) == from_tree, (version, probe.entry_point)
             seen[version, probe.id] = from_tree
     assert seen["0.6.11", "dsv4-sparse-mla"] is False and seen[RELEASE, "dsv4-sparse-mla"] is True
+
+
+@pytest.mark.parametrize("child_fails", [False, True], ids=["child", "child fails"])
+def test_placeholders_are_written_by_a_child_or_else_here_the_same(tmp_path, monkeypatch, child_fails):
+    """A large tree's placeholders are written by a child process (here each
+    file's system calls would wait on the GIL behind any busy thread); where
+    the child cannot, this process writes them: the tree is the same, every
+    file a sparse placeholder of its size and time, the eager members real."""
+    wheel = tmp_path / "w.whl"
+    names = [f"flashinfer/data/csrc/k{i:04d}.cu" for i in range(slim.CHILD_WRITES_FROM + 5)]
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("flashinfer/__init__.py", "x = 1\n")
+        archive.writestr("flashinfer_python-9.9.dist-info/METADATA", "Name: flashinfer-python\nVersion: 9.9\n")
+        for i, name in enumerate(names):
+            archive.writestr(name, "y" * i)
+    children: list[tuple[int, bool]] = []
+    real = slim._written_by_a_child
+
+    def counted(base, files):
+        written = False if child_fails else real(base, files)
+        children.append((len(files), written))
+        return written
+
+    monkeypatch.setattr(slim, "_written_by_a_child", counted)
+    root = tmp_path / "tree"
+    with zipfile.ZipFile(wheel) as archive:
+        slim.write_placeholders(archive, archive.infolist(), root, wheel)
+    assert children == [(len(names), not child_fails)]  # the child wrote them all, or none and this process did
+    assert (root / "flashinfer" / "__init__.py").read_text() == "x = 1\n"
+    for i, name in enumerate(names):
+        info = os.stat(root / name)
+        assert info.st_size == i and info.st_mtime_ns == slim.PLACEHOLDER_MTIME_NS, name
+        assert slim.placeholder(os.fspath(root / name))
+    assert (root / slim.MARKER).read_text() == str(wheel.resolve())
+
+
+def test_a_child_that_cannot_run_leaves_the_writing_here(tmp_path, monkeypatch):
+    monkeypatch.setattr(slim.sys, "executable", str(tmp_path / "no-such-python"))
+    assert slim._written_by_a_child(os.fspath(tmp_path), [("a.py", 3)]) is False

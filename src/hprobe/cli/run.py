@@ -104,6 +104,18 @@ def _on_signal(signum: int, _frame: object) -> None:
 _ENDING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGQUIT") if hasattr(signal, name))
 
 
+def _new_run() -> None:
+    """Forget what an earlier command in this process kept of its run (a host
+    that runs hprobe's commands in-process runs several); modules not loaded
+    kept nothing."""
+    if (cache := sys.modules.get("hprobe.support.cache")) is not None:
+        cache.new_run()  # what is said at the end is this run's alone
+    if (trees := sys.modules.get("hprobe.support.trees")) is not None:
+        trees.new_run()  # what pip refused, and the wheels read, are an earlier run's
+    if (tables := sys.modules.get("hprobe.support.kernel_tables")) is not None:
+        tables.new_run()  # a store an earlier run could not reach may answer now
+
+
 def run_job(job: Callable[[], int]) -> None:
     """Run a command body: one line on stderr and a documented exit code on
     failure. Every failure the user or the machine causes is an input error
@@ -111,10 +123,7 @@ def run_job(job: Callable[[], int]) -> None:
     from hprobe.system.escaping import visible
 
     previous = {signum: signal.signal(signum, _on_signal) for signum in _ENDING_SIGNALS}
-    if (cache := sys.modules.get("hprobe.support.cache")) is not None:
-        cache.new_run()  # what is said at the end is this run's alone
-    if (trees := sys.modules.get("hprobe.support.trees")) is not None:
-        trees.new_run()  # what pip refused, and the wheels read, are an earlier run's
+    _new_run()
     try:
         code = job()
         _drop_fetched_wheels()

@@ -158,12 +158,8 @@ def _tried(source: Callable[[], Found], tried: list[str]) -> KernelTable | None:
     try:
         found = source()
     except (OSError, InputError, TableError, zipfile.BadZipFile, ValueError) as exc:  # URLError is an OSError
-        import urllib.error  # only where a source failed: a warm run never is here
-
         why = " ".join(str(exc).split())[:300]
-        # A server that answered (an HTTP status) said something; one not reached did not.
-        reached = isinstance(exc, urllib.error.HTTPError) or not isinstance(exc, OSError)
-        tried.append(why if reached else Unreached(why))
+        tried.append(Unreached(why) if _not_reached(exc) else why)
         return None
     if isinstance(found, str):
         tried.append(found)
@@ -365,15 +361,47 @@ def _member(archive: zipfile.ZipFile, name: str, limit: int, origin: str) -> byt
     return data
 
 
+def _not_reached(exc: BaseException) -> bool:
+    """A failure to reach a server (no connection, a timeout), as opposed to
+    one that answered (an HTTP status) or sent what is not a table."""
+    import urllib.error  # only where a source failed: a warm run never is here
+
+    return isinstance(exc, OSError) and not isinstance(exc, urllib.error.HTTPError)
+
+
+# Stores this run could not reach, by address, with why: every release's
+# package is asked of the same host, and on a machine that cannot resolve it
+# each attempt costs the resolver's timeout (5 s here). Said in the same words.
+_STORE_DOWN: dict[str, Unreached] = {}
+
+
+def new_run() -> None:
+    """Forget the stores an earlier run in this process could not reach."""
+    with _GUARD:
+        _STORE_DOWN.clear()
+
+
 def _from_store(flashinfer: Path, package: Package, progress: Callable[[str], None]) -> Found:
     base = _store(flashinfer)
     if not base:
         return "the release names no artifact store"
     if problem := _unfetchable(base):
         return problem
+    with _GUARD:
+        down = _STORE_DOWN.get(base)
+    if down is not None:
+        return down
     progress(f"fetching trtllm-gen's kernel table from {base}")
     url = _package_url(base, package)
-    checksums = _download(url + CHECKSUMS)
+    try:
+        checksums = _download(url + CHECKSUMS)
+    except OSError as exc:
+        if not _not_reached(exc):
+            raise
+        why = Unreached(" ".join(str(exc).split())[:300])
+        with _GUARD:
+            _STORE_DOWN.setdefault(base, why)
+        return why
     return _verified(checksums, _download(url + HEADER), package, url + HEADER)
 
 
