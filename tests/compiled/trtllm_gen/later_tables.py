@@ -62,3 +62,12 @@ def selections_on(table: KernelTable, eras: dict[str, str], device: Device) -> C
 def table_0_7(cubin_wheel: Path) -> KernelTable:
     """A 0.7.x-shaped table: 0.6.13's rows with the six fields 0.7.0's hash reads."""
     return later_table(header_of(cubin_wheel, resolve("0.6.13").location / "flashinfer"), ADDED_0_7_0)
+
+
+B200 = Device(sm=100, multiprocessor_count=148, max_shared_memory_per_block_optin=227 * 1024)
+ERAS_0_7 = {"0.7.0": "0.7.0 – 0.7.0.post1", "0.7.2": "0.7.1 – 0.7.2", "0.7.2.post1": "0.7.2.post1"}
+
+
+def selections_0_7(cubin_wheel: Path) -> Callable[[str], Selection]:
+    """The 0.7.0, 0.7.2 and 0.7.2.post1 selections on a B200, over the 0.7.x-shaped table."""
+    return selections_on(table_0_7(cubin_wheel), ERAS_0_7, B200)
