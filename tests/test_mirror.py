@@ -42,7 +42,6 @@ ELSEWHERE: dict[str, str] = {
     "device/session.py": "tests/test_honesty.py and tests/test_run_independence.py",
     "kernels/__init__.py": _KERNELS,
     "kernels/base.py": _KERNELS,
-    "kernels/offers.py": _KERNELS,
     "kernels/sm120_sparse_mla.py": _KERNELS,
     "kernels/sparse_mla_ts.py": _KERNELS,
     "kernels/xqa_mla.py": _KERNELS,
