@@ -50,7 +50,6 @@ ELSEWHERE: dict[str, str] = {
     "probe/run.py": "tests/test_honesty.py and tests/test_run_independence.py",
     "report/cache.py": "tests/test_cache_command.py",
     "report/catalogue.py": _FORMATS,
-    "report/formats/base.py": _FORMATS,
     "report/formats/html_site.py": _FORMATS + " and tests/test_report.py",
     "report/formats/terminal.py": _FORMATS,
     "report/suggest.py": "tests/test_suggest.py",
