@@ -53,7 +53,6 @@ ELSEWHERE: dict[str, str] = {
     "report/formats/html_site.py": _FORMATS + " and tests/test_report.py",
     "report/formats/terminal.py": _FORMATS,
     "report/suggest.py": "tests/test_suggest.py",
-    "rules/__init__.py": "tests/rules/test_sources.py",
     "rules/interface.py": "tests/rules/test_sources.py",
     "rules/models.py": "tests/test_model_axes.py",
     "rules/repo/interpreter/bound.py": "tests/rules/repo/interpreter/test_evaluate.py and tests/test_hostile.py",
