@@ -68,19 +68,6 @@ def test_shell_completion_completes_commands_and_options():
         assert done.returncode == 0 and done.stdout.split() == [expected], (words, done.stdout, done.stderr)
 
 
-def test_the_axis_help_names_every_axis_the_probes_declare(cli):
-    from hprobe.cli.options import AXIS_NAMES
-    from hprobe.kernels import PROBES
-
-    assert set(AXIS_NAMES) == {a.name for p in PROBES.values() for a in p.axes}
-    code, out, _ = cli("matrix", "--help")
-    # rich may wrap the list at a hyphen inside a name: compared without the wrapping.
-    assert code == 0 and all(
-        f"--{name.replace('_', '-')}," in "".join(out.split()) or f"--{name.replace('_', '-')}(" in "".join(out.split())
-        for name in AXIS_NAMES
-    )
-
-
 def test_a_format_a_command_cannot_write_is_refused_before_any_work(cli):
     code, out, err = cli("matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--format", "sarif")
     assert code == 2 and out == ""

@@ -24,7 +24,6 @@ _KERNELS = "probed on real releases in tests/test_releases.py and tests/kernels/
 _ERAS = "a few hooks over the neighbouring era, whose cases run it: "
 ELSEWHERE: dict[str, str] = {
     "cli/app.py": _E2E + "tests/test_help.py, tests/test_input_errors.py and tests/test_cli_misc.py",
-    "cli/options.py": "tests/test_cli_misc.py",
     "commands/cache.py": _E2E + "tests/test_cache_command.py",
     "commands/catalogue.py": _E2E + "tests/test_catalogue.py",
     "commands/check.py": _E2E + "tests/test_check.py and tests/test_repo.py",
