@@ -19,6 +19,7 @@ from pathlib import Path
 from hprobe.system.fileio import SiteWriter
 
 from .conftest import POST_48047, PRE_48047
+from .processes import gone_within
 from .test_hostile import HPROBE, run_hprobe
 
 
@@ -241,19 +242,7 @@ def test_sigkill_mid_probe_takes_the_worker_with_it(tmp_path):
     assert worker is not None, "no worker started"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            os.kill(worker, 0)
-        except ProcessLookupError:
-            break
-        # A zombie of ours is reaped by init; a live worker would still answer here.
-        state = Path(f"/proc/{worker}/stat").read_text().split()[2] if Path(f"/proc/{worker}/stat").exists() else "X"
-        if state in ("Z", "X"):
-            break
-        time.sleep(0.2)
-    else:
-        raise AssertionError(f"worker {worker} outlived hprobe")
+    assert gone_within(worker, 10), f"worker {worker} outlived hprobe"
     # Its scratch directory is left by the kill, and removed by the next run that makes one.
     left = list((tmp_path / "tmp").glob("hprobe-worker-*"))
     assert left

@@ -4,7 +4,6 @@ bound read from the environment is a positive number or one input error."""
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 
@@ -12,6 +11,8 @@ import pytest
 
 from hprobe.model.errors import InputError
 from hprobe.system.bounded import Timeout, kill_running, resume, run_bounded, setting_from_env, stream_bounded
+
+from ..processes import gone_within
 
 SETTING = ("HPROBE_TEST_BOUND", 30.0)
 
@@ -49,16 +50,7 @@ def test_a_command_past_its_limit_is_killed_with_its_grandchildren(tmp_path) -> 
     with pytest.raises(Timeout):
         run_bounded([sys.executable, "-c", script], 3)
     assert time.monotonic() - start < 30  # a bound on the kill, not a timing: the sleep is 60 s
-    grandchild = int(pidfile.read_text())
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            os.kill(grandchild, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.05)
-    else:
-        pytest.fail("the grandchild outlived the group's kill")
+    assert gone_within(int(pidfile.read_text()), 10), "the grandchild outlived the group's kill"
 
 
 @pytest.mark.slow  # starts processes

@@ -15,6 +15,8 @@ import pytest
 
 from hprobe.system.lifetime import dies_with_us, scratch_dir
 
+from ..processes import gone_within
+
 
 def _dead_pid() -> int:
     """A pid no process has (one just reaped)."""
@@ -64,14 +66,7 @@ def test_a_helper_started_through_the_guard_dies_with_its_parent(tmp_path: Path)
         helper = int(pidfile.read_text())
         parent.send_signal(signal.SIGKILL)
         parent.wait(10)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                os.kill(helper, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.05)
-        else:
+        if not gone_within(helper, 10):
             os.kill(helper, signal.SIGKILL)
             pytest.fail("the helper outlived its parent")
     finally:
