@@ -100,7 +100,7 @@ def _write_placeholder_files(base: str, files: list[tuple[str, int]], mtime_ns: 
             os.close(fd)
 
 
-# A tree of more files than this has its placeholders written by a child
+# A tree of this many placeholders or more has them written by a child
 # process. Each file is four system calls, each of which lets go of the GIL;
 # beside a thread that computes (a release read while the next is unpacked),
 # getting it back waits out the switch interval every time: 2,000 files took
