@@ -876,11 +876,17 @@ class _Interpreter:
         if opaque is not None:
             if opaque.choices is None or _opaque_of(*(v for v in (left, right) if v is not opaque)) is not None:
                 return opaque.plain
-            answers = {
-                bool(self._holds(node, op, choice, right) if opaque is left else self._holds(node, op, left, choice))
-                for choice in opaque.choices
-            }
-            return answers.pop() if len(answers) == 1 else opaque.plain
+            answers: set[bool] = set()
+            raised: list[_Raised] = []
+            for choice in opaque.choices:
+                sides = (choice, right) if opaque is left else (left, choice)
+                try:
+                    answers.add(bool(self._holds(node, op, *sides)))
+                except _Raised as exc:
+                    raised.append(exc)  # `n < ""` raises for this choice, not for the others
+            if raised and not answers and len({exc.error_type for exc in raised}) == 1:
+                raise raised[0]  # every choice raises the same: so does the comparison
+            return answers.pop() if len(answers) == 1 and not raised else opaque.plain
         self._work(node, left, right)
         try:
             return COMPARISONS[type(op)](left, right)
