@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import sys
 from typing import Any
@@ -131,25 +132,21 @@ def _members(request: dict, session: Any, finder: Any, specifier_set: Any) -> in
     return 0
 
 
-class _IndexFailures:
+class _IndexFailures(logging.Handler):
     """The pages pip's finder could not fetch: it only logs them ("Could not
     fetch URL … - skipping") and answers as if the index listed nothing."""
 
     def __init__(self) -> None:
-        import logging
-
+        super().__init__(logging.DEBUG)
         self.reasons: list[str] = []
-        outer = self
-
-        class _Heard(logging.Handler):
-            def emit(self, record: logging.LogRecord) -> None:
-                text = record.getMessage()
-                if text.startswith("Could not fetch URL"):
-                    outer.reasons.append(text)
-
         logger = logging.getLogger("pip._internal.index.collector")
-        logger.addHandler(_Heard(logging.DEBUG))
+        logger.addHandler(self)
         logger.setLevel(logging.DEBUG)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if text.startswith("Could not fetch URL"):
+            self.reasons.append(text)
 
 
 def _links(request: dict, options: Any, session: Any, finder: Any, specifier_set: Any) -> int:
