@@ -2,7 +2,7 @@
 cannot differ (a string, a list of strings, a parser's result); anything else
 handed back to typer's own coercion, so its messages stay typer's. That the
 two agree for every option of every command is tested in
-tests/test_input_errors.py; here, the rule itself."""
+tests/cli/test_app.py; here, the rule itself."""
 
 from __future__ import annotations
 

@@ -44,12 +44,6 @@ def _copy(tmp_path: Path, edit: tuple[str, str, str] | None = None) -> Path:
     return package
 
 
-def test_a_kept_conclusion_is_keyed_on_every_file_a_port_reads():
-    """A warm run keys kept conclusions on compiled/files.py's list without
-    importing the ports: it must be the files their fingerprints name."""
-    assert files.READ == read_files()
-
-
 def test_the_installed_release_is_in_the_first_era_and_its_runner_takes_sm100_and_sm103():
     port = port_for(PACKAGE)
     assert isinstance(port, Port) and port.era == "0.6.12 – 0.6.15.post1"

@@ -13,7 +13,7 @@ from hprobe.rules.repo.tree.mapping import load_mapping
 from hprobe.rules.repo.tree.scan import RepoIndex
 
 from ....conftest import ROOT
-from ....test_repo import _installed_tree
+from ..test_extract import _installed_tree
 
 ENGINE = ROOT / "tests" / "fixtures" / "repos" / "callpaths"
 MAPPING = ENGINE / "mapping.toml"

@@ -10,7 +10,7 @@ import pytest
 
 from hprobe.system.envinfo import distribution_version
 
-from .conftest import POST_48047, PRE_48047, V4_PRO_TABLE, only_pending_undecided, tmpfs
+from ..conftest import POST_48047, PRE_48047, V4_PRO_TABLE, only_pending_undecided, tmpfs
 
 pytestmark = pytest.mark.skipif(
     distribution_version("flashinfer-python") != "0.6.14",

@@ -19,7 +19,7 @@ from hprobe.rules.repo.extract import extract
 from hprobe.rules.repo.patch import Adoption, build_patch
 from hprobe.rules.repo.tree.mapping import load_mapping
 
-from .conftest import ROOT, engine_source
+from ..conftest import ROOT, engine_source
 
 REPOS = ROOT / "tests" / "fixtures" / "repos"
 HELPER, PRE, POST = REPOS / "pre48047_helper", REPOS / "pre48047", REPOS / "post48047"

@@ -22,7 +22,7 @@ from hprobe.model.outcome import KernelSMResult, Outcome
 from hprobe.report.formats.html_site import RELEASE_MARK
 from hprobe.system.escaping import visible
 
-from .conftest import POST_48047, ROOT
+from ..conftest import POST_48047, ROOT
 
 pytestmark = pytest.mark.slow
 ARTIFACTS = ROOT / "test-artifacts"

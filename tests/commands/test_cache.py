@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import tmpfs
+from ..conftest import tmpfs
 
 HPROBE = Path(sys.executable).with_name("hprobe")
 

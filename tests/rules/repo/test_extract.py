@@ -13,7 +13,7 @@ from hprobe.rules.repo.interpreter.evaluate import NotEvaluable, Raises, evaluat
 from hprobe.rules.repo.tree.mapping import load_mapping
 from hprobe.rules.repo.tree.scan import RepoIndex
 
-from .conftest import ROOT, V4_PRO_TABLE
+from ...conftest import ROOT, V4_PRO_TABLE
 
 REPOS = ROOT / "tests" / "fixtures" / "repos"
 PRE, POST, EDGE = REPOS / "pre48047", REPOS / "post48047", REPOS / "edge"

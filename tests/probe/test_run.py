@@ -16,7 +16,7 @@ from hprobe.model.outcome import Outcome
 from hprobe.model.sm import SM
 from hprobe.probe.run import probe_kernel
 
-from .conftest import V4_PRO_TABLE
+from ..conftest import V4_PRO_TABLE
 
 
 class _WrongHeadDimProbe(DSv4SparseMLAProbe):

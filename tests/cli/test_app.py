@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import V4_PRO_TABLE
+from ..conftest import V4_PRO_TABLE
 
 # Pure: runs without torch, flashinfer or a subprocess (the fast tier, `-m "pure and not slow"`).
 pytestmark = pytest.mark.pure
