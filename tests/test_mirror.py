@@ -24,15 +24,12 @@ _KERNELS = "probed on real releases in tests/test_releases.py and tests/kernels/
 _ERAS = "a few hooks over the neighbouring era, whose cases run it: "
 ELSEWHERE: dict[str, str] = {
     "commands/conclude.py": "tests/report/test_formats.py (every report concluded before it is rendered)",
-    "commands/drift.py": "--baseline in tests/rules/repo/test_extract.py and tests/test_hostile.py",
     "commands/rules.py": _E2E + "tests/rules/repo/test_extract.py",
     "compiled/trtllm_gen/era_0_6_4.py": _ERAS + "tests/compiled/trtllm_gen/test_era_0_6_6.py",
     "compiled/trtllm_gen/era_0_6_7.py": _ERAS + "tests/compiled/trtllm_gen/test_era_0_6_8.py",
     "kernels/__init__.py": _KERNELS,
     "kernels/base.py": _KERNELS,
-    "kernels/sm120_sparse_mla.py": _KERNELS,
-    "kernels/sparse_mla_ts.py": _KERNELS,
-    "kernels/xqa_mla.py": _KERNELS,
+    "kernels/sparse_mla_ts.py": "probed on 0.6.16 and 0.7.4 in tests/test_release_sweep.py (not in 0.6.14)",
     "report/catalogue.py": _FORMATS,
     "report/formats/html_site.py": _FORMATS + " and tests/commands/test_report.py",
     "report/formats/terminal.py": _FORMATS,

@@ -1,9 +1,8 @@
 """Padding rules read from a consumer's source (`--repo`, `table extract`), `--pad-fn`,
-and the CI outputs: JUnit, markdown, GitHub annotations, `--baseline`."""
+and the CI outputs: JUnit, markdown, GitHub annotations."""
 
 from __future__ import annotations
 
-import json
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -208,63 +207,6 @@ def test_github_annotations_only_under_github_actions(cli, monkeypatch, tmp_path
     by_row = {part.split(":")[0].split(", ")[0].strip(): part for part in first.split("::", 2)[2].split("; ")}
     assert "2.00× waste" in by_row["DeepSeek-V4-Pro TP4 (n=32)"]
     assert "8.00× waste" in by_row["DeepSeek-V4-Pro TP16 (n=8)"]
-
-
-def test_baseline_reports_drift(cli_json, cli, tmp_path):
-    code, recorded, _ = cli_json("matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8-32")
-    assert code == 0
-    same = tmp_path / "same.json"
-    same.write_text(json.dumps(recorded))
-    code, doc, _ = cli_json(
-        "check",
-        "--table",
-        str(ROOT / "matrices" / "vllm-dsv4-flashinfer-post-48047.toml"),
-        "--sm",
-        "100",
-        "--baseline",
-        str(same),
-    )
-    assert code == 0 and doc["drift"]["changed"] is False
-    # A baseline recorded when 8 and 16 were refused (as before 0.6.14).
-    old = json.loads(same.read_text())
-    for head in old["results"][0]["heads"]:
-        if head["heads"] in (8, 16):
-            head.update(outcome="rejected", message="Expected 64 or 128 query heads")
-            head.pop("entry", None)
-    old["results"][0]["accepted"] = [32]
-    changed = tmp_path / "old.json"
-    changed.write_text(json.dumps(old))
-    code, doc, _ = cli_json(
-        "check",
-        "--table",
-        str(ROOT / "matrices" / "vllm-dsv4-flashinfer-post-48047.toml"),
-        "--sm",
-        "100",
-        "--baseline",
-        str(changed),
-    )
-    assert code == 1
-    [change] = doc["drift"]["changes"]
-    assert change["became_accepted"] == [8, 16] and change["became_rejected"] == []
-    # Text output says what changed, not only the exit code.
-    code, out, _ = cli(
-        "check",
-        "--table",
-        str(ROOT / "matrices" / "vllm-dsv4-flashinfer-post-48047.toml"),
-        "--sm",
-        "100",
-        "--baseline",
-        str(changed),
-    )
-    assert code == 1
-    assert "drift against the baseline" in out and "dsv4-sparse-mla SM100: became accepted {8, 16}" in out
-
-
-def test_bad_baseline_is_one_line(cli, tmp_path):
-    bad = tmp_path / "bad.json"
-    bad.write_text('{"schema": "something/1"}')
-    code, out, err = cli("check", "--sm", "100", "--baseline", str(bad))
-    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "not an hprobe matrix document" in err
 
 
 def test_pad_fn_calls_the_users_function(cli_json, cli, tmp_path):
