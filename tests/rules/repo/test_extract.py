@@ -1,4 +1,4 @@
-"""Padding rules read from a consumer's source (`--repo`, `table extract`), `--pad-fn`,
+"""Padding rules read from a consumer's source (`--repo`, `table extract`),
 and the CI outputs: JUnit, markdown, GitHub annotations."""
 
 from __future__ import annotations
@@ -207,26 +207,6 @@ def test_github_annotations_only_under_github_actions(cli, monkeypatch, tmp_path
     by_row = {part.split(":")[0].split(", ")[0].strip(): part for part in first.split("::", 2)[2].split("; ")}
     assert "2.00× waste" in by_row["DeepSeek-V4-Pro TP4 (n=32)"]
     assert "8.00× waste" in by_row["DeepSeek-V4-Pro TP16 (n=8)"]
-
-
-def test_pad_fn_calls_the_users_function(cli_json, cli, tmp_path):
-    rule = tmp_path / "rule.py"
-    rule.write_text(
-        "def pad(n):\n    if n > 128:\n        raise ValueError(f'{n} heads')\n    return 64 if n <= 64 else 128\n"
-    )
-    code, doc, _ = cli_json(
-        "check", "--pad-fn", f"{rule}:pad", "--kernel", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"
-    )
-    assert code == 0
-    by_n = {f["n"]: f for f in doc["findings"]}
-    assert (by_n[32]["padded"], by_n[32]["verdict"]) == (64, "reducible")
-    assert by_n[8]["source"] == f"{rule}:1"
-    code, _, err = cli(
-        "check", "--pad-fn", f"{rule}:nope", "--kernel", "dsv4-sparse-mla", "--sm", "100", "--heads", "128"
-    )
-    assert code == 2 and "has no nope" in err
-    code, _, err = cli("check", "--pad-fn", f"{rule}:pad", "--sm", "100", "--heads", "128")
-    assert code == 2 and "needs --kernel" in err
 
 
 def test_repo_input_errors_are_one_line(cli, tmp_path):

@@ -1,6 +1,7 @@
 """The process `--pad-fn` runs the consumer's function in. hprobe runs this file's
-text with `python -I -c`, so nothing of hprobe is importable here and nothing the
-consumer's code does (print, sys.exit, os._exit, a hang) reaches hprobe itself.
+text with `python -I -c`, so the child loads nothing of hprobe (no hprobe module
+is in it unless the consumer's code imports one), and nothing the consumer's code
+does (print, sys.exit, os._exit, a hang) reaches hprobe itself.
 
 Protocol: a JSON request on stdin ({"spec", "counts", "out"}); one JSON object per
 line appended to the file `out`: {"where"}, then per count {"calling"} before the
