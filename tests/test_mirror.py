@@ -37,7 +37,6 @@ ELSEWHERE: dict[str, str] = {
     "rules/interface.py": "tests/rules/test_sources.py",
     "rules/repo/interpreter/bound.py": "tests/rules/repo/interpreter/test_evaluate.py and tests/test_hostile.py",
     "rules/repo/interpreter/inline.py": "tests/rules/repo/tracing/test_paths.py",
-    "rules/repo/tree/scan.py": "tests/rules/repo/tree/test_engine.py and tests/rules/repo/tracing/test_heads.py",
     "support/workers.py": "tests/support/test_zygote.py and tests/support/test_worker.py",
 }
 

@@ -125,6 +125,9 @@ class RepoIndex:
         # would call is unknown; find_calls lists each that may call FlashInfer.
         self.unread: dict[str, Unread] = {}
         self._mro_cache: dict[str, list[ClassInfo]] = {}
+        self._submodule_only: dict[
+            tuple[str, str], bool
+        ] = {}  # (package, name) -> `from package import name` is its submodule
         self._texts: dict[str, str | None] = {}
         self._identifiers: dict[str, frozenset[str]] = {}
         self._spelled: dict[str, frozenset[str]] = {}
@@ -334,10 +337,18 @@ class RepoIndex:
         if attr is None:
             return None
         other = self.by_suffix(source)
-        if other is None:
+        if other is None or self._leaves_to_submodule(other, attr):
+            # `from pkg import mid` is the submodule pkg.mid where the package
+            # binds no `mid` of its own (nor may, through a star import).
             sub = self.by_suffix(f"{source}.{attr}")
             return ("module", sub, sub) if sub else None
         return self.lookup(other, attr, depth + 1)
+
+    def _leaves_to_submodule(self, package: ModuleInfo, attr: str) -> bool:
+        key = package.name, attr
+        if key not in self._submodule_only:
+            self._submodule_only[key] = _leaves_to_submodule(package, attr)
+        return self._submodule_only[key]
 
     def by_suffix(self, dotted: str) -> ModuleInfo | None:
         """The module `dotted` names, whether the tree root is the package's parent
@@ -444,6 +455,28 @@ class RepoIndex:
                         fresh.add(cls.name)
             words = fresh
         return list(found.values())
+
+
+def _leaves_to_submodule(package: ModuleInfo, attr: str) -> bool:
+    """Whether `from package import attr` can only be a submodule: the package
+    binds no such name at its top level (a definition, an import, any other
+    binding) and has no star import that might."""
+    if attr in package.constants or attr in package.functions or attr in package.classes:
+        return False
+    if attr in package.imports or attr in package.rebound:
+        return False
+    for node in ast.walk(package.tree):
+        if isinstance(node, ast.ImportFrom) and any(alias.name == "*" for alias in node.names):
+            return False
+        if isinstance(node, ast.Name) and node.id == attr and isinstance(node.ctx, (ast.Store, ast.Del)):
+            return False
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == attr:
+            return False
+        if isinstance(node, (ast.Global, ast.Nonlocal)) and attr in node.names:
+            return False
+        if isinstance(node, ast.alias) and (node.asname or node.name.split(".")[0]) == attr:
+            return False
+    return True
 
 
 def _too_deep(tree: ast.AST) -> tuple[int | None, str] | None:
