@@ -55,20 +55,18 @@ def test_a_baseline_that_is_not_a_recorded_matrix_is_one_input_error(tmp_path, w
     assert said in str(refused.value) and str(path) in str(refused.value)
 
 
+def _against(baseline) -> tuple[str, ...]:
+    """`check` of vLLM's DSv4 table after #48047 on SM100, against a recorded baseline."""
+    table = ROOT / "matrices" / "vllm-dsv4-flashinfer-post-48047.toml"
+    return ("check", "--table", str(table), "--sm", "100", "--baseline", str(baseline))
+
+
 def test_baseline_reports_drift(cli_json, cli, tmp_path):
     code, recorded, _ = cli_json("matrix", "-k", "dsv4-sparse-mla", "--sm", "100", "--heads", "8-32")
     assert code == 0
     same = tmp_path / "same.json"
     same.write_text(json.dumps(recorded))
-    code, doc, _ = cli_json(
-        "check",
-        "--table",
-        str(ROOT / "matrices" / "vllm-dsv4-flashinfer-post-48047.toml"),
-        "--sm",
-        "100",
-        "--baseline",
-        str(same),
-    )
+    code, doc, _ = cli_json(*_against(same))
     assert code == 0 and doc["drift"]["changed"] is False
     # A baseline recorded when 8 and 16 were refused (as before 0.6.14).
     old = json.loads(same.read_text())
@@ -79,28 +77,12 @@ def test_baseline_reports_drift(cli_json, cli, tmp_path):
     old["results"][0]["accepted"] = [32]
     changed = tmp_path / "old.json"
     changed.write_text(json.dumps(old))
-    code, doc, _ = cli_json(
-        "check",
-        "--table",
-        str(ROOT / "matrices" / "vllm-dsv4-flashinfer-post-48047.toml"),
-        "--sm",
-        "100",
-        "--baseline",
-        str(changed),
-    )
+    code, doc, _ = cli_json(*_against(changed))
     assert code == 1
     [change] = doc["drift"]["changes"]
     assert change["became_accepted"] == [8, 16] and change["became_rejected"] == []
     # Text output says what changed, not only the exit code.
-    code, out, _ = cli(
-        "check",
-        "--table",
-        str(ROOT / "matrices" / "vllm-dsv4-flashinfer-post-48047.toml"),
-        "--sm",
-        "100",
-        "--baseline",
-        str(changed),
-    )
+    code, out, _ = cli(*_against(changed))
     assert code == 1
     assert "drift against the baseline" in out and "dsv4-sparse-mla SM100: became accepted {8, 16}" in out
 
