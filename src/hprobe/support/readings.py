@@ -39,6 +39,7 @@ from hprobe.system.fileio import MAX_INPUT_BYTES, MAX_SOURCE_BYTES, content_dige
 if TYPE_CHECKING:
     from hprobe.rules.repo.interpreter.evaluate import FlashinferSource
     from hprobe.rules.repo.tree.mapping import Mapping
+    from hprobe.rules.repo.tree.scan import RepoIndex
 
 SCHEMA = "hprobe.reading/1"
 
@@ -59,16 +60,17 @@ class KeptReadings:
         excludes: tuple[str, ...] = (),
         flashinfer: FlashinferSource | None = None,
         overrides: dict[str, str] | None = None,
+        index: RepoIndex | None = None,
     ) -> RepoTables:
         key = self._key(root, mapping, excludes, flashinfer, overrides) if self.use_cache else None
         if key is None:
-            return extract(root, mapping, excludes, flashinfer, overrides)
+            return extract(root, mapping, excludes, flashinfer, overrides, index)
         kept = _load(key)
         if kept is not None:
             return kept
         unkept_before = getattr(flashinfer, "unkept", 0)
         with reads_recorded() as reads:
-            tables = extract(root, mapping, excludes, flashinfer, overrides)
+            tables = extract(root, mapping, excludes, flashinfer, overrides, index)
         _, covered = self._shapes[(str(root), tuple(excludes))]
         # A file of the tree that changed while it was read: the key no longer
         # says what the reading rests on, so it is not kept.

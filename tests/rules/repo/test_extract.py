@@ -3,8 +3,10 @@ and the CI outputs: JUnit, markdown, GitHub annotations."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 
 from hprobe.rules.repo.extract import extract
@@ -295,3 +297,38 @@ def test_suggest_over_a_repo_rewrites_its_rules_as_a_table(cli, cli_json, tmp_pa
     assert code == 0, err
     code, checked, _ = cli_json("check", "--table", str(out), "--sm", "100", "--flashinfer", _installed_tree())
     assert code == 0 and {f["verdict"] for f in checked["findings"]} == {"ok"}
+
+
+class _Release:
+    """A release the fixture's rules never read: only its number is asked."""
+
+    version = "0.6.14"
+
+
+def _reading_spy(seen: list):
+    def read(*args, index=None):
+        seen.append(index)
+        return extract(*args, index=index)
+
+    return read
+
+
+def test_a_reading_per_release_evaluates_the_tree_as_already_parsed(tmp_path):
+    seen: list = []
+    first = extract(POST, load_mapping())
+    again = replace(first, reader=_reading_spy(seen)).against(_Release(), "0.6.14")  # type: ignore[arg-type]
+    assert seen == [first.index] and first.index is not None
+    fresh = extract(POST, load_mapping(), (), _Release())  # type: ignore[arg-type]
+    assert again.table.backends == fresh.table.backends and again.notes == fresh.notes
+    assert [p.to_dict() for p in again.paths.paths] == [p.to_dict() for p in fresh.paths.paths]
+
+
+def test_a_tree_with_a_file_not_parsed_is_read_again_per_release(tmp_path):
+    tree = tmp_path / "post48047"
+    shutil.copytree(POST, tree)
+    (tree / "broken.py").write_text("# get_padded_num_q_heads\ndef (:\n")
+    seen: list = []
+    first = extract(tree, load_mapping())
+    assert first.index is not None and "broken" in first.index.unread
+    replace(first, reader=_reading_spy(seen)).against(_Release(), "0.6.14")  # type: ignore[arg-type]
+    assert seen == [None]  # what was not parsed is said from a reading of its own

@@ -135,7 +135,14 @@ class RepoTables:
         """The same tree read again with its rules evaluated against `release`,
         as a table judged on that release only."""
         assert self.mapping is not None
-        again = (self.reader or extract)(Path(self.root), self.mapping, self.excludes, release, self.overrides)
+        # The tree as this reading parsed it, where it holds it: what a module
+        # says does not depend on the release its rules are evaluated against.
+        # Not where a file could not be read or parsed: the notes of that
+        # would then depend on what the first reading happened to open.
+        index = self.index if self.index is not None and not self.index.problems and not self.index.unread else None
+        again = (self.reader or extract)(
+            Path(self.root), self.mapping, self.excludes, release, self.overrides, index=index
+        )
         table = replace(again.table, name=f"{self.table.name} on flashinfer {release.version}", releases=(label,))
         return replace(again, table=table, flashinfer_version=release.version)
 
