@@ -34,7 +34,7 @@ ELSEWHERE: dict[str, str] = {
     "report/formats/html_site.py": _FORMATS + " and tests/commands/test_report.py",
     "report/formats/terminal.py": _FORMATS,
     "report/suggest.py": "tests/commands/test_suggest.py",
-    "rules/interface.py": "tests/rules/test_sources.py",
+    "rules/interface.py": "abstract interfaces only; a kind built on them in tests/rules/test_sources.py",
     "rules/repo/interpreter/bound.py": "tests/rules/repo/interpreter/test_evaluate.py and tests/test_hostile.py",
     "rules/repo/interpreter/inline.py": "tests/rules/repo/tracing/test_paths.py",
     "support/workers.py": "tests/support/test_zygote.py and tests/support/test_worker.py",
