@@ -146,6 +146,7 @@ def test_relative_imports_resolve_against_the_package():
         ("mid = None\n", False),
         ("if True:\n    mid = None\n", False),
         ("from .other import *\n", False),  # a star import may bind it
+        ("def __getattr__(name):\n    return None\n", False),  # asked before the submodule
     ],
 )
 def test_a_name_imported_from_a_package_is_its_submodule_only_where_the_package_binds_none(

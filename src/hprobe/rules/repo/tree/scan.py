@@ -125,9 +125,8 @@ class RepoIndex:
         # would call is unknown; find_calls lists each that may call FlashInfer.
         self.unread: dict[str, Unread] = {}
         self._mro_cache: dict[str, list[ClassInfo]] = {}
-        self._submodule_only: dict[
-            tuple[str, str], bool
-        ] = {}  # (package, name) -> `from package import name` is its submodule
+        # (package, name) -> whether `from package import name` is its submodule
+        self._submodule_only: dict[tuple[str, str], bool] = {}
         self._texts: dict[str, str | None] = {}
         self._identifiers: dict[str, frozenset[str]] = {}
         self._spelled: dict[str, frozenset[str]] = {}
@@ -460,7 +459,10 @@ class RepoIndex:
 def _leaves_to_submodule(package: ModuleInfo, attr: str) -> bool:
     """Whether `from package import attr` can only be a submodule: the package
     binds no such name at its top level (a definition, an import, any other
-    binding) and has no star import that might."""
+    binding), has no star import that might, and no module `__getattr__`
+    (PEP 562), which Python asks before it imports the submodule."""
+    if "__getattr__" in package.functions:
+        return False
     if attr in package.constants or attr in package.functions or attr in package.classes:
         return False
     if attr in package.imports or attr in package.rebound:
