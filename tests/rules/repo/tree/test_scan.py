@@ -165,3 +165,26 @@ def test_a_name_imported_from_a_package_is_its_submodule_only_where_the_package_
     leaf = index.by_suffix("leaf").classes["Leaf"]  # type: ignore[union-attr]
     bases = [c.qualname for c in index.mro(leaf)[1:]]
     assert bases == (["pkg.mid.Mid"] if resolves else [])
+
+
+@pytest.mark.parametrize(
+    ("imported", "base", "resolves"),
+    [
+        ("import pkg.mid as m", "m.Mid", True),
+        ("import pkg.mid", "pkg.mid.Mid", False),  # a chain of modules: not followed, never guessed
+        ("import torch as m", "m.Mid", False),  # not the tree's
+    ],
+)
+def test_a_module_imported_under_a_name_resolves_its_classes(tmp_path, imported, base, resolves):
+    root = _tree(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/mid.py": "class Mid:\n    def pad(self, n):\n        return 64\n",
+            "leaf.py": f"{imported}\nclass Leaf({base}):\n    pass\n",
+        },
+    )
+    index = RepoIndex.build(root)
+    leaf = index.by_suffix("leaf").classes["Leaf"]  # type: ignore[union-attr]
+    assert [c.qualname for c in index.mro(leaf)[1:]] == (["pkg.mid.Mid"] if resolves else [])
+    assert ("leaf.Leaf" in {c.qualname for c in index.classes_with("pad")}) is resolves

@@ -334,7 +334,9 @@ class RepoIndex:
             return None
         source, attr = target
         if attr is None:
-            return None
+            # `import a.b as m` (or `import a`): the name is that module, where it is the tree's.
+            module_bound = self.by_suffix(source)
+            return ("module", module_bound, module_bound) if module_bound is not None else None
         other = self.by_suffix(source)
         if other is None or self._leaves_to_submodule(other, attr):
             # `from pkg import mid` is the submodule pkg.mid where the package
