@@ -171,15 +171,17 @@ def test_a_name_imported_from_a_package_is_its_submodule_only_where_the_package_
     ("imported", "base", "resolves"),
     [
         ("import pkg.mid as m", "m.Mid", True),
-        ("import pkg.mid", "pkg.mid.Mid", False),  # a chain of modules: not followed, never guessed
+        ("import pkg.mid", "pkg.mid.Mid", True),  # through the package to its submodule
+        ("import pkg.mid", "pkg.other.Mid", False),  # no such submodule
         ("import torch as m", "m.Mid", False),  # not the tree's
     ],
 )
 def test_a_module_imported_under_a_name_resolves_its_classes(tmp_path, imported, base, resolves):
+    package_init = ""
     root = _tree(
         tmp_path,
         {
-            "pkg/__init__.py": "",
+            "pkg/__init__.py": package_init,
             "pkg/mid.py": "class Mid:\n    def pad(self, n):\n        return 64\n",
             "leaf.py": f"{imported}\nclass Leaf({base}):\n    pass\n",
         },
@@ -188,3 +190,17 @@ def test_a_module_imported_under_a_name_resolves_its_classes(tmp_path, imported,
     leaf = index.by_suffix("leaf").classes["Leaf"]  # type: ignore[union-attr]
     assert [c.qualname for c in index.mro(leaf)[1:]] == (["pkg.mid.Mid"] if resolves else [])
     assert ("leaf.Leaf" in {c.qualname for c in index.classes_with("pad")}) is resolves
+
+
+def test_a_package_binding_the_submodules_name_keeps_the_chain_unresolved(tmp_path):
+    root = _tree(
+        tmp_path,
+        {
+            "pkg/__init__.py": "from .other import Thing as mid\n",
+            "pkg/other.py": "class Thing:\n    pass\n",
+            "pkg/mid.py": "class Mid:\n    pass\n",
+            "leaf.py": "import pkg\nclass Leaf(pkg.mid.Mid):\n    pass\n",
+        },
+    )
+    index = RepoIndex.build(root)
+    assert index.resolve_class(index.by_suffix("leaf"), "pkg.mid.Mid") is None  # type: ignore[arg-type]

@@ -374,7 +374,15 @@ class RepoIndex:
         if kind == "class" and not rest:
             return value
         if kind == "module" and rest:
-            return value.classes.get(rest)
+            *packages, name = rest.split(".")
+            for part in packages:
+                # `import pkg.mid` then `pkg.mid.Mid`: the submodule, where the
+                # package binds no `mid` of its own that could stand for it.
+                sub = self.by_suffix(f"{value.name}.{part}") if self._leaves_to_submodule(value, part) else None
+                if sub is None:
+                    return None
+                value = sub
+            return value.classes.get(name)
         return None
 
     def taint(self, cls: ClassInfo) -> str | None:
