@@ -191,33 +191,87 @@ def test_report_imports_no_decider():
     assert offenders == []
 
 
-# Inside rules.repo, lowest first: the parts of reading a tree, then the
-# modules that put them together (rules.repo's own modules).
-REPO_PARTS = ["tree", "interpreter", "tracing"]
+# Inside a package with parts of its own, lowest first: each group names the
+# package's children (modules and subpackages; "" its own `__init__`), and no
+# import inside the package runs from a lower group to a higher one. Every
+# package with a subpackage is declared, every child placed: a new one must
+# say where it stands.
+PACKAGE_PARTS: dict[str, list[list[str]]] = {
+    # what a kernel table is and how C++ is read, the ports over them, the depth they give
+    "hprobe.compiled": [["", "files", "cxx", "table"], ["trtllm_gen", "sm120_sparse", "gqa_decode"], ["depth"]],
+    # reports as data, then the formats that render them
+    "hprobe.report": [["", "model", "pivot", "cache", "catalogue", "drift", "suggest"], ["formats"]],
+    # tables and models, a consumer's tree read by its parts, the registry of rule sources
+    "hprobe.rules": [["", "interface", "toml_source", "toml_writer", "models", "waivers"], ["repo"], ["sources"]],
+    # reading a tree by its parts, put together by the modules of rules.repo itself
+    "hprobe.rules.repo": [
+        ["tree"],
+        ["interpreter"],
+        ["tracing"],
+        ["", "extract", "kind", "pin", "patch", "padfn", "padfn_child"],
+    ],
+}
 
 
-def _repo_part(module: str) -> int | None:
-    parts = module.split(".")
-    if parts[:3] != ["hprobe", "rules", "repo"]:
+def _child(package: str, module: str) -> str | None:
+    if module == package:
+        return ""
+    if module.startswith(package + "."):
+        return module[len(package) + 1 :].split(".")[0]
+    return None
+
+
+def _part(package: str, module: str) -> int | None:
+    child = _child(package, module)
+    if child is None:
         return None
-    if len(parts) == 3:
-        return len(REPO_PARTS)  # the package's face
-    return REPO_PARTS.index(parts[3]) if parts[3] in REPO_PARTS else len(REPO_PARTS)
+    return next(i for i, group in enumerate(PACKAGE_PARTS[package]) if child in group)
+
+
+def test_every_package_with_parts_places_each_of_them():
+    packages = {
+        ".".join(("hprobe", *p.parent.relative_to(PACKAGE).parts))
+        for p in PACKAGE.rglob("__init__.py")
+        if p.parent != PACKAGE
+    }
+    with_parts = {package.rsplit(".", 1)[0] for package in packages if package.count(".") >= 2}
+    assert with_parts <= set(PACKAGE_PARTS), sorted(with_parts - set(PACKAGE_PARTS))
+    for package, groups in PACKAGE_PARTS.items():
+        children = {_child(package, m) for m in GRAPH if _child(package, m) is not None}
+        placed = [c for group in groups for c in group]
+        assert sorted(children) == sorted(placed), package
+
+
+def test_no_import_inside_a_package_runs_up_its_parts():
+    """Inside each package of PACKAGE_PARTS, an import runs from a part to one
+    of its own group or below: the tree is read by the modules that put
+    tree/, interpreter/ and tracing/ together, a port never imports the depth
+    it serves, a report never imports a format."""
+    upward = sorted(
+        f"{src} -> {dst}"
+        for package in PACKAGE_PARTS
+        for src, dsts in GRAPH.items()
+        for dst in dsts
+        if (low := _part(package, src)) is not None and (high := _part(package, dst)) is not None and high > low
+    )
+    assert upward == []
+    # The check reads real imports: the reader of a whole tree sits above tracing
+    # and uses it; the depth sits above the ports and imports one.
+    assert _part("hprobe.rules.repo", "hprobe.rules.repo.extract") == 3
+    assert "hprobe.rules.repo.tracing.paths" in GRAPH["hprobe.rules.repo.extract"]
+    assert _part("hprobe.compiled", "hprobe.compiled.depth") == 2
+    assert any(d.startswith("hprobe.compiled.trtllm_gen") for d in GRAPH["hprobe.compiled.depth"])
 
 
 def test_reading_a_tree_is_put_together_above_its_parts():
     """No import inside rules/repo/ runs from a part to one above it: the tree
     is read by the modules that put tree/, interpreter/ and tracing/ together,
     not from inside tree/."""
+    package = "hprobe.rules.repo"
     upward = sorted(
         f"{src} -> {dst}"
         for src, dsts in GRAPH.items()
         for dst in dsts
-        if (low := _repo_part(src)) is not None and (high := _repo_part(dst)) is not None and high > low
+        if (low := _part(package, src)) is not None and (high := _part(package, dst)) is not None and high > low
     )
     assert upward == []
-    # The check reads real imports: the reader of a whole tree sits above tracing and uses it.
-    assert (
-        _repo_part("hprobe.rules.repo.extract") == 3
-        and "hprobe.rules.repo.tracing.paths" in GRAPH["hprobe.rules.repo.extract"]
-    )

@@ -1,6 +1,11 @@
 """Where padding rules come from. Each source turns something the user owns into
 `PaddingTable`s without modifying it: TOML tables (here and `toml_source`), a
-`--pad-fn` function and a consumer's tree (`repo/`)."""
+`--pad-fn` function and a consumer's tree (`repo/`).
+
+Lowest first (a part imports only the parts above it in this list): this
+module, `interface`, the TOML reader and writer, `models` and `waivers`;
+`repo/`; `sources`, the registry of the kinds of source (tests/test_layers.py
+holds the order)."""
 
 from __future__ import annotations
 
