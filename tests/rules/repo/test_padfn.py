@@ -14,10 +14,19 @@ RULE = "def pad(n):\n    if n > 128:\n        raise ValueError(f'{n} heads')\n  
 
 
 @pytest.mark.pure
-@pytest.mark.parametrize("spec", ["rule.py", ":pad", "rule.py:", "no/such/file.py:pad"])
-def test_a_spec_that_names_no_function_is_refused_before_any_process(spec):
-    with pytest.raises(InputError, match=r"--pad-fn"):
+@pytest.mark.parametrize(
+    ("spec", "said"),
+    [
+        ("rule.py", "expected MODULE:QUALNAME or FILE.py:QUALNAME"),
+        (":pad", "expected MODULE:QUALNAME or FILE.py:QUALNAME"),
+        ("rule.py:", "expected MODULE:QUALNAME or FILE.py:QUALNAME"),
+        ("no/such/file.py:pad", "no such file no/such/file.py"),
+    ],
+)
+def test_a_spec_that_names_no_function_is_refused_before_any_process(spec, said):
+    with pytest.raises(InputError) as refused:
         call_pad_fn(spec, [8])
+    assert str(refused.value) == f"--pad-fn {spec!r}: {said}"
 
 
 @pytest.mark.slow
