@@ -228,6 +228,17 @@ def _part(package: str, module: str) -> int | None:
     return next(i for i, group in enumerate(PACKAGE_PARTS[package]) if child in group)
 
 
+def _upward(*packages: str) -> list[str]:
+    """The imports inside `packages` that run from a part to a higher one."""
+    return sorted(
+        f"{src} -> {dst}"
+        for package in packages
+        for src, dsts in GRAPH.items()
+        for dst in dsts
+        if (low := _part(package, src)) is not None and (high := _part(package, dst)) is not None and high > low
+    )
+
+
 def test_every_package_with_parts_places_each_of_them():
     packages = {
         ".".join(("hprobe", *p.parent.relative_to(PACKAGE).parts))
@@ -247,14 +258,7 @@ def test_no_import_inside_a_package_runs_up_its_parts():
     of its own group or below: the tree is read by the modules that put
     tree/, interpreter/ and tracing/ together, a port never imports the depth
     it serves, a report never imports a format."""
-    upward = sorted(
-        f"{src} -> {dst}"
-        for package in PACKAGE_PARTS
-        for src, dsts in GRAPH.items()
-        for dst in dsts
-        if (low := _part(package, src)) is not None and (high := _part(package, dst)) is not None and high > low
-    )
-    assert upward == []
+    assert _upward(*PACKAGE_PARTS) == []
     # The check reads real imports: the reader of a whole tree sits above tracing
     # and uses it; the depth sits above the ports and imports one.
     assert _part("hprobe.rules.repo", "hprobe.rules.repo.extract") == 3
@@ -267,11 +271,4 @@ def test_reading_a_tree_is_put_together_above_its_parts():
     """No import inside rules/repo/ runs from a part to one above it: the tree
     is read by the modules that put tree/, interpreter/ and tracing/ together,
     not from inside tree/."""
-    package = "hprobe.rules.repo"
-    upward = sorted(
-        f"{src} -> {dst}"
-        for src, dsts in GRAPH.items()
-        for dst in dsts
-        if (low := _part(package, src)) is not None and (high := _part(package, dst)) is not None and high > low
-    )
-    assert upward == []
+    assert _upward("hprobe.rules.repo") == []

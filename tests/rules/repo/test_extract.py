@@ -313,7 +313,7 @@ def _reading_spy(seen: list):
     return read
 
 
-def test_a_reading_per_release_evaluates_the_tree_as_already_parsed(tmp_path):
+def test_a_reading_per_release_evaluates_the_tree_as_already_parsed():
     seen: list = []
     first = extract(POST, load_mapping())
     again = replace(first, reader=_reading_spy(seen)).against(_Release(), "0.6.14")  # type: ignore[arg-type]

@@ -473,10 +473,8 @@ def _leaves_to_submodule(package: ModuleInfo, attr: str) -> bool:
     (PEP 562), which Python asks before it imports the submodule."""
     if "__getattr__" in package.functions:
         return False
-    if attr in package.constants or attr in package.functions or attr in package.classes:
-        return False
-    if attr in package.imports or attr in package.rebound:
-        return False
+    # Every binding of the name, at the top or anywhere below it (a `global`
+    # in a function binds it at the top too).
     for node in ast.walk(package.tree):
         if isinstance(node, ast.ImportFrom) and any(alias.name == "*" for alias in node.names):
             return False
