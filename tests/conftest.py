@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -68,19 +67,11 @@ def engine_source(where: Path, distribution: str, version: str) -> Path:
     shared: tests read it, and copy it before changing anything."""
     key = (distribution, version)
     if key not in _ENGINE_TREES:
-        # One tree for every worker, so that a reading one worker kept (keyed
-        # by the tree's path) is the other's too: the first to ask downloads
-        # it under a lock the others wait on.
-        where = SESSION_CACHE / "engines" / f"{distribution}-{version}"
-        where.parent.mkdir(parents=True, exist_ok=True)
-        with open(where.parent / f"{distribution}-{version}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            done = where / "downloaded"
-            if not done.is_file():
-                shutil.rmtree(where, ignore_errors=True)  # a download cut short
-                download_engine(where, distribution, version)
-                done.touch()
-        _ENGINE_TREES[key] = where / "tree"
+        # Per worker: two workers downloading into one directory would race.
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        _ENGINE_TREES[key] = download_engine(
+            SESSION_CACHE / "engines" / worker / f"{distribution}-{version}", distribution, version
+        )
     return _ENGINE_TREES[key]
 
 
