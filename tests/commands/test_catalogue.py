@@ -270,3 +270,19 @@ def test_axis_options_are_read_from_the_probes(cli):
     assert code == 2 and "(did you mean --page-size?)" in err
     code, _, err = cli("matrix", "-k", "xqa-mla", "--dtype")
     assert code == 2 and "--dtype needs a value" in err
+
+
+def test_models_lists_mla_and_gqa_models_with_their_layers(cli, cli_json):
+    code, doc, _ = cli_json("models")
+    assert code == 0 and doc["schema"] == "hprobe.models/1"
+    by_name = {m["name"]: m for m in doc["models"]}
+    assert "layers" not in by_name["DeepSeek-V3"]
+    assert by_name["Gemma-4-31B"]["layers"] == [
+        {"name": "global", "num_kv_heads": 4, "head_dim": 512, "sinks": False},
+        {"name": "sliding", "num_kv_heads": 16, "head_dim": 256, "sinks": False},
+    ]
+    assert all(m["citation"] for m in doc["models"])
+    code, out, _ = cli("models")
+    assert code == 0
+    assert "gpt-oss-20b            64 query heads, 8 KV heads of dim 64 with sinks, TP 1/2/4/8/16;" in out
+    assert "global 4 KV heads of dim 512, sliding 16 KV heads of dim 256" in out

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from hprobe.model.release import Progress, quiet
 
 if TYPE_CHECKING:
+    from hprobe.model.padding import Model
     from hprobe.report.catalogue import KernelsReport, RecordsReport
     from hprobe.rules.repo.extract import RepoTables
 
@@ -34,11 +35,12 @@ def env_report() -> RecordsReport:
 
 
 def models_report() -> RecordsReport:
-    """The models `check --model` knows, with the config each count comes from."""
+    """The models hprobe knows, with the config each count comes from: MLA ones
+    (`check --model`) and GQA/MHA ones with each kind of layer (`matrix --model`)."""
     from hprobe.report.catalogue import RecordsReport
-    from hprobe.rules.models import shipped_models
+    from hprobe.rules.models import every_model
 
-    rows = shipped_models()
+    rows = every_model()
     document = {
         "schema": "hprobe.models/1",
         "models": [
@@ -47,19 +49,40 @@ def models_report() -> RecordsReport:
                 "num_q_heads": m.num_q_heads,
                 "tp": list(m.tp),
                 "families": list(m.families),
+                **(
+                    {
+                        "layers": [
+                            {
+                                "name": la.name,
+                                "num_kv_heads": la.num_kv_heads,
+                                "head_dim": la.head_dim,
+                                "sinks": la.sinks,
+                            }
+                            for la in m.layers
+                        ]
+                    }
+                    if m.layers
+                    else {}
+                ),
                 "citation": m.citation,
             }
             for m in rows
         ],
     }
-    shown = {
-        m.name: (
-            f"{m.num_q_heads} query heads, TP {'/'.join(map(str, m.tp))}, paths {', '.join(m.families) or 'every'}; "
-            f"{m.citation}"
-        )
-        for m in rows
-    }
+    shown = {m.name: _model_line(m) for m in rows}
     return RecordsReport("hprobe models", document, shown)
+
+
+def _model_line(m: Model) -> str:
+    tp = f"TP {'/'.join(map(str, m.tp))}"
+    if not m.layers:
+        return f"{m.num_q_heads} query heads, {tp}, paths {', '.join(m.families) or 'every'}; {m.citation}"
+    layers = ", ".join(
+        f"{la.name + ' ' if len(m.layers) > 1 else ''}{la.num_kv_heads} KV heads of dim {la.head_dim}"
+        f"{' with sinks' if la.sinks else ''}"
+        for la in m.layers
+    )
+    return f"{m.num_q_heads} query heads, {layers}, {tp}; {m.citation}"
 
 
 def extract_report(found: RepoTables) -> RecordsReport:

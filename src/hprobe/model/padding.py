@@ -127,6 +127,24 @@ class Where:
 
 
 @dataclass(frozen=True)
+class AttentionLayer:
+    """One kind of GQA/MHA attention layer of a model (Gemma's global and sliding
+    layers differ in KV heads and head dim): its geometry over the whole model."""
+
+    name: str  # "attention" for a model whose layers are all alike
+    num_kv_heads: int
+    head_dim: int
+    sinks: bool = False  # one learned sink per query head (gpt-oss)
+
+
+def kv_heads_per_rank(kv: int, tp: int) -> int:
+    """The KV heads one rank holds: split while there are enough, else one,
+    replicated (vLLM's and SGLang's `max(1, kv // tp)`; both assert that one
+    of kv and tp divides the other)."""
+    return max(1, kv // tp)
+
+
+@dataclass(frozen=True)
 class Model:
     """A model in a padding table: its query heads and the TP degrees it is served at."""
 
@@ -144,6 +162,9 @@ class Model:
     # an engine tree only where the tree's model registry names one; () = any.
     architectures: tuple[str, ...] = ()
     asked: bool = False  # named with --model: judged whatever the tree serves
+    # GQA/MHA models (matrices/models/gqa.toml): each kind of attention layer;
+    # () for MLA, whose one latent KV head every query head shares.
+    layers: tuple[AttentionLayer, ...] = ()
 
     def takes(self, family: str | None) -> bool:
         """Whether this model is served by a path of `family` (None: any)."""
@@ -152,6 +173,15 @@ class Model:
     def per_rank(self) -> list[tuple[int, int]]:
         """(tp, heads per rank) for every TP degree. Validated at load time."""
         return [(tp, self.num_q_heads // tp) for tp in self.tp]
+
+    def per_rank_layers(self) -> list[tuple[int, AttentionLayer, int, int]]:
+        """(tp, layer, query heads, KV heads) per rank, for every TP degree and
+        kind of GQA/MHA layer. Validated at load time."""
+        return [
+            (tp, layer, self.num_q_heads // tp, kv_heads_per_rank(layer.num_kv_heads, tp))
+            for tp in self.tp
+            for layer in self.layers
+        ]
 
 
 @dataclass(frozen=True)

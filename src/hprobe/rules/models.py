@@ -1,6 +1,8 @@
-"""The MLA models the engines serve (matrices/models/mla.toml): each one's total
-query heads, cited to its published config, and the model families whose call
-paths it takes. `--model NAME` picks from them; `--heads N` stands in for one."""
+"""The models the engines serve, each count cited to its published config: MLA
+(matrices/models/mla.toml: total query heads and the model families whose call
+paths it takes; `check --model NAME` picks from them, `--heads N` stands in for
+one) and GQA/MHA (matrices/models/gqa.toml: query heads and each kind of
+attention layer's KV heads and head dim; `matrix --model NAME` probes them)."""
 
 from __future__ import annotations
 
@@ -15,11 +17,31 @@ from hprobe.rules.toml_source import _Parser, parse_toml
 from hprobe.system.fileio import read_text
 
 MODELS_FILE = ("models", "mla.toml")  # a subfolder: matrices/*.toml are padding tables
+GQA_MODELS_FILE = ("models", "gqa.toml")
 
 
 @cache
 def shipped_models() -> tuple[Model, ...]:
+    """The MLA models: those `check` judges engine paths for."""
     return tuple(load_models(shipped_data(*MODELS_FILE)))
+
+
+@cache
+def shipped_gqa_models() -> tuple[Model, ...]:
+    """The GQA/MHA models; each has its kinds of attention layer."""
+    models = tuple(load_models(shipped_data(*GQA_MODELS_FILE)))
+    if not all(m.layers for m in models):
+        raise InputError(f"{shipped_data(*GQA_MODELS_FILE)}: every GQA/MHA model needs a head_dim or layers")
+    return models
+
+
+def every_model() -> list[Model]:
+    """MLA and GQA/MHA models together, as `models` and `matrix --model` know them."""
+    every = [*shipped_models(), *shipped_gqa_models()]
+    names = [m.name.lower() for m in every]
+    if len(set(names)) != len(names):
+        raise InputError("a model is named in both matrices/models/mla.toml and gqa.toml")
+    return every
 
 
 def load_models(path: Path) -> list[Model]:
@@ -45,6 +67,13 @@ def pick_models(models: list[Model], names: list[str]) -> list[Model]:
     out = []
     for name in names:
         found = by_name.get(name.strip().lower())
+        if found is None and not any(m.layers for m in models):
+            gqa = {m.name.lower(): m for m in shipped_gqa_models()}.get(name.strip().lower())
+            if gqa is not None:
+                raise InputError(
+                    f"--model {name!r}: a GQA/MHA model, and check judges MLA call paths only; "
+                    f"`hprobe matrix --model {gqa.name}` probes its shapes per rank"
+                )
         if found is None:
             known = ", ".join(m.name for m in models)
             raise InputError(

@@ -12,6 +12,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from hprobe.model.errors import InputError
 from hprobe.model.padding import (
     MAX_HEADS,
+    AttentionLayer,
     Backend,
     Model,
     NoPadding,
@@ -248,6 +249,7 @@ class _Parser:
                 self.locate("model", index, "architectures"),
                 f'model {name}: architectures is a list of class names such as ["DeepseekV3ForCausalLM"]',
             )
+        layers = self._layers(raw, index, name, heads, tp)
         citation = raw.get("config", "")
         if (
             not isinstance(citation, str)
@@ -266,7 +268,68 @@ class _Parser:
             tuple(sorted(attributes.items())),
             citation,
             tuple(architectures),
+            layers=layers,
         )
+
+    def _layers(
+        self, raw: dict[str, Any], index: int, name: str, heads: int, tp: list[int]
+    ) -> tuple[AttentionLayer, ...]:
+        """A GQA/MHA model's kinds of attention layer: `layers = [{name, num_kv_heads,
+        head_dim, sinks}, ...]`, or one kind from the model's own `num_kv_heads`,
+        `head_dim` and `sinks`; none (MLA) without a head dim."""
+        if "layers" in raw and "head_dim" in raw:
+            raise self._fail(self.locate("model", index, "layers"), f"model {name}: give layers or head_dim, not both")
+        if "layers" in raw:
+            items = raw["layers"]
+            if not isinstance(items, list) or not items or not all(isinstance(i, dict) for i in items):
+                raise self._fail(
+                    self.locate("model", index, "layers"),
+                    f"model {name}: layers is a list of tables such as "
+                    '{name = "global", num_kv_heads = 4, head_dim = 512}',
+                )
+        elif "head_dim" in raw:
+            items = [{"name": "attention", **{k: raw[k] for k in ("num_kv_heads", "head_dim", "sinks") if k in raw}}]
+        else:
+            if "sinks" in raw:
+                raise self._fail(self.locate("model", index, "sinks"), f"model {name}: sinks needs a head_dim")
+            return ()
+        where = self.locate("model", index, "layers" if "layers" in raw else "head_dim")
+        layers = []
+        for item in items:
+            if set(item) - {"name", "num_kv_heads", "head_dim", "sinks"}:
+                raise self._fail(where, f"model {name}: a layer holds name, num_kv_heads, head_dim and sinks only")
+            layer_name, kv, dim, sinks = (
+                item.get("name", "attention"),
+                item.get("num_kv_heads", 1),
+                item.get("head_dim"),
+                item.get("sinks", False),
+            )
+            if (
+                not isinstance(layer_name, str)
+                or not layer_name
+                or not _positive_int(kv)
+                or not _positive_int(dim)
+                or dim > MAX_HEAD_DIM
+                or not isinstance(sinks, bool)
+            ):
+                raise self._fail(
+                    where,
+                    f"model {name}: a layer's num_kv_heads is a positive integer, "
+                    f"its head_dim one up to {MAX_HEAD_DIM}, its sinks true or false",
+                )
+            if heads % kv:
+                raise self._fail(where, f"model {name}: {kv} KV heads do not divide {heads} query heads")
+            for t in tp:
+                # What the engines assert before they shard: split evenly, or replicated evenly.
+                if kv % t and t % kv:
+                    raise self._fail(
+                        self.locate("model", index, "tp"),
+                        f"model {name}: {kv} KV heads neither split over nor replicate evenly at tp={t}",
+                    )
+            layers.append(AttentionLayer(layer_name, kv, dim, sinks))
+        if len({layer.name for layer in layers}) != len(layers):
+            raise self._fail(where, f"model {name}: a layer is named twice")
+        return tuple(layers)
 
     def backend(self, raw: Any, index: int) -> Backend:
         where = self.locate("backend", index)
@@ -454,8 +517,13 @@ _MODEL_KEYS = frozenset(
         "corroborated",
         "architectures",
         "architectures_cited",
+        "head_dim",
+        "sinks",
+        "layers",
     }
 )
+# Above any head dim a model has (Gemma 4's global layers: 512; MLA's 576 is not a GQA head dim).
+MAX_HEAD_DIM = 1024
 
 
 def _largest_int(value: Any) -> int:
