@@ -101,3 +101,125 @@ def test_plain_text_when_not_a_terminal(cli):
     assert code == 0
     assert "\x1b[" not in out
     assert "accepted {8, 16, 32, 64, 128}" in out
+
+
+def _shapes(doc: dict) -> dict[tuple, dict]:
+    """`matrix --model`'s rows by (model, tp, layer, release)."""
+    return {(a["model"], a["tp"], a.get("layer"), a["release"]): a for a in doc["model_shapes"]}
+
+
+@pytest.mark.slow
+def test_a_model_is_probed_as_each_rank_hands_the_kernel(cli_json):
+    """Each TP degree's query and KV heads (KV heads replicated once TP passes
+    them) against the CUDA-core decode's group dispatch, read here from each
+    release's own macro: Llama-3.1-405B's group 16 (flashinfer #3563) and
+    Qwen3.5-27B's group 6 (#2684) are refused on 0.6.14 and served on 0.7.4."""
+    from hprobe.rules.models import every_model, pick_models
+    from tests.kernels.test_gqa_decode import _dispatch
+
+    code, doc, err = cli_json(
+        "matrix",
+        "-k",
+        "gqa-decode",
+        "--model",
+        "Llama-3.1-405B,Qwen3.5-27B",
+        "--sm",
+        "90",
+        "--flashinfer",
+        "0.6.14,0.7.4",
+    )
+    assert code == 0, err
+    rows = _shapes(doc)
+    models = pick_models(every_model(), ["Llama-3.1-405B", "Qwen3.5-27B"])
+    expected = {
+        (m.name, tp, layer.name, release): (q, kv, layer.head_dim)
+        for m in models
+        for tp, layer, q, kv in m.per_rank_layers()
+        for release in ("0.6.14", "0.7.4")
+    }
+    assert set(rows) == set(expected)
+    for key, (q, kv, dim) in expected.items():
+        row = rows[key]
+        assert (row["heads"], row["kv_heads"], row["head_dim"], row["group"]) == (q, kv, dim, q // kv)
+        groups, line = _dispatch(key[3])
+        if q // kv in groups:
+            assert row["answer"]["outcome"] == "accepted", key
+            assert row["depth"] == "dispatch"
+        else:
+            assert row["answer"]["outcome"] == "rejected", key
+            assert row["answer"]["message"] == f"Unsupported group_size: {q // kv}"
+            assert row["answer"]["location"].startswith(f"flashinfer/data/include/flashinfer/utils.cuh:{line} ")
+    assert rows[("Llama-3.1-405B", 8, "attention", "0.6.14")]["answer"]["outcome"] == "rejected"
+    assert rows[("Qwen3.5-27B", 1, "full-attention", "0.7.4")]["answer"]["outcome"] == "accepted"
+
+
+def test_a_model_row_is_the_matrix_cell_of_its_shape(cli_json):
+    """A model's row answers as the plain matrix does for the same query heads,
+    KV heads and head dim: the model view adds no judgement of its own."""
+    _, by_model, _ = cli_json("matrix", "-k", "gqa-decode", "--model", "Gemma-3-27B", "--sm", "90")
+    for tp, kv in ((1, 16), (16, 1)):
+        [row] = [a for a in by_model["model_shapes"] if a["tp"] == tp]
+        _, plain, _ = cli_json(
+            "matrix", "-k", "gqa-decode", "--sm", "90", "--heads", str(row["heads"]), "--kv-heads", str(kv)
+        )
+        [cell] = _only(plain, 90)["heads"]
+        assert row["answer"] == cell and row["kv_heads"] == kv
+
+
+def test_an_mla_model_is_its_query_heads_per_rank(cli_json):
+    """DeepSeek-V4-Flash's 64 heads at TP 1-16: the 0.6.14 validator takes
+    {8, 16, 32, 64, 128}, so TP 16's 4 heads are refused in its words."""
+    code, doc, _ = cli_json("matrix", "-k", "dsv4-sparse-mla", "--model", "DeepSeek-V4-Flash", "--sm", "100")
+    assert code == 0
+    answers = {a["tp"]: a for a in doc["model_shapes"]}
+    assert {tp: a["heads"] for tp, a in answers.items()} == {1: 64, 2: 32, 4: 16, 8: 8, 16: 4}
+    assert all("kv_heads" not in a for a in answers.values())
+    assert [tp for tp, a in answers.items() if a["answer"]["outcome"] == "accepted"] == [1, 2, 4, 8]
+    assert answers[16]["answer"]["message"].endswith("got 4")
+
+
+def test_a_shape_no_probe_can_take_says_why_and_decides_nothing(cli, cli_json):
+    """gpt-oss hands every layer sinks, which the CUDA-core decode probe has no
+    axis for; Gemma 4's global layers have head dim 512, not among its values.
+    Neither is guessed: not probed, with the reason, and exit 3 when nothing was."""
+    code, doc, _ = cli_json("matrix", "-k", "gqa-decode", "--model", "gpt-oss-20b", "--sm", "90")
+    assert code == 3
+    assert {a["not_probed"] for a in doc["model_shapes"]} == {
+        "gqa-decode has no sinks axis: a call with sinks is not probed"
+    }
+    code, doc, _ = cli_json("matrix", "-k", "gqa-trtllm-decode", "--model", "gpt-oss-20b", "--sm", "100")
+    assert code == 0
+    assert all("sinks=1" in a["variant"] and "answer" in a for a in doc["model_shapes"])
+    code, out, _ = cli("matrix", "-k", "gqa-decode", "--model", "Gemma-4-31B", "--sm", "90")
+    assert code == 0
+    lines = [line.split() for line in out.splitlines() if line.split()[:1] == ["Gemma-4-31B"]]
+    assert {tuple(line[2:4]) for line in lines if line[2] == "global"} >= {("global", "32/4")}
+    assert all(line[-2:] == ["probed", "[1]"] or line[2] == "sliding" for line in lines)
+    assert "[1] gqa-decode: head_dim '512': expected one of 64, 128, 256" in out
+
+
+def test_the_model_view_in_markdown_names_each_shape(cli):
+    code, out, _ = cli("matrix", "-k", "gqa-decode", "--model", "Llama-3.1-8B", "--sm", "90", "--format", "markdown")
+    assert code == 0
+    assert "| model | TP | layer | q/kv heads | head dim | kernel | SM | release | answer | depth | evidence |" in out
+    assert (
+        "| Llama-3.1-8B | 16 | attention | 2/1 (g2) | 128 | `gqa-decode` | SM90 | 0.6.14 | accepted | dispatch |" in out
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--model", "Llama-3.1-8B", "--heads", "8"], "--heads: --model sets the head counts and the rows"),
+        (["--model", "Llama-3.1-8B", "--grid"], "--grid: --model sets the head counts and the rows"),
+        (["--model", "Llama-3.1-8B", "--kv-heads", "2"], "--kv-heads: --model sets it from each model's layers"),
+        (["--model", "Llama-3.1-8B", "-k", "dsv4-sparse-mla"], "a GQA/MHA model, and every kernel named is MLA"),
+        (["--model", "DeepSeek-V3", "-k", "gqa-decode"], "an MLA model, and every kernel named is GQA/MHA"),
+        (["--model", "Llama-9"], "--model 'Llama-9': not a model hprobe knows"),
+    ],
+)
+def test_model_refusals_are_one_line(cli, args, said):
+    code, out, err = cli("matrix", "--sm", "90", *(args if "-k" in args else ["-k", "gqa-decode", *args]))
+    assert code == 2
+    assert said in err and len(err.strip().splitlines()) == 1
+    assert out == ""

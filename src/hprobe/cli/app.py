@@ -448,8 +448,17 @@ def matrix(
         metavar="SM",
         help="Target SM(s). Default: the visible GPUs, else every SM the kernels are built for.",
     ),
-    heads: str = typer.Option(
-        "1-256", "--heads", metavar="HEADS", help="Head counts to probe: 1-256, 8,16,24, 1-8,16."
+    heads: Optional[str] = typer.Option(
+        None, "--heads", metavar="HEADS", help="Head counts to probe: 1-256 (the default), 8,16,24, 1-8,16."
+    ),
+    model: Optional[str] = typer.Option(
+        None,
+        "--model",
+        metavar="NAME",
+        help=(
+            "Probe these models (comma list; `hprobe models` lists them) as one rank hands the kernel at each "
+            "TP degree: query heads, and for GQA/MHA each layer kind's KV heads, head dim and sinks."
+        ),
     ),
     grid: bool = typer.Option(
         False, "--grid", help="A table of marks, one row per h_q, one column per kernel variant and SM."
@@ -484,16 +493,22 @@ def matrix(
 
         check_release_options(flashinfer, None)
         dims = parse_pivot(pivot)
+        models = None
+        if model is not None:
+            from hprobe.commands.request import model_options
+
+            models = model_options(model, heads, grid, dims)
         with progress_line(fmt.for_tools) as progress:
             report = run_matrix(
                 kernel_ids(kernel),
                 sm,
-                parse_heads(heads),
+                parse_heads(heads or "1-256"),
                 parse_spec(flashinfer) if flashinfer else None,
                 not no_cache,
                 progress,
                 parse_axes(_axis_args(ctx)),
                 dims,
+                models,
             )
         if dims is not None:
             from hprobe.report.pivot import pivot_cells
@@ -811,8 +826,9 @@ def models(
     json_output: bool = typer.Option(False, "--json", help="Emit JSON (same as --format json)."),
     output_format: FormatOpt = DEFAULT_FORMAT,
 ) -> None:
-    """The models `check --model` knows: total query heads, TP degrees, the
-    engine paths they take, and the config each count comes from."""
+    """The models hprobe knows: MLA ones (`check --model`: total query heads, TP
+    degrees, the engine paths they take) and GQA/MHA ones (`matrix --model`: KV
+    heads and head dim per kind of layer), with the config each count comes from."""
 
     def job() -> int:
         from hprobe.commands.catalogue import models_report

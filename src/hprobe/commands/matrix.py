@@ -3,13 +3,19 @@ pick the variants and SMs, probe the releases."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from hprobe.kernels import PROBES, get_probe, get_variant, named_axes
-from hprobe.kernels.base import Value
+from hprobe.kernels.base import KernelProbe, Value
 from hprobe.model.errors import InputError
-from hprobe.model.release import INSTALLED, Progress, quiet
+from hprobe.model.padding import Model
+from hprobe.model.release import INSTALLED, ProbedRelease, Progress, quiet
 from hprobe.model.targets import resolve_targets
-from hprobe.report.model import MatrixReport
+from hprobe.report.model import MatrixReport, ModelShape, ShapeAnswer
 from hprobe.support.gather import gather
+
+# The axes a GQA/MHA model's shape sets (`matrix --model`): given with it, they would contradict it.
+SHAPE_AXES = ("kv_heads", "head_dim", "sinks")
 
 
 def variant_keys(kernel_ids: list[str], axes: dict[str, list[Value]] | None = None) -> list[str]:
@@ -47,11 +53,19 @@ def run_matrix(
     progress: Progress = quiet,
     axes: dict[str, list[Value]] | None = None,
     pivot: tuple[str, str] | None = None,
+    models: list[Model] | None = None,
 ) -> MatrixReport:
     """`releases`: labels (versions, wheels, directories); None: the installed
-    one. `pivot`: checked against what is about to be probed, before probing."""
-    keys = variant_keys(kernel_ids, axes)
-    fallback = sorted({sm for k in keys for sm in get_variant(k).probe.default_sms})
+    one. `pivot`: checked against what is about to be probed, before probing.
+    `models`: probe each one's shapes per rank instead of `heads`."""
+    plans: list[_ShapePlan] = []
+    if models:
+        plans = _plan_shapes(kernel_ids, models, axes or {})
+        heads = sorted({p.shape.heads for p in plans})
+        keys = list(dict.fromkeys(p.key for p in plans if p.key))
+    else:
+        keys = variant_keys(kernel_ids, axes)
+    fallback = sorted({sm for k in [*keys, *(p.kernel for p in plans)] for sm in get_variant(k).probe.default_sms})
     targets = resolve_targets(sm_option, fallback, "the kernels are built for")
     labels = releases or [INSTALLED]
     if pivot is not None:
@@ -60,4 +74,106 @@ def run_matrix(
         check_planned(*pivot, labels, keys, [sm.number for sm in targets.sms])
     needed = {key: [sm.number for sm in targets.sms] for key in keys}
     probed = gather(labels, needed, heads, use_cache, progress)
-    return MatrixReport([probed[label] for label in labels], targets, heads, keys)
+    answered = [probed[label] for label in labels]
+    shapes = [a for rel in answered for sm in targets.sms for a in _answers(plans, rel, sm.number)]
+    return MatrixReport(answered, targets, heads, keys, shapes)
+
+
+@dataclass(frozen=True)
+class _ShapePlan:
+    """One model shape against one kernel, before probing: the variant that
+    answers for it, or why none can."""
+
+    shape: ModelShape
+    kernel: str  # the column it is shown in: the probe and its other axes
+    key: str | None
+    not_probed: str | None = None
+
+
+def _plan_shapes(kernel_ids: list[str], models: list[Model], axes: dict[str, list[Value]]) -> list[_ShapePlan]:
+    """Each model's shapes per rank against each kernel that serves its kind of
+    attention: GQA/MHA models against the probes with a KV-heads axis, MLA
+    models against the others. With no kernel named, every such probe."""
+    given = [a for a in SHAPE_AXES if axes.get(a)]
+    if given:
+        raise InputError(
+            f"--{given[0].replace('_', '-')}: --model sets it from each model's layers; give one or the other"
+        )
+    ids = kernel_ids or [p.id for p in _all_probes()]
+    plans: list[_ShapePlan] = []
+    for model in models:
+        gqa = bool(model.layers)
+        fitting = [k for k in ids if _takes_kv_heads(k) == gqa]
+        if not fitting:
+            kind, other = ("a GQA/MHA", "MLA") if gqa else ("an MLA", "GQA/MHA")
+            raise InputError(
+                f"--model {model.name}: {kind} model, and every kernel named is {other} "
+                f"({', '.join(ids)}); `hprobe kernels` lists both kinds"
+            )
+        for kernel_id in fitting:
+            plans.extend(_plan_model(kernel_id, model, axes))
+    return plans
+
+
+def _takes_kv_heads(kernel_id: str) -> bool:
+    probe = get_variant(kernel_id).probe if "[" in kernel_id else get_probe(kernel_id)
+    return probe.axis("kv_heads") is not None
+
+
+def _plan_model(kernel_id: str, model: Model, axes: dict[str, list[Value]]) -> list[_ShapePlan]:
+    probe: KernelProbe = get_variant(kernel_id).probe if "[" in kernel_id else get_probe(kernel_id)
+    mine = {k: v for k, v in axes.items() if probe.axis(k)}
+    if not model.layers:
+        keys = variant_keys([kernel_id], mine)
+        return [
+            _ShapePlan(ModelShape(model.name, tp, n), _column(key), key) for tp, n in model.per_rank() for key in keys
+        ]
+    plans = []
+    for tp, layer, q, kv in model.per_rank_layers():
+        shape = ModelShape(model.name, tp, q, layer.name, kv, layer.head_dim, layer.sinks)
+        values: dict[str, list[Value]] = {"kv_heads": [kv], "head_dim": [layer.head_dim]}
+        if probe.axis("sinks"):
+            values["sinks"] = [1 if layer.sinks else 0]
+        elif layer.sinks:
+            plans.append(
+                _ShapePlan(shape, probe.id, None, f"{probe.id} has no sinks axis: a call with sinks is not probed")
+            )
+            continue
+        try:
+            keys = variant_keys([kernel_id], {**mine, **values})
+        except InputError as exc:
+            plans.append(_ShapePlan(shape, probe.id, None, f"{probe.id}: {exc.message}"))
+            continue
+        plans.extend(_ShapePlan(shape, _column(key), key) for key in keys)
+    return plans
+
+
+def _column(key: str) -> str:
+    """A variant's key without the axes a model shape sets: the kernel as its column names it."""
+    variant = get_variant(key)
+    others = {k: v for k, v in variant.values.items() if k not in SHAPE_AXES}
+    return type(variant)(variant.probe, tuple(others.items())).key
+
+
+def _answers(plans: list[_ShapePlan], release: ProbedRelease, sm: int) -> list[ShapeAnswer]:
+    out = []
+    for plan in plans:
+        if plan.key is None:
+            out.append(_unprobed(plan, sm, release.info.version))
+            continue
+        result = release.results.get((plan.key, sm))
+        cell = result.heads.get(plan.shape.heads) if result else None
+        if result is None or cell is None:
+            out.append(_unprobed(plan, sm, release.info.version, "no answer came back for this cell"))
+            continue
+        version = release.info.version
+        out.append(
+            ShapeAnswer(
+                plan.shape, plan.kernel, sm, version, plan.key, cell, result.depth, unchecked=tuple(result.unchecked)
+            )
+        )
+    return out
+
+
+def _unprobed(plan: _ShapePlan, sm: int, release: str, why: str | None = None) -> ShapeAnswer:
+    return ShapeAnswer(plan.shape, plan.kernel, sm, release, plan.key, not_probed=why or plan.not_probed)

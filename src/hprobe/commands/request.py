@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hprobe.model.errors import InputError
-from hprobe.model.padding import MAX_HEADS
+from hprobe.model.padding import MAX_HEADS, Model
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -201,3 +201,18 @@ def parse_int_list(text: str, option: str) -> list[int]:
     if not values or min(values) <= 0 or max(values) > MAX_HEADS:
         raise InputError(f"{option} {text!r}: expected a comma list of positive integers up to {MAX_HEADS}")
     return values
+
+
+def model_options(names: str, heads: str | None, grid: bool, pivot: tuple[str, str] | None) -> list[Model]:
+    """`matrix --model A,B`: the models named, MLA or GQA/MHA. The model sets the
+    head counts and the matrix's shape, so --heads, --grid and --pivot with it
+    are one line each."""
+    for given, option in ((heads is not None, "--heads"), (grid, "--grid"), (pivot is not None, "--pivot")):
+        if given:
+            raise InputError(f"{option}: --model sets the head counts and the rows; give one or the other")
+    from hprobe.rules.models import every_model, pick_models
+
+    picked = pick_models(every_model(), [n.strip() for n in names.split(",") if n.strip()])
+    if not picked:
+        raise InputError("--model: name at least one model (`hprobe models` lists them)")
+    return picked

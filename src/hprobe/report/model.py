@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from hprobe import __version__
 from hprobe.model.advice import TableAdvice
 from hprobe.model.errors import EXIT_INCONCLUSIVE
-from hprobe.model.outcome import KernelSMResult, Outcome
+from hprobe.model.outcome import Depth, HeadResult, KernelSMResult, Outcome
 from hprobe.model.padding import CallPathRecord, PaddingTable
 from hprobe.model.release import FlashinferInfo, ProbedRelease
 from hprobe.model.targets import Targets
@@ -34,6 +34,89 @@ def _header(schema: str, flashinfer: FlashinferInfo, releases: list[ProbedReleas
     }
 
 
+@dataclass(frozen=True)
+class ModelShape:
+    """What one rank of a model hands a kernel at one TP degree: its query heads
+    and, for a GQA/MHA layer kind, its KV heads, head dim and sinks."""
+
+    model: str
+    tp: int
+    heads: int  # query heads per rank
+    layer: str = ""  # the kind of attention layer; "" for MLA
+    kv_heads: int | None = None  # per rank; None for MLA
+    head_dim: int | None = None
+    sinks: bool = False
+
+    @property
+    def group(self) -> int | None:
+        return self.heads // self.kv_heads if self.kv_heads else None
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"model": self.model, "tp": self.tp, "heads": self.heads}
+        if self.kv_heads is not None:
+            data.update(
+                layer=self.layer, kv_heads=self.kv_heads, group=self.group, head_dim=self.head_dim, sinks=self.sinks
+            )
+        return data
+
+
+@dataclass(frozen=True)
+class ShapeAnswer:
+    """A model shape's answer from one kernel on one SM and release (`matrix
+    --model`): the probed cell, or why none could be probed."""
+
+    shape: ModelShape
+    kernel: str  # the probe and the axes it was called with besides the shape
+    sm: int
+    release: str  # the flashinfer version
+    key: str | None = None  # the variant probed
+    result: HeadResult | None = None
+    depth: Depth | None = None
+    not_probed: str | None = None  # why no cell answers for this shape (its head dim is no axis value, ...)
+    # What compiled code checks past what ran for this variant (KernelSMResult.unchecked)
+    unchecked: tuple[str, ...] = ()
+
+    @property
+    def outcome(self) -> Outcome:
+        return self.result.outcome if self.result else Outcome.INCONCLUSIVE
+
+    def evidence(self) -> str:
+        """What the answer rests on, in one line: the refusal's message and
+        place, why it is inconclusive or not probed, or what an acceptance is
+        qualified by."""
+        hr = self.result
+        if hr is None:
+            return self.not_probed or ""
+        if hr.outcome is Outcome.ACCEPTED:
+            said = [f"reaches {hr.entry}" if hr.entry else ""]
+            said += [
+                f"pending: {hr.pending}" if hr.pending else "",
+                f"some shapes only: {hr.shapes}" if hr.shapes else "",
+            ]
+            said += [hr.slow_path or "", *(f"not seen on a CPU: {item}" for item in self.unchecked)]
+            return "; ".join(filter(None, said))
+        if hr.outcome is Outcome.INCONCLUSIVE:
+            return hr.reason or hr.message or ""
+        where = f" [{hr.location}]" if hr.location else ""
+        return " ".join(filter(None, [hr.error_type and f"{hr.error_type}:", hr.message or hr.reason or ""])) + where
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            **self.shape.to_dict(),
+            "kernel": self.kernel,
+            "sm": self.sm,
+            "release": self.release,
+            "variant": self.key,
+        }
+        if self.result is not None:
+            data["answer"] = self.result.to_dict()
+            data["depth"] = self.depth.value if self.depth else None
+            data["unchecked"] = list(self.unchecked)
+        else:
+            data["not_probed"] = self.not_probed
+        return data
+
+
 @dataclass
 class MatrixReport:
     """What `matrix` and `report` print: per release, every variant x SM x h_q answer."""
@@ -42,6 +125,8 @@ class MatrixReport:
     targets: Targets
     heads: list[int]
     keys: list[str] = field(default_factory=list)  # the variants, in the order asked
+    # `matrix --model`: each model shape's answer, what the formats show instead of the grid
+    shapes: list[ShapeAnswer] = field(default_factory=list)
 
     @property
     def flashinfer(self) -> FlashinferInfo:
@@ -55,7 +140,10 @@ class MatrixReport:
     def exit_code(self) -> int:
         """3 when nothing was answered (every cell inconclusive): a gate reading
         the exit code must not take an empty matrix for a full one."""
-        answered = any(h.outcome is not Outcome.INCONCLUSIVE for r in self.results for h in r.heads.values())
+        if self.shapes:
+            answered = any(a.outcome is not Outcome.INCONCLUSIVE for a in self.shapes)
+        else:
+            answered = any(h.outcome is not Outcome.INCONCLUSIVE for r in self.results for h in r.heads.values())
         return 0 if answered else EXIT_INCONCLUSIVE
 
     def to_dict(self, runs: bool = False) -> dict[str, Any]:
@@ -65,6 +153,7 @@ class MatrixReport:
             **_header("hprobe.matrix/3" if runs else "hprobe.matrix/2", self.flashinfer, self.releases, self.targets),
             "heads": {"min": min(self.heads), "max": max(self.heads), "count": len(self.heads)},
             "results": [r.to_dict(runs=runs) for r in self.results],
+            **({"model_shapes": [a.to_dict() for a in self.shapes]} if self.shapes else {}),
             "exit_code": self.exit_code,
         }
 

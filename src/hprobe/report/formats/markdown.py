@@ -143,6 +143,9 @@ class MarkdownFormatter(Formatter):
     def matrix(self, report: MatrixReport, grid: bool = False, pivot: tuple[str, str] | None = None) -> None:
         self._w(f"## hprobe matrix — flashinfer {cell(', '.join(r.info.version for r in report.releases))}")
         self._w()
+        if report.shapes:
+            self._model_shapes(report)
+            return
         self._w("| kernel | SM | release | status | accepted h_q | depth | refused by | notes |")
         self._w("|---|---|---|---|---|---|---|---|")
         for rel in report.releases:
@@ -162,6 +165,22 @@ class MarkdownFormatter(Formatter):
                     f"| {md_code(r.key)} | SM{r.sm} | {cell(rel.info.version)} | {r.status.value} | {accepted} | "
                     f"{depth} | {refusals} | {flagged} |"
                 )
+
+    def _model_shapes(self, report: MatrixReport) -> None:
+        """`matrix --model`: a row per model shape, kernel, SM and release."""
+        self._w("| model | TP | layer | q/kv heads | head dim | kernel | SM | release | answer | depth | evidence |")
+        self._w("|---|---:|---|---:|---:|---|---|---|---|---|---|")
+        for a in report.shapes:
+            shape = a.shape
+            heads = f"{shape.heads}/{shape.kv_heads} (g{shape.group})" if shape.kv_heads else str(shape.heads)
+            layer = cell(shape.layer + (" +sinks" if shape.sinks else ""))
+            answer = a.result.outcome.value if a.result else "not probed"
+            depth = a.depth.value if a.depth and a.result and a.result.outcome is Outcome.ACCEPTED else ""
+            dim = shape.head_dim or ""
+            self._w(
+                f"| {cell(shape.model)} | {shape.tp} | {layer} | {heads} | {dim} | {md_code(a.kernel)} | SM{a.sm} "
+                f"| {cell(a.release)} | {answer} | {depth} | {cell(a.evidence())} |"
+            )
 
     def _problems(self, report: CheckReport) -> None:
         """Every finding that is not ok, with its evidence and the rule's place."""

@@ -406,6 +406,9 @@ class TextFormatter(Formatter):
             out.line(_dim("note:"), f" {visible(report.targets.note)}")
         for note in _matrix_notes(report):
             out.line(_dim("note:"), f" {visible(note)}")
+        if report.shapes:
+            self._model_shapes(report)
+            return
         if pivot is not None:
             self._pivot(report, *pivot)
             return
@@ -497,6 +500,44 @@ class TextFormatter(Formatter):
             out.line(indent, _dim(f"metadata: {visible(_metadata_text(r.metadata))}"))
         for note in r.notes:
             out.line(indent, (f"note: {visible(note)}", "yellow" if note.startswith("disagreement") else "dim"))
+
+    def _model_shapes(self, report: MatrixReport) -> None:
+        """`matrix --model`: per kernel, SM and release, a row per model, TP and
+        layer kind, with what one rank hands the kernel and its answer; each
+        answer's evidence once, numbered, under its table."""
+        several = len({a.release for a in report.shapes}) > 1
+        gqa = any(a.shape.kv_heads is not None for a in report.shapes)
+        columns: list[Column] = [("model", "left"), ("TP", "right")]
+        columns += [("layer", "left"), ("q/kv heads", "right"), ("head dim", "right")] if gqa else [("h_q", "right")]
+        columns += [("answer", "left"), ("depth", "left")]
+        for (kernel, sm, release), group in groupby(report.shapes, key=lambda a: (a.kernel, a.sm, a.release)):
+            self.out.line()
+            self.out.line(
+                _bold(f"{visible(kernel)} · SM{sm}" + (f" · flashinfer {visible(release)}" if several else ""))
+            )
+            evidence: dict[str, int] = {}
+            rows: list[Row] = []
+            for a in group:
+                shape = a.shape
+                row: list[Cell] = [(visible(shape.model), ""), (str(shape.tp), "")]
+                if gqa:
+                    heads = f"{shape.heads}/{shape.kv_heads} (g{shape.group})" if shape.kv_heads else str(shape.heads)
+                    sinks = " +sinks" if shape.sinks else ""
+                    row += [(visible(shape.layer) + sinks, ""), (heads, ""), (str(shape.head_dim or ""), "")]
+                else:
+                    row.append((str(shape.heads), ""))
+                said = a.evidence()
+                mark = f" [{evidence.setdefault(said, len(evidence) + 1)}]" if said else ""
+                if a.result is None:
+                    row += [(f"not probed{mark}", "dim"), ("", "")]
+                else:
+                    outcome = a.result.outcome
+                    depth = a.depth.value if a.depth and outcome is Outcome.ACCEPTED else ""
+                    row += [(f"{outcome.mark} {outcome.value}{mark}", outcome.style), (depth, "dim")]
+                rows.append(row)
+            self.out.table(columns, rows)
+            for said, n in evidence.items():
+                self.out.line(_dim(f"  [{n}] {visible(said)}"))
 
     def _pivot(self, report: MatrixReport, rows: str, cols: str) -> None:
         """Two dimensions of the report against each other (h_q, sm, release, or an
