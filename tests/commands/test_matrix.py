@@ -223,3 +223,25 @@ def test_model_refusals_are_one_line(cli, args, said):
     assert code == 2
     assert said in err and len(err.strip().splitlines()) == 1
     assert out == ""
+
+
+def test_each_kernel_a_model_meets_is_one_table_with_its_evidence(cli):
+    """gqa-trtllm-decode sweeps three backends per shape: one table each, not a
+    table per row. On SM120, 0.6.14's XQA refuses Gemma 4's head dim 512 in its
+    JIT spec (flashinfer #4546), trtllm-gen the architecture."""
+    code, out, _ = cli("matrix", "-k", "gqa-trtllm-decode", "--model", "Gemma-4-31B", "--sm", "120")
+    assert code == 0
+    titles = [line for line in out.splitlines() if line.startswith("gqa-trtllm-decode")]
+    assert titles == [
+        "gqa-trtllm-decode · SM120",
+        "gqa-trtllm-decode[backend=trtllm-gen] · SM120",
+        "gqa-trtllm-decode[backend=xqa] · SM120",
+    ]
+    xqa = out[out.index(titles[2]) :]
+    global_rows = [line.split() for line in xqa.splitlines() if line.split()[2:3] == ["global"]]
+    # Refused whatever h_q is: the configuration (its head dim), not the count.
+    assert len(global_rows) == 5 and all(row[-2:] == ["unsupported-config", "[1]"] for row in global_rows)
+    assert (
+        "[1] ValueError: Invalid head_dim: 512, must be divisible by 16 and in range [16, 256] [flashinfer/jit/xqa.py:"
+        in xqa
+    )

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from hprobe.report.cache import CacheReport
     from hprobe.report.catalogue import KernelsReport
     from hprobe.report.drift import BisectReport, DiffReport
-    from hprobe.report.model import CheckReport, MatrixReport
+    from hprobe.report.model import CheckReport, MatrixReport, ShapeAnswer
     from hprobe.report.suggest import SuggestReport
 
 
@@ -510,7 +510,10 @@ class TextFormatter(Formatter):
         columns: list[Column] = [("model", "left"), ("TP", "right")]
         columns += [("layer", "left"), ("q/kv heads", "right"), ("head dim", "right")] if gqa else [("h_q", "right")]
         columns += [("answer", "left"), ("depth", "left")]
-        for (kernel, sm, release), group in groupby(report.shapes, key=lambda a: (a.kernel, a.sm, a.release)):
+        groups: dict[tuple[str, int, str], list[ShapeAnswer]] = {}
+        for a in report.shapes:  # a backend swept per shape interleaves the kernels: gathered here
+            groups.setdefault((a.kernel, a.sm, a.release), []).append(a)
+        for (kernel, sm, release), group in groups.items():
             self.out.line()
             self.out.line(
                 _bold(f"{visible(kernel)} · SM{sm}" + (f" · flashinfer {visible(release)}" if several else ""))
