@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hprobe.kernels import PROBES, get_probe, get_variant, named_axes
-from hprobe.kernels.base import KernelProbe, Value
+from hprobe.kernels.base import Value, Variant
 from hprobe.model.errors import InputError
 from hprobe.model.padding import Model
 from hprobe.model.release import INSTALLED, ProbedRelease, Progress, quiet
@@ -116,12 +116,11 @@ def _plan_shapes(kernel_ids: list[str], models: list[Model], axes: dict[str, lis
 
 
 def _takes_kv_heads(kernel_id: str) -> bool:
-    probe = get_variant(kernel_id).probe if "[" in kernel_id else get_probe(kernel_id)
-    return probe.axis("kv_heads") is not None
+    return get_variant(kernel_id).probe.axis("kv_heads") is not None
 
 
 def _plan_model(kernel_id: str, model: Model, axes: dict[str, list[Value]]) -> list[_ShapePlan]:
-    probe: KernelProbe = get_variant(kernel_id).probe if "[" in kernel_id else get_probe(kernel_id)
+    probe = get_variant(kernel_id).probe  # an id, or one with some axes fixed in brackets
     mine = {k: v for k, v in axes.items() if probe.axis(k)}
     if not model.layers:
         keys = variant_keys([kernel_id], mine)
@@ -152,7 +151,7 @@ def _column(key: str) -> str:
     """A variant's key without the axes a model shape sets: the kernel as its column names it."""
     variant = get_variant(key)
     others = {k: v for k, v in variant.values.items() if k not in SHAPE_AXES}
-    return type(variant)(variant.probe, tuple(others.items())).key
+    return Variant(variant.probe, tuple(others.items())).key
 
 
 def _answers(plans: list[_ShapePlan], release: ProbedRelease, sm: int) -> list[ShapeAnswer]:
