@@ -216,6 +216,15 @@ def test_the_model_view_in_markdown_names_each_shape(cli):
         (["--model", "Llama-3.1-8B", "-k", "dsv4-sparse-mla"], "a GQA/MHA model, and every kernel named is MLA"),
         (["--model", "DeepSeek-V3", "-k", "gqa-decode"], "an MLA model, and every kernel named is GQA/MHA"),
         (["--model", "Llama-9"], "--model 'Llama-9': not a model hprobe knows"),
+        (
+            ["--model", "Llama-3.1-70B", "--tp", "3"],
+            "model Llama-3.1-70B: 64 query heads do not divide evenly over tp=3",
+        ),
+        (
+            ["--model", "Qwen3.5-27B", "--tp", "3"],
+            "model Qwen3.5-27B: 4 KV heads neither split over nor replicate evenly at tp=3",
+        ),
+        (["--tp", "2"], "--tp: TP degrees apply to models; give --model too"),
     ],
 )
 def test_model_refusals_are_one_line(cli, args, said):
@@ -245,3 +254,9 @@ def test_each_kernel_a_model_meets_is_one_table_with_its_evidence(cli):
         "[1] ValueError: Invalid head_dim: 512, must be divisible by 16 and in range [16, 256] [flashinfer/jit/xqa.py:"
         in xqa
     )
+
+
+def test_tp_degrees_given_replace_the_models(cli_json):
+    code, doc, _ = cli_json("matrix", "-k", "gqa-decode", "--model", "Llama-3.1-70B", "--tp", "2,16", "--sm", "90")
+    assert code == 0
+    assert [(a["tp"], a["heads"], a["kv_heads"]) for a in doc["model_shapes"]] == [(2, 32, 4), (16, 4, 1)]

@@ -9,8 +9,8 @@ import tomllib
 import pytest
 
 from hprobe.model.errors import InputError
-from hprobe.rules import shipped_data
 from hprobe.model.padding import AttentionLayer, kv_heads_per_rank
+from hprobe.rules import shipped_data
 from hprobe.rules.models import (
     GQA_MODELS_FILE,
     MODELS_FILE,

@@ -460,6 +460,9 @@ def matrix(
             "TP degree: query heads, and for GQA/MHA each layer kind's KV heads, head dim and sinks."
         ),
     ),
+    tp: Optional[str] = typer.Option(
+        None, "--tp", metavar="TP", help="With --model: these TP degrees instead of the model's, e.g. 1,2,4,8."
+    ),
     grid: bool = typer.Option(
         False, "--grid", help="A table of marks, one row per h_q, one column per kernel variant and SM."
     ),
@@ -497,7 +500,9 @@ def matrix(
         if model is not None:
             from hprobe.commands.request import model_options
 
-            models = model_options(model, heads, grid, dims)
+            models = model_options(model, heads, grid, dims, tp)
+        elif tp is not None:
+            raise InputError("--tp: TP degrees apply to models; give --model too")
         with progress_line(fmt.for_tools) as progress:
             report = run_matrix(
                 kernel_ids(kernel),

@@ -203,16 +203,20 @@ def parse_int_list(text: str, option: str) -> list[int]:
     return values
 
 
-def model_options(names: str, heads: str | None, grid: bool, pivot: tuple[str, str] | None) -> list[Model]:
-    """`matrix --model A,B`: the models named, MLA or GQA/MHA. The model sets the
-    head counts and the matrix's shape, so --heads, --grid and --pivot with it
-    are one line each."""
+def model_options(
+    names: str, heads: str | None, grid: bool, pivot: tuple[str, str] | None, tp: str | None = None
+) -> list[Model]:
+    """`matrix --model A,B [--tp 1,2,4]`: the models named, MLA or GQA/MHA, at
+    their TP degrees or those given. The model sets the head counts and the
+    matrix's shape, so --heads, --grid and --pivot with it are one line each."""
     for given, option in ((heads is not None, "--heads"), (grid, "--grid"), (pivot is not None, "--pivot")):
         if given:
             raise InputError(f"{option}: --model sets the head counts and the rows; give one or the other")
+    from hprobe.rules import overridden_models
     from hprobe.rules.models import every_model, pick_models
 
     picked = pick_models(every_model(), [n.strip() for n in names.split(",") if n.strip()])
     if not picked:
         raise InputError("--model: name at least one model (`hprobe models` lists them)")
-    return picked
+    degrees = parse_int_list(tp, "--tp") if tp is not None else None
+    return overridden_models(picked, None, degrees, picked)

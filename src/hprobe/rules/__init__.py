@@ -79,6 +79,12 @@ def overridden_models(
                 raise InputError(
                     f"model {model.name}: {model.num_q_heads} query heads do not divide evenly over tp={t}"
                 )
+            for layer in model.layers:
+                if layer.num_kv_heads % t and t % layer.num_kv_heads:
+                    raise InputError(
+                        f"model {model.name}: {layer.num_kv_heads} KV heads neither split over nor replicate "
+                        f"evenly at tp={t}"
+                    )
     return list(models)
 
 
