@@ -404,3 +404,27 @@ def test_gqa_calls_whose_engine_reading_is_not_built_are_said_and_take_no_part_i
     assert "trtllm_batch_decode_with_kv_cache (gqa.py:7, reexport.py:5; `hprobe matrix -k gqa-trtllm-decode`)" in note
     assert len(found.paths.paths) == len(baseline.paths.paths)
     assert not [n for n in baseline.notes if n.startswith("not judged: ")]
+
+
+def test_the_gqa_note_names_the_models_of_the_table_the_tree_registers(tmp_path):
+    """Beside the GQA/MHA calls it does not read, the note names the GQA/MHA
+    models of hprobe's table whose architecture the tree's registry names (here
+    a vLLM-shaped registry with Llama and Qwen3-MoE), pointing at `matrix
+    --model`; a tree without a registry names none."""
+    gqa = "from flashinfer.decode import trtllm_batch_decode_with_kv_cache\n\n\ndef decode(q, kv):\n"
+    gqa += "    return trtllm_batch_decode_with_kv_cache(q, kv)\n"
+    tree = _engine_with(tmp_path, {"gqa.py": gqa})
+    [note] = [n for n in extract(tree, load_mapping(MAPPING)).notes if n.startswith("not judged: ")]
+    assert "models of hprobe's table" not in note
+    registry = tree / "engine" / "model_executor" / "models" / "registry.py"
+    registry.parent.mkdir(parents=True)
+    registry.write_text(
+        '_TEXT_GENERATION_MODELS = {\n    "LlamaForCausalLM": ("llama", "LlamaForCausalLM"),\n'
+        '    "Qwen3MoeForCausalLM": ("qwen3_moe", "Qwen3MoeForCausalLM"),\n}\n'
+    )
+    [note] = [n for n in extract(tree, load_mapping(MAPPING)).notes if n.startswith("not judged: ")]
+    assert note.endswith(
+        "; the GQA/MHA models of hprobe's table this tree registers: Llama-3.1-8B, Llama-3.2-3B, Llama-3.1-70B, "
+        "Llama-3.1-405B, Qwen3-30B-A3B, Qwen3-235B-A22B (`hprobe matrix -k KERNEL --model NAME` answers one at its "
+        "shapes per rank)"
+    )

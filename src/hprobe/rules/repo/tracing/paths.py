@@ -409,10 +409,31 @@ def _calls_not_read(context: PathContext, sites: list[CallSite], probes: dict[st
         f"{entry} ({', '.join(places[:3])}{', …' if len(places) > 3 else ''}; `hprobe matrix -k {probes[entry]}`)"
         for entry, places in sorted(by_entry.items())
     )
+    served = _gqa_models_served(context.index)
+    shapes = (
+        f"; the GQA/MHA models of hprobe's table this tree registers: {', '.join(served)} (`hprobe matrix -k "
+        "KERNEL --model NAME` answers one at its shapes per rank)"
+        if served
+        else ""
+    )
     return [
         f"not judged: {len(sites)} call(s) of FlashInfer's GQA/MHA entries, whose kernels hprobe probes but whose "
-        f"calls in engine code it does not read yet (not part of the gate): {listed}"
+        f"calls in engine code it does not read yet (not part of the gate): {listed}{shapes}"
     ]
+
+
+def _gqa_models_served(index: RepoIndex) -> list[str]:
+    """The GQA/MHA models of hprobe's table whose architecture the tree's
+    registry names (none where it has no registry hprobe reads, or the model
+    names no architecture to look up)."""
+    from hprobe.rules.models import shipped_gqa_models
+    from hprobe.rules.repo.tree.registry import served_architectures
+
+    models = shipped_gqa_models()
+    served = served_architectures(index, {a for m in models for a in m.architectures})
+    if served is None:
+        return []
+    return [m.name for m in models if set(m.architectures) & served.architectures]
 
 
 def _imports_mla(text: str) -> bool:
