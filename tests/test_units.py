@@ -244,3 +244,22 @@ def test_an_edit_to_hprobe_changes_the_code_digest_and_a_fresh_clone_does_not(mo
     assert edited != original
     (package / "extra.py").write_text("")
     assert digest() not in (original, edited)
+
+
+def test_an_edit_to_the_shipped_data_changes_the_code_digest(monkeypatch, tmp_path):
+    """Readings and answers rest on the shipped tables, mappings and models as
+    much as on the code: a models table edited (in a checkout they lie outside
+    the package's folder) changes the key, so no cached reading outlives it."""
+    import shutil
+
+    from hprobe.support import results as releases
+
+    digest = releases.code_digest.__wrapped__
+    original = digest()
+    data = tmp_path / "matrices"
+    shutil.copytree(releases.shipped_data_root(), data, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(releases, "shipped_data_root", lambda: data)
+    assert digest() == original
+    models = data / "models" / "gqa.toml"
+    models.write_text(models.read_text().replace("num_q_heads = 32", "num_q_heads = 64", 1))
+    assert digest() != original

@@ -28,11 +28,13 @@ from hprobe.system.once import Once
 
 @Once
 def code_digest() -> str:
-    """A digest of hprobe's own source: results from other code (another
-    version, a local edit) are never reused. Contents, not stats: a CI runner
-    clones hprobe afresh each run, and its cached answers must still be found.
-    Taken once per process: a release read in a thread beside the installed
-    one waits for the first caller's digest instead of hashing alongside it."""
+    """A digest of hprobe's own source and shipped data (the tables, mappings
+    and models a reading and its verdicts rest on): results from other code or
+    data (another version, a local edit) are never reused. Contents, not stats:
+    a CI runner clones hprobe afresh each run, and its cached answers must still
+    be found. Taken once per process: a release read in a thread beside the
+    installed one waits for the first caller's digest instead of hashing
+    alongside it."""
     package = os.path.dirname(os.path.realpath(hprobe.__file__))
     paths = sorted(
         os.path.relpath(os.path.join(folder, name), package)
@@ -44,7 +46,19 @@ def code_digest() -> str:
     for path in paths:
         with open(os.path.join(package, path), "rb") as source:
             digest.update(f"{path}\0".encode() + source.read() + b"\0")
+    # The data lies outside the package's folder in a checkout (matrices/) and
+    # inside it in a wheel: hashed by its own relative names either way.
+    data = shipped_data_root()
+    for toml in sorted(data.rglob("*.toml")):
+        digest.update(f"data:{toml.relative_to(data).as_posix()}\0".encode() + toml.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
+
+
+def shipped_data_root() -> Path:
+    """The folder of package `hprobe.matrices`, wherever it is installed."""
+    from importlib.resources import files
+
+    return Path(str(files("hprobe.matrices")))
 
 
 def _cache_key(identity: str, kernel_id: str, sms: list[int], heads: list[int]) -> str:
