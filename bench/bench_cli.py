@@ -54,6 +54,16 @@ GQA_MATRIX = [
     "1-256",
 ]
 
+# `matrix --model`: four GQA/MHA models' shapes per rank (20 TP x layer rows
+# each at most) against the three GQA/MHA probes.
+GQA_MODELS = [
+    *GQA_MATRIX[:7],
+    "--sm",
+    "90,100,103,120,121",
+    "--model",
+    "Llama-3.1-405B,Qwen3.5-27B,gpt-oss-120b,Gemma-4-31B",
+]
+
 COMMANDS = {
     "bare shimmed import": [PYTHON, "-c", BARE_IMPORT],
     "hprobe check (cold, --no-cache; vLLM tables, installed release)": HPROBE
@@ -67,6 +77,8 @@ COMMANDS = {
     # ported selection on the kernel table.
     "hprobe matrix (GQA probes x 5 SMs x 1..256, --no-cache)": HPROBE + [*GQA_MATRIX, "--no-cache"],
     "hprobe matrix (GQA probes x 5 SMs x 1..256, warm)": HPROBE + GQA_MATRIX,
+    "hprobe matrix --model (GQA probes x 5 SMs x 4 models, --no-cache)": HPROBE + [*GQA_MODELS, "--no-cache"],
+    "hprobe matrix --model (GQA probes x 5 SMs x 4 models, warm)": HPROBE + GQA_MODELS,
 }
 
 

@@ -195,7 +195,7 @@ def test_a_shape_no_probe_can_take_says_why_and_decides_nothing(cli, cli_json):
     lines = [line.split() for line in out.splitlines() if line.split()[:1] == ["Gemma-4-31B"]]
     assert {tuple(line[2:4]) for line in lines if line[2] == "global"} >= {("global", "32/4")}
     assert all(line[-2:] == ["probed", "[1]"] or line[2] == "sliding" for line in lines)
-    assert "[1] gqa-decode: head_dim '512': expected one of 64, 128, 256" in out
+    assert "[1] gqa-decode: head_dim 512: expected one of 64, 128, 256" in out
 
 
 def test_the_model_view_in_markdown_names_each_shape(cli):

@@ -3,7 +3,7 @@ pick the variants and SMs, probe the releases."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hprobe.kernels import PROBES, get_probe, get_variant, named_axes
 from hprobe.kernels.base import Value, Variant
@@ -72,11 +72,41 @@ def run_matrix(
         from hprobe.report.pivot import check_planned
 
         check_planned(*pivot, labels, keys, [sm.number for sm in targets.sms])
-    needed = {key: [sm.number for sm in targets.sms] for key in keys}
-    probed = gather(labels, needed, heads, use_cache, progress)
-    answered = [probed[label] for label in labels]
-    shapes = [a for rel in answered for sm in targets.sms for a in _answers(plans, rel, sm.number)]
+    sms = [sm.number for sm in targets.sms]
+    if not models:
+        probed = gather(labels, {key: sms for key in keys}, heads, use_cache, progress)
+        return MatrixReport([probed[label] for label in labels], targets, heads, keys)
+    # The variants of one KV head count at the query counts shapes hand them:
+    # every such count is a multiple of those KV heads. One count of every
+    # model's (4 query heads beside 8 KV heads) is no shape any rank has, and
+    # its inconclusive answer would keep the variant from the cache.
+    groups: dict[Value | None, list[str]] = {}
+    for key in keys:
+        groups.setdefault(get_variant(key).values.get("kv_heads"), []).append(key)
+    probed_groups = [
+        gather(
+            labels,
+            {key: sms for key in group},
+            sorted({p.shape.heads for p in plans if p.key in group}),
+            use_cache,
+            progress,
+        )
+        for group in (groups or {None: []}).values()
+    ]
+    answered = [_merged([probed[label] for probed in probed_groups]) for label in labels]
+    shapes = [a for rel in answered for sm in sms for a in _answers(plans, rel, sm)]
     return MatrixReport(answered, targets, heads, keys, shapes)
+
+
+def _merged(parts: list[ProbedRelease]) -> ProbedRelease:
+    """One release's answers gathered in parts (each its own counts), as one."""
+    first = parts[0]
+    return replace(
+        first,
+        results={k: r for part in parts for k, r in part.results.items()},
+        notes=list(dict.fromkeys(n for part in parts for n in part.notes)),
+        unmet=list(dict.fromkeys(u for part in parts for u in part.unmet)),
+    )
 
 
 @dataclass(frozen=True)

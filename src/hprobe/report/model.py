@@ -51,6 +51,11 @@ class ModelShape:
     def group(self) -> int | None:
         return self.heads // self.kv_heads if self.kv_heads else None
 
+    @property
+    def heads_said(self) -> str:
+        """`32/4 (g8)`: query over KV heads per rank and the group; MLA: the query heads."""
+        return f"{self.heads}/{self.kv_heads} (g{self.group})" if self.kv_heads else str(self.heads)
+
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"model": self.model, "tp": self.tp, "heads": self.heads}
         if self.kv_heads is not None:

@@ -172,7 +172,7 @@ class MarkdownFormatter(Formatter):
         self._w("|---|---:|---|---:|---:|---|---|---|---|---|---|")
         for a in report.shapes:
             shape = a.shape
-            heads = f"{shape.heads}/{shape.kv_heads} (g{shape.group})" if shape.kv_heads else str(shape.heads)
+            heads = shape.heads_said
             layer = cell(shape.layer + (" +sinks" if shape.sinks else ""))
             answer = a.result.outcome.value if a.result else "not probed"
             depth = a.depth.value if a.depth and a.result and a.result.outcome is Outcome.ACCEPTED else ""

@@ -524,7 +524,7 @@ class TextFormatter(Formatter):
                 shape = a.shape
                 row: list[Cell] = [(visible(shape.model), ""), (str(shape.tp), "")]
                 if gqa:
-                    heads = f"{shape.heads}/{shape.kv_heads} (g{shape.group})" if shape.kv_heads else str(shape.heads)
+                    heads = shape.heads_said
                     sinks = " +sinks" if shape.sinks else ""
                     row += [(visible(shape.layer) + sinks, ""), (heads, ""), (str(shape.head_dim or ""), "")]
                 else:
