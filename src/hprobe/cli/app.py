@@ -432,6 +432,7 @@ def suggest(
         "hprobe matrix -k dsv4-sparse-mla --sm 100,120",
         "hprobe matrix -k trtllm-mla --sm 100 --flashinfer 0.6.13,0.7.4",
         "hprobe matrix -k dsv4-sparse-mla --sm 100 --heads 1-128 --grid",
+        "hprobe matrix -k gqa-decode --model Llama-3.1-405B,Qwen3.5-27B --sm 90 --flashinfer 0.6.14,0.7.4",
         exits=MATRIX_EXITS,
     )
     + "\n\n"
