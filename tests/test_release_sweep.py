@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-# One worker computes the sweep: split over two, each computed the module fixture (171 s and 78 s in one fresh clone).
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("release-sweep")]
+pytestmark = pytest.mark.slow
 
 RELEASES = ("0.6.12", "0.6.13", "0.6.14", "0.6.16", "0.6.18", "0.7.0", "0.7.2.post1", "0.7.4")
 SMS = "90,100,103,120,121"
