@@ -260,3 +260,16 @@ def test_tp_degrees_given_replace_the_models(cli_json):
     code, doc, _ = cli_json("matrix", "-k", "gqa-decode", "--model", "Llama-3.1-70B", "--tp", "2,16", "--sm", "90")
     assert code == 0
     assert [(a["tp"], a["heads"], a["kv_heads"]) for a in doc["model_shapes"]] == [(2, 32, 4), (16, 4, 1)]
+
+
+def test_a_models_rows_do_not_depend_on_the_models_asked_beside_it(cli_json):
+    """Llama-3.1-8B and -70B share variants (one KV head per rank at TP 8 and
+    16): each model's variants are probed at its own counts, so its rows read
+    the same asked alone or beside the other."""
+    args = ("matrix", "-k", "gqa-decode", "--sm", "90")
+    _, alone, _ = cli_json(*args, "--model", "Llama-3.1-8B")
+    _, beside, _ = cli_json(*args, "--model", "Llama-3.1-70B,Llama-3.1-8B")
+    assert alone["model_shapes"] == [a for a in beside["model_shapes"] if a["model"] == "Llama-3.1-8B"]
+    # Alone, the shared variant was asked at this model's counts only (2 and 4 query heads).
+    [shared] = [r for r in alone["results"] if r["key"] == "gqa-decode"]  # one KV head, head dim 128: the defaults
+    assert sorted(h["heads"] for h in shared["heads"]) == [2, 4]

@@ -76,34 +76,47 @@ def run_matrix(
     if not models:
         probed = gather(labels, {key: sms for key in keys}, heads, use_cache, progress)
         return MatrixReport([probed[label] for label in labels], targets, heads, keys)
-    # The variants of one KV head count at the query counts shapes hand them:
-    # every such count is a multiple of those KV heads. One count of every
-    # model's (4 query heads beside 8 KV heads) is no shape any rank has, and
-    # its inconclusive answer would keep the variant from the cache.
-    groups: dict[Value | None, list[str]] = {}
-    for key in keys:
-        groups.setdefault(get_variant(key).values.get("kv_heads"), []).append(key)
-    probed_groups = [
-        gather(
-            labels,
-            {key: sms for key in group},
-            sorted({p.shape.heads for p in plans if p.key in group}),
-            use_cache,
-            progress,
+    # Each model's variants at the counts that model's own shapes hand them, so
+    # that a row's answer (refused by name, or by configuration, is decided over
+    # the counts a variant was asked) never rests on another model asked beside
+    # it; and no count of another model's (4 query heads beside 8 KV heads, no
+    # rank's shape) comes back inconclusive and keeps the variant from the cache.
+    asked: dict[tuple[str, str], set[int]] = {}
+    for plan in plans:
+        if plan.key:
+            asked.setdefault((plan.shape.model, plan.key), set()).add(plan.shape.heads)
+    groups: dict[tuple[int, ...], list[str]] = {}
+    for (_, key), counted in asked.items():
+        group = groups.setdefault(tuple(sorted(counted)), [])
+        if key not in group:
+            group.append(key)
+    by_counts = {
+        counted: gather(labels, {key: sms for key in group}, list(counted), use_cache, progress)
+        for counted, group in (groups or {(): []}).items()
+    }
+    versions = [next(iter(by_counts.values()))[label].info.version for label in labels]
+    shapes = [
+        _answer(
+            plan,
+            by_counts[tuple(sorted(asked[(plan.shape.model, plan.key)]))][label] if plan.key else None,
+            sm,
+            version,
         )
-        for group in (groups or {None: []}).values()
+        for label, version in zip(labels, versions, strict=True)
+        for sm in sms
+        for plan in plans
     ]
-    answered = [_merged([probed[label] for probed in probed_groups]) for label in labels]
-    shapes = [a for rel in answered for sm in sms for a in _answers(plans, rel, sm)]
+    answered = [_merged([by_label[label] for by_label in by_counts.values()]) for label in labels]
     return MatrixReport(answered, targets, heads, keys, shapes)
 
 
 def _merged(parts: list[ProbedRelease]) -> ProbedRelease:
-    """One release's answers gathered in parts (each its own counts), as one."""
+    """One release's answers gathered in parts (each its own counts), as one:
+    a variant asked in two parts (two models' counts) keeps the first's."""
     first = parts[0]
     return replace(
         first,
-        results={k: r for part in parts for k, r in part.results.items()},
+        results={k: r for part in reversed(parts) for k, r in part.results.items()},
         notes=list(dict.fromkeys(n for part in parts for n in part.notes)),
         unmet=list(dict.fromkeys(u for part in parts for u in part.unmet)),
     )
@@ -184,24 +197,17 @@ def _column(key: str) -> str:
     return Variant(variant.probe, tuple(others.items())).key
 
 
-def _answers(plans: list[_ShapePlan], release: ProbedRelease, sm: int) -> list[ShapeAnswer]:
-    out = []
-    for plan in plans:
-        if plan.key is None:
-            out.append(_unprobed(plan, sm, release.info.version))
-            continue
-        result = release.results.get((plan.key, sm))
-        cell = result.heads.get(plan.shape.heads) if result else None
-        if result is None or cell is None:
-            out.append(_unprobed(plan, sm, release.info.version, "no answer came back for this cell"))
-            continue
-        version = release.info.version
-        out.append(
-            ShapeAnswer(
-                plan.shape, plan.kernel, sm, version, plan.key, cell, result.depth, unchecked=tuple(result.unchecked)
-            )
-        )
-    return out
+def _answer(plan: _ShapePlan, release: ProbedRelease | None, sm: int, version: str) -> ShapeAnswer:
+    """A shape's answer from the release its variant was probed on (None: no variant could be)."""
+    if plan.key is None or release is None:
+        return _unprobed(plan, sm, version)
+    result = release.results.get((plan.key, sm))
+    cell = result.heads.get(plan.shape.heads) if result else None
+    if result is None or cell is None:
+        return _unprobed(plan, sm, version, "no answer came back for this cell")
+    return ShapeAnswer(
+        plan.shape, plan.kernel, sm, version, plan.key, cell, result.depth, unchecked=tuple(result.unchecked)
+    )
 
 
 def _unprobed(plan: _ShapePlan, sm: int, release: str, why: str | None = None) -> ShapeAnswer:
