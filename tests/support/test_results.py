@@ -57,3 +57,44 @@ def test_a_run_for_fewer_sms_reads_what_a_wider_run_kept(cli_json, tmp_path, mon
     code, more, err = cli_json(*args, "--sm", "100,110")
     assert code == 0, err
     assert probed and all(sms == [110] for sms in probed[0].values())
+
+
+def test_two_runs_sharing_a_cache_probe_a_release_once(tmp_path, monkeypatch):
+    """Runs that share a cache (CI jobs on one runner, a suite's workers) and
+    ask a release at the same time: one probes it, the other waits for the
+    answers it keeps and reads them, instead of probing it beside it."""
+    import threading
+
+    import hprobe.support.results as results
+    from hprobe.support.trees import resolve
+
+    release = resolve("0.6.14")  # fetched into the suite's cache; the answers go to an empty one
+    monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    real = results._run_worker
+    workers: list[str] = []
+    first_in = threading.Event()
+
+    def counted(*args, **kwargs):
+        workers.append(threading.current_thread().name)
+        first_in.set()
+        threading.Event().wait(0.5)  # the other run asks while this one probes
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(results, "_run_worker", counted)
+    answers: dict[str, list] = {}
+
+    def ask(name: str) -> None:
+        answers[name] = results.probe_release(release, ["dsv4-sparse-mla"], [100], [16, 64, 128])
+
+    first = threading.Thread(target=ask, args=("first",), name="first")
+    first.start()
+    assert first_in.wait(60)
+    second = threading.Thread(target=ask, args=("second",), name="second")
+    second.start()
+    first.join(300)
+    second.join(300)
+    assert workers == ["first"]
+    assert answers["first"] == answers["second"]
+    assert {n: h.outcome.value for n, h in answers["second"][0].heads.items()} == dict.fromkeys(
+        (16, 64, 128), "accepted"
+    )

@@ -5,13 +5,14 @@ versions), the probe, hprobe's own code and what was asked; read through
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import importlib.util
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import hprobe
@@ -19,8 +20,9 @@ from hprobe import __version__
 from hprobe.model.outcome import KernelSMResult
 from hprobe.support import cache
 from hprobe.support.requirements import parse_requirements
-from hprobe.support.trees import DIST, Release, _metadata_fields
+from hprobe.support.trees import DIST, WORKER_TIMEOUT, Release, _metadata_fields
 from hprobe.support.workers import _inconclusive, _run_worker
+from hprobe.system.bounded import setting_from_env
 from hprobe.system.envinfo import dist_info_dir, distribution_version
 from hprobe.system.fileio import MAX_INPUT_BYTES, read_text_or_none
 from hprobe.system.once import Once
@@ -176,20 +178,29 @@ def probe_release(
     `kernel_ids` are variant keys (`trtllm-mla[backend=xqa]`); `on_probe` is
     told which of them a worker is about to probe (none: every answer was cached)."""
     identity = release.wheel_sha256 if use_cache else None
-    cached = {kernel_id: cached_per_sm(identity, kernel_id, sms, heads) if identity else {} for kernel_id in kernel_ids}
-    missing = [kernel_id for kernel_id in kernel_ids if len(cached[kernel_id]) < len(set(sms))]
+
+    def cached_now() -> tuple[dict[str, dict[int, KernelSMResult]], list[str]]:
+        kept = {
+            kernel_id: cached_per_sm(identity, kernel_id, sms, heads) if identity else {} for kernel_id in kernel_ids
+        }
+        return kept, [kernel_id for kernel_id in kernel_ids if len(kept[kernel_id]) < len(set(sms))]
+
+    cached, missing = cached_now()
     fresh: dict[str, dict[int, KernelSMResult]] = {}
-    if missing:
-        if on_probe is not None:
-            on_probe(missing)
-        # The SMs any of them lacks, for all of them: one worker, one import.
-        wanted = sorted({sm for kernel_id in missing for sm in sms if sm not in cached[kernel_id]})
-        for result in _run_worker(release, missing, wanted, heads):
-            fresh.setdefault(result.key, {})[result.sm] = result
-        for kernel_id, by_sm in fresh.items():
-            # Environment failures depend on this machine, not the wheel: never cached.
-            if release.wheel_sha256 is not None and not any(r.unanswered for r in by_sm.values()):
-                cache_per_sm(release.wheel_sha256, kernel_id, heads, list(by_sm.values()))
+    with _probing(identity, missing, sms, heads) as waited:
+        if waited:
+            cached, missing = cached_now()  # what the process that held the lock kept
+        if missing:
+            if on_probe is not None:
+                on_probe(missing)
+            # The SMs any of them lacks, for all of them: one worker, one import.
+            wanted = sorted({sm for kernel_id in missing for sm in sms if sm not in cached[kernel_id]})
+            for result in _run_worker(release, missing, wanted, heads):
+                fresh.setdefault(result.key, {})[result.sm] = result
+            for kernel_id, by_sm in fresh.items():
+                # Environment failures depend on this machine, not the wheel: never cached.
+                if release.wheel_sha256 is not None and not any(r.unanswered for r in by_sm.values()):
+                    cache_per_sm(release.wheel_sha256, kernel_id, heads, list(by_sm.values()))
     results: list[KernelSMResult] = []
     for kernel_id in kernel_ids:
         for sm in sms:  # in the order asked; never a silent hole in the answer
@@ -199,6 +210,40 @@ def probe_release(
                 or _inconclusive(kernel_id, sm, release.version, heads, "the probe worker returned no result for it")
             )
     return results
+
+
+@contextlib.contextmanager
+def _probing(identity: str | None, missing: list[str], sms: list[int], heads: list[int]) -> Iterator[bool]:
+    """Held while this process probes what the cache lacks, so that runs
+    sharing a cache (CI jobs on one runner, a check beside a suggest, a test
+    suite's workers) probe a release once: one probes, the others wait and
+    read what it kept. Yields whether it waited on another holder (then the
+    cache is read again). Without a cache or a lock (a timeout, a filesystem
+    without locks) every process probes for itself, as before."""
+    if identity is None or not missing:
+        yield False
+        return
+    from filelock import FileLock, Timeout
+
+    material = json.dumps([identity, sorted(missing), sorted(set(sms)), heads, code_digest()])
+    folder = cache.root() / "results"
+    lock: FileLock | None = None
+    waited = False
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(folder / f".{hashlib.sha256(material.encode()).hexdigest()[:32]}.lock"))
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            waited = True
+            lock.acquire(timeout=setting_from_env(WORKER_TIMEOUT))
+    except (Timeout, OSError):
+        lock, waited = None, False
+    try:
+        yield waited
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 def _cache_file(key: str) -> Path:
