@@ -95,6 +95,7 @@ def test_two_runs_sharing_a_cache_probe_a_release_once(tmp_path, monkeypatch):
     second.join(300)
     assert workers == ["first"]
     assert answers["first"] == answers["second"]
+    assert not list((tmp_path / "cache" / "results").glob(".*.lock"))  # no file left per question asked
     assert {n: h.outcome.value for n, h in answers["second"][0].heads.items()} == dict.fromkeys(
         (16, 64, 128), "accepted"
     )

@@ -12,6 +12,7 @@ import importlib.util
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from hprobe.support import cache
 from hprobe.support.requirements import parse_requirements
 from hprobe.support.trees import DIST, WORKER_TIMEOUT, Release, _metadata_fields
 from hprobe.support.workers import _inconclusive, _run_worker
-from hprobe.system.bounded import setting_from_env
+from hprobe.system.bounded import setting_from_env, stopping
 from hprobe.system.envinfo import dist_info_dir, distribution_version
 from hprobe.system.fileio import MAX_INPUT_BYTES, read_text_or_none
 from hprobe.system.once import Once
@@ -219,7 +220,10 @@ def _probing(identity: str | None, missing: list[str], sms: list[int], heads: li
     suite's workers) probe a release once: one probes, the others wait and
     read what it kept. Yields whether it waited on another holder (then the
     cache is read again). Without a cache or a lock (a timeout, a filesystem
-    without locks) every process probes for itself, as before."""
+    without locks) each process probes for itself. A holder removes the lock's
+    file as it lets go, so that a cache asked many questions keeps no file per
+    question; a run that locks a new file meanwhile has read the cache or
+    reads it again, so the worst a race costs is a probe made twice."""
     if identity is None or not missing:
         yield False
         return
@@ -236,7 +240,16 @@ def _probing(identity: str | None, missing: list[str], sms: list[int], heads: li
             lock.acquire(timeout=0)
         except Timeout:
             waited = True
-            lock.acquire(timeout=setting_from_env(WORKER_TIMEOUT))
+            # In slices: a thread waiting here never sees Ctrl-C, and must not
+            # hold its run up once the main thread unwinds (kill_running).
+            deadline = time.monotonic() + setting_from_env(WORKER_TIMEOUT)
+            while True:
+                try:
+                    lock.acquire(timeout=1.0)
+                    break
+                except Timeout:
+                    if stopping() or time.monotonic() > deadline:
+                        raise
     except (Timeout, OSError):
         lock, waited = None, False
     try:
@@ -244,6 +257,8 @@ def _probing(identity: str | None, missing: list[str], sms: list[int], heads: li
     finally:
         if lock is not None:
             lock.release()
+            with contextlib.suppress(OSError):
+                os.unlink(lock.lock_file)
 
 
 def _cache_file(key: str) -> Path:
