@@ -99,3 +99,48 @@ def test_two_runs_sharing_a_cache_probe_a_release_once(tmp_path, monkeypatch):
     assert {n: h.outcome.value for n, h in answers["second"][0].heads.items()} == dict.fromkeys(
         (16, 64, 128), "accepted"
     )
+
+
+def test_a_run_waiting_on_another_runs_probe_stops_when_it_unwinds(tmp_path, monkeypatch):
+    """A thread waiting for another run's probe never sees Ctrl-C: once the
+    main thread unwinds (kill_running sets the flag), it stops waiting within
+    a slice, holds nothing, and probes nothing itself (nothing new starts)."""
+    import threading
+    import time
+
+    from hprobe.support import results
+    from hprobe.system import bounded
+
+    monkeypatch.setenv("HPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    question = ("a" * 64, ["dsv4-sparse-mla"], [100], [64])
+    held, let_go = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with results._probing(*question):
+            held.set()
+            let_go.wait(60)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert held.wait(30)
+    seen: dict[str, object] = {}
+
+    def wait() -> None:
+        start = time.monotonic()
+        with results._probing(*question) as waited:
+            seen["waited"] = waited
+        seen["took"] = time.monotonic() - start
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(1.5)
+    assert waiter.is_alive()  # waiting on the holder
+    bounded._STOPPING.set()  # what kill_running sets while the main thread unwinds
+    try:
+        waiter.join(10)
+        stopped = not waiter.is_alive()
+    finally:
+        bounded.resume()
+        let_go.set()
+        holder.join(30)
+    assert stopped and seen["waited"] is False and float(seen["took"]) < 6  # type: ignore[arg-type]
