@@ -250,7 +250,7 @@ def _probing(identity: str | None, missing: list[str], sms: list[int], heads: li
                 except Timeout:
                     if stopping() or time.monotonic() > deadline:
                         raise
-    except (Timeout, OSError):
+    except (Timeout, OSError, NotImplementedError):  # filelock 3 refuses a filesystem without flock so
         lock, waited = None, False
     try:
         yield waited

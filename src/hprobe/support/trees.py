@@ -787,7 +787,7 @@ def _unpack_under_lock(tree: Path, sha: str, unpack: Callable[[], None]) -> None
     lock: FileLock | None = FileLock(str(tree.parent / f".{sha}.lock"))
     try:
         lock.acquire(timeout=setting_from_env(WORKER_TIMEOUT))  # type: ignore[union-attr]
-    except (Timeout, OSError):
+    except (Timeout, OSError, NotImplementedError):  # filelock 3 refuses a filesystem without flock so
         lock = None
     try:
         if not _tree_intact(tree, discard=lock is not None):
