@@ -104,7 +104,7 @@ def test_two_runs_sharing_a_cache_probe_a_release_once(tmp_path, monkeypatch):
 def test_a_run_waiting_on_another_runs_probe_stops_when_it_unwinds(tmp_path, monkeypatch):
     """A thread waiting for another run's probe never sees Ctrl-C: once the
     main thread unwinds (kill_running sets the flag), it stops waiting within
-    a slice, holds nothing, and probes nothing itself (nothing new starts)."""
+    a slice and holds nothing (what it would start then, bounded refuses)."""
     import threading
     import time
 

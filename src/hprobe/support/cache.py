@@ -252,6 +252,46 @@ def discard(path: Path) -> None:
         aside.unlink(missing_ok=True)
 
 
+@contextlib.contextmanager
+def exclusive(lock_file: Path, wait_s: float, remove: bool = False) -> Iterator[bool | None]:
+    """An exclusive lock on `lock_file` between runs sharing the cache: yields
+    False when it was had at once, True when had after another holder let go,
+    None when not had (a filesystem without locks, `wait_s` passed, the run
+    unwinding), where the caller works without it. Waited for in one-second
+    slices: a thread waiting here never sees Ctrl-C, and must not hold its run
+    up once the main thread unwinds (bounded.kill_running). `remove`: the
+    holder removes the file as it lets go (a lock per question, not per entry)."""
+    from filelock import FileLock, Timeout
+
+    from hprobe.system.bounded import stopping
+
+    lock = FileLock(str(lock_file))
+    waited: bool | None = False
+    try:
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            waited = True
+            deadline = time.monotonic() + wait_s
+            while True:
+                try:
+                    lock.acquire(timeout=1.0)
+                    break
+                except Timeout:
+                    if stopping() or time.monotonic() > deadline:
+                        raise
+    except (Timeout, OSError, NotImplementedError):  # filelock 3 refuses a filesystem without flock so
+        waited = None
+    try:
+        yield waited
+    finally:
+        if waited is not None:
+            lock.release()
+            if remove:
+                with contextlib.suppress(OSError):
+                    os.unlink(lock_file)
+
+
 def tree_lock(tree: Path) -> Path:
     """The lock file of a tree in the cache (`trees/<sha>` and `trees/<sha>.slim`
     share one): unpacking takes it alone, a run using the tree takes it shared,

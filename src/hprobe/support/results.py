@@ -12,7 +12,6 @@ import importlib.util
 import json
 import os
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from hprobe.support import cache
 from hprobe.support.requirements import parse_requirements
 from hprobe.support.trees import DIST, WORKER_TIMEOUT, Release, _metadata_fields
 from hprobe.support.workers import _inconclusive, _run_worker
-from hprobe.system.bounded import setting_from_env, stopping
+from hprobe.system.bounded import setting_from_env
 from hprobe.system.envinfo import dist_info_dir, distribution_version
 from hprobe.system.fileio import MAX_INPUT_BYTES, read_text_or_none
 from hprobe.system.once import Once
@@ -219,46 +218,24 @@ def _probing(identity: str | None, missing: list[str], sms: list[int], heads: li
     sharing a cache (CI jobs on one runner, a check beside a suggest, a test
     suite's workers) probe a release once: one probes, the others wait and
     read what it kept. Yields whether it waited on another holder (then the
-    cache is read again). Without a cache or a lock (a timeout, a filesystem
-    without locks) each process probes for itself. A holder removes the lock's
-    file as it lets go, so that a cache asked many questions keeps no file per
-    question; a run that locks a new file meanwhile has read the cache or
-    reads it again, so the worst a race costs is a probe made twice."""
+    cache is read again); without the lock each process probes for itself.
+    The lock's file goes as its holder lets go, so that a cache asked many
+    questions keeps no file per question; a run that locks a new file
+    meanwhile has read the cache or reads it again, so the worst a race costs
+    is a probe made twice."""
     if identity is None or not missing:
         yield False
         return
-    from filelock import FileLock, Timeout
-
     material = json.dumps([identity, sorted(missing), sorted(set(sms)), heads, code_digest()])
     folder = cache.root() / "results"
-    lock: FileLock | None = None
-    waited = False
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(folder / f".{hashlib.sha256(material.encode()).hexdigest()[:32]}.lock"))
-        try:
-            lock.acquire(timeout=0)
-        except Timeout:
-            waited = True
-            # In slices: a thread waiting here never sees Ctrl-C, and must not
-            # hold its run up once the main thread unwinds (kill_running).
-            deadline = time.monotonic() + setting_from_env(WORKER_TIMEOUT)
-            while True:
-                try:
-                    lock.acquire(timeout=1.0)
-                    break
-                except Timeout:
-                    if stopping() or time.monotonic() > deadline:
-                        raise
-    except (Timeout, OSError, NotImplementedError):  # filelock 3 refuses a filesystem without flock so
-        lock, waited = None, False
-    try:
-        yield waited
-    finally:
-        if lock is not None:
-            lock.release()
-            with contextlib.suppress(OSError):
-                os.unlink(lock.lock_file)
+    except OSError:
+        yield False
+        return
+    lock_file = folder / f".{hashlib.sha256(material.encode()).hexdigest()[:32]}.lock"
+    with cache.exclusive(lock_file, setting_from_env(WORKER_TIMEOUT), remove=True) as waited:
+        yield bool(waited)
 
 
 def _cache_file(key: str) -> Path:

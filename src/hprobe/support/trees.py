@@ -782,20 +782,10 @@ def _unpack_under_lock(tree: Path, sha: str, unpack: Callable[[], None]) -> None
     unpacks, the others wait for it and find the tree published. Without
     the lock (timeout, a filesystem without locks) unpacking is still safe,
     only done twice."""
-    from filelock import FileLock, Timeout
-
-    lock: FileLock | None = FileLock(str(tree.parent / f".{sha}.lock"))
-    try:
-        lock.acquire(timeout=setting_from_env(WORKER_TIMEOUT))  # type: ignore[union-attr]
-    except (Timeout, OSError, NotImplementedError):  # filelock 3 refuses a filesystem without flock so
-        lock = None
-    try:
-        if not _tree_intact(tree, discard=lock is not None):
+    with cache.exclusive(tree.parent / f".{sha}.lock", setting_from_env(WORKER_TIMEOUT)) as waited:
+        if not _tree_intact(tree, discard=waited is not None):
             cache.clean_stale(tree.parent)
             unpack()
-    finally:
-        if lock is not None:
-            lock.release()
 
 
 _PRIVATE: list[Path] = []
