@@ -52,13 +52,13 @@ def commands(work: Path, engines: bool, report: bool, suggest: bool) -> dict[str
         sys.path.insert(0, str(ROOT / "tests"))
         from engine_wheels import download_engine  # the tests' own downloader: source only, never imported
 
-        for distribution, version, sms in ENGINES:
+        for distribution, version, sms, release in ENGINES:
             tree = download_engine(work / f"{distribution}-{version}", distribution, version)
-            out[f"check --repo {distribution} {version}"] = (["check", "--repo", str(tree), "--sm", sms], [])
-            out[f"check --repo {distribution} {version} --format json"] = (
-                ["check", "--repo", str(tree), "--sm", sms, "--format", "json"],
-                [],
-            )
+            asked = ["--repo", str(tree), "--sm", sms, *(["--flashinfer", release] if release else [])]
+            out[f"check --repo {distribution} {version}"] = (["check", *asked], [])
+            out[f"check --repo {distribution} {version} --format json"] = (["check", *asked, "--format", "json"], [])
+            if suggest:
+                out[f"suggest --repo {distribution} {version}"] = (["suggest", *asked], [])
     if report:
         out["report (ten releases)"] = (
             [
@@ -119,10 +119,13 @@ def main() -> None:
     parser.add_argument(
         "--engines",
         action="store_true",
-        help="also check --repo on SGLang 0.5.23 and vLLM 0.33.0 (downloaded, never imported)",
+        help="also check --repo on SGLang 0.5.23, vLLM 0.33.0 and 0.34.0 (downloaded, never imported);"
+        " with --suggest, suggest --repo on each too",
     )
     parser.add_argument("--report", action="store_true", help="also the ten-release report's three files")
-    parser.add_argument("--suggest", action="store_true", help="also suggest --diff on the pre-#48047 fixture")
+    parser.add_argument(
+        "--suggest", action="store_true", help="also suggest --diff on the pre-#48047 fixture (and on each engine tree)"
+    )
     parser.add_argument("--only", default="", help="only the commands whose name holds this text")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="hprobe-same-outputs-"))
