@@ -24,7 +24,6 @@ _KERNELS = "probed on real releases in tests/test_releases.py and tests/kernels/
 _ERAS = "a few hooks over the neighbouring era, whose cases run it: "
 ELSEWHERE: dict[str, str] = {
     "commands/conclude.py": "tests/report/test_formats.py (every report concluded before it is rendered)",
-    "commands/rules.py": _E2E + "tests/rules/repo/test_extract.py",
     "compiled/trtllm_gen/era_0_6_4.py": _ERAS + "tests/compiled/trtllm_gen/test_era_0_6_6.py",
     "compiled/trtllm_gen/era_0_6_7.py": _ERAS + "tests/compiled/trtllm_gen/test_era_0_6_8.py",
     "kernels/__init__.py": _KERNELS,

@@ -9,16 +9,23 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from fnmatch import fnmatchcase
 from itertools import chain, takewhile
+from typing import TYPE_CHECKING
 
 from hprobe.model.assumption import Assumption
 from hprobe.model.call import CallForm, bound_to
 from hprobe.model.errors import EXIT_FINDINGS, EXIT_INCONCLUSIVE, EXIT_OK
 from hprobe.model.heads import compact_set
 from hprobe.model.outcome import Depth, HeadResult, KernelSMResult, Outcome
-from hprobe.model.padding import Backend, PaddingTable
-from hprobe.model.release import ProbedRelease
-from hprobe.model.verdict import TRUSTED_NOTE, Finding, Verdict, VerdictCell, VerdictGrid
+from hprobe.model.padding import Backend, Model, PaddingTable
+from hprobe.model.release import ProbedRelease, releases_judged
+from hprobe.model.verdict import TRUSTED_NOTE, Finding, Verdict, VerdictCell, VerdictGrid, Verdicts
 from hprobe.model.waiver import Waiver, WaiverUse
+from hprobe.rules.repo.tree.status import ClassStatus
+
+if TYPE_CHECKING:
+    from hprobe.rules.repo.extract import RepoTables
+    from hprobe.rules.repo.interpreter.evaluate import NotEvaluable
+    from hprobe.support.answers import Answers
 
 # (verdict, the smallest accepted count >= n, padded / that count, the kernel's
 # answer the verdict rests on, notes)
@@ -517,3 +524,136 @@ def _field_matches(finding: Finding, key: str, pattern: str) -> bool:
         case "table" | "backend" | "kernel" | "model":
             return fnmatchcase(str(getattr(finding, key)), pattern)
     raise AssertionError(key)  # keys are checked when a waiver is read
+
+
+def judge_answers(answers: Answers, trust: bool = False) -> Verdicts:
+    """The verdicts step of every command that judges rules: each table judged
+    on the answers of its releases; with --repo, the tree's findings beside
+    them (rules and counts not evaluable, a pin that cannot be read) and its
+    classes said. `trust`: judge's (--trust-validators)."""
+    numbers = [sm.number for sm in answers.targets.sms]
+    findings: list[Finding] = []
+    notes = list(answers.notes)
+    for table in answers.tables:
+        table_findings, table_notes = (
+            check_table(table, answers.supports(table), numbers, trust) if answers.questions else ([], [])
+        )
+        if not answers.flashinfer:
+            for f in table_findings:
+                f.pin = answers.pin or table.requires_flashinfer
+        findings.extend(table_findings)
+        notes.extend(table_notes)
+    verdicts = Verdicts(findings, notes)
+    if answers.readings:
+        verdicts = _judge_tree(answers, verdicts)
+    if not verdicts.findings:
+        verdicts = replace(
+            verdicts,
+            notes=[*verdicts.notes, "nothing was checked: no backend of the tables runs on the SMs selected"],
+        )
+    return verdicts
+
+
+def _judge_tree(answers: Answers, verdicts: Verdicts) -> Verdicts:
+    """A tree's verdicts: the tables' findings, and for each reading the
+    classes whose rule and the calls whose count could not be evaluated, as
+    inconclusive findings; its pin said, and judged on no release it names
+    when that cannot be read."""
+    repo = answers.readings[-1]  # classes and notes as the newest release reads them
+    said = (
+        f"flashinfer pin {repo.pin.spec} read from {repo.pin.source}"
+        if repo.pin
+        else f"no flashinfer requirement found in {repo.root}'s metadata"
+    )
+    findings = list(verdicts.findings)
+    if repo.pin is None and repo.pin_unread and not answers.flashinfer and answers.pin is None:
+        # Judged on the installed release only because no pin was read: not
+        # the tree's answer. Shown, never concluded (exit 3 unless a finding fails).
+        said = (
+            f"the flashinfer requirement cannot be read ({repo.pin_unread[0]}): judged on flashinfer "
+            f"{releases_judged(list(answers.probed.values()))}, which the tree may not install; every verdict is "
+            "undecided until --pin or --flashinfer names the release"
+        )
+        findings = on_unread_pin(findings, said)
+    notes = [said, *verdicts.notes, *repo.notes]
+    numbers = [sm.number for sm in answers.targets.sms]
+    asked = answers.targets.source == "flag"  # --sm: no row of another SM
+    for item in repo.classes:
+        rule = (
+            item.rule.describe() if item.rule else "; ".join(b.describe() for b in item.bound) or "rule not evaluated"
+        )
+        why = item.not_probed_because()
+        if item.status is ClassStatus.NOT_EVALUABLE:
+            # One probed entry makes it an inconclusive finding instead (below).
+            if not any(e.kernel for e in item.entries):
+                notes.append(f"{item.cls.qualname}: {why}")
+        elif why is not None:
+            notes.append(f"{item.cls.qualname} ({item.where}): {rule}; {why}")
+    # A rule not evaluable on a release is inconclusive there: each reading's own.
+    for reading in answers.readings:
+        findings.extend(_unevaluated(reading, numbers, asked))
+        findings.extend(_unevaluated_paths(reading, numbers, asked))
+    return Verdicts(findings, notes, [p.record() for p in repo.paths.paths])
+
+
+def _sms_shown(where: list[int], numbers: list[int], asked: bool) -> list[int]:
+    """The SMs of `where` checked; where none is, all of them unless --sm asked
+    for others (an unevaluable call is not hidden by the SMs a table names)."""
+    return [s for s in where if s in numbers] or ([] if asked else list(where))
+
+
+def _unevaluated_paths(repo: RepoTables, numbers: list[int], asked: bool) -> list[Finding]:
+    """Inconclusive findings, where each runs, for the call paths whose head
+    count could not be evaluated in this reading of the tree."""
+    out = []
+    for problem in repo.paths.problems:
+        models = [m for m in repo.table.models if not problem.models or m.name in problem.models]
+        for sm in _sms_shown(list(problem.sms), numbers, asked):
+            out.extend(_not_evaluable(repo, models, problem.backend, problem.kernel, sm, problem.problem))
+    return out
+
+
+def _unevaluated(repo: RepoTables, numbers: list[int], asked: bool) -> list[Finding]:
+    """Inconclusive findings, where each entry would run, for the classes whose
+    rule could not be evaluated in this reading of the tree."""
+    out = []
+    for item in repo.classes:
+        problem = item.problem
+        probed = [e for e in item.entries if e.kernel is not None]
+        if item.status is not ClassStatus.NOT_EVALUABLE or problem is None or not probed:
+            continue
+        for entry in probed:
+            for sm in _sms_shown(list(entry.sms), numbers, asked):
+                out.extend(
+                    _not_evaluable(
+                        repo, repo.table.models, f"{item.cls.qualname}{entry.label}", entry.kernel or "", sm, problem
+                    )
+                )
+    return out
+
+
+def _not_evaluable(
+    repo: RepoTables, models: list[Model], backend: str, kernel: str, sm: int, problem: NotEvaluable
+) -> list[Finding]:
+    """One inconclusive finding per model and TP: the rule or count that feeds
+    `backend` on `sm` could not be read, so nothing about it is judged."""
+    return [
+        Finding(
+            table=repo.table.name,
+            table_path=repo.table.path,
+            model=model.name,
+            tp=tp,
+            n=n,
+            backend=backend,
+            kernel=kernel,
+            sm=sm,
+            flashinfer_version="-",
+            padded=None,
+            verdict=Verdict.INCONCLUSIVE,
+            notes=[f"not evaluable: {problem}"],
+            source=f"{problem.path}:{problem.line}",
+            rule_unknown=True,
+        )
+        for model in models
+        for tp, n in model.per_rank()
+    ]

@@ -1,6 +1,7 @@
 """commands/drift: `check --baseline` (what changed since a recorded matrix),
-and the options `diff` and `bisect` share, each refused in one line before any
-probe runs (`diff` and `bisect` over fetched releases: tests/test_releases.py)."""
+each bad baseline refused in one line before any probe runs (the release
+ranges `diff`, `bisect` and `report` share: tests/support/test_published.py;
+`diff` and `bisect` over fetched releases: tests/test_releases.py)."""
 
 from __future__ import annotations
 
@@ -8,33 +9,10 @@ import json
 
 import pytest
 
-from hprobe.commands.drift import _parse_range, load_baseline
+from hprobe.commands.drift import load_baseline
 from hprobe.model.errors import InputError
 
 from ..conftest import ROOT
-
-
-@pytest.mark.pure
-@pytest.mark.parametrize(
-    ("text", "said"),
-    [
-        ("0.6.10", "expected LO..HI"),
-        ("0.6.x..0.7", "not release numbers"),
-        ("0.7.4..0.6.14", "runs backwards"),
-    ],
-)
-def test_a_range_is_refused_in_one_line(text, said):
-    with pytest.raises(InputError, match=said):
-        _parse_range(text)
-
-
-@pytest.mark.pure
-def test_a_range_may_leave_either_end_open():
-    assert _parse_range(None) == (None, None)
-    lo, hi = _parse_range("0.6.12..")
-    assert str(lo) == "0.6.12" and hi is None
-    lo, hi = _parse_range("..0.7.4")
-    assert lo is None and str(hi) == "0.7.4"
 
 
 @pytest.mark.pure

@@ -16,7 +16,8 @@ from hprobe.model.release import INSTALLED
 from hprobe.support import published
 from hprobe.system.envinfo import distribution_version
 
-pytestmark = pytest.mark.slow  # pip runs
+# pip runs in all but the range tests
+slow = pytest.mark.slow
 
 RELEASES = ("0.6.12", "0.6.13", "0.7.0rc1", "0.7.4")
 
@@ -37,12 +38,14 @@ def index(tmp_path: Path, monkeypatch) -> Path:
     return tmp_path
 
 
+@slow
 @pytest.mark.usefixtures("index")
 def test_the_published_releases_are_what_pip_lists_oldest_first() -> None:
     assert published.published_versions() == [Version("0.6.12"), Version("0.6.13"), Version("0.7.4")]
     assert published.final_releases()[-1] == Version("0.7.4")
 
 
+@slow
 @pytest.mark.usefixtures("index")
 def test_a_pin_is_probed_at_its_two_ends_and_the_installed_release_in_place() -> None:
     installed = distribution_version("flashinfer-python")
@@ -56,6 +59,7 @@ def test_a_pin_is_probed_at_its_two_ends_and_the_installed_release_in_place() ->
         published.pinned_releases(">=0.8")
 
 
+@slow
 def test_an_index_that_cannot_be_reached_is_said_so(monkeypatch) -> None:
     for name in [k for k in os.environ if k.startswith("PIP_")]:
         monkeypatch.delenv(name)
@@ -66,3 +70,26 @@ def test_an_index_that_cannot_be_reached_is_said_so(monkeypatch) -> None:
     with pytest.raises(IndexUnlisted, match="the package index could not be reached"):
         published.published_versions()
     assert published.listed_or_none("flashinfer-python") is None
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("0.6.10", "expected LO..HI"),
+        ("0.6.x..0.7", "not release numbers"),
+        ("0.7.4..0.6.14", "runs backwards"),
+    ],
+)
+def test_a_range_is_refused_in_one_line(text, said):
+    with pytest.raises(InputError, match=said):
+        published.parse_release_range(text)
+
+
+@pytest.mark.pure
+def test_a_range_may_leave_either_end_open():
+    assert published.parse_release_range(None) == (None, None)
+    lo, hi = published.parse_release_range("0.6.12..")
+    assert str(lo) == "0.6.12" and hi is None
+    lo, hi = published.parse_release_range("..0.7.4")
+    assert lo is None and str(hi) == "0.7.4"

@@ -233,8 +233,8 @@ def check(
     """Check padding tables (or the rules in a repo) against flashinfer's own validators."""
 
     def job() -> int:
+        from hprobe.commands.check import run_check
         from hprobe.commands.request import RuleRequest
-        from hprobe.commands.rules import run_check_command
 
         fmt = _format(output_format, json_output, "check")
         request = RuleRequest.parse(
@@ -271,9 +271,7 @@ def check(
 
             recorded = load_baseline(str(baseline))
         with progress_line(fmt.for_tools) as progress:
-            report = run_check_command(
-                request, strict, recorded, not no_cache, progress, accepted, trust=trust_validators
-            )
+            report = run_check(request, strict, recorded, not no_cache, progress, accepted, trust=trust_validators)
         from hprobe.report.formats import render, wanted_lines, written_by
         from hprobe.system.streams import write_command
 
@@ -668,14 +666,13 @@ def report(
     def _report(site: SiteWriter) -> int:
         from hprobe.commands.report import run_report
         from hprobe.commands.request import RuleRequest, kernel_ids, parse_axes
-        from hprobe.commands.rules import collect_rules
         from hprobe.model.targets import parse_heads
         from hprobe.report.formats import SITE_FILES, site_documents
         from hprobe.system.escaping import visible
 
         wanted, kernels, axes = parse_heads(heads), kernel_ids(kernel), parse_axes(_axis_args(ctx))
-        rules = None
-        if table or repo is not None:  # read and checked before anything is probed
+        request = None
+        if table or repo is not None:
             request = RuleRequest.parse(
                 "report",
                 tables=table,
@@ -692,9 +689,8 @@ def report(
                 flashinfer=None,
                 extra_args=[],
             )
-            rules = (request, *collect_rules(request, not no_cache))
         with progress_line(False) as progress:
-            report = run_report(releases, kernels, sm, wanted, axes, rules, not no_cache, progress)
+            report = run_report(releases, kernels, sm, wanted, axes, request, not no_cache, progress)
         site.commit(site_documents(report))
         say(
             f"wrote {visible(str(output))}/{', '.join(SITE_FILES)}: {len(report.matrix.releases)} releases, "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from hprobe.advise.history import first_true
 from hprobe.kernels import get_variant
@@ -18,8 +18,7 @@ from hprobe.model.targets import DEFAULT_MAX_HEADS, Targets
 from hprobe.report.drift import BisectReport, BisectStep, DiffReport, KernelChange
 from hprobe.report.model import MatrixReport
 from hprobe.support.gather import gather, probe_named
-from hprobe.support.published import published_versions
-from hprobe.support.trees import parse_spec
+from hprobe.support.published import parse_release_range, published_versions
 from hprobe.system.fileio import read_text
 
 
@@ -70,22 +69,6 @@ def diff_reports(report: MatrixReport) -> DiffReport:
     return DiffReport(old.describe(), new.describe(), tuple(changes))
 
 
-def _parse_range(text: str | None, option: str = "--range") -> tuple[Version | None, Version | None]:
-    if not text:
-        return None, None
-    lo_text, sep, hi_text = text.partition("..")
-    if not sep:
-        raise InputError(f"{option} {text!r}: expected LO..HI, e.g. 0.6.10..0.6.16")
-    try:
-        lo = Version(lo_text) if lo_text.strip() else None
-        hi = Version(hi_text) if hi_text.strip() else None
-    except InvalidVersion:
-        raise InputError(f"{option} {text!r}: not release numbers") from None
-    if lo and hi and lo > hi:
-        raise InputError(f"{option} {text!r}: runs backwards")
-    return lo, hi
-
-
 def run_bisect(
     kernel_id: str,
     sm: SM,
@@ -97,7 +80,7 @@ def run_bisect(
 ) -> BisectReport:
     """Binary search over published releases for the first that accepts `heads`."""
     kernel_id = get_variant(kernel_id).key  # unknown kernel -> input error before any download
-    lo, hi = _parse_range(range_text)
+    lo, hi = parse_release_range(range_text)
     progress("listing published flashinfer releases")
     versions = [v for v in published_versions() if (lo is None or v >= lo) and (hi is None or v <= hi)]
     if lo is None and versions:
@@ -219,16 +202,3 @@ def baseline_drift(
         [baseline.release, new], Targets([SM.from_number(s) for s in sms], "baseline"), baseline.heads
     )
     return diff_reports(report)
-
-
-def release_labels(spec: str, progress: Progress = quiet) -> list[str]:
-    """`LO..HI`: every published release in the range, oldest first; otherwise a
-    comma list of releases, wheels or directories as given."""
-    if ".." not in spec:
-        return parse_spec(spec)
-    lo, hi = _parse_range(spec, "--releases")
-    progress("listing published flashinfer releases")
-    versions = [str(v) for v in published_versions() if (lo is None or v >= lo) and (hi is None or v <= hi)]
-    if not versions:
-        raise InputError(f"--releases {spec}: no published flashinfer-python release in it")
-    return versions

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from packaging.version import Version
 
     from hprobe.kernels.base import Value
+    from hprobe.rules.interface import RuleInputs
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,44 @@ class RuleRequest:
     @property
     def axis_values(self) -> dict[str, list[Value]]:
         return {name: list(values) for name, values in self.axes}
+
+    @property
+    def releases(self) -> list[str] | None:
+        """The release labels --flashinfer names, or None (the pin's ends, else the installed one)."""
+        from hprobe.support.trees import parse_spec
+
+        return parse_spec(self.flashinfer) if self.flashinfer else None
+
+    def rule_inputs(self, use_cache: bool) -> RuleInputs:
+        """What the rules step reads: the sources named, the models picked, and
+        with --repo the tree read through the cache (support/readings.py)
+        unless `use_cache` is off."""
+        from hprobe.rules.interface import RuleInputs
+
+        picked = None
+        if self.models is not None:
+            from hprobe.rules.models import pick_models, shipped_models
+
+            picked = tuple(pick_models(list(shipped_models()), list(self.models)))
+        read_tree = None
+        if self.repo is not None:
+            from hprobe.support.readings import KeptReadings
+
+            read_tree = KeptReadings(use_cache).extract
+        return RuleInputs(
+            tables=self.tables,
+            repo=self.repo,
+            mapping=self.mapping,
+            exclude=self.exclude,
+            settings=self.settings,
+            pad_fn=self.pad_fn,
+            kernel=self.kernel,
+            sm=self.sm,
+            heads=self.heads,
+            tp=self.tp,
+            picked=picked,
+            read_tree=read_tree,
+        )
 
 
 def parse_settings(items: list[str] | None) -> dict[str, str]:

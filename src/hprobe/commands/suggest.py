@@ -37,8 +37,11 @@ def run_suggest(
     from hprobe.advise.suggest import rewritten
     from hprobe.advise.suggest import suggest as make_suggestions
     from hprobe.commands.conclude import conclude
-    from hprobe.commands.rules import collect_rules, judge_rules
+    from hprobe.judge import judge_answers
+    from hprobe.report.model import CheckReport
     from hprobe.report.suggest import SuggestReport
+    from hprobe.rules.sources import collect_rules
+    from hprobe.support.answers import gather_answers
     from hprobe.support.gather import alongside
 
     if diff_name is not None and request.repo is None:
@@ -48,7 +51,7 @@ def run_suggest(
     # probed beside the check (with the cache, which keeps its answer), the
     # index listed while the rules are read.
     with alongside(lambda: _newest_published() if searching and use_cache else ()) as newest:
-        tables, repo_tables = collect_rules(request, use_cache)
+        tables, repo_tables = collect_rules(request.rule_inputs(use_cache), request.axis_values)
         ahead = newest.result()
     if want_table and len(tables) != 1:
         raise InputError("--output writes one table: name one with --table (or use --repo)")
@@ -57,7 +60,8 @@ def run_suggest(
         from hprobe.system.progress import Statement
 
         progress(Statement(unpatchable))  # before any release is fetched
-    report = judge_rules(request, tables, repo_tables, False, use_cache, progress, ahead=ahead)
+    answers = gather_answers(tables, repo_tables, request.sm, request.releases, request.pin, use_cache, progress, ahead)
+    report = CheckReport.judged(answers, judge_answers(answers), False)
     if unpatchable is not None:
         report = replace(report, notes=[unpatchable, *report.notes])
     # The tables judged: a repo whose rules read flashinfer's own tables gives one per release.

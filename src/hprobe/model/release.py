@@ -55,6 +55,13 @@ class ProbedRelease:
 INSTALLED = "installed"
 
 
+def releases_judged(releases: list[ProbedRelease]) -> str:
+    """The releases findings rest on, for a header; "none judged" where none
+    could be had (a pin the index does not serve), never the number of a
+    release that answered nothing."""
+    return ", ".join(dict.fromkeys(r.info.version for r in releases)) or "none judged"
+
+
 Progress = Callable[[str], None]
 
 

@@ -10,7 +10,7 @@ from typing import Any, assert_never
 
 from hprobe.model.assumption import Assumption
 from hprobe.model.outcome import Cause, Depth, HeadResult, Outcome
-from hprobe.model.padding import Backend, PaddingTable, Reach
+from hprobe.model.padding import Backend, CallPathRecord, PaddingTable, Reach
 from hprobe.model.waiver import Waiver
 
 # A note judge.py gives a finding whose count's compiled selection was pending
@@ -379,3 +379,14 @@ class VerdictGrid:
     sm: int
     cases: tuple[tuple[str, int, int, int | None], ...]
     rows: tuple[tuple[str, tuple[VerdictCell | None, ...]], ...]
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """What the verdicts step concludes of a set of tables judged on their
+    answers (judge.judge_answers): the findings, the notes to show beside them,
+    and with --repo every call of a probed entry."""
+
+    findings: list[Finding]
+    notes: list[str]
+    call_paths: list[CallPathRecord] = field(default_factory=list)

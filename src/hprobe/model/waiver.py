@@ -33,7 +33,7 @@ class Waiver:
     origin: str  # file:line, or "--ignore"
 
     def expired(self, today: dt.date) -> bool:
-        """`today`: the UTC date (commands/rules.py), so that a waiver ends at
+        """`today`: the UTC date (commands/check.py), so that a waiver ends at
         the same moment on every machine whatever its time zone."""
         return self.expires is not None and self.expires < today
 

@@ -13,13 +13,14 @@ from hprobe.model.advice import TableAdvice
 from hprobe.model.errors import EXIT_INCONCLUSIVE
 from hprobe.model.outcome import Depth, HeadResult, KernelSMResult, Outcome
 from hprobe.model.padding import CallPathRecord, PaddingTable
-from hprobe.model.release import FlashinferInfo, ProbedRelease
+from hprobe.model.release import FlashinferInfo, ProbedRelease, releases_judged
 from hprobe.model.targets import Targets
-from hprobe.model.verdict import TRUSTED_NOTE, Finding, Verdict, VerdictGrid
+from hprobe.model.verdict import TRUSTED_NOTE, Finding, Verdict, VerdictGrid, Verdicts
 from hprobe.model.waiver import WaiverUse
 
 if TYPE_CHECKING:
     from hprobe.report.drift import DiffReport
+    from hprobe.support.answers import Answers
 
 
 def _header(schema: str, flashinfer: FlashinferInfo, releases: list[ProbedRelease], targets: Targets) -> dict[str, Any]:
@@ -235,12 +236,26 @@ class CheckReport:
     verdict_grids: list[VerdictGrid] = field(default_factory=list)
     flashinfer: FlashinferInfo = field(default_factory=lambda: FlashinferInfo("unknown", "not probed"))
 
+    @classmethod
+    def judged(cls, answers: Answers, verdicts: Verdicts, strict: bool, trust: bool = False) -> CheckReport:
+        """The report of rules judged on their answers, before it is concluded
+        (commands/conclude.py): `trust` is --trust-validators."""
+        return cls(
+            list(answers.probed.values()),
+            answers.targets,
+            answers.tables,
+            verdicts.findings,
+            strict,
+            verdicts.notes,
+            planned=answers.planned,
+            call_paths=verdicts.call_paths,
+            trust_validators=trust,
+        )
+
     @property
     def releases_judged(self) -> str:
-        """The releases the findings rest on, for a header; "none judged" where
-        none could be had (a pin the index does not serve), never the number
-        of a release that answered nothing."""
-        return ", ".join(dict.fromkeys(r.info.version for r in self.releases)) or "none judged"
+        """The releases the findings rest on (model.release.releases_judged)."""
+        return releases_judged(self.releases)
 
     @property
     def unresolved_paths(self) -> list[CallPathRecord]:

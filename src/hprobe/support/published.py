@@ -13,8 +13,8 @@ from packaging.version import InvalidVersion, Version
 
 from hprobe.model.errors import IndexUnlisted, InputError, PinUnserved
 from hprobe.model.pins import exact_release, parse_pin
-from hprobe.model.release import INSTALLED
-from hprobe.support.trees import DIST, kept_without_wheel, pip_reason, resolve, run_pip
+from hprobe.model.release import INSTALLED, Progress, quiet
+from hprobe.support.trees import DIST, kept_without_wheel, parse_spec, pip_reason, resolve, run_pip
 from hprobe.system.envinfo import distribution_version
 
 
@@ -134,3 +134,33 @@ def _nearest(version: str) -> str:
     if not near:
         return ""
     return f"; nearest published: {', '.join(near)} (--flashinfer one of them, or a wheel or directory of {version})"
+
+
+def parse_release_range(text: str | None, option: str = "--range") -> tuple[Version | None, Version | None]:
+    """`LO..HI` (either end may be left out): the two release numbers, or None for an open end."""
+    if not text:
+        return None, None
+    lo_text, sep, hi_text = text.partition("..")
+    if not sep:
+        raise InputError(f"{option} {text!r}: expected LO..HI, e.g. 0.6.10..0.6.16")
+    try:
+        lo = Version(lo_text) if lo_text.strip() else None
+        hi = Version(hi_text) if hi_text.strip() else None
+    except InvalidVersion:
+        raise InputError(f"{option} {text!r}: not release numbers") from None
+    if lo and hi and lo > hi:
+        raise InputError(f"{option} {text!r}: runs backwards")
+    return lo, hi
+
+
+def release_labels(spec: str, progress: Progress = quiet) -> list[str]:
+    """`LO..HI`: every published release in the range, oldest first; otherwise a
+    comma list of releases, wheels or directories as given."""
+    if ".." not in spec:
+        return parse_spec(spec)
+    lo, hi = parse_release_range(spec, "--releases")
+    progress("listing published flashinfer releases")
+    versions = [str(v) for v in published_versions() if (lo is None or v >= lo) and (hi is None or v <= hi)]
+    if not versions:
+        raise InputError(f"--releases {spec}: no published flashinfer-python release in it")
+    return versions
