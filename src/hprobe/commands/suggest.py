@@ -14,11 +14,9 @@ if TYPE_CHECKING:
     from packaging.version import Version
 
     from hprobe.advise.search import HoldsAt
-    from hprobe.advise.suggest import BackendSuggestion
     from hprobe.commands.request import RuleRequest
     from hprobe.report.suggest import SuggestReport
     from hprobe.rules.repo.extract import RepoTables
-    from hprobe.rules.repo.patch import Adoption, Patch
 
 
 def run_suggest(
@@ -33,6 +31,7 @@ def run_suggest(
     """The suggestions, and the texts to write: the table with the suggested
     rules (`want_table`) and the patch (`diff_name`, the file it goes to; with
     --repo only). Writing them is the caller's."""
+    from hprobe.advise.patch import patch_for
     from hprobe.advise.search import search_pins
     from hprobe.advise.suggest import rewritten
     from hprobe.advise.suggest import suggest as make_suggestions
@@ -96,78 +95,11 @@ def run_suggest(
         table_text = table_toml(new_table, header)
     patch = None
     if diff_name is not None and repo_tables is not None:
-        patch = _patch(repo_tables, suggestions, published, holds_at, diff_name)
+        patch = patch_for(repo_tables, suggestions, published, holds_at, diff_name)
     undecided = any(s.inconclusive or s.unsafe for s in suggestions) or not suggestions or not listed
     return SuggestReport(
         conclude(report), list(suggestions), patch, table_text, EXIT_INCONCLUSIVE if undecided else EXIT_OK
     )
-
-
-def _patch(
-    repo_tables: RepoTables,
-    suggestions: list[BackendSuggestion],
-    published: list[Version],
-    holds_at: HoldsAt | None,
-    diff_name: str,
-) -> Patch:
-    """The patch the suggestions ask for, checked against the tree's own
-    requirements, whatever --pin or --flashinfer the rules were judged under."""
-    from hprobe.advise.suggest import adopted
-    from hprobe.rules.repo.patch import Adoption, build_patch
-    from hprobe.support.published import listed_or_none
-
-    chosen: dict[str, Adoption] = {}
-    for s in suggestions:
-        rule, needs = adopted(s)
-        if rule is not None:
-            chosen[s.backend.name] = Adoption(rule, needs, s.changed, s.backend.rule, s.current_safe_from())
-    for s in suggestions:
-        kept = s.current_safe_from()
-        if s.backend.name not in chosen and s.backend.rule is not None and kept is not None:
-            # Left as it is (its rule serves a path hprobe does not probe, or
-            # nothing better is known): no code of it changes, but the pin it
-            # is safe from is part of the plan, or the patched tree crashes
-            # on a release the written pin admits.
-            chosen[s.backend.name] = Adoption(s.backend.rule, kept, False, s.backend.rule, kept)
-    by_name = {s.backend.name: s for s in suggestions}
-
-    def holds(qualname: str, v: Version) -> bool | None:
-        # The counts the patched tree launches on this path: the adopted rule's, or the current ones kept.
-        s, adoption = by_name.get(qualname), chosen[qualname]
-        if s is None or holds_at is None:
-            return None
-        counts = s.rule_counts() if adoption.changes else {c.current for c in s.changes}
-        return None if None in counts else holds_at(s, frozenset(c for c in counts if c is not None), v)
-
-    patch = build_patch(repo_tables, chosen, published, listed_or_none, holds)
-    patch.not_rewritten.extend(
-        f"{s.backend.name}: not rewritten: {s.shared}{_kept(s, chosen)}" for s in suggestions if s.shared and s.changed
-    )
-    # A rule whose answers are undecided is left as it is, and said: what
-    # `check` finds wanting in it is then named here too.
-    patch.not_rewritten.extend(
-        f"{s.backend.name}: not rewritten: undecided ({s.inconclusive[0]})"
-        for s in suggestions
-        if s.inconclusive and s.backend.name not in chosen
-    )
-    # Nothing to change: no rule's code or pin moves, and no change the
-    # advice asks for is left unwritten (by hand, held back, not adopted).
-    patch.nothing_needed = (
-        not patch.diff
-        and not patch.not_rewritten
-        and not any(s.changed and s.backend.name not in chosen for s in suggestions)
-    )
-    if not patch.diff and not patch.nothing_needed:
-        patch.not_rewritten.append(f"--diff {diff_name}: nothing to rewrite, not written")
-    return patch
-
-
-def _kept(suggestion: BackendSuggestion, chosen: dict[str, Adoption]) -> str:
-    """Where a rule left as it is holds from, when the plan's pin moves with it."""
-    kept = chosen.get(suggestion.backend.name)
-    if kept is None or kept.needs is None:
-        return ""
-    return f"; as it is, it holds from flashinfer {kept.needs}, and the pin moves with it"
 
 
 def _newest_published() -> tuple[str, ...]:

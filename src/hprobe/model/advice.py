@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from hprobe.model.padding import Backend
+    from hprobe.model.release import FlashinferInfo
+    from hprobe.model.verdict import VerdictGrid
 
 
 @dataclass(frozen=True)
@@ -113,3 +115,16 @@ class Suggestion(Protocol):
     def words(self) -> str: ...
 
     def to_dict(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class Conclusion:
+    """What a check's findings conclude, decided once (advise/conclusion.py)
+    so that every format only renders: the gate's exit code, one line of
+    advice per table x backend, the release-by-release verdicts of the page,
+    and the flashinfer the report names."""
+
+    exit_code: int
+    advice: list[TableAdvice]
+    verdict_grids: list[VerdictGrid]
+    flashinfer: FlashinferInfo
