@@ -272,3 +272,32 @@ def test_reading_a_tree_is_put_together_above_its_parts():
     is read by the modules that put tree/, interpreter/ and tracing/ together,
     not from inside tree/."""
     assert _upward("hprobe.rules.repo") == []
+
+
+# What the commands share (not commands themselves), and the two commands that
+# are made of another: `report` is the matrix beside the check, and
+# `check --baseline` asks drift's question of a recorded matrix.
+_SHARED_BY_COMMANDS = {"hprobe.commands.request", "hprobe.commands.conclude"}
+_MADE_OF_ANOTHER = {
+    ("hprobe.commands.report", "hprobe.commands.matrix"),
+    ("hprobe.commands.check", "hprobe.commands.drift"),
+}
+
+
+def test_no_command_runs_another_commands_code():
+    """Each command makes its own pass down the layers: it imports from
+    commands/ only what they share (the request, the conclusion) and, for the
+    two made of another, that one. Shared steps belong to the layer that does
+    them (rules/sources, support/answers, judge, advise/conclusion)."""
+    commands = {m for m in GRAPH if m.startswith("hprobe.commands.")}
+    crossing = sorted(
+        f"{src} -> {dst}"
+        for src in commands - _SHARED_BY_COMMANDS
+        for dst in GRAPH[src]
+        if dst in commands and dst not in _SHARED_BY_COMMANDS and (src, dst) not in _MADE_OF_ANOTHER
+    )
+    assert crossing == []
+    assert {dst for src, dst in _MADE_OF_ANOTHER if dst in GRAPH[src]} == {
+        "hprobe.commands.matrix",
+        "hprobe.commands.drift",
+    }
