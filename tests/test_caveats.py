@@ -39,5 +39,5 @@ def test_grid_and_pivot_keep_the_caveats(cli):
         )
         assert code == 0, err
         caveats = out.split("caveats on accepted cells\n", 1)[1]
-        assert "trtllm-mla[backend=cute-dsl] SM100: validators only: cute-dsl compiles the kernel" in caveats
-        assert "trtllm-mla[backend=cute-dsl] SM120: validators only:" in caveats
+        # One caveat, said once after every cell it qualifies.
+        assert "trtllm-mla[backend=cute-dsl] SM100/SM120: validators only: cute-dsl compiles the kernel" in caveats

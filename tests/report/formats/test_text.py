@@ -32,3 +32,37 @@ def test_a_pipe_gets_the_plain_writer_and_a_terminal_rich(monkeypatch):
     monkeypatch.delenv("FORCE_COLOR")
     monkeypatch.setenv("COLUMNS", "100")
     assert not isinstance(make_writer(io.StringIO()), PlainWriter)
+
+
+def test_a_caveat_is_said_once_after_every_cell_it_qualifies():
+    """Three variants on two releases qualified alike: one line naming them
+    and the releases once; a caveat of one cell keeps its own line."""
+    from hprobe.model.outcome import Depth, HeadResult, KernelSMResult, Outcome
+    from hprobe.model.release import FlashinferInfo, ProbedRelease
+    from hprobe.model.sm import SM
+    from hprobe.model.targets import Targets
+    from hprobe.report.formats import render
+    from hprobe.report.model import MatrixReport
+
+    limits = "the kernel's compile-time limits are not read"
+    keys = ("gqa-decode[head_dim=64]", "gqa-decode", "gqa-decode[head_dim=256]")
+
+    def release(version: str, extra: str | None = None) -> ProbedRelease:
+        results = {}
+        for key in keys:
+            unchecked = [limits, *([extra] if extra and key == "gqa-decode" else [])]
+            heads = {h: HeadResult(h, Outcome.ACCEPTED, entry="mod.fn") for h in (1, 2)}
+            results[key, 100] = KernelSMResult(key, 100, version, Depth.DISPATCH, heads, unchecked=unchecked)
+        return ProbedRelease(version, FlashinferInfo(version, "x"), results)
+
+    report = MatrixReport(
+        [release("0.6.14"), release("0.7.4", "only here")], Targets([SM.from_number(100)], "flag"), [1, 2], list(keys)
+    )
+    caveats = render("text", report).split("caveats on accepted cells\n", 1)[1]
+    said = " ".join(caveats.split())  # as one line, wherever the writer wraps it
+    assert (
+        "gqa-decode[head_dim=64] SM100, gqa-decode SM100, gqa-decode[head_dim=256] SM100 on 0.6.14, 0.7.4: "
+        f"validators and dispatch: {limits}" in said
+    )
+    assert "gqa-decode SM100 on 0.7.4: validators and dispatch: only here" in said
+    assert said.count(limits) == 1

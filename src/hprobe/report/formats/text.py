@@ -567,19 +567,22 @@ class TextFormatter(Formatter):
         self._caveats(report)
 
     def _caveats(self, report: MatrixReport) -> None:
-        """The qualifications of accepted cells, once per variant x SM x release:
-        a grid or pivot shows marks, and the marks must not lose them."""
+        """The qualifications of accepted cells: a grid or pivot shows marks,
+        and the marks must not lose them. Each caveat once, after every
+        variant x SM (and release) it qualifies."""
         several = len(report.releases) > 1
-        lines = [
-            f"  {visible(r.key)} SM{r.sm}{f' on {visible(rel.info.version)}' if several else ''}: {visible(item)}"
-            for rel in report.releases
-            for r in rel.results.values()
-            for item in r.caveats()
-        ]
-        if lines:
+        # caveat -> (variant, SM) -> the releases it qualifies there, in order of first appearance
+        where: dict[str, dict[tuple[str, int], list[str]]] = {}
+        for rel in report.releases:
+            for r in rel.results.values():
+                for item in r.caveats():
+                    releases = where.setdefault(item, {}).setdefault((r.key, r.sm), [])
+                    if rel.info.version not in releases:
+                        releases.append(rel.info.version)
+        if where:
             self.out.line(("caveats on accepted cells", "yellow"))
-            for line in dict.fromkeys(lines):
-                self.out.line(_dim(line))
+            for item, places in where.items():
+                self.out.line(_dim(f"  {_caveat_places(places, several)}: {visible(item)}"))
 
     def _release_columns(self, report: MatrixReport) -> None:
         columns: list[Column] = [
@@ -920,3 +923,18 @@ def human_size(size: int) -> str:
 
 def render(report: object, options: RenderOptions) -> str:
     return render_with(TextFormatter, report, options)
+
+
+def _caveat_places(places: dict[tuple[str, int], list[str]], several: bool) -> str:
+    """`A SM100/SM120, B SM100 on 0.6.14, 0.7.4`: the variants and SMs a
+    caveat qualifies, with the releases once where they are the same for each."""
+    releases = list(places.values())
+    if several and any(r != releases[0] for r in releases):
+        return ", ".join(
+            f"{visible(key)} SM{sm} on {', '.join(visible(v) for v in rels)}" for (key, sm), rels in places.items()
+        )
+    sms: dict[str, list[int]] = {}
+    for key, sm in places:
+        sms.setdefault(key, []).append(sm)
+    named = ", ".join(f"{visible(key)} {'/'.join(f'SM{sm}' for sm in on)}" for key, on in sms.items())
+    return f"{named} on {', '.join(visible(v) for v in releases[0])}" if several else named
