@@ -424,40 +424,51 @@ class TextFormatter(Formatter):
             for result in group:
                 self._matrix_line(result)
 
+    def _accepted_lines(self, r: KernelSMResult, head: str, indent: str) -> None:
+        """An SM where some counts were accepted: where they reach, what is not
+        seen, what is pending, refused or undecided among them."""
+        out = self.out
+        by_entry: dict[str, list[int]] = {}
+        for h in r.accepted():
+            by_entry.setdefault(r.heads[h].entry or "?", []).append(h)
+        qualifier = r.depth.qualifier(bool(r.unchecked))
+        depth = f" ({qualifier})" if qualifier else ""
+        out.line(head, (f"accepted {compact_set(r.accepted())}", "green"), _dim(depth))
+        for entry, hs in by_entry.items():
+            slow = r.heads[hs[0]].slow_path
+            where = f" for {compact_set(hs)}" if len(by_entry) > 1 else ""
+            tail: list[Part] = [" ", (visible(slow), "yellow")] if slow else []
+            out.line(indent, _dim(f"reaches {visible(entry)}{where}"), *tail)
+        for item in r.unchecked:
+            out.line(indent, _dim(f"not seen on a CPU: {visible(item)}"))
+        for hs, sample in r.shape_groups():
+            out.line(indent, (f"some shapes only {compact_set(hs)}: {visible(sample.shapes or '')}", "yellow"))
+        pending = [h for h in r.accepted() if r.heads[h].pending]
+        if pending:
+            # Accepted by every check read, never `ok`: the first count's reason stands for the rest.
+            why = r.heads[pending[0]].pending or ""
+            out.line(indent, (f"pending {compact_set(pending)}: {visible(why)}", "yellow"))
+        for hs, sample in r.refusal_groups(Outcome.REJECTED):
+            where = f" [{sample.location}]" if sample.location else ""
+            out.line(
+                indent,
+                _dim(
+                    f"rejected {compact_set(hs)}: {visible(sample.error_type)}: "
+                    f"{visible(sample.message or '')}{visible(where)}"
+                ),
+            )
+        unclear = r.by_outcome(Outcome.INCONCLUSIVE)
+        if unclear:
+            sample = r.heads[unclear[0]]
+            out.line(indent, (f"inconclusive {compact_set(unclear)}: {visible(sample.reason or '')}", "cyan"))
+
     def _matrix_line(self, r: KernelSMResult) -> None:
         out = self.out
         status = r.status
         head = f"  SM{r.sm:<4}"
         indent = "          "
         if status is Outcome.ACCEPTED:
-            by_entry: dict[str, list[int]] = {}
-            for h in r.accepted():
-                by_entry.setdefault(r.heads[h].entry or "?", []).append(h)
-            qualifier = r.depth.qualifier(bool(r.unchecked))
-            depth = f" ({qualifier})" if qualifier else ""
-            out.line(head, (f"accepted {compact_set(r.accepted())}", "green"), _dim(depth))
-            for entry, hs in by_entry.items():
-                slow = r.heads[hs[0]].slow_path
-                where = f" for {compact_set(hs)}" if len(by_entry) > 1 else ""
-                tail: list[Part] = [" ", (visible(slow), "yellow")] if slow else []
-                out.line(indent, _dim(f"reaches {visible(entry)}{where}"), *tail)
-            for item in r.unchecked:
-                out.line(indent, _dim(f"not seen on a CPU: {visible(item)}"))
-            for hs, sample in r.shape_groups():
-                out.line(indent, (f"some shapes only {compact_set(hs)}: {visible(sample.shapes or '')}", "yellow"))
-            for hs, sample in r.refusal_groups(Outcome.REJECTED):
-                where = f" [{sample.location}]" if sample.location else ""
-                out.line(
-                    indent,
-                    _dim(
-                        f"rejected {compact_set(hs)}: {visible(sample.error_type)}: "
-                        f"{visible(sample.message or '')}{visible(where)}"
-                    ),
-                )
-            unclear = r.by_outcome(Outcome.INCONCLUSIVE)
-            if unclear:
-                sample = r.heads[unclear[0]]
-                out.line(indent, (f"inconclusive {compact_set(unclear)}: {visible(sample.reason or '')}", "cyan"))
+            self._accepted_lines(r, head, indent)
         elif status is Outcome.INCONCLUSIVE and r.by_outcome(Outcome.REJECTED):
             # Some h_q were refused by checks the others passed; the others stopped
             # at what this machine cannot pass.
