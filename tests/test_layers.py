@@ -198,7 +198,11 @@ def test_report_imports_no_decider():
 # say where it stands.
 PACKAGE_PARTS: dict[str, list[list[str]]] = {
     # what a kernel table is and how C++ is read, the ports over them, the depth they give
-    "hprobe.compiled": [["", "files", "cxx", "table"], ["trtllm_gen", "sm120_sparse", "gqa_decode"], ["depth"]],
+    "hprobe.compiled": [
+        ["", "files", "cxx", "table"],
+        ["trtllm_gen", "sm120_sparse", "gqa_decode", "cutlass_prefill"],
+        ["depth"],
+    ],
     # reports as data, then the formats that render them
     "hprobe.report": [["", "model", "pivot", "cache", "catalogue", "drift", "suggest"], ["formats"]],
     # tables and models, a consumer's tree read by its parts, the registry of rule sources

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from hprobe.compiled import files
-from hprobe.compiled.files import DECODE_PLAN_READ, ENTRY_READ, data_dir
+from hprobe.compiled.files import CUTLASS_PREFILL_READ, DECODE_PLAN_READ, ENTRY_READ, data_dir
 
 
 def test_a_kept_conclusion_is_keyed_on_every_file_a_port_reads():
@@ -26,6 +26,13 @@ def test_the_decode_plan_files_the_ports_read_are_the_ones_kept_for_them():
 
 
 @pytest.mark.pure
+def test_the_cutlass_prefill_files_the_port_reads_are_the_ones_kept_for_it():
+    from hprobe.compiled.cutlass_prefill import read_files
+
+    assert read_files() == tuple(sorted(CUTLASS_PREFILL_READ))
+
+
+@pytest.mark.pure
 def test_the_sm12x_entry_files_the_ports_read_are_the_ones_kept_for_them():
     from hprobe.compiled.sm120_sparse import read_files
 
@@ -36,4 +43,5 @@ def test_the_sm12x_entry_files_the_ports_read_are_the_ones_kept_for_them():
 def test_a_releases_cxx_is_under_its_data_folder(tmp_path):
     assert data_dir(tmp_path / "flashinfer") == tmp_path / "flashinfer" / "data"
     # Every path is relative to it, as the wheel lays it out.
-    assert all(not p.startswith("/") and p.split("/")[0] in ("include", "csrc") for p in files.READ + ENTRY_READ)
+    every = files.READ + ENTRY_READ + DECODE_PLAN_READ + CUTLASS_PREFILL_READ
+    assert all(not p.startswith("/") and p.split("/")[0] in ("include", "csrc") for p in every)

@@ -21,6 +21,7 @@ AXIS_NAMES = (
     "dtype",
     "family",
     "head_dim",
+    "head_dim_vo",
     "kv_counter",
     "kv_dtype",
     "kv_format",

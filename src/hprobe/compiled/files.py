@@ -23,6 +23,8 @@ READ = tuple(sorted((KERNELS, RUNNER, LAUNCHER, PARAMS)))
 ENTRY_READ = ("csrc/sparse_mla_sm120.cu", "csrc/sparse_mla_sm120_prefill.cu")
 # Every file the CUDA-core decode plan's checks read (gqa_decode.read_files(), likewise).
 DECODE_PLAN_READ = ("csrc/batch_decode.cu", "include/flashinfer/utils.cuh")
+# Every file the SM10x cutlass prefill run's checks read (cutlass_prefill.read_files(), likewise).
+CUTLASS_PREFILL_READ = ("csrc/fmha_cutlass_sm100.cu",)
 
 
 def data_dir(package: Path) -> Path:

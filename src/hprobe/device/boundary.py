@@ -109,6 +109,10 @@ class Policy:
     # only that there is one).
     recorded: frozenset[str] = frozenset()
     handed: list[str] = field(default_factory=list)
+    # Compiled launches whose own checks over their arguments are read from
+    # the release's C++, beside RECORDED_LAUNCHES: for the current probe only
+    # (a name as common as `run` means a launch of this probe's modules).
+    launches: frozenset[str] = frozenset()
 
 
 class HandedOn(tuple[None, int]):
@@ -138,7 +142,7 @@ class StandInFunction:
         if self._function in DECIDED_BY_SELECTION:
             self._policy.passed.append(f"{self._module}.{self._function}")
             return DECIDED_BY_SELECTION[self._function]
-        if self._function in RECORDED_LAUNCHES:
+        if self._function in RECORDED_LAUNCHES or self._function in self._policy.launches:
             launch: str | None = launch_shape(args)
         else:
             launch = self._policy.handed[-1] if self._policy.handed else None

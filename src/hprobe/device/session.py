@@ -264,12 +264,15 @@ class FlashinferSession:
         catch_warnings per call costs more than some calls)."""
         return _Quiet()
 
-    def configure(self, pass_through: tuple[str, ...] = (), recorded: tuple[str, ...] = ()) -> None:
+    def configure(
+        self, pass_through: tuple[str, ...] = (), recorded: tuple[str, ...] = (), launches: tuple[str, ...] = ()
+    ) -> None:
         """Set the compiled functions the next calls let through because Python
-        only passes their result on, and those whose arguments are kept as
-        well (see `Policy`)."""
+        only passes their result on, those whose arguments are kept as well,
+        and the launches that carry their own arguments (see `Policy`)."""
         self._policy.pass_through = frozenset(pass_through)
         self._policy.recorded = frozenset(recorded)
+        self._policy.launches = frozenset(launches)
         self._clear_caches()
 
     def resolve(self, dotted: str) -> Any | None:

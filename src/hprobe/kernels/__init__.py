@@ -10,6 +10,7 @@ from hprobe.kernels.dsv4_sparse_mla import DSv4SparseMLAProbe
 from hprobe.kernels.gqa_decode import GqaDecodeProbe
 from hprobe.kernels.gqa_trtllm_context import GqaTrtllmContextProbe
 from hprobe.kernels.gqa_trtllm_decode import GqaTrtllmDecodeProbe
+from hprobe.kernels.ragged_prefill import RaggedPrefillProbe
 from hprobe.kernels.sm120_sparse_mla import SM120SparseMLAProbe
 from hprobe.kernels.sm120_sparse_mla_wrapper import SM120SparseMLAWrapperProbe
 from hprobe.kernels.sparse_mla_ts import SparseMLATSProbe
@@ -32,6 +33,7 @@ PROBES: dict[str, KernelProbe] = {
         GqaDecodeProbe(),
         GqaTrtllmDecodeProbe(),
         GqaTrtllmContextProbe(),
+        RaggedPrefillProbe(),
     )
 }
 

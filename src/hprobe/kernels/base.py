@@ -94,6 +94,10 @@ class KernelProbe(ABC):
     #: the release's C++ (compiled/): let through with their arguments kept,
     #: for the launch that follows to carry (device/boundary.Policy.recorded)
     recorded_calls: tuple[str, ...] = ()
+    #: compiled launches whose own checks over their arguments hprobe reads
+    #: from the release's C++: the launch carries what it was handed
+    #: (device/boundary.Policy.launches)
+    recorded_launches: tuple[str, ...] = ()
     #: other FlashInfer names an engine calls that reach this probe's entry point
     #: and its checks (a private function the public one forwards to)
     also_called_as: tuple[str, ...] = ()

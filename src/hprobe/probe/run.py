@@ -91,7 +91,7 @@ def _probe_kernel(
             for h in heads:
                 result.heads[h] = HeadResult(h, Outcome.ABSENT, reason=absent)
         return results
-    session.configure(probe.pass_through_calls, probe.recorded_calls)
+    session.configure(probe.pass_through_calls, probe.recorded_calls, probe.recorded_launches)
     try:
         tries = _run_alternatives(session, variant, entry, sms, heads)
         probing = _Probing(session, variant, entry, heads, tries)

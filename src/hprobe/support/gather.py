@@ -343,8 +343,8 @@ def _deepened(results: list[KernelSMResult], package: Path, get_tables: Callable
 
 
 def _check_entries(results: list[KernelSMResult], package: Path, readable: Callable[[], object]) -> None:
-    """The compiled entry checks (compiled/sm120_sparse, compiled/gqa_decode)
-    of each result a count of which reached such an entry; the release's C++
+    """The compiled entry checks (compiled/sm120_sparse, compiled/gqa_decode,
+    compiled/cutlass_prefill) of each result a count of which reached such an entry; the release's C++
     made readable first (a slim tree whose wheel was removed)."""
     # Which results to check, read without importing the ports (a warm run reads
     # thousands of answers, most of them at other entries): only a call into
@@ -352,28 +352,30 @@ def _check_entries(results: list[KernelSMResult], package: Path, readable: Calla
     results = [r for r in results if any(h.launch for h in r.heads.values())]
     if not results:
         return
-    from hprobe.compiled import gqa_decode, sm120_sparse
-    from hprobe.compiled.files import DECODE_PLAN_READ, ENTRY_READ, data_dir
+    from hprobe.compiled import cutlass_prefill, gqa_decode, sm120_sparse
+    from hprobe.compiled.files import CUTLASS_PREFILL_READ, DECODE_PLAN_READ, ENTRY_READ, data_dir
     from hprobe.support.slim import TreeUnreadable, unwritten
 
-    read = [data_dir(package) / relative for relative in (*ENTRY_READ, *DECODE_PLAN_READ)]
+    read = [data_dir(package) / relative for relative in (*ENTRY_READ, *DECODE_PLAN_READ, *CUTLASS_PREFILL_READ)]
     if unwritten(read) and not _made_readable(readable, results, _entries_unread):
         return
     for result in results:
         try:
             sm120_sparse.check_entries(result, package)
             gqa_decode.check_entries(result, package)
+            cutlass_prefill.check_entries(result, package)
         except TreeUnreadable as exc:
             _entries_unread([result], str(exc).removeprefix("hprobe: "))
 
 
 def _entries_unread(results: list[KernelSMResult], why: str) -> None:
     """The compiled entry checks left undone: the counts that reached such an entry stay pending."""
-    from hprobe.compiled import gqa_decode, sm120_sparse
+    from hprobe.compiled import cutlass_prefill, gqa_decode, sm120_sparse
 
     for result in results:
         sm120_sparse.leave_unread(result, why)
         gqa_decode.leave_unread(result, why)
+        cutlass_prefill.leave_unread(result, why)
 
 
 def _reaches_launcher(result: KernelSMResult) -> bool:
