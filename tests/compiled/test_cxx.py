@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hprobe.compiled.cxx import SourceFile, differences, located
+from hprobe.compiled.cxx import SourceFile, differences, located, matching_era
 
 pytestmark = pytest.mark.pure
 
@@ -85,6 +85,18 @@ def test_differences_name_each_function_a_release_defines_otherwise_or_not_at_al
     assert differences(package, fingerprint) == ["k.cuh Widget", "k.cuh absent", "missing.cu launcher"]
     # A digest among several a port accepts is a match.
     assert differences(package, {"include/k.cuh": {"Widget": ("x", ported.digest("Widget"))}}) == []
+
+
+def test_the_first_era_whose_every_digest_matches_is_the_releases_else_the_nearest_says_why(tmp_path):
+    package = _release(tmp_path, {"include/k.cuh": (FIXTURES / "snippet.cuh").read_text()})
+    ported = SourceFile(FIXTURES / "snippet.cuh")
+    helper, widget = ported.digest("helper"), ported.digest("Widget")
+    newest = ("newest", {"include/k.cuh": {"helper": ("0" * 16,), "Widget": (widget,)}})
+    older = ("older", {"include/k.cuh": {"helper": (helper,), "Widget": (widget,)}})
+    oldest = ("oldest", {"include/k.cuh": {"helper": (helper,)}})
+    assert matching_era(package, [newest, older, oldest], lambda era: era[1]) == older  # newest first
+    unmatched = matching_era(package, [("a", {"include/k.cuh": {"x": ("0",), "y": ("0",)}}), newest], lambda e: e[1])
+    assert unmatched == ("no port of its C++ in hprobe (k.cuh helper read differently from the nearest ported release)")
 
 
 def test_located_cites_the_needle_after_its_definition_and_the_file_alone_without_one(tmp_path):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hprobe.model.outcome import Cause, Depth, HeadResult, Outcome
+from hprobe.model.outcome import Cause, Depth, HeadResult, KernelSMResult, Outcome
 
 pytestmark = pytest.mark.pure
 
@@ -69,3 +69,14 @@ def test_why_compiled_depth_was_not_evaluated_is_one_note_found_again() -> None:
         == f"{NOT_DEEPENED}: no kernel table for trtllm-gen kernel package 158f6fa could be had"
     )
     assert result.notes[0] == "capability metadata could not be read" and len(result.notes) == 3
+
+
+def test_the_counts_a_port_evaluates_are_the_accepted_ones_at_its_entry() -> None:
+    heads = {
+        1: HeadResult(1, Outcome.ACCEPTED, entry="get_fmha_module.run"),
+        2: HeadResult(2, Outcome.ACCEPTED, entry="get_batch_prefill_module.ragged_run"),
+        3: HeadResult(3, Outcome.REJECTED, entry="get_fmha_module.run"),
+        4: HeadResult(4, Outcome.ACCEPTED, entry="get_fmha_module.run"),
+    }
+    result = KernelSMResult("ragged-prefill", 100, "0.6.14", Depth.VALIDATORS, heads)
+    assert result.accepted_at(lambda entry: entry == "get_fmha_module.run") == [(1, heads[1]), (4, heads[4])]

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TypeVar
 
 from hprobe.compiled.files import data_dir
 
@@ -219,6 +220,24 @@ def differences(package: Path, fingerprint: Fingerprint) -> list[str]:
             if file is None or file.digest(name) not in digests
         )
     return differs
+
+
+Era = TypeVar("Era")
+
+
+def matching_era(package: Path, eras: Sequence[Era], fingerprint: Callable[[Era], Fingerprint]) -> Era | str:
+    """The first of `eras` (newest first) whose every function reads in the
+    release at `package` as its fingerprint says, or why none does: what the
+    nearest one reads differently."""
+    nearest: list[str] | None = None
+    for era in eras:
+        differs = differences(package, fingerprint(era))
+        if not differs:
+            return era
+        if nearest is None or len(differs) < len(nearest):
+            nearest = differs
+    assert nearest is not None, "no era to match"
+    return f"no port of its C++ in hprobe ({', '.join(nearest)} read differently from the nearest ported release)"
 
 
 def located(package: Path, relative: str, definition: str, needle: str) -> str:

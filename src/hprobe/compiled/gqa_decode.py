@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
-from hprobe.compiled.cxx import Fingerprint, SourceFile, differences, located
+from hprobe.compiled.cxx import Fingerprint, SourceFile, located, matching_era
 from hprobe.compiled.files import data_dir
 from hprobe.kernels.gqa_decode import TENSOR_CORE_MODULE, TENSOR_CORE_PLAN_UNREAD
 from hprobe.model.outcome import Depth, HeadResult, KernelSMResult, Outcome
@@ -132,15 +132,7 @@ def check(era: Era, call: PlanCall) -> int:
 @lru_cache(maxsize=16)
 def port_for(package: Path) -> Era | str:
     """The era whose port reads like this release's plan, or why none does."""
-    nearest: list[str] | None = None
-    for era in ERAS:
-        differs = differences(package, era.fingerprint)
-        if not differs:
-            return era
-        if nearest is None or len(differs) < len(nearest):
-            nearest = differs
-    assert nearest is not None
-    return f"no port of its C++ in hprobe ({', '.join(nearest)} read differently from the nearest ported release)"
+    return matching_era(package, ERAS, lambda era: era.fingerprint)
 
 
 def reaches(entry: str | None) -> bool:
@@ -149,11 +141,7 @@ def reaches(entry: str | None) -> bool:
 
 
 def _reached(result: KernelSMResult) -> list[tuple[int, HeadResult]]:
-    return [
-        (h, head)
-        for h, head in sorted(result.heads.items())
-        if head.outcome is Outcome.ACCEPTED and reaches(head.entry)
-    ]
+    return result.accepted_at(reaches)
 
 
 def leave_unread(result: KernelSMResult, why: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, assert_never
@@ -303,6 +304,11 @@ class KernelSMResult:
 
     def accepted(self) -> list[int]:
         return sorted(h for h, r in self.heads.items() if r.outcome is Outcome.ACCEPTED)
+
+    def accepted_at(self, reaches: Callable[[str | None], bool]) -> list[tuple[int, HeadResult]]:
+        """The accepted counts whose call reached a compiled entry `reaches`
+        names (a port's own), in order, with their answers."""
+        return [(h, r) for h, r in sorted(self.heads.items()) if r.outcome is Outcome.ACCEPTED and reaches(r.entry)]
 
     def caveats(self) -> list[str]:
         """What an accepted answer here does not rest on, in words: shown
