@@ -47,6 +47,15 @@ POST_48047 = MATRICES / "vllm-dsv4-flashinfer-post-48047.toml"
 _ENGINE_TREES: dict[tuple[str, str], Path] = {}
 
 
+def installed_flashinfer() -> Path:
+    """The installed flashinfer package's folder (found, never imported)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("flashinfer")
+    assert spec is not None and spec.origin is not None
+    return Path(spec.origin).parent
+
+
 def checkout_copy(dest: Path) -> Path:
     """This checkout copied to `dest` without build outputs, to build a release
     from: setuptools reuses an in-tree build/ and would ship files since

@@ -6,7 +6,6 @@ the release's words from 0.6.12, dispatching nothing before."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shutil
 from pathlib import Path
@@ -27,11 +26,7 @@ from hprobe.compiled.cutlass_prefill import (
 )
 from hprobe.compiled.files import CUTLASS_PREFILL_READ, data_dir
 
-
-def _installed() -> Path:
-    spec = importlib.util.find_spec("flashinfer")
-    assert spec is not None and spec.origin is not None
-    return Path(spec.origin).parent
+from ..conftest import installed_flashinfer
 
 
 def _dispatched_pairs(package: Path) -> set[tuple[int, int]]:
@@ -85,14 +80,14 @@ def test_a_pair_the_dispatch_does_not_name_is_refused_loudly_from_0_6_12_and_sil
 
 
 def test_the_installed_release_reads_like_its_era_and_an_edited_copy_like_none(tmp_path):
-    found = port_for(_installed())
+    found = port_for(installed_flashinfer())
     assert isinstance(found, Era) and found.releases == "0.6.12 – 0.7.4"
-    assert found.pairs == _dispatched_pairs(_installed())
-    assert found.refuses and _refusal_words(_installed()) == "Unsupported head dimensions: head_dim_qk="
+    assert found.pairs == _dispatched_pairs(installed_flashinfer())
+    assert found.refuses and _refusal_words(installed_flashinfer()) == "Unsupported head dimensions: head_dim_qk="
     copy = tmp_path / "flashinfer"
     for relative in CUTLASS_PREFILL_READ:
         (data_dir(copy) / relative).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(data_dir(_installed()) / relative, data_dir(copy) / relative)
+        shutil.copy2(data_dir(installed_flashinfer()) / relative, data_dir(copy) / relative)
     run = data_dir(copy) / RUN_FILE
     # A pair added to the dispatch: the port no longer describes the release.
     run.write_text(

@@ -4,7 +4,6 @@ plan's checks in its own order, on cases derived from that C++."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shutil
 from pathlib import Path
@@ -26,11 +25,7 @@ from hprobe.compiled.gqa_decode import (
     port_for,
 )
 
-
-def _installed() -> Path:
-    spec = importlib.util.find_spec("flashinfer")
-    assert spec is not None and spec.origin is not None
-    return Path(spec.origin).parent
+from ..conftest import installed_flashinfer
 
 
 def _dispatched_groups(package: Path) -> set[int]:
@@ -99,13 +94,13 @@ def test_the_plan_checks_in_its_own_order_and_divides_as_cpp_does():
 
 
 def test_the_installed_release_reads_like_its_era_and_an_edited_copy_like_none(tmp_path):
-    found = port_for(_installed())
+    found = port_for(installed_flashinfer())
     assert isinstance(found, Era) and found.releases == "0.5.0 – 0.6.17"
-    assert found.group_sizes == _dispatched_groups(_installed())
+    assert found.group_sizes == _dispatched_groups(installed_flashinfer())
     copy = tmp_path / "flashinfer"
     for relative in DECODE_PLAN_READ:
         (data_dir(copy) / relative).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(data_dir(_installed()) / relative, data_dir(copy) / relative)
+        shutil.copy2(data_dir(installed_flashinfer()) / relative, data_dir(copy) / relative)
     utils = data_dir(copy) / DISPATCH_FILE
     # A group added to the dispatch: the port no longer describes the release.
     utils.write_text(utils.read_text().replace("group_size == 8)", "group_size == 5)", 1))

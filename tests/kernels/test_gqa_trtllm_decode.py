@@ -4,16 +4,11 @@ answer checked against that release's own source, read here."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
-
-def _installed() -> Path:
-    spec = importlib.util.find_spec("flashinfer")
-    assert spec is not None and spec.origin is not None
-    return Path(spec.origin).parent
+from ..conftest import installed_flashinfer
 
 
 def _line(path: Path, needle: str) -> int:
@@ -46,9 +41,9 @@ def test_trtllm_gen_is_sm10x_only_auto_goes_to_xqa_and_sm10x_counts_reach_the_se
     )
     assert code == 0, err
     by = {(r["key"], r["sm"]): r for r in doc["results"]}
-    runner = _installed() / "data/include/flashinfer/trtllm/fmha/fmhaRunner.cuh"
+    runner = installed_flashinfer() / "data/include/flashinfer/trtllm/fmha/fmhaRunner.cuh"
     where = f"flashinfer/data/include/flashinfer/trtllm/fmha/fmhaRunner.cuh:{_line(runner, 'Unsupported architecture')}"
-    launcher = _installed() / "data/csrc/trtllm_fmha_kernel_launcher.cu"
+    launcher = installed_flashinfer() / "data/csrc/trtllm_fmha_kernel_launcher.cu"
     missing = f"flashinfer/data/csrc/trtllm_fmha_kernel_launcher.cu:{_line(launcher, 'Missing TRTLLM-GEN kernel')}"
     for sm in (90, 120):
         forced = by[("gqa-trtllm-decode[backend=trtllm-gen,page_size=128]", sm)]
@@ -76,7 +71,7 @@ def test_xqa_refuses_head_dim_512_on_0_6_14_at_its_jit_check(cli_json):
     )
     assert code == 0, err
     [result] = doc["results"]
-    source = _installed() / "jit/xqa.py"
+    source = installed_flashinfer() / "jit/xqa.py"
     message = _line(source, "Invalid head_dim")
     # The place is the `raise` statement; its message is on the line after it.
     assert source.read_text().splitlines()[message - 2].strip() == "raise ValueError("
