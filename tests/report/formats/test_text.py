@@ -66,3 +66,23 @@ def test_a_caveat_is_said_once_after_every_cell_it_qualifies():
     )
     assert "gqa-decode SM100 on 0.7.4: validators and dispatch: only here" in said
     assert said.count(limits) == 1
+
+
+def test_the_list_view_names_the_accepted_counts_left_pending_and_why():
+    """Accepted by every check read but pending (never `ok`): said under the
+    accepted set with the first count's reason, not shown as plain accepted."""
+    from hprobe.model.outcome import Depth, HeadResult, KernelSMResult, Outcome
+    from hprobe.model.release import FlashinferInfo, ProbedRelease
+    from hprobe.model.sm import SM
+    from hprobe.model.targets import Targets
+    from hprobe.report.formats import render
+    from hprobe.report.model import MatrixReport
+
+    heads = {h: HeadResult(h, Outcome.ACCEPTED, entry="mod.run") for h in (2, 4)}
+    for h in (3, 5):
+        heads[h] = HeadResult(h, Outcome.ACCEPTED, entry="mod.run", pending=f"{h} query heads over 2 KV heads")
+    result = KernelSMResult("gqa-decode[kv_heads=2]", 100, "0.6.14", Depth.DISPATCH, heads)
+    release = ProbedRelease("0.6.14", FlashinferInfo("0.6.14", "x"), {(result.key, 100): result})
+    text = render("text", MatrixReport([release], Targets([SM.from_number(100)], "flag"), [2, 3, 4, 5]))
+    assert "accepted {2-5}" in text
+    assert "pending {3, 5}: 3 query heads over 2 KV heads" in text

@@ -448,19 +448,23 @@ class TextFormatter(Formatter):
             # Accepted by every check read, never `ok`: the first count's reason stands for the rest.
             why = r.heads[pending[0]].pending or ""
             out.line(indent, (f"pending {compact_set(pending)}: {visible(why)}", "yellow"))
+        self._rejected_lines(r, indent)
+        unclear = r.by_outcome(Outcome.INCONCLUSIVE)
+        if unclear:
+            sample = r.heads[unclear[0]]
+            out.line(indent, (f"inconclusive {compact_set(unclear)}: {visible(sample.reason or '')}", "cyan"))
+
+    def _rejected_lines(self, r: KernelSMResult, indent: str) -> None:
+        """The counts refused on an SM where others went on, one line per check."""
         for hs, sample in r.refusal_groups(Outcome.REJECTED):
             where = f" [{sample.location}]" if sample.location else ""
-            out.line(
+            self.out.line(
                 indent,
                 _dim(
                     f"rejected {compact_set(hs)}: {visible(sample.error_type)}: "
                     f"{visible(sample.message or '')}{visible(where)}"
                 ),
             )
-        unclear = r.by_outcome(Outcome.INCONCLUSIVE)
-        if unclear:
-            sample = r.heads[unclear[0]]
-            out.line(indent, (f"inconclusive {compact_set(unclear)}: {visible(sample.reason or '')}", "cyan"))
 
     def _matrix_line(self, r: KernelSMResult) -> None:
         out = self.out
@@ -477,15 +481,7 @@ class TextFormatter(Formatter):
             said = sample.reason or sample.message or ""
             where = f" [{sample.location}]" if sample.location and sample.location not in said else ""
             out.line(head, (f"inconclusive {compact_set(unclear)}", "cyan"), f"  {visible(said + where)}")
-            for hs, refused in r.refusal_groups(Outcome.REJECTED):
-                where = f" [{refused.location}]" if refused.location else ""
-                out.line(
-                    indent,
-                    _dim(
-                        f"rejected {compact_set(hs)}: {visible(refused.error_type)}: "
-                        f"{visible(refused.message or '')}{visible(where)}"
-                    ),
-                )
+            self._rejected_lines(r, indent)
         else:
             # The evidence of the status itself: an SM whose validator-accepted h_q
             # meet an architecture check shows that check, not the validators'.
