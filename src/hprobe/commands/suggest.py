@@ -1,6 +1,9 @@
 """`hprobe suggest`: the rules the kernels' own answers call for, and what to
 write for them (a table, or a patch of the consumer's tree with the pin it
-needs) as one consistent change."""
+needs) as one consistent change. One pass down the layers: the rules
+(rules/sources.py), their answers (support/answers.py), the verdicts
+(judge.py), the report, then the advice — the suggestions, the pin search,
+the table or the patch (advise/) — and the report concluded."""
 
 from __future__ import annotations
 
