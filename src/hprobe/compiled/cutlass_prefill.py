@@ -123,17 +123,17 @@ def parse_call(launch: str, era: Era) -> RunCall:
     2nd and 4th arguments), or before 0.6.0 the two integer arguments the
     Python hands it (the 17th and 18th)."""
     parts = launch.split(";")
-    try:
-        if era.dims_from_sizes:
-            if len(parts) < 4:
-                raise ValueError(f"expected q, k and v among the run's arguments, got {len(parts)} arguments")
-            return RunCall(int(parts[1].split(",")[-1]), int(parts[3].split(",")[-1]))
+    if era.dims_from_sizes:
+        if len(parts) < 4:
+            raise ValueError(f"expected q, k and v among the run's arguments, got {len(parts)} arguments")
+        qk, vo = parts[1].split(",")[-1], parts[3].split(",")[-1]
+    else:
         if len(parts) != 19:
             raise ValueError(f"expected the run's 19 arguments, got {len(parts)}")
-        return RunCall(int(parts[16]), int(parts[17]))
-    except ValueError as exc:
-        if "expected" in str(exc):
-            raise
+        qk, vo = parts[16], parts[17]
+    try:
+        return RunCall(int(qk), int(vo))
+    except ValueError:
         raise ValueError("the run's head dims were not numbers") from None
 
 
