@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from .test_gqa_trtllm_decode import _installed, _line
+from ..conftest import installed_flashinfer
+from .test_gqa_trtllm_decode import _line
 
 
 @pytest.mark.slow
@@ -33,7 +34,7 @@ def test_a_bf16_query_over_an_fp8_cache_finds_no_context_kernel_at_any_group(cli
     )
     assert code == 0, err
     by = {(r["key"], r["sm"]): r for r in doc["results"]}
-    launcher = _installed() / "data/csrc/trtllm_fmha_kernel_launcher.cu"
+    launcher = installed_flashinfer() / "data/csrc/trtllm_fmha_kernel_launcher.cu"
     missing = f"flashinfer/data/csrc/trtllm_fmha_kernel_launcher.cu:{_line(launcher, 'Missing TRTLLM-GEN kernel')}"
     counts = [*range(1, 9), 16, 32]
     mixed = by[("gqa-trtllm-context[kv_dtype=fp8]", 100)]
