@@ -169,14 +169,10 @@ def reaches(entry: str | None) -> bool:
     return entry == f"{ENTRY_MODULE}.{LAUNCH}"
 
 
-def _reached(result: KernelSMResult) -> list[tuple[int, HeadResult]]:
-    return result.accepted_at(reaches)
-
-
 def leave_unread(result: KernelSMResult, why: str) -> None:
     """The counts that reached the run, its checks not evaluated (`why`):
     pending, never `ok` for the gate."""
-    for h, head in _reached(result):
+    for h, head in result.accepted_at(reaches):
         result.heads[h] = replace(head, pending=f"{RUN}'s own checks (compiled) not read: {why}")
 
 
@@ -206,7 +202,7 @@ def check_entries(result: KernelSMResult, package: Path) -> None:
     the release or the run's arguments were not kept; and at either
     backend's run, a count that is no multiple of the KV heads pending."""
     _group_pending(result)
-    reached = _reached(result)
+    reached = result.accepted_at(reaches)
     if not reached:
         return
     era = port_for(package)

@@ -140,14 +140,10 @@ def reaches(entry: str | None) -> bool:
     return bool(entry) and str(entry).startswith(ENTRY_MODULE + ".")
 
 
-def _reached(result: KernelSMResult) -> list[tuple[int, HeadResult]]:
-    return result.accepted_at(reaches)
-
-
 def leave_unread(result: KernelSMResult, why: str) -> None:
     """The counts that reached the plan, its checks not evaluated (`why`):
     pending, never `ok` for the gate."""
-    for h, head in _reached(result):
+    for h, head in result.accepted_at(reaches):
         result.heads[h] = replace(head, pending=f"{PLAN}'s own checks (compiled) not read: {why}")
 
 
@@ -174,7 +170,7 @@ def check_entries(result: KernelSMResult, package: Path) -> None:
     release), pending where no port reads like the release, the plan was not
     recorded, or the count is no multiple of the KV heads."""
     _tensor_core_pending(result)
-    reached = _reached(result)
+    reached = result.accepted_at(reaches)
     if not reached:
         return
     era = port_for(package)
