@@ -32,3 +32,32 @@ def test_dense_mla_on_cake_is_probed_where_the_release_has_it(cli_json):
     assert all(r["outcome"] == "rejected" and "float8_e4m3fn" in r["message"] for r in refused.values())
     _, old, _ = cli_json("matrix", "--sm", "100", "--kernel", key, "--heads", "8,96")
     assert {r["outcome"] for r in by_key(old, 100)[key].values()} == {"absent"}
+
+
+def test_a_nope_call_is_probed_with_its_own_dimensions_and_top_k_lengths(cli_json):
+    """GLM-5.3-Flash's call (qk_rope_head_dim 0, qk_nope_head_dim 256, the query
+    and cache 512 wide): 0.7.4 routes it to trtllm-gen where the engine hands the
+    per-token top-k lengths and refuses it by its own check where it does not;
+    0.6.14 has no such dimensions and no such parameter, each said as such."""
+    nope = "trtllm-mla[backend=trtllm-gen,topk=2048,qk_nope_head_dim=256,qk_rope_head_dim=0"
+    with_lens, without = f"{nope},topk_lens=1]", f"{nope}]"
+    heads = "8,16,32,64,96,128"
+    _, doc, _ = cli_json("matrix", "--flashinfer", "0.7.4", "--sm", "100", "--kernel", with_lens, "--heads", heads)
+    rows = by_key(doc, 100)[with_lens]
+    assert {h for h, r in rows.items() if r["outcome"] == "accepted"} == {8, 16, 32, 64, 128}
+    assert rows[96]["outcome"] == "rejected" and "64 < num_heads_q < 128" in rows[96]["message"]
+    assert all("trtllm_paged_attention_decode" in rows[h]["entry"] for h in (8, 64, 128))
+    _, bare, _ = cli_json("matrix", "--flashinfer", "0.7.4", "--sm", "100", "--kernel", without, "--heads", "8,64")
+    refused = by_key(bare, 100)[without]
+    # Refused whatever the count: the configuration, not the heads.
+    assert all(
+        r["outcome"] == "unsupported-config" and "sparse_mla_top_k_lens" in r["message"] for r in refused.values()
+    )
+    # 0.6.14 (installed): its shape check names the dimensions it has; the lengths are no parameter of it.
+    _, old, _ = cli_json("matrix", "--sm", "100", "--kernel", without, "--heads", "8,64")
+    old_rows = by_key(old, 100)[without]
+    assert all(
+        r["outcome"] == "unsupported-config" and "Unsupported MLA dimensions" in r["message"] for r in old_rows.values()
+    )
+    _, old_lens, _ = cli_json("matrix", "--sm", "100", "--kernel", with_lens, "--heads", "8")
+    assert {r["outcome"] for r in by_key(old_lens, 100)[with_lens].values()} == {"absent"}

@@ -31,11 +31,13 @@ AXIS_NAMES = (
     "layout",
     "page_size",
     "q_len",
+    "qk_nope_head_dim",
     "qk_rope_head_dim",
     "sinks",
     "tensor_cores",
     "tokens",
     "topk",
+    "topk_lens",
 )
 AXIS_EPILOG = (
     f"Axis options: {', '.join('--' + name.replace('_', '-') for name in AXIS_NAMES)} "

@@ -12,6 +12,8 @@ from typing import Any
 KV_LORA_RANK = 512
 QK_ROPE_HEAD_DIM = 64
 QK_NOPE_HEAD_DIM = 128
+# DeepSeek's 128, GLM-5's 192, a NoPE model's 256 (GLM-5.3-Flash: qk_rope_head_dim 0).
+QK_NOPE_HEAD_DIMS = (128, 192, 256)
 HEAD_DIM_QK = KV_LORA_RANK + QK_ROPE_HEAD_DIM  # 576
 SM120_V32_PACKED_BYTES = 656  # bytes per token of the SM12x DSv3.2 packed KV pool
 NUM_PAGES = 4

@@ -55,13 +55,36 @@ class TrtllmMLAProbe(KernelProbe):
         Axis(
             "kv_lora_rank", mi.KV_LORA_RANK, mi.KV_LORA_RANKS, help="latent width (256: models with the smaller latent)"
         ),
+        # A NoPE model (GLM-5.3-Flash) hands the query and cache without a
+        # rope part, and its own qk_nope_head_dim: releases that serve it route
+        # it by those arguments (0.7.x `nope_mla_dimensions`).
+        Axis(
+            "qk_nope_head_dim",
+            mi.QK_NOPE_HEAD_DIM,
+            mi.QK_NOPE_HEAD_DIMS,
+            help="qk_nope_head_dim passed (256: NoPE MLA with qk_rope_head_dim 0)",
+        ),
+        Axis(
+            "qk_rope_head_dim",
+            mi.QK_ROPE_HEAD_DIM,
+            (mi.QK_ROPE_HEAD_DIM, 0),
+            help="the query's and cache's rope part (0: NoPE MLA)",
+        ),
+        # Engines pass the per-token top-k lengths where the NoPE path needs
+        # them (0.7.x refuses them elsewhere, and their absence there).
+        Axis("topk_lens", 0, (0, 1), help="1 = pass sparse_mla_top_k_lens, as engines do for a NoPE model"),
         # Releases that take the buffer accept it only where a trtllm-gen
         # runner is selected: `auto` that falls to cute-dsl raises, so an
         # engine passing it crashes on counts the plain call serves.
         Axis("kv_counter", 0, (0, 1), help="1 = pass multi_ctas_kv_counter_buffer, as engines that keep one do"),
     )
 
-    dispatch_keywords = {"backend": "backend", "sparse_mla_top_k": "topk", "multi_ctas_kv_counter_buffer": "kv_counter"}
+    dispatch_keywords = {
+        "backend": "backend",
+        "sparse_mla_top_k": "topk",
+        "multi_ctas_kv_counter_buffer": "kv_counter",
+        "sparse_mla_top_k_lens": "topk_lens",
+    }
 
     def compiled_checks(self, entry: str) -> str | None:
         return unchecked_for(entry)
@@ -70,7 +93,7 @@ class TrtllmMLAProbe(KernelProbe):
 
     def compiled_call(self, entry: str, config: dict[str, Value]) -> TrtllmGenCall | None:
         # trtllm_batch_decode_with_kv_cache_mla hands trtllm-gen the query as
-        # [tokens, h_q, rank + rope], the cache of the same dtype, a BF16 output
+        # [tokens, h_q, rank + rope] (rope 0 for a NoPE model), the cache of the same dtype, a BF16 output
         # of rank wide, and sparse_mla_top_k as given.
         if not entry.startswith(self.compiled_launchers):
             return None
@@ -81,7 +104,7 @@ class TrtllmMLAProbe(KernelProbe):
             dtype,
             dtype,
             TRTLLM_GEN_DTYPES["bf16"],
-            rank + mi.QK_ROPE_HEAD_DIM,
+            rank + int(config["qk_rope_head_dim"]),
             rank,
             int(config["q_len"]),
             int(config["page_size"]),
@@ -102,9 +125,14 @@ class TrtllmMLAProbe(KernelProbe):
         )
         if not isinstance(layers, (list, tuple)):
             return claim
-        rank = int(config["kv_lora_rank"])
+        rank, rope = int(config["kv_lora_rank"]), int(config["qk_rope_head_dim"])
         listed = sorted(
-            {layer.num_heads for layer in layers if getattr(layer.head_dimensions, "kv_lora_rank", None) == rank}
+            {
+                layer.num_heads
+                for layer in layers
+                if getattr(layer.head_dimensions, "kv_lora_rank", None) == rank
+                and getattr(layer.head_dimensions, "qk_rope_head_dim", rope) == rope
+            }
         )
         return Metadata(
             "supported_mla_layer_dimensions", claim.sm_supported if claim else None, [h for h in heads if h in listed]
@@ -122,6 +150,8 @@ class TrtllmMLAProbe(KernelProbe):
     def offered(self, entry: Callable[..., Any], config: dict[str, Value]) -> str | None:
         if int(config["kv_counter"]) and (reason := missing_parameter(entry, "multi_ctas_kv_counter_buffer")):
             return reason
+        if int(config["topk_lens"]) and (reason := missing_parameter(entry, "sparse_mla_top_k_lens")):
+            return reason
         return None
 
     def swept_needlessly(self, config: dict[str, Value]) -> bool:
@@ -131,21 +161,22 @@ class TrtllmMLAProbe(KernelProbe):
         self, entry: Callable[..., Any], sm: SM, heads: int, config: dict[str, Value], alternative: int = 0
     ) -> PreparedCall:
         backend, dtype = str(config["backend"]), str(config["dtype"])
-        topk, q_len, page, rank = (
+        topk, q_len, page, rank, rope = (
             int(config["topk"]),
             int(config["q_len"]),
             int(config["page_size"]),
             int(config["kv_lora_rank"]),
+            int(config["qk_rope_head_dim"]),
         )
         # The SM12x sparse path reads a packed uint8 pool; every other path a dense one.
         packed = topk > 0 and sm.major == 12 and backend in ("auto", "sparse")
         kwargs: dict[str, Any] = {
-            "query": mi.query(heads, dtype, q_len, rank + mi.QK_ROPE_HEAD_DIM),
-            "kv_cache": mi.paged_kv(dtype, page, mi.SM120_V32_PACKED_BYTES if packed else 0, rank),
+            "query": mi.query(heads, dtype, q_len, rank + rope),
+            "kv_cache": mi.paged_kv(dtype, page, mi.SM120_V32_PACKED_BYTES if packed else 0, rank, rope),
             "workspace_buffer": mi.workspace(mi.WORKSPACE_DTYPES[alternative]),
-            "qk_nope_head_dim": mi.QK_NOPE_HEAD_DIM,
+            "qk_nope_head_dim": int(config["qk_nope_head_dim"]),
             "kv_lora_rank": rank,
-            "qk_rope_head_dim": mi.QK_ROPE_HEAD_DIM,
+            "qk_rope_head_dim": rope,
             "block_tables": mi.block_tables(q_len, topk, page),
             "seq_lens": mi.seq_lens((1, q_len), topk) if packed else mi.seq_lens(),
             "max_seq_len": mi.SEQ_LEN,
@@ -154,6 +185,9 @@ class TrtllmMLAProbe(KernelProbe):
             kwargs["sparse_mla_top_k"] = topk
         if int(config["kv_counter"]):
             kwargs["multi_ctas_kv_counter_buffer"] = mi.kv_counter()
+        if int(config["topk_lens"]):
+            # One length per query token, as engines hand it ([batch * q_len]).
+            kwargs["sparse_mla_top_k_lens"] = mi.seq_lens((q_len,), topk or mi.SEQ_LEN)
         if backend != "auto":
             kwargs["backend"] = backend
         return PreparedCall(entry, kwargs)
