@@ -485,3 +485,74 @@ def folded(q, planned):
 """
     index = _tree(tmp_path, {"mixed.py": text})
     assert _passed(_reading_at(index, "engine.mixed", 0)) == {"backend": "planned"}
+
+
+# SGLang 0.5.23's DSA decode and DCP helper, reduced: the NoPE path's top-k
+# lengths are a local that stays None unless the model has no rope part, then
+# passed directly, carried by a dict, or chosen by `None if ... else ...`.
+LENGTHS = """
+import flashinfer
+
+
+class Backend:
+    def decode(self, q, pages, undecided):
+        top_k_lens = None
+        if self.qk_rope_head_dim == 0:
+            top_k_lens = prepare(pages)
+        return flashinfer.decode.trtllm_batch_decode_with_kv_cache_mla(query=q, sparse_mla_top_k_lens=top_k_lens)
+
+    def packed(self, q, pages):
+        top_k_lens = None
+        if self.qk_rope_head_dim == 0:
+            top_k_lens = prepare(pages)
+        kwargs = dict(sparse_mla_top_k_lens=top_k_lens)
+        return flashinfer.decode.trtllm_batch_decode_with_kv_cache_mla(query=q, **kwargs)
+
+    def chosen(self, q, lens):
+        return flashinfer.decode.trtllm_batch_decode_with_kv_cache_mla(
+            query=q, sparse_mla_top_k_lens=(None if lens is None else lens[:1])
+        )
+
+    def looped(self, q, pages):
+        top_k_lens = None
+        for top_k_lens in pages:
+            pass
+        return flashinfer.decode.trtllm_batch_decode_with_kv_cache_mla(query=q, sparse_mla_top_k_lens=top_k_lens)
+"""
+LENS = frozenset({"sparse_mla_top_k_lens"})
+NOPE = "self.qk_rope_head_dim == 0"
+
+
+def _lens_at(index: RepoIndex, nth: int, conditions: dict[str, bool] | None):
+    info = index.by_suffix("engine.lens")
+    assert info is not None
+    return read_keywords(index, info, _calls(index, "engine.lens")[nth], LENS, conditions)[0]
+
+
+@pytest.mark.parametrize("nth", [0, 1], ids=["spelled at the call", "carried by a dict"])
+def test_a_local_left_none_passes_nothing_and_one_the_path_sets_is_passed(tmp_path, nth):
+    index = _tree(tmp_path, {"lens.py": LENGTHS})
+    # A model with a rope part: the local is still None where the call runs.
+    rope = _lens_at(index, nth, {NOPE: False})
+    assert rope.passed == {} and rope.unknown == {}
+    # A NoPE model: set on every run of this path.
+    nope = _lens_at(index, nth, {NOPE: True})
+    assert _passed(nope) == {"sparse_mla_top_k_lens": "top_k_lens"} and nope.unknown == {}
+    # Undecided: None on some runs only, never taken as passed.
+    bare = _lens_at(index, nth, None)
+    assert bare.passed == {} and "None on some runs only" in bare.unknown["sparse_mla_top_k_lens"].why
+
+
+def test_none_or_a_value_by_a_test_follows_the_paths_decision(tmp_path):
+    index = _tree(tmp_path, {"lens.py": LENGTHS})
+    assert _lens_at(index, 2, {"lens is None": True}).passed == {}
+    assert _passed(_lens_at(index, 2, {"lens is None": False})) == {"sparse_mla_top_k_lens": "lens[:1]"}
+    undecided = _lens_at(index, 2, None)
+    assert undecided.passed == {} and "test not decided" in undecided.unknown["sparse_mla_top_k_lens"].why
+
+
+def test_a_local_rebound_otherwise_than_by_assignment_is_not_read_as_none(tmp_path):
+    # `for top_k_lens in pages` rebinds it where the walk's locals do not look:
+    # the call passes the name, as before any reading of locals.
+    index = _tree(tmp_path, {"lens.py": LENGTHS})
+    assert _passed(_lens_at(index, 3, None)) == {"sparse_mla_top_k_lens": "top_k_lens"}
