@@ -36,6 +36,15 @@ def test_an_ok_gate_passes_and_a_call_nothing_judged_leaves_it_undecided_or_fail
     assert conclusion(_report()).exit_code == 3  # nothing checked
 
 
+def test_a_call_not_judged_on_other_sms_only_leaves_the_gate_on_these_sms_alone():
+    # The engine takes that path on SM12x only (its [[call]] entry says so).
+    sm120_only = replace(_unresolved(), sms=(120, 121))
+    on_sm100 = replace(_report(Verdict.OK), call_paths=[sm120_only])
+    assert conclusion(on_sm100).exit_code == 0 and on_sm100.gate().not_judged == 0
+    on_sm120 = replace(on_sm100, targets=Targets([SM.from_number(100), SM.from_number(120)], "flag"))
+    assert conclusion(on_sm120).exit_code == 3 and on_sm120.gate().not_judged == 1
+
+
 @dataclass(frozen=True)
 class _Drift:
     exit_code: int

@@ -63,7 +63,7 @@ def conclusion(report: Concludable) -> Conclusion:
             report.strict,
             list(report.waivers),
             report.drift.exit_code if report.drift is not None else None,
-            _unjudged(report),
+            _unjudged(report, sms),
         ),
         advice=summarize(findings, tables),
         verdict_grids=verdict_grids(tables, releases, sms, report.trust_validators),
@@ -71,10 +71,11 @@ def conclusion(report: Concludable) -> Conclusion:
     )
 
 
-def _unjudged(report: Concludable) -> int:
+def _unjudged(report: Concludable, sms: list[int]) -> int:
     """Calls listed as not judged that no finding stands for (an assumed or
-    not-evaluable path has inconclusive or assumed rows of its own)."""
-    return sum(1 for p in report.call_paths if p.status == "unresolved")
+    not-evaluable path has inconclusive or assumed rows of its own), on the
+    SMs checked."""
+    return sum(1 for p in report.call_paths if p.status == "unresolved" and p.runs_on(sms))
 
 
 def _flashinfer(report: Concludable) -> FlashinferInfo:

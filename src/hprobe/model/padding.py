@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -368,10 +369,18 @@ class CallPathRecord:
     kernel: str | None
     phase: str | None = None
     backends: tuple[str, ...] = ()  # the table's backends that judge it
+    # The SMs on which the engine takes this path (a call the mapping says
+    # runs only on SM12x); () where it does not say.
+    sms: tuple[int, ...] = ()
 
     @property
     def judged(self) -> bool:
         return self.status in ("judged", "by-rule")
+
+    def runs_on(self, sms: Sequence[int]) -> bool:
+        """Whether the engine may take this path on one of `sms`: a call not
+        judged there leaves the gate undecided only where it runs."""
+        return not self.sms or any(sm in self.sms for sm in sms)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -383,4 +392,5 @@ class CallPathRecord:
             "kernel": self.kernel,
             "phase": self.phase,
             "backends": list(self.backends),
+            "sms": list(self.sms),
         }

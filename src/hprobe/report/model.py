@@ -276,7 +276,11 @@ class CheckReport:
             waived_of=waived,
             expired=sum(1 for u in self.waivers if u.expired),
             assumed=assumed,
-            not_judged=len(self.unresolved_paths) - assumed,
+            not_judged=sum(
+                1
+                for p in self.unresolved_paths
+                if p.status != "assumed" and p.runs_on([sm.number for sm in self.targets.sms])
+            ),
             trusted=sum(1 for f in self.findings if any(n.startswith(TRUSTED_NOTE) for n in f.notes)),
         )
 

@@ -103,7 +103,13 @@ class CallPath:
             self.kernel,
             self.phase,
             self.backends,
+            self.sms,
         )
+
+    @property
+    def sms(self) -> tuple[int, ...]:
+        """The SMs an unresolved path runs on, where its [[call]] entry says (() = any)."""
+        return self.entry.sms if self.entry is not None and self.status is PathStatus.UNRESOLVED else ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -115,6 +121,7 @@ class CallPath:
             "kernel": self.kernel,
             "phase": self.phase,
             "backends": list(self.backends),
+            "sms": list(self.sms),
             "reach": self.reach.to_dict() if self.reach else None,
         }
 
@@ -188,7 +195,9 @@ def read_paths(context: PathContext) -> PathReading:
     forms = {site: _call_form(context, site) for site in sites}
     for site in sites:
         shown = f"{context.shown(site.path)}:{site.line}"
-        described = [m for m in context.mapping.calls if m.matches(site.module, site.function, site.entry)]
+        described = _for_models(
+            context, [m for m in context.mapping.calls if m.matches(site.module, site.function, site.entry)]
+        )
         if not described:
             path, backends = _unmapped(context, site, shown, called_as[site.entry], reading.cited, calls)
             reading.paths.append(path)
@@ -236,6 +245,16 @@ def read_paths(context: PathContext) -> PathReading:
         and (module := context.index.by_suffix(m.module)) is not None
     )
     return reading
+
+
+def _for_models(context: PathContext, described: list[CallMapping]) -> list[CallMapping]:
+    """The [[call]] entries of one site that speak for a model judged here:
+    where several describe the site per model family (DSA and NoPE DSA), one
+    whose family no model here takes says nothing of this tree. Where none
+    does, the site is still listed as ever (never dropped), but not as a call
+    one family's entry says is not judged for that family alone."""
+    kept = [m for m in described if m.model_family is None or any(mo.takes(m.model_family) for mo in context.models)]
+    return kept or [m for m in described if m.unresolved is None or m.model_family is None] or described
 
 
 def _guard(context: PathContext, backend: Backend, sites: list[CallSite]) -> str:

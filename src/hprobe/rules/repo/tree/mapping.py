@@ -603,7 +603,9 @@ def _call_entry(raw: object, where: Where) -> CallMapping:
                 f"{where}: call {raw['site']}: an unresolved path takes only site, entry, unresolved and note, not "
                 f"{sorted(extra)[0]}"
             )
-        return CallMapping(**base, unresolved=texts["unresolved"], model_family=texts["model_family"])
+        # `sm`: the SMs on which the engine takes the path (not judged only there).
+        sms = tuple(parse_sm(str(x)).number for x in raw["sm"]) if isinstance(raw.get("sm"), list) else ()
+        return CallMapping(**base, unresolved=texts["unresolved"], model_family=texts["model_family"], sms=sms)
     kernel, parsed = _kernel_and_sms(raw, f"{where}: call {raw['site']}", 'unresolved = "why"')
     heads, inline = _call_heads(raw, where, texts)
     normalised = _call_conditions(raw, where)
