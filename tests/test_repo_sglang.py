@@ -396,7 +396,15 @@ def test_one_plan_on_sglang_0520_sm120_a_pin_raise_after_which_check_is_clean(cl
         "DSparkAttention.forward (inline) -> _flash_mla_flashinfer [decode]: padding written at the call itself" in said
     )
     subprocess.run(["git", "apply", str(diff)], cwd=checkout, check=True)
+    # Nothing broken is left; what keeps the gate from passing on SM120 is
+    # GLM-5.3-Flash's NoPE call there (0.5.20 serves it), which hprobe lists as
+    # not judged: for the models this test is about, the gate passes.
     code, out, err = cli("check", "--repo", str(checkout), "--sm", "120")
+    last = out.splitlines()[-1]
+    assert code == 3 and last.startswith("undecided: ") and "broken" not in last, out[-2000:]
+    assert "NoPE model's SM12x sparse call" in " ".join(out.split())
+    served = "DeepSeek-V4-Pro,DeepSeek-V4-Flash,DeepSeek-V3,DeepSeek-V3.2,GLM-5"
+    code, out, err = cli("check", "--repo", str(checkout), "--sm", "120", "--model", served)
     assert code == 0 and out.splitlines()[-1].startswith("pass: "), out[-2000:]
 
 
@@ -458,3 +466,22 @@ def test_sglang_0521_on_070_crashes_on_the_dispatch_envelope_it_iterates(cli_jso
     ]
     assert action == f"broken for TP2/4/8/16, at every count: {crash}"
     assert code == 1
+
+
+@pytest.mark.slow
+def test_glm_5_3_flash_is_judged_on_its_nope_call_with_the_top_k_lengths_sglang_hands_it(sglang_tree):
+    """SGLang 0.5.23 serves GLM-5.3-Flash (EntryClass Glm5NextForConditionalGeneration):
+    its DSA decode passes `sparse_mla_top_k_lens` only `if self.qk_rope_head_dim == 0`
+    (and the DCP helper `None if top_k_lens is None else ...`), so the NoPE model's
+    call is probed with the lengths, a rope part of 0 and its qk_nope_head_dim, and
+    every other DSA model's without the lengths."""
+    from hprobe.rules.repo.extract import extract
+    from hprobe.rules.repo.tree.mapping import load_mapping
+
+    found = extract(sglang_tree / "sglang", load_mapping(ROOT / "matrices" / "mappings" / "sglang.toml"))
+    for function in ("DeepseekSparseAttnBackend._forward_trtllm", "dcp_trtllm_sparse_attention"):
+        options = {b.models: dict(b.options) for b in found.paths.backends if b.name.endswith(function)}
+        nope = options[("GLM-5.3-Flash",)]
+        assert (nope["qk_rope_head_dim"], nope["qk_nope_head_dim"], nope["topk_lens"]) == (0, 256, 1), nope
+        rope = [o for models, o in options.items() if "GLM-5" in models]
+        assert rope and all("topk_lens" not in o and "qk_rope_head_dim" not in o for o in rope), options
