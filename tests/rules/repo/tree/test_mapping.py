@@ -121,3 +121,36 @@ def test_a_malformed_reach_is_one_line(tmp_path: Path, change: tuple[str, str], 
         load_mapping(path)
     message = str(raised.value)
     assert "\n" not in message and said in message and "m.toml" in message
+
+
+UNRESOLVED = """
+[[call]]
+site = "models.sparse:Impl.decode"
+entry = "trtllm_batch_decode_with_kv_cache_mla"
+model_family = "dsa-nope"
+sm = [120, 121]
+unresolved = "a layout the probe does not build"
+"""
+
+
+def test_an_unresolved_call_keeps_the_sms_it_runs_on(tmp_path: Path) -> None:
+    path = tmp_path / "m.toml"
+    path.write_text(HEADER + UNRESOLVED)
+    (call,) = load_mapping(path).calls
+    assert (call.unresolved, call.model_family, call.sms) == (
+        "a layout the probe does not build",
+        "dsa-nope",
+        (120, 121),
+    )
+    path.write_text(HEADER + UNRESOLVED.replace("sm = [120, 121]\n", ""))
+    assert load_mapping(path).calls[0].sms == ()
+
+
+@pytest.mark.parametrize("sm", ['"120"', "[]", '["sm999"]'])
+def test_an_unresolved_calls_bad_sm_is_one_line_naming_the_entry(tmp_path: Path, sm: str) -> None:
+    path = tmp_path / "m.toml"
+    path.write_text(HEADER + UNRESOLVED.replace("[120, 121]", sm))
+    with pytest.raises(InputError) as raised:
+        load_mapping(path)
+    message = str(raised.value)
+    assert "\n" not in message and "models.sparse:Impl.decode" in message and "m.toml" in message

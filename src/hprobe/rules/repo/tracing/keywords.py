@@ -140,38 +140,16 @@ def _call_states(
 def _none_as_absent(
     scope: _Scope, function: ast.FunctionDef | ast.AsyncFunctionDef | None, state: State, line: int
 ) -> State:
-    """A keyword passed as a local that holds None where the call runs passes
-    nothing, as flashinfer's `is not None` reads it (SGLang's
-    `sparse_mla_top_k_lens=sparse_mla_top_k_lens`, set only for a NoPE model):
-    the local as the statements before `line` leave it, under the tests the
-    path decides. Only a local bound by plain assignments alone is read so;
-    any other binding keeps the expression (passed). `None if test else x`
-    (SGLang's DCP call) passes nothing or `x` as the path decides the test,
-    and is unknown where it does not."""
-    if function is None:
-        return state
-    chooses_none = isinstance(state, ast.IfExp) and any(
-        isinstance(b, ast.Constant) and b.value is None for b in (state.body, state.orelse)
-    )
-    if not chooses_none and not (isinstance(state, ast.Name) and _plainly_bound(function, state.id)):
+    """A keyword spelled at the call, as the statements before `line` leave
+    the locals it reads (`_passed`); the walk's own locals are kept as they were."""
+    if function is None or not _may_be_none(function, state):
         return state
     kept, opaque = dict(scope.frame), set(scope.opaque)
     scope.frame.clear()
     scope.opaque.clear()
     try:
         _walk(scope, function.body, "", line, {}, conditional=None, at=None)
-        if isinstance(state, ast.IfExp):
-            decided = _decide(scope, state.test)
-            if decided is None:
-                return Unknown(
-                    f"{scope.module.path}:{state.lineno}",
-                    f"passes None or not as `{ast.unparse(state.test)[:60]}` holds (test not decided)",
-                    conditional=True,
-                )
-            chosen = state.body if decided else state.orelse
-            return ABSENT if isinstance(chosen, ast.Constant) and chosen.value is None else chosen
-        assert isinstance(state, ast.Name)
-        return _held(scope, function, state, line)
+        return _passed(scope, function, state)
     finally:
         scope.frame.clear()
         scope.frame.update(kept)
@@ -179,17 +157,75 @@ def _none_as_absent(
         scope.opaque.update(opaque)
 
 
+def _may_be_none(function: ast.FunctionDef | ast.AsyncFunctionDef, state: State) -> bool:
+    """Whether `state` is a value `_passed` reads: `None if test else x`, or a
+    local bound by plain assignments alone."""
+    if isinstance(state, ast.IfExp):
+        return any(_is_none(branch) for branch in (state.body, state.orelse))
+    return isinstance(state, ast.Name) and _plainly_bound(function, state.id)
+
+
+def _is_none(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+def _passed(scope: _Scope, function: ast.FunctionDef | ast.AsyncFunctionDef, state: State) -> State:
+    """What a keyword's value passes, from the locals the walk knows where it
+    is read, as flashinfer's `is not None` reads it: nothing for a local that
+    holds None (SGLang's `sparse_mla_top_k_lens=sparse_mla_top_k_lens`, set
+    only for a NoPE model); unknown for one bound to None and then again
+    under a test the path does not decide; `None if test else x` as the path
+    decides the test, unknown where it does not. Only a local bound by plain
+    assignments alone is read so; any other value is passed as spelled."""
+    if not _may_be_none(function, state):
+        return state
+    if isinstance(state, ast.IfExp):
+        decided = _decide(scope, state.test)
+        if decided is None:
+            return Unknown(
+                f"{scope.module.path}:{state.lineno}",
+                f"passes None or not as `{ast.unparse(state.test)[:60]}` holds (test not decided)",
+                conditional=True,
+            )
+        chosen = state.body if decided else state.orelse
+        return ABSENT if _is_none(chosen) else _passed(scope, function, chosen)
+    assert isinstance(state, ast.Name)
+    if state.id in scope.frame:
+        return ABSENT if scope.frame[state.id] is None else state
+    if state.id in scope.opaque:
+        return state
+    # Plainly bound: every binding is `name = value`.
+    set_to_none = [
+        node.lineno
+        for node in ast.walk(function)
+        if isinstance(node, (ast.Assign, ast.AnnAssign))
+        and node.lineno < state.lineno
+        and node.value is not None
+        and _is_none(node.value)
+        and any(
+            isinstance(t, ast.Name) and t.id == state.id
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        )
+    ]
+    if set_to_none:
+        where = f"{scope.module.path}:{min(set_to_none)}"
+        return Unknown(where, f"{state.id} is None on some runs only (set again under a test not decided)", True)
+    return state
+
+
 def _plainly_bound(function: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
     """Whether every binding of `name` in `function` is `name = value` (or an
     annotated one), the only bindings the walk's locals follow: no other
     target form, loop, `with`, walrus, import, `del`, `global`/`nonlocal` or
-    nested scope rebinding it."""
+    nested scope's parameter rebinding it."""
     plain: set[int] = set()
     for node in ast.walk(function):
         if isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
             plain.update(id(t) for t in node.targets)
         elif isinstance(node, ast.AnnAssign) and node.value is not None and isinstance(node.target, ast.Name):
             plain.add(id(node.target))
+    a = function.args
+    own = {id(arg) for arg in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg) if arg is not None}
     for node in ast.walk(function):
         if isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
             return False
@@ -200,14 +236,9 @@ def _plainly_bound(function: ast.FunctionDef | ast.AsyncFunctionDef, name: str) 
             (a.asname or a.name.split(".")[0]) == name for a in node.names
         ):
             return False
-        if isinstance(node, ast.arg) and node.arg == name and node not in _parameters(function):
-            return False  # a nested function's or lambda's parameter of that name
+        if isinstance(node, ast.arg) and node.arg == name and id(node) not in own:
+            return False
     return True
-
-
-def _parameters(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.arg]:
-    a = function.args
-    return [*a.posonlyargs, *a.args, *a.kwonlyargs, *([a.vararg] if a.vararg else []), *([a.kwarg] if a.kwarg else [])]
 
 
 def _narrowed(function: ast.FunctionDef | ast.AsyncFunctionDef | None, value: State, line: int) -> State:
@@ -595,7 +626,7 @@ def _statement(
         # packed base brought in is another function's name.
         own = {id(node) for node in ast.walk(stmt)}
         change = {
-            key: _local_none(scope, at[0], _narrowed(at[0], state, stmt.lineno)) if id(state) in own else state
+            key: _passed(scope, at[0], _narrowed(at[0], state, stmt.lineno)) if id(state) in own else state
             for key, state in change.items()
         }
     for key, state in change.items():
@@ -612,42 +643,6 @@ def _statement(
             )
         else:
             states[key] = state
-
-
-def _local_none(scope: _Scope, function: ast.FunctionDef | ast.AsyncFunctionDef, state: State) -> State:
-    """A value spelled as a local the walk so far knows holds None (the
-    statement being read runs after every one before it): passes nothing.
-    Only a local bound by plain assignments alone, which the walk follows."""
-    if not isinstance(state, ast.Name) or not _plainly_bound(function, state.id):
-        return state
-    return _held(scope, function, state, state.lineno)
-
-
-def _held(scope: _Scope, function: ast.FunctionDef | ast.AsyncFunctionDef, state: ast.Name, line: int) -> State:
-    """What a plainly bound local passes, from the walk's locals: nothing where
-    it holds None; unknown where it is None on some runs only (bound to None
-    before `line`, then again under a test the path does not decide)."""
-    if state.id in scope.frame:
-        return ABSENT if scope.frame[state.id] is None else state
-    if state.id in scope.opaque:
-        return state
-    set_to_none = [
-        node.lineno
-        for node in ast.walk(function)
-        if isinstance(node, (ast.Assign, ast.AnnAssign))
-        and node.lineno < line
-        and isinstance(node.value, ast.Constant)
-        and node.value.value is None
-        and any(isinstance(t, ast.Name) and t.id == state.id for t in _targets(node))
-    ]
-    if set_to_none:
-        where = f"{scope.module.path}:{min(set_to_none)}"
-        return Unknown(where, f"{state.id} is None on some runs only (set again under a test not decided)", True)
-    return state
-
-
-def _targets(node: ast.Assign | ast.AnnAssign) -> list[ast.expr]:
-    return list(node.targets) if isinstance(node, ast.Assign) else [node.target]
 
 
 def _assigned(

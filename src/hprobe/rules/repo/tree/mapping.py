@@ -476,8 +476,15 @@ def _kernel_and_sms(raw: dict, what: str, instead: str) -> tuple[str, tuple[int,
     kernel, sms = raw.get("kernel"), raw.get("sm")
     if not isinstance(kernel, str) or not isinstance(sms, list) or not sms:
         raise InputError(f"{what}: needs kernel and sm (or {instead})")
+    return kernel, _sms(sms, what)
+
+
+def _sms(sms: object, what: str) -> tuple[int, ...]:
+    """An entry's `sm` list, or one input error naming the entry (`what`)."""
+    if not isinstance(sms, list) or not sms:
+        raise InputError(f"{what}: sm must be a non-empty list of SMs")
     try:
-        return kernel, tuple(parse_sm(str(s)).number for s in sms)
+        return tuple(parse_sm(str(s)).number for s in sms)
     except InputError as exc:
         raise InputError(f"{what}: {exc.message}") from None
 
@@ -600,11 +607,11 @@ def _call_entry(raw: object, where: Where) -> CallMapping:
         extra = set(raw) - {"site", "entry", "unresolved", "note", "model_family", "sm", "kernel"}
         if extra:
             raise InputError(
-                f"{where}: call {raw['site']}: an unresolved path takes only site, entry, unresolved and note, not "
-                f"{sorted(extra)[0]}"
+                f"{where}: call {raw['site']}: an unresolved path takes only site, entry, unresolved, note, "
+                f"model_family, sm and kernel, not {sorted(extra)[0]}"
             )
         # `sm`: the SMs on which the engine takes the path (not judged only there).
-        sms = tuple(parse_sm(str(x)).number for x in raw["sm"]) if isinstance(raw.get("sm"), list) else ()
+        sms = _sms(raw["sm"], f"{where}: call {raw['site']}") if "sm" in raw else ()
         return CallMapping(**base, unresolved=texts["unresolved"], model_family=texts["model_family"], sms=sms)
     kernel, parsed = _kernel_and_sms(raw, f"{where}: call {raw['site']}", 'unresolved = "why"')
     heads, inline = _call_heads(raw, where, texts)
