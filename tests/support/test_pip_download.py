@@ -82,7 +82,7 @@ def test_a_range_answered_with_more_than_asked_fills_no_memory():
             self.send_header("Content-Range", "bytes 0-0/1000000")
             self.end_headers()
             try:
-                for _ in range(64):  # 64 MiB offered for a 256 KiB range
+                for _ in range(64):  # 64 MiB offered for a 16 KiB range
                     self.wfile.write(b"x" * 2**20)
                     sent.append(1)
             except OSError:
@@ -98,3 +98,130 @@ def test_a_range_answered_with_more_than_asked_fills_no_memory():
     finally:
         server.shutdown()
         server.server_close()
+
+
+class _Counted:
+    """A seekable file that counts the bytes read from it."""
+
+    def __init__(self, data: bytes):
+        import io
+
+        self.file, self.read_bytes = io.BytesIO(data), 0
+
+    def seek(self, offset, whence=0):
+        return self.file.seek(offset, whence)
+
+    def tell(self):
+        return self.file.tell()
+
+    def read(self, n=-1):
+        data = self.file.read(n)
+        self.read_bytes += len(data)
+        return data
+
+
+def _zip(names: list[str], body=lambda name: name.encode() * 3, **options) -> bytes:
+    import io
+    import zipfile
+
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, **options) as archive:
+        for name in names:
+            compression = zipfile.ZIP_STORED if name.endswith(".txt") else zipfile.ZIP_DEFLATED
+            archive.writestr(name, body(name), compress_type=compression)
+    return out.getvalue()
+
+
+SOUGHT = ["pkg/cubins/b7/include/meta.h", "pkg/cubins/b7/checksums.txt"]
+
+
+def test_members_are_found_by_a_search_of_an_ordered_directory_reading_a_small_part():
+    """flashinfer-cubin's directory is in name order: the two members are
+    found reading a few blocks around each entry looked at, and their bytes
+    are zipfile's own."""
+    import io
+    import zipfile
+
+    from hprobe.support.pip_download import _searched
+
+    names = sorted([f"pkg/cubins/b{i % 10}/kernel_{i:05d}.cubin" for i in range(20000)] + SOUGHT)
+    data = _zip(names)
+    source = _Counted(data)
+    found = _searched(source, SOUGHT, 1 << 20)
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        directory = len(data) - archive.start_dir
+        assert found == {name: archive.read(name) for name in SOUGHT}
+    assert source.read_bytes < directory / 4, (source.read_bytes, directory)
+
+
+def test_a_directory_out_of_order_or_a_member_absent_falls_back_to_the_whole_directory():
+    """A member the search does not meet (the entries out of order, or none
+    of that name) is never called absent by the search: the whole directory
+    is read, and answers."""
+    import io
+
+    from hprobe.support.pip_download import _read_whole_directory, _searched
+
+    names = sorted(f"pkg/cubins/k_{i:05d}.cubin" for i in range(5000))
+    data = _zip([SOUGHT[0], *names, SOUGHT[1]])  # "pkg/cubins/b7/…" written first and last: out of order
+    assert _searched(_Counted(data), SOUGHT, 1 << 20) is None
+    whole = _read_whole_directory(io.BytesIO(data), SOUGHT, 1 << 20)
+    assert whole is not None and whole[SOUGHT[1]] == SOUGHT[1].encode() * 3
+    assert _searched(_Counted(data), ["pkg/cubins/zz"], 1 << 20) is None
+    assert _read_whole_directory(io.BytesIO(data), ["pkg/cubins/zz"], 1 << 20) is None
+
+
+def test_zip64_records_and_names_holding_the_entry_signature_are_read(monkeypatch):
+    """ZIP64 (its end record, and sizes and offsets in the extra field, forced
+    here by a low limit) and names that hold the directory entry's signature
+    bytes, which a search landing inside a name must not take for an entry."""
+    import io
+    import zipfile
+
+    from hprobe.support.pip_download import _searched
+
+    monkeypatch.setattr(zipfile, "ZIP64_LIMIT", 8)
+    names = sorted([f"pkg/PK\x01\x02{i:05d}" for i in range(3000)] + SOUGHT)
+    data = _zip(names, body=lambda name: name.encode() * 40)
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        expected = {name: archive.read(name) for name in SOUGHT}
+    assert b"PK\x06\x06" in data[-200:]  # the ZIP64 end record
+    assert _searched(_Counted(data), SOUGHT, 1 << 20) == expected
+
+
+def test_a_member_whose_bytes_differ_from_the_directory_is_refused():
+    """A member whose deflated bytes are damaged (its CRC or its stream) or
+    that is larger than the caller allows is refused, never handed on."""
+    import zlib
+
+    from hprobe.support.pip_download import _searched
+
+    names = sorted(f"pkg/m_{i:04d}.bin" for i in range(500))
+    data = bytearray(_zip(names, body=lambda name: b"deflated " * 20 + name.encode()))
+    # The member's data follows its local header's name (no extra field).
+    at = data.index(b"pkg/m_0250.bin") + len("pkg/m_0250.bin") + 4
+    data[at] ^= 0xFF
+    with pytest.raises((ValueError, zlib.error)):
+        _searched(_Counted(bytes(data)), ["pkg/m_0250.bin"], 1 << 20)
+    assert _searched(_Counted(bytes(_zip(names))), ["pkg/m_0250.bin"], 1 << 20) is not None
+    with pytest.raises(ValueError, match="larger than expected"):
+        _searched(_Counted(bytes(_zip(names))), ["pkg/m_0001.bin"], 4)
+
+
+def test_flashinfer_cubins_table_is_read_by_search_as_zipfile_reads_it(cubin_wheel):
+    """The real wheel (flashinfer-cubin 0.6.13, 16,017 entries, a 3.9 MB
+    directory): its kernel table's two members, by search, read with under
+    half the bytes of the directory alone."""
+    import zipfile
+
+    from hprobe.support.pip_download import _searched
+
+    prefix = "flashinfer_cubin/cubins/158f6fa11ef139a098cfddcdddce73ca99d164ad/fmha/trtllm-gen/"
+    names = [prefix + "checksums.txt", prefix + "include/flashInferMetaInfo.h"]
+    source = _Counted(cubin_wheel.read_bytes())
+    found = _searched(source, names, 64 << 20)
+    with zipfile.ZipFile(cubin_wheel) as archive:
+        directory = cubin_wheel.stat().st_size - archive.start_dir
+        assert found == {name: archive.read(name) for name in names}
+    members = sum(archive.getinfo(name).compress_size for name in names)
+    assert source.read_bytes - members < directory / 4, (source.read_bytes, members, directory)

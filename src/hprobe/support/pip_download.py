@@ -23,7 +23,9 @@ import hashlib
 import json
 import logging
 import os
+import struct
 import sys
+import zlib
 from typing import Any
 
 CHUNK = 1 << 20
@@ -85,7 +87,6 @@ def _members(request: dict, session: Any, finder: Any, specifier_set: Any) -> in
     range requests where the server answers them (a kernel table is 6 MB of
     a 458 MB flashinfer-cubin wheel), else downloaded whole. What is read is
     checked by the caller against the digests the release names."""
-    import zipfile
 
     unread = _IndexFailures()
     for k, spec in enumerate(request["specs"]):
@@ -110,26 +111,198 @@ def _members(request: dict, session: Any, finder: Any, specifier_set: Any) -> in
                     whole = _download(session, link, folder)
                     received = os.path.getsize(whole)
                     source = open(whole, "rb")
-            with source, zipfile.ZipFile(source) as wheel:
-                names = set(wheel.namelist())
-                if any(m not in names for m in request["members"]):
-                    received += getattr(source, "received", 0)
-                    _say({"spec": spec, "wheel": link.filename, "absent": True, "received": received})
-                    continue
-                written = {}
-                for n, member in enumerate(request["members"]):
-                    if wheel.getinfo(member).file_size > request.get("max_bytes", 1 << 26):
-                        raise ValueError(f"{member} is larger than expected")
-                    written[member] = os.path.join(folder, f"{n}.member")
-                    with open(written[member], "wb") as out:
-                        out.write(wheel.read(member))  # the member's CRC is checked
+            limit = request.get("max_bytes", 1 << 26)
+            with source:
+                # The members found by a search of the central directory where
+                # its entries are in name order, else the whole directory read.
+                read = _searched(source, request["members"], limit)
+                if read is None:
+                    read = _read_whole_directory(source, request["members"], limit)
                 received += getattr(source, "received", 0)
+            if read is None:
+                _say({"spec": spec, "wheel": link.filename, "absent": True, "received": received})
+                continue
+            written = {}
+            for n, member in enumerate(request["members"]):
+                written[member] = os.path.join(folder, f"{n}.member")
+                with open(written[member], "wb") as out:
+                    out.write(read[member])
             _say({"spec": spec, "wheel": link.filename, "members": written, "received": received})
             return 0
         except Exception as exc:  # noqa: BLE001 - the caller fetches the plain way
             _say({"spec": spec, "error": f"{type(exc).__name__}: {exc}"})
             return 3
     return 0
+
+
+def _read_whole_directory(source: Any, names: list[str], limit: int) -> dict[str, bytes] | None:
+    """The members `names` of the zip `source`, read with its whole central
+    directory; None where one is missing."""
+    import zipfile
+
+    with zipfile.ZipFile(source) as wheel:
+        present = set(wheel.namelist())
+        if any(m not in present for m in names):
+            return None
+        read = {}
+        for member in names:
+            if wheel.getinfo(member).file_size > limit:
+                raise ValueError(f"{member} is larger than expected")
+            read[member] = wheel.read(member)  # the member's CRC is checked
+        return read
+
+
+# The central directory of flashinfer-cubin is 3.9 MB (16,017 entries): read
+# whole, it is most of what fetching a kernel table costs, though the two
+# members sought are 1.3 MB. Its entries are written in name order (the
+# dist-info's aside), so each member is found by a binary search that reads
+# a block around each entry it looks at. Only a member found so is read this
+# way; where any is not (a directory out of order, a member absent), the
+# whole directory is read as before. What is read is checked here against the
+# directory's sizes and CRC and by the caller against the release's digests.
+_ENTRY = b"PK\x01\x02"
+_ENTRY_FIXED = 46
+_LOCAL_FIXED = 30
+_END = b"PK\x05\x06"
+_END64_LOCATOR = b"PK\x06\x07"
+_END64 = b"PK\x06\x06"
+_SEARCH_WINDOW = 1 << 13
+_UNSET32 = 0xFFFFFFFF
+
+
+class _Entry:
+    """One central-directory entry: its name, where the next begins, and where its data lies."""
+
+    def __init__(self, record: bytes, start: int):
+        (self.method, self.crc, csize, usize, name_len, extra_len, comment_len, offset) = struct.unpack(
+            "<10xH4xIIIHHH8xI", record[:_ENTRY_FIXED]
+        )
+        self.name = record[_ENTRY_FIXED : _ENTRY_FIXED + name_len].decode("utf-8", "replace")
+        self.start, self.end = start, start + _ENTRY_FIXED + name_len + extra_len + comment_len
+        extra = record[_ENTRY_FIXED + name_len : _ENTRY_FIXED + name_len + extra_len]
+        wide = [v == _UNSET32 for v in (usize, csize, offset)]
+        values = [usize, csize, offset]
+        at = 0
+        while at + 4 <= len(extra):  # ZIP64's extra field holds the values too large for 32 bits, in this order
+            kind, length = struct.unpack("<HH", extra[at : at + 4])
+            if kind == 1:
+                field, pos = extra[at + 4 : at + 4 + length], 0
+                for i, is_wide in enumerate(wide):
+                    if is_wide and pos + 8 <= len(field):
+                        values[i] = struct.unpack("<Q", field[pos : pos + 8])[0]
+                        pos += 8
+            at += 4 + length
+        self.usize, self.csize, self.offset = values
+
+
+class _Directory:
+    """The central directory of the zip `source` (a seekable binary file), read in pieces."""
+
+    def __init__(self, source: Any):
+        self.source = source
+        size = source.seek(0, 2)
+        tail_start = max(0, size - (1 << 16) - 22)
+        tail = self._at(tail_start, size - tail_start)
+        end = tail.rfind(_END)
+        if end < 0 or end + 22 > len(tail):
+            raise ValueError("no end of central directory")
+        cd_size, cd_offset = struct.unpack("<II", tail[end + 12 : end + 20])
+        locator = end - 20
+        if locator >= 0 and tail[locator : locator + 4] == _END64_LOCATOR:
+            (end64,) = struct.unpack("<Q", tail[locator + 8 : locator + 16])
+            record = self._at(end64, 56)
+            if record[:4] != _END64:
+                raise ValueError("no ZIP64 end of central directory")
+            cd_size, cd_offset = struct.unpack("<QQ", record[40:56])
+        self.first, self.last = cd_offset, cd_offset + cd_size
+        if self.last > size:
+            raise ValueError("a central directory past the end of the file")
+
+    def _at(self, start: int, length: int) -> bytes:
+        self.source.seek(start)
+        data = self.source.read(length)
+        if len(data) != length:
+            raise ValueError("a zip shorter than its directory says")
+        return data
+
+    def entry(self, start: int) -> _Entry | None:
+        """The entry that begins at `start` (None where none begins there)."""
+        if start + _ENTRY_FIXED > self.last:
+            return None
+        fixed = self._at(start, _ENTRY_FIXED)
+        if fixed[:4] != _ENTRY:
+            return None
+        name_len, extra_len, comment_len = struct.unpack("<HHH", fixed[28:34])
+        length = _ENTRY_FIXED + name_len + extra_len + comment_len
+        if start + length > self.last:
+            return None
+        return _Entry(fixed + self._at(start + _ENTRY_FIXED, length - _ENTRY_FIXED), start)
+
+    def first_entry_from(self, start: int, before: int) -> _Entry | None:
+        """The first entry that begins at or after `start` and before
+        `before`: a signature whose entry ends where another begins (or at the
+        directory's end), so that a name holding the signature's bytes is not taken for one."""
+        at = start
+        while at < before:
+            window = self._at(at, min(_SEARCH_WINDOW, self.last - at))
+            found = window.find(_ENTRY)
+            while found >= 0 and at + found < before:
+                entry = self.entry(at + found)
+                if entry is not None and (entry.end == self.last or self.entry(entry.end) is not None):
+                    return entry
+                found = window.find(_ENTRY, found + 1)
+            at += max(1, len(window) - len(_ENTRY) + 1)
+        return None
+
+    def find(self, name: str) -> _Entry | None:
+        """The entry named `name`, searched as if the entries were in name order; None where not found so."""
+        low, high = self.first, self.last  # entries before `low` sort before `name`; those from `high` after it
+        while high - low > _SEARCH_WINDOW:
+            entry = self.first_entry_from((low + high) // 2, high)
+            if entry is None:
+                high = (low + high) // 2
+            elif entry.name == name:
+                return entry
+            elif entry.name < name:
+                low = entry.end
+            else:
+                high = entry.start
+        at = low
+        while at < high:
+            entry = self.entry(at)
+            if entry is None:
+                return None
+            if entry.name == name:
+                return entry
+            at = entry.end
+        return None
+
+    def read(self, entry: _Entry, limit: int) -> bytes:
+        if entry.usize > limit or entry.csize > limit:
+            raise ValueError(f"{entry.name} is larger than expected")
+        header = self._at(entry.offset, _LOCAL_FIXED)
+        if header[:4] != b"PK\x03\x04":
+            raise ValueError(f"{entry.name}: no local header where the directory says")
+        name_len, extra_len = struct.unpack("<HH", header[26:30])
+        data = self._at(entry.offset + _LOCAL_FIXED + name_len + extra_len, entry.csize)
+        if entry.method == 8:
+            inflater = zlib.decompressobj(-15)
+            data = inflater.decompress(data, limit + 1) + inflater.flush()
+        elif entry.method != 0:
+            raise ValueError(f"{entry.name}: compression method {entry.method}")
+        if len(data) != entry.usize or zlib.crc32(data) != entry.crc:
+            raise ValueError(f"{entry.name}: its size or CRC differs from the directory's")
+        return data
+
+
+def _searched(source: Any, names: list[str], limit: int) -> dict[str, bytes] | None:
+    """The members `names` of the zip `source`, each found by a binary search
+    of its central directory (above); None where any is not found so."""
+    directory = _Directory(source)
+    entries = [directory.find(name) for name in names]
+    if any(entry is None for entry in entries):
+        return None
+    return {name: directory.read(entry, limit) for name, entry in zip(names, entries, strict=True) if entry}
 
 
 class _IndexFailures(logging.Handler):
@@ -199,7 +372,9 @@ class _Ranges:
     file for zipfile: the central directory first, then only the members
     read, each in a few requests."""
 
-    BLOCK = 1 << 18
+    # Small enough that a search of a central directory (_searched) reads little
+    # around each entry it looks at; a span of blocks is still one request.
+    BLOCK = 1 << 14
 
     def __init__(self, session: Any, url: str, size: int):
         self._session, self._url, self.size = session, url, size
