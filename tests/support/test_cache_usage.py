@@ -87,6 +87,8 @@ def test_a_prune_removes_what_hprobe_wrote_and_nothing_of_the_user_s(tmp_path: P
         ("readings", "stat-" + "d" * 16 + ".json", True),
         ("readings", ".x.tmp", True),  # a write in progress
         ("readings", "notes.json", False),
+        ("kernel-tables", "cubin-listings.json", True),  # what cubin wheels read whole hold
+        ("kernel-tables", "listings.json", False),
         ("pycache", "anything", True),  # it mirrors the paths compiled
         ("photos", "a" * 64, False),
     ],

@@ -165,10 +165,10 @@ def test_a_directory_out_of_order_or_a_member_absent_falls_back_to_the_whole_dir
     names = sorted(f"pkg/cubins/k_{i:05d}.cubin" for i in range(5000))
     data = _zip([SOUGHT[0], *names, SOUGHT[1]])  # "pkg/cubins/b7/…" written first and last: out of order
     assert _searched(_Counted(data), SOUGHT, 1 << 20) is None
-    whole = _read_whole_directory(io.BytesIO(data), SOUGHT, 1 << 20)
-    assert whole is not None and whole[SOUGHT[1]] == SOUGHT[1].encode() * 3
+    whole, every = _read_whole_directory(io.BytesIO(data), SOUGHT, 1 << 20)
+    assert whole is not None and whole[SOUGHT[1]] == SOUGHT[1].encode() * 3 and len(every) == 5002
     assert _searched(_Counted(data), ["pkg/cubins/zz"], 1 << 20) is None
-    assert _read_whole_directory(io.BytesIO(data), ["pkg/cubins/zz"], 1 << 20) is None
+    assert _read_whole_directory(io.BytesIO(data), ["pkg/cubins/zz"], 1 << 20)[0] is None
 
 
 def test_zip64_records_and_names_holding_the_entry_signature_are_read(monkeypatch):
@@ -225,3 +225,48 @@ def test_flashinfer_cubins_table_is_read_by_search_as_zipfile_reads_it(cubin_whe
         assert found == {name: archive.read(name) for name in names}
     members = sum(archive.getinfo(name).compress_size for name in names)
     assert source.read_bytes - members < directory / 4, (source.read_bytes, members, directory)
+
+
+def test_a_wheel_read_whole_once_answers_for_what_it_lacks_without_being_read_again(tmp_path):
+    """flashinfer 0.6.18 on each names a kernel package the newest cubin lacks,
+    which only its whole directory tells. A whole read lists the wheel's
+    `checksums.txt` members with the sha256 the index gives; a later request
+    handed that listing answers "absent" for a package not in it without
+    opening the wheel (garbage now, to show it), and only for that very file."""
+    import hashlib
+
+    name = "flashinfer_cubin-0.6.13-py3-none-any.whl"
+    files, project = tmp_path / "files", tmp_path / "simple" / "flashinfer-cubin"
+    files.mkdir()
+    project.mkdir(parents=True)
+    held = "flashinfer_cubin/cubins/aaa/fmha/trtllm-gen/"
+    # Out of name order, so that the search finds nothing and the whole directory is read.
+    data = _zip(
+        [held + "include/meta.h", *(f"flashinfer_cubin/cubins/k{i:03d}" for i in range(500)), held + "checksums.txt"]
+    )
+    (files / name).write_bytes(data)
+    digest = hashlib.sha256(data).hexdigest()
+    (project / "index.html").write_text(f'<a href="{(files / name).as_uri()}#sha256={digest}">{name}</a>')
+    index = {"PIP_INDEX_URL": (tmp_path / "simple").as_uri(), "PIP_RETRIES": "0"}
+
+    def ask(package: str, known: dict) -> tuple[int, list[dict]]:
+        members = [
+            f"flashinfer_cubin/cubins/{package}/fmha/trtllm-gen/{m}" for m in ("checksums.txt", "include/meta.h")
+        ]
+        request = {"dist": "flashinfer-cubin", "specs": ["<=0.7.4"], "members": members, "dest": str(tmp_path / "d")}
+        return _helper({**request, "listing_suffix": "checksums.txt", "known": known}, index)
+
+    code, said = ask("aaa", {})
+    assert code == 0 and "members" in said[0], said
+    assert said[0]["sha256"] == digest and said[0]["listing"] == [held + "checksums.txt"]
+    code, said = ask("bbb", {})
+    assert code == 0 and said[0]["absent"] and "listed" not in said[0], said
+    known = {name: {"sha256": digest, "listing": said[0]["listing"]}}
+
+    (files / name).write_bytes(b"not a zip" * 100)  # a read of it now fails
+    code, said = ask("bbb", known)
+    assert code == 0 and said == [{"spec": "<=0.7.4", "wheel": name, "absent": True, "received": 0, "listed": True}]
+    code, said = ask("aaa", known)  # listed as held: read, and the read fails
+    assert code == 3 and "error" in said[0], said
+    code, said = ask("bbb", {name: {"sha256": "0" * 64, "listing": []}})  # another file under that name
+    assert code == 3 and "error" in said[0], said

@@ -55,7 +55,8 @@ _OURS = {
     "names": _KEPT,
     "readings": _KEPT,
     "table-rows": _KEPT,  # a kernel table's rows as parsed, keyed by the header and the parser
-    "kernel-tables": re.compile(rf"^{_HEX64}$"),
+    # A kernel package's folder, and what the cubin wheels read whole hold (kernel_tables.LISTINGS).
+    "kernel-tables": re.compile(rf"^({_HEX64}|cubin-listings\.json)$"),
     "bytecode": re.compile(r"^[0-9a-f]{8}$"),  # the interpreter's magic number
 }
 # What runs leave while they write: temp files and folders, locks, entries set aside.

@@ -115,12 +115,26 @@ def wait(dist: str, version: str, folder: Path) -> None:
 
 
 def members(
-    dist: str, specs: list[str], names: list[str], folder: Path, timeout: float, max_bytes: int
+    dist: str,
+    specs: list[str],
+    names: list[str],
+    folder: Path,
+    timeout: float,
+    max_bytes: int,
+    listing_suffix: str | None = None,
+    known: dict[str, dict] | None = None,
 ) -> list[dict] | None:
     """What the helper answered, per specifier in order, for the first wheel
     holding every member `names` (their bytes written under `folder`); None
-    when it could not answer, and the caller fetches the plain way."""
-    asked = _ask({"dist": dist, "specs": specs, "members": names, "dest": str(folder), "max_bytes": max_bytes}, timeout)
+    when it could not answer, and the caller fetches the plain way. With
+    `listing_suffix`, a wheel whose whole directory was read answers with the
+    members of that suffix it holds (`listing`, with its `sha256`); `known`
+    (wheel file name -> such an answer) lets the helper say a wheel lacks the
+    first member without reading it again."""
+    request = {"dist": dist, "specs": specs, "members": names, "dest": str(folder), "max_bytes": max_bytes}
+    if listing_suffix:
+        request.update(listing_suffix=listing_suffix, known=known or {})
+    asked = _ask(request, timeout)
     if asked is None:
         return None
     returncode, docs = asked

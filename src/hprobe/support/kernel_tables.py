@@ -13,7 +13,9 @@ it came from, in this order:
 3. a flashinfer-cubin installed in this environment;
 4. flashinfer-cubin from the package index, with the user's pip: the release's own
    version, else the newest not newer than it (one kernel package serves several
-   releases); only the two files are kept;
+   releases); only the two files are kept, and what a wheel read whole holds of
+   kernel packages (`LISTINGS`), so that another release naming a package that
+   wheel lacks is answered without reading it again;
 5. the artifact store the release itself downloads from (`FLASHINFER_CUBINS_REPOSITORY`).
 A search of 4 and 5 that found nothing is remembered for kernel_package.MISS_TTL and said in the
 same words, so that a machine that cannot reach them does not pay for trying on every
@@ -26,6 +28,7 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import json
 import os
 import tempfile
 import threading
@@ -292,8 +295,11 @@ def _from_index(package: Package, version: str, progress: Callable[[str], None])
             Path(tmp),
             setting_from_env(PIP_TIMEOUT),
             MAX_TABLE_BYTES,
+            listing_suffix=CHECKSUMS,
+            known=_listings(),
         )
         if answers is not None:
+            _keep_listings(answers)
             problems: list[str] = []
             for doc in answers:
                 received = doc.get("received")
@@ -311,6 +317,49 @@ def _from_index(package: Package, version: str, progress: Callable[[str], None])
                 )
             return "; ".join(problems) or f"{CUBIN_DIST}: not on the index"
     return _downloaded(package, version, progress)
+
+
+# What each flashinfer-cubin wheel read whole holds of kernel packages (its
+# `checksums.txt` members), by file name with the sha256 the index gave: the
+# releases from 0.6.18 on each name a package the newest cubin (0.6.13) lacks,
+# and learning that costs its whole 3.9 MB directory; a run asking for several
+# such releases reads it once.
+LISTINGS = "cubin-listings.json"
+
+
+def _listings() -> dict[str, dict]:
+    try:
+        kept = json.loads((cache.directory("kernel-tables") / LISTINGS).read_bytes())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(kept, dict):
+        return {}
+    return {
+        name: entry
+        for name, entry in kept.items()
+        if isinstance(entry, dict)
+        and isinstance(entry.get("sha256"), str)
+        and isinstance(entry.get("listing"), list)
+        and all(isinstance(n, str) for n in entry["listing"])
+    }
+
+
+def _keep_listings(answers: list[dict]) -> None:
+    new = {
+        doc["wheel"]: {"sha256": doc["sha256"], "listing": doc["listing"]}
+        for doc in answers
+        if isinstance(doc.get("wheel"), str)
+        and isinstance(doc.get("sha256"), str)
+        and isinstance(doc.get("listing"), list)
+    }
+    if not new:
+        return
+    try:
+        cache.write_atomically(
+            cache.directory("kernel-tables") / LISTINGS, json.dumps({**_listings(), **new}, sort_keys=True).encode()
+        )
+    except OSError:
+        pass  # a listing is a saving, never an answer
 
 
 def _downloaded(package: Package, version: str, progress: Callable[[str], None]) -> Found:

@@ -100,6 +100,9 @@ def _members(request: dict, session: Any, finder: Any, specifier_set: Any) -> in
                 _say({"spec": spec, "absent": True})
                 continue
             link = found.link
+            if _listed_without(request, link):
+                _say({"spec": spec, "wheel": link.filename, "absent": True, "received": 0, "listed": True})
+                continue
             folder = os.path.join(request["dest"], str(k))
             os.makedirs(folder, exist_ok=True)
             received = 0  # bytes off the network for this wheel (a local file: none)
@@ -112,22 +115,28 @@ def _members(request: dict, session: Any, finder: Any, specifier_set: Any) -> in
                     received = os.path.getsize(whole)
                     source = open(whole, "rb")
             limit = request.get("max_bytes", 1 << 26)
+            listing: dict[str, Any] = {}
             with source:
                 # The members found by a search of the central directory where
                 # its entries are in name order, else the whole directory read.
                 read = _searched(source, request["members"], limit)
                 if read is None:
-                    read = _read_whole_directory(source, request["members"], limit)
+                    read, names = _read_whole_directory(source, request["members"], limit)
+                    suffix = request.get("listing_suffix")
+                    if suffix and link.hash_name == "sha256" and link.hash:
+                        # What the wheel holds of that kind, for a later request
+                        # to answer from (_listed_without) without reading it again.
+                        listing = {"sha256": link.hash, "listing": sorted(n for n in names if n.endswith(suffix))}
                 received += getattr(source, "received", 0)
             if read is None:
-                _say({"spec": spec, "wheel": link.filename, "absent": True, "received": received})
+                _say({"spec": spec, "wheel": link.filename, "absent": True, "received": received, **listing})
                 continue
             written = {}
             for n, member in enumerate(request["members"]):
                 written[member] = os.path.join(folder, f"{n}.member")
                 with open(written[member], "wb") as out:
                     out.write(read[member])
-            _say({"spec": spec, "wheel": link.filename, "members": written, "received": received})
+            _say({"spec": spec, "wheel": link.filename, "members": written, "received": received, **listing})
             return 0
         except Exception as exc:  # noqa: BLE001 - the caller fetches the plain way
             _say({"spec": spec, "error": f"{type(exc).__name__}: {exc}"})
@@ -135,21 +144,42 @@ def _members(request: dict, session: Any, finder: Any, specifier_set: Any) -> in
     return 0
 
 
-def _read_whole_directory(source: Any, names: list[str], limit: int) -> dict[str, bytes] | None:
+def _listed_without(request: dict, link: Any) -> bool:
+    """Whether an earlier whole read of this very wheel (the same file name
+    and the sha256 the index gives for it) listed what it holds of the first
+    member's kind, and the first member is not among them: then the wheel
+    lacks it, said without reading the wheel again."""
+    suffix = request.get("listing_suffix")
+    known = request.get("known", {}).get(link.filename)
+    first = request["members"][0]
+    return bool(
+        suffix
+        and first.endswith(suffix)
+        and isinstance(known, dict)
+        and link.hash_name == "sha256"
+        and link.hash
+        and known.get("sha256") == link.hash
+        and isinstance(known.get("listing"), list)
+        and first not in known["listing"]
+    )
+
+
+def _read_whole_directory(source: Any, names: list[str], limit: int) -> tuple[dict[str, bytes] | None, list[str]]:
     """The members `names` of the zip `source`, read with its whole central
-    directory; None where one is missing."""
+    directory (None where one is missing), and the name of every member."""
     import zipfile
 
     with zipfile.ZipFile(source) as wheel:
-        present = set(wheel.namelist())
+        every = wheel.namelist()
+        present = set(every)
         if any(m not in present for m in names):
-            return None
+            return None, every
         read = {}
         for member in names:
             if wheel.getinfo(member).file_size > limit:
                 raise ValueError(f"{member} is larger than expected")
             read[member] = wheel.read(member)  # the member's CRC is checked
-        return read
+        return read, every
 
 
 # The central directory of flashinfer-cubin is 3.9 MB (16,017 entries): read
