@@ -119,7 +119,10 @@ def _members(request: dict, session: Any, finder: Any, specifier_set: Any) -> in
             with source:
                 # The members found by a search of the central directory where
                 # its entries are in name order, else the whole directory read.
-                read = _searched(source, request["members"], limit)
+                try:
+                    read = _searched(source, request["members"], limit)
+                except (ValueError, struct.error, zlib.error):
+                    read = None  # zipfile reads it, and says what is wrong with it if anything is
                 if read is None:
                     read, names = _read_whole_directory(source, request["members"], limit)
                     suffix = request.get("listing_suffix")
