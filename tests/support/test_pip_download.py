@@ -206,6 +206,15 @@ def test_a_member_whose_bytes_differ_from_the_directory_is_refused():
     assert _searched(_Counted(bytes(_zip(names))), ["pkg/m_0250.bin"], 1 << 20) is not None
     with pytest.raises(ValueError, match="larger than expected"):
         _searched(_Counted(bytes(_zip(names))), ["pkg/m_0001.bin"], 4)
+    # A stream that inflates past the size its directory entry states (a
+    # bomb's shape) is refused at that size plus one byte.
+    import struct
+
+    bomb = bytearray(_zip(["pkg/z.bin"], body=lambda name: bytes(1 << 20)))
+    entry = bomb.rindex(b"PK\x01\x02")
+    bomb[entry + 24 : entry + 28] = struct.pack("<I", 100)
+    with pytest.raises(ValueError, match="does not end where its size says"):
+        _searched(_Counted(bytes(bomb)), ["pkg/z.bin"], 1 << 30)
 
 
 def test_flashinfer_cubins_table_is_read_by_search_as_zipfile_reads_it(cubin_wheel):

@@ -319,8 +319,12 @@ class _Directory:
         name_len, extra_len = struct.unpack("<HH", header[26:30])
         data = self._at(entry.offset + _LOCAL_FIXED + name_len + extra_len, entry.csize)
         if entry.method == 8:
+            # Never more out than the directory says plus one byte: a stream
+            # that inflates past its stated size is refused, not held.
             inflater = zlib.decompressobj(-15)
-            data = inflater.decompress(data, limit + 1) + inflater.flush()
+            data = inflater.decompress(data, entry.usize + 1)
+            if not inflater.eof:
+                raise ValueError(f"{entry.name}: its deflated stream does not end where its size says")
         elif entry.method != 0:
             raise ValueError(f"{entry.name}: compression method {entry.method}")
         if len(data) != entry.usize or zlib.crc32(data) != entry.crc:
