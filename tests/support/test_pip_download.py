@@ -279,3 +279,54 @@ def test_a_wheel_read_whole_once_answers_for_what_it_lacks_without_being_read_ag
     assert code == 3 and "error" in said[0], said
     code, said = ask("bbb", {name: {"sha256": "0" * 64, "listing": []}})  # another file under that name
     assert code == 3 and "error" in said[0], said
+
+
+def test_spans_asked_together_are_one_round_of_requests_and_then_read_without_more():
+    """A search knows the points it looks at next: their blocks are asked at
+    once, one request per run of missing blocks, and reading them afterwards
+    asks nothing more."""
+    import http.server
+    import threading
+
+    from pip._vendor import requests
+
+    from hprobe.support.pip_download import _Ranges
+
+    body = bytes(range(256)) * 4096  # 1 MiB
+    asked: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *_args):
+            pass
+
+        def do_GET(self):
+            asked.append(self.headers["Range"])
+            first, _, last = self.headers["Range"].removeprefix("bytes=").partition("-")
+            start, stop = int(first), min(int(last), len(body) - 1)
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{stop}/{len(body)}")
+            self.send_header("Content-Length", str(stop - start + 1))
+            self.end_headers()
+            self.wfile.write(body[start : stop + 1])
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        ranges = _Ranges(requests.Session(), f"http://127.0.0.1:{server.server_address[1]}/w.whl", len(body))
+        block = _Ranges.BLOCK
+        spans = [(10, 20), (5 * block + 1, 7 * block), (7 * block, 7 * block + 5), (100 * block, 100 * block + 1)]
+        ranges.prefetch(spans)
+        # Blocks 0, 5-7 (one run) and 100: three requests, in one round.
+        assert sorted(asked) == sorted(
+            [f"bytes=0-{block - 1}", f"bytes={5 * block}-{8 * block - 1}", f"bytes={100 * block}-{101 * block - 1}"]
+        )
+        for start, end in spans:
+            ranges.seek(start)
+            assert ranges.read(end - start) == body[start:end]
+        assert len(asked) == 3
+        assert ranges.received == 1 + 5 * block
+    finally:
+        server.shutdown()
+        server.server_close()
