@@ -291,7 +291,7 @@ class _Directory:
             at += max(1, len(window) - len(_ENTRY) + 1)
         return None
 
-    def _prefetch(self, spans: list[tuple[int, int]]) -> None:
+    def prefetch(self, spans: list[tuple[int, int]]) -> None:
         prefetch = getattr(self.source, "prefetch", None)  # a local file reads as fast without
         if prefetch is not None:
             prefetch([(start, min(end, self.last)) for start, end in spans])
@@ -309,7 +309,7 @@ class _Directory:
             if not open_:
                 break
             points = {n: [lo + (hi - lo) * i // _FANOUT for i in range(1, _FANOUT)] for n, (lo, hi) in open_.items()}
-            self._prefetch([(p, p + _SEARCH_WINDOW) for ps in points.values() for p in ps])
+            self.prefetch([(p, p + _SEARCH_WINDOW) for ps in points.values() for p in ps])
             for name, (low, high) in open_.items():
                 for point in points[name]:
                     if point < low:
@@ -328,7 +328,7 @@ class _Directory:
                         break
                 segments[name] = (low, high)
         rest = {n: seg for n, seg in segments.items() if n not in found}
-        self._prefetch(list(rest.values()))
+        self.prefetch(list(rest.values()))
         for name, (at, high) in rest.items():
             while at < high:
                 entry = self.entry(at)
@@ -371,7 +371,7 @@ def _searched(source: Any, names: list[str], limit: int) -> dict[str, bytes] | N
         return None
     # Each member's local header and data in one round (a header's extra field
     # past this guess is read when it is met).
-    directory._prefetch(
+    directory.prefetch(
         [(e.offset, e.offset + _LOCAL_FIXED + len(e.name.encode()) + 64 + e.csize) for e in entries.values()]
     )
     return {name: directory.read(entries[name], limit) for name in names}
